@@ -1,0 +1,223 @@
+package airlock
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a request is in its lifecycle. Pending is the only
+// non-terminal state; a terminal request never changes state again.
+type State string
+
+// The five states of DESIGN.md §2.
+const (
+	StatePending   State = "pending"
+	StateApproved  State = "approved"
+	StateDenied    State = "denied"
+	StateExpired   State = "expired"
+	StateCancelled State = "cancelled"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{StatePending, StateApproved, StateDenied, StateExpired, StateCancelled}
+
+// Terminal reports whether s is one of the four final states.
+func (s State) Terminal() bool {
+	switch s {
+	case StateApproved, StateDenied, StateExpired, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the five states.
+func (s State) Valid() bool { return s == StatePending || s.Terminal() }
+
+// Kind says what a request asks for. Requests made over REST by an adapter
+// are KindToolCall; MCP agents choose one of the other kinds.
+type Kind string
+
+// The request kinds. KindToolCall is Airlock's own kind for adapter-intercepted
+// tool calls; the others come from the MCP tool brief.
+const (
+	KindToolCall     Kind = "tool_call"
+	KindWorkChange   Kind = "work_change"
+	KindMemoryChange Kind = "memory_change"
+	KindLifeChange   Kind = "life_change"
+	KindAgentRequest Kind = "agent_request"
+)
+
+// Kinds lists every kind.
+var Kinds = []Kind{KindToolCall, KindWorkChange, KindMemoryChange, KindLifeChange, KindAgentRequest}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool {
+	for _, v := range Kinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Request is an approval request: may this one call run? Tool and Arguments
+// are exactly what the adapter intercepted (Arguments keeps the submitted
+// bytes); AgentReasoning is the agent's unverified claim; Context is what the
+// adapter observed.
+type Request struct {
+	ID         string
+	InstanceID string
+	// OwnerID is the token that owns the instance, and so the request.
+	OwnerID string
+	State   State
+	Kind    Kind
+
+	Tool           string
+	Arguments      json.RawMessage
+	Timeout        string // the window as asked, verbatim
+	AgentReasoning string
+	Context        json.RawMessage // nil when absent
+
+	CreatedAt  time.Time
+	DeadlineAt time.Time
+
+	Decision  *Decision  // set once terminal
+	Execution *Execution // set once claimed
+
+	IdempotencyKey string
+	Fingerprint    string
+
+	// MCP fields (DESIGN.md §4); empty for REST tool calls.
+	Title       string
+	Description string
+	TargetType  string
+	TargetID    string
+	SessionID   string
+	Proposal    *Proposal
+	Question    *Question
+
+	// Seq orders requests by creation; it backs cursor pagination.
+	Seq int64
+}
+
+// Decision is the terminal outcome recorded on a request. Status equals the
+// request's state. ExpiresAt is set only for approvals: permission to start
+// the call ends then.
+type Decision struct {
+	Status    State
+	Note      string
+	Answer    string
+	DecidedAt time.Time
+	// DecidedBy is the token that decided, or a system actor such as
+	// ActorExpiry or ActorPolicy.
+	DecidedBy string
+	ExpiresAt *time.Time
+}
+
+// ExecutionStatus is the state of the single execution attempt.
+type ExecutionStatus string
+
+// Execution statuses: claimed until the adapter reports an outcome.
+const (
+	ExecClaimed   ExecutionStatus = "claimed"
+	ExecSucceeded ExecutionStatus = "succeeded"
+	ExecFailed    ExecutionStatus = "failed"
+	ExecUnknown   ExecutionStatus = "unknown"
+)
+
+// Valid reports whether s is an outcome an adapter may report.
+func (s ExecutionStatus) Valid() bool {
+	return s == ExecSucceeded || s == ExecFailed || s == ExecUnknown
+}
+
+// Execution records the one execution attempt of an approved request.
+type Execution struct {
+	ClaimedAt  time.Time
+	ClaimedBy  string
+	Status     ExecutionStatus
+	FinishedAt *time.Time
+	Detail     string
+}
+
+// Proposal is an MCP request's proposal: advisory (execute nothing) or a
+// typed command that executes atomically with the approval.
+type Proposal struct {
+	Mode    string   `json:"mode"`
+	Command *Command `json:"command,omitempty"`
+}
+
+// Command is a typed, executable proposal.
+type Command struct {
+	Method string          `json:"method"`
+	Input  json.RawMessage `json:"input"`
+}
+
+// Question asks the reviewer for an answer: free text when Choices is empty.
+type Question struct {
+	Choices []string `json:"choices,omitempty"`
+}
+
+// Instance is one running adapter (or MCP agent session). It owns requests;
+// deleting it cancels its pending ones.
+type Instance struct {
+	ID        string
+	OwnerID   string
+	Name      string
+	Metadata  json.RawMessage
+	CreatedAt time.Time
+	// PendingCount is filled on reads: how many of its requests are pending.
+	PendingCount int
+}
+
+// System actors recorded in decisions and audit events.
+const (
+	ActorExpiry = "system:expiry"
+	ActorPolicy = "system:policy"
+)
+
+// EventType names an audit event.
+type EventType string
+
+// Audit event types: one per kind of state change.
+const (
+	EventInstanceCreated   EventType = "instance.created"
+	EventInstanceDeleted   EventType = "instance.deleted"
+	EventRequestCreated    EventType = "request.created"
+	EventRequestApproved   EventType = "request.approved"
+	EventRequestDenied     EventType = "request.denied"
+	EventRequestExpired    EventType = "request.expired"
+	EventRequestCancelled  EventType = "request.cancelled"
+	EventExecutionClaimed  EventType = "execution.claimed"
+	EventExecutionReported EventType = "execution.reported"
+	EventTokenCreated      EventType = "token.created"
+	EventTokenRevoked      EventType = "token.revoked"
+)
+
+// StateEvent returns the event type recorded when a request enters s.
+func StateEvent(s State) EventType {
+	switch s {
+	case StateApproved:
+		return EventRequestApproved
+	case StateDenied:
+		return EventRequestDenied
+	case StateExpired:
+		return EventRequestExpired
+	case StateCancelled:
+		return EventRequestCancelled
+	}
+	return EventRequestCreated
+}
+
+// Event is one append-only audit record. IDs increase; the SSE stream uses
+// them for Last-Event-ID resume.
+type Event struct {
+	ID         int64
+	Type       EventType
+	At         time.Time
+	Actor      string
+	RequestID  string
+	InstanceID string
+	TokenID    string
+	// State is the request's state after the change, for request events.
+	State State
+}

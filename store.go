@@ -1,0 +1,145 @@
+package airlock
+
+import (
+	"context"
+	"time"
+)
+
+// Clock tells the time. Stores judge deadlines by their own clock: the
+// SQLite driver by the Clock it is given, the PostgreSQL driver by the
+// database's clock_timestamp().
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the real clock, truncated to the microsecond that both
+// drivers store.
+type SystemClock struct{}
+
+// Now returns the current UTC time truncated to the microsecond.
+func (SystemClock) Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// NewRequestParams is what the provider asks a store to create. The store
+// sets CreatedAt and DeadlineAt = CreatedAt + Window by its own clock.
+type NewRequestParams struct {
+	Request Request // ID, InstanceID, OwnerID, Kind, call fields, key, fingerprint
+	Window  time.Duration
+	Actor   string
+	// Initial, when set, is a decision made at creation by a policy: the
+	// request is created already terminal.
+	Initial *InitialDecision
+}
+
+// InitialDecision is a policy's decision at creation.
+type InitialDecision struct {
+	Status   State // approved or denied
+	Note     string
+	Validity time.Duration // for approvals
+}
+
+// DecideParams asks a store to record a reviewer's decision. The store sets
+// DecidedAt to its now and, for approvals, ExpiresAt = DecidedAt + Validity.
+type DecideParams struct {
+	ID       string
+	Status   State // approved or denied
+	Note     string
+	Answer   string
+	Validity time.Duration
+	Actor    string
+}
+
+// RequestFilter selects requests to list, newest first.
+type RequestFilter struct {
+	OwnerID    string // set for agents: only their own
+	State      State
+	InstanceID string
+	Tool       string
+	Kind       Kind
+	BeforeSeq  int64 // cursor: only requests with Seq < BeforeSeq; 0 for the first page
+	Limit      int
+}
+
+// Store keeps instances, requests, audit events and tokens. Every state
+// change is one conditional write decided by the store, never a read
+// followed by a write in Go; every change appends its audit event in the
+// same transaction.
+//
+// Errors are *Error: not_found for missing rows, and for lost transitions
+// the code and State of what holds.
+type Store interface {
+	// CreateInstance stores a new instance.
+	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)
+	// GetInstance reads an instance with its pending count; not_found.
+	GetInstance(ctx context.Context, id string) (Instance, error)
+	// ListInstances lists instances, of one owner when ownerID is set.
+	ListInstances(ctx context.Context, ownerID string) ([]Instance, error)
+	// DeleteInstance deletes an instance and cancels its pending requests in
+	// one transaction; it returns the IDs of the requests it cancelled.
+	// not_found.
+	DeleteInstance(ctx context.Context, id, actor string) ([]string, error)
+
+	// CreateRequest creates a request, idempotently per owner and key: when
+	// the key exists with the same fingerprint it returns the stored request
+	// and created=false; with another fingerprint, idempotency_conflict.
+	// not_found when the instance does not exist (or was just deleted).
+	CreateRequest(ctx context.Context, p NewRequestParams) (r Request, created bool, err error)
+	// GetRequest reads a request; not_found.
+	GetRequest(ctx context.Context, id string) (Request, error)
+	// ListRequests lists requests matching f, newest first.
+	ListRequests(ctx context.Context, f RequestFilter) ([]Request, error)
+	// Decide records a decision if the request is pending and its deadline
+	// is after the store's now. Otherwise not_pending (State: what holds), or
+	// deadline_passed when the deadline has come (the request is expired in
+	// the same call, so State is expired); not_found.
+	Decide(ctx context.Context, p DecideParams) (Request, error)
+	// Cancel withdraws a pending request before its deadline; errors as Decide.
+	Cancel(ctx context.Context, id, actor string) (Request, error)
+	// ExpireDue expires up to limit pending requests whose deadline is at or
+	// before the store's now, and returns them.
+	ExpireDue(ctx context.Context, limit int) ([]Request, error)
+	// NextDeadline returns the earliest deadline of a pending request.
+	NextDeadline(ctx context.Context) (t time.Time, ok bool, err error)
+	// ClaimExecution claims the one execution attempt of an approved request
+	// before its expires_at. Otherwise not_approved, approval_expired or
+	// already_executed; not_found.
+	ClaimExecution(ctx context.Context, id, actor string) (Request, error)
+	// ReportExecution records the outcome of a claimed execution. Reporting
+	// the same outcome again returns the request unchanged; a different one
+	// is already_executed; without a claim, not_approved or invalid_request.
+	ReportExecution(ctx context.Context, id string, in ReportInput, actor string) (Request, error)
+
+	// ListEvents returns up to limit audit events with ID > after, in order.
+	ListEvents(ctx context.Context, after int64, limit int) ([]Event, error)
+
+	// CreateToken stores a token.
+	CreateToken(ctx context.Context, t Token) error
+	// PutToken stores t under its ID, replacing the hash and clearing any
+	// revocation when it exists (the bootstrap admin token).
+	PutToken(ctx context.Context, t Token) error
+	// TokenByHash finds a token, revoked or not, by its secret's hash; not_found.
+	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+	// GetToken reads a token by ID; not_found.
+	GetToken(ctx context.Context, id string) (Token, error)
+	// ListTokens lists every token, newest first.
+	ListTokens(ctx context.Context) ([]Token, error)
+	// RevokeToken marks a token revoked; revoking twice keeps the first time.
+	RevokeToken(ctx context.Context, id, actor string) (Token, error)
+
+	// Ping checks that the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store.
+	Close() error
+}
+
+// Policy may decide a request at creation. The default decides nothing.
+type Policy interface {
+	// Evaluate returns a decision to record at creation, or nil to leave the
+	// request pending for a person.
+	Evaluate(ctx context.Context, r Request) (*InitialDecision, error)
+}
+
+// NoPolicy leaves every request to a person.
+type NoPolicy struct{}
+
+// Evaluate decides nothing.
+func (NoPolicy) Evaluate(context.Context, Request) (*InitialDecision, error) { return nil, nil }

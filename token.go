@@ -1,0 +1,148 @@
+package airlock
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Role is what a token may do. Each token has exactly one.
+type Role string
+
+// The three roles of DESIGN.md §8.
+const (
+	RoleAdmin    Role = "admin"
+	RoleAgent    Role = "agent"
+	RoleReviewer Role = "reviewer"
+)
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r == RoleAdmin || r == RoleAgent || r == RoleReviewer }
+
+// Scopes finer than roles.
+const (
+	// ScopeWorkWrite lets an agent propose (and have executed) work_move commands.
+	ScopeWorkWrite = "work:write"
+)
+
+// KnownScopes lists the scopes a token may carry.
+var KnownScopes = []string{ScopeWorkWrite}
+
+// Token is a bearer credential. Only the SHA-256 of its secret is stored.
+type Token struct {
+	ID     string
+	Name   string
+	Role   Role
+	Scopes []string
+	// Principal names who holds the token (a person or a system). A reviewer
+	// may not decide a request created by a token with the same principal,
+	// so one person cannot approve their own agent's calls. It defaults to
+	// the token's own ID.
+	Principal string
+	Hash      []byte
+	CreatedAt time.Time
+	CreatedBy string
+	RevokedAt *time.Time
+}
+
+// HasScope reports whether t carries scope.
+func (t Token) HasScope(scope string) bool { return slices.Contains(t.Scopes, scope) }
+
+// Caller is the authenticated token behind a call.
+type Caller = Token
+
+// TokenSecretPrefix starts every secret, so that secret scanners and people
+// recognise an Airlock token.
+const TokenSecretPrefix = "airlock_"
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewID returns a random opaque ID with the given prefix, such as "apr_".
+func NewID(prefix string) string {
+	var b [15]byte
+	rand.Read(b[:])
+	return prefix + idEncoding.EncodeToString(b[:])
+}
+
+// NewTokenSecret returns a fresh random secret (256 bits).
+func NewTokenSecret() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return TokenSecretPrefix + idEncoding.EncodeToString(b[:])
+}
+
+// HashSecret returns the stored form of a secret.
+func HashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// ID prefixes of DESIGN.md §3.
+const (
+	PrefixRequest  = "apr_"
+	PrefixInstance = "ins_"
+	PrefixSession  = "ses_"
+	PrefixToken    = "tok_"
+)
+
+// Token input limits.
+const (
+	MaxTokenNameLen = 200
+	MaxPrincipalLen = 200
+)
+
+// NewTokenInput is what an admin submits to mint a token.
+type NewTokenInput struct {
+	Name      string
+	Role      Role
+	Scopes    []string
+	Principal string
+}
+
+// Validate checks a token request.
+func (in *NewTokenInput) Validate() error {
+	if err := checkText("name", in.Name, 1, MaxTokenNameLen); err != nil {
+		return err
+	}
+	if !in.Role.Valid() {
+		return Invalid("role", "role must be one of admin, agent, reviewer")
+	}
+	for _, s := range in.Scopes {
+		if !slices.Contains(KnownScopes, s) {
+			return Invalid("scopes", "unknown scope %q; known scopes: %s", s, strings.Join(KnownScopes, ", "))
+		}
+	}
+	if in.Principal != "" {
+		if err := checkText("principal", in.Principal, 1, MaxPrincipalLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CanReadRequest reports whether c may see r: reviewers and admins see all,
+// agents only their own. A caller that may not read gets not_found, never
+// forbidden, so IDs do not leak.
+func CanReadRequest(c Caller, r Request) bool {
+	switch c.Role {
+	case RoleReviewer, RoleAdmin:
+		return true
+	case RoleAgent:
+		return r.OwnerID == c.ID
+	}
+	return false
+}
+
+// CanReadInstance reports whether c may see in.
+func CanReadInstance(c Caller, in Instance) bool {
+	switch c.Role {
+	case RoleReviewer, RoleAdmin:
+		return true
+	case RoleAgent:
+		return in.OwnerID == c.ID
+	}
+	return false
+}

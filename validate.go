@@ -1,0 +1,319 @@
+package airlock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Input limits (STYLE.md §13). Lengths are in bytes of UTF-8.
+const (
+	MaxBodyBytes       = 1 << 20 // whole HTTP body
+	MaxReasoningLen    = 16 << 10
+	MaxContextBytes    = 64 << 10
+	MaxMetadataBytes   = 16 << 10
+	MaxTimeoutLen      = 64
+	MaxNoteLen         = 4000
+	MaxAnswerLen       = 2000
+	MaxDetailLen       = 4000
+	MaxInstanceNameLen = 200
+	MaxIdempotencyKey  = 200
+	MaxTitleLen        = 200
+	MaxDescriptionLen  = 4000
+	MaxChoiceLen       = 120
+	MinChoices         = 2
+	MaxChoices         = 6
+)
+
+// ToolNamePattern is the shape every tool name must have. Anything else
+// (spaces, control, bidirectional or look-alike characters) is refused at
+// creation, so a reviewer never has to tell two tool names apart by eye.
+var ToolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// providerFields are names a client may never send: the provider sets them.
+var providerFields = []string{
+	"id", "instance_id", "owner_id", "state", "decision", "execution",
+	"created_at", "deadline_at", "decided_at", "decided_by", "expires_at",
+	"claimed_at", "finished_at", "fingerprint", "pending_count", "secret", "revoked_at",
+}
+
+// DecodeObject strictly decodes a JSON object into dst, a pointer to a
+// struct whose fields carry json tags. Keys must match a tag exactly; keys
+// that name provider-set fields, and unknown keys, are refused by name.
+func DecodeObject(data []byte, dst any) error {
+	members, err := ParseObject(data)
+	if err != nil {
+		return err
+	}
+	allowed := jsonFieldNames(dst)
+	for _, m := range members {
+		if slices.Contains(allowed, m.Key) {
+			continue
+		}
+		if slices.Contains(providerFields, m.Key) {
+			return Invalid(m.Key, "field %q is set by the provider; remove it", m.Key)
+		}
+		return Invalid(m.Key, "unknown field %q; allowed fields are %s", m.Key, strings.Join(allowed, ", "))
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Invalid(te.Field, "%s must be a JSON %s", te.Field, jsonKind(te.Type))
+		}
+		return Invalid("", "invalid JSON: %v", err)
+	}
+	return nil
+}
+
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "value"
+		}
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64:
+		return "number"
+	}
+	return t.String()
+}
+
+func jsonFieldNames(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// checkText checks a string field's length and that it holds no NUL.
+func checkText(field, s string, minLen, maxLen int) error {
+	if len(s) < minLen {
+		if minLen == 1 {
+			return Invalid(field, "%s is required", field)
+		}
+		return Invalid(field, "%s must be at least %d bytes", field, minLen)
+	}
+	if len(s) > maxLen {
+		return Invalid(field, "%s must be at most %d bytes (got %d)", field, maxLen, len(s))
+	}
+	if !utf8.ValidString(s) {
+		return Invalid(field, "%s is not valid UTF-8", field)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return Invalid(field, "%s contains a NUL character", field)
+	}
+	return nil
+}
+
+// isObject reports whether raw (strict JSON) is an object.
+func isObject(raw json.RawMessage) bool {
+	for _, c := range raw {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// CheckIdempotencyKey validates an Idempotency-Key: 1 to 200 printable
+// ASCII characters.
+func CheckIdempotencyKey(key string) error {
+	if key == "" {
+		return Invalid("Idempotency-Key", "the Idempotency-Key header is required: send a unique key per intended call and reuse it on retries")
+	}
+	if len(key) > MaxIdempotencyKey {
+		return Invalid("Idempotency-Key", "Idempotency-Key must be at most %d characters", MaxIdempotencyKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return Invalid("Idempotency-Key", "Idempotency-Key must be printable ASCII without spaces")
+		}
+	}
+	return nil
+}
+
+// CreateRequestInput is the body of POST /v1/instances/{id}/approval-requests
+// (CreateApprovalRequest).
+type CreateRequestInput struct {
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Timeout        string          `json:"timeout"`
+	AgentReasoning string          `json:"agent_reasoning"`
+	Context        json.RawMessage `json:"context"`
+}
+
+// ParseCreateRequest strictly decodes and validates a create body.
+func ParseCreateRequest(body []byte) (CreateRequestInput, error) {
+	var in CreateRequestInput
+	if err := DecodeObject(body, &in); err != nil {
+		return in, err
+	}
+	return in, in.Validate()
+}
+
+// Validate checks every field of a create request.
+func (in *CreateRequestInput) Validate() error {
+	if in.Tool == "" {
+		return Invalid("tool", "tool is required")
+	}
+	if !ToolNamePattern.MatchString(in.Tool) {
+		return Invalid("tool", "tool must match %s: letters, digits, '_', '.', '-', 1 to 128 characters", ToolNamePattern)
+	}
+	if isNull(in.Arguments) {
+		return Invalid("arguments", "arguments is required: the exact arguments of the intercepted call, as a JSON object")
+	}
+	if !isObject(in.Arguments) {
+		return Invalid("arguments", "arguments must be a JSON object")
+	}
+	if err := checkText("timeout", in.Timeout, 0, MaxTimeoutLen); err != nil {
+		return err
+	}
+	if err := checkText("agent_reasoning", in.AgentReasoning, 0, MaxReasoningLen); err != nil {
+		return err
+	}
+	if isNull(in.Context) {
+		in.Context = nil
+	} else {
+		if !isObject(in.Context) {
+			return Invalid("context", "context must be a JSON object")
+		}
+		if len(in.Context) > MaxContextBytes {
+			return Invalid("context", "context must be at most %d bytes", MaxContextBytes)
+		}
+	}
+	return nil
+}
+
+// Fingerprint returns the hash of the canonical validated body for an
+// instance: what idempotent replays are compared by.
+func (in *CreateRequestInput) Fingerprint(instanceID string) (string, error) {
+	args, err := Canonical(in.Arguments)
+	if err != nil {
+		return "", fmt.Errorf("canonical arguments: %w", err)
+	}
+	ctx := []byte("null")
+	if in.Context != nil {
+		if ctx, err = Canonical(in.Context); err != nil {
+			return "", fmt.Errorf("canonical context: %w", err)
+		}
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{
+		[]byte("tool_call/v1"), []byte(instanceID), []byte(in.Tool), args,
+		[]byte(in.Timeout), []byte(in.AgentReasoning), ctx,
+	} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// InstanceInput is the body of POST /v1/instances.
+type InstanceInput struct {
+	Name     string          `json:"name"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// Validate checks an instance registration.
+func (in *InstanceInput) Validate() error {
+	if err := checkText("name", in.Name, 1, MaxInstanceNameLen); err != nil {
+		return err
+	}
+	if isNull(in.Metadata) {
+		in.Metadata = nil
+		return nil
+	}
+	if !isObject(in.Metadata) {
+		return Invalid("metadata", "metadata must be a JSON object")
+	}
+	if len(in.Metadata) > MaxMetadataBytes {
+		return Invalid("metadata", "metadata must be at most %d bytes", MaxMetadataBytes)
+	}
+	return nil
+}
+
+// DecisionInput is the body of POST /v1/approval-requests/{id}/decision.
+type DecisionInput struct {
+	Status   State  `json:"status"`
+	Note     string `json:"note"`
+	Answer   string `json:"answer"`
+	ValidFor string `json:"valid_for"`
+}
+
+// Validate checks a decision on its own; CheckAnswer checks it against the
+// request's question.
+func (in *DecisionInput) Validate() error {
+	if in.Status != StateApproved && in.Status != StateDenied {
+		return Invalid("status", "status must be approved or denied")
+	}
+	if err := checkText("note", in.Note, 0, MaxNoteLen); err != nil {
+		return err
+	}
+	if err := checkText("answer", in.Answer, 0, MaxAnswerLen); err != nil {
+		return err
+	}
+	if in.Status == StateDenied && in.ValidFor != "" {
+		return Invalid("valid_for", "valid_for applies only to approvals")
+	}
+	if in.Status == StateDenied && in.Answer != "" {
+		return Invalid("answer", "answer applies only to approvals; a denial declines the question (say why in note)")
+	}
+	return nil
+}
+
+// CheckAnswer checks the decision's answer against r's question: an answer
+// needs a question, and must be one of its choices when it has them.
+func (in *DecisionInput) CheckAnswer(r Request) error {
+	if in.Answer == "" || in.Status != StateApproved {
+		return nil
+	}
+	if r.Question == nil {
+		return Invalid("answer", "answer is only for requests that ask a question; this one does not")
+	}
+	if len(r.Question.Choices) > 0 && !slices.Contains(r.Question.Choices, in.Answer) {
+		return Invalid("answer", "answer must be one of the choices: %s", strings.Join(r.Question.Choices, " | "))
+	}
+	return nil
+}
+
+// ReportInput is the body of PUT /v1/approval-requests/{id}/execution.
+type ReportInput struct {
+	Status ExecutionStatus `json:"status"`
+	Detail string          `json:"detail"`
+}
+
+// Validate checks an execution report.
+func (in *ReportInput) Validate() error {
+	if !in.Status.Valid() {
+		return Invalid("status", "status must be succeeded, failed or unknown")
+	}
+	return checkText("detail", in.Detail, 0, MaxDetailLen)
+}
