@@ -1,0 +1,65 @@
+package provider
+
+import (
+	"github.com/airlockhq/airlock"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the provider's Prometheus collectors.
+type Metrics struct {
+	transitions     *prometheus.CounterVec
+	decisionLatency prometheus.Histogram
+	expiryLag       prometheus.Histogram
+}
+
+// NewMetrics creates the provider's collectors and registers them with reg.
+// pending, when not nil, backs the pending-requests gauge.
+func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_requests_total",
+			Help: "Requests that entered each state (pending counts creations), by this process.",
+		}, []string{"state"}),
+		decisionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "airlock_decision_latency_seconds",
+			Help:    "Time from creation to a reviewer's decision.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 16),
+		}),
+		expiryLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "airlock_expiry_lag_seconds",
+			Help:    "How long after its deadline a request was expired.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+	}
+	for _, s := range airlock.States {
+		m.transitions.WithLabelValues(string(s))
+	}
+	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag)
+	if pending != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "airlock_requests_pending",
+			Help: "Requests pending now.",
+		}, pending))
+	}
+	return m
+}
+
+func (m *Metrics) entered(r airlock.Request) {
+	if m == nil {
+		return
+	}
+	m.transitions.WithLabelValues(string(r.State)).Inc()
+	if d := r.Decision; d != nil && (d.Status == airlock.StateApproved || d.Status == airlock.StateDenied) && d.DecidedBy != airlock.ActorPolicy {
+		m.decisionLatency.Observe(d.DecidedAt.Sub(r.CreatedAt).Seconds())
+	}
+}
+
+func (m *Metrics) expired(r airlock.Request) {
+	if m == nil {
+		return
+	}
+	m.transitions.WithLabelValues(string(airlock.StateExpired)).Inc()
+	if r.Decision != nil {
+		m.expiryLag.Observe(max(0, r.Decision.DecidedAt.Sub(r.DeadlineAt)).Seconds())
+	}
+}

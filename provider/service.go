@@ -1,0 +1,532 @@
+// Package provider is Airlock's provider service: it authorizes callers,
+// validates input, asks the store to make each transition, wakes waiters,
+// and runs the expiry scheduler. The REST API and the MCP server are thin
+// layers over it, so both enforce exactly the same rules.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Config configures a Service. Zero fields take the documented defaults.
+type Config struct {
+	Store  airlock.Store  // required
+	Clock  airlock.Clock  // default airlock.SystemClock{}
+	Limits airlock.Limits // default airlock.DefaultLimits()
+	Policy airlock.Policy // default airlock.NoPolicy{}
+	Logger *slog.Logger   // default slog.Default()
+	// Metrics, when set, receives transitions, decision latency and expiry lag.
+	Metrics *Metrics
+	// MaxWait bounds a long-poll (default 60s).
+	MaxWait time.Duration
+	// ExpiryBatch is how many requests one expiry write handles (default 500),
+	// so no sweep holds the writer for long.
+	ExpiryBatch int
+}
+
+// Service is the provider. Its methods take the authenticated caller and
+// return *airlock.Error for anything the caller can act on.
+type Service struct {
+	store   airlock.Store
+	clock   airlock.Clock
+	limits  airlock.Limits
+	policy  airlock.Policy
+	log     *slog.Logger
+	metrics *Metrics
+	maxWait time.Duration
+	batch   int
+
+	hub  *hub
+	kick chan struct{}
+	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
+	// it sleeps with nothing due. A create with an earlier deadline kicks it.
+	nextWake atomic.Int64
+}
+
+// New returns a Service for cfg.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("provider: Config.Store is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = airlock.SystemClock{}
+	}
+	if cfg.Limits == (airlock.Limits{}) {
+		cfg.Limits = airlock.DefaultLimits()
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = airlock.NoPolicy{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 60 * time.Second
+	}
+	if cfg.ExpiryBatch <= 0 {
+		cfg.ExpiryBatch = 500
+	}
+	return &Service{
+		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
+		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch,
+		hub: newHub(), kick: make(chan struct{}, 1),
+	}, nil
+}
+
+// Limits returns the provider's window and validity limits.
+func (s *Service) Limits() airlock.Limits { return s.limits }
+
+// MaxWait returns the longest long-poll the service allows.
+func (s *Service) MaxWait() time.Duration { return s.maxWait }
+
+// Ready checks that the store is reachable.
+func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+
+func forbidden(format string, args ...any) error {
+	return airlock.Errorf(airlock.CodeForbidden, format, args...)
+}
+
+// Authenticate returns the token whose secret was presented. Unknown and
+// revoked tokens are unauthorized; the store is asked on every call, so a
+// revocation takes effect on the next one.
+func (s *Service) Authenticate(ctx context.Context, secret string) (airlock.Caller, error) {
+	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "missing, unknown or revoked token: send Authorization: Bearer <token>")
+	if secret == "" {
+		return airlock.Caller{}, unauthorized
+	}
+	t, err := s.store.TokenByHash(ctx, airlock.HashSecret(secret))
+	if airlock.ErrorCode(err) == airlock.CodeNotFound {
+		return airlock.Caller{}, unauthorized
+	}
+	if err != nil {
+		return airlock.Caller{}, fmt.Errorf("authenticate: %w", err)
+	}
+	if t.RevokedAt != nil {
+		return airlock.Caller{}, unauthorized
+	}
+	return t, nil
+}
+
+// RegisterInstance registers an adapter instance owned by the calling agent.
+func (s *Service) RegisterInstance(ctx context.Context, c airlock.Caller, in airlock.InstanceInput) (airlock.Instance, error) {
+	if c.Role != airlock.RoleAgent {
+		return airlock.Instance{}, forbidden("only agent tokens register instances")
+	}
+	if err := in.Validate(); err != nil {
+		return airlock.Instance{}, err
+	}
+	inst := airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata}
+	return s.store.CreateInstance(ctx, inst, c.ID)
+}
+
+// Instance reads an instance the caller may see.
+func (s *Service) Instance(ctx context.Context, c airlock.Caller, id string) (airlock.Instance, error) {
+	inst, err := s.store.GetInstance(ctx, id)
+	if err != nil {
+		return airlock.Instance{}, err
+	}
+	if !airlock.CanReadInstance(c, inst) {
+		return airlock.Instance{}, airlock.NotFound("instance", id)
+	}
+	return inst, nil
+}
+
+// Instances lists the instances the caller may see.
+func (s *Service) Instances(ctx context.Context, c airlock.Caller) ([]airlock.Instance, error) {
+	owner := ""
+	if c.Role == airlock.RoleAgent {
+		owner = c.ID
+	}
+	return s.store.ListInstances(ctx, owner)
+}
+
+// DeleteInstance deletes an instance (its owner or an admin) and cancels its
+// pending requests in the same transaction. It returns how many it cancelled.
+func (s *Service) DeleteInstance(ctx context.Context, c airlock.Caller, id string) (int, error) {
+	if c.Role == airlock.RoleReviewer {
+		return 0, forbidden("reviewers cannot delete instances; the owning agent or an admin can")
+	}
+	inst, err := s.Instance(ctx, c, id)
+	if err != nil {
+		return 0, err
+	}
+	if c.Role != airlock.RoleAdmin && inst.OwnerID != c.ID {
+		return 0, airlock.NotFound("instance", id)
+	}
+	ids, err := s.store.DeleteInstance(ctx, id, c.ID)
+	if err != nil {
+		return 0, err
+	}
+	s.hub.publish(ids...)
+	if s.metrics != nil {
+		for range ids {
+			s.metrics.transitions.WithLabelValues(string(airlock.StateCancelled)).Inc()
+		}
+	}
+	return len(ids), nil
+}
+
+// CreateRequest creates an approval request on the caller's instance,
+// idempotently per caller and key. created is false for a replay.
+func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceID, key string, in airlock.CreateRequestInput) (airlock.Request, bool, error) {
+	if c.Role != airlock.RoleAgent {
+		return airlock.Request{}, false, forbidden("only agent tokens create approval requests")
+	}
+	if err := airlock.CheckIdempotencyKey(key); err != nil {
+		return airlock.Request{}, false, err
+	}
+	if err := in.Validate(); err != nil {
+		return airlock.Request{}, false, err
+	}
+	window, err := s.limits.Window(in.Timeout)
+	if err != nil {
+		return airlock.Request{}, false, err
+	}
+	// The owner never changes, so checking it before the write is safe. A
+	// deleted instance still goes to the store: a replay of a request made
+	// before the delete must return the original.
+	inst, err := s.store.GetInstance(ctx, instanceID)
+	switch {
+	case err == nil && inst.OwnerID != c.ID:
+		return airlock.Request{}, false, airlock.NotFound("instance", instanceID)
+	case err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound:
+		return airlock.Request{}, false, err
+	}
+	fp, err := in.Fingerprint(instanceID)
+	if err != nil {
+		return airlock.Request{}, false, err
+	}
+	r := airlock.Request{
+		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instanceID, OwnerID: c.ID,
+		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
+		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
+	}
+	return s.create(ctx, airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
+}
+
+// create asks the policy, stores the request and wakes whoever cares.
+func (s *Service) create(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	initial, err := s.policy.Evaluate(ctx, p.Request)
+	if err != nil {
+		return airlock.Request{}, false, fmt.Errorf("policy: %w", err)
+	}
+	p.Initial = initial
+	r, created, err := s.store.CreateRequest(ctx, p)
+	if err != nil || !created {
+		return r, created, err
+	}
+	s.metrics.entered(airlock.Request{State: airlock.StatePending})
+	if r.State.Terminal() {
+		s.metrics.entered(r)
+	} else {
+		s.wakeSchedulerFor(r.DeadlineAt)
+	}
+	s.hub.publish(r.ID)
+	return r, true, nil
+}
+
+// Request reads a request the caller may see. With wait > 0 it long-polls:
+// it returns as soon as the request is terminal or when wait (at most
+// MaxWait) has passed, whichever is first.
+func (s *Service) Request(ctx context.Context, c airlock.Caller, id string, wait time.Duration) (airlock.Request, error) {
+	r, err := s.read(ctx, c, id)
+	if err != nil || r.State.Terminal() || wait <= 0 {
+		return r, err
+	}
+	wait = min(wait, s.maxWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	woken, unsubscribe := s.hub.subscribe(id)
+	defer unsubscribe()
+	for {
+		// Re-read after subscribing, so a change between the first read and
+		// the subscription is not missed.
+		r, err = s.read(ctx, c, id)
+		if err != nil || r.State.Terminal() {
+			break
+		}
+		// Wake at the deadline too, should the scheduler be late.
+		untilDeadline := time.NewTimer(max(r.DeadlineAt.Sub(s.clock.Now()), 0) + time.Millisecond)
+		select {
+		case <-woken:
+		case <-untilDeadline.C:
+		case <-ctx.Done():
+		}
+		untilDeadline.Stop()
+		if ctx.Err() != nil {
+			// The wait ended: answer with the latest state, unless the
+			// caller went away.
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				return s.read(context.WithoutCancel(ctx), c, id)
+			}
+			return r, ctx.Err()
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return s.read(context.WithoutCancel(ctx), c, id)
+	}
+	return r, err
+}
+
+// read returns a request the caller may see, expiring it first when its
+// deadline has come and the scheduler has not yet run, so reads always
+// agree with the deadline.
+func (s *Service) read(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
+	r, err := s.store.GetRequest(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if !airlock.CanReadRequest(c, r) {
+		return airlock.Request{}, airlock.NotFound("approval request", id)
+	}
+	if r.State == airlock.StatePending && !s.clock.Now().Before(r.DeadlineAt) {
+		if _, err := s.ExpireDue(ctx); err != nil {
+			return r, err
+		}
+		return s.store.GetRequest(ctx, id)
+	}
+	return r, nil
+}
+
+// ListQuery selects requests to list.
+type ListQuery struct {
+	State      airlock.State
+	InstanceID string
+	Tool       string
+	Kind       airlock.Kind
+	Cursor     string // from a previous Page.NextCursor
+	Limit      int    // 1..200, default 50
+}
+
+// Page is one page of requests, newest first.
+type Page struct {
+	Requests   []airlock.Request
+	NextCursor string // empty on the last page
+}
+
+// MaxPageSize bounds one page of a list.
+const MaxPageSize = 200
+
+// ListRequests lists requests: all for reviewers and admins, their own for agents.
+func (s *Service) ListRequests(ctx context.Context, c airlock.Caller, q ListQuery) (Page, error) {
+	f := airlock.RequestFilter{State: q.State, InstanceID: q.InstanceID, Tool: q.Tool, Kind: q.Kind, Limit: q.Limit}
+	if c.Role == airlock.RoleAgent {
+		f.OwnerID = c.ID
+	}
+	if f.State != "" && !f.State.Valid() {
+		return Page{}, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+	}
+	if f.Kind != "" && !f.Kind.Valid() {
+		return Page{}, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+	}
+	switch {
+	case f.Limit == 0:
+		f.Limit = 50
+	case f.Limit < 1 || f.Limit > MaxPageSize:
+		return Page{}, airlock.Invalid("limit", "limit must be between 1 and %d", MaxPageSize)
+	}
+	if q.Cursor != "" {
+		seq, err := strconv.ParseInt(strings.TrimPrefix(q.Cursor, "c"), 10, 64)
+		if err != nil || !strings.HasPrefix(q.Cursor, "c") || seq <= 0 {
+			return Page{}, airlock.Invalid("cursor", "cursor is not one this server returned")
+		}
+		f.BeforeSeq = seq
+	}
+	limit := f.Limit
+	f.Limit++ // one more tells whether a next page exists
+	rs, err := s.store.ListRequests(ctx, f)
+	if err != nil {
+		return Page{}, err
+	}
+	var p Page
+	if len(rs) > limit {
+		rs = rs[:limit]
+		p.NextCursor = "c" + strconv.FormatInt(rs[limit-1].Seq, 10)
+	}
+	p.Requests = rs
+	return p, nil
+}
+
+// owned returns the request if the caller owns it: reviewers and admins are
+// forbidden, other agents get not_found.
+func (s *Service) owned(ctx context.Context, c airlock.Caller, id, action string) (airlock.Request, error) {
+	if c.Role != airlock.RoleAgent {
+		return airlock.Request{}, forbidden("only the owning agent can %s", action)
+	}
+	r, err := s.store.GetRequest(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if r.OwnerID != c.ID {
+		return airlock.Request{}, airlock.NotFound("approval request", id)
+	}
+	return r, nil
+}
+
+// Cancel withdraws a pending request of the caller's.
+func (s *Service) Cancel(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
+	if _, err := s.owned(ctx, c, id, "cancel a request"); err != nil {
+		return airlock.Request{}, err
+	}
+	return s.transition(s.store.Cancel(ctx, id, c.ID))
+}
+
+// Decide records a reviewer's decision. A reviewer cannot decide a request
+// created by a token with their own principal.
+func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in airlock.DecisionInput) (airlock.Request, error) {
+	if c.Role != airlock.RoleReviewer {
+		return airlock.Request{}, forbidden("only reviewer tokens decide requests")
+	}
+	if err := in.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
+	r, err := s.store.GetRequest(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	creator, err := s.store.GetToken(ctx, r.OwnerID)
+	if err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
+		return airlock.Request{}, err
+	}
+	if principal(creator) == principal(c) {
+		return airlock.Request{}, forbidden("you cannot decide a request made by your own token or principal; ask another reviewer")
+	}
+	if err := in.CheckAnswer(r); err != nil {
+		return airlock.Request{}, err
+	}
+	validity, err := s.limits.Validity(in.ValidFor)
+	if err != nil {
+		return airlock.Request{}, err
+	}
+	return s.transition(s.store.Decide(ctx, airlock.DecideParams{
+		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer, Validity: validity, Actor: c.ID,
+	}))
+}
+
+func principal(t airlock.Token) string {
+	if t.Principal != "" {
+		return t.Principal
+	}
+	return t.ID
+}
+
+// transition publishes a successful transition, and a lost one that expired
+// the request on the way.
+func (s *Service) transition(r airlock.Request, err error) (airlock.Request, error) {
+	var e *airlock.Error
+	switch {
+	case err == nil:
+		s.metrics.entered(r)
+		s.hub.publish(r.ID)
+	case errors.As(err, &e) && e.Code == airlock.CodeDeadlinePassed:
+		s.hub.publish(r.ID)
+	}
+	return r, err
+}
+
+// Claim claims the one execution attempt of the caller's approved request.
+func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
+	if _, err := s.owned(ctx, c, id, "claim an execution"); err != nil {
+		return airlock.Request{}, err
+	}
+	r, err := s.store.ClaimExecution(ctx, id, c.ID)
+	if err == nil {
+		s.hub.publish(id)
+	}
+	return r, err
+}
+
+// Report records the outcome of the caller's claimed execution.
+func (s *Service) Report(ctx context.Context, c airlock.Caller, id string, in airlock.ReportInput) (airlock.Request, error) {
+	if err := in.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
+	if _, err := s.owned(ctx, c, id, "report an execution"); err != nil {
+		return airlock.Request{}, err
+	}
+	r, err := s.store.ReportExecution(ctx, id, in, c.ID)
+	if err == nil {
+		s.hub.publish(id)
+	}
+	return r, err
+}
+
+// Events returns up to limit audit events after the given ID, for reviewers
+// and admins.
+func (s *Service) Events(ctx context.Context, c airlock.Caller, after int64, limit int) ([]airlock.Event, error) {
+	if c.Role != airlock.RoleReviewer && c.Role != airlock.RoleAdmin {
+		return nil, forbidden("only reviewer and admin tokens read the event stream")
+	}
+	return s.store.ListEvents(ctx, after, limit)
+}
+
+// Changes returns a channel closed at the next change of anything. Take it
+// before reading, then wait on it, and no change is missed.
+func (s *Service) Changes() <-chan struct{} { return s.hub.changes() }
+
+// Waiters returns how many long-polls are waiting now.
+func (s *Service) Waiters() int { return s.hub.waiterCount() }
+
+// CreateToken mints a token (admins only) and returns its secret, which is
+// shown this once and stored only as a hash.
+func (s *Service) CreateToken(ctx context.Context, c airlock.Caller, in airlock.NewTokenInput) (airlock.Token, string, error) {
+	if c.Role != airlock.RoleAdmin {
+		return airlock.Token{}, "", forbidden("only admin tokens manage tokens")
+	}
+	if err := in.Validate(); err != nil {
+		return airlock.Token{}, "", err
+	}
+	secret := airlock.NewTokenSecret()
+	t := airlock.Token{
+		ID: airlock.NewID(airlock.PrefixToken), Name: in.Name, Role: in.Role, Scopes: in.Scopes,
+		Principal: in.Principal, Hash: airlock.HashSecret(secret), CreatedAt: s.clock.Now(), CreatedBy: c.ID,
+	}
+	if err := s.store.CreateToken(ctx, t); err != nil {
+		return airlock.Token{}, "", err
+	}
+	return t, secret, nil
+}
+
+// Tokens lists every token (admins only), without secrets.
+func (s *Service) Tokens(ctx context.Context, c airlock.Caller) ([]airlock.Token, error) {
+	if c.Role != airlock.RoleAdmin {
+		return nil, forbidden("only admin tokens manage tokens")
+	}
+	return s.store.ListTokens(ctx)
+}
+
+// RevokeToken revokes a token (admins only); it stops working at once.
+func (s *Service) RevokeToken(ctx context.Context, c airlock.Caller, id string) (airlock.Token, error) {
+	if c.Role != airlock.RoleAdmin {
+		return airlock.Token{}, forbidden("only admin tokens manage tokens")
+	}
+	return s.store.RevokeToken(ctx, id, c.ID)
+}
+
+// BootstrapAdmin stores secret as the bootstrap admin token (ID
+// tok_bootstrap), replacing any earlier bootstrap secret.
+func (s *Service) BootstrapAdmin(ctx context.Context, secret string) error {
+	if len(secret) < 16 {
+		return airlock.Invalid("admin-token", "admin-token must be at least 16 characters")
+	}
+	return s.store.PutToken(ctx, airlock.Token{
+		ID: BootstrapTokenID, Name: "bootstrap admin", Role: airlock.RoleAdmin,
+		Hash: airlock.HashSecret(secret), CreatedAt: s.clock.Now(), CreatedBy: "system:bootstrap",
+	})
+}
+
+// BootstrapTokenID is the ID of the admin token set by --admin-token or
+// generated at first run.
+const BootstrapTokenID = "tok_bootstrap"
