@@ -245,39 +245,31 @@ func (s *Service) Request(ctx context.Context, c airlock.Caller, id string, wait
 	if err != nil || r.State.Terminal() || wait <= 0 {
 		return r, err
 	}
-	wait = min(wait, s.maxWait)
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
 	woken, unsubscribe := s.hub.subscribe(id)
 	defer unsubscribe()
+	waitEnd := time.NewTimer(min(wait, s.maxWait))
+	defer waitEnd.Stop()
 	for {
-		// Re-read after subscribing, so a change between the first read and
+		// Read after subscribing, so a change between the first read and
 		// the subscription is not missed.
 		r, err = s.read(ctx, c, id)
 		if err != nil || r.State.Terminal() {
-			break
+			return r, err
 		}
 		// Wake at the deadline too, should the scheduler be late.
 		untilDeadline := time.NewTimer(max(r.DeadlineAt.Sub(s.clock.Now()), 0) + time.Millisecond)
 		select {
 		case <-woken:
 		case <-untilDeadline.C:
+		case <-waitEnd.C:
+			untilDeadline.Stop()
+			return s.read(ctx, c, id)
 		case <-ctx.Done():
-		}
-		untilDeadline.Stop()
-		if ctx.Err() != nil {
-			// The wait ended: answer with the latest state, unless the
-			// caller went away.
-			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-				return s.read(context.WithoutCancel(ctx), c, id)
-			}
+			untilDeadline.Stop()
 			return r, ctx.Err()
 		}
+		untilDeadline.Stop()
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return s.read(context.WithoutCancel(ctx), c, id)
-	}
-	return r, err
 }
 
 // read returns a request the caller may see, expiring it first when its
