@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// App is the airlock program as a value: it parses arguments and runs one
+// subcommand. main gives it the process's streams and environment; tests
+// give it buffers and a map, and run it in-process.
+type App struct {
+	// Stdout receives a command's results (version, help).
+	Stdout io.Writer
+	// Stderr receives logs, usage and the server's start-up notices.
+	Stderr io.Writer
+	// LookupEnv reads an AIRLOCK_* variable (os.LookupEnv in main); nil
+	// means an empty environment.
+	LookupEnv func(key string) (string, bool)
+}
+
+// command is one subcommand. Each lives in its own file (serve.go,
+// version.go, …) and is listed in commands.
+type command struct {
+	name    string // what follows "airlock"
+	args    string // synopsis of its arguments, for help
+	summary string // one line, for help
+	run     func(ctx context.Context, a *App, args []string) error
+}
+
+// commands lists the subcommands in the order help shows them. To add one
+// (mcp, gate, requests, tokens, bench), write it in its own file and list
+// it here. It is filled in init because help reads it.
+var commands []command
+
+func init() {
+	commands = []command{serveCommand, versionCommand, helpCommand}
+}
+
+func findCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// Run runs the subcommand named by args[0] with the rest of args. With no
+// arguments it prints the help. It returns when the command is done; for
+// serve, when ctx ends and the server has shut down.
+func (a *App) Run(ctx context.Context, args []string) error {
+	if a.Stdout == nil {
+		a.Stdout = io.Discard
+	}
+	if a.Stderr == nil {
+		a.Stderr = io.Discard
+	}
+	if a.LookupEnv == nil {
+		a.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	if len(args) == 0 {
+		printHelp(a.Stderr)
+		return usageErrorf("no command given")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args = []string{"help"}
+	case "-version", "--version":
+		args = []string{"version"}
+	}
+	c, ok := findCommand(args[0])
+	if !ok {
+		return usageErrorf("unknown command %q; run `airlock help` for the list", args[0])
+	}
+	return c.run(ctx, a, args[1:])
+}
+
+// env reads an environment variable; an empty value counts as unset, so
+// `AIRLOCK_DB= airlock serve` means the default.
+func (a *App) env(key string) (string, bool) {
+	v, ok := a.LookupEnv(key)
+	return v, ok && v != ""
+}
+
+// usageError is a mistake in how airlock was invoked (unknown command, bad
+// flag or configuration): exit code 2, like the flag package.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Exit codes: 0 success, 1 the command failed, 2 it was invoked wrongly.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// exitCode prints err (unless the flag package already did) and maps it to
+// the process's exit code.
+func exitCode(a *App, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.Stderr, "airlock: %v\n", err)
+		return exitUsage
+	case errors.Is(err, errFlagParse):
+		return exitUsage // the flag package has printed the error and usage
+	default:
+		fmt.Fprintf(a.Stderr, "airlock: %v\n", err)
+		return exitFailure
+	}
+}
+
+// errFlagParse marks a flag error the flag package has already reported.
+var errFlagParse = errors.New("invalid flags")
+
+// parseFlags parses args into fs, after filling every flag from its
+// AIRLOCK_* environment twin, so a flag given on the command line wins over
+// the environment. It refuses positional arguments.
+func (a *App) parseFlags(fs *flag.FlagSet, args []string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		key := envName(f.Name)
+		v, ok := a.env(key)
+		if !ok || envErr != nil {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			envErr = usageErrorf("environment variable %s: %v", key, err)
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errFlagParse, err)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("%s takes no arguments, got %q", fs.Name(), fs.Args())
+	}
+	return nil
+}
+
+// newFlagSet returns a flag set for the named subcommand whose usage lists
+// each flag with its environment twin. (It takes the name, not the command,
+// because a command's run function referring to its own variable would be
+// an initialization cycle.)
+func (a *App) newFlagSet(name string) *flag.FlagSet {
+	c, _ := findCommand(name)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: airlock %s %s\n\n%s\n", c.name, c.args, c.summary)
+		if hasFlags(fs) {
+			fmt.Fprintf(fs.Output(), "\nFlags (each also read from its environment variable; a flag wins):\n")
+			fs.VisitAll(func(f *flag.Flag) {
+				fmt.Fprintf(fs.Output(), "  --%s  [$%s]\n    \t%s", f.Name, envName(f.Name), f.Usage)
+				if f.DefValue != "" {
+					fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
+				}
+				fmt.Fprintln(fs.Output())
+			})
+		}
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// envName returns the environment twin of a flag: --min-timeout is
+// AIRLOCK_MIN_TIMEOUT.
+func envName(flagName string) string {
+	b := []byte("AIRLOCK_" + flagName)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}

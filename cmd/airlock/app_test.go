@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		args     []string
+		exit     int
+		stdout   string // a substring of stdout
+		stderr   string // a substring of stderr
+		noStdout bool
+	}{
+		{name: "help lists every command", args: []string{"help"}, stdout: "  serve    Run the Airlock provider"},
+		{name: "help serve shows each flag with its environment twin and default", args: []string{"help", "serve"},
+			stdout: "--max-timeout  [$AIRLOCK_MAX_TIMEOUT]\n    \tlongest decision window; longer requests are shortened to it (default 168h0m0s)"},
+		{name: "--help is help", args: []string{"--help"}, stdout: "Commands:"},
+		{name: "version names the build", args: []string{"version"}, stdout: "airlock dev (go"},
+		{name: "serve -h prints usage and succeeds", args: []string{"serve", "-h"}, stderr: "Usage: airlock serve", noStdout: true},
+		{name: "no command is a usage error", args: nil, exit: exitUsage, stderr: "no command given"},
+		{name: "an unknown command is a usage error", args: []string{"frobnicate"}, exit: exitUsage, stderr: `unknown command "frobnicate"`},
+		{name: "help of an unknown command is a usage error", args: []string{"help", "frobnicate"}, exit: exitUsage, stderr: `unknown command "frobnicate"`},
+		{name: "an unknown flag is a usage error", args: []string{"serve", "--nope"}, exit: exitUsage, stderr: "flag provided but not defined: -nope"},
+		{name: "serve takes no arguments", args: []string{"serve", "extra"}, exit: exitUsage, stderr: `serve takes no arguments, got ["extra"]`},
+		{name: "an invalid configuration is a usage error", args: []string{"serve", "--db", "postgres://db/airlock"}, exit: exitUsage,
+			stderr: "PostgreSQL support is not built yet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			app := &App{Stdout: &stdout, Stderr: &stderr}
+			err := app.Run(context.Background(), tt.args)
+			if got := exitCode(app, err); got != tt.exit {
+				t.Errorf("exit code %d, want %d (err %v)", got, tt.exit, err)
+			}
+			if !strings.Contains(stdout.String(), tt.stdout) {
+				t.Errorf("stdout does not contain %q:\n%s", tt.stdout, stdout.String())
+			}
+			if !strings.Contains(stderr.String(), tt.stderr) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.stderr, stderr.String())
+			}
+			if tt.noStdout && stdout.Len() > 0 {
+				t.Errorf("stdout should be empty:\n%s", stdout.String())
+			}
+		})
+	}
+}
+
+func TestServeConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		check   func(Config) bool
+		wantErr string
+	}{
+		{name: "no flags means the documented defaults", check: func(c Config) bool { return c == DefaultConfig() }},
+		{name: "an environment twin sets a field", env: map[string]string{"AIRLOCK_ADDR": "127.0.0.1:9999"},
+			check: func(c Config) bool { return c.Addr == "127.0.0.1:9999" }},
+		{name: "a flag wins over its environment twin", env: map[string]string{"AIRLOCK_MAX_TIMEOUT": "2h"}, args: []string{"--max-timeout", "3h"},
+			check: func(c Config) bool { return c.MaxTimeout == 3*time.Hour }},
+		{name: "the environment fills what flags leave", env: map[string]string{"AIRLOCK_APPROVAL_VALIDITY": "2m", "AIRLOCK_LOG_LEVEL": "debug"},
+			args: []string{"--max-timeout", "3h"},
+			check: func(c Config) bool {
+				return c.ApprovalValidity == 2*time.Minute && c.LogLevel == "debug" && c.MaxTimeout == 3*time.Hour
+			}},
+		{name: "an empty environment variable means the default", env: map[string]string{"AIRLOCK_DB": ""},
+			check: func(c Config) bool { return c.DB == "airlock.db" }},
+		{name: "durations may be ISO 8601", args: []string{"--default-timeout", "PT30M"},
+			check: func(c Config) bool { return c.DefaultTimeout == 30*time.Minute }},
+		{name: "an admin token from the environment", env: map[string]string{"AIRLOCK_ADMIN_TOKEN": "ci-admin-token-0123456789"},
+			check: func(c Config) bool { return c.AdminToken == "ci-admin-token-0123456789" }},
+
+		{name: "default-timeout below min-timeout names both flags", args: []string{"--min-timeout", "2h"},
+			wantErr: "--default-timeout (15m0s) must lie between min-timeout (2h0m0s) and max-timeout (168h0m0s)"},
+		{name: "max-timeout below min-timeout", args: []string{"--min-timeout", "10s", "--max-timeout", "5s", "--default-timeout", "10s"},
+			wantErr: "--max-timeout (5s) must be at least min-timeout (10s)"},
+		{name: "max-approval-validity below approval-validity", args: []string{"--max-approval-validity", "1m"},
+			wantErr: "--max-approval-validity (1m0s) must be at least approval-validity (5m0s)"},
+		{name: "a zero duration is refused by name", args: []string{"--min-timeout", "0s"},
+			wantErr: `invalid value "0s" for flag -min-timeout`},
+		{name: "a bad duration in the environment names the variable", env: map[string]string{"AIRLOCK_MIN_TIMEOUT": "soon"},
+			wantErr: "environment variable AIRLOCK_MIN_TIMEOUT: "},
+		{name: "PostgreSQL is not built yet", args: []string{"--db", "postgres://localhost/airlock"},
+			wantErr: "--db: PostgreSQL support is not built yet"},
+		{name: "PostgreSQL from the environment too", env: map[string]string{"AIRLOCK_DB": "postgresql://localhost/airlock"},
+			wantErr: "--db: PostgreSQL support is not built yet"},
+		{name: "a short admin token", args: []string{"--admin-token", "short"},
+			wantErr: "--admin-token must be at least 16 characters"},
+		{name: "an address without a port", args: []string{"--addr", "localhost"},
+			wantErr: `--addr "localhost" is not host:port`},
+		{name: "an unknown log level", args: []string{"--log-level", "loud"},
+			wantErr: `--log-level must be debug, info, warn or error, not "loud"`},
+		{name: "an unknown log format", args: []string{"--log-format", "xml"},
+			wantErr: `--log-format must be text or json, not "xml"`},
+		{name: "a negative rate limit", args: []string{"--rate-limit", "-1"},
+			wantErr: "--rate-limit must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stderr bytes.Buffer
+			app := &App{Stderr: &stderr, LookupEnv: mapEnv(tt.env)}
+			cfg, err := app.serveConfig(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error()+stderr.String(), tt.wantErr) {
+					t.Fatalf("error %v (stderr %q), want one containing %q", err, stderr.String(), tt.wantErr)
+				}
+				if code := exitCode(&App{Stderr: &bytes.Buffer{}}, err); code != exitUsage {
+					t.Errorf("exit code %d, want %d", code, exitUsage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("serveConfig: %v", err)
+			}
+			if !tt.check(cfg) {
+				t.Errorf("unexpected config %+v", cfg)
+			}
+		})
+	}
+}
+
+func TestConfigWithDefaults(t *testing.T) {
+	t.Parallel()
+	if got := (Config{}).WithDefaults(); got != DefaultConfig() {
+		t.Errorf("Config{}.WithDefaults() = %+v, want DefaultConfig() %+v", got, DefaultConfig())
+	}
+	set := Config{Addr: "127.0.0.1:0", MaxTimeout: time.Hour, RateLimit: 5}.WithDefaults()
+	if set.Addr != "127.0.0.1:0" || set.MaxTimeout != time.Hour || set.RateLimit != 5 || set.MinTimeout != time.Second {
+		t.Errorf("WithDefaults changed set fields or missed zero ones: %+v", set)
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+	if err := (Config{}).Validate(); err == nil {
+		t.Error("a zero Config validated; Validate must run after WithDefaults")
+	}
+}
+
+const testAdmin = "test-admin-token-0123456789"
+
+// TestServeLifecycle runs a request's whole life over HTTP against the
+// in-process server, and checks that its expiry scheduler runs.
+func TestServeLifecycle(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--min-timeout", "10ms")
+	c := newAPI(t, srv.url)
+
+	c.call("GET", "/healthz", "", "").want(t, 200, "healthz")
+	c.call("GET", "/readyz", "", "").want(t, 200, "readyz")
+	agent := c.mintToken(testAdmin, "lifecycle agent", "agent")
+	reviewer := c.mintToken(testAdmin, "lifecycle reviewer", "reviewer")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"laptop"}`).want(t, 201, "register instance").str("id")
+
+	create := `{"tool":"issue_refund","arguments":{"payment_id":"payment_123","amount":4900},"timeout":"30m","agent_reasoning":"charged twice"}`
+	path := "/v1/instances/" + inst + "/approval-requests"
+	req := c.call("POST", path, agent, create, "Idempotency-Key", "refund-1").want(t, 201, "create")
+	id := req.str("id")
+	if req.str("state") != "pending" || !strings.HasPrefix(id, "apr_") {
+		t.Fatalf("create returned %s", req.raw)
+	}
+	if replay := c.call("POST", path, agent, create, "Idempotency-Key", "refund-1").want(t, 200, "replay"); replay.str("id") != id {
+		t.Fatalf("replay returned another request: %s", replay.raw)
+	}
+
+	list := c.call("GET", "/v1/approval-requests?state=pending", reviewer, "").want(t, 200, "list pending")
+	if !strings.Contains(list.raw, `"id":"`+id+`"`) {
+		t.Fatalf("pending list lacks %s: %s", id, list.raw)
+	}
+	c.call("POST", "/v1/approval-requests/"+id+"/decision", agent, `{"status":"approved"}`).want(t, 403, "agent deciding")
+	dec := c.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved","note":"duplicate confirmed"}`).want(t, 200, "approve")
+	if dec.str("state") != "approved" || dec.str("decision.status") != "approved" || dec.str("decision.expires_at") == "" {
+		t.Fatalf("approval returned %s", dec.raw)
+	}
+	claim := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, "").want(t, 200, "claim")
+	if claim.str("execution.status") != "claimed" {
+		t.Fatalf("claim returned %s", claim.raw)
+	}
+	again := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, "")
+	if again.status/100 == 2 || again.str("code") != "already_executed" {
+		t.Fatalf("second claim: %d %s", again.status, again.raw)
+	}
+	done := c.call("PUT", "/v1/approval-requests/"+id+"/execution", agent, `{"status":"succeeded"}`).want(t, 200, "report")
+	if done.str("execution.status") != "succeeded" || done.str("state") != "approved" {
+		t.Fatalf("report returned %s", done.raw)
+	}
+
+	// The scheduler, not a read, expires a request nobody decides: the
+	// event stream shows request.expired without anyone reading it.
+	expired := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchEvents(ctx, t, srv.url, reviewer, "request.expired", expired)
+	short := c.call("POST", path, agent, `{"tool":"noop","arguments":{},"timeout":"50ms"}`, "Idempotency-Key", "short-1").want(t, 201, "create short").str("id")
+	select {
+	case data := <-expired:
+		if !strings.Contains(data, short) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
+			t.Fatalf("expiry event %s is not for %s by the scheduler", data, short)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request.expired event within 10s of a 50ms deadline: is the scheduler running?")
+	}
+
+	metrics := c.call("GET", "/metrics", "", "").want(t, 200, "metrics")
+	for _, m := range []string{`airlock_requests_total{state="approved"} 1`, "go_goroutines", "process_cpu_seconds_total"} {
+		if !strings.Contains(metrics.raw, m) {
+			t.Errorf("/metrics lacks %q", m)
+		}
+	}
+	if _, err := srv.stop(t); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+}
+
+// watchEvents reads the event stream and sends the data of the first event
+// of type want.
+func watchEvents(ctx context.Context, t *testing.T, url, token, want string, found chan<- string) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	res, err := hc.Do(req)
+	if err != nil {
+		return
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	typ := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			typ = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && typ == want:
+			found <- strings.TrimPrefix(line, "data: ")
+			return
+		}
+	}
+}
+
+var adminTokenRE = regexp.MustCompile(`Admin token \(shown once\): (airlock_[a-z2-7]+)\n`)
+
+// TestFirstRunToken checks that a first start with no --admin-token prints
+// a working admin token once, later starts print none and keep it, and
+// --admin-token replaces it.
+func TestFirstRunToken(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+
+	first := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db)
+	token := first.out.waitFor(t, adminTokenRE, first.exited)[1]
+	newAPI(t, first.url).call("GET", "/v1/tokens", token, "").want(t, 200, "list tokens with the printed token")
+	if _, err := first.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(first.out.String(), token); n != 1 {
+		t.Errorf("the token appears %d times in the output, want exactly once", n)
+	}
+
+	second := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db)
+	newAPI(t, second.url).call("GET", "/v1/tokens", token, "").want(t, 200, "the first token after a restart")
+	if _, err := second.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(second.out.String(), "Admin token") {
+		t.Errorf("the second start printed an admin token:\n%s", second.out)
+	}
+
+	third := startApp(t, map[string]string{"AIRLOCK_ADMIN_TOKEN": testAdmin}, "--addr", "127.0.0.1:0", "--db", db)
+	c := newAPI(t, third.url)
+	c.call("GET", "/v1/tokens", token, "").want(t, 401, "the generated token once --admin-token replaced it")
+	c.call("GET", "/v1/tokens", testAdmin, "").want(t, 200, "the --admin-token token")
+	if strings.Contains(third.out.String(), "Admin token") || strings.Contains(third.out.String(), testAdmin) {
+		t.Errorf("a start with --admin-token printed a token:\n%s", third.out)
+	}
+}
+
+// TestListenFailureKeepsFirstRun checks that a first start that cannot
+// listen stores no token nobody saw: the next start still generates one.
+func TestListenFailureKeepsFirstRun(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	var stderr bytes.Buffer
+	app := &App{Stderr: &stderr}
+	err = app.Run(context.Background(), []string{"serve", "--addr", busy.Addr().String(), "--db", db})
+	if code := exitCode(app, err); code != exitFailure || !strings.Contains(stderr.String(), "listen on "+busy.Addr().String()) {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and the address named", code, stderr.String())
+	}
+	store, err := sqlite.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.GetToken(context.Background(), provider.BootstrapTokenID)
+	store.Close()
+	if err == nil {
+		t.Fatal("a start that could not listen stored a bootstrap token it never showed")
+	}
+	ok := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db)
+	ok.out.waitFor(t, adminTokenRE, ok.exited)
+}
+
+// TestShutdownIsPrompt checks that stopping the server is not held up by a
+// long-poll (which answers with the state as it is) or an event stream.
+func TestShutdownIsPrompt(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin)
+	c := newAPI(t, srv.url)
+	agent := c.mintToken(testAdmin, "agent", "agent")
+	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").str("id")
+	id := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, `{"tool":"t","arguments":{}}`,
+		"Idempotency-Key", "k").want(t, 201, "create").str("id")
+
+	// An event stream, open until the server ends it.
+	streamEnded := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		defer close(streamEnded)
+		watchEvents(ctx, t, srv.url, reviewer, "never.sent", nil)
+	}()
+	// A long-poll, waiting on the server when it stops.
+	polled := make(chan resp, 1)
+	go func() {
+		r, err := c.try("GET", "/v1/approval-requests/"+id+"?wait=60s", agent, "")
+		if err != nil {
+			r.raw = err.Error()
+		}
+		polled <- r
+	}()
+	// Only the server knows when the long-poll has reached it: poll its
+	// gauge, with a deadline.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if strings.Contains(c.call("GET", "/metrics", "", "").raw, "\nairlock_long_polls_waiting 1\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long-poll did not reach the server within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	took, err := srv.stop(t)
+	if err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("shutdown took %s with a 60s long-poll and an event stream open; want well under the 10s grace", took)
+	}
+	if r := <-polled; r.status != 200 || r.str("state") != "pending" {
+		t.Errorf("the long-poll got %d %s; want 200 with the request still pending", r.status, r.raw)
+	}
+	<-streamEnded
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/rest"
+)
+
+// Config is everything `airlock serve` can be told, by flags or their
+// AIRLOCK_* environment twins (DESIGN.md §5). A zero field means its
+// default; WithDefaults fills them in and Validate checks the result.
+type Config struct {
+	// Addr is the TCP address to listen on. Default 127.0.0.1:8080: this
+	// machine only. Port 0 picks a free port; the address is printed.
+	Addr string
+	// DB is the SQLite database file, created if missing. Default airlock.db
+	// in the working folder. postgres:// URLs are refused until PostgreSQL
+	// support is built.
+	DB string
+	// AdminToken, when set, becomes the bootstrap admin token's secret at
+	// every start, replacing the previous one (for scripts and CI). When
+	// empty, a token is generated at the first start and printed once.
+	AdminToken string
+
+	// MinTimeout is the shortest decision window accepted. Default 1s.
+	MinTimeout time.Duration
+	// MaxTimeout caps decision windows; longer ones are shortened. Default 168h.
+	MaxTimeout time.Duration
+	// DefaultTimeout is the window when the adapter asks for none. Default 15m.
+	DefaultTimeout time.Duration
+	// ApprovalValidity is how long an approval lets the call start when the
+	// reviewer names no valid_for. Default 5m.
+	ApprovalValidity time.Duration
+	// MaxApprovalValidity is the most a reviewer's valid_for may ask. Default 1h.
+	MaxApprovalValidity time.Duration
+
+	// RateLimit is how many requests per second one token may make on
+	// average (bursts of twice that are allowed); over it, 429. Default 50.
+	RateLimit float64
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+	// LogFormat is text or json. Default text.
+	LogFormat string
+	// ShutdownGrace is how long, on SIGINT or SIGTERM, in-flight requests
+	// (long-polls included) may take to finish before they are cut. Default 10s.
+	ShutdownGrace time.Duration
+}
+
+// DefaultConfig returns the defaults of DESIGN.md §5.
+func DefaultConfig() Config {
+	l := airlock.DefaultLimits()
+	return Config{
+		Addr:                "127.0.0.1:8080",
+		DB:                  "airlock.db",
+		MinTimeout:          l.MinTimeout,
+		MaxTimeout:          l.MaxTimeout,
+		DefaultTimeout:      l.DefaultTimeout,
+		ApprovalValidity:    l.ApprovalValidity,
+		MaxApprovalValidity: l.MaxApprovalValidity,
+		RateLimit:           rest.DefaultRateLimit,
+		LogLevel:            "info",
+		LogFormat:           "text",
+		ShutdownGrace:       10 * time.Second,
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	set(&c.Addr, d.Addr)
+	set(&c.DB, d.DB)
+	set(&c.LogLevel, d.LogLevel)
+	set(&c.LogFormat, d.LogFormat)
+	setDur(&c.MinTimeout, d.MinTimeout)
+	setDur(&c.MaxTimeout, d.MaxTimeout)
+	setDur(&c.DefaultTimeout, d.DefaultTimeout)
+	setDur(&c.ApprovalValidity, d.ApprovalValidity)
+	setDur(&c.MaxApprovalValidity, d.MaxApprovalValidity)
+	setDur(&c.ShutdownGrace, d.ShutdownGrace)
+	if c.RateLimit == 0 {
+		c.RateLimit = d.RateLimit
+	}
+	return c
+}
+
+// Limits returns the window and validity limits the provider enforces.
+func (c Config) Limits() airlock.Limits {
+	return airlock.Limits{
+		MinTimeout:          c.MinTimeout,
+		MaxTimeout:          c.MaxTimeout,
+		DefaultTimeout:      c.DefaultTimeout,
+		ApprovalValidity:    c.ApprovalValidity,
+		MaxApprovalValidity: c.MaxApprovalValidity,
+	}
+}
+
+// minAdminTokenLen matches what provider.Service.BootstrapAdmin accepts.
+const minAdminTokenLen = 16
+
+// Validate checks a configuration that went through WithDefaults. Its
+// errors name the flag to fix.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return fmt.Errorf("--addr %q is not host:port (like 127.0.0.1:8080): %v", c.Addr, err)
+	}
+	if isPostgresURL(c.DB) {
+		return errors.New("--db: PostgreSQL support is not built yet; give a SQLite file path such as airlock.db")
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
+		return fmt.Errorf("--admin-token must be at least %d characters; use a long random value", minAdminTokenLen)
+	}
+	if strings.TrimSpace(c.AdminToken) != c.AdminToken {
+		return errors.New("--admin-token must not start or end with spaces")
+	}
+	if err := c.Limits().Validate(); err != nil {
+		return fmt.Errorf("--%v", err)
+	}
+	if c.RateLimit < 0 {
+		return fmt.Errorf("--rate-limit must be positive (requests per second per token)")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
+	}
+	if c.ShutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-grace must not be negative")
+	}
+	return nil
+}
+
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+		return l, l.UnmarshalText([]byte(s))
+	}
+	return l, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", s)
+}
+
+// bindServeFlags defines serve's flags on fs, writing into c, with the
+// defaults shown in help.
+func bindServeFlags(fs *flag.FlagSet, c *Config) {
+	d := DefaultConfig()
+	fs.StringVar(&c.Addr, "addr", d.Addr, "TCP address to listen on; the default serves this machine only")
+	fs.StringVar(&c.DB, "db", d.DB, "SQLite database file (created if missing)")
+	fs.StringVar(&c.AdminToken, "admin-token", "", "set the bootstrap admin token's secret (at least 16 characters) instead of generating one at first start")
+	durationVar(fs, &c.MinTimeout, "min-timeout", d.MinTimeout, "shortest decision window accepted")
+	durationVar(fs, &c.MaxTimeout, "max-timeout", d.MaxTimeout, "longest decision window; longer requests are shortened to it")
+	durationVar(fs, &c.DefaultTimeout, "default-timeout", d.DefaultTimeout, "decision window when the request asks for none")
+	durationVar(fs, &c.ApprovalValidity, "approval-validity", d.ApprovalValidity, "how long an approval lets the call start, unless the reviewer says otherwise")
+	durationVar(fs, &c.MaxApprovalValidity, "max-approval-validity", d.MaxApprovalValidity, "most a reviewer's valid_for may ask")
+	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token (bursts of twice that); over it, 429")
+	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
+	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
+}
+
+// durationValue is a flag that reads Go durations (30m) and ISO 8601 ones
+// (PT30M), like the API's timeouts.
+type durationValue struct{ d *time.Duration }
+
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(durationValue{p}, name, usage)
+}
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := airlock.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// binDir holds the airlock binary that end-to-end tests build once.
+var binDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "airlock-bin-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(binDir)
+	if code == 0 {
+		// Checked here rather than with goleak.VerifyTestMain so that the
+		// binary directory is removed either way.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// binary builds the real airlock binary once per test run (with -race when
+// the tests run with it) and returns its path.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(binDir, "airlock")
+	buildOnce.Do(func() {
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bin
+}
+
+// output collects what a server writes and lets a test wait for a line.
+type output struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
+}
+
+func newOutput() *output { return &output{changed: make(chan struct{})} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf.Write(p)
+	close(o.changed)
+	o.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the output matches re and returns the submatches. It
+// fails the test when exited is closed first or after a minute.
+func (o *output) waitFor(t *testing.T, re *regexp.Regexp, exited <-chan struct{}) []string {
+	t.Helper()
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		o.mu.Lock()
+		m := re.FindStringSubmatch(o.buf.String())
+		changed := o.changed
+		o.mu.Unlock()
+		if m != nil {
+			return m
+		}
+		select {
+		case <-changed:
+		case <-exited:
+			if m := re.FindStringSubmatch(o.String()); m != nil {
+				return m
+			}
+			t.Fatalf("server exited before printing %q; its output:\n%s", re, o)
+		case <-timeout.C:
+			t.Fatalf("no %q within a minute; output:\n%s", re, o)
+		}
+	}
+}
+
+var listeningRE = regexp.MustCompile(`Airlock listening on http://(\S+) `)
+
+// running is an App serving in-process.
+type running struct {
+	addr   string
+	url    string
+	out    *output
+	cancel context.CancelFunc
+	exited chan struct{} // closed when Run returns
+	err    error         // Run's error, once exited is closed
+}
+
+// startApp runs `airlock serve args...` in-process with the given
+// environment and waits until it listens.
+func startApp(t *testing.T, env map[string]string, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{out: newOutput(), cancel: cancel, exited: make(chan struct{})}
+	app := &App{Stdout: r.out, Stderr: r.out, LookupEnv: mapEnv(env)}
+	go func() {
+		defer close(r.exited)
+		r.err = app.Run(ctx, append([]string{"serve"}, args...))
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	r.addr = r.out.waitFor(t, listeningRE, r.exited)[1]
+	r.url = "http://" + r.addr
+	return r
+}
+
+// stop ends the server as SIGINT would and returns Run's error and how
+// long shutting down took. It fails the test when shutdown takes a minute.
+func (r *running) stop(t *testing.T) (time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	r.cancel()
+	select {
+	case <-r.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("server did not shut down within a minute; output:\n%s", r.out)
+	}
+	return time.Since(start), r.err
+}
+
+func mapEnv(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+}
+
+// api is a small HTTP client for the REST API.
+type api struct {
+	t   *testing.T
+	url string
+	hc  *http.Client
+}
+
+func newAPI(t *testing.T, url string) *api {
+	hc := &http.Client{Transport: &http.Transport{}, Timeout: time.Minute}
+	t.Cleanup(hc.CloseIdleConnections)
+	return &api{t: t, url: url, hc: hc}
+}
+
+// resp is a decoded reply.
+type resp struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+// str returns a string at a dotted path such as "decision.status".
+func (r resp) str(path string) string {
+	var v any = r.body
+	for key := range strings.SplitSeq(path, ".") {
+		m, _ := v.(map[string]any)
+		v = m[key]
+	}
+	s, _ := v.(string)
+	return s
+}
+
+// call makes one request; body, when not empty, is sent as JSON. Extra
+// headers come as name, value pairs. Transport errors fail the test.
+func (a *api) call(method, path, token, body string, header ...string) resp {
+	a.t.Helper()
+	r, err := a.try(method, path, token, body, header...)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// try is call that returns transport errors, for callers that expect them.
+func (a *api) try(method, path, token, body string, header ...string) (resp, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, a.url+path, rd)
+	if err != nil {
+		return resp{}, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return resp{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return resp{}, err
+	}
+	out := resp{status: res.StatusCode, raw: string(raw)}
+	if strings.Contains(res.Header.Get("Content-Type"), "json") {
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			return resp{}, fmt.Errorf("decode %s: %v", raw, err)
+		}
+	}
+	return out, nil
+}
+
+// want fails the test unless r has the given status.
+func (r resp) want(t *testing.T, status int, what string) resp {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.raw)
+	}
+	return r
+}
+
+// mintToken mints a token of role with the admin token and returns its secret.
+func (a *api) mintToken(admin, name, role string) string {
+	a.t.Helper()
+	r := a.call("POST", "/v1/tokens", admin, fmt.Sprintf(`{"name":%q,"role":%q}`, name, role)).want(a.t, 201, "mint "+role)
+	return r.str("secret")
+}

@@ -1,0 +1,21 @@
+// Command airlock is Airlock's one binary: the provider server and, in later
+// issues, its MCP server, gate and CLI. Run `airlock help` for the commands.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// main only wires the process to an App and maps its error to an exit code;
+// everything else lives in App so tests can run it in-process.
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app := &App{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}
+	err := app.Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(exitCode(app, err))
+}
