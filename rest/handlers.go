@@ -1,0 +1,323 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+)
+
+// authenticated wraps an endpoint: the bearer token from the Authorization
+// header (never from the query string) is checked against the store on
+// every call, so a revoked token stops at once; then the token's bucket
+// must hold a request.
+func (h *handler) authenticated(call func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := h.svc.Authenticate(r.Context(), bearer(r))
+		if err != nil {
+			h.problem(w, r, err)
+			return
+		}
+		if ok, retry := h.limiter.allow(c.ID); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+			h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
+				"too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds()))))
+			return
+		}
+		call(h, w, r, c)
+	})
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header,
+// or "" when there is none.
+func bearer(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// readJSON reads a request body of at most maxBody bytes sent as
+// application/json. It does not decode: only the domain's strict decoders
+// may read a body, so nothing lenient ever sees it.
+func (h *handler) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, airlock.Invalid("Content-Type", "send the body as JSON with Content-Type: application/json")
+	}
+	if r.ContentLength > h.maxBody {
+		return nil, tooLarge(h.maxBody)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, tooLarge(h.maxBody)
+	case err != nil:
+		return nil, airlock.Invalid("", "could not read the request body: %v", err)
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) error {
+	return airlock.Errorf(airlock.CodePayloadTooLarge, "request body is larger than %d bytes; send less", limit)
+}
+
+func (h *handler) createInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in airlock.InstanceInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	inst, err := h.svc.RegisterInstance(r.Context(), c, in)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/instances/"+inst.ID)
+	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeInstance(b, inst) })
+}
+
+func (h *handler) getInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	inst, err := h.svc.Instance(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeInstance(b, inst) })
+}
+
+func (h *handler) deleteInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	n, err := h.svc.DeleteInstance(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.always("cancelled", n)
+		o.end()
+	})
+}
+
+func (h *handler) createRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	// The key is checked first so a caller without one learns that before
+	// anything about its body.
+	key := r.Header.Get("Idempotency-Key")
+	if err := airlock.CheckIdempotencyKey(key); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	in, err := airlock.ParseCreateRequest(body)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	req, created, err := h.svc.CreateRequest(r.Context(), c, r.PathValue("id"), key, in)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("Location", "/v1/approval-requests/"+req.ID)
+	reply(w, status, func(b *bytes.Buffer) { writeRequest(b, req) })
+}
+
+func (h *handler) getRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	var wait time.Duration
+	if s := r.URL.Query().Get("wait"); s != "" {
+		d, err := airlock.ParseDuration(s)
+		if err != nil {
+			h.problem(w, r, airlock.Invalid("wait", "wait: %v", err))
+			return
+		}
+		wait = min(d, h.svc.MaxWait())
+	}
+	ctx, stop := h.untilShutdown(r.Context())
+	defer stop()
+	id := r.PathValue("id")
+	req, err := h.svc.Request(ctx, c, id, wait)
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		// The server is stopping: answer with the state as it is now, and
+		// the client polls again elsewhere.
+		req, err = h.svc.Request(context.WithoutCancel(r.Context()), c, id, 0)
+	}
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+}
+
+// untilShutdown returns ctx ended also when the server's Context is done.
+func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	if h.shutdown == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(h.shutdown, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	q := r.URL.Query()
+	lq := provider.ListQuery{
+		State: airlock.State(q.Get("state")), InstanceID: q.Get("instance_id"),
+		Tool: q.Get("tool"), Kind: airlock.Kind(q.Get("kind")), Cursor: q.Get("cursor"),
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			h.problem(w, r, airlock.Invalid("limit", "limit must be a whole number between 1 and %d", provider.MaxPageSize))
+			return
+		}
+		if n == 0 {
+			n = -1 // an explicit 0 is out of range, not "the default"
+		}
+		lq.Limit = n
+	}
+	page, err := h.svc.ListRequests(r.Context(), c, lq)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writePage(b, page) })
+}
+
+func (h *handler) cancelRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	req, err := h.svc.Cancel(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+}
+
+func (h *handler) decide(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in airlock.DecisionInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	req, err := h.svc.Decide(r.Context(), c, r.PathValue("id"), in)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+}
+
+func (h *handler) claim(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	req, err := h.svc.Claim(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+}
+
+func (h *handler) report(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in airlock.ReportInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	req, err := h.svc.Report(r.Context(), c, r.PathValue("id"), in)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+}
+
+// tokenInput is the body of POST /v1/tokens (CreateToken).
+type tokenInput struct {
+	Name      string       `json:"name"`
+	Role      airlock.Role `json:"role"`
+	Scopes    []string     `json:"scopes"`
+	Principal string       `json:"principal"`
+}
+
+func (h *handler) createToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in tokenInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	t, secret, err := h.svc.CreateToken(r.Context(), c, airlock.NewTokenInput{
+		Name: in.Name, Role: in.Role, Scopes: in.Scopes, Principal: in.Principal,
+	})
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeToken(b, t, secret) })
+}
+
+func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	ts, err := h.svc.Tokens(r.Context(), c)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.key("items")
+		b.WriteByte('[')
+		for i, t := range ts {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeToken(b, t, "")
+		}
+		b.WriteByte(']')
+		o.end()
+	})
+}
+
+func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	t, err := h.svc.RevokeToken(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeToken(b, t, "") })
+}

@@ -1,0 +1,102 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/airlockhq/airlock"
+)
+
+// statuses is the one table from error code to HTTP status (STYLE.md §10).
+var statuses = map[airlock.Code]int{
+	airlock.CodeInvalidRequest:      http.StatusBadRequest,
+	airlock.CodeUnauthorized:        http.StatusUnauthorized,
+	airlock.CodeForbidden:           http.StatusForbidden,
+	airlock.CodeNotFound:            http.StatusNotFound,
+	airlock.CodeIdempotencyConflict: http.StatusUnprocessableEntity,
+	airlock.CodeNotPending:          http.StatusConflict,
+	airlock.CodeDeadlinePassed:      http.StatusConflict,
+	airlock.CodeNotApproved:         http.StatusConflict,
+	airlock.CodeApprovalExpired:     http.StatusConflict,
+	airlock.CodeAlreadyExecuted:     http.StatusConflict,
+	airlock.CodeCommandFailed:       http.StatusConflict,
+	airlock.CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
+	airlock.CodeRateLimited:         http.StatusTooManyRequests,
+	airlock.CodeInternal:            http.StatusInternalServerError,
+}
+
+// titles are the problems' short, fixed summaries, one per code.
+var titles = map[airlock.Code]string{
+	airlock.CodeInvalidRequest:      "Invalid request",
+	airlock.CodeUnauthorized:        "Unauthorized",
+	airlock.CodeForbidden:           "Forbidden",
+	airlock.CodeNotFound:            "Not found",
+	airlock.CodeIdempotencyConflict: "Idempotency key reused with a different body",
+	airlock.CodeNotPending:          "Request is not pending",
+	airlock.CodeDeadlinePassed:      "Decision deadline has passed",
+	airlock.CodeNotApproved:         "Request is not approved",
+	airlock.CodeApprovalExpired:     "Approval has expired",
+	airlock.CodeAlreadyExecuted:     "Execution already claimed",
+	airlock.CodeCommandFailed:       "Command could not be applied",
+	airlock.CodePayloadTooLarge:     "Payload too large",
+	airlock.CodeRateLimited:         "Rate limited",
+	airlock.CodeInternal:            "Internal error",
+}
+
+// ProblemTypePrefix starts every problem's type URI; the code follows it.
+const ProblemTypePrefix = "urn:airlock:problem:"
+
+// problem is the RFC 9457 body. Field and State are omitted when empty.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+	Field  string `json:"field,omitempty"`
+	State  string `json:"state,omitempty"`
+}
+
+// problem writes err as a problem. Errors that are not *airlock.Error are
+// internal: they are logged here, once, and the caller reads only
+// "internal error". A caller that went away gets nothing logged.
+func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
+	var e *airlock.Error
+	if !errors.As(err, &e) || e.Code == airlock.CodeInternal || statuses[e.Code] == 0 {
+		if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+			// The client left (or the server is stopping): nobody reads this.
+			h.log.Debug("request ended by its context", "method", r.Method, "path", r.URL.Path, "err", err)
+		} else {
+			h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		e = &airlock.Error{Code: airlock.CodeInternal, Message: "internal error"}
+	}
+	if e.Code == airlock.CodeUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+	}
+	writeProblemStatus(w, statuses[e.Code], titles[e.Code], e.Code, e)
+}
+
+// writeProblemStatus writes a problem with an explicit status.
+func writeProblemStatus(w http.ResponseWriter, status int, title string, code airlock.Code, e *airlock.Error) {
+	p := problem{
+		Type: ProblemTypePrefix + string(code), Title: title, Status: status,
+		Detail: e.Message, Code: string(code), Field: e.Field, State: string(e.State),
+	}
+	if p.Detail == "" {
+		p.Detail = title
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(p) // a struct of strings always encodes
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}

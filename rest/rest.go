@@ -1,0 +1,311 @@
+// Package rest is Airlock's REST API (DESIGN.md §3): a thin HTTP layer over
+// provider.Service. It authenticates bearer tokens, rate-limits them, reads
+// bodies strictly (size, content type, the domain's strict JSON), maps each
+// call to one Service method and writes resources and RFC 9457 problems. The
+// rules themselves live in the provider and the domain, so REST and MCP
+// enforce exactly the same ones.
+package rest
+
+import (
+	"context"
+	_ "embed"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// OpenAPI is the API's OpenAPI 3.1 document, served at /openapi.yaml. Tests
+// check that it lists exactly the routes the handler serves and validate
+// every request and response against it.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Defaults of Config.
+const (
+	DefaultRateLimit = 50  // requests per second per token
+	DefaultRateBurst = 100 // requests a token may send at once
+	// HeartbeatInterval is how often an idle event stream sends a comment,
+	// so proxies keep it open and clients notice a dead connection.
+	HeartbeatInterval = 15 * time.Second
+)
+
+// Config configures the REST handler. Zero fields take the documented defaults.
+type Config struct {
+	// Service is the provider the API is a layer over. Required.
+	Service *provider.Service
+	// Logger receives internal errors, once each (default slog.Default()).
+	Logger *slog.Logger
+	// Registry is served at /metrics; the handler registers its HTTP
+	// request counter and latency histogram (by route) there. Default: a
+	// fresh registry holding only those.
+	Registry *prometheus.Registry
+	// RateLimit is the sustained requests per second allowed per token
+	// (default 50); RateBurst is how many it may send at once (default 100).
+	RateLimit float64
+	RateBurst int
+	// MaxBodyBytes bounds a request body (default airlock.MaxBodyBytes);
+	// larger bodies are refused with 413 payload_too_large.
+	MaxBodyBytes int64
+	// Context, when set, ends event streams and long polls when it is done,
+	// so a server shutdown is not held up by them (http.Server.Shutdown does
+	// not cancel active requests). Default: they end only with their request.
+	Context context.Context
+	// Heartbeat is the event stream's keep-alive interval (default
+	// HeartbeatInterval); tests shorten it.
+	Heartbeat time.Duration
+}
+
+// handler is the REST API.
+type handler struct {
+	svc       *provider.Service
+	log       *slog.Logger
+	maxBody   int64
+	limiter   *limiter
+	shutdown  context.Context // nil: never
+	heartbeat time.Duration
+	mux       *http.ServeMux
+	metrics   *httpMetrics
+}
+
+// route is one registered endpoint. The table is the single list of what the
+// API serves; a test compares it with the OpenAPI document.
+type route struct {
+	pattern string // Go 1.22 ServeMux pattern: "METHOD /path/{param}"
+	// auth is false for the unauthenticated operational endpoints.
+	auth bool
+	// call is the endpoint; c is the authenticated caller when auth is set.
+	call func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller)
+}
+
+// routes lists every endpoint of DESIGN.md §3 served here (the work board
+// belongs to the MCP issue and is not served yet).
+var routes = []route{
+	{"POST /v1/instances", true, (*handler).createInstance},
+	{"GET /v1/instances/{id}", true, (*handler).getInstance},
+	{"DELETE /v1/instances/{id}", true, (*handler).deleteInstance},
+	{"POST /v1/instances/{id}/approval-requests", true, (*handler).createRequest},
+	{"GET /v1/approval-requests", true, (*handler).listRequests},
+	{"GET /v1/approval-requests/{id}", true, (*handler).getRequest},
+	{"POST /v1/approval-requests/{id}/cancel", true, (*handler).cancelRequest},
+	{"POST /v1/approval-requests/{id}/decision", true, (*handler).decide},
+	{"POST /v1/approval-requests/{id}/execution", true, (*handler).claim},
+	{"PUT /v1/approval-requests/{id}/execution", true, (*handler).report},
+	{"GET /v1/events", true, (*handler).events},
+	{"POST /v1/tokens", true, (*handler).createToken},
+	{"GET /v1/tokens", true, (*handler).listTokens},
+	{"DELETE /v1/tokens/{id}", true, (*handler).revokeToken},
+	{"GET /healthz", false, (*handler).healthz},
+	{"GET /readyz", false, (*handler).readyz},
+	{"GET /metrics", false, nil}, // served by promhttp
+	{"GET /openapi.yaml", false, (*handler).openapi},
+}
+
+// New returns the REST API handler for cfg. It panics when cfg.Service is
+// nil, a wiring mistake that no request could recover from.
+func New(cfg Config) http.Handler {
+	if cfg.Service == nil {
+		panic("rest: Config.Service is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.RateLimit <= 0 {
+		cfg.RateLimit = DefaultRateLimit
+	}
+	if cfg.RateBurst <= 0 {
+		cfg.RateBurst = DefaultRateBurst
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = airlock.MaxBodyBytes
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = HeartbeatInterval
+	}
+	h := &handler{
+		svc: cfg.Service, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
+		limiter:   newLimiter(cfg.RateLimit, cfg.RateBurst, time.Now),
+		heartbeat: cfg.Heartbeat,
+		mux:       http.NewServeMux(),
+		metrics:   newHTTPMetrics(cfg.Registry),
+	}
+	h.shutdown = cfg.Context
+	metricsHandler := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})
+	for _, rt := range routes {
+		switch {
+		case rt.call == nil:
+			h.mux.Handle(rt.pattern, metricsHandler)
+		case rt.auth:
+			h.mux.Handle(rt.pattern, h.authenticated(rt.call))
+		default:
+			call := rt.call
+			h.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) { call(h, w, r, airlock.Caller{}) })
+		}
+	}
+	return h
+}
+
+// ServeHTTP routes a request, answering unknown routes and wrong methods
+// with problems instead of ServeMux's plain text, and records metrics.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	w = sw
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, pattern := h.mux.Handler(r)
+	label := pattern
+	defer func() {
+		if label == "" {
+			label = "unmatched"
+		}
+		h.metrics.observe(label, sw.status(), time.Since(start))
+	}()
+	defer h.recoverPanic(sw, r)
+	if pattern == "" {
+		h.unmatched(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// unmatched answers a request that no route serves: 405 with Allow when the
+// path exists under another method, 404 otherwise. ServeMux knows which;
+// its plain-text answer is captured and replaced by a problem.
+func (h *handler) unmatched(w http.ResponseWriter, r *http.Request) {
+	rec := &captureWriter{header: http.Header{}}
+	h.mux.ServeHTTP(rec, r)
+	switch rec.code {
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		writeProblemStatus(w, http.StatusMethodNotAllowed, "Method not allowed", airlock.CodeInvalidRequest,
+			&airlock.Error{Message: r.Method + " is not allowed on " + r.URL.Path + "; allowed: " + rec.header.Get("Allow")})
+	case http.StatusNotFound, 0:
+		h.problem(w, r, airlock.Errorf(airlock.CodeNotFound, "no such endpoint %s %s; see /openapi.yaml", r.Method, r.URL.Path))
+	default:
+		// A redirect ServeMux makes for an unclean path.
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.code)
+		w.Write(rec.body)
+	}
+}
+
+// recoverPanic turns a handler panic into a logged 500, so one bad request
+// never answers with a dropped connection.
+func (h *handler) recoverPanic(w *statusWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	h.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+	if !w.wrote {
+		writeProblemStatus(w, http.StatusInternalServerError, titles[airlock.CodeInternal], airlock.CodeInternal,
+			&airlock.Error{Message: "internal error"})
+	}
+}
+
+// healthz says the process serves; it touches nothing else so it answers
+// even when the store is stuck.
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request, _ airlock.Caller) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// readyz says whether the store is reachable, for load balancers.
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request, _ airlock.Caller) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	if err := h.svc.Ready(ctx); err != nil {
+		h.log.Warn("not ready", "err", err)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"status":"unavailable"}` + "\n"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"status":"ok"}` + "\n"))
+}
+
+// openapi serves the embedded OpenAPI document.
+func (h *handler) openapi(w http.ResponseWriter, r *http.Request, _ airlock.Caller) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(OpenAPI)))
+	w.Write(OpenAPI)
+}
+
+// statusWriter remembers the status written, for metrics and for knowing
+// whether a problem can still be sent. It passes Flush through for SSE.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if !w.wrote {
+		w.code, w.wrote = http.StatusOK, true
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) status() int {
+	if !w.wrote {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// captureWriter records ServeMux's own answer for an unmatched request.
+type captureWriter struct {
+	header http.Header
+	code   int
+	body   []byte
+}
+
+func (w *captureWriter) Header() http.Header { return w.header }
+func (w *captureWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *captureWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	w.body = append(w.body, b...)
+	return len(b), nil
+}

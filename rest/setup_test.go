@@ -1,0 +1,492 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/sqlite"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// principalA is the principal of agent A's token, shared by the reviewer
+// "reviewerA": one person running an agent and reviewing.
+const principalA = "alice"
+
+// bundle is one test's running API: a real SQLite file, a provider with its
+// expiry scheduler, and the REST handler behind an httptest server whose
+// every request and response is validated against the OpenAPI document.
+type bundle struct {
+	store  *sqlite.Store
+	svc    *provider.Service
+	srv    *httptest.Server
+	client *http.Client
+	reg    *prometheus.Registry
+	logs   *logRecorder
+	// stop ends the handler's Context, as a server shutdown would.
+	stop context.CancelFunc
+
+	// Secrets of the callers of the authorization matrix, and their callers.
+	agentA, agentB, reviewer, reviewerA, admin, revoked string
+	callers                                             map[string]airlock.Caller
+}
+
+// options adjusts a bundle.
+type options struct {
+	rateLimit float64
+	rateBurst int
+	maxWait   time.Duration
+	maxBody   int64
+	heartbeat time.Duration
+	validate  bool
+}
+
+func setup(t testing.TB, opts ...func(*options)) *bundle {
+	t.Helper()
+	o := options{rateLimit: 1e6, rateBurst: 1e6, validate: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+
+	logs := &logRecorder{}
+	logger := slog.New(logs)
+	reg := prometheus.NewRegistry()
+	limits := airlock.DefaultLimits()
+	limits.MinTimeout = time.Millisecond
+	svc, err := provider.New(provider.Config{
+		Store: store, Limits: limits, Logger: logger, MaxWait: o.maxWait,
+		Metrics: provider.NewMetrics(reg, nil),
+	})
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); svc.Run(runCtx) }()
+	t.Cleanup(func() { stopRun(); <-ran })
+
+	b := &bundle{store: store, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
+	shutdown, stop := context.WithCancel(ctx)
+	b.stop = stop
+	var h http.Handler = New(Config{
+		Service: svc, Logger: logger, Registry: reg, RateLimit: o.rateLimit, RateBurst: o.rateBurst,
+		MaxBodyBytes: o.maxBody, Context: shutdown, Heartbeat: o.heartbeat,
+	})
+	if o.validate {
+		h = validated(t, h)
+	}
+	b.srv = httptest.NewServer(h)
+	b.client = b.srv.Client()
+	t.Cleanup(b.srv.Close)
+	t.Cleanup(stop) // runs first: ends streams and long polls so Close can return
+	t.Cleanup(func() {
+		if errs := logs.errors(); len(errs) > 0 {
+			t.Errorf("errors were logged:\n%s", strings.Join(errs, "\n"))
+		}
+	})
+
+	b.admin = "admin-secret-0123456789"
+	if err := svc.BootstrapAdmin(ctx, b.admin); err != nil {
+		t.Fatalf("bootstrap admin: %v", err)
+	}
+	admin := b.auth(t, b.admin)
+	b.callers["admin"] = admin
+	mint := func(name string, role airlock.Role, principal string) string {
+		tok, secret, err := svc.CreateToken(ctx, admin, airlock.NewTokenInput{Name: name, Role: role, Principal: principal})
+		if err != nil {
+			t.Fatalf("create token %s: %v", name, err)
+		}
+		b.callers[name] = tok
+		return secret
+	}
+	b.agentA = mint("agentA", airlock.RoleAgent, principalA)
+	b.agentB = mint("agentB", airlock.RoleAgent, "bob")
+	b.reviewer = mint("reviewer", airlock.RoleReviewer, "carol")
+	b.reviewerA = mint("reviewerA", airlock.RoleReviewer, principalA)
+	b.revoked = mint("revoked", airlock.RoleAgent, "dave")
+	if _, err := svc.RevokeToken(ctx, admin, b.callers["revoked"].ID); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	return b
+}
+
+func (b *bundle) auth(t testing.TB, secret string) airlock.Caller {
+	t.Helper()
+	c, err := b.svc.Authenticate(context.Background(), secret)
+	if err != nil {
+		t.Fatalf("authenticate: %v", err)
+	}
+	return c
+}
+
+// resp is a finished HTTP exchange.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// obj decodes the body as a JSON object.
+func (r resp) obj(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("decode %d body %q: %v", r.status, r.body, err)
+	}
+	return m
+}
+
+// expectInvalidRequest marks a request that deliberately breaks the
+// OpenAPI document (the validator then tolerates the request, and still
+// checks the response). It is stripped before the handler sees it.
+const expectInvalidRequest = "X-Test-Invalid-Request"
+
+// req describes one call.
+type req struct {
+	method, path, token string
+	body                string // sent as application/json unless header says otherwise
+	header              map[string]string
+	invalid             bool // the request itself breaks the document on purpose
+}
+
+// do performs a call and reads the whole answer.
+func (b *bundle) do(t testing.TB, q req) resp {
+	t.Helper()
+	return b.doCtx(context.Background(), t, q)
+}
+
+func (b *bundle) doCtx(ctx context.Context, t testing.TB, q req) resp {
+	t.Helper()
+	hr := b.newRequest(ctx, t, q)
+	res, err := b.client.Do(hr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", q.method, q.path, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", q.method, q.path, err)
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: body}
+}
+
+func (b *bundle) newRequest(ctx context.Context, t testing.TB, q req) *http.Request {
+	t.Helper()
+	var body io.Reader
+	if q.body != "" {
+		body = strings.NewReader(q.body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, q.method, b.srv.URL+q.path, body)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	if q.body != "" {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if q.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+q.token)
+	}
+	for k, v := range q.header {
+		if v == "" {
+			hr.Header.Del(k)
+		} else {
+			hr.Header.Set(k, v)
+		}
+	}
+	if q.invalid {
+		hr.Header.Set(expectInvalidRequest, "1")
+	}
+	return hr
+}
+
+// want fails the test unless r has the status (and, for problems, the code).
+func want(t testing.TB, r resp, status int, code airlock.Code) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body: %s", r.status, status, r.body)
+	}
+	if code != "" {
+		if got := r.obj(t)["code"]; got != string(code) {
+			t.Fatalf("code %v, want %s; body: %s", got, code, r.body)
+		}
+	}
+}
+
+// instance registers an instance for an agent over HTTP.
+func (b *bundle) instance(t testing.TB, token string) string {
+	t.Helper()
+	r := b.do(t, req{method: "POST", path: "/v1/instances", token: token, body: `{"name":"adapter"}`})
+	want(t, r, http.StatusCreated, "")
+	return r.obj(t)["id"].(string)
+}
+
+// create asks for approval of a tool call over HTTP and returns the request.
+func (b *bundle) create(t testing.TB, token, instanceID, key, body string) resp {
+	t.Helper()
+	return b.do(t, req{method: "POST", path: "/v1/instances/" + instanceID + "/approval-requests",
+		token: token, body: body, header: map[string]string{"Idempotency-Key": key}})
+}
+
+// pending creates a pending request for agent A directly through the
+// service, for tests about what comes after.
+func (b *bundle) pending(t testing.TB, timeout string) (instanceID, requestID string) {
+	t.Helper()
+	ctx := context.Background()
+	a := b.callers["agentA"]
+	inst, err := b.svc.RegisterInstance(ctx, a, airlock.InstanceInput{Name: "fixture"})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	r, _, err := b.svc.CreateRequest(ctx, a, inst.ID, airlock.NewID("key_"), airlock.CreateRequestInput{
+		Tool: "issue_refund", Arguments: json.RawMessage(`{"amount":4900}`), Timeout: timeout,
+	})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return inst.ID, r.ID
+}
+
+// approved creates a request for agent A and approves it as the reviewer.
+func (b *bundle) approved(t testing.TB) string {
+	t.Helper()
+	_, id := b.pending(t, "10m")
+	if _, err := b.svc.Decide(context.Background(), b.callers["reviewer"], id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	return id
+}
+
+// claimed creates an approved request whose execution agent A has claimed.
+func (b *bundle) claimed(t testing.TB) string {
+	t.Helper()
+	id := b.approved(t)
+	if _, err := b.svc.Claim(context.Background(), b.callers["agentA"], id); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return id
+}
+
+// logRecorder is a slog handler that keeps error records, so a test fails
+// when the API logs an internal error it did not expect.
+type logRecorder struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (l *logRecorder) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelError {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	l.mu.Lock()
+	l.errs = append(l.errs, b.String())
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+func (l *logRecorder) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.errs...)
+}
+
+// The OpenAPI document, loaded once for every test.
+var (
+	specOnce   sync.Once
+	specDoc    *openapi3.T
+	specRouter routers.Router
+	specErr    error
+)
+
+func loadSpec() (*openapi3.T, routers.Router, error) {
+	specOnce.Do(func() {
+		loader := openapi3.NewLoader()
+		specDoc, specErr = loader.LoadFromData(OpenAPI)
+		if specErr != nil {
+			return
+		}
+		if specErr = specDoc.Validate(loader.Context); specErr != nil {
+			return
+		}
+		openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
+		specRouter, specErr = gorillamux.NewRouter(specDoc)
+	})
+	return specDoc, specRouter, specErr
+}
+
+// validated wraps h so each request and response is checked against the
+// OpenAPI document; a mismatch fails the test. Responses are buffered and
+// checked before the client sees them, except streams (once flushed), whose
+// status and headers are checked at the first flush.
+func validated(t testing.TB, h http.Handler) http.Handler {
+	doc, router, err := loadSpec()
+	if err != nil {
+		t.Fatalf("load OpenAPI document: %v", err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		invalidOK := r.Header.Get(expectInvalidRequest) != ""
+		r.Header.Del(expectInvalidRequest)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "test validator: read body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		ctx := context.Background()
+		opts := &openapi3filter.Options{
+			AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+			IncludeResponseStatus: true,
+		}
+
+		var input *openapi3filter.RequestValidationInput
+		route, params, routeErr := router.FindRoute(r)
+		if routeErr == nil {
+			vr := r.Clone(ctx)
+			vr.Body = io.NopCloser(bytes.NewReader(body))
+			input = &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route, Options: opts}
+			if err := openapi3filter.ValidateRequest(ctx, input); err != nil && !invalidOK {
+				t.Errorf("request %s %s does not match the OpenAPI document: %v", r.Method, r.URL, err)
+			}
+		}
+
+		check := func(status int, header http.Header, resBody []byte, streamed bool) {
+			if routeErr != nil {
+				// Not a documented route: the answer must be a Problem.
+				if status != http.StatusNotFound && status != http.StatusMethodNotAllowed {
+					t.Errorf("%s %s is not in the OpenAPI document but answered %d", r.Method, r.URL.Path, status)
+				}
+				checkProblem(t, doc, r, status, header, resBody)
+				return
+			}
+			out := &openapi3filter.ResponseValidationInput{
+				RequestValidationInput: input, Status: status, Header: header,
+				Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: streamed},
+			}
+			out.SetBodyBytes(resBody)
+			if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+				t.Errorf("response %d to %s %s does not match the OpenAPI document: %v\nbody: %.2000s", status, r.Method, r.URL, err, resBody)
+			}
+			if strings.HasPrefix(header.Get("Content-Type"), "application/problem+json") {
+				checkProblem(t, doc, r, status, header, resBody)
+			}
+		}
+		bw := &bufferedWriter{w: w, header: http.Header{}, check: check}
+		h.ServeHTTP(bw, r)
+		bw.finish()
+	})
+}
+
+// checkProblem checks a problem body against the Problem schema and that
+// its status matches the HTTP status.
+func checkProblem(t testing.TB, doc *openapi3.T, r *http.Request, status int, header http.Header, body []byte) {
+	if ct := header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("%s %s: %d with Content-Type %q, want application/problem+json", r.Method, r.URL.Path, status, ct)
+		return
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Errorf("%s %s: problem body is not JSON: %v", r.Method, r.URL.Path, err)
+		return
+	}
+	if err := doc.Components.Schemas["Problem"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+		t.Errorf("%s %s: problem does not match the Problem schema: %v", r.Method, r.URL.Path, err)
+	}
+	if m, ok := v.(map[string]any); ok && m["status"] != float64(status) {
+		t.Errorf("%s %s: problem status %v differs from HTTP status %d", r.Method, r.URL.Path, m["status"], status)
+	}
+}
+
+// bufferedWriter holds a response until the handler returns, so it can be
+// validated before the client reads it; a Flush turns it into a stream.
+type bufferedWriter struct {
+	w        http.ResponseWriter
+	header   http.Header
+	status   int
+	buf      bytes.Buffer
+	streamed bool
+	check    func(status int, header http.Header, body []byte, streamed bool)
+}
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+
+func (b *bufferedWriter) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	if b.streamed {
+		return b.w.Write(p)
+	}
+	return b.buf.Write(p)
+}
+
+func (b *bufferedWriter) Flush() {
+	if !b.streamed {
+		if b.status == 0 {
+			b.status = http.StatusOK
+		}
+		b.check(b.status, b.header, nil, true)
+		b.streamed = true
+		b.copyHeader()
+		b.w.WriteHeader(b.status)
+		b.w.Write(b.buf.Bytes())
+	}
+	if f, ok := b.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (b *bufferedWriter) copyHeader() {
+	for k, v := range b.header {
+		b.w.Header()[k] = v
+	}
+}
+
+func (b *bufferedWriter) finish() {
+	if b.streamed {
+		return
+	}
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	b.check(b.status, b.header, b.buf.Bytes(), false)
+	b.copyHeader()
+	b.w.WriteHeader(b.status)
+	b.w.Write(b.buf.Bytes())
+}

@@ -1,0 +1,227 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+)
+
+// The wire format (DESIGN.md §3): snake_case keys; times RFC 3339 in UTC
+// with trailing zeros of the fraction trimmed; an optional field with no
+// value (empty string, absent object, no time) is omitted, never null.
+//
+// Resources are written by hand rather than with encoding/json struct tags
+// because json.Marshal re-compacts (and HTML-escapes) json.RawMessage: the
+// arguments a reviewer approved must go out byte for byte as stored.
+
+// object writes one JSON object's members in order.
+type object struct {
+	b *bytes.Buffer
+	n int
+}
+
+func beginObject(b *bytes.Buffer) *object {
+	b.WriteByte('{')
+	return &object{b: b}
+}
+
+func (o *object) end() { o.b.WriteByte('}') }
+
+func (o *object) key(k string) {
+	if o.n > 0 {
+		o.b.WriteByte(',')
+	}
+	o.n++
+	writeValue(o.b, k)
+	o.b.WriteByte(':')
+}
+
+// str writes k unless v is empty.
+func (o *object) str(k, v string) {
+	if v != "" {
+		o.key(k)
+		writeValue(o.b, v)
+	}
+}
+
+// always writes k with v even when v is a zero value.
+func (o *object) always(k string, v any) {
+	o.key(k)
+	writeValue(o.b, v)
+}
+
+// time writes k unless t is zero.
+func (o *object) time(k string, t time.Time) {
+	if !t.IsZero() {
+		o.key(k)
+		writeValue(o.b, formatTime(t))
+	}
+}
+
+func (o *object) timePtr(k string, t *time.Time) {
+	if t != nil {
+		o.time(k, *t)
+	}
+}
+
+// raw writes stored JSON as it is, unless absent.
+func (o *object) raw(k string, v json.RawMessage) {
+	if len(v) != 0 && string(v) != "null" {
+		o.key(k)
+		o.b.Write(v)
+	}
+}
+
+// writeValue encodes a plain Go value (strings, numbers, string slices)
+// without HTML escaping, so text reads as the caller wrote it.
+func writeValue(b *bytes.Buffer, v any) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // only strings, numbers and []string reach here
+	b.Truncate(b.Len() - 1) // Encode's newline
+}
+
+// formatTime writes a time as RFC 3339 UTC at microsecond precision, the
+// precision both stores keep.
+func formatTime(t time.Time) string {
+	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+}
+
+// writeRequest writes an ApprovalRequest resource.
+func writeRequest(b *bytes.Buffer, r airlock.Request) {
+	o := beginObject(b)
+	o.always("id", r.ID)
+	o.always("instance_id", r.InstanceID)
+	o.always("state", string(r.State))
+	o.always("kind", string(r.Kind))
+	o.str("tool", r.Tool)
+	o.raw("arguments", r.Arguments)
+	o.str("timeout", r.Timeout)
+	o.str("agent_reasoning", r.AgentReasoning)
+	o.raw("context", r.Context)
+	o.time("created_at", r.CreatedAt)
+	o.time("deadline_at", r.DeadlineAt)
+	if d := r.Decision; d != nil {
+		o.key("decision")
+		do := beginObject(b)
+		do.always("status", string(d.Status))
+		do.str("note", d.Note)
+		do.str("answer", d.Answer)
+		do.time("decided_at", d.DecidedAt)
+		do.str("decided_by", d.DecidedBy)
+		do.timePtr("expires_at", d.ExpiresAt)
+		do.end()
+	}
+	if e := r.Execution; e != nil {
+		o.key("execution")
+		eo := beginObject(b)
+		eo.time("claimed_at", e.ClaimedAt)
+		eo.always("status", string(e.Status))
+		eo.timePtr("finished_at", e.FinishedAt)
+		eo.str("detail", e.Detail)
+		eo.end()
+	}
+	o.str("title", r.Title)
+	o.str("description", r.Description)
+	o.str("target_type", r.TargetType)
+	o.str("target_id", r.TargetID)
+	o.str("session_id", r.SessionID)
+	if p := r.Proposal; p != nil {
+		o.key("proposal")
+		po := beginObject(b)
+		po.always("mode", p.Mode)
+		if c := p.Command; c != nil {
+			po.key("command")
+			co := beginObject(b)
+			co.always("method", c.Method)
+			co.raw("input", c.Input)
+			co.end()
+		}
+		po.end()
+	}
+	if q := r.Question; q != nil {
+		o.key("question")
+		qo := beginObject(b)
+		if len(q.Choices) > 0 {
+			qo.always("choices", q.Choices)
+		}
+		qo.end()
+	}
+	o.end()
+}
+
+// writeInstance writes an Instance resource.
+func writeInstance(b *bytes.Buffer, in airlock.Instance) {
+	o := beginObject(b)
+	o.always("id", in.ID)
+	o.always("name", in.Name)
+	o.raw("metadata", in.Metadata)
+	o.time("created_at", in.CreatedAt)
+	o.always("pending_count", in.PendingCount)
+	o.end()
+}
+
+// writeToken writes a Token resource; secret is written only when given,
+// which is once, at creation.
+func writeToken(b *bytes.Buffer, t airlock.Token, secret string) {
+	o := beginObject(b)
+	o.always("id", t.ID)
+	o.always("name", t.Name)
+	o.always("role", string(t.Role))
+	if len(t.Scopes) > 0 {
+		o.always("scopes", t.Scopes)
+	}
+	o.str("principal", t.Principal)
+	o.time("created_at", t.CreatedAt)
+	o.str("created_by", t.CreatedBy)
+	o.timePtr("revoked_at", t.RevokedAt)
+	o.str("secret", secret)
+	o.end()
+}
+
+// writeEvent writes an audit Event.
+func writeEvent(b *bytes.Buffer, e airlock.Event) {
+	o := beginObject(b)
+	o.always("id", e.ID)
+	o.always("type", string(e.Type))
+	o.time("at", e.At)
+	o.str("actor", e.Actor)
+	o.str("request_id", e.RequestID)
+	o.str("instance_id", e.InstanceID)
+	o.str("token_id", e.TokenID)
+	o.str("state", string(e.State))
+	o.end()
+}
+
+// writePage writes a page of requests.
+func writePage(b *bytes.Buffer, p provider.Page) {
+	o := beginObject(b)
+	o.key("items")
+	b.WriteByte('[')
+	for i, r := range p.Requests {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeRequest(b, r)
+	}
+	b.WriteByte(']')
+	o.str("next_cursor", p.NextCursor)
+	o.end()
+}
+
+// reply writes a JSON resource with status.
+func reply(w http.ResponseWriter, status int, write func(b *bytes.Buffer)) {
+	var b bytes.Buffer
+	write(&b)
+	b.WriteByte('\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
