@@ -1,0 +1,63 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Bounds for ListEvents.
+const (
+	defaultEventLimit = 100
+	maxEventLimit     = 1000
+)
+
+// appendEvent appends one audit event in the caller's transaction, so an
+// event exists exactly when its change committed.
+func appendEvent(ctx context.Context, tx *sql.Tx, now time.Time, e airlock.Event) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state)
+VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State)
+	return err
+}
+
+// appendStateEvents appends, in order, the event of each request's new
+// state, all by actor.
+func appendStateEvents(ctx context.Context, tx *sql.Tx, now time.Time, actor string, rs []airlock.Request) error {
+	for _, r := range rs {
+		if err := appendEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: actor,
+			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListEvents returns up to limit events with ID > after, oldest first
+// (default 100, at most 1000).
+func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlock.Event, error) {
+	if limit <= 0 {
+		limit = defaultEventLimit
+	}
+	limit = min(limit, maxEventLimit)
+	rows, err := s.read.QueryContext(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state
+FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, translate(err, "events", "list")
+	}
+	defer rows.Close()
+	var out []airlock.Event
+	for rows.Next() {
+		var (
+			e  airlock.Event
+			at int64
+		)
+		if err := rows.Scan(&e.ID, &e.Type, &at, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &e.State); err != nil {
+			return nil, translate(err, "events", "list")
+		}
+		e.At = fromMicros(at)
+		out = append(out, e)
+	}
+	return out, translate(rows.Err(), "events", "list")
+}

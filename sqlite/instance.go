@@ -1,0 +1,120 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// instanceCols selects an instance with its count of pending requests
+// (served by the (instance_id, state) index).
+const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at,
+	(SELECT count(*) FROM requests r WHERE r.instance_id = i.id AND r.state = 'pending')`
+
+func scanInstance(sc scanner) (airlock.Instance, error) {
+	var (
+		in      airlock.Instance
+		meta    []byte
+		created int64
+	)
+	if err := sc.Scan(&in.ID, &in.OwnerID, &in.Name, &meta, &created, &in.PendingCount); err != nil {
+		return airlock.Instance{}, err
+	}
+	in.Metadata, in.CreatedAt = meta, fromMicros(created)
+	return in, nil
+}
+
+// CreateInstance stores a new instance, stamped with the store's now. An
+// empty ID gets a fresh "ins_" one.
+func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor string) (airlock.Instance, error) {
+	if in.ID == "" {
+		in.ID = airlock.NewID(airlock.PrefixInstance)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, metadata, created_at) VALUES (?, ?, ?, ?, ?)`,
+			in.ID, in.OwnerID, in.Name, text(in.Metadata), micros(now)); err != nil {
+			return err
+		}
+		in.CreatedAt, in.PendingCount = now, 0
+		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventInstanceCreated, Actor: actor, InstanceID: in.ID})
+	})
+	if err != nil {
+		return airlock.Instance{}, translate(err, "instance", in.ID)
+	}
+	return in, nil
+}
+
+// GetInstance reads a live instance; a deleted one is not_found.
+func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, error) {
+	in, err := scanInstance(s.read.QueryRowContext(ctx,
+		`SELECT `+instanceCols+` FROM instances i WHERE i.id = ? AND i.deleted_at IS NULL`, id))
+	return in, translate(err, "instance", id)
+}
+
+// ListInstances lists live instances, newest first, of one owner when
+// ownerID is set.
+func (s *Store) ListInstances(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT `+instanceCols+` FROM instances i
+WHERE i.deleted_at IS NULL AND (? = '' OR i.owner_id = ?) ORDER BY i.seq DESC`, ownerID, ownerID)
+	if err != nil {
+		return nil, translate(err, "instances", ownerID)
+	}
+	defer rows.Close()
+	var out []airlock.Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, translate(err, "instances", ownerID)
+		}
+		out = append(out, in)
+	}
+	return out, translate(rows.Err(), "instances", ownerID)
+}
+
+// DeleteInstance marks the instance deleted and settles its pending
+// requests in the same transaction: those whose deadline has come are
+// expired (the deadline won; DESIGN.md §2.4), the rest are cancelled. Both
+// are compare-and-set UPDATEs on state = 'pending', so a decision that
+// committed first keeps its outcome. It returns the cancelled IDs in
+// creation order. Request rows stay readable.
+func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string, error) {
+	var cancelled []string
+	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		var got string
+		err := tx.QueryRowContext(ctx, `UPDATE instances SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL RETURNING id`,
+			micros(now), id).Scan(&got)
+		if err != nil {
+			return err
+		}
+		expired, err := updateRequests(ctx, tx, `UPDATE requests
+SET state = 'expired', decided_at = deadline_at, decided_by = @actor
+WHERE instance_id = @id AND state = 'pending' AND deadline_at <= @now
+RETURNING `+requestCols, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry))
+		if err != nil {
+			return err
+		}
+		if err := appendStateEvents(ctx, tx, now, airlock.ActorExpiry, expired); err != nil {
+			return err
+		}
+		rs, err := updateRequests(ctx, tx, `UPDATE requests
+SET state = 'cancelled', decided_at = @now, decided_by = @actor
+WHERE instance_id = @id AND state = 'pending' AND deadline_at > @now
+RETURNING `+requestCols, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
+		if err != nil {
+			return err
+		}
+		if err := appendStateEvents(ctx, tx, now, actor, rs); err != nil {
+			return err
+		}
+		for _, r := range rs {
+			cancelled = append(cancelled, r.ID)
+		}
+		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventInstanceDeleted, Actor: actor, InstanceID: id})
+	})
+	if err != nil {
+		return nil, translate(err, "instance", id)
+	}
+	return cancelled, nil
+}

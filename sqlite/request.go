@@ -1,0 +1,575 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// requestCols is the column list every request query selects or returns,
+// in the order scanRequest reads.
+const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, arguments, timeout,
+	agent_reasoning, context, created_at, deadline_at,
+	decided_at, decided_by, note, answer, expires_at,
+	claimed_at, claimed_by, exec_status, finished_at, exec_detail,
+	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
+	proposal_mode, command_method, command_input, question`
+
+// The compare-and-set writes of the lifecycle. Each changes a row only if
+// it is still in the state the change starts from, judged against @now;
+// zero rows means another change won, and the caller reads what holds.
+const (
+	decideSQL = `UPDATE requests
+SET state = @state, decided_at = @now, decided_by = @actor, note = @note, answer = @answer, expires_at = @expires
+WHERE id = @id AND state = 'pending' AND deadline_at > @now
+RETURNING ` + requestCols
+
+	cancelSQL = `UPDATE requests
+SET state = 'cancelled', decided_at = @now, decided_by = @actor
+WHERE id = @id AND state = 'pending' AND deadline_at > @now
+RETURNING ` + requestCols
+
+	// An expired request's decision is dated at its deadline, not at
+	// whenever the store noticed: "expired" means no decision came before
+	// then, and the date does not depend on the scheduler's latency.
+	expireOneSQL = `UPDATE requests
+SET state = 'expired', decided_at = deadline_at, decided_by = @actor
+WHERE id = @id AND state = 'pending' AND deadline_at <= @now
+RETURNING ` + requestCols
+
+	expireDueSQL = `UPDATE requests
+SET state = 'expired', decided_at = deadline_at, decided_by = @actor
+WHERE seq IN (
+	SELECT seq FROM requests
+	WHERE state = 'pending' AND deadline_at <= @now
+	ORDER BY deadline_at, seq
+	LIMIT @limit
+) AND state = 'pending' AND deadline_at <= @now
+RETURNING ` + requestCols
+
+	claimSQL = `UPDATE requests
+SET claimed_at = @now, claimed_by = @actor, exec_status = 'claimed'
+WHERE id = @id AND state = 'approved' AND claimed_at IS NULL AND expires_at > @now
+RETURNING ` + requestCols
+
+	reportSQL = `UPDATE requests
+SET exec_status = @status, finished_at = @now, exec_detail = @detail
+WHERE id = @id AND exec_status = 'claimed'
+RETURNING ` + requestCols
+
+	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests WHERE id = @id`
+)
+
+// Defaults and bounds for list and sweep sizes.
+const (
+	defaultListLimit   = 50
+	maxListLimit       = 500
+	defaultExpireLimit = 100
+)
+
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRequest reads one row of requestCols.
+func scanRequest(sc scanner) (airlock.Request, error) {
+	var (
+		r                                           airlock.Request
+		args, rctx, cmdInput                        []byte
+		created, deadline                           int64
+		decidedAt, expiresAt, claimedAt, finishedAt sql.NullInt64
+		decidedBy, claimedBy, execStatus, key       sql.NullString
+		mode, method, question                      sql.NullString
+		note, answer, detail                        string
+	)
+	err := sc.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
+		&r.AgentReasoning, &rctx, &created, &deadline,
+		&decidedAt, &decidedBy, &note, &answer, &expiresAt,
+		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
+		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
+		&mode, &method, &cmdInput, &question)
+	if err != nil {
+		return airlock.Request{}, err
+	}
+	r.Arguments, r.Context = args, rctx
+	r.CreatedAt, r.DeadlineAt = fromMicros(created), fromMicros(deadline)
+	r.IdempotencyKey = key.String
+	if decidedAt.Valid {
+		r.Decision = &airlock.Decision{
+			Status:    r.State,
+			Note:      note,
+			Answer:    answer,
+			DecidedAt: fromMicros(decidedAt.Int64),
+			DecidedBy: decidedBy.String,
+			ExpiresAt: nullMicros(expiresAt),
+		}
+	}
+	if claimedAt.Valid {
+		r.Execution = &airlock.Execution{
+			ClaimedAt:  fromMicros(claimedAt.Int64),
+			ClaimedBy:  claimedBy.String,
+			Status:     airlock.ExecutionStatus(execStatus.String),
+			FinishedAt: nullMicros(finishedAt),
+			Detail:     detail,
+		}
+	}
+	if mode.Valid {
+		r.Proposal = &airlock.Proposal{Mode: mode.String}
+		if method.Valid {
+			r.Proposal.Command = &airlock.Command{Method: method.String, Input: cmdInput}
+		}
+	}
+	if question.Valid {
+		r.Question = new(airlock.Question)
+		if err := json.Unmarshal([]byte(question.String), r.Question); err != nil {
+			return airlock.Request{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// queryRequest runs a query that yields at most one request;
+// sql.ErrNoRows when it yields none.
+func queryRequest(ctx context.Context, q queryer, query string, args ...any) (airlock.Request, error) {
+	return scanRequest(q.QueryRowContext(ctx, query, args...))
+}
+
+// queryRequests runs a query that yields requests, in the query's order.
+func queryRequests(ctx context.Context, q queryer, query string, args ...any) ([]airlock.Request, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []airlock.Request
+	for rows.Next() {
+		r, err := scanRequest(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// updateRequests runs an UPDATE … RETURNING of many requests and returns
+// them in creation order: RETURNING has no order of its own, and events
+// appended from the result should read the same on every run.
+func updateRequests(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]airlock.Request, error) {
+	rs, err := queryRequests(ctx, tx, query, args...)
+	slices.SortFunc(rs, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
+	return rs, err
+}
+
+// text binds raw JSON as TEXT holding its exact bytes (a []byte would bind
+// as a BLOB, which a STRICT TEXT column refuses), and absent JSON as NULL.
+func text(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+// nullString binds "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// CreateRequest creates a request in one INSERT … SELECT that finds the
+// instance (live, and owned by the request's owner) and yields to an
+// existing row with the same owner and idempotency key. Zero rows inserted
+// then means a replay, a conflict or a missing instance, told apart by
+// reading the key's row in the same transaction. An empty key makes no
+// replay: the request is always new.
+func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	in := p.Request
+	if in.ID == "" {
+		in.ID = airlock.NewID(airlock.PrefixRequest)
+	}
+	if in.Kind == "" {
+		in.Kind = airlock.KindToolCall
+	}
+	if err := checkNew(in, p); err != nil {
+		return airlock.Request{}, false, err
+	}
+	var question any
+	if in.Question != nil {
+		b, err := json.Marshal(in.Question)
+		if err != nil {
+			return airlock.Request{}, false, fmt.Errorf("sqlite: request %s: question: %w", in.ID, err)
+		}
+		question = string(b)
+	}
+	var mode, method, cmdInput any
+	if in.Proposal != nil {
+		mode = in.Proposal.Mode
+		if in.Proposal.Command != nil {
+			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
+		}
+	}
+
+	var (
+		out     airlock.Request
+		created bool
+	)
+	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		state := airlock.StatePending
+		var decidedAt, decidedBy, expiresAt any
+		note := ""
+		if d := p.Initial; d != nil {
+			state, decidedAt, decidedBy, note = d.Status, micros(now), airlock.ActorPolicy, d.Note
+			if d.Status == airlock.StateApproved {
+				expiresAt = micros(now.Add(d.Validity))
+			}
+		}
+		r, err := queryRequest(ctx, tx, `INSERT INTO requests (
+	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
+	created_at, deadline_at, decided_at, decided_by, note, expires_at,
+	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
+	proposal_mode, command_method, command_input, question)
+SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reasoning, @context,
+	@now, @deadline, @decided_at, @decided_by, @note, @expires_at,
+	@key, @fingerprint, @title, @description, @target_type, @target_id, @session_id,
+	@mode, @method, @input, @question
+FROM instances i
+WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+RETURNING `+requestCols,
+			sql.Named("id", in.ID), sql.Named("instance", in.InstanceID), sql.Named("owner", in.OwnerID),
+			sql.Named("state", state), sql.Named("kind", in.Kind), sql.Named("tool", in.Tool),
+			sql.Named("arguments", text(in.Arguments)), sql.Named("timeout", in.Timeout),
+			sql.Named("reasoning", in.AgentReasoning), sql.Named("context", text(in.Context)),
+			sql.Named("now", micros(now)), sql.Named("deadline", micros(now.Add(p.Window))),
+			sql.Named("decided_at", decidedAt), sql.Named("decided_by", decidedBy),
+			sql.Named("note", note), sql.Named("expires_at", expiresAt),
+			sql.Named("key", nullString(in.IdempotencyKey)), sql.Named("fingerprint", in.Fingerprint),
+			sql.Named("title", in.Title), sql.Named("description", in.Description),
+			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
+			sql.Named("session_id", in.SessionID),
+			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
+			sql.Named("question", question))
+		switch {
+		case err == nil:
+			out, created = r, true
+			if err := appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestCreated, Actor: p.Actor,
+				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}); err != nil {
+				return err
+			}
+			if r.State.Terminal() {
+				return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: airlock.ActorPolicy,
+					RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+			}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+
+		if in.IdempotencyKey != "" {
+			prev, err := queryRequest(ctx, tx, `SELECT `+requestCols+` FROM requests WHERE owner_id = ? AND idempotency_key = ?`,
+				in.OwnerID, in.IdempotencyKey)
+			switch {
+			case err == nil && prev.Fingerprint == in.Fingerprint:
+				out = prev
+				return nil
+			case err == nil:
+				return airlock.Errorf(airlock.CodeIdempotencyConflict,
+					"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		return airlock.NotFound("instance", in.InstanceID)
+	})
+	if err != nil {
+		return airlock.Request{}, false, translate(err, "request", in.ID)
+	}
+	return out, created, nil
+}
+
+// checkNew refuses parameters that would store a request breaking the
+// lifecycle's rules. The provider validates input first; this guards the
+// store's own invariants against a caller's bug.
+func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
+	switch {
+	case !r.Kind.Valid():
+		return airlock.Invalid("kind", "unknown kind %q", r.Kind)
+	case p.Window <= 0:
+		return airlock.Invalid("timeout", "the decision window must be positive")
+	case r.Fingerprint == "" && r.IdempotencyKey != "":
+		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	}
+	if d := p.Initial; d != nil {
+		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
+			return airlock.Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
+		}
+		if d.Status == airlock.StateApproved && d.Validity < time.Microsecond {
+			return airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+		}
+	}
+	return nil
+}
+
+// GetRequest reads a request.
+func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
+	r, err := queryRequest(ctx, s.read, selectRequestSQL, sql.Named("id", id))
+	return r, translate(err, "request", id)
+}
+
+// ListRequests lists requests matching f, newest first.
+func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, arg any) {
+		where = append(where, cond)
+		args = append(args, arg)
+	}
+	if f.OwnerID != "" {
+		add("owner_id = ?", f.OwnerID)
+	}
+	if f.State != "" {
+		if !f.State.Valid() {
+			return nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+		}
+		add("state = ?", f.State)
+	}
+	if f.InstanceID != "" {
+		add("instance_id = ?", f.InstanceID)
+	}
+	if f.Tool != "" {
+		add("tool = ?", f.Tool)
+	}
+	if f.Kind != "" {
+		if !f.Kind.Valid() {
+			return nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+		}
+		add("kind = ?", f.Kind)
+	}
+	if f.BeforeSeq > 0 {
+		add("seq < ?", f.BeforeSeq)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	limit = min(limit, maxListLimit)
+
+	q := `SELECT ` + requestCols + ` FROM requests`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY seq DESC LIMIT ?`
+	args = append(args, limit)
+	rs, err := queryRequests(ctx, s.read, q, args...)
+	return rs, translate(err, "requests", "list")
+}
+
+// Decide records a reviewer's decision with one compare-and-set.
+func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
+	var expires func(now time.Time) any
+	switch p.Status {
+	case airlock.StateApproved:
+		if p.Validity < time.Microsecond {
+			return airlock.Request{}, airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+		}
+		expires = func(now time.Time) any { return micros(now.Add(p.Validity)) }
+	case airlock.StateDenied:
+		expires = func(time.Time) any { return nil }
+	default:
+		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
+	}
+	return s.transition(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+		return queryRequest(ctx, tx, decideSQL, sql.Named("id", p.ID), sql.Named("now", micros(now)),
+			sql.Named("state", p.Status), sql.Named("actor", p.Actor), sql.Named("note", p.Note),
+			sql.Named("answer", p.Answer), sql.Named("expires", expires(now)))
+	}, refuseDecision)
+}
+
+// Cancel withdraws a pending request with one compare-and-set.
+func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
+	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+		return queryRequest(ctx, tx, cancelSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
+	}, refuseDecision)
+}
+
+// ClaimExecution claims the one execution attempt with one compare-and-set.
+func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
+	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+		return queryRequest(ctx, tx, claimSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
+	}, refuseClaim)
+}
+
+// refuseDecision names why a pending-only change (decide, cancel) lost. Any
+// expired request refuses with deadline_passed, whether it expired in this
+// call or earlier: the deadline is the reason either way, and the answer
+// does not depend on whether the scheduler got there first.
+func refuseDecision(r airlock.Request, _ time.Time) *airlock.Error {
+	if r.State == airlock.StateExpired {
+		return airlock.Conflict(airlock.CodeDeadlinePassed, r.State,
+			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return airlock.Conflict(airlock.CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
+}
+
+// refuseClaim names why a claim lost.
+func refuseClaim(r airlock.Request, now time.Time) *airlock.Error {
+	switch {
+	case r.State != airlock.StateApproved:
+		return airlock.Conflict(airlock.CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
+	case r.Execution != nil:
+		return airlock.Conflict(airlock.CodeAlreadyExecuted, r.State,
+			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
+	default:
+		return airlock.Conflict(airlock.CodeApprovalExpired, r.State,
+			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
+	}
+}
+
+// transition runs one compare-and-set (cas) on request id and appends an
+// event of type event by actor. When cas changes no row, another change won: transition settles
+// the row (expiring it if it is pending past its deadline — itself a
+// compare-and-set) and returns refuse's error for what holds. The settling
+// commits even though the call is refused, so a request refused for its
+// deadline is expired from then on.
+func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
+	cas func(context.Context, *sql.Tx, time.Time) (airlock.Request, error),
+	refuse func(airlock.Request, time.Time) *airlock.Error,
+) (airlock.Request, error) {
+	var (
+		out     airlock.Request
+		refused *airlock.Error
+	)
+	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		r, err := cas(ctx, tx, now)
+		if err == nil {
+			out = r
+			return appendEvent(ctx, tx, now, airlock.Event{Type: event, Actor: actor,
+				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		cur, err := settle(ctx, tx, id, now)
+		if err != nil {
+			return err
+		}
+		refused = refuse(cur, now)
+		return nil
+	})
+	if err != nil {
+		return airlock.Request{}, translate(err, "request", id)
+	}
+	if refused != nil {
+		return airlock.Request{}, refused
+	}
+	return out, nil
+}
+
+// settle returns request id as it holds at now: a pending request whose
+// deadline has come is expired first, by compare-and-set, with its event.
+func settle(ctx context.Context, tx *sql.Tx, id string, now time.Time) (airlock.Request, error) {
+	r, err := queryRequest(ctx, tx, expireOneSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry))
+	if err == nil {
+		return r, appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
+			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return airlock.Request{}, err
+	}
+	return queryRequest(ctx, tx, selectRequestSQL, sql.Named("id", id))
+}
+
+// ReportExecution records a claimed execution's outcome with one
+// compare-and-set on exec_status = 'claimed'. A repeated report of the same
+// status returns the request as first reported, so a retried report is
+// harmless; any other outcome after the first is already_executed.
+func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.ReportInput, actor string) (airlock.Request, error) {
+	if err := in.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
+	var out airlock.Request
+	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		r, err := queryRequest(ctx, tx, reportSQL, sql.Named("id", id), sql.Named("now", micros(now)),
+			sql.Named("status", in.Status), sql.Named("detail", in.Detail))
+		if err == nil {
+			out = r
+			return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventExecutionReported, Actor: actor,
+				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		cur, err := queryRequest(ctx, tx, selectRequestSQL, sql.Named("id", id))
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.State != airlock.StateApproved:
+			return airlock.Conflict(airlock.CodeNotApproved, cur.State, "request %s is %s, not approved; nothing ran", id, cur.State)
+		case cur.Execution == nil:
+			return airlock.Invalid("status", "request %s has no claimed execution; claim it before reporting", id)
+		case cur.Execution.Status == in.Status:
+			out = cur
+			return nil
+		default:
+			return airlock.Conflict(airlock.CodeAlreadyExecuted, cur.State,
+				"request %s's execution was already reported as %s", id, cur.Execution.Status)
+		}
+	})
+	if err != nil {
+		return airlock.Request{}, translate(err, "request", id)
+	}
+	return out, nil
+}
+
+// ExpireDue expires, in one UPDATE, up to limit pending requests whose
+// deadline is at or before now (default 100 when limit <= 0), earliest
+// deadline first, and appends an event for each.
+func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	var out []airlock.Request
+	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+		rs, err := queryRequests(ctx, tx, expireDueSQL,
+			sql.Named("now", micros(now)), sql.Named("limit", limit), sql.Named("actor", airlock.ActorExpiry))
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(rs, func(a, b airlock.Request) int { // RETURNING has no order
+			return cmp.Or(a.DeadlineAt.Compare(b.DeadlineAt), cmp.Compare(a.Seq, b.Seq))
+		})
+		if err := appendStateEvents(ctx, tx, now, airlock.ActorExpiry, rs); err != nil {
+			return err
+		}
+		out = rs
+		return nil
+	})
+	return out, translate(err, "requests", "expire")
+}
+
+// NextDeadline returns the earliest deadline of a pending request, read
+// from the (state, deadline_at) index.
+func (s *Store) NextDeadline(ctx context.Context) (time.Time, bool, error) {
+	var next sql.NullInt64
+	err := s.read.QueryRowContext(ctx, `SELECT MIN(deadline_at) FROM requests WHERE state = 'pending'`).Scan(&next)
+	if err != nil || !next.Valid {
+		return time.Time{}, false, translate(err, "requests", "next deadline")
+	}
+	return fromMicros(next.Int64), true, nil
+}

@@ -1,0 +1,213 @@
+// Package sqlite is the SQLite driver of airlock.Store: one file, pure Go
+// (modernc.org/sqlite, no cgo), the default store of `airlock serve`.
+//
+// Writes go through a single connection, so they queue in Go instead of
+// fighting over SQLite's lock; reads use a separate pool and, in WAL mode,
+// never wait for writes. Every state change is one compare-and-set UPDATE
+// judged by the injected airlock.Clock, whose now is passed to each query.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Store is an airlock.Store kept in one SQLite file. It is safe for
+// concurrent use, and by several processes on the same file.
+type Store struct {
+	// write has exactly one connection: writers queue for it in Go, so
+	// SQLite's lock is only ever contended by other processes.
+	write *sql.DB
+	// read is a pool of query_only connections; in WAL mode readers see the
+	// last committed state without blocking the writer.
+	read  *sql.DB
+	clock airlock.Clock
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ airlock.Store = (*Store)(nil)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	clock       airlock.Clock
+	busyTimeout time.Duration
+}
+
+// WithClock sets the clock that judges every deadline and expires_at and
+// stamps every time the store records. Tests inject a fake clock; the
+// default is airlock.SystemClock.
+func WithClock(c airlock.Clock) Option {
+	return func(cfg *config) { cfg.clock = c }
+}
+
+// WithBusyTimeout sets how long a connection waits for another process's
+// lock on the file before giving up (default 10s). Within one process the
+// single write connection means it is never needed.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(cfg *config) { cfg.busyTimeout = d }
+}
+
+// Open opens (creating if needed) the SQLite database at path, applies the
+// embedded migrations it lacks, and returns a ready store. Close it when
+// done.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		// Two pools on ":memory:" would be two different databases.
+		return nil, fmt.Errorf("sqlite: a database file path is required (got %q)", path)
+	}
+	cfg := config{clock: airlock.SystemClock{}, busyTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &Store{clock: cfg.clock}
+
+	var err error
+	if s.write, err = sql.Open("sqlite", dsn(path, false, cfg.busyTimeout)); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.write.SetMaxOpenConns(1)
+	s.write.SetMaxIdleConns(1)
+	s.write.SetConnMaxLifetime(0)
+	s.write.SetConnMaxIdleTime(0)
+	// The first write connection switches the file to WAL before the
+	// readers open, and migrates it.
+	if err := migrate(ctx, s.write, s.now); err != nil {
+		s.write.Close()
+		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	}
+
+	if s.read, err = sql.Open("sqlite", dsn(path, true, cfg.busyTimeout)); err != nil {
+		s.write.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	s.read.SetMaxOpenConns(n)
+	s.read.SetMaxIdleConns(n)
+	if err := s.read.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// dsn builds the connection string. busy_timeout comes first (the driver
+// applies it before any other pragma), so that switching to WAL or reading
+// the schema waits for another process instead of failing with SQLITE_BUSY.
+// Write connections BEGIN IMMEDIATE: a transaction takes the write lock when
+// it starts, never by upgrading a read lock later — an upgrade that loses
+// fails at once with SQLITE_BUSY, ignoring busy_timeout.
+func dsn(path string, readOnly bool, busy time.Duration) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Set("_txlock", "immediate")
+	}
+	// A file: URI, with the path escaped, so that '?', '#' or '%' in a file
+	// name are not read as the start of the parameters.
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// now is the store's clock, in UTC and truncated to the microsecond that it
+// stores, so that what a write returns equals what a later read returns.
+func (s *Store) now() time.Time {
+	return s.clock.Now().UTC().Truncate(time.Microsecond)
+}
+
+// inTx runs fn in one write transaction and commits it when fn returns nil.
+// fn gets the store's now, read after the write lock is held: a now read
+// before waiting for the lock could be stale by the wait, and would let a
+// decision land after its deadline.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx, s.now()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// translate is the one place where database/sql and driver errors become
+// what callers of airlock.Store see: a missing row becomes not_found naming
+// what and id; domain errors pass through; everything else is wrapped with
+// what was being done and stays an internal error (airlock.ErrorCode maps
+// any non-*airlock.Error to internal), which the edge logs.
+func translate(err error, what, id string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*airlock.Error](err); ok {
+		return err
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return airlock.NotFound(what, id)
+	}
+	if se, ok := errors.AsType[*msqlite.Error](err); ok {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			// Only another process holding the file past busy_timeout gets
+			// here; say so, since it is an operations problem.
+			return fmt.Errorf("sqlite: %s %s: database locked by another process past the busy timeout: %w", what, id, err)
+		case sqlite3.SQLITE_CONSTRAINT:
+			// Inputs are validated and conflicts are decided by queries, so
+			// a violated constraint is a bug, not the caller's mistake.
+			return fmt.Errorf("sqlite: %s %s: constraint violated: %w", what, id, err)
+		}
+	}
+	return fmt.Errorf("sqlite: %s %s: %w", what, id, err)
+}
+
+// Ping checks that the database answers a query.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	return translate(s.read.QueryRowContext(ctx, `SELECT 1`).Scan(&one), "database", "ping")
+}
+
+// Close closes both pools. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.read != nil {
+			errs = append(errs, s.read.Close())
+		}
+		errs = append(errs, s.write.Close())
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// micros is how times are stored: unix microseconds.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros reads a stored time back, in UTC.
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// nullMicros reads a nullable stored time back.
+func nullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}

@@ -1,0 +1,81 @@
+package sqlite
+
+import (
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPragmas checks the settings the DSN promises on both pools.
+func TestPragmas(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, p := range []struct {
+		db     *sql.DB
+		pool   string
+		pragma string
+		want   string
+	}{
+		{s.write, "write", "journal_mode", "wal"},
+		{s.write, "write", "synchronous", "2"}, // FULL
+		{s.write, "write", "foreign_keys", "1"},
+		{s.write, "write", "busy_timeout", "10000"},
+		{s.write, "write", "query_only", "0"},
+		{s.read, "read", "journal_mode", "wal"},
+		{s.read, "read", "foreign_keys", "1"},
+		{s.read, "read", "busy_timeout", "10000"},
+		{s.read, "read", "query_only", "1"},
+	} {
+		var got string
+		if err := p.db.QueryRowContext(t.Context(), "PRAGMA "+p.pragma).Scan(&got); err != nil {
+			t.Fatalf("%s pool: PRAGMA %s: %v", p.pool, p.pragma, err)
+		}
+		if !strings.EqualFold(got, p.want) {
+			t.Errorf("%s pool: %s = %s, want %s", p.pool, p.pragma, got, p.want)
+		}
+	}
+	if got := s.write.Stats().MaxOpenConnections; got != 1 {
+		t.Errorf("write pool allows %d connections, want 1", got)
+	}
+}
+
+// TestTerminalIsFinal checks the schema's own guard: even a query that
+// forgot its WHERE state = 'pending' cannot rewrite a terminal request.
+func TestTerminalIsFinal(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, created_at) VALUES ('ins_1', 'tok_a', 'x', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, timeout, agent_reasoning,
+		created_at, deadline_at, decided_at, decided_by, fingerprint)
+		VALUES ('apr_1', 'ins_1', 'tok_a', 'denied', 'tool_call', 't', '', '', 0, 10, 5, 'tok_r', 'f')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE requests SET state = 'approved', expires_at = 100 WHERE id = 'apr_1'`,
+		`UPDATE requests SET note = 'rewritten' WHERE id = 'apr_1'`,
+	} {
+		if _, err := s.write.ExecContext(ctx, q); err == nil {
+			t.Errorf("%s succeeded, want the schema to refuse it", q)
+		}
+	}
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO events (type, at, actor) VALUES ('x', 0, 'y')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`UPDATE events SET actor = 'z'`, `DELETE FROM events`} {
+		if _, err := s.write.ExecContext(ctx, q); err == nil {
+			t.Errorf("%s succeeded, want the audit log to be append-only", q)
+		}
+	}
+}

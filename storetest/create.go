@@ -1,0 +1,331 @@
+package storetest
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// testCreate checks what a new request looks like.
+func (s *suite) testCreate(t *testing.T) {
+	t.Run("times come from the store clock, in UTC, to the microsecond", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		now := epoch.Truncate(time.Microsecond)
+		r := b.create(t)
+		if !r.CreatedAt.Equal(now) || r.CreatedAt.Location() != time.UTC {
+			t.Fatalf("CreatedAt = %v, want %v in UTC", r.CreatedAt, now)
+		}
+		if !r.DeadlineAt.Equal(now.Add(window)) || r.DeadlineAt.Location() != time.UTC {
+			t.Fatalf("DeadlineAt = %v, want %v in UTC", r.DeadlineAt, now.Add(window))
+		}
+		if r.State != airlock.StatePending || r.Decision != nil || r.Execution != nil || r.Seq <= 0 {
+			t.Fatalf("new request = %s, want pending with a Seq, no decision, no execution", show(r))
+		}
+		sameRequest(t, "read back", b.get(t, r.ID), r)
+	})
+
+	t.Run("seq orders creation", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r1, r2 := b.create(t), b.create(t)
+		if r2.Seq <= r1.Seq {
+			t.Fatalf("Seq %d then %d, want increasing", r1.Seq, r2.Seq)
+		}
+	})
+
+	t.Run("unknown instance", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		_, _, err := b.store.CreateRequest(b.ctx, b.params(func(p *airlock.NewRequestParams) { p.Request.InstanceID = "ins_missing" }))
+		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
+	t.Run("another owner's instance", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		_, _, err := b.store.CreateRequest(b.ctx, b.params(func(p *airlock.NewRequestParams) { p.Request.OwnerID = ownerB }))
+		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
+	t.Run("policy approval at creation", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		now := epoch.Truncate(time.Microsecond)
+		r := b.create(t, func(p *airlock.NewRequestParams) {
+			p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Note: "read-only tool", Validity: validity}
+		})
+		exp := now.Add(validity)
+		if d := r.Decision; r.State != airlock.StateApproved || d == nil || d.Status != airlock.StateApproved ||
+			d.DecidedBy != airlock.ActorPolicy || !d.DecidedAt.Equal(now) || d.Note != "read-only tool" ||
+			d.ExpiresAt == nil || !d.ExpiresAt.Equal(exp) {
+			t.Fatalf("policy-approved request = %s, want approved by %s at %v until %v", show(r), airlock.ActorPolicy, now, exp)
+		}
+		evs := b.events(t)
+		last := evs[len(evs)-2:]
+		if last[0].Type != airlock.EventRequestCreated || last[1].Type != airlock.EventRequestApproved ||
+			last[1].Actor != airlock.ActorPolicy || last[1].RequestID != r.ID {
+			t.Fatalf("events = %+v, want request.created then request.approved by %s", last, airlock.ActorPolicy)
+		}
+		// It is an ordinary approval from then on: one claim.
+		_, err := b.claim(r.ID)
+		wantOK(t, err)
+	})
+
+	t.Run("policy denial at creation", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r := b.create(t, func(p *airlock.NewRequestParams) {
+			p.Initial = &airlock.InitialDecision{Status: airlock.StateDenied, Note: "never rm -rf"}
+		})
+		if d := r.Decision; r.State != airlock.StateDenied || d == nil || d.DecidedBy != airlock.ActorPolicy || d.ExpiresAt != nil || d.Note != "never rm -rf" {
+			t.Fatalf("policy-denied request = %s, want denied by %s, no expires_at", show(r), airlock.ActorPolicy)
+		}
+		_, err := b.approve(r.ID)
+		wantErr(t, err, airlock.CodeNotPending, airlock.StateDenied)
+	})
+
+	t.Run("invalid parameters", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		for name, mod := range map[string]func(*airlock.NewRequestParams){
+			"zero window":             func(p *airlock.NewRequestParams) { p.Window = 0 },
+			"unknown kind":            func(p *airlock.NewRequestParams) { p.Request.Kind = "rm_rf" },
+			"initial pending":         func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StatePending} },
+			"approval with no window": func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved} },
+		} {
+			_, _, err := b.store.CreateRequest(b.ctx, b.params(mod))
+			if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+				t.Errorf("%s: err = %v, want invalid_request", name, err)
+			}
+		}
+		if rs, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{}); err != nil || len(rs) != 0 {
+			t.Fatalf("ListRequests = %d requests, %v; want none stored", len(rs), err)
+		}
+	})
+}
+
+// testIdempotency is T09 at the store: one owner and key name one request.
+func (s *suite) testIdempotency(t *testing.T) {
+	t.Run("replay returns the original", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		p := b.params()
+		orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		b.clock.Advance(time.Minute)
+		p.Request.ID = airlock.NewID(airlock.PrefixRequest) // a retry mints a new ID
+		got, created, err := b.store.CreateRequest(b.ctx, p)
+		wantOK(t, err)
+		if created {
+			t.Fatal("replay created a request")
+		}
+		sameRequest(t, "replay", got, orig)
+	})
+
+	for _, state := range []airlock.State{airlock.StateApproved, airlock.StateDenied, airlock.StateExpired, airlock.StateCancelled} {
+		t.Run("replay of a "+string(state)+" request", func(t *testing.T) {
+			t.Parallel()
+			b := s.setup(t)
+			p := b.params()
+			orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+			b.clock.Set(orig.DeadlineAt.Add(-time.Second))
+			var err error
+			switch state {
+			case airlock.StateApproved:
+				_, err = b.approve(orig.ID)
+			case airlock.StateDenied:
+				_, err = b.deny(orig.ID)
+			case airlock.StateCancelled:
+				_, err = b.cancel(orig.ID)
+			case airlock.StateExpired:
+				b.clock.Set(orig.DeadlineAt)
+				_, err = b.store.ExpireDue(b.ctx, 10)
+			}
+			wantOK(t, err)
+			decided := b.get(t, orig.ID)
+			// Replaying later never extends deadline_at or expires_at.
+			b.clock.Advance(time.Hour)
+			got, created, err := b.store.CreateRequest(b.ctx, p)
+			wantOK(t, err)
+			if created {
+				t.Fatal("replay created a request")
+			}
+			sameRequest(t, "replay", got, decided)
+		})
+	}
+
+	t.Run("same key, different body", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		p := b.params()
+		orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		p.Request.ID = airlock.NewID(airlock.PrefixRequest)
+		p.Request.Arguments = json.RawMessage(`{"cmd":"rm -rf /"}`)
+		p.Request.Fingerprint = "fp_other"
+		_, _, err := b.store.CreateRequest(b.ctx, p)
+		wantErr(t, err, airlock.CodeIdempotencyConflict, "")
+		sameRequest(t, "original after a conflicting replay", b.get(t, orig.ID), orig)
+		if _, err := b.store.GetRequest(b.ctx, p.Request.ID); airlock.ErrorCode(err) != airlock.CodeNotFound {
+			t.Fatalf("conflicting request was stored: %v", err)
+		}
+	})
+
+	t.Run("same key from another owner", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		p := b.params()
+		a := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		other := b.instance(t, ownerB)
+		p.Request.ID = airlock.NewID(airlock.PrefixRequest)
+		p.Request.InstanceID, p.Request.OwnerID, p.Actor = other.ID, other.OwnerID, other.OwnerID
+		got, created, err := b.store.CreateRequest(b.ctx, p)
+		wantOK(t, err)
+		if !created || got.ID == a.ID || got.OwnerID != ownerB {
+			t.Fatalf("B's request = created %v, %s; want a new request of B's", created, show(got))
+		}
+		sameRequest(t, "A's request", b.get(t, a.ID), a)
+	})
+
+	t.Run("50 concurrent identical creates make one request", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		p := b.params()
+		const n = 50
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			created int
+			seen    = map[string]int{}
+		)
+		for range n {
+			wg.Go(func() {
+				q := p
+				q.Request.ID = airlock.NewID(airlock.PrefixRequest)
+				r, c, err := b.store.CreateRequest(b.ctx, q)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("CreateRequest: %v", err)
+					return
+				}
+				if c {
+					created++
+				}
+				seen[r.ID]++
+			})
+		}
+		wg.Wait()
+		if created != 1 || len(seen) != 1 {
+			t.Fatalf("%d creates reported created, %d distinct IDs returned; want 1 and 1", created, len(seen))
+		}
+		rs, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{})
+		wantOK(t, err)
+		if len(rs) != 1 {
+			t.Fatalf("%d requests stored, want 1", len(rs))
+		}
+		n2 := 0
+		for _, e := range b.events(t) {
+			if e.Type == airlock.EventRequestCreated {
+				n2++
+			}
+		}
+		if n2 != 1 {
+			t.Fatalf("%d request.created events, want 1", n2)
+		}
+	})
+
+	t.Run("replay after the instance is deleted", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		p := b.params()
+		orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		_, err := b.store.DeleteInstance(b.ctx, b.inst.ID, ownerA)
+		wantOK(t, err)
+		got, created, err := b.store.CreateRequest(b.ctx, p)
+		wantOK(t, err)
+		if created || got.ID != orig.ID || got.State != airlock.StateCancelled {
+			t.Fatalf("replay = created %v, %s; want the original, cancelled", created, show(got))
+		}
+	})
+}
+
+// testData checks that what is stored is exactly what was submitted
+// (DESIGN.md §2.11): bytes, not a re-encoding.
+func (s *suite) testData(t *testing.T) {
+	t.Run("arguments and context bytes", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		for _, tc := range []struct{ args, ctx string }{
+			{`{"b": 1,  "a":"é\u00e9"}`, `{"cwd" :"/home/ünï"}`},
+			{`{"big":123456789012345678901234567890,"exp":1.5E+308,"tiny":-0.000000000000000000001,"z":-0}`, ``},
+			{"{\n\t\"emoji\": \"🛫\\ud83d\\ude80\",\n\t\"rtl\": \"\u202eevil\",\n\t\"zw\": \"a\u200bb\"\n}", `{"nested":{"deep":[1,[2,[3]]]}}`},
+			{`{}`, `{}`},
+		} {
+			r := b.create(t, func(p *airlock.NewRequestParams) {
+				p.Request.Arguments = json.RawMessage(tc.args)
+				if tc.ctx != "" {
+					p.Request.Context = json.RawMessage(tc.ctx)
+				}
+			})
+			got := b.get(t, r.ID)
+			for _, g := range []airlock.Request{r, got} {
+				if string(g.Arguments) != tc.args {
+					t.Fatalf("arguments = %q, want %q", g.Arguments, tc.args)
+				}
+				if string(g.Context) != tc.ctx || (tc.ctx == "" && g.Context != nil) {
+					t.Fatalf("context = %q, want %q", g.Context, tc.ctx)
+				}
+			}
+			list, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{Limit: 1})
+			wantOK(t, err)
+			if string(list[0].Arguments) != tc.args {
+				t.Fatalf("listed arguments = %q, want %q", list[0].Arguments, tc.args)
+			}
+		}
+	})
+
+	t.Run("every field round-trips", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		p := b.params(func(p *airlock.NewRequestParams) {
+			r := &p.Request
+			r.Kind = airlock.KindWorkChange
+			r.Tool = "work_move"
+			r.Arguments = json.RawMessage(`{"itemId":"wi_1", "columnKey":"done"}`)
+			r.Timeout = "PT30M"
+			r.AgentReasoning = "The card is finished — 完成 ✅\nsecond line"
+			r.Context = json.RawMessage(`{"observed":true}`)
+			r.Title = "Move «Ship it» to Done"
+			r.Description = "What changes: the column.\nWhy: it shipped."
+			r.TargetType = "work_item"
+			r.TargetID = "wi_1"
+			r.SessionID = "ses_abc"
+			r.Proposal = &airlock.Proposal{Mode: "command", Command: &airlock.Command{
+				Method: "work_move", Input: json.RawMessage(`{"itemId":"wi_1", "columnKey":"done"}`)}}
+		})
+		r := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		want := p.Request
+		want.State, want.Seq, want.CreatedAt, want.DeadlineAt = airlock.StatePending, r.Seq, r.CreatedAt, r.DeadlineAt
+		sameRequest(t, "created", r, want)
+		sameRequest(t, "read back", b.get(t, r.ID), want)
+
+		q := b.create(t, func(p *airlock.NewRequestParams) {
+			p.Request.Kind = airlock.KindAgentRequest
+			p.Request.Tool, p.Request.Arguments = "", nil
+			p.Request.Proposal = &airlock.Proposal{Mode: "advisory"}
+			p.Request.Question = &airlock.Question{Choices: []string{"blue 🔵", "green"}}
+		})
+		got := b.get(t, q.ID)
+		if got.Tool != "" || got.Arguments != nil || show(got.Proposal) != `{"mode":"advisory"}` ||
+			got.Question == nil || show(got.Question.Choices) != `["blue 🔵","green"]` {
+			t.Fatalf("advisory question = %s", show(got))
+		}
+		free := b.create(t, func(p *airlock.NewRequestParams) { p.Request.Question = &airlock.Question{} })
+		if got := b.get(t, free.ID); got.Question == nil || len(got.Question.Choices) != 0 {
+			t.Fatalf("free-text question = %s, want an empty question", show(got.Question))
+		}
+	})
+}

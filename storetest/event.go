@@ -1,0 +1,110 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// testEvents checks the audit log: one event per change, with its actor,
+// in commit order, resumable by ID (DESIGN.md §8).
+func (s *suite) testEvents(t *testing.T) {
+	t.Run("one event per change, in order", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t) // instance.created
+		tick := func() time.Time { return b.clock.Advance(time.Second).Truncate(time.Microsecond) }
+
+		type want struct {
+			typ     airlock.EventType
+			actor   string
+			request string
+			state   airlock.State
+			at      time.Time
+		}
+		wants := []want{{airlock.EventInstanceCreated, ownerA, "", "", epoch.Truncate(time.Microsecond)}}
+
+		at := tick()
+		r := b.create(t)
+		wants = append(wants, want{airlock.EventRequestCreated, ownerA, r.ID, airlock.StatePending, at})
+		at = tick()
+		_, err := b.approve(r.ID)
+		wantOK(t, err)
+		wants = append(wants, want{airlock.EventRequestApproved, reviewer, r.ID, airlock.StateApproved, at})
+		at = tick()
+		_, err = b.claim(r.ID)
+		wantOK(t, err)
+		wants = append(wants, want{airlock.EventExecutionClaimed, ownerA, r.ID, airlock.StateApproved, at})
+		at = tick()
+		_, err = b.store.ReportExecution(b.ctx, r.ID, airlock.ReportInput{Status: airlock.ExecFailed}, ownerA)
+		wantOK(t, err)
+		wants = append(wants, want{airlock.EventExecutionReported, ownerA, r.ID, airlock.StateApproved, at})
+
+		at = tick()
+		d := b.create(t)
+		wants = append(wants, want{airlock.EventRequestCreated, ownerA, d.ID, airlock.StatePending, at})
+		at = tick()
+		_, err = b.deny(d.ID)
+		wantOK(t, err)
+		wants = append(wants, want{airlock.EventRequestDenied, reviewer, d.ID, airlock.StateDenied, at})
+
+		at = tick()
+		c := b.create(t)
+		wants = append(wants, want{airlock.EventRequestCreated, ownerA, c.ID, airlock.StatePending, at})
+		at = tick()
+		_, err = b.cancel(c.ID)
+		wantOK(t, err)
+		wants = append(wants, want{airlock.EventRequestCancelled, ownerA, c.ID, airlock.StateCancelled, at})
+
+		at = tick()
+		e := b.create(t)
+		wants = append(wants, want{airlock.EventRequestCreated, ownerA, e.ID, airlock.StatePending, at})
+		b.clock.Set(e.DeadlineAt)
+		at = e.DeadlineAt
+		_, err = b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		wants = append(wants, want{airlock.EventRequestExpired, airlock.ActorExpiry, e.ID, airlock.StateExpired, at})
+
+		p := b.create(t, func(p *airlock.NewRequestParams) { p.Window = 2 * window })
+		wants = append(wants, want{airlock.EventRequestCreated, ownerA, p.ID, airlock.StatePending, at})
+		at = tick()
+		_, err = b.store.DeleteInstance(b.ctx, b.inst.ID, "tok_admin")
+		wantOK(t, err)
+		wants = append(wants,
+			want{airlock.EventRequestCancelled, "tok_admin", p.ID, airlock.StateCancelled, at},
+			want{airlock.EventInstanceDeleted, "tok_admin", "", "", at})
+
+		// Refused changes append nothing.
+		_, err = b.approve(r.ID)
+		wantErr(t, err, airlock.CodeNotPending, airlock.StateApproved)
+
+		evs := b.events(t)
+		if len(evs) != len(wants) {
+			t.Fatalf("%d events, want %d: %+v", len(evs), len(wants), evs)
+		}
+		for i, w := range wants {
+			e := evs[i]
+			if e.Type != w.typ || e.Actor != w.actor || e.RequestID != w.request || e.State != w.state || !e.At.Equal(w.at) {
+				t.Errorf("event %d = %+v, want %+v", i, e, w)
+			}
+			if e.RequestID != "" && e.InstanceID != b.inst.ID {
+				t.Errorf("event %d names instance %q, want %q", i, e.InstanceID, b.inst.ID)
+			}
+			if i > 0 && e.ID <= evs[i-1].ID {
+				t.Errorf("event IDs %d then %d, want increasing", evs[i-1].ID, e.ID)
+			}
+		}
+
+		// Resume after an event, as SSE's Last-Event-ID does.
+		page, err := b.store.ListEvents(b.ctx, evs[2].ID, 2)
+		wantOK(t, err)
+		if len(page) != 2 || page[0] != evs[3] || page[1] != evs[4] {
+			t.Fatalf("ListEvents(after %d, 2) = %+v, want events 3 and 4", evs[2].ID, page)
+		}
+		page, err = b.store.ListEvents(b.ctx, evs[len(evs)-1].ID, 10)
+		wantOK(t, err)
+		if len(page) != 0 {
+			t.Fatalf("ListEvents after the last = %+v, want none", page)
+		}
+	})
+}

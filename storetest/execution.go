@@ -1,0 +1,101 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// testExecution checks the one execution attempt of an approval
+// (DESIGN.md §2.8): claimed once, reported once.
+func (s *suite) testExecution(t *testing.T) {
+	t.Run("claim then report", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r := b.into(t, airlock.StateApproved)
+		claimedAt := b.clock.Advance(time.Second).Truncate(time.Microsecond)
+		got, err := b.claim(r.ID)
+		wantOK(t, err)
+		if x := got.Execution; x == nil || x.Status != airlock.ExecClaimed || x.ClaimedBy != ownerA ||
+			!x.ClaimedAt.Equal(claimedAt) || x.FinishedAt != nil {
+			t.Fatalf("execution = %s, want claimed by %s at %v", show(got.Execution), ownerA, claimedAt)
+		}
+		_, err = b.claim(r.ID)
+		wantErr(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved)
+
+		finishedAt := b.clock.Advance(time.Second).Truncate(time.Microsecond)
+		reported, err := b.store.ReportExecution(b.ctx, r.ID, airlock.ReportInput{Status: airlock.ExecSucceeded, Detail: "exit 0 ✓"}, ownerA)
+		wantOK(t, err)
+		if x := reported.Execution; x.Status != airlock.ExecSucceeded || x.Detail != "exit 0 ✓" ||
+			x.FinishedAt == nil || !x.FinishedAt.Equal(finishedAt) || !x.ClaimedAt.Equal(claimedAt) {
+			t.Fatalf("execution = %s, want succeeded at %v", show(reported.Execution), finishedAt)
+		}
+		sameRequest(t, "read after report", b.get(t, r.ID), reported)
+		if got.Decision == nil || !got.Decision.DecidedAt.Equal(r.Decision.DecidedAt) || reported.State != airlock.StateApproved {
+			t.Fatalf("claim and report touched the decision: %s", show(reported))
+		}
+
+		// The same report again (a retry) changes nothing; another outcome
+		// is refused.
+		b.clock.Advance(time.Second)
+		again, err := b.store.ReportExecution(b.ctx, r.ID, airlock.ReportInput{Status: airlock.ExecSucceeded, Detail: "exit 0 ✓"}, ownerA)
+		wantOK(t, err)
+		sameRequest(t, "repeated report", again, reported)
+		_, err = b.store.ReportExecution(b.ctx, r.ID, airlock.ReportInput{Status: airlock.ExecFailed}, ownerA)
+		wantErr(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved)
+		_, err = b.claim(r.ID)
+		wantErr(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved)
+		sameRequest(t, "after refused reports", b.get(t, r.ID), reported)
+	})
+
+	t.Run("report an unknown outcome after a crash", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r := b.into(t, airlock.StateApproved)
+		_, err := b.claim(r.ID)
+		wantOK(t, err)
+		// The report may come after expires_at: the run started in time.
+		b.clock.Set(r.Decision.ExpiresAt.Add(time.Hour))
+		got, err := b.store.ReportExecution(b.ctx, r.ID, airlock.ReportInput{Status: airlock.ExecUnknown, Detail: "adapter restarted"}, ownerA)
+		wantOK(t, err)
+		if got.Execution.Status != airlock.ExecUnknown {
+			t.Fatalf("status = %s, want unknown", got.Execution.Status)
+		}
+	})
+
+	t.Run("report without a claim", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		in := airlock.ReportInput{Status: airlock.ExecSucceeded}
+		approved := b.into(t, airlock.StateApproved)
+		_, err := b.store.ReportExecution(b.ctx, approved.ID, in, ownerA)
+		wantErr(t, err, airlock.CodeInvalidRequest, "")
+		sameRequest(t, "unclaimed approval after a report", b.get(t, approved.ID), approved)
+		for _, state := range []airlock.State{airlock.StatePending, airlock.StateDenied, airlock.StateExpired, airlock.StateCancelled} {
+			r := b.into(t, state)
+			_, err := b.store.ReportExecution(b.ctx, r.ID, in, ownerA)
+			wantErr(t, err, airlock.CodeNotApproved, state)
+		}
+		_, err = b.store.ReportExecution(b.ctx, "apr_missing", in, ownerA)
+		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
+	t.Run("invalid reports", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r := b.into(t, airlock.StateApproved)
+		claimed, err := b.claim(r.ID)
+		wantOK(t, err)
+		for _, in := range []airlock.ReportInput{
+			{Status: airlock.ExecClaimed},
+			{Status: "done"},
+			{Status: airlock.ExecFailed, Detail: strings.Repeat("x", airlock.MaxDetailLen+1)},
+		} {
+			_, err := b.store.ReportExecution(b.ctx, r.ID, in, ownerA)
+			wantErr(t, err, airlock.CodeInvalidRequest, "")
+		}
+		sameRequest(t, "after invalid reports", b.get(t, r.ID), claimed)
+	})
+}

@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// testExpiry checks the scheduler's two calls: NextDeadline says when to
+// wake, ExpireDue expires what is due (DESIGN.md §2.4).
+func (s *suite) testExpiry(t *testing.T) {
+	t.Run("nothing pending", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		if _, ok, err := b.store.NextDeadline(b.ctx); err != nil || ok {
+			t.Fatalf("NextDeadline on an empty store = ok %v, %v; want none", ok, err)
+		}
+		b.into(t, airlock.StateApproved)
+		if _, ok, err := b.store.NextDeadline(b.ctx); err != nil || ok {
+			t.Fatalf("NextDeadline with nothing pending = ok %v, %v; want none", ok, err)
+		}
+		rs, err := b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		if len(rs) != 0 {
+			t.Fatalf("ExpireDue = %v, want nothing", ids(rs))
+		}
+	})
+
+	t.Run("expires what is due, earliest first", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		withWindow := func(d time.Duration) func(*airlock.NewRequestParams) {
+			return func(p *airlock.NewRequestParams) { p.Window = d }
+		}
+		r3 := b.create(t, withWindow(3*time.Minute))
+		r1 := b.create(t, withWindow(1*time.Minute))
+		r2 := b.create(t, withWindow(2*time.Minute))
+		decided := b.create(t, withWindow(30*time.Second))
+		_, err := b.deny(decided.ID)
+		wantOK(t, err)
+
+		next, ok, err := b.store.NextDeadline(b.ctx)
+		wantOK(t, err)
+		if !ok || !next.Equal(r1.DeadlineAt) {
+			t.Fatalf("NextDeadline = %v (ok %v), want %v", next, ok, r1.DeadlineAt)
+		}
+
+		b.clock.Set(r2.DeadlineAt) // r1 is past its deadline, r2 exactly at it
+		rs, err := b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		if got, want := ids(rs), []string{r1.ID, r2.ID}; !slices.Equal(got, want) {
+			t.Fatalf("ExpireDue = %v, want %v", got, want)
+		}
+		for _, r := range rs {
+			if d := r.Decision; r.State != airlock.StateExpired || d == nil || d.Status != airlock.StateExpired ||
+				d.DecidedBy != airlock.ActorExpiry || d.ExpiresAt != nil {
+				t.Fatalf("expired request = %s, want expired by %s", show(r), airlock.ActorExpiry)
+			}
+			sameRequest(t, "read after expiry", b.get(t, r.ID), r)
+		}
+		if r := b.get(t, r3.ID); r.State != airlock.StatePending {
+			t.Fatalf("request before its deadline = %s, want pending", r.State)
+		}
+		if r := b.get(t, decided.ID); r.State != airlock.StateDenied {
+			t.Fatalf("decided request = %s, want denied", r.State)
+		}
+
+		next, ok, err = b.store.NextDeadline(b.ctx)
+		wantOK(t, err)
+		if !ok || !next.Equal(r3.DeadlineAt) {
+			t.Fatalf("NextDeadline = %v (ok %v), want %v", next, ok, r3.DeadlineAt)
+		}
+		rs, err = b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		if len(rs) != 0 {
+			t.Fatalf("second ExpireDue = %v, want nothing", ids(rs))
+		}
+
+		var expiredEvents []string
+		for _, e := range b.events(t) {
+			if e.Type == airlock.EventRequestExpired {
+				if e.Actor != airlock.ActorExpiry || e.State != airlock.StateExpired {
+					t.Fatalf("expiry event = %+v", e)
+				}
+				expiredEvents = append(expiredEvents, e.RequestID)
+			}
+		}
+		if !slices.Equal(expiredEvents, []string{r1.ID, r2.ID}) {
+			t.Fatalf("expiry events for %v, want %v", expiredEvents, []string{r1.ID, r2.ID})
+		}
+	})
+
+	t.Run("limit", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		var want []string
+		for i := range 5 {
+			r := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Duration(5-i) * time.Minute })
+			want = slices.Insert(want, 0, r.ID) // earliest deadline first
+		}
+		b.clock.Advance(time.Hour)
+		first, err := b.store.ExpireDue(b.ctx, 2)
+		wantOK(t, err)
+		rest, err := b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		if !slices.Equal(ids(first), want[:2]) || !slices.Equal(ids(rest), want[2:]) {
+			t.Fatalf("ExpireDue(2) = %v then %v, want %v then %v", ids(first), ids(rest), want[:2], want[2:])
+		}
+	})
+
+	t.Run("a refused decision expires an overdue request", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r := b.create(t)
+		b.clock.Set(r.DeadlineAt.Add(time.Hour))
+		_, err := b.approve(r.ID)
+		wantErr(t, err, airlock.CodeDeadlinePassed, airlock.StateExpired)
+		// Expired by the refused call, so the scheduler finds nothing.
+		rs, err := b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		if len(rs) != 0 {
+			t.Fatalf("ExpireDue = %v, want nothing", ids(rs))
+		}
+		if _, ok, _ := b.store.NextDeadline(b.ctx); ok {
+			t.Fatal("NextDeadline still reports the expired request")
+		}
+	})
+}
