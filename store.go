@@ -143,3 +143,13 @@ type NoPolicy struct{}
 
 // Evaluate decides nothing.
 func (NoPolicy) Evaluate(context.Context, Request) (*InitialDecision, error) { return nil, nil }
+
+// ChangeFeed is implemented by stores shared by several provider replicas
+// (PostgreSQL). Every committed change to a request is announced to every
+// replica, so a waiter on one replica hears a decision made on another.
+type ChangeFeed interface {
+	// Listen calls changed with the IDs of requests changed by any replica,
+	// until ctx ends. It calls changed(nil) when notifications may have been
+	// missed (a dropped connection): every waiter must then re-read.
+	Listen(ctx context.Context, changed func(ids []string)) error
+}

@@ -64,6 +64,23 @@ func (h *hub) publish(ids ...string) {
 	h.changed = make(chan struct{})
 }
 
+// publishAll wakes every waiter and stream: notifications may have been
+// missed, so all must re-read.
+func (h *hub) publishAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, set := range h.waiters {
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
 // waiterCount returns how many request waiters are subscribed.
 func (h *hub) waiterCount() int {
 	h.mu.Lock()

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"time"
+
+	"github.com/airlockhq/airlock"
 )
 
 // idleRecheck is how long the scheduler sleeps when nothing is pending. It
@@ -15,6 +17,14 @@ const idleRecheck = time.Minute
 // created. Running it in several replicas is safe: expiry is a conditional
 // write, so a request expires once whoever gets there first.
 func (s *Service) Run(ctx context.Context) error {
+	if feed, ok := s.store.(airlock.ChangeFeed); ok {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			s.listen(ctx, feed)
+		}()
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -46,6 +56,29 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 		timer.Reset(sleep)
+	}
+}
+
+// listen relays other replicas' changes to this one's waiters, and keeps
+// listening across errors until ctx ends.
+func (s *Service) listen(ctx context.Context, feed airlock.ChangeFeed) {
+	for ctx.Err() == nil {
+		err := feed.Listen(ctx, func(ids []string) {
+			if ids == nil {
+				s.hub.publishAll()
+				return
+			}
+			s.hub.publish(ids...)
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("change feed stopped; retrying", "err", err)
+		s.hub.publishAll()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
 
