@@ -151,7 +151,7 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	}
 
 	url := "http://" + s.Addr()
-	fmt.Fprintf(notices, "Airlock listening on %s (REST API under %s/v1; database %s)\n", url, url, cfg.DB)
+	fmt.Fprintln(notices, listeningNotice(url, cfg.DB))
 	if generated != "" {
 		fmt.Fprintf(notices, "Admin token (shown once): %s\n", generated)
 		fmt.Fprintf(notices, "  Keep it: only its hash is stored. Mint agent and reviewer tokens with it at %s/v1/tokens.\n", url)
@@ -161,6 +161,12 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 		log.Warn("listening beyond this machine; put TLS in front of Airlock", "addr", s.Addr())
 	}
 	return s, nil
+}
+
+// listeningNotice is the line that says where the server is; tests and the
+// README rely on its shape.
+func listeningNotice(url, db string) string {
+	return fmt.Sprintf("Airlock listening on %s (REST API under %s/v1; database %s)", url, url, db)
 }
 
 // bootstrapAdmin sets the bootstrap admin token to secret when one is

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// proc is the real airlock binary running as a child process.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *output
+	exited chan struct{} // closed once the process is reaped
+	addr   string
+	url    string
+}
+
+// startProcess runs the binary with args in dir, with the AIRLOCK_*
+// variables of this process removed and env added, and waits until it
+// listens. The process is killed at the end of the test if still running.
+func startProcess(t *testing.T, dir string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary(t), args...), out: newOutput(), exited: make(chan struct{})}
+	p.cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIRLOCK_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(p.kill)
+	p.addr = p.out.waitFor(t, listeningRE, p.exited)[1]
+	p.url = "http://" + p.addr
+	return p
+}
+
+// kill kills the process with SIGKILL (kill -9) and reaps it.
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// tourBlocks returns the ```sh blocks of the README's tour section.
+func tourBlocks(t *testing.T, readme string) []string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n## A five-minute tour\n")
+	if !ok {
+		t.Fatal(`README.md has no "## A five-minute tour" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)\n```sh\n(.*?)```\n").FindAllStringSubmatch(section, -1) {
+		blocks = append(blocks, m[1])
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("the tour has %d sh blocks; want the server's and the client's", len(blocks))
+	}
+	return blocks
+}
+
+// TestReadmeTour runs the README's five-minute tour as written against the
+// real binary: its first sh block starts the server, the others run, in
+// order, as one bash script. The only change is the server's address: the
+// server gets port 0 through AIRLOCK_ADDR (the tour's command does not set
+// --addr) and the script's URL line names the port it got.
+func TestReadmeTour(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := tourBlocks(t, string(readme))
+
+	serve := strings.TrimSpace(blocks[0])
+	const goRun = "go run ./cmd/airlock "
+	if !strings.HasPrefix(serve, goRun) || strings.ContainsAny(serve, "\n'\"\\$") || strings.Contains(serve, "--addr") {
+		t.Fatalf("the tour's first block must be one `go run ./cmd/airlock serve …` line without quoting or --addr; it is:\n%s", serve)
+	}
+	srv := startProcess(t, t.TempDir(), []string{"AIRLOCK_ADDR=127.0.0.1:0"}, strings.Fields(strings.TrimPrefix(serve, goRun))...)
+
+	script := strings.Join(blocks[1:], "\n")
+	const urlLine = "URL=http://127.0.0.1:8080\n"
+	if strings.Count(script, urlLine) != 1 {
+		t.Fatalf("the tour must set the server address once, as %q", urlLine)
+	}
+	script = strings.Replace(script, urlLine, "URL="+srv.url+"\n", 1)
+	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+script)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the tour failed: %v\n%s\nserver output:\n%s", err, out, srv.out)
+	}
+	for _, want := range []string{
+		`"role":"agent"`, `"role":"reviewer"`, `"name":"billing-bot on laptop"`,
+		`"state":"pending","kind":"tool_call","tool":"issue_refund","arguments":{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}`,
+		`"decision":{"status":"approved","note":"Duplicate charge confirmed."`,
+		`"execution":{"claimed_at":`, `"status":"succeeded","finished_at":`,
+		`"code":"already_executed"`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the tour's output lacks %s; output:\n%s", want, out)
+		}
+	}
+}
+
+// TestReadmeMatchesBinary keeps the README's start-up notice and
+// configuration table in lockstep with the code.
+func TestReadmeMatchesBinary(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if notice := listeningNotice("http://127.0.0.1:8080", "airlock.db"); !strings.Contains(readme, notice+"\n") {
+		t.Errorf("README does not show the start-up notice as printed: %s", notice)
+	}
+	if !strings.Contains(readme, "Admin token (shown once): airlock_") {
+		t.Error("README does not show the first-run admin token line")
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	bindServeFlags(fs, &Config{})
+	rows := 0
+	fs.VisitAll(func(f *flag.Flag) {
+		rows++
+		row := fmt.Sprintf("| `--%s` | `%s` | ", f.Name, envName(f.Name))
+		if !strings.Contains(readme, row) {
+			t.Errorf("README's configuration table lacks the row for --%s (%q)", f.Name, row)
+		}
+	})
+	if got := strings.Count(readme, "\n| `--"); got != rows {
+		t.Errorf("README's configuration table has %d flag rows; serve has %d flags", got, rows)
+	}
+	for _, want := range []string{"go test -race ./...\n"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README lacks %q", want)
+		}
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ci), "\ngo test -race -count=1 -timeout 20m ./...\n") {
+		t.Error(".ci/run does not run the README's test command (go test -race ./...) with -count=1 -timeout 20m")
+	}
+}
+
+// TestKillRestart is T08 on SQLite: under a concurrent create and decide
+// load, the server is killed with SIGKILL and restarted 20 times. No
+// acknowledged create or decision may be lost, and requests whose deadline
+// passed while the server was down must be expired within 2 s of restart.
+func TestKillRestart(t *testing.T) {
+	t.Parallel()
+	const (
+		restarts = 20
+		workers  = 4
+		perCycle = 8 // acknowledged operations before each kill; each write syncs to disk
+		// overdueWindow is the window of the requests that fall due while the
+		// server is down: it is killed at once after they are created.
+		overdueWindow = 100 * time.Millisecond
+	)
+	dir := t.TempDir()
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", testAdmin,
+		"--min-timeout", "10ms", "--rate-limit", "1000000", "--log-level", "error"}
+	srv := startProcess(t, dir, nil, args...)
+	c := newAPI(t, srv.url)
+	agent := c.mintToken(testAdmin, "load agent", "agent")
+	reviewer := c.mintToken(testAdmin, "load reviewer", "reviewer")
+	loadInst := c.call("POST", "/v1/instances", agent, `{"name":"load"}`).want(t, 201, "instance").str("id")
+	overdueInst := c.call("POST", "/v1/instances", agent, `{"name":"overdue"}`).want(t, 201, "instance").str("id")
+
+	var (
+		mu        sync.Mutex
+		acked     = map[string]string{} // request ID → last acknowledged state
+		attempted = map[string]bool{}   // requests a decision was sent for
+		decidable = make(chan string, restarts*perCycle*4)
+		creates   atomic.Int64
+		decisions atomic.Int64
+	)
+	var overdue []string
+	for cycle := 0; ; cycle++ {
+		if cycle > 0 {
+			restarted := time.Now()
+			srv = startProcess(t, dir, nil, args...)
+			c.url = srv.url
+			checkOverdueExpired(t, c, reviewer, overdueInst, overdue, restarted)
+		}
+		if cycle == restarts {
+			break
+		}
+
+		// A burst of load; the kill lands while it runs.
+		stop := make(chan struct{})
+		enough := make(chan struct{})
+		var ops atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var id string
+					if w%2 == 1 {
+						select {
+						case id = <-decidable:
+						default:
+						}
+					}
+					if id == "" {
+						key := fmt.Sprintf("c%d-w%d-%d", cycle, w, n)
+						r, err := c.try("POST", "/v1/instances/"+loadInst+"/approval-requests", agent,
+							fmt.Sprintf(`{"tool":"load","arguments":{"n":%d}}`, n), "Idempotency-Key", key)
+						if err != nil || r.status != 201 {
+							continue // not acknowledged: the server is gone or going
+						}
+						mu.Lock()
+						acked[r.str("id")] = "pending"
+						mu.Unlock()
+						creates.Add(1)
+						select {
+						case decidable <- r.str("id"):
+						default: // enough queued already
+						}
+					} else {
+						status := []string{"approved", "denied"}[rng.IntN(2)]
+						mu.Lock()
+						attempted[id] = true
+						mu.Unlock()
+						r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
+						if err != nil || r.status != 200 {
+							continue
+						}
+						if r.str("state") != status {
+							t.Errorf("decision %s on %s answered state %q", status, id, r.str("state"))
+						}
+						mu.Lock()
+						acked[id] = status
+						mu.Unlock()
+						decisions.Add(1)
+					}
+					if ops.Add(1) == perCycle {
+						close(enough)
+					}
+				}
+			}()
+		}
+		select {
+		case <-enough:
+		case <-srv.exited:
+			t.Fatalf("the server exited under load:\n%s", srv.out)
+		case <-time.After(time.Minute):
+			t.Fatalf("fewer than %d operations acknowledged in a minute", perCycle)
+		}
+		// A request that falls due while the server is down.
+		r := c.call("POST", "/v1/instances/"+overdueInst+"/approval-requests", agent,
+			fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),
+			"Idempotency-Key", fmt.Sprintf("overdue-%d", cycle)).want(t, 201, "create an overdue request")
+		overdue = []string{r.str("id")}
+		deadline, err := time.Parse(time.RFC3339Nano, r.str("deadline_at"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.kill()
+		if time.Now().After(deadline) {
+			t.Logf("cycle %d: killed after the overdue request's deadline; its check proves less this time", cycle)
+		}
+		close(stop)
+		wg.Wait()
+		c.hc.CloseIdleConnections()
+		// The scenario needs the deadlines to pass while the server is down.
+		time.Sleep(time.Until(deadline.Add(10 * time.Millisecond)))
+	}
+
+	// Every acknowledged create exists; every acknowledged decision holds.
+	states := map[string]string{}
+	for cursor := ""; ; {
+		r := c.call("GET", "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, reviewer, "").want(t, 200, "list")
+		items, _ := r.body["items"].([]any)
+		for _, it := range items {
+			m := it.(map[string]any)
+			states[m["id"].(string)] = m["state"].(string)
+		}
+		next := r.str("next_cursor")
+		if next == "" {
+			break
+		}
+		cursor = "&cursor=" + next
+	}
+	lost := 0
+	for id, want := range acked {
+		got, ok := states[id]
+		switch {
+		case !ok:
+			lost++
+			t.Errorf("acknowledged request %s is gone", id)
+		case want == "pending" && got != "pending" && !attempted[id]:
+			t.Errorf("request %s is %s, but nobody decided it", id, got)
+		case want == "pending" && !slices.Contains([]string{"pending", "approved", "denied"}, got):
+			t.Errorf("request %s is %s; want pending or an unacknowledged decision", id, got)
+		case want != "pending" && got != want:
+			lost++
+			t.Errorf("request %s was acknowledged %s but is %s", id, want, got)
+		}
+	}
+	t.Logf("%d kill -9 restarts: %d creates and %d decisions acknowledged, %d lost; %d requests stored",
+		restarts, creates.Load(), decisions.Load(), lost, len(states))
+}
+
+// checkOverdueExpired checks that the overdue requests are expired, by the
+// scheduler, within 2 s of the restart. It polls the list of pending
+// requests, with a deadline: a GET of the request itself would expire it
+// on the spot and prove nothing about the scheduler.
+func checkOverdueExpired(t *testing.T, c *api, reviewer, inst string, ids []string, restarted time.Time) {
+	t.Helper()
+	limit := restarted.Add(2 * time.Second)
+	for {
+		r := c.call("GET", "/v1/approval-requests?state=pending&instance_id="+inst, reviewer, "").want(t, 200, "list pending")
+		still := slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(r.raw, id) })
+		if !still {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("overdue requests still pending 2s after the restart: %s", r.raw)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, id := range ids {
+		r := c.call("GET", "/v1/approval-requests/"+id, reviewer, "").want(t, 200, "read overdue request")
+		decided, err := time.Parse(time.RFC3339Nano, r.str("decision.decided_at"))
+		if r.str("state") != "expired" || r.str("decision.decided_by") != "system:expiry" || err != nil || decided.After(limit) {
+			t.Errorf("overdue request %s: want expired by the scheduler within 2s of restart (%s); got %s",
+				id, restarted.Format(time.RFC3339Nano), r.raw)
+		}
+	}
+}
