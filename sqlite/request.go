@@ -573,3 +573,10 @@ func (s *Store) NextDeadline(ctx context.Context) (time.Time, bool, error) {
 	}
 	return fromMicros(next.Int64), true, nil
 }
+
+// CountPending returns how many requests are pending, for the pending gauge.
+func (s *Store) CountPending(ctx context.Context) (int, error) {
+	var n int
+	err := s.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM requests WHERE state = 'pending'`).Scan(&n)
+	return n, translate(err, "requests", "count pending")
+}
