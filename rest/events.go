@@ -44,6 +44,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request, c airlock.Calle
 	if _, err := w.Write([]byte(": connected\n\n")); err != nil {
 		return
 	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
 	heartbeat := time.NewTicker(h.heartbeat)
 	defer heartbeat.Stop()
 	var buf bytes.Buffer

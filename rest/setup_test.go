@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -60,6 +61,11 @@ type options struct {
 	maxBody   int64
 	heartbeat time.Duration
 	validate  bool
+	// noScheduler leaves the expiry scheduler off (a test that closes the
+	// store under the API must not have it log).
+	noScheduler bool
+	// connState, when set, observes the server's connections.
+	connState func(net.Conn, http.ConnState)
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -87,10 +93,12 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); svc.Run(runCtx) }()
-	t.Cleanup(func() { stopRun(); <-ran })
+	if !o.noScheduler {
+		runCtx, stopRun := context.WithCancel(ctx)
+		ran := make(chan struct{})
+		go func() { defer close(ran); svc.Run(runCtx) }()
+		t.Cleanup(func() { stopRun(); <-ran })
+	}
 
 	b := &bundle{store: store, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
 	shutdown, stop := context.WithCancel(ctx)
@@ -102,8 +110,11 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.validate {
 		h = validated(t, h)
 	}
-	b.srv = httptest.NewServer(h)
+	b.srv = httptest.NewUnstartedServer(h)
+	b.srv.Config.ConnState = o.connState
+	b.srv.Start()
 	b.client = b.srv.Client()
+	b.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(stop) // runs first: ends streams and long polls so Close can return
 	t.Cleanup(func() {

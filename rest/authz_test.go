@@ -1,0 +1,217 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+)
+
+// matrixCallers are the columns of T14: two agents, a reviewer, a reviewer
+// whose token has agent A's principal, an admin, no token, a revoked token.
+var matrixCallers = []string{"agentA", "agentB", "reviewer", "reviewerA", "admin", "none", "revoked"}
+
+func (b *bundle) secret(caller string) string {
+	switch caller {
+	case "agentA":
+		return b.agentA
+	case "agentB":
+		return b.agentB
+	case "reviewer":
+		return b.reviewer
+	case "reviewerA":
+		return b.reviewerA
+	case "admin":
+		return b.admin
+	case "revoked":
+		return b.revoked
+	}
+	return ""
+}
+
+// TestAuthorizationMatrix is T14: every caller × every endpoint, each cell
+// on fresh fixtures owned by agent A, with the status expected.
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const (
+		ok      = http.StatusOK
+		created = http.StatusCreated
+		unauth  = http.StatusUnauthorized
+		forbid  = http.StatusForbidden
+		missing = http.StatusNotFound
+	)
+	// Each row builds its request on fresh fixtures; the expected statuses
+	// follow matrixCallers' order.
+	rows := []struct {
+		endpoint string
+		build    func(t *testing.T) req
+		want     [7]int
+	}{
+		{"POST /v1/instances", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/instances", body: `{"name":"x"}`}
+		}, [7]int{created, created, forbid, forbid, forbid, unauth, unauth}},
+		{"GET /v1/instances/{id}", func(t *testing.T) req {
+			inst, _ := b.pending(t, "10m")
+			return req{method: "GET", path: "/v1/instances/" + inst}
+		}, [7]int{ok, missing, ok, ok, ok, unauth, unauth}},
+		{"DELETE /v1/instances/{id}", func(t *testing.T) req {
+			inst, _ := b.pending(t, "10m")
+			return req{method: "DELETE", path: "/v1/instances/" + inst}
+		}, [7]int{ok, missing, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/instances/{id}/approval-requests", func(t *testing.T) req {
+			inst, _ := b.pending(t, "10m")
+			return req{method: "POST", path: "/v1/instances/" + inst + "/approval-requests",
+				body: `{"tool":"ls","arguments":{}}`, header: map[string]string{"Idempotency-Key": "m"}}
+		}, [7]int{created, missing, forbid, forbid, forbid, unauth, unauth}},
+		{"GET /v1/approval-requests", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/approval-requests"}
+		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		{"GET /v1/approval-requests/{id}", func(t *testing.T) req {
+			_, id := b.pending(t, "10m")
+			return req{method: "GET", path: "/v1/approval-requests/" + id}
+		}, [7]int{ok, missing, ok, ok, ok, unauth, unauth}},
+		{"POST /v1/approval-requests/{id}/cancel", func(t *testing.T) req {
+			_, id := b.pending(t, "10m")
+			return req{method: "POST", path: "/v1/approval-requests/" + id + "/cancel"}
+		}, [7]int{ok, missing, forbid, forbid, forbid, unauth, unauth}},
+		{"POST /v1/approval-requests/{id}/decision", func(t *testing.T) req {
+			_, id := b.pending(t, "10m")
+			return req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", body: `{"status":"approved"}`}
+		}, [7]int{forbid, forbid, ok, forbid, forbid, unauth, unauth}},
+		{"POST /v1/approval-requests/{id}/execution", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/approval-requests/" + b.approved(t) + "/execution"}
+		}, [7]int{ok, missing, forbid, forbid, forbid, unauth, unauth}},
+		{"PUT /v1/approval-requests/{id}/execution", func(t *testing.T) req {
+			return req{method: "PUT", path: "/v1/approval-requests/" + b.claimed(t) + "/execution", body: `{"status":"succeeded"}`}
+		}, [7]int{ok, missing, forbid, forbid, forbid, unauth, unauth}},
+		{"GET /v1/events", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/events"}
+		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		{"POST /v1/tokens", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/tokens", body: `{"name":"n","role":"agent"}`}
+		}, [7]int{forbid, forbid, forbid, forbid, created, unauth, unauth}},
+		{"GET /v1/tokens", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/tokens"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"DELETE /v1/tokens/{id}", func(t *testing.T) req {
+			tok, _, err := b.svc.CreateToken(context.Background(), b.callers["admin"], airlock.NewTokenInput{Name: "victim", Role: airlock.RoleAgent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return req{method: "DELETE", path: "/v1/tokens/" + tok.ID}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+	}
+	covered := map[string]bool{}
+	unexpected2xx := 0
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-45s %s\n", "endpoint", strings.Join(matrixCallers, " "))
+	for _, row := range rows {
+		covered[row.endpoint] = true
+		fmt.Fprintf(&table, "%-45s", row.endpoint)
+		for i, caller := range matrixCallers {
+			q := row.build(t)
+			q.token = b.secret(caller)
+			got := b.status(t, q)
+			fmt.Fprintf(&table, " %d", got)
+			if got != row.want[i] {
+				t.Errorf("%s as %s: %d, want %d", row.endpoint, caller, got, row.want[i])
+				if got < 300 {
+					unexpected2xx++
+				}
+			}
+		}
+		table.WriteString("\n")
+	}
+	t.Logf("authorization matrix:\n%s", table.String())
+	if unexpected2xx != 0 {
+		t.Errorf("%d unexpected 2xx", unexpected2xx)
+	}
+	for _, rt := range routes {
+		if !covered[rt.pattern] {
+			t.Errorf("route %s is not in the matrix", rt.pattern)
+		}
+	}
+}
+
+// status performs a call and returns its status; a stream is closed once
+// its headers arrive.
+func (b *bundle) status(t testing.TB, q req) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := b.client.Do(b.newRequest(ctx, t, q))
+	if err != nil {
+		t.Fatalf("%s %s: %v", q.method, q.path, err)
+	}
+	defer res.Body.Close()
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		io.Copy(io.Discard, res.Body)
+	}
+	return res.StatusCode
+}
+
+// TestAgentsSeeOnlyTheirOwn checks the facts behind the matrix: agent B
+// cannot read, list or act on A's request (404, nothing listed), an agent
+// cannot decide (403), and a reviewer cannot approve their own principal's
+// request (403) while another reviewer can.
+func TestAgentsSeeOnlyTheirOwn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst, id := b.pending(t, "10m")
+	r := b.do(t, req{method: "GET", path: "/v1/approval-requests/" + id, token: b.agentB})
+	want(t, r, http.StatusNotFound, airlock.CodeNotFound)
+	r = b.do(t, req{method: "GET", path: "/v1/approval-requests?instance_id=" + inst, token: b.agentB})
+	want(t, r, http.StatusOK, "")
+	if n := len(r.obj(t)["items"].([]any)); n != 0 {
+		t.Fatalf("agent B lists %d of A's requests", n)
+	}
+	r = b.do(t, req{method: "GET", path: "/v1/approval-requests", token: b.agentA})
+	if n := len(r.obj(t)["items"].([]any)); n != 1 {
+		t.Fatalf("agent A lists %d requests, want 1", n)
+	}
+	r = b.do(t, req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", token: b.agentA, body: `{"status":"approved"}`})
+	want(t, r, http.StatusForbidden, airlock.CodeForbidden)
+	r = b.do(t, req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", token: b.reviewerA, body: `{"status":"approved"}`})
+	want(t, r, http.StatusForbidden, airlock.CodeForbidden)
+	r = b.do(t, req{method: "GET", path: "/v1/approval-requests/" + id, token: b.reviewer})
+	if r.obj(t)["state"] != "pending" {
+		t.Fatalf("refused decisions changed the request: %s", r.body)
+	}
+	r = b.do(t, req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", token: b.reviewer, body: `{"status":"approved"}`})
+	want(t, r, http.StatusOK, "")
+}
+
+// TestAuthentication checks only "Authorization: Bearer" is read: a token
+// in the query string, another scheme, or a revoked token are 401 with a
+// WWW-Authenticate challenge.
+func TestAuthentication(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, q := range []req{
+		{method: "GET", path: "/v1/approval-requests?access_token=" + b.reviewer},
+		{method: "GET", path: "/v1/approval-requests?token=" + b.reviewer},
+		{method: "GET", path: "/v1/approval-requests", header: map[string]string{"Authorization": "Basic " + b.reviewer}},
+		{method: "GET", path: "/v1/approval-requests", header: map[string]string{"Authorization": b.reviewer}},
+		{method: "GET", path: "/v1/approval-requests", token: "airlock_unknown"},
+		{method: "GET", path: "/v1/approval-requests", token: b.revoked},
+	} {
+		q.invalid = true
+		r := b.do(t, q)
+		want(t, r, http.StatusUnauthorized, airlock.CodeUnauthorized)
+		if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: no Bearer challenge", q.path)
+		}
+	}
+	// The scheme is case-insensitive.
+	r := b.do(t, req{method: "GET", path: "/v1/approval-requests", header: map[string]string{"Authorization": "bearer " + b.reviewer}})
+	want(t, r, http.StatusOK, "")
+}
