@@ -30,6 +30,7 @@ func TestCommands(t *testing.T) {
 		{name: "help serve shows each flag with its environment twin and default", args: []string{"help", "serve"},
 			stdout: "--max-timeout  [$AIRLOCK_MAX_TIMEOUT]\n    \tlongest decision window; longer requests are shortened to it (default 168h0m0s)"},
 		{name: "--help is help", args: []string{"--help"}, stdout: "Commands:"},
+		{name: "help describes itself", args: []string{"help", "help"}, stdout: "Usage: airlock help [command]"},
 		{name: "version names the build", args: []string{"version"}, stdout: "airlock dev (go"},
 		{name: "serve -h prints usage and succeeds", args: []string{"serve", "-h"}, stderr: "Usage: airlock serve", noStdout: true},
 		{name: "no command is a usage error", args: nil, exit: exitUsage, stderr: "no command given"},

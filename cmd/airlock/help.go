@@ -16,14 +16,21 @@ var helpCommand = command{
 }
 
 func runHelp(ctx context.Context, a *App, args []string) error {
-	switch len(args) {
+	fs := a.newFlagSet("help")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errFlagParse, err)
+	}
+	switch fs.NArg() {
 	case 0:
 		printHelp(a.Stdout)
 		return nil
 	case 1:
-		c, ok := findCommand(args[0])
+		c, ok := findCommand(fs.Arg(0))
 		if !ok {
-			return usageErrorf("unknown command %q; run `airlock help` for the list", args[0])
+			return usageErrorf("unknown command %q; run `airlock help` for the list", fs.Arg(0))
 		}
 		// Every command parses its flags with a.newFlagSet, which prints
 		// the command's usage for -h; show it on stdout.
