@@ -233,3 +233,67 @@ func TestEventStreamEndsForRevokedToken(t *testing.T) {
 		t.Fatal("stream of a revoked token still open")
 	}
 }
+
+// served returns how many requests to route the handler has finished, from
+// its metrics.
+func (b *bundle) served(t *testing.T, route string) float64 {
+	t.Helper()
+	mfs, err := b.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "airlock_http_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "route" && l.GetValue() == route {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// TestStreamAndLongPollEndWhenClientLeaves checks the handlers return
+// promptly when their client disconnects, long before a heartbeat or the
+// wait would end them.
+func TestStreamAndLongPollEndWhenClientLeaves(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.openStream(t, b.reviewer, "", nil)
+	s.next(t, false)
+	s.cancel()
+	waitFor(t, "the event stream handler to return", func() bool { return b.served(t, "GET /v1/events") == 1 })
+
+	_, id := b.pending(t, "10m")
+	ctx, cancel := context.WithCancel(context.Background())
+	waiters := b.svc.Waiters()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, err := b.client.Do(b.newRequest(ctx, t, req{method: "GET", path: "/v1/approval-requests/" + id + "?wait=60s", token: b.agentA}))
+		if err == nil {
+			res.Body.Close()
+		}
+	}()
+	waitFor(t, "the long poll to subscribe", func() bool { return b.svc.Waiters() > waiters })
+	cancel()
+	<-done
+	waitFor(t, "the long poll handler to return", func() bool {
+		return b.served(t, "GET /v1/approval-requests/{id}") == 1
+	})
+	mfs, _ := b.reg.Gather()
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" && l.GetValue() == "500" {
+					t.Errorf("a client leaving was counted as a 500: %v", m)
+				}
+			}
+		}
+	}
+}

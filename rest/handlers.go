@@ -58,6 +58,11 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	if r.ContentLength > h.maxBody {
 		return nil, tooLarge(h.maxBody)
 	}
+	// MaxBytesReader tells the server to close the connection after an
+	// oversized body, which it can do only through the server's own writer.
+	if sw, ok := w.(*statusWriter); ok {
+		w = sw.ResponseWriter
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	var tooBig *http.MaxBytesError
 	switch {

@@ -18,7 +18,7 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	m := &httpMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_http_requests_total",
-			Help: "HTTP requests served by the REST API, by route pattern and status code.",
+			Help: "HTTP requests served by the REST API, by route pattern and status code (499: the client left first).",
 		}, []string{"route", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "airlock_http_request_duration_seconds",

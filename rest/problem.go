@@ -63,16 +63,19 @@ type problem struct {
 
 // problem writes err as a problem. Errors that are not *airlock.Error are
 // internal: they are logged here, once, and the caller reads only
-// "internal error". A caller that went away gets nothing logged.
+// "internal error". A caller that went away gets nothing.
 func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client went away: nobody reads an answer, and it is no
+		// server error. Metrics count it as 499, "client closed request".
+		if sw, ok := w.(*statusWriter); ok {
+			sw.clientGone()
+		}
+		return
+	}
 	var e *airlock.Error
 	if !errors.As(err, &e) || e.Code == airlock.CodeInternal || statuses[e.Code] == 0 {
-		if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-			// The client left (or the server is stopping): nobody reads this.
-			h.log.Debug("request ended by its context", "method", r.Method, "path", r.URL.Path, "err", err)
-		} else {
-			h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
+		h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = &airlock.Error{Code: airlock.CodeInternal, Message: "internal error"}
 	}
 	if e.Code == airlock.CodeUnauthorized {

@@ -282,6 +282,17 @@ func (w *statusWriter) Flush() {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// StatusClientClosed is the status metrics record for a request whose
+// client went away before it was answered (nginx's 499).
+const StatusClientClosed = 499
+
+// clientGone records that the client left and nothing will be written.
+func (w *statusWriter) clientGone() {
+	if !w.wrote {
+		w.code, w.wrote = StatusClientClosed, true
+	}
+}
+
 func (w *statusWriter) status() int {
 	if !w.wrote {
 		return http.StatusOK
