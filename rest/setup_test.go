@@ -326,6 +326,7 @@ func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
 }
 func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
 // take returns the errors logged so far and forgets them.
 func (l *logRecorder) take() []string {
 	l.mu.Lock()

@@ -82,7 +82,7 @@ func (o *object) raw(k string, v json.RawMessage) {
 func writeValue(b *bytes.Buffer, v any) {
 	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v) // only strings, numbers and []string reach here
+	_ = enc.Encode(v)       // only strings, numbers and []string reach here
 	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
