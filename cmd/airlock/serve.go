@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -115,6 +116,18 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 		Name: "airlock_long_polls_waiting",
 		Help: "Long-polls of this process waiting for a request to change.",
 	}, func() float64 { return float64(svc.Waiters()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_requests_pending",
+		Help: "Requests pending now, across every replica sharing the database.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := svc.PendingCount(ctx)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
 
 	// Listen before touching the token, so a port already in use leaves a
 	// first run's database without a token nobody saw.
