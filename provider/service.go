@@ -504,7 +504,11 @@ func (s *Service) RevokeToken(ctx context.Context, c airlock.Caller, id string) 
 	if c.Role != airlock.RoleAdmin {
 		return airlock.Token{}, forbidden("only admin tokens manage tokens")
 	}
-	return s.store.RevokeToken(ctx, id, c.ID)
+	t, err := s.store.RevokeToken(ctx, id, c.ID)
+	if err == nil {
+		s.hub.publish() // open event streams re-check their token now
+	}
+	return t, err
 }
 
 // BootstrapAdmin stores secret as the bootstrap admin token (ID
