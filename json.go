@@ -29,16 +29,15 @@ type Member struct {
 // keys, keys that differ only in case, invalid UTF-8, unpaired surrogate
 // escapes, NUL (raw or escaped), and nesting deeper than MaxJSONDepth.
 func ParseObject(data []byte) ([]Member, error) {
-	if !utf8.Valid(data) {
-		return nil, Invalid("", "body is not valid UTF-8")
-	}
+	// UTF-8 is checked string by string (the only place a non-ASCII byte may
+	// appear), so an error can name the path that holds the bad byte.
 	p := parser{data: data}
 	p.skipSpace()
 	if p.pos >= len(p.data) || p.data[p.pos] != '{' {
 		return nil, Invalid("", "body must be a JSON object")
 	}
 	var members []Member
-	if err := p.object("", 1, &members); err != nil {
+	if err := p.object(1, &members); err != nil {
 		return nil, err
 	}
 	p.skipSpace()
@@ -51,24 +50,34 @@ func ParseObject(data []byte) ([]Member, error) {
 // CheckJSON checks that data is one strict JSON value of any type, under the
 // rules of ParseObject; path names it in errors.
 func CheckJSON(path string, data []byte) error {
-	if !utf8.Valid(data) {
-		return Invalid(path, "%s is not valid UTF-8", path)
-	}
-	p := parser{data: data}
+	p := parser{data: data, root: path}
 	p.skipSpace()
-	if err := p.value(path, 0); err != nil {
+	if err := p.value(0); err != nil {
 		return err
 	}
 	p.skipSpace()
 	if p.pos != len(p.data) {
-		return Invalid(path, "unexpected data after the JSON value at byte %d", p.pos)
+		return p.errorf("unexpected data after the JSON value at byte %d", p.pos)
 	}
 	return nil
 }
 
+// parser is a strict JSON checker. It tracks where it is as a stack of
+// segments and spells the path out only for an error: building it for every
+// value would cost the path's length per value, and a 1 MiB body with one
+// long key over many values would take minutes.
 type parser struct {
 	data []byte
 	pos  int
+	root string    // path of the whole document in errors
+	path []pathSeg // the member or element being read
+}
+
+// pathSeg is one step of a path: an object key, or an array index when
+// index >= 0.
+type pathSeg struct {
+	key   string
+	index int
 }
 
 func (p *parser) skipSpace() {
@@ -82,64 +91,95 @@ func (p *parser) skipSpace() {
 	}
 }
 
-func (p *parser) errorf(path, format string, args ...any) error {
-	field := path
+// pathString spells the current path: keys joined by ".", indexes in
+// brackets, as in "arguments.items[2].sku".
+func (p *parser) pathString() string {
+	var b strings.Builder
+	b.WriteString(p.root)
+	for _, s := range p.path {
+		if s.index >= 0 {
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(clip(s.key))
+	}
+	return b.String()
+}
+
+// clip shortens a key for an error message: a body may hold keys of a
+// megabyte, and echoing them back helps nobody.
+func clip(s string) string {
+	const shown = 64
+	if len(s) <= shown {
+		return s
+	}
+	cut := shown - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// errorf returns an invalid_request error at the current path.
+func (p *parser) errorf(format string, args ...any) error {
+	path := p.pathString()
 	msg := fmt.Sprintf(format, args...)
 	if path != "" {
 		msg = path + ": " + msg
 	}
-	return Invalid(field, "%s", msg)
+	return Invalid(path, "%s", msg)
 }
 
-func (p *parser) syntax(path string) error {
+func (p *parser) syntax() error {
 	if p.pos >= len(p.data) {
-		return p.errorf(path, "unexpected end of JSON")
+		return p.errorf("unexpected end of JSON")
 	}
-	return p.errorf(path, "invalid JSON at byte %d", p.pos)
+	if r, size := utf8.DecodeRune(p.data[p.pos:]); r == utf8.RuneError && size <= 1 {
+		return p.errorf("invalid UTF-8 at byte %d", p.pos)
+	}
+	return p.errorf("invalid JSON at byte %d", p.pos)
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func (p *parser) value(path string, depth int) error {
+func (p *parser) value(depth int) error {
 	if p.pos >= len(p.data) {
-		return p.syntax(path)
+		return p.syntax()
 	}
 	switch c := p.data[p.pos]; {
 	case c == '{':
-		return p.object(path, depth+1, nil)
+		return p.object(depth+1, nil)
 	case c == '[':
-		return p.array(path, depth+1)
+		return p.array(depth + 1)
 	case c == '"':
-		_, err := p.str(path)
+		_, err := p.str(false)
 		return err
 	case c == 't':
-		return p.literal(path, "true")
+		return p.literal("true")
 	case c == 'f':
-		return p.literal(path, "false")
+		return p.literal("false")
 	case c == 'n':
-		return p.literal(path, "null")
+		return p.literal("null")
 	case c == '-' || (c >= '0' && c <= '9'):
-		return p.number(path)
+		return p.number()
 	}
-	return p.syntax(path)
+	return p.syntax()
 }
 
-func (p *parser) literal(path, lit string) error {
+func (p *parser) literal(lit string) error {
 	if !bytes.HasPrefix(p.data[p.pos:], []byte(lit)) {
-		return p.syntax(path)
+		return p.syntax()
 	}
 	p.pos += len(lit)
 	return nil
 }
 
-func (p *parser) object(path string, depth int, members *[]Member) error {
+func (p *parser) object(depth int, members *[]Member) error {
 	if depth > MaxJSONDepth {
-		return p.errorf(path, "JSON nesting deeper than %d levels", MaxJSONDepth)
+		return p.errorf("JSON nesting deeper than %d levels", MaxJSONDepth)
 	}
 	p.pos++ // {
 	seen := map[string]string{}
@@ -151,36 +191,38 @@ func (p *parser) object(path string, depth int, members *[]Member) error {
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-			return p.syntax(path)
+			return p.syntax()
 		}
-		key, err := p.str(path)
+		key, err := p.str(true)
 		if err != nil {
 			return err
 		}
 		folded := foldKey(key)
 		if prev, ok := seen[folded]; ok {
 			if prev == key {
-				return p.errorf(path, "duplicate key %q", key)
+				return p.errorf("duplicate key %q", clip(key))
 			}
-			return p.errorf(path, "keys %q and %q differ only in case; use one", prev, key)
+			return p.errorf("keys %q and %q differ only in case; use one", clip(prev), clip(key))
 		}
 		seen[folded] = key
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-			return p.syntax(path)
+			return p.syntax()
 		}
 		p.pos++
 		p.skipSpace()
 		start := p.pos
-		if err := p.value(join(path, key), depth); err != nil {
+		p.path = append(p.path, pathSeg{key: key, index: -1})
+		if err := p.value(depth); err != nil {
 			return err
 		}
+		p.path = p.path[:len(p.path)-1]
 		if members != nil {
 			*members = append(*members, Member{Key: key, Value: json.RawMessage(p.data[start:p.pos])})
 		}
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return p.syntax(path)
+			return p.syntax()
 		}
 		switch p.data[p.pos] {
 		case ',':
@@ -189,14 +231,14 @@ func (p *parser) object(path string, depth int, members *[]Member) error {
 			p.pos++
 			return nil
 		default:
-			return p.syntax(path)
+			return p.syntax()
 		}
 	}
 }
 
-func (p *parser) array(path string, depth int) error {
+func (p *parser) array(depth int) error {
 	if depth > MaxJSONDepth {
-		return p.errorf(path, "JSON nesting deeper than %d levels", MaxJSONDepth)
+		return p.errorf("JSON nesting deeper than %d levels", MaxJSONDepth)
 	}
 	p.pos++ // [
 	p.skipSpace()
@@ -206,12 +248,14 @@ func (p *parser) array(path string, depth int) error {
 	}
 	for i := 0; ; i++ {
 		p.skipSpace()
-		if err := p.value(path+"["+strconv.Itoa(i)+"]", depth); err != nil {
+		p.path = append(p.path, pathSeg{index: i})
+		if err := p.value(depth); err != nil {
 			return err
 		}
+		p.path = p.path[:len(p.path)-1]
 		p.skipSpace()
 		if p.pos >= len(p.data) {
-			return p.syntax(path)
+			return p.syntax()
 		}
 		switch p.data[p.pos] {
 		case ',':
@@ -220,20 +264,24 @@ func (p *parser) array(path string, depth int) error {
 			p.pos++
 			return nil
 		default:
-			return p.syntax(path)
+			return p.syntax()
 		}
 	}
 }
 
-// str parses a string at p.pos and returns its decoded value.
-func (p *parser) str(path string) (string, error) {
+// str checks the string at p.pos and, when keep is set, returns its decoded
+// value (values are only checked, so they are not copied).
+func (p *parser) str(keep bool) (string, error) {
 	p.pos++ // opening quote
 	start := p.pos
 	// Fast path: no escapes.
 	for p.pos < len(p.data) {
 		c := p.data[p.pos]
 		if c == '"' {
-			s := string(p.data[start:p.pos])
+			var s string
+			if keep {
+				s = string(p.data[start:p.pos])
+			}
 			p.pos++
 			return s, nil
 		}
@@ -242,14 +290,29 @@ func (p *parser) str(path string) (string, error) {
 		}
 		if c < 0x20 {
 			if c == 0 {
-				return "", p.errorf(path, "NUL character in string")
+				return "", p.errorf("NUL character in string")
 			}
-			return "", p.errorf(path, "unescaped control character in string at byte %d", p.pos)
+			return "", p.errorf("unescaped control character in string at byte %d", p.pos)
+		}
+		if c >= utf8.RuneSelf {
+			size, err := p.utf8Rune()
+			if err != nil {
+				return "", err
+			}
+			p.pos += size
+			continue
 		}
 		p.pos++
 	}
 	var b strings.Builder
-	b.Write(p.data[start:p.pos])
+	if keep {
+		b.Write(p.data[start:p.pos])
+	}
+	write := func(bs ...byte) {
+		if keep {
+			b.Write(bs)
+		}
+	}
 	for p.pos < len(p.data) {
 		c := p.data[p.pos]
 		switch {
@@ -258,76 +321,106 @@ func (p *parser) str(path string) (string, error) {
 			return b.String(), nil
 		case c < 0x20:
 			if c == 0 {
-				return "", p.errorf(path, "NUL character in string")
+				return "", p.errorf("NUL character in string")
 			}
-			return "", p.errorf(path, "unescaped control character in string at byte %d", p.pos)
+			return "", p.errorf("unescaped control character in string at byte %d", p.pos)
+		case c >= utf8.RuneSelf:
+			size, err := p.utf8Rune()
+			if err != nil {
+				return "", err
+			}
+			write(p.data[p.pos : p.pos+size]...)
+			p.pos += size
+			continue
 		case c != '\\':
-			b.WriteByte(c)
+			write(c)
 			p.pos++
 			continue
 		}
 		// escape
 		if p.pos+1 >= len(p.data) {
-			return "", p.syntax(path)
+			return "", p.syntax()
 		}
 		e := p.data[p.pos+1]
 		p.pos += 2
 		switch e {
 		case '"', '\\', '/':
-			b.WriteByte(e)
+			write(e)
 		case 'b':
-			b.WriteByte('\b')
+			write('\b')
 		case 'f':
-			b.WriteByte('\f')
+			write('\f')
 		case 'n':
-			b.WriteByte('\n')
+			write('\n')
 		case 'r':
-			b.WriteByte('\r')
+			write('\r')
 		case 't':
-			b.WriteByte('\t')
+			write('\t')
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return "", p.syntax(path)
+				return "", p.syntax()
 			}
 			if r == 0 {
-				return "", p.errorf(path, "NUL character (\\u0000) in string")
+				return "", p.errorf("NUL character (\\u0000) in string")
 			}
 			if utf16.IsSurrogate(r) {
 				if r >= 0xDC00 || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
-					return "", p.errorf(path, "unpaired surrogate escape in string")
+					return "", p.errorf("unpaired surrogate escape in string")
 				}
 				p.pos += 2
 				r2, ok := p.hex4()
 				if !ok {
-					return "", p.syntax(path)
+					return "", p.syntax()
 				}
 				r = utf16.DecodeRune(r, r2)
 				if r == unicode.ReplacementChar {
-					return "", p.errorf(path, "unpaired surrogate escape in string")
+					return "", p.errorf("unpaired surrogate escape in string")
 				}
 			}
-			b.WriteRune(r)
+			if keep {
+				b.WriteRune(r)
+			}
 		default:
-			return "", p.errorf(path, "invalid escape \\%c in string", e)
+			return "", p.errorf("invalid escape \\%c in string", e)
 		}
 	}
-	return "", p.syntax(path)
+	return "", p.syntax()
+}
+
+// utf8Rune checks the multi-byte UTF-8 sequence at p.pos and returns its
+// length. Overlong forms, encoded surrogates and truncated sequences are
+// refused, exactly as utf8.Valid refuses them.
+func (p *parser) utf8Rune() (int, error) {
+	r, size := utf8.DecodeRune(p.data[p.pos:])
+	if r == utf8.RuneError && size == 1 {
+		return 0, p.errorf("invalid UTF-8 in string at byte %d", p.pos)
+	}
+	return size, nil
 }
 
 func (p *parser) hex4() (rune, bool) {
 	if p.pos+4 > len(p.data) {
 		return 0, false
 	}
-	v, err := strconv.ParseUint(string(p.data[p.pos:p.pos+4]), 16, 32)
-	if err != nil {
-		return 0, false
+	var r rune
+	for _, c := range p.data[p.pos : p.pos+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
 	}
 	p.pos += 4
-	return rune(v), true
+	return r, true
 }
 
-func (p *parser) number(path string) error {
+func (p *parser) number() error {
 	start := p.pos
 	if p.data[p.pos] == '-' {
 		p.pos++
@@ -343,12 +436,12 @@ func (p *parser) number(path string) error {
 	if p.pos < len(p.data) && p.data[p.pos] == '0' {
 		p.pos++
 	} else if digits() == 0 {
-		return p.syntax(path)
+		return p.syntax()
 	}
 	if p.pos < len(p.data) && p.data[p.pos] == '.' {
 		p.pos++
 		if digits() == 0 {
-			return p.syntax(path)
+			return p.syntax()
 		}
 	}
 	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
@@ -357,17 +450,27 @@ func (p *parser) number(path string) error {
 			p.pos++
 		}
 		if digits() == 0 {
-			return p.syntax(path)
+			return p.syntax()
 		}
 	}
 	if p.pos-start > 100 {
-		return p.errorf(path, "number literal longer than 100 characters")
+		return p.errorf("number literal longer than 100 characters")
 	}
 	return nil
 }
 
 // foldKey maps a key to a representative of its case-folding class, so keys
 // that encoding/json would treat as the same field compare equal.
+//
+// encoding/json (fold.go) upper-cases ASCII and maps any other rune to the
+// smallest rune of its unicode.SimpleFold orbit, so "s", "S" and "ſ"
+// (U+017F) are one name, as are "k", "K" and the Kelvin sign (U+212A). The
+// same folding must apply to every rune, ASCII or not, or a key written
+// with one long s slips past its ASCII twin. Here each rune becomes the
+// lower case of its orbit's smallest rune (lower case, so that the common
+// all-lower-case ASCII key needs no allocation); folding ToUpper(ToLower(r))
+// first also joins "İ" (U+0130) and "ı" (U+0131) to "i", which decoders that
+// match names with ToUpper/ToLower confuse; refusing that pair costs nothing.
 func foldKey(s string) string {
 	ascii := true
 	for i := 0; i < len(s); i++ {
@@ -381,21 +484,33 @@ func foldKey(s string) string {
 	}
 	var b strings.Builder
 	for _, r := range s {
-		min := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			if f < min {
-				min = f
-			}
-		}
-		b.WriteRune(min)
+		b.WriteRune(unicode.ToLower(foldRune(unicode.ToUpper(unicode.ToLower(r)))))
 	}
 	return b.String()
+}
+
+// foldRune returns the smallest rune of r's simple case-folding orbit.
+func foldRune(r rune) rune {
+	min := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < min {
+			min = f
+		}
+	}
+	return min
 }
 
 // Canonical returns a canonical encoding of a strict JSON value: object keys
 // sorted, no insignificant space, numbers as written. Two documents with the
 // same meaning have the same canonical bytes, which makes them safe to hash.
+//
+// Canonical refuses input that is not strict JSON (see CheckJSON): given
+// duplicate keys encoding/json keeps the last one and it ignores data after
+// the first value, so two different documents would hash alike.
 func Canonical(data []byte) ([]byte, error) {
+	if err := CheckJSON("", data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any

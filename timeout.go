@@ -3,15 +3,22 @@ package airlock
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ParseDuration reads a positive duration written either as a Go duration
 // ("30m", "1h30m") or as an ISO 8601 duration ("PT30M", "P1DT2H", "P2W").
 // Years and months are refused: their length varies. Zero, negative and
 // overflowing values are errors.
+//
+// ISO 8601 designators may be written in lower case ("pt30m"), as Java's
+// Duration.parse and most libraries accept; components must come in the
+// standard order (W, D, then after T: H, M, S), each at most once, and only
+// the last may have a fraction (with '.' or ',').
 func ParseDuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, fmt.Errorf("empty duration")
@@ -22,7 +29,15 @@ func ParseDuration(s string) (time.Duration, error) {
 		d, err = parseISO8601(s)
 	} else {
 		d, err = time.ParseDuration(s)
-		if err != nil {
+		switch {
+		case err == nil:
+		case goDurationSyntax.MatchString(s) && s[0] == '-':
+			err = fmt.Errorf("%q must be positive", s)
+		case goDurationSyntax.MatchString(s):
+			// time.ParseDuration fails on well-formed input only when it
+			// overflows.
+			err = fmt.Errorf("%q is too long; the longest duration is %s", s, time.Duration(math.MaxInt64))
+		default:
 			err = fmt.Errorf("%q is not a duration; write it like 30m, 1h30m or PT30M", s)
 		}
 	}
@@ -35,73 +50,135 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// goDurationSyntax is the grammar time.ParseDuration accepts.
+var goDurationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// isoUnit is one ISO 8601 duration component.
+type isoUnit struct {
+	key string // designator, "T"-prefixed in the time part
+	d   time.Duration
+}
+
+// isoUnits are the ISO 8601 duration components Airlock accepts, in the
+// order they must appear.
+var isoUnits = []isoUnit{
+	{"W", 7 * 24 * time.Hour},
+	{"D", 24 * time.Hour},
+	{"TH", time.Hour},
+	{"TM", time.Minute},
+	{"TS", time.Second},
+}
+
 func parseISO8601(s string) (time.Duration, error) {
 	bad := func(why string) error {
 		return fmt.Errorf("%q is not an ISO 8601 duration (%s); write it like PT30M or P1DT2H", s, why)
 	}
-	rest := strings.ToUpper(s[1:])
-	if rest == "" || rest == "T" {
+	tooLong := fmt.Errorf("%q is too long; the longest duration is %s", s, time.Duration(math.MaxInt64))
+	// Upper-case ASCII only: strings.ToUpper would turn "ſ" (U+017F) into
+	// "S" and accept "PT5ſ" as five seconds.
+	rest := []byte(s[1:])
+	for i, c := range rest {
+		switch {
+		case c >= utf8.RuneSelf:
+			return 0, bad("only ASCII digits and designators are allowed")
+		case 'a' <= c && c <= 'z':
+			rest[i] = c - ('a' - 'A')
+		}
+	}
+	if len(rest) == 0 || string(rest) == "T" {
 		return 0, bad("no components")
 	}
-	var total float64 // seconds
+	var total time.Duration
 	inTime := false
-	seen := ""
-	for rest != "" {
+	next := 0 // index in isoUnits of the first unit still allowed
+	fraction := false
+	for len(rest) > 0 {
 		if rest[0] == 'T' {
 			if inTime {
 				return 0, bad("T twice")
 			}
 			inTime = true
 			rest = rest[1:]
-			if rest == "" {
+			if len(rest) == 0 {
 				return 0, bad("nothing after T")
 			}
 			continue
 		}
+		if fraction {
+			return 0, bad("only the last component may have a fraction")
+		}
 		i := 0
-		for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] == '.' || rest[i] == ',') {
+		for i < len(rest) && '0' <= rest[i] && rest[i] <= '9' {
 			i++
 		}
-		if i == 0 || i == len(rest) {
+		if i == 0 {
 			return 0, bad("expected a number followed by a unit")
 		}
-		num, err := strconv.ParseFloat(strings.ReplaceAll(rest[:i], ",", "."), 64)
-		if err != nil {
-			return 0, bad("bad number")
+		whole := string(rest[:i])
+		frac := ""
+		if i < len(rest) && (rest[i] == '.' || rest[i] == ',') {
+			j := i + 1
+			for j < len(rest) && '0' <= rest[j] && rest[j] <= '9' {
+				j++
+			}
+			if j == i+1 {
+				return 0, bad("expected digits after the decimal mark")
+			}
+			frac = string(rest[i+1 : j])
+			fraction = true
+			i = j
 		}
-		unit := rest[i]
+		if i == len(rest) {
+			return 0, bad("expected a unit after " + string(rest[:i]))
+		}
+		unit := string(rest[i])
 		rest = rest[i+1:]
-		key := string(unit)
-		if inTime {
-			key = "T" + key
-		}
-		if strings.Contains(seen, key+" ") {
-			return 0, bad("unit repeated")
-		}
-		seen += key + " "
-		var secs float64
-		switch {
-		case !inTime && unit == 'W':
-			secs = 7 * 86400
-		case !inTime && unit == 'D':
-			secs = 86400
-		case inTime && unit == 'H':
-			secs = 3600
-		case inTime && unit == 'M':
-			secs = 60
-		case inTime && unit == 'S':
-			secs = 1
-		case !inTime && (unit == 'Y' || unit == 'M'):
+		if !inTime && (unit == "Y" || unit == "M") {
 			return 0, bad("years and months have no fixed length; use days or weeks")
-		default:
-			return 0, bad("unknown unit " + string(unit))
 		}
-		total += num * secs
+		key := unit
+		if inTime {
+			key = "T" + unit
+		}
+		k := slices.IndexFunc(isoUnits, func(u isoUnit) bool { return u.key == key })
+		switch {
+		case k < 0:
+			return 0, bad("unknown unit " + unit)
+		case k < next:
+			return 0, bad("units must appear once each, in the order W, D, T, H, M, S")
+		}
+		next = k + 1
+		d, ok := component(whole, frac, isoUnits[k].d)
+		if !ok || total > math.MaxInt64-d {
+			return 0, tooLong
+		}
+		total += d
 	}
-	if total*1e9 >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q is too long", s)
+	return total, nil
+}
+
+// component returns whole.frac units, rounded to the nanosecond; ok is false
+// on overflow.
+func component(whole, frac string, unit time.Duration) (time.Duration, bool) {
+	n, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || n > math.MaxInt64/int64(unit) {
+		return 0, false
 	}
-	return time.Duration(math.Round(total * 1e9)), nil
+	d := time.Duration(n) * unit
+	if frac != "" {
+		// A unit is at most a week (6.048e14 ns), well inside float64's
+		// exact range, so the fraction is exact to well under a nanosecond.
+		f, err := strconv.ParseFloat("0."+frac, 64)
+		if err != nil {
+			return 0, false
+		}
+		fd := time.Duration(math.Round(f * float64(unit)))
+		if d > math.MaxInt64-fd {
+			return 0, false
+		}
+		d += fd
+	}
+	return d, true
 }
 
 // Limits are the provider's bounds on windows and validity (DESIGN.md §5).

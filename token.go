@@ -131,7 +131,9 @@ func CanReadRequest(c Caller, r Request) bool {
 	case RoleReviewer, RoleAdmin:
 		return true
 	case RoleAgent:
-		return r.OwnerID == c.ID
+		// An empty ID owns nothing: a zero Caller must not match a row
+		// whose owner was never set.
+		return c.ID != "" && r.OwnerID == c.ID
 	}
 	return false
 }
@@ -142,7 +144,9 @@ func CanReadInstance(c Caller, in Instance) bool {
 	case RoleReviewer, RoleAdmin:
 		return true
 	case RoleAgent:
-		return in.OwnerID == c.ID
+		// An empty ID owns nothing: a zero Caller must not match a row
+		// whose owner was never set.
+		return c.ID != "" && in.OwnerID == c.ID
 	}
 	return false
 }

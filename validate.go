@@ -60,7 +60,8 @@ func DecodeObject(data []byte, dst any) error {
 		if slices.Contains(providerFields, m.Key) {
 			return Invalid(m.Key, "field %q is set by the provider; remove it", m.Key)
 		}
-		return Invalid(m.Key, "unknown field %q; allowed fields are %s", m.Key, strings.Join(allowed, ", "))
+		key := clip(m.Key)
+		return Invalid(key, "unknown field %q; allowed fields are %s", key, strings.Join(allowed, ", "))
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
 		var te *json.UnmarshalTypeError
@@ -193,6 +194,13 @@ func (in *CreateRequestInput) Validate() error {
 	if !isObject(in.Arguments) {
 		return Invalid("arguments", "arguments must be a JSON object")
 	}
+	// The body was strict when it came through ParseCreateRequest, but
+	// callers may fill this struct from elsewhere (an MCP call's arguments,
+	// the Go SDK): check again, so duplicate keys or trailing data never
+	// reach the store or the fingerprint.
+	if err := CheckJSON("arguments", in.Arguments); err != nil {
+		return err
+	}
 	if err := checkText("timeout", in.Timeout, 0, MaxTimeoutLen); err != nil {
 		return err
 	}
@@ -207,6 +215,9 @@ func (in *CreateRequestInput) Validate() error {
 		}
 		if len(in.Context) > MaxContextBytes {
 			return Invalid("context", "context must be at most %d bytes", MaxContextBytes)
+		}
+		if err := CheckJSON("context", in.Context); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -257,7 +268,7 @@ func (in *InstanceInput) Validate() error {
 	if len(in.Metadata) > MaxMetadataBytes {
 		return Invalid("metadata", "metadata must be at most %d bytes", MaxMetadataBytes)
 	}
-	return nil
+	return CheckJSON("metadata", in.Metadata)
 }
 
 // DecisionInput is the body of POST /v1/approval-requests/{id}/decision.
@@ -278,6 +289,9 @@ func (in *DecisionInput) Validate() error {
 		return err
 	}
 	if err := checkText("answer", in.Answer, 0, MaxAnswerLen); err != nil {
+		return err
+	}
+	if err := checkText("valid_for", in.ValidFor, 0, MaxTimeoutLen); err != nil {
 		return err
 	}
 	if in.Status == StateDenied && in.ValidFor != "" {

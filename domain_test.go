@@ -1,0 +1,268 @@
+package airlock_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+)
+
+func TestErrorCode(t *testing.T) {
+	t.Parallel()
+	invalid := airlock.Invalid("tool", "tool is required")
+	tests := []struct {
+		name string
+		err  error
+		want airlock.Code
+	}{
+		{"no error has no code", nil, ""},
+		{"an *Error has its code", invalid, airlock.CodeInvalidRequest},
+		{"a conflict has its code", airlock.Conflict(airlock.CodeNotPending, airlock.StateDenied, "request is denied"), airlock.CodeNotPending},
+		{"a wrapped *Error keeps its code", fmt.Errorf("create: %w", invalid), airlock.CodeInvalidRequest},
+		{"a twice-wrapped *Error keeps its code", fmt.Errorf("a: %w", fmt.Errorf("b: %w", airlock.NotFound("request", "apr_1"))), airlock.CodeNotFound},
+		{"a joined *Error keeps its code", errors.Join(errors.New("other"), airlock.Errorf(airlock.CodeRateLimited, "slow down")), airlock.CodeRateLimited},
+		{"ErrNotFound is not_found", airlock.ErrNotFound, airlock.CodeNotFound},
+		{"a plain error is internal", errors.New("disk on fire"), airlock.CodeInternal},
+		{"a wrapped plain error is internal", fmt.Errorf("x: %w", context.Canceled), airlock.CodeInternal},
+		{"an error formatted with %v loses its code", fmt.Errorf("x: %v", invalid), airlock.CodeInternal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := airlock.ErrorCode(tc.err); got != tc.want {
+				t.Fatalf("ErrorCode(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestErrorConstructors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  *airlock.Error
+		want airlock.Error
+	}{
+		{"Invalid names the field", airlock.Invalid("note", "note must be at most %d bytes", 4000),
+			airlock.Error{Code: airlock.CodeInvalidRequest, Field: "note", Message: "note must be at most 4000 bytes"}},
+		{"Conflict names the state that won", airlock.Conflict(airlock.CodeNotPending, airlock.StateExpired, "request is %s", "expired"),
+			airlock.Error{Code: airlock.CodeNotPending, State: airlock.StateExpired, Message: "request is expired"}},
+		{"NotFound names what was missing", airlock.NotFound("request", "apr_x"),
+			airlock.Error{Code: airlock.CodeNotFound, Message: `request "apr_x" not found`}},
+		{"Errorf formats", airlock.Errorf(airlock.CodeForbidden, "only %s may decide", "reviewers"),
+			airlock.Error{Code: airlock.CodeForbidden, Message: "only reviewers may decide"}},
+	}
+	for _, tc := range tests {
+		if *tc.err != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.name, *tc.err, tc.want)
+		}
+		if tc.err.Error() != tc.want.Message {
+			t.Errorf("%s: Error() = %q, want %q", tc.name, tc.err.Error(), tc.want.Message)
+		}
+	}
+	if got := (&airlock.Error{Code: airlock.CodeRateLimited}).Error(); got != "rate_limited" {
+		t.Errorf("an error without a message reads %q, want its code", got)
+	}
+}
+
+// The codes of DESIGN.md §3, plus internal; each once.
+func TestCodes(t *testing.T) {
+	t.Parallel()
+	want := []string{"invalid_request", "unauthorized", "forbidden", "not_found", "idempotency_conflict",
+		"not_pending", "deadline_passed", "not_approved", "approval_expired", "already_executed",
+		"command_failed", "payload_too_large", "rate_limited", "internal"}
+	if len(airlock.Codes) != len(want) {
+		t.Fatalf("%d codes, want %d", len(airlock.Codes), len(want))
+	}
+	for i, c := range airlock.Codes {
+		if string(c) != want[i] {
+			t.Errorf("code %d = %q, want %q", i, c, want[i])
+		}
+	}
+}
+
+func TestStates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		state           airlock.State
+		valid, terminal bool
+	}{
+		{airlock.StatePending, true, false},
+		{airlock.StateApproved, true, true},
+		{airlock.StateDenied, true, true},
+		{airlock.StateExpired, true, true},
+		{airlock.StateCancelled, true, true},
+		{"", false, false},
+		{"Pending", false, false},
+		{"APPROVED", false, false},
+		{"canceled", false, false},
+		{"claimed", false, false},
+	}
+	for _, tc := range tests {
+		if tc.state.Valid() != tc.valid || tc.state.Terminal() != tc.terminal {
+			t.Errorf("%q: Valid %v Terminal %v, want %v %v", tc.state, tc.state.Valid(), tc.state.Terminal(), tc.valid, tc.terminal)
+		}
+	}
+	if len(airlock.States) != 5 || airlock.States[0] != airlock.StatePending {
+		t.Errorf("States = %v, want the five states, pending first", airlock.States)
+	}
+	for _, s := range airlock.States {
+		if !s.Valid() {
+			t.Errorf("States lists invalid %q", s)
+		}
+	}
+}
+
+func TestStateEvent(t *testing.T) {
+	t.Parallel()
+	for state, want := range map[airlock.State]airlock.EventType{
+		airlock.StatePending:   airlock.EventRequestCreated,
+		airlock.StateApproved:  airlock.EventRequestApproved,
+		airlock.StateDenied:    airlock.EventRequestDenied,
+		airlock.StateExpired:   airlock.EventRequestExpired,
+		airlock.StateCancelled: airlock.EventRequestCancelled,
+	} {
+		if got := airlock.StateEvent(state); got != want {
+			t.Errorf("StateEvent(%q) = %q, want %q", state, got, want)
+		}
+	}
+}
+
+func TestKindsRolesAndExecutionStatuses(t *testing.T) {
+	t.Parallel()
+	kinds := map[airlock.Kind]bool{
+		"tool_call": true, "work_change": true, "memory_change": true, "life_change": true, "agent_request": true,
+		"": false, "Tool_Call": false, "command": false,
+	}
+	for k, want := range kinds {
+		if k.Valid() != want {
+			t.Errorf("Kind(%q).Valid() = %v, want %v", k, !want, want)
+		}
+	}
+	if len(airlock.Kinds) != 5 {
+		t.Errorf("Kinds = %v, want five", airlock.Kinds)
+	}
+	roles := map[airlock.Role]bool{"admin": true, "agent": true, "reviewer": true, "": false, "Admin": false, "root": false}
+	for r, want := range roles {
+		if r.Valid() != want {
+			t.Errorf("Role(%q).Valid() = %v, want %v", r, !want, want)
+		}
+	}
+	statuses := map[airlock.ExecutionStatus]bool{"succeeded": true, "failed": true, "unknown": true, "claimed": false, "": false}
+	for s, want := range statuses {
+		if s.Valid() != want {
+			t.Errorf("ExecutionStatus(%q).Valid() = %v, want %v", s, !want, want)
+		}
+	}
+}
+
+// Reviewers and admins see every request and instance; an agent sees only
+// its own; anyone else sees nothing (DESIGN.md §8).
+func TestCanRead(t *testing.T) {
+	t.Parallel()
+	agentA := airlock.Caller{ID: "tok_a", Role: airlock.RoleAgent}
+	agentB := airlock.Caller{ID: "tok_b", Role: airlock.RoleAgent}
+	reviewer := airlock.Caller{ID: "tok_r", Role: airlock.RoleReviewer}
+	admin := airlock.Caller{ID: "tok_adm", Role: airlock.RoleAdmin}
+	noRole := airlock.Caller{ID: "tok_a"}
+	unknownRole := airlock.Caller{ID: "tok_a", Role: "root"}
+	zeroAgent := airlock.Caller{Role: airlock.RoleAgent}
+	tests := []struct {
+		name   string
+		caller airlock.Caller
+		owner  string
+		want   bool
+	}{
+		{"an agent reads its own", agentA, "tok_a", true},
+		{"an agent does not read another agent's", agentB, "tok_a", false},
+		{"a reviewer reads any", reviewer, "tok_a", true},
+		{"an admin reads any", admin, "tok_a", true},
+		{"a caller without a role reads nothing, even with the owner's ID", noRole, "tok_a", false},
+		{"a caller with an unknown role reads nothing", unknownRole, "tok_a", false},
+		{"an agent without an ID does not read an unowned row", zeroAgent, "", false},
+		{"an agent does not read an unowned row", agentA, "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := airlock.CanReadRequest(tc.caller, airlock.Request{ID: "apr_1", OwnerID: tc.owner}); got != tc.want {
+				t.Errorf("CanReadRequest = %v, want %v", got, tc.want)
+			}
+			if got := airlock.CanReadInstance(tc.caller, airlock.Instance{ID: "ins_1", OwnerID: tc.owner}); got != tc.want {
+				t.Errorf("CanReadInstance = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTokenHasScope(t *testing.T) {
+	t.Parallel()
+	tok := airlock.Token{Scopes: []string{airlock.ScopeWorkWrite}}
+	if !tok.HasScope("work:write") || tok.HasScope("work:read") || (airlock.Token{}).HasScope("work:write") {
+		t.Fatal("HasScope does not match scopes exactly")
+	}
+}
+
+var idPattern = regexp.MustCompile(`^[a-z]{3}_[a-z2-7]{24}$`)
+
+// IDs are opaque, prefixed and unique (DESIGN.md §3).
+func TestNewID(t *testing.T) {
+	t.Parallel()
+	for _, prefix := range []string{airlock.PrefixRequest, airlock.PrefixInstance, airlock.PrefixSession, airlock.PrefixToken} {
+		seen := map[string]bool{}
+		for range 2000 {
+			id := airlock.NewID(prefix)
+			if !strings.HasPrefix(id, prefix) || !idPattern.MatchString(id) {
+				t.Fatalf("NewID(%q) = %q, want %s followed by 24 base32 characters", prefix, id, prefix)
+			}
+			if seen[id] {
+				t.Fatalf("NewID(%q) repeated %q", prefix, id)
+			}
+			seen[id] = true
+		}
+	}
+	want := map[string]string{"apr_": airlock.PrefixRequest, "ins_": airlock.PrefixInstance, "ses_": airlock.PrefixSession, "tok_": airlock.PrefixToken}
+	for w, got := range want {
+		if w != got {
+			t.Errorf("prefix %q, want %q", got, w)
+		}
+	}
+}
+
+func TestNewTokenSecret(t *testing.T) {
+	t.Parallel()
+	secretPattern := regexp.MustCompile(`^airlock_[a-z2-7]{52}$`) // 256 bits
+	seen := map[string]bool{}
+	for range 1000 {
+		s := airlock.NewTokenSecret()
+		if !secretPattern.MatchString(s) {
+			t.Fatalf("secret %q does not look like airlock_ + 52 base32 characters", s)
+		}
+		if seen[s] {
+			t.Fatalf("secret repeated")
+		}
+		seen[s] = true
+	}
+}
+
+// Only the SHA-256 of a secret is stored.
+func TestHashSecret(t *testing.T) {
+	t.Parallel()
+	// FIPS 180-2 test vector.
+	if got := hex.EncodeToString(airlock.HashSecret("abc")); got != "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
+		t.Fatalf("HashSecret(abc) = %s", got)
+	}
+	a, b := airlock.NewTokenSecret(), airlock.NewTokenSecret()
+	if len(airlock.HashSecret(a)) != sha256.Size || string(airlock.HashSecret(a)) == string(airlock.HashSecret(b)) {
+		t.Fatal("different secrets hash alike, or the hash is not 32 bytes")
+	}
+	if string(airlock.HashSecret(a)) != string(airlock.HashSecret(a)) {
+		t.Fatal("HashSecret is not deterministic")
+	}
+}
