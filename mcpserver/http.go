@@ -1,0 +1,381 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tokenInfoCaller is the auth.TokenInfo.Extra key that carries the
+// authenticated caller of one HTTP request to the tool handlers.
+const tokenInfoCaller = "airlock.caller"
+
+// Defaults of the HTTP transport.
+const (
+	// DefaultSessionTimeout closes an idle MCP transport session.
+	DefaultSessionTimeout = time.Hour
+)
+
+// Header names of the streamable HTTP transport.
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+)
+
+// Handler returns the streamable HTTP transport for cfg, to mount at /mcp
+// beside the REST API. It panics when cfg.Service is nil.
+func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler(cfg) }
+
+// HTTPHandler returns the streamable HTTP transport serving s. Before the
+// SDK sees a request, it:
+//
+//   - refuses a Host that is not a loopback name or in cfg.AllowedHosts,
+//     and an Origin that does not match the Host (403): DNS rebinding and
+//     cross-site pages cannot drive it;
+//   - refuses a token in the query string (401): URLs end up in logs;
+//   - authenticates the bearer token against the store (401), on every
+//     request, so a revoked token stops at once;
+//   - refuses an MCP-Protocol-Version it does not speak (400);
+//   - serves an Mcp-Session-Id only to the token that created it; to any
+//     other token the session does not exist (404);
+//   - refuses bodies over cfg.MaxBodyBytes (413), JSON-RPC batches, which
+//     2025-06-18 removed (400), and bodies that are not JSON (400, with a
+//     JSON-RPC parse error).
+func (s *Server) HTTPHandler(cfg Config) http.Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = airlock.MaxBodyBytes
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	h := &httpHandler{
+		s: s, log: s.log, maxBody: cfg.MaxBodyBytes, shutdown: cfg.Context,
+		owners: map[string]string{},
+	}
+	for _, host := range cfg.AllowedHosts {
+		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
+	}
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Logger:         s.sdkLog,
+		SessionTimeout: cfg.SessionTimeout,
+		// The Host check below is the SDK's DNS-rebinding protection
+		// and more: it applies whatever address the server listens on,
+		// and lets an operator name the hosts a reverse proxy uses.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
+	})
+	// RequireBearerToken is how the SDK hands a request's identity to tool
+	// handlers (CallToolRequest.Extra.TokenInfo) and binds its sessions to a
+	// user. The token was verified a moment before, in ServeHTTP.
+	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		c, ok := ctx.Value(callerKey{}).(airlock.Caller)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c}}, nil
+	}
+	h.sdk = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	return h
+}
+
+type httpHandler struct {
+	s        *Server
+	log      *slog.Logger
+	sdk      http.Handler
+	allowed  []string
+	maxBody  int64
+	shutdown context.Context // nil: never
+
+	mu sync.Mutex
+	// owners maps each MCP transport session ID to the ID of the token
+	// that created it.
+	owners map[string]string
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	if !h.hostAllowed(r.Host) {
+		h.refuse(w, r, http.StatusForbidden, "Host "+quote(r.Host)+" is not allowed: use a loopback address (127.0.0.1, localhost) or a host the server is configured to allow")
+		return
+	}
+	if origin, ok := r.Header["Origin"]; ok && !originMatches(origin, r.Host) {
+		h.refuse(w, r, http.StatusForbidden, "Origin "+quote(strings.Join(origin, ","))+" does not match the Host "+quote(r.Host)+": cross-origin requests are refused")
+		return
+	}
+	if tokenInQuery(r.URL) {
+		h.refuse(w, r, http.StatusUnauthorized, "never put a token in the URL (it ends up in logs and histories): send Authorization: Bearer <token>, and consider this token leaked")
+		return
+	}
+	c, err := h.s.svc.Authenticate(r.Context(), bearer(r))
+	if err != nil {
+		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+			h.s.log.Error("authenticate MCP request", "err", err)
+			h.refuse(w, r, http.StatusInternalServerError, "internal error")
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+		h.refuse(w, r, http.StatusUnauthorized, err.Error())
+		return
+	}
+	if v, ok := r.Header[headerProtocolVersion]; ok && (len(v) != 1 || !slices.Contains(ProtocolVersions, v[0])) {
+		h.refuseVersion(w, r, strings.Join(v, ","))
+		return
+	}
+	sid := r.Header.Get(headerSessionID)
+	if sid != "" && !h.owns(sid, c.ID) {
+		// Another token's session is indistinguishable from none. The
+		// body is plain text, as the SDK's own 404 for a session it does
+		// not know, so clients see the session as gone and start anew.
+		h.log.Debug("MCP request refused", "method", r.Method, "status", http.StatusNotFound, "reason", "session not found")
+		http.Error(w, "session not found: start a new MCP session (initialize without Mcp-Session-Id)", http.StatusNotFound)
+		return
+	}
+	if r.Method == http.MethodPost {
+		body, ok := h.readBody(w, r)
+		if !ok {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+
+	ctx := withCaller(r.Context(), c)
+	if h.shutdown != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(h.shutdown, cancel)
+		defer stop()
+	}
+	r = r.WithContext(ctx)
+	bw := &bindWriter{ResponseWriter: w}
+	if sid == "" {
+		// A response that creates a session names it in its header: bind
+		// it to this token before the client can learn it.
+		bw.onHeader = func() {
+			if created := w.Header().Get(headerSessionID); created != "" {
+				h.bind(created, c.ID)
+			}
+		}
+	}
+	h.sdk.ServeHTTP(bw, r)
+	if r.Method == http.MethodDelete && sid != "" && bw.status == http.StatusNoContent {
+		h.mu.Lock()
+		delete(h.owners, sid)
+		h.mu.Unlock()
+	}
+}
+
+// readBody reads a POST body within the limit and refuses batches and
+// non-JSON. It answers the request itself when it returns false.
+func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	tooLarge := "request body exceeds " + itoa(h.maxBody) + " bytes"
+	if r.ContentLength > h.maxBody {
+		h.refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		h.refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge)
+		return nil, false
+	case err != nil:
+		h.refuse(w, r, http.StatusBadRequest, "could not read the request body")
+		return nil, false
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		h.refuseRPC(w, r, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per request")
+		return nil, false
+	}
+	if len(trimmed) > 0 && !json.Valid(trimmed) {
+		h.refuseRPC(w, r, http.StatusBadRequest, -32700, "parse error: the body is not valid JSON")
+		return nil, false
+	}
+	return body, true
+}
+
+// hostAllowed reports whether the Host header names this server: a
+// loopback name, or one of the allowed hosts (with or without its port).
+func (h *httpHandler) hostAllowed(hostport string) bool {
+	hostport = strings.ToLower(hostport)
+	host := hostport
+	if hp, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return slices.Contains(h.allowed, hostport) || slices.Contains(h.allowed, host)
+}
+
+// originMatches reports whether an Origin header is the server's own: an
+// http(s) origin whose host:port is the request's Host.
+func originMatches(values []string, host string) bool {
+	if len(values) != 1 {
+		return false
+	}
+	u, err := url.Parse(values[0])
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, host)
+}
+
+// tokenQueryNames are query parameters that would carry a credential.
+var tokenQueryNames = []string{"token", "access_token", "accesstoken", "auth", "authorization", "bearer", "api_key", "apikey", "key", "secret"}
+
+// tokenInQuery reports whether the URL carries something that looks like
+// a credential: a parameter named like one, or any Airlock secret.
+func tokenInQuery(u *url.URL) bool {
+	for name, values := range u.Query() {
+		if slices.Contains(tokenQueryNames, strings.ToLower(name)) {
+			return true
+		}
+		for _, v := range values {
+			if strings.HasPrefix(v, airlock.TokenSecretPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header,
+// or "" when there is none.
+func bearer(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// owns reports whether the MCP session sid was created by token tokenID.
+func (h *httpHandler) owns(sid, tokenID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	owner, ok := h.owners[sid]
+	return ok && owner == tokenID
+}
+
+// bind records that tokenID created session sid, and forgets sessions the
+// SDK has closed (by timeout or DELETE), so the map stays as small as the
+// set of live sessions.
+func (h *httpHandler) bind(sid, tokenID string) {
+	live := map[string]bool{}
+	for ss := range h.s.mcp.Sessions() {
+		live[ss.ID()] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id := range h.owners {
+		if !live[id] {
+			delete(h.owners, id)
+		}
+	}
+	h.owners[sid] = tokenID
+}
+
+// refuse answers with an HTTP status and a JSON-RPC error body (id null),
+// which MCP clients show as the reason.
+func (h *httpHandler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.refuseRPC(w, r, status, -32000, msg)
+}
+
+func (h *httpHandler) refuseRPC(w http.ResponseWriter, r *http.Request, status, code int, msg string) {
+	h.log.Debug("MCP request refused", "method", r.Method, "status", status, "reason", msg)
+	writeRPCError(w, status, code, msg, nil)
+}
+
+// refuseVersion refuses an MCP-Protocol-Version the server does not speak,
+// with the SDK's unsupported-version error, so an SDK client that probed a
+// newer revision falls back to one listed.
+func (h *httpHandler) refuseVersion(w http.ResponseWriter, r *http.Request, asked string) {
+	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: ProtocolVersions, Requested: asked})
+	msg := "unsupported MCP-Protocol-Version " + quote(asked) + "; this server speaks " + strings.Join(ProtocolVersions, ", ")
+	h.log.Debug("MCP request refused", "method", r.Method, "status", http.StatusBadRequest, "reason", msg)
+	writeRPCError(w, http.StatusBadRequest, mcp.CodeUnsupportedProtocolVersion, msg, data)
+}
+
+func writeRPCError(w http.ResponseWriter, status, code int, msg string, data json.RawMessage) {
+	type rpcError struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	}
+	body, _ := marshal(struct {
+		JSONRPC string   `json:"jsonrpc"`
+		ID      any      `json:"id"`
+		Error   rpcError `json:"error"`
+	}{"2.0", nil, rpcError{code, msg, data}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// bindWriter runs onHeader once, just before the response's header is
+// sent, and remembers the status.
+type bindWriter struct {
+	http.ResponseWriter
+	onHeader func()
+	status   int
+}
+
+func (w *bindWriter) header(status int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = status
+	if w.onHeader != nil {
+		w.onHeader()
+	}
+}
+
+func (w *bindWriter) WriteHeader(status int) {
+	w.header(status)
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *bindWriter) Write(b []byte) (int, error) {
+	w.header(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *bindWriter) Flush() {
+	w.header(http.StatusOK)
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *bindWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func quote(s string) string { return `"` + clip(s) + `"` }
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,222 @@
+// Package mcpserver is Airlock's MCP server (DESIGN.md §4, MCP revision
+// 2025-06-18): the tools an agent uses to ask a person before it acts
+// (approval_request, approval_status, approval_cancel), to keep a session
+// that receives decisions as instructions (session_open, session_heartbeat,
+// session_close), and to read the work board its commands act on
+// (work_list, work_get).
+//
+// Like the REST API it is a thin layer over provider.Service: every rule is
+// the provider's and the domain's, so both surfaces enforce the same ones.
+// It is served over streamable HTTP by Handler (mounted at /mcp by `airlock
+// serve`) and over stdio by `airlock mcp`, which bridges stdio to a running
+// server's /mcp with RunStdio. It is built on the official Go SDK,
+// github.com/modelcontextprotocol/go-sdk.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ProtocolVersions are the MCP revisions the server negotiates, newest
+// first. Airlock is built to 2025-06-18 (DESIGN.md §4); 2025-11-25 adds
+// nothing the tools rely on and 2025-03-26 clients read the same results
+// as text. An MCP-Protocol-Version header naming any other revision is
+// refused with 400.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// ServerName is the implementation name the server reports at initialize.
+const ServerName = "airlock"
+
+// Config configures the MCP server. Zero fields take the documented
+// defaults; only Service is required.
+type Config struct {
+	// Service is the provider the tools are a layer over. Required.
+	Service *provider.Service
+	// Logger receives internal errors, once each, and HTTP refusals at
+	// debug level. Default slog.Default().
+	Logger *slog.Logger
+	// Version is reported as the server's version at initialize. Default "dev".
+	Version string
+
+	// The fields below apply to Handler, the streamable HTTP transport.
+
+	// AllowedHosts are the Host header values (host or host:port), besides
+	// loopback names (localhost, 127.0.0.1, [::1]), that /mcp answers. Any
+	// other Host is refused with 403: a DNS-rebinding page cannot reach a
+	// server that only answers names it knows.
+	AllowedHosts []string
+	// MaxBodyBytes bounds one HTTP request body (default
+	// airlock.MaxBodyBytes); larger ones are refused with 413.
+	MaxBodyBytes int64
+	// SessionTimeout closes an MCP transport session (not an Airlock
+	// session) after this long without a request. Default 1h.
+	SessionTimeout time.Duration
+	// Context, when set, ends open server-to-client streams (GET /mcp) when
+	// it is done, so a server shutdown is not held up by them.
+	Context context.Context
+}
+
+// Server is the MCP server: the SDK server with Airlock's tools, bound to
+// the provider. One Server serves any number of MCP sessions, each as the
+// caller that authenticated it.
+type Server struct {
+	svc     *provider.Service
+	log     *slog.Logger
+	mcp     *mcp.Server
+	sdkLog  *slog.Logger // the SDK's: warnings and errors only
+	version string
+}
+
+// New returns a Server for cfg. It panics when cfg.Service is nil, a
+// wiring mistake no request could recover from.
+func New(cfg Config) *Server {
+	if cfg.Service == nil {
+		panic("mcpserver: Config.Service is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Server{svc: cfg.Service, log: cfg.Logger, version: cfg.Version}
+	// The SDK logs every session's start and end at info; only its
+	// warnings and errors belong in Airlock's log.
+	s.sdkLog = slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn})
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "Airlock", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions:              instructions,
+		Logger:                    s.sdkLog,
+		SupportedProtocolVersions: ProtocolVersions,
+		// Tools only: no logging, prompts or resources.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range s.tools() {
+		s.mcp.AddTool(t.def, s.handler(t))
+	}
+	return s
+}
+
+// instructions is what an MCP client may show its model about the server.
+const instructions = `Airlock asks a person before you act. Use approval_request to propose a change; the result is "pending" until a reviewer decides — being accepted is not being approved, and nothing has happened yet. Open a session (session_open) and pass its sessionId so decisions and answers reach you as instructions on session_heartbeat; or check approval_status. Advisory proposals only record the decision: you act on an approval yourself, within its limits. Command proposals (work_move) are executed by Airlock itself, only if approved.`
+
+// Connect serves one MCP session over t, in process, as caller c: every
+// tool call is made as c. It is for embedding and tests (with
+// mcp.NewInMemoryTransports); over HTTP, Handler authenticates each
+// request's bearer token instead.
+func (s *Server) Connect(ctx context.Context, t mcp.Transport, c airlock.Caller) (*mcp.ServerSession, error) {
+	return s.mcp.Connect(withCaller(ctx, c), t, nil)
+}
+
+// MCP returns the underlying SDK server, for transports this package does
+// not provide.
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+type callerKey struct{}
+
+// withCaller binds a caller to a connection's context, for transports
+// that authenticate once (in process).
+func withCaller(ctx context.Context, c airlock.Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerOf returns the caller of one tool call: over HTTP, the token that
+// authenticated this very request (carried in the request's TokenInfo);
+// in process, the caller the connection was made with.
+func callerOf(ctx context.Context, req *mcp.CallToolRequest) (airlock.Caller, bool) {
+	if req != nil && req.Extra != nil && req.Extra.TokenInfo != nil {
+		c, ok := req.Extra.TokenInfo.Extra[tokenInfoCaller].(airlock.Caller)
+		return c, ok
+	}
+	c, ok := ctx.Value(callerKey{}).(airlock.Caller)
+	return c, ok
+}
+
+// tool is one MCP tool: its definition, as tools/list shows it, and its
+// call. call returns a one-sentence summary for the model, the structured
+// result (which conforms to def.OutputSchema), or an error.
+type tool struct {
+	def  *mcp.Tool
+	call func(ctx context.Context, c airlock.Caller, args []byte) (summary string, out any, err error)
+}
+
+// handler adapts a tool to the SDK. Refused and invalid calls are tool
+// results with isError (STYLE.md §12), so the model can read what to fix;
+// only calls the SDK cannot route are protocol errors.
+func (s *Server) handler(t tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		c, ok := callerOf(ctx, req)
+		if !ok {
+			return s.errorResult(t.def.Name, airlock.Errorf(airlock.CodeUnauthorized, "this MCP connection is not authenticated: send Authorization: Bearer <agent token>")), nil
+		}
+		summary, out, err := t.call(ctx, c, req.Params.Arguments)
+		if err != nil {
+			return s.errorResult(t.def.Name, err), nil
+		}
+		text, err := marshal(out)
+		if err != nil {
+			return s.errorResult(t.def.Name, fmt.Errorf("encode %s result: %w", t.def.Name, err)), nil
+		}
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: summary}, &mcp.TextContent{Text: string(text)}},
+			StructuredContent: out,
+		}, nil
+	}
+}
+
+// errorResult turns err into a tool result with isError. Its text starts
+// with the error code and says what to fix. Errors that are not
+// *airlock.Error are internal: logged here, once, and shown as "internal
+// error". Error results carry no structuredContent: clients validate
+// structured results against the tool's output schema, which describes
+// success.
+func (s *Server) errorResult(toolName string, err error) *mcp.CallToolResult {
+	var e *airlock.Error
+	if !errors.As(err, &e) || e.Code == airlock.CodeInternal {
+		s.log.Error("internal error in MCP tool", "tool", toolName, "err", err)
+		e = &airlock.Error{Code: airlock.CodeInternal, Message: "internal error; the call may not have taken effect: retry it (with the same idempotencyKey for approval_request)"}
+	}
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: errorText(e)}},
+		IsError: true,
+	}
+}
+
+// errorText is "code: message", with the state that holds when a
+// transition lost a race.
+func errorText(e *airlock.Error) string {
+	msg := e.Message
+	if msg == "" {
+		msg = string(e.Code)
+	}
+	text := string(e.Code) + ": " + msg
+	if e.State != "" {
+		text += " (the request is " + string(e.State) + ")"
+	}
+	return text
+}
+
+// levelFloor is a slog.Handler that drops records below a level.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFloor{h.Handler.WithAttrs(attrs), h.min}
+}
+
+func (h levelFloor) WithGroup(name string) slog.Handler {
+	return levelFloor{h.Handler.WithGroup(name), h.min}
+}

@@ -1,0 +1,234 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// StdioConfig configures RunStdio, the bridge behind `airlock mcp`.
+type StdioConfig struct {
+	// URL is the Airlock server: its base (http://127.0.0.1:8080) or its
+	// MCP endpoint (…/mcp). Required.
+	URL string
+	// Token is the agent's bearer token. Required.
+	Token string
+	// In and Out are the MCP client's side: newline-delimited JSON-RPC.
+	// Nothing but protocol messages is ever written to Out.
+	In  io.Reader
+	Out io.Writer
+	// Logger receives the bridge's own notices; give it stderr. Default:
+	// discard.
+	Logger *slog.Logger
+	// HTTPClient talks to the server. Default: a client with a 2 minute
+	// timeout per request (approval_status waits at most a minute).
+	HTTPClient *http.Client
+	// Version is reported to the MCP client. Default "dev".
+	Version string
+}
+
+// Endpoint returns the /mcp URL of a server given its base URL or its
+// MCP endpoint.
+func Endpoint(base string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("--url %q is not an http(s) URL such as http://127.0.0.1:8080", base)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("--url %q must not carry a query, fragment or credentials: pass the token with --token or AIRLOCK_TOKEN", base)
+	}
+	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/mcp") {
+		u.Path = strings.TrimRight(u.Path, "/") + "/mcp"
+	}
+	return u.String(), nil
+}
+
+// RunStdio serves MCP over In and Out by relaying every tool to a running
+// Airlock server's /mcp, as the agent whose token it holds. It connects
+// before it reads anything, so a wrong URL or token fails at once with a
+// message on the log and an error; it returns nil when In ends (the MCP
+// client closed it) and ctx.Err() when ctx ends first. Rules, validation
+// and errors are all the server's: a tool result passes through unchanged.
+func RunStdio(ctx context.Context, cfg StdioConfig) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Token == "" {
+		return errors.New("no token: pass --token or set AIRLOCK_TOKEN to an agent token")
+	}
+	endpoint, err := Endpoint(cfg.URL)
+	if err != nil {
+		return err
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
+	}
+	client := *cfg.HTTPClient
+	client.Transport = bearerTransport{token: cfg.Token, next: cfg.HTTPClient.Transport}
+
+	up := &upstream{endpoint: endpoint, http: &client, log: cfg.Logger, version: cfg.Version}
+	cs, err := up.session(ctx)
+	if err != nil {
+		return err
+	}
+	defer up.close()
+
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list the tools of %s: %w", endpoint, err)
+		}
+		tools = append(tools, t)
+	}
+	init := cs.InitializeResult()
+	impl := &mcp.Implementation{Name: ServerName, Version: cfg.Version}
+	if init != nil && init.ServerInfo != nil {
+		impl = init.ServerInfo
+	}
+	opts := &mcp.ServerOptions{
+		Logger:                    slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
+		SupportedProtocolVersions: ProtocolVersions,
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	}
+	if init != nil {
+		opts.Instructions = init.Instructions
+	}
+	local := mcp.NewServer(impl, opts)
+	for _, t := range tools {
+		local.AddTool(t, up.relay)
+	}
+	cfg.Logger.Info("relaying MCP over stdio", "server", endpoint, "tools", len(tools))
+
+	err = local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(cfg.In), Writer: nopWriteCloser{cfg.Out}})
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, mcp.ErrConnectionClosed):
+		cfg.Logger.Info("stdin closed; ending the MCP session")
+		return nil
+	}
+	return fmt.Errorf("stdio: %w", err)
+}
+
+// upstream is the bridge's MCP session with the server. It reconnects
+// when the server has forgotten the session (a restart), on the next call.
+type upstream struct {
+	endpoint string
+	http     *http.Client
+	log      *slog.Logger
+	version  string
+
+	mu sync.Mutex
+	cs *mcp.ClientSession // nil after a lost connection
+}
+
+// session returns the live session, connecting first when there is none.
+func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cs != nil {
+		return u.cs, nil
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "airlock-mcp-stdio", Version: u.version}, &mcp.ClientOptions{
+		Logger: slog.New(levelFloor{u.log.Handler(), slog.LevelWarn}),
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: u.endpoint, HTTPClient: u.http,
+		// The server sends nothing unprompted; no stream to hold open.
+		DisableStandaloneSSE: true,
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Airlock at %s: %w (is `airlock serve` running there, and is the token an agent token that is not revoked?)", u.endpoint, err)
+	}
+	u.cs = cs
+	return cs, nil
+}
+
+// lost forgets cs after it failed, so the next call reconnects.
+func (u *upstream) lost(cs *mcp.ClientSession) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cs == cs {
+		u.cs = nil
+		go cs.Close()
+	}
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	cs := u.cs
+	u.cs = nil
+	u.mu.Unlock()
+	if cs != nil {
+		cs.Close() // ends the session on the server (DELETE)
+	}
+}
+
+// relay forwards one tool call and returns the server's result as it is.
+// A call the server refused at the protocol level is a protocol error
+// here too; a call the connection lost is an isError result, since it
+// may or may not have taken effect.
+func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	cs, err := u.session(ctx)
+	if err != nil {
+		u.log.Error("reconnect", "err", err)
+		return unreachable(err), nil
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+	if err == nil {
+		return res, nil
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) && !errors.Is(err, mcp.ErrSessionMissing) {
+		return nil, rpcErr
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	u.log.Warn("call to the Airlock server failed; reconnecting on the next call", "tool", req.Params.Name, "err", err)
+	u.lost(cs)
+	return unreachable(err), nil
+}
+
+// unreachable is the result of a call that may not have reached the server.
+func unreachable(err error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: string(airlock.CodeInternal) + ": the Airlock server could not be reached or lost the session (" +
+			err.Error() + "); the call may or may not have taken effect: retry it (approval_request with the same idempotencyKey is safe to retry)"}},
+		IsError: true,
+	}
+}
+
+// bearerTransport adds the bearer token to every request.
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
