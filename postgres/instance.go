@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+)
+
+// instanceCols selects an instance with its count of pending requests
+// (served by the (instance_id, state) index).
+const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at,
+	(SELECT count(*) FROM requests r WHERE r.instance_id = i.id AND r.state = 'pending')`
+
+func scanInstance(row pgx.Row) (airlock.Instance, error) {
+	var (
+		in   airlock.Instance
+		meta *string
+	)
+	if err := row.Scan(&in.ID, &in.OwnerID, &in.Name, &meta, &in.CreatedAt, &in.PendingCount); err != nil {
+		return airlock.Instance{}, err
+	}
+	in.Metadata, in.CreatedAt, in.Kind = raw(meta), in.CreatedAt.UTC(), airlock.InstanceAdapter
+	return in, nil
+}
+
+// CreateInstance stores a new instance, stamped with the store's now. An
+// empty ID gets a fresh "ins_" one. Only adapter instances are kept so far:
+// MCP sessions (airlock.SessionStore) are not yet in this driver.
+func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor string) (airlock.Instance, error) {
+	if in.Kind == "" {
+		in.Kind = airlock.InstanceAdapter
+	}
+	if in.Kind != airlock.InstanceAdapter {
+		return airlock.Instance{}, airlock.Invalid("kind", "the PostgreSQL store keeps adapter instances only, not %q; MCP sessions need the SQLite store for now", in.Kind)
+	}
+	if in.ID == "" {
+		in.ID = airlock.NewID(airlock.PrefixInstance)
+	}
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		var at time.Time
+		if err := t.QueryRow(ctx, tickCTE+`INSERT INTO instances (id, owner_id, name, metadata, created_at)
+SELECT @id::text, @owner::text, @name::text, @metadata::text, tick.now FROM tick
+RETURNING created_at`, pgx.StrictNamedArgs{
+			"now": s.now(), "id": in.ID, "owner": in.OwnerID, "name": in.Name, "metadata": text(in.Metadata),
+		}).Scan(&at); err != nil {
+			return err
+		}
+		in.CreatedAt, in.PendingCount, in.LastSeenAt, in.ClosedAt = at.UTC(), 0, nil, nil
+		t.event(airlock.Event{Type: airlock.EventInstanceCreated, At: in.CreatedAt, Actor: actor, InstanceID: in.ID})
+		return nil
+	})
+	if err != nil {
+		return airlock.Instance{}, translate(err, "instance", in.ID)
+	}
+	return in, nil
+}
+
+// GetInstance reads a live instance; a deleted one is not_found.
+func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, error) {
+	in, err := scanInstance(s.pool.QueryRow(ctx,
+		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL`, pgx.StrictNamedArgs{"id": id}))
+	return in, translate(err, "instance", id)
+}
+
+// ListInstances lists live instances, newest first, of one owner when
+// ownerID is set.
+func (s *Store) ListInstances(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+instanceCols+` FROM instances i
+WHERE i.deleted_at IS NULL AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC`, pgx.StrictNamedArgs{"owner": ownerID})
+	if err != nil {
+		return nil, translate(err, "instances", ownerID)
+	}
+	defer rows.Close()
+	var out []airlock.Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, translate(err, "instances", ownerID)
+		}
+		out = append(out, in)
+	}
+	return out, translate(rows.Err(), "instances", ownerID)
+}
+
+// DeleteInstance marks the instance deleted and settles its pending
+// requests in the same transaction: those whose deadline has come are
+// expired (the deadline won; DESIGN.md §2.4), the rest are cancelled. It
+// returns the cancelled IDs in creation order. Request rows stay readable.
+//
+// It locks before it reads the clock: first the instance row (so no new
+// request can join it: CreateRequest locks it FOR SHARE), then its pending
+// requests (waiting for decisions being written to them), and only then
+// takes the one instant that stamps the delete and every cancellation. So
+// every approval that won a request committed before that instant, and
+// every decision that comes later finds the request cancelled: the delete
+// is one point in time, with no approval after it.
+func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string, error) {
+	var cancelled []string
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		cancelled = nil
+		var got string
+		if err := t.QueryRow(ctx, `SELECT id FROM instances WHERE id = @id AND deleted_at IS NULL FOR UPDATE`,
+			pgx.StrictNamedArgs{"id": id}).Scan(&got); err != nil {
+			return err
+		}
+		if _, err := t.Exec(ctx, `SELECT 1 FROM requests WHERE instance_id = @id AND state = 'pending' FOR UPDATE`,
+			pgx.StrictNamedArgs{"id": id}); err != nil {
+			return err
+		}
+		var now time.Time
+		if err := t.QueryRow(ctx, `UPDATE instances SET deleted_at = coalesce(@now::timestamptz, clock_timestamp())
+WHERE id = @id RETURNING deleted_at`, pgx.StrictNamedArgs{"now": s.now(), "id": id}).Scan(&now); err != nil {
+			return err
+		}
+		now = now.UTC()
+		expired, _, err := updateRequests(ctx, t, tickCTE+`UPDATE requests r
+SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
+FROM tick
+WHERE r.instance_id = @id AND r.state = 'pending' AND r.deadline_at <= tick.now
+RETURNING `+requestCols+`, tick.now`, pgx.StrictNamedArgs{"now": now, "id": id, "actor": airlock.ActorExpiry})
+		if err != nil {
+			return err
+		}
+		for _, r := range expired {
+			t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, now, r)
+		}
+		rs, _, err := updateRequests(ctx, t, tickCTE+`UPDATE requests r
+SET state = 'cancelled', decided_at = tick.now, decided_by = @actor
+FROM tick
+WHERE r.instance_id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
+RETURNING `+requestCols+`, tick.now`, pgx.StrictNamedArgs{"now": now, "id": id, "actor": actor})
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			t.requestEvent(airlock.EventRequestCancelled, actor, now, r)
+			cancelled = append(cancelled, r.ID)
+		}
+		t.event(airlock.Event{Type: airlock.EventInstanceDeleted, At: now, Actor: actor, InstanceID: id})
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "instance", id)
+	}
+	return cancelled, nil
+}

@@ -1,0 +1,412 @@
+// Package postgres is the PostgreSQL driver of airlock.Store, on pgx v5: the
+// store for teams that run several stateless `airlock serve` replicas
+// against one database (DESIGN.md §7).
+//
+// The database decides everything that can race. Every state change is one
+// compare-and-set UPDATE whose deadline check reads the database's own
+// clock_timestamp() — not now(), which is the transaction's start, and not
+// any replica's clock. Every write appends its audit events and announces
+// the requests it changed (NOTIFY) in the same transaction, so a replica
+// listening with Listen (airlock.ChangeFeed) wakes its waiters for a
+// decision made anywhere.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is an airlock.Store kept in a PostgreSQL database. It is safe for
+// concurrent use, and by any number of processes sharing the database.
+type Store struct {
+	pool *pgxpool.Pool
+	// clock, when set (tests only), replaces the database's clock: its time
+	// is passed to every query as @now. Nil means clock_timestamp().
+	clock airlock.Clock
+	// schema is where the tables live (the connection's search_path).
+	schema string
+	// channel is the NOTIFY channel of this schema's changes.
+	channel string
+	// eventsLock is the advisory lock key that orders event IDs by commit.
+	eventsLock int32
+
+	done      chan struct{} // closed by Close; stops Listen
+	closeOnce sync.Once
+}
+
+var (
+	_ airlock.Store      = (*Store)(nil)
+	_ airlock.ChangeFeed = (*Store)(nil)
+)
+
+// Defaults of the options.
+const (
+	// DefaultMaxConns is the pool size per replica when WithMaxConns is not
+	// given. Each request holds a connection only for its few statements,
+	// so a small pool serves many concurrent requests; waiters (long-polls,
+	// event streams) hold none.
+	DefaultMaxConns = 10
+	// DefaultStatementTimeout bounds every statement, so that a stuck lock
+	// or an overloaded database fails a call with an error instead of
+	// holding it (and its connection) forever.
+	DefaultStatementTimeout = 10 * time.Second
+	// idleInTransactionTimeout ends the session of a replica that stopped
+	// in the middle of a transaction (a frozen process, a network
+	// partition), releasing the row locks it held. Airlock's transactions
+	// last milliseconds.
+	idleInTransactionTimeout = time.Minute
+)
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	maxConns         int32
+	statementTimeout time.Duration
+	schema           string
+	clock            airlock.Clock
+}
+
+// WithMaxConns sets the most connections the store's pool opens (default
+// DefaultMaxConns). Listen uses one more of its own.
+func WithMaxConns(n int32) Option {
+	return func(c *config) { c.maxConns = n }
+}
+
+// WithStatementTimeout sets the server-side statement_timeout of every
+// connection (default DefaultStatementTimeout; 0 disables it).
+func WithStatementTimeout(d time.Duration) Option {
+	return func(c *config) { c.statementTimeout = d }
+}
+
+// WithSchema keeps Airlock's tables in the named schema, created if missing:
+// every connection sets its search_path to it. Several Airlocks (or tests)
+// can then share one database without seeing each other. The default is
+// the search_path of the database URL, usually public.
+func WithSchema(name string) Option {
+	return func(c *config) { c.schema = name }
+}
+
+// WithClock makes the store judge deadlines and stamp times by c instead of
+// the database's clock_timestamp(). It exists for the conformance suite,
+// which drives a fake clock; production replicas must share the database's
+// clock, so never set it there.
+func WithClock(c airlock.Clock) Option {
+	return func(cfg *config) { cfg.clock = c }
+}
+
+var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// Open connects to the PostgreSQL database at url (postgres://user:password@
+// host:5432/dbname?sslmode=…), applies the embedded migrations it lacks, and
+// returns a ready store. Replicas may open one database at the same time:
+// migrations run under an advisory lock. Close the store when done.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	cfg := config{maxConns: DefaultMaxConns, statementTimeout: DefaultStatementTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.maxConns < 1 {
+		return nil, fmt.Errorf("postgres: the pool needs at least 1 connection (got %d)", cfg.maxConns)
+	}
+	if cfg.statementTimeout < 0 {
+		return nil, fmt.Errorf("postgres: the statement timeout must not be negative (got %s)", cfg.statementTimeout)
+	}
+	if cfg.schema != "" && !schemaName.MatchString(cfg.schema) {
+		return nil, fmt.Errorf("postgres: schema name %q must be letters, digits and underscores, not starting with a digit, at most 63 long", cfg.schema)
+	}
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgconn's error already hides the password.
+		return nil, fmt.Errorf("postgres: read the database URL: %w (want postgres://user:password@host:5432/dbname?sslmode=disable|require|verify-full)", err)
+	}
+	pc.MaxConns = cfg.maxConns
+	rp := pc.ConnConfig.RuntimeParams
+	if cfg.schema != "" {
+		rp["search_path"] = pgx.Identifier{cfg.schema}.Sanitize()
+	}
+	rp["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
+	rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTransactionTimeout.Milliseconds(), 10)
+	if rp["application_name"] == "" {
+		rp["application_name"] = "airlock"
+	}
+	where := fmt.Sprintf("%s:%d/%s", pc.ConnConfig.Host, pc.ConnConfig.Port, pc.ConnConfig.Database)
+
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect to %s: %w", where, err)
+	}
+	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, done: make(chan struct{})}
+	if s.schema == "" {
+		var cur *string
+		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: connect to %s: %w", where, err)
+		}
+		if cur == nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: %s: no schema on the search_path exists; create one or name one in the URL (?search_path=…)", where)
+		}
+		s.schema = *cur
+	}
+	s.channel = channelName(s.schema)
+	s.eventsLock = lockKey(s.schema, "events")
+	if err := migrate(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)
+	}
+	return s, nil
+}
+
+// advisoryClass is the first key of every advisory lock Airlock takes
+// ("ARLK"), so that its locks do not collide with other applications'.
+const advisoryClass int32 = 0x41524c4b
+
+// lockKey returns the second key of the advisory lock named what in schema:
+// replicas sharing a schema share the lock, other schemas do not.
+func lockKey(schema, what string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(schema + "/" + what))
+	return int32(h.Sum32())
+}
+
+// channelName is the NOTIFY channel of a schema: airlock_changes for
+// public, and a name of its own for any other schema, so that Airlocks
+// sharing a database hear only their own changes.
+func channelName(schema string) string {
+	if schema == "public" {
+		return "airlock_changes"
+	}
+	h := fnv.New32a()
+	h.Write([]byte(schema))
+	return fmt.Sprintf("airlock_changes_%08x", h.Sum32())
+}
+
+// now is the value bound to @now in every query: nil, so that the query
+// reads clock_timestamp(), unless a test clock was given.
+func (s *Store) now() any {
+	if s.clock == nil {
+		return nil
+	}
+	return s.clock.Now().UTC().Truncate(time.Microsecond)
+}
+
+// tickCTE starts every query that judges or stamps time: one reading of the
+// clock per statement (a MATERIALIZED CTE is evaluated once), so a decision
+// is checked against the deadline and stamped with the very same instant.
+const tickCTE = `WITH tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now)
+`
+
+// Ping checks that the database answers a query; readiness reports it.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	return translate(s.pool.QueryRow(ctx, `SELECT 1`).Scan(&one), "database", "ping")
+}
+
+// Close stops any Listen and closes the pool. It is safe to call more than
+// once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.pool.Close()
+	})
+	return nil
+}
+
+// translate is the one place where pgx and PostgreSQL errors become what
+// callers of airlock.Store see: a missing row becomes not_found naming what
+// and id; domain errors pass through; text PostgreSQL cannot store is the
+// caller's invalid_request; everything else is wrapped with what was being
+// done and stays an internal error, which the edge logs.
+func translate(err error, what, id string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := errors.AsType[*airlock.Error](err); ok {
+		return err
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return airlock.NotFound(what, id)
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch {
+		case pe.Code == "22021" || pe.Code == "22P05":
+			// character_not_in_repertoire, untranslatable_character: a NUL
+			// byte or invalid UTF-8 that validation should have refused.
+			return airlock.Errorf(airlock.CodeInvalidRequest,
+				"%s %s: a text field holds a NUL character or invalid UTF-8, which the store cannot keep; remove it", what, id)
+		case pe.Code == "57014":
+			return fmt.Errorf("postgres: %s %s: the statement timed out (statement timeout); the database is overloaded or a lock is held too long: %w", what, id, err)
+		case strings.HasPrefix(pe.Code, "23"):
+			// Inputs are validated and conflicts are decided by queries, so
+			// a violated constraint is a bug, not the caller's mistake.
+			return fmt.Errorf("postgres: %s %s: constraint violated: %w", what, id, err)
+		}
+	}
+	return fmt.Errorf("postgres: %s %s: %w", what, id, err)
+}
+
+// Transient failures are retried this many times in all, with a short,
+// growing, jittered pause between attempts.
+const (
+	maxAttempts = 4
+	retryPause  = 5 * time.Millisecond
+)
+
+// commitError marks a failure of COMMIT itself: the transaction may or may
+// not have committed, so it is retried only when nothing reached the
+// server.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// transient reports whether err left the transaction rolled back for a
+// reason worth retrying: a serialization failure or deadlock the server
+// rolled back, or a connection lost before COMMIT was sent (the server
+// rolls back a transaction whose session ends). A lost connection during
+// COMMIT is not retried: the change may have committed, and doing it again
+// would answer "someone else won" for the caller's own success.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if _, ok := errors.AsType[*airlock.Error](err); ok {
+		return false
+	}
+	_, committing := errors.AsType[*commitError](err)
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch {
+		case pe.Code == "40001", pe.Code == "40P01": // serialization_failure, deadlock_detected
+			return true
+		case committing:
+			return false
+		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", strings.HasPrefix(pe.Code, "08"):
+			// admin_shutdown, crash_shutdown, cannot_connect_now (a failover
+			// or restart), connection_exception.
+			return true
+		}
+		return false
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	if committing {
+		return false
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// tx is one write transaction: what it ran, plus the audit events and the
+// changed requests it will append and announce just before COMMIT.
+type tx struct {
+	pgx.Tx
+	events  []airlock.Event
+	changed []string
+}
+
+// event queues an audit event, appended at the end of the transaction.
+func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
+
+// requestEvent queues the event of a request's change and announces the
+// request.
+func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r airlock.Request) {
+	t.event(airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+	t.changed = append(t.changed, r.ID)
+}
+
+// write runs fn in a READ COMMITTED transaction, appends the events fn
+// queued, announces the requests it changed and commits, retrying the whole
+// transaction (fn included) on transient failures. fn must decide only with
+// the database (compare-and-set statements), never with state carried from
+// an earlier attempt.
+func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.writeOnce(ctx, fn)
+		if err == nil || attempt == maxAttempts || !transient(err) {
+			return err
+		}
+		pause := retryPause << (2 * (attempt - 1)) // 5ms, 20ms, 80ms
+		pause = pause/2 + rand.N(pause)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *tx) error) error {
+	ptx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	t := &tx{Tx: ptx}
+	defer ptx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(ctx, t); err != nil {
+		return err
+	}
+	if err := s.appendTail(ctx, t); err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return &commitError{err}
+	}
+	return nil
+}
+
+// appendSQL appends a transaction's events and announces its changes, last
+// thing before COMMIT. It first takes the schema's events advisory lock,
+// held until the transaction ends, so event IDs (drawn from a sequence)
+// are handed out in commit order: without it, a transaction could take ID
+// 10, commit after another took and committed 11, and a reader resuming
+// after 11 would never see 10. Taking it last, after every row lock the
+// transaction needs, keeps it from ever being part of a deadlock; NOTIFY
+// serializes commits in any case, so it costs little more.
+const appendSQL = `WITH tail_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(@class, @key)),
+appended AS (
+	INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state)
+	SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state
+	FROM tail_lock, unnest(@types::text[], @ats::timestamptz[], @actors::text[], @requests::text[],
+		@instances::text[], @tokens::text[], @states::text[])
+		WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, ord)
+	ORDER BY e.ord
+)
+SELECT count(pg_notify(@channel, p)) FROM tail_lock, unnest(@payloads::text[]) AS p`
+
+func (s *Store) appendTail(ctx context.Context, t *tx) error {
+	if len(t.events) == 0 && len(t.changed) == 0 {
+		return nil
+	}
+	n := len(t.events)
+	types, ats, actors := make([]string, n), make([]time.Time, n), make([]string, n)
+	reqs, insts, toks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, e := range t.events {
+		types[i], ats[i], actors[i] = string(e.Type), e.At, e.Actor
+		reqs[i], insts[i], toks[i], states[i] = e.RequestID, e.InstanceID, e.TokenID, string(e.State)
+	}
+	var sent int
+	return t.QueryRow(ctx, appendSQL, pgx.StrictNamedArgs{
+		"class": advisoryClass, "key": s.eventsLock,
+		"types": types, "ats": ats, "actors": actors, "requests": reqs, "instances": insts, "tokens": toks, "states": states,
+		"channel": s.channel, "payloads": payloads(t.changed),
+	}).Scan(&sent)
+}

@@ -1,0 +1,1232 @@
+package postgres_test
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	mrand "math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/storetest"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// urlEnv names the variable that points the tests at a PostgreSQL
+// database. Every test works in a fresh schema of its own, dropped when it
+// ends, so any database the user may create schemas in will do.
+const (
+	urlEnv     = "AIRLOCK_TEST_POSTGRES"
+	defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+)
+
+var reach struct {
+	once sync.Once
+	url  string
+	err  error
+}
+
+// databaseURL returns the test database's URL once it is known to answer.
+// When it does not, the test fails under CI (CI=true: the PostgreSQL suite
+// is mandatory there) and is skipped elsewhere, naming the variable to set.
+func databaseURL(t testing.TB) string {
+	t.Helper()
+	reach.once.Do(func() {
+		reach.url = os.Getenv(urlEnv)
+		if reach.url == "" {
+			reach.url = defaultURL
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, reach.url)
+		if err == nil {
+			err = conn.Ping(ctx)
+			conn.Close(ctx)
+		}
+		reach.err = err
+	})
+	if reach.err != nil {
+		msg := fmt.Sprintf("PostgreSQL at %s does not answer: %v; set %s to the URL of a database these tests may create schemas in",
+			redact(reach.url), reach.err, urlEnv)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true: the PostgreSQL suite is mandatory under CI)", msg)
+		}
+		t.Skip(msg)
+	}
+	return reach.url
+}
+
+// redact hides a URL's password.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an unreadable URL)"
+	}
+	return u.Redacted()
+}
+
+// freshSchema names a new schema, dropped with everything in it when t
+// ends (after the stores opened on it are closed: cleanups run last first).
+func freshSchema(t testing.TB) string {
+	t.Helper()
+	dbURL := databaseURL(t)
+	var b [6]byte
+	rand.Read(b[:])
+	name := "t_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// open opens a store on schema, closed when t ends.
+func open(t testing.TB, schema string, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), databaseURL(t), append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestStore is T01 and the rest of the conformance suite on PostgreSQL.
+func TestStore(t *testing.T) {
+	t.Parallel()
+	databaseURL(t) // one skip (or, under CI, one failure) rather than one per case
+	storetest.Run(t, func(t *testing.T, clock airlock.Clock) airlock.Store {
+		return open(t, freshSchema(t), postgres.WithClock(clock))
+	})
+}
+
+// conn opens a plain connection to schema for tests that look under the
+// store, closed when t ends.
+func conn(t testing.TB, schema string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(databaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["search_path"] = schema
+	c, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// instance creates an instance owned by owner.
+func instance(t testing.TB, s airlock.Store, owner string) airlock.Instance {
+	t.Helper()
+	in, err := s.CreateInstance(t.Context(), airlock.Instance{OwnerID: owner, Name: "worker"}, owner)
+	if err != nil {
+		t.Fatalf("CreateInstance: %v", err)
+	}
+	return in
+}
+
+// params returns a new request on in with a fresh key, changed by mods.
+func params(in airlock.Instance, mods ...func(*airlock.NewRequestParams)) airlock.NewRequestParams {
+	key := airlock.NewID("key_")
+	p := airlock.NewRequestParams{
+		Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest), InstanceID: in.ID, OwnerID: in.OwnerID,
+			Kind: airlock.KindToolCall, Tool: "shell.exec", Arguments: json.RawMessage(`{"cmd":"ls"}`), Timeout: "1h",
+			IdempotencyKey: key, Fingerprint: "fp_" + key},
+		Window: time.Hour,
+		Actor:  in.OwnerID,
+	}
+	for _, m := range mods {
+		m(&p)
+	}
+	return p
+}
+
+// seed creates n requests on in, eight at a time, and returns them in
+// creation order.
+func seed(t testing.TB, s airlock.Store, in airlock.Instance, n int, mods ...func(*airlock.NewRequestParams)) []airlock.Request {
+	t.Helper()
+	out := make([]airlock.Request, n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				r, created, err := s.CreateRequest(t.Context(), params(in, mods...))
+				if err != nil || !created {
+					t.Errorf("CreateRequest = created %v, %v", created, err)
+					continue
+				}
+				out[i] = r
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	slices.SortFunc(out, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// allEvents reads the whole audit log.
+func allEvents(t testing.TB, s airlock.Store) []airlock.Event {
+	t.Helper()
+	var out []airlock.Event
+	for {
+		after := int64(0)
+		if len(out) > 0 {
+			after = out[len(out)-1].ID
+		}
+		page, err := s.ListEvents(t.Context(), after, 1000)
+		if err != nil {
+			t.Fatalf("ListEvents: %v", err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out = append(out, page...)
+	}
+}
+
+func code(err error) string {
+	e, ok := errors.AsType[*airlock.Error](err)
+	if !ok {
+		return fmt.Sprintf("%v", err)
+	}
+	return fmt.Sprintf("%s/%s", e.Code, e.State)
+}
+
+// TestOpenTogether starts three replicas on a new schema at once: each
+// migration is applied exactly once, and all three work.
+func TestOpenTogether(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	stores := make([]*postgres.Store, 3)
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() {
+			s, err := postgres.Open(t.Context(), databaseURL(t), postgres.WithSchema(schema))
+			if err != nil {
+				t.Errorf("Open %d: %v", i, err)
+				return
+			}
+			stores[i] = s
+		})
+	}
+	wg.Wait()
+	for _, s := range stores {
+		if s != nil {
+			t.Cleanup(func() { s.Close() })
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	var versions []int
+	rows, err := conn(t, schema).Query(t.Context(), `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range versions {
+		if v != i+1 {
+			t.Fatalf("schema_migrations = %v, want 1, 2, … once each", versions)
+		}
+	}
+	for i, s := range stores {
+		if err := s.Ping(t.Context()); err != nil {
+			t.Errorf("store %d: Ping: %v", i, err)
+		}
+		instance(t, s, "tok_a")
+	}
+	all, err := stores[0].ListInstances(t.Context(), "")
+	if err != nil || len(all) != 3 {
+		t.Fatalf("ListInstances = %d, %v; want the 3 made through 3 replicas", len(all), err)
+	}
+}
+
+// TestReopenKeepsData closes a store and opens the schema again: nothing to
+// migrate, everything still there.
+func TestReopenKeepsData(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	s := open(t, schema)
+	in := instance(t, s, "tok_a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	s = open(t, schema)
+	if _, err := s.GetInstance(t.Context(), in.ID); err != nil {
+		t.Fatalf("after reopening: %v", err)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	open(t, schema).Close()
+	if _, err := conn(t, schema).Exec(t.Context(),
+		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', now())`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postgres.Open(t.Context(), databaseURL(t), postgres.WithSchema(schema))
+	if err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open on a newer schema = %v, want an error saying it is newer", err)
+	}
+}
+
+// TestOpenErrors checks that Open's refusals say what to fix.
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	dbURL := databaseURL(t)
+	for _, tc := range []struct {
+		name string
+		url  string
+		opts []postgres.Option
+		want string
+	}{
+		{"unreadable URL", "postgres://a b@:x/", nil, "postgres://user:password@host"},
+		{"bad schema name", dbURL, []postgres.Option{postgres.WithSchema("x; DROP TABLE y")}, "schema name"},
+		{"no connections", dbURL, []postgres.Option{postgres.WithMaxConns(0)}, "at least 1 connection"},
+		{"nobody listening", "postgres://postgres:secret-pw@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", nil, "127.0.0.1:1/test"},
+	} {
+		s, err := postgres.Open(t.Context(), tc.url, tc.opts...)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: Open succeeded, want an error", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret-pw") {
+			t.Errorf("%s: Open = %q, want it to mention %q and never the password", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestSchemaGuards checks the schema's own defences: even a query that
+// forgot its WHERE state = 'pending' cannot rewrite a terminal request,
+// approve at or after the deadline, or touch the audit log.
+func TestSchemaGuards(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	s := open(t, schema)
+	in := instance(t, s, "tok_a")
+	r, _, err := s.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, _, err := s.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_r"}); err != nil {
+		t.Fatal(err)
+	}
+	c := conn(t, schema)
+	for _, q := range []string{
+		`UPDATE requests SET state = 'approved', expires_at = decided_at + interval '1 minute' WHERE id = '` + r.ID + `'`,
+		`UPDATE requests SET note = 'rewritten' WHERE id = '` + r.ID + `'`,
+		`UPDATE requests SET state = 'approved', decided_at = deadline_at, decided_by = 'x', expires_at = deadline_at + interval '1 minute' WHERE id = '` + pending.ID + `'`,
+		`UPDATE requests SET state = 'approved', decided_at = created_at, decided_by = 'x' WHERE id = '` + pending.ID + `'`,
+		`UPDATE events SET actor = 'z'`,
+		`DELETE FROM events`,
+		`TRUNCATE events`,
+	} {
+		if _, err := c.Exec(t.Context(), q); err == nil {
+			t.Errorf("%s succeeded, want the schema to refuse it", q)
+		}
+	}
+}
+
+// dbNow reads the database's clock.
+func dbNow(t testing.TB, c *pgx.Conn) time.Time {
+	t.Helper()
+	var now time.Time
+	if err := c.QueryRow(t.Context(), `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
+}
+
+// waitUntil polls cond every few milliseconds until it holds, failing t
+// after 10s. It is for what nothing can signal: the database's own clock
+// and its lock waits.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestDatabaseClock checks that, without a test clock, the database's
+// clock_timestamp() judges and stamps: times come from it, and a decision
+// that had to wait for a row lock past the deadline is refused — it is
+// judged when it gets the lock, not when its statement (or its
+// transaction, as now() would) began.
+func TestDatabaseClock(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	s := open(t, schema)
+	c := conn(t, schema)
+	in := instance(t, s, "tok_a")
+
+	t.Run("stamps", func(t *testing.T) {
+		before := dbNow(t, c)
+		r, _, err := s.CreateRequest(t.Context(), params(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := dbNow(t, c)
+		if r.CreatedAt.Before(before) || d.Decision.DecidedAt.After(after) || d.Decision.DecidedAt.Before(r.CreatedAt) ||
+			!r.DeadlineAt.Equal(r.CreatedAt.Add(time.Hour)) || !d.Decision.ExpiresAt.Equal(d.Decision.DecidedAt.Add(time.Minute)) {
+			t.Fatalf("created %v, decided %v, expires %v; want within the database's %v … %v", r.CreatedAt, d.Decision.DecidedAt, d.Decision.ExpiresAt, before, after)
+		}
+		if r.CreatedAt.Location() != time.UTC || r.CreatedAt.Nanosecond()%1000 != 0 {
+			t.Fatalf("CreatedAt = %v, want UTC microseconds", r.CreatedAt)
+		}
+	})
+
+	t.Run("a decision waiting for a lock is judged after it", func(t *testing.T) {
+		r, _, err := s.CreateRequest(t.Context(), params(in, func(p *airlock.NewRequestParams) { p.Window = 300 * time.Millisecond }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Another session holds the row, as a replica stalled mid-write would.
+		var holderPID int32
+		if err := c.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&holderPID); err != nil {
+			t.Fatal(err)
+		}
+		holder, err := c.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Rollback(context.Background())
+		if _, err := holder.Exec(t.Context(), `SELECT 1 FROM requests WHERE id = $1 FOR UPDATE`, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"})
+			done <- err
+		}()
+		watcher := conn(t, schema)
+		waitUntil(t, "the decision to wait for the row lock", func() bool {
+			var n int
+			if err := watcher.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		})
+		if dbNow(t, watcher).After(r.DeadlineAt) {
+			t.Skip("the machine was too slow to start the decision before the deadline")
+		}
+		waitUntil(t, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
+		if err := holder.Rollback(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		err = <-done
+		if e, ok := errors.AsType[*airlock.Error](err); !ok || e.Code != airlock.CodeDeadlinePassed || e.State != airlock.StateExpired {
+			t.Fatalf("decision that got the lock after the deadline = %v, want deadline_passed (expired)", err)
+		}
+	})
+}
+
+// TestChangeFeed checks Listen: a decision through store B is heard by a
+// listener on store A, and a change too large for one notification still
+// reaches it.
+func TestChangeFeed(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	in := instance(t, b, "tok_a")
+
+	heard := make(chan []string, 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() {
+		listening <- a.Listen(ctx, func(ids []string) { heard <- ids })
+	}()
+	defer func() {
+		cancel()
+		if err := <-listening; err != nil {
+			t.Errorf("Listen after its context ended = %v, want nil", err)
+		}
+	}()
+	hear := func(t *testing.T, want ...string) {
+		t.Helper()
+		missing := map[string]bool{}
+		for _, id := range want {
+			missing[id] = true
+		}
+		timeout := time.After(time.Second)
+		for len(missing) > 0 {
+			select {
+			case ids := <-heard:
+				if ids == nil {
+					t.Fatalf("heard a re-read-everything signal, want IDs %v", want)
+				}
+				for _, id := range ids {
+					delete(missing, id)
+				}
+			case <-timeout:
+				t.Fatalf("%d of %d IDs not heard within a second", len(missing), len(want))
+			}
+		}
+	}
+
+	select {
+	case ids := <-heard:
+		if ids != nil {
+			t.Fatalf("first call = %v, want nil: once listening, waiters re-read what they may have missed", ids)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Listen never said it was listening")
+	}
+
+	r, _, err := b.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hear(t, r.ID)
+	start := time.Now()
+	if _, err := b.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+		t.Fatal(err)
+	}
+	hear(t, r.ID)
+	t.Logf("decision on B heard on A after %v", time.Since(start))
+
+	// 300 cancellations in one transaction: more than one payload's worth.
+	rs := seed(t, b, in, 300)
+	for range rs {
+		<-heard // their creations
+	}
+	if _, err := b.DeleteInstance(t.Context(), in.ID, "tok_a"); err != nil {
+		t.Fatal(err)
+	}
+	hear(t, ids(rs)...)
+}
+
+func ids(rs []airlock.Request) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// TestListenAfterADroppedConnection cuts the listener's connection: Listen
+// returns an error, and listening again starts with changed(nil), the
+// signal to re-read whatever was missed meanwhile.
+func TestListenAfterADroppedConnection(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	s := open(t, schema)
+	c := conn(t, schema)
+	heard := make(chan []string, 16)
+	errs := make(chan error, 1)
+	go func() { errs <- s.Listen(t.Context(), func(ids []string) { heard <- ids }) }()
+	if ids := <-heard; ids != nil {
+		t.Fatalf("first call = %v, want nil", ids)
+	}
+	var pids []int32
+	waitUntil(t, "the listener's session", func() bool {
+		rows, err := c.Query(t.Context(), `SELECT pid FROM pg_stat_activity WHERE query = $1`,
+			`LISTEN "`+channelOf(t, c)+`"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(pids) == 1
+	})
+	if _, err := c.Exec(t.Context(), `SELECT pg_terminate_backend($1)`, pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		if err == nil {
+			t.Fatal("Listen on a dropped connection returned nil, want an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Listen did not notice its connection was dropped")
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { errs <- s.Listen(ctx, func(ids []string) { heard <- ids }) }()
+	if ids := <-heard; ids != nil {
+		t.Fatalf("first call after reconnecting = %v, want nil", ids)
+	}
+	cancel()
+	if err := <-errs; err != nil {
+		t.Fatalf("Listen = %v after its context ended, want nil", err)
+	}
+}
+
+// channelOf is the NOTIFY channel of the connection's schema, as the store
+// names it.
+func channelOf(t testing.TB, c *pgx.Conn) string {
+	t.Helper()
+	var schema string
+	if err := c.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(schema))
+	return fmt.Sprintf("airlock_changes_%08x", h.Sum32())
+}
+
+// TestConcurrentSweep has two replicas expire 1,000 due requests at once:
+// SKIP LOCKED splits the rows, so each request expires exactly once, with
+// exactly one event.
+func TestConcurrentSweep(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	in := instance(t, a, "tok_a")
+	const n = 1000
+	rs := seed(t, a, in, n, func(p *airlock.NewRequestParams) { p.Window = time.Microsecond }) // due at once
+
+	expired := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, s := range []*postgres.Store{a, b, a, b} {
+		wg.Go(func() {
+			for {
+				got, err := s.ExpireDue(t.Context(), 50)
+				if err != nil {
+					t.Errorf("ExpireDue: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range got {
+					expired[r.ID]++
+					if r.State != airlock.StateExpired {
+						t.Errorf("ExpireDue returned %s in state %s", r.ID, r.State)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(expired) != n {
+		t.Fatalf("%d distinct requests expired, want %d", len(expired), n)
+	}
+	for _, r := range rs {
+		if expired[r.ID] != 1 {
+			t.Fatalf("%s expired %d times, want once", r.ID, expired[r.ID])
+		}
+	}
+	events := 0
+	for _, e := range allEvents(t, b) {
+		if e.Type == airlock.EventRequestExpired {
+			events++
+		}
+	}
+	if events != n {
+		t.Fatalf("%d request.expired events, want %d", events, n)
+	}
+}
+
+// TestClaimRaceAcrossReplicas is T06 across replicas: 1,000 approved
+// requests, 8 claimers split over two stores (two pools, as two replicas
+// have), each claiming every request: exactly 1,000 claims succeed and
+// 7,000 are refused already_executed.
+func TestClaimRaceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	in := instance(t, a, "tok_a")
+	const n, claimers = 1000, 8
+	rs := seed(t, a, in, n, func(p *airlock.NewRequestParams) {
+		p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Hour}
+	})
+
+	var (
+		mu      sync.Mutex
+		ran     = map[string]int{}
+		refused int
+		wg      sync.WaitGroup
+	)
+	for c := range claimers {
+		s := []*postgres.Store{a, b}[c%2]
+		order := slices.Clone(rs)
+		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		wg.Go(func() {
+			for _, r := range order {
+				_, err := s.ClaimExecution(t.Context(), r.ID, "tok_a")
+				mu.Lock()
+				switch e, _ := errors.AsType[*airlock.Error](err); {
+				case err == nil:
+					ran[r.ID]++ // the tool runs
+				case e != nil && e.Code == airlock.CodeAlreadyExecuted && e.State == airlock.StateApproved:
+					refused++
+				default:
+					t.Errorf("claim %s: %v, want success or already_executed", r.ID, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	runs := 0
+	for _, r := range rs {
+		if ran[r.ID] != 1 {
+			t.Fatalf("%s ran %d times, want once", r.ID, ran[r.ID])
+		}
+		runs++
+	}
+	if runs != n || refused != n*(claimers-1) {
+		t.Fatalf("%d runs and %d refusals, want %d and %d", runs, refused, n, n*(claimers-1))
+	}
+}
+
+// TestDeleteInstanceWhileApproving is T13 on PostgreSQL: an instance
+// holding 1,000 pending requests is deleted while four reviewers approve
+// them. Each ends approved (before the delete) or cancelled, none pending;
+// no approval lands after the delete, by the clock or by the call order.
+func TestDeleteInstanceWhileApproving(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	in := instance(t, a, "tok_a")
+	const n = 1000
+	rs := seed(t, a, in, n)
+
+	type result struct {
+		err          error
+		afterDelete  bool // the approval was asked after DeleteInstance returned
+		approvedByUs bool
+	}
+	var (
+		mu        sync.Mutex
+		results   = map[string]result{}
+		approvals atomic.Int64
+		deleted   atomic.Bool
+		started   = make(chan struct{})
+		wg        sync.WaitGroup
+	)
+	order := slices.Clone(rs)
+	mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for w := range 4 {
+		s := []*postgres.Store{a, b}[w%2]
+		wg.Go(func() {
+			for i := w; i < n; i += 4 {
+				r := order[i]
+				after := deleted.Load()
+				_, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"})
+				if err == nil && approvals.Add(1) == 100 {
+					close(started)
+				}
+				mu.Lock()
+				results[r.ID] = result{err: err, afterDelete: after, approvedByUs: err == nil}
+				mu.Unlock()
+			}
+		})
+	}
+	<-started
+	cancelled, err := b.DeleteInstance(t.Context(), in.ID, "tok_admin")
+	deleted.Store(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	wasCancelled := map[string]bool{}
+	for _, id := range cancelled {
+		wasCancelled[id] = true
+	}
+	var deleteAt time.Time
+	approved := 0
+	for _, r := range rs {
+		got, err := a.GetRequest(t.Context(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := results[r.ID]
+		switch got.State {
+		case airlock.StateApproved:
+			approved++
+			if !res.approvedByUs || wasCancelled[r.ID] {
+				t.Fatalf("%s is approved, but its approval returned %v (cancelled by the delete: %v)", r.ID, res.err, wasCancelled[r.ID])
+			}
+		case airlock.StateCancelled:
+			if !wasCancelled[r.ID] || code(res.err) != "not_pending/cancelled" {
+				t.Fatalf("%s is cancelled (listed by the delete: %v), its approval returned %s; want listed and not_pending/cancelled",
+					r.ID, wasCancelled[r.ID], code(res.err))
+			}
+			deleteAt = got.Decision.DecidedAt
+		default:
+			t.Fatalf("%s ended %s, want approved or cancelled", r.ID, got.State)
+		}
+		if res.afterDelete && res.approvedByUs {
+			t.Fatalf("%s was approved by a call made after DeleteInstance returned", r.ID)
+		}
+	}
+	if approved+len(cancelled) != n || len(cancelled) == 0 {
+		t.Fatalf("%d approved + %d cancelled, want %d with some of each", approved, len(cancelled), n)
+	}
+	for _, r := range rs {
+		got, _ := a.GetRequest(t.Context(), r.ID)
+		if got.State == airlock.StateApproved && !got.Decision.DecidedAt.Before(deleteAt) {
+			t.Fatalf("%s approved at %v, not before the delete at %v", r.ID, got.Decision.DecidedAt, deleteAt)
+		}
+	}
+	terminal := map[string]int{}
+	for _, e := range allEvents(t, a) {
+		if e.Type == airlock.EventRequestApproved || e.Type == airlock.EventRequestCancelled {
+			terminal[e.RequestID]++
+		}
+	}
+	for _, r := range rs {
+		if terminal[r.ID] != 1 {
+			t.Fatalf("%s has %d terminal events, want 1", r.ID, terminal[r.ID])
+		}
+	}
+	t.Logf("%d approved before the delete, %d cancelled by it", approved, len(cancelled))
+}
+
+// TestEventsResumeAcrossReplicas writes from two replicas at once while a
+// reader follows the audit log the way an event stream does (after the
+// last ID it saw): it must see every event. Event IDs are drawn before
+// commit, so without the commit-order lock a later-committing smaller ID
+// would be skipped.
+func TestEventsResumeAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	in := instance(t, a, "tok_a")
+	seen := map[int64]bool{}
+	stop := make(chan struct{})
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		var after int64
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			page, err := b.ListEvents(t.Context(), after, 1000)
+			if err != nil {
+				t.Errorf("ListEvents: %v", err)
+				return
+			}
+			for _, e := range page {
+				seen[e.ID] = true
+				after = e.ID
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		s := []*postgres.Store{a, b}[w%2]
+		wg.Go(func() {
+			for range 40 {
+				r, _, err := s.CreateRequest(t.Context(), params(in))
+				if err != nil {
+					t.Errorf("CreateRequest: %v", err)
+					return
+				}
+				if _, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_r"}); err != nil {
+					t.Errorf("Decide: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-readerDone
+	// The reader's last pass may have ended before the last commits; what
+	// matters is that it never skipped past an event it had not seen.
+	all := allEvents(t, a)
+	var last int64
+	for id := range seen {
+		last = max(last, id)
+	}
+	for _, e := range all {
+		if e.ID <= last && !seen[e.ID] {
+			t.Fatalf("the reader went past event %d (to %d) without seeing it", e.ID, last)
+		}
+	}
+	if len(all) != 1+8*40*2 {
+		t.Fatalf("%d events, want %d", len(all), 1+8*40*2)
+	}
+}
+
+// TestAgreesWithSQLite runs one script of edge cases through both drivers,
+// on the same fake clock, and requires the same answers, value for value:
+// JSON bytes (huge numbers, exponents, unicode, escapes, whitespace), text
+// in every field, times at microsecond precision truncated (not rounded)
+// from nanoseconds, decisions, executions, tokens and the audit log.
+func TestAgreesWithSQLite(t *testing.T) {
+	t.Parallel()
+	clockPG := storetest.NewFakeClock(agreeEpoch)
+	pg := open(t, freshSchema(t), postgres.WithClock(clockPG))
+	clockLite := storetest.NewFakeClock(agreeEpoch)
+	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clockLite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lite.Close() })
+
+	got, want := agreeScript(t, pg, clockPG), agreeScript(t, lite, clockLite)
+	if len(got) != len(want) {
+		t.Fatalf("PostgreSQL made %d observations, SQLite %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("observation %d (%s):\n postgres %s\n sqlite   %s", i, want[i].what, show(got[i].value), show(want[i].value))
+		}
+	}
+}
+
+// agreeEpoch has nanoseconds on purpose: both stores must truncate them.
+var agreeEpoch = time.Date(2031, time.December, 31, 23, 59, 59, 999999999, time.UTC)
+
+type observation struct {
+	what  string
+	value any
+}
+
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	if len(b) > 2000 {
+		return string(b[:2000]) + "…"
+	}
+	return string(b)
+}
+
+// agreeScript runs the edge cases on s and returns what it saw, with the
+// values each driver numbers its own way (Seq, event IDs) zeroed.
+func agreeScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []observation {
+	ctx := t.Context()
+	var obs []observation
+	see := func(what string, v any, err error) {
+		if err != nil {
+			obs = append(obs, observation{what, "error " + code(err)})
+			return
+		}
+		switch x := v.(type) {
+		case airlock.Request:
+			x.Seq = 0
+			v = x
+		case []airlock.Request:
+			for i := range x {
+				x[i].Seq = 0
+			}
+		case []airlock.Event:
+			for i := range x {
+				x[i].ID = 0
+			}
+		}
+		obs = append(obs, observation{what, v})
+	}
+
+	in, err := s.CreateInstance(ctx, airlock.Instance{ID: "ins_edge", OwnerID: "tok_a", Name: "büro ⚙ 工作站",
+		Metadata: json.RawMessage(`{"host" : "h\u00e9",	"ids":[1e2, 1E-2, -0]}`)}, "tok_a")
+	see("create instance", in, err)
+
+	big := `{"n":123456789012345678901234567890123456789,"f":1.7976931348623157e308,"over":1e400,"tiny":5e-324,` +
+		`"negzero":-0,"neg0f":-0.0,"exp":1E+2,"frac":0.1000000000000000055511151231257827}`
+	uni := "{\n\t\"emoji\": \"🛫 \\ud83d\\ude80\",\n\t\"rtl\": \"\u202eevil\u202c\",\n\t\"zw\": \"a\u200bb\u2060c\",\n" +
+		"\t\"nfd\": \"e\u0301\", \"nfc\": \"\u00e9\", \"cjk\": \"審査\", \"max\": \"\U0010ffff\", \"nonchar\": \"\uffff\",\n" +
+		"\t\"esc\": \"\\u2028\\u2029\\\"\\\\\\/\\b\\f\\n\\r\\t\", \"ls\": \"\u2028\"\n}"
+	huge := `{"blob":"` + strings.Repeat("ab✓", 90000) + `"}`
+	mk := func(id string, mods ...func(*airlock.NewRequestParams)) airlock.NewRequestParams {
+		p := airlock.NewRequestParams{
+			Request: airlock.Request{ID: id, InstanceID: in.ID, OwnerID: in.OwnerID, Kind: airlock.KindToolCall,
+				Tool: "pay.refund", Arguments: json.RawMessage(`{}`), Timeout: "PT10M",
+				AgentReasoning: "The customer was charged twice —\nsee ticket «42»\ttab", IdempotencyKey: "key_" + id, Fingerprint: "fp_" + id},
+			Window: 10*time.Minute + 999*time.Nanosecond,
+			Actor:  in.OwnerID,
+		}
+		for _, m := range mods {
+			m(&p)
+		}
+		return p
+	}
+	create := func(what string, p airlock.NewRequestParams) airlock.Request {
+		r, created, err := s.CreateRequest(ctx, p)
+		shown := r
+		shown.Seq = 0 // PostgreSQL's sequence skips a number on a replay
+		see(what, []any{shown, created}, err)
+		return r
+	}
+	r1 := create("big numbers", mk("apr_big", func(p *airlock.NewRequestParams) { p.Request.Arguments = json.RawMessage(big) }))
+	clock.Advance(1500 * time.Nanosecond)
+	r2 := create("unicode", mk("apr_uni", func(p *airlock.NewRequestParams) {
+		p.Request.Arguments, p.Request.Context = json.RawMessage(uni), json.RawMessage(`{"observed": "ünï", "n": 10000000000000000000001}`)
+	}))
+	r3 := create("huge", mk("apr_huge", func(p *airlock.NewRequestParams) { p.Request.Arguments = json.RawMessage(huge) }))
+	r4 := create("mcp fields", mk("apr_mcp", func(p *airlock.NewRequestParams) {
+		r := &p.Request
+		r.Kind, r.Tool, r.Arguments = airlock.KindWorkChange, "work_move", json.RawMessage(`{"itemId":"wi_1",  "columnKey":"done"}`)
+		r.Title, r.Description, r.TargetType, r.TargetID, r.SessionID = "Move «Ship it» ✅", "line one\nline two", "work_item", "wi_1", "ses_x"
+		r.Proposal = &airlock.Proposal{Mode: "command", Command: &airlock.Command{Method: "work_move", Input: json.RawMessage(`{"itemId":"wi_1",  "columnKey":"done"}`)}}
+	}))
+	create("advisory question", mk("apr_q", func(p *airlock.NewRequestParams) {
+		r := &p.Request
+		r.Kind, r.Tool, r.Arguments = airlock.KindAgentRequest, "", nil
+		r.Proposal, r.Question = &airlock.Proposal{Mode: "advisory"}, &airlock.Question{Choices: []string{"blue 🔵", "grün", "\u202e"}}
+	}))
+	create("policy approval", mk("apr_pol", func(p *airlock.NewRequestParams) {
+		p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Note: "read-only ✓", Validity: time.Minute + 1500*time.Nanosecond}
+	}))
+	create("replay", mk("apr_other_id", func(p *airlock.NewRequestParams) {
+		p.Request.IdempotencyKey, p.Request.Fingerprint = "key_apr_big", "fp_apr_big"
+	}))
+	create("conflict", mk("apr_other_id", func(p *airlock.NewRequestParams) {
+		p.Request.IdempotencyKey = "key_apr_big"
+	}))
+
+	clock.Advance(time.Second + 1*time.Nanosecond)
+	d, err := s.Decide(ctx, airlock.DecideParams{ID: r1.ID, Status: airlock.StateApproved, Note: "ok — 承認", Answer: "sí",
+		Validity: 90*time.Second + 999*time.Nanosecond, Actor: "tok_r"})
+	see("approve", d, err)
+	clock.Set(d.Decision.ExpiresAt.Add(-time.Microsecond))
+	r, err := s.ClaimExecution(ctx, r1.ID, "tok_a")
+	see("claim at expires_at-1µs", r, err)
+	r, err = s.ClaimExecution(ctx, r1.ID, "tok_a")
+	see("second claim", r, err)
+	clock.Advance(time.Hour)
+	r, err = s.ReportExecution(ctx, r1.ID, airlock.ReportInput{Status: airlock.ExecSucceeded, Detail: "exit 0 ✓\n"}, "tok_a")
+	see("report", r, err)
+
+	clock.Set(r2.DeadlineAt.Add(-time.Microsecond))
+	r, err = s.Cancel(ctx, r2.ID, "tok_a")
+	see("cancel at deadline-1µs", r, err)
+	clock.Set(r3.DeadlineAt)
+	r, err = s.Decide(ctx, airlock.DecideParams{ID: r3.ID, Status: airlock.StateDenied, Actor: "tok_r"})
+	see("deny at the deadline", r, err)
+	r, err = s.GetRequest(ctx, r3.ID)
+	see("expired by the refused denial", r, err)
+	clock.Advance(time.Hour)
+	rs, err := s.ExpireDue(ctx, 10)
+	see("sweep", rs, err)
+	next, ok, err := s.NextDeadline(ctx)
+	see("next deadline", []any{next, ok}, err)
+	rs, err = s.ListRequests(ctx, airlock.RequestFilter{Limit: 100})
+	see("list", rs, err)
+	r, err = s.GetRequest(ctx, r4.ID)
+	see("get", r, err)
+
+	got, err := s.GetInstance(ctx, in.ID)
+	see("get instance", got, err)
+	ins, err := s.ListInstances(ctx, "tok_a")
+	see("list instances", ins, err)
+	clock.Set(agreeEpoch.Add(48 * time.Hour))
+	in2, err := s.CreateInstance(ctx, airlock.Instance{ID: "ins_two", OwnerID: "tok_a", Name: "two"}, "tok_a")
+	see("second instance", in2, err)
+	create("on the second", mk("apr_two", func(p *airlock.NewRequestParams) { p.Request.InstanceID = in2.ID }))
+	cancelled, err := s.DeleteInstance(ctx, in2.ID, "tok_admin")
+	see("delete instance", cancelled, err)
+
+	hash := []byte{0x00, 0xff, 0x10, 0x00, 0x7f}
+	see("create token", nil, s.CreateToken(ctx, airlock.Token{ID: "tok_x", Name: "ci ⚙", Role: airlock.RoleAgent,
+		Scopes: []string{airlock.ScopeWorkWrite}, Principal: "alice", Hash: hash, CreatedBy: "tok_admin"}))
+	see("put token", nil, s.PutToken(ctx, airlock.Token{ID: "tok_boot", Name: "boot", Role: airlock.RoleAdmin,
+		Hash: airlock.HashSecret("s"), CreatedAt: agreeEpoch.Add(time.Nanosecond), CreatedBy: "system"}))
+	tok, err := s.RevokeToken(ctx, "tok_x", "tok_admin")
+	see("revoke token", tok, err)
+	tok, err = s.TokenByHash(ctx, hash)
+	see("token by hash", tok, err)
+	toks, err := s.ListTokens(ctx)
+	see("list tokens", toks, err)
+
+	evs, err := s.ListEvents(ctx, 0, 1000)
+	see("events", evs, err)
+	return obs
+}
+
+// TestCreateRacesDelete creates requests on an instance from two replicas
+// while a third deletes it: a create either lands before the delete (and
+// is cancelled by it) or finds no instance. No pending request is ever left
+// on a deleted instance.
+func TestCreateRacesDelete(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := open(t, schema), open(t, schema)
+	for round := range 30 {
+		in := instance(t, a, "tok_a")
+		start := make(chan struct{})
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			created []string
+		)
+		for w := range 6 {
+			s := []*postgres.Store{a, b}[w%2]
+			wg.Go(func() {
+				<-start
+				for range 5 {
+					r, _, err := s.CreateRequest(t.Context(), params(in))
+					switch {
+					case err == nil:
+						mu.Lock()
+						created = append(created, r.ID)
+						mu.Unlock()
+					case airlock.ErrorCode(err) != airlock.CodeNotFound:
+						t.Errorf("CreateRequest: %v, want success or not_found", err)
+					}
+				}
+			})
+		}
+		var cancelled []string
+		wg.Go(func() {
+			<-start
+			var err error
+			if cancelled, err = b.DeleteInstance(t.Context(), in.ID, "tok_admin"); err != nil {
+				t.Errorf("DeleteInstance: %v", err)
+			}
+		})
+		close(start)
+		wg.Wait()
+		pending, err := a.ListRequests(t.Context(), airlock.RequestFilter{InstanceID: in.ID, State: airlock.StatePending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) != 0 {
+			t.Fatalf("round %d: %d requests left pending on the deleted instance", round, len(pending))
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(cancelled)), slices.Sorted(slices.Values(created))) {
+			t.Fatalf("round %d: the delete cancelled %d requests, %d were created", round, len(cancelled), len(created))
+		}
+	}
+}
+
+// TestRetriesTransientFailures breaks write transactions the ways a busy
+// or failing-over database does: they are retried (a bounded number of
+// times) and commit once.
+func TestRetriesTransientFailures(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	s := open(t, schema)
+	insert := func(ctx context.Context, tx pgx.Tx, id string) error {
+		_, err := tx.Exec(ctx, `INSERT INTO instances (id, owner_id, name, created_at) VALUES ($1, 'tok_a', 'x', now())`, id)
+		return err
+	}
+	count := func(id string) int {
+		var n int
+		if err := conn(t, schema).QueryRow(t.Context(), `SELECT count(*) FROM instances WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	t.Run("connection killed mid-transaction", func(t *testing.T) {
+		attempts := 0
+		err := s.WriteForTest(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
+			attempts++
+			if err := insert(ctx, tx, "ins_killed"); err != nil {
+				return err
+			}
+			if attempts == 1 {
+				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+				return err
+			}
+			return nil
+		})
+		if err != nil || attempts != 2 || count("ins_killed") != 1 {
+			t.Fatalf("after a killed connection: %v, %d attempts, %d rows; want success on the 2nd attempt, 1 row", err, attempts, count("ins_killed"))
+		}
+	})
+
+	t.Run("serialization failures", func(t *testing.T) {
+		attempts := 0
+		err := s.WriteForTest(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
+			attempts++
+			if attempts < 3 {
+				_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`)
+				return err
+			}
+			return insert(ctx, tx, "ins_serial")
+		})
+		if err != nil || attempts != 3 || count("ins_serial") != 1 {
+			t.Fatalf("after 2 serialization failures: %v, %d attempts; want success on the 3rd", err, attempts)
+		}
+	})
+
+	t.Run("gives up", func(t *testing.T) {
+		attempts := 0
+		err := s.WriteForTest(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
+			attempts++
+			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = 'deadlock_detected'; END $$`)
+			return err
+		})
+		if err == nil || attempts != postgres.MaxAttempts {
+			t.Fatalf("always failing: %v after %d attempts, want an error after %d", err, attempts, postgres.MaxAttempts)
+		}
+	})
+
+	t.Run("not retried", func(t *testing.T) {
+		attempts := 0
+		err := s.WriteForTest(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
+			attempts++
+			return insert(ctx, tx, "ins_serial") // a duplicate: a bug, not a transient failure
+		})
+		if err == nil || attempts != 1 {
+			t.Fatalf("constraint violation: %v after %d attempts, want an error after 1", err, attempts)
+		}
+	})
+}

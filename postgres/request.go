@@ -1,0 +1,657 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+)
+
+// requestCols is the column list every request query selects or returns,
+// in the order scanRequest reads.
+const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.arguments, r.timeout,
+	r.agent_reasoning, r.context, r.created_at, r.deadline_at,
+	r.decided_at, r.decided_by, r.note, r.answer, r.expires_at,
+	r.claimed_at, r.claimed_by, r.exec_status, r.finished_at, r.exec_detail,
+	r.idempotency_key, r.fingerprint, r.title, r.description, r.target_type, r.target_id, r.session_id,
+	r.proposal_mode, r.command_method, r.command_input, r.question`
+
+// lockedTickCTE starts a compare-and-set on the request @id: it locks the
+// row, and only then reads the clock. Under READ COMMITTED an UPDATE that
+// meets a row locked by another writer waits for it; a clock read before
+// that wait could be stale by the wait, and a decision checked against it
+// could commit after the deadline (say the other writer was a replica that
+// froze mid-transaction and was rolled back a minute later). Read after the
+// lock, the instant a change is judged and stamped by is at most the few
+// statements before its COMMIT old. The UPDATE then re-checks its WHERE
+// against the row as the last writer left it, so a loser finds the row no
+// longer in the state it starts from.
+const lockedTickCTE = `WITH locked AS MATERIALIZED (SELECT l.id FROM requests l WHERE l.id = @id FOR UPDATE),
+tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now FROM locked)
+`
+
+// The compare-and-set writes of the lifecycle. Each changes a row only if
+// it is still in the state the change starts from, judged against the
+// statement's one reading of the clock (tick.now), and returns the row and
+// that instant; zero rows means another change won (or the request does
+// not exist), and the caller reads what holds.
+const (
+	decideSQL = lockedTickCTE + `UPDATE requests r
+SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = @answer,
+	expires_at = tick.now + @validity::interval
+FROM tick
+WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
+RETURNING ` + requestCols + `, tick.now`
+
+	cancelSQL = lockedTickCTE + `UPDATE requests r
+SET state = 'cancelled', decided_at = tick.now, decided_by = @actor
+FROM tick
+WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
+RETURNING ` + requestCols + `, tick.now`
+
+	// An expired request's decision is dated at its deadline, not at
+	// whenever the store noticed: "expired" means no decision came before
+	// then, and the date does not depend on the scheduler's latency.
+	expireOneSQL = lockedTickCTE + `UPDATE requests r
+SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
+FROM tick
+WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at <= tick.now
+RETURNING ` + requestCols + `, tick.now`
+
+	// expireDueSQL locks the due rows it picks with SKIP LOCKED: replicas
+	// sweeping at once take disjoint rows and never wait for each other,
+	// and a row a decision is writing right now is left to that decision
+	// (it re-checks the deadline itself). The outer WHERE repeats the
+	// condition on the locked row.
+	expireDueSQL = tickCTE + `, due AS (
+	SELECT d.seq FROM requests d
+	WHERE d.state = 'pending' AND d.deadline_at <= (SELECT now FROM tick)
+	ORDER BY d.deadline_at, d.seq
+	LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE requests r
+SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
+FROM due, tick
+WHERE r.seq = due.seq AND r.state = 'pending' AND r.deadline_at <= tick.now
+RETURNING ` + requestCols + `, tick.now`
+
+	claimSQL = lockedTickCTE + `UPDATE requests r
+SET claimed_at = tick.now, claimed_by = @actor, exec_status = 'claimed'
+FROM tick
+WHERE r.id = @id AND r.state = 'approved' AND r.claimed_at IS NULL AND r.expires_at > tick.now
+RETURNING ` + requestCols + `, tick.now`
+
+	reportSQL = lockedTickCTE + `UPDATE requests r
+SET exec_status = @status, finished_at = tick.now, exec_detail = @detail
+FROM tick
+WHERE r.id = @id AND r.exec_status = 'claimed'
+RETURNING ` + requestCols + `, tick.now`
+
+	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests r WHERE r.id = @id`
+
+	// createSQL inserts a request for a live instance of its owner, or
+	// yields to an existing row with the same owner and key. It locks the
+	// instance row FOR SHARE, and reads the clock after that lock.
+	// DeleteInstance locks that row FOR UPDATE first, so a create and a
+	// delete of one instance serialize: either the create commits first and
+	// the delete (whose later statements see it) cancels the new request, or
+	// the delete commits first and the create, which re-checks deleted_at
+	// after waiting, finds no live instance. The foreign key alone takes only
+	// a KEY SHARE lock, which does not conflict with the delete's UPDATE, and
+	// would let a pending request be born on a deleted instance.
+	createSQL = `WITH inst AS MATERIALIZED (
+	SELECT i.id, i.owner_id FROM instances i
+	WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
+	FOR SHARE
+),
+tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now FROM inst)
+INSERT INTO requests AS r (
+	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
+	created_at, deadline_at, decided_at, decided_by, note, expires_at,
+	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
+	proposal_mode, command_method, command_input, question)
+SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text, @arguments::text, @timeout::text,
+	@reasoning::text, @context::text,
+	tick.now, tick.now + @window::interval,
+	CASE WHEN @decided::boolean THEN tick.now END, @decided_by::text, @note::text, tick.now + @validity::interval,
+	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
+	@mode::text, @method::text, @input::text, @question::text
+FROM inst, tick
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING
+RETURNING ` + requestCols
+)
+
+// Defaults and bounds for list and sweep sizes, as in the SQLite driver.
+const (
+	defaultListLimit   = 50
+	maxListLimit       = 500
+	defaultExpireLimit = 100
+)
+
+// scanRequest reads one row of requestCols, then into extra.
+func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
+	var (
+		r                                           airlock.Request
+		state, kind                                 string
+		args, rctx, cmdInput                        *string
+		decidedAt, expiresAt, claimedAt, finishedAt *time.Time
+		decidedBy, claimedBy, execStatus, key       *string
+		mode, method, question                      *string
+		note, answer, detail                        string
+	)
+	dest := []any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &args, &r.Timeout,
+		&r.AgentReasoning, &rctx, &r.CreatedAt, &r.DeadlineAt,
+		&decidedAt, &decidedBy, &note, &answer, &expiresAt,
+		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
+		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
+		&mode, &method, &cmdInput, &question}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return airlock.Request{}, err
+	}
+	r.State, r.Kind = airlock.State(state), airlock.Kind(kind)
+	r.Arguments, r.Context = raw(args), raw(rctx)
+	r.CreatedAt, r.DeadlineAt = r.CreatedAt.UTC(), r.DeadlineAt.UTC()
+	if key != nil {
+		r.IdempotencyKey = *key
+	}
+	if decidedAt != nil {
+		r.Decision = &airlock.Decision{
+			Status:    r.State,
+			Note:      note,
+			Answer:    answer,
+			DecidedAt: decidedAt.UTC(),
+			DecidedBy: deref(decidedBy),
+			ExpiresAt: utc(expiresAt),
+		}
+	}
+	if claimedAt != nil {
+		r.Execution = &airlock.Execution{
+			ClaimedAt:  claimedAt.UTC(),
+			ClaimedBy:  deref(claimedBy),
+			Status:     airlock.ExecutionStatus(deref(execStatus)),
+			FinishedAt: utc(finishedAt),
+			Detail:     detail,
+		}
+	}
+	if mode != nil {
+		r.Proposal = &airlock.Proposal{Mode: *mode}
+		if method != nil {
+			r.Proposal.Command = &airlock.Command{Method: *method, Input: raw(cmdInput)}
+		}
+	}
+	if question != nil {
+		r.Question = new(airlock.Question)
+		if err := json.Unmarshal([]byte(*question), r.Question); err != nil {
+			return airlock.Request{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// scanStamped reads a write's RETURNING row: the request and the instant
+// the statement judged it by.
+func scanStamped(row pgx.Row) (airlock.Request, time.Time, error) {
+	var at time.Time
+	r, err := scanRequest(row, &at)
+	return r, at.UTC(), err
+}
+
+// queryRequests runs a query that yields requests, in the query's order.
+func queryRequests(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args pgx.StrictNamedArgs) ([]airlock.Request, error) {
+	rows, err := q.Query(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []airlock.Request
+	for rows.Next() {
+		r, err := scanRequest(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// updateRequests runs an UPDATE … RETURNING requestCols, tick.now of many
+// requests and returns them in creation order (RETURNING has no order of
+// its own, and events appended from the result should read the same on
+// every run), with the statement's instant.
+func updateRequests(ctx context.Context, t *tx, query string, args pgx.StrictNamedArgs) ([]airlock.Request, time.Time, error) {
+	rows, err := t.Query(ctx, query, args)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	var (
+		out []airlock.Request
+		at  time.Time
+	)
+	for rows.Next() {
+		r, now, err := scanStamped(rows)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		out, at = append(out, r), now
+	}
+	slices.SortFunc(out, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out, at, rows.Err()
+}
+
+// raw reads stored JSON text back as its exact bytes; NULL is absent (nil).
+func raw(s *string) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	return json.RawMessage(*s)
+}
+
+// text binds raw JSON as text holding its exact bytes, and absent JSON as
+// NULL.
+func text(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// nullString binds "" as NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// CreateRequest creates a request in one INSERT … SELECT (createSQL) that
+// finds the instance and yields to an existing row with the same owner and
+// idempotency key. Zero rows inserted then means a replay, a conflict or a
+// missing instance, told apart by reading the key's row. An empty key makes
+// no replay: the request is always new.
+func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	in := p.Request
+	if in.ID == "" {
+		in.ID = airlock.NewID(airlock.PrefixRequest)
+	}
+	if in.Kind == "" {
+		in.Kind = airlock.KindToolCall
+	}
+	if err := checkNew(in, p); err != nil {
+		return airlock.Request{}, false, err
+	}
+	var question any
+	if in.Question != nil {
+		b, err := json.Marshal(in.Question)
+		if err != nil {
+			return airlock.Request{}, false, fmt.Errorf("postgres: request %s: question: %w", in.ID, err)
+		}
+		question = string(b)
+	}
+	var mode, method, cmdInput any
+	if in.Proposal != nil {
+		mode = in.Proposal.Mode
+		if in.Proposal.Command != nil {
+			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
+		}
+	}
+	state, decided, decidedBy, note := airlock.StatePending, false, any(nil), ""
+	var validity any
+	if d := p.Initial; d != nil {
+		state, decided, decidedBy, note = d.Status, true, airlock.ActorPolicy, d.Note
+		if d.Status == airlock.StateApproved {
+			validity = d.Validity
+		}
+	}
+
+	var (
+		out     airlock.Request
+		created bool
+	)
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		out, created = airlock.Request{}, false
+		r, err := scanRequest(t.QueryRow(ctx, createSQL, pgx.StrictNamedArgs{
+			"now": s.now(), "id": in.ID, "instance": in.InstanceID, "owner": in.OwnerID,
+			"state": string(state), "kind": string(in.Kind), "tool": in.Tool,
+			"arguments": text(in.Arguments), "timeout": in.Timeout,
+			"reasoning": in.AgentReasoning, "context": text(in.Context),
+			"window": p.Window, "decided": decided, "decided_by": decidedBy, "note": note, "validity": validity,
+			"key": nullString(in.IdempotencyKey), "fingerprint": in.Fingerprint,
+			"title": in.Title, "description": in.Description,
+			"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
+			"mode": mode, "method": method, "input": cmdInput, "question": question,
+		}))
+		switch {
+		case err == nil:
+			out, created = r, true
+			t.requestEvent(airlock.EventRequestCreated, p.Actor, r.CreatedAt, r)
+			if r.State.Terminal() {
+				t.requestEvent(airlock.StateEvent(r.State), airlock.ActorPolicy, r.CreatedAt, r)
+			}
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+
+		if in.IdempotencyKey != "" {
+			prev, err := scanRequest(t.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
+				pgx.StrictNamedArgs{"owner": in.OwnerID, "key": in.IdempotencyKey}))
+			switch {
+			case err == nil && prev.Fingerprint == in.Fingerprint:
+				out = prev
+				return nil
+			case err == nil:
+				return airlock.Errorf(airlock.CodeIdempotencyConflict,
+					"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+			case !errors.Is(err, pgx.ErrNoRows):
+				return err
+			}
+		}
+		return airlock.NotFound("instance", in.InstanceID)
+	})
+	if err != nil {
+		return airlock.Request{}, false, translate(err, "request", in.ID)
+	}
+	return out, created, nil
+}
+
+// checkNew refuses parameters that would store a request breaking the
+// lifecycle's rules. The provider validates input first; this guards the
+// store's own invariants against a caller's bug.
+func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
+	switch {
+	case !r.Kind.Valid():
+		return airlock.Invalid("kind", "unknown kind %q", r.Kind)
+	case p.Window < time.Microsecond:
+		return airlock.Invalid("timeout", "the decision window must be positive (at least 1µs)")
+	case r.Fingerprint == "" && r.IdempotencyKey != "":
+		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	}
+	if d := p.Initial; d != nil {
+		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
+			return airlock.Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
+		}
+		if d.Status == airlock.StateApproved && d.Validity < time.Microsecond {
+			return airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+		}
+	}
+	return nil
+}
+
+// GetRequest reads a request.
+func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
+	r, err := scanRequest(s.pool.QueryRow(ctx, selectRequestSQL, pgx.StrictNamedArgs{"id": id}))
+	return r, translate(err, "request", id)
+}
+
+// ListRequests lists requests matching f, newest first.
+func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
+	var where []string
+	args := pgx.StrictNamedArgs{}
+	add := func(cond, name string, arg any) {
+		where = append(where, cond)
+		args[name] = arg
+	}
+	if f.OwnerID != "" {
+		add("r.owner_id = @owner", "owner", f.OwnerID)
+	}
+	if f.State != "" {
+		if !f.State.Valid() {
+			return nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+		}
+		add("r.state = @state", "state", string(f.State))
+	}
+	if f.InstanceID != "" {
+		add("r.instance_id = @instance", "instance", f.InstanceID)
+	}
+	if f.Tool != "" {
+		add("r.tool = @tool", "tool", f.Tool)
+	}
+	if f.Kind != "" {
+		if !f.Kind.Valid() {
+			return nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+		}
+		add("r.kind = @kind", "kind", string(f.Kind))
+	}
+	if f.BeforeSeq > 0 {
+		add("r.seq < @before", "before", f.BeforeSeq)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	args["limit"] = min(limit, maxListLimit)
+
+	q := `SELECT ` + requestCols + ` FROM requests r`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY r.seq DESC LIMIT @limit`
+	rs, err := queryRequests(ctx, s.pool, q, args)
+	return rs, translate(err, "requests", "list")
+}
+
+// Decide records a reviewer's decision with one compare-and-set.
+func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
+	var validity any
+	switch p.Status {
+	case airlock.StateApproved:
+		if p.Validity < time.Microsecond {
+			return airlock.Request{}, airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+		}
+		validity = p.Validity
+	case airlock.StateDenied:
+	default:
+		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
+	}
+	return s.transition(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, pgx.StrictNamedArgs{
+		"id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "answer": p.Answer, "validity": validity,
+	}, refuseDecision)
+}
+
+// Cancel withdraws a pending request with one compare-and-set.
+func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
+	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, cancelSQL,
+		pgx.StrictNamedArgs{"id": id, "actor": actor}, refuseDecision)
+}
+
+// ClaimExecution claims the one execution attempt with one compare-and-set.
+func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
+	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, claimSQL,
+		pgx.StrictNamedArgs{"id": id, "actor": actor}, refuseClaim)
+}
+
+// refuseDecision names why a pending-only change (decide, cancel) lost. Any
+// expired request refuses with deadline_passed, whether it expired in this
+// call or earlier: the deadline is the reason either way, and the answer
+// does not depend on whether a scheduler got there first.
+func refuseDecision(r airlock.Request) *airlock.Error {
+	if r.State == airlock.StateExpired {
+		return airlock.Conflict(airlock.CodeDeadlinePassed, r.State,
+			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return airlock.Conflict(airlock.CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
+}
+
+// refuseClaim names why a claim lost.
+func refuseClaim(r airlock.Request) *airlock.Error {
+	switch {
+	case r.State != airlock.StateApproved:
+		return airlock.Conflict(airlock.CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
+	case r.Execution != nil:
+		return airlock.Conflict(airlock.CodeAlreadyExecuted, r.State,
+			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
+	default:
+		return airlock.Conflict(airlock.CodeApprovalExpired, r.State,
+			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
+	}
+}
+
+// transition runs one compare-and-set (casSQL with args) on request id and
+// appends an event of type event by actor. When it changes no row, another
+// change won: transition settles the row (expiring it if it is pending past
+// its deadline — itself a compare-and-set) and returns refuse's error for
+// what holds. The settling commits even though the call is refused, so a
+// request refused for its deadline is expired from then on.
+func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
+	casSQL string, args pgx.StrictNamedArgs, refuse func(airlock.Request) *airlock.Error,
+) (airlock.Request, error) {
+	var (
+		out     airlock.Request
+		refused *airlock.Error
+	)
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		refused = nil
+		args["now"] = s.now()
+		r, at, err := scanStamped(t.QueryRow(ctx, casSQL, args))
+		if err == nil {
+			out = r
+			t.requestEvent(event, actor, at, r)
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		cur, err := s.settle(ctx, t, id)
+		if err != nil {
+			return err
+		}
+		refused = refuse(cur)
+		return nil
+	})
+	if err != nil {
+		return airlock.Request{}, translate(err, "request", id)
+	}
+	if refused != nil {
+		return airlock.Request{}, refused
+	}
+	return out, nil
+}
+
+// settle returns request id as it holds now: a pending request whose
+// deadline has come is expired first, by compare-and-set, with its event.
+func (s *Store) settle(ctx context.Context, t *tx, id string) (airlock.Request, error) {
+	r, at, err := scanStamped(t.QueryRow(ctx, expireOneSQL, pgx.StrictNamedArgs{"now": s.now(), "id": id, "actor": airlock.ActorExpiry}))
+	if err == nil {
+		t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
+		return r, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return airlock.Request{}, err
+	}
+	return scanRequest(t.QueryRow(ctx, selectRequestSQL, pgx.StrictNamedArgs{"id": id}))
+}
+
+// ReportExecution records a claimed execution's outcome with one
+// compare-and-set on exec_status = 'claimed'. A repeated report of the same
+// status returns the request as first reported, so a retried report is
+// harmless; any other outcome after the first is already_executed.
+func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.ReportInput, actor string) (airlock.Request, error) {
+	if err := in.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
+	var out airlock.Request
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		r, at, err := scanStamped(t.QueryRow(ctx, reportSQL, pgx.StrictNamedArgs{
+			"now": s.now(), "id": id, "status": string(in.Status), "detail": in.Detail}))
+		if err == nil {
+			out = r
+			t.requestEvent(airlock.EventExecutionReported, actor, at, r)
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		cur, err := scanRequest(t.QueryRow(ctx, selectRequestSQL, pgx.StrictNamedArgs{"id": id}))
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur.State != airlock.StateApproved:
+			return airlock.Conflict(airlock.CodeNotApproved, cur.State, "request %s is %s, not approved; nothing ran", id, cur.State)
+		case cur.Execution == nil:
+			return airlock.Invalid("status", "request %s has no claimed execution; claim it before reporting", id)
+		case cur.Execution.Status == in.Status:
+			out = cur
+			return nil
+		default:
+			return airlock.Conflict(airlock.CodeAlreadyExecuted, cur.State,
+				"request %s's execution was already reported as %s", id, cur.Execution.Status)
+		}
+	})
+	if err != nil {
+		return airlock.Request{}, translate(err, "request", id)
+	}
+	return out, nil
+}
+
+// ExpireDue expires, in one UPDATE, up to limit pending requests whose
+// deadline is at or before now (default 100 when limit <= 0), earliest
+// deadline first, and appends an event for each. Replicas sweeping at once
+// split the due rows between them (expireDueSQL), so each request expires
+// once and no sweeper waits for another.
+func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
+	if limit <= 0 {
+		limit = defaultExpireLimit
+	}
+	var out []airlock.Request
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		rs, at, err := updateRequests(ctx, t, expireDueSQL,
+			pgx.StrictNamedArgs{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry})
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(rs, func(a, b airlock.Request) int {
+			return cmp.Or(a.DeadlineAt.Compare(b.DeadlineAt), cmp.Compare(a.Seq, b.Seq))
+		})
+		for _, r := range rs {
+			t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
+		}
+		out = rs
+		return nil
+	})
+	return out, translate(err, "requests", "expire")
+}
+
+// NextDeadline returns the earliest deadline of a pending request, read
+// from the partial index of pending requests.
+func (s *Store) NextDeadline(ctx context.Context) (time.Time, bool, error) {
+	var next *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT min(deadline_at) FROM requests WHERE state = 'pending'`).Scan(&next)
+	if err != nil || next == nil {
+		return time.Time{}, false, translate(err, "requests", "next deadline")
+	}
+	return next.UTC(), true, nil
+}
+
+// CountPending returns how many requests are pending, for the pending gauge.
+func (s *Store) CountPending(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM requests WHERE state = 'pending'`).Scan(&n)
+	return n, translate(err, "requests", "count pending")
+}
