@@ -88,6 +88,15 @@ func (s *Server) HTTPHandler(cfg Config) http.Handler {
 		}
 		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c}}, nil
 	}
+	if cfg.Context != nil {
+		// The SDK keeps sessions until they time out; end them with the
+		// server.
+		context.AfterFunc(cfg.Context, func() {
+			for ss := range s.mcp.Sessions() {
+				ss.Close()
+			}
+		})
+	}
 	h.sdk = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
 	return h
 }
@@ -121,19 +130,32 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, http.StatusUnauthorized, "never put a token in the URL (it ends up in logs and histories): send Authorization: Bearer <token>, and consider this token leaked")
 		return
 	}
+	// The body is read first, within the limit, so that refusals can
+	// answer the JSON-RPC request by its id: clients show such an error's
+	// message, where they show a bare status for one without an id.
+	var id json.RawMessage
+	if r.Method == http.MethodPost {
+		body, ok := h.readBody(w, r)
+		if !ok {
+			return
+		}
+		id = requestID(body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
 	c, err := h.s.svc.Authenticate(r.Context(), bearer(r))
 	if err != nil {
 		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
 			h.s.log.Error("authenticate MCP request", "err", err)
-			h.refuse(w, r, http.StatusInternalServerError, "internal error")
+			h.refuseRPC(w, r, id, http.StatusInternalServerError, -32603, "internal error")
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
-		h.refuse(w, r, http.StatusUnauthorized, err.Error())
+		h.refuseRPC(w, r, id, http.StatusUnauthorized, -32001, err.Error())
 		return
 	}
 	if v, ok := r.Header[headerProtocolVersion]; ok && (len(v) != 1 || !slices.Contains(ProtocolVersions, v[0])) {
-		h.refuseVersion(w, r, strings.Join(v, ","))
+		h.refuseVersion(w, r, id, strings.Join(v, ","))
 		return
 	}
 	sid := r.Header.Get(headerSessionID)
@@ -144,14 +166,6 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Debug("MCP request refused", "method", r.Method, "status", http.StatusNotFound, "reason", "session not found")
 		http.Error(w, "session not found: start a new MCP session (initialize without Mcp-Session-Id)", http.StatusNotFound)
 		return
-	}
-	if r.Method == http.MethodPost {
-		body, ok := h.readBody(w, r)
-		if !ok {
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
 	}
 
 	ctx := withCaller(r.Context(), c)
@@ -201,11 +215,11 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) > 0 && trimmed[0] == '[' {
-		h.refuseRPC(w, r, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per request")
+		h.refuseRPC(w, r, nil, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per request")
 		return nil, false
 	}
 	if len(trimmed) > 0 && !json.Valid(trimmed) {
-		h.refuseRPC(w, r, http.StatusBadRequest, -32700, "parse error: the body is not valid JSON")
+		h.refuseRPC(w, r, nil, http.StatusBadRequest, -32700, "parse error: the body is not valid JSON")
 		return nil, false
 	}
 	return body, true
@@ -303,35 +317,57 @@ func (h *httpHandler) bind(sid, tokenID string) {
 // refuse answers with an HTTP status and a JSON-RPC error body (id null),
 // which MCP clients show as the reason.
 func (h *httpHandler) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	h.refuseRPC(w, r, status, -32000, msg)
+	h.refuseRPC(w, r, nil, status, -32000, msg)
 }
 
-func (h *httpHandler) refuseRPC(w http.ResponseWriter, r *http.Request, status, code int, msg string) {
+// refuseRPC answers with an HTTP status and a JSON-RPC error for the
+// request with the given id (nil: null).
+func (h *httpHandler) refuseRPC(w http.ResponseWriter, r *http.Request, id json.RawMessage, status, code int, msg string) {
 	h.log.Debug("MCP request refused", "method", r.Method, "status", status, "reason", msg)
-	writeRPCError(w, status, code, msg, nil)
+	writeRPCError(w, status, id, code, msg, nil)
+}
+
+// requestID returns the id of a single JSON-RPC request, or nil.
+func requestID(body []byte) json.RawMessage {
+	var probe struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &probe) != nil {
+		return nil
+	}
+	switch v := bytes.TrimSpace(probe.ID); {
+	case len(v) == 0:
+		return nil
+	case v[0] == '"' || v[0] == '-' || ('0' <= v[0] && v[0] <= '9'):
+		return v
+	}
+	return nil
 }
 
 // refuseVersion refuses an MCP-Protocol-Version the server does not speak,
 // with the SDK's unsupported-version error, so an SDK client that probed a
 // newer revision falls back to one listed.
-func (h *httpHandler) refuseVersion(w http.ResponseWriter, r *http.Request, asked string) {
+func (h *httpHandler) refuseVersion(w http.ResponseWriter, r *http.Request, id json.RawMessage, asked string) {
 	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: ProtocolVersions, Requested: asked})
 	msg := "unsupported MCP-Protocol-Version " + quote(asked) + "; this server speaks " + strings.Join(ProtocolVersions, ", ")
 	h.log.Debug("MCP request refused", "method", r.Method, "status", http.StatusBadRequest, "reason", msg)
-	writeRPCError(w, http.StatusBadRequest, mcp.CodeUnsupportedProtocolVersion, msg, data)
+	writeRPCError(w, http.StatusBadRequest, id, mcp.CodeUnsupportedProtocolVersion, msg, data)
 }
 
-func writeRPCError(w http.ResponseWriter, status, code int, msg string, data json.RawMessage) {
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string, data json.RawMessage) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
 	type rpcError struct {
 		Code    int             `json:"code"`
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data,omitempty"`
 	}
 	body, _ := marshal(struct {
-		JSONRPC string   `json:"jsonrpc"`
-		ID      any      `json:"id"`
-		Error   rpcError `json:"error"`
-	}{"2.0", nil, rpcError{code, msg, data}})
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{code, msg, data}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))

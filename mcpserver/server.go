@@ -59,8 +59,9 @@ type Config struct {
 	// SessionTimeout closes an MCP transport session (not an Airlock
 	// session) after this long without a request. Default 1h.
 	SessionTimeout time.Duration
-	// Context, when set, ends open server-to-client streams (GET /mcp) when
-	// it is done, so a server shutdown is not held up by them.
+	// Context, when set, ends open server-to-client streams (GET /mcp)
+	// and closes every MCP transport session when it is done, so a server
+	// shutdown is not held up by them.
 	Context context.Context
 }
 

@@ -291,4 +291,3 @@ func requestArgs(key string, edit func(m map[string]any)) map[string]any {
 	}
 	return m
 }
-

@@ -197,7 +197,11 @@ func (s *Server) sessionOpen(in *jsonschema.Resolved) func(context.Context, airl
 			Name     string          `json:"name"`
 			Metadata json.RawMessage `json:"metadata"`
 		}
-		if err := decodeWith(args, &a, in, func() error { return required("name", a.Name) }); err != nil {
+		check := func() error {
+			ii := airlock.InstanceInput{Name: a.Name, Metadata: a.Metadata}
+			return ii.Validate()
+		}
+		if err := decodeWith(args, &a, in, check); err != nil {
 			return "", nil, err
 		}
 		inst, err := s.svc.OpenSession(ctx, c, a.Name, a.Metadata)
