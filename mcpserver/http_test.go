@@ -1,8 +1,8 @@
 package mcpserver
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
