@@ -95,6 +95,9 @@ type Request struct {
 	SessionID   string
 	Proposal    *Proposal
 	Question    *Question
+	// CommandResult is set when an approved command proposal was applied,
+	// in the same transaction that recorded the approval.
+	CommandResult *CommandResult
 
 	// Seq orders requests by creation; it backs cursor pagination.
 	Seq int64
@@ -150,6 +153,11 @@ type Proposal struct {
 type Command struct {
 	Method string          `json:"method"`
 	Input  json.RawMessage `json:"input"`
+	// Observed is what the provider saw of the target when the command was
+	// requested (for work_move, a WorkMoveObserved). The command applies
+	// only while the target is still so, so the reviewer approves what they
+	// saw. The provider sets it; it is never read from an agent's input.
+	Observed json.RawMessage `json:"-"`
 }
 
 // Question asks the reviewer for an answer: free text when Choices is empty.
@@ -167,6 +175,14 @@ type Instance struct {
 	CreatedAt time.Time
 	// PendingCount is filled on reads: how many of its requests are pending.
 	PendingCount int
+	// Kind tells a REST-registered adapter from an MCP agent session.
+	// Stores fill it on reads ("adapter" for instances created without one).
+	Kind InstanceKind
+	// LastSeenAt is a session's last heartbeat; nil before the first.
+	LastSeenAt *time.Time
+	// ClosedAt is when a session was closed (or the instance deleted);
+	// closed sessions stay readable so the inbox can list them.
+	ClosedAt *time.Time
 }
 
 // System actors recorded in decisions and audit events.
@@ -220,4 +236,7 @@ type Event struct {
 	TokenID    string
 	// State is the request's state after the change, for request events.
 	State State
+	// Subject names what a board event changed: a work item's ID or a
+	// column's key. Empty for other events.
+	Subject string
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// ExpiryBatch is how many requests one expiry write handles (default 500),
 	// so no sweep holds the writer for long.
 	ExpiryBatch int
+	// StaleAfter is how long an MCP session may go without a heartbeat
+	// before it shows as stale (default airlock.DefaultStaleAfter, 5m).
+	// Stale is display only: it cancels and refuses nothing.
+	StaleAfter time.Duration
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -44,6 +48,7 @@ type Service struct {
 	metrics *Metrics
 	maxWait time.Duration
 	batch   int
+	stale   time.Duration
 
 	hub  *hub
 	kick chan struct{}
@@ -78,9 +83,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ExpiryBatch <= 0 {
 		cfg.ExpiryBatch = 500
 	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = airlock.DefaultStaleAfter
+	}
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
-		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch,
+		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
 		hub: newHub(), kick: make(chan struct{}, 1),
 	}, nil
 }

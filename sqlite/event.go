@@ -16,10 +16,22 @@ const (
 
 // appendEvent appends one audit event in the caller's transaction, so an
 // event exists exactly when its change committed.
+//
+// The event of a request becoming approved, denied or expired also stores
+// the session's instruction when the request is linked to a session: every
+// path to those states appends this event, so none can forget the
+// instruction, and an instruction exists exactly when its decision does.
 func appendEvent(ctx context.Context, tx *sql.Tx, now time.Time, e airlock.Event) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state)
-VALUES (?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State)
-	return err
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject)
+	if err != nil {
+		return err
+	}
+	switch e.Type {
+	case airlock.EventRequestApproved, airlock.EventRequestDenied, airlock.EventRequestExpired:
+		return recordInstruction(ctx, tx, now, e.RequestID)
+	}
+	return nil
 }
 
 // appendStateEvents appends, in order, the event of each request's new
@@ -41,7 +53,7 @@ func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlo
 		limit = defaultEventLimit
 	}
 	limit = min(limit, maxEventLimit)
-	rows, err := s.read.QueryContext(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state
+	rows, err := s.read.QueryContext(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject
 FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, translate(err, "events", "list")
@@ -53,7 +65,7 @@ FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 			e  airlock.Event
 			at int64
 		)
-		if err := rows.Scan(&e.ID, &e.Type, &at, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &e.State); err != nil {
+		if err := rows.Scan(&e.ID, &e.Type, &at, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &e.State, &e.Subject); err != nil {
 			return nil, translate(err, "events", "list")
 		}
 		e.At = fromMicros(at)

@@ -21,7 +21,8 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	decided_at, decided_by, note, answer, expires_at,
 	claimed_at, claimed_by, exec_status, finished_at, exec_detail,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question`
+	proposal_mode, command_method, command_input, question,
+	command_observed, command_status, command_detail, command_applied_at`
 
 // The compare-and-set writes of the lifecycle. Each changes a row only if
 // it is still in the state the change starts from, judged against @now;
@@ -90,15 +91,18 @@ func scanRequest(sc scanner) (airlock.Request, error) {
 		created, deadline                           int64
 		decidedAt, expiresAt, claimedAt, finishedAt sql.NullInt64
 		decidedBy, claimedBy, execStatus, key       sql.NullString
-		mode, method, question                      sql.NullString
-		note, answer, detail                        string
+		mode, method, question, cmdStatus           sql.NullString
+		note, answer, detail, cmdDetail             string
+		observed                                    []byte
+		cmdAppliedAt                                sql.NullInt64
 	)
 	err := sc.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &created, &deadline,
 		&decidedAt, &decidedBy, &note, &answer, &expiresAt,
 		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
-		&mode, &method, &cmdInput, &question)
+		&mode, &method, &cmdInput, &question,
+		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt)
 	if err != nil {
 		return airlock.Request{}, err
 	}
@@ -127,8 +131,11 @@ func scanRequest(sc scanner) (airlock.Request, error) {
 	if mode.Valid {
 		r.Proposal = &airlock.Proposal{Mode: mode.String}
 		if method.Valid {
-			r.Proposal.Command = &airlock.Command{Method: method.String, Input: cmdInput}
+			r.Proposal.Command = &airlock.Command{Method: method.String, Input: cmdInput, Observed: observed}
 		}
+	}
+	if cmdStatus.Valid {
+		r.CommandResult = &airlock.CommandResult{Status: cmdStatus.String, Detail: cmdDetail, AppliedAt: fromMicros(cmdAppliedAt.Int64)}
 	}
 	if question.Valid {
 		r.Question = new(airlock.Question)
@@ -214,11 +221,12 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		}
 		question = string(b)
 	}
-	var mode, method, cmdInput any
+	var mode, method, cmdInput, observed any
 	if in.Proposal != nil {
 		mode = in.Proposal.Mode
 		if in.Proposal.Command != nil {
 			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
+			observed = text(in.Proposal.Command.Observed)
 		}
 	}
 
@@ -240,11 +248,11 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question)
+	proposal_mode, command_method, command_input, question, command_observed)
 SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reasoning, @context,
 	@now, @deadline, @decided_at, @decided_by, @note, @expires_at,
 	@key, @fingerprint, @title, @description, @target_type, @target_id, @session_id,
-	@mode, @method, @input, @question
+	@mode, @method, @input, @question, @observed
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
@@ -261,7 +269,7 @@ RETURNING `+requestCols,
 			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
 			sql.Named("session_id", in.SessionID),
 			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
-			sql.Named("question", question))
+			sql.Named("question", question), sql.Named("observed", observed))
 		switch {
 		case err == nil:
 			out, created = r, true
@@ -311,6 +319,8 @@ func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
 		return airlock.Invalid("timeout", "the decision window must be positive")
 	case r.Fingerprint == "" && r.IdempotencyKey != "":
 		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
+		return airlock.Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
 	}
 	if d := p.Initial; d != nil {
 		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
@@ -393,11 +403,11 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	default:
 		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
-	return s.transition(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, decideSQL, sql.Named("id", p.ID), sql.Named("now", micros(now)),
 			sql.Named("state", p.Status), sql.Named("actor", p.Actor), sql.Named("note", p.Note),
 			sql.Named("answer", p.Answer), sql.Named("expires", expires(now)))
-	}, refuseDecision)
+	}, s.applyApprovedCommand, refuseDecision)
 }
 
 // Cancel withdraws a pending request with one compare-and-set.
@@ -450,6 +460,18 @@ func (s *Store) transition(ctx context.Context, id, actor string, event airlock.
 	cas func(context.Context, *sql.Tx, time.Time) (airlock.Request, error),
 	refuse func(airlock.Request, time.Time) *airlock.Error,
 ) (airlock.Request, error) {
+	return s.transitionThen(ctx, id, actor, event, cas, nil, refuse)
+}
+
+// transitionThen is transition with a step run after a successful cas and
+// its event, in the same transaction (an approved command's effect). When
+// then fails, the whole transaction rolls back: the cas is undone and the
+// request stays as it was.
+func (s *Store) transitionThen(ctx context.Context, id, actor string, event airlock.EventType,
+	cas func(context.Context, *sql.Tx, time.Time) (airlock.Request, error),
+	then func(context.Context, *sql.Tx, time.Time, airlock.Request) (airlock.Request, error),
+	refuse func(airlock.Request, time.Time) *airlock.Error,
+) (airlock.Request, error) {
 	var (
 		out     airlock.Request
 		refused *airlock.Error
@@ -458,8 +480,14 @@ func (s *Store) transition(ctx context.Context, id, actor string, event airlock.
 		r, err := cas(ctx, tx, now)
 		if err == nil {
 			out = r
-			return appendEvent(ctx, tx, now, airlock.Event{Type: event, Actor: actor,
-				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+			if err := appendEvent(ctx, tx, now, airlock.Event{Type: event, Actor: actor,
+				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}); err != nil {
+				return err
+			}
+			if then != nil {
+				out, err = then(ctx, tx, now, r)
+			}
+			return err
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err

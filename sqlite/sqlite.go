@@ -32,6 +32,8 @@ type Store struct {
 	// last committed state without blocking the writer.
 	read  *sql.DB
 	clock airlock.Clock
+	// fault is the test hook of WithFaultHook; nil in production.
+	fault func(point string) error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -45,6 +47,7 @@ type Option func(*config)
 type config struct {
 	clock       airlock.Clock
 	busyTimeout time.Duration
+	fault       func(point string) error
 }
 
 // WithClock sets the clock that judges every deadline and expires_at and
@@ -73,7 +76,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Store{clock: cfg.clock}
+	s := &Store{clock: cfg.clock, fault: cfg.fault}
 
 	var err error
 	if s.write, err = sql.Open("sqlite", dsn(path, false, cfg.busyTimeout)); err != nil {

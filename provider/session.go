@@ -1,0 +1,127 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// sessions returns the store's session support, or an error that says the
+// configured store lacks it.
+func (s *Service) sessions() (airlock.SessionStore, error) {
+	ss, ok := s.store.(airlock.SessionStore)
+	if !ok {
+		return nil, airlock.Errorf(airlock.CodeInternal, "this server's store does not support MCP sessions")
+	}
+	return ss, nil
+}
+
+// StaleAfter returns how long a session may go without a heartbeat before
+// it shows as stale (Config.StaleAfter).
+func (s *Service) StaleAfter() time.Duration { return s.stale }
+
+// OpenSession opens an MCP session for the calling agent: an instance of
+// kind session, which owns the requests linked to it.
+func (s *Service) OpenSession(ctx context.Context, c airlock.Caller, name string, metadata json.RawMessage) (airlock.Instance, error) {
+	if c.Role != airlock.RoleAgent {
+		return airlock.Instance{}, forbidden("only agent tokens open sessions")
+	}
+	if _, err := s.sessions(); err != nil {
+		return airlock.Instance{}, err
+	}
+	in := airlock.InstanceInput{Name: name, Metadata: metadata}
+	if err := in.Validate(); err != nil {
+		return airlock.Instance{}, err
+	}
+	return s.store.CreateInstance(ctx, airlock.Instance{
+		ID: airlock.NewID(airlock.PrefixSession), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata,
+		Kind: airlock.InstanceSession,
+	}, c.ID)
+}
+
+// ownSession returns the caller's session, open or closed; any other
+// caller's session, or an ID that is no session, is not_found.
+func (s *Service) ownSession(ctx context.Context, c airlock.Caller, id string) (airlock.Instance, error) {
+	ss, err := s.sessions()
+	if err != nil {
+		return airlock.Instance{}, err
+	}
+	if c.Role != airlock.RoleAgent {
+		return airlock.Instance{}, forbidden("only the agent that opened a session can use it")
+	}
+	in, err := ss.GetSession(ctx, id)
+	if err != nil {
+		return airlock.Instance{}, err
+	}
+	// An empty ID owns nothing.
+	if c.ID == "" || in.OwnerID != c.ID {
+		return airlock.Instance{}, airlock.NotFound("session", id)
+	}
+	return in, nil
+}
+
+// Heartbeat records that the caller's open session is alive and returns
+// the instructions (decisions and answers on its linked requests) not yet
+// delivered; each is returned by exactly one heartbeat. A closed session
+// is not_found.
+func (s *Service) Heartbeat(ctx context.Context, c airlock.Caller, sessionID string) (airlock.Instance, []airlock.Instruction, error) {
+	if _, err := s.ownSession(ctx, c, sessionID); err != nil {
+		return airlock.Instance{}, nil, err
+	}
+	ss, _ := s.sessions()
+	in, ists, err := ss.Heartbeat(ctx, sessionID)
+	if airlock.ErrorCode(err) == airlock.CodeNotFound {
+		return airlock.Instance{}, nil, airlock.Errorf(airlock.CodeNotFound,
+			"session %q not found: it is closed; open a new one with session_open", sessionID)
+	}
+	return in, ists, err
+}
+
+// CloseSession closes the caller's session and cancels its pending
+// requests in the same transaction; the session stays readable as closed.
+// It returns how many requests it cancelled; closing a closed session
+// cancels nothing and succeeds, so a retried close is harmless.
+func (s *Service) CloseSession(ctx context.Context, c airlock.Caller, sessionID string) (int, error) {
+	if _, err := s.ownSession(ctx, c, sessionID); err != nil {
+		return 0, err
+	}
+	ss, _ := s.sessions()
+	ids, err := ss.CloseSession(ctx, sessionID, c.ID)
+	if err != nil {
+		return 0, err
+	}
+	s.hub.publish(ids...)
+	if s.metrics != nil {
+		for range ids {
+			s.metrics.transitions.WithLabelValues(string(airlock.StateCancelled)).Inc()
+		}
+	}
+	return len(ids), nil
+}
+
+// Sessions lists sessions, open and closed, newest first: every session
+// for reviewers and admins, their own for agents.
+func (s *Service) Sessions(ctx context.Context, c airlock.Caller) ([]airlock.Instance, error) {
+	ss, err := s.sessions()
+	if err != nil {
+		return nil, err
+	}
+	switch c.Role {
+	case airlock.RoleReviewer, airlock.RoleAdmin:
+		return ss.ListSessions(ctx, "")
+	case airlock.RoleAgent:
+		if c.ID == "" {
+			return nil, nil
+		}
+		return ss.ListSessions(ctx, c.ID)
+	}
+	return nil, forbidden("this token's role may not list sessions")
+}
+
+// SessionStatus says how in shows now, by the service's clock and
+// StaleAfter.
+func (s *Service) SessionStatus(in airlock.Instance) airlock.SessionStatus {
+	return in.SessionStatus(s.clock.Now(), s.stale)
+}

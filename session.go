@@ -1,0 +1,121 @@
+package airlock
+
+import (
+	"context"
+	"time"
+)
+
+// InstanceKind tells the two kinds of instance apart: adapters registered
+// over REST (and an MCP agent's default instance), and MCP agent sessions.
+type InstanceKind string
+
+// The instance kinds.
+const (
+	InstanceAdapter InstanceKind = "adapter"
+	InstanceSession InstanceKind = "session"
+)
+
+// PrefixInstruction starts every instruction ID.
+const PrefixInstruction = "ist_"
+
+// DefaultStaleAfter is how long a session may go without a heartbeat before
+// it shows as stale, unless the provider is configured otherwise.
+const DefaultStaleAfter = 5 * time.Minute
+
+// MaxSessionsListed bounds how many sessions one list returns, newest
+// first, so a server that has seen many sessions still answers quickly.
+const MaxSessionsListed = 500
+
+// SessionStatus is how a session shows to people and to its agent.
+type SessionStatus string
+
+// The session statuses. Stale is for display only: a stale session keeps
+// its requests, receives decisions and may heartbeat again at any time, and
+// nothing is cancelled or refused because a session went stale.
+const (
+	SessionActive  SessionStatus = "active"
+	SessionWaiting SessionStatus = "waiting"
+	SessionStale   SessionStatus = "stale"
+	SessionClosed  SessionStatus = "closed"
+)
+
+// SessionStatus says how the session shows at now: closed once closed;
+// stale when its last heartbeat (or its opening, before any heartbeat) is
+// staleAfter or more ago; waiting while one of its requests is pending;
+// active otherwise. staleAfter <= 0 never marks a session stale.
+func (in Instance) SessionStatus(now time.Time, staleAfter time.Duration) SessionStatus {
+	if in.ClosedAt != nil {
+		return SessionClosed
+	}
+	seen := in.CreatedAt
+	if in.LastSeenAt != nil {
+		seen = *in.LastSeenAt
+	}
+	if staleAfter > 0 && now.Sub(seen) >= staleAfter {
+		return SessionStale
+	}
+	if in.PendingCount > 0 {
+		return SessionWaiting
+	}
+	return SessionActive
+}
+
+// Instruction tells a session's agent the outcome of one of its linked
+// requests. The store creates it in the same transaction that makes the
+// request approved, denied or expired (never for the agent's own cancel
+// or a session close: the agent already knows), and the session's next
+// heartbeat takes it, exactly once.
+type Instruction struct {
+	// ID is stable: an agent that sees the same ID twice (it cannot, but a
+	// retried transport might replay a response) knows it is one instruction.
+	ID        string
+	SessionID string
+	RequestID string
+	// Status is the request's terminal state: approved, denied or expired.
+	Status State
+	Note   string
+	Answer string
+	// CreatedAt is when the request became terminal.
+	CreatedAt time.Time
+}
+
+// Audit event types of sessions.
+const (
+	// EventSessionClosed is appended when a session is closed (the session
+	// row stays; its pending requests are cancelled in the same step).
+	EventSessionClosed EventType = "session.closed"
+	// EventInstructionDelivered is appended for each instruction a
+	// heartbeat takes.
+	EventInstructionDelivered EventType = "instruction.delivered"
+)
+
+// SessionStore is implemented by stores that keep MCP agent sessions,
+// their instructions, and agents' default MCP instances. Sessions are
+// instances (CreateInstance with Kind InstanceSession and a "ses_" ID), so
+// Store's instance methods see open sessions too.
+type SessionStore interface {
+	// GetSession reads a session, open or closed, with its pending count;
+	// not_found for unknown IDs and for instances that are not sessions.
+	GetSession(ctx context.Context, id string) (Instance, error)
+	// ListSessions lists sessions, open and closed, newest first, of one
+	// owner when ownerID is set; at most MaxSessionsListed.
+	ListSessions(ctx context.Context, ownerID string) ([]Instance, error)
+	// Heartbeat records a heartbeat (LastSeenAt = the store's now) and, in
+	// the same transaction, takes every undelivered instruction of the
+	// session, oldest first: each is returned by exactly one heartbeat.
+	// not_found for unknown or closed sessions.
+	Heartbeat(ctx context.Context, sessionID string) (Instance, []Instruction, error)
+	// CloseSession closes a session and cancels its pending requests in one
+	// transaction (as DeleteInstance), keeping the session readable with
+	// ClosedAt set; it returns the cancelled request IDs. Closing a closed
+	// session cancels nothing and is not an error; not_found for unknown IDs.
+	CloseSession(ctx context.Context, id, actor string) ([]string, error)
+	// MCPInstance returns the owner's live default MCP instance (Kind
+	// adapter, name "mcp"), which owns the MCP requests made without a
+	// sessionId, creating it on first use; concurrent first uses get one.
+	MCPInstance(ctx context.Context, ownerID, actor string) (Instance, error)
+	// RequestByKey reads the request an owner created with an idempotency
+	// key; not_found when there is none. The provider uses it to answer a
+	// replay whose target has changed since the original was made.
+	RequestByKey(ctx context.Context, ownerID, key string) (Request, error)
+}
