@@ -36,7 +36,7 @@ type command struct {
 var commands []command
 
 func init() {
-	commands = []command{serveCommand, versionCommand, helpCommand}
+	commands = []command{serveCommand, mcpCommand, versionCommand, helpCommand}
 }
 
 func findCommand(name string) (command, bool) {

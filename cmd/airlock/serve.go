@@ -153,8 +153,11 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 		Service: svc, Logger: log, Registry: reg, Context: drainCtx,
 		RateLimit: cfg.RateLimit, RateBurst: max(1, int(2*cfg.RateLimit)),
 	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpHandler(cfg, svc, log, drainCtx))
+	mux.Handle("/", handler)
 	s.http = &http.Server{
-		Handler:           s.track(handler),
+		Handler:           s.track(mux),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,

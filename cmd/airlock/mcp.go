@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+
+	"github.com/airlockhq/airlock/mcpserver"
+	"github.com/airlockhq/airlock/provider"
+)
+
+var mcpCommand = command{
+	name:    "mcp",
+	args:    "[flags]",
+	summary: "Serve Airlock's MCP tools over stdio, for an MCP client, relaying to a running server's /mcp.",
+	run:     runMCP,
+}
+
+// runMCP is `airlock mcp`: the stdio transport of DESIGN.md §4. An MCP
+// client starts it as a subprocess; it connects to a running `airlock
+// serve` over HTTP with an agent token and relays every tool call. Stdout
+// carries nothing but MCP messages; logs go to stderr. It exits 0 when the
+// client closes stdin (or signals it to stop).
+func runMCP(ctx context.Context, a *App, args []string) error {
+	fs := a.newFlagSet("mcp")
+	url := fs.String("url", "http://127.0.0.1:8080", "the Airlock server to relay to (its /mcp endpoint)")
+	token := fs.String("token", "", "the agent's bearer token; prefer the environment variable, since other users can see command lines")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	if err := a.parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *token == "" {
+		return usageErrorf("no token: set AIRLOCK_TOKEN (or pass --token) to an agent token")
+	}
+	if _, err := mcpserver.Endpoint(*url); err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	level, err := parseLevel(*logLevel)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
+	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
+		URL: *url, Token: *token, In: os.Stdin, Out: a.Stdout, Logger: log, Version: version,
+	})
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil // stopped by a signal: the client is done with us
+	}
+	return err
+}
+
+// mcpHandler is the streamable HTTP transport that `airlock serve` mounts
+// at /mcp. Besides loopback names, it answers the Host that --addr names
+// when that is a specific address (not a wildcard such as 0.0.0.0).
+// drain ends its sessions and streams when shutdown begins.
+func mcpHandler(cfg Config, svc *provider.Service, log *slog.Logger, drain context.Context) http.Handler {
+	var allowed []string
+	if host, _, err := net.SplitHostPort(cfg.Addr); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			allowed = append(allowed, host)
+		}
+	}
+	return mcpserver.Handler(mcpserver.Config{
+		Service: svc, Logger: log, Version: version, AllowedHosts: allowed, Context: drain,
+	})
+}
