@@ -159,7 +159,7 @@ func approvalNext(r airlock.Request) string {
 			}
 			s += "; do not run it again yourself."
 		case question && r.Decision != nil && r.Decision.Answer != "":
-			s = "answered: the reviewer's answer is in answer."
+			s = fmt.Sprintf("answered: the reviewer's answer is %q (in answer).", r.Decision.Answer)
 		default:
 			s = "approved: you may act on exactly this proposal"
 			if r.Decision != nil && r.Decision.ExpiresAt != nil {
@@ -334,10 +334,10 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
-// plural returns "1 thing" or "n things".
-func plural(n int, thing string) string {
+// plural returns "1 one" or "n many".
+func plural(n int, one, many string) string {
 	if n == 1 {
-		return "1 " + thing
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %ss", n, thing)
+	return fmt.Sprintf("%d %s", n, many)
 }

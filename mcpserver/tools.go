@@ -232,9 +232,9 @@ func (s *Server) sessionHeartbeat(in *jsonschema.Resolved) func(context.Context,
 		}
 		switch {
 		case len(out.Instructions) > 0:
-			out.Next = fmt.Sprintf("%s delivered (each only this once): act on each as its message says.", plural(len(out.Instructions), "instruction"))
+			out.Next = fmt.Sprintf("%s delivered (each only this once): act on each as its message says.", plural(len(out.Instructions), "instruction", "instructions"))
 		case inst.PendingCount > 0:
-			out.Next = fmt.Sprintf("No new instructions; %s still pending: a person will decide. Heartbeat again later.", plural(inst.PendingCount, "request"))
+			out.Next = fmt.Sprintf("No new instructions; %s still pending: a person will decide. Heartbeat again later.", plural(inst.PendingCount, "request is", "requests are"))
 		default:
 			out.Next = "No new instructions and nothing pending."
 		}
@@ -255,8 +255,12 @@ func (s *Server) sessionClose(in *jsonschema.Resolved) func(context.Context, air
 			return "", nil, err
 		}
 		out := sessionCloseOut{SessionID: a.SessionID, Status: string(airlock.SessionClosed), CancelledCount: n}
-		out.Next = fmt.Sprintf("Closed; %s cancelled, so none of them will be approved or executed.", plural(n, "pending request"))
-		return fmt.Sprintf("Session %s is closed.", a.SessionID) + " " + out.Next, out, nil
+		if n == 0 {
+			out.Next = "It had no pending requests. Open a new session for new work."
+		} else {
+			out.Next = fmt.Sprintf("%s cancelled: none of them will be approved or executed.", plural(n, "pending request was", "pending requests were"))
+		}
+		return fmt.Sprintf("Session %s is closed. %s", a.SessionID, out.Next), out, nil
 	}
 }
 
@@ -283,7 +287,7 @@ func (s *Server) workList(in *jsonschema.Resolved) func(context.Context, airlock
 			out.Columns = append(out.Columns, co)
 		}
 		out.Next = "To move an item, propose a work_move command with approval_request; it runs only when a reviewer approves."
-		return fmt.Sprintf("The board has %s and %s.", plural(len(cols), "column"), plural(items, "item")), out, nil
+		return fmt.Sprintf("The board has %s and %s.", plural(len(cols), "column", "columns"), plural(items, "item", "items")), out, nil
 	}
 }
 
