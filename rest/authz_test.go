@@ -105,6 +105,28 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 			return req{method: "DELETE", path: "/v1/tokens/" + tok.ID}
 		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"GET /v1/board", func(t *testing.T) req {
+			b.boardItem(t)
+			return req{method: "GET", path: "/v1/board"}
+		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		{"POST /v1/board/columns", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/board/columns", body: `{"key":"` + b.freshKey() + `","name":"C"}`}
+		}, [7]int{forbid, forbid, created, created, created, unauth, unauth}},
+		{"POST /v1/work-items", func(t *testing.T) req {
+			col, _ := b.boardItem(t)
+			return req{method: "POST", path: "/v1/work-items", body: `{"title":"T","column_key":"` + col + `"}`}
+		}, [7]int{forbid, forbid, created, created, created, unauth, unauth}},
+		{"GET /v1/work-items/{id}", func(t *testing.T) req {
+			_, id := b.boardItem(t)
+			return req{method: "GET", path: "/v1/work-items/" + id}
+		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		{"PATCH /v1/work-items/{id}", func(t *testing.T) req {
+			_, id := b.boardItem(t)
+			return req{method: "PATCH", path: "/v1/work-items/" + id, body: `{"title":"Renamed"}`}
+		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		{"GET /v1/sessions", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/sessions"}
+		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
 		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},

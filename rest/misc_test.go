@@ -17,7 +17,7 @@ func TestUnknownRouteAndWrongMethod(t *testing.T) {
 	b := setup(t)
 	r := b.do(t, req{method: "GET", path: "/v1/nothing", token: b.reviewer})
 	want(t, r, http.StatusNotFound, airlock.CodeNotFound)
-	r = b.do(t, req{method: "GET", path: "/v1/board", token: b.reviewer})
+	r = b.do(t, req{method: "GET", path: "/v1/boards", token: b.reviewer})
 	want(t, r, http.StatusNotFound, airlock.CodeNotFound)
 	r = b.do(t, req{method: "PATCH", path: "/v1/approval-requests/apr_x", token: b.reviewer, body: `{}`})
 	want(t, r, http.StatusMethodNotAllowed, airlock.CodeInvalidRequest)

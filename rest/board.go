@@ -1,0 +1,199 @@
+package rest
+
+import (
+	"bytes"
+	"net/http"
+
+	"github.com/airlockhq/airlock"
+)
+
+// The work board and sessions (DESIGN.md §3 and §4): reviewers and admins
+// manage the board that agents' work_move commands act on; the inbox lists
+// sessions. The routes join the table of rest.go when the package starts,
+// so the OpenAPI route test covers them like every other.
+func init() {
+	routes = append(routes,
+		route{"GET /v1/board", true, (*handler).getBoard},
+		route{"POST /v1/board/columns", true, (*handler).createColumn},
+		route{"POST /v1/work-items", true, (*handler).createWorkItem},
+		route{"GET /v1/work-items/{id}", true, (*handler).getWorkItem},
+		route{"PATCH /v1/work-items/{id}", true, (*handler).updateWorkItem},
+		route{"GET /v1/sessions", true, (*handler).listSessions},
+	)
+}
+
+// columnInput is the body of POST /v1/board/columns (CreateColumn).
+type columnInput struct {
+	Key  string `json:"key"`
+	Name string `json:"name"`
+}
+
+// workItemInput is the body of POST /v1/work-items (CreateWorkItem).
+type workItemInput struct {
+	Title     string `json:"title"`
+	ColumnKey string `json:"column_key"`
+}
+
+// workItemPatchInput is the body of PATCH /v1/work-items/{id}
+// (UpdateWorkItem): absent fields stay as they are.
+type workItemPatchInput struct {
+	Title     *string `json:"title"`
+	ColumnKey *string `json:"column_key"`
+	IfVersion int     `json:"if_version"`
+}
+
+func (h *handler) getBoard(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	cols, err := h.svc.Board(r.Context(), c)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.key("columns")
+		b.WriteByte('[')
+		for i, col := range cols {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeColumn(b, col)
+		}
+		b.WriteByte(']')
+		o.end()
+	})
+}
+
+func (h *handler) createColumn(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in columnInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	col, err := h.svc.CreateColumn(r.Context(), c, in.Key, in.Name)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeColumn(b, col) })
+}
+
+func (h *handler) createWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in workItemInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	item, err := h.svc.CreateWorkItem(r.Context(), c, in.Title, in.ColumnKey)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/work-items/"+item.ID)
+	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeWorkItem(b, item) })
+}
+
+func (h *handler) getWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	item, err := h.svc.WorkItem(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeWorkItem(b, item) })
+}
+
+func (h *handler) updateWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in workItemPatchInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	item, err := h.svc.UpdateWorkItem(r.Context(), c, airlock.WorkItemPatch{
+		ID: r.PathValue("id"), Title: in.Title, ColumnKey: in.ColumnKey, IfVersion: in.IfVersion,
+	})
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeWorkItem(b, item) })
+}
+
+func (h *handler) listSessions(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	list, err := h.svc.Sessions(r.Context(), c)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.key("items")
+		b.WriteByte('[')
+		for i, s := range list {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeSession(b, s, h.svc.SessionStatus(s))
+		}
+		b.WriteByte(']')
+		o.end()
+	})
+}
+
+// writeColumn writes a Column resource with its items.
+func writeColumn(b *bytes.Buffer, col airlock.Column) {
+	o := beginObject(b)
+	o.always("key", col.Key)
+	o.always("name", col.Name)
+	o.always("position", col.Position)
+	o.key("items")
+	b.WriteByte('[')
+	for i, item := range col.Items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeWorkItem(b, item)
+	}
+	b.WriteByte(']')
+	o.end()
+}
+
+// writeWorkItem writes a WorkItem resource.
+func writeWorkItem(b *bytes.Buffer, item airlock.WorkItem) {
+	o := beginObject(b)
+	o.always("id", item.ID)
+	o.always("title", item.Title)
+	o.always("column_key", item.ColumnKey)
+	o.always("version", item.Version)
+	o.time("created_at", item.CreatedAt)
+	o.time("updated_at", item.UpdatedAt)
+	o.end()
+}
+
+// writeSession writes a Session resource with its status now.
+func writeSession(b *bytes.Buffer, s airlock.Instance, status airlock.SessionStatus) {
+	o := beginObject(b)
+	o.always("id", s.ID)
+	o.always("owner_id", s.OwnerID)
+	o.always("name", s.Name)
+	o.raw("metadata", s.Metadata)
+	o.always("status", string(status))
+	o.always("pending_count", s.PendingCount)
+	o.time("created_at", s.CreatedAt)
+	o.timePtr("last_seen_at", s.LastSeenAt)
+	o.timePtr("closed_at", s.ClosedAt)
+	o.end()
+}
