@@ -1,7 +1,10 @@
 package mcpserver
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -113,7 +116,14 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	}
 	cfg.Logger.Info("relaying MCP over stdio", "server", endpoint, "tools", len(tools))
 
-	err = local.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(cfg.In), Writer: nopWriteCloser{cfg.Out}})
+	// The SDK ends a stdio session at the first line that is not a
+	// JSON-RPC message; a JSON-RPC server answers it with an error and
+	// goes on. The filter does that, and passes every good line on.
+	out := &syncWriter{w: cfg.Out}
+	pr, pw := io.Pipe()
+	go filterLines(cfg.In, pw, out, maxLineBytes)
+	defer pr.Close() // unblocks the filter if the session ends first
+	err = local.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -188,7 +198,20 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		u.log.Error("reconnect", "err", err)
 		return unreachable(err), nil
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	res, err := cs.CallTool(ctx, params)
+	if errors.Is(err, mcp.ErrSessionMissing) {
+		// The server does not know the session (it restarted, or the
+		// session idled out) and so never saw the call: start a new
+		// session and send it again.
+		u.log.Info("the Airlock server forgot the MCP session; reconnecting", "tool", req.Params.Name)
+		u.lost(cs)
+		if cs, err = u.session(ctx); err != nil {
+			u.log.Error("reconnect", "err", err)
+			return unreachable(err), nil
+		}
+		res, err = cs.CallTool(ctx, params)
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -232,3 +255,94 @@ func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// maxLineBytes bounds one stdin message: the server's own body limit, with
+// room for the envelope.
+const maxLineBytes = airlock.MaxBodyBytes + 64<<10
+
+// filterLines copies newline-delimited messages from in to pass, and
+// answers each line that is not one JSON-RPC message itself, on out, with
+// a JSON-RPC error: -32700 for a line that is not JSON, -32600 for a batch
+// (removed in 2025-06-18), a JSON value that is not a message, or a line
+// over max bytes. It closes pass when in ends or fails.
+func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
+	r := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, tooLong, err := readLine(r, max)
+		switch {
+		case tooLong:
+			out.rpcError(nil, -32600, fmt.Sprintf("message exceeds %d bytes", max))
+		case len(bytes.TrimSpace(line)) > 0:
+			if id, code, msg, ok := checkMessage(line); !ok {
+				out.rpcError(id, code, msg)
+			} else if _, werr := pass.Write(append(bytes.TrimRight(line, "\r\n"), '\n')); werr != nil {
+				return // the session is over
+			}
+		}
+		if err != nil {
+			pass.CloseWithError(err)
+			return
+		}
+	}
+}
+
+// readLine reads one line of at most max bytes; a longer one is read to
+// its end and reported as tooLong. err is io.EOF at the end of in.
+func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, tooLong, err
+	}
+}
+
+// checkMessage reports whether line is one JSON-RPC message the SDK can
+// read; when not, it returns the error to answer with.
+func checkMessage(line []byte) (id json.RawMessage, code int, msg string, ok bool) {
+	trimmed := bytes.TrimSpace(line)
+	if !json.Valid(trimmed) {
+		return nil, jsonrpc.CodeParseError, "parse error: the line is not valid JSON", false
+	}
+	if trimmed[0] == '[' {
+		return nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per line", false
+	}
+	if _, err := jsonrpc.DecodeMessage(trimmed); err != nil {
+		return requestID(trimmed), jsonrpc.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message (" + err.Error() + ")", false
+	}
+	return nil, 0, "", true
+}
+
+// syncWriter serializes whole-message writes from the SDK and the filter.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func (s *syncWriter) rpcError(id json.RawMessage, code int, msg string) {
+	var b bytes.Buffer
+	writeRPCError(&bufferResponse{b: &b}, 0, id, code, msg, nil)
+	s.Write(b.Bytes())
+}
+
+// bufferResponse is an http.ResponseWriter into a buffer, so stdio errors
+// are written exactly as HTTP ones.
+type bufferResponse struct{ b *bytes.Buffer }
+
+func (r *bufferResponse) Header() http.Header         { return http.Header{} }
+func (r *bufferResponse) WriteHeader(int)             {}
+func (r *bufferResponse) Write(p []byte) (int, error) { return r.b.Write(p) }

@@ -111,8 +111,9 @@ func TestMCPStdioSDK(t *testing.T) {
 }
 
 // TestMCPStdioWire is T16 on the wire: every line airlock mcp writes to
-// stdout is one JSON-RPC message, its logs go only to stderr, and it exits
-// 0 when stdin ends.
+// stdout is one JSON-RPC message, malformed input gets a protocol error
+// without ending the session, logs go only to stderr, and it exits 0 when
+// stdin ends.
 func TestMCPStdioWire(t *testing.T) {
 	t.Parallel()
 	s := startMCPServer(t)
@@ -140,7 +141,8 @@ func TestMCPStdioWire(t *testing.T) {
 		}
 	}()
 	var seen []string
-	// await reads stdout lines until the response with id arrives.
+	// await reads stdout lines until the response with id arrives (id -1:
+	// the next error with id null).
 	await := func(id int) map[string]any {
 		t.Helper()
 		timeout := time.After(time.Minute)
@@ -155,11 +157,11 @@ func TestMCPStdioWire(t *testing.T) {
 				if err := json.Unmarshal([]byte(line), &msg); err != nil {
 					t.Fatalf("stdout line is not JSON: %q", line)
 				}
-				if msg["id"] == float64(id) {
+				if msg["id"] == float64(id) || (id == -1 && msg["id"] == nil && msg["error"] != nil) {
 					return msg
 				}
 			case <-timeout:
-				t.Fatalf("no response to %d within a minute; stderr:\n%s", id, stderr)
+				t.Fatalf("no response to %d within a minute; stdout so far:\n%s\nstderr:\n%s", id, strings.Join(seen, "\n"), stderr)
 			}
 		}
 	}
@@ -190,6 +192,29 @@ func TestMCPStdioWire(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":5,"method":"no_such_method"}`)
 	if res := await(5); get(res, "error.code") != float64(-32601) {
 		t.Errorf("an unknown method: %v, want a -32601 protocol error", res)
+	}
+	// Malformed JSON-RPC gets a protocol error, and the session goes on.
+	for _, bad := range []struct {
+		line string
+		id   int // -1: answered with id null
+		code float64
+	}{
+		{`{"jsonrpc":"2.0","id":`, -1, -32700},
+		{`[{"jsonrpc":"2.0","id":6,"method":"ping"}]`, -1, -32600},
+		{`{"id":7,"method":"ping"}`, 7, -32600},
+	} {
+		send(bad.line)
+		if res := await(bad.id); get(res, "error.code") != bad.code {
+			t.Errorf("%s: %v, want error %v", bad.line, res, bad.code)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"approval_request"}`)
+	if res := await(8); get(res, "error.code") != float64(-32602) {
+		t.Errorf("tools/call with params not an object: %v, want -32602", res)
+	}
+	send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if res := await(9); res["result"] == nil {
+		t.Errorf("ping after the protocol errors: %v", res)
 	}
 
 	stdin.Close()
