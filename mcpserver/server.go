@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -198,7 +199,7 @@ func errorText(e *airlock.Error) string {
 		msg = string(e.Code)
 	}
 	text := string(e.Code) + ": " + msg
-	if e.State != "" {
+	if e.State != "" && !strings.Contains(msg, string(e.State)) {
 		text += " (the request is " + string(e.State) + ")"
 	}
 	return text

@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -218,5 +220,31 @@ func TestApprovalRequestValidation(t *testing.T) {
 		if len(page.Requests) != 0 {
 			t.Errorf("invalid calls stored %d requests", len(page.Requests))
 		}
+	}
+}
+
+// TestErrorResult: an *airlock.Error reads "code: message", with the state
+// that holds when the message does not name it; any other error is an
+// internal error whose details stay in the log.
+func TestErrorResult(t *testing.T) {
+	t.Parallel()
+	var logged strings.Builder
+	s := &Server{log: slog.New(slog.NewTextHandler(&logged, nil))}
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{airlock.Conflict(airlock.CodeNotPending, airlock.StateApproved, "request apr_1 is already approved"), "not_pending: request apr_1 is already approved"},
+		{airlock.Conflict(airlock.CodeDeadlinePassed, airlock.StateExpired, "the deadline has passed"), "deadline_passed: the deadline has passed (the request is expired)"},
+		{airlock.Invalid("title", "title is required"), "invalid_request: title is required"},
+		{errors.New("disk I/O error at /var/lib/airlock.db"), "internal: internal error; the call may not have taken effect"},
+	} {
+		res := s.errorResult("approval_request", tt.err)
+		if got := text(res); !res.IsError || !strings.HasPrefix(got, tt.want) {
+			t.Errorf("%v: %q (isError %v), want %q", tt.err, got, res.IsError, tt.want)
+		}
+	}
+	if !strings.Contains(logged.String(), "disk I/O error") {
+		t.Error("the internal error was not logged")
 	}
 }
