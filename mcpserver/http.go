@@ -38,10 +38,10 @@ const (
 
 // Handler returns the streamable HTTP transport for cfg, to mount at /mcp
 // beside the REST API. It panics when cfg.Service is nil.
-func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler(cfg) }
+func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 
-// HTTPHandler returns the streamable HTTP transport serving s. Before the
-// SDK sees a request, it:
+// HTTPHandler returns the streamable HTTP transport serving s, configured
+// by the Config s was made with. Before the SDK sees a request, it:
 //
 //   - refuses a Host that is not a loopback name or in cfg.AllowedHosts,
 //     and an Origin that does not match the Host (403): DNS rebinding and
@@ -55,7 +55,8 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler(cfg) }
 //   - refuses bodies over cfg.MaxBodyBytes (413), JSON-RPC batches, which
 //     2025-06-18 removed (400), and bodies that are not JSON (400, with a
 //     JSON-RPC parse error).
-func (s *Server) HTTPHandler(cfg Config) http.Handler {
+func (s *Server) HTTPHandler() http.Handler {
+	cfg := s.cfg
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = airlock.MaxBodyBytes
 	}

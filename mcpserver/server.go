@@ -47,7 +47,8 @@ type Config struct {
 	// Version is reported as the server's version at initialize. Default "dev".
 	Version string
 
-	// The fields below apply to Handler, the streamable HTTP transport.
+	// The fields below configure the streamable HTTP transport (Handler,
+	// Server.HTTPHandler).
 
 	// AllowedHosts are the Host header values (host or host:port), besides
 	// loopback names (localhost, 127.0.0.1, [::1]), that /mcp answers. Any
@@ -74,7 +75,7 @@ type Server struct {
 	log     *slog.Logger
 	mcp     *mcp.Server
 	sdkLog  *slog.Logger // the SDK's: warnings and errors only
-	version string
+	cfg     Config
 }
 
 // New returns a Server for cfg. It panics when cfg.Service is nil, a
@@ -89,7 +90,7 @@ func New(cfg Config) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	s := &Server{svc: cfg.Service, log: cfg.Logger, version: cfg.Version}
+	s := &Server{svc: cfg.Service, log: cfg.Logger, cfg: cfg}
 	// The SDK logs every session's start and end at info; only its
 	// warnings and errors belong in Airlock's log.
 	s.sdkLog = slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn})

@@ -24,9 +24,9 @@ func TestStdioRelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := New(Config{Service: b.svc, Logger: discard})
+	srv := New(Config{Service: b.svc, Logger: discard, Context: ctx})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(Config{Service: b.svc, Logger: discard, Context: ctx}))
+	mux.Handle("/mcp", srv.HTTPHandler())
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
 	defer cancel() // first: ends the MCP sessions
