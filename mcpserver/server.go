@@ -71,11 +71,11 @@ type Config struct {
 // the provider. One Server serves any number of MCP sessions, each as the
 // caller that authenticated it.
 type Server struct {
-	svc     *provider.Service
-	log     *slog.Logger
-	mcp     *mcp.Server
-	sdkLog  *slog.Logger // the SDK's: warnings and errors only
-	cfg     Config
+	svc    *provider.Service
+	log    *slog.Logger
+	mcp    *mcp.Server
+	sdkLog *slog.Logger // the SDK's: warnings and errors only
+	cfg    Config
 }
 
 // New returns a Server for cfg. It panics when cfg.Service is nil, a
