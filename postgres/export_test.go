@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // WriteForTest runs fn in one of the store's write transactions, with its
@@ -14,3 +15,6 @@ func (s *Store) WriteForTest(ctx context.Context, fn func(ctx context.Context, t
 
 // MaxAttempts is how many times a transient failure is tried in all.
 const MaxAttempts = maxAttempts
+
+// PoolForTest exposes the store's pool, so tests can check its settings.
+func (s *Store) PoolForTest() *pgxpool.Pool { return s.pool }

@@ -76,22 +76,24 @@ const (
 type Option func(*config)
 
 type config struct {
-	maxConns         int32
-	statementTimeout time.Duration
+	maxConns         *int32
+	statementTimeout *time.Duration
 	schema           string
 	clock            airlock.Clock
 }
 
-// WithMaxConns sets the most connections the store's pool opens (default
-// DefaultMaxConns). Listen uses one more of its own.
+// WithMaxConns sets the most connections the store's pool opens. Without
+// it, the URL's pool_max_conns applies, else DefaultMaxConns. Listen uses
+// one more connection of its own.
 func WithMaxConns(n int32) Option {
-	return func(c *config) { c.maxConns = n }
+	return func(c *config) { c.maxConns = &n }
 }
 
 // WithStatementTimeout sets the server-side statement_timeout of every
-// connection (default DefaultStatementTimeout; 0 disables it).
+// connection (0 disables it). Without it, the URL's statement_timeout (in
+// milliseconds) applies, else DefaultStatementTimeout.
 func WithStatementTimeout(d time.Duration) Option {
-	return func(c *config) { c.statementTimeout = d }
+	return func(c *config) { c.statementTimeout = &d }
 }
 
 // WithSchema keeps Airlock's tables in the named schema, created if missing:
@@ -117,15 +119,15 @@ var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // returns a ready store. Replicas may open one database at the same time:
 // migrations run under an advisory lock. Close the store when done.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	cfg := config{maxConns: DefaultMaxConns, statementTimeout: DefaultStatementTimeout}
+	var cfg config
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.maxConns < 1 {
-		return nil, fmt.Errorf("postgres: the pool needs at least 1 connection (got %d)", cfg.maxConns)
+	if cfg.maxConns != nil && *cfg.maxConns < 1 {
+		return nil, fmt.Errorf("postgres: the pool needs at least 1 connection (got %d)", *cfg.maxConns)
 	}
-	if cfg.statementTimeout < 0 {
-		return nil, fmt.Errorf("postgres: the statement timeout must not be negative (got %s)", cfg.statementTimeout)
+	if cfg.statementTimeout != nil && *cfg.statementTimeout < 0 {
+		return nil, fmt.Errorf("postgres: the statement timeout must not be negative (got %s)", *cfg.statementTimeout)
 	}
 	if cfg.schema != "" && !schemaName.MatchString(cfg.schema) {
 		return nil, fmt.Errorf("postgres: schema name %q must be letters, digits and underscores, not starting with a digit, at most 63 long", cfg.schema)
@@ -135,12 +137,22 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		// pgconn's error already hides the password.
 		return nil, fmt.Errorf("postgres: read the database URL: %w (want postgres://user:password@host:5432/dbname?sslmode=disable|require|verify-full)", err)
 	}
-	pc.MaxConns = cfg.maxConns
+	// The URL's own pool_max_conns and statement_timeout stand unless an
+	// option says otherwise; pgxpool has consumed pool_max_conns by now.
+	if cfg.maxConns != nil {
+		pc.MaxConns = *cfg.maxConns
+	} else if !strings.Contains(url, "pool_max_conns") {
+		pc.MaxConns = DefaultMaxConns
+	}
 	rp := pc.ConnConfig.RuntimeParams
 	if cfg.schema != "" {
 		rp["search_path"] = pgx.Identifier{cfg.schema}.Sanitize()
 	}
-	rp["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
+	if cfg.statementTimeout != nil {
+		rp["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
+	} else if rp["statement_timeout"] == "" {
+		rp["statement_timeout"] = strconv.FormatInt(DefaultStatementTimeout.Milliseconds(), 10)
+	}
 	rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTransactionTimeout.Milliseconds(), 10)
 	if rp["application_name"] == "" {
 		rp["application_name"] = "airlock"

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"net/url"
 	"os"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
 	"github.com/jackc/pgx/v5"
@@ -1229,4 +1232,239 @@ func TestRetriesTransientFailures(t *testing.T) {
 			t.Fatalf("constraint violation: %v after %d attempts, want an error after 1", err, attempts)
 		}
 	})
+}
+
+// TestConnectionSettings checks what every pooled connection is set to,
+// and that options override the URL, which overrides the defaults.
+func TestConnectionSettings(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	base := databaseURL(t)
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	for _, tc := range []struct {
+		name      string
+		url       string
+		opts      []postgres.Option
+		conns     int32
+		statement string
+	}{
+		{"defaults", base, nil, postgres.DefaultMaxConns, "10s"},
+		{"from the URL", base + sep + "pool_max_conns=3&statement_timeout=5000", nil, 3, "5s"},
+		{"options win", base + sep + "pool_max_conns=3&statement_timeout=5000",
+			[]postgres.Option{postgres.WithMaxConns(5), postgres.WithStatementTimeout(2 * time.Second)}, 5, "2s"},
+	} {
+		s, err := postgres.Open(t.Context(), tc.url, append(tc.opts, postgres.WithSchema(schema))...)
+		if err != nil {
+			t.Fatalf("%s: Open: %v", tc.name, err)
+		}
+		pool := s.PoolForTest()
+		if got := pool.Config().MaxConns; got != tc.conns {
+			t.Errorf("%s: MaxConns = %d, want %d", tc.name, got, tc.conns)
+		}
+		want := map[string]string{
+			"statement_timeout": tc.statement, "search_path": `"` + schema + `"`, "application_name": "airlock",
+			"idle_in_transaction_session_timeout": "1min",
+		}
+		for name, w := range want {
+			var got string
+			if err := pool.QueryRow(t.Context(), "SHOW "+name).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != w {
+				t.Errorf("%s: %s = %q, want %q", tc.name, name, got, w)
+			}
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkLifecycle measures one request's round — create, approve, read
+// back — through the store, and the same three statements as bare SQL
+// (no audit events, no NOTIFY, no retry loop) for comparison.
+func BenchmarkLifecycle(b *testing.B) {
+	schema := freshSchema(b)
+	s := open(b, schema)
+	in := instance(b, s, "tok_a")
+	ctx := b.Context()
+	b.Run("store", func(b *testing.B) {
+		for b.Loop() {
+			r, _, err := s.CreateRequest(ctx, params(in))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Decide(ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.GetRequest(ctx, r.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("direct SQL", func(b *testing.B) {
+		pool := s.PoolForTest()
+		for b.Loop() {
+			id := airlock.NewID(airlock.PrefixRequest)
+			if _, err := pool.Exec(ctx, `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, arguments, timeout,
+	agent_reasoning, created_at, deadline_at, idempotency_key, fingerprint)
+VALUES ($1, $2, 'tok_a', 'pending', 'tool_call', 'shell.exec', '{"cmd":"ls"}', '1h', '', clock_timestamp(),
+	clock_timestamp() + interval '1 hour', $1, $1)`, id, in.ID); err != nil {
+				b.Fatal(err)
+			}
+			tag, err := pool.Exec(ctx, `UPDATE requests SET state = 'approved', decided_at = clock_timestamp(), decided_by = 'tok_r',
+	expires_at = clock_timestamp() + interval '1 minute'
+WHERE id = $1 AND state = 'pending' AND deadline_at > clock_timestamp()`, id)
+			if err != nil || tag.RowsAffected() != 1 {
+				b.Fatal(tag, err)
+			}
+			var state string
+			if err := pool.QueryRow(ctx, `SELECT state FROM requests WHERE id = $1`, id).Scan(&state); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkChangeFeed measures how long a decision made through one store
+// takes to reach a Listen on another (two replicas): p50 and p99.
+func BenchmarkChangeFeed(b *testing.B) {
+	schema := freshSchema(b)
+	a, s := open(b, schema), open(b, schema)
+	in := instance(b, s, "tok_a")
+	heard := make(chan string, 1024)
+	listening := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(b.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Listen(ctx, func(ids []string) {
+			if ids == nil {
+				listening <- struct{}{}
+			}
+			for _, id := range ids {
+				heard <- id
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	<-listening
+	var lat []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		r, _, err := s.CreateRequest(b.Context(), params(in))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for id := range heard { // skip the creation's notice
+			if id == r.ID {
+				break
+			}
+		}
+		b.StartTimer()
+		start := time.Now()
+		if _, err := s.Decide(b.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+			b.Fatal(err)
+		}
+		for id := range heard {
+			if id == r.ID {
+				break
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// TestLongPollAcrossReplicas runs two provider services (two replicas) on
+// one schema: a long-poll on replica A returns as soon as a reviewer
+// decides on replica B, woken by B's notification, not by its own timer.
+// Then a request whose deadline passes with both schedulers running is
+// expired once, and the long-poll on A returns it.
+func TestLongPollAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var services []*provider.Service
+	ctx, cancel := context.WithCancel(t.Context())
+	var running sync.WaitGroup
+	t.Cleanup(func() { cancel(); running.Wait() })
+	for range 2 {
+		svc, err := provider.New(provider.Config{Store: open(t, schema), Logger: logger, Limits: airlock.Limits{
+			MinTimeout: time.Millisecond, MaxTimeout: time.Hour, DefaultTimeout: time.Minute,
+			ApprovalValidity: time.Minute, MaxApprovalValidity: time.Hour,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running.Go(func() { svc.Run(ctx) })
+		services = append(services, svc)
+	}
+	a, b := services[0], services[1]
+	agent := airlock.Token{ID: "tok_agent", Role: airlock.RoleAgent, Principal: "bot"}
+	reviewer := airlock.Token{ID: "tok_reviewer", Role: airlock.RoleReviewer, Principal: "ada"}
+	in, err := a.RegisterInstance(t.Context(), agent, airlock.InstanceInput{Name: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll := func(id string) chan airlock.Request {
+		t.Helper()
+		got := make(chan airlock.Request, 1)
+		go func() {
+			r, err := a.Request(t.Context(), agent, id, 30*time.Second)
+			if err != nil {
+				t.Errorf("long-poll: %v", err)
+			}
+			got <- r
+		}()
+		waitUntil(t, "the long-poll to wait", func() bool { return a.Waiters() == 1 })
+		return got
+	}
+
+	r, _, err := a.CreateRequest(t.Context(), agent, in.ID, "key-1", airlock.CreateRequestInput{
+		Tool: "shell.exec", Arguments: json.RawMessage(`{"cmd":"ls"}`), Timeout: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := poll(r.ID)
+	start := time.Now()
+	if _, err := b.Decide(t.Context(), reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.State != airlock.StateApproved {
+			t.Fatalf("long-poll on A returned %s, want approved", r.State)
+		}
+		t.Logf("long-poll on A answered %v after the decision call on B began", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("a long-poll on A did not hear a decision made on B")
+	}
+
+	r, _, err = a.CreateRequest(t.Context(), agent, in.ID, "key-2", airlock.CreateRequestInput{
+		Tool: "shell.exec", Arguments: json.RawMessage(`{"cmd":"ls"}`), Timeout: "300ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = poll(r.ID)
+	select {
+	case r := <-got:
+		if r.State != airlock.StateExpired {
+			t.Fatalf("long-poll past the deadline returned %s, want expired", r.State)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll did not return after the deadline")
+	}
+	expiries := 0
+	for _, e := range allEvents(t, open(t, schema)) {
+		if e.Type == airlock.EventRequestExpired && e.RequestID == r.ID {
+			expiries++
+		}
+	}
+	if expiries != 1 {
+		t.Fatalf("%d expiry events for %s with two schedulers running, want 1", expiries, r.ID)
+	}
 }
