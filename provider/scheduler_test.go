@@ -1,0 +1,198 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// waitFor waits until cond holds, re-checking at every change the service
+// publishes (no sleeping), and fails the test after timeout.
+func (b *bundle) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	expired := time.After(timeout)
+	for {
+		changed := b.svc.Changes()
+		if cond() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-expired:
+			t.Fatalf("gave up after %s waiting for %s", timeout, what)
+		}
+	}
+}
+
+// pending counts pending requests straight from the store, so that
+// counting does not expire anything itself.
+func (b *bundle) pending(t *testing.T) int {
+	t.Helper()
+	rs, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending, Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rs)
+}
+
+// expiryLags returns, for each request of deadlines that the store
+// expired, how long after its deadline the expiry was recorded (the audit
+// event's time), sorted.
+func (b *bundle) expiryLags(t *testing.T, deadlines map[string]time.Time) []time.Duration {
+	t.Helper()
+	var lags []time.Duration
+	seen := map[string]int{}
+	for _, e := range b.events(t) {
+		d, ok := deadlines[e.RequestID]
+		if !ok || e.Type != airlock.EventRequestExpired {
+			continue
+		}
+		if e.Actor != airlock.ActorExpiry {
+			t.Errorf("request %s expired by %q", e.RequestID, e.Actor)
+		}
+		seen[e.RequestID]++
+		lags = append(lags, e.At.Sub(d))
+	}
+	for id := range deadlines {
+		if seen[id] != 1 {
+			t.Errorf("request %s has %d expiry events, want 1", id, seen[id])
+		}
+	}
+	slices.Sort(lags)
+	return lags
+}
+
+// TestSchedulerExpiresPromptly runs the real scheduler on the real clock
+// and measures how long after its deadline each request is expired.
+func TestSchedulerExpiresPromptly(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{realClock: true, limits: testLimits()})
+	b.runScheduler(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	deadlines := map[string]time.Time{}
+	for range 60 {
+		r := b.create(t, fmt.Sprintf("%dms", 10+rng.IntN(290)))
+		deadlines[r.ID] = r.DeadlineAt
+	}
+	b.waitFor(t, 10*time.Second, "every request to expire", func() bool { return b.pending(t) == 0 })
+	lags := b.expiryLags(t, deadlines)
+	if len(lags) != len(deadlines) {
+		t.Fatalf("%d of %d requests expired", len(lags), len(deadlines))
+	}
+	p50, p99, worst := percentile(lags, 50), percentile(lags, 99), lags[len(lags)-1]
+	t.Logf("expiry lag over %d requests: p50 %s, p99 %s, max %s", len(lags), p50, p99, worst)
+	if lags[0] < 0 {
+		t.Fatalf("a request expired %s before its deadline", -lags[0])
+	}
+	if worst >= time.Second {
+		t.Fatalf("expiry lag up to %s, want under 1s", worst)
+	}
+}
+
+// TestSchedulerWokenByEarlierDeadline checks that a create whose deadline
+// comes before the one the scheduler sleeps until wakes it: without the
+// wake-up the scheduler would sleep a minute.
+func TestSchedulerWokenByEarlierDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{realClock: true, limits: testLimits()})
+	b.runScheduler(t)
+	far := b.create(t, "1h")
+	// Wait until the scheduler has gone to sleep until far's deadline.
+	until := time.Now().Add(5 * time.Second)
+	for b.svc.nextWake.Load() != far.DeadlineAt.UnixMicro() {
+		if time.Now().After(until) {
+			t.Fatalf("the scheduler never slept until the pending deadline (next wake %d)", b.svc.nextWake.Load())
+		}
+		time.Sleep(100 * time.Microsecond) // nothing to inject: poll the scheduler's state
+	}
+	near := b.create(t, "100ms")
+	b.waitFor(t, 5*time.Second, "the earlier request to expire", func() bool {
+		return b.stored(t, near.ID).State == airlock.StateExpired
+	})
+	lags := b.expiryLags(t, map[string]time.Time{near.ID: near.DeadlineAt})
+	t.Logf("woken scheduler expired the earlier request %s after its deadline", lags[0])
+	if lags[0] >= time.Second {
+		t.Fatalf("lag %s, want under 1s", lags[0])
+	}
+	if st := b.stored(t, far.ID).State; st != airlock.StatePending {
+		t.Fatalf("the later request is %s", st)
+	}
+}
+
+// TestSchedulerCatchesUpAtStart checks that requests that fell due while
+// no scheduler ran are expired as soon as one starts.
+func TestSchedulerCatchesUpAtStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	deadlines := map[string]time.Time{}
+	for i := range 30 {
+		r := b.create(t, fmt.Sprintf("%ds", 1+i))
+		deadlines[r.ID] = r.DeadlineAt
+	}
+	b.clock.Advance(time.Hour)
+	if n := b.pending(t); n != 30 {
+		t.Fatalf("%d pending before the scheduler starts, want 30", n)
+	}
+	start := time.Now()
+	b.runScheduler(t)
+	b.waitFor(t, 5*time.Second, "overdue requests to expire", func() bool { return b.pending(t) == 0 })
+	took := time.Since(start)
+	t.Logf("caught up 30 overdue requests %s after start", took)
+	if took > time.Second {
+		t.Fatalf("catching up took %s, want under 1s", took)
+	}
+	b.expiryLags(t, deadlines) // one expiry event each
+	for id, d := range deadlines {
+		if got := b.stored(t, id); !got.Decision.DecidedAt.Equal(d) {
+			t.Errorf("%s: expired decision dated %s, want its deadline %s", id, got.Decision.DecidedAt, d)
+		}
+	}
+}
+
+// TestSchedulerBatches checks that a small ExpiryBatch still expires
+// everything due, including when the count is a multiple of the batch.
+func TestSchedulerBatches(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{20, 21} {
+		t.Run(fmt.Sprintf("Run, %d due in batches of 3", n), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{batch: 3})
+			deadlines := map[string]time.Time{}
+			for range n {
+				r := b.create(t, "1m")
+				deadlines[r.ID] = r.DeadlineAt
+			}
+			notDue := b.create(t, "2h")
+			b.clock.Advance(time.Hour)
+			b.runScheduler(t)
+			b.waitFor(t, 5*time.Second, "every due request to expire", func() bool { return b.pending(t) == 1 })
+			b.expiryLags(t, deadlines)
+			if st := b.stored(t, notDue.ID).State; st != airlock.StatePending {
+				t.Fatalf("a request not yet due is %s", st)
+			}
+		})
+		t.Run(fmt.Sprintf("ExpireDue, %d due in batches of 3", n), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{batch: 3})
+			for range n {
+				b.create(t, "1m")
+			}
+			b.clock.Advance(time.Hour)
+			got, err := b.svc.ExpireDue(t.Context())
+			if err != nil || got != n {
+				t.Fatalf("ExpireDue = %d, %v; want %d", got, err, n)
+			}
+			if p := b.pending(t); p != 0 {
+				t.Fatalf("%d left pending", p)
+			}
+			if got, err := b.svc.ExpireDue(t.Context()); err != nil || got != 0 {
+				t.Fatalf("second ExpireDue = %d, %v; want 0", got, err)
+			}
+		})
+	}
+}
