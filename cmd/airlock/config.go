@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,9 +22,10 @@ type Config struct {
 	// Addr is the TCP address to listen on. Default 127.0.0.1:8080: this
 	// machine only. Port 0 picks a free port; the address is printed.
 	Addr string
-	// DB is the SQLite database file, created if missing. Default airlock.db
-	// in the working folder. postgres:// URLs are refused until PostgreSQL
-	// support is built.
+	// DB is where everything is kept: a SQLite database file, created if
+	// missing, or a PostgreSQL database named by a postgres:// (or
+	// postgresql://) URL, which any number of replicas may share. Default
+	// airlock.db in the working folder.
 	DB string
 	// AdminToken, when set, becomes the bootstrap admin token's secret at
 	// every start, replacing the previous one (for scripts and CI). When
@@ -120,8 +123,13 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("--addr %q is not host:port (like 127.0.0.1:8080): %v", c.Addr, err)
 	}
+	if keywordDSN.MatchString(c.DB) {
+		return errors.New("--db looks like a PostgreSQL keyword string (host=… dbname=…); give it as a URL instead: postgres://user@host:5432/dbname?sslmode=verify-full")
+	}
 	if isPostgresURL(c.DB) {
-		return errors.New("--db: PostgreSQL support is not built yet; give a SQLite file path such as airlock.db")
+		if _, err := url.Parse(c.DB); err != nil {
+			return fmt.Errorf("--db is not a valid PostgreSQL URL (%s); write it as postgres://user:password@host:5432/dbname?sslmode=verify-full, with special characters in the password percent-encoded", redactDB(c.DB))
+		}
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
 		return fmt.Errorf("--admin-token must be at least %d characters; use a long random value", minAdminTokenLen)
@@ -147,8 +155,35 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// isPostgresURL reports whether --db names a PostgreSQL database rather
+// than a SQLite file.
 func isPostgresURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// keywordDSN matches the start of a libpq keyword/value connection string,
+// which would otherwise be taken for a SQLite file name.
+var keywordDSN = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|service|sslmode)\s*=`)
+
+// redactDB returns --db fit for notices and logs: a PostgreSQL URL with its
+// password (in the user part or a password= parameter) replaced by xxxxx.
+// SQLite paths are returned as they are.
+func redactDB(db string) string {
+	if !isPostgresURL(db) {
+		return db
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		// Unreadable, so possibly mangled around a password: show only
+		// what kind of database it is.
+		scheme, _, _ := strings.Cut(db, "://")
+		return scheme + "://(unreadable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -165,7 +200,7 @@ func parseLevel(s string) (slog.Level, error) {
 func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	d := DefaultConfig()
 	fs.StringVar(&c.Addr, "addr", d.Addr, "TCP address to listen on; the default serves this machine only")
-	fs.StringVar(&c.DB, "db", d.DB, "SQLite database file (created if missing)")
+	fs.StringVar(&c.DB, "db", d.DB, "SQLite database file (created if missing), or a postgres:// URL of a PostgreSQL database that several replicas may share")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "set the bootstrap admin token's secret (at least 16 characters) instead of generating one at first start")
 	durationVar(fs, &c.MinTimeout, "min-timeout", d.MinTimeout, "shortest decision window accepted")
 	durationVar(fs, &c.MaxTimeout, "max-timeout", d.MaxTimeout, "longest decision window; longer requests are shortened to it")

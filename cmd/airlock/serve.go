@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
@@ -22,7 +23,7 @@ import (
 var serveCommand = command{
 	name:    "serve",
 	args:    "[flags]",
-	summary: "Run the Airlock provider: the REST API, with its expiry scheduler, over a SQLite file.",
+	summary: "Run the Airlock provider: the REST API, with its expiry scheduler, over a SQLite file or a PostgreSQL database.",
 	run:     runServe,
 }
 
@@ -94,9 +95,9 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	if err != nil {
 		return nil, err
 	}
-	store, err := sqlite.Open(ctx, cfg.DB)
+	store, err := openStore(ctx, cfg.DB)
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", cfg.DB, err)
+		return nil, fmt.Errorf("open database %s: %w", redactDB(cfg.DB), err)
 	}
 	defer func() {
 		if err != nil {
@@ -167,7 +168,7 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	}
 
 	url := "http://" + s.Addr()
-	fmt.Fprintln(notices, listeningNotice(url, cfg.DB))
+	fmt.Fprintln(notices, listeningNotice(url, redactDB(cfg.DB)))
 	if generated != "" {
 		fmt.Fprintf(notices, "Admin token (shown once): %s\n", generated)
 		fmt.Fprintf(notices, "  Keep it: only its hash is stored. Mint agent and reviewer tokens with it at %s/v1/tokens.\n", url)
@@ -175,6 +176,24 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	}
 	if host, _, _ := net.SplitHostPort(cfg.Addr); !isLoopback(host) {
 		log.Warn("listening beyond this machine; put TLS in front of Airlock", "addr", s.Addr())
+	}
+	return s, nil
+}
+
+// openStore opens the store --db names: PostgreSQL for a postgres:// or
+// postgresql:// URL (its search_path parameter, when given, picks the
+// schema), a SQLite file otherwise. Both apply their migrations.
+func openStore(ctx context.Context, db string) (airlock.Store, error) {
+	if isPostgresURL(db) {
+		s, err := postgres.Open(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s, err := sqlite.Open(ctx, db)
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -224,7 +243,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	served := make(chan error, 1)
 	go func() { served <- s.http.Serve(s.listener) }()
-	s.log.Info("serving", "addr", s.Addr(), "db", s.cfg.DB)
+	s.log.Info("serving", "addr", s.Addr(), "db", redactDB(s.cfg.DB))
 
 	var runErr error
 	select {

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pgURLEnv names the variable that points the tests at a PostgreSQL
+// database; each test works in a fresh schema of its own, dropped when it
+// ends.
+const (
+	pgURLEnv     = "AIRLOCK_TEST_POSTGRES"
+	pgDefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+)
+
+var pgReach struct {
+	once sync.Once
+	url  string
+	err  error
+}
+
+// pgURL returns the test database's URL once it is known to answer. When it
+// does not, the test fails under CI (CI=true: the PostgreSQL tests are
+// mandatory there) and is skipped elsewhere, naming the variable to set.
+func pgURL(t *testing.T) string {
+	t.Helper()
+	pgReach.once.Do(func() {
+		pgReach.url = os.Getenv(pgURLEnv)
+		if pgReach.url == "" {
+			pgReach.url = pgDefaultURL
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, pgReach.url)
+		if err == nil {
+			err = conn.Ping(ctx)
+			conn.Close(ctx)
+		}
+		pgReach.err = err
+	})
+	if pgReach.err != nil {
+		msg := fmt.Sprintf("PostgreSQL at %s does not answer: %v; set %s to the URL of a database these tests may create schemas in",
+			redactDB(pgReach.url), pgReach.err, pgURLEnv)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true: the PostgreSQL tests are mandatory under CI)", msg)
+		}
+		t.Skip(msg)
+	}
+	return pgReach.url
+}
+
+// pgSchemaURL creates a fresh schema, dropped with everything in it when t
+// ends (after the servers using it have stopped: cleanups run last first),
+// and returns the database URL with search_path naming it, as an operator
+// would write it for `airlock serve --db`.
+func pgSchemaURL(t *testing.T) string {
+	t.Helper()
+	base := pgURL(t)
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "t_cmd_" + hex.EncodeToString(b[:])
+	exec := func(sql string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatalf("create schema %s: %v", schema, err)
+	}
+	t.Cleanup(func() {
+		if err := exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	q.Set("pool_max_conns", "4")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func TestRedactDB(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ db, want string }{
+		{"airlock.db", "airlock.db"},
+		{"/var/lib/airlock/airlock.db", "/var/lib/airlock/airlock.db"},
+		{"postgres://airlock@db:5432/airlock?sslmode=verify-full", "postgres://airlock@db:5432/airlock?sslmode=verify-full"},
+		{"postgres://airlock:hunter2@db:5432/airlock", "postgres://airlock:xxxxx@db:5432/airlock"},
+		{"postgresql://airlock:hunter2@db/airlock?sslmode=require", "postgresql://airlock:xxxxx@db/airlock?sslmode=require"},
+		{"postgres://airlock@db/airlock?password=hunter2&sslmode=require", "postgres://airlock@db/airlock?password=xxxxx&sslmode=require"},
+		{"postgres://airlock:hunter2@db:54x32/airlock", "postgres://(unreadable URL)"},
+	}
+	for _, tt := range tests {
+		got := redactDB(tt.db)
+		if got != tt.want {
+			t.Errorf("redactDB(%q) = %q, want %q", tt.db, got, tt.want)
+		}
+		if strings.Contains(got, "hunter2") {
+			t.Errorf("redactDB(%q) = %q shows the password", tt.db, got)
+		}
+	}
+}
+
+// TestServeUnreachablePostgres checks that a database that does not answer
+// stops the start with an error that names it, without its password.
+func TestServeUnreachablePostgres(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	app := &App{Stderr: &stderr}
+	err := app.Run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0",
+		"--db", "postgres://airlock:hunter2@127.0.0.1:1/airlock?sslmode=disable&connect_timeout=5"})
+	if code := exitCode(app, err); code != exitFailure {
+		t.Fatalf("exit code %d (err %v), want %d", code, err, exitFailure)
+	}
+	out := stderr.String()
+	if !strings.Contains(out, "open database postgres://airlock:xxxxx@127.0.0.1:1/airlock") || strings.Contains(out, "hunter2") {
+		t.Errorf("want an error naming the database without its password; got %q", out)
+	}
+}
+
+// TestServeOnPostgres runs a request's life over HTTP against the
+// in-process server on PostgreSQL: --db takes the URL (its search_path
+// picks the schema), the notice and the logs never show the password,
+// readiness reflects the database, and the scheduler expires requests.
+func TestServeOnPostgres(t *testing.T) {
+	t.Parallel()
+	db := pgSchemaURL(t)
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Trust authentication ignores a password, so give one when the URL
+	// has none, to check that it is never shown.
+	password, ok := u.User.Password()
+	if !ok {
+		password = "tracer-" + hex.EncodeToString([]byte(t.Name()))[:12]
+		u.User = url.UserPassword(u.User.Username(), password)
+		db = u.String()
+	}
+	srv := startApp(t, map[string]string{"AIRLOCK_DB": db}, "--addr", "127.0.0.1:0", "--admin-token", testAdmin,
+		"--min-timeout", "10ms", "--log-level", "debug")
+	c := newAPI(t, srv.url)
+	c.call("GET", "/readyz", "", "").want(t, 200, "readyz")
+	agent := c.mintToken(testAdmin, "pg agent", "agent")
+	reviewer := c.mintToken(testAdmin, "pg reviewer", "reviewer")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"pg"}`).want(t, 201, "instance").str("id")
+	path := "/v1/instances/" + inst + "/approval-requests"
+	id := c.call("POST", path, agent, `{"tool":"t","arguments":{"n":1}}`, "Idempotency-Key", "k1").want(t, 201, "create").str("id")
+	if r := c.call("POST", path, agent, `{"tool":"t","arguments":{"n":1}}`, "Idempotency-Key", "k1").want(t, 200, "replay"); r.str("id") != id {
+		t.Fatalf("replay answered another request: %s", r.raw)
+	}
+	c.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved"}`).want(t, 200, "approve")
+	c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, "").want(t, 200, "claim")
+	if r := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, ""); r.str("code") != "already_executed" {
+		t.Fatalf("second claim: %d %s", r.status, r.raw)
+	}
+
+	expired := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchEvents(ctx, t, srv.url, reviewer, "request.expired", expired)
+	short := c.call("POST", path, agent, `{"tool":"t","arguments":{},"timeout":"50ms"}`, "Idempotency-Key", "k2").want(t, 201, "create short").str("id")
+	select {
+	case data := <-expired:
+		if !strings.Contains(data, short) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
+			t.Fatalf("expiry event %s is not for %s by the scheduler", data, short)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request.expired event within 10s of a 50ms deadline: is the scheduler running?")
+	}
+	metrics := c.call("GET", "/metrics", "", "").want(t, 200, "metrics")
+	if !strings.Contains(metrics.raw, "\nairlock_requests_pending 0\n") {
+		t.Errorf("/metrics lacks airlock_requests_pending 0, counted in the database")
+	}
+
+	if _, err := srv.stop(t); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	out := srv.out.String()
+	if strings.Contains(out, password) {
+		t.Errorf("the server's output shows the database password:\n%s", out)
+	}
+	if !strings.Contains(out, "database "+redactDB(db)+")") || !strings.Contains(out, ":xxxxx@") {
+		t.Errorf("the listening notice does not name the database with its password hidden:\n%s", out)
+	}
+}
