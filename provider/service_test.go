@@ -246,19 +246,13 @@ func TestValidFor(t *testing.T) {
 	}
 }
 
-// question creates an MCP-style request that asks the reviewer a question.
-// There is no exported MCP create on the service yet, so the test goes
-// through the same internal create the REST path uses.
+// question creates an MCP request that asks the reviewer a question (free
+// text when there are no choices), through the MCP create path.
 func (b *bundle) question(t *testing.T, choices ...string) airlock.Request {
 	t.Helper()
-	key := newKey()
-	r, created, err := b.svc.create(t.Context(), airlock.NewRequestParams{
-		Request: airlock.Request{
-			ID: airlock.NewID(airlock.PrefixRequest), InstanceID: b.inst.ID, OwnerID: b.agent.ID,
-			Kind: airlock.KindAgentRequest, Title: "Which colour?", Proposal: &airlock.Proposal{Mode: "advisory"},
-			Question: &airlock.Question{Choices: choices}, IdempotencyKey: key, Fingerprint: "fp-" + key,
-		},
-		Window: time.Hour, Actor: b.agent.ID,
+	r, created, err := b.svc.CreateMCPRequest(t.Context(), b.agent, airlock.MCPRequestInput{
+		Kind: airlock.KindAgentRequest, Title: "Which colour?", Proposal: &airlock.Proposal{Mode: "advisory"},
+		Question: &airlock.Question{Choices: choices}, IdempotencyKey: newKey(),
 	})
 	if err != nil || !created {
 		t.Fatalf("create question: %v", err)
