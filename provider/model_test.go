@@ -380,6 +380,10 @@ func (m *modelRun) create() error {
 		if err != nil || created {
 			return fmt.Errorf("replay of %s: created=%v err=%v", prev.id, created, err)
 		}
+		// A replay answers like a read: due requests are expired first.
+		if prev.state == airlock.StatePending && !m.now.Before(prev.deadline) {
+			m.expireAllDue()
+		}
 		return m.checkReq(prev, r)
 	case inst.deleted:
 		return expect(err, airlock.CodeNotFound, "")

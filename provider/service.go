@@ -232,8 +232,14 @@ func (s *Service) create(ctx context.Context, p airlock.NewRequestParams) (airlo
 	}
 	p.Initial = initial
 	r, created, err := s.store.CreateRequest(ctx, p)
-	if err != nil || !created {
-		return r, created, err
+	if err != nil {
+		return r, false, err
+	}
+	if !created {
+		// A replay answers like a read: a request whose deadline has come
+		// is shown expired, never pending.
+		r, err = s.expireIfDue(ctx, r)
+		return r, false, err
 	}
 	s.metrics.entered(airlock.Request{State: airlock.StatePending})
 	if r.State.Terminal() {
@@ -291,13 +297,19 @@ func (s *Service) read(ctx context.Context, c airlock.Caller, id string) (airloc
 	if !airlock.CanReadRequest(c, r) {
 		return airlock.Request{}, airlock.NotFound("approval request", id)
 	}
-	if r.State == airlock.StatePending && !s.clock.Now().Before(r.DeadlineAt) {
-		if _, err := s.ExpireDue(ctx); err != nil {
-			return r, err
-		}
-		return s.store.GetRequest(ctx, id)
+	return s.expireIfDue(ctx, r)
+}
+
+// expireIfDue expires r first when its deadline has come and the scheduler
+// has not yet run, so every answer agrees with the deadline.
+func (s *Service) expireIfDue(ctx context.Context, r airlock.Request) (airlock.Request, error) {
+	if r.State != airlock.StatePending || s.clock.Now().Before(r.DeadlineAt) {
+		return r, nil
 	}
-	return r, nil
+	if _, err := s.ExpireDue(ctx); err != nil {
+		return r, err
+	}
+	return s.store.GetRequest(ctx, r.ID)
 }
 
 // ListQuery selects requests to list.

@@ -643,6 +643,17 @@ func TestReplay(t *testing.T) {
 		same(name+", stored", b.stored(t, first.ID).Decision)
 	}
 
+	// A replay at the deadline answers like a read: expired, not pending.
+	dueKey := newKey()
+	due, _, err := b.svc.CreateRequest(ctx, b.agent, b.inst.ID, dueKey, call("1m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Minute)
+	if r, created, err := b.svc.CreateRequest(ctx, b.agent, b.inst.ID, dueKey, call("1m")); err != nil || created || r.ID != due.ID || r.State != airlock.StateExpired {
+		t.Fatalf("replay at the deadline: %s %s created=%v err=%v; want %s expired", r.ID, r.State, created, err, due.ID)
+	}
+
 	// The same key with another body is a conflict, not a replay.
 	changed := body
 	changed.Arguments = json.RawMessage(`{"payment_id":"payment_123","amount":490000,"currency":"GBP"}`)
