@@ -251,8 +251,15 @@ func TestWorkMoveOverREST(t *testing.T) {
 	if got := r.obj(t); got["tool"] != "work_move" || got["kind"] != "work_change" {
 		t.Fatalf("a command request over REST: %s", r.body)
 	}
+	// The reviewer sees what the provider observed when it was requested.
+	if body := string(r.body); !strings.Contains(body, `"observed":{`) || !strings.Contains(body, `"fromColumnKey":"doing"`) {
+		t.Fatalf("a command request shows no observed column: %s", r.body)
+	}
 	r = b.do(t, req{method: "POST", path: "/v1/approval-requests/" + first + "/decision", token: b.reviewer, body: `{"status":"approved"}`})
 	want(t, r, http.StatusOK, "")
+	if res, ok := r.obj(t)["command_result"].(map[string]any); !ok || res["status"] != "applied" || res["applied_at"] == nil {
+		t.Fatalf("an applied command shows no command_result: %s", r.body)
+	}
 	got, err := b.svc.WorkItem(ctx, rev, item.ID)
 	if err != nil || got.ColumnKey != "done" {
 		t.Fatalf("after approval the item is in %s, %v", got.ColumnKey, err)

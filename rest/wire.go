@@ -140,9 +140,18 @@ func writeRequest(b *bytes.Buffer, r airlock.Request) {
 			co := beginObject(b)
 			co.always("method", c.Method)
 			co.raw("input", c.Input)
+			co.raw("observed", c.Observed)
 			co.end()
 		}
 		po.end()
+	}
+	if cr := r.CommandResult; cr != nil {
+		o.key("command_result")
+		co := beginObject(b)
+		co.always("status", cr.Status)
+		co.str("detail", cr.Detail)
+		co.time("applied_at", cr.AppliedAt)
+		co.end()
 	}
 	if q := r.Question; q != nil {
 		o.key("question")
@@ -195,6 +204,7 @@ func writeEvent(b *bytes.Buffer, e airlock.Event) {
 	o.str("instance_id", e.InstanceID)
 	o.str("token_id", e.TokenID)
 	o.str("state", string(e.State))
+	o.str("subject", e.Subject)
 	o.end()
 }
 
