@@ -304,9 +304,17 @@ func (in *DecisionInput) Validate() error {
 }
 
 // CheckAnswer checks the decision's answer against r's question: an answer
-// needs a question, and must be one of its choices when it has them.
+// needs a question, must be one of its choices when it has them, and an
+// approval of a question needs an answer.
 func (in *DecisionInput) CheckAnswer(r Request) error {
-	if in.Answer == "" || in.Status != StateApproved {
+	if in.Status != StateApproved {
+		return nil
+	}
+	if in.Answer == "" {
+		if r.Question != nil {
+			// The agent asked; an approval without an answer tells it nothing.
+			return Invalid("answer", "this request asks a question: approve with an answer, or deny to decline")
+		}
 		return nil
 	}
 	if r.Question == nil {

@@ -385,7 +385,8 @@ func TestDecisionInputCheckAnswer(t *testing.T) {
 		{"any answer to a free-text question is accepted", airlock.DecisionInput{Status: airlock.StateApproved, Answer: "Tuesday"}, freeText, accepted},
 		{"an answer without a question is refused", airlock.DecisionInput{Status: airlock.StateApproved, Answer: "yes"}, nil, refusedWith("answer is only for requests that ask a question")},
 		{"an approval without an answer is accepted without a question", airlock.DecisionInput{Status: airlock.StateApproved}, nil, accepted},
-		{"an approval without an answer to a question is accepted", airlock.DecisionInput{Status: airlock.StateApproved}, yesNo, accepted},
+		{"an approval without an answer to a choices question is refused", airlock.DecisionInput{Status: airlock.StateApproved}, yesNo, refusedWith("this request asks a question: approve with an answer, or deny to decline")},
+		{"an approval without an answer to a free-text question is refused", airlock.DecisionInput{Status: airlock.StateApproved}, freeText, refusedWith("approve with an answer")},
 		{"a denial declines the question", airlock.DecisionInput{Status: airlock.StateDenied, Note: "no time"}, yesNo, accepted},
 	}
 	for _, tc := range tests {
