@@ -102,7 +102,9 @@ func TestServeConfig(t *testing.T) {
 		{name: "a bad duration in the environment names the variable", env: map[string]string{"AIRLOCK_MIN_TIMEOUT": "soon"},
 			wantErr: "environment variable AIRLOCK_MIN_TIMEOUT: "},
 		{name: "a postgres:// URL selects PostgreSQL", args: []string{"--db", "postgres://airlock@localhost/airlock?sslmode=disable"},
-			check: func(c Config) bool { return c.DB == "postgres://airlock@localhost/airlock?sslmode=disable" && isPostgresURL(c.DB) }},
+			check: func(c Config) bool {
+				return c.DB == "postgres://airlock@localhost/airlock?sslmode=disable" && isPostgresURL(c.DB)
+			}},
 		{name: "a postgresql:// URL from the environment too", env: map[string]string{"AIRLOCK_DB": "postgresql://localhost/airlock"},
 			check: func(c Config) bool { return c.DB == "postgresql://localhost/airlock" && isPostgresURL(c.DB) }},
 		{name: "a SQLite path is not a PostgreSQL URL", args: []string{"--db", "data/postgres.db"},

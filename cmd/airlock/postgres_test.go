@@ -205,3 +205,53 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Errorf("the listening notice does not name the database with its password hidden:\n%s", out)
 	}
 }
+
+// TestReplicaExpiresAStoppedReplicasRequests checks that replicas sharing a
+// database expire each other's requests: a request is created on replica
+// A, A stops before its deadline, and replica B's scheduler, which never
+// saw the request created, expires it within 2 s of the deadline.
+func TestReplicaExpiresAStoppedReplicasRequests(t *testing.T) {
+	t.Parallel()
+	const window = time.Second
+	db := pgSchemaURL(t)
+	args := []string{"--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--min-timeout", "10ms"}
+	a := startApp(t, nil, args...)
+	b := startApp(t, nil, args...)
+	c := newAPI(t, a.url)
+	agent := c.mintToken(testAdmin, "agent", "agent")
+	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").str("id")
+
+	expired := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchEvents(ctx, t, b.url, reviewer, "request.expired", expired)
+	// B's scheduler has read the next deadline (none) by the time B serves
+	// its event stream; give it a pending request with a far deadline too,
+	// so it sleeps a long time unless something wakes it.
+	c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, `{"tool":"t","arguments":{},"timeout":"1h"}`,
+		"Idempotency-Key", "far").want(t, 201, "create a far request")
+	r := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent,
+		fmt.Sprintf(`{"tool":"t","arguments":{},"timeout":"%s"}`, window), "Idempotency-Key", "near").want(t, 201, "create on A")
+	deadline, err := time.Parse(time.RFC3339Nano, r.str("deadline_at"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().After(deadline) {
+		t.Skip("replica A took longer than the window to stop; nothing to prove this time")
+	}
+	select {
+	case data := <-expired:
+		if !strings.Contains(data, r.str("id")) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
+			t.Fatalf("expiry event %s is not for %s by a scheduler", data, r.str("id"))
+		}
+		if late := time.Since(deadline); late > 2*time.Second {
+			t.Errorf("replica B expired A's request %s after its deadline; want within 2s", late)
+		}
+	case <-time.After(time.Until(deadline.Add(2 * time.Second))):
+		t.Fatalf("replica B did not expire, within 2s of its deadline, a request created on replica A, which stopped; B's output:\n%s", b.out)
+	}
+}

@@ -63,6 +63,10 @@ const (
 	readTimeout       = 30 * time.Second // a whole request, body included (≤ 1 MiB)
 	idleTimeout       = 2 * time.Minute
 	maxHeaderBytes    = 64 << 10
+	// followEvery is how often, at most, a replica sharing its database
+	// wakes its expiry scheduler for other replicas' changes, so that it
+	// expires on time the requests of a replica that died.
+	followEvery = 200 * time.Millisecond
 	// cutWait bounds how long, after the grace period, cut requests may
 	// take to return before the store is closed anyway.
 	cutWait = 5 * time.Second
@@ -241,6 +245,13 @@ func (s *Server) Run(ctx context.Context) error {
 			s.log.Error("expiry scheduler stopped", "err", err)
 		}
 	}()
+	followDone := make(chan struct{})
+	go func() {
+		defer close(followDone)
+		if _, shared := s.store.(airlock.ChangeFeed); shared {
+			s.svc.FollowReplicas(schedCtx, followEvery)
+		}
+	}()
 	served := make(chan error, 1)
 	go func() { served <- s.http.Serve(s.listener) }()
 	s.log.Info("serving", "addr", s.Addr(), "db", redactDB(s.cfg.DB))
@@ -268,6 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.cut()
 	stopScheduler()
 	<-schedDone
+	<-followDone
 	if err := s.store.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("close database: %w", err)
 	}

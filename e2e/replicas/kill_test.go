@@ -1,0 +1,264 @@
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// TestKilledReplica is T08 for a replica: three `airlock serve` processes
+// on one schema take a concurrent load of creates and decisions; one
+// replica (each in turn) is killed with SIGKILL mid-load and restarted, 20
+// times. Just before each kill, requests with a short window are created
+// on the doomed replica: their deadlines pass while it is down, and the
+// other replicas' schedulers must expire them within 2 s of the deadline.
+// At the end, no acknowledged create or decision may be lost.
+func TestKilledReplica(t *testing.T) {
+	t.Parallel()
+	restarts := 20
+	if testing.Short() && !inCI() {
+		restarts = 5
+	}
+	const (
+		workers  = 4
+		perCycle = 12 // acknowledged operations before each kill
+		// overdue requests are created on the doomed replica just before
+		// the kill, with this window, so they fall due while it is down.
+		overdue       = 2
+		overdueWindow = 150 * time.Millisecond
+		expiryBound   = 2 * time.Second
+	)
+	cl := startCluster(t, 3, "pool_max_conns", "4")
+	loadInst := cl.instance(t, "load")
+	overdueInst := cl.instance(t, "overdue")
+
+	var (
+		urlMu sync.Mutex
+		urls  = []string{cl.replicas[0].url, cl.replicas[1].url, cl.replicas[2].url}
+	)
+	pick := func(rng *rand.Rand) string {
+		urlMu.Lock()
+		defer urlMu.Unlock()
+		return urls[rng.IntN(len(urls))]
+	}
+	var (
+		mu               sync.Mutex
+		acked            = map[string]string{} // request ID → last acknowledged state
+		attempted        = map[string]bool{}   // requests a decision was sent for
+		decidable        = make(chan string, restarts*perCycle*4)
+		creates          atomic.Int64
+		decisions        atomic.Int64
+		refused          atomic.Int64 // calls that reached no live replica
+		overdueDeadlines = map[string]time.Time{}
+	)
+	for cycle := range restarts {
+		victim := cycle % 3
+		stop := make(chan struct{})
+		enough := make(chan struct{})
+		var ops atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					on := pick(rng)
+					var id string
+					if w%2 == 1 {
+						select {
+						case id = <-decidable:
+						default:
+						}
+					}
+					if id == "" {
+						r, err := cl.c.do(context.Background(), "POST", on, "/v1/instances/"+loadInst+"/approval-requests", cl.agent,
+							fmt.Sprintf(`{"tool":"load","arguments":{"n":%d}}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
+						if err != nil || r.status != 201 {
+							refused.Add(1)
+							continue // not acknowledged: the replica is gone or going
+						}
+						mu.Lock()
+						acked[r.str("id")] = "pending"
+						mu.Unlock()
+						creates.Add(1)
+						select {
+						case decidable <- r.str("id"):
+						default: // enough queued already
+						}
+					} else {
+						status := []string{"approved", "denied"}[rng.IntN(2)]
+						mu.Lock()
+						attempted[id] = true
+						mu.Unlock()
+						r, err := cl.c.do(context.Background(), "POST", on, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`)
+						if err != nil || r.status != 200 {
+							refused.Add(1)
+							continue
+						}
+						if r.str("state") != status {
+							t.Errorf("decision %s on %s answered state %q", status, id, r.str("state"))
+						}
+						mu.Lock()
+						acked[id] = status
+						mu.Unlock()
+						decisions.Add(1)
+					}
+					if ops.Add(1) == perCycle {
+						close(enough)
+					}
+				}
+			})
+		}
+		select {
+		case <-enough:
+		case <-time.After(time.Minute):
+			t.Fatalf("fewer than %d operations acknowledged in a minute:\n%s", perCycle, cl.outputs())
+		}
+
+		// Requests on the doomed replica that fall due while it is down.
+		doomed := cl.replicas[victim]
+		var ids []string
+		var latest time.Time
+		for k := range overdue {
+			r := cl.c.call(t, "POST", doomed.url, "/v1/instances/"+overdueInst+"/approval-requests", cl.agent,
+				fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),
+				"Idempotency-Key", fmt.Sprintf("overdue-%d-%d", cycle, k))
+			if !r.want(t, 201, "create an overdue request") {
+				t.FailNow()
+			}
+			ids = append(ids, r.str("id"))
+			latest = r.time("deadline_at")
+		}
+		doomed.kill()
+		if time.Now().After(latest) {
+			t.Logf("cycle %d: killed after the overdue requests' deadline; their check proves less this time", cycle)
+		}
+
+		// The survivors, still under load, expire them.
+		survivor := cl.replicas[(victim+1)%3].url
+		maps.Copy(overdueDeadlines, checkExpiredWithin(t, cl, survivor, overdueInst, ids, expiryBound))
+		close(stop)
+		wg.Wait()
+
+		restarted := startReplica(t, cl.db)
+		cl.replicas[victim] = restarted
+		urlMu.Lock()
+		urls[victim] = restarted.url
+		urlMu.Unlock()
+	}
+
+	// Every acknowledged create exists; every acknowledged decision holds.
+	states := map[string]string{}
+	for cursor := ""; ; {
+		r := cl.c.call(t, "GET", cl.replicas[0].url, "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, cl.reviewer, "")
+		if !r.want(t, 200, "list") {
+			t.FailNow()
+		}
+		items, _ := r.body["items"].([]any)
+		for _, it := range items {
+			m := it.(map[string]any)
+			states[m["id"].(string)] = m["state"].(string)
+		}
+		next := r.str("next_cursor")
+		if next == "" {
+			break
+		}
+		cursor = "&cursor=" + next
+	}
+	lost := 0
+	for id, want := range acked {
+		got, ok := states[id]
+		switch {
+		case !ok:
+			lost++
+			t.Errorf("acknowledged request %s is gone", id)
+		case want == "pending" && got != "pending" && !attempted[id]:
+			t.Errorf("request %s is %s, but nobody decided it", id, got)
+		case want == "pending" && !slices.Contains([]string{"pending", "approved", "denied"}, got):
+			t.Errorf("request %s is %s; want pending or an unacknowledged decision", id, got)
+		case want != "pending" && got != want:
+			lost++
+			t.Errorf("request %s was acknowledged %s but is %s", id, want, got)
+		}
+	}
+	// How long after its deadline each overdue request was expired: its
+	// audit event's time, read by the database's clock like the deadline.
+	var lags []time.Duration
+	expiries := map[string]int{}
+	for _, e := range allEvents(t, cl.store(t)) {
+		d, ok := overdueDeadlines[e.RequestID]
+		if !ok || e.Type != airlock.EventRequestExpired {
+			continue
+		}
+		expiries[e.RequestID]++
+		lags = append(lags, e.At.Sub(d))
+		if e.At.Sub(d) > expiryBound {
+			t.Errorf("overdue request %s expired %s after its deadline, want ≤ %s", e.RequestID, e.At.Sub(d), expiryBound)
+		}
+	}
+	for id := range overdueDeadlines {
+		if expiries[id] != 1 {
+			t.Errorf("overdue request %s has %d expiry events, want 1", id, expiries[id])
+		}
+	}
+	slices.Sort(lags)
+	t.Logf("T08: %d kill -9 restarts of a replica: %d creates and %d decisions acknowledged, %d lost, %d calls refused by a dead replica; "+
+		"%d requests stored; %d overdue requests expired by the survivors, lag after the deadline p50 %s, max %s",
+		restarts, creates.Load(), decisions.Load(), lost, refused.Load(), len(states), len(lags), lags[len(lags)/2], lags[len(lags)-1])
+}
+
+// checkExpiredWithin checks that the requests ids of instance inst are
+// expired by a scheduler within bound of their deadlines, reading through
+// the replica at base, and returns their deadlines. It polls the list of pending requests, with a deadline: a GET
+// of the request itself would expire it on the spot and prove nothing
+// about the schedulers.
+func checkExpiredWithin(t *testing.T, cl *cluster, base, inst string, ids []string, bound time.Duration) map[string]time.Time {
+	t.Helper()
+	var limit time.Time
+	for {
+		r := cl.c.call(t, "GET", base, "/v1/approval-requests?state=pending&instance_id="+inst, cl.reviewer, "")
+		if !r.want(t, 200, "list pending") {
+			t.FailNow()
+		}
+		if !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(r.raw, id) }) {
+			break
+		}
+		if limit.IsZero() {
+			// Learn the deadlines from the list itself.
+			items, _ := r.body["items"].([]any)
+			for _, it := range items {
+				m := it.(map[string]any)
+				if d, err := time.Parse(time.RFC3339Nano, m["deadline_at"].(string)); err == nil && slices.Contains(ids, m["id"].(string)) && d.After(limit) {
+					limit = d
+				}
+			}
+			limit = limit.Add(bound)
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("overdue requests still pending %s after their deadline, with two replicas' schedulers running: %s\n%s", bound, r.raw, cl.outputs())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadlines := map[string]time.Time{}
+	for _, id := range ids {
+		r := cl.c.call(t, "GET", base, "/v1/approval-requests/"+id, cl.reviewer, "")
+		if r.str("state") != "expired" || r.str("decision.decided_by") != "system:expiry" {
+			t.Errorf("overdue request %s: want expired by a scheduler; got %s", id, r.raw)
+		}
+		deadlines[id] = r.time("deadline_at")
+	}
+	return deadlines
+}

@@ -1,0 +1,234 @@
+package replicas
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// heardWithin bounds how long a waiter may take to hear a decision made on
+// another replica. It is far above the milliseconds it takes (logged), and
+// far below the long-poll's 30 s wait, so a waiter that was not woken by
+// the decision fails.
+const heardWithin = 5 * time.Second
+
+var waitingRE = regexp.MustCompile(`(?m)^airlock_long_polls_waiting (\d+)$`)
+
+// awaitWaiters polls a replica's metrics until n long-polls wait on it:
+// only the server knows when a long-poll has reached it. The poll has a
+// deadline.
+func (cl *cluster) awaitWaiters(t *testing.T, base string, n int) {
+	t.Helper()
+	want := fmt.Sprint(n)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").raw); m != nil && m[1] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d long-polls did not reach %s within 10s", n, base)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// polled is what a long-poll got, and when.
+type polled struct {
+	r   resp
+	err error
+	at  time.Time
+}
+
+// longPoll starts a 30 s long-poll of id on base and returns where its
+// answer will arrive, once the server has it waiting.
+func (cl *cluster) longPoll(t *testing.T, base, id string) <-chan polled {
+	t.Helper()
+	got := make(chan polled, 1)
+	go func() {
+		r, err := cl.c.do(context.Background(), "GET", base, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
+		got <- polled{r, err, time.Now()}
+	}()
+	cl.awaitWaiters(t, base, 1)
+	return got
+}
+
+// TestLongPollAcrossReplicas checks that a long-poll waiting on one replica
+// answers as soon as a reviewer decides on another, for every ordered pair
+// of three replicas, and that an event stream on replica 0 carries the
+// decisions made on the others. It logs the latency from the decision call
+// to the waiter's answer.
+func TestLongPollAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	const rounds = 30
+	cl := startCluster(t, 3, "pool_max_conns", "4")
+	inst := cl.instance(t, "waiter")
+
+	// The event stream on replica 0, reading until the test ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	streamed := make(chan string, 4*rounds) // "type id"
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		readEvents(ctx, cl.replicas[0].url, cl.reviewer, streamed)
+	}()
+	t.Cleanup(func() { cancel(); <-streamDone })
+
+	var lat []time.Duration
+	decidedElsewhere := map[string]string{} // request ID → event type expected on replica 0's stream
+	for i := range rounds {
+		waiter := cl.replicas[i%3]
+		decider := cl.replicas[(i+1+(i/3)%2)%3] // each of the other two in turn
+		status := []string{"approved", "denied"}[i%2]
+		r := cl.c.call(t, "POST", waiter.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+			fmt.Sprintf(`{"tool":"wait","arguments":{"i":%d},"timeout":"1h"}`, i), "Idempotency-Key", fmt.Sprint("wait-", i))
+		if !r.want(t, 201, "create") {
+			t.FailNow()
+		}
+		id := r.str("id")
+		got := cl.longPoll(t, waiter.url, id)
+		start := time.Now()
+		cl.c.call(t, "POST", decider.url, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`).want(t, 200, "decide")
+		select {
+		case p := <-got:
+			if p.err != nil || p.r.status != 200 || p.r.str("state") != status {
+				t.Fatalf("round %d: the long-poll on %s answered %v %d %s; want %s", i, waiter.url, p.err, p.r.status, p.r.raw, status)
+			}
+			lat = append(lat, p.at.Sub(start))
+		case <-time.After(heardWithin):
+			t.Fatalf("round %d: a long-poll on %s did not hear, within %s, a decision made on %s:\n%s", i, waiter.url, heardWithin, decider.url, cl.outputs())
+		}
+		if decider != cl.replicas[0] {
+			decidedElsewhere[id] = "request." + status
+		}
+	}
+
+	deadline := time.After(heardWithin)
+	for len(decidedElsewhere) > 0 {
+		select {
+		case ev := <-streamed:
+			typ, id, _ := strings.Cut(ev, " ")
+			if decidedElsewhere[id] == typ {
+				delete(decidedElsewhere, id)
+			}
+		case <-deadline:
+			t.Fatalf("the event stream on replica 0 lacks %d decisions made on other replicas: %v", len(decidedElsewhere), decidedElsewhere)
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("long-poll across replicas, %d decisions: decision call → waiter's answer p50 %s, p90 %s, max %s",
+		len(lat), lat[len(lat)/2], lat[len(lat)*9/10], lat[len(lat)-1])
+}
+
+// readEvents reads the event stream of base and sends "type request_id"
+// for each event, until ctx ends.
+func readEvents(ctx context.Context, base, token string, out chan<- string) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	res, err := hc.Do(req)
+	if err != nil {
+		return
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	typ := ""
+	idRE := regexp.MustCompile(`"request_id":"([^"]+)"`)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			typ = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			if m := idRE.FindStringSubmatch(line); m != nil {
+				select {
+				case out <- typ + " " + m[1]:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}
+}
+
+// TestLongPollAfterDroppedListen checks recovery from a missed
+// notification: replica A's listening connection is terminated by the
+// database while a long-poll waits on A, and a decision is made on B at
+// once, while A is not listening. A must notice, listen again, and have
+// its waiter re-read: the long-poll answers with the decision.
+func TestLongPollAfterDroppedListen(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	var b [4]byte
+	rand.Read(b[:])
+	appA := "airlock_a_" + hex.EncodeToString(b[:])
+	// Each replica names itself to the database, so the test can find A's
+	// listening connection.
+	a := startReplica(t, schemaURL(t, schema, "pool_max_conns", "4", "application_name", appA))
+	bee := startReplica(t, schemaURL(t, schema, "pool_max_conns", "4"))
+	cl := &cluster{schema: schema, replicas: []*replica{a, bee}, c: newClient(t)}
+	cl.agent = cl.c.mintToken(t, a.url, "agent")
+	cl.reviewer = cl.c.mintToken(t, a.url, "reviewer")
+	inst := cl.instance(t, "dropped")
+
+	r := cl.c.call(t, "POST", a.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+		`{"tool":"wait","arguments":{},"timeout":"1h"}`, "Idempotency-Key", "dropped-1")
+	if !r.want(t, 201, "create") {
+		t.FailNow()
+	}
+	id := r.str("id")
+	// A listens from its start; wait until its listening connection shows.
+	listen := appA + " listen"
+	for deadline := time.Now().Add(10 * time.Second); countBackends(t, listen) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no database session named %q within 10s", listen)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got := cl.longPoll(t, a.url, id)
+
+	if err := execSQL(databaseURL(t), fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '%s'`, listen)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	cl.c.call(t, "POST", bee.url, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`).want(t, 200, "decide on B")
+	select {
+	case p := <-got:
+		if p.err != nil || p.r.status != 200 || p.r.str("state") != "approved" {
+			t.Fatalf("the long-poll on A answered %v %d %s; want approved", p.err, p.r.status, p.r.raw)
+		}
+		t.Logf("with A's listening connection dropped, its long-poll heard the decision on B after %s", p.at.Sub(start))
+	case <-time.After(heardWithin):
+		t.Fatalf("the long-poll on A did not hear the decision on B within %s of its listening connection dropping:\n%s", heardWithin, cl.outputs())
+	}
+	if !strings.Contains(a.out.String(), "change feed stopped; retrying") {
+		t.Errorf("replica A did not report losing its listening connection; the test dropped nothing:\n%s", a.out)
+	}
+}
+
+// countBackends counts the database sessions named application.
+func countBackends(t *testing.T, application string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, databaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, application).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
