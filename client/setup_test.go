@@ -1,0 +1,238 @@
+package client_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/sqlite"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(gateHelper())
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// bundle is one test's running Airlock: a real SQLite file, the provider
+// with its expiry scheduler, and the REST API behind an httptest server;
+// plus clients for an admin, an agent (with a registered instance) and a
+// reviewer, all made with the client under test.
+type bundle struct {
+	srv      *httptest.Server
+	svc      *provider.Service
+	clock    *shiftedClock
+	admin    *client.Client
+	agent    *client.Client
+	reviewer *client.Client
+	// agentSecret is the agent's token, for clients a test builds itself.
+	agentSecret string
+	instance    string
+}
+
+// options adjusts a bundle.
+type options struct {
+	maxWait   time.Duration
+	rateLimit float64
+	rateBurst int
+}
+
+func setup(t testing.TB, opts ...func(*options)) *bundle {
+	t.Helper()
+	o := options{rateLimit: 1e6, rateBurst: 1e6}
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	clock := &shiftedClock{}
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clock))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	limits := airlock.DefaultLimits()
+	limits.MinTimeout = time.Millisecond
+	svc, err := provider.New(provider.Config{Store: store, Clock: clock, Limits: limits, Logger: logger, MaxWait: o.maxWait})
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); svc.Run(runCtx) }()
+	t.Cleanup(func() { stopRun(); <-ran })
+
+	shutdown, stop := context.WithCancel(ctx)
+	srv := httptest.NewServer(rest.New(rest.Config{
+		Service: svc, Logger: logger, RateLimit: o.rateLimit, RateBurst: o.rateBurst, Context: shutdown,
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(stop) // runs first: ends streams and long polls so Close returns
+
+	const adminSecret = "admin-secret-for-client-tests"
+	if err := svc.BootstrapAdmin(ctx, adminSecret); err != nil {
+		t.Fatalf("bootstrap admin: %v", err)
+	}
+	b := &bundle{srv: srv, svc: svc, clock: clock}
+	b.admin = b.client(t, adminSecret)
+	agent := b.mint(t, "agent", airlock.RoleAgent, "alice")
+	b.agentSecret = agent.Secret
+	b.agent = b.client(t, agent.Secret)
+	b.reviewer = b.client(t, b.mint(t, "reviewer", airlock.RoleReviewer, "carol").Secret)
+	in, err := b.agent.RegisterInstance(ctx, "client test", nil)
+	if err != nil {
+		t.Fatalf("register instance: %v", err)
+	}
+	b.instance = in.ID
+	return b
+}
+
+// client returns a client of the bundle's server with secret.
+func (b *bundle) client(t testing.TB, secret string, opts ...client.Option) *client.Client {
+	t.Helper()
+	opts = append([]client.Option{client.WithHTTPClient(b.srv.Client()), client.WithRetry(client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})}, opts...)
+	c, err := client.New(b.srv.URL, secret, opts...)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	return c
+}
+
+// mint creates a token as the admin.
+func (b *bundle) mint(t testing.TB, name string, role airlock.Role, principal string) *client.CreatedToken {
+	t.Helper()
+	tok, err := b.admin.CreateToken(context.Background(), client.CreateTokenInput{Name: name, Role: role, Principal: principal})
+	if err != nil {
+		t.Fatalf("mint %s: %v", name, err)
+	}
+	return tok
+}
+
+// create asks for approval of a refund as the agent.
+func (b *bundle) create(t testing.TB, key, args string) *client.ApprovalRequest {
+	t.Helper()
+	r, _, err := b.agent.CreateRequest(context.Background(), b.instance, key, client.CreateRequestInput{
+		Tool: "issue_refund", Arguments: []byte(args), Timeout: "10m",
+	})
+	if err != nil {
+		t.Fatalf("create %s: %v", key, err)
+	}
+	return r
+}
+
+// approved creates a request and approves it as the reviewer.
+func (b *bundle) approved(t testing.TB, key string) *client.ApprovalRequest {
+	t.Helper()
+	r := b.create(t, key, `{"amount":4900}`)
+	r, err := b.reviewer.Approve(context.Background(), r.ID, "")
+	if err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	return r
+}
+
+// shiftedClock is the real clock moved by an offset a test can change, so
+// deadlines and expires_at can be passed without sleeping while the
+// scheduler and long polls run on real time.
+type shiftedClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset).UTC().Truncate(time.Microsecond)
+}
+
+// Advance moves the clock forward by d.
+func (c *shiftedClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// faultyTransport wraps a RoundTripper and fails chosen requests: before
+// sending (the server never sees them) or after the server answered (the
+// answer is lost).
+type faultyTransport struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	// rules are tried in order; each fails up to n matching requests.
+	rules []*fault
+}
+
+type fault struct {
+	method, pathSuffix string
+	after              bool // drop the answer (the server acted)
+	n                  int
+	hits               int
+}
+
+func (f *faultyTransport) add(method, pathSuffix string, after bool, n int) *fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := &fault{method: method, pathSuffix: pathSuffix, after: after, n: n}
+	f.rules = append(f.rules, r)
+	return r
+}
+
+func (f *faultyTransport) match(req *http.Request) *fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.rules {
+		if r.hits < r.n && req.Method == r.method && strings.HasSuffix(req.URL.Path, r.pathSuffix) {
+			r.hits++
+			return r
+		}
+	}
+	return nil
+}
+
+func (f *faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := f.match(req)
+	if r == nil {
+		return f.next.RoundTrip(req)
+	}
+	if !r.after {
+		return nil, &netErr{"injected: connection refused before sending"}
+	}
+	res, err := f.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return nil, &netErr{"injected: connection reset after the server answered"}
+}
+
+type netErr struct{ msg string }
+
+func (e *netErr) Error() string { return e.msg }
+
+// faulty returns an agent client whose transport fails as the test says.
+func (b *bundle) faulty(t testing.TB, secret string) (*client.Client, *faultyTransport) {
+	t.Helper()
+	ft := &faultyTransport{next: b.srv.Client().Transport}
+	c, err := client.New(b.srv.URL, secret,
+		client.WithHTTPClient(&http.Client{Transport: ft}),
+		client.WithRetry(client.Retry{Attempts: 4, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ft
+}
