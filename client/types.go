@@ -249,9 +249,9 @@ type WorkItemUpdate struct {
 
 // Session is an MCP agent's session.
 type Session struct {
-	ID      string          `json:"id"`
-	OwnerID string          `json:"owner_id"`
-	Name    string          `json:"name"`
+	ID       string          `json:"id"`
+	OwnerID  string          `json:"owner_id"`
+	Name     string          `json:"name"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// Status is active, waiting, stale or closed.
 	Status       airlock.SessionStatus `json:"status"`
