@@ -82,7 +82,7 @@ func (s *Store) CreateColumn(ctx context.Context, c airlock.Column, actor string
 		return airlock.Column{}, err
 	}
 	var out airlock.Column
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		err := tx.QueryRowContext(ctx, `INSERT INTO board_columns (column_key, name, position, created_at)
 SELECT @key, @name, COALESCE(MAX(position), 0) + 1, @now FROM board_columns
 WHERE true
@@ -113,7 +113,7 @@ func (s *Store) CreateWorkItem(ctx context.Context, w airlock.WorkItem, actor st
 		w.ID = airlock.NewID(airlock.PrefixWorkItem)
 	}
 	var out airlock.WorkItem
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var err error
 		out, err = scanWorkItem(tx.QueryRowContext(ctx, `INSERT INTO work_items (id, title, column_key, version, created_at, updated_at)
 SELECT @id, @title, column_key, 1, @now, @now FROM board_columns WHERE column_key = @column
@@ -152,7 +152,7 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 		column = *p.ColumnKey
 	}
 	var out airlock.WorkItem
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var err error
 		out, err = scanWorkItem(tx.QueryRowContext(ctx, `UPDATE work_items
 SET title = COALESCE(@title, title), column_key = COALESCE(@column, column_key),

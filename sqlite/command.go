@@ -54,7 +54,7 @@ func commandFailed(r airlock.Request, format string, args ...any) *airlock.Error
 // token may still run it and that the target is as it was when requested;
 // then it records the command's result on r. It returns r unchanged when
 // r is not an approved command proposal. Any error rolls the approval back.
-func (s *Store) applyApprovedCommand(ctx context.Context, tx *sql.Tx, now time.Time, r airlock.Request) (airlock.Request, error) {
+func (s *Store) applyApprovedCommand(ctx context.Context, tx *txn, now time.Time, r airlock.Request) (airlock.Request, error) {
 	if r.State != airlock.StateApproved || r.Proposal == nil || r.Proposal.Command == nil {
 		return r, nil
 	}
@@ -86,7 +86,7 @@ RETURNING `+requestCols, sql.Named("id", r.ID), sql.Named("now", micros(now)),
 
 // workMove moves a work_move's item with one compare-and-set on the column
 // it was in when requested, after checking the requesting token.
-func workMove(ctx context.Context, tx *sql.Tx, now time.Time, r airlock.Request) (string, error) {
+func workMove(ctx context.Context, tx *txn, now time.Time, r airlock.Request) (string, error) {
 	cmd := r.Proposal.Command
 	var (
 		in  airlock.WorkMoveInput

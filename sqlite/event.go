@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -21,7 +20,7 @@ const (
 // the session's instruction when the request is linked to a session: every
 // path to those states appends this event, so none can forget the
 // instruction, and an instruction exists exactly when its decision does.
-func appendEvent(ctx context.Context, tx *sql.Tx, now time.Time, e airlock.Event) error {
+func appendEvent(ctx context.Context, tx *txn, now time.Time, e airlock.Event) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject)
 	if err != nil {
@@ -36,7 +35,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.I
 
 // appendStateEvents appends, in order, the event of each request's new
 // state, all by actor.
-func appendStateEvents(ctx context.Context, tx *sql.Tx, now time.Time, actor string, rs []airlock.Request) error {
+func appendStateEvents(ctx context.Context, tx *txn, now time.Time, actor string, rs []airlock.Request) error {
 	for _, r := range rs {
 		if err := appendEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: actor,
 			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}); err != nil {

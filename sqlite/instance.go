@@ -46,7 +46,7 @@ func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor s
 			in.ID = airlock.NewID(airlock.PrefixSession)
 		}
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, metadata, created_at, kind) VALUES (?, ?, ?, ?, ?, ?)`,
 			in.ID, in.OwnerID, in.Name, text(in.Metadata), micros(now), in.Kind); err != nil {
 			return err
@@ -95,7 +95,7 @@ WHERE i.deleted_at IS NULL AND (? = '' OR i.owner_id = ?) ORDER BY i.seq DESC`, 
 // creation order. Request rows stay readable.
 func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string, error) {
 	var cancelled []string
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var err error
 		cancelled, err = closeInstance(ctx, tx, now, id, actor, airlock.EventInstanceDeleted)
 		return err
@@ -110,7 +110,7 @@ func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string,
 // settles its pending requests in the caller's transaction, appending
 // event for the instance. It returns the cancelled IDs in creation order;
 // sql.ErrNoRows when the instance is not live.
-func closeInstance(ctx context.Context, tx *sql.Tx, now time.Time, id, actor string, event airlock.EventType) ([]string, error) {
+func closeInstance(ctx context.Context, tx *txn, now time.Time, id, actor string, event airlock.EventType) ([]string, error) {
 	var got string
 	err := tx.QueryRowContext(ctx, `UPDATE instances SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL RETURNING id`,
 		micros(now), id).Scan(&got)

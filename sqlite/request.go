@@ -173,7 +173,7 @@ func queryRequests(ctx context.Context, q queryer, query string, args ...any) ([
 // updateRequests runs an UPDATE … RETURNING of many requests and returns
 // them in creation order: RETURNING has no order of its own, and events
 // appended from the result should read the same on every run.
-func updateRequests(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]airlock.Request, error) {
+func updateRequests(ctx context.Context, tx *txn, query string, args ...any) ([]airlock.Request, error) {
 	rs, err := queryRequests(ctx, tx, query, args...)
 	slices.SortFunc(rs, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
 	return rs, err
@@ -234,7 +234,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		out     airlock.Request
 		created bool
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		state := airlock.StatePending
 		var decidedAt, decidedBy, expiresAt any
 		note := ""
@@ -403,7 +403,7 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	default:
 		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
-	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, decideSQL, sql.Named("id", p.ID), sql.Named("now", micros(now)),
 			sql.Named("state", p.Status), sql.Named("actor", p.Actor), sql.Named("note", p.Note),
 			sql.Named("answer", p.Answer), sql.Named("expires", expires(now)))
@@ -412,14 +412,14 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
-	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, cancelSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
 	}, refuseDecision)
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
-	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, func(ctx context.Context, tx *sql.Tx, now time.Time) (airlock.Request, error) {
+	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, claimSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
 	}, refuseClaim)
 }
@@ -457,7 +457,7 @@ func refuseClaim(r airlock.Request, now time.Time) *airlock.Error {
 // commits even though the call is refused, so a request refused for its
 // deadline is expired from then on.
 func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
-	cas func(context.Context, *sql.Tx, time.Time) (airlock.Request, error),
+	cas func(context.Context, *txn, time.Time) (airlock.Request, error),
 	refuse func(airlock.Request, time.Time) *airlock.Error,
 ) (airlock.Request, error) {
 	return s.transitionThen(ctx, id, actor, event, cas, nil, refuse)
@@ -468,15 +468,15 @@ func (s *Store) transition(ctx context.Context, id, actor string, event airlock.
 // then fails, the whole transaction rolls back: the cas is undone and the
 // request stays as it was.
 func (s *Store) transitionThen(ctx context.Context, id, actor string, event airlock.EventType,
-	cas func(context.Context, *sql.Tx, time.Time) (airlock.Request, error),
-	then func(context.Context, *sql.Tx, time.Time, airlock.Request) (airlock.Request, error),
+	cas func(context.Context, *txn, time.Time) (airlock.Request, error),
+	then func(context.Context, *txn, time.Time, airlock.Request) (airlock.Request, error),
 	refuse func(airlock.Request, time.Time) *airlock.Error,
 ) (airlock.Request, error) {
 	var (
 		out     airlock.Request
 		refused *airlock.Error
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		r, err := cas(ctx, tx, now)
 		if err == nil {
 			out = r
@@ -510,7 +510,7 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 
 // settle returns request id as it holds at now: a pending request whose
 // deadline has come is expired first, by compare-and-set, with its event.
-func settle(ctx context.Context, tx *sql.Tx, id string, now time.Time) (airlock.Request, error) {
+func settle(ctx context.Context, tx *txn, id string, now time.Time) (airlock.Request, error) {
 	r, err := queryRequest(ctx, tx, expireOneSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry))
 	if err == nil {
 		return r, appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
@@ -531,7 +531,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		return airlock.Request{}, err
 	}
 	var out airlock.Request
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		r, err := queryRequest(ctx, tx, reportSQL, sql.Named("id", id), sql.Named("now", micros(now)),
 			sql.Named("status", in.Status), sql.Named("detail", in.Detail))
 		if err == nil {
@@ -573,7 +573,7 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, er
 		limit = defaultExpireLimit
 	}
 	var out []airlock.Request
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		rs, err := queryRequests(ctx, tx, expireDueSQL,
 			sql.Named("now", micros(now)), sql.Named("limit", limit), sql.Named("actor", airlock.ActorExpiry))
 		if err != nil {

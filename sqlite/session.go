@@ -22,7 +22,7 @@ const instructionCols = `seq, id, session_id, request_id, status, note, answer, 
 // INSERT … SELECT: a request without a session (or linked to an ID that
 // is no session) inserts nothing. It is called by appendEvent, so it runs
 // on every path to those states.
-func recordInstruction(ctx context.Context, tx *sql.Tx, now time.Time, requestID string) error {
+func recordInstruction(ctx context.Context, tx *txn, now time.Time, requestID string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO instructions (id, session_id, request_id, status, note, answer, created_at)
 SELECT @iid, r.session_id, r.id, r.state, r.note, r.answer, @now
 FROM requests r JOIN instances i ON i.id = r.session_id AND i.kind = 'session'
@@ -69,7 +69,7 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string) (airlock.Instan
 		out  airlock.Instance
 		took []airlock.Instruction
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var got string
 		err := tx.QueryRowContext(ctx, `UPDATE instances SET last_seen_at = ?
 WHERE id = ? AND kind = 'session' AND deleted_at IS NULL RETURNING id`, micros(now), sessionID).Scan(&got)
@@ -142,7 +142,7 @@ func scanInstructions(rows *sql.Rows) ([]airlock.Instruction, []int64, error) {
 // instance, with a session.closed event; a closed session is left as it is.
 func (s *Store) CloseSession(ctx context.Context, id, actor string) ([]string, error) {
 	var cancelled []string
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var kind airlock.InstanceKind
 		var closed sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT kind, deleted_at FROM instances WHERE id = ?`, id).Scan(&kind, &closed)
@@ -171,7 +171,7 @@ func (s *Store) MCPInstance(ctx context.Context, ownerID, actor string) (airlock
 		return airlock.Instance{}, airlock.Invalid("owner", "a default MCP instance needs an owner")
 	}
 	var out airlock.Instance
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		id := airlock.NewID(airlock.PrefixInstance)
 		res, err := tx.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, created_at, kind, mcp_default)
 VALUES (?, ?, 'mcp', ?, 'adapter', 1)

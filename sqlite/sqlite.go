@@ -27,10 +27,10 @@ import (
 type Store struct {
 	// write has exactly one connection: writers queue for it in Go, so
 	// SQLite's lock is only ever contended by other processes.
-	write *sql.DB
+	write *pool
 	// read is a pool of query_only connections; in WAL mode readers see the
 	// last committed state without blocking the writer.
-	read  *sql.DB
+	read  *pool
 	clock airlock.Clock
 	// fault is the test hook of WithFaultHook; nil in production.
 	fault func(point string) error
@@ -78,25 +78,28 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{clock: cfg.clock, fault: cfg.fault}
 
-	var err error
-	if s.write, err = sql.Open("sqlite", dsn(path, false, cfg.busyTimeout)); err != nil {
+	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	s.write = newPool(wdb)
 	s.write.SetMaxOpenConns(1)
 	s.write.SetMaxIdleConns(1)
 	s.write.SetConnMaxLifetime(0)
 	s.write.SetConnMaxIdleTime(0)
 	// The first write connection switches the file to WAL before the
 	// readers open, and migrates it.
-	if err := migrate(ctx, s.write, s.now); err != nil {
+	if err := migrate(ctx, s.write.DB, s.now); err != nil {
 		s.write.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}
 
-	if s.read, err = sql.Open("sqlite", dsn(path, true, cfg.busyTimeout)); err != nil {
+	rdb, err := sql.Open("sqlite", dsn(path, true, cfg.busyTimeout))
+	if err != nil {
 		s.write.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	s.read = newPool(rdb)
 	n := max(4, runtime.GOMAXPROCS(0))
 	s.read.SetMaxOpenConns(n)
 	s.read.SetMaxIdleConns(n)
@@ -139,13 +142,14 @@ func (s *Store) now() time.Time {
 // fn gets the store's now, read after the write lock is held: a now read
 // before waiting for the lock could be stale by the wait, and would let a
 // decision land after its deadline.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
+func (s *Store) inTx(ctx context.Context, fn func(tx *txn, now time.Time) error) error {
+	defer s.write.prepareWanted(ctx)
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if err := fn(tx, s.now()); err != nil {
+	if err := fn(&txn{Tx: tx, p: s.write}, s.now()); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -21,15 +21,15 @@ func TestPragmas(t *testing.T) {
 		pragma string
 		want   string
 	}{
-		{s.write, "write", "journal_mode", "wal"},
-		{s.write, "write", "synchronous", "2"}, // FULL
-		{s.write, "write", "foreign_keys", "1"},
-		{s.write, "write", "busy_timeout", "10000"},
-		{s.write, "write", "query_only", "0"},
-		{s.read, "read", "journal_mode", "wal"},
-		{s.read, "read", "foreign_keys", "1"},
-		{s.read, "read", "busy_timeout", "10000"},
-		{s.read, "read", "query_only", "1"},
+		{s.write.DB, "write", "journal_mode", "wal"},
+		{s.write.DB, "write", "synchronous", "2"}, // FULL
+		{s.write.DB, "write", "foreign_keys", "1"},
+		{s.write.DB, "write", "busy_timeout", "10000"},
+		{s.write.DB, "write", "query_only", "0"},
+		{s.read.DB, "read", "journal_mode", "wal"},
+		{s.read.DB, "read", "foreign_keys", "1"},
+		{s.read.DB, "read", "busy_timeout", "10000"},
+		{s.read.DB, "read", "query_only", "1"},
 	} {
 		var got string
 		if err := p.db.QueryRowContext(t.Context(), "PRAGMA "+p.pragma).Scan(&got); err != nil {

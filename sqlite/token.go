@@ -78,7 +78,7 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string) err
 	if t.ID == "" || len(t.Hash) == 0 {
 		return airlock.Invalid("token", "a token needs an ID and a hash")
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		args, err := tokenArgs(t, now)
 		if err != nil {
 			return err
@@ -127,7 +127,7 @@ func (s *Store) ListTokens(ctx context.Context) ([]airlock.Token, error) {
 // appends no event.
 func (s *Store) RevokeToken(ctx context.Context, id, actor string) (airlock.Token, error) {
 	var out airlock.Token
-	err := s.inTx(ctx, func(tx *sql.Tx, now time.Time) error {
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		t, err := scanToken(tx.QueryRowContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING `+tokenCols,
 			micros(now), id))
 		if err == nil {
