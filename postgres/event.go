@@ -21,7 +21,7 @@ func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlo
 		limit = defaultEventLimit
 	}
 	limit = min(limit, maxEventLimit)
-	rows, err := s.pool.Query(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state
+	rows, err := s.pool.Query(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject
 FROM events WHERE id > @after ORDER BY id LIMIT @limit`, pgx.StrictNamedArgs{"after": after, "limit": limit})
 	if err != nil {
 		return nil, translate(err, "events", "list")
@@ -33,7 +33,7 @@ FROM events WHERE id > @after ORDER BY id LIMIT @limit`, pgx.StrictNamedArgs{"af
 			e          airlock.Event
 			typ, state string
 		)
-		if err := rows.Scan(&e.ID, &typ, &e.At, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state); err != nil {
+		if err := rows.Scan(&e.ID, &typ, &e.At, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject); err != nil {
 			return nil, translate(err, "events", "list")
 		}
 		e.Type, e.State, e.At = airlock.EventType(typ), airlock.State(state), e.At.UTC()

@@ -44,6 +44,11 @@ type Store struct {
 	channel string
 	// eventsLock is the advisory lock key that orders event IDs by commit.
 	eventsLock int32
+	// columnsLock is the advisory lock key that orders board columns'
+	// positions (CreateColumn).
+	columnsLock int32
+	// fault is the test hook of WithFaultHook; nil in production.
+	fault func(point string) error
 
 	done      chan struct{} // closed by Close; stops Listen
 	closeOnce sync.Once
@@ -80,6 +85,7 @@ type config struct {
 	statementTimeout *time.Duration
 	schema           string
 	clock            airlock.Clock
+	fault            func(point string) error
 }
 
 // WithMaxConns sets the most connections the store's pool opens. Without
@@ -163,7 +169,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", where, err)
 	}
-	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, done: make(chan struct{})}
+	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, done: make(chan struct{})}
 	if s.schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
@@ -178,6 +184,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.channel = channelName(s.schema)
 	s.eventsLock = lockKey(s.schema, "events")
+	s.columnsLock = lockKey(s.schema, "board_columns")
 	if err := migrate(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)
@@ -301,6 +308,10 @@ func transient(err error) bool {
 	if _, ok := errors.AsType[*airlock.Error](err); ok {
 		return false
 	}
+	if _, ok := errors.AsType[*faultError](err); ok {
+		// A test's injected fault must fail the call, whatever it wraps.
+		return false
+	}
 	_, committing := errors.AsType[*commitError](err)
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {
@@ -328,21 +339,31 @@ func transient(err error) bool {
 }
 
 // tx is one write transaction: what it ran, plus the audit events and the
-// changed requests it will append and announce just before COMMIT.
+// changed requests it will append and announce just before COMMIT, and the
+// requests it decided whose sessions get an instruction.
 type tx struct {
 	pgx.Tx
 	events  []airlock.Event
 	changed []string
+	decided []airlock.Event
 }
 
 // event queues an audit event, appended at the end of the transaction.
 func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
 
 // requestEvent queues the event of a request's change and announces the
-// request.
+// request. The event of a request becoming approved, denied or expired
+// also queues the session's instruction (recordInstructions): every path
+// to those states comes through here, so none can forget the instruction,
+// and an instruction exists exactly when its decision does.
 func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r airlock.Request) {
-	t.event(airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+	e := airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}
+	t.event(e)
 	t.changed = append(t.changed, r.ID)
+	switch typ {
+	case airlock.EventRequestApproved, airlock.EventRequestDenied, airlock.EventRequestExpired:
+		t.decided = append(t.decided, e)
+	}
 }
 
 // write runs fn in a READ COMMITTED transaction, appends the events fn
@@ -376,6 +397,9 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 	if err := fn(ctx, t); err != nil {
 		return err
 	}
+	if err := recordInstructions(ctx, t); err != nil {
+		return err
+	}
 	if err := s.appendTail(ctx, t); err != nil {
 		return err
 	}
@@ -395,11 +419,11 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 // serializes commits in any case, so it costs little more.
 const appendSQL = `WITH tail_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(@class, @key)),
 appended AS (
-	INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state)
-	SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state
+	INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
+	SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject
 	FROM tail_lock, unnest(@types::text[], @ats::timestamptz[], @actors::text[], @requests::text[],
-		@instances::text[], @tokens::text[], @states::text[])
-		WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, ord)
+		@instances::text[], @tokens::text[], @states::text[], @subjects::text[])
+		WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, ord)
 	ORDER BY e.ord
 )
 SELECT count(pg_notify(@channel, p)) FROM tail_lock, unnest(@payloads::text[]) AS p`
@@ -411,14 +435,16 @@ func (s *Store) appendTail(ctx context.Context, t *tx) error {
 	n := len(t.events)
 	types, ats, actors := make([]string, n), make([]time.Time, n), make([]string, n)
 	reqs, insts, toks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	subjects := make([]string, n)
 	for i, e := range t.events {
 		types[i], ats[i], actors[i] = string(e.Type), e.At, e.Actor
 		reqs[i], insts[i], toks[i], states[i] = e.RequestID, e.InstanceID, e.TokenID, string(e.State)
+		subjects[i] = e.Subject
 	}
 	var sent int
 	return t.QueryRow(ctx, appendSQL, pgx.StrictNamedArgs{
 		"class": advisoryClass, "key": s.eventsLock,
 		"types": types, "ats": ats, "actors": actors, "requests": reqs, "instances": insts, "tokens": toks, "states": states,
-		"channel": s.channel, "payloads": payloads(t.changed),
+		"subjects": subjects, "channel": s.channel, "payloads": payloads(t.changed),
 	}).Scan(&sent)
 }

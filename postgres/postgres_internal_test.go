@@ -78,6 +78,8 @@ func TestTransient(t *testing.T) {
 		{"statement timeout", pg("57014"), false},
 		{"constraint", pg("23505"), false},
 		{"domain refusal", airlock.Conflict(airlock.CodeNotPending, airlock.StateApproved, "x"), false},
+		{"command_failed", airlock.Conflict(airlock.CodeCommandFailed, airlock.StatePending, "x"), false},
+		{"injected fault wrapping a lost connection", fmt.Errorf("decide: %w", &faultError{FaultAfterApproval, io.ErrUnexpectedEOF}), false},
 		{"cancelled", context.Canceled, false},
 		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), false},
 		{"nil", nil, false},

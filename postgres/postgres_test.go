@@ -133,6 +133,18 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestStoreMCP is the conformance suite of the MCP features on
+// PostgreSQL: sessions and instructions, the work board, and work_move
+// commands applied in their approval's transaction, with T12 (a fault
+// injected between recording an approval and its command's effect).
+func TestStoreMCP(t *testing.T) {
+	t.Parallel()
+	databaseURL(t)
+	storetest.RunMCP(t, func(t *testing.T, clock airlock.Clock, fault func(string) error) airlock.Store {
+		return open(t, freshSchema(t), postgres.WithClock(clock), postgres.WithFaultHook(fault))
+	})
+}
+
 // conn opens a plain connection to schema for tests that look under the
 // store, closed when t ends.
 func conn(t testing.TB, schema string) *pgx.Conn {

@@ -21,7 +21,8 @@ const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.
 	r.decided_at, r.decided_by, r.note, r.answer, r.expires_at,
 	r.claimed_at, r.claimed_by, r.exec_status, r.finished_at, r.exec_detail,
 	r.idempotency_key, r.fingerprint, r.title, r.description, r.target_type, r.target_id, r.session_id,
-	r.proposal_mode, r.command_method, r.command_input, r.question`
+	r.proposal_mode, r.command_method, r.command_input, r.question,
+	r.command_observed, r.command_status, r.command_detail, r.command_applied_at`
 
 // lockedTickCTE starts a compare-and-set on the request @id: it locks the
 // row, and only then reads the clock. Under READ COMMITTED an UPDATE that
@@ -117,13 +118,13 @@ INSERT INTO requests AS r (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question)
+	proposal_mode, command_method, command_input, question, command_observed)
 SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text, @arguments::text, @timeout::text,
 	@reasoning::text, @context::text,
 	tick.now, tick.now + @window::interval,
 	CASE WHEN @decided::boolean THEN tick.now END, @decided_by::text, @note::text, tick.now + @validity::interval,
 	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
-	@mode::text, @method::text, @input::text, @question::text
+	@mode::text, @method::text, @input::text, @question::text, @observed::text
 FROM inst, tick
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING ` + requestCols
@@ -144,15 +145,17 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		args, rctx, cmdInput                        *string
 		decidedAt, expiresAt, claimedAt, finishedAt *time.Time
 		decidedBy, claimedBy, execStatus, key       *string
-		mode, method, question                      *string
-		note, answer, detail                        string
+		mode, method, question, observed, cmdStatus *string
+		note, answer, detail, cmdDetail             string
+		cmdAppliedAt                                *time.Time
 	)
 	dest := []any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &r.CreatedAt, &r.DeadlineAt,
 		&decidedAt, &decidedBy, &note, &answer, &expiresAt,
 		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
-		&mode, &method, &cmdInput, &question}
+		&mode, &method, &cmdInput, &question,
+		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return airlock.Request{}, err
 	}
@@ -184,8 +187,11 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	if mode != nil {
 		r.Proposal = &airlock.Proposal{Mode: *mode}
 		if method != nil {
-			r.Proposal.Command = &airlock.Command{Method: *method, Input: raw(cmdInput)}
+			r.Proposal.Command = &airlock.Command{Method: *method, Input: raw(cmdInput), Observed: raw(observed)}
 		}
+	}
+	if cmdStatus != nil && cmdAppliedAt != nil {
+		r.CommandResult = &airlock.CommandResult{Status: *cmdStatus, Detail: cmdDetail, AppliedAt: cmdAppliedAt.UTC()}
 	}
 	if question != nil {
 		r.Question = new(airlock.Question)
@@ -313,11 +319,12 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		}
 		question = string(b)
 	}
-	var mode, method, cmdInput any
+	var mode, method, cmdInput, observed any
 	if in.Proposal != nil {
 		mode = in.Proposal.Mode
 		if in.Proposal.Command != nil {
 			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
+			observed = text(in.Proposal.Command.Observed)
 		}
 	}
 	state, decided, decidedBy, note := airlock.StatePending, false, any(nil), ""
@@ -344,7 +351,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 			"key": nullString(in.IdempotencyKey), "fingerprint": in.Fingerprint,
 			"title": in.Title, "description": in.Description,
 			"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
-			"mode": mode, "method": method, "input": cmdInput, "question": question,
+			"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
 		}))
 		switch {
 		case err == nil:
@@ -391,6 +398,8 @@ func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
 		return airlock.Invalid("timeout", "the decision window must be positive (at least 1µs)")
 	case r.Fingerprint == "" && r.IdempotencyKey != "":
 		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
+		return airlock.Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
 	}
 	if d := p.Initial; d != nil {
 		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
@@ -469,9 +478,22 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	default:
 		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
-	return s.transition(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, pgx.StrictNamedArgs{
+	var st step
+	if p.Status == airlock.StateApproved {
+		// An approval runs the request's command, if it proposes one, in
+		// its transaction.
+		var locked *lockedCommand
+		st.lock = func(ctx context.Context, t *tx) (err error) {
+			locked, err = s.lockCommand(ctx, t, p.ID)
+			return err
+		}
+		st.then = func(ctx context.Context, t *tx, r airlock.Request, at time.Time) (airlock.Request, error) {
+			return s.applyApprovedCommand(ctx, t, locked, r, at)
+		}
+	}
+	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, pgx.StrictNamedArgs{
 		"id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "answer": p.Answer, "validity": validity,
-	}, refuseDecision)
+	}, st, refuseDecision)
 }
 
 // Cancel withdraws a pending request with one compare-and-set.
@@ -521,18 +543,45 @@ func refuseClaim(r airlock.Request) *airlock.Error {
 func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
 	casSQL string, args pgx.StrictNamedArgs, refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
+	return s.transitionThen(ctx, id, actor, event, casSQL, args, step{}, refuse)
+}
+
+// step is work a transition does in its transaction besides its
+// compare-and-set: lock, when set, runs before it, to take the row locks
+// the change will need before the compare-and-set reads the clock; then,
+// when set, runs after the compare-and-set won and its event was queued,
+// with the request and the instant it was judged by (an approved
+// command's effect). An error from either rolls the whole transaction
+// back: the request stays as it was.
+type step struct {
+	lock func(ctx context.Context, t *tx) error
+	then func(ctx context.Context, t *tx, r airlock.Request, at time.Time) (airlock.Request, error)
+}
+
+// transitionThen is transition with a step.
+func (s *Store) transitionThen(ctx context.Context, id, actor string, event airlock.EventType,
+	casSQL string, args pgx.StrictNamedArgs, st step, refuse func(airlock.Request) *airlock.Error,
+) (airlock.Request, error) {
 	var (
 		out     airlock.Request
 		refused *airlock.Error
 	)
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		refused = nil
+		if st.lock != nil {
+			if err := st.lock(ctx, t); err != nil {
+				return err
+			}
+		}
 		args["now"] = s.now()
 		r, at, err := scanStamped(t.QueryRow(ctx, casSQL, args))
 		if err == nil {
 			out = r
 			t.requestEvent(event, actor, at, r)
-			return nil
+			if st.then != nil {
+				out, err = st.then(ctx, t, r, at)
+			}
+			return err
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err

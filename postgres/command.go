@@ -1,0 +1,219 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+)
+
+// Fault points of WithFaultHook: where, inside the transaction that
+// records an approval of a command proposal, a test may make it fail. The
+// same points as the SQLite driver's.
+const (
+	// FaultAfterApproval is after the approval is written and before the
+	// command's effect.
+	FaultAfterApproval = "decide.after_approval"
+	// FaultAfterEffect is after the command's effect and before its result
+	// is written on the request.
+	FaultAfterEffect = "decide.after_effect"
+)
+
+// WithFaultHook installs a test hook called at each fault point (the
+// Fault* constants) of a command's approval. When it returns an error the
+// transaction fails with that error, rolls back and is not retried, so
+// the caller sees it. Tests use it to show that an approval and its
+// command's effect commit together or not at all (RELIABILITY.md T12).
+// Never set it in production.
+func WithFaultHook(hook func(point string) error) Option {
+	return func(c *config) { c.fault = hook }
+}
+
+// faultError is an error a fault hook injected. It is never retried,
+// whatever it wraps (a test may inject a lost connection).
+type faultError struct {
+	point string
+	err   error
+}
+
+func (e *faultError) Error() string { return "fault injected at " + e.point + ": " + e.err.Error() }
+func (e *faultError) Unwrap() error { return e.err }
+
+func (s *Store) injectFault(point string) error {
+	if s.fault == nil {
+		return nil
+	}
+	if err := s.fault(point); err != nil {
+		return &faultError{point: point, err: err}
+	}
+	return nil
+}
+
+// commandFailed is the error of an approval whose command cannot apply:
+// the transaction rolls back, so the request is still pending.
+func commandFailed(r airlock.Request, format string, args ...any) *airlock.Error {
+	return airlock.Conflict(airlock.CodeCommandFailed, airlock.StatePending,
+		"%s cannot apply: %s; nothing was recorded and request %s is still pending (deny it, or let it expire)",
+		r.Proposal.Command.Method, fmt.Sprintf(format, args...), r.ID)
+}
+
+// lockedCommand is what an approval of a command proposal locked before
+// its compare-and-set read the clock: the requesting token (FOR SHARE, so
+// a revocation or a change of scopes waits for the approval or goes
+// first) and the command's target (for work_move, the item, FOR NO KEY
+// UPDATE, so a concurrent move waits or goes first). A nil field is a row
+// that did not exist.
+type lockedCommand struct {
+	token *airlock.Token
+	item  *airlock.WorkItem
+}
+
+// lockCommand locks the rows that approving request id's command will
+// read and change, before the approval's compare-and-set reads the clock:
+// a lock waited for after the clock was read would let the approval commit
+// later than the instant it was judged by, perhaps past the deadline (a
+// replica that froze holding the item, rolled back a minute later). It
+// returns nil when id is no command proposal (or does not exist); the
+// compare-and-set then decides.
+//
+// Its locks come in one order, token then target then request, and no
+// other transaction takes a token or an item lock after a request lock, so
+// they cannot deadlock.
+func (s *Store) lockCommand(ctx context.Context, t *tx, id string) (*lockedCommand, error) {
+	var (
+		owner         string
+		method, input *string
+	)
+	err := t.QueryRow(ctx, `SELECT r.owner_id, r.command_method, r.command_input FROM requests r WHERE r.id = @id`,
+		pgx.StrictNamedArgs{"id": id}).Scan(&owner, &method, &input)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && method == nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var locked lockedCommand
+	tok, err := scanToken(t.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id FOR SHARE`, pgx.StrictNamedArgs{"id": owner}))
+	switch {
+	case err == nil:
+		locked.token = &tok
+	case !errors.Is(err, pgx.ErrNoRows):
+		return nil, err
+	}
+	if *method == airlock.MethodWorkMove && input != nil {
+		var in airlock.WorkMoveInput
+		if json.Unmarshal([]byte(*input), &in) == nil {
+			w, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id FOR NO KEY UPDATE`,
+				pgx.StrictNamedArgs{"id": in.ItemID}))
+			switch {
+			case err == nil:
+				locked.item = &w
+			case !errors.Is(err, pgx.ErrNoRows):
+				return nil, err
+			}
+		}
+	}
+	return &locked, nil
+}
+
+// applyApprovedCommand runs, in the transaction that has just approved r
+// at the instant at, the command r proposes, re-checking at this moment
+// that the requesting token may still run it and that the target is as it
+// was when requested; then it records the command's result on r. It
+// returns r unchanged when r is not an approved command proposal. Any
+// error rolls the approval back.
+func (s *Store) applyApprovedCommand(ctx context.Context, t *tx, locked *lockedCommand, r airlock.Request, at time.Time) (airlock.Request, error) {
+	if r.State != airlock.StateApproved || r.Proposal == nil || r.Proposal.Command == nil {
+		return r, nil
+	}
+	if locked == nil {
+		// lockCommand saw no command on a request the compare-and-set then
+		// approved as one: a stored command never changes, so this is a bug.
+		return r, fmt.Errorf("request %s: its command was not locked before its approval", r.ID)
+	}
+	if err := s.injectFault(FaultAfterApproval); err != nil {
+		return r, err
+	}
+	var (
+		detail string
+		err    error
+	)
+	switch r.Proposal.Command.Method {
+	case airlock.MethodWorkMove:
+		detail, err = workMove(ctx, t, locked, r, at)
+	default:
+		err = commandFailed(r, "this server does not know the command %q", r.Proposal.Command.Method)
+	}
+	if err != nil {
+		return r, err
+	}
+	if err := s.injectFault(FaultAfterEffect); err != nil {
+		return r, err
+	}
+	return scanRequest(t.QueryRow(ctx, `UPDATE requests r
+SET command_status = @status, command_detail = @detail, command_applied_at = @now
+WHERE r.id = @id AND r.state = 'approved' AND r.command_status IS NULL
+RETURNING `+requestCols, pgx.StrictNamedArgs{"id": r.ID, "now": at, "status": airlock.CommandApplied, "detail": detail}))
+}
+
+// workMove moves a work_move's item with one compare-and-set on the column
+// it was in when requested, after checking the requesting token. Both rows
+// are locked by this transaction (lockCommand), so what it reads here is
+// what holds until it commits.
+func workMove(ctx context.Context, t *tx, locked *lockedCommand, r airlock.Request, at time.Time) (string, error) {
+	cmd := r.Proposal.Command
+	var (
+		in  airlock.WorkMoveInput
+		obs airlock.WorkMoveObserved
+	)
+	if err := json.Unmarshal(cmd.Input, &in); err != nil {
+		return "", fmt.Errorf("request %s: stored work_move input: %w", r.ID, err)
+	}
+	if len(cmd.Observed) == 0 {
+		return "", commandFailed(r, "the request records no observed state of item %s to check it against", in.ItemID)
+	}
+	if err := json.Unmarshal(cmd.Observed, &obs); err != nil {
+		return "", fmt.Errorf("request %s: stored work_move observation: %w", r.ID, err)
+	}
+
+	switch tok := locked.token; {
+	case tok == nil:
+		return "", commandFailed(r, "the requesting token %s no longer exists", r.OwnerID)
+	case tok.RevokedAt != nil:
+		return "", commandFailed(r, "the requesting agent's token %s was revoked at %s", tok.ID, tok.RevokedAt.Format(time.RFC3339Nano))
+	case !tok.HasScope(airlock.ScopeWorkWrite):
+		return "", commandFailed(r, "the requesting agent's token %s no longer has the %s scope", tok.ID, airlock.ScopeWorkWrite)
+	}
+
+	item, err := scanWorkItem(t.QueryRow(ctx, `UPDATE work_items w
+SET column_key = @to, version = w.version + 1, updated_at = @now
+WHERE w.id = @id AND w.column_key = @from
+  AND EXISTS (SELECT 1 FROM board_columns c WHERE c.column_key = @to)
+RETURNING `+workItemCols, pgx.StrictNamedArgs{"id": in.ItemID, "from": obs.FromColumnKey, "to": in.ColumnKey, "now": at}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, pgx.StrictNamedArgs{"id": in.ItemID}))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return "", commandFailed(r, "item %s no longer exists", in.ItemID)
+		case err != nil:
+			return "", err
+		case cur.ColumnKey != obs.FromColumnKey:
+			return "", commandFailed(r, "item %s is no longer in column %s (now in %s)", in.ItemID, obs.FromColumnKey, cur.ColumnKey)
+		default:
+			return "", commandFailed(r, "column %s no longer exists", in.ColumnKey)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	actor := ""
+	if r.Decision != nil {
+		actor = r.Decision.DecidedBy
+	}
+	t.event(airlock.Event{Type: airlock.EventWorkItemMoved, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, Subject: item.ID})
+	return fmt.Sprintf("moved work item %s from %s to %s (now version %d)", item.ID, obs.FromColumnKey, item.ColumnKey, item.Version), nil
+}
