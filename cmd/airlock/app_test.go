@@ -38,10 +38,10 @@ func TestCommands(t *testing.T) {
 		{name: "help of an unknown command is a usage error", args: []string{"help", "frobnicate"}, exit: exitUsage, stderr: `unknown command "frobnicate"`},
 		{name: "an unknown flag is a usage error", args: []string{"serve", "--nope"}, exit: exitUsage, stderr: "flag provided but not defined: -nope"},
 		{name: "serve takes no arguments", args: []string{"serve", "extra"}, exit: exitUsage, stderr: `serve takes no arguments, got ["extra"]`},
-		{name: "an invalid configuration is a usage error", args: []string{"serve", "--db", "host=db dbname=airlock"}, exit: exitUsage,
-			stderr: "give it as a URL instead: postgres://"},
+		{name: "an invalid configuration is a usage error", args: []string{"serve", "--db", "postgres://airlock:hunter2@db:54x32/airlock"}, exit: exitUsage,
+			stderr: "--db is not a valid PostgreSQL URL"},
 		{name: "help serve says --db takes a PostgreSQL URL", args: []string{"help", "serve"},
-			stdout: "or a postgres:// URL of a PostgreSQL database that several replicas may share"},
+			stdout: "or a postgres:// URL (or host=… dbname=… string) of a PostgreSQL database that several replicas may share"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,14 +103,14 @@ func TestServeConfig(t *testing.T) {
 			wantErr: "environment variable AIRLOCK_MIN_TIMEOUT: "},
 		{name: "a postgres:// URL selects PostgreSQL", args: []string{"--db", "postgres://airlock@localhost/airlock?sslmode=disable"},
 			check: func(c Config) bool {
-				return c.DB == "postgres://airlock@localhost/airlock?sslmode=disable" && isPostgresURL(c.DB)
+				return c.DB == "postgres://airlock@localhost/airlock?sslmode=disable" && isPostgres(c.DB)
 			}},
 		{name: "a postgresql:// URL from the environment too", env: map[string]string{"AIRLOCK_DB": "postgresql://localhost/airlock"},
-			check: func(c Config) bool { return c.DB == "postgresql://localhost/airlock" && isPostgresURL(c.DB) }},
+			check: func(c Config) bool { return c.DB == "postgresql://localhost/airlock" && isPostgres(c.DB) }},
 		{name: "a SQLite path is not a PostgreSQL URL", args: []string{"--db", "data/postgres.db"},
-			check: func(c Config) bool { return !isPostgresURL(c.DB) }},
-		{name: "a PostgreSQL keyword string is refused, pointing at the URL form", args: []string{"--db", "host=db.internal dbname=airlock user=airlock password=hunter2"},
-			wantErr: "--db looks like a PostgreSQL keyword string (host=… dbname=…); give it as a URL instead"},
+			check: func(c Config) bool { return !isPostgres(c.DB) }},
+		{name: "a PostgreSQL keyword string selects PostgreSQL too", args: []string{"--db", "host=db.internal dbname=airlock user=airlock"},
+			check: func(c Config) bool { return isPostgres(c.DB) }},
 		{name: "an unreadable PostgreSQL URL is refused without its password", args: []string{"--db", "postgres://airlock:hunter2@db:54x32/airlock"},
 			wantErr: "--db is not a valid PostgreSQL URL (postgres://(unreadable URL))"},
 		{name: "a short admin token", args: []string{"--admin-token", "short"},

@@ -24,8 +24,9 @@ type Config struct {
 	Addr string
 	// DB is where everything is kept: a SQLite database file, created if
 	// missing, or a PostgreSQL database named by a postgres:// (or
-	// postgresql://) URL, which any number of replicas may share. Default
-	// airlock.db in the working folder.
+	// postgresql://) URL or a libpq keyword string (host=… dbname=…), which
+	// any number of replicas may share. Default airlock.db in the working
+	// folder.
 	DB string
 	// AdminToken, when set, becomes the bootstrap admin token's secret at
 	// every start, replacing the previous one (for scripts and CI). When
@@ -123,9 +124,6 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return fmt.Errorf("--addr %q is not host:port (like 127.0.0.1:8080): %v", c.Addr, err)
 	}
-	if keywordDSN.MatchString(c.DB) {
-		return errors.New("--db looks like a PostgreSQL keyword string (host=… dbname=…); give it as a URL instead: postgres://user@host:5432/dbname?sslmode=verify-full")
-	}
 	if isPostgresURL(c.DB) {
 		if _, err := url.Parse(c.DB); err != nil {
 			return fmt.Errorf("--db is not a valid PostgreSQL URL (%s); write it as postgres://user:password@host:5432/dbname?sslmode=verify-full, with special characters in the password percent-encoded", redactDB(c.DB))
@@ -155,21 +153,32 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// isPostgresURL reports whether --db names a PostgreSQL database rather
-// than a SQLite file.
+// isPostgres reports whether --db names a PostgreSQL database, by URL or
+// by libpq keyword string, rather than a SQLite file.
+func isPostgres(db string) bool {
+	return isPostgresURL(db) || keywordDSN.MatchString(db)
+}
+
+// isPostgresURL reports whether --db is a PostgreSQL URL.
 func isPostgresURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// keywordDSN matches the start of a libpq keyword/value connection string,
-// which would otherwise be taken for a SQLite file name.
-var keywordDSN = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|service|sslmode)\s*=`)
+// keywordDSN matches the start of a libpq keyword/value connection string
+// (host=db.internal dbname=airlock …), as psql accepts.
+var keywordDSN = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=`)
 
-// redactDB returns --db fit for notices and logs: a PostgreSQL URL with its
-// password (in the user part or a password= parameter) replaced by xxxxx.
-// SQLite paths are returned as they are.
+// keywordPassword matches the password of a keyword string, quoted or not.
+var keywordPassword = regexp.MustCompile(`(\bpassword\s*=\s*)('(?:\\.|[^'\\])*'|\S+)`)
+
+// redactDB returns --db fit for notices and logs: a PostgreSQL URL or
+// keyword string with its password (in a URL's user part, or a password=
+// parameter) replaced by xxxxx. SQLite paths are returned as they are.
 func redactDB(db string) string {
 	if !isPostgresURL(db) {
+		if keywordDSN.MatchString(db) {
+			return keywordPassword.ReplaceAllString(db, "${1}xxxxx")
+		}
 		return db
 	}
 	u, err := url.Parse(db)
@@ -200,7 +209,7 @@ func parseLevel(s string) (slog.Level, error) {
 func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	d := DefaultConfig()
 	fs.StringVar(&c.Addr, "addr", d.Addr, "TCP address to listen on; the default serves this machine only")
-	fs.StringVar(&c.DB, "db", d.DB, "SQLite database file (created if missing), or a postgres:// URL of a PostgreSQL database that several replicas may share")
+	fs.StringVar(&c.DB, "db", d.DB, "SQLite database file (created if missing), or a postgres:// URL (or host=… dbname=… string) of a PostgreSQL database that several replicas may share")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "set the bootstrap admin token's secret (at least 16 characters) instead of generating one at first start")
 	durationVar(fs, &c.MinTimeout, "min-timeout", d.MinTimeout, "shortest decision window accepted")
 	durationVar(fs, &c.MaxTimeout, "max-timeout", d.MaxTimeout, "longest decision window; longer requests are shortened to it")

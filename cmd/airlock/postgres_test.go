@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,6 +111,9 @@ func TestRedactDB(t *testing.T) {
 		{"postgresql://airlock:hunter2@db/airlock?sslmode=require", "postgresql://airlock:xxxxx@db/airlock?sslmode=require"},
 		{"postgres://airlock@db/airlock?password=hunter2&sslmode=require", "postgres://airlock@db/airlock?password=xxxxx&sslmode=require"},
 		{"postgres://airlock:hunter2@db:54x32/airlock", "postgres://(unreadable URL)"},
+		{"host=db.internal dbname=airlock user=airlock password=hunter2 sslmode=require", "host=db.internal dbname=airlock user=airlock password=xxxxx sslmode=require"},
+		{"host=db password = 'hunter2 \\' x' dbname=airlock", "host=db password = xxxxx dbname=airlock"},
+		{"password=hunter2", "password=xxxxx"},
 	}
 	for _, tt := range tests {
 		got := redactDB(tt.db)
@@ -253,5 +257,32 @@ func TestReplicaExpiresAStoppedReplicasRequests(t *testing.T) {
 		}
 	case <-time.After(time.Until(deadline.Add(2 * time.Second))):
 		t.Fatalf("replica B did not expire, within 2s of its deadline, a request created on replica A, which stopped; B's output:\n%s", b.out)
+	}
+}
+
+// TestServeOnPostgresKeywordString checks that --db also takes a libpq
+// keyword string (as psql does), schema and all, and hides its password.
+func TestServeOnPostgresKeywordString(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgSchemaURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, ok := u.User.Password()
+	if !ok {
+		password = "tracer-keyword-secret" // ignored by trust authentication
+	}
+	dsn := fmt.Sprintf("host=%s port=%s user=%s password='%s' dbname=%s sslmode=%s search_path=%s",
+		u.Hostname(), cmp.Or(u.Port(), "5432"), u.User.Username(), password, strings.TrimPrefix(u.Path, "/"),
+		cmp.Or(u.Query().Get("sslmode"), "prefer"), u.Query().Get("search_path"))
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", dsn, "--admin-token", testAdmin)
+	c := newAPI(t, srv.url)
+	c.call("GET", "/readyz", "", "").want(t, 200, "readyz")
+	c.mintToken(testAdmin, "agent", "agent")
+	if _, err := srv.stop(t); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	if out := srv.out.String(); strings.Contains(out, password) || !strings.Contains(out, "password=xxxxx") {
+		t.Errorf("the output shows the password, or not the keyword string with it hidden:\n%s", out)
 	}
 }
