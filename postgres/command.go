@@ -77,8 +77,9 @@ type lockedCommand struct {
 // a lock waited for after the clock was read would let the approval commit
 // later than the instant it was judged by, perhaps past the deadline (a
 // replica that froze holding the item, rolled back a minute later). It
-// returns nil when id is no command proposal (or does not exist); the
-// compare-and-set then decides.
+// returns nil when id is no pending command proposal (or does not
+// exist); the compare-and-set then decides (a request that is not pending
+// never is again, so it cannot approve one).
 //
 // Its locks come in one order, token then target then request, and no
 // other transaction takes a token or an item lock after a request lock, so
@@ -88,7 +89,7 @@ func (s *Store) lockCommand(ctx context.Context, t *tx, id string) (*lockedComma
 		owner         string
 		method, input *string
 	)
-	err := t.QueryRow(ctx, `SELECT r.owner_id, r.command_method, r.command_input FROM requests r WHERE r.id = @id`,
+	err := t.QueryRow(ctx, `SELECT r.owner_id, r.command_method, r.command_input FROM requests r WHERE r.id = @id AND r.state = 'pending'`,
 		pgx.StrictNamedArgs{"id": id}).Scan(&owner, &method, &input)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && method == nil) {
 		return nil, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	mrand "math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
 )
@@ -1022,4 +1024,78 @@ func TestCloseSessionWhileApproving(t *testing.T) {
 		t.Fatalf("%d approved + %d cancelled, want %d with some of each", approved, len(cancelled), n)
 	}
 	t.Logf("%d approved before the close, %d cancelled by it", approved, len(cancelled))
+}
+
+// TestMCPThroughProviderReplicas drives the MCP features through two
+// provider replicas on one schema, as `airlock serve` uses them: an agent
+// opens a session and proposes a work_move on replica A, a reviewer
+// approves it on replica B, the item moves, and the session's next
+// heartbeat on A delivers the decision once.
+func TestMCPThroughProviderReplicas(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	var services []*provider.Service
+	for range 2 {
+		svc, err := provider.New(provider.Config{Store: open(t, schema), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		services = append(services, svc)
+	}
+	a, b := services[0], services[1]
+	ctx := t.Context()
+	agent := airlock.Token{ID: "tok_agent", Name: "agent", Role: airlock.RoleAgent, Principal: "bot", Scopes: []string{airlock.ScopeWorkWrite},
+		Hash: airlock.HashSecret("agent secret"), CreatedBy: "tok_admin"}
+	reviewer := airlock.Token{ID: "tok_reviewer", Role: airlock.RoleReviewer, Principal: "ada"}
+	if err := open(t, schema).CreateToken(ctx, agent); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"todo", "done"} {
+		if _, err := b.CreateColumn(ctx, reviewer, k, strings.ToUpper(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item, err := b.CreateWorkItem(ctx, reviewer, "Ship it", "todo")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	sess, err := a.OpenSession(ctx, agent, "coding session", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := airlock.MCPRequestInput{Kind: airlock.KindWorkChange, Title: "Ship it", SessionID: sess.ID, IdempotencyKey: "move-1",
+		Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{Method: airlock.MethodWorkMove,
+			Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"done"}`)}}}
+	r, created, err := a.CreateMCPRequest(ctx, agent, in)
+	if err != nil || !created || r.State != airlock.StatePending || !strings.Contains(string(r.Proposal.Command.Observed), `"fromColumnKey":"todo"`) {
+		t.Fatalf("CreateMCPRequest = %s, %v, %v; want a new pending request observing the item in todo", show(r), created, err)
+	}
+	again, created, err := b.CreateMCPRequest(ctx, agent, in)
+	if err != nil || created || again.ID != r.ID {
+		t.Fatalf("replay on B = %s, created %v, %v; want the original", again.ID, created, err)
+	}
+	q, _, err := a.CreateMCPRequest(ctx, agent, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Colour?",
+		IdempotencyKey: "q-1", Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, Question: &airlock.Question{}})
+	if err != nil || q.InstanceID == sess.ID {
+		t.Fatalf("request without a session = %s, %v; want it on the agent's default instance", show(q), err)
+	}
+
+	approved, err := b.Decide(ctx, reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved, Note: "go"})
+	if err != nil || approved.CommandResult == nil || approved.CommandResult.Status != airlock.CommandApplied {
+		t.Fatalf("approval on B = %s, %v; want the command applied", show(approved), err)
+	}
+	if w, err := a.WorkItem(ctx, agent, item.ID); err != nil || w.ColumnKey != "done" || w.Version != 2 {
+		t.Fatalf("item after the approval = %s, %v; want in done at version 2", show(w), err)
+	}
+	_, ists, err := a.Heartbeat(ctx, agent, sess.ID)
+	if err != nil || len(ists) != 1 || ists[0].RequestID != r.ID || ists[0].Status != airlock.StateApproved || ists[0].Note != "go" {
+		t.Fatalf("heartbeat on A = %s, %v; want the approval's instruction", show(ists), err)
+	}
+	if _, ists, err := b.Heartbeat(ctx, agent, sess.ID); err != nil || len(ists) != 0 {
+		t.Fatalf("second heartbeat on B = %s, %v; want nothing more", show(ists), err)
+	}
+	if n, err := b.CloseSession(ctx, agent, sess.ID); err != nil || n != 0 {
+		t.Fatalf("CloseSession = %d, %v", n, err)
+	}
 }

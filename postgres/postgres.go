@@ -9,6 +9,11 @@
 // the requests it changed (NOTIFY) in the same transaction, so a replica
 // listening with Listen (airlock.ChangeFeed) wakes its waiters for a
 // decision made anywhere.
+//
+// It also keeps MCP agent sessions with their instructions and the work
+// board (airlock.SessionStore, airlock.BoardStore), exactly as the SQLite
+// driver does: an approved work_move command runs in the transaction that
+// records its approval.
 package postgres
 
 import (
