@@ -405,9 +405,9 @@ func TestEventsResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	bt := &breakingTransport{next: b.srv.Client().Transport, after: 900, max: 3}
+	bt := &breakingTransport{next: b.hc.Transport, after: 900, max: 3}
 	rev := b.mint(t, "watcher", airlock.RoleReviewer, "dave")
-	watcher, err := client.New(b.srv.URL, rev.Secret, client.WithHTTPClient(&http.Client{Transport: bt}),
+	watcher, err := client.New(b.url, rev.Secret, client.WithHTTPClient(&http.Client{Transport: bt}),
 		client.WithRetry(client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)

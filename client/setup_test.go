@@ -33,9 +33,10 @@ func TestMain(m *testing.M) {
 // plus clients for an admin, an agent (with a registered instance) and a
 // reviewer, all made with the client under test.
 type bundle struct {
-	srv      *httptest.Server
-	svc      *provider.Service
-	clock    *shiftedClock
+	url      string
+	hc       *http.Client
+	svc      *provider.Service // nil for a server binary
+	clock    *shiftedClock     // nil for a server binary
 	admin    *client.Client
 	agent    *client.Client
 	reviewer *client.Client
@@ -83,11 +84,23 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	t.Cleanup(srv.Close)
 	t.Cleanup(stop) // runs first: ends streams and long polls so Close returns
 
-	const adminSecret = "admin-secret-for-client-tests"
 	if err := svc.BootstrapAdmin(ctx, adminSecret); err != nil {
 		t.Fatalf("bootstrap admin: %v", err)
 	}
-	b := &bundle{srv: srv, svc: svc, clock: clock}
+	hc := srv.Client()
+	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+	b := &bundle{url: srv.URL, hc: hc, svc: svc, clock: clock}
+	b.populate(t)
+	return b
+}
+
+// adminSecret is the bootstrap admin token of every test server.
+const adminSecret = "admin-secret-for-client-tests"
+
+// populate mints the agent and reviewer and registers the agent's instance.
+func (b *bundle) populate(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
 	b.admin = b.client(t, adminSecret)
 	agent := b.mint(t, "agent", airlock.RoleAgent, "alice")
 	b.agentSecret = agent.Secret
@@ -98,14 +111,13 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		t.Fatalf("register instance: %v", err)
 	}
 	b.instance = in.ID
-	return b
 }
 
 // client returns a client of the bundle's server with secret.
 func (b *bundle) client(t testing.TB, secret string, opts ...client.Option) *client.Client {
 	t.Helper()
-	opts = append([]client.Option{client.WithHTTPClient(b.srv.Client()), client.WithRetry(client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})}, opts...)
-	c, err := client.New(b.srv.URL, secret, opts...)
+	opts = append([]client.Option{client.WithHTTPClient(b.hc), client.WithRetry(client.Retry{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond})}, opts...)
+	c, err := client.New(b.url, secret, opts...)
 	if err != nil {
 		t.Fatalf("client.New: %v", err)
 	}
@@ -227,8 +239,8 @@ func (e *netErr) Error() string { return e.msg }
 // faulty returns an agent client whose transport fails as the test says.
 func (b *bundle) faulty(t testing.TB, secret string) (*client.Client, *faultyTransport) {
 	t.Helper()
-	ft := &faultyTransport{next: b.srv.Client().Transport}
-	c, err := client.New(b.srv.URL, secret,
+	ft := &faultyTransport{next: b.hc.Transport}
+	c, err := client.New(b.url, secret,
 		client.WithHTTPClient(&http.Client{Transport: ft}),
 		client.WithRetry(client.Retry{Attempts: 4, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}))
 	if err != nil {
