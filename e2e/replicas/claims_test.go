@@ -22,7 +22,7 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 	if testing.Short() && !inCI() {
 		requests = 200
 	}
-	cl := startCluster(t, 3, "pool_max_conns", "4")
+	cl := startCluster(t, 3, "pool_max_conns", "3")
 	inst := cl.instance(t, "claims")
 
 	// Create and approve the requests, eight at a time, on rotating

@@ -336,7 +336,7 @@ func (cl *cluster) outputs() string {
 // log; closed when t ends.
 func (cl *cluster) store(t testing.TB) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), cl.db)
+	s, err := postgres.Open(context.Background(), cl.db, postgres.WithMaxConns(2))
 	if err != nil {
 		t.Fatalf("open the cluster's database: %v", err)
 	}

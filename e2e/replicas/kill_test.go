@@ -37,7 +37,7 @@ func TestKilledReplica(t *testing.T) {
 		overdueWindow = 150 * time.Millisecond
 		expiryBound   = 2 * time.Second
 	)
-	cl := startCluster(t, 3, "pool_max_conns", "4")
+	cl := startCluster(t, 3, "pool_max_conns", "3")
 	loadInst := cl.instance(t, "load")
 	overdueInst := cl.instance(t, "overdue")
 

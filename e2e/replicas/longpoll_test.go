@@ -69,7 +69,7 @@ func (cl *cluster) longPoll(t *testing.T, base, id string) <-chan polled {
 func TestLongPollAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	const rounds = 30
-	cl := startCluster(t, 3, "pool_max_conns", "4")
+	cl := startCluster(t, 3, "pool_max_conns", "3")
 	inst := cl.instance(t, "waiter")
 
 	// The event stream on replica 0, reading until the test ends.
@@ -174,8 +174,8 @@ func TestLongPollAfterDroppedListen(t *testing.T) {
 	appA := "airlock_a_" + hex.EncodeToString(b[:])
 	// Each replica names itself to the database, so the test can find A's
 	// listening connection.
-	a := startReplica(t, schemaURL(t, schema, "pool_max_conns", "4", "application_name", appA))
-	bee := startReplica(t, schemaURL(t, schema, "pool_max_conns", "4"))
+	a := startReplica(t, schemaURL(t, schema, "pool_max_conns", "3", "application_name", appA))
+	bee := startReplica(t, schemaURL(t, schema, "pool_max_conns", "3"))
 	cl := &cluster{schema: schema, replicas: []*replica{a, bee}, c: newClient(t)}
 	cl.agent = cl.c.mintToken(t, a.url, "agent")
 	cl.reviewer = cl.c.mintToken(t, a.url, "reviewer")

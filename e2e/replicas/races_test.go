@@ -65,7 +65,7 @@ func TestRacesAcrossReplicas(t *testing.T) {
 		rounds = 300
 	}
 	const workers = 16
-	cl := startCluster(t, 3, "pool_max_conns", "4")
+	cl := startCluster(t, 3, "pool_max_conns", "3")
 	inst := cl.instance(t, "races")
 	createPath := "/v1/instances/" + inst + "/approval-requests"
 
