@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
@@ -160,6 +161,11 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpHandler(cfg, svc, log, drainCtx))
+	// The reviewer inbox at / (its own paths); everything else is the API's.
+	ib := inbox.New(inbox.Config{Service: svc, Logger: log, Context: drainCtx, AllowedHosts: listenHosts(cfg.Addr)})
+	for _, p := range inbox.Patterns {
+		mux.Handle(p, ib)
+	}
 	mux.Handle("/", handler)
 	s.http = &http.Server{
 		Handler:           s.track(mux),
@@ -185,11 +191,10 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 }
 
 // openStore opens the store --db names: PostgreSQL for a postgres:// or
-// postgresql:// URL or a keyword string (its search_path parameter, when
-// given, picks the schema), a SQLite file otherwise. Both apply their
-// migrations.
+// postgresql:// URL (its search_path parameter, when given, picks the
+// schema), a SQLite file otherwise. Both apply their migrations.
 func openStore(ctx context.Context, db string) (airlock.Store, error) {
-	if isPostgres(db) {
+	if isPostgresURL(db) {
 		s, err := postgres.Open(ctx, db)
 		if err != nil {
 			return nil, err
@@ -309,6 +314,19 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// listenHosts is the host --addr names, when it names one (not 0.0.0.0):
+// besides loopback names, the one Host the inbox answers to.
+func listenHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return nil
+	}
+	return []string{host}
 }
 
 func isLoopback(host string) bool {

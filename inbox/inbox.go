@@ -1,0 +1,246 @@
+// Package inbox is Airlock's web inbox for reviewers (DESIGN.md §5): the
+// pending requests, live over server-sent events; a request's page with
+// exactly what would run, the agent's claim set apart, and the decision
+// forms; history, sessions and the work board. It is server-rendered with
+// html/template and one small embedded script, with no build step, and is
+// a thin layer over provider.Service like the REST API.
+//
+// Security (DESIGN.md §8, RELIABILITY.md T17–T19): every text from an
+// agent or adapter is escaped by html/template and shown with its invisible
+// and bidirectional characters as visible markers; every response carries
+// a strict Content-Security-Policy (no inline script, no framing);
+// sign-in makes an HttpOnly, SameSite=Strict cookie naming a server-side
+// session that re-authenticates the reviewer's token on every request;
+// every state-changing form is checked by http.CrossOriginProtection and a
+// per-session CSRF token; the Host header must name this server.
+package inbox
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock/provider"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// ContentSecurityPolicy is sent with every inbox response: scripts, styles,
+// images and connections only from the inbox itself, no inline script or
+// style, forms post only to the inbox, and no page may frame it.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Defaults of Config.
+const (
+	DefaultSessionLifetime = 12 * time.Hour
+	DefaultHeartbeat       = 15 * time.Second
+)
+
+// Patterns are the ServeMux patterns the inbox serves. `airlock serve`
+// mounts the inbox on these, beside the REST API (/v1, /healthz, …) and
+// /mcp, so that every other path keeps the API's own answers.
+var Patterns = []string{"/{$}", "/signin", "/signout", "/requests/", "/history", "/sessions", "/board", "/live", "/static/"}
+
+// Config configures the inbox. Zero fields take the documented defaults.
+type Config struct {
+	// Service is the provider the inbox is a layer over. Required.
+	Service *provider.Service
+	// Logger receives internal errors, once each (default slog.Default()).
+	Logger *slog.Logger
+	// AllowedHosts are the host names (with or without port) the Host
+	// header may name besides loopback ones (localhost, 127.0.0.1, [::1]):
+	// the names a reverse proxy or the listen address use. Any other Host
+	// is refused, so a DNS-rebinding page cannot reach the inbox.
+	AllowedHosts []string
+	// Context, when set, ends live streams when it is done, so a server
+	// shutdown is not held up by them.
+	Context context.Context
+	// SessionLifetime is how long a sign-in lasts (default 12h).
+	SessionLifetime time.Duration
+	// SecureCookies marks cookies Secure even on plain HTTP connections:
+	// set it when a TLS proxy sits in front. Cookies on TLS connections
+	// are always Secure.
+	SecureCookies bool
+	// Now is the clock of sign-in expiry and countdowns (default time.Now).
+	Now func() time.Time
+	// Heartbeat is how often a live stream re-reads and sends a keep-alive
+	// (default 15s); tests shorten it.
+	Heartbeat time.Duration
+}
+
+// handler is the inbox.
+type handler struct {
+	svc           *provider.Service
+	log           *slog.Logger
+	allowed       []string
+	shutdown      context.Context
+	secureCookies bool
+	now           func() time.Time
+	heartbeat     time.Duration
+	sessions      *sessions
+	pages         map[string]*template.Template
+	static        http.Handler
+	mux           *http.ServeMux
+	cop           *http.CrossOriginProtection
+}
+
+// New returns the inbox handler for cfg. It panics when cfg.Service is nil
+// or a template does not parse, wiring mistakes no request could recover
+// from.
+func New(cfg Config) http.Handler {
+	if cfg.Service == nil {
+		panic("inbox: Config.Service is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SessionLifetime <= 0 {
+		cfg.SessionLifetime = DefaultSessionLifetime
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	h := &handler{
+		svc: cfg.Service, log: cfg.Logger, shutdown: cfg.Context, secureCookies: cfg.SecureCookies,
+		now: cfg.Now, heartbeat: cfg.Heartbeat, sessions: newSessions(cfg.SessionLifetime, cfg.Now),
+		pages: parsePages(), mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(),
+	}
+	for _, host := range cfg.AllowedHosts {
+		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(fmt.Sprintf("inbox: static files: %v", err))
+	}
+	h.static = http.StripPrefix("/static/", http.FileServerFS(static))
+	h.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.errorPage(w, r, http.StatusForbidden, "Refused",
+			"This form was sent from another site, so nothing was recorded. Decide from the inbox itself.")
+	}))
+
+	// Every state-changing route is behind CrossOriginProtection and checks
+	// its form's CSRF token too.
+	post := func(f http.HandlerFunc) http.Handler { return h.cop.Handler(f) }
+	h.mux.HandleFunc("GET /{$}", h.pending)
+	h.mux.HandleFunc("GET /signin", h.signinForm)
+	h.mux.Handle("POST /signin", post(h.signin))
+	h.mux.Handle("POST /signout", post(h.signout))
+	h.mux.HandleFunc("GET /requests/{id}", h.request)
+	h.mux.Handle("POST /requests/{id}/decide", post(h.decide))
+	h.mux.HandleFunc("GET /history", h.history)
+	h.mux.HandleFunc("GET /sessions", h.sessionsPage)
+	h.mux.HandleFunc("GET /board", h.board)
+	h.mux.HandleFunc("GET /live", h.live)
+	h.mux.Handle("GET /static/", h.static)
+	return h
+}
+
+// ServeHTTP sets the security headers every inbox response carries, checks
+// the Host, and routes.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+	defer h.recoverPanic(w, r)
+	if !h.hostAllowed(r.Host) {
+		h.errorPage(w, r, http.StatusForbidden, "Unknown host",
+			"This server does not answer to the name "+r.Host+". Open the inbox at the address `airlock serve` printed.")
+		return
+	}
+	_, pattern := h.mux.Handler(r)
+	if pattern == "" {
+		rec := &statusRecorder{header: http.Header{}}
+		h.mux.ServeHTTP(rec, r)
+		if rec.code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			h.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", r.Method+" is not allowed here.")
+			return
+		}
+		h.errorPage(w, r, http.StatusNotFound, "Not found", "There is no page at this address.")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// recoverPanic turns a handler panic into a logged 500 page.
+func (h *handler) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	h.log.Error("inbox: panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+	h.errorPage(w, r, http.StatusInternalServerError, "Internal error", "Something went wrong on the server; it has been logged. Try again.")
+}
+
+// hostAllowed reports whether the Host header names this server: a
+// loopback name, or one of the allowed hosts (with or without its port).
+// It is the rule of the MCP endpoint's Host check.
+func (h *handler) hostAllowed(hostport string) bool {
+	hostport = strings.ToLower(hostport)
+	host := hostport
+	if hp, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return slices.Contains(h.allowed, hostport) || slices.Contains(h.allowed, host)
+}
+
+// untilShutdown returns ctx ended also when the server's Context is done.
+func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	if h.shutdown == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(h.shutdown, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// statusRecorder captures the mux's own answer for an unmatched request.
+type statusRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (w *statusRecorder) Header() http.Header { return w.header }
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return len(b), nil
+}

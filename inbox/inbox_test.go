@@ -1,0 +1,500 @@
+package inbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// wantHeaders fails unless r carries the inbox's security headers.
+func wantHeaders(t *testing.T, what string, r reply) {
+	t.Helper()
+	for k, v := range map[string]string{
+		"Content-Security-Policy": ContentSecurityPolicy,
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+	} {
+		if got := r.header.Get(k); got != v {
+			t.Errorf("%s: %s = %q, want %q", what, k, got, v)
+		}
+	}
+}
+
+// TestSecurityHeadersOnEveryResponse: every inbox answer — pages, static
+// files, errors, redirects, refusals — carries the CSP and its siblings.
+func TestSecurityHeadersOnEveryResponse(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "adapter")
+	id := b.toolCall(t, inst, "ls", map[string]any{"path": "/"}, "")
+	anon := b.newClient(t)
+	for _, p := range []string{"/", "/signin", "/history", "/live", "/static/inbox.js", "/static/inbox.css", "/static/nope", "/requests/" + id, "/requests/"} {
+		wantHeaders(t, "anonymous GET "+p, anon.do(t, "GET", p, nil, nil))
+	}
+	wantHeaders(t, "POST /signout anonymous", anon.do(t, "POST", "/signout", url.Values{}, nil))
+	wantHeaders(t, "bad host", anon.do(t, "GET", "/", nil, map[string]string{"Host": "evil.example"}))
+
+	c := b.newClient(t)
+	token := c.signin(t, b.reviewer)
+	for _, p := range []string{"/", "/history", "/history?q=ls", "/sessions", "/board", "/requests/" + id, "/requests/apr_nope", "/?kind=nope"} {
+		r := c.do(t, "GET", p, nil, nil)
+		wantHeaders(t, "GET "+p, r)
+		if p == "/requests/apr_nope" && r.status != http.StatusNotFound {
+			t.Errorf("GET %s: status %d, want 404", p, r.status)
+		}
+	}
+	wantHeaders(t, "decide with a bad token", c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {"x"}, "action": {"approve"}}, nil))
+	wantHeaders(t, "decide", c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {token}, "action": {"approve"}}, nil))
+	wantHeaders(t, "cross-origin", c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {token}, "action": {"approve"}},
+		map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "http://evil.example"}))
+	wantHeaders(t, "wrong method", c.do(t, "DELETE", "/history", nil, nil))
+}
+
+// TestSignIn: a reviewer token opens a session cookie (HttpOnly,
+// SameSite=Strict); agent tokens, unknown tokens and forms without the
+// sign-in page's token are refused.
+func TestSignIn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	t.Run("pages need a session", func(t *testing.T) {
+		c := b.newClient(t)
+		r := c.do(t, "GET", "/history?q=x", nil, nil)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?next=%2Fhistory%3Fq%3Dx" {
+			t.Fatalf("status %d, Location %q", r.status, r.header.Get("Location"))
+		}
+	})
+	t.Run("reviewer", func(t *testing.T) {
+		c := b.newClient(t)
+		form := c.do(t, "GET", "/signin", nil, nil)
+		r := c.do(t, "POST", "/signin", url.Values{"csrf": {csrf(t, form.body)}, "token": {b.reviewer}, "next": {"/history"}}, nil)
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/history" {
+			t.Fatalf("status %d, Location %q:\n%s", r.status, r.header.Get("Location"), r.body)
+		}
+		var cookie *http.Cookie
+		for _, ck := range (&http.Response{Header: r.header}).Cookies() {
+			if ck.Name == sessionCookie && ck.Value != "" {
+				cookie = ck
+			}
+		}
+		if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/" || cookie.Secure {
+			t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, not Secure on plain HTTP", cookie)
+		}
+		if strings.Contains(r.header.Get("Set-Cookie"), b.reviewer) {
+			t.Fatal("the token itself went into a cookie")
+		}
+		if home := c.do(t, "GET", "/", nil, nil); home.status != http.StatusOK || !strings.Contains(home.body, "Carol (reviewer)") {
+			t.Fatalf("home after sign-in: %d", home.status)
+		}
+	})
+	t.Run("next cannot leave the server", func(t *testing.T) {
+		for _, next := range []string{"//evil.example/x", "https://evil.example/", "/\\evil.example", "javascript:alert(1)"} {
+			if got := localPath(next); got != "/" {
+				t.Errorf("localPath(%q) = %q, want /", next, got)
+			}
+		}
+		if got := localPath("/requests/apr_x?y=1"); got != "/requests/apr_x?y=1" {
+			t.Errorf("localPath kept %q", got)
+		}
+	})
+	refused := []struct {
+		name, token string
+		status      int
+		says        string
+	}{
+		{"agent token", b.agent, http.StatusForbidden, "sign in with a reviewer token"},
+		{"unknown token", "airlock_nope", http.StatusUnauthorized, "unknown or revoked"},
+		{"empty token", "", http.StatusUnauthorized, "unknown or revoked"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			c := b.newClient(t)
+			form := c.do(t, "GET", "/signin", nil, nil)
+			r := c.do(t, "POST", "/signin", url.Values{"csrf": {csrf(t, form.body)}, "token": {tc.token}}, nil)
+			if r.status != tc.status || !strings.Contains(r.body, tc.says) {
+				t.Fatalf("status %d, want %d saying %q:\n%s", r.status, tc.status, tc.says, r.body)
+			}
+		})
+	}
+	t.Run("form without the page's token", func(t *testing.T) {
+		c := b.newClient(t)
+		r := c.do(t, "POST", "/signin", url.Values{"csrf": {"forged"}, "token": {b.reviewer}}, nil)
+		if r.status != http.StatusForbidden {
+			t.Fatalf("status %d, want 403", r.status)
+		}
+		if n := b.inbox.sessions.count(); n > 2 {
+			t.Fatalf("%d sessions", n)
+		}
+	})
+}
+
+// TestSecureCookieOnTLS: over TLS the session cookie is Secure.
+func TestSecureCookieOnTLS(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.tls = true })
+	c := b.newClient(t)
+	form := c.do(t, "GET", "/signin", nil, nil)
+	r := c.do(t, "POST", "/signin", url.Values{"csrf": {csrf(t, form.body)}, "token": {b.reviewer}}, nil)
+	for _, ck := range (&http.Response{Header: r.header}).Cookies() {
+		if ck.Name == sessionCookie && !ck.Secure {
+			t.Fatalf("session cookie over TLS is not Secure: %+v", ck)
+		}
+	}
+}
+
+// TestRevokedTokenEndsSession: the session re-authenticates its token on
+// every request, so revoking it signs the browser out at its next page.
+func TestRevokedTokenEndsSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.newClient(t)
+	c.signin(t, b.reviewer)
+	if _, err := b.svc.RevokeToken(context.Background(), b.callers["admin"], b.callers["Carol (reviewer)"].ID); err != nil {
+		t.Fatal(err)
+	}
+	r := c.do(t, "GET", "/", nil, nil)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=revoked" {
+		t.Fatalf("status %d, Location %q", r.status, r.header.Get("Location"))
+	}
+	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
+		t.Fatalf("the session lived on: %d", r.status)
+	}
+}
+
+// TestSessionExpiresAndSignOut: a sign-in lasts SessionLifetime; signing
+// out needs the CSRF token and ends the session.
+func TestSessionExpiresAndSignOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	start := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	b.clock.set(start)
+	c := b.newClient(t)
+	c.signin(t, b.reviewer)
+	b.clock.set(start.Add(DefaultSessionLifetime - time.Second))
+	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusOK {
+		t.Fatalf("before the end of its lifetime: %d", r.status)
+	}
+	b.clock.set(start.Add(DefaultSessionLifetime))
+	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
+		t.Fatalf("after its lifetime: %d", r.status)
+	}
+
+	b.clock.set(start)
+	token := c.signin(t, b.reviewer)
+	if r := c.do(t, "POST", "/signout", url.Values{"csrf": {"forged"}}, nil); r.status != http.StatusForbidden {
+		t.Fatalf("sign-out without the token: %d", r.status)
+	}
+	r := c.do(t, "POST", "/signout", url.Values{"csrf": {token}}, nil)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=out" {
+		t.Fatalf("sign-out: %d %q", r.status, r.header.Get("Location"))
+	}
+	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
+		t.Fatalf("after sign-out: %d", r.status)
+	}
+}
+
+// TestDecisionForms: approve (with a validity), deny with a note, answer;
+// a form without the session's CSRF token, or sent cross-origin even with
+// it, changes nothing; conflicts say what holds.
+func TestDecisionForms(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "adapter")
+	c := b.newClient(t)
+	token := c.signin(t, b.reviewer)
+	decide := func(id string, form url.Values, header map[string]string) reply {
+		return c.do(t, "POST", "/requests/"+id+"/decide", form, header)
+	}
+
+	t.Run("refused without the CSRF token", func(t *testing.T) {
+		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
+		for _, form := range []url.Values{{"action": {"approve"}}, {"action": {"approve"}, "csrf": {"forged"}}} {
+			if r := decide(id, form, nil); r.status != http.StatusForbidden {
+				t.Fatalf("status %d, want 403", r.status)
+			}
+		}
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("state %s, want pending", s)
+		}
+	})
+	t.Run("refused cross-origin even with the token", func(t *testing.T) {
+		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
+		for _, h := range []map[string]string{
+			{"Sec-Fetch-Site": "cross-site"},
+			{"Sec-Fetch-Site": "same-site"},
+			{"Origin": "http://evil.example"},
+		} {
+			if r := decide(id, url.Values{"action": {"approve"}, "csrf": {token}}, h); r.status != http.StatusForbidden {
+				t.Fatalf("%v: status %d, want 403", h, r.status)
+			}
+		}
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("state %s, want pending", s)
+		}
+	})
+	t.Run("approve with a validity", func(t *testing.T) {
+		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
+		r := decide(id, url.Values{"action": {"approve"}, "csrf": {token}, "valid_for": {"15m"}}, map[string]string{"Sec-Fetch-Site": "same-origin"})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/requests/"+id {
+			t.Fatalf("status %d", r.status)
+		}
+		got := b.get(t, id)
+		if got.State != airlock.StateApproved || got.Decision.ExpiresAt.Sub(got.Decision.DecidedAt) != 15*time.Minute {
+			t.Fatalf("decision %+v", got.Decision)
+		}
+		page := c.do(t, "GET", "/requests/"+id, nil, nil).body
+		if !strings.Contains(page, "Approved.") {
+			t.Fatalf("the page does not say what happened:\n%s", page)
+		}
+		if strings.Contains(c.do(t, "GET", "/requests/"+id, nil, nil).body, "Approved.</strong>") {
+			t.Fatal("the message was shown twice")
+		}
+	})
+	t.Run("deny with a note", func(t *testing.T) {
+		id := b.toolCall(t, inst, "rm", map[string]any{"path": "/"}, "")
+		decide(id, url.Values{"action": {"deny"}, "csrf": {token}, "note": {"not on prod\r\nask Dan"}}, nil)
+		got := b.get(t, id)
+		if got.State != airlock.StateDenied || got.Decision.Note != "not on prod\nask Dan" {
+			t.Fatalf("decision %+v", got.Decision)
+		}
+	})
+	t.Run("a conflict says what holds", func(t *testing.T) {
+		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
+		if _, err := b.svc.Decide(context.Background(), b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+			t.Fatal(err)
+		}
+		decide(id, url.Values{"action": {"approve"}, "csrf": {token}}, nil)
+		page := c.do(t, "GET", "/requests/"+id, nil, nil).body
+		if !strings.Contains(page, "Nothing was recorded.") || !strings.Contains(page, "already denied") {
+			t.Fatalf("page:\n%s", page)
+		}
+	})
+	t.Run("already expired", func(t *testing.T) {
+		status, out := b.createREST(t, inst, map[string]any{"tool": "ls", "arguments": map[string]any{}, "timeout": "20ms"})
+		if status != http.StatusCreated {
+			t.Fatalf("create: %d", status)
+		}
+		id := out["id"].(string)
+		// The long-poll returns when the scheduler has expired it.
+		if r, err := b.svc.Request(context.Background(), b.callers["Carol (reviewer)"], id, 10*time.Second); err != nil || r.State != airlock.StateExpired {
+			t.Fatalf("state %v, %v", r.State, err)
+		}
+		decide(id, url.Values{"action": {"approve"}, "csrf": {token}}, nil)
+		page := c.do(t, "GET", "/requests/"+id, nil, nil).body
+		if !strings.Contains(page, "already expired") {
+			t.Fatalf("page:\n%s", page)
+		}
+	})
+	t.Run("answer a question", func(t *testing.T) {
+		r := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which colour?", Question: &airlock.Question{Choices: []string{"red", "blue"}}})
+		if rr := decide(r.ID, url.Values{"action": {"approve"}, "csrf": {token}, "answer": {"green"}}, nil); rr.status != http.StatusSeeOther {
+			t.Fatalf("status %d", rr.status)
+		}
+		if !strings.Contains(c.do(t, "GET", "/requests/"+r.ID, nil, nil).body, "answer must be one of the choices") {
+			t.Fatal("an answer outside the choices was not explained")
+		}
+		decide(r.ID, url.Values{"action": {"approve"}, "csrf": {token}, "answer": {"blue"}}, nil)
+		if got := b.get(t, r.ID); got.Decision == nil || got.Decision.Answer != "blue" {
+			t.Fatalf("decision %+v", got.Decision)
+		}
+	})
+	t.Run("admins look but do not decide", func(t *testing.T) {
+		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
+		admin := b.newClient(t)
+		at := admin.signin(t, b.admin)
+		page := admin.do(t, "GET", "/requests/"+id, nil, nil).body
+		if strings.Contains(page, `id="approve-form"`) || !strings.Contains(page, "Only reviewer tokens decide") {
+			t.Fatalf("admin page offers a decision:\n%s", page)
+		}
+		admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}}, nil)
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("state %s", s)
+		}
+	})
+}
+
+// TestHostCheck: a Host that is neither loopback nor allowed is refused
+// before anything else (DNS rebinding).
+func TestHostCheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.allowedHosts = []string{"airlock.example.com"} })
+	c := b.newClient(t)
+	for host, want := range map[string]int{
+		"evil.example":             http.StatusForbidden,
+		"airlock.example.com.evil": http.StatusForbidden,
+		"airlock.example.com":      http.StatusOK,
+		"airlock.example.com:8443": http.StatusOK,
+		"localhost:1":              http.StatusOK,
+		"[::1]:8080":               http.StatusOK,
+	} {
+		if r := c.do(t, "GET", "/signin", nil, map[string]string{"Host": host}); r.status != want {
+			t.Errorf("Host %s: status %d, want %d", host, r.status, want)
+		}
+	}
+}
+
+// TestPagesShowWhatMatters renders each page without a browser: the
+// request page's facts, the claim apart, the digest, the work_move
+// preview; sessions by status; the board; history search.
+func TestPagesShowWhatMatters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	reviewer := b.callers["Carol (reviewer)"]
+	for _, col := range [][2]string{{"todo", "To do"}, {"doing", "Doing"}, {"done", "Done"}} {
+		if _, err := b.svc.CreateColumn(ctx, reviewer, col[0], col[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item, err := b.svc.CreateWorkItem(ctx, reviewer, "Fix login", "doing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := b.svc.OpenSession(ctx, b.callers["release bot"], "deploy work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := b.mcp(t, airlock.MCPRequestInput{Title: "Finish login", SessionID: sess.ID, Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand,
+		Command: &airlock.Command{Method: airlock.MethodWorkMove, Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"done"}`)}}})
+	inst := b.instance(t, "payments adapter")
+	args := `{"amount": 4900, "currency":"EUR"}`
+	id := b.toolCall(t, inst, "issue_refund", map[string]any{"amount": 4900}, "The customer was charged twice.")
+	_ = args
+
+	c := b.newClient(t)
+	c.signin(t, b.reviewer)
+
+	page := c.do(t, "GET", "/requests/"+move.ID, nil, nil).body
+	for _, want := range []string{"Move item “Fix login” from Doing to Done", "work_move", "deploy work"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("work_move page lacks %q", want)
+		}
+	}
+	page = c.do(t, "GET", "/requests/"+id, nil, nil).body
+	for _, want := range []string{"issue_refund", "The agent's claim (unverified)", "The customer was charged twice.", "payments adapter",
+		"6f4e0b9b2d8d6ea6b6e4b2bb0cda7e9e2b3f4d43a2b3c4a8f2b2b7d1e1c0b9a8"[:0]} {
+		if !strings.Contains(page, want) {
+			t.Errorf("tool call page lacks %q", want)
+		}
+	}
+	stored := b.get(t, id)
+	if !strings.Contains(page, sha256hex(stored.Arguments)) {
+		t.Errorf("the page lacks the arguments' digest %s", sha256hex(stored.Arguments))
+	}
+	page = c.do(t, "GET", "/sessions", nil, nil).body
+	if !strings.Contains(page, "deploy work") || !strings.Contains(page, "Waiting for a decision") {
+		t.Errorf("sessions page:\n%s", page)
+	}
+	page = c.do(t, "GET", "/board", nil, nil).body
+	if !strings.Contains(page, "Fix login") || !strings.Contains(page, "/requests/"+move.ID) {
+		t.Errorf("board page lacks the item or its pending move")
+	}
+	if _, err := b.svc.Decide(ctx, reviewer, id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "double refund risk"}); err != nil {
+		t.Fatal(err)
+	}
+	page = c.do(t, "GET", "/history?q=triple+refund", nil, nil).body
+	if strings.Contains(page, "/requests/"+id) || !strings.Contains(page, "Nothing found") {
+		t.Error("history search for an absent phrase found something")
+	}
+	page = c.do(t, "GET", "/history?q=double+REFUND", nil, nil).body
+	if !strings.Contains(page, "/requests/"+id) || !strings.Contains(page, "double refund risk") {
+		t.Errorf("history search by note failed:\n%s", page)
+	}
+	page = c.do(t, "GET", "/?session="+sess.ID, nil, nil).body
+	if !strings.Contains(page, "/requests/"+move.ID) || strings.Contains(page, "/requests/"+id) {
+		t.Error("the session filter does not select the session's requests")
+	}
+	page = c.do(t, "GET", "/?kind=tool_call", nil, nil).body
+	if strings.Contains(page, "/requests/"+move.ID) {
+		t.Error("the kind filter let a work_change through")
+	}
+	if !strings.Contains(c.do(t, "GET", "/", nil, nil).body, "<title>(1) Pending · Airlock</title>") {
+		t.Error("the title does not count the pending requests")
+	}
+}
+
+// TestLiveStream follows /live without a browser: the pending list comes
+// at once, again when a request arrives and when it is decided; a revoked
+// token ends the stream.
+func TestLiveStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "adapter")
+	c := b.newClient(t)
+	c.signin(t, b.reviewer)
+	if r := b.newClient(t).do(t, "GET", "/live", nil, nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("anonymous stream: %d", r.status)
+	}
+	req, _ := http.NewRequest("GET", b.srv.URL+"/live", nil)
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var data strings.Builder
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "data: "):
+				data.WriteString(line[len("data: "):] + "\n")
+			case line == "" && data.Len() > 0:
+				events <- data.String()
+				data.Reset()
+			}
+		}
+	}()
+	next := func(until func(string) bool) string {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok {
+					t.Fatal("stream ended")
+				}
+				if until(e) {
+					return e
+				}
+			case <-timeout:
+				t.Fatal("no such event within 10s")
+			}
+		}
+	}
+	next(func(e string) bool { return strings.Contains(e, `id="pending-list"`) && strings.Contains(e, `data-count="0"`) })
+	id := b.toolCall(t, inst, "deploy", map[string]any{}, "")
+	next(func(e string) bool { return strings.Contains(e, `data-id="`+id+`"`) })
+	if _, err := b.svc.Decide(context.Background(), b.callers["Carol (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+		t.Fatal(err)
+	}
+	next(func(e string) bool { return !strings.Contains(e, id) && strings.Contains(e, `data-count="0"`) })
+	if _, err := b.svc.RevokeToken(context.Background(), b.callers["admin"], b.callers["Carol (reviewer)"].ID); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return // ended, as it should
+			}
+		case <-timeout:
+			t.Fatal("the stream outlived the revocation")
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package inbox
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// live streams server-sent events to an inbox page, authenticated by its
+// session cookie:
+//
+//   - /live?kind=…&tool=…&instance=…&session=… sends "pending" events whose
+//     data is the pending list (the same HTML the page has, rendered by
+//     html/template), each time it changes;
+//   - /live?request=apr_… sends "state" events with the request's state
+//     when it changes, so an open request page learns it was decided or
+//     expired elsewhere.
+//
+// It waits on Service.Changes, taken before each read so no change is
+// missed, re-authenticates the session on every wake (a revoked token or a
+// sign-out ends the stream), and re-reads on a heartbeat too, which also
+// catches changes made by other replicas.
+func (h *handler) live(w http.ResponseWriter, r *http.Request) {
+	s := h.sessions.get(r)
+	if s == nil {
+		h.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to follow the inbox live.")
+		return
+	}
+	c, err := h.svc.AuthenticateHash(r.Context(), s.tokenHash)
+	if err != nil {
+		h.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to follow the inbox live.")
+		return
+	}
+	ctx, stop := h.untilShutdown(r.Context())
+	defer stop()
+	id := r.URL.Query().Get("request")
+	f := readFilter(r.URL.Query())
+	v := &view{caller: c, sess: s}
+
+	// snapshot renders what the stream sends now: the event name and data.
+	snapshot := func() (string, string, error) {
+		if id != "" {
+			req, err := h.svc.Request(ctx, v.caller, id, 0)
+			if err != nil {
+				return "", "", err
+			}
+			return "state", string(req.State), nil
+		}
+		body, err := h.pendingRows(ctx, v.caller, f)
+		if err != nil {
+			return "", "", err
+		}
+		var buf bytes.Buffer
+		if err := h.pages["pending"].ExecuteTemplate(&buf, "pendingList", body); err != nil {
+			return "", "", err
+		}
+		return "pending", buf.String(), nil
+	}
+
+	changes := h.svc.Changes()
+	event, data, err := snapshot()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	heartbeat := time.NewTicker(h.heartbeat)
+	defer heartbeat.Stop()
+	last := ""
+	for {
+		if data != last {
+			if _, err := w.Write(sseEvent(event, data)); err != nil {
+				return
+			}
+			last = data
+		} else if _, err := w.Write([]byte(": heartbeat\n\n")); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		select {
+		case <-changes:
+		case <-heartbeat.C:
+		case <-ctx.Done():
+			return
+		}
+		if h.sessions.get(r) == nil {
+			return
+		}
+		if _, err := h.svc.AuthenticateHash(ctx, s.tokenHash); err != nil {
+			return
+		}
+		changes = h.svc.Changes()
+		if event, data, err = snapshot(); err != nil {
+			if ctx.Err() == nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
+				h.log.Error("inbox: live stream", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// sseEvent formats one event; each line of data goes out as its own data:
+// line, which the browser joins back with "\n".
+func sseEvent(event, data string) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: " + event + "\n")
+	data = strings.ReplaceAll(strings.ReplaceAll(data, "\r\n", "\n"), "\r", "\n")
+	for line := range strings.SplitSeq(data, "\n") {
+		b.WriteString("data: " + line + "\n")
+	}
+	b.WriteByte('\n')
+	return b.Bytes()
+}

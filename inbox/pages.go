@@ -1,0 +1,560 @@
+package inbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+)
+
+// row is one request in a list.
+type row struct {
+	ID          string
+	Kind        airlock.Kind
+	State       airlock.State
+	Headline    []segment // the tool for tool calls, the title for MCP requests
+	Tool        []segment // the tool or command method, when there is one
+	Instance    []segment
+	InstanceID  string
+	Created     time.Time
+	CreatedAgo  string
+	Deadline    time.Time
+	Left        string
+	IsQuestion  bool
+	IsCommand   bool
+	Note        []segment
+	Answer      []segment
+	DecidedBy   string
+	DecidedAt   time.Time
+	HasDecision bool
+}
+
+// names maps instance and session IDs to their names, for lists.
+func (h *handler) names(ctx context.Context, c airlock.Caller) map[string]string {
+	out := map[string]string{}
+	if ins, err := h.svc.Instances(ctx, c); err == nil {
+		for _, in := range ins {
+			out[in.ID] = in.Name
+		}
+	}
+	if ss, err := h.svc.Sessions(ctx, c); err == nil {
+		for _, s := range ss {
+			out[s.ID] = s.Name
+		}
+	}
+	return out
+}
+
+func (h *handler) row(r airlock.Request, names map[string]string, now time.Time) row {
+	out := row{
+		ID: r.ID, Kind: r.Kind, State: r.State, InstanceID: r.InstanceID,
+		Created: r.CreatedAt, CreatedAgo: ago(now, r.CreatedAt), Deadline: r.DeadlineAt, Left: left(now, r.DeadlineAt),
+		IsQuestion: r.Question != nil, IsCommand: r.Proposal != nil && r.Proposal.Command != nil,
+	}
+	if r.Tool != "" {
+		out.Tool = visible(r.Tool)
+	}
+	if r.Title != "" {
+		out.Headline = visible(r.Title)
+	} else {
+		out.Headline = visible(r.Tool)
+	}
+	name := names[r.InstanceID]
+	if name == "" {
+		name = r.InstanceID
+	}
+	out.Instance = visible(name)
+	if d := r.Decision; d != nil {
+		out.HasDecision = true
+		out.Note = visibleText(d.Note)
+		out.Answer = visibleText(d.Answer)
+		out.DecidedBy = d.DecidedBy
+		out.DecidedAt = d.DecidedAt
+	}
+	return out
+}
+
+// option is one entry of a filter's select.
+type option struct {
+	Value    string
+	Label    []segment
+	Selected bool
+}
+
+// pendingBody is the pending list page's data.
+type pendingBody struct {
+	Rows      []row
+	Count     int
+	More      bool // more pending than one page shows
+	Filtered  bool
+	Kinds     []option
+	Tool      string
+	Instances []option
+	Sessions  []option
+	Query     string // the filters as a query string, for the live stream
+	Problem   string
+}
+
+// pendingFilter reads the list's filters from the query string.
+type pendingFilter struct {
+	kind, tool, instance, session string
+}
+
+func readFilter(q url.Values) pendingFilter {
+	return pendingFilter{
+		kind: strings.TrimSpace(q.Get("kind")), tool: strings.TrimSpace(q.Get("tool")),
+		instance: strings.TrimSpace(q.Get("instance")), session: strings.TrimSpace(q.Get("session")),
+	}
+}
+
+func (f pendingFilter) query() string {
+	q := url.Values{}
+	for k, v := range map[string]string{"kind": f.kind, "tool": f.tool, "instance": f.instance, "session": f.session} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q.Encode()
+}
+
+// pendingRows lists the pending requests the filter selects, oldest
+// deadline first: what needs a decision soonest is on top.
+func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFilter) (pendingBody, error) {
+	var body pendingBody
+	lq := provider.ListQuery{State: airlock.StatePending, Kind: airlock.Kind(f.kind), Tool: f.tool, Limit: provider.MaxPageSize}
+	switch {
+	case f.instance != "" && f.session != "" && f.instance != f.session:
+		body.Problem = "An instance and a different session were both chosen: a request belongs to one of them. Clear one filter."
+		return body, nil
+	case f.instance != "":
+		lq.InstanceID = f.instance
+	case f.session != "":
+		lq.InstanceID = f.session
+	}
+	page, err := h.svc.ListRequests(ctx, c, lq)
+	if err != nil {
+		if e := airlock.ErrorCode(err); e == airlock.CodeInvalidRequest {
+			body.Problem = err.Error()
+			return body, nil
+		}
+		return body, err
+	}
+	names := h.names(ctx, c)
+	now := h.now()
+	for _, r := range page.Requests {
+		body.Rows = append(body.Rows, h.row(r, names, now))
+	}
+	slices.SortStableFunc(body.Rows, func(a, b row) int { return a.Deadline.Compare(b.Deadline) })
+	body.Count = len(body.Rows)
+	body.More = page.NextCursor != ""
+	body.Filtered = f != pendingFilter{}
+	body.Query = f.query()
+	return body, nil
+}
+
+func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	f := readFilter(r.URL.Query())
+	body, err := h.pendingRows(r.Context(), v.caller, f)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body.Tool = f.tool
+	body.Kinds = append(body.Kinds, option{Value: "", Label: visible("Any kind"), Selected: f.kind == ""})
+	for _, k := range airlock.Kinds {
+		body.Kinds = append(body.Kinds, option{Value: string(k), Label: visible(kindName(k)), Selected: f.kind == string(k)})
+	}
+	body.Instances = []option{{Value: "", Label: visible("Any instance"), Selected: f.instance == ""}}
+	body.Sessions = []option{{Value: "", Label: visible("Any session"), Selected: f.session == ""}}
+	if ins, err := h.svc.Instances(r.Context(), v.caller); err == nil {
+		for _, in := range ins {
+			if in.Kind == airlock.InstanceSession {
+				continue
+			}
+			body.Instances = append(body.Instances, option{Value: in.ID, Label: visible(in.Name + " (" + in.ID + ")"), Selected: f.instance == in.ID})
+		}
+	}
+	if ss, err := h.svc.Sessions(r.Context(), v.caller); err == nil {
+		for _, s := range ss {
+			if s.ClosedAt != nil && f.session != s.ID {
+				continue
+			}
+			body.Sessions = append(body.Sessions, option{Value: s.ID, Label: visible(s.Name + " (" + s.ID + ")"), Selected: f.session == s.ID})
+		}
+	}
+	h.render(w, r, http.StatusOK, v, "pending", "Pending", body)
+}
+
+// requestBody is the request page's data.
+type requestBody struct {
+	row
+	Pending      bool
+	CanDecide    bool
+	OwnRequest   bool
+	Title        []segment
+	Description  []segment
+	TargetType   []segment
+	TargetID     []segment
+	SessionID    string
+	ProposalMode string
+	Arguments    []segment
+	HasArguments bool
+	Digest       string
+	Reasoning    []segment
+	Context      []segment
+	Timeout      string
+	Preview      []segment // a command in plain words
+	PreviewNote  string    // what has changed since, if anything
+	Choices      []option
+	FreeText     bool
+	Validities   []option
+	Warnings     []string
+	Decision     *airlock.Decision
+	DecNote      []segment
+	DecAnswer    []segment
+	ValidUntil   string
+	Execution    *airlock.Execution
+	ExecDetail   []segment
+	Command      *airlock.CommandResult
+	CmdDetail    []segment
+}
+
+func (h *handler) request(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	req, err := h.svc.Request(r.Context(), v.caller, r.PathValue("id"), 0)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body := h.requestBody(r.Context(), v, req)
+	title := plainText(body.Headline)
+	if len(title) > 80 {
+		title = title[:80] + "…"
+	}
+	h.render(w, r, http.StatusOK, v, "request", title, body)
+}
+
+func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request) requestBody {
+	now := h.now()
+	b := requestBody{
+		row:     h.row(req, h.names(ctx, v.caller), now),
+		Pending: req.State == airlock.StatePending,
+		Title:   visible(req.Title), Description: visibleText(req.Description),
+		TargetType: visible(req.TargetType), TargetID: visible(req.TargetID), SessionID: req.SessionID,
+		Reasoning: visibleText(req.AgentReasoning), Timeout: req.Timeout,
+	}
+	b.CanDecide = b.Pending && v.caller.Role == airlock.RoleReviewer
+	if req.Proposal != nil {
+		b.ProposalMode = req.Proposal.Mode
+	}
+	if len(req.Arguments) > 0 {
+		b.HasArguments = true
+		b.Arguments = visibleText(prettyJSON(req.Arguments))
+		sum := sha256.Sum256(req.Arguments)
+		b.Digest = hex.EncodeToString(sum[:])
+	}
+	if len(req.Context) > 0 {
+		b.Context = visibleText(prettyJSON(req.Context))
+	}
+	for _, s := range []string{req.Title, req.TargetID, req.TargetType, string(req.Arguments), string(req.Context)} {
+		if w := lookAlike(s); w != "" && !slices.Contains(b.Warnings, w) {
+			b.Warnings = append(b.Warnings, w)
+		}
+	}
+	if cmd := req.Proposal; cmd != nil && cmd.Command != nil && cmd.Command.Method == airlock.MethodWorkMove {
+		b.Preview, b.PreviewNote = h.workMovePreview(ctx, v.caller, cmd.Command)
+	}
+	if q := req.Question; q != nil {
+		b.FreeText = len(q.Choices) == 0
+		for _, c := range q.Choices {
+			b.Choices = append(b.Choices, option{Value: c, Label: visible(c)})
+		}
+	}
+	lim := h.svc.Limits()
+	def := lim.ApprovalValidity
+	b.Validities = append(b.Validities, option{Value: "", Label: visible("Default (" + shortDuration(def) + ")"), Selected: true})
+	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {
+		if d <= lim.MaxApprovalValidity && d != def {
+			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: visible(shortDuration(d))})
+		}
+	}
+	if d := req.Decision; d != nil {
+		b.Decision = d
+		b.DecNote = visibleText(d.Note)
+		b.DecAnswer = visibleText(d.Answer)
+		if d.ExpiresAt != nil {
+			b.ValidUntil = d.ExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC")
+			if now.Before(*d.ExpiresAt) {
+				b.ValidUntil += " (" + strings.TrimSuffix(left(now, *d.ExpiresAt), " left") + " from now)"
+			} else {
+				b.ValidUntil += " (lapsed)"
+			}
+		}
+	}
+	if e := req.Execution; e != nil {
+		b.Execution = e
+		b.ExecDetail = visibleText(e.Detail)
+	}
+	if cr := req.CommandResult; cr != nil {
+		b.Command = cr
+		b.CmdDetail = visibleText(cr.Detail)
+	}
+	return b
+}
+
+// workMovePreview says a work_move in plain words, with the board's column
+// names: "Move item “Fix login” from Doing to Done". note says when the
+// item is no longer where it was when the agent asked, so approving would
+// fail.
+func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]segment, string) {
+	mv, err := airlock.ParseWorkMove(cmd.Input)
+	if err != nil {
+		return visible("work_move with input the server cannot read"), ""
+	}
+	var obs airlock.WorkMoveObserved
+	_ = json.Unmarshal(cmd.Observed, &obs)
+	cols := map[string]string{}
+	var current *airlock.WorkItem
+	if board, err := h.svc.Board(ctx, c); err == nil {
+		for _, col := range board {
+			cols[col.Key] = col.Name
+			for _, it := range col.Items {
+				if it.ID == mv.ItemID {
+					current = &it
+				}
+			}
+		}
+	}
+	colName := func(key string) string {
+		if n := cols[key]; n != "" {
+			return n
+		}
+		return key
+	}
+	title := obs.ItemTitle
+	if title == "" {
+		title = mv.ItemID
+	}
+	var text string
+	if obs.FromColumnKey != "" {
+		text = "Move item “" + title + "” from " + colName(obs.FromColumnKey) + " to " + colName(mv.ColumnKey)
+	} else {
+		text = "Move item “" + title + "” to " + colName(mv.ColumnKey)
+	}
+	note := ""
+	switch {
+	case current == nil:
+		note = "The item no longer exists on the board: approving will fail and record nothing."
+	case obs.FromColumnKey != "" && current.ColumnKey != obs.FromColumnKey:
+		note = "The item has moved since the agent asked (it is now in " + colName(current.ColumnKey) + "): approving will fail and record nothing."
+	}
+	return visible(text), note
+}
+
+// historyBody is the history page's data.
+type historyBody struct {
+	Rows       []row
+	Q          string
+	States     []option
+	NextCursor string
+	NextQuery  string
+	Scanned    int
+}
+
+// historyScan bounds how many requests one history page reads while
+// searching, so a search with few matches still answers quickly; the page
+// offers to continue from where it stopped.
+const historyScan = 1000
+
+// historyPage is how many matches one history page shows.
+const historyPage = 100
+
+func (h *handler) history(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	body := historyBody{Q: strings.TrimSpace(q.Get("q"))}
+	state := airlock.State(q.Get("state"))
+	if state != "" && (!state.Valid() || state == airlock.StatePending) {
+		state = ""
+	}
+	body.States = []option{{Value: "", Label: visible("Any outcome"), Selected: state == ""}}
+	for _, s := range airlock.States[1:] {
+		body.States = append(body.States, option{Value: string(s), Label: visible(string(s)), Selected: state == s})
+	}
+	names := h.names(r.Context(), v.caller)
+	now := h.now()
+	needle := strings.ToLower(body.Q)
+	cursor := q.Get("cursor")
+	for body.Scanned < historyScan && len(body.Rows) < historyPage {
+		page, err := h.svc.ListRequests(r.Context(), v.caller, provider.ListQuery{State: state, Cursor: cursor, Limit: provider.MaxPageSize})
+		if airlock.ErrorCode(err) == airlock.CodeInvalidRequest {
+			cursor = ""
+			break
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		for i, req := range page.Requests {
+			body.Scanned++
+			if req.State == airlock.StatePending || (needle != "" && !matches(req, names, needle)) {
+				continue
+			}
+			body.Rows = append(body.Rows, h.row(req, names, now))
+			if len(body.Rows) == historyPage && i < len(page.Requests)-1 {
+				// Continue after this one next time.
+				page.NextCursor = "c" + itoa(req.Seq)
+				break
+			}
+		}
+		cursor = page.NextCursor
+		if cursor == "" {
+			break
+		}
+	}
+	if cursor != "" {
+		body.NextCursor = cursor
+		next := url.Values{"cursor": {cursor}}
+		if body.Q != "" {
+			next.Set("q", body.Q)
+		}
+		if state != "" {
+			next.Set("state", string(state))
+		}
+		body.NextQuery = next.Encode()
+	}
+	h.render(w, r, http.StatusOK, v, "history", "History", body)
+}
+
+// matches reports whether a request's texts contain needle (lower case).
+func matches(r airlock.Request, names map[string]string, needle string) bool {
+	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], string(r.Kind), string(r.State), string(r.Arguments)}
+	if d := r.Decision; d != nil {
+		texts = append(texts, d.Note, d.Answer, d.DecidedBy)
+	}
+	for _, t := range texts {
+		if strings.Contains(strings.ToLower(t), needle) {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionRow is one session on the sessions page.
+type sessionRow struct {
+	ID       string
+	Name     []segment
+	Status   airlock.SessionStatus
+	Owner    string
+	Pending  int
+	Opened   time.Time
+	LastSeen string
+	Closed   string
+}
+
+// sessionGroup is the sessions of one status.
+type sessionGroup struct {
+	Status   airlock.SessionStatus
+	Heading  string
+	Hint     string
+	Sessions []sessionRow
+}
+
+func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	ss, err := h.svc.Sessions(r.Context(), v.caller)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	now := h.now()
+	groups := []sessionGroup{
+		{Status: airlock.SessionWaiting, Heading: "Waiting for a decision", Hint: "A request of theirs is pending."},
+		{Status: airlock.SessionActive, Heading: "Active", Hint: "Heartbeating, nothing pending."},
+		{Status: airlock.SessionStale, Heading: "Stale", Hint: "No heartbeat for " + shortDuration(h.svc.StaleAfter()) + " or more: the agent may be gone. Display only: nothing is cancelled."},
+		{Status: airlock.SessionClosed, Heading: "Closed", Hint: "Closed by the agent; their pending requests were cancelled."},
+	}
+	for _, s := range ss {
+		st := h.svc.SessionStatus(s)
+		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		if s.LastSeenAt != nil {
+			sr.LastSeen = ago(now, *s.LastSeenAt)
+		}
+		if s.ClosedAt != nil {
+			sr.Closed = ago(now, *s.ClosedAt)
+		}
+		for i := range groups {
+			if groups[i].Status == st {
+				groups[i].Sessions = append(groups[i].Sessions, sr)
+			}
+		}
+	}
+	h.render(w, r, http.StatusOK, v, "sessions", "Sessions", groups)
+}
+
+// boardColumn is one column on the board page.
+type boardColumn struct {
+	Key   string
+	Name  []segment
+	Items []boardItem
+}
+
+// boardItem is one work item, with the pending moves proposed for it.
+type boardItem struct {
+	ID      string
+	Title   []segment
+	Version int
+	Updated string
+	Moves   []string // IDs of pending work_move requests for it
+}
+
+func (h *handler) board(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.signedIn(w, r)
+	if !ok {
+		return
+	}
+	cols, err := h.svc.Board(r.Context(), v.caller)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	moves := map[string][]string{}
+	if page, err := h.svc.ListRequests(r.Context(), v.caller, provider.ListQuery{State: airlock.StatePending, Tool: airlock.MethodWorkMove, Limit: provider.MaxPageSize}); err == nil {
+		for _, req := range page.Requests {
+			if mv, err := airlock.ParseWorkMove(req.Arguments); err == nil {
+				moves[mv.ItemID] = append(moves[mv.ItemID], req.ID)
+			}
+		}
+	}
+	now := h.now()
+	var out []boardColumn
+	for _, c := range cols {
+		bc := boardColumn{Key: c.Key, Name: visible(c.Name)}
+		for _, it := range c.Items {
+			bc.Items = append(bc.Items, boardItem{ID: it.ID, Title: visible(it.Title), Version: it.Version, Updated: ago(now, it.UpdatedAt), Moves: moves[it.ID]})
+		}
+		out = append(out, bc)
+	}
+	h.render(w, r, http.StatusOK, v, "board", "Board", out)
+}

@@ -1,0 +1,332 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/sqlite"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopBrowser()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// clock is a settable clock for sign-in expiry.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.IsZero() {
+		return time.Now()
+	}
+	return c.t
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// bundle is one test's running server: a real SQLite file, the provider
+// with its expiry scheduler, and the REST API and the inbox mounted as
+// `airlock serve` mounts them.
+type bundle struct {
+	svc   *provider.Service
+	srv   *httptest.Server
+	inbox *handler
+	clock *clock
+	logs  *logRecorder
+
+	admin, agent, agentB, reviewer, reviewerB string
+	callers                                   map[string]airlock.Caller
+}
+
+// options adjusts a bundle.
+type options struct {
+	allowedHosts []string
+	tls          bool
+}
+
+func setup(t testing.TB, opts ...func(*options)) *bundle {
+	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	logs := &logRecorder{}
+	logger := slog.New(logs)
+	limits := airlock.DefaultLimits()
+	limits.MinTimeout = time.Millisecond
+	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger})
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); svc.Run(runCtx) }()
+	t.Cleanup(func() { stopRun(); <-ran })
+
+	shutdown, stop := context.WithCancel(ctx)
+	b := &bundle{svc: svc, clock: &clock{}, logs: logs, callers: map[string]airlock.Caller{}}
+	ib := New(Config{
+		Service: svc, Logger: logger, Context: shutdown, Now: b.clock.now,
+		AllowedHosts: o.allowedHosts, Heartbeat: 200 * time.Millisecond,
+	})
+	b.inbox = ib.(*handler)
+	mux := http.NewServeMux()
+	for _, p := range Patterns {
+		mux.Handle(p, ib)
+	}
+	mux.Handle("/", rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown, RateLimit: 1e6, RateBurst: 1e6}))
+	if o.tls {
+		b.srv = httptest.NewTLSServer(mux)
+	} else {
+		b.srv = httptest.NewServer(mux)
+	}
+	t.Cleanup(b.srv.Close)
+	t.Cleanup(stop) // runs first: ends live streams so Close can return
+	t.Cleanup(func() {
+		if errs := logs.errors(); len(errs) > 0 {
+			t.Errorf("errors were logged:\n%s", strings.Join(errs, "\n"))
+		}
+	})
+
+	b.admin = "admin-secret-0123456789"
+	if err := svc.BootstrapAdmin(ctx, b.admin); err != nil {
+		t.Fatalf("bootstrap admin: %v", err)
+	}
+	admin, err := svc.Authenticate(ctx, b.admin)
+	if err != nil {
+		t.Fatalf("authenticate admin: %v", err)
+	}
+	b.callers["admin"] = admin
+	mint := func(name string, role airlock.Role, principal string, scopes ...string) string {
+		tok, secret, err := svc.CreateToken(ctx, admin, airlock.NewTokenInput{Name: name, Role: role, Principal: principal, Scopes: scopes})
+		if err != nil {
+			t.Fatalf("create token %s: %v", name, err)
+		}
+		b.callers[name] = tok
+		return secret
+	}
+	b.agent = mint("release bot", airlock.RoleAgent, "bot", airlock.ScopeWorkWrite)
+	b.agentB = mint("other bot", airlock.RoleAgent, "bot2")
+	b.reviewer = mint("Carol (reviewer)", airlock.RoleReviewer, "carol")
+	b.reviewerB = mint("Dan (reviewer)", airlock.RoleReviewer, "dan")
+	return b
+}
+
+// instance registers an adapter instance for the agent.
+func (b *bundle) instance(t testing.TB, name string) string {
+	t.Helper()
+	inst, err := b.svc.RegisterInstance(context.Background(), b.callers["release bot"], airlock.InstanceInput{Name: name})
+	if err != nil {
+		t.Fatalf("register instance: %v", err)
+	}
+	return inst.ID
+}
+
+// createREST asks for approval of a tool call over the REST API, as an
+// adapter does, and returns the status and the decoded body.
+func (b *bundle) createREST(t testing.TB, instanceID string, body any) (int, map[string]any) {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // send <, > and & as they are
+	if err := enc.Encode(body); err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	req, _ := http.NewRequest("POST", b.srv.URL+"/v1/instances/"+instanceID+"/approval-requests", &buf)
+	req.Header.Set("Authorization", "Bearer "+b.agent)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", airlock.NewID("k_"))
+	res, err := b.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("create over REST: %v", err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out
+}
+
+// toolCall creates a pending tool call over REST and returns its ID.
+func (b *bundle) toolCall(t testing.TB, instanceID, tool string, args map[string]any, reasoning string) string {
+	t.Helper()
+	status, out := b.createREST(t, instanceID, map[string]any{"tool": tool, "arguments": args, "timeout": "30m", "agent_reasoning": reasoning})
+	if status != http.StatusCreated {
+		t.Fatalf("create %s: status %d: %v", tool, status, out)
+	}
+	return out["id"].(string)
+}
+
+// mcp creates an MCP request as the agent.
+func (b *bundle) mcp(t testing.TB, in airlock.MCPRequestInput) airlock.Request {
+	t.Helper()
+	if in.Kind == "" {
+		in.Kind = airlock.KindWorkChange
+	}
+	if in.Proposal == nil {
+		in.Proposal = &airlock.Proposal{Mode: airlock.ProposalAdvisory}
+	}
+	if in.IdempotencyKey == "" {
+		in.IdempotencyKey = airlock.NewID("k_")
+	}
+	r, _, err := b.svc.CreateMCPRequest(context.Background(), b.callers["release bot"], in)
+	if err != nil {
+		t.Fatalf("create MCP request: %v", err)
+	}
+	return r
+}
+
+// get reads a request as the reviewer.
+func (b *bundle) get(t testing.TB, id string) airlock.Request {
+	t.Helper()
+	r, err := b.svc.Request(context.Background(), b.callers["Carol (reviewer)"], id, 0)
+	if err != nil {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	return r
+}
+
+// browserless is a cookie-keeping HTTP client that does not follow
+// redirects, for tests of the inbox without a browser.
+type browserless struct {
+	b      *bundle
+	client *http.Client
+}
+
+func (b *bundle) newClient(t testing.TB) *browserless {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := *b.srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browserless{b: b, client: &c}
+}
+
+// page is a finished exchange.
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (c *browserless) do(t testing.TB, method, path string, form url.Values, header map[string]string) reply {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.b.srv.URL+path, body)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	return reply{status: res.StatusCode, header: res.Header, body: string(data)}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf returns the CSRF token of a page's forms.
+func csrf(t testing.TB, page string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no csrf field in page:\n%s", page)
+	}
+	return m[1]
+}
+
+// signin signs the client in with token and returns the session's CSRF token.
+func (c *browserless) signin(t testing.TB, token string) string {
+	t.Helper()
+	form := c.do(t, "GET", "/signin", nil, nil)
+	r := c.do(t, "POST", "/signin", url.Values{"csrf": {csrf(t, form.body)}, "token": {token}, "next": {"/"}}, nil)
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("sign in: status %d:\n%s", r.status, r.body)
+	}
+	home := c.do(t, "GET", "/", nil, nil)
+	if home.status != http.StatusOK {
+		t.Fatalf("after sign-in, / answered %d", home.status)
+	}
+	return csrf(t, home.body)
+}
+
+// logRecorder keeps log records so tests can fail on logged errors.
+type logRecorder struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var b strings.Builder
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+		l.errs = append(l.errs, b.String())
+	}
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+func (l *logRecorder) errors() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.errs...)
+}

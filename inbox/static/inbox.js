@@ -1,0 +1,212 @@
+// Airlock inbox: live updates, countdowns and keyboard shortcuts.
+// Loaded from /static/inbox.js (the Content-Security-Policy allows no inline
+// script). It never parses server text as script and never assigns
+// innerHTML: live lists arrive as HTML rendered and escaped by the server's
+// html/template and are parsed with DOMParser, which runs nothing.
+(function () {
+  'use strict';
+  var body = document.body;
+  var page = body.dataset.page;
+  var baseTitle = body.dataset.title || 'Airlock';
+
+  function setCount(n) {
+    document.title = (n > 0 ? '(' + n + ') ' : '') + baseTitle + ' · Airlock';
+    var nav = document.getElementById('nav-count');
+    if (nav) {
+      nav.textContent = String(n);
+      nav.setAttribute('aria-label', n + ' pending');
+    }
+  }
+
+  // Countdowns: every [data-deadline] shows the time left, each second.
+  function leftText(ms) {
+    if (ms <= 0) return 'deadline passed';
+    var s = Math.floor(ms / 1000);
+    var d = Math.floor(s / 86400), h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60;
+    var pad = function (x) { return (x < 10 ? '0' : '') + x; };
+    if (s >= 172800) return d + 'd ' + (h % 24) + 'h left';
+    if (s >= 3600) return h + 'h ' + pad(m) + 'm left';
+    return Math.floor(s / 60) + 'm ' + pad(s % 60) + 's left';
+  }
+  function tick() {
+    var now = Date.now();
+    var els = document.querySelectorAll('[data-deadline]');
+    for (var i = 0; i < els.length; i++) {
+      var ms = Date.parse(els[i].dataset.deadline) - now;
+      var text = leftText(ms);
+      if (els[i].textContent !== text) els[i].textContent = text;
+      els[i].classList.toggle('soon', ms < 60000);
+    }
+  }
+  tick();
+  setInterval(tick, 1000);
+
+  // Lists: j/k move the selection; Enter opens (the rows are links).
+  function rowLinks() {
+    return Array.prototype.slice.call(document.querySelectorAll('.rows .row-link'));
+  }
+  var selected = null; // the data-id of the selected row
+  function select(link) {
+    var rows = document.querySelectorAll('.rows .row');
+    for (var i = 0; i < rows.length; i++) rows[i].classList.remove('selected');
+    if (!link) return;
+    link.parentElement.classList.add('selected');
+    selected = link.parentElement.dataset.id;
+    link.focus();
+  }
+  function move(delta) {
+    var links = rowLinks();
+    if (links.length === 0) return;
+    var i = links.indexOf(document.activeElement);
+    if (i < 0) {
+      var ids = links.map(function (l) { return l.parentElement.dataset.id; });
+      i = ids.indexOf(selected);
+    }
+    i = i < 0 ? (delta > 0 ? 0 : links.length - 1) : Math.max(0, Math.min(links.length - 1, i + delta));
+    select(links[i]);
+  }
+
+  // The live pending list.
+  var live = document.getElementById('live');
+  if (page === 'pending' && live && window.EventSource) {
+    var status = document.getElementById('live-status');
+    var es = new EventSource(live.dataset.live);
+    var known = null;
+    es.addEventListener('open', function () { status.textContent = 'Live'; });
+    es.addEventListener('pending', function (ev) {
+      var doc = new DOMParser().parseFromString(ev.data, 'text/html');
+      var fresh = doc.getElementById('pending-list');
+      var old = document.getElementById('pending-list');
+      if (!fresh || !old) return;
+      var hadFocus = old.contains(document.activeElement);
+      var node = document.adoptNode(fresh);
+      old.replaceWith(node);
+      var ids = Array.prototype.map.call(node.querySelectorAll('.rows .row'), function (r) { return r.dataset.id; });
+      var n = Number(node.dataset.count || 0);
+      setCount(n);
+      if (known !== null) {
+        var added = ids.filter(function (id) { return known.indexOf(id) < 0; }).length;
+        var gone = known.filter(function (id) { return ids.indexOf(id) < 0; }).length;
+        if (added || gone) {
+          status.textContent = 'Live · ' + n + ' pending' + (added ? ', ' + added + ' new' : '') + (gone ? ', ' + gone + ' gone' : '');
+        }
+      } else {
+        status.textContent = 'Live';
+      }
+      known = ids;
+      var again = selected && node.querySelector('.row[data-id="' + CSS.escape(selected) + '"] .row-link');
+      if (again) {
+        again.parentElement.classList.add('selected');
+        if (hadFocus) again.focus();
+      }
+      tick();
+    });
+    es.addEventListener('error', function () {
+      status.textContent = es.readyState === EventSource.CLOSED
+        ? 'Live updates stopped: reload the page (you may need to sign in again).'
+        : 'Reconnecting…';
+    });
+  }
+
+  // An open request learns when it is decided or expires elsewhere.
+  var art = document.querySelector('article.request');
+  if (page === 'request' && art && art.dataset.state === 'pending' && window.EventSource) {
+    var res = new EventSource('/live?request=' + encodeURIComponent(art.dataset.id));
+    res.addEventListener('state', function (ev) {
+      if (ev.data === 'pending') return;
+      res.close();
+      var box = document.getElementById('live-state');
+      box.textContent = 'This request is now ' + ev.data + ': nothing you send now can change it. Reload to see the outcome.';
+      box.hidden = false;
+      var badge = document.getElementById('state-badge');
+      if (badge) {
+        badge.textContent = ev.data;
+        badge.className = 'badge state state-' + ev.data;
+      }
+      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select');
+      for (var i = 0; i < ctl.length; i++) ctl[i].disabled = true;
+      var cd = document.querySelectorAll('.countdown');
+      for (var j = 0; j < cd.length; j++) cd[j].removeAttribute('data-deadline');
+    });
+  }
+
+  // a / d: approve or deny the open request, after a confirmation.
+  var dialog = document.getElementById('confirm');
+  function confirmThen(heading, text, okLabel, okClass, then) {
+    if (!dialog || typeof dialog.showModal !== 'function') {
+      if (window.confirm(heading + '\n\n' + text)) then();
+      return;
+    }
+    document.getElementById('confirm-h').textContent = heading;
+    document.getElementById('confirm-text').textContent = text;
+    var ok = document.getElementById('confirm-ok');
+    ok.textContent = okLabel;
+    ok.className = okClass;
+    dialog.returnValue = '';
+    dialog.addEventListener('close', function onClose() {
+      dialog.removeEventListener('close', onClose);
+      if (dialog.returnValue === 'ok') then();
+    });
+    dialog.showModal();
+    ok.focus();
+  }
+  function headline() {
+    var h = document.getElementById('req-h');
+    return h ? h.textContent.trim() : 'this request';
+  }
+  function decide(kind) {
+    var approve = document.getElementById('approve-form');
+    var deny = document.getElementById('deny-form');
+    if (!art || !deny || deny.querySelector('button').disabled) return;
+    if (kind === 'approve') {
+      var q = art.dataset.question;
+      if (q === 'choices') {
+        var first = approve.querySelector('.choice');
+        if (first) first.focus();
+        return;
+      }
+      if (q === 'text') {
+        document.getElementById('answer').focus();
+        return;
+      }
+      var sel = document.getElementById('valid_for');
+      var valid = sel ? sel.options[sel.selectedIndex].textContent : '';
+      confirmThen('Approve this request?', 'Approve “' + headline() + '”' + (valid ? ', valid for ' + valid.toLowerCase() : '') + '.',
+        'Approve', 'primary approve', function () { approve.requestSubmit(); });
+    } else {
+      var note = document.getElementById('deny-note').value.trim();
+      confirmThen('Deny this request?', 'Deny “' + headline() + '”. ' + (note ? 'Your note: “' + note + '”' : 'No note (you can write one in the form first).'),
+        'Deny', 'danger deny', function () { deny.requestSubmit(); });
+    }
+  }
+
+  function typing(t) {
+    return t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+  }
+  var gPressed = 0;
+  document.addEventListener('keydown', function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+    if (dialog && dialog.open) return;
+    switch (e.key) {
+      case 'j': move(1); break;
+      case 'k': move(-1); break;
+      case 'a': decide('approve'); break;
+      case 'd': decide('deny'); break;
+      case 'g': gPressed = Date.now(); return;
+      case 'i':
+        if (Date.now() - gPressed < 1500) { window.location.href = '/'; break; }
+        return;
+      default: return;
+    }
+    e.preventDefault();
+  });
+  document.addEventListener('focusin', function (e) {
+    var link = e.target.closest && e.target.closest('.rows .row-link');
+    if (link) {
+      var rows = document.querySelectorAll('.rows .row.selected');
+      for (var i = 0; i < rows.length; i++) rows[i].classList.remove('selected');
+      link.parentElement.classList.add('selected');
+      selected = link.parentElement.dataset.id;
+    }
+  });
+})();
