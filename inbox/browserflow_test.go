@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/airlockhq/airlock"
@@ -154,5 +153,4 @@ func TestBrowserDenyWithNote(t *testing.T) {
 	if s := b.get(t, id2).State; s != airlock.StatePending {
 		t.Fatalf("a cancelled confirmation recorded %s", s)
 	}
-	_ = json.Valid
 }

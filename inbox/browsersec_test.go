@@ -145,7 +145,6 @@ func TestBrowserXSS(t *testing.T) {
 		args[fmt.Sprintf("p%02d", i)] = p
 	}
 	toolCall := b.toolCall(t, inst, "xss.probe_tool-1", args, strings.Join(payloads, "\n"))
-	_ = toolCall
 	if status, out := b.createREST(t, inst, map[string]any{"tool": "xss_context", "arguments": map[string]any{"p": payloads[1]},
 		"context": map[string]any{"observed": payloads}}); status != http.StatusCreated {
 		t.Fatalf("create with context: %d %v", status, out)
@@ -365,4 +364,3 @@ func TestBrowserCSRFAndFraming(t *testing.T) {
 		t.Fatalf("the attacker's pages were not loaded (%d)", evilHits.Load())
 	}
 }
-

@@ -365,9 +365,7 @@ func TestPagesShowWhatMatters(t *testing.T) {
 	move := b.mcp(t, airlock.MCPRequestInput{Title: "Finish login", SessionID: sess.ID, Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand,
 		Command: &airlock.Command{Method: airlock.MethodWorkMove, Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"done"}`)}}})
 	inst := b.instance(t, "payments adapter")
-	args := `{"amount": 4900, "currency":"EUR"}`
 	id := b.toolCall(t, inst, "issue_refund", map[string]any{"amount": 4900}, "The customer was charged twice.")
-	_ = args
 
 	c := b.newClient(t)
 	c.signin(t, b.reviewer)
@@ -379,8 +377,7 @@ func TestPagesShowWhatMatters(t *testing.T) {
 		}
 	}
 	page = c.do(t, "GET", "/requests/"+id, nil, nil).body
-	for _, want := range []string{"issue_refund", "The agent's claim (unverified)", "The customer was charged twice.", "payments adapter",
-		"6f4e0b9b2d8d6ea6b6e4b2bb0cda7e9e2b3f4d43a2b3c4a8f2b2b7d1e1c0b9a8"[:0]} {
+	for _, want := range []string{"issue_refund", "The agent's claim (unverified)", "The customer was charged twice.", "payments adapter"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("tool call page lacks %q", want)
 		}
@@ -476,7 +473,9 @@ func TestLiveStream(t *testing.T) {
 			}
 		}
 	}
-	next(func(e string) bool { return strings.Contains(e, `id="pending-list"`) && strings.Contains(e, `data-count="0"`) })
+	next(func(e string) bool {
+		return strings.Contains(e, `id="pending-list"`) && strings.Contains(e, `data-count="0"`)
+	})
 	id := b.toolCall(t, inst, "deploy", map[string]any{}, "")
 	next(func(e string) bool { return strings.Contains(e, `data-id="`+id+`"`) })
 	if _, err := b.svc.Decide(context.Background(), b.callers["Carol (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {

@@ -57,13 +57,13 @@ func TestVisible(t *testing.T) {
 func TestLookAlike(t *testing.T) {
 	t.Parallel()
 	for in, flagged := range map[string]bool{
-		"pаypal.com":           true, // Cyrillic а
-		"Αpple":                true, // Greek Alpha
-		"paypal.com":           false,
-		"Привет мир":           false,
-		"hello Привет":         false,
+		"pаypal.com":            true, // Cyrillic а
+		"Αpple":                 true, // Greek Alpha
+		"paypal.com":            false,
+		"Привет мир":            false,
+		"hello Привет":          false,
 		`{"host":"gіthub.com"}`: true, // Cyrillic і
-		"":                     false,
+		"":                      false,
 	} {
 		if got := lookAlike(in) != ""; got != flagged {
 			t.Errorf("lookAlike(%q) flagged = %v, want %v (%q)", in, got, flagged, lookAlike(in))
