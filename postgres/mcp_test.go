@@ -197,6 +197,25 @@ func TestHeartbeatsAcrossReplicas(t *testing.T) {
 	}
 }
 
+// startedOrDone waits until started is closed, or until every goroutine
+// of wg has returned without closing it (they failed the test): it reports
+// whether started was closed, so a failing worker cannot hang the test.
+func startedOrDone(started chan struct{}, wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-started:
+		return true
+	case <-done:
+		select {
+		case <-started:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
 // TestHeartbeatRacesClose closes sessions on one replica while another
 // heartbeats them: every heartbeat that succeeded was stamped before the
 // close, and every heartbeat asked after the close returned is not_found.
@@ -244,7 +263,9 @@ func TestHeartbeatRacesClose(t *testing.T) {
 				}
 			})
 		}
-		<-started
+		if !startedOrDone(started, &wg) {
+			t.FailNow()
+		}
 		cancelled, err := b.CloseSession(t.Context(), sess.ID, "tok_a")
 		closed.Store(true)
 		if err != nil || !slices.Equal(cancelled, []string{pending.ID}) {
@@ -973,7 +994,9 @@ func TestCloseSessionWhileApproving(t *testing.T) {
 			}
 		})
 	}
-	<-started
+	if !startedOrDone(started, &wg) {
+		t.FailNow()
+	}
 	cancelled, err := b.CloseSession(t.Context(), sess.ID, "tok_a")
 	if err != nil {
 		t.Fatal(err)

@@ -367,7 +367,9 @@ func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r a
 	t.changed = append(t.changed, r.ID)
 	switch typ {
 	case airlock.EventRequestApproved, airlock.EventRequestDenied, airlock.EventRequestExpired:
-		t.decided = append(t.decided, e)
+		if r.SessionID != "" { // REST tool calls have none: no statement for them
+			t.decided = append(t.decided, e)
+		}
 	}
 }
 
