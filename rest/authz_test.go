@@ -55,6 +55,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST /v1/instances", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/instances", body: `{"name":"x"}`}
 		}, [7]int{created, created, forbid, forbid, forbid, unauth, unauth}},
+		{"GET /v1/instances", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/instances"}
+		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
 		{"GET /v1/instances/{id}", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "GET", path: "/v1/instances/" + inst}
