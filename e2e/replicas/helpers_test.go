@@ -179,33 +179,6 @@ func (o *output) String() string {
 	return o.buf.String()
 }
 
-// waitFor waits until the output matches re and returns the submatches. It
-// fails the test when exited is closed first or after a minute.
-func (o *output) waitFor(t testing.TB, re *regexp.Regexp, exited <-chan struct{}) []string {
-	t.Helper()
-	timeout := time.NewTimer(time.Minute)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		m := re.FindStringSubmatch(o.buf.String())
-		changed := o.changed
-		o.mu.Unlock()
-		if m != nil {
-			return m
-		}
-		select {
-		case <-changed:
-		case <-exited:
-			if m := re.FindStringSubmatch(o.String()); m != nil {
-				return m
-			}
-			t.Fatalf("the server exited before printing %q; its output:\n%s", re, o)
-		case <-timeout.C:
-			t.Fatalf("no %q within a minute; output:\n%s", re, o)
-		}
-	}
-}
-
 var listeningRE = regexp.MustCompile(`Airlock listening on (http://\S+) `)
 
 // adminToken is every replica's bootstrap admin token (--admin-token), so
