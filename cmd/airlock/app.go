@@ -36,7 +36,11 @@ type command struct {
 var commands []command
 
 func init() {
-	commands = []command{serveCommand, mcpCommand, versionCommand, helpCommand}
+	commands = []command{serveCommand, mcpCommand,
+		requestsCommand,
+		tokensCommand,
+		instancesCommand,
+		versionCommand, helpCommand}
 }
 
 func findCommand(name string) (command, bool) {
@@ -106,9 +110,13 @@ const (
 // the process's exit code.
 func exitCode(a *App, err error) int {
 	var ue *usageError
+	var xe *exitError // the API commands' 3, 4 and 5 (requests.go)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &xe):
+		fmt.Fprintf(a.Stderr, "airlock: %v\n", err)
+		return xe.code
 	case errors.As(err, &ue):
 		fmt.Fprintf(a.Stderr, "airlock: %v\n", err)
 		return exitUsage

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock/client"
+)
+
+var instancesCommand = command{
+	name:    "instances",
+	args:    "list|delete [flags]",
+	summary: "List instances, or delete one and cancel its pending requests, on a running server.",
+	run:     runInstances,
+}
+
+// instanceSubcommands is filled in init (see requestSubcommands).
+var instanceSubcommands []subcommand
+
+func init() {
+	instanceSubcommands = []subcommand{
+		{"list", "", "list the instances your token may see, with their pending counts", runInstancesList},
+		{"delete", "<id>", "delete an instance (its owner or an admin), cancelling its pending requests in the same step", runInstancesDelete},
+	}
+}
+
+func runInstances(ctx context.Context, a *App, args []string) error {
+	return runSubcommand(ctx, a, "instances", "Adapter instances (and MCP sessions) on a running server.", instanceSubcommands, args)
+}
+
+func runInstancesList(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(instanceSubcommands, "list")
+	fs, r := a.apiFlagSet("instances", "list", syn, sum)
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return err
+	}
+	if _, err := r.client(); err != nil { // checks --url
+		return err
+	}
+	// The Go client has no list method yet: GET /v1/instances directly.
+	var page struct {
+		Items []client.Instance `json:"items"`
+	}
+	if err := r.getJSON(ctx, "/v1/instances", &page); err != nil {
+		return err
+	}
+	if r.json {
+		if page.Items == nil {
+			page.Items = []client.Instance{}
+		}
+		return r.printJSON(page)
+	}
+	if len(page.Items) == 0 {
+		fmt.Fprintln(r.out, "No instances.")
+		return nil
+	}
+	now := time.Now()
+	var rows [][]string
+	for _, in := range page.Items {
+		rows = append(rows, []string{in.ID, clip(in.Name, 40), fmt.Sprint(in.PendingCount), since(now, in.CreatedAt)})
+	}
+	table(r.out, "ID\tNAME\tPENDING\tCREATED", rows)
+	return nil
+}
+
+func runInstancesDelete(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(instanceSubcommands, "delete")
+	fs, r := a.apiFlagSet("instances", "delete", syn, sum)
+	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	n, err := c.DeleteInstance(ctx, pos[0])
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(map[string]any{"id": pos[0], "cancelled": n})
+	}
+	fmt.Fprintf(r.out, "Deleted %s; cancelled %d pending request(s).\n", pos[0], n)
+	return nil
+}

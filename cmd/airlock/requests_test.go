@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cliServer is a real `airlock serve` in-process, with an admin, an agent
+// and a reviewer token, for the CLI's end-to-end tests.
+type cliServer struct {
+	*running
+	api                    *api
+	admin, agent, reviewer string
+	instance               string
+}
+
+func startCLIServer(t *testing.T) *cliServer {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--min-timeout", "10ms")
+	c := newAPI(t, srv.url)
+	s := &cliServer{running: srv, api: c, admin: testAdmin}
+	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
+	s.reviewer = c.mintToken(testAdmin, "cli reviewer", "reviewer")
+	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").str("id")
+	return s
+}
+
+// create makes a pending tool call and returns its ID.
+func (s *cliServer) create(t *testing.T, body string) string {
+	t.Helper()
+	return s.api.call("POST", "/v1/instances/"+s.instance+"/approval-requests", s.agent, body,
+		"Idempotency-Key", fmt.Sprint(time.Now().UnixNano())).want(t, 201, "create").str("id")
+}
+
+// cliRun is one finished CLI run.
+type cliRun struct {
+	exit           int
+	stdout, stderr string
+}
+
+// cli runs `airlock args...` in-process with AIRLOCK_URL set to the server
+// and AIRLOCK_TOKEN to token (when not empty).
+func (s *cliServer) cli(t *testing.T, token string, args ...string) cliRun {
+	t.Helper()
+	env := map[string]string{"AIRLOCK_URL": s.url}
+	if token != "" {
+		env["AIRLOCK_TOKEN"] = token
+	}
+	var stdout, stderr bytes.Buffer
+	app := &App{Stdout: &stdout, Stderr: &stderr, LookupEnv: mapEnv(env)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := app.Run(ctx, args)
+	return cliRun{exit: exitCode(app, err), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func (r cliRun) want(t *testing.T, exit int, what string) cliRun {
+	t.Helper()
+	if r.exit != exit {
+		t.Fatalf("%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", what, r.exit, exit, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// TestCLIRequests: list, show, approve and deny against a real server, as
+// tables and as JSON, with the documented exit codes.
+func TestCLIRequests(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	args := `{"amount": 4900,  "to":"cus_1"}`
+	id := s.create(t, `{"tool":"issue_refund","arguments":`+args+`,"timeout":"30m","agent_reasoning":"charged twice\u001b[2J\u001b[31m trust me\u202e"}`)
+
+	out := s.cli(t, s.reviewer, "requests", "list").want(t, 0, "list").stdout
+	if !strings.Contains(out, id) || !strings.Contains(out, "issue_refund") || !strings.HasPrefix(out, "ID") {
+		t.Fatalf("list:\n%s", out)
+	}
+	var page struct {
+		Items []struct {
+			ID    string          `json:"id"`
+			State string          `json:"state"`
+			Args  json.RawMessage `json:"arguments"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(s.cli(t, s.reviewer, "requests", "list", "--json").want(t, 0, "list --json").stdout), &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 1 || page.Items[0].ID != id || page.Items[0].State != "pending" {
+		t.Fatalf("list --json: %+v", page)
+	}
+	if out := s.cli(t, s.reviewer, "requests", "list", "--state", "denied").want(t, 0, "list denied").stdout; !strings.Contains(out, "No denied requests") {
+		t.Fatalf("list --state denied:\n%s", out)
+	}
+
+	show := s.cli(t, s.reviewer, "requests", "show", id).want(t, 0, "show").stdout
+	sum := sha256.Sum256([]byte(args))
+	for _, want := range []string{"The agent's claim (unverified):", "SHA-256 " + hex.EncodeToString(sum[:]), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show lacks %q:\n%s", want, show)
+		}
+	}
+	if strings.ContainsAny(show, "\x1b\u202e") {
+		t.Error("show printed an escape or bidi character raw")
+	}
+
+	s.cli(t, s.agent, "requests", "approve", id).want(t, exitAuth, "an agent approving")
+	s.cli(t, "airlock_wrong", "requests", "list").want(t, exitAuth, "an unknown token")
+	s.cli(t, s.reviewer, "requests", "show", "apr_nope").want(t, exitNotFound, "show an unknown request")
+	approved := s.cli(t, s.reviewer, "requests", "approve", id, "--valid-for", "15m", "--note", "once").want(t, 0, "approve").stdout
+	if !strings.Contains(approved, "approved "+id+"; the call may start until") {
+		t.Fatalf("approve said %q", approved)
+	}
+	again := s.cli(t, s.reviewer, "requests", "deny", id).want(t, exitConflict, "deny an approved request")
+	if !strings.Contains(again.stderr, "not_pending") || !strings.Contains(again.stderr, "approved") {
+		t.Fatalf("the conflict does not say what holds: %s", again.stderr)
+	}
+	got := s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read")
+	if got.str("decision.note") != "once" {
+		t.Fatalf("note %q", got.str("decision.note"))
+	}
+
+	id2 := s.create(t, `{"tool":"rm","arguments":{"path":"/"}}`)
+	var denied struct {
+		State    string `json:"state"`
+		Decision struct {
+			Note string `json:"note"`
+		} `json:"decision"`
+	}
+	// Flags may follow the ID.
+	if err := json.Unmarshal([]byte(s.cli(t, s.reviewer, "requests", "deny", id2, "--note", "never on /", "--json").want(t, 0, "deny --json").stdout), &denied); err != nil {
+		t.Fatal(err)
+	}
+	if denied.State != "denied" || denied.Decision.Note != "never on /" {
+		t.Fatalf("deny --json: %+v", denied)
+	}
+}
+
+// TestCLIUsage: mistakes in the command line are exit 2 and say what to do.
+func TestCLIUsage(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	for _, tc := range []struct {
+		token string
+		args  []string
+		says  string
+	}{
+		{s.reviewer, []string{"requests"}, "requests needs a subcommand"},
+		{s.reviewer, []string{"requests", "frob"}, `unknown subcommand "frob"`},
+		{s.reviewer, []string{"requests", "show"}, "requests show needs <id>"},
+		{s.reviewer, []string{"requests", "show", "a", "b"}, "requests show needs <id>, got 2"},
+		{s.reviewer, []string{"requests", "list", "extra"}, "takes no arguments"},
+		{"", []string{"requests", "list"}, "no token: set AIRLOCK_TOKEN"},
+		{s.reviewer, []string{"requests", "list", "--nope"}, "flag provided but not defined"},
+		{s.admin, []string{"tokens", "create", "--name", "x"}, "needs --name and --role"},
+		{s.reviewer, []string{"instances", "list", "--url", "ftp://x"}, "--url"},
+	} {
+		r := s.cli(t, tc.token, tc.args...)
+		if r.exit != exitUsage || !strings.Contains(r.stderr, tc.says) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 saying %q", tc.args, r.exit, r.stderr, tc.says)
+		}
+	}
+	for _, args := range [][]string{{"requests", "-h"}, {"requests", "approve", "-h"}, {"help", "tokens"}, {"help", "instances"}} {
+		r := s.cli(t, s.reviewer, args...)
+		if r.exit != 0 || !strings.Contains(r.stdout+r.stderr, "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict") {
+			t.Errorf("%v: exit %d, output %q", args, r.exit, r.stdout+r.stderr)
+		}
+	}
+}
+
+// TestCLITokensAndInstances: an admin mints, lists and revokes tokens (a
+// revoked token stops at once); instances are listed with their pending
+// counts and deleted with their pending requests.
+func TestCLITokensAndInstances(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	var created struct {
+		ID     string   `json:"id"`
+		Secret string   `json:"secret"`
+		Role   string   `json:"role"`
+		Scopes []string `json:"scopes"`
+	}
+	out := s.cli(t, s.admin, "tokens", "create", "--name", "deploy bot", "--role", "agent", "--scope", "work:write", "--json").want(t, 0, "create token").stdout
+	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Secret, "airlock_") || created.Role != "agent" || len(created.Scopes) != 1 {
+		t.Fatalf("tokens create --json: %s (%v)", out, err)
+	}
+	text := s.cli(t, s.admin, "tokens", "create", "--name", "second", "--role", "reviewer").want(t, 0, "create token").stdout
+	if !regexp.MustCompile(`Secret \(shown once; only its hash is stored\):\nairlock_\S+\n`).MatchString(text) {
+		t.Fatalf("tokens create:\n%s", text)
+	}
+	list := s.cli(t, s.admin, "tokens", "list").want(t, 0, "list tokens").stdout
+	if !strings.Contains(list, created.ID) || !strings.Contains(list, "deploy bot") || strings.Contains(list, created.Secret) {
+		t.Fatalf("tokens list:\n%s", list)
+	}
+	s.cli(t, s.reviewer, "tokens", "list").want(t, exitAuth, "a reviewer listing tokens")
+	s.cli(t, s.admin, "tokens", "create", "--name", "x", "--role", "boss").want(t, 1, "an invalid role")
+	s.cli(t, created.Secret, "instances", "list").want(t, 0, "the new token works")
+	s.cli(t, s.admin, "tokens", "revoke", created.ID).want(t, 0, "revoke")
+	s.cli(t, created.Secret, "instances", "list").want(t, exitAuth, "a revoked token")
+	s.cli(t, s.admin, "tokens", "revoke", "tok_nope").want(t, exitNotFound, "revoke an unknown token")
+
+	s.create(t, `{"tool":"ls","arguments":{}}`)
+	s.create(t, `{"tool":"ls","arguments":{"a":1}}`)
+	out = s.cli(t, s.reviewer, "instances", "list").want(t, 0, "instances list").stdout
+	if !regexp.MustCompile(regexp.QuoteMeta(s.instance) + `\s+laptop\s+2\s`).MatchString(out) {
+		t.Fatalf("instances list:\n%s", out)
+	}
+	var insts struct {
+		Items []struct {
+			ID      string `json:"id"`
+			Pending int    `json:"pending_count"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(s.cli(t, s.agent, "instances", "list", "--json").want(t, 0, "instances list --json").stdout), &insts); err != nil || len(insts.Items) != 1 || insts.Items[0].Pending != 2 {
+		t.Fatalf("instances list --json: %+v %v", insts, err)
+	}
+	s.cli(t, s.reviewer, "instances", "delete", s.instance).want(t, exitAuth, "a reviewer deleting")
+	if out := s.cli(t, s.admin, "instances", "delete", s.instance).want(t, 0, "delete").stdout; !strings.Contains(out, "cancelled 2 pending request(s)") {
+		t.Fatalf("delete said %q", out)
+	}
+	s.cli(t, s.admin, "instances", "delete", "ins_nope").want(t, exitNotFound, "delete an unknown instance")
+	if out := s.cli(t, s.reviewer, "requests", "list", "--state", "cancelled", "--json").stdout; strings.Count(out, `"state": "cancelled"`) != 2 {
+		t.Fatalf("the deleted instance's requests are not cancelled:\n%s", out)
+	}
+}
+
+// TestCLIWatch: --json streams new pending requests as JSON lines; with a
+// reader of answers (--prompt, as on a terminal) each request is shown and
+// decided as it comes: one pending before the watch, then new ones. Not
+// parallel: it replaces watchInput.
+func TestCLIWatch(t *testing.T) {
+	s := startCLIServer(t)
+	before := s.create(t, `{"tool":"deploy","arguments":{"service":"api"}}`)
+
+	// --json
+	out := newOutput()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	app := &App{Stdout: out, Stderr: io.Discard, LookupEnv: mapEnv(map[string]string{"AIRLOCK_URL": s.url, "AIRLOCK_TOKEN": s.reviewer})}
+	go func() { done <- app.Run(ctx, []string{"requests", "watch", "--json"}) }()
+	out.waitFor(t, regexp.MustCompile(`"id":"`+before+`"`), nil)
+	fresh := s.create(t, `{"tool":"scale","arguments":{"replicas":3}}`)
+	out.waitFor(t, regexp.MustCompile(`"id":"`+fresh+`"`), nil)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("watch --json ended with %v", err)
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+	}
+
+	// Interactive.
+	answers, feed := io.Pipe()
+	defer feed.Close()
+	saved := watchInput
+	watchInput = func() (io.Reader, bool) { return answers, false }
+	defer func() { watchInput = saved }()
+	out = newOutput()
+	app = &App{Stdout: out, Stderr: io.Discard, LookupEnv: mapEnv(map[string]string{"AIRLOCK_URL": s.url, "AIRLOCK_TOKEN": s.reviewer})}
+	done = make(chan error, 1)
+	go func() { done <- app.Run(context.Background(), []string{"requests", "watch", "--prompt"}) }()
+	prompt := regexp.MustCompile(`Decide \[a\]pprove, \[d\]eny, \[s\]kip, \[q\]uit: `)
+	waitPrompts := func(n int) {
+		t.Helper()
+		out.waitFor(t, regexp.MustCompile(fmt.Sprintf(`(?s)(?:.*?%s){%d}`, prompt.String(), n)), nil)
+	}
+	waitPrompts(1)
+	if !strings.Contains(out.String(), before) {
+		t.Fatalf("the first prompt is not for the request pending before the watch:\n%s", out)
+	}
+	fmt.Fprintln(feed, "a")
+	out.waitFor(t, regexp.MustCompile(`approved `+before), nil)
+	// fresh is the next one; skip it, then deny a new one with a note.
+	waitPrompts(2)
+	fmt.Fprintln(feed, "s")
+	third := s.create(t, `{"tool":"drop_table","arguments":{"table":"users"}}`)
+	waitPrompts(3)
+	if !strings.Contains(out.String(), third) {
+		t.Fatalf("the third prompt is not for the new request:\n%s", out)
+	}
+	fmt.Fprintln(feed, "d")
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): `), nil)
+	fmt.Fprintln(feed, "no dropping users")
+	out.waitFor(t, regexp.MustCompile(`denied `+third), nil)
+	feed.Close() // end of input: the watch ends
+	if err := <-done; err != nil {
+		t.Fatalf("watch ended with %v", err)
+	}
+	got := s.api.call("GET", "/v1/approval-requests/"+third, s.reviewer, "").want(t, 200, "read")
+	if got.str("state") != "denied" || got.str("decision.note") != "no dropping users" {
+		t.Fatalf("third: %s", got.raw)
+	}
+	if s := s.api.call("GET", "/v1/approval-requests/"+fresh, s.reviewer, "").str("state"); s != "pending" {
+		t.Fatalf("the skipped request is %s", s)
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
+)
+
+var tokensCommand = command{
+	name:    "tokens",
+	args:    "create|list|revoke [flags]",
+	summary: "Mint, list and revoke tokens (admins) on a running server.",
+	run:     runTokens,
+}
+
+// tokenSubcommands is filled in init (see requestSubcommands).
+var tokenSubcommands []subcommand
+
+func init() {
+	tokenSubcommands = []subcommand{
+		{"create", "--name NAME --role agent|reviewer|admin [--scope S]... [--principal P]", "mint a token; its secret is shown this once", runTokensCreate},
+		{"list", "", "list every token (never their secrets)", runTokensList},
+		{"revoke", "<id>", "revoke a token: it stops working at its next request", runTokensRevoke},
+	}
+}
+
+func runTokens(ctx context.Context, a *App, args []string) error {
+	return runSubcommand(ctx, a, "tokens", "Tokens on a running server, for admins.", tokenSubcommands, args)
+}
+
+// scopes collects repeated --scope flags.
+type scopes []string
+
+func (s *scopes) String() string     { return strings.Join(*s, ",") }
+func (s *scopes) Set(v string) error { *s = append(*s, v); return nil }
+
+func runTokensCreate(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(tokenSubcommands, "create")
+	fs, r := a.apiFlagSet("tokens", "create", syn, sum)
+	name := fs.String("name", "", "what the token is for, such as \"release bot\" (required)")
+	role := fs.String("role", "", "agent, reviewer or admin (required)")
+	principal := fs.String("principal", "", "who holds it; a reviewer cannot decide requests of a token with the same principal (default: the token's ID)")
+	var sc scopes
+	fs.Var(&sc, "scope", "a finer permission, such as work:write (repeat for more)")
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return err
+	}
+	if *name == "" || *role == "" {
+		return usageErrorf("tokens create needs --name and --role")
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	t, err := c.CreateToken(ctx, client.CreateTokenInput{Name: *name, Role: airlock.Role(*role), Scopes: sc, Principal: *principal})
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(t)
+	}
+	fmt.Fprintf(r.out, "Created %s token %s (%s).\n", t.Role, t.ID, clip(t.Name, 60))
+	fmt.Fprintf(r.out, "Secret (shown once; only its hash is stored):\n%s\n", t.Secret)
+	return nil
+}
+
+func runTokensList(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(tokenSubcommands, "list")
+	fs, r := a.apiFlagSet("tokens", "list", syn, sum)
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	ts, err := c.ListTokens(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		if ts == nil {
+			ts = []client.Token{}
+		}
+		return r.printJSON(map[string]any{"items": ts})
+	}
+	now := time.Now()
+	var rows [][]string
+	for _, t := range ts {
+		revoked := "-"
+		if t.RevokedAt != nil {
+			revoked = since(now, *t.RevokedAt)
+		}
+		rows = append(rows, []string{t.ID, clip(t.Name, 32), string(t.Role), dash(strings.Join(t.Scopes, ",")), dash(clip(t.Principal, 24)), since(now, t.CreatedAt), revoked})
+	}
+	table(r.out, "ID\tNAME\tROLE\tSCOPES\tPRINCIPAL\tCREATED\tREVOKED", rows)
+	return nil
+}
+
+func runTokensRevoke(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(tokenSubcommands, "revoke")
+	fs, r := a.apiFlagSet("tokens", "revoke", syn, sum)
+	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	t, err := c.RevokeToken(ctx, pos[0])
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(t)
+	}
+	fmt.Fprintf(r.out, "Revoked %s (%s): it stops working at its next request.\n", t.ID, clip(t.Name, 60))
+	return nil
+}
+
+// dash stands in for an empty table cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
