@@ -497,3 +497,31 @@ func TestLiveStream(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsPageStale: a session without a heartbeat for StaleAfter is
+// listed as stale (display only), a closed one as closed.
+func TestSessionsPageStale(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.staleAfter = time.Nanosecond })
+	ctx := context.Background()
+	agent := b.callers["release bot"]
+	quiet, err := b.svc.OpenSession(ctx, agent, "quiet agent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := b.svc.OpenSession(ctx, agent, "finished agent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.CloseSession(ctx, agent, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := b.newClient(t)
+	c.signin(t, b.reviewer)
+	page := c.do(t, "GET", "/sessions", nil, nil).body
+	stale := page[strings.Index(page, `id="s-stale"`):strings.Index(page, `id="s-closed"`)]
+	closed := page[strings.Index(page, `id="s-closed"`):]
+	if !strings.Contains(stale, quiet.ID) || strings.Contains(stale, gone.ID) || !strings.Contains(closed, gone.ID) {
+		t.Fatalf("sessions page groups wrongly:\n%s", page)
+	}
+}

@@ -77,6 +77,7 @@ type bundle struct {
 type options struct {
 	allowedHosts []string
 	tls          bool
+	staleAfter   time.Duration
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -95,7 +96,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	logger := slog.New(logs)
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger})
+	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger, StaleAfter: o.staleAfter})
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
