@@ -191,10 +191,11 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 }
 
 // openStore opens the store --db names: PostgreSQL for a postgres:// or
-// postgresql:// URL (its search_path parameter, when given, picks the
-// schema), a SQLite file otherwise. Both apply their migrations.
+// postgresql:// URL or a keyword string (its search_path parameter, when
+// given, picks the schema), a SQLite file otherwise. Both apply their
+// migrations.
 func openStore(ctx context.Context, db string) (airlock.Store, error) {
-	if isPostgresURL(db) {
+	if isPostgres(db) {
 		s, err := postgres.Open(ctx, db)
 		if err != nil {
 			return nil, err
