@@ -88,6 +88,10 @@ func TestServeConfig(t *testing.T) {
 			check: func(c Config) bool { return c.DB == "airlock.db" }},
 		{name: "durations may be ISO 8601", args: []string{"--default-timeout", "PT30M"},
 			check: func(c Config) bool { return c.DefaultTimeout == 30*time.Minute }},
+		{name: "the session stale time from the environment", env: map[string]string{"AIRLOCK_SESSION_STALE_AFTER": "90s"},
+			check: func(c Config) bool { return c.SessionStaleAfter == 90*time.Second }},
+		{name: "the session stale time defaults to 5m", args: []string{},
+			check: func(c Config) bool { return c.SessionStaleAfter == 5*time.Minute }},
 		{name: "an admin token from the environment", env: map[string]string{"AIRLOCK_ADMIN_TOKEN": "ci-admin-token-0123456789"},
 			check: func(c Config) bool { return c.AdminToken == "ci-admin-token-0123456789" }},
 

@@ -52,6 +52,10 @@ type Config struct {
 	LogLevel string
 	// LogFormat is text or json. Default text.
 	LogFormat string
+	// SessionStaleAfter is how long an MCP session may go without a
+	// heartbeat before reviewers see it as stale. Stale is for display
+	// only: it cancels and refuses nothing. Default 5m.
+	SessionStaleAfter time.Duration
 	// ShutdownGrace is how long, on SIGINT or SIGTERM, in-flight requests
 	// (long-polls included) may take to finish before they are cut. Default 10s.
 	ShutdownGrace time.Duration
@@ -71,6 +75,7 @@ func DefaultConfig() Config {
 		RateLimit:           rest.DefaultRateLimit,
 		LogLevel:            "info",
 		LogFormat:           "text",
+		SessionStaleAfter:   airlock.DefaultStaleAfter,
 		ShutdownGrace:       10 * time.Second,
 	}
 }
@@ -98,6 +103,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ApprovalValidity, d.ApprovalValidity)
 	setDur(&c.MaxApprovalValidity, d.MaxApprovalValidity)
 	setDur(&c.ShutdownGrace, d.ShutdownGrace)
+	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
 	}
@@ -146,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
+	}
+	if c.SessionStaleAfter < 0 {
+		return fmt.Errorf("--session-stale-after must be positive")
 	}
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative")
@@ -219,6 +228,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token (bursts of twice that); over it, 429")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
+	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
 }
 

@@ -114,6 +114,7 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := provider.New(provider.Config{
 		Store: store, Limits: cfg.Limits(), Logger: log, Metrics: provider.NewMetrics(reg, nil),
+		StaleAfter: cfg.SessionStaleAfter,
 	})
 	if err != nil {
 		return nil, err
