@@ -110,21 +110,10 @@ func forbidden(format string, args ...any) error {
 // revoked tokens are unauthorized; the store is asked on every call, so a
 // revocation takes effect on the next one.
 func (s *Service) Authenticate(ctx context.Context, secret string) (airlock.Caller, error) {
-	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "missing, unknown or revoked token: send Authorization: Bearer <token>")
 	if secret == "" {
-		return airlock.Caller{}, unauthorized
+		return airlock.Caller{}, airlock.Errorf(airlock.CodeUnauthorized, "missing token: send Authorization: Bearer <token>")
 	}
-	t, err := s.store.TokenByHash(ctx, airlock.HashSecret(secret))
-	if airlock.ErrorCode(err) == airlock.CodeNotFound {
-		return airlock.Caller{}, unauthorized
-	}
-	if err != nil {
-		return airlock.Caller{}, fmt.Errorf("authenticate: %w", err)
-	}
-	if t.RevokedAt != nil {
-		return airlock.Caller{}, unauthorized
-	}
-	return t, nil
+	return s.AuthenticateHash(ctx, airlock.HashSecret(secret))
 }
 
 // RegisterInstance registers an adapter instance owned by the calling agent.

@@ -7,13 +7,13 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// AuthenticateHash returns the token whose secret hashes to hash, for the
-// web inbox: its sign-in sessions keep only the hash of the reviewer's
-// token, never the secret, and re-check it on every request, so a revoked
-// token stops working at its next page. Unknown and revoked tokens are
-// unauthorized, as with Authenticate.
+// AuthenticateHash returns the token whose secret hashes to hash. The web
+// inbox calls it directly: its sign-in sessions keep only the hash of the
+// reviewer's token, never the secret, and re-check it on every request, so
+// a revoked token stops working at its next page. Unknown and revoked
+// tokens are unauthorized.
 func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Caller, error) {
-	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: sign in again with a valid token")
+	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: use a valid token (an admin can mint one)")
 	if len(hash) == 0 {
 		return airlock.Caller{}, unauthorized
 	}
