@@ -22,12 +22,11 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/hostcheck"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -194,27 +193,9 @@ func (h *handler) recoverPanic(w http.ResponseWriter, r *http.Request) {
 	h.errorPage(w, r, http.StatusInternalServerError, "Internal error", "Something went wrong on the server; it has been logged. Try again.")
 }
 
-// hostAllowed reports whether the Host header names this server: a
-// loopback name, or one of the allowed hosts (with or without its port).
-// It is the rule of the MCP endpoint's Host check.
-func (h *handler) hostAllowed(hostport string) bool {
-	hostport = strings.ToLower(hostport)
-	host := hostport
-	if hp, _, err := net.SplitHostPort(hostport); err == nil {
-		host = hp
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "" {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return slices.Contains(h.allowed, hostport) || slices.Contains(h.allowed, host)
-}
+// hostAllowed reports whether the Host header names this server (DNS
+// rebinding protection, shared with the other browser-reachable endpoint).
+func (h *handler) hostAllowed(hostport string) bool { return hostcheck.Allowed(hostport, h.allowed) }
 
 // untilShutdown returns ctx ended also when the server's Context is done.
 func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {

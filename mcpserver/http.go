@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/hostcheck"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -226,25 +226,10 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	return body, true
 }
 
-// hostAllowed reports whether the Host header names this server: a
-// loopback name, or one of the allowed hosts (with or without its port).
+// hostAllowed reports whether the Host header names this server (DNS
+// rebinding protection, shared with the other browser-reachable endpoint).
 func (h *httpHandler) hostAllowed(hostport string) bool {
-	hostport = strings.ToLower(hostport)
-	host := hostport
-	if hp, _, err := net.SplitHostPort(hostport); err == nil {
-		host = hp
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "" {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return slices.Contains(h.allowed, hostport) || slices.Contains(h.allowed, host)
+	return hostcheck.Allowed(hostport, h.allowed)
 }
 
 // originMatches reports whether an Origin header is the server's own: an

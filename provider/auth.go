@@ -13,7 +13,7 @@ import (
 // a revoked token stops working at its next page. Unknown and revoked
 // tokens are unauthorized.
 func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Caller, error) {
-	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: use a valid token (an admin can mint one)")
+	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: send a valid one as Authorization: Bearer <token> (an admin can mint one)")
 	if len(hash) == 0 {
 		return airlock.Caller{}, unauthorized
 	}
