@@ -34,6 +34,24 @@ type Store struct {
 	clock airlock.Clock
 	// fault is the test hook of WithFaultHook; nil in production.
 	fault func(point string) error
+	// beforeCommit, set by tests only, runs before each batch's COMMIT;
+	// its error fails the commit.
+	beforeCommit func(ops int) error
+
+	// enqueued, set by tests only, runs after an operation is queued.
+	enqueued func()
+
+	// queue holds the write operations waiting for writeLoop, the one
+	// writer, in arrival order; closed refuses new ones.
+	qmu    sync.Mutex
+	queue  []*op
+	closed bool
+	// wake tells the writer the queue or closed changed (capacity 1, so a
+	// wake-up is never lost and never blocks).
+	wake       chan struct{}
+	writerDone chan struct{} // closed when writeLoop has returned
+	writing    bool          // writeLoop was started
+	stats      writeStats
 
 	closeOnce sync.Once
 	closeErr  error
@@ -45,9 +63,11 @@ var _ airlock.Store = (*Store)(nil)
 type Option func(*config)
 
 type config struct {
-	clock       airlock.Clock
-	busyTimeout time.Duration
-	fault       func(point string) error
+	clock        airlock.Clock
+	busyTimeout  time.Duration
+	fault        func(point string) error
+	beforeCommit func(ops int) error
+	enqueued     func()
 }
 
 // WithClock sets the clock that judges every deadline and expires_at and
@@ -76,7 +96,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Store{clock: cfg.clock, fault: cfg.fault}
+	s := &Store{clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued,
+		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
 	if err != nil {
@@ -107,6 +128,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	s.writing = true
+	go s.writeLoop()
 	return s, nil
 }
 
@@ -136,23 +159,6 @@ func dsn(path string, readOnly bool, busy time.Duration) string {
 // stores, so that what a write returns equals what a later read returns.
 func (s *Store) now() time.Time {
 	return s.clock.Now().UTC().Truncate(time.Microsecond)
-}
-
-// inTx runs fn in one write transaction and commits it when fn returns nil.
-// fn gets the store's now, read after the write lock is held: a now read
-// before waiting for the lock could be stale by the wait, and would let a
-// decision land after its deadline.
-func (s *Store) inTx(ctx context.Context, fn func(tx *txn, now time.Time) error) error {
-	defer s.write.prepareWanted(ctx)
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(&txn{Tx: tx, p: s.write}, s.now()); err != nil {
-		return err
-	}
-	return tx.Commit()
 }
 
 // translate is the one place where database/sql and driver errors become
@@ -191,9 +197,20 @@ func (s *Store) Ping(ctx context.Context) error {
 	return translate(s.read.QueryRowContext(ctx, `SELECT 1`).Scan(&one), "database", "ping")
 }
 
-// Close closes both pools. It is safe to call more than once.
+// Close refuses new writes, lets the writer finish those already queued,
+// then closes both pools. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.qmu.Lock()
+		s.closed = true
+		s.qmu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		if s.writing {
+			<-s.writerDone
+		}
 		var errs []error
 		if s.read != nil {
 			errs = append(errs, s.read.Close())

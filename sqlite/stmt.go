@@ -150,43 +150,49 @@ func (p *pool) Close() error {
 // txn is a write transaction whose queries reuse the pool's prepared
 // statements: database/sql finds the statement already prepared on the
 // transaction's connection and does not parse it again.
+//
+// Its statements run under ctx, the current operation's context without
+// its cancellation, whatever context a call site passes: several callers'
+// operations share one transaction (group commit), and a statement
+// interrupted by one caller's cancellation could roll back all of them.
 type txn struct {
 	*sql.Tx
-	p *pool
+	p   *pool
+	ctx context.Context
 }
 
 // stmt returns the transaction's copy of query's prepared statement, or
 // nil (run unprepared) when the query is new: it is then prepared after
 // the transaction.
-func (t *txn) stmt(ctx context.Context, query string) *sql.Stmt {
+func (t *txn) stmt(query string) *sql.Stmt {
 	st := t.p.cached(query)
 	if st == nil {
 		t.p.want(query)
 		return nil
 	}
-	return t.Tx.StmtContext(ctx, st)
+	return t.Tx.StmtContext(t.ctx, st)
 }
 
 // ExecContext runs query in the transaction, prepared.
-func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := t.stmt(ctx, query); st != nil {
-		return st.ExecContext(ctx, args...)
+func (t *txn) ExecContext(_ context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.stmt(query); st != nil {
+		return st.ExecContext(t.ctx, args...)
 	}
-	return t.Tx.ExecContext(ctx, query, args...)
+	return t.Tx.ExecContext(t.ctx, query, args...)
 }
 
 // QueryContext runs query in the transaction, prepared.
-func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := t.stmt(ctx, query); st != nil {
-		return st.QueryContext(ctx, args...)
+func (t *txn) QueryContext(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(query); st != nil {
+		return st.QueryContext(t.ctx, args...)
 	}
-	return t.Tx.QueryContext(ctx, query, args...)
+	return t.Tx.QueryContext(t.ctx, query, args...)
 }
 
 // QueryRowContext runs query in the transaction, prepared.
-func (t *txn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := t.stmt(ctx, query); st != nil {
-		return st.QueryRowContext(ctx, args...)
+func (t *txn) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	if st := t.stmt(query); st != nil {
+		return st.QueryRowContext(t.ctx, args...)
 	}
-	return t.Tx.QueryRowContext(ctx, query, args...)
+	return t.Tx.QueryRowContext(t.ctx, query, args...)
 }
