@@ -40,6 +40,7 @@ func init() {
 		requestsCommand,
 		tokensCommand,
 		instancesCommand,
+		benchCommand,
 		versionCommand, helpCommand}
 }
 

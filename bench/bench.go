@@ -1,0 +1,359 @@
+// Package bench is the load generator behind `airlock bench`: it drives an
+// Airlock server (a running one, or one it starts in-process on a temporary
+// store) with a scenario's operations from concurrent clients, and measures
+// throughput, latency and errors — and, for lifecycles, the same durable
+// work done with direct SQL on the same kind of store (the raw baseline),
+// so that every report says how close Airlock comes to the storage
+// engine's own ceiling.
+//
+// Every run is bounded in count and in time, and refuses targets beyond
+// this machine unless told otherwise: a load generator pointed at the
+// wrong server is an outage.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Scenarios.
+const (
+	// Lifecycle is create → decide (approve) → read, per client in a loop.
+	Lifecycle = "lifecycle"
+	// Create is creates only, each with a unique idempotency key.
+	Create = "create"
+	// Wait is many idle long-poll waiters (memory, idle CPU, one broadcast
+	// answering all), then decision → waiter latency round by round.
+	Wait = "wait"
+	// Expiry is many pending requests reaching their deadline at once.
+	Expiry = "expiry"
+	// MCP is approval_request tool calls through the /mcp endpoint.
+	MCP = "mcp"
+	// Raw is the raw baseline alone: a lifecycle's durable work in direct SQL.
+	Raw = "raw"
+)
+
+// Scenarios lists the scenarios, in the order help shows them.
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP}
+
+// Bounds of a run: no flag can make it unbounded.
+const (
+	MaxDuration = time.Hour
+	// MaxOps bounds the operations of lifecycle, create, mcp and raw runs.
+	MaxOps = 10_000_000
+	// MaxWaiters bounds the wait scenario's waiters.
+	MaxWaiters = 50_000
+	// MaxPending bounds the expiry scenario's pending requests.
+	MaxPending = 1_000_000
+	// MaxClients bounds concurrent clients.
+	MaxClients = 4096
+	// MaxReplicas bounds in-process replicas.
+	MaxReplicas = 16
+)
+
+// Defaults of Config.
+const (
+	DefaultClients  = 8
+	DefaultDuration = 10 * time.Second
+	// DefaultOps is the count bound of lifecycle, create, mcp and raw runs.
+	DefaultOps = 1_000_000
+	// DefaultWaiters is the wait scenario's waiters when Clients is unset.
+	DefaultWaiters = 100
+	// DefaultRounds is the wait scenario's decision → waiter rounds.
+	DefaultRounds = 200
+	// DefaultPending is the expiry scenario's pending requests.
+	DefaultPending = 10_000
+)
+
+// Config selects one run. Zero fields take the documented defaults.
+type Config struct {
+	// Scenario is one of Scenarios, or Raw for the raw baseline alone.
+	// Default Lifecycle.
+	Scenario string
+	// URLs are running servers to drive (clients take them in turn); empty
+	// starts Replicas servers in-process on a temporary store.
+	URLs []string
+	// Token is an admin token of the servers at URLs: the run mints an
+	// agent and a reviewer token with it and revokes them afterwards.
+	Token string
+	// DB is the store of the in-process server and of the raw baseline: a
+	// SQLite file path that must not exist yet (the run creates and then
+	// removes it; default a temporary directory) or a PostgreSQL URL (the
+	// run works in a fresh schema and drops it afterwards).
+	DB string
+	// Replicas is how many in-process servers share the store (PostgreSQL
+	// only). Default 1.
+	Replicas int
+	// Clients is how many clients run at once (default 8); for the wait
+	// scenario, how many long-poll waiters (default 100).
+	Clients int
+	// Duration bounds the measured part of the run (default 10s, at most
+	// MaxDuration). Setting up (creating the requests the wait and expiry
+	// scenarios need) has its own bound, proportional to Count.
+	Duration time.Duration
+	// Count bounds the operations: lifecycle, create, mcp and raw stop at
+	// Count operations or Duration, whichever comes first (default
+	// DefaultOps); wait runs Count decision rounds (default
+	// DefaultRounds); expiry creates Count pending requests (default
+	// DefaultPending).
+	Count int
+	// Baseline runs the raw baseline after a lifecycle run, in the same
+	// process, and reports ratio_to_raw. `airlock bench` sets it by
+	// default.
+	Baseline bool
+	// AllowRemote permits targets (servers, databases) beyond this machine.
+	AllowRemote bool
+	// Progress, when set, receives a line per phase.
+	Progress io.Writer
+}
+
+// withDefaults fills in the zero fields.
+func (c Config) withDefaults() Config {
+	if c.Scenario == "" {
+		c.Scenario = Lifecycle
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Clients == 0 {
+		c.Clients = DefaultClients
+		if c.Scenario == Wait {
+			c.Clients = DefaultWaiters
+		}
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Count == 0 {
+		switch c.Scenario {
+		case Wait:
+			c.Count = DefaultRounds
+		case Expiry:
+			c.Count = DefaultPending
+		default:
+			c.Count = DefaultOps
+		}
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+// Validate checks c, with its defaults filled in, without running
+// anything; its errors name the flag to fix. Run checks the same.
+func (c Config) Validate() error { return c.withDefaults().validate() }
+
+// validate checks a configuration that went through withDefaults.
+func (c Config) validate() error {
+	switch c.Scenario {
+	case Lifecycle, Create, Wait, Expiry, MCP, Raw:
+	default:
+		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
+	}
+	if c.Duration < 0 || c.Duration > MaxDuration {
+		return fmt.Errorf("--duration must be between 1ms and %s, not %s: every run is bounded", MaxDuration, c.Duration)
+	}
+	maxCount := MaxOps
+	switch c.Scenario {
+	case Expiry:
+		maxCount = MaxPending
+	case Wait:
+		maxCount = MaxOps
+	}
+	if c.Count < 0 || c.Count > maxCount {
+		return fmt.Errorf("--count must be between 1 and %d for %s, not %d", maxCount, c.Scenario, c.Count)
+	}
+	maxClients := MaxClients
+	if c.Scenario == Wait {
+		maxClients = MaxWaiters
+	}
+	if c.Clients < 0 || c.Clients > maxClients {
+		return fmt.Errorf("--clients must be between 1 and %d for %s, not %d", maxClients, c.Scenario, c.Clients)
+	}
+	if c.Replicas < 1 || c.Replicas > MaxReplicas {
+		return fmt.Errorf("--replicas must be between 1 and %d, not %d", MaxReplicas, c.Replicas)
+	}
+	if len(c.URLs) > 0 {
+		if c.Token == "" && c.Scenario != Raw {
+			return errors.New("--token is required with --url: an admin token of that server (the run mints an agent and a reviewer token with it, and revokes them after)")
+		}
+		if c.Replicas > 1 {
+			return errors.New("--replicas starts in-process servers; with --url, list every replica's URL instead (--url http://a,http://b)")
+		}
+		for _, u := range c.URLs {
+			if err := checkTarget("--url", u, c.AllowRemote); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Replicas > 1 && !isPostgres(c.DB) {
+		return errors.New("--replicas needs a shared PostgreSQL store: give --db postgres://…")
+	}
+	if isPostgres(c.DB) {
+		if err := checkTarget("--db", c.DB, c.AllowRemote); err != nil {
+			return err
+		}
+	} else if c.DB != "" {
+		if _, err := os.Stat(c.DB); err == nil {
+			return fmt.Errorf("--db %s already exists: the run creates a fresh SQLite file there and removes it after, so name a path that does not exist (or leave --db unset for a temporary one)", c.DB)
+		}
+	}
+	return nil
+}
+
+// isPostgres reports whether db names a PostgreSQL database.
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// checkTarget refuses a URL whose host is not this machine, unless remote
+// targets are allowed. A host name counts as local only when every address
+// it resolves to is a loopback address.
+func checkTarget(flag, raw string, allowRemote bool) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%s is not a URL: %v", flag, redact(err.Error()))
+	}
+	if !isPostgres(raw) && u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%s %s: want an http:// or https:// URL of an Airlock server", flag, redact(raw))
+	}
+	if allowRemote {
+		return nil
+	}
+	host := u.Hostname()
+	if isPostgres(raw) {
+		if h := u.Query().Get("host"); h != "" {
+			host = h
+		}
+		if host == "" || strings.HasPrefix(host, "/") {
+			return nil // a Unix socket: this machine
+		}
+	}
+	if loopback(host) {
+		return nil
+	}
+	return fmt.Errorf("%s %s is not on this machine: a load test aimed at the wrong server is an outage; pass --allow-remote if you mean it", flag, redact(raw))
+}
+
+func loopback(host string) bool {
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	addrs, err := net.LookupHost(host)
+	if err != nil || len(addrs) == 0 {
+		return false
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
+}
+
+// redact hides a password in a URL shown in an error.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// Run runs one benchmark and returns its report. It cleans up what it
+// created (in-process servers, temporary stores, minted tokens) before
+// returning, also when ctx ends early.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Scenario: cfg.Scenario, Clients: cfg.Clients, Machine: machine(),
+		Bounds: Bounds{DurationS: cfg.Duration.Seconds(), Count: cfg.Count},
+	}
+	if cfg.Scenario == Raw {
+		raw, err := runRaw(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rep.Target, rep.Store = "direct SQL", raw.Store
+		rep.Result = raw.Result
+		rep.Connections, rep.Clients = raw.Connections, raw.Clients
+		rep.Machine.LoadAfter = loadAvg()
+		return rep, nil
+	}
+
+	tgt, err := openTarget(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer tgt.close(context.WithoutCancel(ctx))
+	rep.Target, rep.Store, rep.Replicas = tgt.describe(), tgt.store, len(tgt.urls)
+
+	switch cfg.Scenario {
+	case Lifecycle, Create, MCP:
+		err = runLoadScenario(ctx, cfg, tgt, rep)
+	case Wait:
+		err = runWait(ctx, cfg, tgt, rep)
+	case Expiry:
+		err = runExpiry(ctx, cfg, tgt, rep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ws := tgt.writeStats(); ws != nil {
+		rep.Commits = ws
+	}
+	if cfg.Scenario == Lifecycle && cfg.Baseline {
+		fmt.Fprintf(cfg.Progress, "raw baseline: the same durable work in direct SQL, %s\n", cfg.Duration)
+		raw, err := runRaw(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("raw baseline: %w", err)
+		}
+		rep.Raw = raw
+		if raw.OpsPerS > 0 {
+			rep.RatioToRaw = round(rep.OpsPerS/raw.OpsPerS, 3)
+		}
+	}
+	rep.Machine.LoadAfter = loadAvg()
+	return rep, nil
+}
+
+// machine describes where the run happened, load included: on a shared
+// machine, a number without the load beside it cannot be judged.
+func machine() Machine {
+	host, _ := os.Hostname()
+	return Machine{
+		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		GoVersion: runtime.Version(), Host: host, LoadBefore: loadAvg(),
+	}
+}
+
+// loadAvg returns the 1-minute load average, or -1 where it is unknown.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return -1
+	}
+	return l
+}

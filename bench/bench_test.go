@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// short is a run small enough for -race on two cores.
+func short(scenario string) Config {
+	return Config{Scenario: scenario, Clients: 2, Duration: 20 * time.Second, Count: 12}
+}
+
+func run(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run(%s): %v\nprogress:\n%s", cfg.Scenario, err, progress.String())
+	}
+	return rep
+}
+
+// checkResult checks a measured stream: ops within the count bound, no
+// errors, and latencies in order.
+func checkResult(t *testing.T, name string, res Result, maxOps int) {
+	t.Helper()
+	l := res.LatencyMS
+	switch {
+	case res.Ops <= 0 || res.Ops > int64(maxOps):
+		t.Errorf("%s: %d ops, want 1..%d", name, res.Ops, maxOps)
+	case res.Errors != 0:
+		t.Errorf("%s: %d errors %v", name, res.Errors, res.ErrorKinds)
+	case res.OpsPerS <= 0 || res.ElapsedS <= 0:
+		t.Errorf("%s: %.1f ops/s over %.3fs", name, res.OpsPerS, res.ElapsedS)
+	case !(0 < l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.Max):
+		t.Errorf("%s: latencies out of order: %+v", name, l)
+	}
+}
+
+// TestLifecycleWithBaseline runs the lifecycle scenario in-process, with
+// the raw baseline after it, and checks the report and its JSON.
+func TestLifecycleWithBaseline(t *testing.T) {
+	t.Parallel()
+	cfg := short(Lifecycle)
+	cfg.Baseline = true
+	rep := run(t, cfg)
+	checkResult(t, "lifecycle", rep.Result, cfg.Count)
+	if rep.Ops != int64(cfg.Count) {
+		t.Errorf("lifecycle ran %d ops, want the count bound %d (the duration bound is far)", rep.Ops, cfg.Count)
+	}
+	if rep.Raw == nil {
+		t.Fatal("no raw baseline in a lifecycle report")
+	}
+	checkResult(t, "raw", rep.Raw.Result, cfg.Count)
+	if rep.Raw.Connections != 1 || rep.Raw.Store != "sqlite" {
+		t.Errorf("raw baseline on %s with %d connections, want sqlite with 1", rep.Raw.Store, rep.Raw.Connections)
+	}
+	if want := round(rep.OpsPerS/rep.Raw.OpsPerS, 3); rep.RatioToRaw != want {
+		t.Errorf("ratio_to_raw %v, want %v", rep.RatioToRaw, want)
+	}
+	if rep.Commits == nil || rep.Commits.Ops < 2*int64(cfg.Count) || rep.Commits.Commits == 0 {
+		t.Errorf("SQLite write counters %+v, want at least 2 writes per lifecycle", rep.Commits)
+	}
+
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"scenario", "target", "store", "clients", "ops", "errors", "ops_per_s", "elapsed_s",
+		"latency_ms.p50", "latency_ms.p90", "latency_ms.p99", "latency_ms.max", "bounds.duration_s", "bounds.count",
+		"raw.ops_per_s", "raw.connections", "raw.latency_ms.p99", "ratio_to_raw", "commits.ops_per_commit",
+		"machine.cpus", "machine.load_before", "machine.load_after"} {
+		if lookup(m, path) == nil {
+			t.Errorf("JSON report has no %s:\n%s", path, b)
+		}
+	}
+	if m["scenario"] != "lifecycle" || m["target"] != "in-process" || m["store"] != "sqlite" {
+		t.Errorf("JSON report names %v on %v with %v", m["scenario"], m["target"], m["store"])
+	}
+
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "ratio to raw", "p99 ms"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+// lookup follows a dotted path in decoded JSON.
+func lookup(m map[string]any, path string) any {
+	var v any = m
+	for _, k := range strings.Split(path, ".") {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = o[k]
+	}
+	return v
+}
+
+// TestScenarios runs create, mcp and raw briefly.
+func TestScenarios(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{Create, MCP, Raw} {
+		t.Run(s, func(t *testing.T) {
+			t.Parallel()
+			rep := run(t, short(s))
+			checkResult(t, s, rep.Result, 12)
+			if rep.Raw != nil {
+				t.Errorf("%s ran the raw baseline, which belongs to lifecycle", s)
+			}
+		})
+	}
+}
+
+// TestDurationBound gives a run a far count and a short duration: it must
+// stop at the duration.
+func TestDurationBound(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Scenario: Create, Clients: 2, Duration: 300 * time.Millisecond, Count: MaxOps}
+	start := time.Now()
+	rep := run(t, cfg)
+	if rep.ElapsedS < 0.3 || rep.ElapsedS > 10 {
+		t.Errorf("a 300ms run measured for %.3fs", rep.ElapsedS)
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Errorf("a 300ms run took %s in all", took)
+	}
+	if rep.Ops <= 0 || rep.Ops >= MaxOps {
+		t.Errorf("%d ops", rep.Ops)
+	}
+}
+
+// TestWait runs the wait scenario with a few waiters and rounds. It is
+// not parallel: it measures the process's memory, which other tests'
+// allocations would disturb.
+func TestWait(t *testing.T) {
+	rep := run(t, Config{Scenario: Wait, Clients: 20, Count: 5, Duration: 20 * time.Second})
+	x := rep.Wait
+	if x == nil {
+		t.Fatal("no wait report")
+	}
+	if x.Waiters != 20 || x.Answered != 20 || rep.Errors != 0 {
+		t.Errorf("%d waiters, %d answered by the broadcast, errors %v; want 20, 20, none", x.Waiters, x.Answered, rep.ErrorKinds)
+	}
+	if x.Rounds != 5 || x.WaiterMS.P50 <= 0 || x.DecisionMS.P50 <= 0 {
+		t.Errorf("%d rounds, waiter %+v, decision %+v", x.Rounds, x.WaiterMS, x.DecisionMS)
+	}
+	if x.BroadcastMS <= 0 || x.BroadcastMS < x.BroadcastCallMS-1 {
+		t.Errorf("broadcast answered all in %v ms, its call took %v ms", x.BroadcastMS, x.BroadcastCallMS)
+	}
+	// With 20 waiters the memory figures are mostly noise (a GC's
+	// fluctuation divided by 20); the docs measure 10,000.
+	if x.GrossBytesPerWaiter == 0 || x.MemorySource == "" {
+		t.Errorf("memory per waiter not measured: %+v", x)
+	}
+	if x.Transport != "tcp" {
+		t.Errorf("20 waiters went over %s, want tcp", x.Transport)
+	}
+}
+
+// TestExpiry runs the expiry scenario with a few hundred requests.
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	rep := run(t, Config{Scenario: Expiry, Clients: 4, Count: 300, Duration: 30 * time.Second})
+	x := rep.Expiry
+	if x == nil {
+		t.Fatal("no expiry report")
+	}
+	if x.Pending != 300 || x.ExpiredPerS <= 0 || x.Sweeps == 0 || x.MaxSweepMS <= 0 || x.MaxSweepRows == 0 {
+		t.Errorf("expiry report %+v", x)
+	}
+	if x.Waiters != expiryWaiters || rep.Errors != 0 {
+		t.Errorf("%d waiters heard expired (errors %v), want %d", x.Waiters, rep.ErrorKinds, expiryWaiters)
+	}
+	if x.WokenAfterDeadlineMS.P50 < 0 || x.LastExpiredAfterDeadlineMS < 0 {
+		t.Errorf("woken %+v, last expired %v ms after the deadline: before it", x.WokenAfterDeadlineMS, x.LastExpiredAfterDeadlineMS)
+	}
+}
+
+// TestRemoteServer drives a server through its URL and admin token, as
+// `airlock bench --url --token` does, and checks that the tokens the run
+// minted are revoked afterwards.
+func TestRemoteServer(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, err := openTarget(ctx, Config{Clients: 2, Progress: &bytes.Buffer{}}.withDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close(context.Background())
+
+	cfg := short(Lifecycle)
+	cfg.URLs, cfg.Token = []string{srv.urls[0] + "/"}, srv.admin
+	rep := run(t, cfg)
+	checkResult(t, "lifecycle over --url", rep.Result, cfg.Count)
+	if rep.Target != srv.urls[0] || rep.Store != "remote" || rep.Commits != nil {
+		t.Errorf("report on %q, store %q, commits %v", rep.Target, rep.Store, rep.Commits)
+	}
+	var list struct {
+		Items []struct {
+			Name      string  `json:"name"`
+			RevokedAt *string `json:"revoked_at"`
+		} `json:"items"`
+	}
+	if err := srv.call(ctx, "GET", srv.urls[0], "/v1/tokens", srv.admin, "", &list); err != nil {
+		t.Fatal(err)
+	}
+	// The server's own bench tokens stay live; the run's two are revoked.
+	live, revoked := 0, 0
+	for _, tok := range list.Items {
+		if tok.Name != "airlock bench agent" && tok.Name != "airlock bench reviewer" {
+			continue
+		}
+		if tok.RevokedAt == nil {
+			live++
+		} else {
+			revoked++
+		}
+	}
+	if live != 2 || revoked != 2 {
+		t.Errorf("bench tokens after the run: %d live, %d revoked; want the server's 2 live and the run's 2 revoked", live, revoked)
+	}
+
+	cfg.Token = srv.agent
+	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "admin token") {
+		t.Errorf("run with an agent token = %v, want an error asking for an admin token", err)
+	}
+}
+
+// TestRefusals checks what a run refuses before doing anything: targets
+// off this machine, unbounded or oversized runs, and an existing file.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	existing := filepath.Join(t.TempDir(), "real.db")
+	if err := os.WriteFile(existing, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"remote URL", Config{URLs: []string{"http://192.0.2.1:8080"}, Token: "x"}, "--allow-remote"},
+		{"remote host name", Config{URLs: []string{"https://airlock.example.com"}, Token: "x"}, "--allow-remote"},
+		{"remote database", Config{DB: "postgres://u:secret@192.0.2.1/db"}, "--allow-remote"},
+		{"URL without a token", Config{URLs: []string{"http://127.0.0.1:1"}}, "--token"},
+		{"not an http URL", Config{URLs: []string{"ftp://127.0.0.1"}, Token: "x"}, "http://"},
+		{"too long", Config{Duration: 2 * time.Hour}, "--duration"},
+		{"negative duration", Config{Duration: -time.Second}, "--duration"},
+		{"too many ops", Config{Count: MaxOps + 1}, "--count"},
+		{"too many pending", Config{Scenario: Expiry, Count: MaxPending + 1}, "--count"},
+		{"too many waiters", Config{Scenario: Wait, Clients: MaxWaiters + 1}, "--clients"},
+		{"unknown scenario", Config{Scenario: "soak"}, "--scenario"},
+		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
+		{"existing SQLite file", Config{DB: existing}, "already exists"},
+	} {
+		err := tt.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate = %v, want an error naming %s", tt.name, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows the password: %v", tt.name, err)
+		}
+		if _, err := Run(t.Context(), tt.cfg); err == nil {
+			t.Errorf("%s: Run ran", tt.name)
+		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "precious" {
+		t.Errorf("the existing file was touched: %q", b)
+	}
+	for _, cfg := range []Config{
+		{URLs: []string{"http://192.0.2.1:8080"}, Token: "x", AllowRemote: true},
+		{URLs: []string{"http://localhost:8080", "http://127.0.0.1:8081", "http://[::1]:8082"}, Token: "x"},
+		{DB: "postgres://postgres@127.0.0.1:5432/test"},
+		{DB: "postgres:///test?host=/var/run/postgresql"},
+	} {
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v, want it accepted", cfg, err)
+		}
+	}
+}

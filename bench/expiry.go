@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Expiry scenario parameters.
+const (
+	// expirySample is how many requests are created first to learn the
+	// creation rate, from which the common deadline is planned.
+	expirySample = 200
+	// expiryWaiters is how many of the due requests have a long-poll
+	// waiting, to see that expiry wakes waiters.
+	expiryWaiters = 100
+	// minLeft is the least window a request may be created with: the
+	// server's default --min-timeout is 1s.
+	minLeft = 1100 * time.Millisecond
+)
+
+// runExpiry is the expiry scenario: cfg.Count requests are created with
+// windows that end at one common instant, some with a long-poll waiting;
+// it measures how long after that instant the last one was expired, the
+// rate of expiry, the longest sweep transaction (in-process), and when the
+// waiters heard.
+func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
+	n := cfg.Count
+	base := t.urls[0]
+	setup, cancel := context.WithTimeout(ctx, setupBudget(n))
+	defer cancel()
+	workers := max(cfg.Clients, 1)
+
+	// Learn the creation rate on a sample, then withdraw the sample.
+	sampleInst, err := t.newInstance(setup, base, "bench expiry sample")
+	if err != nil {
+		return err
+	}
+	k := min(expirySample, n)
+	s0 := time.Now()
+	if _, err := t.createMany(setup, sampleInst, k, workers, func(i int) (string, error) { return requestBody(int64(i), "1h"), nil }); err != nil {
+		return fmt.Errorf("create the sample: %w", err)
+	}
+	perReq := time.Since(s0) / time.Duration(k)
+	if err := t.call(setup, "DELETE", base, "/v1/instances/"+sampleInst, t.agent, "", nil); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(max(3*time.Second, time.Duration(n)*perReq*2+3*time.Second))
+	fmt.Fprintf(cfg.Progress, "expiry: creating %d requests due together at %s (%.0f creates/s measured)\n",
+		n, deadline.Format("15:04:05.000"), float64(time.Second)/float64(perReq))
+
+	inst, err := t.newInstance(setup, base, "bench expiry")
+	if err != nil {
+		return err
+	}
+	reqs, err := t.createMany(setup, inst, n, workers, func(i int) (string, error) {
+		left := time.Until(deadline)
+		if left < minLeft {
+			return "", fmt.Errorf("creating %d requests is slower than planned: %d created with %s left before their common deadline; lower --count or raise --clients", n, i, left.Round(time.Millisecond))
+		}
+		return requestBody(int64(i), fmt.Sprintf("%dus", left.Microseconds())), nil
+	})
+	if err != nil {
+		return err
+	}
+	first, last := reqs[0].DeadlineAt, reqs[0].DeadlineAt
+	for _, r := range reqs {
+		if r.DeadlineAt.Before(first) {
+			first = r.DeadlineAt
+		}
+		if r.DeadlineAt.After(last) {
+			last = r.DeadlineAt
+		}
+	}
+	x := &ExpiryReport{Pending: n, DeadlineSpreadMS: ms(last.Sub(first))}
+	rep.Expiry = x
+
+	// Long-polls on a sample of the requests, spread over them.
+	nw := min(expiryWaiters, n)
+	heard := make([]answer, nw)
+	deadlines := make([]time.Time, nw)
+	var wg sync.WaitGroup
+	wait := fmt.Sprintf("%dms", (time.Until(last) + 30*time.Second).Milliseconds())
+	for i := range nw {
+		r := reqs[i*n/nw]
+		deadlines[i] = r.DeadlineAt
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/approval-requests/"+r.ID+"?wait="+wait, nil)
+			if err != nil {
+				heard[i] = answer{err: err}
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+t.agent)
+			resp, err := t.hc.Do(req)
+			at := time.Now()
+			if err != nil {
+				heard[i] = answer{err: err, at: at}
+				return
+			}
+			defer resp.Body.Close()
+			var got apiRequest
+			if resp.StatusCode != http.StatusOK {
+				heard[i] = answer{err: &httpError{status: resp.StatusCode}, at: at}
+				return
+			}
+			if err := decodeBody(resp, &got); err != nil {
+				heard[i] = answer{err: err, at: at}
+				return
+			}
+			heard[i] = answer{state: got.State, at: at}
+		})
+	}
+	wctx, wcancel := context.WithDeadline(setup, first.Add(-100*time.Millisecond))
+	err = t.awaitWaiters(wctx, nw)
+	wcancel()
+	if err != nil {
+		fmt.Fprintf(cfg.Progress, "expiry: not every waiter was in place before the deadline (%v)\n", err)
+	}
+
+	// Watch the pending count fall to zero.
+	fmt.Fprintf(cfg.Progress, "expiry: waiting for the deadline and for every request to expire (up to %s after it)\n", cfg.Duration)
+	select {
+	case <-time.After(time.Until(first)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	limit := last.Add(cfg.Duration)
+	var allExpired time.Time
+	for {
+		p, err := t.pending(ctx)
+		if err != nil {
+			return err
+		}
+		if p == 0 {
+			allExpired = time.Now()
+			break
+		}
+		if time.Now().After(limit) {
+			return fmt.Errorf("%d of %d requests still pending %s after their deadline", p, n, cfg.Duration)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	if len(t.servers) > 0 {
+		// The last sweep's commit is visible before its timing is noted.
+		t.sweeps.settle(10 * time.Second)
+		sweeps := t.sweeps.since(first.Add(-time.Second))
+		var took samples
+		lastEnd := first
+		for _, s := range sweeps {
+			took = append(took, s.took)
+			x.MaxSweepRows = max(x.MaxSweepRows, s.rows)
+			if s.end.After(lastEnd) {
+				lastEnd = s.end
+			}
+		}
+		l := took.latency()
+		x.Sweeps, x.MaxSweepMS, x.SweepP50MS = len(sweeps), l.Max, l.P50
+		allExpired = lastEnd
+		x.Source = "in-process: the end of the last sweep transaction; sweeps timed around the store's ExpireDue"
+	} else {
+		x.Source = "server /metrics: airlock_requests_pending polled every 5 ms"
+	}
+	x.LastExpiredAfterDeadlineMS = ms(allExpired.Sub(last))
+	if d := allExpired.Sub(first); d > 0 {
+		x.ExpiredPerS = round(float64(n)/d.Seconds(), 0)
+	}
+
+	wg.Wait()
+	kinds := map[string]int64{}
+	var woken samples
+	for i, a := range heard {
+		switch {
+		case a.err != nil:
+			kinds["waiter: "+kind(a.err)]++
+		case a.state != "expired":
+			kinds["waiter answered "+a.state]++
+		default:
+			woken = append(woken, a.at.Sub(deadlines[i]))
+		}
+	}
+	x.Waiters, x.WokenAfterDeadlineMS = len(woken), woken.latency()
+	if len(kinds) > 0 {
+		rep.ErrorKinds = kinds
+		for _, v := range kinds {
+			rep.Errors += v
+		}
+	}
+	return nil
+}

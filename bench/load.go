@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// clientOp is one client's operation; the load loop calls it until the
+// run's bounds are reached.
+type clientOp func(ctx context.Context, n int64) error
+
+// giveUpAfter is how many errors, with not one success, stop a run: the
+// target is refusing everything, and the report would measure nothing.
+const giveUpAfter = 200
+
+// runLoad runs op on clients concurrent clients until count operations
+// have been issued or duration has passed, whichever is first, and
+// measures the successful ones. prepare makes client i's op (its instance,
+// its MCP session) before the clock starts; done, when set, undoes it.
+func runLoad(ctx context.Context, clients int, duration time.Duration, count int,
+	prepare func(ctx context.Context, i int) (clientOp, func(), error),
+) (Result, error) {
+	ops := make([]clientOp, clients)
+	for i := range clients {
+		op, done, err := prepare(ctx, i)
+		if err != nil {
+			return Result{}, fmt.Errorf("prepare client %d: %w", i, err)
+		}
+		if done != nil {
+			defer done()
+		}
+		ops[i] = op
+	}
+	var (
+		issued, ok, failed atomic.Int64
+		mu                 sync.Mutex
+		kinds              = map[string]int64{}
+		firstErr           error
+		all                samples
+		wg                 sync.WaitGroup
+	)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	end := start.Add(duration)
+	for i := range clients {
+		wg.Go(func() {
+			var mine samples
+			for time.Now().Before(end) && runCtx.Err() == nil {
+				n := issued.Add(1)
+				if n > int64(count) {
+					break
+				}
+				t0 := time.Now()
+				err := ops[i](runCtx, n)
+				d := time.Since(t0)
+				if err != nil {
+					if runCtx.Err() != nil && ctx.Err() == nil {
+						break // stopped by giving up, not a failure of this op
+					}
+					mu.Lock()
+					kinds[kind(err)]++
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					if failed.Add(1) >= giveUpAfter && ok.Load() == 0 {
+						cancel()
+					}
+					continue
+				}
+				ok.Add(1)
+				mine = append(mine, d)
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if ok.Load() == 0 && failed.Load() > 0 {
+		return Result{}, fmt.Errorf("every operation failed (%d), the first with: %w%s", failed.Load(), firstErr, hint(firstErr))
+	}
+	res := Result{Ops: ok.Load(), Errors: failed.Load(), ElapsedS: round(elapsed.Seconds(), 3), LatencyMS: all.latency()}
+	if len(kinds) > 0 {
+		res.ErrorKinds = kinds
+	}
+	if elapsed > 0 {
+		res.OpsPerS = round(float64(res.Ops)/elapsed.Seconds(), 1)
+	}
+	return res, nil
+}
+
+// hint says what to do about an error every operation got.
+func hint(err error) string {
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusTooManyRequests {
+		return " (the server's per-token rate limit: start it with --rate-limit 1000000 for a benchmark)"
+	}
+	return ""
+}
+
+// runLoadScenario runs lifecycle, create or mcp.
+func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) error {
+	run := randomHex(4)
+	var prepare func(ctx context.Context, i int) (clientOp, func(), error)
+	switch cfg.Scenario {
+	case Lifecycle, Create:
+		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
+			base := t.base(i)
+			inst, err := t.newInstance(ctx, base, fmt.Sprintf("bench %s client %d", run, i))
+			if err != nil {
+				return nil, nil, err
+			}
+			return func(ctx context.Context, n int64) error {
+				key := fmt.Sprintf("bench-%s-%d", run, n)
+				r, err := t.create(ctx, base, inst, key, requestBody(n, "1h"))
+				if err != nil || cfg.Scenario == Create {
+					return err
+				}
+				if r.State != "pending" {
+					return fmt.Errorf("created %s is %s, want pending", r.ID, r.State)
+				}
+				if d, err := t.decide(ctx, base, r.ID, "approved"); err != nil {
+					return err
+				} else if d.State != "approved" {
+					return fmt.Errorf("decided %s is %s, want approved", r.ID, d.State)
+				}
+				got, err := t.read(ctx, base, r.ID)
+				if err == nil && got.State != "approved" {
+					err = fmt.Errorf("read %s as %s, want approved", r.ID, got.State)
+				}
+				return err
+			}, nil, nil
+		}
+	case MCP:
+		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
+			hc := &http.Client{Transport: bearer{token: t.agent, next: t.hc.Transport}}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "v1"}, nil).
+				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.base(i) + "/mcp", HTTPClient: hc}, nil)
+			if err != nil {
+				return nil, nil, fmt.Errorf("connect to %s/mcp: %w", t.base(i), err)
+			}
+			return func(ctx context.Context, n int64) error {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "approval_request", Arguments: map[string]any{
+					"kind": "agent_request", "title": fmt.Sprintf("bench %d", n),
+					"proposal":       map[string]any{"mode": "advisory"},
+					"idempotencyKey": fmt.Sprintf("bench-%s-%d", run, n), "expiresInMinutes": 60,
+				}})
+				if err != nil {
+					return err
+				}
+				if res.IsError {
+					var msg []string
+					for _, c := range res.Content {
+						if tc, ok := c.(*mcp.TextContent); ok {
+							msg = append(msg, tc.Text)
+						}
+					}
+					return fmt.Errorf("approval_request refused: %s", strings.Join(msg, " "))
+				}
+				return nil
+			}, func() { cs.Close() }, nil
+		}
+	}
+	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count)
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, prepare)
+	if err != nil {
+		return err
+	}
+	rep.Result = res
+	return nil
+}
+
+// requestBody is a CreateApprovalRequest like an adapter's.
+func requestBody(n int64, timeout string) string {
+	return fmt.Sprintf(`{"tool":"payments.refund","arguments":{"payment_id":"pay_%d","amount":4900,"currency":"GBP"},"timeout":%q,"agent_reasoning":"The customer was charged twice.","context":{"bench":true}}`, n, timeout)
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}

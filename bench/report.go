@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what one run measured; `airlock bench --json` prints it.
+type Report struct {
+	Scenario string `json:"scenario"`
+	// Target is "in-process" or the URLs driven; Store is sqlite or
+	// postgres (unknown for a remote server).
+	Target   string `json:"target"`
+	Store    string `json:"store"`
+	Replicas int    `json:"replicas,omitempty"`
+	Clients  int    `json:"clients"`
+	// Connections is the raw baseline's database connections.
+	Connections int    `json:"connections,omitempty"`
+	Bounds      Bounds `json:"bounds"`
+	Result
+	// Raw is the raw baseline run after a lifecycle run, and RatioToRaw
+	// its ops/s over the baseline's.
+	Raw        *RawReport `json:"raw,omitempty"`
+	RatioToRaw float64    `json:"ratio_to_raw,omitempty"`
+	// Commits counts the in-process SQLite store's write transactions:
+	// ops per commit is how well group commit shared them.
+	Commits *Commits      `json:"commits,omitempty"`
+	Wait    *WaitReport   `json:"wait,omitempty"`
+	Expiry  *ExpiryReport `json:"expiry,omitempty"`
+	Machine Machine       `json:"machine"`
+}
+
+// Bounds are the limits the run was given.
+type Bounds struct {
+	DurationS float64 `json:"duration_s"`
+	Count     int     `json:"count"`
+}
+
+// Result is a measured stream of operations.
+type Result struct {
+	Ops        int64            `json:"ops"`
+	Errors     int64            `json:"errors"`
+	ErrorKinds map[string]int64 `json:"error_kinds,omitempty"`
+	ElapsedS   float64          `json:"elapsed_s"`
+	OpsPerS    float64          `json:"ops_per_s"`
+	LatencyMS  Latency          `json:"latency_ms"`
+}
+
+// Latency is a distribution's percentiles, in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// RawReport is the raw baseline's result.
+type RawReport struct {
+	Store       string `json:"store"`
+	Connections int    `json:"connections"`
+	Clients     int    `json:"clients"`
+	Result
+}
+
+// Commits are an in-process SQLite store's write counters.
+type Commits struct {
+	Ops          int64   `json:"ops"`
+	Commits      int64   `json:"commits"`
+	OpsPerCommit float64 `json:"ops_per_commit"`
+	MaxBatch     int64   `json:"max_batch"`
+}
+
+// WaitReport is what the wait scenario measured.
+type WaitReport struct {
+	Waiters int `json:"waiters"`
+	// Transport is how the waiters reach the server: tcp, or an in-memory
+	// pipe when the process has too few file descriptors for two per
+	// waiter (an in-process server holds both ends).
+	Transport string `json:"transport"`
+	// ServerBytesPerWaiter is the server's Go memory (live heap and
+	// goroutine stacks, after a GC) per waiting long-poll: the growth with
+	// every waiter in place, less what the same clients cost against a
+	// listener that never answers. Measured in-process only; over --url it
+	// is read from the server's /metrics without a GC, so it is rougher.
+	ServerBytesPerWaiter float64 `json:"server_bytes_per_waiter"`
+	// GrossBytesPerWaiter is the growth before subtracting the clients.
+	GrossBytesPerWaiter float64 `json:"gross_bytes_per_waiter"`
+	MemorySource        string  `json:"memory_source"`
+	// IdleCPUPercent is the process's CPU (percent of one core) while
+	// every waiter waits.
+	IdleCPUPercent float64 `json:"idle_cpu_percent"`
+	IdleWindowS    float64 `json:"idle_window_s"`
+	// BroadcastMS is from the start of the one change that answers every
+	// waiter (deleting the instance holding their requests) until the
+	// last waiter has its answer; BroadcastCallMS is that call's own time.
+	BroadcastMS     float64 `json:"broadcast_ms"`
+	BroadcastCallMS float64 `json:"broadcast_call_ms"`
+	Answered        int     `json:"answered"`
+	// Rounds of one decision and one waiter: DecisionMS is the decision
+	// call (its commit included), WaiterMS from the decision call's start
+	// until the waiter has its answer, WaiterAfterDecisionMS from the
+	// decision's response until the waiter's (negative: the waiter heard
+	// first).
+	Rounds                int     `json:"rounds"`
+	DecisionMS            Latency `json:"decision_ms"`
+	WaiterMS              Latency `json:"waiter_ms"`
+	WaiterAfterDecisionMS Latency `json:"waiter_after_decision_ms"`
+}
+
+// ExpiryReport is what the expiry scenario measured.
+type ExpiryReport struct {
+	Pending int `json:"pending"`
+	// DeadlineSpreadMS is from the first deadline to the last (they are
+	// aimed at one instant; creation latency spreads them).
+	DeadlineSpreadMS float64 `json:"deadline_spread_ms"`
+	// LastExpiredAfterDeadlineMS is from the last deadline until the last
+	// request was expired (committed).
+	LastExpiredAfterDeadlineMS float64 `json:"last_expired_after_deadline_ms"`
+	// ExpiredPerS is Pending over the time from the first deadline to the
+	// last expiry.
+	ExpiredPerS float64 `json:"expired_per_s"`
+	// Sweeps are the store's expiry transactions (in-process only): how
+	// many, and how long the longest held the writer.
+	Sweeps       int     `json:"sweeps,omitempty"`
+	MaxSweepMS   float64 `json:"max_sweep_ms,omitempty"`
+	SweepP50MS   float64 `json:"sweep_p50_ms,omitempty"`
+	MaxSweepRows int     `json:"max_sweep_rows,omitempty"`
+	// Waiters long-polled sample requests; WokenAfterDeadlineMS is when
+	// they heard, after their deadline.
+	Waiters              int     `json:"waiters"`
+	WokenAfterDeadlineMS Latency `json:"woken_after_deadline_ms"`
+	Source               string  `json:"source"`
+}
+
+// Machine is where the run happened. LoadBefore and LoadAfter are the
+// 1-minute load average: other work on the machine shows there.
+type Machine struct {
+	CPUs       int     `json:"cpus"`
+	GOMAXPROCS int     `json:"gomaxprocs"`
+	GOOS       string  `json:"goos"`
+	GOARCH     string  `json:"goarch"`
+	GoVersion  string  `json:"go_version"`
+	Host       string  `json:"host"`
+	LoadBefore float64 `json:"load_before"`
+	LoadAfter  float64 `json:"load_after"`
+}
+
+// samples collects latencies.
+type samples []time.Duration
+
+// latency returns the percentiles of s (sorting it).
+func (s samples) latency() Latency {
+	if len(s) == 0 {
+		return Latency{}
+	}
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return ms(s[max(0, min(i, len(s)-1))])
+	}
+	return Latency{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: ms(s[len(s)-1])}
+}
+
+func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 3) }
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// WriteTable prints the report for people.
+func (r *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "airlock bench %s — %s, store %s, %d clients", r.Scenario, r.Target, r.Store, r.Clients)
+	if r.Replicas > 1 {
+		fmt.Fprintf(w, ", %d replicas", r.Replicas)
+	}
+	fmt.Fprintf(w, "; bounds %gs / %d\n", r.Bounds.DurationS, r.Bounds.Count)
+	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s, load %.2f → %.2f\n\n",
+		r.Machine.CPUs, r.Machine.GOMAXPROCS, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Machine.LoadBefore, r.Machine.LoadAfter)
+
+	if r.Scenario != Wait && r.Scenario != Expiry {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
+		row := func(name string, res Result) {
+			l := res.LatencyMS
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", name, res.Ops, res.OpsPerS, l.P50, l.P90, l.P99, l.Max, res.Errors)
+		}
+		name := "airlock " + r.Scenario
+		if r.Scenario == Raw {
+			name = fmt.Sprintf("raw (%d conn)", r.Connections)
+		}
+		row(name, r.Result)
+		if r.Raw != nil {
+			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
+		}
+		tw.Flush()
+		writeErrors(w, r.ErrorKinds)
+		if r.Raw != nil {
+			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
+		}
+	}
+	if c := r.Commits; c != nil {
+		fmt.Fprintf(w, "\nSQLite write transactions: %d ops in %d commits (%.2f per commit, largest batch %d)\n", c.Ops, c.Commits, c.OpsPerCommit, c.MaxBatch)
+	}
+	if x := r.Wait; x != nil {
+		fmt.Fprintf(w, "%d idle long-poll waiters (%s):\n", x.Waiters, x.Transport)
+		fmt.Fprintf(w, "  server memory per waiter  %.0f bytes (%.1f KiB; gross with clients %.1f KiB; %s)\n",
+			x.ServerBytesPerWaiter, x.ServerBytesPerWaiter/1024, x.GrossBytesPerWaiter/1024, x.MemorySource)
+		fmt.Fprintf(w, "  CPU while idle            %.2f%% of one core over %.1fs\n", x.IdleCPUPercent, x.IdleWindowS)
+		fmt.Fprintf(w, "  one broadcast answers all %d in %.1f ms (the broadcast call itself %.1f ms)\n", x.Answered, x.BroadcastMS, x.BroadcastCallMS)
+		fmt.Fprintf(w, "decision → waiter, %d rounds (ms):\n", x.Rounds)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\tp50\tp90\tp99\tmax\t")
+		for _, row := range []struct {
+			name string
+			l    Latency
+		}{{"decision call", x.DecisionMS}, {"waiter answered", x.WaiterMS}, {"waiter after decision", x.WaiterAfterDecisionMS}} {
+			fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t%.2f\t%.2f\t\n", row.name, row.l.P50, row.l.P90, row.l.P99, row.l.Max)
+		}
+		tw.Flush()
+		writeErrors(w, r.ErrorKinds)
+	}
+	if x := r.Expiry; x != nil {
+		fmt.Fprintf(w, "%d pending requests due together (deadlines within %.1f ms):\n", x.Pending, x.DeadlineSpreadMS)
+		fmt.Fprintf(w, "  last expired %.1f ms after the last deadline; %.0f expired/s\n", x.LastExpiredAfterDeadlineMS, x.ExpiredPerS)
+		if x.Sweeps > 0 {
+			fmt.Fprintf(w, "  %d sweep transactions: longest %.2f ms (p50 %.2f ms, most rows %d)\n", x.Sweeps, x.MaxSweepMS, x.SweepP50MS, x.MaxSweepRows)
+		}
+		fmt.Fprintf(w, "  %d waiters woken after their deadline: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+			x.Waiters, x.WokenAfterDeadlineMS.P50, x.WokenAfterDeadlineMS.P99, x.WokenAfterDeadlineMS.Max)
+		fmt.Fprintf(w, "  (%s)\n", x.Source)
+		writeErrors(w, r.ErrorKinds)
+	}
+}
+
+func writeErrors(w io.Writer, kinds map[string]int64) {
+	if len(kinds) == 0 {
+		return
+	}
+	keys := make([]string, 0, len(kinds))
+	for k := range kinds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, kinds[k]))
+	}
+	fmt.Fprintf(w, "errors: %s\n", strings.Join(parts, ", "))
+}

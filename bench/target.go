@@ -1,0 +1,499 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/mcpserver"
+	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// inProcessMaxWait is the in-process servers' longest long-poll, so that
+// the wait scenario's waiters can stay idle through setup and measuring.
+const inProcessMaxWait = 30 * time.Minute
+
+// target is what a run drives: servers at urls, with an agent and a
+// reviewer token minted for the run. In-process, it also holds the
+// servers, so that the wait and expiry scenarios can look inside.
+type target struct {
+	urls  []string
+	store string // sqlite, postgres, or remote
+	hc    *http.Client
+
+	admin, agent, reviewer string // token secrets
+	minted                 []string
+
+	servers []*server
+	sweeps  *sweepLog
+	// lite is the in-process SQLite store, for its write counters.
+	lite *sqlite.Store
+	// cleanup undoes what openTarget made, last first.
+	cleanup []func(ctx context.Context)
+}
+
+// server is one in-process `airlock serve`: the same store, provider,
+// scheduler, REST API and /mcp endpoint, without a rate limit.
+type server struct {
+	svc  *provider.Service
+	http *http.Server
+	url  string
+	// pipe, when the wait scenario asked for it, is a second listener
+	// whose connections are in-memory pipes, not file descriptors.
+	pipe *pipeListener
+}
+
+func (t *target) describe() string {
+	if len(t.servers) > 0 {
+		return "in-process"
+	}
+	return strings.Join(t.urls, ",")
+}
+
+// base returns the URL client i talks to: replicas are taken in turn.
+func (t *target) base(i int) string { return t.urls[i%len(t.urls)] }
+
+// writeStats returns the in-process SQLite store's write counters.
+func (t *target) writeStats() *Commits {
+	if t.lite == nil {
+		return nil
+	}
+	s := t.lite.WriteStats()
+	c := &Commits{Ops: s.Ops, Commits: s.Commits, MaxBatch: s.MaxBatch}
+	if s.Commits > 0 {
+		c.OpsPerCommit = round(float64(s.Ops)/float64(s.Commits), 2)
+	}
+	return c
+}
+
+// openTarget connects to cfg's servers, or starts them in-process on a
+// temporary store, and mints the run's tokens.
+func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
+	t := &target{hc: newHTTPClient(cfg.Clients), sweeps: &sweepLog{}}
+	defer func() {
+		if err != nil {
+			t.close(context.WithoutCancel(ctx))
+		}
+	}()
+	if len(cfg.URLs) > 0 {
+		t.urls, t.store, t.admin = cfg.URLs, "remote", cfg.Token
+		for i, u := range t.urls {
+			t.urls[i] = strings.TrimRight(u, "/")
+		}
+	} else if err := t.startServers(ctx, cfg); err != nil {
+		return nil, err
+	}
+	for _, role := range []string{"agent", "reviewer"} {
+		var tok struct {
+			ID     string `json:"id"`
+			Secret string `json:"secret"`
+		}
+		body := fmt.Sprintf(`{"name":"airlock bench %s","role":%q}`, role, role)
+		if err := t.call(ctx, "POST", t.urls[0], "/v1/tokens", t.admin, body, &tok); err != nil {
+			var he *httpError
+			if errors.As(err, &he) && (he.status == http.StatusForbidden || he.status == http.StatusUnauthorized) {
+				return nil, fmt.Errorf("mint the run's %s token: %w; --token must be an admin token of the server", role, err)
+			}
+			return nil, fmt.Errorf("mint the run's %s token: %w", role, err)
+		}
+		if len(cfg.URLs) > 0 {
+			t.minted = append(t.minted, tok.ID)
+		}
+		if role == "agent" {
+			t.agent = tok.Secret
+		} else {
+			t.reviewer = tok.Secret
+		}
+	}
+	return t, nil
+}
+
+// startServers opens the store and starts cfg.Replicas servers on it.
+func (t *target) startServers(ctx context.Context, cfg Config) error {
+	log := slog.New(slog.NewTextHandler(cfg.Progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	open, err := t.openStores(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	t.admin = "bench-admin-" + randomHex(16)
+	for i := range cfg.Replicas {
+		store, err := open()
+		if err != nil {
+			return err
+		}
+		t.cleanup = append(t.cleanup, func(context.Context) { store.Close() })
+		if i == 0 {
+			t.lite, _ = store.(*sqlite.Store)
+		}
+		srv, stop, err := startServer(store, t.sweeps, log)
+		if err != nil {
+			return err
+		}
+		t.cleanup = append(t.cleanup, stop)
+		if i == 0 {
+			if err := srv.svc.BootstrapAdmin(ctx, t.admin); err != nil {
+				return err
+			}
+		}
+		t.servers = append(t.servers, srv)
+		t.urls = append(t.urls, srv.url)
+	}
+	return nil
+}
+
+// openStores prepares the run's store: a fresh SQLite file, or a fresh
+// schema in the PostgreSQL database; it returns how to open one handle on
+// it (one per replica). Cleanup removes the file or drops the schema.
+func (t *target) openStores(ctx context.Context, cfg Config) (func() (fullStore, error), error) {
+	if isPostgres(cfg.DB) {
+		t.store = "postgres"
+		schema := "airlock_bench_" + randomHex(6)
+		t.cleanup = append(t.cleanup, func(ctx context.Context) { dropSchema(ctx, cfg.DB, schema) })
+		return func() (fullStore, error) {
+			s, err := postgres.Open(ctx, cfg.DB, postgres.WithSchema(schema))
+			if err != nil {
+				return nil, fmt.Errorf("open the PostgreSQL store (schema %s): %w", schema, err)
+			}
+			return s, nil
+		}, nil
+	}
+	t.store = "sqlite"
+	path, remove, err := sqlitePath(cfg.DB, "airlock.db")
+	if err != nil {
+		return nil, err
+	}
+	t.cleanup = append(t.cleanup, func(context.Context) { remove() })
+	return func() (fullStore, error) {
+		s, err := sqlite.Open(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("open the SQLite store %s: %w", path, err)
+		}
+		return s, nil
+	}, nil
+}
+
+// sqlitePath returns where a run's SQLite file goes — db when given (it
+// must not exist), else name in a new temporary directory — and how to
+// remove it with its WAL files.
+func sqlitePath(db, name string) (string, func(), error) {
+	if db != "" {
+		if _, err := os.Stat(db); err == nil {
+			return "", nil, fmt.Errorf("--db %s already exists; name a path that does not", db)
+		}
+		return db, func() { removeDB(db) }, nil
+	}
+	dir, err := os.MkdirTemp("", "airlock-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return filepath.Join(dir, name), func() { os.RemoveAll(dir) }, nil
+}
+
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		os.Remove(path + suffix)
+	}
+}
+
+// dropSchema removes a run's PostgreSQL schema.
+func dropSchema(ctx context.Context, url, schema string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+}
+
+// startServer starts one in-process server on 127.0.0.1 and returns it
+// with the function that stops it.
+func startServer(store fullStore, sweeps *sweepLog, log *slog.Logger) (*server, func(context.Context), error) {
+	reg := prometheus.NewRegistry()
+	var wrapped airlock.Store = &timedStore{fullStore: store, sweeps: sweeps}
+	if feed, ok := store.(airlock.ChangeFeed); ok {
+		wrapped = &timedFeedStore{timedStore: wrapped.(*timedStore), ChangeFeed: feed}
+	}
+	svc, err := provider.New(provider.Config{
+		Store: wrapped, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: inProcessMaxWait,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	drainCtx, drain := context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Service: svc, Logger: log, Version: "bench", Context: drainCtx}))
+	mux.Handle("/", rest.New(rest.Config{
+		Service: svc, Logger: log, Registry: reg, Context: drainCtx, RateLimit: 1e12, RateBurst: 1 << 30,
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stopRun()
+		drain()
+		return nil, nil, err
+	}
+	srv := &server{svc: svc, url: "http://" + ln.Addr().String(), pipe: newPipeListener(ln.Addr())}
+	srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	var wg sync.WaitGroup
+	wg.Go(func() { srv.http.Serve(ln) })
+	wg.Go(func() { srv.http.Serve(srv.pipe) })
+	wg.Go(func() { svc.Run(runCtx) })
+	if _, shared := store.(airlock.ChangeFeed); shared {
+		wg.Go(func() { svc.FollowReplicas(runCtx, 200*time.Millisecond) })
+	}
+	stop := func(ctx context.Context) {
+		drain()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if srv.http.Shutdown(sctx) != nil {
+			srv.http.Close()
+		}
+		cancel()
+		stopRun()
+		wg.Wait()
+	}
+	return srv, stop, nil
+}
+
+// close revokes the run's tokens on a remote server, and stops and removes
+// what an in-process run made.
+func (t *target) close(ctx context.Context) {
+	for _, id := range t.minted {
+		t.call(ctx, "DELETE", t.urls[0], "/v1/tokens/"+id, t.admin, "", nil)
+	}
+	t.minted = nil
+	for i := len(t.cleanup) - 1; i >= 0; i-- {
+		t.cleanup[i](ctx)
+	}
+	t.cleanup = nil
+	t.hc.CloseIdleConnections()
+}
+
+// fullStore is what both drivers implement and the provider may use.
+type fullStore interface {
+	airlock.Store
+	airlock.SessionStore
+	airlock.BoardStore
+	CountPending(ctx context.Context) (int, error)
+}
+
+// timedStore times every expiry sweep (one store transaction each), for
+// the expiry scenario's "longest sweep".
+type timedStore struct {
+	fullStore
+	sweeps *sweepLog
+}
+
+// ExpireDue runs the store's sweep and records how long it took.
+func (s *timedStore) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
+	s.sweeps.inflight.Add(1)
+	defer s.sweeps.inflight.Add(-1)
+	start := time.Now()
+	rs, err := s.fullStore.ExpireDue(ctx, limit)
+	if err == nil && len(rs) > 0 {
+		s.sweeps.add(sweep{end: time.Now(), took: time.Since(start), rows: len(rs)})
+	}
+	return rs, err
+}
+
+// timedFeedStore is a timedStore over a store shared by replicas, which
+// must stay visible to the provider as an airlock.ChangeFeed.
+type timedFeedStore struct {
+	*timedStore
+	airlock.ChangeFeed
+}
+
+// sweep is one expiry transaction that expired rows.
+type sweep struct {
+	end  time.Time
+	took time.Duration
+	rows int
+}
+
+type sweepLog struct {
+	mu  sync.Mutex
+	all []sweep
+	// inflight counts sweeps running now.
+	inflight atomic.Int64
+}
+
+// settle waits, up to limit, until no sweep is running, so that every
+// committed sweep is in the log.
+func (l *sweepLog) settle(limit time.Duration) {
+	for end := time.Now().Add(limit); l.inflight.Load() > 0 && time.Now().Before(end); {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func (l *sweepLog) add(s sweep) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, s)
+}
+
+// since returns the sweeps that ended at or after t.
+func (l *sweepLog) since(t time.Time) []sweep {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sweep
+	for _, s := range l.all {
+		if !s.end.Before(t) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func newHTTPClient(clients int) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = max(16, 2*clients)
+	tr.Proxy = nil
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
+// httpError is an answer outside 2xx.
+type httpError struct {
+	status int
+	code   string
+	detail string
+}
+
+func (e *httpError) Error() string {
+	if e.code != "" {
+		return fmt.Sprintf("HTTP %d %s: %s", e.status, e.code, e.detail)
+	}
+	return fmt.Sprintf("HTTP %d: %s", e.status, e.detail)
+}
+
+// kind names an error for the report's error_kinds.
+func kind(err error) string {
+	var he *httpError
+	switch {
+	case errors.As(err, &he) && he.code != "":
+		return fmt.Sprintf("http %d %s", he.status, he.code)
+	case errors.As(err, &he):
+		return fmt.Sprintf("http %d", he.status)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) {
+			return "network"
+		}
+		return "other"
+	}
+}
+
+// call sends one API request and decodes a 2xx JSON answer into out
+// (when not nil).
+func (t *target) call(ctx context.Context, method, base, path, token, body string, out any, header ...string) error {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var p struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		}
+		json.Unmarshal(b, &p)
+		if p.Detail == "" {
+			p.Detail = string(bytes.TrimSpace(b))
+		}
+		return &httpError{status: resp.StatusCode, code: p.Code, detail: p.Detail}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: read the answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// apiRequest is the part of an ApprovalRequest the scenarios read.
+type apiRequest struct {
+	ID         string    `json:"id"`
+	State      string    `json:"state"`
+	DeadlineAt time.Time `json:"deadline_at"`
+}
+
+func (t *target) newInstance(ctx context.Context, base, name string) (string, error) {
+	var in struct {
+		ID string `json:"id"`
+	}
+	err := t.call(ctx, "POST", base, "/v1/instances", t.agent, fmt.Sprintf(`{"name":%q}`, name), &in)
+	return in.ID, err
+}
+
+func (t *target) create(ctx context.Context, base, instance, key, body string) (apiRequest, error) {
+	var r apiRequest
+	err := t.call(ctx, "POST", base, "/v1/instances/"+instance+"/approval-requests", t.agent, body, &r, "Idempotency-Key", key)
+	return r, err
+}
+
+func (t *target) decide(ctx context.Context, base, id, status string) (apiRequest, error) {
+	var r apiRequest
+	err := t.call(ctx, "POST", base, "/v1/approval-requests/"+id+"/decision", t.reviewer, `{"status":"`+status+`"}`, &r)
+	return r, err
+}
+
+func (t *target) read(ctx context.Context, base, id string) (apiRequest, error) {
+	var r apiRequest
+	err := t.call(ctx, "GET", base, "/v1/approval-requests/"+id, t.agent, "", &r)
+	return r, err
+}
+
+// decodeBody reads a JSON answer into out.
+func decodeBody(resp *http.Response, out any) error {
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// answer is what a long-poll waiter heard, and when.
+type answer struct {
+	state string
+	at    time.Time
+	err   error
+}
+
+// rawWaiters are long-polls made with as little client as possible — one
+// goroutine, one connection and a 512-byte buffer each — so that, in
+// process, the client's own memory is small and can be measured apart
+// from the server's.
+type rawWaiters struct {
+	host, token string
+	// dial connects to the server: TCP, or an in-memory pipe.
+	dial func(ctx context.Context) (net.Conn, error)
+	// transport is what dial uses, for the report.
+	transport string
+}
+
+// newRawWaiters returns waiters for n long-polls of t's first server. An
+// in-process server holds both ends of every TCP connection, so past the
+// process's file descriptors it is reached through in-memory pipes.
+func newRawWaiters(t *target, n int) (*rawWaiters, error) {
+	u, err := url.Parse(t.urls[0])
+	if err != nil {
+		return nil, err
+	}
+	w := &rawWaiters{host: u.Host, token: t.agent, transport: "tcp"}
+	var d net.Dialer
+	w.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", u.Host) }
+	limit := fdLimit()
+	switch {
+	case len(t.servers) > 0 && limit > 0 && 2*n+512 > limit:
+		w.transport = "in-memory pipe"
+		w.dial = t.servers[0].pipe.dial
+	case len(t.servers) == 0 && limit > 0 && n+512 > limit:
+		return nil, fmt.Errorf("%d waiters need %d file descriptors and this process may open %d: raise `ulimit -n` or lower --clients", n, n+512, limit)
+	}
+	return w, nil
+}
+
+// poll long-polls request id for up to wait on conn, and returns the
+// state in the answer. ready is called once the request is written.
+func (w *rawWaiters) poll(conn net.Conn, id string, wait time.Duration, ready func()) answer {
+	defer conn.Close()
+	req := fmt.Sprintf("GET /v1/approval-requests/%s?wait=%dms HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n",
+		id, wait.Milliseconds(), w.host, w.token)
+	if _, err := io.WriteString(conn, req); err != nil {
+		ready()
+		return answer{err: err}
+	}
+	ready()
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
+	at := time.Now()
+	if err != nil {
+		return answer{err: err, at: at}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return answer{err: err, at: at}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return answer{err: fmt.Errorf("long-poll: HTTP %d: %s", resp.StatusCode, b), at: at}
+	}
+	var r apiRequest
+	if err := json.Unmarshal(b, &r); err != nil {
+		return answer{err: err, at: at}
+	}
+	return answer{state: r.State, at: at}
+}
+
+// idle opens a connection and blocks reading it without sending anything:
+// a client exactly like poll's, minus the server's side. ready is called
+// before the read blocks.
+func idle(conn net.Conn, ready func()) {
+	defer conn.Close()
+	ready()
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 512), nil)
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+// liveBytes returns the process's live Go memory: heap after a GC, and
+// goroutine stacks.
+func liveBytes() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
+}
+
+// clientCost measures what n idle clients cost this process: n goroutines
+// blocked reading connections (TCP or pipe, as the waiters use) from a
+// listener that never answers and holds the other ends without a
+// goroutine. It is subtracted from the in-process waiters' growth, to leave
+// the server's share.
+func clientCost(ctx context.Context, w *rawWaiters, n int) (int64, error) {
+	var (
+		held    []net.Conn
+		mu      sync.Mutex
+		dial    func(ctx context.Context) (net.Conn, error)
+		cleanup func()
+	)
+	if w.transport == "tcp" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		accepted := make(chan struct{})
+		go func() {
+			defer close(accepted)
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				held = append(held, c)
+				mu.Unlock()
+			}
+		}()
+		var d net.Dialer
+		dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", ln.Addr().String()) }
+		cleanup = func() { ln.Close(); <-accepted }
+	} else {
+		dial = func(context.Context) (net.Conn, error) {
+			c, s := net.Pipe()
+			mu.Lock()
+			held = append(held, s)
+			mu.Unlock()
+			return c, nil
+		}
+		cleanup = func() {}
+	}
+	before := liveBytes()
+	var wg, ready sync.WaitGroup
+	var failed error
+	for range n {
+		conn, err := dial(ctx)
+		if err != nil {
+			failed = err
+			break
+		}
+		ready.Add(1)
+		wg.Go(func() { idle(conn, ready.Done) })
+	}
+	ready.Wait()
+	after := liveBytes()
+	cleanup()
+	mu.Lock()
+	for _, c := range held {
+		c.Close()
+	}
+	mu.Unlock()
+	wg.Wait()
+	if failed != nil {
+		return 0, fmt.Errorf("measure the clients' own memory: %w", failed)
+	}
+	return after - before, nil
+}
+
+var metricRE = regexp.MustCompile(`(?m)^([a-z_]+) ([0-9.eE+-]+)$`)
+
+// metrics reads a server's unlabelled Prometheus gauges and counters.
+func (t *target) metrics(ctx context.Context, base string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := t.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range metricRE.FindAllStringSubmatch(string(b), -1) {
+		if v, err := strconv.ParseFloat(m[2], 64); err == nil {
+			out[m[1]] = v
+		}
+	}
+	return out, nil
+}
+
+// waiters returns how many long-polls wait on every server of t.
+func (t *target) waiters(ctx context.Context) (int, error) {
+	if len(t.servers) > 0 {
+		n := 0
+		for _, s := range t.servers {
+			n += s.svc.Waiters()
+		}
+		return n, nil
+	}
+	n := 0
+	for _, u := range t.urls {
+		m, err := t.metrics(ctx, u)
+		if err != nil {
+			return 0, err
+		}
+		v, ok := m["airlock_long_polls_waiting"]
+		if !ok {
+			return 0, fmt.Errorf("%s/metrics has no airlock_long_polls_waiting: is it an airlock serve?", u)
+		}
+		n += int(v)
+	}
+	return n, nil
+}
+
+// pending returns how many requests are pending in t's store.
+func (t *target) pending(ctx context.Context) (int, error) {
+	if len(t.servers) > 0 {
+		return t.servers[0].svc.PendingCount(ctx)
+	}
+	m, err := t.metrics(ctx, t.urls[0])
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m["airlock_requests_pending"]
+	if !ok {
+		return 0, fmt.Errorf("%s/metrics has no airlock_requests_pending: is it an airlock serve?", t.urls[0])
+	}
+	return int(v), nil
+}
+
+// awaitWaiters polls until n long-polls wait, or until ctx ends. Only the
+// server knows when a long-poll has reached it.
+func (t *target) awaitWaiters(ctx context.Context, n int) error {
+	pause := 50 * time.Microsecond
+	if len(t.servers) == 0 {
+		pause = 2 * time.Millisecond // each look is a /metrics scrape
+	}
+	for {
+		got, err := t.waiters(ctx)
+		if err != nil {
+			return err
+		}
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d long-polls reached the server: %w", got, n, ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// createMany creates n requests on instance with workers clients; body
+// gives each its request body (or an error to stop). It returns them in
+// creation order.
+func (t *target) createMany(ctx context.Context, instance string, n, workers int, body func(i int) (string, error)) ([]apiRequest, error) {
+	out := make([]apiRequest, n)
+	run := randomHex(4)
+	var (
+		next     = make(chan int)
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range max(1, min(workers, n)) {
+		wg.Go(func() {
+			for i := range next {
+				b, err := body(i)
+				if err == nil {
+					out[i], err = t.create(ctx, t.urls[0], instance, fmt.Sprintf("bench-%s-%d", run, i), b)
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return out, ctx.Err()
+}
+
+// setupBudget bounds the setting up of n requests (creating them, starting
+// waiters): generous, but bounded.
+func setupBudget(n int) time.Duration {
+	return time.Minute + time.Duration(n)*5*time.Millisecond
+}

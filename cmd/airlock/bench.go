@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock/bench"
+)
+
+var benchCommand = command{
+	name:    "bench",
+	args:    "[--scenario lifecycle|create|wait|expiry|mcp] [flags]",
+	summary: "Measure Airlock under load (ops/s, latency, errors), against the same durable work in direct SQL.",
+	run:     runBench,
+}
+
+// runBench is `airlock bench`: a load generator in the spirit of pgbench.
+// Without --url it starts a server in-process on a temporary store (a
+// SQLite file, or a fresh schema of the PostgreSQL database --db names)
+// and removes it afterwards. Progress goes to stderr; the report (a table,
+// or --json) to stdout.
+func runBench(ctx context.Context, a *App, args []string) error {
+	fs := a.newFlagSet("bench")
+	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together) or mcp (approval_request over /mcp)")
+	urls := fs.String("url", "", "drive running servers at these URLs (comma-separated replicas) instead of one started in-process")
+	token := fs.String("token", "", "an admin token of the --url server: the run mints an agent and a reviewer token with it and revokes them after")
+	db := fs.String("db", "", "store of the in-process server and of the raw baseline: a SQLite file path that does not exist yet (default a temporary file), or a postgres:// URL (the run uses a fresh schema and drops it)")
+	replicas := fs.Int("replicas", 1, "in-process servers sharing the store (PostgreSQL only); clients take them in turn")
+	clients := fs.Int("clients", 0, "concurrent clients (default 8); for wait, the number of idle long-poll waiters (default 100)")
+	var duration time.Duration
+	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run")
+	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp: default 1000000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
+	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")
+	baseline := fs.Bool("baseline", true, "with lifecycle, also run the raw baseline in the same process and report ratio_to_raw")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	allowRemote := fs.Bool("allow-remote", false, "allow --url and --db targets that are not on this machine")
+	if err := a.parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg := bench.Config{
+		Scenario: *scenario, Token: *token, DB: *db, Replicas: *replicas, Clients: *clients,
+		Duration: duration, Count: *count, Baseline: *baseline, AllowRemote: *allowRemote, Progress: a.Stderr,
+	}
+	if *raw {
+		cfg.Scenario = bench.Raw
+	}
+	for u := range strings.SplitSeq(*urls, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			cfg.URLs = append(cfg.URLs, u)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(a.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.WriteTable(a.Stdout)
+	return nil
+}
