@@ -36,7 +36,7 @@ type command struct {
 var commands []command
 
 func init() {
-	commands = []command{serveCommand, mcpCommand,
+	commands = []command{serveCommand, mcpCommand, gateCommand,
 		requestsCommand,
 		tokensCommand,
 		instancesCommand,

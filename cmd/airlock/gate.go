@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/gate"
+)
+
+var gateCommand = command{
+	name:    "gate",
+	args:    "[flags] -- <upstream MCP server command…>",
+	summary: "Put Airlock's approval in front of any stdio MCP server: calls of the tools the rules select wait for a reviewer.",
+	run:     runGate,
+}
+
+// runGate is `airlock gate`: an MCP client starts it instead of the
+// upstream server; it starts the upstream itself and proxies, asking
+// Airlock before each selected tools/call. Stdout carries nothing but MCP
+// messages; logs and the upstream's stderr go to stderr. It exits 0 when
+// the client closes stdin, 1 when the upstream server exits.
+func runGate(ctx context.Context, a *App, args []string) error {
+	flags, command := args, []string(nil)
+	if i := slices.Index(args, "--"); i >= 0 {
+		flags, command = args[:i], args[i+1:]
+	}
+	fs := a.newFlagSet("gate")
+	url := fs.String("url", "http://127.0.0.1:8080", "the Airlock server")
+	token := fs.String("token", "", "an agent token; prefer the environment variable, since other users can see command lines")
+	rules := fs.String("rules", "", "a JSON rules file choosing the tools that need approval (default: every tool not annotated readOnlyHint; see docs/adapters.md)")
+	journal := fs.String("journal", defaultJournal(), "directory of the gate's journals, which make each approved call run at most once across crashes")
+	name := fs.String("name", "", "the instance name reviewers see (default: \"airlock gate: \" and the command)")
+	var progress time.Duration
+	durationVar(fs, &progress, "progress-interval", gate.DefaultProgressInterval, "how often a call waiting for approval gets a progress notification")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	if err := a.parseFlags(fs, flags); err != nil {
+		if errors.Is(err, errFlagParse) || errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErrorf("%v; put the upstream MCP server's command after --, as in: airlock gate -- npx @modelcontextprotocol/server-filesystem /tmp", err)
+	}
+	if len(command) == 0 {
+		return usageErrorf("no upstream command: put the MCP server's command after --, as in: airlock gate -- npx @modelcontextprotocol/server-filesystem /tmp")
+	}
+	if *token == "" {
+		return usageErrorf("no token: set AIRLOCK_TOKEN (or pass --token) to an agent token")
+	}
+	if *journal == "" {
+		return usageErrorf("no journal directory: pass --journal (no user cache directory was found)")
+	}
+	if progress <= 0 {
+		return usageErrorf("--progress-interval must be positive")
+	}
+	level, err := parseLevel(*logLevel)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	var r gate.Rules
+	if *rules != "" {
+		if r, err = gate.LoadRules(*rules); err != nil {
+			return &usageError{msg: err.Error()}
+		}
+	}
+	c, err := client.New(*url, *token, client.WithUserAgent("airlock-gate/"+version))
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
+	return gate.Run(ctx, gate.Config{
+		Command: command, Client: c, Rules: r, JournalDir: *journal, InstanceName: *name,
+		In: os.Stdin, Out: writeOnly{a.Stdout}, Stderr: a.Stderr, Logger: log,
+		ProgressInterval: progress, Version: version,
+	})
+}
+
+// writeOnly gives stdout the Close the MCP transport wants; the process
+// closes stdout itself when it exits.
+type writeOnly struct{ io.Writer }
+
+func (writeOnly) Close() error { return nil }
+
+// defaultJournal is the journal directory under the user's cache
+// directory, or "" when there is none.
+func defaultJournal() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "airlock", "gate")
+}

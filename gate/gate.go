@@ -1,0 +1,342 @@
+// Package gate is `airlock gate`: a stdio MCP proxy that puts Airlock's
+// approval in front of any MCP server (DESIGN.md §6).
+//
+// It starts the upstream server as a subprocess, mirrors its tools,
+// resources, resource templates and prompts, and forwards everything else
+// it can (completions, subscriptions, logging, progress, sampling,
+// elicitation, roots, list changes). A tools/call of a tool its Rules
+// select does not reach the upstream server until a reviewer approves
+// exactly that call: the gate asks Airlock with the tool name and the
+// arguments as intercepted, sends progress notifications while it waits,
+// withdraws the request when the client cancels the call, and on approval
+// claims the one execution through the client package's Gate (which checks
+// expires_at immediately before starting and keeps a journal so that a call
+// runs at most once) and forwards the call. A denial comes back as an
+// isError result carrying the reviewer's note; an expiry as an isError
+// result saying nobody decided in time.
+//
+// The gate registers an Airlock instance at start and deletes it at exit,
+// which cancels whatever is still pending. Stdout carries nothing but MCP
+// messages.
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlockhq/airlock/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ProtocolVersions are the MCP revisions the gate negotiates with its
+// client, newest first: the ones with an initialize handshake, which a
+// stdio proxy relies on.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// upstreamVersion is the revision the gate asks of the upstream server
+// (which may answer with an older one).
+const upstreamVersion = "2025-11-25"
+
+// DefaultProgressInterval is how often the gate tells a waiting client that
+// it still waits for a reviewer.
+const DefaultProgressInterval = 5 * time.Second
+
+// Config configures Run. Command, Client, JournalDir, In and Out are
+// required.
+type Config struct {
+	// Command is the upstream MCP server's command line.
+	Command []string
+	// Env is the upstream's environment. Default: the gate's own, without
+	// any AIRLOCK_* variable, so the upstream never sees the agent's token.
+	Env []string
+	// Dir is the upstream's working directory (default: the gate's).
+	Dir string
+	// Client talks to Airlock with an agent token.
+	Client *client.Client
+	// Rules select the calls that need approval (zero value: every tool not
+	// annotated read-only).
+	Rules Rules
+	// JournalDir holds one journal per gate process (a subdirectory named
+	// by its instance). At start the gate settles the journals that gates
+	// which died left behind.
+	JournalDir string
+	// InstanceName names the gate's instance in the inbox (default:
+	// "airlock gate: " and the command).
+	InstanceName string
+	// In and Out are the MCP client's side (stdin and stdout).
+	In  io.ReadCloser
+	Out io.WriteCloser
+	// Stderr receives the upstream server's stderr (default os.Stderr).
+	Stderr io.Writer
+	// Logger receives the gate's notices (default: discard).
+	Logger *slog.Logger
+	// ProgressInterval is how often a waiting call gets a progress
+	// notification (default DefaultProgressInterval).
+	ProgressInterval time.Duration
+	// Version is reported to the upstream server as the client's version.
+	Version string
+}
+
+// proxy is one running gate.
+type proxy struct {
+	cfg Config
+	log *slog.Logger
+	sdk *slog.Logger
+	ctx context.Context // ends when the gate stops
+	// waitCtx ends also when the client's input ends: waiting for a
+	// reviewer stops then.
+	waitCtx context.Context
+	upCli   *mcp.Client
+	up      *mcp.ClientSession
+	srv     *mcp.Server
+	gate    *client.Gate
+	inst    string
+
+	mu       sync.Mutex
+	ss       *mcp.ServerSession // the downstream session, once connected
+	tools    map[string]*mcp.Tool
+	prompts  map[string]bool
+	res      map[string]bool
+	tmpls    map[string]bool
+	roots    []string
+	syncMu   sync.Mutex // one mirror sync at a time
+	progress map[string]*progressRoute
+	nextTok  atomic.Int64
+}
+
+// Run runs the gate until the client closes its side (nil), ctx ends
+// (nil), or the upstream server exits (an error).
+func Run(ctx context.Context, cfg Config) error {
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return errors.New("gate: no upstream command: give the MCP server's command after --")
+	}
+	if cfg.Client == nil {
+		return errors.New("gate: Config.Client is required")
+	}
+	if cfg.JournalDir == "" {
+		return errors.New("gate: Config.JournalDir is required")
+	}
+	if cfg.In == nil || cfg.Out == nil {
+		return errors.New("gate: Config.In and Config.Out are required")
+	}
+	if err := cfg.Rules.Validate(); err != nil {
+		return fmt.Errorf("gate: rules: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Env == nil {
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "AIRLOCK_") {
+				cfg.Env = append(cfg.Env, kv)
+			}
+		}
+	}
+	if cfg.InstanceName == "" {
+		cfg.InstanceName = "airlock gate: " + strings.Join(cfg.Command, " ")
+		if len(cfg.InstanceName) > 200 {
+			cfg.InstanceName = cfg.InstanceName[:197] + "..."
+		}
+	}
+	p := &proxy{
+		cfg: cfg, log: cfg.Logger,
+		sdk:   slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
+		tools: map[string]*mcp.Tool{}, prompts: map[string]bool{}, res: map[string]bool{}, tmpls: map[string]bool{},
+		progress: map[string]*progressRoute{},
+	}
+	return p.run(ctx)
+}
+
+func (p *proxy) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.ctx = ctx
+
+	meta, _ := json.Marshal(map[string]any{"adapter": "airlock gate", "version": p.cfg.Version, "command": p.cfg.Command, "pid": os.Getpid()})
+	inst, err := p.cfg.Client.RegisterInstance(ctx, p.cfg.InstanceName, meta)
+	if err != nil {
+		return fmt.Errorf("gate: register with Airlock at %s (check --url and the agent token): %w", p.cfg.Client.BaseURL(), err)
+	}
+	p.inst = inst.ID
+	p.log.Info("registered", "instance", inst.ID)
+	defer p.deleteInstance()
+
+	if err := p.openJournal(ctx); err != nil {
+		return err
+	}
+	defer p.closeJournal()
+
+	if err := p.connectUpstream(ctx); err != nil {
+		return err
+	}
+	defer p.up.Close()
+	p.newServer()
+	if err := p.syncAll(ctx); err != nil {
+		return fmt.Errorf("gate: mirror the upstream server: %w", err)
+	}
+
+	// When the client's input ends, calls still waiting for a reviewer are
+	// abandoned (and their requests withdrawn) at once; the SDK waits for
+	// every handler before it lets the session end.
+	waitCtx, inputEnded := context.WithCancel(ctx)
+	defer inputEnded()
+	p.waitCtx = waitCtx
+	in := &eofReader{ReadCloser: p.cfg.In, onEnd: inputEnded}
+	ss, err := p.srv.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: p.cfg.Out}, nil)
+	if err != nil {
+		return fmt.Errorf("gate: serve the MCP client: %w", err)
+	}
+	p.mu.Lock()
+	p.ss = ss
+	p.mu.Unlock()
+	upDone := make(chan error, 1)
+	go func() { upDone <- p.up.Wait() }()
+	downDone := make(chan error, 1)
+	go func() { downDone <- ss.Wait() }()
+	select {
+	case <-downDone:
+		p.log.Info("the MCP client closed the session")
+		return nil
+	case <-ctx.Done():
+		ss.Close()
+		return nil
+	case err := <-upDone:
+		ss.Close()
+		if err == nil {
+			err = errors.New("it closed its output")
+		}
+		return fmt.Errorf("gate: the upstream MCP server exited: %v", err)
+	}
+}
+
+// deleteInstance deletes the gate's instance, cancelling what is pending.
+func (p *proxy) deleteInstance() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	n, err := p.cfg.Client.DeleteInstance(ctx, p.inst)
+	if err != nil {
+		p.log.Warn("could not delete the instance; its pending requests will expire", "instance", p.inst, "err", err)
+		return
+	}
+	p.log.Info("deleted the instance", "instance", p.inst, "cancelled", n)
+}
+
+// openJournal settles the journals of gates that died, then opens this
+// gate's own.
+func (p *proxy) openJournal(ctx context.Context) error {
+	if err := os.MkdirAll(p.cfg.JournalDir, 0o700); err != nil {
+		return fmt.Errorf("gate: journal: %w", err)
+	}
+	entries, err := os.ReadDir(p.cfg.JournalDir)
+	if err != nil {
+		return fmt.Errorf("gate: journal: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != p.inst {
+			p.settle(ctx, e.Name())
+		}
+	}
+	g, err := client.NewGate(client.GateConfig{
+		Client: p.cfg.Client, InstanceID: p.inst, JournalDir: filepath.Join(p.cfg.JournalDir, p.inst),
+		Timeout: p.cfg.Rules.Timeout,
+	})
+	if err != nil {
+		return fmt.Errorf("gate: %w", err)
+	}
+	p.gate = g
+	return nil
+}
+
+// settle recovers the journal of another gate's instance unless that gate
+// still runs (its journal is locked), and removes it once settled.
+func (p *proxy) settle(ctx context.Context, name string) {
+	dir := filepath.Join(p.cfg.JournalDir, name)
+	g, err := client.NewGate(client.GateConfig{Client: p.cfg.Client, InstanceID: name, JournalDir: dir})
+	if err != nil {
+		return // in use by a running gate, or not a journal
+	}
+	defer g.Close()
+	recs, err := g.Recover(ctx)
+	if err != nil {
+		p.log.Warn("could not read an old journal", "dir", dir, "err", err)
+		return
+	}
+	for _, r := range recs {
+		if r.Err != nil {
+			p.log.Warn("could not report a call a previous gate left unfinished", "request", r.RequestID, "err", r.Err)
+		} else {
+			p.log.Warn("reported a call a previous gate left unfinished", "request", r.RequestID, "status", r.Status)
+		}
+	}
+	if n, err := g.Outstanding(); err == nil && n == 0 {
+		g.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// closeJournal releases the journal, removing it when nothing in it is
+// outstanding.
+func (p *proxy) closeJournal() {
+	n, err := p.gate.Outstanding()
+	p.gate.Close()
+	if err == nil && n == 0 {
+		os.RemoveAll(filepath.Join(p.cfg.JournalDir, p.inst))
+	}
+}
+
+// session returns the downstream session, or nil before it connects.
+func (p *proxy) session() *mcp.ServerSession {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ss
+}
+
+// levelFloor drops records below a level: the SDK logs every session's
+// start and end at info, which is noise on a gate's stderr.
+type levelFloor struct {
+	slog.Handler
+	floor slog.Level
+}
+
+func (l levelFloor) Enabled(ctx context.Context, lv slog.Level) bool {
+	return lv >= l.floor && l.Handler.Enabled(ctx, lv)
+}
+func (l levelFloor) WithAttrs(a []slog.Attr) slog.Handler {
+	return levelFloor{l.Handler.WithAttrs(a), l.floor}
+}
+func (l levelFloor) WithGroup(n string) slog.Handler {
+	return levelFloor{l.Handler.WithGroup(n), l.floor}
+}
+
+// eofReader calls onEnd when its reader ends or fails.
+type eofReader struct {
+	io.ReadCloser
+	onEnd func()
+}
+
+func (r *eofReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil {
+		r.onEnd()
+	}
+	return n, err
+}

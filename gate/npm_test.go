@@ -1,0 +1,132 @@
+package gate_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestGateNPMFilesystem puts airlock gate in front of a real MCP server
+// from npm, @modelcontextprotocol/server-filesystem, pinned by
+// e2e/npm-upstream/package-lock.json. Install it first:
+//
+//	npm ci --prefix e2e/npm-upstream
+//
+// Outside CI the test is skipped when node or the package is missing;
+// under CI=true it fails instead.
+func TestGateNPMFilesystem(t *testing.T) {
+	t.Parallel()
+	entry, err := filepath.Abs(filepath.Join("..", "e2e", "npm-upstream", "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(entry)
+	}
+	if err != nil {
+		msg := "the npm upstream test needs node and `npm ci --prefix e2e/npm-upstream`: " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	s := newServer(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := s.startGate(t, gateOptions{upstream: []string{node, entry, root}})
+	ctx := context.Background()
+
+	tools, err := g.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+	}
+	for _, want := range []string{"read_text_file", "write_file", "move_file", "list_allowed_directories"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("tools %v lack %s", names, want)
+		}
+	}
+
+	// Read-only tools pass straight through.
+	before := countRequests(t, s)
+	res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_allowed_directories", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(text(res), root) {
+		t.Fatalf("list_allowed_directories: %+v %v", res, err)
+	}
+	if countRequests(t, s) != before {
+		t.Fatal("a read-only tool asked for approval")
+	}
+
+	// write_file waits for a reviewer, then writes exactly what was approved.
+	file := filepath.Join(root, "hello.txt")
+	args := json.RawMessage(`{"path":` + quote(file) + `,"content":"hi from behind the gate\n"}`)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "write_file", Arguments: args})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	r := s.pending(t, "write_file")
+	if !jsonEqual(t, r.Arguments, args) {
+		t.Fatalf("requested arguments %s, want %s", r.Arguments, args)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("the file exists before approval: %v", err)
+	}
+	if _, err := s.reviewer.Approve(ctx, r.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res == nil || res.IsError {
+		t.Fatalf("approved write_file: %+v", res)
+	}
+	if data, err := os.ReadFile(file); err != nil || string(data) != "hi from behind the gate\n" {
+		t.Fatalf("file after approval: %q %v", data, err)
+	}
+	if got := s.waitState(t, r.ID, airlock.StateApproved); got.Execution == nil || got.Execution.Status != airlock.ExecSucceeded {
+		t.Fatalf("execution %+v", got.Execution)
+	}
+	res, err = g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_text_file", Arguments: map[string]any{"path": file}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "hi from behind the gate") {
+		t.Fatalf("read_text_file: %+v %v", res, err)
+	}
+
+	// move_file is denied: the note reaches the agent and nothing moves.
+	go func() {
+		res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "move_file", Arguments: map[string]any{"source": file, "destination": file + ".bak"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	r = s.pending(t, "move_file")
+	if _, err := s.reviewer.Deny(ctx, r.ID, "keep the file where it is"); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res == nil || !res.IsError || !strings.Contains(text(res), "keep the file where it is") {
+		t.Fatalf("denied move_file: %+v", res)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the denied move happened: %v", err)
+	}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

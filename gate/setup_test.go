@@ -1,0 +1,329 @@
+package gate_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// The binaries under test, built once: the real airlock, and the Go-SDK
+// upstream server of testdata/upstream.
+var (
+	buildOnce            sync.Once
+	binDir               string
+	airlockBin, upstream string
+	buildErr             error
+)
+
+func binaries(t testing.TB) (string, string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "airlock-gate-test-"); buildErr != nil {
+			return
+		}
+		airlockBin, upstream = filepath.Join(binDir, "airlock"), filepath.Join(binDir, "upstream")
+		for _, b := range [][2]string{{airlockBin, "github.com/airlockhq/airlock/cmd/airlock"}, {upstream, "./testdata/upstream"}} {
+			if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
+				buildErr = errors.New("go build " + b[1] + ": " + err.Error() + "\n" + string(out))
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return airlockBin, upstream
+}
+
+// server is a running Airlock (provider and REST API over a real SQLite
+// file, in process) with an agent for the gate and a reviewer.
+type server struct {
+	url         string
+	agent       *client.Client
+	reviewer    *client.Client
+	agentSecret string
+}
+
+func newServer(t *testing.T) *server {
+	t.Helper()
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	limits := airlock.DefaultLimits()
+	limits.MinTimeout = time.Millisecond
+	logger := slog.New(slog.DiscardHandler)
+	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); svc.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-ran })
+	shutdown, stopHTTP := context.WithCancel(ctx)
+	srv := httptest.NewServer(rest.New(rest.Config{Service: svc, Logger: logger, RateLimit: 1e6, RateBurst: 1e6, Context: shutdown}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(stopHTTP)
+	const admin = "admin-secret-for-gate-tests"
+	if err := svc.BootstrapAdmin(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(secret string) *client.Client {
+		c, err := client.New(srv.URL, secret, client.WithHTTPClient(srv.Client()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	adm := mk(admin)
+	agent, err := adm.CreateToken(ctx, client.CreateTokenInput{Name: "gate", Role: airlock.RoleAgent, Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := adm.CreateToken(ctx, client.CreateTokenInput{Name: "reviewer", Role: airlock.RoleReviewer, Principal: "carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &server{url: srv.URL, agent: mk(agent.Secret), reviewer: mk(rev.Secret), agentSecret: agent.Secret}
+}
+
+// pending waits until a pending request for tool appears and returns it.
+func (s *server) pending(t *testing.T, tool string) *client.ApprovalRequest {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		page, err := s.reviewer.ListRequests(context.Background(), client.ListRequestsOptions{State: airlock.StatePending, Tool: tool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) > 0 {
+			return &page.Items[0]
+		}
+		time.Sleep(10 * time.Millisecond) // nothing to wait on across processes: poll with a deadline
+	}
+	t.Fatalf("no pending request for %s within 20s", tool)
+	return nil
+}
+
+// waitState polls a request until it is in state.
+func (s *server) waitState(t *testing.T, id string, state airlock.State) *client.ApprovalRequest {
+	t.Helper()
+	r, err := s.agent.WaitRequest(context.Background(), id, &client.WaitOptions{PollWait: 5 * time.Second})
+	if err != nil || r.State != state {
+		t.Fatalf("request %s: %+v %v, want %s", id, r, err, state)
+	}
+	return r
+}
+
+// gateProc is a running `airlock gate` with an MCP client session on it.
+type gateProc struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	cs       *mcp.ClientSession
+	stderr   *lockedBuffer
+	badLines chan string // stdout lines that are not JSON-RPC
+	progress chan *mcp.ProgressNotificationParams
+	log      string // the upstream's record of runs
+	done     chan struct{}
+	exitErr  error
+	stopOnce *sync.Once
+}
+
+// Stop stops the gate once (see stop).
+func (g *gateProc) Stop() { g.stopOnce.Do(g.stop) }
+
+// gateOptions configures startGate.
+type gateOptions struct {
+	rules    string   // JSON rules, written to a file, or ""
+	upstream []string // the upstream command; default the Go-SDK upstream
+	env      []string
+}
+
+// startGate runs `airlock gate` (the real binary) in front of an upstream
+// and connects a Go-SDK MCP client to its stdio. Every stdout line is
+// checked to be a JSON-RPC message.
+func (s *server) startGate(t *testing.T, o gateOptions) *gateProc {
+	t.Helper()
+	bin, up := binaries(t)
+	dir := t.TempDir()
+	if o.upstream == nil {
+		o.upstream = []string{up}
+	}
+	args := []string{"gate", "--url", s.url, "--journal", filepath.Join(dir, "journal"), "--progress-interval", "50ms", "--log-level", "info"}
+	if o.rules != "" {
+		file := filepath.Join(dir, "rules.json")
+		if err := os.WriteFile(file, []byte(o.rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--rules", file)
+	}
+	args = append(append(args, "--"), o.upstream...)
+	g := &gateProc{t: t, stderr: &lockedBuffer{}, badLines: make(chan string, 100),
+		progress: make(chan *mcp.ProgressNotificationParams, 1000), log: filepath.Join(dir, "upstream.log"), done: make(chan struct{})}
+	g.cmd = exec.Command(bin, args...)
+	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log}, o.env...)
+	g.cmd.Stderr = g.stderr
+	stdin, err := g.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.stdin = stdin
+	stdout, err := g.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	checked, w := io.Pipe()
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			var msg struct {
+				JSONRPC string `json:"jsonrpc"`
+			}
+			if json.Unmarshal(line, &msg) != nil || msg.JSONRPC != "2.0" {
+				g.badLines <- string(line)
+			}
+			w.Write(append(line, '\n'))
+		}
+		w.Close()
+	}()
+	go func() {
+		g.exitErr = g.cmd.Wait()
+		close(g.done)
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "gate-test-client", Version: "1.0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			g.progress <- req.Params
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g.cs, err = c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: stdin}, nil)
+	if err != nil {
+		g.cmd.Process.Kill()
+		<-g.done
+		t.Fatalf("connect to airlock gate: %v\nstderr:\n%s", err, g.stderr.String())
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(g.stop) })
+	g.stopOnce = &once
+	return g
+}
+
+// stop closes the client session (the gate's stdin), waits for the gate
+// to exit and checks it exited cleanly with nothing but protocol on
+// stdout.
+func (g *gateProc) stop() {
+	t := g.t
+	t.Helper()
+	// Close the gate's stdin as a client that goes away does: the SDK's
+	// own Close would first wait for the calls in flight.
+	g.stdin.Close()
+	closed := make(chan struct{})
+	go func() {
+		<-g.done
+		g.cs.Close()
+		close(closed)
+	}()
+	select {
+	case <-g.done:
+	case <-time.After(30 * time.Second):
+		g.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, on stderr
+		<-g.done
+		<-closed
+		t.Errorf("airlock gate did not exit within 30s of its client closing\nstderr:\n%s", g.stderr.String())
+		return
+	}
+	<-closed
+	if g.exitErr != nil {
+		t.Errorf("airlock gate exited with %v\nstderr:\n%s", g.exitErr, g.stderr.String())
+	}
+	select {
+	case line := <-g.badLines:
+		t.Errorf("airlock gate wrote a non-JSON-RPC line to stdout: %q", line)
+	default:
+	}
+}
+
+// runs returns the upstream's record of tool runs.
+func (g *gateProc) runs() []string {
+	data, err := os.ReadFile(g.log)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// text joins a result's text content.
+func text(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// lockedBuffer collects a process's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,303 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock/client"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// callTool handles a client's tools/call: allowed calls go straight
+// upstream; gated ones wait for a reviewer's approval of exactly this call.
+func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name := req.Params.Name
+	t := p.tool(name)
+	if t == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+	}
+	action, timeout := p.cfg.Rules.Decide(t)
+	switch action {
+	case ActionAllow:
+		return p.forward(ctx, req, nil)
+	case ActionDeny:
+		return errorResult("Airlock: the gate's rules block %s; the call was not run. Do not retry it.", name), nil
+	}
+
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	pr := p.newProgress(req)
+	defer pr.stop()
+	// Waiting ends when the client cancels or its input ends; a call that
+	// started runs on with the client's request (ctx).
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.waitCtx, cancel)()
+	var result *mcp.CallToolResult
+	var fwdErr error
+	_, err := p.gate.Run(waitCtx, client.Call{
+		Tool: name, Arguments: args, AttemptKey: rand.Text(), Timeout: timeout,
+		Context:   p.callContext(req),
+		OnPending: pr.waiting,
+	}, func(context.Context) error {
+		pr.approved()
+		result, fwdErr = p.forward(ctx, req, pr)
+		switch {
+		case fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)):
+			// The connection broke or the client cancelled mid-call:
+			// whether the tool took effect is unknown.
+			return fmt.Errorf("%v: %w", fwdErr, client.ErrOutcomeUnknown)
+		case fwdErr != nil:
+			return fwdErr // the upstream refused the call
+		case result.IsError:
+			return errors.New("the tool returned an error: " + resultText(result))
+		}
+		return nil
+	})
+	return p.answer(waitCtx, name, result, fwdErr, err)
+}
+
+// answer turns the gate's outcome into the client's result.
+func (p *proxy) answer(ctx context.Context, tool string, result *mcp.CallToolResult, fwdErr, err error) (*mcp.CallToolResult, error) {
+	var (
+		te *client.ToolError
+		de *client.DeniedError
+		ee *client.ExpiredError
+		ce *client.CancelledError
+		le *client.LapsedError
+		ae *client.AlreadyExecutedError
+		ie *client.InterruptedError
+	)
+	switch {
+	case err == nil:
+		return result, nil
+	case errors.As(err, &te):
+		// The call ran: the client gets the upstream's own answer.
+		if fwdErr != nil {
+			return nil, fwdErr
+		}
+		return result, nil
+	case errors.As(err, &de):
+		msg := fmt.Sprintf("Airlock: a reviewer denied this call to %s (request %s); it did not run.", tool, de.Request.ID)
+		if note := de.Note(); note != "" {
+			msg += "\nReviewer's note: " + note
+		}
+		return errorResult("%s", msg), nil
+	case errors.As(err, &ee):
+		return errorResult("Airlock: nobody decided on this call to %s in time (request %s, deadline %s); it did not run. Call it again to ask again if it is still needed.",
+			tool, ee.Request.ID, ee.Request.DeadlineAt.UTC().Format(time.RFC3339)), nil
+	case errors.As(err, &ce):
+		if ce.Abandoned && ctx.Err() != nil {
+			return nil, ctx.Err() // the client cancelled; it reads no answer
+		}
+		return errorResult("Airlock: the approval request for %s was cancelled (request %s); the call did not run.", tool, ce.Request.ID), nil
+	case errors.As(err, &le):
+		return errorResult("Airlock: the approval of this call to %s expired before it could start (request %s); it did not run. Call it again to ask anew.", tool, le.Request.ID), nil
+	case errors.As(err, &ae), errors.As(err, &ie):
+		return errorResult("Airlock: %v", err), nil
+	}
+	p.log.Warn("could not ask for approval", "tool", tool, "err", err)
+	return errorResult("Airlock: could not ask for approval of this call to %s, so it did not run: %v", tool, err), nil
+}
+
+// forward sends the call upstream as the client made it (same name,
+// arguments and _meta), with a progress token of the gate's own when the
+// client asked for progress.
+func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress) (*mcp.CallToolResult, error) {
+	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	if req.Params.Arguments == nil {
+		params.Arguments = json.RawMessage(`{}`)
+	}
+	if m := req.Params.Meta; len(m) > 0 {
+		params.Meta = mcp.Meta{}
+		for k, v := range m {
+			if k != "progressToken" {
+				params.Meta[k] = v
+			}
+		}
+	}
+	if pr == nil {
+		pr = p.newProgress(req)
+		defer pr.stop()
+	}
+	if tok := pr.route(); tok != "" {
+		params.SetProgressToken(tok)
+		defer p.unroute(tok)
+	}
+	return p.up.CallTool(ctx, params)
+}
+
+// isRPCError reports whether err is a JSON-RPC error the upstream answered.
+func isRPCError(err error) bool {
+	var re *jsonrpc.Error
+	return errors.As(err, &re)
+}
+
+// callContext is what the gate observed about the call: the request's
+// context field, shown to reviewers apart from the agent's claims.
+func (p *proxy) callContext(req *mcp.CallToolRequest) json.RawMessage {
+	c := map[string]any{"adapter": "airlock gate", "upstream": strings.Join(p.cfg.Command, " ")}
+	if ss := req.Session; ss != nil {
+		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
+			c["mcp_client"] = ip.ClientInfo.Name + " " + ip.ClientInfo.Version
+		}
+	}
+	data, _ := json.Marshal(c)
+	return data
+}
+
+// errorResult is an isError tool result the agent reads.
+func errorResult(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// resultText joins a result's text content, for a report's detail.
+func resultText(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// progress sends a call's progress notifications: for a gated call, one per
+// interval while it waits for a reviewer; then the upstream's own, moved
+// up by what was sent while waiting, so the value keeps increasing.
+type progress struct {
+	p     *proxy
+	ss    *mcp.ServerSession
+	token any // the client's; nil when it asked for none
+
+	mu      sync.Mutex
+	n       float64 // the last progress value sent
+	started bool
+	done    chan struct{}
+	stopped bool
+	upTok   string
+}
+
+func (p *proxy) newProgress(req *mcp.CallToolRequest) *progress {
+	return &progress{p: p, ss: req.Session, token: req.Params.GetProgressToken(), done: make(chan struct{})}
+}
+
+// waiting is the gate's OnPending: the first call starts the ticker.
+func (pr *progress) waiting(r *client.ApprovalRequest) {
+	if pr.token == nil {
+		return
+	}
+	pr.mu.Lock()
+	if pr.started || pr.stopped {
+		pr.mu.Unlock()
+		return
+	}
+	pr.started = true
+	pr.mu.Unlock()
+	msg := fmt.Sprintf("Waiting for a reviewer to approve %s in Airlock (request %s, deadline %s).",
+		r.Tool, r.ID, r.DeadlineAt.UTC().Format(time.RFC3339))
+	pr.tick(msg)
+	go func() {
+		t := time.NewTicker(pr.p.cfg.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				pr.tick(msg)
+			case <-pr.done:
+				return
+			}
+		}
+	}()
+}
+
+// approved stops the waiting notifications.
+func (pr *progress) approved() { pr.stop() }
+
+func (pr *progress) stop() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if !pr.stopped {
+		pr.stopped = true
+		close(pr.done)
+	}
+}
+
+// tick tells the client the call still waits: one more unit of progress.
+func (pr *progress) tick(msg string) {
+	pr.mu.Lock()
+	if pr.stopped {
+		pr.mu.Unlock()
+		return
+	}
+	pr.n++
+	v := pr.n
+	pr.mu.Unlock()
+	pr.ss.NotifyProgress(pr.p.ctx, &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: v, Message: msg})
+}
+
+// route registers a token of the gate's own for the upstream call, so the
+// upstream's progress reaches this client's request. "" when the client
+// asked for no progress.
+func (pr *progress) route() string {
+	if pr.token == nil || pr.ss == nil {
+		return ""
+	}
+	tok := "airlock-gate-" + strconv.FormatInt(pr.p.nextTok.Add(1), 10)
+	pr.mu.Lock()
+	pr.upTok = tok
+	base := pr.n
+	pr.mu.Unlock()
+	pr.p.mu.Lock()
+	pr.p.progress[tok] = &progressRoute{pr: pr, base: base}
+	pr.p.mu.Unlock()
+	return tok
+}
+
+// progressRoute maps an upstream progress token to a client's request.
+type progressRoute struct {
+	pr   *progress
+	base float64 // progress already sent while waiting
+}
+
+func (p *proxy) unroute(tok string) {
+	p.mu.Lock()
+	delete(p.progress, tok)
+	p.mu.Unlock()
+}
+
+// upstreamProgress forwards the upstream's progress to the client whose
+// call it belongs to.
+func (p *proxy) upstreamProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+	tok, _ := req.Params.ProgressToken.(string)
+	p.mu.Lock()
+	rt := p.progress[tok]
+	p.mu.Unlock()
+	if rt == nil {
+		return
+	}
+	pr := rt.pr
+	pr.mu.Lock()
+	v := rt.base + req.Params.Progress
+	if v <= pr.n {
+		pr.mu.Unlock()
+		return // never let progress go backwards
+	}
+	pr.n = v
+	pr.mu.Unlock()
+	params := &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: v, Message: req.Params.Message}
+	if req.Params.Total > 0 {
+		params.Total = rt.base + req.Params.Total
+	}
+	pr.ss.NotifyProgress(ctx, params)
+}
