@@ -286,8 +286,5 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
-// formatDuration writes d as a Go duration the server parses ("1m30s").
-func formatDuration(d time.Duration) string { return d.String() }
-
 // itoa is strconv.Itoa, for query values.
 func itoa(n int) string { return strconv.Itoa(n) }
