@@ -341,18 +341,25 @@ func TestInstancesTokensBoardSessions(t *testing.T) {
 	if err != nil || got.PendingCount != 3 || got.Name != "second" {
 		t.Fatalf("get instance: %+v %v", got, err)
 	}
+	list, err := b.agent.ListInstances(ctx)
+	if err != nil || len(list) != 2 || list[0].ID != in.ID || list[0].PendingCount != 3 || list[1].ID != b.instance {
+		t.Fatalf("list instances: %+v %v; want [%s (3 pending) %s]", list, err, in.ID, b.instance)
+	}
 	n, err := b.agent.DeleteInstance(ctx, in.ID)
 	if err != nil || n != 3 {
 		t.Fatalf("delete: cancelled %d, %v; want 3", n, err)
+	}
+	if list, err := b.reviewer.ListInstances(ctx); err != nil || len(list) != 1 || list[0].ID != b.instance {
+		t.Fatalf("instances after the delete: %+v %v; want only %s", list, err, b.instance)
 	}
 
 	tok, err := b.admin.CreateToken(ctx, client.CreateTokenInput{Name: "ci", Role: airlock.RoleAgent, Scopes: []string{"work:write"}})
 	if err != nil || !strings.HasPrefix(tok.Secret, "airlock_") || tok.Role != airlock.RoleAgent || len(tok.Scopes) != 1 {
 		t.Fatalf("create token: %+v %v", tok, err)
 	}
-	list, err := b.admin.ListTokens(ctx)
-	if err != nil || len(list) < 4 || list[0].ID != tok.ID {
-		t.Fatalf("list tokens: %d %v", len(list), err)
+	tokens, err := b.admin.ListTokens(ctx)
+	if err != nil || len(tokens) < 4 || tokens[0].ID != tok.ID {
+		t.Fatalf("list tokens: %d %v", len(tokens), err)
 	}
 	revoked, err := b.admin.RevokeToken(ctx, tok.ID)
 	if err != nil || revoked.RevokedAt == nil {

@@ -33,6 +33,19 @@ func (c *Client) RegisterInstance(ctx context.Context, name string, metadata jso
 	return &in, nil
 }
 
+// ListInstances lists the instances the caller may see, newest first, with
+// their pending counts: every live one for reviewers and admins, their own
+// for agents.
+func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
+	var out struct {
+		Items []Instance `json:"items"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/instances", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
 // GetInstance reads an instance with its count of pending requests.
 func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
 	var in Instance
