@@ -71,14 +71,14 @@ func (s *Store) CreateColumn(ctx context.Context, c airlock.Column, actor string
 	var out airlock.Column
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		if _, err := t.Exec(ctx, `SELECT pg_advisory_xact_lock(@class, @key)`,
-			pgx.StrictNamedArgs{"class": advisoryClass, "key": s.columnsLock}); err != nil {
+			named{"class": advisoryClass, "key": s.columnsLock}); err != nil {
 			return err
 		}
 		var at time.Time
 		err := t.QueryRow(ctx, tickCTE+`INSERT INTO board_columns (column_key, name, position, created_at)
 SELECT @key::text, @name::text, (SELECT coalesce(max(position), 0) + 1 FROM board_columns), tick.now FROM tick
 ON CONFLICT (column_key) DO NOTHING
-RETURNING column_key, name, position, created_at`, pgx.StrictNamedArgs{"now": s.now(), "key": c.Key, "name": c.Name}).
+RETURNING column_key, name, position, created_at`, named{"now": s.now(), "key": c.Key, "name": c.Name}).
 			Scan(&out.Key, &out.Name, &out.Position, &at)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return airlock.Invalid("key", "column key %q is already taken; choose another", c.Key)
@@ -109,7 +109,7 @@ func (s *Store) CreateWorkItem(ctx context.Context, w airlock.WorkItem, actor st
 		var err error
 		out, err = scanWorkItem(t.QueryRow(ctx, tickCTE+`INSERT INTO work_items AS w (id, title, column_key, version, created_at, updated_at)
 SELECT @id::text, @title::text, c.column_key, 1, tick.now, tick.now FROM board_columns c, tick WHERE c.column_key = @column
-RETURNING `+workItemCols, pgx.StrictNamedArgs{"now": s.now(), "id": w.ID, "title": w.Title, "column": w.ColumnKey}))
+RETURNING `+workItemCols, named{"now": s.now(), "id": w.ID, "title": w.Title, "column": w.ColumnKey}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return noColumn(w.ColumnKey)
 		}
@@ -163,10 +163,10 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 	var out airlock.WorkItem
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		var err error
-		out, err = scanWorkItem(t.QueryRow(ctx, updateWorkItemSQL, pgx.StrictNamedArgs{
+		out, err = scanWorkItem(t.QueryRow(ctx, updateWorkItemSQL, named{
 			"now": s.now(), "id": p.ID, "title": title, "column": column, "if_version": p.IfVersion}))
 		if errors.Is(err, pgx.ErrNoRows) {
-			cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, pgx.StrictNamedArgs{"id": p.ID}))
+			cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": p.ID}))
 			switch {
 			case err != nil:
 				return err // pgx.ErrNoRows: not_found
@@ -194,6 +194,6 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 
 // GetWorkItem reads one item.
 func (s *Store) GetWorkItem(ctx context.Context, id string) (airlock.WorkItem, error) {
-	w, err := scanWorkItem(s.pool.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, pgx.StrictNamedArgs{"id": id}))
+	w, err := scanWorkItem(s.pool.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": id}))
 	return w, translate(err, "work item", id)
 }

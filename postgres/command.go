@@ -90,7 +90,7 @@ func (s *Store) lockCommand(ctx context.Context, t *tx, id string) (*lockedComma
 		method, input *string
 	)
 	err := t.QueryRow(ctx, `SELECT r.owner_id, r.command_method, r.command_input FROM requests r WHERE r.id = @id AND r.state = 'pending'`,
-		pgx.StrictNamedArgs{"id": id}).Scan(&owner, &method, &input)
+		named{"id": id}).Scan(&owner, &method, &input)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && method == nil) {
 		return nil, nil
 	}
@@ -98,7 +98,7 @@ func (s *Store) lockCommand(ctx context.Context, t *tx, id string) (*lockedComma
 		return nil, err
 	}
 	var locked lockedCommand
-	tok, err := scanToken(t.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id FOR SHARE`, pgx.StrictNamedArgs{"id": owner}))
+	tok, err := scanToken(t.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id FOR SHARE`, named{"id": owner}))
 	switch {
 	case err == nil:
 		locked.token = &tok
@@ -109,7 +109,7 @@ func (s *Store) lockCommand(ctx context.Context, t *tx, id string) (*lockedComma
 		var in airlock.WorkMoveInput
 		if json.Unmarshal([]byte(*input), &in) == nil {
 			w, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id FOR NO KEY UPDATE`,
-				pgx.StrictNamedArgs{"id": in.ItemID}))
+				named{"id": in.ItemID}))
 			switch {
 			case err == nil:
 				locked.item = &w
@@ -158,7 +158,7 @@ func (s *Store) applyApprovedCommand(ctx context.Context, t *tx, locked *lockedC
 	return scanRequest(t.QueryRow(ctx, `UPDATE requests r
 SET command_status = @status, command_detail = @detail, command_applied_at = @now
 WHERE r.id = @id AND r.state = 'approved' AND r.command_status IS NULL
-RETURNING `+requestCols, pgx.StrictNamedArgs{"id": r.ID, "now": at, "status": airlock.CommandApplied, "detail": detail}))
+RETURNING `+requestCols, named{"id": r.ID, "now": at, "status": airlock.CommandApplied, "detail": detail}))
 }
 
 // workMove moves a work_move's item with one compare-and-set on the column
@@ -194,9 +194,9 @@ func workMove(ctx context.Context, t *tx, locked *lockedCommand, r airlock.Reque
 SET column_key = @to, version = w.version + 1, updated_at = @now
 WHERE w.id = @id AND w.column_key = @from
   AND EXISTS (SELECT 1 FROM board_columns c WHERE c.column_key = @to)
-RETURNING `+workItemCols, pgx.StrictNamedArgs{"id": in.ItemID, "from": obs.FromColumnKey, "to": in.ColumnKey, "now": at}))
+RETURNING `+workItemCols, named{"id": in.ItemID, "from": obs.FromColumnKey, "to": in.ColumnKey, "now": at}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, pgx.StrictNamedArgs{"id": in.ItemID}))
+		cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": in.ItemID}))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return "", commandFailed(r, "item %s no longer exists", in.ItemID)

@@ -2,15 +2,21 @@ package postgres
 
 import (
 	"context"
+	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// TxForTest is what WriteForTest's fn may run statements on.
+type TxForTest interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
 // WriteForTest runs fn in one of the store's write transactions, with its
 // retries, so tests can break a transaction on purpose.
-func (s *Store) WriteForTest(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	return s.write(ctx, func(ctx context.Context, t *tx) error { return fn(ctx, t.Tx) })
+func (s *Store) WriteForTest(ctx context.Context, fn func(ctx context.Context, tx TxForTest) error) error {
+	return s.write(ctx, func(ctx context.Context, t *tx) error { return fn(ctx, t) })
 }
 
 // MaxAttempts is how many times a transient failure is tried in all.
@@ -18,3 +24,34 @@ const MaxAttempts = maxAttempts
 
 // PoolForTest exposes the store's pool, so tests can check its settings.
 func (s *Store) PoolForTest() *pgxpool.Pool { return s.pool }
+
+// WithBeforeCommitForTest calls f in every write, after its events are
+// appended and before its COMMIT.
+func WithBeforeCommitForTest(f func()) Option {
+	return func(c *config) { c.hooks.beforeCommit = f }
+}
+
+// WithDroppedNotificationsForTest drops the notifications of committed
+// changes while drop returns true, as a replica that died between its
+// COMMIT and its NOTIFY would.
+func WithDroppedNotificationsForTest(drop func() bool) Option {
+	return func(c *config) { c.hooks.dropNotify = drop }
+}
+
+// Settled returns the largest event ID the store knows to be settled.
+func (s *Store) Settled() int64 { return s.gate.settled.Load() }
+
+// ListenPoll is how often Listen reads the audit log.
+const ListenPoll = listenPoll
+
+// WithListenPollForTest makes Listen read the audit log every d instead of
+// every ListenPoll; tests of notifications alone set it long.
+func WithListenPollForTest(d time.Duration) Option {
+	return func(c *config) { c.hooks.listenPoll = d }
+}
+
+// EventsLockForTest returns the two keys of the schema's events lock, as
+// pg_locks shows them (classid, objid).
+func (s *Store) EventsLockForTest() (classid, objid int64) {
+	return int64(uint32(advisoryClass)), int64(uint32(s.eventsLock))
+}

@@ -49,7 +49,7 @@ func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor s
 		var at time.Time
 		if err := t.QueryRow(ctx, tickCTE+`INSERT INTO instances (id, owner_id, name, metadata, created_at, kind)
 SELECT @id::text, @owner::text, @name::text, @metadata::text, tick.now, @kind::text FROM tick
-RETURNING created_at`, pgx.StrictNamedArgs{
+RETURNING created_at`, named{
 			"now": s.now(), "id": in.ID, "owner": in.OwnerID, "name": in.Name, "metadata": text(in.Metadata),
 			"kind": string(in.Kind),
 		}).Scan(&at); err != nil {
@@ -68,7 +68,7 @@ RETURNING created_at`, pgx.StrictNamedArgs{
 // GetInstance reads a live instance; a deleted one is not_found.
 func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, error) {
 	in, err := scanInstance(s.pool.QueryRow(ctx,
-		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL`, pgx.StrictNamedArgs{"id": id}))
+		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL`, named{"id": id}))
 	return in, translate(err, "instance", id)
 }
 
@@ -76,7 +76,7 @@ func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, e
 // ownerID is set.
 func (s *Store) ListInstances(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+instanceCols+` FROM instances i
-WHERE i.deleted_at IS NULL AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC`, pgx.StrictNamedArgs{"owner": ownerID})
+WHERE i.deleted_at IS NULL AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC`, named{"owner": ownerID})
 	if err != nil {
 		return nil, translate(err, "instances", ownerID)
 	}
@@ -102,7 +102,7 @@ func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string,
 		cancelled = nil
 		var got string
 		if err := t.QueryRow(ctx, `SELECT id FROM instances WHERE id = @id AND deleted_at IS NULL FOR NO KEY UPDATE`,
-			pgx.StrictNamedArgs{"id": id}).Scan(&got); err != nil {
+			named{"id": id}).Scan(&got); err != nil {
 			return err
 		}
 		var err error
@@ -136,12 +136,12 @@ func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string,
 // FOR UPDATE here, followed by the request locks, would deadlock with it.
 func (s *Store) closeInstance(ctx context.Context, t *tx, id, actor string, event airlock.EventType) ([]string, error) {
 	if _, err := t.Exec(ctx, `SELECT 1 FROM requests WHERE instance_id = @id AND state = 'pending' FOR UPDATE`,
-		pgx.StrictNamedArgs{"id": id}); err != nil {
+		named{"id": id}); err != nil {
 		return nil, err
 	}
 	var now time.Time
 	if err := t.QueryRow(ctx, `UPDATE instances SET deleted_at = coalesce(@now::timestamptz, clock_timestamp())
-WHERE id = @id AND deleted_at IS NULL RETURNING deleted_at`, pgx.StrictNamedArgs{"now": s.now(), "id": id}).Scan(&now); err != nil {
+WHERE id = @id AND deleted_at IS NULL RETURNING deleted_at`, named{"now": s.now(), "id": id}).Scan(&now); err != nil {
 		return nil, err
 	}
 	now = now.UTC()
@@ -149,7 +149,7 @@ WHERE id = @id AND deleted_at IS NULL RETURNING deleted_at`, pgx.StrictNamedArgs
 SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
 FROM tick
 WHERE r.instance_id = @id AND r.state = 'pending' AND r.deadline_at <= tick.now
-RETURNING `+requestCols+`, tick.now`, pgx.StrictNamedArgs{"now": now, "id": id, "actor": airlock.ActorExpiry})
+RETURNING `+requestCols+`, tick.now`, named{"now": now, "id": id, "actor": airlock.ActorExpiry})
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ RETURNING `+requestCols+`, tick.now`, pgx.StrictNamedArgs{"now": now, "id": id, 
 SET state = 'cancelled', decided_at = tick.now, decided_by = @actor
 FROM tick
 WHERE r.instance_id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
-RETURNING `+requestCols+`, tick.now`, pgx.StrictNamedArgs{"now": now, "id": id, "actor": actor})
+RETURNING `+requestCols+`, tick.now`, named{"now": now, "id": id, "actor": actor})
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,7 @@ func apply(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, 
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at)
 VALUES (@version, @name, coalesce(@now::timestamptz, clock_timestamp()))`,
-			pgx.StrictNamedArgs{"version": m.version, "name": m.name, "now": now()})
+			named{"version": m.version, "name": m.name, "now": now()})
 		return err
 	})
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,10 +16,13 @@ import (
 // PostgreSQL refuses payloads of 8000 bytes or more, so a large change is
 // split into several notifications; a change too large to be worth
 // splitting (a sweep or an instance delete of thousands) is announced with
-// one empty payload, which listeners read as "re-read everything".
+// one empty payload, which listeners read as "re-read everything". A batch
+// that changed no request (only board or token events) is announced with
+// eventsOnlyPayload, which wakes event streams and nothing else.
 const (
-	maxPayload       = 7900
-	maxNotifications = 8
+	maxPayload        = 7900
+	maxNotifications  = 8
+	eventsOnlyPayload = "."
 )
 
 // payloads splits ids into notification payloads, each ID once.
@@ -52,26 +57,138 @@ func payloads(ids []string) []string {
 }
 
 // parsePayload reads a payload back: nil for the empty "re-read
-// everything" payload.
+// everything" payload, and no IDs (not nil) for eventsOnlyPayload.
 func parsePayload(p string) []string {
-	if p == "" {
+	switch p {
+	case "":
 		return nil
+	case eventsOnlyPayload:
+		return []string{}
 	}
 	return strings.Split(p, ",")
 }
 
-// listenPing is how long Listen waits for a notification before checking
-// that its connection still answers: a connection cut without a word (a
-// failover, a partition) would otherwise look like a quiet database.
-const listenPing = 15 * time.Second
+// notes are the changes committed through this store and not announced
+// yet. Every write hands its changed request IDs over after COMMIT
+// (announce); one goroutine per store (notifier) sends whatever has
+// accumulated as one NOTIFY statement of its own, so that a burst of
+// commits costs one notification, and no write waits for it.
+//
+// A NOTIFY in its own transaction is cheap: it writes nothing, so its
+// commit does not wait for a WAL flush, and the notification queue's lock
+// is held for microseconds. Inside a write it was held through that
+// write's flush, and serialized all notifying commits in the database.
+type notes struct {
+	mu      sync.Mutex
+	ids     []string
+	pending bool          // something committed since the last send
+	kick    chan struct{} // one slot: the notifier has work
+	stopped chan struct{} // closed when the notifier has sent its last batch
+}
+
+// notifyTimeout bounds one send. A send that fails is not retried beyond
+// once: listeners catch up by reading the audit log (catchUp).
+const notifyTimeout = 5 * time.Second
+
+// notifyGap is the least time between the starts of two sends. A change
+// committed after a quiet moment is sent at once; under load, what commits
+// within notifyGap of the last send waits for the next one, which takes
+// them all: each send is a transaction of its own, costing the database
+// about as much as a small write.
+const notifyGap = time.Millisecond
+
+// announce queues the requests a committed write changed (none for a
+// write that only appended events) for the notifier.
+func (s *Store) announce(ids []string) {
+	n := &s.notes
+	n.mu.Lock()
+	n.ids = append(n.ids, ids...)
+	n.pending = true
+	n.mu.Unlock()
+	select {
+	case n.kick <- struct{}{}:
+	default: // already kicked: the next send takes these too
+	}
+}
+
+func (s *Store) startNotifier() {
+	s.notes.kick = make(chan struct{}, 1)
+	s.notes.stopped = make(chan struct{})
+	go s.notifier()
+}
+
+// notifier sends the queued announcements until the store closes, and
+// then those still queued.
+func (s *Store) notifier() {
+	defer close(s.notes.stopped)
+	gap := time.NewTimer(0)
+	defer gap.Stop()
+	for {
+		select {
+		case <-s.notes.kick:
+		case <-s.done:
+			s.sendNotes()
+			return
+		}
+		// Back to back with the last send: gather a little more first.
+		select {
+		case <-gap.C:
+		case <-s.done:
+			s.sendNotes()
+			return
+		}
+		s.sendNotes()
+		gap.Reset(notifyGap)
+	}
+}
+
+// sendNotes sends everything queued as one statement, in autocommit.
+func (s *Store) sendNotes() {
+	n := &s.notes
+	n.mu.Lock()
+	ids, pending := n.ids, n.pending
+	n.ids, n.pending = nil, false
+	n.mu.Unlock()
+	if !pending {
+		return
+	}
+	ps := payloads(ids)
+	if len(ps) == 0 {
+		ps = []string{eventsOnlyPayload}
+	}
+	if s.hooks.dropNotify != nil && s.hooks.dropNotify() {
+		return
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		_, err := s.pool.Exec(ctx, `SELECT pg_notify(@channel, p) FROM unnest(@payloads::text[]) AS p`,
+			named{"channel": s.channel, "payloads": ps})
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+}
+
+// Listen polls the audit log every listenPoll, reading what was appended
+// since it last looked, so that a change whose notification never came (a
+// replica that died between its COMMIT and its NOTIFY, a send that failed)
+// still wakes this replica's waiters, that much later. The same read
+// checks that the listening connection still answers.
+const (
+	listenPoll = 500 * time.Millisecond
+	pollPage   = 1000
+)
 
 // Listen implements airlock.ChangeFeed. It holds one connection of its own
 // (not from the pool) listening on the schema's channel, calls changed(nil)
 // once listening — anything changed before then, or while an earlier
 // connection was down, was missed — and then changed(ids) for every
-// notification, from this replica and every other. It returns nil when ctx
-// ends or the store is closed, and an error when the connection fails; the
-// caller listens again (provider.Service.Run retries every second).
+// notification, from this replica and every other, and for what it finds
+// in the audit log every listenPoll (catchUp: an ID may be heard twice).
+// It returns nil when ctx ends or the store is closed, and an error when
+// the connection fails; the caller listens again (provider.Service.Run
+// retries every second).
 func (s *Store) Listen(ctx context.Context, changed func(ids []string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -99,29 +216,97 @@ func (s *Store) Listen(ctx context.Context, changed func(ids []string)) error {
 		}
 		return fmt.Errorf("postgres: listen on %s: %w", s.channel, err)
 	}
+	// Listening now: every later commit is either notified or, failing
+	// that, found after this point by catchUp; changed(nil) covers the rest.
+	cursor, err := s.settledUpTo(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("postgres: listen on %s: %w", s.channel, err)
+	}
 	changed(nil)
+	every := listenPoll
+	if s.hooks.listenPoll > 0 {
+		every = s.hooks.listenPoll
+	}
+	next := time.Now().Add(every)
 	for {
-		wait, cancelWait := context.WithTimeout(ctx, listenPing)
+		wait, cancelWait := context.WithDeadline(ctx, next)
 		n, err := conn.WaitForNotification(wait)
 		cancelWait()
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, context.DeadlineExceeded):
-			// Quiet for a while: make sure the connection still answers.
-			check, cancelCheck := context.WithTimeout(ctx, listenPing)
-			err = conn.Ping(check)
-			cancelCheck()
-			if err != nil {
+			if cursor, err = s.catchUp(ctx, conn, cursor, changed); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("postgres: listen on %s: connection check: %w", s.channel, err)
+				return fmt.Errorf("postgres: listen on %s: read the audit log: %w", s.channel, err)
 			}
+			next = time.Now().Add(every)
 		case err != nil:
 			return fmt.Errorf("postgres: listen on %s: %w", s.channel, err)
 		default:
 			changed(parsePayload(n.Payload))
 		}
 	}
+}
+
+// catchUp announces, with changed, the requests of the events appended
+// after cursor, and returns the new cursor: the last event announced. It
+// announces settled events only (see gate), so that an event that commits
+// later with a smaller ID is not passed over. It reads on the listening
+// connection, so an error means that connection failed; when the events
+// cannot be settled now, it leaves them for the next poll.
+func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn, cursor int64, changed func(ids []string)) (int64, error) {
+	for {
+		evs, err := readChanges(ctx, conn, cursor, math.MaxInt64)
+		if err != nil || len(evs) == 0 {
+			return cursor, err
+		}
+		if evs[len(evs)-1].id > s.gate.settled.Load() {
+			upto, err := s.settledUpTo(ctx)
+			if err != nil {
+				return cursor, nil
+			}
+			if evs, err = readChanges(ctx, conn, cursor, upto); err != nil || len(evs) == 0 {
+				return cursor, err
+			}
+		}
+		ids := []string{} // not nil: nil would mean "re-read everything"
+		seen := map[string]bool{}
+		for _, e := range evs {
+			if e.request != "" && !seen[e.request] {
+				seen[e.request] = true
+				ids = append(ids, e.request)
+			}
+		}
+		changed(ids)
+		cursor = evs[len(evs)-1].id
+		if len(evs) < pollPage {
+			return cursor, nil
+		}
+	}
+}
+
+// change is an event as catchUp reads it.
+type change struct {
+	id      int64
+	request string
+}
+
+// readChanges reads up to pollPage events with after < ID <= upto.
+func readChanges(ctx context.Context, conn *pgx.Conn, after, upto int64) ([]change, error) {
+	rows, err := conn.Query(ctx, `SELECT id, request_id FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
+		named{"after": after, "upto": upto, "limit": pollPage})
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (change, error) {
+		var c change
+		err := row.Scan(&c.id, &c.request)
+		return c, err
+	})
 }

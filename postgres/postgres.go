@@ -5,10 +5,13 @@
 // The database decides everything that can race. Every state change is one
 // compare-and-set UPDATE whose deadline check reads the database's own
 // clock_timestamp() — not now(), which is the transaction's start, and not
-// any replica's clock. Every write appends its audit events and announces
-// the requests it changed (NOTIFY) in the same transaction, so a replica
+// any replica's clock. Every write appends its audit events in its own
+// transaction; once it has committed, the store announces the requests it
+// changed (NOTIFY, batched per replica, outside the write), so a replica
 // listening with Listen (airlock.ChangeFeed) wakes its waiters for a
-// decision made anywhere.
+// decision made anywhere. Nothing in a write serializes it with other
+// writes but the rows they share, so concurrent commits share the
+// database's WAL flushes.
 //
 // It also keeps MCP agent sessions with their instructions and the work
 // board (airlock.SessionStore, airlock.BoardStore), exactly as the SQLite
@@ -47,16 +50,32 @@ type Store struct {
 	schema string
 	// channel is the NOTIFY channel of this schema's changes.
 	channel string
-	// eventsLock is the advisory lock key that orders event IDs by commit.
+	// eventsLock is the advisory lock key that settles event IDs: writers
+	// hold it shared, readers take it exclusively for a moment (see gate).
 	eventsLock int32
+	// gate shares the settling of event IDs among ListEvents callers.
+	gate *gate
+	// notes batches the announcements of committed changes (notifier).
+	notes notes
 	// columnsLock is the advisory lock key that orders board columns'
 	// positions (CreateColumn).
 	columnsLock int32
 	// fault is the test hook of WithFaultHook; nil in production.
 	fault func(point string) error
+	// hooks are the tests' other hooks (export_test.go); zero in production.
+	hooks testHooks
 
-	done      chan struct{} // closed by Close; stops Listen
+	done      chan struct{} // closed by Close; stops Listen and the notifier
 	closeOnce sync.Once
+}
+
+// testHooks let tests stop a write just before its COMMIT, drop the
+// notifications of committed changes as a replica that died right after
+// committing would, and change how often Listen reads the audit log.
+type testHooks struct {
+	beforeCommit func()
+	dropNotify   func() bool
+	listenPoll   time.Duration // 0: listenPoll
 }
 
 var (
@@ -91,6 +110,7 @@ type config struct {
 	schema           string
 	clock            airlock.Clock
 	fault            func(point string) error
+	hooks            testHooks
 }
 
 // WithMaxConns sets the most connections the store's pool opens. Without
@@ -174,7 +194,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", where, err)
 	}
-	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, done: make(chan struct{})}
+	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
+		gate: newGate(), done: make(chan struct{})}
 	if s.schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
@@ -194,6 +215,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)
 	}
+	s.startNotifier()
 	return s, nil
 }
 
@@ -242,11 +264,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	return translate(s.pool.QueryRow(ctx, `SELECT 1`).Scan(&one), "database", "ping")
 }
 
-// Close stops any Listen and closes the pool. It is safe to call more than
-// once.
+// Close stops any Listen, sends the notifications of changes already
+// committed, and closes the pool. It is safe to call more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
+		<-s.notes.stopped
 		s.pool.Close()
 	})
 	return nil
@@ -343,19 +366,6 @@ func transient(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
-// tx is one write transaction: what it ran, plus the audit events and the
-// changed requests it will append and announce just before COMMIT, and the
-// requests it decided whose sessions get an instruction.
-type tx struct {
-	pgx.Tx
-	events  []airlock.Event
-	changed []string
-	decided []airlock.Event
-}
-
-// event queues an audit event, appended at the end of the transaction.
-func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
-
 // requestEvent queues the event of a request's change and announces the
 // request. The event of a request becoming approved, denied or expired
 // also queues the session's instruction (recordInstructions): every path
@@ -374,10 +384,11 @@ func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r a
 }
 
 // write runs fn in a READ COMMITTED transaction, appends the events fn
-// queued, announces the requests it changed and commits, retrying the whole
-// transaction (fn included) on transient failures. fn must decide only with
-// the database (compare-and-set statements), never with state carried from
-// an earlier attempt.
+// queued and commits, retrying the whole transaction (fn included) on
+// transient failures; once committed, it announces the requests fn
+// changed (announce). fn must decide only with the database
+// (compare-and-set statements), never with state carried from an earlier
+// attempt.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := s.writeOnce(ctx, fn)
@@ -395,50 +406,50 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *tx) e
 }
 
 func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *tx) error) error {
-	ptx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	t := &tx{Tx: ptx}
-	defer ptx.Rollback(context.WithoutCancel(ctx))
+	t := &tx{conn: conn}
+	defer t.end(context.WithoutCancel(ctx))
 	if err := fn(ctx, t); err != nil {
 		return err
 	}
 	if err := recordInstructions(ctx, t); err != nil {
 		return err
 	}
-	if err := s.appendTail(ctx, t); err != nil {
+	if err := s.commit(ctx, t); err != nil {
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
-		return &commitError{err}
+	if len(t.events) > 0 {
+		s.announce(t.changed)
 	}
 	return nil
 }
 
-// appendSQL appends a transaction's events and announces its changes, last
-// thing before COMMIT. It first takes the schema's events advisory lock,
-// held until the transaction ends, so event IDs (drawn from a sequence)
-// are handed out in commit order: without it, a transaction could take ID
-// 10, commit after another took and committed 11, and a reader resuming
-// after 11 would never see 10. Taking it last, after every row lock the
-// transaction needs, keeps it from ever being part of a deadlock; NOTIFY
-// serializes commits in any case, so it costs little more.
-const appendSQL = `WITH tail_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(@class, @key)),
-appended AS (
-	INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
-	SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject
-	FROM tail_lock, unnest(@types::text[], @ats::timestamptz[], @actors::text[], @requests::text[],
-		@instances::text[], @tokens::text[], @states::text[], @subjects::text[])
-		WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, ord)
-	ORDER BY e.ord
-)
-SELECT count(pg_notify(@channel, p)) FROM tail_lock, unnest(@payloads::text[]) AS p`
+// appendSQL appends a transaction's events, last thing before COMMIT (in
+// one pipeline with it: see commit). It
+// first takes the schema's events lock in shared mode, held until the
+// transaction ends, so that a reader can tell how far event IDs are
+// settled (see gate). Shared holders never wait for each other, so this
+// does not serialize commits. Taking it last, after every row lock the
+// transaction needs, keeps it out of any deadlock: a settling that waits
+// for it waits only for transactions that are committing.
+//
+// Nothing here announces the change: NOTIFY inside a write would serialize
+// every committing write in the database (PostgreSQL queues notifications
+// in commit order under one lock held through the commit's WAL flush), so
+// the store announces after COMMIT instead (announce).
+const appendSQL = `WITH gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(@class, @key))
+INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
+SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject
+FROM gate, unnest(@types::text[], @ats::timestamptz[], @actors::text[], @requests::text[],
+	@instances::text[], @tokens::text[], @states::text[], @subjects::text[])
+	WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, ord)
+ORDER BY e.ord`
 
-func (s *Store) appendTail(ctx context.Context, t *tx) error {
-	if len(t.events) == 0 && len(t.changed) == 0 {
-		return nil
-	}
+// appendArgs are appendSQL's arguments for t's events.
+func (s *Store) appendArgs(t *tx) named {
 	n := len(t.events)
 	types, ats, actors := make([]string, n), make([]time.Time, n), make([]string, n)
 	reqs, insts, toks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -448,10 +459,9 @@ func (s *Store) appendTail(ctx context.Context, t *tx) error {
 		reqs[i], insts[i], toks[i], states[i] = e.RequestID, e.InstanceID, e.TokenID, string(e.State)
 		subjects[i] = e.Subject
 	}
-	var sent int
-	return t.QueryRow(ctx, appendSQL, pgx.StrictNamedArgs{
+	return named{
 		"class": advisoryClass, "key": s.eventsLock,
 		"types": types, "ats": ats, "actors": actors, "requests": reqs, "instances": insts, "tokens": toks, "states": states,
-		"subjects": subjects, "channel": s.channel, "payloads": payloads(t.changed),
-	}).Scan(&sent)
+		"subjects": subjects,
+	}
 }

@@ -59,6 +59,19 @@ func TestPayloads(t *testing.T) {
 	}
 }
 
+func TestParsePayload(t *testing.T) {
+	t.Parallel()
+	if got := parsePayload(""); got != nil {
+		t.Errorf(`parsePayload("") = %q, want nil: re-read everything`, got)
+	}
+	if got := parsePayload(eventsOnlyPayload); got == nil || len(got) != 0 {
+		t.Errorf("parsePayload(%q) = %#v, want no IDs, not nil: only event streams wake", eventsOnlyPayload, got)
+	}
+	if got := parsePayload("apr_1,apr_2"); !slices.Equal(got, []string{"apr_1", "apr_2"}) {
+		t.Errorf("parsePayload = %q, want both IDs", got)
+	}
+}
+
 func TestTransient(t *testing.T) {
 	t.Parallel()
 	pg := func(code string) error { return &pgconn.PgError{Code: code, Message: "x"} }

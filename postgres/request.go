@@ -51,6 +51,19 @@ FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
 RETURNING ` + requestCols + `, tick.now`
 
+	// approvePlainSQL is decideSQL for a request that proposes no command
+	// (command_method never changes): it locks the row only then, so that
+	// for a command proposal it takes no lock and changes nothing, and
+	// the command's locks (lockCommand) can still come first.
+	approvePlainSQL = `WITH locked AS MATERIALIZED (SELECT l.id FROM requests l WHERE l.id = @id AND l.command_method IS NULL FOR UPDATE),
+tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now FROM locked)
+UPDATE requests r
+SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = @answer,
+	expires_at = tick.now + @validity::interval
+FROM tick
+WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
+RETURNING ` + requestCols + `, tick.now`
+
 	cancelSQL = lockedTickCTE + `UPDATE requests r
 SET state = 'cancelled', decided_at = tick.now, decided_by = @actor
 FROM tick
@@ -213,7 +226,7 @@ func scanStamped(row pgx.Row) (airlock.Request, time.Time, error) {
 // queryRequests runs a query that yields requests, in the query's order.
 func queryRequests(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, query string, args pgx.StrictNamedArgs) ([]airlock.Request, error) {
+}, query string, args named) ([]airlock.Request, error) {
 	rows, err := q.Query(ctx, query, args)
 	if err != nil {
 		return nil, err
@@ -234,7 +247,7 @@ func queryRequests(ctx context.Context, q interface {
 // requests and returns them in creation order (RETURNING has no order of
 // its own, and events appended from the result should read the same on
 // every run), with the statement's instant.
-func updateRequests(ctx context.Context, t *tx, query string, args pgx.StrictNamedArgs) ([]airlock.Request, time.Time, error) {
+func updateRequests(ctx context.Context, t *tx, query string, args named) ([]airlock.Request, time.Time, error) {
 	rows, err := t.Query(ctx, query, args)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -342,7 +355,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	)
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		out, created = airlock.Request{}, false
-		r, err := scanRequest(t.QueryRow(ctx, createSQL, pgx.StrictNamedArgs{
+		r, err := scanRequest(t.QueryRow(ctx, createSQL, named{
 			"now": s.now(), "id": in.ID, "instance": in.InstanceID, "owner": in.OwnerID,
 			"state": string(state), "kind": string(in.Kind), "tool": in.Tool,
 			"arguments": text(in.Arguments), "timeout": in.Timeout,
@@ -367,7 +380,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 
 		if in.IdempotencyKey != "" {
 			prev, err := scanRequest(t.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
-				pgx.StrictNamedArgs{"owner": in.OwnerID, "key": in.IdempotencyKey}))
+				named{"owner": in.OwnerID, "key": in.IdempotencyKey}))
 			switch {
 			case err == nil && prev.Fingerprint == in.Fingerprint:
 				out = prev
@@ -414,14 +427,14 @@ func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
 
 // GetRequest reads a request.
 func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
-	r, err := scanRequest(s.pool.QueryRow(ctx, selectRequestSQL, pgx.StrictNamedArgs{"id": id}))
+	r, err := scanRequest(s.pool.QueryRow(ctx, selectRequestSQL, named{"id": id}))
 	return r, translate(err, "request", id)
 }
 
 // ListRequests lists requests matching f, newest first.
 func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
 	var where []string
-	args := pgx.StrictNamedArgs{}
+	args := named{}
 	add := func(cond, name string, arg any) {
 		where = append(where, cond)
 		args[name] = arg
@@ -481,7 +494,10 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	var st step
 	if p.Status == airlock.StateApproved {
 		// An approval runs the request's command, if it proposes one, in
-		// its transaction.
+		// its transaction. Most requests propose none: approvePlainSQL
+		// approves those in one statement, and the rest take the path
+		// that locks the command's rows first.
+		st.plain = approvePlainSQL
 		var locked *lockedCommand
 		st.lock = func(ctx context.Context, t *tx) (err error) {
 			locked, err = s.lockCommand(ctx, t, p.ID)
@@ -491,7 +507,7 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 			return s.applyApprovedCommand(ctx, t, locked, r, at)
 		}
 	}
-	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, pgx.StrictNamedArgs{
+	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, named{
 		"id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "answer": p.Answer, "validity": validity,
 	}, st, refuseDecision)
 }
@@ -499,13 +515,13 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, cancelSQL,
-		pgx.StrictNamedArgs{"id": id, "actor": actor}, refuseDecision)
+		named{"id": id, "actor": actor}, refuseDecision)
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, claimSQL,
-		pgx.StrictNamedArgs{"id": id, "actor": actor}, refuseClaim)
+		named{"id": id, "actor": actor}, refuseClaim)
 }
 
 // refuseDecision names why a pending-only change (decide, cancel) lost. Any
@@ -541,7 +557,7 @@ func refuseClaim(r airlock.Request) *airlock.Error {
 // what holds. The settling commits even though the call is refused, so a
 // request refused for its deadline is expired from then on.
 func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
-	casSQL string, args pgx.StrictNamedArgs, refuse func(airlock.Request) *airlock.Error,
+	casSQL string, args named, refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
 	return s.transitionThen(ctx, id, actor, event, casSQL, args, step{}, refuse)
 }
@@ -556,11 +572,15 @@ func (s *Store) transition(ctx context.Context, id, actor string, event airlock.
 type step struct {
 	lock func(ctx context.Context, t *tx) error
 	then func(ctx context.Context, t *tx, r airlock.Request, at time.Time) (airlock.Request, error)
+	// plain, when set, is tried first: a compare-and-set with the same
+	// arguments that needs neither lock nor then. When it changes no row,
+	// the transition goes on as without it.
+	plain string
 }
 
 // transitionThen is transition with a step.
 func (s *Store) transitionThen(ctx context.Context, id, actor string, event airlock.EventType,
-	casSQL string, args pgx.StrictNamedArgs, st step, refuse func(airlock.Request) *airlock.Error,
+	casSQL string, args named, st step, refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
 	var (
 		out     airlock.Request
@@ -568,6 +588,18 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 	)
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		refused = nil
+		if st.plain != "" {
+			args["now"] = s.now()
+			r, at, err := scanStamped(t.QueryRow(ctx, st.plain, args))
+			if err == nil {
+				out = r
+				t.requestEvent(event, actor, at, r)
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
 		if st.lock != nil {
 			if err := st.lock(ctx, t); err != nil {
 				return err
@@ -605,7 +637,7 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 // settle returns request id as it holds now: a pending request whose
 // deadline has come is expired first, by compare-and-set, with its event.
 func (s *Store) settle(ctx context.Context, t *tx, id string) (airlock.Request, error) {
-	r, at, err := scanStamped(t.QueryRow(ctx, expireOneSQL, pgx.StrictNamedArgs{"now": s.now(), "id": id, "actor": airlock.ActorExpiry}))
+	r, at, err := scanStamped(t.QueryRow(ctx, expireOneSQL, named{"now": s.now(), "id": id, "actor": airlock.ActorExpiry}))
 	if err == nil {
 		t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
 		return r, nil
@@ -613,7 +645,7 @@ func (s *Store) settle(ctx context.Context, t *tx, id string) (airlock.Request, 
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Request{}, err
 	}
-	return scanRequest(t.QueryRow(ctx, selectRequestSQL, pgx.StrictNamedArgs{"id": id}))
+	return scanRequest(t.QueryRow(ctx, selectRequestSQL, named{"id": id}))
 }
 
 // ReportExecution records a claimed execution's outcome with one
@@ -626,7 +658,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 	}
 	var out airlock.Request
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		r, at, err := scanStamped(t.QueryRow(ctx, reportSQL, pgx.StrictNamedArgs{
+		r, at, err := scanStamped(t.QueryRow(ctx, reportSQL, named{
 			"now": s.now(), "id": id, "status": string(in.Status), "detail": in.Detail}))
 		if err == nil {
 			out = r
@@ -636,7 +668,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		cur, err := scanRequest(t.QueryRow(ctx, selectRequestSQL, pgx.StrictNamedArgs{"id": id}))
+		cur, err := scanRequest(t.QueryRow(ctx, selectRequestSQL, named{"id": id}))
 		if err != nil {
 			return err
 		}
@@ -671,7 +703,7 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, er
 	var out []airlock.Request
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		rs, at, err := updateRequests(ctx, t, expireDueSQL,
-			pgx.StrictNamedArgs{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry})
+			named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry})
 		if err != nil {
 			return err
 		}

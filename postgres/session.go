@@ -44,14 +44,14 @@ func recordInstructions(ctx context.Context, t *tx) error {
 	for i, e := range t.decided {
 		iids[i], reqs[i], ats[i] = airlock.NewID(airlock.PrefixInstruction), e.RequestID, e.At
 	}
-	_, err := t.Exec(ctx, recordInstructionsSQL, pgx.StrictNamedArgs{"iids": iids, "requests": reqs, "ats": ats})
+	_, err := t.Exec(ctx, recordInstructionsSQL, named{"iids": iids, "requests": reqs, "ats": ats})
 	return err
 }
 
 // GetSession reads a session, open or closed.
 func (s *Store) GetSession(ctx context.Context, id string) (airlock.Instance, error) {
 	in, err := scanInstance(s.pool.QueryRow(ctx,
-		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.kind = 'session'`, pgx.StrictNamedArgs{"id": id}))
+		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.kind = 'session'`, named{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Instance{}, airlock.NotFound("session", id)
 	}
@@ -62,7 +62,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (airlock.Instance, er
 func (s *Store) ListSessions(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+instanceCols+` FROM instances i
 WHERE i.kind = 'session' AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC LIMIT @limit`,
-		pgx.StrictNamedArgs{"owner": ownerID, "limit": airlock.MaxSessionsListed})
+		named{"owner": ownerID, "limit": airlock.MaxSessionsListed})
 	if err != nil {
 		return nil, translate(err, "sessions", ownerID)
 	}
@@ -106,7 +106,7 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string) (airlock.Instan
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		took = nil
 		var now time.Time
-		err := t.QueryRow(ctx, heartbeatSQL, pgx.StrictNamedArgs{"now": s.now(), "id": sessionID}).Scan(&now)
+		err := t.QueryRow(ctx, heartbeatSQL, named{"now": s.now(), "id": sessionID}).Scan(&now)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return airlock.NotFound("open session", sessionID)
 		}
@@ -115,7 +115,7 @@ func (s *Store) Heartbeat(ctx context.Context, sessionID string) (airlock.Instan
 		}
 		now = now.UTC()
 		rows, err := t.Query(ctx, `UPDATE instructions n SET delivered_at = @now
-WHERE n.session_id = @id AND n.delivered_at IS NULL RETURNING `+instructionCols, pgx.StrictNamedArgs{"now": now, "id": sessionID})
+WHERE n.session_id = @id AND n.delivered_at IS NULL RETURNING `+instructionCols, named{"now": now, "id": sessionID})
 		if err != nil {
 			return err
 		}
@@ -126,7 +126,7 @@ WHERE n.session_id = @id AND n.delivered_at IS NULL RETURNING `+instructionCols,
 			t.event(airlock.Event{Type: airlock.EventInstructionDelivered, At: now, Actor: sessionID,
 				RequestID: ist.RequestID, InstanceID: sessionID, Subject: ist.ID})
 		}
-		out, err = scanInstance(t.QueryRow(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = @id`, pgx.StrictNamedArgs{"id": sessionID}))
+		out, err = scanInstance(t.QueryRow(ctx, `SELECT `+instanceCols+` FROM instances i WHERE i.id = @id`, named{"id": sessionID}))
 		return err
 	})
 	if err != nil {
@@ -181,7 +181,7 @@ func (s *Store) CloseSession(ctx context.Context, id, actor string) ([]string, e
 			closed *time.Time
 		)
 		err := t.QueryRow(ctx, `SELECT kind, deleted_at FROM instances WHERE id = @id FOR NO KEY UPDATE`,
-			pgx.StrictNamedArgs{"id": id}).Scan(&kind, &closed)
+			named{"id": id}).Scan(&kind, &closed)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || (err == nil && airlock.InstanceKind(kind) != airlock.InstanceSession):
 			return airlock.NotFound("session", id)
@@ -221,7 +221,7 @@ func (s *Store) MCPInstance(ctx context.Context, ownerID, actor string) (airlock
 			err := t.QueryRow(ctx, tickCTE+`INSERT INTO instances (id, owner_id, name, created_at, kind, mcp_default)
 SELECT @id::text, @owner::text, 'mcp', tick.now, 'adapter', true FROM tick
 ON CONFLICT (owner_id) WHERE mcp_default AND deleted_at IS NULL DO NOTHING
-RETURNING created_at`, pgx.StrictNamedArgs{"now": s.now(), "id": id, "owner": ownerID}).Scan(&at)
+RETURNING created_at`, named{"now": s.now(), "id": id, "owner": ownerID}).Scan(&at)
 			switch {
 			case err == nil:
 				t.event(airlock.Event{Type: airlock.EventInstanceCreated, At: at.UTC(), Actor: actor, InstanceID: id})
@@ -229,7 +229,7 @@ RETURNING created_at`, pgx.StrictNamedArgs{"now": s.now(), "id": id, "owner": ow
 				return err
 			}
 			out, err = scanInstance(t.QueryRow(ctx, `SELECT `+instanceCols+` FROM instances i
-WHERE i.owner_id = @owner AND i.mcp_default AND i.deleted_at IS NULL`, pgx.StrictNamedArgs{"owner": ownerID}))
+WHERE i.owner_id = @owner AND i.mcp_default AND i.deleted_at IS NULL`, named{"owner": ownerID}))
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
@@ -245,7 +245,7 @@ WHERE i.owner_id = @owner AND i.mcp_default AND i.deleted_at IS NULL`, pgx.Stric
 // RequestByKey reads the request an owner created with an idempotency key.
 func (s *Store) RequestByKey(ctx context.Context, ownerID, key string) (airlock.Request, error) {
 	r, err := scanRequest(s.pool.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
-		pgx.StrictNamedArgs{"owner": ownerID, "key": key}))
+		named{"owner": ownerID, "key": key}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Request{}, airlock.Errorf(airlock.CodeNotFound, "no request with idempotency key %q", key)
 	}

@@ -39,20 +39,26 @@ FROM tick
 
 // CreateToken stores a new token.
 func (s *Store) CreateToken(ctx context.Context, t airlock.Token) error {
-	return s.putToken(ctx, t, insertTokenSQL+`RETURNING (SELECT now FROM tick)`)
+	return s.putToken(ctx, t, insertTokenSQL+`RETURNING (SELECT now FROM tick)`, false)
 }
 
 // PutToken stores t under its ID; when the ID exists it replaces the name,
 // role, scopes, principal and hash and clears any revocation, keeping the
 // original creation time. It is how the bootstrap admin token given by
 // --admin-token is (re)installed at every start.
+//
+// Replicas starting together put the same token at once. ON CONFLICT (id)
+// arbitrates only the ID: two inserts racing past it would both reach the
+// unique index on the hash, and one would fail with a unique violation.
+// So puts of one ID first take an advisory lock on it, and the second
+// finds the first's row and updates it.
 func (s *Store) PutToken(ctx context.Context, t airlock.Token) error {
 	return s.putToken(ctx, t, insertTokenSQL+`ON CONFLICT (id) DO UPDATE SET name = excluded.name, role = excluded.role,
 	scopes = excluded.scopes, principal = excluded.principal, hash = excluded.hash, revoked_at = NULL
-RETURNING (SELECT now FROM tick)`)
+RETURNING (SELECT now FROM tick)`, true)
 }
 
-func (s *Store) putToken(ctx context.Context, t airlock.Token, query string) error {
+func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, lockID bool) error {
 	if t.ID == "" || len(t.Hash) == 0 {
 		return airlock.Invalid("token", "a token needs an ID and a hash")
 	}
@@ -65,8 +71,14 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string) err
 		createdAt = t.CreatedAt.UTC().Truncate(time.Microsecond)
 	}
 	err := s.write(ctx, func(ctx context.Context, tx *tx) error {
+		if lockID {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(@class, @key)`,
+				named{"class": advisoryClass, "key": lockKey(s.schema, "token/"+t.ID)}); err != nil {
+				return err
+			}
+		}
 		var at time.Time
-		if err := tx.QueryRow(ctx, query, pgx.StrictNamedArgs{
+		if err := tx.QueryRow(ctx, query, named{
 			"now": s.now(), "id": t.ID, "name": t.Name, "role": string(t.Role), "scopes": scopes,
 			"principal": t.Principal, "hash": t.Hash, "created_at": createdAt, "created_by": t.CreatedBy,
 		}).Scan(&at); err != nil {
@@ -81,13 +93,13 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string) err
 // TokenByHash finds a token, revoked or not, by its secret's hash; the
 // caller decides what a revoked token may do.
 func (s *Store) TokenByHash(ctx context.Context, hash []byte) (airlock.Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.hash = @hash`, pgx.StrictNamedArgs{"hash": hash}))
+	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.hash = @hash`, named{"hash": hash}))
 	return t, translate(err, "token", "with that secret")
 }
 
 // GetToken reads a token by ID.
 func (s *Store) GetToken(ctx context.Context, id string) (airlock.Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id`, pgx.StrictNamedArgs{"id": id}))
+	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id`, named{"id": id}))
 	return t, translate(err, "token", id)
 }
 
@@ -118,7 +130,7 @@ func (s *Store) RevokeToken(ctx context.Context, id, actor string) (airlock.Toke
 		var at time.Time
 		t, err := scanToken(tx.QueryRow(ctx, tickCTE+`UPDATE tokens t SET revoked_at = tick.now FROM tick
 WHERE t.id = @id AND t.revoked_at IS NULL RETURNING `+tokenCols+`, tick.now`,
-			pgx.StrictNamedArgs{"now": s.now(), "id": id}), &at)
+			named{"now": s.now(), "id": id}), &at)
 		if err == nil {
 			out = t
 			tx.event(airlock.Event{Type: airlock.EventTokenRevoked, At: at.UTC(), Actor: actor, TokenID: id})
@@ -127,7 +139,7 @@ WHERE t.id = @id AND t.revoked_at IS NULL RETURNING `+tokenCols+`, tick.now`,
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		out, err = scanToken(tx.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id`, pgx.StrictNamedArgs{"id": id}))
+		out, err = scanToken(tx.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id`, named{"id": id}))
 		return err
 	})
 	if err != nil {

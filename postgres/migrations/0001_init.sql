@@ -118,9 +118,10 @@ BEFORE UPDATE OF state, decided_at, decided_by, note, answer, expires_at ON requ
 FOR EACH ROW EXECUTE FUNCTION requests_terminal_is_final();
 
 CREATE TABLE events (
-    -- IDs come from a sequence, and every writer takes one advisory lock
-    -- before appending its events and holds it until commit, so IDs are
-    -- assigned in commit order: a stream resuming after ID n (SSE
+    -- IDs come from a sequence, drawn before commit. Writers hold the
+    -- schema's events advisory lock (shared) from their append to their
+    -- commit, and readers list only IDs they have settled with it
+    -- (postgres/event.go), so a stream resuming after ID n (SSE
     -- Last-Event-ID) never misses an event that commits later with a
     -- smaller ID.
     id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,0 +1,264 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/postgres"
+)
+
+// holder stops one write of a store just before its COMMIT, after the
+// write has appended its events (and drawn their IDs), until released.
+type holder struct {
+	armed   atomic.Bool
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func newHolder() *holder {
+	return &holder{arrived: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (h *holder) option() postgres.Option {
+	return postgres.WithBeforeCommitForTest(func() {
+		if h.armed.CompareAndSwap(true, false) {
+			h.arrived <- struct{}{}
+			<-h.release
+		}
+	})
+}
+
+// hold starts create on its own goroutine with the holder armed and
+// returns once that write has appended its events and waits to commit;
+// the returned channel gets its result once released.
+func (h *holder) hold(t *testing.T, create func() (airlock.Request, error)) <-chan error {
+	t.Helper()
+	h.armed.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := create()
+		done <- err
+	}()
+	select {
+	case <-h.arrived:
+	case err := <-done:
+		t.Fatalf("the held write ended before its COMMIT: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held write never reached its COMMIT")
+	}
+	return done
+}
+
+// lockWaiters counts the sessions waiting for store's events lock.
+func lockWaiters(t *testing.T, s *postgres.Store) int {
+	t.Helper()
+	classid, objid := s.EventsLockForTest()
+	var n int
+	err := s.PoolForTest().QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
+WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2`, classid, objid).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHeldCommitHoldsBackLaterEvents is the reason event IDs are settled
+// before they are listed. Writer A draws its event IDs and stops before
+// COMMIT; writer B then draws larger IDs and commits — without waiting for
+// A: appending events does not serialize commits. A reader must not list
+// B's event yet: a stream resuming after it would never see A's. It waits
+// until A has committed, then lists both, in ID order.
+func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	h := newHolder()
+	a, b := open(t, schema, h.option()), open(t, schema)
+	in := instance(t, b, "tok_a")
+	start := allEvents(t, b)
+	after := start[len(start)-1].ID
+
+	var held airlock.Request
+	aDone := h.hold(t, func() (airlock.Request, error) {
+		r, _, err := a.CreateRequest(context.Background(), params(in))
+		held = r
+		return r, err
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	later, _, err := b.CreateRequest(ctx, params(in))
+	if err != nil {
+		close(h.release)
+		t.Fatalf("B's write while A waits to commit: %v; B waited for A's COMMIT, so commits are serialized", err)
+	}
+
+	listed := make(chan []airlock.Event, 1)
+	go func() {
+		for {
+			// A settling gives up after a while; a stream would read again.
+			evs, err := b.ListEvents(t.Context(), after, 100)
+			if err == nil {
+				listed <- evs
+				return
+			}
+			if t.Context().Err() != nil {
+				listed <- nil
+				return
+			}
+		}
+	}()
+	waitUntil(t, "the reader to wait for A's commit", func() bool {
+		select {
+		case evs := <-listed:
+			close(h.release)
+			t.Fatalf("with A's events not committed, the reader listed %+v instead of waiting", evs)
+		default:
+		}
+		return lockWaiters(t, b) > 0
+	})
+	close(h.release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	evs := <-listed
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.RequestID)
+	}
+	if want := []string{held.ID, later.ID}; !slices.Equal(got, want) {
+		t.Fatalf("listed the events of requests %v, want A's then B's %v", got, want)
+	}
+	if !slices.IsSortedFunc(evs, func(x, y airlock.Event) int { return int(x.ID - y.ID) }) {
+		t.Fatalf("events out of ID order: %+v", evs)
+	}
+}
+
+// TestHeldCommitDoesNotStallWriters: a writer that stops between
+// appending its events and its COMMIT (a frozen replica) makes a reader
+// that must settle give up after a moment, with an error that says why —
+// and writers queued behind that reader go on, instead of waiting for the
+// frozen one.
+func TestHeldCommitDoesNotStallWriters(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	h := newHolder()
+	a, b := open(t, schema, h.option()), open(t, schema)
+	in := instance(t, b, "tok_a")
+	aDone := h.hold(t, func() (airlock.Request, error) {
+		r, _, err := a.CreateRequest(context.Background(), params(in))
+		return r, err
+	})
+	defer func() {
+		close(h.release)
+		if err := <-aDone; err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, _, err := b.CreateRequest(t.Context(), params(in)); err != nil {
+		t.Fatal(err)
+	}
+	listed := make(chan error, 1)
+	go func() {
+		_, err := b.ListEvents(t.Context(), 0, 1000)
+		listed <- err
+	}()
+	waitUntil(t, "the reader to wait for A's commit", func() bool { return lockWaiters(t, b) > 0 })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if _, _, err := b.CreateRequest(ctx, params(in)); err != nil {
+		t.Fatalf("a write queued behind the reader: %v; it waited for the frozen writer", err)
+	}
+	err := <-listed
+	if err == nil || !strings.Contains(err.Error(), "events lock") {
+		t.Fatalf("ListEvents while a writer is frozen before COMMIT = %v, want an error naming the events lock", err)
+	}
+}
+
+// TestListenCatchesUpOnMissedNotifications: store B commits changes but
+// never announces them, as a replica that dies between its COMMIT and its
+// NOTIFY. A listener on A still hears them, from the audit log, within a
+// few polls — a request's ID, and an event stream's wake-up for a change
+// that names no request.
+func TestListenCatchesUpOnMissedNotifications(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a := open(t, schema)
+	b := open(t, schema, postgres.WithDroppedNotificationsForTest(func() bool { return true }))
+	in := instance(t, b, "tok_a")
+	heard := make(chan []string, 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() { listening <- a.Listen(ctx, func(ids []string) { heard <- ids }) }()
+	defer func() {
+		cancel()
+		if err := <-listening; err != nil {
+			t.Errorf("Listen = %v", err)
+		}
+	}()
+	if ids := <-heard; ids != nil {
+		t.Fatalf("first call = %v, want nil", ids)
+	}
+
+	r, _, err := b.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := b.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+		t.Fatal(err)
+	}
+	bound := 10 * postgres.ListenPoll
+	timeout := time.After(bound)
+	for heardIt := false; !heardIt; {
+		select {
+		case ids := <-heard:
+			if ids == nil {
+				t.Fatal("heard re-read-everything; want the request's ID from the audit log")
+			}
+			heardIt = slices.Contains(ids, r.ID)
+		case <-timeout:
+			t.Fatalf("a change never announced was not heard within %s", bound)
+		}
+	}
+	t.Logf("an unannounced decision was heard after %s", time.Since(start))
+
+	if _, err := b.CreateColumn(t.Context(), airlock.Column{Key: "todo", Name: "To do"}, "tok_r"); err != nil {
+		t.Fatal(err)
+	}
+	timeout = time.After(bound)
+	for {
+		select {
+		case ids := <-heard:
+			if ids != nil && len(ids) == 0 {
+				return // a wake-up for event streams
+			}
+		case <-timeout:
+			t.Fatalf("a board change never announced did not wake event streams within %s", bound)
+		}
+	}
+}
+
+// TestPutTokenTogether: replicas starting together install the same
+// bootstrap token at once; every put succeeds and one token remains.
+func TestPutTokenTogether(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	stores := []*postgres.Store{open(t, schema), open(t, schema), open(t, schema)}
+	for round := range 20 {
+		tok := airlock.Token{ID: airlock.NewID(airlock.PrefixToken), Name: "bootstrap", Role: airlock.RoleAdmin,
+			Hash: []byte(airlock.NewID("hash_")), CreatedBy: "bootstrap"}
+		errs := make(chan error, len(stores))
+		for _, s := range stores {
+			go func() { errs <- s.PutToken(t.Context(), tok) }()
+		}
+		for range stores {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: PutToken on replicas at once: %v", round, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// tx is one write transaction on a connection of the pool: what it ran,
+// plus the audit events it appends just before COMMIT, the requests it
+// changed (announced after COMMIT), and the requests it decided whose
+// sessions get an instruction.
+//
+// It saves round trips, which on a busy database cost more than the
+// statements themselves: BEGIN is not sent on its own but in one pipeline
+// with the transaction's first statement, and the events are appended in
+// one pipeline with COMMIT (commit). A write that decides with one
+// compare-and-set thus takes two round trips, not four.
+type tx struct {
+	conn  *pgxpool.Conn
+	began bool // BEGIN has been sent
+
+	events  []airlock.Event
+	changed []string
+	decided []airlock.Event
+}
+
+// event queues an audit event, appended at the end of the transaction.
+func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
+
+// pipeline starts a batch of sql: BEGIN first, when not yet sent. It
+// returns the batch's results positioned at sql's, or the error of BEGIN.
+func (t *tx) pipeline(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(sql, args...)
+	t.began = true
+	br := t.conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+// Exec runs a statement in the transaction.
+func (t *tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.began {
+		return t.conn.Exec(ctx, sql, args...)
+	}
+	br, err := t.pipeline(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// QueryRow runs a query of one row in the transaction.
+func (t *tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.began {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	br, err := t.pipeline(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return &batchRow{row: br.QueryRow(), br: br}
+}
+
+// Query runs a query in the transaction.
+func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.began {
+		return t.conn.Query(ctx, sql, args...)
+	}
+	br, err := t.pipeline(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// errRow is a row whose query failed before it ran.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// batchRow is a row read from a batch, which it closes once scanned.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// batchRows are rows read from a batch, which they close when closed.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if !r.closed {
+		r.closed = true
+		r.br.Close()
+	}
+}
+
+// commit appends t's events (appendSQL) and commits, in one pipeline.
+// Errors of COMMIT, and errors after which the COMMIT may have reached the
+// server, are commitErrors: the change may have committed.
+func (s *Store) commit(ctx context.Context, t *tx) error {
+	if !t.began && len(t.events) == 0 {
+		return nil // nothing ran
+	}
+	if s.hooks.beforeCommit != nil {
+		// Step by step, so a test can stop the write in between.
+		if len(t.events) > 0 {
+			if _, err := t.Exec(ctx, appendSQL, s.appendArgs(t)); err != nil {
+				return err
+			}
+		}
+		s.hooks.beforeCommit()
+		tag, err := t.conn.Exec(ctx, "COMMIT")
+		return committed(tag, err)
+	}
+	b := &pgx.Batch{}
+	if !t.began {
+		b.Queue("BEGIN")
+	}
+	if len(t.events) > 0 {
+		b.Queue(appendSQL, s.appendArgs(t))
+	}
+	b.Queue("COMMIT")
+	t.began = true
+	br := t.conn.SendBatch(ctx, b)
+	defer br.Close()
+	for range b.Len() - 1 {
+		if _, err := br.Exec(); err != nil {
+			// The server skips the rest of a pipeline after an error, so a
+			// server's error means COMMIT did not run; so does an error
+			// before anything was sent. Any other (a connection lost while
+			// reading the replies) leaves the outcome unknown.
+			if _, ok := errors.AsType[*pgconn.PgError](err); ok || pgconn.SafeToRetry(err) {
+				return err
+			}
+			return &commitError{err}
+		}
+	}
+	return committed(br.Exec())
+}
+
+// committed reads the reply to COMMIT.
+func committed(tag pgconn.CommandTag, err error) error {
+	switch {
+	case err != nil:
+		return &commitError{err}
+	case tag.String() == "ROLLBACK":
+		// The transaction had failed: PostgreSQL rolled it back.
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// end rolls back whatever t left open and returns its connection to the
+// pool (which closes a connection left in an unknown state).
+func (t *tx) end(ctx context.Context) {
+	pc := t.conn.Conn().PgConn()
+	if t.began && !pc.IsClosed() && !pc.IsBusy() && pc.TxStatus() != 'I' {
+		t.conn.Exec(ctx, "ROLLBACK")
+	}
+	t.conn.Release()
+}
