@@ -172,7 +172,10 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 	if err != nil {
 		return nil, err
 	}
-	unlock := g.lock(key)
+	unlock, err := g.lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 
 	e, err := g.j.read(key)
@@ -473,9 +476,12 @@ func (g *Gate) Recover(ctx context.Context) ([]Recovered, error) {
 }
 
 func (g *Gate) recoverOne(ctx context.Context, e entry) (Recovered, bool) {
-	unlock := g.lock(e.key)
+	unlock, err := g.lock(ctx, e.key)
+	if err != nil {
+		return Recovered{RequestID: e.requestID, Err: err}, true
+	}
 	defer unlock()
-	e, err := g.j.read(e.key) // again, under the lock
+	e, err = g.j.read(e.key) // again, under the lock
 	if err != nil {
 		return Recovered{RequestID: e.requestID, Err: err}, true
 	}
@@ -519,30 +525,37 @@ func (g *Gate) Outstanding() (int, error) {
 	return n, nil
 }
 
-// keyLock serializes runs of one call within a process.
+// keyLock serializes runs of one call within a process: a second run of
+// the same call waits for the first, then finds its outcome in the journal.
 type keyLock struct {
-	mu   sync.Mutex
+	sem  chan struct{} // holds one token while locked
 	refs int
 }
 
-// lock takes the in-process lock of key and returns its release.
-func (g *Gate) lock(key string) func() {
+// lock takes the in-process lock of key, or gives up when ctx ends, and
+// returns its release.
+func (g *Gate) lock(ctx context.Context, key string) (func(), error) {
 	g.mu.Lock()
 	l := g.locks[key]
 	if l == nil {
-		l = &keyLock{}
+		l = &keyLock{sem: make(chan struct{}, 1)}
 		g.locks[key] = l
 	}
 	l.refs++
 	g.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	release := func() {
 		g.mu.Lock()
 		if l.refs--; l.refs == 0 {
 			delete(g.locks, key)
 		}
 		g.mu.Unlock()
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return func() { <-l.sem; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, fmt.Errorf("airlock gate: waiting for another run of the same call: %w", ctx.Err())
 	}
 }
 

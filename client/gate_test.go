@@ -392,3 +392,63 @@ func TestGateClaimRace(t *testing.T) {
 	}
 	t.Logf("T06: %d approved × %d gates: %d runs, %d already_executed; setup %v, race %v", n, gates, total, already.Load(), setupTook, raceTook)
 }
+
+// TestGateSameCallConcurrently: the same call run twice at once in one
+// gate runs once; the second run waits for the first and finds its
+// outcome in the journal.
+func TestGateSameCallConcurrently(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.gate(t, nil)
+	var tool counter
+	call := client.Call{Tool: "t", Arguments: []byte(`{"x":1}`), AttemptKey: "dup", OnPending: b.decideOnPending(t, approve)}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := g.Run(context.Background(), call, tool.run)
+			errs <- err
+		}()
+	}
+	var ok, here int
+	for range 2 {
+		err := <-errs
+		var ae *client.AlreadyExecutedError
+		switch {
+		case err == nil:
+			ok++
+		case errors.As(err, &ae) && ae.Here && ae.Status == airlock.ExecSucceeded:
+			here++
+		default:
+			t.Errorf("run: %v", err)
+		}
+	}
+	if ok != 1 || here != 1 || tool.n.Load() != 1 {
+		t.Fatalf("%d succeeded, %d found it done, tool ran %d times; want 1, 1, 1", ok, here, tool.n.Load())
+	}
+	// A run that cannot get the lock gives up with its context.
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	release := make(chan struct{})
+	holder, stopHolder := context.WithCancel(context.Background())
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		g.Run(holder, client.Call{Tool: "t", Arguments: []byte(`{"x":2}`), OnPending: func(*client.ApprovalRequest) {
+			select {
+			case <-started:
+			default:
+				close(started)
+				<-release
+			}
+		}}, tool.run)
+	}()
+	<-started
+	cancel()
+	_, err := g.Run(ctx, client.Call{Tool: "t", Arguments: []byte(`{"x":2}`)}, tool.run)
+	close(release)
+	stopHolder()
+	<-held
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("blocked run: %v", err)
+	}
+}
