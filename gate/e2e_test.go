@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
@@ -21,7 +22,8 @@ import (
 const e2eRules = `{
   "rules": [
     {"tool": "fail", "action": "gate", "timeout": "300ms"},
-    {"tool": "drop_*", "action": "deny"}
+    {"tool": "drop_*", "action": "deny"},
+    {"tool": "enable_extra", "action": "allow"}
   ]
 }`
 
@@ -50,7 +52,7 @@ func TestGateEndToEnd(t *testing.T) {
 			}
 		}
 		slices.Sort(names)
-		if want := []string{"drop_table", "echo", "fail", "getenv", "write_note"}; !reflect.DeepEqual(names, want) {
+		if want := []string{"drop_table", "echo", "enable_extra", "fail", "getenv", "write_note"}; !reflect.DeepEqual(names, want) {
 			t.Fatalf("tools %v, want %v", names, want)
 		}
 		res, err := g.cs.ListResources(ctx, nil)
@@ -88,6 +90,31 @@ func TestGateEndToEnd(t *testing.T) {
 		}
 		if after := countRequests(t, s); after != before {
 			t.Fatalf("a read-only call asked for approval: %d requests, were %d", after, before)
+		}
+	})
+
+	t.Run("a change of the upstream's tools reaches the client", func(t *testing.T) {
+		res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "enable_extra", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			t.Fatalf("enable_extra: %+v %v", res, err)
+		}
+		for {
+			select {
+			case <-g.changed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no tools/list_changed within 20s")
+			}
+			tools, err := g.cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "extra" }) {
+				break
+			}
+		}
+		res, err = g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "extra", Arguments: map[string]any{}})
+		if err != nil || text(res) != "extra" {
+			t.Fatalf("the new tool: %+v %v", res, err)
 		}
 	})
 

@@ -99,6 +99,7 @@ type proxy struct {
 	upCli   *mcp.Client
 	up      *mcp.ClientSession
 	srv     *mcp.Server
+	ready   chan struct{} // closed once srv is set
 	gate    *client.Gate
 	inst    string
 
@@ -161,7 +162,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg: cfg, log: cfg.Logger,
 		sdk:   slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
 		tools: map[string]*mcp.Tool{}, prompts: map[string]bool{}, res: map[string]bool{}, tmpls: map[string]bool{},
-		progress: map[string]*progressRoute{},
+		progress: map[string]*progressRoute{}, ready: make(chan struct{}),
 	}
 	return p.run(ctx)
 }

@@ -84,6 +84,7 @@ func (p *proxy) newServer() {
 		impl = &mcp.Implementation{Name: si.Name, Title: title + " (behind airlock gate)", Version: si.Version}
 	}
 	p.srv = mcp.NewServer(impl, opts)
+	defer close(p.ready) // the upstream's notifications may use p.srv now
 	// The client's log level goes upstream too, where the messages start.
 	p.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -123,8 +124,14 @@ func (p *proxy) syncAll(ctx context.Context) error {
 	return nil
 }
 
-// resync runs one sync after the upstream said a list changed.
+// resync runs one sync after the upstream said a list changed (once the
+// server exists: a change during the first sync is synced after it).
 func (p *proxy) resync(sync func(context.Context) error) {
+	select {
+	case <-p.ready:
+	case <-p.ctx.Done():
+		return
+	}
 	if err := sync(p.ctx); err != nil && p.ctx.Err() == nil {
 		p.log.Warn("could not mirror a changed list of the upstream server", "err", err)
 	}
@@ -277,8 +284,10 @@ func guard(f func()) (err error) {
 
 // resourceUpdated forwards an upstream resource update to subscribers.
 func (p *proxy) resourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-	if p.srv != nil {
+	select {
+	case <-p.ready:
 		p.srv.ResourceUpdated(ctx, req.Params)
+	default: // before the server exists nobody can have subscribed
 	}
 }
 

@@ -161,7 +161,8 @@ type gateProc struct {
 	stderr   *lockedBuffer
 	badLines chan string // stdout lines that are not JSON-RPC
 	progress chan *mcp.ProgressNotificationParams
-	log      string // the upstream's record of runs
+	changed  chan struct{} // a tools/list_changed notification arrived
+	log      string        // the upstream's record of runs
 	done     chan struct{}
 	exitErr  error
 	stopOnce *sync.Once
@@ -197,7 +198,7 @@ func (s *server) startGate(t *testing.T, o gateOptions) *gateProc {
 	}
 	args = append(append(args, "--"), o.upstream...)
 	g := &gateProc{t: t, stderr: &lockedBuffer{}, badLines: make(chan string, 100),
-		progress: make(chan *mcp.ProgressNotificationParams, 1000), log: filepath.Join(dir, "upstream.log"), done: make(chan struct{})}
+		progress: make(chan *mcp.ProgressNotificationParams, 1000), changed: make(chan struct{}, 10), log: filepath.Join(dir, "upstream.log"), done: make(chan struct{})}
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log}, o.env...)
 	g.cmd.Stderr = g.stderr
@@ -236,6 +237,12 @@ func (s *server) startGate(t *testing.T, o gateOptions) *gateProc {
 	c := mcp.NewClient(&mcp.Implementation{Name: "gate-test-client", Version: "1.0"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			g.progress <- req.Params
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case g.changed <- struct{}{}:
+			default:
+			}
 		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

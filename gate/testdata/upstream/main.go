@@ -88,6 +88,14 @@ func main() {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "dropped " + in.Table}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "enable_extra", Description: "Add the tool extra (the tool list changes)."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			mcp.AddTool(s, &mcp.Tool{Name: "extra", Description: "Added at run time.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+				func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "extra"}}}, nil, nil
+				})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "enabled"}}}, nil, nil
+		})
 	s.AddResource(&mcp.Resource{URI: "note://readme", Name: "readme", MIMEType: "text/plain"},
 		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "hello from upstream"}}}, nil
