@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -355,4 +356,55 @@ func TestGateUpstreamExits(t *testing.T) {
 	if n := countRequests(t, s); n != 0 {
 		t.Fatalf("%d requests", n)
 	}
+}
+
+// TestGateSettlesDeadGatesJournals: at start, airlock gate settles the
+// journal a dead gate left under --journal: a call that was claimed and
+// never finished is reported unknown (never run again), and the settled
+// journal is removed. The dead gate is simulated in process: a client.Gate
+// whose call has started, whose journal lock is then released.
+func TestGateSettlesDeadGatesJournals(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	inst, err := s.agent.RegisterInstance(ctx, "dead gate", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := client.NewGate(client.GateConfig{Client: s.agent, InstanceID: inst.ID, JournalDir: filepath.Join(base, inst.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release, ran := make(chan string), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ran)
+		var id string
+		old.Run(ctx, client.Call{Tool: "write_note", Arguments: []byte(`{"note":"x"}`), OnPending: func(r *client.ApprovalRequest) {
+			if id == "" {
+				id = r.ID
+				if _, err := s.reviewer.Approve(ctx, r.ID, ""); err != nil {
+					t.Error(err)
+				}
+			}
+		}}, func(context.Context) error {
+			started <- id
+			<-release
+			return nil
+		})
+	}()
+	id := <-started
+	old.Close() // the process "dies": its lock is gone, its journal says claimed
+
+	g := s.startGateIn(t, gateOptions{}, base)
+	got, err := s.agent.GetRequest(ctx, id)
+	if err != nil || got.Execution == nil || got.Execution.Status != airlock.ExecUnknown {
+		t.Fatalf("the dead gate's call: %+v %v, want reported unknown", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(base, inst.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the settled journal is still there: %v", err)
+	}
+	g.Stop()
+	close(release)
+	<-ran
 }

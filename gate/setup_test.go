@@ -183,12 +183,22 @@ type gateOptions struct {
 // checked to be a JSON-RPC message.
 func (s *server) startGate(t *testing.T, o gateOptions) *gateProc {
 	t.Helper()
+	return s.startGateIn(t, o, "")
+}
+
+// startGateIn is startGate with the gate's --journal directory (default:
+// a fresh one).
+func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateProc {
+	t.Helper()
 	bin, up := binaries(t)
 	dir := t.TempDir()
+	if journal == "" {
+		journal = filepath.Join(dir, "journal")
+	}
 	if o.upstream == nil {
 		o.upstream = []string{up}
 	}
-	args := []string{"gate", "--url", s.url, "--journal", filepath.Join(dir, "journal"), "--progress-interval", "50ms", "--log-level", "info"}
+	args := []string{"gate", "--url", s.url, "--journal", journal, "--progress-interval", "50ms", "--log-level", "info"}
 	if o.rules != "" {
 		file := filepath.Join(dir, "rules.json")
 		if err := os.WriteFile(file, []byte(o.rules), 0o600); err != nil {
