@@ -125,12 +125,19 @@ type ExpiryReport struct {
 	// ExpiredPerS is Pending over the time from the first deadline to the
 	// last expiry.
 	ExpiredPerS float64 `json:"expired_per_s"`
-	// Sweeps are the store's expiry transactions (in-process only): how
-	// many, and how long the longest held the writer.
+	// Sweeps are the store's ExpireDue calls that expired something
+	// (in-process only): how many, the most rows one expired, and how long
+	// the calls took, waiting for the writer included.
 	Sweeps       int     `json:"sweeps,omitempty"`
+	MaxSweepRows int     `json:"max_sweep_rows,omitempty"`
 	MaxSweepMS   float64 `json:"max_sweep_ms,omitempty"`
 	SweepP50MS   float64 `json:"sweep_p50_ms,omitempty"`
-	MaxSweepRows int     `json:"max_sweep_rows,omitempty"`
+	// Transactions are the in-process SQLite store's write transactions
+	// while requests expired, and MaxHoldMS the longest time one held the
+	// writer (from asking for its lock to its durable commit).
+	Transactions int     `json:"transactions,omitempty"`
+	MaxHoldMS    float64 `json:"max_hold_ms,omitempty"`
+	HoldP50MS    float64 `json:"hold_p50_ms,omitempty"`
 	// Waiters long-polled sample requests; WokenAfterDeadlineMS is when
 	// they heard, after their deadline.
 	Waiters              int     `json:"waiters"`
@@ -230,7 +237,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "%d pending requests due together (deadlines within %.1f ms):\n", x.Pending, x.DeadlineSpreadMS)
 		fmt.Fprintf(w, "  last expired %.1f ms after the last deadline; %.0f expired/s\n", x.LastExpiredAfterDeadlineMS, x.ExpiredPerS)
 		if x.Sweeps > 0 {
-			fmt.Fprintf(w, "  %d sweep transactions: longest %.2f ms (p50 %.2f ms, most rows %d)\n", x.Sweeps, x.MaxSweepMS, x.SweepP50MS, x.MaxSweepRows)
+			fmt.Fprintf(w, "  %d sweeps of up to %d rows; a sweep call took %.2f ms at p50, %.2f ms at most (waiting for the writer included)\n", x.Sweeps, x.MaxSweepRows, x.SweepP50MS, x.MaxSweepMS)
+		}
+		if x.Transactions > 0 {
+			fmt.Fprintf(w, "  %d write transactions meanwhile: the longest held the writer %.2f ms (p50 %.2f ms)\n", x.Transactions, x.MaxHoldMS, x.HoldP50MS)
 		}
 		fmt.Fprintf(w, "  %d waiters woken after their deadline: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
 			x.Waiters, x.WokenAfterDeadlineMS.P50, x.WokenAfterDeadlineMS.P99, x.WokenAfterDeadlineMS.Max)

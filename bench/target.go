@@ -46,6 +46,8 @@ type target struct {
 
 	servers []*server
 	sweeps  *sweepLog
+	// batches are the in-process SQLite store's write transactions.
+	batches *batchLog
 	// lite is the in-process SQLite store, for its write counters.
 	lite *sqlite.Store
 	// cleanup undoes what openTarget made, last first.
@@ -89,7 +91,7 @@ func (t *target) writeStats() *Commits {
 // openTarget connects to cfg's servers, or starts them in-process on a
 // temporary store, and mints the run's tokens.
 func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
-	t := &target{hc: newHTTPClient(cfg.Clients), sweeps: &sweepLog{}}
+	t := &target{hc: newHTTPClient(cfg.Clients), sweeps: &sweepLog{}, batches: &batchLog{}}
 	defer func() {
 		if err != nil {
 			t.close(context.WithoutCancel(ctx))
@@ -184,7 +186,7 @@ func (t *target) openStores(ctx context.Context, cfg Config) (func() (fullStore,
 	}
 	t.cleanup = append(t.cleanup, func(context.Context) { remove() })
 	return func() (fullStore, error) {
-		s, err := sqlite.Open(ctx, path)
+		s, err := sqlite.Open(ctx, path, sqlite.WithBatchObserver(t.batches.add))
 		if err != nil {
 			return nil, fmt.Errorf("open the SQLite store %s: %w", path, err)
 		}
@@ -334,8 +336,8 @@ type sweep struct {
 type sweepLog struct {
 	mu  sync.Mutex
 	all []sweep
-	// inflight counts sweeps running now.
-	inflight atomic.Int64
+	// inflight counts sweeps running now; rows counts the rows expired.
+	inflight, rows atomic.Int64
 }
 
 // settle waits, up to limit, until no sweep is running, so that every
@@ -350,6 +352,32 @@ func (l *sweepLog) add(s sweep) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.all = append(l.all, s)
+	l.rows.Add(int64(s.rows))
+}
+
+// batchLog keeps an in-process SQLite store's write transactions.
+type batchLog struct {
+	mu  sync.Mutex
+	all []sqlite.Batch
+}
+
+func (l *batchLog) add(b sqlite.Batch) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, b)
+}
+
+// between returns the transactions that began in [from, to].
+func (l *batchLog) between(from, to time.Time) []sqlite.Batch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sqlite.Batch
+	for _, b := range l.all {
+		if !b.Began.Before(from) && !b.Began.After(to) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // since returns the sweeps that ended at or after t.

@@ -9,9 +9,15 @@ import (
 	"time"
 )
 
-// maxBatch bounds how many write operations share one transaction, so that
-// no batch (an expiry sweep among them) holds the writer for long.
-const maxBatch = 64
+// Bounds of one batch, so that no transaction holds the writer for long:
+// at most maxBatch operations, and no operation starts in a transaction
+// that has already run for maxBatchHold. Without the second, an expiry
+// sweep (500 rows) batched with other sweeps would hold the writer for
+// all of them together.
+const (
+	maxBatch     = 64
+	maxBatchHold = 5 * time.Millisecond
+)
 
 // errClosed answers writes that arrive after Close.
 var errClosed = errors.New("sqlite: the store is closed; open it again to write")
@@ -48,6 +54,23 @@ type WriteStats struct {
 // judging how well concurrent writes are grouped.
 func (s *Store) WriteStats() WriteStats {
 	return WriteStats{Ops: s.stats.ops.Load(), Commits: s.stats.commits.Load(), MaxBatch: s.stats.maxBatch.Load()}
+}
+
+// Batch describes one committed write transaction, for WithBatchObserver.
+type Batch struct {
+	Ops   int       // operations that ran in it
+	Began time.Time // when it asked for the write lock
+	// Held is from asking for the write lock until the commit was durable:
+	// how long the transaction kept every other write waiting.
+	Held time.Duration
+}
+
+// WithBatchObserver calls observe after each write transaction commits,
+// on the writer's goroutine (so observe must be quick). Benchmarks use it
+// to see how long transactions hold the writer — an expiry sweep must not
+// hold it for long — and how many operations shared each commit.
+func WithBatchObserver(observe func(Batch)) Option {
+	return func(cfg *config) { cfg.observe = observe }
 }
 
 type writeStats struct {
@@ -142,37 +165,53 @@ func (s *Store) writeLoop() {
 		s.queue = s.queue[:rest]
 		s.qmu.Unlock()
 
-		s.runBatch(batch, results[:n])
-		for i, o := range batch {
+		ran := s.runBatch(batch, results[:n])
+		if ran < n {
+			// Over its time: the rest go back to the front of the queue,
+			// not run, and form the next batch.
+			s.qmu.Lock()
+			s.queue = append(slices.Clone(batch[ran:n]), s.queue...)
+			s.qmu.Unlock()
+		}
+		for i, o := range batch[:ran] {
 			o.done <- results[i]
 			results[i] = result{}
-			batch[i] = nil
 		}
+		clear(batch)
 		batch = batch[:0]
 		s.write.prepareWanted(context.Background())
 	}
 }
 
-// runBatch runs batch in one transaction and fills results. A batch of one
-// runs without savepoints, exactly as a transaction of its own.
-func (s *Store) runBatch(batch []*op, results []result) {
+// runBatch runs batch in one transaction, fills results, and returns how
+// many of the operations it took: all of them, unless the transaction ran
+// past its time bound (maxBatchHold) before the rest started (they are not run, and have
+// no result). A batch of one runs without savepoints, exactly as a
+// transaction of its own.
+func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 	ctx := context.Background()
-	failAll := func(err error) {
+	failAll := func(err error) int {
 		for i := range results {
 			if !results[i].failed() {
 				results[i] = result{err: err}
 			}
 		}
+		return len(batch)
 	}
+	begin := time.Now()
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		failAll(err)
-		return
+		return failAll(err)
 	}
 	t := &txn{Tx: tx, p: s.write, ctx: ctx}
 	multi := len(batch) > 1
 	ran := 0
-	for i, o := range batch {
+	for taken < len(batch) {
+		if multi && taken > 0 && time.Since(begin) >= s.batchHold {
+			break
+		}
+		i, o := taken, batch[taken]
+		taken++
 		if err := o.ctx.Err(); err != nil {
 			results[i] = result{err: err} // given up before it ran
 			continue
@@ -180,8 +219,7 @@ func (s *Store) runBatch(batch []*op, results []result) {
 		if multi {
 			if _, err := t.ExecContext(ctx, `SAVEPOINT op`); err != nil {
 				tx.Rollback()
-				failAll(fmt.Errorf("group commit: savepoint: %w", err))
-				return
+				return failAll(fmt.Errorf("group commit: savepoint: %w", err))
 			}
 		}
 		results[i] = s.run(t, o)
@@ -189,7 +227,7 @@ func (s *Store) runBatch(batch []*op, results []result) {
 		switch {
 		case !multi && results[i].failed():
 			tx.Rollback()
-			return
+			return taken
 		case !multi:
 		case results[i].failed():
 			// Undo this operation alone. If SQLite already rolled the whole
@@ -197,23 +235,22 @@ func (s *Store) runBatch(batch []*op, results []result) {
 			// is gone and so is every operation's work: fail them all.
 			if _, err := t.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
 				tx.Rollback()
-				failAll(fmt.Errorf("group commit: an operation's error ended the shared transaction: %w", err))
-				return
+				return failAll(fmt.Errorf("group commit: an operation's error ended the shared transaction: %w", err))
 			}
 			fallthrough
 		default:
 			if _, err := t.ExecContext(ctx, `RELEASE op`); err != nil {
 				tx.Rollback()
-				failAll(fmt.Errorf("group commit: release savepoint: %w", err))
-				return
+				return failAll(fmt.Errorf("group commit: release savepoint: %w", err))
 			}
 		}
 	}
+	results = results[:taken]
 	if s.beforeCommit != nil {
-		if err := s.beforeCommit(len(batch)); err != nil {
+		if err := s.beforeCommit(taken); err != nil {
 			tx.Rollback()
 			failAll(fmt.Errorf("commit: %w", err))
-			return
+			return taken
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -221,13 +258,17 @@ func (s *Store) runBatch(batch []*op, results []result) {
 		// it so that the next batch can begin.
 		s.write.DB.ExecContext(ctx, `ROLLBACK`)
 		failAll(fmt.Errorf("commit: %w", err))
-		return
+		return taken
 	}
 	s.stats.ops.Add(int64(ran))
 	s.stats.commits.Add(1)
-	if n := int64(len(batch)); n > s.stats.maxBatch.Load() {
+	if n := int64(taken); n > s.stats.maxBatch.Load() {
 		s.stats.maxBatch.Store(n) // only the writer stores it
 	}
+	if s.observe != nil {
+		s.observe(Batch{Ops: ran, Began: begin, Held: time.Since(begin)})
+	}
+	return taken
 }
 
 // run runs one operation with the store's now, read now that the write

@@ -27,7 +27,7 @@ type batchBundle struct {
 	commit atomic.Pointer[func(ops int) error]
 }
 
-func newBatchBundle(t *testing.T) *batchBundle {
+func newBatchBundle(t *testing.T, opts ...Option) *batchBundle {
 	t.Helper()
 	b := &batchBundle{clock: storetest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), queued: make(chan struct{}, 64)}
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), WithClock(b.clock),
@@ -38,6 +38,13 @@ func newBatchBundle(t *testing.T) *batchBundle {
 					return (*f)(ops)
 				}
 				return nil
+			}
+			// Batches here are kept whole; TestGroupCommitBoundsHold
+			// lowers the bound again.
+			c.batchHold = time.Hour
+		}, func(c *config) {
+			for _, o := range opts {
+				o(c)
 			}
 		})
 	if err != nil {
@@ -307,14 +314,34 @@ func TestGroupCommitFailedCommitFailsAll(t *testing.T) {
 // batch.
 func TestGroupCommitLoneWriter(t *testing.T) {
 	t.Parallel()
-	b := newBatchBundle(t)
+	var mu sync.Mutex
+	var seen []Batch
+	b := newBatchBundle(t, WithBatchObserver(func(x Batch) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, x)
+	}))
 	before := b.s.WriteStats()
+	mu.Lock()
+	seen = nil
+	mu.Unlock()
+	start := time.Now()
 	for i := range 5 {
 		b.newInstance(t, "ins_"+string(rune('a'+i)))
 	}
 	st := b.s.WriteStats()
 	if st.Ops-before.Ops != 5 || st.Commits-before.Commits != 5 || st.MaxBatch != 1 {
 		t.Errorf("5 sequential writes: %+v (from %+v), want 5 ops in 5 commits of 1", st, before)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 5 {
+		t.Fatalf("observer saw %d transactions, want 5", len(seen))
+	}
+	for _, x := range seen {
+		if x.Ops != 1 || x.Held <= 0 || x.Began.Before(start) || x.Held > time.Since(start) {
+			t.Errorf("observed transaction %+v, want 1 op held for a while after %s", x, start)
+		}
 	}
 }
 
@@ -360,5 +387,67 @@ func TestCloseRunsQueuedWrites(t *testing.T) {
 	defer s.Close()
 	if ins, err := s.ListInstances(t.Context(), ""); err != nil || len(ins) != 2 {
 		t.Errorf("after reopening: %d instances (%v), want the 2 queued before Close", len(ins), err)
+	}
+}
+
+// TestGroupCommitBoundsHold queues a slow operation before two fast ones:
+// the slow one runs past maxBatchHold, so it commits alone and the fast
+// ones form the next batch, instead of holding the writer longer.
+func TestGroupCommitBoundsHold(t *testing.T) {
+	t.Parallel()
+	b := newBatchBundle(t, func(c *config) { c.batchHold = maxBatchHold })
+	var mu sync.Mutex
+	var sizes []int
+	record := func(ops int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, ops)
+		return nil
+	}
+	b.commit.Store(&record)
+
+	release := b.hold(t)
+	slow := make(chan error, 1)
+	go func() {
+		slow <- b.s.inTx(t.Context(), func(tx *txn, now time.Time) error {
+			// A slow operation, as a large sweep is: it works past the
+			// batch's time bound.
+			for start := time.Now(); time.Since(start) < 2*b.s.batchHold; {
+				if err := insertInstance(tx, now, "ins_"+airlock.NewID("")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	b.awaitQueued(t, 1)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			_, errs[i] = b.s.CreateInstance(t.Context(), airlock.Instance{OwnerID: "tok_a", Name: "fast"}, "tok_a")
+		})
+	}
+	b.awaitQueued(t, 2)
+	release()
+	wg.Wait()
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The fast ones normally share the third batch; on a slow machine they
+	// may each overrun the bound too.
+	rest := 0
+	for _, n := range sizes[min(2, len(sizes)):] {
+		rest += n
+	}
+	if len(sizes) < 3 || sizes[0] != 1 || sizes[1] != 1 || rest != 2 {
+		t.Errorf("batch sizes %v, want [1 1 2]: the slow operation commits alone, the two fast ones after it", sizes)
 	}
 }

@@ -8,10 +8,9 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// instanceCols selects an instance with its count of pending requests
-// (served by the (instance_id, state) index).
-const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at,
-	(SELECT count(*) FROM requests r WHERE r.instance_id = i.id AND r.state = 'pending'),
+// instanceCols selects an instance with its count of pending requests,
+// which triggers keep (migration 0003).
+const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at, i.pending,
 	i.kind, i.last_seen_at, i.deleted_at`
 
 func scanInstance(sc scanner) (airlock.Instance, error) {

@@ -40,6 +40,11 @@ type Store struct {
 
 	// enqueued, set by tests only, runs after an operation is queued.
 	enqueued func()
+	// batchHold is maxBatchHold; tests that need a batch kept whole under
+	// the race detector's slowness raise it.
+	batchHold time.Duration
+	// observe is WithBatchObserver's function; nil when not set.
+	observe func(Batch)
 
 	// queue holds the write operations waiting for writeLoop, the one
 	// writer, in arrival order; closed refuses new ones.
@@ -68,6 +73,8 @@ type config struct {
 	fault        func(point string) error
 	beforeCommit func(ops int) error
 	enqueued     func()
+	batchHold    time.Duration
+	observe      func(Batch)
 }
 
 // WithClock sets the clock that judges every deadline and expires_at and
@@ -92,11 +99,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// Two pools on ":memory:" would be two different databases.
 		return nil, fmt.Errorf("sqlite: a database file path is required (got %q)", path)
 	}
-	cfg := config{clock: airlock.SystemClock{}, busyTimeout: 10 * time.Second}
+	cfg := config{clock: airlock.SystemClock{}, busyTimeout: 10 * time.Second, batchHold: maxBatchHold}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Store{clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued,
+	s := &Store{clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
