@@ -105,6 +105,11 @@ type Config struct {
 	// DefaultRounds); expiry creates Count pending requests (default
 	// DefaultPending).
 	Count int
+	// Rate, when positive, paces lifecycle, create and mcp operations at
+	// Rate per second in all (open loop), to measure latency at a given
+	// load — at half the maximum throughput, say — instead of at the
+	// maximum. Latency then runs from when each operation was due.
+	Rate float64
 	// Baseline runs the raw baseline after a lifecycle run, in the same
 	// process, and reports ratio_to_raw. `airlock bench` sets it by
 	// default.
@@ -178,6 +183,12 @@ func (c Config) validate() error {
 	}
 	if c.Clients < 0 || c.Clients > maxClients {
 		return fmt.Errorf("--clients must be between 1 and %d for %s, not %d", maxClients, c.Scenario, c.Clients)
+	}
+	if c.Rate < 0 || c.Rate > 1e6 {
+		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
+	}
+	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
+		return fmt.Errorf("--rate paces lifecycle, create and mcp; %s has its own pace", c.Scenario)
 	}
 	if c.Replicas < 1 || c.Replicas > MaxReplicas {
 		return fmt.Errorf("--replicas must be between 1 and %d, not %d", MaxReplicas, c.Replicas)
@@ -285,7 +296,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{
 		Scenario: cfg.Scenario, Clients: cfg.Clients, Machine: machine(),
-		Bounds: Bounds{DurationS: cfg.Duration.Seconds(), Count: cfg.Count},
+		Bounds: Bounds{DurationS: cfg.Duration.Seconds(), Count: cfg.Count, Rate: cfg.Rate},
 	}
 	if cfg.Scenario == Raw {
 		raw, err := runRaw(ctx, cfg)

@@ -150,6 +150,17 @@ func TestDurationBound(t *testing.T) {
 	}
 }
 
+// TestRate paces creates at 40 per second: 20 of them take half a second,
+// not as little as the server allows.
+func TestRate(t *testing.T) {
+	t.Parallel()
+	rep := run(t, Config{Scenario: Create, Clients: 4, Count: 20, Duration: 20 * time.Second, Rate: 40})
+	checkResult(t, "paced create", rep.Result, 20)
+	if rep.Ops != 20 || rep.ElapsedS < 0.45 || rep.Bounds.Rate != 40 {
+		t.Errorf("%d creates paced at 40/s measured over %.3fs (bounds %+v), want 20 over about 0.5s", rep.Ops, rep.ElapsedS, rep.Bounds)
+	}
+}
+
 // TestWait runs the wait scenario with a few waiters and rounds. It is
 // not parallel: it measures the process's memory, which other tests'
 // allocations would disturb.
@@ -271,6 +282,8 @@ func TestRefusals(t *testing.T) {
 		{"too many pending", Config{Scenario: Expiry, Count: MaxPending + 1}, "--count"},
 		{"too many waiters", Config{Scenario: Wait, Clients: MaxWaiters + 1}, "--clients"},
 		{"unknown scenario", Config{Scenario: "soak"}, "--scenario"},
+		{"negative rate", Config{Rate: -1}, "--rate"},
+		{"paced waiters", Config{Scenario: Wait, Rate: 10}, "--rate"},
 		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
 		{"existing SQLite file", Config{DB: existing}, "already exists"},
 	} {

@@ -25,7 +25,14 @@ const giveUpAfter = 200
 // have been issued or duration has passed, whichever is first, and
 // measures the successful ones. prepare makes client i's op (its instance,
 // its MCP session) before the clock starts; done, when set, undoes it.
-func runLoad(ctx context.Context, clients int, duration time.Duration, count int,
+//
+// With rate > 0 the operations are issued on a schedule, rate per second
+// in all, instead of as fast as the clients go: operation n is due at
+// start + n/rate, and its latency runs from when it was due, so a server
+// that falls behind shows it in the latency rather than by slowing the
+// schedule (no coordinated omission). The clients must be enough to keep
+// up; an operation that starts late still counts its wait.
+func runLoad(ctx context.Context, clients int, duration time.Duration, count int, rate float64,
 	prepare func(ctx context.Context, i int) (clientOp, func(), error),
 ) (Result, error) {
 	ops := make([]clientOp, clients)
@@ -60,6 +67,19 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 					break
 				}
 				t0 := time.Now()
+				if rate > 0 {
+					due := start.Add(time.Duration(float64(n-1) / rate * float64(time.Second)))
+					if !due.Before(end) {
+						break
+					}
+					if wait := time.Until(due); wait > 0 {
+						select {
+						case <-time.After(wait):
+						case <-runCtx.Done():
+						}
+					}
+					t0 = due
+				}
 				err := ops[i](runCtx, n)
 				d := time.Since(t0)
 				if err != nil {
@@ -175,8 +195,12 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 			}, func() { cs.Close() }, nil
 		}
 	}
-	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, prepare)
+	paced := ""
+	if cfg.Rate > 0 {
+		paced = fmt.Sprintf(", paced at %g/s", cfg.Rate)
+	}
+	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations%s\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count, paced)
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, cfg.Rate, prepare)
 	if err != nil {
 		return err
 	}

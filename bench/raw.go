@@ -101,7 +101,7 @@ FROM raw_requests WHERE id = ?`)
 	// for it (and measure slower), so the ceiling is one client's.
 	run := randomHex(4)
 	fmt.Fprintf(cfg.Progress, "raw: SQLite WAL synchronous=FULL, 1 connection, 1 client, up to %s or %d lifecycles\n", cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, 1, cfg.Duration, cfg.Count, func(context.Context, int) (clientOp, func(), error) {
+	res, err := runLoad(ctx, 1, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("raw_%s_%d", run, n)
 			now := time.Now().UnixMicro()
@@ -169,7 +169,7 @@ func rawPostgres(ctx context.Context, cfg Config) (*RawReport, error) {
 	}
 	run := randomHex(4)
 	fmt.Fprintf(cfg.Progress, "raw: PostgreSQL, %d connections, up to %s or %d lifecycles\n", cfg.Clients, cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, func(context.Context, int) (clientOp, func(), error) {
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("raw_%s_%d", run, n)
 			if _, err := pool.Exec(ctx, `INSERT INTO raw_requests (id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at)

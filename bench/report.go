@@ -40,6 +40,9 @@ type Report struct {
 type Bounds struct {
 	DurationS float64 `json:"duration_s"`
 	Count     int     `json:"count"`
+	// Rate is the paced rate (operations per second), 0 for as fast as
+	// the clients go.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // Result is a measured stream of operations.
@@ -187,7 +190,11 @@ func (r *Report) WriteTable(w io.Writer) {
 	if r.Replicas > 1 {
 		fmt.Fprintf(w, ", %d replicas", r.Replicas)
 	}
-	fmt.Fprintf(w, "; bounds %gs / %d\n", r.Bounds.DurationS, r.Bounds.Count)
+	fmt.Fprintf(w, "; bounds %gs / %d", r.Bounds.DurationS, r.Bounds.Count)
+	if r.Bounds.Rate > 0 {
+		fmt.Fprintf(w, "; paced at %g/s", r.Bounds.Rate)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s, load %.2f → %.2f\n\n",
 		r.Machine.CPUs, r.Machine.GOMAXPROCS, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Machine.LoadBefore, r.Machine.LoadAfter)
 
