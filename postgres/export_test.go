@@ -55,3 +55,9 @@ func WithListenPollForTest(d time.Duration) Option {
 func (s *Store) EventsLockForTest() (classid, objid int64) {
 	return int64(uint32(advisoryClass)), int64(uint32(s.eventsLock))
 }
+
+// WithBatchedNotificationsForTest sends every notification through the
+// notifier, never in a write's own commit pipeline.
+func WithBatchedNotificationsForTest() Option {
+	return func(c *config) { c.hooks.batchNotify = true }
+}

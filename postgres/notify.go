@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,17 +69,41 @@ func parsePayload(p string) []string {
 	return strings.Split(p, ",")
 }
 
-// notes are the changes committed through this store and not announced
-// yet. Every write hands its changed request IDs over after COMMIT
-// (announce); one goroutine per store (notifier) sends whatever has
-// accumulated as one NOTIFY statement of its own, so that a burst of
-// commits costs one notification, and no write waits for it.
+// How committed changes are announced.
 //
-// A NOTIFY in its own transaction is cheap: it writes nothing, so its
-// commit does not wait for a WAL flush, and the notification queue's lock
-// is held for microseconds. Inside a write it was held through that
-// write's flush, and serialized all notifying commits in the database.
+// A NOTIFY inside a write transaction would be held, with PostgreSQL's
+// notification queue lock, through that write's WAL flush, and serialize
+// every notifying commit in the database. Airlock notifies in a
+// transaction of its own instead, right after the write's COMMIT. Such a
+// transaction writes nothing, so its commit waits for no flush, and it
+// holds the queue's lock for microseconds.
+//
+// When this store has sent nothing for notifyGap, the write's commit
+// pipeline carries the notification itself: [append events, COMMIT,
+// pg_notify] in one round trip, where pg_notify runs in its own implicit
+// transaction once COMMIT has succeeded (and not at all when it failed).
+// The server runs it even if this process dies right after sending.
+// Under load, writes hand their changed IDs to the store's notifier
+// instead (announce), which sends whatever has accumulated as one
+// statement at most every notifyGap: each send costs the database about as
+// much as a small write. Either way, a notification that never comes is
+// made up for by Listen's reading of the audit log (catchUp).
+
+// notifyGap is the least time between two sends.
+const notifyGap = time.Millisecond
+
+// notifySQL sends payloads on a channel.
+const notifySQL = `SELECT pg_notify(@channel, p) FROM unnest(@payloads::text[]) AS p`
+
+// notifyTimeout bounds one send of the notifier. A send that fails is not
+// retried beyond once.
+const notifyTimeout = 5 * time.Second
+
+// notes are the changes committed through this store and not announced
+// yet, and when the last notification was sent.
 type notes struct {
+	last atomic.Int64 // UnixNano when the last send began
+
 	mu      sync.Mutex
 	ids     []string
 	pending bool          // something committed since the last send
@@ -86,16 +111,26 @@ type notes struct {
 	stopped chan struct{} // closed when the notifier has sent its last batch
 }
 
-// notifyTimeout bounds one send. A send that fails is not retried beyond
-// once: listeners catch up by reading the audit log (catchUp).
-const notifyTimeout = 5 * time.Second
+// notifyArgs are notifySQL's arguments announcing ids (none: a change
+// that only appended events).
+func (s *Store) notifyArgs(ids []string) named {
+	ps := payloads(ids)
+	if len(ps) == 0 {
+		ps = []string{eventsOnlyPayload}
+	}
+	return named{"channel": s.channel, "payloads": ps}
+}
 
-// notifyGap is the least time between the starts of two sends. A change
-// committed after a quiet moment is sent at once; under load, what commits
-// within notifyGap of the last send waits for the next one, which takes
-// them all: each send is a transaction of its own, costing the database
-// about as much as a small write.
-const notifyGap = time.Millisecond
+// sendNow reports whether a write about to commit should carry its own
+// notification: nothing was sent for notifyGap. It then counts as sent.
+func (s *Store) sendNow() bool {
+	if s.hooks.batchNotify || (s.hooks.dropNotify != nil && s.hooks.dropNotify()) {
+		return false
+	}
+	now := time.Now().UnixNano()
+	last := s.notes.last.Load()
+	return now-last >= int64(notifyGap) && s.notes.last.CompareAndSwap(last, now)
+}
 
 // announce queues the requests a committed write changed (none for a
 // write that only appended events) for the notifier.
@@ -117,8 +152,8 @@ func (s *Store) startNotifier() {
 	go s.notifier()
 }
 
-// notifier sends the queued announcements until the store closes, and
-// then those still queued.
+// notifier sends the queued announcements, at most every notifyGap, until
+// the store closes, and then those still queued.
 func (s *Store) notifier() {
 	defer close(s.notes.stopped)
 	gap := time.NewTimer(0)
@@ -130,15 +165,17 @@ func (s *Store) notifier() {
 			s.sendNotes()
 			return
 		}
-		// Back to back with the last send: gather a little more first.
-		select {
-		case <-gap.C:
-		case <-s.done:
-			s.sendNotes()
-			return
+		if wait := time.Duration(s.notes.last.Load() + int64(notifyGap) - time.Now().UnixNano()); wait > 0 {
+			// Back to back with the last send: gather a little more first.
+			gap.Reset(wait)
+			select {
+			case <-gap.C:
+			case <-s.done:
+				s.sendNotes()
+				return
+			}
 		}
 		s.sendNotes()
-		gap.Reset(notifyGap)
 	}
 }
 
@@ -149,20 +186,14 @@ func (s *Store) sendNotes() {
 	ids, pending := n.ids, n.pending
 	n.ids, n.pending = nil, false
 	n.mu.Unlock()
-	if !pending {
+	if !pending || (s.hooks.dropNotify != nil && s.hooks.dropNotify()) {
 		return
 	}
-	ps := payloads(ids)
-	if len(ps) == 0 {
-		ps = []string{eventsOnlyPayload}
-	}
-	if s.hooks.dropNotify != nil && s.hooks.dropNotify() {
-		return
-	}
+	n.last.Store(time.Now().UnixNano())
+	args := s.notifyArgs(ids)
 	for attempt := 1; attempt <= 2; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
-		_, err := s.pool.Exec(ctx, `SELECT pg_notify(@channel, p) FROM unnest(@payloads::text[]) AS p`,
-			named{"channel": s.channel, "payloads": ps})
+		_, err := s.pool.Exec(ctx, notifySQL, args)
 		cancel()
 		if err == nil {
 			return

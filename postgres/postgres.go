@@ -71,10 +71,12 @@ type Store struct {
 
 // testHooks let tests stop a write just before its COMMIT, drop the
 // notifications of committed changes as a replica that died right after
-// committing would, and change how often Listen reads the audit log.
+// committing would, send them all through the notifier, and change how
+// often Listen reads the audit log.
 type testHooks struct {
 	beforeCommit func()
 	dropNotify   func() bool
+	batchNotify  bool          // always through the notifier
 	listenPoll   time.Duration // 0: listenPoll
 }
 
@@ -386,7 +388,7 @@ func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r a
 // write runs fn in a READ COMMITTED transaction, appends the events fn
 // queued and commits, retrying the whole transaction (fn included) on
 // transient failures; once committed, it announces the requests fn
-// changed (announce). fn must decide only with the database
+// changed (commit). fn must decide only with the database
 // (compare-and-set statements), never with state carried from an earlier
 // attempt.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *tx) error) error {
@@ -418,13 +420,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 	if err := recordInstructions(ctx, t); err != nil {
 		return err
 	}
-	if err := s.commit(ctx, t); err != nil {
-		return err
-	}
-	if len(t.events) > 0 {
-		s.announce(t.changed)
-	}
-	return nil
+	return s.commit(ctx, t)
 }
 
 // appendSQL appends a transaction's events, last thing before COMMIT (in

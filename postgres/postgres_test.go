@@ -499,13 +499,25 @@ WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
 // TestChangeFeed checks Listen's notifications: a decision through store
 // B is heard by a listener on store A, so are creations committed close
 // together (announced together), and a change too large for one
-// notification still reaches it.
+// notification still reaches it — whether B sends them in its commits'
+// pipelines or through its notifier.
 func TestChangeFeed(t *testing.T) {
 	t.Parallel()
+	t.Run("sent with the commit or batched", func(t *testing.T) {
+		t.Parallel()
+		testChangeFeed(t)
+	})
+	t.Run("batched", func(t *testing.T) {
+		t.Parallel()
+		testChangeFeed(t, postgres.WithBatchedNotificationsForTest())
+	})
+}
+
+func testChangeFeed(t *testing.T, writerOpts ...postgres.Option) {
 	schema := freshSchema(t)
 	// A reads the audit log only once an hour: what it hears here, it
 	// heard from notifications.
-	a, b := open(t, schema, postgres.WithListenPollForTest(time.Hour)), open(t, schema)
+	a, b := open(t, schema, postgres.WithListenPollForTest(time.Hour)), open(t, schema, writerOpts...)
 	in := instance(t, b, "tok_a")
 
 	heard := make(chan []string, 64)

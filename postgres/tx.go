@@ -126,9 +126,11 @@ func (r *batchRows) Close() {
 	}
 }
 
-// commit appends t's events (appendSQL) and commits, in one pipeline.
-// Errors of COMMIT, and errors after which the COMMIT may have reached the
-// server, are commitErrors: the change may have committed.
+// commit appends t's events (appendSQL) and commits, in one pipeline,
+// and announces the requests t changed: in the same pipeline when nothing
+// was sent for a moment (sendNow), else through the notifier. Errors of
+// COMMIT, and errors after which the COMMIT may have reached the server,
+// are commitErrors: the change may have committed.
 func (s *Store) commit(ctx context.Context, t *tx) error {
 	if !t.began && len(t.events) == 0 {
 		return nil // nothing ran
@@ -142,7 +144,13 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		}
 		s.hooks.beforeCommit()
 		tag, err := t.conn.Exec(ctx, "COMMIT")
-		return committed(tag, err)
+		if err := committed(tag, err); err != nil {
+			return err
+		}
+		if len(t.events) > 0 {
+			s.announce(t.changed)
+		}
+		return nil
 	}
 	b := &pgx.Batch{}
 	if !t.began {
@@ -152,10 +160,18 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		b.Queue(appendSQL, s.appendArgs(t))
 	}
 	b.Queue("COMMIT")
+	notify := len(t.events) > 0 && s.sendNow()
+	if notify {
+		b.Queue(notifySQL, s.notifyArgs(t.changed))
+	}
 	t.began = true
 	br := t.conn.SendBatch(ctx, b)
 	defer br.Close()
-	for range b.Len() - 1 {
+	replies := b.Len()
+	if notify {
+		replies--
+	}
+	for range replies - 1 {
 		if _, err := br.Exec(); err != nil {
 			// The server skips the rest of a pipeline after an error, so a
 			// server's error means COMMIT did not run; so does an error
@@ -167,7 +183,17 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 			return &commitError{err}
 		}
 	}
-	return committed(br.Exec())
+	if err := committed(br.Exec()); err != nil {
+		return err
+	}
+	if len(t.events) > 0 {
+		if !notify {
+			s.announce(t.changed)
+		} else if _, err := br.Exec(); err != nil {
+			s.announce(t.changed) // let the notifier try
+		}
+	}
+	return nil
 }
 
 // committed reads the reply to COMMIT.
