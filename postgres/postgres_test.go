@@ -1495,3 +1495,74 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 		t.Fatalf("%d expiry events for %s with two schedulers running, want 1", expiries, r.ID)
 	}
 }
+
+// BenchmarkLifecycleParallel is BenchmarkLifecycle with 8 clients at once,
+// the store's side of the HTTP benchmark in e2e/replicas: create, approve
+// and read through the store, against the same three statements as direct
+// SQL from 8 connections, half just before and half just after. It
+// reports both rates and their ratio: what concurrent commits cost when
+// they can share the database's WAL flushes.
+func BenchmarkLifecycleParallel(b *testing.B) {
+	const clients = 8
+	schema := freshSchema(b)
+	s := open(b, schema, postgres.WithMaxConns(clients))
+	in := instance(b, s, "tok_a")
+	ctx := b.Context()
+	pool := s.PoolForTest()
+	run := func(n int, lifecycle func() error) time.Duration {
+		var left atomic.Int64
+		left.Store(int64(n))
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range clients {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					if err := lifecycle(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	store := func() error {
+		r, _, err := s.CreateRequest(ctx, params(in))
+		if err != nil {
+			return err
+		}
+		if _, err := s.Decide(ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+			return err
+		}
+		_, err = s.GetRequest(ctx, r.ID)
+		return err
+	}
+	direct := func() error {
+		id := airlock.NewID(airlock.PrefixRequest)
+		if _, err := pool.Exec(ctx, `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, arguments, timeout,
+	agent_reasoning, created_at, deadline_at, idempotency_key, fingerprint)
+VALUES ($1, $2, 'tok_a', 'pending', 'tool_call', 'shell.exec', '{"cmd":"ls"}', '1h', '', clock_timestamp(),
+	clock_timestamp() + interval '1 hour', $1, $1)`, id, in.ID); err != nil {
+			return err
+		}
+		tag, err := pool.Exec(ctx, `UPDATE requests SET state = 'approved', decided_at = clock_timestamp(), decided_by = 'tok_r',
+	expires_at = clock_timestamp() + interval '1 minute'
+WHERE id = $1 AND state = 'pending' AND deadline_at > clock_timestamp()`, id)
+		if err != nil || tag.RowsAffected() != 1 {
+			return fmt.Errorf("update: %v (%d rows)", err, tag.RowsAffected())
+		}
+		var state string
+		return pool.QueryRow(ctx, `SELECT state FROM requests WHERE id = $1`, id).Scan(&state)
+	}
+	b.StopTimer()
+	rawTook := run(b.N/2, direct)
+	b.StartTimer()
+	took := run(b.N, store)
+	b.StopTimer()
+	rawTook += run(b.N-b.N/2, direct)
+	rate, rawRate := float64(b.N)/took.Seconds(), float64(b.N)/rawTook.Seconds()
+	b.ReportMetric(rate, "lifecycles/s")
+	b.ReportMetric(rawRate, "raw-lifecycles/s")
+	b.ReportMetric(rate/rawRate, "ratio_to_raw")
+}
