@@ -7,15 +7,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/hostcheck"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -48,7 +51,8 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 //     cross-site pages cannot drive it;
 //   - refuses a token in the query string (401): URLs end up in logs;
 //   - authenticates the bearer token against the store (401), on every
-//     request, so a revoked token stops at once;
+//     request, so a revoked token stops at once, and takes the request from
+//     the token's rate budget when cfg.Limiter is set (429);
 //   - refuses an MCP-Protocol-Version it does not speak (400);
 //   - serves an Mcp-Session-Id only to the token that created it; to any
 //     other token the session does not exist (404);
@@ -65,7 +69,7 @@ func (s *Server) HTTPHandler() http.Handler {
 	}
 	h := &httpHandler{
 		s: s, log: s.log, maxBody: cfg.MaxBodyBytes, shutdown: cfg.Context,
-		owners: map[string]string{},
+		limiter: cfg.Limiter, owners: map[string]string{},
 	}
 	for _, host := range cfg.AllowedHosts {
 		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
@@ -108,7 +112,8 @@ type httpHandler struct {
 	sdk      http.Handler
 	allowed  []string
 	maxBody  int64
-	shutdown context.Context // nil: never
+	shutdown context.Context    // nil: never
+	limiter  *ratelimit.Limiter // nil: no limit
 
 	mu sync.Mutex
 	// owners maps each MCP transport session ID to the ID of the token
@@ -154,6 +159,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 		h.refuseRPC(w, r, id, http.StatusUnauthorized, -32001, err.Error())
 		return
+	}
+	if h.limiter != nil {
+		if ok, retry := h.limiter.Allow(c.ID); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+			h.refuseRPC(w, r, id, http.StatusTooManyRequests, -32000, "rate_limited: this token is over its request rate; retry after "+retry.Round(time.Millisecond).String())
+			return
+		}
 	}
 	if v, ok := r.Header[headerProtocolVersion]; ok && (len(v) != 1 || !slices.Contains(ProtocolVersions, v[0])) {
 		h.refuseVersion(w, r, id, strings.Join(v, ","))

@@ -9,8 +9,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -237,4 +239,27 @@ func TestHTTPHardening(t *testing.T) {
 			t.Errorf("after DELETE: %d, want 404", resp.StatusCode)
 		}
 	})
+}
+
+// TestHTTPRateLimit: /mcp takes each request from the token's rate budget
+// (the one the REST API shares under airlock serve); over it, 429 with
+// Retry-After, and another token's budget is its own.
+func TestHTTPRateLimit(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0) // the limiter's clock never moves: no refill
+	h := setupHTTP(t, func(c *Config) {
+		c.Limiter = ratelimit.New(1, 2, func() time.Time { return now })
+	})
+	for i := range 2 {
+		if resp, body := h.do(t, raw{body: initializeBody, secret: h.secrets[h.agent.ID]}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d of the burst: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	resp, body := h.do(t, raw{body: initializeBody, secret: h.secrets[h.agent.ID]})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "rate_limited") {
+		t.Fatalf("over the budget: %d Retry-After %q %s; want 429 rate_limited with Retry-After 1", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, body := h.do(t, raw{body: initializeBody, secret: h.secrets[h.other.ID]}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("another token: %d %s", resp.StatusCode, body)
+	}
 }

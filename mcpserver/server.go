@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	// other Host is refused with 403: a DNS-rebinding page cannot reach a
 	// server that only answers names it knows.
 	AllowedHosts []string
+	// Limiter, when set, is the per-token request budget /mcp shares with
+	// the REST API (airlock serve passes one Limiter to both); over it, 429.
+	Limiter *ratelimit.Limiter
 	// MaxBodyBytes bounds one HTTP request body (default
 	// airlock.MaxBodyBytes); larger ones are refused with 413.
 	MaxBodyBytes int64

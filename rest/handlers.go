@@ -27,7 +27,7 @@ func (h *handler) authenticated(call func(*handler, http.ResponseWriter, *http.R
 			h.problem(w, r, err)
 			return
 		}
-		if ok, retry := h.limiter.allow(c.ID); !ok {
+		if ok, retry := h.limiter.Allow(c.ID); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 			h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
 				"too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds()))))

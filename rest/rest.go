@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -50,6 +51,10 @@ type Config struct {
 	// (default 50); RateBurst is how many it may send at once (default 100).
 	RateLimit float64
 	RateBurst int
+	// Limiter, when set, is used instead of one built from RateLimit and
+	// RateBurst: airlock serve shares one with /mcp, so a token has one
+	// budget whichever endpoint it calls.
+	Limiter *ratelimit.Limiter
 	// MaxBodyBytes bounds a request body (default airlock.MaxBodyBytes);
 	// larger bodies are refused with 413 payload_too_large.
 	MaxBodyBytes int64
@@ -67,7 +72,7 @@ type handler struct {
 	svc       *provider.Service
 	log       *slog.Logger
 	maxBody   int64
-	limiter   *limiter
+	limiter   *ratelimit.Limiter
 	shutdown  context.Context // nil: never
 	heartbeat time.Duration
 	mux       *http.ServeMux
@@ -125,6 +130,9 @@ func New(cfg Config) http.Handler {
 	if cfg.RateBurst <= 0 {
 		cfg.RateBurst = DefaultRateBurst
 	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = ratelimit.New(cfg.RateLimit, cfg.RateBurst, time.Now)
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = airlock.MaxBodyBytes
 	}
@@ -133,7 +141,7 @@ func New(cfg Config) http.Handler {
 	}
 	h := &handler{
 		svc: cfg.Service, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
-		limiter:   newLimiter(cfg.RateLimit, cfg.RateBurst, time.Now),
+		limiter:   cfg.Limiter,
 		heartbeat: cfg.Heartbeat,
 		mux:       http.NewServeMux(),
 		metrics:   newHTTPMetrics(cfg.Registry),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/inbox"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
@@ -156,12 +157,13 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	s.drain, s.cut = drain, cut
+	// One rate budget per token, whether it calls the REST API or /mcp.
+	limiter := ratelimit.New(cfg.RateLimit, max(1, int(2*cfg.RateLimit)), time.Now)
 	handler := rest.New(rest.Config{
-		Service: svc, Logger: log, Registry: reg, Context: drainCtx,
-		RateLimit: cfg.RateLimit, RateBurst: max(1, int(2*cfg.RateLimit)),
+		Service: svc, Logger: log, Registry: reg, Context: drainCtx, Limiter: limiter,
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHandler(cfg, svc, log, drainCtx))
+	mux.Handle("/mcp", mcpHandler(cfg, svc, log, drainCtx, limiter))
 	// The reviewer inbox at / (its own paths); everything else is the API's.
 	ib := inbox.New(inbox.Config{Service: svc, Logger: log, Context: drainCtx, AllowedHosts: listenHosts(cfg.Addr)})
 	for _, p := range inbox.Patterns {

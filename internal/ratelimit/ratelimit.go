@@ -1,15 +1,18 @@
-package rest
+// Package ratelimit is the per-token request budget shared by Airlock's
+// authenticated endpoints (the REST API and /mcp), so a token's budget is
+// one, whichever door it uses.
+package ratelimit
 
 import (
 	"sync"
 	"time"
 )
 
-// limiter is a token bucket per API token: each holds up to burst requests
+// Limiter is a token bucket per API token: each holds up to burst requests
 // and refills at rate per second. Buckets are keyed by token ID, after
 // authentication, so only real tokens get one and the map stays as small as
 // the token table.
-type limiter struct {
+type Limiter struct {
 	rate  float64
 	burst float64
 	now   func() time.Time
@@ -23,13 +26,15 @@ type bucket struct {
 	last   time.Time
 }
 
-func newLimiter(rate float64, burst int, now func() time.Time) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), now: now, buckets: map[string]*bucket{}}
+// New returns a Limiter that refills rate requests per second up to burst.
+// now is the clock (time.Now outside tests).
+func New(rate float64, burst int, now func() time.Time) *Limiter {
+	return &Limiter{rate: rate, burst: float64(burst), now: now, buckets: map[string]*bucket{}}
 }
 
-// allow takes one request from key's bucket. When the bucket is empty it
+// Allow takes one request from key's bucket. When the bucket is empty it
 // returns false and how long until a request would be allowed.
-func (l *limiter) allow(key string) (bool, time.Duration) {
+func (l *Limiter) Allow(key string) (bool, time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
