@@ -225,7 +225,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.DefaultTimeout, "default-timeout", d.DefaultTimeout, "decision window when the request asks for none")
 	durationVar(fs, &c.ApprovalValidity, "approval-validity", d.ApprovalValidity, "how long an approval lets the call start, unless the reviewer says otherwise")
 	durationVar(fs, &c.MaxApprovalValidity, "max-approval-validity", d.MaxApprovalValidity, "most a reviewer's valid_for may ask")
-	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token (bursts of twice that); over it, 429")
+	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token, REST and /mcp together (bursts of twice that); over it, 429")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
