@@ -47,7 +47,7 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	if err := t.call(setup, "DELETE", base, "/v1/instances/"+sampleInst, t.agent, "", nil); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(max(3*time.Second, time.Duration(n)*perReq*2+3*time.Second))
+	deadline := time.Now().Add(max(3*time.Second, time.Duration(n)*perReq*3+5*time.Second))
 	fmt.Fprintf(cfg.Progress, "expiry: creating %d requests due together at %s (%.0f creates/s measured)\n",
 		n, deadline.Format("15:04:05.000"), float64(time.Second)/float64(perReq))
 
