@@ -6,38 +6,71 @@ import "sync"
 // re-reads the store, which stays the only source of truth, so a missed or
 // duplicated wake-up can delay an answer but never make it wrong.
 type hub struct {
-	mu      sync.Mutex
-	waiters map[string]map[chan struct{}]struct{}
+	mu sync.Mutex
+	// waiters holds, for each request id, the first of its waiters; the
+	// others follow it in a list threaded through the waiters themselves,
+	// so a subscription costs one small struct and its channel, and no
+	// map of its own (10,000 idle long-polls hold 10,000 of them).
+	waiters map[string]*waiter
+	count   int // how many waiters are subscribed
 	// changed is closed and replaced on every publish; event streams wait on it.
 	changed chan struct{}
 }
 
-func newHub() *hub {
-	return &hub{waiters: map[string]map[chan struct{}]struct{}{}, changed: make(chan struct{})}
+// waiter is one subscription to a request's changes.
+type waiter struct {
+	// woken receives after the next publish of id (it holds at most one
+	// wake-up: a waiter re-reads the store, whatever it missed).
+	woken      chan struct{}
+	id         string
+	prev, next *waiter
 }
 
-// subscribe returns a channel that receives after the next publish of id.
-// Subscribe before reading the store so no change between the read and the
-// wait is lost.
-func (h *hub) subscribe(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+func newHub() *hub {
+	return &hub{waiters: map[string]*waiter{}, changed: make(chan struct{})}
+}
+
+// subscribe returns a waiter whose woken channel receives after the next
+// publish of id; unsubscribe it when done. Subscribe before reading the
+// store so no change between the read and the wait is lost.
+func (h *hub) subscribe(id string) *waiter {
+	w := &waiter{woken: make(chan struct{}, 1), id: id}
 	h.mu.Lock()
-	set := h.waiters[id]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		h.waiters[id] = set
+	if first := h.waiters[id]; first != nil {
+		w.next, first.prev = first, w
 	}
-	set[ch] = struct{}{}
+	h.waiters[id] = w
+	h.count++
 	h.mu.Unlock()
-	return ch, func() {
-		h.mu.Lock()
-		if set := h.waiters[id]; set != nil {
-			delete(set, ch)
-			if len(set) == 0 {
-				delete(h.waiters, id)
-			}
+	return w
+}
+
+// unsubscribe removes w, which subscribe returned; once only.
+func (h *hub) unsubscribe(w *waiter) {
+	h.mu.Lock()
+	switch {
+	case w.prev != nil:
+		w.prev.next = w.next
+	case w.next != nil:
+		h.waiters[w.id] = w.next
+	default:
+		delete(h.waiters, w.id)
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next = nil, nil
+	h.count--
+	h.mu.Unlock()
+}
+
+// wake gives each waiter of the list that starts at w a wake-up.
+func wake(w *waiter) {
+	for ; w != nil; w = w.next {
+		select {
+		case w.woken <- struct{}{}:
+		default:
 		}
-		h.mu.Unlock()
 	}
 }
 
@@ -53,12 +86,7 @@ func (h *hub) publish(ids ...string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
-		for ch := range h.waiters[id] {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+		wake(h.waiters[id])
 	}
 	close(h.changed)
 	h.changed = make(chan struct{})
@@ -69,13 +97,8 @@ func (h *hub) publish(ids ...string) {
 func (h *hub) publishAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, set := range h.waiters {
-		for ch := range set {
-			select {
-			case ch <- struct{}{}:
-			default:
-			}
-		}
+	for _, w := range h.waiters {
+		wake(w)
 	}
 	close(h.changed)
 	h.changed = make(chan struct{})
@@ -85,9 +108,5 @@ func (h *hub) publishAll() {
 func (h *hub) waiterCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := 0
-	for _, set := range h.waiters {
-		n += len(set)
-	}
-	return n
+	return h.count
 }

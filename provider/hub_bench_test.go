@@ -29,9 +29,9 @@ func BenchmarkHubFanOut(b *testing.B) {
 			}
 			chans := make([]<-chan struct{}, waiters)
 			for i, id := range ids {
-				ch, unsubscribe := h.subscribe(id)
-				defer unsubscribe()
-				chans[i] = ch
+				w := h.subscribe(id)
+				defer h.unsubscribe(w)
+				chans[i] = w.woken
 			}
 			// Each waiter is a goroutine blocked on its channel, as a
 			// long-poll is; a round ends when all have woken.
@@ -69,12 +69,10 @@ func BenchmarkHubFanOut(b *testing.B) {
 func BenchmarkHubSubscribe(b *testing.B) {
 	h := newHub()
 	for i := range 10_000 {
-		_, unsubscribe := h.subscribe(fmt.Sprintf("apr_%d", i))
-		defer unsubscribe()
+		defer h.unsubscribe(h.subscribe(fmt.Sprintf("apr_%d", i)))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_, unsubscribe := h.subscribe("apr_new")
-		unsubscribe()
+		h.unsubscribe(h.subscribe("apr_new"))
 	}
 }

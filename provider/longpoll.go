@@ -9,35 +9,89 @@ import (
 
 // Request reads a request the caller may see. With wait > 0 it long-polls:
 // it returns as soon as the request is terminal or when wait (at most
-// MaxWait) has passed, whichever is first.
+// MaxWait) has passed, whichever is first. When ctx ends first it returns
+// ctx's error.
 func (s *Service) Request(ctx context.Context, c airlock.Caller, id string, wait time.Duration) (airlock.Request, error) {
-	r, err := s.read(ctx, c, id)
-	if err != nil || r.State.Terminal() || wait <= 0 {
+	r, err := s.Await(ctx, &c, id, wait, nil)
+	if r == nil {
+		return airlock.Request{}, err
+	}
+	return *r, err
+}
+
+// Await is Request for a server that holds many long-polls at once, as the
+// REST API does (10,000 idle waiters are a target): what a parked waiter
+// keeps is made small. It returns the request by pointer, so a caller's
+// frame need not hold one; it waits in small frames, the store's reads
+// (deep, through the SQLite driver) having returned before it parks, so
+// the garbage collector can shrink the waiting goroutine's stack; it keeps
+// nothing of the request but its deadline while it waits; and one timer
+// serves both the request's deadline and the end of the wait. The caller
+// is passed by pointer for the same reason: a Caller by value is copied
+// into every frame it passes through. Await does not keep c.
+//
+// When stop, which may be nil, is closed before the answer, Await returns
+// the request as it is then: a server that is shutting down answers its
+// long-polls at once, and their clients poll again elsewhere.
+func (s *Service) Await(ctx context.Context, c *airlock.Caller, id string, wait time.Duration, stop <-chan struct{}) (*airlock.Request, error) {
+	r, deadline, err := s.look(ctx, c, id, wait <= 0)
+	if r != nil || err != nil {
 		return r, err
 	}
-	woken, unsubscribe := s.hub.subscribe(id)
-	defer unsubscribe()
-	waitEnd := time.NewTimer(min(wait, s.maxWait))
-	defer waitEnd.Stop()
+	w := s.hub.subscribe(id)
+	defer s.hub.unsubscribe(w)
+	end := time.Now().Add(min(wait, s.maxWait))
+	timer := time.NewTimer(time.Until(end))
+	defer timer.Stop()
 	for {
 		// Read after subscribing, so a change between the first read and
 		// the subscription is not missed.
-		r, err = s.read(ctx, c, id)
-		if err != nil || r.State.Terminal() {
+		r, deadline, err = s.look(ctx, c, id, false)
+		if r != nil || err != nil {
 			return r, err
 		}
-		// Wake at the deadline too, should the scheduler be late.
-		untilDeadline := time.NewTimer(max(r.DeadlineAt.Sub(s.clock.Now()), 0) + time.Millisecond)
+		timer.Reset(s.sleepFor(deadline, end))
 		select {
-		case <-woken:
-		case <-untilDeadline.C:
-		case <-waitEnd.C:
-			untilDeadline.Stop()
-			return s.read(ctx, c, id)
+		case <-w.woken:
+		case <-timer.C:
+			if !time.Now().Before(end) {
+				r, _, err = s.look(ctx, c, id, true)
+				return r, err
+			}
+		case <-stop:
+			r, _, err = s.look(ctx, c, id, true)
+			return r, err
 		case <-ctx.Done():
-			untilDeadline.Stop()
-			return r, ctx.Err()
+			return nil, ctx.Err()
 		}
-		untilDeadline.Stop()
 	}
+}
+
+// sleepFor returns how long a waiter may sleep: until the request's
+// deadline, should the scheduler be late, or the end of its wait, if that
+// comes first. Not inlined, to keep Await's frame small.
+//
+//go:noinline
+func (s *Service) sleepFor(deadline, end time.Time) time.Duration {
+	return min(max(deadline.Sub(s.clock.Now()), 0)+time.Millisecond, time.Until(end))
+}
+
+// look reads request id for a waiter. It returns the request once the
+// waiter is done with it (when it is terminal, or done is set), and else
+// only its deadline, so the waiter holds nothing else while it waits. It
+// is never inlined: its frame, the read's and the driver's are off the
+// stack before the waiter parks.
+//
+//go:noinline
+func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done bool) (*airlock.Request, time.Time, error) {
+	r, err := s.read(ctx, *c, id)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if !done && !r.State.Terminal() {
+		return nil, r.DeadlineAt, nil
+	}
+	p := new(airlock.Request)
+	*p = r
+	return p, time.Time{}, nil
 }

@@ -22,19 +22,32 @@ import (
 // must hold a request.
 func (h *handler) authenticated(call func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := h.svc.Authenticate(r.Context(), bearer(r))
-		if err != nil {
-			h.problem(w, r, err)
-			return
+		if c := h.admit(w, r); c != nil {
+			call(h, w, r, *c)
 		}
-		if ok, retry := h.limiter.Allow(c.ID); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
-			h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
-				"too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds()))))
-			return
-		}
-		call(h, w, r, c)
 	})
+}
+
+// admit authenticates and rate-limits a call, answering it when it may not
+// proceed. It returns the caller by pointer and is never inlined, so that
+// its work is off the stack while the endpoint runs: a long-poll parks
+// under this frame, and a shallow stack is what lets the garbage collector
+// shrink a parked goroutine's stack to 8 KiB.
+//
+//go:noinline
+func (h *handler) admit(w http.ResponseWriter, r *http.Request) *airlock.Caller {
+	c, err := h.svc.Authenticate(r.Context(), bearer(r))
+	if err != nil {
+		h.problem(w, r, err)
+		return nil
+	}
+	if ok, retry := h.limiter.Allow(c.ID); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+		h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
+			"too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds()))))
+		return nil
+	}
+	return &c
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header,
@@ -151,30 +164,52 @@ func (h *handler) createRequest(w http.ResponseWriter, r *http.Request, c airloc
 	reply(w, status, func(b *bytes.Buffer) { writeRequest(b, req) })
 }
 
+// getRequest reads a request; with ?wait= it long-polls. A server may hold
+// thousands of these idle at once, so it parks with as little as it can: no
+// derived context (shutdown ends the wait through a channel that every
+// waiter shares), nothing of the request on its stack, and small frames
+// (the parsing and the answer are done in functions that have returned or
+// not yet begun), so the goroutine's stack shrinks while it waits.
 func (h *handler) getRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	var wait time.Duration
-	if s := r.URL.Query().Get("wait"); s != "" {
-		d, err := airlock.ParseDuration(s)
-		if err != nil {
-			h.problem(w, r, airlock.Invalid("wait", "wait: %v", err))
-			return
-		}
-		wait = min(d, h.svc.MaxWait())
-	}
-	ctx, stop := h.untilShutdown(r.Context())
-	defer stop()
-	id := r.PathValue("id")
-	req, err := h.svc.Request(ctx, c, id, wait)
-	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
-		// The server is stopping: answer with the state as it is now, and
-		// the client polls again elsewhere.
-		req, err = h.svc.Request(context.WithoutCancel(r.Context()), c, id, 0)
-	}
+	wait, err := waitParam(r, h.svc.MaxWait())
 	if err != nil {
 		h.problem(w, r, err)
 		return
 	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+	var stop <-chan struct{}
+	if h.shutdown != nil {
+		// The server is stopping: answer with the state as it is now, and
+		// the client polls again elsewhere.
+		stop = h.shutdown.Done()
+	}
+	req, err := h.svc.Await(r.Context(), &c, r.PathValue("id"), wait, stop)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	replyRequest(w, req)
+}
+
+// waitParam returns the ?wait= of a long-poll, at most maxWait; 0 without one.
+//
+//go:noinline
+func waitParam(r *http.Request, maxWait time.Duration) (time.Duration, error) {
+	s := r.URL.Query().Get("wait")
+	if s == "" {
+		return 0, nil
+	}
+	d, err := airlock.ParseDuration(s)
+	if err != nil {
+		return 0, airlock.Invalid("wait", "wait: %v", err)
+	}
+	return min(d, maxWait), nil
+}
+
+// replyRequest answers 200 with req.
+//
+//go:noinline
+func replyRequest(w http.ResponseWriter, req *airlock.Request) {
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, *req) })
 }
 
 // untilShutdown returns ctx ended also when the server's Context is done.
