@@ -39,6 +39,10 @@ type InitialDecision struct {
 
 // DecideParams asks a store to record a reviewer's decision. The store sets
 // DecidedAt to its now and, for approvals, ExpiresAt = DecidedAt + Validity.
+// Before the decision counts, in its transaction, the store calls Check with
+// the request and the principal of the token that created it; an error
+// changes nothing and is the decision's answer. So the provider needs no
+// read before the write.
 type DecideParams struct {
 	ID       string
 	Status   State // approved or denied
@@ -46,6 +50,31 @@ type DecideParams struct {
 	Answer   string
 	Validity time.Duration
 	Actor    string
+	// Principal is the deciding reviewer's principal (the token's ID when
+	// it has none); empty skips the self-approval rule.
+	Principal string
+}
+
+// Check applies the rules a decision must pass against the request it
+// decides: a reviewer never decides a request made by a token of their own
+// principal, and an approval answers exactly when the request asks a
+// question (DecisionInput.CheckAnswer). creatorPrincipal is the principal of
+// the token that created r, empty when that token is unknown.
+func (p DecideParams) Check(r Request, creatorPrincipal string) error {
+	if p.Principal != "" && creatorPrincipal == p.Principal {
+		return Errorf(CodeForbidden, "you cannot decide a request made by your own token or principal; ask another reviewer")
+	}
+	in := DecisionInput{Status: p.Status, Answer: p.Answer}
+	return in.CheckAnswer(r)
+}
+
+// PrincipalOf is the principal a token acts for: its Principal, or its ID
+// when it has none. Self-approval is judged by it.
+func PrincipalOf(t Token) string {
+	if t.Principal != "" {
+		return t.Principal
+	}
+	return t.ID
 }
 
 // RequestFilter selects requests to list, newest first.

@@ -1055,7 +1055,7 @@ func agreeScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []ob
 		r.Title, r.Description, r.TargetType, r.TargetID, r.SessionID = "Move «Ship it» ✅", "line one\nline two", "work_item", "wi_1", "ses_x"
 		r.Proposal = &airlock.Proposal{Mode: "command", Command: &airlock.Command{Method: "work_move", Input: json.RawMessage(`{"itemId":"wi_1",  "columnKey":"done"}`)}}
 	}))
-	create("advisory question", mk("apr_q", func(p *airlock.NewRequestParams) {
+	rq := create("advisory question", mk("apr_q", func(p *airlock.NewRequestParams) {
 		r := &p.Request
 		r.Kind, r.Tool, r.Arguments = airlock.KindAgentRequest, "", nil
 		r.Proposal, r.Question = &airlock.Proposal{Mode: "advisory"}, &airlock.Question{Choices: []string{"blue 🔵", "grün", "\u202e"}}
@@ -1071,7 +1071,10 @@ func agreeScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []ob
 	}))
 
 	clock.Advance(time.Second + 1*time.Nanosecond)
-	d, err := s.Decide(ctx, airlock.DecideParams{ID: r1.ID, Status: airlock.StateApproved, Note: "ok — 承認", Answer: "sí",
+	d, err := s.Decide(ctx, airlock.DecideParams{ID: rq.ID, Status: airlock.StateApproved, Note: "sí", Answer: "grün",
+		Validity: time.Minute, Actor: "tok_r"})
+	see("answer", d, err)
+	d, err = s.Decide(ctx, airlock.DecideParams{ID: r1.ID, Status: airlock.StateApproved, Note: "ok — 承認",
 		Validity: 90*time.Second + 999*time.Nanosecond, Actor: "tok_r"})
 	see("approve", d, err)
 	clock.Set(d.Decision.ExpiresAt.Add(-time.Microsecond))

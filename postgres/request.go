@@ -44,12 +44,14 @@ tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS n
 // that instant; zero rows means another change won (or the request does
 // not exist), and the caller reads what holds.
 const (
+	// decideSQL returns, after the instant, the principal of the token
+	// that created the request, for DecideParams.Check.
 	decideSQL = lockedTickCTE + `UPDATE requests r
 SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = @answer,
 	expires_at = tick.now + @validity::interval
 FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
-RETURNING ` + requestCols + `, tick.now`
+RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
 
 	// approvePlainSQL is decideSQL for a request that proposes no command
 	// (command_method never changes): it locks the row only then, so that
@@ -62,7 +64,11 @@ SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, an
 	expires_at = tick.now + @validity::interval
 FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
-RETURNING ` + requestCols + `, tick.now`
+RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
+
+	// creatorPrincipalCol is the principal of the token that created r
+	// (its ID when it has none), NULL when that token is unknown.
+	creatorPrincipalCol = `(SELECT CASE WHEN t.principal <> '' THEN t.principal ELSE t.id END FROM tokens t WHERE t.id = r.owner_id)`
 
 	cancelSQL = lockedTickCTE + `UPDATE requests r
 SET state = 'cancelled', decided_at = tick.now, decided_by = @actor
@@ -491,7 +497,7 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	default:
 		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
-	var st step
+	st := step{check: p.Check}
 	if p.Status == airlock.StateApproved {
 		// An approval runs the request's command, if it proposes one, in
 		// its transaction. Most requests propose none: approvePlainSQL
@@ -576,6 +582,29 @@ type step struct {
 	// arguments that needs neither lock nor then. When it changes no row,
 	// the transition goes on as without it.
 	plain string
+	// check, when set, judges the request a compare-and-set returned with
+	// the principal of its creator (the cas SQL returns it after the
+	// instant); an error rolls the transition back and is its answer.
+	check func(r airlock.Request, creatorPrincipal string) error
+}
+
+// scan reads a compare-and-set's RETURNING row and applies st.check.
+func (st step) scan(row pgx.Row) (airlock.Request, time.Time, error) {
+	if st.check == nil {
+		return scanStamped(row)
+	}
+	var (
+		at      time.Time
+		creator *string
+	)
+	r, err := scanRequest(row, &at, &creator)
+	if err != nil {
+		return r, at, err
+	}
+	if creator == nil {
+		creator = new(string)
+	}
+	return r, at.UTC(), st.check(r, *creator)
 }
 
 // transitionThen is transition with a step.
@@ -590,7 +619,7 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 		refused = nil
 		if st.plain != "" {
 			args["now"] = s.now()
-			r, at, err := scanStamped(t.QueryRow(ctx, st.plain, args))
+			r, at, err := st.scan(t.QueryRow(ctx, st.plain, args))
 			if err == nil {
 				out = r
 				t.requestEvent(event, actor, at, r)
@@ -606,7 +635,7 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 			}
 		}
 		args["now"] = s.now()
-		r, at, err := scanStamped(t.QueryRow(ctx, casSQL, args))
+		r, at, err := st.scan(t.QueryRow(ctx, casSQL, args))
 		if err == nil {
 			out = r
 			t.requestEvent(event, actor, at, r)

@@ -434,7 +434,15 @@ func (m *modelRun) decide() error {
 		return expect(err, airlock.CodeInvalidRequest, "")
 	case r == nil:
 		return expect(err, airlock.CodeNotFound, "")
+	case who == "self-reviewer" && validForBad:
+		return expect(err, airlock.CodeForbidden, "")
 	case who == "self-reviewer":
+		// The store judged the decision (DecideParams.Check): a request
+		// past its deadline was expired on the way, as any decision
+		// reaching it would; one before it is left pending.
+		if r.state == airlock.StatePending && !m.now.Before(r.deadline) {
+			m.expire(r)
+		}
 		return expect(err, airlock.CodeForbidden, "")
 	case validForBad:
 		return expect(err, airlock.CodeInvalidRequest, "")

@@ -191,16 +191,10 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 	if err != nil {
 		return airlock.Request{}, false, err
 	}
-	// The owner never changes, so checking it before the write is safe. A
-	// deleted instance still goes to the store: a replay of a request made
-	// before the delete must return the original.
-	inst, err := s.store.GetInstance(ctx, instanceID)
-	switch {
-	case err == nil && inst.OwnerID != c.ID:
-		return airlock.Request{}, false, airlock.NotFound("instance", instanceID)
-	case err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound:
-		return airlock.Request{}, false, err
-	}
+	// The instance is not read here: the store's insert takes it only if it
+	// is live and the caller's, and answers not_found otherwise (a replay
+	// of a request made before the instance was deleted still returns the
+	// original).
 	fp, err := in.Fingerprint(instanceID)
 	if err != nil {
 		return airlock.Request{}, false, err
@@ -350,7 +344,9 @@ func (s *Service) Cancel(ctx context.Context, c airlock.Caller, id string) (airl
 }
 
 // Decide records a reviewer's decision. A reviewer cannot decide a request
-// created by a token with their own principal.
+// created by a token with their own principal, and approving a question
+// needs an answer: the store checks both in the decision's transaction
+// (DecideParams.Check), so the decision is one write and no read.
 func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in airlock.DecisionInput) (airlock.Request, error) {
 	if c.Role != airlock.RoleReviewer {
 		return airlock.Request{}, forbidden("only reviewer tokens decide requests")
@@ -358,34 +354,58 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	if err := in.Validate(); err != nil {
 		return airlock.Request{}, err
 	}
-	r, err := s.store.GetRequest(ctx, id)
-	if err != nil {
-		return r, err
+	p := airlock.DecideParams{
+		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
+		Actor: c.ID, Principal: airlock.PrincipalOf(c),
 	}
-	creator, err := s.store.GetToken(ctx, r.OwnerID)
-	if err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
-		return airlock.Request{}, err
+	validity, verr := s.limits.Validity(in.ValidFor)
+	if verr != nil {
+		// Answer in the order a read first would: an unknown request, a
+		// self-approval and a missing answer before the validity.
+		if err := s.checkDecision(ctx, p); err != nil {
+			return airlock.Request{}, err
+		}
+		return airlock.Request{}, verr
 	}
-	if principal(creator) == principal(c) {
-		return airlock.Request{}, forbidden("you cannot decide a request made by your own token or principal; ask another reviewer")
+	p.Validity = validity
+	r, err := s.transition(s.store.Decide(ctx, p))
+	if isConflict(err) {
+		// The request was not pending. A self-approval or a missing answer
+		// is still the better answer: it says what to change, where a
+		// conflict only says it is too late.
+		if cerr := s.checkDecision(ctx, p); cerr != nil && airlock.ErrorCode(cerr) != airlock.CodeNotFound {
+			return airlock.Request{}, cerr
+		}
 	}
-	if err := in.CheckAnswer(r); err != nil {
-		return airlock.Request{}, err
-	}
-	validity, err := s.limits.Validity(in.ValidFor)
-	if err != nil {
-		return airlock.Request{}, err
-	}
-	return s.transition(s.store.Decide(ctx, airlock.DecideParams{
-		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer, Validity: validity, Actor: c.ID,
-	}))
+	return r, err
 }
 
-func principal(t airlock.Token) string {
-	if t.Principal != "" {
-		return t.Principal
+// checkDecision reads request p.ID and its creator's token, and applies
+// p.Check: the refusals a decision gets whatever the request's state. Only
+// the paths that refuse anyway pay for these reads.
+func (s *Service) checkDecision(ctx context.Context, p airlock.DecideParams) error {
+	r, err := s.store.GetRequest(ctx, p.ID)
+	if err != nil {
+		return err
 	}
-	return t.ID
+	creator, err := s.store.GetToken(ctx, r.OwnerID)
+	switch {
+	case err == nil:
+		return p.Check(r, airlock.PrincipalOf(creator))
+	case airlock.ErrorCode(err) == airlock.CodeNotFound:
+		return p.Check(r, "")
+	default:
+		return err
+	}
+}
+
+// isConflict tells a decision refused for the request's state.
+func isConflict(err error) bool {
+	switch airlock.ErrorCode(err) {
+	case airlock.CodeNotPending, airlock.CodeDeadlinePassed:
+		return true
+	}
+	return false
 }
 
 // transition publishes a successful transition, and a lost one that expired

@@ -185,9 +185,10 @@ func (s *Store) writeLoop() {
 
 // runBatch runs batch in one transaction, fills results, and returns how
 // many of the operations it took: all of them, unless the transaction ran
-// past its time bound (maxBatchHold) before the rest started (they are not run, and have
-// no result). A batch of one runs without savepoints, exactly as a
-// transaction of its own.
+// past its time bound (maxBatchHold) before the rest started, or its first
+// operation failed (they are not run, and have no result). The first
+// operation runs without a savepoint, exactly as in a transaction of its
+// own; each later one within a savepoint of its own.
 func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 	ctx := context.Background()
 	failAll := func(err error) int {
@@ -216,7 +217,11 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 			results[i] = result{err: err} // given up before it ran
 			continue
 		}
-		if multi {
+		// The first operation to run needs no savepoint: nothing ran
+		// before it, so when it fails the whole transaction rolls back and
+		// the operations after it, not yet run, go back to the queue.
+		alone := !multi || ran == 0
+		if !alone {
 			if _, err := t.ExecContext(ctx, `SAVEPOINT op`); err != nil {
 				tx.Rollback()
 				return failAll(fmt.Errorf("group commit: savepoint: %w", err))
@@ -225,10 +230,10 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		results[i] = s.run(t, o)
 		ran++
 		switch {
-		case !multi && results[i].failed():
+		case alone && results[i].failed():
 			tx.Rollback()
 			return taken
-		case !multi:
+		case alone:
 		case results[i].failed():
 			// Undo this operation alone. If SQLite already rolled the whole
 			// transaction back (an I/O error, a full disk), the savepoint

@@ -28,10 +28,13 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 // it is still in the state the change starts from, judged against @now;
 // zero rows means another change won, and the caller reads what holds.
 const (
+	// decideSQL returns, after the request, the principal of the token
+	// that created it, for DecideParams.Check.
 	decideSQL = `UPDATE requests
 SET state = @state, decided_at = @now, decided_by = @actor, note = @note, answer = @answer, expires_at = @expires
 WHERE id = @id AND state = 'pending' AND deadline_at > @now
-RETURNING ` + requestCols
+RETURNING ` + requestCols + `,
+	(SELECT CASE WHEN t.principal <> '' THEN t.principal ELSE t.id END FROM tokens t WHERE t.id = requests.owner_id)`
 
 	cancelSQL = `UPDATE requests
 SET state = 'cancelled', decided_at = @now, decided_by = @actor
@@ -83,8 +86,9 @@ type queryer interface {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// scanRequest reads one row of requestCols.
-func scanRequest(sc scanner) (airlock.Request, error) {
+// scanRequest reads one row of requestCols, then into extra any columns
+// the query returns after them.
+func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 	var (
 		r                                           airlock.Request
 		args, rctx, cmdInput                        []byte
@@ -96,14 +100,14 @@ func scanRequest(sc scanner) (airlock.Request, error) {
 		observed                                    []byte
 		cmdAppliedAt                                sql.NullInt64
 	)
-	err := sc.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
+	dest := append([]any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &created, &deadline,
 		&decidedAt, &decidedBy, &note, &answer, &expiresAt,
 		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
-		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt)
-	if err != nil {
+		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt}, extra...)
+	if err := sc.Scan(dest...); err != nil {
 		return airlock.Request{}, err
 	}
 	r.Arguments, r.Context = args, rctx
@@ -273,13 +277,13 @@ RETURNING `+requestCols,
 		switch {
 		case err == nil:
 			out, created = r, true
-			if err := appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestCreated, Actor: p.Actor,
-				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}); err != nil {
+			if err := appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestCreated, Actor: p.Actor,
+				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r); err != nil {
 				return err
 			}
 			if r.State.Terminal() {
-				return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: airlock.ActorPolicy,
-					RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+				return appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: airlock.ActorPolicy,
+					RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
 			}
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
@@ -404,9 +408,16 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
 	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
-		return queryRequest(ctx, tx, decideSQL, sql.Named("id", p.ID), sql.Named("now", micros(now)),
+		var creator sql.NullString
+		r, err := scanRequest(tx.QueryRowContext(ctx, decideSQL, sql.Named("id", p.ID), sql.Named("now", micros(now)),
 			sql.Named("state", p.Status), sql.Named("actor", p.Actor), sql.Named("note", p.Note),
-			sql.Named("answer", p.Answer), sql.Named("expires", expires(now)))
+			sql.Named("answer", p.Answer), sql.Named("expires", expires(now))), &creator)
+		if err != nil {
+			return r, err
+		}
+		// A refused check fails the operation: its savepoint rolls the
+		// decision back.
+		return r, p.Check(r, creator.String)
 	}, s.applyApprovedCommand, refuseDecision)
 }
 
@@ -480,8 +491,8 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 		r, err := cas(ctx, tx, now)
 		if err == nil {
 			out = r
-			if err := appendEvent(ctx, tx, now, airlock.Event{Type: event, Actor: actor,
-				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}); err != nil {
+			if err := appendRequestEvent(ctx, tx, now, airlock.Event{Type: event, Actor: actor,
+				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r); err != nil {
 				return err
 			}
 			if then != nil {
@@ -513,8 +524,8 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 func settle(ctx context.Context, tx *txn, id string, now time.Time) (airlock.Request, error) {
 	r, err := queryRequest(ctx, tx, expireOneSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry))
 	if err == nil {
-		return r, appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
-			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State})
+		return r, appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
+			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
 		return airlock.Request{}, err

@@ -141,7 +141,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 	t.Run("decisions record who, when and what", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
-		r := b.create(t)
+		r := b.create(t, func(p *airlock.NewRequestParams) { p.Request.Question = &airlock.Question{} })
 		at := b.clock.Advance(time.Minute)
 		got, err := b.store.Decide(b.ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved,
 			Note: "fine ✓", Answer: "yes", Validity: 90 * time.Second, Actor: reviewer})
@@ -183,6 +183,66 @@ func (s *suite) testLifecycle(t *testing.T) {
 			wantErr(t, err, airlock.CodeInvalidRequest, "")
 		}
 		sameRequest(t, "after invalid decisions", b.get(t, r.ID), r)
+	})
+
+	// DecideParams.Check runs inside the decision: a refused one changes
+	// nothing, a passing one decides.
+	t.Run("decisions the check refuses change nothing", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		owner := airlock.Token{ID: ownerA, Name: "agent", Role: airlock.RoleAgent, Principal: "alice",
+			Hash: airlock.HashSecret("agent a"), CreatedAt: epoch.Truncate(time.Microsecond), CreatedBy: "tok_admin"}
+		wantOK(t, b.store.CreateToken(b.ctx, owner))
+		plain := b.create(t)
+		question := b.create(t, func(p *airlock.NewRequestParams) {
+			p.Request.Question = &airlock.Question{Choices: []string{"blue", "green"}}
+		})
+		for _, tc := range []struct {
+			name string
+			p    airlock.DecideParams
+			code airlock.Code
+		}{
+			{"self-approval by principal", airlock.DecideParams{ID: plain.ID, Status: airlock.StateApproved, Validity: validity,
+				Actor: "tok_alices_reviewer", Principal: "alice"}, airlock.CodeForbidden},
+			{"self-denial by principal", airlock.DecideParams{ID: plain.ID, Status: airlock.StateDenied,
+				Actor: "tok_alices_reviewer", Principal: "alice"}, airlock.CodeForbidden},
+			{"answer to no question", airlock.DecideParams{ID: plain.ID, Status: airlock.StateApproved, Answer: "yes",
+				Validity: validity, Actor: reviewer, Principal: reviewer}, airlock.CodeInvalidRequest},
+			{"question approved without an answer", airlock.DecideParams{ID: question.ID, Status: airlock.StateApproved,
+				Validity: validity, Actor: reviewer, Principal: reviewer}, airlock.CodeInvalidRequest},
+			{"answer not among the choices", airlock.DecideParams{ID: question.ID, Status: airlock.StateApproved, Answer: "red",
+				Validity: validity, Actor: reviewer, Principal: reviewer}, airlock.CodeInvalidRequest},
+		} {
+			_, err := b.store.Decide(b.ctx, tc.p)
+			wantErr(t, err, tc.code, "")
+		}
+		sameRequest(t, "plain after refused decisions", b.get(t, plain.ID), plain)
+		sameRequest(t, "question after refused decisions", b.get(t, question.ID), question)
+		if in, err := b.store.GetInstance(b.ctx, b.inst.ID); err != nil || in.PendingCount != 2 {
+			t.Fatalf("instance after refused decisions: %d pending (%v), want 2", in.PendingCount, err)
+		}
+
+		got, err := b.store.Decide(b.ctx, airlock.DecideParams{ID: question.ID, Status: airlock.StateApproved, Answer: "green",
+			Validity: validity, Actor: reviewer, Principal: "bob"})
+		wantOK(t, err)
+		if got.State != airlock.StateApproved || got.Decision.Answer != "green" {
+			t.Fatalf("answered approval = %s, want approved with answer green", show(got))
+		}
+		got, err = b.store.Decide(b.ctx, airlock.DecideParams{ID: plain.ID, Status: airlock.StateDenied,
+			Actor: reviewer, Principal: "bob"})
+		wantOK(t, err)
+		if got.State != airlock.StateDenied {
+			t.Fatalf("denial by another principal = %s, want denied", show(got))
+		}
+		var decided int
+		for _, e := range b.events(t) {
+			if e.Type == airlock.EventRequestApproved || e.Type == airlock.EventRequestDenied {
+				decided++
+			}
+		}
+		if decided != 2 {
+			t.Fatalf("%d decision events, want 2: refused decisions must leave none", decided)
+		}
 	})
 }
 

@@ -278,11 +278,11 @@ func (s *mcpSuite) testInstructions(t *testing.T) {
 			})
 		}
 		for i, r := range reqs {
-			status := airlock.StateApproved
+			status, answer := airlock.StateApproved, "blue"
 			if i%2 == 1 {
-				status = airlock.StateDenied
+				status, answer = airlock.StateDenied, ""
 			}
-			if _, err := b.decide(r.ID, status, "n", ""); err != nil {
+			if _, err := b.decide(r.ID, status, "n", answer); err != nil {
 				errs <- err
 				break
 			}
