@@ -160,6 +160,18 @@ type Store interface {
 	Close() error
 }
 
+// TokenStamp is implemented by stores that can tell without a query whether
+// any token was revoked or replaced since an earlier stamp: in this process
+// or in another one on the same database. The stamp changes once such a
+// change has committed, before the call that made it returns, so a caller
+// that reads the same stamp before and after looking a token up may keep
+// what it found until the stamp changes; a revocation still takes effect
+// at the next call. Stores that cannot answer cheaply do not implement it,
+// and their tokens are looked up on every call.
+type TokenStamp interface {
+	TokenStamp() (uint64, error)
+}
+
 // Policy may decide a request at creation. The default decides nothing.
 type Policy interface {
 	// Evaluate returns a decision to record at creation, or nil to leave the

@@ -11,13 +11,24 @@ import (
 // inbox calls it directly: its sign-in sessions keep only the hash of the
 // reviewer's token, never the secret, and re-check it on every request, so
 // a revoked token stops working at its next page. Unknown and revoked
-// tokens are unauthorized.
+// tokens are unauthorized. On stores with a token stamp the tokens are
+// cached between calls (tokencache.go), still failing at the next call once
+// revoked.
 func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Caller, error) {
 	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: send a valid one as Authorization: Bearer <token> (an admin can mint one)")
 	if len(hash) == 0 {
 		return airlock.Caller{}, unauthorized
 	}
-	t, err := s.store.TokenByHash(ctx, hash)
+	load := func() (airlock.Token, error) { return s.store.TokenByHash(ctx, hash) }
+	var (
+		t   airlock.Token
+		err error
+	)
+	if s.tokens != nil {
+		t, err = s.tokens.lookup(hash, load)
+	} else {
+		t, err = load()
+	}
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
 		return airlock.Caller{}, unauthorized
 	}

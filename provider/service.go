@@ -52,6 +52,9 @@ type Service struct {
 
 	hub  *hub
 	kick chan struct{}
+	// tokens caches live tokens when the store has a token stamp; nil
+	// otherwise.
+	tokens *tokenCache
 	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
 	// it sleeps with nothing due. A create with an earlier deadline kicks it.
 	nextWake atomic.Int64
@@ -89,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
-		hub: newHub(), kick: make(chan struct{}, 1),
+		hub: newHub(), kick: make(chan struct{}, 1), tokens: newTokenCache(cfg.Store),
 	}, nil
 }
 
@@ -107,8 +110,8 @@ func forbidden(format string, args ...any) error {
 }
 
 // Authenticate returns the token whose secret was presented. Unknown and
-// revoked tokens are unauthorized; the store is asked on every call, so a
-// revocation takes effect on the next one.
+// revoked tokens are unauthorized, and a revocation takes effect on the
+// next call (see AuthenticateHash).
 func (s *Service) Authenticate(ctx context.Context, secret string) (airlock.Caller, error) {
 	if secret == "" {
 		return airlock.Caller{}, airlock.Errorf(airlock.CodeUnauthorized, "missing token: send Authorization: Bearer <token>")

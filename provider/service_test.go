@@ -131,8 +131,8 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
-// TestRevokedTokenStopsAtOnce checks that authentication asks the store
-// every time.
+// TestRevokedTokenStopsAtOnce checks that a revoked token fails at its
+// next call (tokens are cached between calls: TestTokenCache).
 func TestRevokedTokenStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})

@@ -58,11 +58,17 @@ type Store struct {
 	writing    bool          // writeLoop was started
 	stats      writeStats
 
+	// path is the database file's; the token stamp lives beside it.
+	path string
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ airlock.Store = (*Store)(nil)
+var (
+	_ airlock.Store      = (*Store)(nil)
+	_ airlock.TokenStamp = (*Store)(nil)
+)
 
 // Option configures Open.
 type Option func(*config)
@@ -103,7 +109,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Store{clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
+	s := &Store{path: path, clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))

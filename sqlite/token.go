@@ -60,7 +60,7 @@ func tokenArgs(t airlock.Token, now time.Time) ([]any, error) {
 // CreateToken stores a new token.
 func (s *Store) CreateToken(ctx context.Context, t airlock.Token) error {
 	return s.putToken(ctx, t, `INSERT INTO tokens (id, name, role, scopes, principal, hash, created_at, created_by)
-VALUES (@id, @name, @role, @scopes, @principal, @hash, @created_at, @created_by)`)
+VALUES (@id, @name, @role, @scopes, @principal, @hash, @created_at, @created_by)`, false)
 }
 
 // PutToken stores t under its ID; when the ID exists it replaces the name,
@@ -71,10 +71,10 @@ func (s *Store) PutToken(ctx context.Context, t airlock.Token) error {
 	return s.putToken(ctx, t, `INSERT INTO tokens (id, name, role, scopes, principal, hash, created_at, created_by)
 VALUES (@id, @name, @role, @scopes, @principal, @hash, @created_at, @created_by)
 ON CONFLICT (id) DO UPDATE SET name = excluded.name, role = excluded.role, scopes = excluded.scopes,
-	principal = excluded.principal, hash = excluded.hash, revoked_at = NULL`)
+	principal = excluded.principal, hash = excluded.hash, revoked_at = NULL`, true)
 }
 
-func (s *Store) putToken(ctx context.Context, t airlock.Token, query string) error {
+func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, replace bool) error {
 	if t.ID == "" || len(t.Hash) == 0 {
 		return airlock.Invalid("token", "a token needs an ID and a hash")
 	}
@@ -88,7 +88,14 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string) err
 		}
 		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventTokenCreated, Actor: t.CreatedBy, TokenID: t.ID})
 	})
-	return translate(err, "token", t.ID)
+	if err != nil {
+		return translate(err, "token", t.ID)
+	}
+	if replace {
+		// An existing token's hash, role or revocation may have changed.
+		return s.bumpTokenStamp()
+	}
+	return nil
 }
 
 // TokenByHash finds a token, revoked or not, by its secret's hash; the
@@ -142,6 +149,11 @@ func (s *Store) RevokeToken(ctx context.Context, id, actor string) (airlock.Toke
 	})
 	if err != nil {
 		return airlock.Token{}, translate(err, "token", id)
+	}
+	// Bumped on every call, a first revocation or a repeat: a caller that
+	// retries a revocation whose answer it lost moves the stamp again.
+	if err := s.bumpTokenStamp(); err != nil {
+		return airlock.Token{}, err
 	}
 	return out, nil
 }

@@ -1,0 +1,90 @@
+package provider
+
+import (
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// tokenCache keeps the live tokens callers presented, by secret hash, for
+// stores that implement airlock.TokenStamp: every call reads the stamp (a
+// stat of a file on SQLite, about a microsecond) instead of looking its
+// token up (a query), and the whole cache is dropped whenever the stamp
+// moves, that is after any token was revoked or replaced, in this process
+// or another. So a revoked token still fails at its next call.
+//
+// Entries also age out after tokenCacheTTL: should a process die between
+// committing a revocation and moving the stamp, the others stop accepting
+// the token within that time even if nobody retries the revocation.
+type tokenCache struct {
+	stamp airlock.TokenStamp
+	now   func() time.Time
+
+	mu      sync.Mutex
+	mark    uint64 // the stamp the entries were read under
+	entries map[[32]byte]cachedToken
+}
+
+type cachedToken struct {
+	token airlock.Token
+	until time.Time
+}
+
+const (
+	tokenCacheTTL = 2 * time.Second
+	// tokenCacheMax bounds the cache; at it, the cache starts over.
+	tokenCacheMax = 10_000
+)
+
+func newTokenCache(store airlock.Store) *tokenCache {
+	stamp, ok := store.(airlock.TokenStamp)
+	if !ok {
+		return nil
+	}
+	return &tokenCache{stamp: stamp, now: time.Now, entries: map[[32]byte]cachedToken{}}
+}
+
+// lookup returns the live token for hash, from the cache while the stamp
+// holds still, else from load, which it caches when it is live and the
+// stamp did not move meanwhile.
+func (c *tokenCache) lookup(hash []byte, load func() (airlock.Token, error)) (airlock.Token, error) {
+	if len(hash) != 32 {
+		return load()
+	}
+	key := [32]byte(hash)
+	mark, err := c.stamp.TokenStamp()
+	if err != nil {
+		return load() // no stamp, no cache: ask the store
+	}
+	now := c.now()
+	c.mu.Lock()
+	if mark != c.mark {
+		clear(c.entries)
+		c.mark = mark
+	}
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && now.Before(e.until) {
+		return e.token, nil
+	}
+	t, err := load()
+	if err != nil || t.RevokedAt != nil {
+		return t, err
+	}
+	// Keep it only if no token changed since mark was read: a revocation
+	// that committed after load read the token has moved the stamp.
+	after, err := c.stamp.TokenStamp()
+	if err != nil || after != mark {
+		return t, nil
+	}
+	c.mu.Lock()
+	if c.mark == mark {
+		if len(c.entries) >= tokenCacheMax {
+			clear(c.entries)
+		}
+		c.entries[key] = cachedToken{token: t, until: now.Add(tokenCacheTTL)}
+	}
+	c.mu.Unlock()
+	return t, nil
+}
