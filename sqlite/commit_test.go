@@ -78,6 +78,27 @@ func (b *batchBundle) hold(t *testing.T) (release func()) {
 	}
 }
 
+// recordBatches records the size of every batch committed from now on;
+// the function it returns reads them.
+func (b *batchBundle) recordBatches() func() []int {
+	var (
+		mu    sync.Mutex
+		sizes []int
+	)
+	record := func(ops int) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, ops)
+		return nil
+	}
+	b.commit.Store(&record)
+	return func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(sizes)
+	}
+}
+
 // awaitQueued waits until n more operations are queued.
 func (b *batchBundle) awaitQueued(t *testing.T, n int) {
 	t.Helper()
@@ -396,15 +417,7 @@ func TestCloseRunsQueuedWrites(t *testing.T) {
 func TestGroupCommitBoundsHold(t *testing.T) {
 	t.Parallel()
 	b := newBatchBundle(t, func(c *config) { c.batchHold = maxBatchHold })
-	var mu sync.Mutex
-	var sizes []int
-	record := func(ops int) error {
-		mu.Lock()
-		defer mu.Unlock()
-		sizes = append(sizes, ops)
-		return nil
-	}
-	b.commit.Store(&record)
+	committed := b.recordBatches()
 
 	release := b.hold(t)
 	slow := make(chan error, 1)
@@ -439,8 +452,7 @@ func TestGroupCommitBoundsHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	sizes := committed()
 	// The fast ones normally share the third batch; on a slow machine they
 	// may each overrun the bound too.
 	rest := 0
@@ -460,17 +472,7 @@ func TestGroupCommitFirstFails(t *testing.T) {
 	t.Parallel()
 	b := newBatchBundle(t)
 	ctx := t.Context()
-	var (
-		mu      sync.Mutex
-		batches []int
-	)
-	check := func(ops int) error {
-		mu.Lock()
-		defer mu.Unlock()
-		batches = append(batches, ops)
-		return nil
-	}
-	b.commit.Store(&check)
+	committed := b.recordBatches()
 
 	release := b.hold(t)
 	failed := make(chan error, 1)
@@ -504,9 +506,7 @@ func TestGroupCommitFirstFails(t *testing.T) {
 	if _, err := b.s.GetInstance(ctx, "ins_ok"); err != nil {
 		t.Errorf("the next operation's write: GetInstance = %v, want it committed", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(batches, []int{1, 1}) {
+	if batches := committed(); !slices.Equal(batches, []int{1, 1}) {
 		t.Errorf("committed batches %v, want [1 1]: the holding operation, then the second alone", batches)
 	}
 }
