@@ -101,12 +101,23 @@ func idle(conn net.Conn, ready func()) {
 }
 
 // liveBytes returns the process's live Go memory: heap after a GC, and
-// goroutine stacks.
+// goroutine stacks once they have shrunk. A GC cycle halves a goroutine's
+// stack only when it uses less than a quarter of it, so a stack grown deep
+// before its goroutine parked takes a cycle per halving: it collects until
+// the stacks stop shrinking (a server gets there with its own cycles, which
+// run at least every two minutes, and as its heap grows), at most 8 times.
 func liveBytes() int64 {
-	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
+	for range 8 {
+		stacks := m.StackInuse
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		if m.StackInuse >= stacks {
+			break
+		}
+	}
 	return int64(m.HeapAlloc + m.StackInuse)
 }
 
@@ -114,8 +125,26 @@ func liveBytes() int64 {
 // blocked reading connections (TCP or pipe, as the waiters use) from a
 // listener that never answers and holds the other ends without a
 // goroutine. It is subtracted from the in-process waiters' growth, to leave
-// the server's share.
+// the server's share. The other ends are the server's in the run (its
+// accepted connections), so what they cost is not the clients': half of
+// what n bare connections cost with both ends held (the two ends are alike)
+// is taken back off.
 func clientCost(ctx context.Context, w *rawWaiters, n int) (int64, error) {
+	withClients, err := heldCost(ctx, w, n, true)
+	if err != nil {
+		return 0, err
+	}
+	bare, err := heldCost(ctx, w, n, false)
+	if err != nil {
+		return 0, err
+	}
+	return withClients - bare/2, nil
+}
+
+// heldCost measures n connections from a listener that holds the other
+// ends without a goroutine: with clients, each connection has an idle
+// client reading it; without, both ends are only held.
+func heldCost(ctx context.Context, w *rawWaiters, n int, clients bool) (int64, error) {
 	var (
 		held    []net.Conn
 		mu      sync.Mutex
@@ -153,6 +182,7 @@ func clientCost(ctx context.Context, w *rawWaiters, n int) (int64, error) {
 		}
 		cleanup = func() {}
 	}
+	own := make([]net.Conn, 0, n) // the client ends, when no client holds them
 	before := liveBytes()
 	var wg, ready sync.WaitGroup
 	var failed error
@@ -162,10 +192,32 @@ func clientCost(ctx context.Context, w *rawWaiters, n int) (int64, error) {
 			failed = err
 			break
 		}
+		if !clients {
+			own = append(own, conn)
+			continue
+		}
 		ready.Add(1)
 		wg.Go(func() { idle(conn, ready.Done) })
 	}
 	ready.Wait()
+	if w.transport == "tcp" && failed == nil {
+		// Count the other ends only once the listener has them all.
+		for {
+			mu.Lock()
+			got := len(held)
+			mu.Unlock()
+			if got >= n {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				failed = ctx.Err()
+			case <-time.After(50 * time.Microsecond):
+				continue
+			}
+			break
+		}
+	}
 	after := liveBytes()
 	cleanup()
 	mu.Lock()
@@ -173,6 +225,9 @@ func clientCost(ctx context.Context, w *rawWaiters, n int) (int64, error) {
 		c.Close()
 	}
 	mu.Unlock()
+	for _, c := range own {
+		c.Close()
+	}
 	wg.Wait()
 	if failed != nil {
 		return 0, fmt.Errorf("measure the clients' own memory: %w", failed)
