@@ -83,7 +83,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		after := liveBytes()
 		x.GrossBytesPerWaiter = round(float64(after-before)/float64(n), 0)
 		x.ServerBytesPerWaiter = round(float64(after-before-clientBytes)/float64(n), 0)
-		x.MemorySource = "in-process: live heap and goroutine stacks after GC, less the clients' own cost"
+		x.MemorySource = "in-process: live heap and goroutine stacks after GC (until the stacks stop shrinking), less the clients' own cost"
 	} else if m, err := t.metrics(setup, base); err == nil {
 		grow := (m["go_memstats_heap_alloc_bytes"] + m["go_memstats_stack_inuse_bytes"]) -
 			(beforeMetrics["go_memstats_heap_alloc_bytes"] + beforeMetrics["go_memstats_stack_inuse_bytes"])
