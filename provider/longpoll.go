@@ -28,7 +28,7 @@ func (s *Service) Request(ctx context.Context, c airlock.Caller, id string, wait
 // nothing of the request but its deadline while it waits; and one timer
 // serves both the request's deadline and the end of the wait. The caller
 // is passed by pointer for the same reason: a Caller by value is copied
-// into every frame it passes through. Await does not keep c.
+// into every frame it passes through; Await keeps c only until it returns.
 //
 // When stop, which may be nil, is closed before the answer, Await returns
 // the request as it is then: a server that is shutting down answers its
