@@ -160,7 +160,7 @@ type Store interface {
 	Close() error
 }
 
-// TokenStamp is implemented by stores that can tell without a query whether
+// TokenStamper is implemented by stores that can tell without a query whether
 // any token was revoked or replaced since an earlier stamp: in this process
 // or in another one on the same database. The stamp changes once such a
 // change has committed, before the call that made it returns, so a caller
@@ -168,7 +168,7 @@ type Store interface {
 // what it found until the stamp changes; a revocation still takes effect
 // at the next call. Stores that cannot answer cheaply do not implement it,
 // and their tokens are looked up on every call.
-type TokenStamp interface {
+type TokenStamper interface {
 	TokenStamp() (uint64, error)
 }
 

@@ -233,12 +233,8 @@ func dropSchema(ctx context.Context, url, schema string) {
 // with the function that stops it.
 func startServer(store fullStore, sweeps *sweepLog, log *slog.Logger) (*server, func(context.Context), error) {
 	reg := prometheus.NewRegistry()
-	var wrapped airlock.Store = &timedStore{fullStore: store, sweeps: sweeps}
-	if feed, ok := store.(airlock.ChangeFeed); ok {
-		wrapped = &timedFeedStore{timedStore: wrapped.(*timedStore), ChangeFeed: feed}
-	}
 	svc, err := provider.New(provider.Config{
-		Store: wrapped, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: inProcessMaxWait,
+		Store: timeSweeps(store, sweeps), Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: inProcessMaxWait,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -324,6 +320,27 @@ func (s *timedStore) ExpireDue(ctx context.Context, limit int) ([]airlock.Reques
 type timedFeedStore struct {
 	*timedStore
 	airlock.ChangeFeed
+}
+
+// timeSweeps wraps store to time its sweeps, keeping what the provider
+// looks for in a store visible, as `airlock serve` sees it: the change feed
+// (PostgreSQL) and the token stamp (SQLite: tokens cached between calls).
+func timeSweeps(store fullStore, sweeps *sweepLog) airlock.Store {
+	timed := &timedStore{fullStore: store, sweeps: sweeps}
+	if feed, ok := store.(airlock.ChangeFeed); ok {
+		return &timedFeedStore{timedStore: timed, ChangeFeed: feed}
+	}
+	if stamp, ok := store.(airlock.TokenStamper); ok {
+		return &timedStampStore{timedStore: timed, TokenStamper: stamp}
+	}
+	return timed
+}
+
+// timedStampStore is a timedStore over a store with a token stamp, which
+// must stay visible to the provider as an airlock.TokenStamper.
+type timedStampStore struct {
+	*timedStore
+	airlock.TokenStamper
 }
 
 // sweep is one expiry transaction that expired rows.

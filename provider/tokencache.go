@@ -8,7 +8,7 @@ import (
 )
 
 // tokenCache keeps the live tokens callers presented, by secret hash, for
-// stores that implement airlock.TokenStamp: every call reads the stamp (a
+// stores that implement airlock.TokenStamper: every call reads the stamp (a
 // stat of a file on SQLite, about a microsecond) instead of looking its
 // token up (a query), and the whole cache is dropped whenever the stamp
 // moves, that is after any token was revoked or replaced, in this process
@@ -18,7 +18,7 @@ import (
 // committing a revocation and moving the stamp, the others stop accepting
 // the token within that time even if nobody retries the revocation.
 type tokenCache struct {
-	stamp airlock.TokenStamp
+	stamp airlock.TokenStamper
 	now   func() time.Time
 
 	mu      sync.Mutex
@@ -38,7 +38,7 @@ const (
 )
 
 func newTokenCache(store airlock.Store) *tokenCache {
-	stamp, ok := store.(airlock.TokenStamp)
+	stamp, ok := store.(airlock.TokenStamper)
 	if !ok {
 		return nil
 	}

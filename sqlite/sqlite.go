@@ -67,7 +67,7 @@ type Store struct {
 
 var (
 	_ airlock.Store      = (*Store)(nil)
-	_ airlock.TokenStamp = (*Store)(nil)
+	_ airlock.TokenStamper = (*Store)(nil)
 )
 
 // Option configures Open.

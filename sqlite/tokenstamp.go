@@ -8,7 +8,7 @@ import (
 	"os"
 )
 
-// The token stamp (airlock.TokenStamp) is a file beside the database,
+// The token stamp (airlock.TokenStamper) is a file beside the database,
 // "<db>-tokens", that grows by one byte after every revocation or
 // replacement of a token has committed. Reading it is one stat(2), about a
 // microsecond, where looking a token up is a query: providers cache tokens
@@ -18,7 +18,7 @@ import (
 // tokenStampSuffix names the stamp file: the database path plus it.
 const tokenStampSuffix = "-tokens"
 
-// TokenStamp implements airlock.TokenStamp: the stamp file's size and
+// TokenStamp implements airlock.TokenStamper: the stamp file's size and
 // modification time (nanoseconds), hashed. A file that is missing reads as 0,
 // so a store whose tokens never changed needs none.
 func (s *Store) TokenStamp() (uint64, error) {

@@ -1,0 +1,28 @@
+package bench
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// TestTimeSweepsKeepsTokenStamp checks that the in-process server sees the
+// SQLite store as `airlock serve` does, token stamp included (without it
+// every call would look its token up, and the run would measure a server
+// nobody runs).
+func TestTimeSweepsKeepsTokenStamp(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "bench.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	wrapped := timeSweeps(st, &sweepLog{})
+	if _, ok := wrapped.(airlock.TokenStamper); !ok {
+		t.Error("the wrapped SQLite store hides its token stamp")
+	}
+	if _, ok := wrapped.(airlock.ChangeFeed); ok {
+		t.Error("the wrapped SQLite store claims a change feed it does not have")
+	}
+}
