@@ -19,6 +19,10 @@ const (
 	// minLeft is the least window a request may be created with: the
 	// server's default --min-timeout is 1s.
 	minLeft = 1100 * time.Millisecond
+	// expiryPerInstance is the most requests one instance holds: a real
+	// backlog is spread over many agents, and one instance holding them
+	// all would make its pending counter one hot row.
+	expiryPerInstance = 1000
 )
 
 // runExpiry is the expiry scenario: cfg.Count requests are created with
@@ -51,19 +55,25 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	fmt.Fprintf(cfg.Progress, "expiry: creating %d requests due together at %s (%.0f creates/s measured)\n",
 		n, deadline.Format("15:04:05.000"), float64(time.Second)/float64(perReq))
 
-	inst, err := t.newInstance(setup, base, "bench expiry")
-	if err != nil {
-		return err
-	}
-	reqs, err := t.createMany(setup, inst, n, workers, func(i int) (string, error) {
-		left := time.Until(deadline)
-		if left < minLeft {
-			return "", fmt.Errorf("creating %d requests is slower than planned: %d created with %s left before their common deadline; lower --count or raise --clients", n, i, left.Round(time.Millisecond))
+	// The requests, spread over instances of at most expiryPerInstance.
+	reqs := make([]apiRequest, 0, n)
+	for lo := 0; lo < n; lo += expiryPerInstance {
+		hi := min(lo+expiryPerInstance, n)
+		inst, err := t.newInstance(setup, base, fmt.Sprintf("bench expiry %d", lo/expiryPerInstance))
+		if err != nil {
+			return err
 		}
-		return requestBody(int64(i), fmt.Sprintf("%dus", left.Microseconds())), nil
-	})
-	if err != nil {
-		return err
+		part, err := t.createMany(setup, inst, hi-lo, workers, func(i int) (string, error) {
+			left := time.Until(deadline)
+			if left < minLeft {
+				return "", fmt.Errorf("creating %d requests is slower than planned: %d created with %s left before their common deadline; lower --count or raise --clients", n, lo+i, left.Round(time.Millisecond))
+			}
+			return requestBody(int64(lo+i), fmt.Sprintf("%dus", left.Microseconds())), nil
+		})
+		if err != nil {
+			return err
+		}
+		reqs = append(reqs, part...)
 	}
 	first, last := reqs[0].DeadlineAt, reqs[0].DeadlineAt
 	for _, r := range reqs {
@@ -77,23 +87,30 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	x := &ExpiryReport{Pending: n, DeadlineSpreadMS: ms(last.Sub(first))}
 	rep.Expiry = x
 
-	// Long-polls on a sample of the requests, spread over them.
+	// Long-polls on a sample of the requests, spread over them. Their wait
+	// outlasts the deadline, which may be minutes away: they go through a
+	// client without t.hc's whole-call timeout (2 minutes), bounded
+	// instead by a context that ends a minute after their wait would.
 	nw := min(expiryWaiters, n)
 	heard := make([]answer, nw)
 	deadlines := make([]time.Time, nw)
 	var wg sync.WaitGroup
-	wait := fmt.Sprintf("%dms", (time.Until(last) + 30*time.Second).Milliseconds())
+	waitFor := time.Until(last) + 30*time.Second
+	wait := fmt.Sprintf("%dms", waitFor.Milliseconds())
+	poll := &http.Client{Transport: t.hc.Transport}
+	pctx, pcancel := context.WithTimeout(ctx, waitFor+time.Minute)
+	defer pcancel()
 	for i := range nw {
 		r := reqs[i*n/nw]
 		deadlines[i] = r.DeadlineAt
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/approval-requests/"+r.ID+"?wait="+wait, nil)
+			req, err := http.NewRequestWithContext(pctx, "GET", base+"/v1/approval-requests/"+r.ID+"?wait="+wait, nil)
 			if err != nil {
 				heard[i] = answer{err: err}
 				return
 			}
 			req.Header.Set("Authorization", "Bearer "+t.agent)
-			resp, err := t.hc.Do(req)
+			resp, err := poll.Do(req)
 			at := time.Now()
 			if err != nil {
 				heard[i] = answer{err: err, at: at}

@@ -89,7 +89,7 @@ RETURNING ` + requestCols + `, tick.now`
 	// sweeping at once take disjoint rows and never wait for each other,
 	// and a row a decision is writing right now is left to that decision
 	// (it re-checks the deadline itself). The outer WHERE repeats the
-	// condition on the locked row.
+	// condition on the locked row. It returns only expiredCols.
 	expireDueSQL = tickCTE + `, due AS (
 	SELECT d.seq FROM requests d
 	WHERE d.state = 'pending' AND d.deadline_at <= (SELECT now FROM tick)
@@ -101,7 +101,11 @@ UPDATE requests r
 SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
 FROM due, tick
 WHERE r.seq = due.seq AND r.state = 'pending' AND r.deadline_at <= tick.now
-RETURNING ` + requestCols + `, tick.now`
+RETURNING ` + expiredCols + `, tick.now`
+
+	// expiredCols is what ExpireDue returns of each request it expired, in
+	// the order scanExpired reads: its identity, deadline and decision.
+	expiredCols = `r.seq, r.id, r.instance_id, r.owner_id, r.session_id, r.state, r.deadline_at, r.decided_at, r.decided_by`
 
 	claimSQL = lockedTickCTE + `UPDATE requests r
 SET claimed_at = tick.now, claimed_by = @actor, exec_status = 'claimed'
@@ -720,20 +724,50 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 	return out, nil
 }
 
+// scanExpired reads one row of expiredCols and the statement's instant
+// into a request that has only those fields (airlock.Store.ExpireDue).
+func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
+	var (
+		r                     airlock.Request
+		deadline, decided, at time.Time
+		decidedBy             string
+	)
+	if err := row.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.SessionID, &r.State, &deadline, &decided, &decidedBy, &at); err != nil {
+		return airlock.Request{}, time.Time{}, err
+	}
+	r.DeadlineAt = deadline.UTC()
+	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: decided.UTC(), DecidedBy: decidedBy}
+	return r, at.UTC(), nil
+}
+
 // ExpireDue expires, in one UPDATE, up to limit pending requests whose
 // deadline is at or before now (default 100 when limit <= 0), earliest
 // deadline first, and appends an event for each. Replicas sweeping at once
 // split the due rows between them (expireDueSQL), so each request expires
-// once and no sweeper waits for another.
+// once and no sweeper waits for another. It returns each with the fields
+// of expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
 	if limit <= 0 {
 		limit = defaultExpireLimit
 	}
 	var out []airlock.Request
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		rs, at, err := updateRequests(ctx, t, expireDueSQL,
-			named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry})
+		rows, err := t.Query(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry})
 		if err != nil {
+			return err
+		}
+		rs := make([]airlock.Request, 0, limit)
+		var at time.Time
+		for rows.Next() {
+			r, now, err := scanExpired(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			rs, at = append(rs, r), now
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		slices.SortFunc(rs, func(a, b airlock.Request) int {

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -10,6 +12,21 @@ import (
 // idleRecheck is how long the scheduler sleeps when nothing is pending. It
 // is a safety net only: creations wake the scheduler directly.
 const idleRecheck = time.Minute
+
+// Sizing of expiry sweeps. Each sweep is one store write, which on SQLite
+// holds the one writer (every other write waits) and on PostgreSQL holds
+// its rows' locks. A sweep is sized so that it takes about sweepTarget,
+// from how long the last full one took; the store's writer is free
+// between sweeps, so other writes interleave with a long backlog's expiry.
+// The target leaves room under 25 ms for what a sweep cannot size away: a
+// WAL checkpoint after its commit, a busy machine.
+const (
+	sweepTarget = 10 * time.Millisecond
+	// minSweep and maxSweep bound a sweep's rows (the first sweep takes
+	// Config.ExpiryBatch, which may lie outside them).
+	minSweep = 16
+	maxSweep = 20_000
+)
 
 // Run runs the expiry scheduler until ctx ends. It catches up on overdue
 // requests at once, then sleeps until the next deadline (not a scan every
@@ -96,17 +113,107 @@ func (s *Service) wakeSchedulerFor(deadline time.Time) {
 	}
 }
 
+// sweeper runs a Service's expiry passes (ExpireDue): one at a time, each
+// shared by every caller that asks while it waits to start. A pass that
+// is already running may have started before a caller's request became
+// due, so a caller that finds one running waits for the next (queued).
+// Its zero value is ready.
+type sweeper struct {
+	mu      sync.Mutex
+	running *pass // the pass under way; nil when none is
+	queued  *pass // the pass to run next, for callers that came meanwhile
+	// size is the rows of the next sweep (0: Config.ExpiryBatch). Only a
+	// pass's leader uses it, one pass at a time, ordered by mu.
+	size int
+}
+
+// pass is one run of sweeps until nothing is due; n and err are set
+// before done is closed.
+type pass struct {
+	done chan struct{}
+	n    int
+	err  error
+}
+
 // ExpireDue expires every pending request whose deadline has come, in
-// batches, wakes their waiters and returns how many it expired.
+// sweeps of one store write each, wakes their waiters and returns how many
+// it expired. Concurrent calls share passes: a reader that finds its
+// request overdue calls this, and a hundred long-polls reaching one
+// deadline together must not each sweep the whole backlog. A caller that
+// shares a pass gets that pass's count.
 func (s *Service) ExpireDue(ctx context.Context) (int, error) {
+	w := &s.sweep
+	w.mu.Lock()
+	if w.running == nil {
+		return s.lead(ctx, w.take())
+	}
+	if w.queued == nil {
+		w.queued = &pass{done: make(chan struct{})}
+	}
+	mine := w.queued
+	for {
+		// With none running, mine was taken and has ended: its done is
+		// closed, and the nil channel never is.
+		var running <-chan struct{}
+		if w.running != nil {
+			running = w.running.done
+		}
+		w.mu.Unlock()
+		select {
+		case <-mine.done:
+			if isContextErr(mine.err) && ctx.Err() == nil {
+				// Its leader gave up, not the store: sweep again.
+				return s.ExpireDue(ctx)
+			}
+			return mine.n, mine.err
+		case <-running:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		w.mu.Lock()
+		if w.running == nil && w.queued == mine {
+			return s.lead(ctx, w.take())
+		}
+	}
+}
+
+// take makes the queued pass (or a new one) the running one; w.mu is held,
+// and released.
+func (w *sweeper) take() *pass {
+	p := w.queued
+	if p == nil {
+		p = &pass{done: make(chan struct{})}
+	}
+	w.queued, w.running = nil, p
+	w.mu.Unlock()
+	return p
+}
+
+// lead runs pass p, then ends it for everyone waiting on it.
+func (s *Service) lead(ctx context.Context, p *pass) (int, error) {
+	p.n, p.err = s.expireAll(ctx)
+	w := &s.sweep
+	w.mu.Lock()
+	w.running = nil
+	w.mu.Unlock()
+	close(p.done)
+	return p.n, p.err
+}
+
+// expireAll sweeps until a sweep finds fewer due requests than it could
+// take: everything due when that sweep ran has expired.
+func (s *Service) expireAll(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		rs, err := s.store.ExpireDue(ctx, s.batch)
+		size := s.sweep.size
+		if size <= 0 {
+			size = s.batch
+		}
+		start := time.Now()
+		rs, err := s.store.ExpireDue(ctx, size)
+		took := time.Since(start)
 		if err != nil {
 			return total, err
-		}
-		if len(rs) == 0 {
-			return total, nil
 		}
 		ids := make([]string, len(rs))
 		for i, r := range rs {
@@ -115,8 +222,28 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 		}
 		s.hub.publish(ids...)
 		total += len(rs)
-		if len(rs) < s.batch {
+		if len(rs) < size {
 			return total, nil
 		}
+		s.sweep.size = nextSweep(size, took)
 	}
+}
+
+// nextSweep sizes the sweep after a full one of n rows that took took: in
+// proportion to sweepTarget / took (a sweep's fixed cost, its commit, is
+// then counted in), at most doubling or halving at a time so that one
+// slow sweep on a busy machine does not swing it, within minSweep and
+// maxSweep.
+func nextSweep(n int, took time.Duration) int {
+	next := 2 * n
+	if took > 0 {
+		next = int(float64(n) * float64(sweepTarget) / float64(took))
+	}
+	next = min(max(next, n/2), 2*n)
+	return min(max(next, minSweep), maxSweep)
+}
+
+// isContextErr tells an error from a context's end.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

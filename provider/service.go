@@ -28,8 +28,9 @@ type Config struct {
 	Metrics *Metrics
 	// MaxWait bounds a long-poll (default 60s).
 	MaxWait time.Duration
-	// ExpiryBatch is how many requests one expiry write handles (default 500),
-	// so no sweep holds the writer for long.
+	// ExpiryBatch is how many requests the first expiry write handles
+	// (default 100); later ones are sized by how long the last took, so
+	// that none holds the writer for long (scheduler.go, sweepTarget).
 	ExpiryBatch int
 	// StaleAfter is how long an MCP session may go without a heartbeat
 	// before it shows as stale (default airlock.DefaultStaleAfter, 5m).
@@ -58,6 +59,8 @@ type Service struct {
 	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
 	// it sleeps with nothing due. A create with an earlier deadline kicks it.
 	nextWake atomic.Int64
+	// sweep runs the expiry passes (scheduler.go).
+	sweep sweeper
 }
 
 // New returns a Service for cfg.
@@ -84,7 +87,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.MaxWait = 60 * time.Second
 	}
 	if cfg.ExpiryBatch <= 0 {
-		cfg.ExpiryBatch = 500
+		cfg.ExpiryBatch = 100
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = airlock.DefaultStaleAfter
