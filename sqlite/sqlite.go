@@ -66,7 +66,7 @@ type Store struct {
 }
 
 var (
-	_ airlock.Store      = (*Store)(nil)
+	_ airlock.Store        = (*Store)(nil)
 	_ airlock.TokenStamper = (*Store)(nil)
 )
 
