@@ -86,7 +86,8 @@ func TestLifecycleWithBaseline(t *testing.T) {
 	for _, path := range []string{"scenario", "target", "store", "clients", "ops", "errors", "ops_per_s", "elapsed_s",
 		"latency_ms.p50", "latency_ms.p90", "latency_ms.p99", "latency_ms.max", "bounds.duration_s", "bounds.count",
 		"raw.ops_per_s", "raw.connections", "raw.latency_ms.p99", "ratio_to_raw", "commits.ops_per_commit",
-		"machine.cpus", "machine.load_before", "machine.load_after"} {
+		"machine.cpus", "machine.load_before", "machine.load_after",
+		"process_cpu_us_per_op", "raw.process_cpu_us_per_op"} {
 		if lookup(m, path) == nil {
 			t.Errorf("JSON report has no %s:\n%s", path, b)
 		}
@@ -97,7 +98,12 @@ func TestLifecycleWithBaseline(t *testing.T) {
 
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "ratio to raw", "p99 ms"} {
+	// Each lifecycle is three HTTP calls and two commits in this process:
+	// it cannot take less CPU than the raw one, which is its SQL alone.
+	if rep.CPUPerOpUS <= rep.Raw.CPUPerOpUS {
+		t.Errorf("CPU per lifecycle %.1f µs, not above the raw baseline's %.1f µs", rep.CPUPerOpUS, rep.Raw.CPUPerOpUS)
+	}
+	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "ratio to raw", "p99 ms", "CPU µs/op"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -56,6 +56,7 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	cpu0 := cpuTime()
 	start := time.Now()
 	end := start.Add(duration)
 	for i := range clients {
@@ -107,6 +108,7 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1 := cpuTime()
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -119,6 +121,9 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	}
 	if elapsed > 0 {
 		res.OpsPerS = round(float64(res.Ops)/elapsed.Seconds(), 1)
+	}
+	if cpu0 >= 0 && cpu1 >= cpu0 && res.Ops > 0 {
+		res.CPUPerOpUS = round(float64((cpu1-cpu0).Microseconds())/float64(res.Ops), 1)
 	}
 	return res, nil
 }

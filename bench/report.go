@@ -53,6 +53,12 @@ type Result struct {
 	ElapsedS   float64          `json:"elapsed_s"`
 	OpsPerS    float64          `json:"ops_per_s"`
 	LatencyMS  Latency          `json:"latency_ms"`
+	// CPUPerOpUS is this process's CPU time (user and system) during the
+	// run, per successful operation, in microseconds: the clients', and
+	// with an in-process server also the server's and (SQLite) the
+	// database engine's; not a remote server's or PostgreSQL's. 0 where the
+	// platform cannot tell.
+	CPUPerOpUS float64 `json:"process_cpu_us_per_op,omitempty"`
 }
 
 // Latency is a distribution's percentiles, in milliseconds.
@@ -200,10 +206,10 @@ func (r *Report) WriteTable(w io.Writer) {
 
 	if r.Scenario != Wait && r.Scenario != Expiry {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
+		fmt.Fprintln(tw, "\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tCPU µs/op\t")
 		row := func(name string, res Result) {
 			l := res.LatencyMS
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", name, res.Ops, res.OpsPerS, l.P50, l.P90, l.P99, l.Max, res.Errors)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t\n", name, res.Ops, res.OpsPerS, l.P50, l.P90, l.P99, l.Max, res.Errors, res.CPUPerOpUS)
 		}
 		name := "airlock " + r.Scenario
 		if r.Scenario == Raw {
@@ -218,6 +224,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		if r.Raw != nil {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
 		}
+		fmt.Fprintln(w, "CPU µs/op: this process's CPU per operation (the clients', and an in-process server's and SQLite's; not PostgreSQL's)")
 	}
 	if c := r.Commits; c != nil {
 		fmt.Fprintf(w, "\nSQLite write transactions: %d ops in %d commits (%.2f per commit, largest batch %d)\n", c.Ops, c.Commits, c.OpsPerCommit, c.MaxBatch)
