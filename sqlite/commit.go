@@ -267,6 +267,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 	}
 	s.stats.ops.Add(int64(ran))
 	s.stats.commits.Add(1)
+	s.ckpt.notify()
 	if n := int64(taken); n > s.stats.maxBatch.Load() {
 		s.stats.maxBatch.Store(n) // only the writer stores it
 	}

@@ -60,6 +60,8 @@ type Store struct {
 
 	// path is the database file's; the token stamp lives beside it.
 	path string
+	// ckpt checkpoints the log beside the writer (checkpoint.go).
+	ckpt *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,6 +83,7 @@ type config struct {
 	enqueued     func()
 	batchHold    time.Duration
 	observe      func(Batch)
+	checkpointed func(logPages, copied int)
 }
 
 // WithClock sets the clock that judges every deadline and expires_at and
@@ -141,6 +144,14 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	cdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s.ckpt = newCheckpointer(cdb)
+	s.ckpt.checkpointed = cfg.checkpointed
+	go s.ckpt.run()
 	s.writing = true
 	go s.writeLoop()
 	return s, nil
@@ -174,6 +185,9 @@ func dsn(path string, readOnly bool, busy time.Duration) string {
 		// in a temporary file was a write(2) per page — a third of a
 		// sweep's time in the writer.
 		q.Add("_pragma", "temp_store(MEMORY)")
+		// Checkpoints run beside the writer (checkpoint.go); its own
+		// automatic one is the backstop.
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages))
 		q.Set("_txlock", "immediate")
 	}
 	// A file: URI, with the path escaped, so that '?', '#' or '%' in a file
@@ -238,6 +252,9 @@ func (s *Store) Close() error {
 			<-s.writerDone
 		}
 		var errs []error
+		if s.ckpt != nil {
+			errs = append(errs, s.ckpt.close())
+		}
 		if s.read != nil {
 			errs = append(errs, s.read.Close())
 		}

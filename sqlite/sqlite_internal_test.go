@@ -28,6 +28,7 @@ func TestPragmas(t *testing.T) {
 		{s.write.DB, "write", "query_only", "0"},
 		{s.write.DB, "write", "cache_size", "-65536"},
 		{s.write.DB, "write", "temp_store", "2"}, // MEMORY
+		{s.write.DB, "write", "wal_autocheckpoint", "16384"},
 		{s.read.DB, "read", "journal_mode", "wal"},
 		{s.read.DB, "read", "foreign_keys", "1"},
 		{s.read.DB, "read", "busy_timeout", "10000"},
