@@ -72,6 +72,12 @@ SELECT j.value ->> 0, @at, @actor, j.value ->> 1, j.value ->> 2, j.value ->> 3
 FROM json_each(@rows) j ORDER BY j.key`, sql.Named("at", micros(now)), sql.Named("actor", actor), sql.Named("rows", string(js))); err != nil {
 		return err
 	}
+	return recordInstructions(ctx, tx, now, rs)
+}
+
+// recordInstructions stores the instructions of the decided or expired
+// requests of rs that are linked to a session.
+func recordInstructions(ctx context.Context, tx *txn, now time.Time, rs []airlock.Request) error {
 	for _, r := range rs {
 		// recordInstruction stores nothing for a request without a
 		// session; skip its query.
