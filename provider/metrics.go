@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"time"
+
 	"github.com/airlockhq/airlock"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 		}),
 		expiryLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "airlock_expiry_lag_seconds",
-			Help:    "How long after its deadline a request was expired.",
+			Help:    "How long after its deadline the scheduler's sweep that expired a request committed (by this process's clock).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
@@ -54,12 +56,14 @@ func (m *Metrics) entered(r airlock.Request) {
 	}
 }
 
-func (m *Metrics) expired(r airlock.Request) {
+// expired counts a request the scheduler expired, and how long after its
+// deadline the sweep that expired it committed. (Not the decision's time:
+// an expired request's decision is dated at its deadline, so that lag
+// would always be 0.)
+func (m *Metrics) expired(r airlock.Request, committed time.Time) {
 	if m == nil {
 		return
 	}
 	m.transitions.WithLabelValues(string(airlock.StateExpired)).Inc()
-	if r.Decision != nil {
-		m.expiryLag.Observe(max(0, r.Decision.DecidedAt.Sub(r.DeadlineAt)).Seconds())
-	}
+	m.expiryLag.Observe(max(0, committed.Sub(r.DeadlineAt)).Seconds())
 }

@@ -220,9 +220,10 @@ func (s *Service) expireAll(ctx context.Context) (int, error) {
 			return total, err
 		}
 		ids := make([]string, len(rs))
+		committed := s.clock.Now()
 		for i, r := range rs {
 			ids[i] = r.ID
-			s.metrics.expired(r)
+			s.metrics.expired(r, committed)
 		}
 		s.hub.publish(ids...)
 		total += len(rs)
