@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,5 +25,21 @@ func TestTimeSweepsKeepsTokenStamp(t *testing.T) {
 	}
 	if _, ok := wrapped.(airlock.ChangeFeed); ok {
 		t.Error("the wrapped SQLite store claims a change feed it does not have")
+	}
+}
+
+// TestNamedDBLeavesNothing runs the lifecycle on a --db path of its own and
+// checks that the run removes every file the store made beside it.
+func TestNamedDBLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := short(Lifecycle)
+	cfg.DB = filepath.Join(dir, "run.db")
+	run(t, cfg)
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind: %s", e.Name())
 	}
 }

@@ -15,14 +15,15 @@ import (
 // between calls for as long as the stamp holds still, and every process on
 // the file sees another's revocation at its next call.
 
-// tokenStampSuffix names the stamp file: the database path plus it.
-const tokenStampSuffix = "-tokens"
+// TokenStampSuffix names the token stamp file: the database path plus it.
+// Like "-wal" and "-shm", it goes with the database.
+const TokenStampSuffix = "-tokens"
 
 // TokenStamp implements airlock.TokenStamper: the stamp file's size and
 // modification time (nanoseconds), hashed. A file that is missing reads as 0,
 // so a store whose tokens never changed needs none.
 func (s *Store) TokenStamp() (uint64, error) {
-	fi, err := os.Stat(s.path + tokenStampSuffix)
+	fi, err := os.Stat(s.path + TokenStampSuffix)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -39,7 +40,7 @@ func (s *Store) TokenStamp() (uint64, error) {
 // token they cached: the caller hears so, and can retry (a retried
 // revocation bumps again).
 func (s *Store) bumpTokenStamp() error {
-	f, err := os.OpenFile(s.path+tokenStampSuffix, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(s.path+TokenStampSuffix, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err == nil {
 		_, err = f.Write([]byte{'.'})
 		if cerr := f.Close(); err == nil {
