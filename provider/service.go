@@ -379,7 +379,8 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 		// The request was not pending. A self-approval or a missing answer
 		// is still the better answer: it says what to change, where a
 		// conflict only says it is too late.
-		if cerr := s.checkDecision(ctx, p); cerr != nil && airlock.ErrorCode(cerr) != airlock.CodeNotFound {
+		switch cerr := s.checkDecision(ctx, p); airlock.ErrorCode(cerr) {
+		case airlock.CodeForbidden, airlock.CodeInvalidRequest:
 			return airlock.Request{}, cerr
 		}
 	}
