@@ -48,19 +48,7 @@ func (h *handler) getBoard(w http.ResponseWriter, r *http.Request, c airlock.Cal
 		h.problem(w, r, err)
 		return
 	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) {
-		o := beginObject(b)
-		o.key("columns")
-		b.WriteByte('[')
-		for i, col := range cols {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeColumn(b, col)
-		}
-		b.WriteByte(']')
-		o.end()
-	})
+	replyList(w, "columns", cols, writeColumn)
 }
 
 func (h *handler) createColumn(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
@@ -138,18 +126,8 @@ func (h *handler) listSessions(w http.ResponseWriter, r *http.Request, c airlock
 		h.problem(w, r, err)
 		return
 	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) {
-		o := beginObject(b)
-		o.key("items")
-		b.WriteByte('[')
-		for i, s := range list {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeSession(b, s, h.svc.SessionStatus(s))
-		}
-		b.WriteByte(']')
-		o.end()
+	replyList(w, "items", list, func(b *bytes.Buffer, s airlock.Instance) {
+		writeSession(b, s, h.svc.SessionStatus(s))
 	})
 }
 
@@ -160,14 +138,7 @@ func writeColumn(b *bytes.Buffer, col airlock.Column) {
 	o.always("name", col.Name)
 	o.always("position", col.Position)
 	o.key("items")
-	b.WriteByte('[')
-	for i, item := range col.Items {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeWorkItem(b, item)
-	}
-	b.WriteByte(']')
+	writeArray(b, col.Items, writeWorkItem)
 	o.end()
 }
 

@@ -338,19 +338,7 @@ func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, c airlock.C
 		h.problem(w, r, err)
 		return
 	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) {
-		o := beginObject(b)
-		o.key("items")
-		b.WriteByte('[')
-		for i, t := range ts {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeToken(b, t, "")
-		}
-		b.WriteByte(']')
-		o.end()
-	})
+	replyList(w, "items", ts, func(b *bytes.Buffer, t airlock.Token) { writeToken(b, t, "") })
 }
 
 func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"bytes"
 	"net/http"
 
 	"github.com/airlockhq/airlock"
@@ -22,17 +21,5 @@ func (h *handler) listInstances(w http.ResponseWriter, r *http.Request, c airloc
 		h.problem(w, r, err)
 		return
 	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) {
-		o := beginObject(b)
-		o.key("items")
-		b.WriteByte('[')
-		for i, in := range list {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeInstance(b, in)
-		}
-		b.WriteByte(']')
-		o.end()
-	})
+	replyList(w, "items", list, writeInstance)
 }

@@ -212,16 +212,32 @@ func writeEvent(b *bytes.Buffer, e airlock.Event) {
 func writePage(b *bytes.Buffer, p provider.Page) {
 	o := beginObject(b)
 	o.key("items")
+	writeArray(b, p.Requests, writeRequest)
+	o.str("next_cursor", p.NextCursor)
+	o.end()
+}
+
+// writeArray writes items as a JSON array, each with write.
+func writeArray[T any](b *bytes.Buffer, items []T, write func(*bytes.Buffer, T)) {
 	b.WriteByte('[')
-	for i, r := range p.Requests {
+	for i, item := range items {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		writeRequest(b, r)
+		write(b, item)
 	}
 	b.WriteByte(']')
-	o.str("next_cursor", p.NextCursor)
-	o.end()
+}
+
+// replyList answers 200 with an object whose one member, key, is the
+// array of items, each written with write.
+func replyList[T any](w http.ResponseWriter, key string, items []T, write func(*bytes.Buffer, T)) {
+	reply(w, http.StatusOK, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.key(key)
+		writeArray(b, items, write)
+		o.end()
+	})
 }
 
 // reply writes a JSON resource with status.
