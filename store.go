@@ -50,8 +50,9 @@ type DecideParams struct {
 	Answer   string
 	Validity time.Duration
 	Actor    string
-	// Principal is the deciding reviewer's principal (the token's ID when
-	// it has none); empty skips the self-approval rule.
+	// Principal is the deciding reviewer's principal (stores default a
+	// token's principal to its ID, so it is never empty for a real token);
+	// empty skips the self-approval rule.
 	Principal string
 }
 
@@ -66,15 +67,6 @@ func (p DecideParams) Check(r Request, creatorPrincipal string) error {
 	}
 	in := DecisionInput{Status: p.Status, Answer: p.Answer}
 	return in.CheckAnswer(r)
-}
-
-// PrincipalOf is the principal a token acts for: its Principal, or its ID
-// when it has none. Self-approval is judged by it.
-func PrincipalOf(t Token) string {
-	if t.Principal != "" {
-		return t.Principal
-	}
-	return t.ID
 }
 
 // RequestFilter selects requests to list, newest first.

@@ -66,9 +66,9 @@ FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
 RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
 
-	// creatorPrincipalCol is the principal of the token that created r
-	// (its ID when it has none), NULL when that token is unknown.
-	creatorPrincipalCol = `(SELECT CASE WHEN t.principal <> '' THEN t.principal ELSE t.id END FROM tokens t WHERE t.id = r.owner_id)`
+	// creatorPrincipalCol is the principal of the token that created r,
+	// NULL when that token is unknown.
+	creatorPrincipalCol = `(SELECT t.principal FROM tokens t WHERE t.id = r.owner_id)`
 
 	cancelSQL = lockedTickCTE + `UPDATE requests r
 SET state = 'cancelled', decided_at = tick.now, decided_by = @actor

@@ -362,7 +362,7 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	}
 	p := airlock.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
-		Actor: c.ID, Principal: airlock.PrincipalOf(c),
+		Actor: c.ID, Principal: c.Principal,
 	}
 	validity, verr := s.limits.Validity(in.ValidFor)
 	if verr != nil {
@@ -396,14 +396,10 @@ func (s *Service) checkDecision(ctx context.Context, p airlock.DecideParams) err
 		return err
 	}
 	creator, err := s.store.GetToken(ctx, r.OwnerID)
-	switch {
-	case err == nil:
-		return p.Check(r, airlock.PrincipalOf(creator))
-	case airlock.ErrorCode(err) == airlock.CodeNotFound:
-		return p.Check(r, "")
-	default:
+	if err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
 		return err
 	}
+	return p.Check(r, creator.Principal) // "" for an unknown creator
 }
 
 // isConflict tells a decision refused for the request's state.

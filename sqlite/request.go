@@ -29,12 +29,12 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 // zero rows means another change won, and the caller reads what holds.
 const (
 	// decideSQL returns, after the request, the principal of the token
-	// that created it, for DecideParams.Check.
+	// that created it (NULL for an unknown token), for DecideParams.Check.
 	decideSQL = `UPDATE requests
 SET state = @state, decided_at = @now, decided_by = @actor, note = @note, answer = @answer, expires_at = @expires
 WHERE id = @id AND state = 'pending' AND deadline_at > @now
 RETURNING ` + requestCols + `,
-	(SELECT CASE WHEN t.principal <> '' THEN t.principal ELSE t.id END FROM tokens t WHERE t.id = requests.owner_id)`
+	(SELECT t.principal FROM tokens t WHERE t.id = requests.owner_id)`
 
 	cancelSQL = `UPDATE requests
 SET state = 'cancelled', decided_at = @now, decided_by = @actor
