@@ -15,28 +15,22 @@ import (
 // cached between calls (tokencache.go), still failing at the next call once
 // revoked.
 func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Caller, error) {
-	unauthorized := airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: send a valid one as Authorization: Bearer <token> (an admin can mint one)")
 	if len(hash) == 0 {
-		return airlock.Caller{}, unauthorized
+		return airlock.Caller{}, unauthorized()
 	}
-	load := func() (airlock.Token, error) { return s.store.TokenByHash(ctx, hash) }
-	var (
-		t   airlock.Token
-		err error
-	)
-	if s.tokens != nil {
-		t, err = s.tokens.lookup(hash, load)
-	} else {
-		t, err = load()
-	}
+	t, err := s.tokens.lookup(hash, func() (airlock.Token, error) { return s.store.TokenByHash(ctx, hash) })
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
-		return airlock.Caller{}, unauthorized
+		return airlock.Caller{}, unauthorized()
 	}
 	if err != nil {
 		return airlock.Caller{}, fmt.Errorf("authenticate: %w", err)
 	}
 	if t.RevokedAt != nil {
-		return airlock.Caller{}, unauthorized
+		return airlock.Caller{}, unauthorized()
 	}
 	return t, nil
+}
+
+func unauthorized() error {
+	return airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: send a valid one as Authorization: Bearer <token> (an admin can mint one)")
 }
