@@ -65,23 +65,17 @@ func runInstancesList(ctx context.Context, a *App, args []string) error {
 }
 
 func runInstancesDelete(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(instanceSubcommands, "delete")
-	fs, r := a.apiFlagSet("instances", "delete", syn, sum)
-	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	id, r, c, err := a.idCommand("instances", instanceSubcommands, "delete", args)
 	if err != nil {
 		return err
 	}
-	c, err := r.client()
-	if err != nil {
-		return err
-	}
-	n, err := c.DeleteInstance(ctx, pos[0])
+	n, err := c.DeleteInstance(ctx, id)
 	if err != nil {
 		return apiError(err)
 	}
 	if r.json {
-		return r.printJSON(map[string]any{"id": pos[0], "cancelled": n})
+		return r.printJSON(map[string]any{"id": id, "cancelled": n})
 	}
-	fmt.Fprintf(r.out, "Deleted %s; cancelled %d pending request(s).\n", pos[0], n)
+	fmt.Fprintf(r.out, "Deleted %s; cancelled %d pending request(s).\n", id, n)
 	return nil
 }

@@ -140,6 +140,23 @@ func (a *App) parseAPIArgs(fs *flag.FlagSet, r *remote, args []string, names ...
 }
 
 // client returns an API client for r.
+// idCommand parses `airlock <cmd> <sub> [flags] <id>`, a subcommand of subs
+// with only the common flags, and returns the id, the remote and its
+// client.
+func (a *App) idCommand(cmd string, subs []subcommand, sub string, args []string) (string, *remote, *client.Client, error) {
+	syn, sum := subUsage(subs, sub)
+	fs, r := a.apiFlagSet(cmd, sub, syn, sum)
+	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	c, err := r.client()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return pos[0], r, c, nil
+}
+
 func (r *remote) client() (*client.Client, error) {
 	c, err := client.New(r.url, r.token, client.WithUserAgent("airlock-cli/"+version), client.WithTimeout(30*time.Second))
 	if err != nil {
@@ -331,17 +348,11 @@ func headline(q client.ApprovalRequest) string {
 }
 
 func runRequestsShow(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(requestSubcommands, "show")
-	fs, r := a.apiFlagSet("requests", "show", syn, sum)
-	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	id, r, c, err := a.idCommand("requests", requestSubcommands, "show", args)
 	if err != nil {
 		return err
 	}
-	c, err := r.client()
-	if err != nil {
-		return err
-	}
-	q, err := c.GetRequest(ctx, pos[0])
+	q, err := c.GetRequest(ctx, id)
 	if err != nil {
 		return apiError(err)
 	}

@@ -102,17 +102,11 @@ func runTokensList(ctx context.Context, a *App, args []string) error {
 }
 
 func runTokensRevoke(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(tokenSubcommands, "revoke")
-	fs, r := a.apiFlagSet("tokens", "revoke", syn, sum)
-	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	id, r, c, err := a.idCommand("tokens", tokenSubcommands, "revoke", args)
 	if err != nil {
 		return err
 	}
-	c, err := r.client()
-	if err != nil {
-		return err
-	}
-	t, err := c.RevokeToken(ctx, pos[0])
+	t, err := c.RevokeToken(ctx, id)
 	if err != nil {
 		return apiError(err)
 	}
