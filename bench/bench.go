@@ -110,6 +110,12 @@ type Config struct {
 	// load — at half the maximum throughput, say — instead of at the
 	// maximum. Latency then runs from when each operation was due.
 	Rate float64
+	// HalfMax runs lifecycle, create or mcp twice: as fast as the clients
+	// go, to find the maximum, then paced at half of that maximum (the
+	// load of the latency target), so that both come from one run on one
+	// machine in one state. The report's Result is the paced run; Max is
+	// the first.
+	HalfMax bool
 	// Baseline runs the raw baseline after a lifecycle run, in the same
 	// process, and reports ratio_to_raw. `airlock bench` sets it by
 	// default.
@@ -189,6 +195,12 @@ func (c Config) validate() error {
 	}
 	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
 		return fmt.Errorf("--rate paces lifecycle, create and mcp; %s has its own pace", c.Scenario)
+	}
+	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
+		return fmt.Errorf("--half-max paces lifecycle, create and mcp; %s has its own pace", c.Scenario)
+	}
+	if c.HalfMax && c.Rate > 0 {
+		return fmt.Errorf("--half-max sets the rate itself (half the maximum it measures first); drop --rate %g", c.Rate)
 	}
 	if c.Replicas < 1 || c.Replicas > MaxReplicas {
 		return fmt.Errorf("--replicas must be between 1 and %d, not %d", MaxReplicas, c.Replicas)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +166,35 @@ func TestRate(t *testing.T) {
 	if rep.Ops != 20 || rep.ElapsedS < 0.45 || rep.Bounds.Rate != 40 {
 		t.Errorf("%d creates paced at 40/s measured over %.3fs (bounds %+v), want 20 over about 0.5s", rep.Ops, rep.ElapsedS, rep.Bounds)
 	}
+	if l := rep.StartLagMS; l == nil || l.Max < l.P50 || l.Max > rep.LatencyMS.Max {
+		t.Errorf("start lag %+v: want one, within the latency (max %.2f ms) it is part of", l, rep.LatencyMS.Max)
+	}
+}
+
+// TestHalfMax finds the maximum of creates, bounded by count, then paces
+// the same count at half of it: the second run takes about twice as long.
+func TestHalfMax(t *testing.T) {
+	t.Parallel()
+	rep := run(t, Config{Scenario: Create, Clients: 2, Count: 60, Duration: 30 * time.Second, HalfMax: true})
+	if rep.Max == nil {
+		t.Fatal("no maximum in the report")
+	}
+	checkResult(t, "unpaced create", *rep.Max, 60)
+	checkResult(t, "create at half", rep.Result, 60)
+	if want := math.Round(rep.Max.OpsPerS / 2); rep.Bounds.Rate != want || rep.StartLagMS == nil {
+		t.Errorf("paced at %g/s with start lag %v, want %g/s (half of %.1f)", rep.Bounds.Rate, rep.StartLagMS, want, rep.Max.OpsPerS)
+	}
+	// 60 operations due at 0, 1/rate, …: the last is due at 59/rate.
+	if minS := 59 / rep.Bounds.Rate; rep.ElapsedS < minS {
+		t.Errorf("the paced run took %.3fs, less than the %.3fs its schedule needs", rep.ElapsedS, minS)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	for _, want := range []string{"maximum, unpaced", "at half:", "after they were due"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
 }
 
 // TestWait runs the wait scenario with a few waiters and rounds. It is
@@ -290,6 +320,8 @@ func TestRefusals(t *testing.T) {
 		{"unknown scenario", Config{Scenario: "soak"}, "--scenario"},
 		{"negative rate", Config{Rate: -1}, "--rate"},
 		{"paced waiters", Config{Scenario: Wait, Rate: 10}, "--rate"},
+		{"half-max expiry", Config{Scenario: Expiry, HalfMax: true}, "--half-max"},
+		{"half-max and a rate", Config{Scenario: Create, HalfMax: true, Rate: 10}, "--half-max"},
 		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
 		{"existing SQLite file", Config{DB: existing}, "already exists"},
 	} {

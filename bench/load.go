@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -51,7 +52,7 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 		mu                 sync.Mutex
 		kinds              = map[string]int64{}
 		firstErr           error
-		all                samples
+		all, lags          samples
 		wg                 sync.WaitGroup
 	)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -61,7 +62,7 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	end := start.Add(duration)
 	for i := range clients {
 		wg.Go(func() {
-			var mine samples
+			var mine, lag samples
 			for time.Now().Before(end) && runCtx.Err() == nil {
 				n := issued.Add(1)
 				if n > int64(count) {
@@ -80,6 +81,9 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 						}
 					}
 					t0 = due
+				}
+				if rate > 0 {
+					lag = append(lag, time.Since(t0))
 				}
 				err := ops[i](runCtx, n)
 				d := time.Since(t0)
@@ -103,6 +107,7 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 			}
 			mu.Lock()
 			all = append(all, mine...)
+			lags = append(lags, lag...)
 			mu.Unlock()
 		})
 	}
@@ -116,6 +121,10 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 		return Result{}, fmt.Errorf("every operation failed (%d), the first with: %w%s", failed.Load(), firstErr, hint(firstErr))
 	}
 	res := Result{Ops: ok.Load(), Errors: failed.Load(), ElapsedS: round(elapsed.Seconds(), 3), LatencyMS: all.latency()}
+	if rate > 0 && len(lags) > 0 {
+		l := lags.latency()
+		res.StartLagMS = &l
+	}
 	if len(kinds) > 0 {
 		res.ErrorKinds = kinds
 	}
@@ -139,18 +148,20 @@ func hint(err error) string {
 
 // runLoadScenario runs lifecycle, create or mcp.
 func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) error {
-	run := randomHex(4)
+	// run names this scenario's keys; phase, the runLoad call (--half-max
+	// makes two), so that no key is used twice.
+	run, phase := randomHex(4), 0
 	var prepare func(ctx context.Context, i int) (clientOp, func(), error)
 	switch cfg.Scenario {
 	case Lifecycle, Create:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
-			base := t.base(i)
-			inst, err := t.newInstance(ctx, base, fmt.Sprintf("bench %s client %d", run, i))
+			base, ph := t.base(i), phase
+			inst, err := t.newInstance(ctx, base, fmt.Sprintf("bench %s-%d client %d", run, ph, i))
 			if err != nil {
 				return nil, nil, err
 			}
 			return func(ctx context.Context, n int64) error {
-				key := fmt.Sprintf("bench-%s-%d", run, n)
+				key := fmt.Sprintf("bench-%s-%d-%d", run, ph, n)
 				r, err := t.create(ctx, base, inst, key, requestBody(n, "1h"))
 				if err != nil || cfg.Scenario == Create {
 					return err
@@ -172,6 +183,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		}
 	case MCP:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
+			ph := phase
 			hc := &http.Client{Transport: bearer{token: t.agent, next: t.hc.Transport}}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "v1"}, nil).
 				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.base(i) + "/mcp", HTTPClient: hc}, nil)
@@ -182,7 +194,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "approval_request", Arguments: map[string]any{
 					"kind": "agent_request", "title": fmt.Sprintf("bench %d", n),
 					"proposal":       map[string]any{"mode": "advisory"},
-					"idempotencyKey": fmt.Sprintf("bench-%s-%d", run, n), "expiresInMinutes": 60,
+					"idempotencyKey": fmt.Sprintf("bench-%s-%d-%d", run, ph, n), "expiresInMinutes": 60,
 				}})
 				if err != nil {
 					return err
@@ -200,12 +212,28 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 			}, func() { cs.Close() }, nil
 		}
 	}
+	rate := cfg.Rate
+	if cfg.HalfMax {
+		fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, as fast as they go for up to %s or %d operations, to find the maximum\n",
+			cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count)
+		maxRes, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, prepare)
+		if err != nil {
+			return err
+		}
+		rep.Max = &maxRes
+		phase++
+		rate = math.Round(maxRes.OpsPerS / 2)
+		if rate < 1 {
+			return fmt.Errorf("the maximum was %.2f operations/s: too few to pace at half of it", maxRes.OpsPerS)
+		}
+		rep.Bounds.Rate = rate
+	}
 	paced := ""
-	if cfg.Rate > 0 {
-		paced = fmt.Sprintf(", paced at %g/s", cfg.Rate)
+	if rate > 0 {
+		paced = fmt.Sprintf(", paced at %g/s", rate)
 	}
 	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations%s\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count, paced)
-	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, cfg.Rate, prepare)
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, prepare)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ type Report struct {
 	Connections int    `json:"connections,omitempty"`
 	Bounds      Bounds `json:"bounds"`
 	Result
+	// Max is the unpaced run of --half-max, whose ops/s set the pace of
+	// the run reported in Result (Bounds.Rate, half of it).
+	Max *Result `json:"max,omitempty"`
 	// Raw is the raw baseline run after a lifecycle run, and RatioToRaw
 	// its ops/s over the baseline's.
 	Raw        *RawReport `json:"raw,omitempty"`
@@ -59,6 +62,12 @@ type Result struct {
 	// database engine's; not a remote server's or PostgreSQL's. 0 where the
 	// platform cannot tell.
 	CPUPerOpUS float64 `json:"process_cpu_us_per_op,omitempty"`
+	// StartLagMS, in a paced run, is how late operations started after
+	// they were due: waiting for a free client. Latency counts it (it is
+	// what a caller arriving then would see of a server that fell behind),
+	// but when it is most of the latency the run had too few --clients to
+	// keep to its pace, and the client pool, not the server, set the tail.
+	StartLagMS *Latency `json:"start_lag_ms,omitempty"`
 }
 
 // Latency is a distribution's percentiles, in milliseconds.
@@ -215,6 +224,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		if r.Scenario == Raw {
 			name = fmt.Sprintf("raw (%d conn)", r.Connections)
 		}
+		if r.Max != nil {
+			row("maximum, unpaced", *r.Max)
+			name = fmt.Sprintf("at half: %.0f/s", r.Bounds.Rate)
+		}
 		row(name, r.Result)
 		if r.Raw != nil {
 			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
@@ -223,6 +236,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		writeErrors(w, r.ErrorKinds)
 		if r.Raw != nil {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
+		}
+		if l := r.StartLagMS; l != nil {
+			fmt.Fprintf(w, "paced: operations started %.2f ms (p50), %.2f ms (p99), %.2f ms (max) after they were due, waiting for a free client; when that is most of the latency, raise --clients\n", l.P50, l.P99, l.Max)
 		}
 		fmt.Fprintln(w, "CPU µs/op: this process's CPU per operation (the clients', and an in-process server's and SQLite's; not PostgreSQL's)")
 	}

@@ -670,15 +670,40 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 // settle returns request id as it holds now: a pending request whose
 // deadline has come is expired first, by compare-and-set, with its event.
 func (s *Store) settle(ctx context.Context, t *tx, id string) (airlock.Request, error) {
+	r, _, err := s.expireOne(ctx, t, id)
+	return r, err
+}
+
+// expireOne is settle, telling whether it expired the request.
+func (s *Store) expireOne(ctx context.Context, t *tx, id string) (airlock.Request, bool, error) {
 	r, at, err := scanStamped(t.QueryRow(ctx, expireOneSQL, named{"now": s.now(), "id": id, "actor": airlock.ActorExpiry}))
 	if err == nil {
 		t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
-		return r, nil
+		return r, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return airlock.Request{}, err
+		return airlock.Request{}, false, err
 	}
-	return scanRequest(t.QueryRow(ctx, selectRequestSQL, named{"id": id}))
+	r, err = scanRequest(t.QueryRow(ctx, selectRequestSQL, named{"id": id}))
+	return r, false, err
+}
+
+// ExpireRequest expires request id if it is pending and due, with one
+// compare-and-set and its event, in a transaction of its own.
+func (s *Store) ExpireRequest(ctx context.Context, id string) (airlock.Request, bool, error) {
+	var (
+		out     airlock.Request
+		expired bool
+	)
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		r, ok, err := s.expireOne(ctx, t, id)
+		out, expired = r, ok
+		return err
+	})
+	if err != nil {
+		return airlock.Request{}, false, translate(err, "request", id)
+	}
+	return out, expired, nil
 }
 
 // ReportExecution records a claimed execution's outcome with one

@@ -380,9 +380,9 @@ func (m *modelRun) create() error {
 		if err != nil || created {
 			return fmt.Errorf("replay of %s: created=%v err=%v", prev.id, created, err)
 		}
-		// A replay answers like a read: due requests are expired first.
+		// A replay answers like a read: a due request is expired first.
 		if prev.state == airlock.StatePending && !m.now.Before(prev.deadline) {
-			m.expireAllDue()
+			m.expire(prev)
 		}
 		return m.checkReq(prev, r)
 	case inst.deleted:
@@ -595,10 +595,11 @@ func (m *modelRun) read() error {
 	case err != nil:
 		return fmt.Errorf("read: %v", err)
 	}
-	// A read of a request whose deadline has come expires everything due,
-	// as the scheduler would, so reads agree with it.
+	// A read of a request whose deadline has come expires that request, as
+	// the scheduler would, so reads agree with it; other due requests wait
+	// for the scheduler.
 	if r.state == airlock.StatePending && !m.now.Before(r.deadline) {
-		m.expireAllDue()
+		m.expire(r)
 	}
 	return m.checkReq(r, got)
 }

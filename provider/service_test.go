@@ -390,6 +390,25 @@ func TestDeadline(t *testing.T) {
 		}
 	})
 
+	t.Run("a read expires its own request alone", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		read := b.create(t, "10m")
+		other := b.create(t, "10m")
+		b.clock.Set(other.DeadlineAt.Add(time.Second)) // both are due
+		if got, err := b.svc.Request(ctx, b.agent, read.ID, 0); err != nil || got.State != airlock.StateExpired {
+			t.Fatalf("read after the deadline: %s, %v; want expired", got.State, err)
+		}
+		// Behind a backlog, a reader must not wait for a sweep of requests
+		// that are not its own: the other stays for the scheduler.
+		if st := b.stored(t, other.ID).State; st != airlock.StatePending {
+			t.Fatalf("another due request is %s after the read, want pending until a sweep", st)
+		}
+		if n, err := b.svc.ExpireDue(ctx); err != nil || n != 1 {
+			t.Fatalf("ExpireDue = %d, %v; want the other request only", n, err)
+		}
+	})
+
 	t.Run("a reviewer's read at the deadline expires it too", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, options{})

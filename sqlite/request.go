@@ -534,15 +534,40 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 // settle returns request id as it holds at now: a pending request whose
 // deadline has come is expired first, by compare-and-set, with its event.
 func settle(ctx context.Context, tx *txn, id string, now time.Time) (airlock.Request, error) {
+	r, _, err := expireOne(ctx, tx, id, now)
+	return r, err
+}
+
+// expireOne is settle, telling whether it expired the request.
+func expireOne(ctx context.Context, tx *txn, id string, now time.Time) (airlock.Request, bool, error) {
 	r, err := queryRequest(ctx, tx, expireOneSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry))
 	if err == nil {
-		return r, appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
+		return r, true, appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
 			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return airlock.Request{}, err
+		return airlock.Request{}, false, err
 	}
-	return queryRequest(ctx, tx, selectRequestSQL, sql.Named("id", id))
+	r, err = queryRequest(ctx, tx, selectRequestSQL, sql.Named("id", id))
+	return r, false, err
+}
+
+// ExpireRequest expires request id if it is pending and due, with one
+// compare-and-set and its event, in a write of its own.
+func (s *Store) ExpireRequest(ctx context.Context, id string) (airlock.Request, bool, error) {
+	var (
+		out     airlock.Request
+		expired bool
+	)
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		r, ok, err := expireOne(ctx, tx, id, now)
+		out, expired = r, ok
+		return err
+	})
+	if err != nil {
+		return airlock.Request{}, false, translate(err, "request", id)
+	}
+	return out, expired, nil
 }
 
 // ReportExecution records a claimed execution's outcome with one

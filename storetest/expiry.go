@@ -127,6 +127,66 @@ func (s *suite) testExpiry(t *testing.T) {
 			t.Fatal("NextDeadline still reports the expired request")
 		}
 	})
+
+	t.Run("ExpireRequest expires the one request, once", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		r := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Minute })
+		other := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Minute })
+		decided := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Minute })
+		_, err := b.deny(decided.ID)
+		wantOK(t, err)
+
+		// Before its deadline: unchanged.
+		got, expired, err := b.store.ExpireRequest(b.ctx, r.ID)
+		wantOK(t, err)
+		if expired || got.State != airlock.StatePending {
+			t.Fatalf("ExpireRequest before the deadline = %s, expired %v; want pending, false", got.State, expired)
+		}
+
+		b.clock.Set(r.DeadlineAt)
+		got, expired, err = b.store.ExpireRequest(b.ctx, r.ID)
+		wantOK(t, err)
+		if d := got.Decision; !expired || got.State != airlock.StateExpired || d == nil ||
+			d.DecidedBy != airlock.ActorExpiry || !d.DecidedAt.Equal(r.DeadlineAt) {
+			t.Fatalf("ExpireRequest at the deadline = %s, expired %v; want expired by %s at the deadline", show(got), expired, airlock.ActorExpiry)
+		}
+		sameRequest(t, "read after ExpireRequest", b.get(t, r.ID), got)
+		if o := b.get(t, other.ID); o.State != airlock.StatePending {
+			t.Fatalf("another due request = %s, want pending: ExpireRequest expires one", o.State)
+		}
+
+		// Again, and on a decided request: nothing changes.
+		again, expired, err := b.store.ExpireRequest(b.ctx, r.ID)
+		wantOK(t, err)
+		if expired {
+			t.Fatal("a second ExpireRequest says it expired the request again")
+		}
+		sameRequest(t, "second ExpireRequest", again, got)
+		d, expired, err := b.store.ExpireRequest(b.ctx, decided.ID)
+		wantOK(t, err)
+		if expired || d.State != airlock.StateDenied {
+			t.Fatalf("ExpireRequest of a denied request = %s, expired %v", d.State, expired)
+		}
+		_, _, err = b.store.ExpireRequest(b.ctx, "apr_missing")
+		wantErr(t, err, airlock.CodeNotFound, "")
+
+		// One expiry event, and the sweep takes the other only.
+		n := 0
+		for _, e := range b.events(t) {
+			if e.Type == airlock.EventRequestExpired && e.RequestID == r.ID {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d expiry events for the request, want 1", n)
+		}
+		rs, err := b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		if got, want := ids(rs), []string{other.ID}; !slices.Equal(got, want) {
+			t.Fatalf("ExpireDue after ExpireRequest = %v, want %v", got, want)
+		}
+	})
 }
 
 // expiredFields is what ExpireDue returns of request r once expired: its

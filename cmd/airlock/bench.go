@@ -33,6 +33,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run")
 	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp: default 1000000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
 	rate := fs.Float64("rate", 0, "pace lifecycle, create or mcp at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
+	halfMax := fs.Bool("half-max", false, "lifecycle, create or mcp: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
 	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")
 	baseline := fs.Bool("baseline", true, "with lifecycle, also run the raw baseline in the same process and report ratio_to_raw")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -42,7 +43,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	}
 	cfg := bench.Config{
 		Scenario: *scenario, Token: *token, DB: *db, Replicas: *replicas, Clients: *clients,
-		Duration: duration, Count: *count, Rate: *rate, Baseline: *baseline, AllowRemote: *allowRemote, Progress: a.Stderr,
+		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, AllowRemote: *allowRemote, Progress: a.Stderr,
 	}
 	if *raw {
 		cfg.Scenario = bench.Raw
