@@ -149,6 +149,9 @@ func (b *bundle) create(t *testing.T, mods ...func(*airlock.NewRequestParams)) a
 	if err != nil || !created {
 		t.Fatalf("CreateRequest = created %v, %v; want a new request", created, err)
 	}
+	// What a create returns is what a read returns, whatever the request
+	// holds (a driver may build it rather than read it back).
+	sameRequest(t, "created, then read", b.get(t, r.ID), r)
 	return r
 }
 
