@@ -399,6 +399,16 @@ func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, err
 
 // ListRequests lists requests matching f, newest first.
 func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
+	q, args, err := listQuery(f)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := queryRequests(ctx, s.read, q, args...)
+	return rs, translate(err, "requests", "list")
+}
+
+// listQuery is ListRequests' query and its arguments for filter f.
+func listQuery(f airlock.RequestFilter) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -412,7 +422,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	}
 	if f.State != "" {
 		if !f.State.Valid() {
-			return nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
 		}
 		add("state = ?", f.State)
 	}
@@ -424,7 +434,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	}
 	if f.Kind != "" {
 		if !f.Kind.Valid() {
-			return nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
 		}
 		add("kind = ?", f.Kind)
 	}
@@ -442,9 +452,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY seq DESC LIMIT ?`
-	args = append(args, limit)
-	rs, err := queryRequests(ctx, s.read, q, args...)
-	return rs, translate(err, "requests", "list")
+	return q, append(args, limit), nil
 }
 
 // Decide records a reviewer's decision with one compare-and-set.

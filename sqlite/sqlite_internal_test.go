@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlockhq/airlock"
 )
 
 // TestPragmas checks the settings the DSN promises on both pools.
@@ -79,6 +81,47 @@ func TestTerminalIsFinal(t *testing.T) {
 	for _, q := range []string{`UPDATE events SET actor = 'z'`, `DELETE FROM events`} {
 		if _, err := s.write.ExecContext(ctx, q); err == nil {
 			t.Errorf("%s succeeded, want the audit log to be append-only", q)
+		}
+	}
+}
+
+// TestListByStateUsesIndex checks that listing requests by state, newest
+// first, reads an index that serves both the filter and the order, rather
+// than walking the whole table: with a long history and a rare state, the
+// walk reads every row.
+func TestListByStateUsesIndex(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, f := range []airlock.RequestFilter{
+		{State: airlock.StateExpired},
+		{State: airlock.StateApproved, BeforeSeq: 1000},
+		{State: airlock.StatePending, Kind: airlock.KindToolCall},
+	} {
+		q, args, err := listQuery(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.read.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		got := strings.Join(plan, "; ")
+		if !strings.Contains(got, "INDEX requests_state") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("%+v: plan %q, want requests_state for the filter and the order", f, got)
 		}
 	}
 }
