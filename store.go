@@ -121,12 +121,12 @@ type Store interface {
 	// Decision set: a sweep of thousands holds the writer, and copying
 	// every column out of it took half its time.
 	ExpireDue(ctx context.Context, limit int) ([]Request, error)
-	// ExpireRequest expires request id, as a sweep would, if it is pending
-	// and its deadline is at or before the store's now, and returns it as
-	// it then holds; expired tells whether this call expired it. A reader
-	// that finds its request overdue expires that one alone, rather than
-	// waiting for a sweep of the whole backlog; not_found.
-	ExpireRequest(ctx context.Context, id string) (r Request, expired bool, err error)
+	// ExpireRequests expires, in one write, those of ids that are pending
+	// and whose deadline is at or before the store's now, as a sweep would,
+	// and returns them as ExpireDue does; unknown IDs are ignored. Readers
+	// that find their requests overdue expire those alone, rather than
+	// waiting for a sweep of the whole backlog.
+	ExpireRequests(ctx context.Context, ids []string) ([]Request, error)
 	// NextDeadline returns the earliest deadline of a pending request.
 	NextDeadline(ctx context.Context) (t time.Time, ok bool, err error)
 	// ClaimExecution claims the one execution attempt of an approved request

@@ -315,15 +315,13 @@ func (s *timedStore) ExpireDue(ctx context.Context, limit int) ([]airlock.Reques
 	return rs, err
 }
 
-// ExpireRequest runs the store's expiry of one request (a reader found it
-// overdue before a sweep did) and counts it with the rows swept, so that
-// the scenario sees every request expired, whichever way.
-func (s *timedStore) ExpireRequest(ctx context.Context, id string) (airlock.Request, bool, error) {
-	r, expired, err := s.fullStore.ExpireRequest(ctx, id)
-	if expired {
-		s.sweeps.rows.Add(1)
-	}
-	return r, expired, err
+// ExpireRequests runs the store's expiry of requests readers found overdue
+// before a sweep did, and counts them with the rows swept, so that the
+// scenario sees every request expired, whichever way.
+func (s *timedStore) ExpireRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
+	rs, err := s.fullStore.ExpireRequests(ctx, ids)
+	s.sweeps.rows.Add(int64(len(rs)))
+	return rs, err
 }
 
 // timedFeedStore is a timedStore over a store shared by replicas, which
@@ -365,7 +363,7 @@ type sweepLog struct {
 	mu  sync.Mutex
 	all []sweep
 	// inflight counts sweeps running now; rows counts the requests
-	// expired, by sweeps and by reads (ExpireRequest).
+	// expired, by sweeps and by reads (ExpireRequests).
 	inflight, rows atomic.Int64
 }
 

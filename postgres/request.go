@@ -103,6 +103,23 @@ FROM due, tick
 WHERE r.seq = due.seq AND r.state = 'pending' AND r.deadline_at <= tick.now
 RETURNING ` + expiredCols + `, tick.now`
 
+	// expireByIDSQL is expireDueSQL for the due requests among @ids
+	// (ExpireRequests). It waits for rows another transaction holds (a
+	// sweep's, a decision's) rather than skipping them, so that once it
+	// returns each of them is settled; it locks them in seq order, so two
+	// such expiries never deadlock.
+	expireByIDSQL = tickCTE + `, due AS (
+	SELECT d.seq FROM requests d
+	WHERE d.id = ANY(@ids) AND d.state = 'pending' AND d.deadline_at <= (SELECT now FROM tick)
+	ORDER BY d.seq
+	FOR UPDATE
+)
+UPDATE requests r
+SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
+FROM due, tick
+WHERE r.seq = due.seq AND r.state = 'pending' AND r.deadline_at <= tick.now
+RETURNING ` + expiredCols + `, tick.now`
+
 	// expiredCols is what ExpireDue returns of each request it expired, in
 	// the order scanExpired reads: its identity, deadline and decision.
 	expiredCols = `r.seq, r.id, r.instance_id, r.owner_id, r.session_id, r.state, r.deadline_at, r.decided_at, r.decided_by`
@@ -670,40 +687,15 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 // settle returns request id as it holds now: a pending request whose
 // deadline has come is expired first, by compare-and-set, with its event.
 func (s *Store) settle(ctx context.Context, t *tx, id string) (airlock.Request, error) {
-	r, _, err := s.expireOne(ctx, t, id)
-	return r, err
-}
-
-// expireOne is settle, telling whether it expired the request.
-func (s *Store) expireOne(ctx context.Context, t *tx, id string) (airlock.Request, bool, error) {
 	r, at, err := scanStamped(t.QueryRow(ctx, expireOneSQL, named{"now": s.now(), "id": id, "actor": airlock.ActorExpiry}))
 	if err == nil {
 		t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
-		return r, true, nil
+		return r, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return airlock.Request{}, false, err
+		return airlock.Request{}, err
 	}
-	r, err = scanRequest(t.QueryRow(ctx, selectRequestSQL, named{"id": id}))
-	return r, false, err
-}
-
-// ExpireRequest expires request id if it is pending and due, with one
-// compare-and-set and its event, in a transaction of its own.
-func (s *Store) ExpireRequest(ctx context.Context, id string) (airlock.Request, bool, error) {
-	var (
-		out     airlock.Request
-		expired bool
-	)
-	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		r, ok, err := s.expireOne(ctx, t, id)
-		out, expired = r, ok
-		return err
-	})
-	if err != nil {
-		return airlock.Request{}, false, translate(err, "request", id)
-	}
-	return out, expired, nil
+	return scanRequest(t.QueryRow(ctx, selectRequestSQL, named{"id": id}))
 }
 
 // ReportExecution records a claimed execution's outcome with one
@@ -775,13 +767,28 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, er
 	if limit <= 0 {
 		limit = defaultExpireLimit
 	}
+	return s.expire(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry}, limit)
+}
+
+// ExpireRequests expires, in one UPDATE, those of ids that are pending and
+// due, as ExpireDue would, and returns them likewise.
+func (s *Store) ExpireRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.expire(ctx, expireByIDSQL, named{"now": s.now(), "ids": ids, "actor": airlock.ActorExpiry}, len(ids))
+}
+
+// expire runs an expiry statement (expireDueSQL, expireByIDSQL) and appends
+// an event for each request it expired, in the order a sweep takes them.
+func (s *Store) expire(ctx context.Context, query string, args named, size int) ([]airlock.Request, error) {
 	var out []airlock.Request
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		rows, err := t.Query(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry})
+		rows, err := t.Query(ctx, query, args)
 		if err != nil {
 			return err
 		}
-		rs := make([]airlock.Request, 0, limit)
+		rs := make([]airlock.Request, 0, size)
 		var at time.Time
 		for rows.Next() {
 			r, now, err := scanExpired(rows)

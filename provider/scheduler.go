@@ -252,3 +252,95 @@ func nextSweep(n int, took time.Duration) int {
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// overdueExpiries coalesces the expiries of readers' overdue requests
+// (expireIfDue): a reader expires its own request, not the backlog, and
+// readers that come at once — a mass deadline with a long-poll on every
+// request — share one store write per round of up to maxOverdueRound
+// (ExpireRequests) instead of one each. A goroutine started when the first
+// round is queued writes the rounds one at a time, oldest first, and ends
+// when none is left; each reader returns once its own round is written.
+// Its zero value is ready.
+type overdueExpiries struct {
+	mu      sync.Mutex
+	queue   []*overdueRound // rounds waiting, oldest first; the last gathers readers until full
+	writing bool            // the goroutine is running
+}
+
+// overdueRound is one ExpireRequests call for the IDs of its readers; err
+// is set before done is closed.
+type overdueRound struct {
+	ids  []string
+	done chan struct{}
+	err  error
+}
+
+// maxOverdueRound bounds the IDs of one round, so that its write holds the
+// SQLite writer about as long as a sweep does, and its readers hear as soon
+// as it is written rather than after everyone's.
+const maxOverdueRound = 200
+
+// overdueWriteTimeout bounds one round's write, which no reader's context
+// bounds: a round is its readers' together.
+const overdueWriteTimeout = time.Minute
+
+// expireOverdue expires request id if it is pending and due, in a round
+// shared with the other readers that ask at once, and returns when that
+// round has been written (or ctx ends).
+func (s *Service) expireOverdue(ctx context.Context, id string) error {
+	e := &s.overdue
+	e.mu.Lock()
+	if n := len(e.queue); n == 0 || len(e.queue[n-1].ids) >= maxOverdueRound {
+		e.queue = append(e.queue, &overdueRound{done: make(chan struct{})})
+	}
+	mine := e.queue[len(e.queue)-1]
+	mine.ids = append(mine.ids, id)
+	if !e.writing {
+		e.writing = true
+		go s.writeOverdueRounds()
+	}
+	e.mu.Unlock()
+	select {
+	case <-mine.done:
+		return mine.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeOverdueRounds writes the queued rounds until none is left.
+func (s *Service) writeOverdueRounds() {
+	e := &s.overdue
+	for {
+		e.mu.Lock()
+		if len(e.queue) == 0 {
+			e.writing = false
+			e.mu.Unlock()
+			return
+		}
+		r := e.queue[0]
+		e.queue[0] = nil
+		e.queue = e.queue[1:]
+		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), overdueWriteTimeout)
+		r.err = s.writeOverdue(ctx, r.ids)
+		cancel()
+		close(r.done)
+	}
+}
+
+// writeOverdue expires the due requests among ids and wakes their waiters.
+func (s *Service) writeOverdue(ctx context.Context, ids []string) error {
+	rs, err := s.store.ExpireRequests(ctx, ids)
+	if err != nil {
+		return err
+	}
+	expired := make([]string, len(rs))
+	committed := s.clock.Now()
+	for i, r := range rs {
+		expired[i] = r.ID
+		s.metrics.expired(r, committed)
+	}
+	s.hub.publish(expired...)
+	return nil
+}

@@ -61,6 +61,8 @@ type Service struct {
 	nextWake atomic.Int64
 	// sweep runs the expiry passes (scheduler.go).
 	sweep sweeper
+	// overdue coalesces the expiries of requests readers found overdue.
+	overdue overdueExpiries
 }
 
 // New returns a Service for cfg.
@@ -262,15 +264,10 @@ func (s *Service) expireIfDue(ctx context.Context, r airlock.Request) (airlock.R
 	if r.State != airlock.StatePending || s.clock.Now().Before(r.DeadlineAt) {
 		return r, nil
 	}
-	got, expired, err := s.store.ExpireRequest(ctx, r.ID)
-	if err != nil {
+	if err := s.expireOverdue(ctx, r.ID); err != nil {
 		return r, err
 	}
-	if expired {
-		s.metrics.expired(got, s.clock.Now())
-		s.hub.publish(got.ID)
-	}
-	return got, nil
+	return s.store.GetRequest(ctx, r.ID)
 }
 
 // ListQuery selects requests to list.

@@ -71,6 +71,26 @@ WHERE seq IN (
 ) AND state = 'pending' AND deadline_at <= @now
 RETURNING ` + expiredCols
 
+	// expiredByIDEventsSQL and expireByIDSQL are expiredEventsSQL and
+	// expireDueSQL for the due requests among a JSON array of IDs
+	// (ExpireRequests), rather than the earliest due. The CROSS JOIN makes
+	// SQLite look each ID up (the IDs are few) instead of walking every
+	// pending request by state and filtering; DISTINCT, since two readers
+	// of one request put its ID in twice, and it has one event.
+	expiredByIDEventsSQL = `INSERT INTO events (type, at, actor, request_id, instance_id, state)
+SELECT @event, @now, @actor, r.id, r.instance_id, 'expired'
+FROM (SELECT DISTINCT value AS id FROM json_each(@ids)) AS j CROSS JOIN requests AS r ON r.id = j.id
+WHERE r.state = 'pending' AND r.deadline_at <= @now
+ORDER BY r.deadline_at, r.seq`
+
+	expireByIDSQL = `UPDATE requests
+SET state = 'expired', decided_at = deadline_at, decided_by = @actor
+WHERE seq IN (
+	SELECT r.seq FROM json_each(@ids) AS j CROSS JOIN requests AS r ON r.id = j.value
+	WHERE r.state = 'pending' AND r.deadline_at <= @now
+) AND state = 'pending' AND deadline_at <= @now
+RETURNING ` + expiredCols
+
 	claimSQL = `UPDATE requests
 SET claimed_at = @now, claimed_by = @actor, exec_status = 'claimed'
 WHERE id = @id AND state = 'approved' AND claimed_at IS NULL AND expires_at > @now
@@ -584,40 +604,15 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 // settle returns request id as it holds at now: a pending request whose
 // deadline has come is expired first, by compare-and-set, with its event.
 func settle(ctx context.Context, tx *txn, id string, now time.Time) (airlock.Request, error) {
-	r, _, err := expireOne(ctx, tx, id, now)
-	return r, err
-}
-
-// expireOne is settle, telling whether it expired the request.
-func expireOne(ctx context.Context, tx *txn, id string, now time.Time) (airlock.Request, bool, error) {
 	r, err := queryRequest(ctx, tx, expireOneSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry))
 	if err == nil {
-		return r, true, appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
+		return r, appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestExpired, Actor: airlock.ActorExpiry,
 			RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return airlock.Request{}, false, err
+		return airlock.Request{}, err
 	}
-	r, err = queryRequest(ctx, tx, selectRequestSQL, sql.Named("id", id))
-	return r, false, err
-}
-
-// ExpireRequest expires request id if it is pending and due, with one
-// compare-and-set and its event, in a write of its own.
-func (s *Store) ExpireRequest(ctx context.Context, id string) (airlock.Request, bool, error) {
-	var (
-		out     airlock.Request
-		expired bool
-	)
-	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
-		r, ok, err := expireOne(ctx, tx, id, now)
-		out, expired = r, ok
-		return err
-	})
-	if err != nil {
-		return airlock.Request{}, false, translate(err, "request", id)
-	}
-	return out, expired, nil
+	return queryRequest(ctx, tx, selectRequestSQL, sql.Named("id", id))
 }
 
 // ReportExecution records a claimed execution's outcome with one
@@ -691,21 +686,40 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, er
 	if limit <= 0 {
 		limit = defaultExpireLimit
 	}
+	return s.expire(ctx, expiredEventsSQL, expireDueSQL, limit, sql.Named("limit", limit))
+}
+
+// ExpireRequests expires, in one UPDATE, those of ids that are pending and
+// due, as ExpireDue would, and returns them likewise.
+func (s *Store) ExpireRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	js, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	return s.expire(ctx, expiredByIDEventsSQL, expireByIDSQL, len(ids), sql.Named("ids", string(js)))
+}
+
+// expire runs an expiry: eventsSQL appends the events of the rows that
+// updateSQL then expires (the same selection, in the same transaction of
+// the one writer), and returns them sorted as a sweep takes them.
+func (s *Store) expire(ctx context.Context, eventsSQL, updateSQL string, size int, selection sql.NamedArg) ([]airlock.Request, error) {
 	var out []airlock.Request
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
-		args := []any{sql.Named("now", micros(now)), sql.Named("limit", limit), sql.Named("actor", airlock.ActorExpiry)}
-		// The events first, from the very rows the UPDATE then expires
-		// (the same selection, in the same transaction of the one
-		// writer), in the sweep's order: one INSERT … SELECT, where
-		// handing the returned rows back as JSON was a fifth of a sweep.
-		if _, err := tx.ExecContext(ctx, expiredEventsSQL, append(args, sql.Named("event", airlock.EventRequestExpired))...); err != nil {
+		args := []any{sql.Named("now", micros(now)), sql.Named("actor", airlock.ActorExpiry), selection}
+		// The events first, from the very rows the UPDATE then expires,
+		// in the sweep's order: one INSERT … SELECT, where handing the
+		// returned rows back as JSON was a fifth of a sweep.
+		if _, err := tx.ExecContext(ctx, eventsSQL, append(args, sql.Named("event", airlock.EventRequestExpired))...); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, expireDueSQL, args...)
+		rows, err := tx.QueryContext(ctx, updateSQL, args...)
 		if err != nil {
 			return err
 		}
-		rs := make([]airlock.Request, 0, limit)
+		rs := make([]airlock.Request, 0, size)
 		for rows.Next() {
 			r, err := scanExpired(rows)
 			if err != nil {

@@ -128,63 +128,73 @@ func (s *suite) testExpiry(t *testing.T) {
 		}
 	})
 
-	t.Run("ExpireRequest expires the one request, once", func(t *testing.T) {
+	t.Run("ExpireRequests expires the due among them, once", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
-		r := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Minute })
-		other := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Minute })
-		decided := b.create(t, func(p *airlock.NewRequestParams) { p.Window = time.Minute })
+		window := func(d time.Duration) func(*airlock.NewRequestParams) {
+			return func(p *airlock.NewRequestParams) { p.Window = d }
+		}
+		r1 := b.create(t, window(time.Minute))
+		r2 := b.create(t, window(time.Minute))
+		other := b.create(t, window(time.Minute)) // due, not asked for
+		later := b.create(t, window(time.Hour))   // asked for, not due
+		decided := b.create(t, window(time.Minute))
 		_, err := b.deny(decided.ID)
 		wantOK(t, err)
+		asked := []string{r2.ID, r1.ID, later.ID, decided.ID, "apr_missing", r1.ID} // r1 twice: two readers of it
 
-		// Before its deadline: unchanged.
-		got, expired, err := b.store.ExpireRequest(b.ctx, r.ID)
+		// Before the deadline: nothing.
+		rs, err := b.store.ExpireRequests(b.ctx, asked)
 		wantOK(t, err)
-		if expired || got.State != airlock.StatePending {
-			t.Fatalf("ExpireRequest before the deadline = %s, expired %v; want pending, false", got.State, expired)
-		}
-
-		b.clock.Set(r.DeadlineAt)
-		got, expired, err = b.store.ExpireRequest(b.ctx, r.ID)
-		wantOK(t, err)
-		if d := got.Decision; !expired || got.State != airlock.StateExpired || d == nil ||
-			d.DecidedBy != airlock.ActorExpiry || !d.DecidedAt.Equal(r.DeadlineAt) {
-			t.Fatalf("ExpireRequest at the deadline = %s, expired %v; want expired by %s at the deadline", show(got), expired, airlock.ActorExpiry)
-		}
-		sameRequest(t, "read after ExpireRequest", b.get(t, r.ID), got)
-		if o := b.get(t, other.ID); o.State != airlock.StatePending {
-			t.Fatalf("another due request = %s, want pending: ExpireRequest expires one", o.State)
+		if len(rs) != 0 {
+			t.Fatalf("ExpireRequests before the deadline = %v, want nothing", ids(rs))
 		}
 
-		// Again, and on a decided request: nothing changes.
-		again, expired, err := b.store.ExpireRequest(b.ctx, r.ID)
+		b.clock.Set(r2.DeadlineAt)
+		rs, err = b.store.ExpireRequests(b.ctx, asked)
 		wantOK(t, err)
-		if expired {
-			t.Fatal("a second ExpireRequest says it expired the request again")
+		if got, want := ids(rs), []string{r1.ID, r2.ID}; !slices.Equal(got, want) {
+			t.Fatalf("ExpireRequests = %v, want %v (due among those asked, earliest first)", got, want)
 		}
-		sameRequest(t, "second ExpireRequest", again, got)
-		d, expired, err := b.store.ExpireRequest(b.ctx, decided.ID)
-		wantOK(t, err)
-		if expired || d.State != airlock.StateDenied {
-			t.Fatalf("ExpireRequest of a denied request = %s, expired %v", d.State, expired)
+		for _, r := range rs {
+			if d := r.Decision; r.State != airlock.StateExpired || d == nil || d.DecidedBy != airlock.ActorExpiry ||
+				!d.DecidedAt.Equal(r.DeadlineAt) {
+				t.Fatalf("expired request = %s, want expired by %s at its deadline", show(r), airlock.ActorExpiry)
+			}
+			sameRequest(t, "read after ExpireRequests", expiredFields(b.get(t, r.ID)), r)
 		}
-		_, _, err = b.store.ExpireRequest(b.ctx, "apr_missing")
-		wantErr(t, err, airlock.CodeNotFound, "")
-
-		// One expiry event, and the sweep takes the other only.
-		n := 0
-		for _, e := range b.events(t) {
-			if e.Type == airlock.EventRequestExpired && e.RequestID == r.ID {
-				n++
+		for _, r := range []airlock.Request{other, later} {
+			if got := b.get(t, r.ID); got.State != airlock.StatePending {
+				t.Fatalf("%s = %s, want pending: not asked for, or not due", r.ID, got.State)
 			}
 		}
-		if n != 1 {
-			t.Fatalf("%d expiry events for the request, want 1", n)
+		if got := b.get(t, decided.ID); got.State != airlock.StateDenied {
+			t.Fatalf("decided request = %s, want denied", got.State)
 		}
-		rs, err := b.store.ExpireDue(b.ctx, 10)
+
+		// Again: nothing more, and one event each.
+		rs, err = b.store.ExpireRequests(b.ctx, asked)
+		wantOK(t, err)
+		if len(rs) != 0 {
+			t.Fatalf("second ExpireRequests = %v, want nothing", ids(rs))
+		}
+		events := map[string]int{}
+		for _, e := range b.events(t) {
+			if e.Type == airlock.EventRequestExpired {
+				events[e.RequestID]++
+			}
+		}
+		if events[r1.ID] != 1 || events[r2.ID] != 1 || len(events) != 2 {
+			t.Fatalf("expiry events %v, want one each for %s and %s", events, r1.ID, r2.ID)
+		}
+		rs, err = b.store.ExpireDue(b.ctx, 10)
 		wantOK(t, err)
 		if got, want := ids(rs), []string{other.ID}; !slices.Equal(got, want) {
-			t.Fatalf("ExpireDue after ExpireRequest = %v, want %v", got, want)
+			t.Fatalf("ExpireDue after ExpireRequests = %v, want %v", got, want)
+		}
+		rs, err = b.store.ExpireRequests(b.ctx, nil)
+		if err != nil || len(rs) != 0 {
+			t.Fatalf("ExpireRequests(nil) = %v, %v", ids(rs), err)
 		}
 	})
 }
