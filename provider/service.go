@@ -257,9 +257,10 @@ func (s *Service) read(ctx context.Context, c airlock.Caller, id string) (airloc
 }
 
 // expireIfDue expires r first when its deadline has come and the scheduler
-// has not yet run, so every answer agrees with the deadline. It expires r
-// alone: behind a backlog of 100,000 due requests, a sweep of them all
-// keeps the reader waiting seconds for requests that are not its own.
+// has not yet run, so every answer agrees with the deadline. It expires r,
+// not the backlog (behind 100,000 due requests, a sweep of them all kept
+// the reader waiting seconds for requests not its own), in a round shared
+// with the readers who ask at once (expireOverdue).
 func (s *Service) expireIfDue(ctx context.Context, r airlock.Request) (airlock.Request, error) {
 	if r.State != airlock.StatePending || s.clock.Now().Before(r.DeadlineAt) {
 		return r, nil
