@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -117,96 +116,28 @@ func (s *Service) wakeSchedulerFor(deadline time.Time) {
 	}
 }
 
-// sweeper runs a Service's expiry passes (ExpireDue): one at a time, each
-// shared by every caller that asks while it waits to start. A pass that
-// is already running may have started before a caller's request became
-// due, so a caller that finds one running waits for the next (queued).
-// Its zero value is ready.
+// sweeper runs a Service's expiry passes (ExpireDue) one at a time: the
+// scheduler is their one caller in a server (readers expire their own
+// requests, expireOverdue), and a pass sizes its sweeps from the last one.
 type sweeper struct {
-	mu      sync.Mutex
-	running *pass // the pass under way; nil when none is
-	queued  *pass // the pass to run next, for callers that came meanwhile
-	// size is the rows of the next sweep (0: Config.ExpiryBatch). Only a
-	// pass's leader uses it, one pass at a time, ordered by mu.
+	// turn holds a token while a pass runs; a caller that comes meanwhile
+	// waits for its own turn, or for its context to end.
+	turn chan struct{}
+	// size is the rows of the next sweep (0: Config.ExpiryBatch); only the
+	// pass holding the turn uses it.
 	size int
-}
-
-// pass is one run of sweeps until nothing is due; n and err are set
-// before done is closed.
-type pass struct {
-	done chan struct{}
-	n    int
-	err  error
 }
 
 // ExpireDue expires every pending request whose deadline has come, in
 // sweeps of one store write each, wakes their waiters and returns how many
-// it expired. Concurrent calls share passes: a reader that finds its
-// request overdue calls this, and a hundred long-polls reaching one
-// deadline together must not each sweep the whole backlog. A caller that
-// shares a pass gets that pass's count.
+// it expired. Calls run one at a time.
 func (s *Service) ExpireDue(ctx context.Context) (int, error) {
-	w := &s.sweep
-	w.mu.Lock()
-	if w.running == nil {
-		return s.lead(ctx, w.take())
+	select {
+	case s.sweep.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
-	if w.queued == nil {
-		w.queued = &pass{done: make(chan struct{})}
-	}
-	mine := w.queued
-	for {
-		// With none running, mine was taken and has ended: its done is
-		// closed, and the nil channel never is.
-		var running <-chan struct{}
-		if w.running != nil {
-			running = w.running.done
-		}
-		w.mu.Unlock()
-		select {
-		case <-mine.done:
-			if isContextErr(mine.err) && ctx.Err() == nil {
-				// Its leader gave up, not the store: sweep again.
-				return s.ExpireDue(ctx)
-			}
-			return mine.n, mine.err
-		case <-running:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		w.mu.Lock()
-		if w.running == nil && w.queued == mine {
-			return s.lead(ctx, w.take())
-		}
-	}
-}
-
-// take makes the queued pass (or a new one) the running one; w.mu is held,
-// and released.
-func (w *sweeper) take() *pass {
-	p := w.queued
-	if p == nil {
-		p = &pass{done: make(chan struct{})}
-	}
-	w.queued, w.running = nil, p
-	w.mu.Unlock()
-	return p
-}
-
-// lead runs pass p, then ends it for everyone waiting on it.
-func (s *Service) lead(ctx context.Context, p *pass) (int, error) {
-	p.n, p.err = s.expireAll(ctx)
-	w := &s.sweep
-	w.mu.Lock()
-	w.running = nil
-	w.mu.Unlock()
-	close(p.done)
-	return p.n, p.err
-}
-
-// expireAll sweeps until a sweep finds fewer due requests than it could
-// take: everything due when that sweep ran has expired.
-func (s *Service) expireAll(ctx context.Context) (int, error) {
+	defer func() { <-s.sweep.turn }()
 	total := 0
 	for {
 		size := s.sweep.size
@@ -219,19 +150,27 @@ func (s *Service) expireAll(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		ids := make([]string, len(rs))
-		committed := s.clock.Now()
-		for i, r := range rs {
-			ids[i] = r.ID
-			s.metrics.expired(r, committed)
-		}
-		s.hub.publish(ids...)
+		s.announceExpired(rs)
 		total += len(rs)
 		if len(rs) < size {
+			// Fewer due than it could take: everything due when that
+			// sweep ran has expired.
 			return total, nil
 		}
 		s.sweep.size = nextSweep(size, took)
 	}
+}
+
+// announceExpired counts the requests an expiry write committed and wakes
+// their waiters.
+func (s *Service) announceExpired(rs []airlock.Request) {
+	ids := make([]string, len(rs))
+	committed := s.clock.Now()
+	for i, r := range rs {
+		ids[i] = r.ID
+		s.metrics.expired(r, committed)
+	}
+	s.hub.publish(ids...)
 }
 
 // nextSweep sizes the sweep after a full one of n rows that took took: in
@@ -246,11 +185,6 @@ func nextSweep(n int, took time.Duration) int {
 	}
 	next = min(max(next, n/2), 2*n)
 	return min(max(next, minSweep), maxSweep)
-}
-
-// isContextErr tells an error from a context's end.
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // overdueExpiries coalesces the expiries of readers' overdue requests
@@ -335,12 +269,6 @@ func (s *Service) writeOverdue(ctx context.Context, ids []string) error {
 	if err != nil {
 		return err
 	}
-	expired := make([]string, len(rs))
-	committed := s.clock.Now()
-	for i, r := range rs {
-		expired[i] = r.ID
-		s.metrics.expired(r, committed)
-	}
-	s.hub.publish(expired...)
+	s.announceExpired(rs)
 	return nil
 }

@@ -97,7 +97,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
-		hub: newHub(), kick: make(chan struct{}, 1), tokens: newTokenCache(cfg.Store),
+		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)}, tokens: newTokenCache(cfg.Store),
 	}, nil
 }
 

@@ -12,11 +12,10 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// TestExpireDueShared runs many ExpireDue calls at once, as long-polls
-// reaching one deadline together do: they share passes, none fails, every
-// due request expires exactly once, and each call returns only once
-// nothing is left due.
-func TestExpireDueShared(t *testing.T) {
+// TestExpireDueConcurrent runs many ExpireDue calls at once: they take
+// turns, none fails, every due request expires exactly once, and each call
+// returns only once nothing is left due.
+func TestExpireDueConcurrent(t *testing.T) {
 	t.Parallel()
 	const due, callers = 60, 16
 	b := setup(t, options{batch: 3})

@@ -419,16 +419,6 @@ func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, err
 
 // ListRequests lists requests matching f, newest first.
 func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
-	q, args, err := listQuery(f)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := queryRequests(ctx, s.read, q, args...)
-	return rs, translate(err, "requests", "list")
-}
-
-// listQuery is ListRequests' query and its arguments for filter f.
-func listQuery(f airlock.RequestFilter) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -442,7 +432,7 @@ func listQuery(f airlock.RequestFilter) (string, []any, error) {
 	}
 	if f.State != "" {
 		if !f.State.Valid() {
-			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+			return nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
 		}
 		add("state = ?", f.State)
 	}
@@ -454,7 +444,7 @@ func listQuery(f airlock.RequestFilter) (string, []any, error) {
 	}
 	if f.Kind != "" {
 		if !f.Kind.Valid() {
-			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+			return nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
 		}
 		add("kind = ?", f.Kind)
 	}
@@ -472,7 +462,9 @@ func listQuery(f airlock.RequestFilter) (string, []any, error) {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY seq DESC LIMIT ?`
-	return q, append(args, limit), nil
+	args = append(args, limit)
+	rs, err := queryRequests(ctx, s.read, q, args...)
+	return rs, translate(err, "requests", "list")
 }
 
 // Decide records a reviewer's decision with one compare-and-set.
