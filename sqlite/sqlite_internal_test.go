@@ -105,10 +105,10 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 
 // TestExpiryPlans checks how SQLite runs the expiry statements, which run
 // against a backlog of any size: a sweep walks the partial index of
-// pending requests in deadline order and stops at its limit, and an
-// expiry by ID looks each ID up. An index added for another query can
-// change these plans (one on (state, seq) made every sweep sort every
-// pending request), so they are pinned here.
+// pending requests in its order (by the second of the deadline, then seq)
+// and stops at its limit, and an expiry by ID looks each ID up. An index
+// added for another query can change these plans (one on (state, seq)
+// made every sweep sort every pending request), so they are pinned here.
 func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
@@ -121,9 +121,11 @@ func TestExpiryPlans(t *testing.T) {
 	for _, tc := range []struct {
 		name, query, want string
 	}{
-		{"sweep events", expiredEventsSQL, "INDEX requests_pending_due"},
-		{"sweep", expireDueSQL, "INDEX requests_pending_due"},
-		{"next deadline", `SELECT MIN(deadline_at) FROM requests WHERE state = 'pending'`, "requests_pending_due"},
+		{"sweep events", expiredEventsSQL, "SEARCH requests USING INDEX requests_pending_by_second (<expr><?)"},
+		{"sweep", expireDueSQL, "SEARCH requests USING COVERING INDEX requests_pending_by_second (<expr><?)"},
+		// One second's entries, found by the first entry of the index.
+		{"next deadline", nextDeadlineSQL, "SEARCH requests USING COVERING INDEX requests_pending_by_second (<expr>=?) | " +
+			"SCALAR SUBQUERY 1 | SCAN requests USING COVERING INDEX requests_pending_by_second"},
 		{"events by ID", expiredByIDEventsSQL, "SEARCH r USING INDEX sqlite_autoindex_requests_1 (id=?)"},
 		{"expiry by ID", expireByIDSQL, "SEARCH r USING INDEX sqlite_autoindex_requests_1 (id=?)"},
 	} {

@@ -161,9 +161,12 @@ FROM n`, sql.Named("batch", batch), sql.Named("now", micros(now)), sql.Named("de
 	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "expired/s")
 }
 
-// fillDue stores n pending requests due one second from now, spread over
-// instances of at most perInstance requests (created as needed, ins_0, …),
-// in writes of at most 10,000 rows.
+// fillDue stores n pending requests due one second from now and up to
+// 30 ms later, at random, spread over instances of at most perInstance requests
+// (created as needed, ins_0, …), in writes of at most 10,000 rows. The
+// jitter is what requests created one by one to fall due together get
+// (airlock bench --scenario expiry): their deadlines do not follow their
+// creation order.
 func fillDue(b *testing.B, s *Store, n, perInstance int) {
 	b.Helper()
 	ctx := context.Background()
@@ -181,7 +184,7 @@ func fillDue(b *testing.B, s *Store, n, perInstance int) {
 			_, err := tx.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT @lo UNION ALL SELECT i + 1 FROM n WHERE i < @hi - 1)
 INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, created_at, deadline_at, fingerprint)
 SELECT 'apr_' || lower(hex(randomblob(12))), 'ins_' || (i / @per), 'tok_a', 'pending', 'tool_call', 'payments.refund',
-	'{"payment_id":"pay_1","amount":4900}', '1s', '', @now, @deadline, 'f'
+	'{"payment_id":"pay_1","amount":4900}', '1s', '', @now, @deadline + abs(random()) % 30000, 'f'
 FROM n`, sql.Named("lo", lo), sql.Named("hi", min(lo+10_000, n)), sql.Named("per", perInstance),
 				sql.Named("now", micros(now)), sql.Named("deadline", micros(now.Add(time.Second))))
 			return err
@@ -238,6 +241,25 @@ func BenchmarkExpireBacklog(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(over)/float64(b.N), "sweeps>25ms")
+		})
+	}
+}
+
+// BenchmarkNextDeadline measures NextDeadline when the earliest second of
+// deadlines holds backlog pending requests: it reads that second's entries
+// of the index (nextDeadlineSQL). The scheduler asks once per pass, and
+// when a create brings the next deadline forward.
+func BenchmarkNextDeadline(b *testing.B) {
+	ctx := context.Background()
+	for _, backlog := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("backlog %d", backlog), func(b *testing.B) {
+			s := benchStore(b)
+			fillDue(b, s, backlog, 1000)
+			for b.Loop() {
+				if _, ok, err := s.NextDeadline(ctx); err != nil || !ok {
+					b.Fatalf("NextDeadline: ok %v, %v", ok, err)
+				}
+			}
 		})
 	}
 }
