@@ -61,3 +61,9 @@ func (s *Store) EventsLockForTest() (classid, objid int64) {
 func WithBatchedNotificationsForTest() Option {
 	return func(c *config) { c.hooks.batchNotify = true }
 }
+
+// The expiry statements, for TestExpiryPlans.
+const (
+	ExpireDueSQLForTest    = expireDueSQL
+	NextDeadlineSQLForTest = nextDeadlineSQL
+)

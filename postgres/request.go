@@ -90,10 +90,18 @@ RETURNING ` + requestCols + `, tick.now`
 	// and a row a decision is writing right now is left to that decision
 	// (it re-checks the deadline itself). The outer WHERE repeats the
 	// condition on the locked row. It returns only expiredCols.
+	//
+	// It takes the earliest second of deadlines first, and within one
+	// second the requests in creation order (requests_pending_by_second,
+	// migration 0003), so that the rows a sweep rewrites are neighbours in
+	// the heap. The first condition on the deadline is the index's range,
+	// the second picks the due entries of the current second.
 	expireDueSQL = tickCTE + `, due AS (
 	SELECT d.seq FROM requests d
-	WHERE d.state = 'pending' AND d.deadline_at <= (SELECT now FROM tick)
-	ORDER BY d.deadline_at, d.seq
+	WHERE d.state = 'pending'
+		AND ` + deadlineSecond + ` <= date_trunc('second', (SELECT now FROM tick) AT TIME ZONE 'UTC')
+		AND d.deadline_at <= (SELECT now FROM tick)
+	ORDER BY ` + deadlineSecond + `, d.seq
 	LIMIT @limit
 	FOR UPDATE SKIP LOCKED
 )
@@ -119,6 +127,17 @@ SET state = 'expired', decided_at = r.deadline_at, decided_by = @actor
 FROM due, tick
 WHERE r.seq = due.seq AND r.state = 'pending' AND r.deadline_at <= tick.now
 RETURNING ` + expiredCols + `, tick.now`
+
+	// deadlineSecond is the UTC second of d's deadline, the first column
+	// of requests_pending_by_second (the expression must match it).
+	deadlineSecond = `date_trunc('second', d.deadline_at AT TIME ZONE 'UTC')`
+
+	// nextDeadlineSQL finds the earliest second with a pending deadline
+	// (the first entry of requests_pending_by_second), then the earliest
+	// deadline among that second's entries.
+	nextDeadlineSQL = `SELECT min(d.deadline_at) FROM requests d
+WHERE d.state = 'pending' AND ` + deadlineSecond + ` = (
+	SELECT ` + deadlineSecond + ` FROM requests d WHERE d.state = 'pending' ORDER BY 1 LIMIT 1)`
 
 	// expiredCols is what ExpireDue returns of each request it expired, in
 	// the order scanExpired reads: its identity, deadline and decision.
@@ -759,7 +778,8 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 
 // ExpireDue expires, in one UPDATE, up to limit pending requests whose
 // deadline is at or before now (default 100 when limit <= 0), earliest
-// deadline first, and appends an event for each. Replicas sweeping at once
+// second of deadline first and in creation order within a second, and
+// appends an event for each. Replicas sweeping at once
 // split the due rows between them (expireDueSQL), so each request expires
 // once and no sweeper waits for another. It returns each with the fields
 // of expiredCols only.
@@ -802,8 +822,8 @@ func (s *Store) expire(ctx context.Context, query string, args named, size int) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		slices.SortFunc(rs, func(a, b airlock.Request) int {
-			return cmp.Or(a.DeadlineAt.Compare(b.DeadlineAt), cmp.Compare(a.Seq, b.Seq))
+		slices.SortFunc(rs, func(a, b airlock.Request) int { // RETURNING has no order
+			return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
 		})
 		for _, r := range rs {
 			t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
@@ -815,10 +835,10 @@ func (s *Store) expire(ctx context.Context, query string, args named, size int) 
 }
 
 // NextDeadline returns the earliest deadline of a pending request, read
-// from the partial index of pending requests.
+// from the partial index of pending requests (nextDeadlineSQL).
 func (s *Store) NextDeadline(ctx context.Context) (time.Time, bool, error) {
 	var next *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT min(deadline_at) FROM requests WHERE state = 'pending'`).Scan(&next)
+	err := s.pool.QueryRow(ctx, nextDeadlineSQL).Scan(&next)
 	if err != nil || next == nil {
 		return time.Time{}, false, translate(err, "requests", "next deadline")
 	}

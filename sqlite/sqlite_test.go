@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,68 +177,4 @@ func BenchmarkCreateDecideGet(b *testing.B) {
 			}
 		})
 	})
-}
-
-// TestSweepTakesASecondInCreationOrder pins the order of SQLite's sweeps
-// (migration 0005): by the second of the deadline, then in creation order,
-// so that a sweep rewrites neighbouring rows. Requests due within one
-// second come out in the order they were created, not of their deadlines;
-// NextDeadline is still the earliest deadline.
-func TestSweepTakesASecondInCreationOrder(t *testing.T) {
-	t.Parallel()
-	clock := storetest.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := open(t, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clock))
-	in, err := s.CreateInstance(t.Context(), airlock.Instance{OwnerID: "tok_a", Name: "x"}, "tok_a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := func(window time.Duration) airlock.Request {
-		t.Helper()
-		key := airlock.NewID("key_")
-		r, _, err := s.CreateRequest(t.Context(), airlock.NewRequestParams{
-			Request: airlock.Request{InstanceID: in.ID, OwnerID: "tok_a", Tool: "t", IdempotencyKey: key, Fingerprint: key},
-			Window:  window, Actor: "tok_a",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	late := create(900 * time.Millisecond)        // due at 03:04:05.9
-	early := create(100 * time.Millisecond)       // due at 03:04:05.1, the same second
-	nextSecond := create(1500 * time.Millisecond) // due at 03:04:06.5
-
-	next, ok, err := s.NextDeadline(t.Context())
-	if err != nil || !ok || !next.Equal(early.DeadlineAt) {
-		t.Fatalf("NextDeadline = %v (ok %v, %v), want %v", next, ok, err, early.DeadlineAt)
-	}
-	clock.Advance(2 * time.Second)
-	first, err := s.ExpireDue(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rest, err := s.ExpireDue(t.Context(), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range append(first, rest...) {
-		got = append(got, r.ID)
-	}
-	if want := []string{late.ID, early.ID, nextSecond.ID}; !slices.Equal(got, want) {
-		t.Fatalf("sweeps took %v, want %v (the first second's in creation order, then the next second's)", got, want)
-	}
-	evs, err := s.ListEvents(t.Context(), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logged []string
-	for _, e := range evs {
-		if e.Type == airlock.EventRequestExpired {
-			logged = append(logged, e.RequestID)
-		}
-	}
-	if !slices.Equal(logged, got) {
-		t.Fatalf("expiry events for %v, want the sweeps' order %v", logged, got)
-	}
 }

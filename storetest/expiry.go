@@ -92,6 +92,47 @@ func (s *suite) testExpiry(t *testing.T) {
 		}
 	})
 
+	// Within one second of deadlines a sweep takes requests in creation
+	// order, which is the order of the table, so that the rows it
+	// rewrites are neighbours (SQLite migration 0005, PostgreSQL 0003); a
+	// sweep taking exact deadlines in order rewrote about one page per
+	// row. NextDeadline is still the exact earliest deadline.
+	t.Run("within a second, in creation order", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		second := b.clock.Now().Truncate(time.Second).Add(time.Second)
+		dueAt := func(at time.Time) func(*airlock.NewRequestParams) {
+			return func(p *airlock.NewRequestParams) { p.Window = at.Sub(b.clock.Now()) }
+		}
+		late := b.create(t, dueAt(second.Add(900*time.Millisecond)))
+		early := b.create(t, dueAt(second.Add(100*time.Millisecond))) // the same second
+		next := b.create(t, dueAt(second.Add(1500*time.Millisecond)))
+
+		at, ok, err := b.store.NextDeadline(b.ctx)
+		wantOK(t, err)
+		if !ok || !at.Equal(early.DeadlineAt) {
+			t.Fatalf("NextDeadline = %v (ok %v), want %v", at, ok, early.DeadlineAt)
+		}
+		b.clock.Set(second.Add(2 * time.Second))
+		first, err := b.store.ExpireDue(b.ctx, 1)
+		wantOK(t, err)
+		rest, err := b.store.ExpireDue(b.ctx, 10)
+		wantOK(t, err)
+		got := append(ids(first), ids(rest)...)
+		if want := []string{late.ID, early.ID, next.ID}; !slices.Equal(got, want) {
+			t.Fatalf("sweeps took %v, want %v (the first second's in creation order, then the next second's)", got, want)
+		}
+		var logged []string
+		for _, e := range b.events(t) {
+			if e.Type == airlock.EventRequestExpired {
+				logged = append(logged, e.RequestID)
+			}
+		}
+		if !slices.Equal(logged, got) {
+			t.Fatalf("expiry events for %v, want the sweeps' order %v", logged, got)
+		}
+	})
+
 	t.Run("limit", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
