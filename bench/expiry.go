@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/airlockhq/airlock/sqlite"
 )
 
 // Expiry scenario parameters.
@@ -191,13 +193,20 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		x.Sweeps, x.MaxSweepMS, x.SweepP50MS = len(sweeps), l.Max, l.P50
 		allExpired = lastEnd
 		x.Source = "in-process: the commit of the last sweep"
-		var held samples
+		var (
+			held    samples
+			longest sqlite.Batch
+		)
 		for _, b := range t.batches.between(first.Add(-time.Second), lastEnd) {
 			held = append(held, b.Held)
 			if b.Held > sweepHoldBound {
 				x.HoldsOverBound++
 			}
+			if b.Held > longest.Held {
+				longest = b
+			}
 		}
+		x.LongestHoldCommitMS = ms(longest.Commit)
 		if len(held) > 0 {
 			h := held.latency()
 			x.Transactions, x.MaxHoldMS, x.HoldP50MS, x.HoldP99MS = len(held), h.Max, h.P50, h.P99

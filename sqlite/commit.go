@@ -63,6 +63,9 @@ type Batch struct {
 	// Held is from asking for the write lock until the commit was durable:
 	// how long the transaction kept every other write waiting.
 	Held time.Duration
+	// Commit is the part of Held spent in COMMIT: writing the WAL frames
+	// and syncing them.
+	Commit time.Duration
 }
 
 // WithBatchObserver calls observe after each write transaction commits,
@@ -258,6 +261,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 			return taken
 		}
 	}
+	committing := time.Now()
 	if err := tx.Commit(); err != nil {
 		// SQLite may keep the transaction open after a failed COMMIT; end
 		// it so that the next batch can begin.
@@ -272,7 +276,8 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		s.stats.maxBatch.Store(n) // only the writer stores it
 	}
 	if s.observe != nil {
-		s.observe(Batch{Ops: ran, Began: begin, Held: time.Since(begin)})
+		end := time.Now()
+		s.observe(Batch{Ops: ran, Began: begin, Held: end.Sub(begin), Commit: end.Sub(committing)})
 	}
 	return taken
 }
