@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/jackc/pgx/v5"
 )
@@ -19,21 +18,8 @@ import (
 func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
 	schema := freshSchema(t)
-	s := open(t, schema)
-	in, err := s.CreateInstance(t.Context(), airlock.Instance{OwnerID: "tok_a", Name: "x"}, "tok_a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgx.ParseConfig(databaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["search_path"] = schema
-	conn, err := pgx.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	in := instance(t, open(t, schema), "tok_a")
+	conn := conn(t, schema)
 	if _, err := conn.Exec(t.Context(), `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, timeout,
 	agent_reasoning, created_at, deadline_at, fingerprint)
 SELECT 'apr_' || g, $1, 'tok_a', 'pending', 'tool_call', 't', '1m', '', now(),
