@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -67,3 +68,9 @@ const (
 	ExpireDueSQLForTest    = expireDueSQL
 	NextDeadlineSQLForTest = nextDeadlineSQL
 )
+
+// WithTracerForTest sees every query and batch the store's pool sends
+// (pgx.QueryTracer, and pgx.BatchTracer if t is one).
+func WithTracerForTest(t pgx.QueryTracer) Option {
+	return func(c *config) { c.hooks.tracer = t }
+}

@@ -71,13 +71,14 @@ type Store struct {
 
 // testHooks let tests stop a write just before its COMMIT, drop the
 // notifications of committed changes as a replica that died right after
-// committing would, send them all through the notifier, and change how
-// often Listen reads the audit log.
+// committing would, send them all through the notifier, change how often
+// Listen reads the audit log, and see every query and batch sent.
 type testHooks struct {
 	beforeCommit func()
 	dropNotify   func() bool
 	batchNotify  bool          // always through the notifier
 	listenPoll   time.Duration // 0: listenPoll
+	tracer       pgx.QueryTracer
 }
 
 var (
@@ -189,6 +190,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(idleInTransactionTimeout.Milliseconds(), 10)
 	if rp["application_name"] == "" {
 		rp["application_name"] = "airlock"
+	}
+	if cfg.hooks.tracer != nil {
+		pc.ConnConfig.Tracer = cfg.hooks.tracer
 	}
 	where := fmt.Sprintf("%s:%d/%s", pc.ConnConfig.Host, pc.ConnConfig.Port, pc.ConnConfig.Database)
 

@@ -167,7 +167,25 @@ RETURNING ` + requestCols + `, tick.now`
 	// after waiting, finds no live instance. The foreign key alone takes only
 	// a KEY SHARE lock, which does not conflict with the delete's UPDATE, and
 	// would let a pending request be born on a deleted instance.
-	createSQL = `WITH inst AS MATERIALIZED (
+	createSQL = createInsertSQL + `
+RETURNING ` + requestCols
+
+	// createPendingSQL is createSQL for a pending request, with its
+	// "created" event appended by the same statement, so that a create is
+	// one pipeline, [BEGIN, createPendingSQL, COMMIT], one round trip
+	// (CreateRequest). The events lock is taken from the inserted row
+	// (gate reads ins), so after the statement's row locks (the
+	// instance's, the idempotency key's), as appendSQL takes it after a
+	// transaction's; and the event's ID is drawn once it is held (ev reads
+	// gate). A conflict inserts nothing, so no event.
+	createPendingSQL = `WITH ins AS (` + createInsertSQL + `
+RETURNING ` + requestCols + `),
+gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(@class, @lock) FROM ins),
+ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state)
+	SELECT @event::text, ins.created_at, @actor::text, ins.id, ins.instance_id, ins.state FROM ins, gate)
+SELECT * FROM ins`
+
+	createInsertSQL = `WITH inst AS MATERIALIZED (
 	SELECT i.id, i.owner_id FROM instances i
 	WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
 	FOR SHARE
@@ -185,8 +203,7 @@ SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text
 	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
 	@mode::text, @method::text, @input::text, @question::text, @observed::text
 FROM inst, tick
-ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-RETURNING ` + requestCols
+ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
 
 // Defaults and bounds for list and sweep sizes, as in the SQLite driver.
@@ -399,51 +416,88 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		out     airlock.Request
 		created bool
 	)
-	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		out, created = airlock.Request{}, false
-		r, err := scanRequest(t.QueryRow(ctx, createSQL, named{
-			"now": s.now(), "id": in.ID, "instance": in.InstanceID, "owner": in.OwnerID,
-			"state": string(state), "kind": string(in.Kind), "tool": in.Tool,
-			"arguments": text(in.Arguments), "timeout": in.Timeout,
-			"reasoning": in.AgentReasoning, "context": text(in.Context),
-			"window": p.Window, "decided": decided, "decided_by": decidedBy, "note": note, "validity": validity,
-			"key": nullString(in.IdempotencyKey), "fingerprint": in.Fingerprint,
-			"title": in.Title, "description": in.Description,
-			"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
-			"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
-		}))
-		switch {
-		case err == nil:
-			out, created = r, true
-			t.requestEvent(airlock.EventRequestCreated, p.Actor, r.CreatedAt, r)
-			if r.State.Terminal() {
-				t.requestEvent(airlock.StateEvent(r.State), airlock.ActorPolicy, r.CreatedAt, r)
-			}
-			return nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return err
-		}
-
-		if in.IdempotencyKey != "" {
-			prev, err := scanRequest(t.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
-				named{"owner": in.OwnerID, "key": in.IdempotencyKey}))
-			switch {
-			case err == nil && prev.Fingerprint == in.Fingerprint:
-				out = prev
+	args := named{
+		"now": s.now(), "id": in.ID, "instance": in.InstanceID, "owner": in.OwnerID,
+		"state": string(state), "kind": string(in.Kind), "tool": in.Tool,
+		"arguments": text(in.Arguments), "timeout": in.Timeout,
+		"reasoning": in.AgentReasoning, "context": text(in.Context),
+		"window": p.Window, "decided": decided, "decided_by": decidedBy, "note": note, "validity": validity,
+		"key": nullString(in.IdempotencyKey), "fingerprint": in.Fingerprint,
+		"title": in.Title, "description": in.Description,
+		"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
+		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
+	}
+	var err error
+	if p.Initial == nil {
+		// A pending request: one round trip, the insert and its event sent
+		// with COMMIT. Nothing inserted (a replay, a conflict, no such
+		// instance) committed nothing, and is told apart below.
+		args["class"], args["lock"] = advisoryClass, s.eventsLock
+		args["event"], args["actor"] = string(airlock.EventRequestCreated), p.Actor
+		err = s.write(ctx, func(ctx context.Context, t *tx) error {
+			out, created = airlock.Request{}, false
+			t.changed = append(t.changed, in.ID)
+			t.last = &lastStatement{sql: createPendingSQL, args: args, scan: func(row pgx.Row) error {
+				r, err := scanRequest(row)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					return nil
+				case err != nil:
+					return err
+				}
+				out, created = r, true
 				return nil
+			}}
+			return nil
+		})
+	} else {
+		err = s.write(ctx, func(ctx context.Context, t *tx) error {
+			out, created = airlock.Request{}, false
+			r, err := scanRequest(t.QueryRow(ctx, createSQL, args))
+			switch {
 			case err == nil:
-				return airlock.Errorf(airlock.CodeIdempotencyConflict,
-					"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+				out, created = r, true
+				t.requestEvent(airlock.EventRequestCreated, p.Actor, r.CreatedAt, r)
+				if r.State.Terminal() {
+					t.requestEvent(airlock.StateEvent(r.State), airlock.ActorPolicy, r.CreatedAt, r)
+				}
+				return nil
 			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
-		}
-		return airlock.NotFound("instance", in.InstanceID)
-	})
-	if err != nil {
-		return airlock.Request{}, false, translate(err, "request", in.ID)
+			return nil
+		})
 	}
-	return out, created, nil
+	switch {
+	case err != nil:
+		return airlock.Request{}, false, translate(err, "request", in.ID)
+	case created:
+		return out, true, nil
+	}
+	out, err = s.notCreated(ctx, in)
+	return out, false, translate(err, "request", in.ID)
+}
+
+// notCreated tells why a create inserted nothing: an earlier request of
+// the same owner and idempotency key exists, which is the answer when the
+// call is the same (a replay) and idempotency_conflict when it is not; or
+// there is no live instance of the owner's to create it in. A conflicting
+// row the insert saw was committed, so this later read sees it too.
+func (s *Store) notCreated(ctx context.Context, in airlock.Request) (airlock.Request, error) {
+	if in.IdempotencyKey != "" {
+		prev, err := scanRequest(s.pool.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
+			named{"owner": in.OwnerID, "key": in.IdempotencyKey}))
+		switch {
+		case err == nil && prev.Fingerprint == in.Fingerprint:
+			return prev, nil
+		case err == nil:
+			return airlock.Request{}, airlock.Errorf(airlock.CodeIdempotencyConflict,
+				"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return airlock.Request{}, err
+		}
+	}
+	return airlock.Request{}, airlock.NotFound("instance", in.InstanceID)
 }
 
 // checkNew refuses parameters that would store a request breaking the

@@ -27,6 +27,20 @@ type tx struct {
 	events  []airlock.Event
 	changed []string
 	decided []airlock.Event
+
+	// last, when set, is the transaction's one statement, sent by commit
+	// in the pipeline of its COMMIT: a write that needs nothing from the
+	// database before it commits is then one round trip. Its statement
+	// appends its own events; its row goes to scan (pgx.ErrNoRows when it
+	// returned none).
+	last *lastStatement
+}
+
+// lastStatement is a statement commit sends with COMMIT (tx.last).
+type lastStatement struct {
+	sql  string
+	args named
+	scan func(pgx.Row) error
 }
 
 // event queues an audit event, appended at the end of the transaction.
@@ -132,11 +146,19 @@ func (r *batchRows) Close() {
 // COMMIT, and errors after which the COMMIT may have reached the server,
 // are commitErrors: the change may have committed.
 func (s *Store) commit(ctx context.Context, t *tx) error {
-	if !t.began && len(t.events) == 0 {
+	if !t.began && len(t.events) == 0 && t.last == nil {
 		return nil // nothing ran
 	}
+	// A write announces what it changed, or, with events and no request
+	// changed, wakes the event streams.
+	announces := len(t.events) > 0 || len(t.changed) > 0
 	if s.hooks.beforeCommit != nil {
 		// Step by step, so a test can stop the write in between.
+		if l := t.last; l != nil {
+			if err := l.scan(t.QueryRow(ctx, l.sql, l.args)); err != nil {
+				return err
+			}
+		}
 		if len(t.events) > 0 {
 			if _, err := t.Exec(ctx, appendSQL, s.appendArgs(t)); err != nil {
 				return err
@@ -147,7 +169,7 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		if err := committed(tag, err); err != nil {
 			return err
 		}
-		if len(t.events) > 0 {
+		if announces {
 			s.announce(t.changed)
 		}
 		return nil
@@ -156,37 +178,50 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	if !t.began {
 		b.Queue("BEGIN")
 	}
+	if t.last != nil {
+		b.Queue(t.last.sql, t.last.args)
+	}
 	if len(t.events) > 0 {
 		b.Queue(appendSQL, s.appendArgs(t))
 	}
 	b.Queue("COMMIT")
-	notify := len(t.events) > 0 && s.sendNow()
+	notify := announces && s.sendNow()
 	if notify {
 		b.Queue(notifySQL, s.notifyArgs(t.changed))
 	}
+	began := t.began
 	t.began = true
 	br := t.conn.SendBatch(ctx, b)
 	defer br.Close()
-	replies := b.Len()
-	if notify {
-		replies--
+	// The server skips the rest of a pipeline after an error, so a
+	// server's error means COMMIT did not run; so does an error before
+	// anything was sent. Any other (a connection lost while reading the
+	// replies) leaves the outcome unknown.
+	beforeCommit := func(err error) error {
+		if _, ok := errors.AsType[*pgconn.PgError](err); ok || pgconn.SafeToRetry(err) {
+			return err
+		}
+		return &commitError{err}
 	}
-	for range replies - 1 {
+	if !began {
 		if _, err := br.Exec(); err != nil {
-			// The server skips the rest of a pipeline after an error, so a
-			// server's error means COMMIT did not run; so does an error
-			// before anything was sent. Any other (a connection lost while
-			// reading the replies) leaves the outcome unknown.
-			if _, ok := errors.AsType[*pgconn.PgError](err); ok || pgconn.SafeToRetry(err) {
-				return err
-			}
-			return &commitError{err}
+			return beforeCommit(err)
+		}
+	}
+	if t.last != nil {
+		if err := t.last.scan(br.QueryRow()); err != nil {
+			return beforeCommit(err)
+		}
+	}
+	if len(t.events) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return beforeCommit(err)
 		}
 	}
 	if err := committed(br.Exec()); err != nil {
 		return err
 	}
-	if len(t.events) > 0 {
+	if announces {
 		if !notify {
 			s.announce(t.changed)
 		} else if _, err := br.Exec(); err != nil {

@@ -1,0 +1,86 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// trips counts what a store sends: each query and each batch (a pipeline
+// of statements) is one round trip to the database.
+type trips struct{ queries, batches atomic.Int64 }
+
+func (c *trips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.queries.Add(1)
+	return ctx
+}
+func (c *trips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *trips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.batches.Add(1)
+	return ctx
+}
+func (c *trips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *trips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// since returns the round trips since the last call.
+func (c *trips) since() (queries, batches int64) {
+	return c.queries.Swap(0), c.batches.Swap(0)
+}
+
+// TestRoundTrips pins how many round trips a create takes, which on a busy
+// database cost more than the statements (docs/performance.md): a pending
+// create is one pipeline, [BEGIN, insert with its event, COMMIT]; a replay
+// adds one read, to find the request it replays. Notifications are
+// dropped, so that none is sent behind the test's back.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	var c trips
+	s := open(t, freshSchema(t), postgres.WithTracerForTest(&c),
+		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
+	in := instance(t, s, "tok_a")
+	create := func(key string) (airlock.Request, bool) {
+		t.Helper()
+		r, created, err := s.CreateRequest(t.Context(), airlock.NewRequestParams{
+			Request: airlock.Request{InstanceID: in.ID, OwnerID: "tok_a", Tool: "t", Arguments: json.RawMessage(`{"a":1}`),
+				IdempotencyKey: key, Fingerprint: "f"},
+			Window: time.Minute, Actor: "tok_a",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, created
+	}
+	create("warm-up") // statements are prepared once per connection
+	c.since()
+
+	first, created := create("k1")
+	if q, b := c.since(); !created || q != 0 || b != 1 {
+		t.Errorf("a pending create: %d queries and %d pipelines (created %v), want 0 and 1", q, b, created)
+	}
+	again, created := create("k1")
+	if q, b := c.since(); created || again.ID != first.ID || q != 1 || b != 1 {
+		t.Errorf("a replay: %d queries and %d pipelines (created %v, %s for %s), want 1 and 1", q, b, created, again.ID, first.ID)
+	}
+	evs, err := s.ListEvents(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Type == airlock.EventRequestCreated && e.RequestID == first.ID {
+			n++
+			if e.At != first.CreatedAt || e.Actor != "tok_a" || e.InstanceID != in.ID || e.State != airlock.StatePending {
+				t.Errorf("created event = %+v, want at %v by tok_a on %s, pending", e, first.CreatedAt, in.ID)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d created events for %s, want 1 (none for the replay)", n, first.ID)
+	}
+}
