@@ -140,8 +140,10 @@ func (r *batchRows) Close() {
 	}
 }
 
-// commit appends t's events (appendSQL) and commits, in one pipeline,
-// and announces the requests t changed: in the same pipeline when nothing
+// commit sends t's last statement (tx.last), appends t's events
+// (appendSQL) and commits, in one pipeline (with BEGIN when nothing was
+// sent before), and announces the requests t changed: in the same
+// pipeline when nothing
 // was sent for a moment (sendNow), else through the notifier. Errors of
 // COMMIT, and errors after which the COMMIT may have reached the server,
 // are commitErrors: the change may have committed.
