@@ -116,9 +116,9 @@ type Store interface {
 	// Cancel withdraws a pending request before its deadline; errors as Decide.
 	Cancel(ctx context.Context, id, actor string) (Request, error)
 	// ExpireDue expires up to limit pending requests whose deadline is at or
-	// before the store's now, earliest first to the second (a driver may
-	// take those due within one second in creation order, which keeps a
-	// sweep's rows together), and returns them with only
+	// before the store's now, the earliest second of deadlines first and,
+	// within a second, in creation order (the table's order, which keeps a
+	// sweep's rows together), and returns them in that order with only
 	// Seq, ID, InstanceID, OwnerID, SessionID, State, DeadlineAt and
 	// Decision set: a sweep of thousands holds the writer, and copying
 	// every column out of it took half its time.
