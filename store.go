@@ -1,6 +1,7 @@
 package airlock
 
 import (
+	"cmp"
 	"context"
 	"time"
 )
@@ -78,6 +79,13 @@ type RequestFilter struct {
 	Kind       Kind
 	BeforeSeq  int64 // cursor: only requests with Seq < BeforeSeq; 0 for the first page
 	Limit      int
+}
+
+// CompareSweepOrder orders requests as ExpireDue takes them: the earliest
+// second of deadlines first, then in creation order (Seq). Drivers sort
+// what a sweep's UPDATE returned by it, since RETURNING has no order.
+func CompareSweepOrder(a, b Request) int {
+	return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
 }
 
 // Store keeps instances, requests, audit events and tokens. Every state

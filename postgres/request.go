@@ -876,9 +876,7 @@ func (s *Store) expire(ctx context.Context, query string, args named, size int) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		slices.SortFunc(rs, func(a, b airlock.Request) int { // RETURNING has no order
-			return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
-		})
+		slices.SortFunc(rs, airlock.CompareSweepOrder)
 		for _, r := range rs {
 			t.requestEvent(airlock.EventRequestExpired, airlock.ActorExpiry, at, r)
 		}

@@ -729,9 +729,7 @@ func (s *Store) expire(ctx context.Context, eventsSQL, updateSQL string, size in
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		slices.SortFunc(rs, func(a, b airlock.Request) int { // RETURNING has no order
-			return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
-		})
+		slices.SortFunc(rs, airlock.CompareSweepOrder)
 		if err := recordInstructions(ctx, tx, now, rs); err != nil {
 			return err
 		}

@@ -7,14 +7,21 @@ import (
 	"testing"
 )
 
-// TestPragmas checks the settings the DSN promises on both pools.
-func TestPragmas(t *testing.T) {
-	t.Parallel()
+// openInternal opens a store on a new file, closed when t ends.
+func openInternal(t *testing.T) *Store {
+	t.Helper()
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestPragmas checks the settings the DSN promises on both pools.
+func TestPragmas(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
 	for _, p := range []struct {
 		db     *sql.DB
 		pool   string
@@ -51,11 +58,7 @@ func TestPragmas(t *testing.T) {
 // forgot its WHERE state = 'pending' cannot rewrite a terminal request.
 func TestTerminalIsFinal(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	ctx := t.Context()
 	if _, err := s.write.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, created_at) VALUES ('ins_1', 'tok_a', 'x', 0)`); err != nil {
 		t.Fatal(err)
@@ -111,11 +114,7 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 // made every sweep sort every pending request), so they are pinned here.
 func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openInternal(t)
 	args := []any{sql.Named("event", "request.expired"), sql.Named("now", 1), sql.Named("actor", "expiry"),
 		sql.Named("limit", 100), sql.Named("ids", `["apr_1"]`)}
 	for _, tc := range []struct {
