@@ -203,13 +203,13 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 			held    samples
 			longest sqlite.Batch
 		)
-		for _, b := range t.batches.between(first.Add(-time.Second), lastEnd) {
+		for i, b := range t.batches.between(first.Add(-time.Second), lastEnd) {
 			held = append(held, b.Held)
 			if b.Held > sweepHoldBound {
 				x.HoldsOverBound++
 			}
 			if b.Held > longest.Held {
-				longest = b
+				longest, x.LongestHoldAt = b, i+1
 			}
 		}
 		x.LongestHoldCommitMS = ms(longest.Commit)

@@ -167,6 +167,9 @@ type ExpiryReport struct {
 	// LongestHoldCommitMS is how much of the longest hold was its COMMIT
 	// (the WAL's writes and sync); the rest ran the statements.
 	LongestHoldCommitMS float64 `json:"longest_hold_commit_ms,omitempty"`
+	// LongestHoldAt is which of the transactions held it longest (1 is
+	// the first): a first one is a cold start, a later one the disk.
+	LongestHoldAt int `json:"longest_hold_at,omitempty"`
 	// Waiters long-polled sample requests; WokenAfterDeadlineMS is when
 	// they heard, after their deadline.
 	Waiters              int     `json:"waiters"`
@@ -282,8 +285,8 @@ func (r *Report) WriteTable(w io.Writer) {
 				x.Sweeps, x.MaxSweepRows, x.SweepP50MS, x.SweepP99MS, x.MaxSweepMS, x.SweepsOver60MS)
 		}
 		if x.Transactions > 0 {
-			fmt.Fprintf(w, "  %d write transactions meanwhile: the longest held the writer %.2f ms (%.2f ms of it committing; p50 %.2f ms, p99 %.2f ms); %d held it over 25 ms\n",
-				x.Transactions, x.MaxHoldMS, x.LongestHoldCommitMS, x.HoldP50MS, x.HoldP99MS, x.HoldsOverBound)
+			fmt.Fprintf(w, "  %d write transactions meanwhile: the longest (number %d) held the writer %.2f ms (%.2f ms of it committing; p50 %.2f ms, p99 %.2f ms); %d held it over 25 ms\n",
+				x.Transactions, x.LongestHoldAt, x.MaxHoldMS, x.LongestHoldCommitMS, x.HoldP50MS, x.HoldP99MS, x.HoldsOverBound)
 		}
 		fmt.Fprintf(w, "  %d waiters woken after their deadline: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
 			x.Waiters, x.WokenAfterDeadlineMS.P50, x.WokenAfterDeadlineMS.P99, x.WokenAfterDeadlineMS.Max)

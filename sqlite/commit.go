@@ -144,12 +144,18 @@ func (s *Store) withdraw(o *op) bool {
 
 // writeLoop is the store's one writer. It takes the operations waiting (at
 // most maxBatch), runs them as one batch, answers them, and after the
-// batch prepares the statements it met for the first time. Once the store
+// batch prepares the statements it met for the first time. Once no write
+// has come for emptyLogAfter it empties the log (emptyLog). Once the store
 // is closing it runs what is still queued, then returns.
 func (s *Store) writeLoop() {
 	defer close(s.writerDone)
 	batch := make([]*op, 0, maxBatch)
 	results := make([]result, maxBatch)
+	// idle fires once no write has come for emptyLogAfter; logged is
+	// whether the log may hold frames (a previous process's too).
+	idle := time.NewTimer(s.emptyLogAfter)
+	defer idle.Stop()
+	logged := true
 	for {
 		s.qmu.Lock()
 		for len(s.queue) == 0 {
@@ -158,7 +164,18 @@ func (s *Store) writeLoop() {
 				return
 			}
 			s.qmu.Unlock()
-			<-s.wake
+			if logged {
+				select {
+				case <-s.wake:
+				case <-idle.C:
+					// Not emptied (a reader on an older snapshot): try
+					// again after another idle spell.
+					logged = !s.emptyLog()
+					idle.Reset(s.emptyLogAfter)
+				}
+			} else {
+				<-s.wake
+			}
 			s.qmu.Lock()
 		}
 		n := min(len(s.queue), maxBatch)
@@ -183,6 +200,8 @@ func (s *Store) writeLoop() {
 		clear(batch)
 		batch = batch[:0]
 		s.write.prepareWanted(context.Background())
+		logged = true
+		idle.Reset(s.emptyLogAfter)
 	}
 }
 

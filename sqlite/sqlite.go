@@ -45,6 +45,12 @@ type Store struct {
 	batchHold time.Duration
 	// observe is WithBatchObserver's function; nil when not set.
 	observe func(Batch)
+	// busyTimeout is the connections' busy timeout (WithBusyTimeout).
+	busyTimeout time.Duration
+	// emptyLogAfter is how long the writer waits idle before it empties
+	// the log (checkpoint.go); emptied, set by tests only, observes it.
+	emptyLogAfter time.Duration
+	emptied       func(ok bool, took time.Duration)
 
 	// queue holds the write operations waiting for writeLoop, the one
 	// writer, in arrival order; closed refuses new ones.
@@ -84,6 +90,10 @@ type config struct {
 	batchHold    time.Duration
 	observe      func(Batch)
 	checkpointed func(logPages, copied int)
+	// emptyLogAfter and emptied, set by tests only, change the idle spell
+	// after which the writer empties the log and observe each attempt.
+	emptyLogAfter time.Duration
+	emptied       func(ok bool, took time.Duration)
 }
 
 // WithClock sets the clock that judges every deadline and expires_at and
@@ -108,11 +118,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// Two pools on ":memory:" would be two different databases.
 		return nil, fmt.Errorf("sqlite: a database file path is required (got %q)", path)
 	}
-	cfg := config{clock: airlock.SystemClock{}, busyTimeout: 10 * time.Second, batchHold: maxBatchHold}
+	cfg := config{clock: airlock.SystemClock{}, busyTimeout: 10 * time.Second, batchHold: maxBatchHold, emptyLogAfter: emptyLogAfter}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	s := &Store{path: path, clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
+		busyTimeout: cfg.busyTimeout, emptyLogAfter: cfg.emptyLogAfter, emptied: cfg.emptied,
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
