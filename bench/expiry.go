@@ -185,10 +185,14 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		sweeps := t.sweeps.since(first.Add(-time.Second))
 		var took samples
 		lastEnd := first
-		for _, s := range sweeps {
+		var longestSweep time.Duration
+		for i, s := range sweeps {
 			took = append(took, s.took)
 			if s.took > sweepCallBound {
 				x.SweepsOver60MS++
+			}
+			if s.took > longestSweep {
+				longestSweep, x.LongestSweepAt = s.took, i+1
 			}
 			x.MaxSweepRows = max(x.MaxSweepRows, s.rows)
 			if s.end.After(lastEnd) {

@@ -154,6 +154,9 @@ type ExpiryReport struct {
 	// SweepsOver60MS counts the sweep calls over issue 7's bound for a
 	// sweep on PostgreSQL, 60 ms.
 	SweepsOver60MS int `json:"sweeps_over_60ms"`
+	// LongestSweepAt is which of the sweep calls took longest (1 is the
+	// first), as LongestHoldAt is for the writer's holds.
+	LongestSweepAt int `json:"longest_sweep_at,omitempty"`
 	// Transactions are the in-process SQLite store's write transactions
 	// while requests expired, and MaxHoldMS the longest time one held the
 	// writer (from asking for its lock to its durable commit);
@@ -281,8 +284,8 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "%d pending requests due together (deadlines within %.1f ms):\n", x.Pending, x.DeadlineSpreadMS)
 		fmt.Fprintf(w, "  last expired %.1f ms after the last deadline; %.0f expired/s\n", x.LastExpiredAfterDeadlineMS, x.ExpiredPerS)
 		if x.Sweeps > 0 {
-			fmt.Fprintf(w, "  %d sweeps of up to %d rows; a sweep call took %.2f ms at p50, %.2f ms at p99, %.2f ms at most (waiting for the writer included); %d took over 60 ms\n",
-				x.Sweeps, x.MaxSweepRows, x.SweepP50MS, x.SweepP99MS, x.MaxSweepMS, x.SweepsOver60MS)
+			fmt.Fprintf(w, "  %d sweeps of up to %d rows; a sweep call took %.2f ms at p50, %.2f ms at p99, %.2f ms at most (number %d; waiting for the writer included); %d took over 60 ms\n",
+				x.Sweeps, x.MaxSweepRows, x.SweepP50MS, x.SweepP99MS, x.MaxSweepMS, x.LongestSweepAt, x.SweepsOver60MS)
 		}
 		if x.Transactions > 0 {
 			fmt.Fprintf(w, "  %d write transactions meanwhile: the longest (number %d) held the writer %.2f ms (%.2f ms of it committing; p50 %.2f ms, p99 %.2f ms); %d held it over 25 ms\n",
