@@ -150,7 +150,7 @@ func rawPostgres(ctx context.Context, cfg Config) (*RawReport, error) {
 	pc.MaxConns = int32(cfg.Clients)
 	pc.MinConns = int32(cfg.Clients)
 	pc.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
-	admin, err := pgx.Connect(ctx, cfg.DB)
+	admin, err := connectAdmin(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("raw PostgreSQL: connect: %w", err)
 	}

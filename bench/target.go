@@ -26,6 +26,7 @@ import (
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -170,7 +171,7 @@ func (t *target) openStores(ctx context.Context, cfg Config) (func() (fullStore,
 	if isPostgres(cfg.DB) {
 		t.store = "postgres"
 		schema := "airlock_bench_" + randomHex(6)
-		t.cleanup = append(t.cleanup, func(ctx context.Context) { dropSchema(ctx, cfg.DB, schema) })
+		t.cleanup = append(t.cleanup, func(ctx context.Context) { dropSchema(ctx, cfg.DB, schema, cfg.Progress) })
 		return func() (fullStore, error) {
 			s, err := postgres.Open(ctx, cfg.DB, postgres.WithSchema(schema))
 			if err != nil {
@@ -217,16 +218,31 @@ func removeDB(path string) {
 	}
 }
 
-// dropSchema removes a run's PostgreSQL schema.
-func dropSchema(ctx context.Context, url, schema string) {
+// dropSchema removes a run's PostgreSQL schema, or says on progress which
+// one is left to drop by hand.
+func dropSchema(ctx context.Context, url, schema string, progress io.Writer) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return
+	conn, err := connectAdmin(ctx, url)
+	if err == nil {
+		_, err = conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+		conn.Close(ctx)
 	}
-	defer conn.Close(ctx)
-	conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	if err != nil {
+		fmt.Fprintf(progress, "could not drop the run's schema %s (%v): drop it with DROP SCHEMA %s CASCADE\n", schema, err, schema)
+	}
+}
+
+// connectAdmin opens one connection to url for the run's own schema
+// changes. The URL may carry the pool's parameters (pool_max_conns, …),
+// which pgx.Connect would pass to the server as settings, and fail on:
+// read it as a pool's URL first, which takes them out.
+func connectAdmin(ctx context.Context, url string) (*pgx.Conn, error) {
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, pc.ConnConfig)
 }
 
 // startServer starts one in-process server on 127.0.0.1 and returns it

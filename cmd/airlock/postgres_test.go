@@ -286,3 +286,58 @@ func TestServeOnPostgresKeywordString(t *testing.T) {
 		t.Errorf("the output shows the password, or not the keyword string with it hidden:\n%s", out)
 	}
 }
+
+// TestBenchOnPostgresDropsItsSchemas runs a short lifecycle bench and its raw
+// baseline on PostgreSQL, with the pool's parameters in the URL as an
+// operator may write it, and checks that the run drops the schemas it made.
+// (pgx.Connect passed pool_min_conns to the server as a setting: the raw
+// baseline could not connect and the run's schema was left behind.)
+func TestBenchOnPostgresDropsItsSchemas(t *testing.T) {
+	base := pgURL(t)
+	benchSchemas := func() map[string]bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'airlock\_bench\_%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{}
+		for _, n := range names {
+			set[n] = true
+		}
+		return set
+	}
+	before := benchSchemas()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", "4")
+	q.Set("pool_min_conns", "2")
+	u.RawQuery = q.Encode()
+
+	var stdout, stderr bytes.Buffer
+	app := &App{Stdout: &stdout, Stderr: &stderr}
+	if err := app.Run(t.Context(), []string{"bench", "--db", u.String(), "--duration", "30s", "--count", "6", "--clients", "2"}); err != nil {
+		t.Fatalf("bench: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "ratio to raw") {
+		t.Errorf("no raw baseline in the report:\n%s", stdout.String())
+	}
+	for name := range benchSchemas() {
+		if !before[name] {
+			t.Errorf("the run left its schema %s behind\nprogress:\n%s", name, stderr.String())
+		}
+	}
+}
