@@ -199,7 +199,7 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	// server's error means COMMIT did not run; so does an error before
 	// anything was sent. Any other (a connection lost while reading the
 	// replies) leaves the outcome unknown.
-	beforeCommit := func(err error) error {
+	failedBeforeCommit := func(err error) error {
 		if _, ok := errors.AsType[*pgconn.PgError](err); ok || pgconn.SafeToRetry(err) {
 			return err
 		}
@@ -207,17 +207,17 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	}
 	if !began {
 		if _, err := br.Exec(); err != nil {
-			return beforeCommit(err)
+			return failedBeforeCommit(err)
 		}
 	}
 	if t.last != nil {
 		if err := t.last.scan(br.QueryRow()); err != nil {
-			return beforeCommit(err)
+			return failedBeforeCommit(err)
 		}
 	}
 	if len(t.events) > 0 {
 		if _, err := br.Exec(); err != nil {
-			return beforeCommit(err)
+			return failedBeforeCommit(err)
 		}
 	}
 	if err := committed(br.Exec()); err != nil {
