@@ -66,6 +66,28 @@ FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
 RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
 
+	// decideOnceSQL decides a request that needs nothing besides its
+	// decision: no command to apply, no question to answer, no session to
+	// instruct, and not created by a token of the deciding reviewer's
+	// principal (what DecideParams.Check refuses, checked here in SQL).
+	// It appends the decision's event in the same statement, taking the
+	// events lock after the row's lock as createPendingSQL does, so such a
+	// decision is one pipeline, [BEGIN, decideOnceSQL, COMMIT], one round
+	// trip (decideOnce). Any other request it leaves as it is, for
+	// Decide's general path, which also says why a decision is refused.
+	decideOnceSQL = lockedTickCTE + `, upd AS (UPDATE requests r
+SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = '',
+	expires_at = tick.now + @validity::interval
+FROM tick
+WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now AND coalesce(r.session_id, '') = ''
+	AND (@state::text = 'denied' OR (r.question IS NULL AND r.command_method IS NULL))
+	AND (@principal::text = '' OR coalesce(` + creatorPrincipalCol + `, '') <> @principal::text)
+RETURNING ` + requestCols + `, tick.now AS decided_now),
+gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(@class, @lock) FROM upd),
+ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state)
+	SELECT @event::text, upd.decided_now, @actor::text, upd.id, upd.instance_id, upd.state FROM upd, gate)
+SELECT * FROM upd`
+
 	// creatorPrincipalCol is the principal of the token that created r,
 	// NULL when that token is unknown.
 	creatorPrincipalCol = `(SELECT t.principal FROM tokens t WHERE t.id = r.owner_id)`
@@ -591,6 +613,12 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	default:
 		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
+	if p.Answer == "" {
+		r, ok, err := s.decideOnce(ctx, p, validity)
+		if err != nil || ok {
+			return r, translate(err, "request", p.ID)
+		}
+	}
 	st := step{check: p.Check}
 	if p.Status == airlock.StateApproved {
 		// An approval runs the request's command, if it proposes one, in
@@ -610,6 +638,35 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, named{
 		"id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "answer": p.Answer, "validity": validity,
 	}, st, refuseDecision)
+}
+
+// decideOnce tries decideOnceSQL, in one round trip. It reports whether it
+// decided; when it did not, nothing changed, and the request needs
+// Decide's general path. That costs a decision the fast path cannot take
+// one more round trip, paid only by requests with a command, a question
+// or a session, and by refusals.
+func (s *Store) decideOnce(ctx context.Context, p airlock.DecideParams, validity any) (r airlock.Request, ok bool, err error) {
+	args := named{
+		"now": s.now(), "id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "validity": validity,
+		"principal": p.Principal, "class": advisoryClass, "lock": s.eventsLock, "event": string(airlock.StateEvent(p.Status)),
+	}
+	err = s.write(ctx, func(ctx context.Context, t *tx) error {
+		r, ok = airlock.Request{}, false
+		t.changed = append(t.changed, p.ID)
+		t.last = &lastStatement{sql: decideOnceSQL, args: args, scan: func(row pgx.Row) error {
+			got, _, err := scanStamped(row)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil
+			case err != nil:
+				return err
+			}
+			r, ok = got, true
+			return nil
+		}}
+		return nil
+	})
+	return r, ok, err
 }
 
 // Cancel withdraws a pending request with one compare-and-set.

@@ -84,3 +84,73 @@ func TestRoundTrips(t *testing.T) {
 		t.Errorf("%d created events for %s, want 1 (none for the replay)", n, first.ID)
 	}
 }
+
+// TestDecideRoundTrips pins a plain decision (no command, question or
+// session; not the reviewer's own principal's request) at one pipeline,
+// [BEGIN, decision with its event, COMMIT], and checks that a decision the
+// one statement may not take still gets the general path's answer: a
+// self-approval is refused, and changes nothing.
+func TestDecideRoundTrips(t *testing.T) {
+	t.Parallel()
+	var c trips
+	s := open(t, freshSchema(t), postgres.WithTracerForTest(&c),
+		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
+	if err := s.CreateToken(t.Context(), airlock.Token{ID: "tok_a", Role: airlock.RoleAgent, Principal: "alice",
+		Hash: []byte("hash-a"), CreatedBy: "admin"}); err != nil {
+		t.Fatal(err)
+	}
+	in := instance(t, s, "tok_a")
+	create := func() airlock.Request {
+		t.Helper()
+		r, _, err := s.CreateRequest(t.Context(), params(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	decide := func(id string, status airlock.State, principal string) (airlock.Request, error) {
+		p := airlock.DecideParams{ID: id, Status: status, Actor: "tok_r", Principal: principal, Note: "n"}
+		if status == airlock.StateApproved {
+			p.Validity = time.Minute
+		}
+		return s.Decide(t.Context(), p)
+	}
+	decide(create().ID, airlock.StateDenied, "bob") // statements are prepared once per connection
+	decide(create().ID, airlock.StateApproved, "bob")
+
+	for _, status := range []airlock.State{airlock.StateApproved, airlock.StateDenied} {
+		r := create()
+		c.since()
+		got, err := decide(r.ID, status, "bob")
+		if err != nil || got.State != status || got.Decision == nil || got.Decision.DecidedBy != "tok_r" || got.Decision.Note != "n" {
+			t.Fatalf("%s: %+v, %v", status, got, err)
+		}
+		if q, b := c.since(); q != 0 || b != 1 {
+			t.Errorf("a plain %s decision: %d queries and %d pipelines, want 0 and 1", status, q, b)
+		}
+		evs, err := s.ListEvents(t.Context(), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range evs {
+			if e.RequestID == r.ID && e.Type == airlock.StateEvent(status) {
+				n++
+				if !e.At.Equal(got.Decision.DecidedAt) || e.Actor != "tok_r" || e.State != status || e.InstanceID != in.ID {
+					t.Errorf("%s event = %+v, want at %v by tok_r, %s", status, e, got.Decision.DecidedAt, status)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d %s events for %s, want 1", n, status, r.ID)
+		}
+	}
+
+	own := create()
+	if _, err := decide(own.ID, airlock.StateApproved, "alice"); airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Errorf("approving a request of one's own principal: %v, want forbidden", err)
+	}
+	if got, err := s.GetRequest(t.Context(), own.ID); err != nil || got.State != airlock.StatePending {
+		t.Errorf("after a refused self-approval: %s, %v; want still pending", got.State, err)
+	}
+}
