@@ -341,19 +341,28 @@ func (s *timedStore) ExpireRequests(ctx context.Context, ids []string) ([]airloc
 }
 
 // timedFeedStore is a timedStore over a store shared by replicas, which
-// must stay visible to the provider as an airlock.ChangeFeed.
+// must stay visible to the provider as an airlock.ChangeFeed and an
+// airlock.TokenChecker (PostgreSQL).
 type timedFeedStore struct {
 	*timedStore
 	airlock.ChangeFeed
+	tokenChecker
+}
+
+// tokenChecker is what airlock.TokenChecker adds to a Store.
+type tokenChecker interface {
+	CheckToken(ctx context.Context) error
 }
 
 // timeSweeps wraps store to time its sweeps, keeping what the provider
 // looks for in a store visible, as `airlock serve` sees it: the change feed
-// (PostgreSQL) and the token stamp (SQLite: tokens cached between calls).
+// and the token check (PostgreSQL), and the token stamp (SQLite: tokens
+// cached between calls).
 func timeSweeps(store fullStore, sweeps *sweepLog) airlock.Store {
 	timed := &timedStore{fullStore: store, sweeps: sweeps}
 	if feed, ok := store.(airlock.ChangeFeed); ok {
-		return &timedFeedStore{timedStore: timed, ChangeFeed: feed}
+		checker, _ := store.(airlock.TokenChecker)
+		return &timedFeedStore{timedStore: timed, ChangeFeed: feed, tokenChecker: checker}
 	}
 	if stamp, ok := store.(airlock.TokenStamper); ok {
 		return &timedStampStore{timedStore: timed, TokenStamper: stamp}

@@ -43,3 +43,21 @@ func TestNamedDBLeavesNothing(t *testing.T) {
 		t.Errorf("left behind: %s", e.Name())
 	}
 }
+
+// TestTimeSweepsKeepsTokenCheck is TestTimeSweepsKeepsTokenStamp for a
+// store shared by replicas: the wrapper keeps its change feed and its
+// token check (without the check, every call would look its token up).
+func TestTimeSweepsKeepsTokenCheck(t *testing.T) {
+	shared := struct {
+		fullStore
+		airlock.ChangeFeed
+		tokenChecker
+	}{}
+	wrapped := timeSweeps(shared, &sweepLog{})
+	if _, ok := wrapped.(airlock.ChangeFeed); !ok {
+		t.Error("the wrapped shared store hides its change feed")
+	}
+	if _, ok := wrapped.(airlock.TokenChecker); !ok {
+		t.Error("the wrapped shared store hides its token check")
+	}
+}

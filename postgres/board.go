@@ -28,7 +28,7 @@ func scanWorkItem(row pgx.Row) (airlock.WorkItem, error) {
 // oldest first, read by one statement (one snapshot), so columns and items
 // agree.
 func (s *Store) Board(ctx context.Context) ([]airlock.Column, error) {
-	rows, err := s.pool.Query(ctx, `SELECT c.column_key, c.name, c.position, w.id, w.title, w.column_key, w.version, w.created_at, w.updated_at
+	rows, err := s.query(ctx, `SELECT c.column_key, c.name, c.position, w.id, w.title, w.column_key, w.version, w.created_at, w.updated_at
 FROM board_columns c LEFT JOIN work_items w ON w.column_key = c.column_key
 ORDER BY c.position, c.seq, w.seq`)
 	if err != nil {
@@ -194,6 +194,6 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 
 // GetWorkItem reads one item.
 func (s *Store) GetWorkItem(ctx context.Context, id string) (airlock.WorkItem, error) {
-	w, err := scanWorkItem(s.pool.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": id}))
+	w, err := scanWorkItem(s.queryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": id}))
 	return w, translate(err, "work item", id)
 }

@@ -165,7 +165,7 @@ func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlo
 		limit = defaultEventLimit
 	}
 	limit = min(limit, maxEventLimit)
-	evs, err := readEvents(ctx, s.pool, after, math.MaxInt64, limit)
+	evs, err := readEvents(ctx, checked{s}, after, math.MaxInt64, limit)
 	if err != nil || len(evs) == 0 || evs[len(evs)-1].ID <= s.gate.settled.Load() {
 		return evs, translate(err, "events", "list")
 	}
@@ -173,7 +173,7 @@ func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlo
 	if err != nil {
 		return nil, translate(err, "events", "list")
 	}
-	evs, err = readEvents(ctx, s.pool, after, upto, limit)
+	evs, err = readEvents(ctx, checked{s}, after, upto, limit)
 	return evs, translate(err, "events", "list")
 }
 

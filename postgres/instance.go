@@ -67,7 +67,7 @@ RETURNING created_at`, named{
 
 // GetInstance reads a live instance; a deleted one is not_found.
 func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, error) {
-	in, err := scanInstance(s.pool.QueryRow(ctx,
+	in, err := scanInstance(s.queryRow(ctx,
 		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL`, named{"id": id}))
 	return in, translate(err, "instance", id)
 }
@@ -75,7 +75,7 @@ func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, e
 // ListInstances lists live instances, newest first, of one owner when
 // ownerID is set.
 func (s *Store) ListInstances(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+instanceCols+` FROM instances i
+	rows, err := s.query(ctx, `SELECT `+instanceCols+` FROM instances i
 WHERE i.deleted_at IS NULL AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC`, named{"owner": ownerID})
 	if err != nil {
 		return nil, translate(err, "instances", ownerID)

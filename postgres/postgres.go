@@ -267,7 +267,7 @@ const tickCTE = `WITH tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, c
 // Ping checks that the database answers a query; readiness reports it.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
-	return translate(s.pool.QueryRow(ctx, `SELECT 1`).Scan(&one), "database", "ping")
+	return translate(s.queryRow(ctx, `SELECT 1`).Scan(&one), "database", "ping")
 }
 
 // Close stops any Listen, sends the notifications of changes already

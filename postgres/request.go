@@ -507,7 +507,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 // row the insert saw was committed, so this later read sees it too.
 func (s *Store) notCreated(ctx context.Context, in airlock.Request) (airlock.Request, error) {
 	if in.IdempotencyKey != "" {
-		prev, err := scanRequest(s.pool.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
+		prev, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
 			named{"owner": in.OwnerID, "key": in.IdempotencyKey}))
 		switch {
 		case err == nil && prev.Fingerprint == in.Fingerprint:
@@ -549,7 +549,7 @@ func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
 
 // GetRequest reads a request.
 func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
-	r, err := scanRequest(s.pool.QueryRow(ctx, selectRequestSQL, named{"id": id}))
+	r, err := scanRequest(s.queryRow(ctx, selectRequestSQL, named{"id": id}))
 	return r, translate(err, "request", id)
 }
 
@@ -596,7 +596,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	q += ` ORDER BY r.seq DESC LIMIT @limit`
-	rs, err := queryRequests(ctx, s.pool, q, args)
+	rs, err := queryRequests(ctx, checked{s}, q, args)
 	return rs, translate(err, "requests", "list")
 }
 
@@ -947,7 +947,7 @@ func (s *Store) expire(ctx context.Context, query string, args named, size int) 
 // from the partial index of pending requests (nextDeadlineSQL).
 func (s *Store) NextDeadline(ctx context.Context) (time.Time, bool, error) {
 	var next *time.Time
-	err := s.pool.QueryRow(ctx, nextDeadlineSQL).Scan(&next)
+	err := s.queryRow(ctx, nextDeadlineSQL).Scan(&next)
 	if err != nil || next == nil {
 		return time.Time{}, false, translate(err, "requests", "next deadline")
 	}
@@ -957,6 +957,6 @@ func (s *Store) NextDeadline(ctx context.Context) (time.Time, bool, error) {
 // CountPending returns how many requests are pending, for the pending gauge.
 func (s *Store) CountPending(ctx context.Context) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM requests WHERE state = 'pending'`).Scan(&n)
+	err := s.queryRow(ctx, `SELECT count(*) FROM requests WHERE state = 'pending'`).Scan(&n)
 	return n, translate(err, "requests", "count pending")
 }

@@ -154,3 +154,100 @@ func TestDecideRoundTrips(t *testing.T) {
 		t.Errorf("after a refused self-approval: %s, %v; want still pending", got.State, err)
 	}
 }
+
+// TestTokenCheckRidesAlong: a call whose context carries a pending token
+// check sends it in the pipeline of its first statement, at no round trip
+// of its own, and a token revoked or changed since the caller read it fails
+// the call, as unauthorized, before its statement runs.
+func TestTokenCheckRidesAlong(t *testing.T) {
+	t.Parallel()
+	var c trips
+	s := open(t, freshSchema(t), postgres.WithTracerForTest(&c),
+		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
+	ctx := t.Context()
+	mint := func(id string, role airlock.Role) airlock.Token {
+		t.Helper()
+		if err := s.CreateToken(ctx, airlock.Token{ID: id, Role: role, Hash: []byte("hash-" + id), CreatedBy: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := s.GetToken(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	agent, reviewer := mint("tok_a", airlock.RoleAgent), mint("tok_r", airlock.RoleReviewer)
+	in := instance(t, s, agent.ID)
+	checked := func(tok airlock.Token) (context.Context, *airlock.TokenCheck) {
+		return airlock.WithTokenCheck(ctx, tok)
+	}
+	create := func(ctx context.Context) (airlock.Request, error) {
+		r, _, err := s.CreateRequest(ctx, params(in))
+		return r, err
+	}
+	approve := func(ctx context.Context, id string) (airlock.Request, error) {
+		return s.Decide(ctx, airlock.DecideParams{ID: id, Status: airlock.StateApproved, Validity: time.Minute, Actor: reviewer.ID})
+	}
+	// Statements are prepared once per connection: warm them up.
+	for range 2 {
+		cctx, _ := checked(agent)
+		r, _ := create(cctx)
+		rctx, _ := checked(reviewer)
+		approve(rctx, r.ID)
+		s.GetRequest(rctx, r.ID)
+	}
+
+	passes := func(what string, chk *airlock.TokenCheck, err error) {
+		t.Helper()
+		q, b := c.since()
+		if made, passed := chk.Outcome(); err != nil || !made || !passed || q != 0 || b != 1 {
+			t.Errorf("%s with a live token: err %v, check made %v passed %v, %d queries and %d pipelines; want one pipeline",
+				what, err, made, passed, q, b)
+		}
+	}
+	c.since()
+	cctx, chk := checked(agent)
+	r, err := create(cctx)
+	passes("create", chk, err)
+	rctx, chk := checked(reviewer)
+	_, err = s.GetRequest(rctx, r.ID)
+	passes("read", chk, err)
+	rctx, chk = checked(reviewer)
+	_, err = approve(rctx, r.ID)
+	passes("a decision", chk, err)
+
+	pending, err := create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := reviewer
+	changed.Role = airlock.RoleAdmin
+	if _, err := s.RevokeToken(ctx, agent.ID, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, tok airlock.Token, call func(context.Context) error) {
+		t.Helper()
+		cctx, chk := checked(tok)
+		err := call(cctx)
+		if made, passed := chk.Outcome(); airlock.ErrorCode(err) != airlock.CodeUnauthorized || !made || passed {
+			t.Errorf("%s: err %v, check made %v passed %v; want unauthorized, check failed", what, err, made, passed)
+		}
+	}
+	refused("a create by a revoked token", agent, func(ctx context.Context) error { _, err := create(ctx); return err })
+	refused("a read by a revoked token", agent, func(ctx context.Context) error { _, err := s.GetRequest(ctx, pending.ID); return err })
+	refused("a list by a revoked token", agent, func(ctx context.Context) error {
+		_, err := s.ListRequests(ctx, airlock.RequestFilter{})
+		return err
+	})
+	refused("a decision by a token whose role changed", changed, func(ctx context.Context) error {
+		_, err := approve(ctx, pending.ID)
+		return err
+	})
+	refused("a check on its own", agent, s.CheckToken)
+	if got, err := s.GetRequest(ctx, pending.ID); err != nil || got.State != airlock.StatePending {
+		t.Errorf("after a refused decision: %s, %v; want pending", got.State, err)
+	}
+	if all, err := s.ListRequests(ctx, airlock.RequestFilter{}); err != nil || len(all) != 4 {
+		t.Errorf("%d requests (%v), want 4: the refused create inserted one", len(all), err)
+	}
+}

@@ -50,7 +50,7 @@ func recordInstructions(ctx context.Context, t *tx) error {
 
 // GetSession reads a session, open or closed.
 func (s *Store) GetSession(ctx context.Context, id string) (airlock.Instance, error) {
-	in, err := scanInstance(s.pool.QueryRow(ctx,
+	in, err := scanInstance(s.queryRow(ctx,
 		`SELECT `+instanceCols+` FROM instances i WHERE i.id = @id AND i.kind = 'session'`, named{"id": id}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Instance{}, airlock.NotFound("session", id)
@@ -60,7 +60,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (airlock.Instance, er
 
 // ListSessions lists sessions, open and closed, newest first.
 func (s *Store) ListSessions(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+instanceCols+` FROM instances i
+	rows, err := s.query(ctx, `SELECT `+instanceCols+` FROM instances i
 WHERE i.kind = 'session' AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC LIMIT @limit`,
 		named{"owner": ownerID, "limit": airlock.MaxSessionsListed})
 	if err != nil {
@@ -244,7 +244,7 @@ WHERE i.owner_id = @owner AND i.mcp_default AND i.deleted_at IS NULL`, named{"ow
 
 // RequestByKey reads the request an owner created with an idempotency key.
 func (s *Store) RequestByKey(ctx context.Context, ownerID, key string) (airlock.Request, error) {
-	r, err := scanRequest(s.pool.QueryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
+	r, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
 		named{"owner": ownerID, "key": key}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Request{}, airlock.Errorf(airlock.CodeNotFound, "no request with idempotency key %q", key)

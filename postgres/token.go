@@ -93,19 +93,19 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, loc
 // TokenByHash finds a token, revoked or not, by its secret's hash; the
 // caller decides what a revoked token may do.
 func (s *Store) TokenByHash(ctx context.Context, hash []byte) (airlock.Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.hash = @hash`, named{"hash": hash}))
+	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.hash = @hash`, named{"hash": hash}))
 	return t, translate(err, "token", "with that secret")
 }
 
 // GetToken reads a token by ID.
 func (s *Store) GetToken(ctx context.Context, id string) (airlock.Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id`, named{"id": id}))
+	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenCols+` FROM tokens t WHERE t.id = @id`, named{"id": id}))
 	return t, translate(err, "token", id)
 }
 
 // ListTokens lists every token, newest first.
 func (s *Store) ListTokens(ctx context.Context) ([]airlock.Token, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+tokenCols+` FROM tokens t ORDER BY t.created_at DESC, t.seq DESC`)
+	rows, err := s.query(ctx, `SELECT `+tokenCols+` FROM tokens t ORDER BY t.created_at DESC, t.seq DESC`)
 	if err != nil {
 		return nil, translate(err, "tokens", "list")
 	}

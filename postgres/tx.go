@@ -51,10 +51,15 @@ func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
 func (t *tx) pipeline(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	check := queueTokenCheck(ctx, b)
 	b.Queue(sql, args...)
 	t.began = true
 	br := t.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
+	_, err := br.Exec()
+	if err == nil {
+		err = readTokenCheck(br, check)
+	}
+	if err != nil {
 		br.Close()
 		return nil, err
 	}
@@ -177,8 +182,10 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		return nil
 	}
 	b := &pgx.Batch{}
+	var check *airlock.TokenCheck
 	if !t.began {
 		b.Queue("BEGIN")
+		check = queueTokenCheck(ctx, b)
 	}
 	if t.last != nil {
 		b.Queue(t.last.sql, t.last.args)
@@ -197,16 +204,23 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	defer br.Close()
 	// The server skips the rest of a pipeline after an error, so a
 	// server's error means COMMIT did not run; so does an error before
-	// anything was sent. Any other (a connection lost while reading the
+	// anything was sent, and so does a refused token check (the server's
+	// error, told as ours). Any other (a connection lost while reading the
 	// replies) leaves the outcome unknown.
 	failedBeforeCommit := func(err error) error {
 		if _, ok := errors.AsType[*pgconn.PgError](err); ok || pgconn.SafeToRetry(err) {
+			return err
+		}
+		if _, ok := errors.AsType[*airlock.Error](err); ok {
 			return err
 		}
 		return &commitError{err}
 	}
 	if !began {
 		if _, err := br.Exec(); err != nil {
+			return failedBeforeCommit(err)
+		}
+		if err := readTokenCheck(br, check); err != nil {
 			return failedBeforeCommit(err)
 		}
 	}

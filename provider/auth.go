@@ -32,5 +32,5 @@ func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Ca
 }
 
 func unauthorized() error {
-	return airlock.Errorf(airlock.CodeUnauthorized, "unknown or revoked token: send a valid one as Authorization: Bearer <token> (an admin can mint one)")
+	return airlock.TokenRefused()
 }

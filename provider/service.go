@@ -56,6 +56,9 @@ type Service struct {
 	// tokens caches live tokens when the store has a token stamp; nil
 	// otherwise.
 	tokens *tokenCache
+	// remembered keeps the tokens callers presented when the store checks
+	// tokens itself (airlock.TokenChecker); nil otherwise.
+	remembered *rememberedTokens
 	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
 	// it sleeps with nothing due. A create with an earlier deadline kicks it.
 	nextWake atomic.Int64
@@ -98,6 +101,7 @@ func New(cfg Config) (*Service, error) {
 		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)}, tokens: newTokenCache(cfg.Store),
+		remembered: newRememberedTokens(cfg.Store),
 	}, nil
 }
 

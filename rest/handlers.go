@@ -20,13 +20,76 @@ import (
 // header (never from the query string) is checked against the store on
 // every call, so a revoked token stops at once; then the token's bucket
 // must hold a request.
+//
+// On a store that checks tokens itself (PostgreSQL), the check of a token
+// this process has seen rides with the call's first statement
+// (provider.AuthenticateDeferred); checkedWriter makes sure it was made,
+// and passed, before the first byte of the answer.
 func (h *handler) authenticated(call func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c := h.admit(w, r); c != nil {
+		c, cr := h.admit(w, r)
+		switch {
+		case c == nil:
+		case cr == r:
 			call(h, w, r, *c)
+		default:
+			cw := &checkedWriter{ResponseWriter: w, h: h, r: cr}
+			call(h, cw, cr, *c)
+			cw.check() // an endpoint that wrote nothing still answers 401 for a revoked token
 		}
 	})
 }
+
+// checkedWriter holds back a call's answer until its token check is made
+// and passed (provider.FinishTokenCheck). When the token is not live, it
+// answers 401 instead, whatever the endpoint meant to say, and drops what
+// the endpoint writes.
+type checkedWriter struct {
+	http.ResponseWriter
+	h       *handler
+	r       *http.Request
+	checked bool
+	refused bool
+}
+
+// check makes the token check once, answering the call when it fails, and
+// says whether the endpoint may answer.
+func (w *checkedWriter) check() bool {
+	if !w.checked {
+		w.checked = true
+		if err := w.h.svc.FinishTokenCheck(w.r.Context()); err != nil {
+			w.refused = true
+			clear(w.ResponseWriter.Header()) // nothing the endpoint set (a Location, say) goes out
+			w.h.problem(w.ResponseWriter, w.r, err)
+		}
+	}
+	return !w.refused
+}
+
+func (w *checkedWriter) WriteHeader(code int) {
+	if w.check() {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *checkedWriter) Write(b []byte) (int, error) {
+	if !w.check() {
+		return 0, errTokenRefused
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *checkedWriter) Flush() {
+	if w.check() {
+		http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *checkedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// errTokenRefused is what an endpoint's writes return after checkedWriter
+// answered 401 in its place.
+var errTokenRefused = errors.New("rest: the call's token was refused; its answer was replaced by 401")
 
 // admit authenticates and rate-limits a call, answering it when it may not
 // proceed. It returns the caller by pointer and is never inlined, so that
@@ -35,19 +98,22 @@ func (h *handler) authenticated(call func(*handler, http.ResponseWriter, *http.R
 // shrink a parked goroutine's stack to 8 KiB.
 //
 //go:noinline
-func (h *handler) admit(w http.ResponseWriter, r *http.Request) *airlock.Caller {
-	c, err := h.svc.Authenticate(r.Context(), bearer(r))
+func (h *handler) admit(w http.ResponseWriter, r *http.Request) (*airlock.Caller, *http.Request) {
+	ctx, c, err := h.svc.AuthenticateDeferred(r.Context(), bearer(r))
 	if err != nil {
 		h.problem(w, r, err)
-		return nil
+		return nil, r
+	}
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
 	}
 	if ok, retry := h.limiter.Allow(c.ID); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 		h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
 			"too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds()))))
-		return nil
+		return nil, r
 	}
-	return &c
+	return &c, r
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header,

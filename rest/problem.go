@@ -68,8 +68,16 @@ func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The client went away: nobody reads an answer, and it is no
 		// server error. Metrics count it as 499, "client closed request".
-		if sw, ok := w.(*statusWriter); ok {
-			sw.clientGone()
+		for w != nil {
+			if sw, ok := w.(*statusWriter); ok {
+				sw.clientGone()
+				break
+			}
+			u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+			if !ok {
+				break
+			}
+			w = u.Unwrap()
 		}
 		return
 	}

@@ -349,6 +349,7 @@ func newClient(t testing.TB) *client {
 // resp is a decoded reply.
 type resp struct {
 	status int
+	header http.Header
 	body   map[string]any
 	raw    string
 }
@@ -406,7 +407,7 @@ func (c *client) do(ctx context.Context, method, base, path, token, body string,
 	if err != nil {
 		return resp{}, err
 	}
-	out := resp{status: res.StatusCode, raw: string(raw)}
+	out := resp{status: res.StatusCode, header: res.Header, raw: string(raw)}
 	if strings.Contains(res.Header.Get("Content-Type"), "json") {
 		if err := json.Unmarshal(raw, &out.body); err != nil {
 			return resp{}, fmt.Errorf("decode %s: %v", raw, err)

@@ -1,0 +1,96 @@
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+)
+
+// TestRevocationAcrossReplicas: a token revoked on one replica stops at
+// once on another that has seen it and remembers it (a PostgreSQL replica
+// checks a remembered token with the call's first statement, not with a
+// lookup of its own). Every kind of call is refused with 401: writes,
+// reads, and calls the endpoint would refuse before reaching the store (a
+// forbidden endpoint, an invalid body), which must not tell a revoked
+// token 403 or 400. A refused call changes nothing, and a live token on
+// the same replica goes on working.
+func TestRevocationAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, 2)
+	a, b := cl.replicas[0].url, cl.replicas[1].url
+	mint := func(role string) (id, secret string) {
+		t.Helper()
+		r := cl.c.call(t, "POST", b, "/v1/tokens", adminToken, fmt.Sprintf(`{"name":"revoked %s","role":%q}`, role, role))
+		if !r.want(t, 201, "mint "+role) {
+			t.FailNow()
+		}
+		return r.str("id"), r.str("secret")
+	}
+	agentID, agent := mint("agent")
+	reviewerID, reviewer := mint("reviewer")
+	r := cl.c.call(t, "POST", a, "/v1/instances", agent, `{"name":"revoked"}`)
+	if !r.want(t, 201, "register") {
+		t.FailNow()
+	}
+	inst := r.str("id")
+	create := "/v1/instances/" + inst + "/approval-requests"
+
+	// Replica a sees both tokens, more than once.
+	r = cl.c.call(t, "POST", a, create, agent, `{"tool":"pay","arguments":{"n":1}}`, "Idempotency-Key", "before")
+	if !r.want(t, 201, "create before the revocation") {
+		t.FailNow()
+	}
+	id := r.str("id")
+	for _, tok := range []string{agent, reviewer, agent, reviewer} {
+		cl.c.call(t, "GET", a, "/v1/approval-requests/"+id, tok, "").want(t, 200, "read before the revocation")
+	}
+
+	for _, tok := range []string{agentID, reviewerID} {
+		if r := cl.c.call(t, "DELETE", b, "/v1/tokens/"+tok, adminToken, ""); r.status/100 != 2 {
+			t.Fatalf("revoke %s on replica b: %d %s", tok, r.status, r.raw)
+		}
+	}
+
+	calls := []struct{ what, method, path, token, body string }{
+		{"create", "POST", create, agent, `{"tool":"pay","arguments":{"n":2}}`},
+		{"read", "GET", "/v1/approval-requests/" + id, agent, ""},
+		{"list", "GET", "/v1/approval-requests", reviewer, ""},
+		{"approve", "POST", "/v1/approval-requests/" + id + "/decision", reviewer, `{"status":"approved"}`},
+		{"deny", "POST", "/v1/approval-requests/" + id + "/decision", reviewer, `{"status":"denied"}`},
+		{"cancel", "POST", "/v1/approval-requests/" + id + "/cancel", agent, ""},
+		{"an instance", "GET", "/v1/instances/" + inst, agent, ""},
+		{"a forbidden endpoint", "GET", "/v1/tokens", agent, ""},
+		{"a decision by an agent", "POST", "/v1/approval-requests/" + id + "/decision", agent, `{"status":"approved"}`},
+		{"an invalid body", "POST", create, agent, `{"tool":""}`},
+		{"an invalid decision", "POST", "/v1/approval-requests/" + id + "/decision", reviewer, `{"status":"maybe"}`},
+	}
+	for _, c := range calls {
+		r := cl.c.call(t, c.method, a, c.path, c.token, c.body, "Idempotency-Key", "after-"+c.what)
+		if r.status != 401 || r.str("code") != string(airlock.CodeUnauthorized) {
+			t.Errorf("%s on replica a after the revocation: %d %s, want 401 unauthorized", c.what, r.status, r.raw)
+		}
+		if r.header.Get("Location") != "" {
+			t.Errorf("%s: the 401 carries the endpoint's Location %q", c.what, r.header.Get("Location"))
+		}
+	}
+
+	s := cl.store(t)
+	got, err := s.GetRequest(context.Background(), id)
+	if err != nil || got.State != airlock.StatePending {
+		t.Errorf("the request after refused calls: %s, %v; want still pending", got.State, err)
+	}
+	all, err := s.ListRequests(context.Background(), airlock.RequestFilter{})
+	if err != nil || len(all) != 1 {
+		t.Errorf("%d requests after a refused create (%v), want 1", len(all), err)
+	}
+
+	// A live token on the same replica is unaffected, seen before or not.
+	cl.c.call(t, "GET", a, "/v1/approval-requests/"+id, cl.reviewer, "").want(t, 200, "a live reviewer's read")
+	cl.c.call(t, "GET", a, "/v1/approval-requests/"+id, cl.reviewer, "").want(t, 200, "a live reviewer's second read")
+	fresh := cl.c.mintToken(t, b, "reviewer")
+	for range 2 {
+		cl.c.call(t, "GET", a, "/v1/approval-requests/"+id, fresh, "").want(t, 200, "a new reviewer's read")
+	}
+}

@@ -1,0 +1,121 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The store is an airlock.TokenChecker: a call whose context carries a
+// pending airlock.TokenCheck sends checkTokenSQL in the pipeline of its
+// first statement (queryRow, query, tx.pipeline, commit), ahead of that
+// statement, and the server skips the rest of a pipeline after an error.
+// So a call by a token revoked on any replica fails before its first
+// statement runs, at no round trip of its own.
+var _ airlock.TokenChecker = (*Store)(nil)
+
+// checkTokenSQL raises SQLSTATE tokenNotLive unless the token is live and
+// as the caller knows it (migration 0004).
+const (
+	checkTokenSQL = `SELECT airlock_check_token(@hash, @id, @role, @principal, @scopes)`
+	tokenNotLive  = "28000"
+)
+
+// queueTokenCheck queues ctx's pending token check on b, and returns it;
+// nil when there is none.
+func queueTokenCheck(ctx context.Context, b *pgx.Batch) *airlock.TokenCheck {
+	c := airlock.PendingTokenCheck(ctx)
+	if c == nil {
+		return nil
+	}
+	t := c.Token()
+	scopes := t.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	b.Queue(checkTokenSQL, named{"hash": t.Hash, "id": t.ID, "role": string(t.Role), "principal": t.Principal, "scopes": scopes})
+	return c
+}
+
+// readTokenCheck reads the outcome of c, queued on br's batch, and records
+// it; nil c reads nothing.
+func readTokenCheck(br pgx.BatchResults, c *airlock.TokenCheck) error {
+	if c == nil {
+		return nil
+	}
+	_, err := br.Exec()
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == tokenNotLive {
+		return c.Fail()
+	}
+	if err != nil {
+		return err
+	}
+	c.Pass()
+	return nil
+}
+
+// CheckToken makes ctx's pending token check now, in a round trip of its
+// own: for a call that reached the end without a statement.
+func (s *Store) CheckToken(ctx context.Context) error {
+	b := &pgx.Batch{}
+	c := queueTokenCheck(ctx, b)
+	if c == nil {
+		return nil
+	}
+	br := s.pool.SendBatch(ctx, b)
+	err := readTokenCheck(br, c)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return translate(err, "token", c.Token().ID)
+}
+
+// queryRow is the pool's QueryRow, with ctx's pending token check sent
+// ahead of sql in the same round trip.
+func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	b := &pgx.Batch{}
+	c := queueTokenCheck(ctx, b)
+	if c == nil {
+		return s.pool.QueryRow(ctx, sql, args...)
+	}
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, b)
+	if err := readTokenCheck(br, c); err != nil {
+		br.Close()
+		return errRow{err}
+	}
+	return &batchRow{row: br.QueryRow(), br: br}
+}
+
+// query is the pool's Query, with ctx's pending token check sent ahead of
+// sql in the same round trip.
+func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	b := &pgx.Batch{}
+	c := queueTokenCheck(ctx, b)
+	if c == nil {
+		return s.pool.Query(ctx, sql, args...)
+	}
+	b.Queue(sql, args...)
+	br := s.pool.SendBatch(ctx, b)
+	if err := readTokenCheck(br, c); err != nil {
+		br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// checked is the pool as helpers that take a querier see it: Query with
+// ctx's pending token check.
+type checked struct{ s *Store }
+
+func (c checked) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return c.s.query(ctx, sql, args...)
+}

@@ -1,0 +1,110 @@
+package provider
+
+import (
+	"context"
+	"sync"
+
+	"github.com/airlockhq/airlock"
+)
+
+// rememberedTokens keeps the tokens callers presented, by secret hash, for
+// a store that checks tokens itself (airlock.TokenChecker). Unlike
+// tokenCache it never vouches for a token: a call authenticated from it
+// carries an airlock.TokenCheck, which the store makes with the call's
+// first statement, in the same round trip, before the call's effects. So
+// remembering saves the lookup's round trip, not the check, and a token
+// revoked on any replica fails at its next call on every one.
+type rememberedTokens struct {
+	checker airlock.TokenChecker
+
+	mu      sync.Mutex
+	entries map[[32]byte]airlock.Token
+}
+
+// rememberedMax bounds the tokens remembered; at it, they start over.
+const rememberedMax = 10_000
+
+func newRememberedTokens(store airlock.Store) *rememberedTokens {
+	checker, ok := store.(airlock.TokenChecker)
+	if !ok {
+		return nil
+	}
+	return &rememberedTokens{checker: checker, entries: map[[32]byte]airlock.Token{}}
+}
+
+func (m *rememberedTokens) get(hash []byte) (airlock.Token, bool) {
+	if len(hash) != 32 {
+		return airlock.Token{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.entries[[32]byte(hash)]
+	return t, ok
+}
+
+func (m *rememberedTokens) put(t airlock.Token) {
+	if len(t.Hash) != 32 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.entries) >= rememberedMax {
+		clear(m.entries)
+	}
+	m.entries[[32]byte(t.Hash)] = t
+}
+
+func (m *rememberedTokens) forget(hash []byte) {
+	if len(hash) != 32 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, [32]byte(hash))
+}
+
+// AuthenticateDeferred is Authenticate for a call whose every effect goes
+// through the store and whose answer is written only after
+// FinishTokenCheck (rest's authenticated endpoints). On a store that checks
+// tokens itself, a token this process has seen is taken from memory, and
+// the returned context carries the check that it is still live, which the
+// store makes with the call's first statement; otherwise it is
+// Authenticate, and ctx is returned as it is.
+func (s *Service) AuthenticateDeferred(ctx context.Context, secret string) (context.Context, airlock.Caller, error) {
+	if s.remembered == nil || secret == "" {
+		c, err := s.Authenticate(ctx, secret)
+		return ctx, c, err
+	}
+	hash := airlock.HashSecret(secret)
+	if t, ok := s.remembered.get(hash); ok {
+		ctx, _ = airlock.WithTokenCheck(ctx, t)
+		return ctx, t, nil
+	}
+	c, err := s.AuthenticateHash(ctx, hash)
+	if err == nil {
+		s.remembered.put(c)
+	}
+	return ctx, c, err
+}
+
+// FinishTokenCheck makes the token check of a call authenticated by
+// AuthenticateDeferred, when its store statements did not (a call that
+// made none, or failed before its first), and says whether the token
+// passed: TokenRefused when it is not live. A call must not answer before
+// it returns nil.
+func (s *Service) FinishTokenCheck(ctx context.Context) error {
+	c := airlock.TokenCheckFrom(ctx)
+	if c == nil {
+		return nil
+	}
+	if made, _ := c.Outcome(); !made {
+		if err := s.remembered.checker.CheckToken(ctx); err != nil && airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+			return err
+		}
+	}
+	if _, passed := c.Outcome(); !passed {
+		s.remembered.forget(c.Token().Hash)
+		return airlock.TokenRefused()
+	}
+	return nil
+}
