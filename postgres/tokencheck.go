@@ -104,12 +104,7 @@ func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 		br.Close()
 		return nil, err
 	}
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, err
-	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return nextRows(br)
 }
 
 // checked is the pool as helpers that take a querier see it: Query with

@@ -103,6 +103,11 @@ func (t *tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 	if err != nil {
 		return nil, err
 	}
+	return nextRows(br)
+}
+
+// nextRows reads br's next result as rows, which close br when closed.
+func nextRows(br pgx.BatchResults) (pgx.Rows, error) {
 	rows, err := br.Query()
 	if err != nil {
 		br.Close()
