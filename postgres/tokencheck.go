@@ -73,19 +73,33 @@ func (s *Store) CheckToken(ctx context.Context) error {
 	return translate(err, "token", c.Token().ID)
 }
 
-// queryRow is the pool's QueryRow, with ctx's pending token check sent
-// ahead of sql in the same round trip.
-func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+// sendBehindCheck sends sql in one pipeline behind ctx's pending token
+// check, and reads the check's outcome; it returns no results, and sends
+// nothing, when no check is pending.
+func (s *Store) sendBehindCheck(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	c := queueTokenCheck(ctx, b)
 	if c == nil {
-		return s.pool.QueryRow(ctx, sql, args...)
+		return nil, nil
 	}
 	b.Queue(sql, args...)
 	br := s.pool.SendBatch(ctx, b)
 	if err := readTokenCheck(br, c); err != nil {
 		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+// queryRow is the pool's QueryRow, with ctx's pending token check sent
+// ahead of sql in the same round trip.
+func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	br, err := s.sendBehindCheck(ctx, sql, args)
+	switch {
+	case err != nil:
 		return errRow{err}
+	case br == nil:
+		return s.pool.QueryRow(ctx, sql, args...)
 	}
 	return &batchRow{row: br.QueryRow(), br: br}
 }
@@ -93,16 +107,12 @@ func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // query is the pool's Query, with ctx's pending token check sent ahead of
 // sql in the same round trip.
 func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	b := &pgx.Batch{}
-	c := queueTokenCheck(ctx, b)
-	if c == nil {
-		return s.pool.Query(ctx, sql, args...)
-	}
-	b.Queue(sql, args...)
-	br := s.pool.SendBatch(ctx, b)
-	if err := readTokenCheck(br, c); err != nil {
-		br.Close()
+	br, err := s.sendBehindCheck(ctx, sql, args)
+	switch {
+	case err != nil:
 		return nil, err
+	case br == nil:
+		return s.pool.Query(ctx, sql, args...)
 	}
 	return nextRows(br)
 }

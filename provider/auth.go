@@ -16,21 +16,17 @@ import (
 // revoked.
 func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Caller, error) {
 	if len(hash) == 0 {
-		return airlock.Caller{}, unauthorized()
+		return airlock.Caller{}, airlock.TokenRefused()
 	}
 	t, err := s.tokens.lookup(hash, func() (airlock.Token, error) { return s.store.TokenByHash(ctx, hash) })
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
-		return airlock.Caller{}, unauthorized()
+		return airlock.Caller{}, airlock.TokenRefused()
 	}
 	if err != nil {
 		return airlock.Caller{}, fmt.Errorf("authenticate: %w", err)
 	}
 	if t.RevokedAt != nil {
-		return airlock.Caller{}, unauthorized()
+		return airlock.Caller{}, airlock.TokenRefused()
 	}
 	return t, nil
-}
-
-func unauthorized() error {
-	return airlock.TokenRefused()
 }
