@@ -120,6 +120,11 @@ type Config struct {
 	// process, and reports ratio_to_raw. `airlock bench` sets it by
 	// default.
 	Baseline bool
+	// HTTPBaseline, with Baseline or the raw scenario, also runs the raw
+	// baseline over HTTP (its statements behind a minimal handler, driven
+	// by the same HTTP client as the lifecycle) and reports raw_http,
+	// raw_http_to_raw and (after a lifecycle) ratio_to_raw_http.
+	HTTPBaseline bool
 	// AllowRemote permits targets (servers, databases) beyond this machine.
 	AllowRemote bool
 	// Progress, when set, receives a line per phase.
@@ -318,6 +323,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Target, rep.Store = "direct SQL", raw.Store
 		rep.Result = raw.Result
 		rep.Connections, rep.Clients = raw.Connections, raw.Clients
+		if err := runHTTPBaseline(ctx, cfg, rep, raw); err != nil {
+			return nil, err
+		}
 		rep.Machine.LoadAfter = loadAvg()
 		return rep, nil
 	}
@@ -353,9 +361,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if raw.OpsPerS > 0 {
 			rep.RatioToRaw = round(rep.OpsPerS/raw.OpsPerS, 3)
 		}
+		if err := runHTTPBaseline(ctx, cfg, rep, raw); err != nil {
+			return nil, err
+		}
 	}
 	rep.Machine.LoadAfter = loadAvg()
 	return rep, nil
+}
+
+// runHTTPBaseline runs the raw baseline over HTTP when cfg asks for it,
+// and reports it beside raw, the direct one of the same run.
+func runHTTPBaseline(ctx context.Context, cfg Config, rep *Report, raw *RawReport) error {
+	if !cfg.HTTPBaseline {
+		return nil
+	}
+	fmt.Fprintf(cfg.Progress, "raw baseline over HTTP: the same statements behind a minimal HTTP handler, %s\n", cfg.Duration)
+	rh, err := runRawHTTP(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("raw baseline over HTTP: %w", err)
+	}
+	rep.RawHTTP = rh
+	if raw.OpsPerS > 0 {
+		rep.RawHTTPToRaw = round(rh.OpsPerS/raw.OpsPerS, 3)
+	}
+	if cfg.Scenario != Raw && rh.OpsPerS > 0 {
+		rep.RatioToRawHTTP = round(rep.OpsPerS/rh.OpsPerS, 3)
+	}
+	return nil
 }
 
 // machine describes where the run happened, load included: on a shared

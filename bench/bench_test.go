@@ -56,7 +56,7 @@ func checkResult(t *testing.T, name string, res Result, maxOps int) {
 func TestLifecycleWithBaseline(t *testing.T) {
 	t.Parallel()
 	cfg := short(Lifecycle)
-	cfg.Baseline = true
+	cfg.Baseline, cfg.HTTPBaseline = true, true
 	rep := run(t, cfg)
 	checkResult(t, "lifecycle", rep.Result, cfg.Count)
 	if rep.Ops != int64(cfg.Count) {
@@ -71,6 +71,19 @@ func TestLifecycleWithBaseline(t *testing.T) {
 	}
 	if want := round(rep.OpsPerS/rep.Raw.OpsPerS, 3); rep.RatioToRaw != want {
 		t.Errorf("ratio_to_raw %v, want %v", rep.RatioToRaw, want)
+	}
+	if rep.RawHTTP == nil {
+		t.Fatal("no raw baseline over HTTP in a lifecycle report with HTTPBaseline")
+	}
+	checkResult(t, "raw over HTTP", rep.RawHTTP.Result, cfg.Count)
+	if rep.RawHTTP.Transport != "http" || rep.RawHTTP.Store != "sqlite" || rep.Raw.Transport != "" {
+		t.Errorf("raw baselines over %q on %s and over %q, want http on sqlite and direct", rep.RawHTTP.Transport, rep.RawHTTP.Store, rep.Raw.Transport)
+	}
+	if want := round(rep.RawHTTP.OpsPerS/rep.Raw.OpsPerS, 3); rep.RawHTTPToRaw != want {
+		t.Errorf("raw_http_to_raw %v, want %v", rep.RawHTTPToRaw, want)
+	}
+	if want := round(rep.OpsPerS/rep.RawHTTP.OpsPerS, 3); rep.RatioToRawHTTP != want {
+		t.Errorf("ratio_to_raw_http %v, want %v", rep.RatioToRawHTTP, want)
 	}
 	if rep.Commits == nil || rep.Commits.Ops < 2*int64(cfg.Count) || rep.Commits.Commits == 0 {
 		t.Errorf("SQLite write counters %+v, want at least 2 writes per lifecycle", rep.Commits)
@@ -88,7 +101,8 @@ func TestLifecycleWithBaseline(t *testing.T) {
 		"latency_ms.p50", "latency_ms.p90", "latency_ms.p99", "latency_ms.max", "bounds.duration_s", "bounds.count",
 		"raw.ops_per_s", "raw.connections", "raw.latency_ms.p99", "ratio_to_raw", "commits.ops_per_commit",
 		"machine.cpus", "machine.load_before", "machine.load_after",
-		"process_cpu_us_per_op", "raw.process_cpu_us_per_op"} {
+		"process_cpu_us_per_op", "raw.process_cpu_us_per_op",
+		"raw_http.ops_per_s", "raw_http.transport", "raw_http_to_raw", "ratio_to_raw_http"} {
 		if lookup(m, path) == nil {
 			t.Errorf("JSON report has no %s:\n%s", path, b)
 		}
@@ -104,7 +118,11 @@ func TestLifecycleWithBaseline(t *testing.T) {
 	if rep.CPUPerOpUS <= rep.Raw.CPUPerOpUS {
 		t.Errorf("CPU per lifecycle %.1f µs, not above the raw baseline's %.1f µs", rep.CPUPerOpUS, rep.Raw.CPUPerOpUS)
 	}
-	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "ratio to raw", "p99 ms", "CPU µs/op"} {
+	// The same statements behind HTTP cost the statements and the HTTP.
+	if rep.RawHTTP.CPUPerOpUS <= rep.Raw.CPUPerOpUS {
+		t.Errorf("CPU per raw lifecycle over HTTP %.1f µs, not above the direct one's %.1f µs", rep.RawHTTP.CPUPerOpUS, rep.Raw.CPUPerOpUS)
+	}
+	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "raw over HTTP (1 conn, 2 clients)", "ratio to raw", "what Airlock adds", "p99 ms", "CPU µs/op"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

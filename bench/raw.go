@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"time"
@@ -47,26 +48,95 @@ const rawPostgresSchema = `CREATE TABLE raw_requests (
 
 const rawArguments = `{"payment_id":"pay_1","amount":4900,"currency":"GBP"}`
 
-// runRaw runs the raw baseline on the kind of store cfg.DB names: SQLite
-// (WAL, synchronous=FULL, one connection, as Airlock's writer) or
-// PostgreSQL (one connection per client).
-func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
-	if isPostgres(cfg.DB) {
-		return rawPostgres(ctx, cfg)
-	}
-	return rawSQLite(ctx, cfg)
+// rawStore is the raw baseline's durable work on one kind of store: its
+// three statements, each a function, so that the same work can be driven
+// directly (runRaw) and behind a minimal HTTP handler (runRawHTTP).
+type rawStore struct {
+	kind        string // sqlite or postgres
+	connections int
+	// clients is how many clients measure its ceiling: one for SQLite's
+	// one connection, which serializes its statements (more clients only
+	// queue for it, and measure slower).
+	clients  int
+	describe string
+	insert   func(ctx context.Context, id, key, arguments string) error
+	approve  func(ctx context.Context, id string) error
+	read     func(ctx context.Context, id string) (rawRow, error)
+	close    func()
 }
 
-func rawSQLite(ctx context.Context, cfg Config) (*RawReport, error) {
-	db := cfg.DB
-	if db != "" && cfg.Scenario != Raw {
-		db += ".raw" // beside the in-process server's file
+// rawRow is a raw_requests row as read back. Times are what the store
+// keeps: microseconds since the epoch on SQLite, timestamps on PostgreSQL.
+type rawRow struct {
+	ID             string          `json:"id"`
+	OwnerID        string          `json:"owner_id"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	State          string          `json:"state"`
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"`
+	CreatedAt      any             `json:"created_at"`
+	DeadlineAt     any             `json:"deadline_at"`
+	DecidedAt      any             `json:"decided_at"`
+	ExpiresAt      any             `json:"expires_at"`
+}
+
+// openRaw opens a fresh raw store of the kind cfg.DB names: SQLite (WAL,
+// synchronous=FULL, one connection, as Airlock's writer) or PostgreSQL
+// (one connection per client, in a schema of its own). name tells two
+// raw stores of one run apart.
+func openRaw(ctx context.Context, cfg Config, name string) (*rawStore, error) {
+	if isPostgres(cfg.DB) {
+		return openRawPostgres(ctx, cfg)
 	}
-	path, remove, err := sqlitePath(db, "raw.db")
+	return openRawSQLite(ctx, cfg, name)
+}
+
+// runRaw runs the raw baseline: the lifecycle's three statements called
+// directly.
+func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
+	rs, err := openRaw(ctx, cfg, "raw")
 	if err != nil {
 		return nil, err
 	}
-	defer remove()
+	defer rs.close()
+	run := randomHex(4)
+	fmt.Fprintf(cfg.Progress, "raw: %s, up to %s or %d lifecycles\n", rs.describe, cfg.Duration, cfg.Count)
+	res, err := runLoad(ctx, rs.clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
+		return func(ctx context.Context, n int64) error {
+			id := fmt.Sprintf("raw_%s_%d", run, n)
+			if err := rs.insert(ctx, id, "key-"+id, rawArguments); err != nil {
+				return err
+			}
+			if err := rs.approve(ctx, id); err != nil {
+				return err
+			}
+			r, err := rs.read(ctx, id)
+			if err == nil && r.State != "approved" {
+				err = fmt.Errorf("read %s as %s, want approved", id, r.State)
+			}
+			return err
+		}, nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raw %s: %w", rs.kind, err)
+	}
+	return &RawReport{Store: rs.kind, Connections: rs.connections, Clients: rs.clients, Result: res}, nil
+}
+
+func openRawSQLite(ctx context.Context, cfg Config, name string) (_ *rawStore, err error) {
+	db := cfg.DB
+	if db != "" && (cfg.Scenario != Raw || name != "raw") {
+		db += "." + name // beside the file --db names, which another run uses
+	}
+	path, remove, err := sqlitePath(db, name+".db")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			remove()
+		}
+	}()
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "synchronous(FULL)")
@@ -75,7 +145,11 @@ func rawSQLite(ctx context.Context, cfg Config) (*RawReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() {
+		if err != nil {
+			conn.Close()
+		}
+	}()
 	conn.SetMaxOpenConns(1)
 	conn.SetMaxIdleConns(1)
 	conn.SetConnMaxLifetime(0)
@@ -92,56 +166,56 @@ WHERE id = ?2 AND state = 'pending' AND deadline_at > ?1`)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := conn.PrepareContext(ctx, `SELECT id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at, decided_at, expires_at
-FROM raw_requests WHERE id = ?`)
+	sel, err := conn.PrepareContext(ctx, `SELECT `+rawCols+` FROM raw_requests WHERE id = ?`)
 	if err != nil {
 		return nil, err
 	}
-	// One connection serializes its statements: more clients only queue
-	// for it (and measure slower), so the ceiling is one client's.
-	run := randomHex(4)
-	fmt.Fprintf(cfg.Progress, "raw: SQLite WAL synchronous=FULL, 1 connection, 1 client, up to %s or %d lifecycles\n", cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, 1, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
-		return func(ctx context.Context, n int64) error {
-			id := fmt.Sprintf("raw_%s_%d", run, n)
+	return &rawStore{
+		kind: "sqlite", connections: 1, clients: 1,
+		describe: "SQLite WAL synchronous=FULL, 1 connection, 1 client",
+		insert: func(ctx context.Context, id, key, arguments string) error {
 			now := time.Now().UnixMicro()
-			if _, err := ins.ExecContext(ctx, id, "key-"+id, rawArguments, now, now+3_600_000_000); err != nil {
-				return err
-			}
+			_, err := ins.ExecContext(ctx, id, key, arguments, now, now+3_600_000_000)
+			return err
+		},
+		approve: func(ctx context.Context, id string) error {
 			r, err := upd.ExecContext(ctx, time.Now().UnixMicro(), id)
 			if err != nil {
 				return err
 			}
-			if n, err := r.RowsAffected(); err != nil || n != 1 {
-				return fmt.Errorf("conditional update changed %d rows (%v), want 1", n, err)
-			}
-			return readRaw(sel.QueryRowContext(ctx, id))
-		}, nil, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("raw SQLite: %w", err)
-	}
-	return &RawReport{Store: "sqlite", Connections: 1, Clients: 1, Result: res}, nil
+			n, err := r.RowsAffected()
+			return updated(n, err)
+		},
+		read: func(ctx context.Context, id string) (rawRow, error) {
+			return scanRaw(sel.QueryRowContext(ctx, id))
+		},
+		close: func() { conn.Close(); remove() },
+	}, nil
 }
 
-// readRaw scans a read row and checks it is approved.
-func readRaw(row interface{ Scan(...any) error }) error {
+// rawCols are the columns a raw read returns, in rawRow's order.
+const rawCols = `id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at, decided_at, expires_at`
+
+// scanRaw reads one row of rawCols.
+func scanRaw(row interface{ Scan(...any) error }) (rawRow, error) {
 	var (
-		id, owner, key, state, tool string
-		args                        any
-		created, deadline           any
-		decided, expires            any
+		r    rawRow
+		args string
 	)
-	if err := row.Scan(&id, &owner, &key, &state, &tool, &args, &created, &deadline, &decided, &expires); err != nil {
-		return err
-	}
-	if state != "approved" {
-		return fmt.Errorf("read %s as %s, want approved", id, state)
-	}
-	return nil
+	err := row.Scan(&r.ID, &r.OwnerID, &r.IdempotencyKey, &r.State, &r.Tool, &args, &r.CreatedAt, &r.DeadlineAt, &r.DecidedAt, &r.ExpiresAt)
+	r.Arguments = json.RawMessage(args)
+	return r, err
 }
 
-func rawPostgres(ctx context.Context, cfg Config) (*RawReport, error) {
+// updated checks that the conditional update changed its one row.
+func updated(n int64, err error) error {
+	if err == nil && n != 1 {
+		err = fmt.Errorf("conditional update changed %d rows, want 1", n)
+	}
+	return err
+}
+
+func openRawPostgres(ctx context.Context, cfg Config) (_ *rawStore, err error) {
 	schema := "airlock_bench_raw_" + randomHex(6)
 	pc, err := pgxpool.ParseConfig(cfg.DB)
 	if err != nil {
@@ -158,39 +232,34 @@ func rawPostgres(ctx context.Context, cfg Config) (*RawReport, error) {
 	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("raw PostgreSQL: create schema %s: %w", schema, err)
 	}
-	defer admin.Exec(context.WithoutCancel(ctx), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	drop := func() { dropSchema(context.WithoutCancel(ctx), cfg.DB, schema, cfg.Progress) }
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
+		drop()
 		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
 	}
-	defer pool.Close()
 	if _, err := pool.Exec(ctx, rawPostgresSchema); err != nil {
+		pool.Close()
+		drop()
 		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
 	}
-	run := randomHex(4)
-	fmt.Fprintf(cfg.Progress, "raw: PostgreSQL, %d connections, up to %s or %d lifecycles\n", cfg.Clients, cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
-		return func(ctx context.Context, n int64) error {
-			id := fmt.Sprintf("raw_%s_%d", run, n)
-			if _, err := pool.Exec(ctx, `INSERT INTO raw_requests (id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at)
+	return &rawStore{
+		kind: "postgres", connections: cfg.Clients, clients: cfg.Clients,
+		describe: fmt.Sprintf("PostgreSQL, %d connections", cfg.Clients),
+		insert: func(ctx context.Context, id, key, arguments string) error {
+			_, err := pool.Exec(ctx, `INSERT INTO raw_requests (id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at)
 VALUES ($1, 'tok_raw', $2, 'pending', 'payments.refund', $3, clock_timestamp(), clock_timestamp() + interval '1 hour')`,
-				id, "key-"+id, rawArguments); err != nil {
-				return err
-			}
+				id, key, arguments)
+			return err
+		},
+		approve: func(ctx context.Context, id string) error {
 			tag, err := pool.Exec(ctx, `UPDATE raw_requests SET state = 'approved', decided_at = clock_timestamp(), expires_at = clock_timestamp() + interval '5 minutes'
 WHERE id = $1 AND state = 'pending' AND deadline_at > clock_timestamp()`, id)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() != 1 {
-				return fmt.Errorf("conditional update changed %d rows, want 1", tag.RowsAffected())
-			}
-			return readRaw(pool.QueryRow(ctx, `SELECT id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at, decided_at, expires_at
-FROM raw_requests WHERE id = $1`, id))
-		}, nil, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
-	}
-	return &RawReport{Store: "postgres", Connections: cfg.Clients, Clients: cfg.Clients, Result: res}, nil
+			return updated(tag.RowsAffected(), err)
+		},
+		read: func(ctx context.Context, id string) (rawRow, error) {
+			return scanRaw(pool.QueryRow(ctx, `SELECT `+rawCols+` FROM raw_requests WHERE id = $1`, id))
+		},
+		close: func() { pool.Close(); drop() },
+	}, nil
 }

@@ -31,6 +31,13 @@ type Report struct {
 	// its ops/s over the baseline's.
 	Raw        *RawReport `json:"raw,omitempty"`
 	RatioToRaw float64    `json:"ratio_to_raw,omitempty"`
+	// RawHTTP is the raw baseline over HTTP (Config.HTTPBaseline):
+	// RawHTTPToRaw is its ops/s over the raw baseline's (what HTTP itself
+	// costs), RatioToRawHTTP this run's ops/s over its (what Airlock adds
+	// to HTTP).
+	RawHTTP        *RawReport `json:"raw_http,omitempty"`
+	RawHTTPToRaw   float64    `json:"raw_http_to_raw,omitempty"`
+	RatioToRawHTTP float64    `json:"ratio_to_raw_http,omitempty"`
 	// Commits counts the in-process SQLite store's write transactions:
 	// ops per commit is how well group commit shared them.
 	Commits *Commits      `json:"commits,omitempty"`
@@ -80,7 +87,10 @@ type Latency struct {
 
 // RawReport is the raw baseline's result.
 type RawReport struct {
-	Store       string `json:"store"`
+	Store string `json:"store"`
+	// Transport is "http" for the raw baseline over HTTP, empty for
+	// direct SQL.
+	Transport   string `json:"transport,omitempty"`
 	Connections int    `json:"connections"`
 	Clients     int    `json:"clients"`
 	Result
@@ -249,10 +259,16 @@ func (r *Report) WriteTable(w io.Writer) {
 		if r.Raw != nil {
 			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
 		}
+		if r.RawHTTP != nil {
+			row(fmt.Sprintf("raw over HTTP (%d conn, %d clients)", r.RawHTTP.Connections, r.RawHTTP.Clients), r.RawHTTP.Result)
+		}
 		tw.Flush()
 		writeErrors(w, r.ErrorKinds)
 		if r.Raw != nil {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
+		}
+		if r.RawHTTP != nil {
+			fmt.Fprintf(w, "raw over HTTP ÷ raw: %.2f (what HTTP itself costs); airlock ÷ raw over HTTP: %.2f (what Airlock adds)\n", r.RawHTTPToRaw, r.RatioToRawHTTP)
 		}
 		if l := r.StartLagMS; l != nil {
 			fmt.Fprintf(w, "paced: operations started %.2f ms (p50), %.2f ms (p99), %.2f ms (max) after they were due, waiting for a free client; when that is most of the latency, raise --clients\n", l.P50, l.P99, l.Max)

@@ -36,6 +36,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	halfMax := fs.Bool("half-max", false, "lifecycle, create or mcp: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
 	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")
 	baseline := fs.Bool("baseline", true, "with lifecycle, also run the raw baseline in the same process and report ratio_to_raw")
+	httpBaseline := fs.Bool("http-baseline", false, "with the raw baseline, also run it over HTTP (its statements behind a minimal handler, driven by the same HTTP client) and report raw_http_to_raw (what HTTP costs) and ratio_to_raw_http (what Airlock adds)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowRemote := fs.Bool("allow-remote", false, "allow --url and --db targets that are not on this machine")
 	if err := a.parseFlags(fs, args); err != nil {
@@ -43,7 +44,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	}
 	cfg := bench.Config{
 		Scenario: *scenario, Token: *token, DB: *db, Replicas: *replicas, Clients: *clients,
-		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, AllowRemote: *allowRemote, Progress: a.Stderr,
+		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, HTTPBaseline: *httpBaseline, AllowRemote: *allowRemote, Progress: a.Stderr,
 	}
 	if *raw {
 		cfg.Scenario = bench.Raw

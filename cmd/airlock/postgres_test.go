@@ -288,7 +288,7 @@ func TestServeOnPostgresKeywordString(t *testing.T) {
 }
 
 // TestBenchOnPostgresDropsItsSchemas runs a short lifecycle bench and its raw
-// baseline on PostgreSQL, with the pool's parameters in the URL as an
+// baselines (direct and over HTTP) on PostgreSQL, with the pool's parameters in the URL as an
 // operator may write it, and checks that the run drops the schemas it made.
 // (pgx.Connect passed pool_min_conns to the server as a setting: the raw
 // baseline could not connect and the run's schema was left behind.)
@@ -329,11 +329,13 @@ func TestBenchOnPostgresDropsItsSchemas(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	app := &App{Stdout: &stdout, Stderr: &stderr}
-	if err := app.Run(t.Context(), []string{"bench", "--db", u.String(), "--duration", "30s", "--count", "6", "--clients", "2"}); err != nil {
+	if err := app.Run(t.Context(), []string{"bench", "--db", u.String(), "--duration", "30s", "--count", "6", "--clients", "2", "--http-baseline"}); err != nil {
 		t.Fatalf("bench: %v\n%s", err, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "ratio to raw") {
-		t.Errorf("no raw baseline in the report:\n%s", stdout.String())
+	for _, want := range []string{"ratio to raw", "raw over HTTP (2 conn, 2 clients)", "what Airlock adds"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("no %q in the report (raw baselines direct and over HTTP):\n%s", want, stdout.String())
+		}
 	}
 	for name := range benchSchemas() {
 		if !before[name] {

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestRawHandler drives the raw baseline's HTTP handler by hand: a
+// lifecycle answers what it stored, and bad calls (no token, a body past
+// its bound, bad JSON, no key, a decision other than approval, a second
+// approval) get their 4xx or 500 and change nothing.
+func TestRawHandler(t *testing.T) {
+	t.Parallel()
+	rs, err := openRaw(t.Context(), Config{Progress: io.Discard}, "rawhttp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.close()
+	base, stop, err := serveRaw(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	call := func(method, path, token, body string, header ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 4096 {
+			b = append(b[:4096], "…"...)
+		}
+		return resp.StatusCode, string(b)
+	}
+	key := []string{"Idempotency-Key", "key-1"}
+	body := requestBody(1, "1h")
+	refusals := []struct {
+		name, method, path, token, body string
+		header                          []string
+		want                            int
+	}{
+		{"no token", "POST", "/raw/r1", "", body, key, http.StatusUnauthorized},
+		{"wrong token", "POST", "/raw/r1", "nope", body, key, http.StatusUnauthorized},
+		{"read without a token", "GET", "/raw/r1", "", "", nil, http.StatusUnauthorized},
+		{"body past its bound", "POST", "/raw/r1", rawHTTPToken,
+			`{"arguments":{"pad":"` + strings.Repeat("x", rawHTTPMaxBody) + `"}}`, key, http.StatusBadRequest},
+		{"bad JSON", "POST", "/raw/r1", rawHTTPToken, `{"arguments":`, key, http.StatusBadRequest},
+		{"no key", "POST", "/raw/r1", rawHTTPToken, body, nil, http.StatusBadRequest},
+		{"no arguments", "POST", "/raw/r1", rawHTTPToken, `{"tool":"x"}`, key, http.StatusBadRequest},
+		{"approve before create", "POST", "/raw/r1/decision", rawHTTPToken, `{"status":"approved"}`, nil, http.StatusInternalServerError},
+	}
+	for _, c := range refusals {
+		if code, b := call(c.method, c.path, c.token, c.body, c.header...); code != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, code, b, c.want)
+		}
+	}
+	if code, b := call("GET", "/raw/r1", rawHTTPToken, ""); code != http.StatusInternalServerError {
+		t.Fatalf("read after refused creates: %d %s, want 500 (no row)", code, b)
+	}
+
+	if code, b := call("POST", "/raw/r1", rawHTTPToken, body, key...); code != http.StatusCreated || !strings.Contains(b, `"state":"pending"`) {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	if code, b := call("POST", "/raw/r2", rawHTTPToken, body, key...); code != http.StatusInternalServerError {
+		t.Errorf("a second create with the same key: %d %s, want 500 (the unique key)", code, b)
+	}
+	if code, b := call("POST", "/raw/r1/decision", rawHTTPToken, `{"status":"denied"}`); code != http.StatusBadRequest {
+		t.Errorf("deny: %d %s, want 400", code, b)
+	}
+	if code, b := call("POST", "/raw/r1/decision", rawHTTPToken, `{"status":"approved"}`); code != http.StatusOK || !strings.Contains(b, `"state":"approved"`) {
+		t.Fatalf("approve: %d %s", code, b)
+	}
+	if code, b := call("POST", "/raw/r1/decision", rawHTTPToken, `{"status":"approved"}`); code != http.StatusInternalServerError {
+		t.Errorf("a second approval: %d %s, want 500 (the conditional update changes nothing)", code, b)
+	}
+	code, b := call("GET", "/raw/r1", rawHTTPToken, "")
+	if code != http.StatusOK {
+		t.Fatalf("read: %d %s", code, b)
+	}
+	var row rawRow
+	if err := json.Unmarshal([]byte(b), &row); err != nil {
+		t.Fatal(err)
+	}
+	if row.ID != "r1" || row.State != "approved" || row.IdempotencyKey != "key-1" || row.DecidedAt == nil || row.ExpiresAt == nil {
+		t.Errorf("read %s", b)
+	}
+	var in struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal([]byte(body), &in); err != nil {
+		t.Fatal(err)
+	}
+	if string(row.Arguments) != string(in.Arguments) {
+		t.Errorf("arguments read back as %s, want the %s sent", row.Arguments, in.Arguments)
+	}
+}
