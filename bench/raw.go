@@ -100,7 +100,7 @@ func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
 	}
 	defer rs.close()
 	run := randomHex(4)
-	fmt.Fprintf(cfg.Progress, "raw: %s, up to %s or %d lifecycles\n", rs.describe, cfg.Duration, cfg.Count)
+	fmt.Fprintf(cfg.Progress, "raw: %s, %d clients, up to %s or %d lifecycles\n", rs.describe, rs.clients, cfg.Duration, cfg.Count)
 	res, err := runLoad(ctx, rs.clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("raw_%s_%d", run, n)
@@ -172,7 +172,7 @@ WHERE id = ?2 AND state = 'pending' AND deadline_at > ?1`)
 	}
 	return &rawStore{
 		kind: "sqlite", connections: 1, clients: 1,
-		describe: "SQLite WAL synchronous=FULL, 1 connection, 1 client",
+		describe: "SQLite WAL synchronous=FULL, 1 connection",
 		insert: func(ctx context.Context, id, key, arguments string) error {
 			now := time.Now().UnixMicro()
 			_, err := ins.ExecContext(ctx, id, key, arguments, now, now+3_600_000_000)
