@@ -129,6 +129,29 @@ func TestLifecycleWithBaseline(t *testing.T) {
 	}
 }
 
+// TestRawWithHTTPBaseline runs the raw scenario alone with the raw
+// baseline over HTTP beside it: both measured, one ratio between them, and
+// no Airlock ratio claimed for a run that had no Airlock in it.
+func TestRawWithHTTPBaseline(t *testing.T) {
+	t.Parallel()
+	cfg := short(Raw)
+	cfg.HTTPBaseline = true
+	rep := run(t, cfg)
+	checkResult(t, "raw", rep.Result, cfg.Count)
+	if rep.RawHTTP == nil {
+		t.Fatal("no raw baseline over HTTP beside the raw scenario")
+	}
+	checkResult(t, "raw over HTTP", rep.RawHTTP.Result, cfg.Count)
+	if want := round(rep.RawHTTP.OpsPerS/rep.OpsPerS, 3); rep.RawHTTPToRaw != want || rep.RatioToRawHTTP != 0 {
+		t.Errorf("raw_http_to_raw %v (want %v), ratio_to_raw_http %v (want none)", rep.RawHTTPToRaw, want, rep.RatioToRawHTTP)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if out := table.String(); !strings.Contains(out, "what HTTP itself costs") || strings.Contains(out, "what Airlock adds") {
+		t.Errorf("table of a raw run with its HTTP baseline:\n%s", out)
+	}
+}
+
 // lookup follows a dotted path in decoded JSON.
 func lookup(m map[string]any, path string) any {
 	var v any = m

@@ -268,7 +268,11 @@ func (r *Report) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
 		}
 		if r.RawHTTP != nil {
-			fmt.Fprintf(w, "raw over HTTP ÷ raw: %.2f (what HTTP itself costs); airlock ÷ raw over HTTP: %.2f (what Airlock adds)\n", r.RawHTTPToRaw, r.RatioToRawHTTP)
+			fmt.Fprintf(w, "raw over HTTP ÷ raw: %.2f (what HTTP itself costs)", r.RawHTTPToRaw)
+			if r.Scenario != Raw {
+				fmt.Fprintf(w, "; airlock ÷ raw over HTTP: %.2f (what Airlock adds)", r.RatioToRawHTTP)
+			}
+			fmt.Fprintln(w)
 		}
 		if l := r.StartLagMS; l != nil {
 			fmt.Fprintf(w, "paced: operations started %.2f ms (p50), %.2f ms (p99), %.2f ms (max) after they were due, waiting for a free client; when that is most of the latency, raise --clients\n", l.P50, l.P99, l.Max)
