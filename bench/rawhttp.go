@@ -151,21 +151,21 @@ func runRawHTTP(ctx context.Context, cfg Config) (*RawReport, error) {
 	// As many clients as Airlock's lifecycle had: over HTTP they overlap
 	// their calls' HTTP work even where the store has one connection.
 	clients := cfg.Clients
-	hc := &target{hc: newHTTPClient(clients)}
-	defer hc.hc.CloseIdleConnections()
+	api := &target{hc: newHTTPClient(clients)} // only its HTTP client, for target.call
+	defer api.hc.CloseIdleConnections()
 	run := randomHex(4)
 	fmt.Fprintf(cfg.Progress, "raw over HTTP: %s behind a minimal handler at %s, %d clients, up to %s or %d lifecycles\n", rs.describe, base, clients, cfg.Duration, cfg.Count)
 	res, err := runLoad(ctx, clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("rawhttp_%s_%d", run, n)
 			var r rawRow
-			if err := hc.call(ctx, "POST", base, "/raw/"+id, rawHTTPToken, requestBody(n, "1h"), &r, "Idempotency-Key", "key-"+id); err != nil {
+			if err := api.call(ctx, "POST", base, "/raw/"+id, rawHTTPToken, requestBody(n, "1h"), &r, "Idempotency-Key", "key-"+id); err != nil {
 				return err
 			}
-			if err := hc.call(ctx, "POST", base, "/raw/"+id+"/decision", rawHTTPToken, `{"status":"approved"}`, &r); err != nil {
+			if err := api.call(ctx, "POST", base, "/raw/"+id+"/decision", rawHTTPToken, `{"status":"approved"}`, &r); err != nil {
 				return err
 			}
-			if err := hc.call(ctx, "GET", base, "/raw/"+id, rawHTTPToken, "", &r); err != nil {
+			if err := api.call(ctx, "GET", base, "/raw/"+id, rawHTTPToken, "", &r); err != nil {
 				return err
 			}
 			if r.State != "approved" {
