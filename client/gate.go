@@ -323,7 +323,7 @@ func (g *Gate) execute(ctx context.Context, key string, r *ApprovalRequest, fn f
 		return out, &LapsedError{Request: r, Claimed: true}
 	}
 
-	runErr, panicked, pv := runGuarded(ctx, fn)
+	panicked, pv, runErr := runGuarded(ctx, fn)
 	status := airlock.ExecSucceeded
 	detail := ""
 	switch {
@@ -435,13 +435,13 @@ func (g *Gate) report(ctx context.Context, key string, r *ApprovalRequest, statu
 
 // runGuarded runs fn and catches a panic, so the gate can record an
 // unknown outcome before carrying the panic on.
-func runGuarded(ctx context.Context, fn func(context.Context) error) (err error, panicked bool, pv any) {
+func runGuarded(ctx context.Context, fn func(context.Context) error) (panicked bool, pv any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err, panicked, pv = nil, true, v
+			panicked, pv, err = true, v, nil
 		}
 	}()
-	return fn(ctx), false, nil
+	return false, nil, fn(ctx)
 }
 
 // Recovered is one call that Recover settled.

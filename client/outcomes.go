@@ -11,7 +11,7 @@ import (
 // Each is its own type, so callers switch with errors.As and tell the agent
 // what happened: a denial is not an expiry, and neither is a cancellation.
 
-// DeniedError: a reviewer denied the call. The note says why; pass it on
+// DeniedError means a reviewer denied the call. The note says why; pass it on
 // to the agent. It does not permit any other call.
 type DeniedError struct{ Request *ApprovalRequest }
 
@@ -26,7 +26,7 @@ func (e *DeniedError) Error() string {
 // Note is the reviewer's note, or "".
 func (e *DeniedError) Note() string { return e.Request.Note() }
 
-// ExpiredError: nobody decided before the deadline; the call did not run.
+// ExpiredError means nobody decided before the deadline; the call did not run.
 // Ask again (with a new attempt key) if it is still needed.
 type ExpiredError struct{ Request *ApprovalRequest }
 
@@ -35,7 +35,7 @@ func (e *ExpiredError) Error() string {
 		e.Request.Tool, e.Request.ID, e.Request.DeadlineAt.UTC().Format(time.RFC3339))
 }
 
-// CancelledError: the request was withdrawn, so the call did not run —
+// CancelledError means the request was withdrawn, so the call did not run —
 // because the caller's context ended while it waited (Abandoned; the gate
 // then cancelled the request itself), or because someone else cancelled it
 // or deleted the instance.
@@ -63,7 +63,7 @@ func (e *CancelledError) Error() string {
 // Unwrap returns the context's error of an abandoned wait.
 func (e *CancelledError) Unwrap() error { return e.Err }
 
-// LapsedError: the call was approved, but permission to start it ended
+// LapsedError means the call was approved, but permission to start it ended
 // (expires_at passed) before it could start; it did not run. A new attempt
 // needs a new request (a new attempt key).
 type LapsedError struct {
@@ -80,7 +80,7 @@ func (e *LapsedError) Error() string {
 		e.Request.Tool, e.Request.ID, exp.UTC().Format(time.RFC3339Nano))
 }
 
-// AlreadyExecutedError: this approval's one execution was already claimed,
+// AlreadyExecutedError means this approval's one execution was already claimed,
 // by this gate earlier (Here; Status is what the journal recorded) or by
 // another gate. The call is not run again.
 type AlreadyExecutedError struct {
@@ -100,7 +100,7 @@ func (e *AlreadyExecutedError) Error() string {
 		e.Request.Tool, e.Request.ID, where, e.Status)
 }
 
-// InterruptedError: an earlier run of this call was cut short (the process
+// InterruptedError means an earlier run of this call was cut short (the process
 // died while it ran, or before the gate learned whether its claim
 // succeeded). Whether it took effect is unknown; the gate reported unknown
 // and never runs it again by itself. Check the tool's effects by hand.
@@ -119,7 +119,7 @@ func (e *InterruptedError) Error() string {
 		e.Request.Tool, e.Request.ID)
 }
 
-// ToolError: the call ran and its function returned an error. Status is
+// ToolError means the call ran and its function returned an error. Status is
 // what was reported: failed, or unknown when the error wraps
 // ErrOutcomeUnknown.
 type ToolError struct {

@@ -1,3 +1,9 @@
+// The gate forwards logging, sampling and roots between the client and the
+// upstream for as long as MCP servers use them; the SDK marks them
+// deprecated from protocol revision 2026-07-28, still working.
+//
+//lint:file-ignore SA1019 the gate forwards deprecated MCP features faithfully while upstreams use them
+
 package gate
 
 import (

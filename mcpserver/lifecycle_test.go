@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -467,4 +470,73 @@ func TestWorkBoard(t *testing.T) {
 	if got := cl.fail(ToolWorkList, map[string]any{"column": "todo"}); !strings.Contains(got, `unknown field "column"`) {
 		t.Errorf("work_list with an argument: %q", got)
 	}
+}
+
+// failingCreates is a store whose inserts fail as a database would.
+type failingCreates struct{ *sqlite.Store }
+
+func (failingCreates) CreateRequest(context.Context, airlock.NewRequestParams) (airlock.Request, bool, error) {
+	return airlock.Request{}, false, errors.New("disk I/O error")
+}
+
+// TestWorkMoveCreateErrors: a command proposal the store refuses comes
+// back as an error result naming why, never as an empty request. (A
+// shadowed err once returned these as success with an empty approvalId.)
+func TestWorkMoveCreateErrors(t *testing.T) {
+	t.Parallel()
+
+	t.Run("reused idempotencyKey with another body", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		item := b.board(t)
+		cl := b.connect(t, b.agent)
+		first := cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
+			m["kind"] = "work_change"
+			m["proposal"] = move(item.ID, "done")
+		}))
+		if str(first, "approvalId") == "" {
+			t.Fatalf("first proposal: %v", first)
+		}
+		got := cl.fail(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
+			m["kind"] = "work_change"
+			m["proposal"] = move(item.ID, "doing")
+		}))
+		if !strings.HasPrefix(got, "idempotency_conflict: ") {
+			t.Errorf("same key, another move: %q", got)
+		}
+	})
+
+	t.Run("session closed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		item := b.board(t)
+		cl := b.connect(t, b.agent)
+		sess := cl.ok(ToolSessionOpen, map[string]any{"name": "release"})
+		sid := str(sess, "sessionId")
+		cl.ok(ToolSessionClose, map[string]any{"sessionId": sid})
+		got := cl.fail(ToolApprovalRequest, requestArgs("mv-closed", func(m map[string]any) {
+			m["kind"] = "work_change"
+			m["proposal"] = move(item.ID, "done")
+			m["sessionId"] = sid
+		}))
+		if !strings.HasPrefix(got, "not_found: ") || !strings.Contains(got, "it is closed") {
+			t.Errorf("a command in a closed session: %q", got)
+		}
+	})
+
+	t.Run("database error", func(t *testing.T) {
+		t.Parallel()
+		b := setupWith(t, func(s *sqlite.Store) airlock.Store { return failingCreates{s} })
+		item := b.board(t)
+		cl := b.connect(t, b.agent)
+		for _, proposal := range []any{move(item.ID, "done"), map[string]any{"mode": "advisory"}} {
+			got := cl.fail(ToolApprovalRequest, requestArgs("mv-db", func(m map[string]any) {
+				m["kind"] = "work_change"
+				m["proposal"] = proposal
+			}))
+			if !strings.HasPrefix(got, "internal: ") {
+				t.Errorf("%v with a failing store: %q", proposal, got)
+			}
+		}
+	})
 }

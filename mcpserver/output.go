@@ -71,8 +71,6 @@ const (
 	// outcomeAwaiting: the request is pending; the command runs only if it
 	// is approved.
 	outcomeAwaiting = "awaiting_decision"
-	// outcomeApplied: approved, and applied in the same transaction.
-	outcomeApplied = "applied"
 	// outcomeNotExecuted: denied, expired or cancelled; it never will run.
 	outcomeNotExecuted = "not_executed"
 )
@@ -102,6 +100,8 @@ func newApprovalOut(r airlock.Request) approvalOut {
 			case r.State == airlock.StatePending:
 				oc.Status = outcomeAwaiting
 			case r.CommandResult != nil:
+				// airlock.CommandApplied: approved, and applied in the
+				// same transaction.
 				oc.Status = r.CommandResult.Status
 				oc.Detail = r.CommandResult.Detail
 				oc.AppliedAt = formatTime(r.CommandResult.AppliedAt)

@@ -61,6 +61,13 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the provider over wrap(store), for tests that
+// put a faulty store between the provider and SQLite; nil means none.
+func setupWith(t *testing.T, wrap func(*sqlite.Store) airlock.Store) *bundle {
+	t.Helper()
 	b := &bundle{clock: &fakeClock{now: epoch}, secrets: map[string]string{}}
 	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(b.clock))
 	if err != nil {
@@ -68,8 +75,12 @@ func setup(t *testing.T) *bundle {
 	}
 	t.Cleanup(func() { store.Close() })
 	b.store = store
+	var under airlock.Store = store
+	if wrap != nil {
+		under = wrap(store)
+	}
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b.svc, err = provider.New(provider.Config{Store: store, Clock: b.clock, Logger: discard})
+	b.svc, err = provider.New(provider.Config{Store: under, Clock: b.clock, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}

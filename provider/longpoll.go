@@ -34,7 +34,7 @@ func (s *Service) Request(ctx context.Context, c airlock.Caller, id string, wait
 // the request as it is then: a server that is shutting down answers its
 // long-polls at once, and their clients poll again elsewhere.
 func (s *Service) Await(ctx context.Context, c *airlock.Caller, id string, wait time.Duration, stop <-chan struct{}) (*airlock.Request, error) {
-	r, deadline, err := s.look(ctx, c, id, wait <= 0)
+	r, _, err := s.look(ctx, c, id, wait <= 0)
 	if r != nil || err != nil {
 		return r, err
 	}
@@ -46,6 +46,7 @@ func (s *Service) Await(ctx context.Context, c *airlock.Caller, id string, wait 
 	for {
 		// Read after subscribing, so a change between the first read and
 		// the subscription is not missed.
+		var deadline time.Time
 		r, deadline, err = s.look(ctx, c, id, false)
 		if r != nil || err != nil {
 			return r, err

@@ -37,27 +37,10 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		return airlock.Request{}, false, err
 	}
 
-	// The owner of a session never changes, so checking it before the
-	// write is safe. A closed session still goes to the store: a replay of
-	// a request made before the close must return the original.
-	var instanceID string
-	if in.SessionID != "" {
-		sess, err := ss.GetSession(ctx, in.SessionID)
-		switch {
-		case airlock.ErrorCode(err) == airlock.CodeNotFound || (err == nil && sess.OwnerID != c.ID):
-			return airlock.Request{}, false, sessionNotFound(in.SessionID, "")
-		case err != nil:
-			return airlock.Request{}, false, err
-		}
-		instanceID = sess.ID
-	} else {
-		inst, err := ss.MCPInstance(ctx, c.ID, c.ID)
-		if err != nil {
-			return airlock.Request{}, false, err
-		}
-		instanceID = inst.ID
+	instanceID, err := s.mcpInstance(ctx, ss, c, in.SessionID)
+	if err != nil {
+		return airlock.Request{}, false, err
 	}
-
 	r := airlock.Request{
 		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instanceID, OwnerID: c.ID, Kind: in.Kind,
 		Timeout: in.Timeout(), Title: in.Title, Description: in.Description,
@@ -65,34 +48,64 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		Proposal: &airlock.Proposal{Mode: in.Proposal.Mode}, Question: in.Question,
 		IdempotencyKey: in.IdempotencyKey, Fingerprint: fp,
 	}
-	p := airlock.NewRequestParams{Window: window, Actor: c.ID}
+	p := airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID}
 	var (
 		out     airlock.Request
 		created bool
 	)
 	if cmd := in.Proposal.Command; cmd != nil {
-		observed, err := s.observeCommand(ctx, c, cmd)
-		if err != nil {
-			// The target may have changed since the original was made:
-			// a replay still answers with the original.
-			if prev, ok, rerr := replayOf(ctx, ss, c.ID, in.IdempotencyKey, fp); rerr != nil || ok {
-				return prev, false, rerr
-			}
-			return airlock.Request{}, false, err
-		}
-		r.Tool, r.Arguments = cmd.Method, cmd.Input
-		r.Proposal.Command = &airlock.Command{Method: cmd.Method, Input: cmd.Input, Observed: observed}
-		p.Request = r
-		// A command always goes to a person: no policy decides it at creation.
-		out, created, err = s.createDirect(ctx, p)
+		out, created, err = s.createCommand(ctx, ss, c, cmd, p)
 	} else {
-		p.Request = r
 		out, created, err = s.create(ctx, p)
 	}
 	if airlock.ErrorCode(err) == airlock.CodeNotFound && in.SessionID != "" {
 		return airlock.Request{}, false, sessionNotFound(in.SessionID, "it is closed; ")
 	}
 	return out, created, err
+}
+
+// mcpInstance returns the instance an MCP request belongs to: the session
+// named by sessionID, which must be the caller's, or else the caller's
+// default MCP instance. The owner of a session never changes, so checking
+// it before the write is safe. A closed session is returned too: a replay
+// of a request made before the close must find the original, and the
+// store refuses a new request in it.
+func (s *Service) mcpInstance(ctx context.Context, ss airlock.SessionStore, c airlock.Caller, sessionID string) (string, error) {
+	if sessionID == "" {
+		inst, err := ss.MCPInstance(ctx, c.ID, c.ID)
+		if err != nil {
+			return "", err
+		}
+		return inst.ID, nil
+	}
+	sess, err := ss.GetSession(ctx, sessionID)
+	switch {
+	case airlock.ErrorCode(err) == airlock.CodeNotFound || (err == nil && sess.OwnerID != c.ID):
+		return "", sessionNotFound(sessionID, "")
+	case err != nil:
+		return "", err
+	}
+	return sess.ID, nil
+}
+
+// createCommand stores a command proposal after checking it against the
+// caller's scopes and the board, recording what it observed so the
+// approval applies it only while the target is still as it was. A command
+// always goes to a person: no policy decides it at creation. When the
+// target has changed since the original was made, a replay still answers
+// with the original.
+func (s *Service) createCommand(ctx context.Context, ss airlock.SessionStore, c airlock.Caller, cmd *airlock.Command, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	observed, err := s.observeCommand(ctx, c, cmd)
+	if err != nil {
+		prev, ok, rerr := replayOf(ctx, ss, c.ID, p.Request.IdempotencyKey, p.Request.Fingerprint)
+		if rerr != nil || ok {
+			return prev, false, rerr
+		}
+		return airlock.Request{}, false, err
+	}
+	p.Request.Tool, p.Request.Arguments = cmd.Method, cmd.Input
+	p.Request.Proposal.Command = &airlock.Command{Method: cmd.Method, Input: cmd.Input, Observed: observed}
+	return s.insert(ctx, p)
 }
 
 func sessionNotFound(id, why string) error {
@@ -178,17 +191,4 @@ func (s *Service) observeCommand(ctx context.Context, c airlock.Caller, cmd *air
 		return nil, fmt.Errorf("observe work_move: %w", err)
 	}
 	return observed, nil
-}
-
-// createDirect stores a request without asking the policy, and wakes
-// whoever cares.
-func (s *Service) createDirect(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	r, created, err := s.store.CreateRequest(ctx, p)
-	if err != nil || !created {
-		return r, created, err
-	}
-	s.metrics.entered(airlock.Request{State: airlock.StatePending})
-	s.wakeSchedulerFor(r.DeadlineAt)
-	s.hub.publish(r.ID)
-	return r, true, nil
 }

@@ -219,20 +219,24 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 	return s.create(ctx, airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }
 
-// create asks the policy, stores the request and wakes whoever cares.
+// create asks the policy, then stores the request.
 func (s *Service) create(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
 	initial, err := s.policy.Evaluate(ctx, p.Request)
 	if err != nil {
 		return airlock.Request{}, false, fmt.Errorf("policy: %w", err)
 	}
 	p.Initial = initial
+	return s.insert(ctx, p)
+}
+
+// insert stores a request and wakes whoever cares. A replay answers like a
+// read: a request whose deadline has come is shown expired, never pending.
+func (s *Service) insert(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
 	r, created, err := s.store.CreateRequest(ctx, p)
 	if err != nil {
-		return r, false, err
+		return airlock.Request{}, false, err
 	}
 	if !created {
-		// A replay answers like a read: a request whose deadline has come
-		// is shown expired, never pending.
 		r, err = s.expireIfDue(ctx, r)
 		return r, false, err
 	}

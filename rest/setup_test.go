@@ -103,7 +103,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b := &bundle{store: store, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
 	shutdown, stop := context.WithCancel(ctx)
 	b.stop = stop
-	var h http.Handler = New(Config{
+	h := New(Config{
 		Service: svc, Logger: logger, Registry: reg, RateLimit: o.rateLimit, RateBurst: o.rateBurst,
 		MaxBodyBytes: o.maxBody, Context: shutdown, Heartbeat: o.heartbeat,
 	})

@@ -293,12 +293,12 @@ func expected(o Op) bool {
 	return false
 }
 
-func (rep *Report) add(rule Rule, id, format string, args ...any) {
-	rep.Violations = append(rep.Violations, Violation{rule, id, fmt.Sprintf(format, args...)})
+func (r *Report) add(rule Rule, id, format string, args ...any) {
+	r.Violations = append(r.Violations, Violation{rule, id, fmt.Sprintf(format, args...)})
 }
 
 // checkRequest applies every rule to the ops of one request.
-func (rep *Report) checkRequest(id string, h []Op, opts Options) {
+func (r *Report) checkRequest(id string, h []Op, opts Options) {
 	var (
 		winners  []Op
 		deadline time.Time
@@ -331,15 +331,15 @@ func (rep *Report) checkRequest(id string, h []Op, opts Options) {
 		if winners[0].Kind != Create {
 			won = winners[0].Kind.target()
 		}
-		rep.Outcomes[won]++
+		r.Outcomes[won]++
 	case len(winners) > 1:
 		var names []string
 		for _, w := range winners {
 			names = append(names, w.String())
 		}
-		rep.add(RuleOneOutcome, id, "%d terminal outcomes: %s", len(winners), strings.Join(names, "; "))
+		r.add(RuleOneOutcome, id, "%d terminal outcomes: %s", len(winners), strings.Join(names, "; "))
 	case opts.Complete:
-		rep.add(RuleOneOutcome, id, "no terminal outcome recorded in a complete history")
+		r.add(RuleOneOutcome, id, "no terminal outcome recorded in a complete history")
 	}
 
 	// No approval at or after the deadline.
@@ -348,33 +348,33 @@ func (rep *Report) checkRequest(id string, h []Op, opts Options) {
 			continue
 		}
 		if o.Kind == Approve && deadline.IsZero() {
-			rep.add(RuleNoLateApproval, id, "approval with no known deadline: %s", o)
+			r.add(RuleNoLateApproval, id, "approval with no known deadline: %s", o)
 			continue
 		}
 		if o.Kind == Create {
 			continue // decided by policy at creation, before any deadline
 		}
 		if !o.DecidedAt.IsZero() && !o.DecidedAt.Before(deadline) {
-			rep.add(RuleNoLateApproval, id, "approval recorded at %s, deadline %s: %s",
+			r.add(RuleNoLateApproval, id, "approval recorded at %s, deadline %s: %s",
 				o.DecidedAt.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano), o)
 		}
 		if !o.Call.Before(deadline) {
-			rep.add(RuleNoLateApproval, id, "approval granted to a call made at %s, at or after the deadline %s: %s",
+			r.add(RuleNoLateApproval, id, "approval granted to a call made at %s, at or after the deadline %s: %s",
 				o.Call.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano), o)
 		}
 	}
 
 	// One claim, of an approved request.
-	rep.Claims += len(claims)
+	r.Claims += len(claims)
 	if len(claims) > 1 {
 		var names []string
 		for _, c := range claims {
 			names = append(names, c.String())
 		}
-		rep.add(RuleOneClaim, id, "%d successful claims: %s", len(claims), strings.Join(names, "; "))
+		r.add(RuleOneClaim, id, "%d successful claims: %s", len(claims), strings.Join(names, "; "))
 	}
 	if len(claims) > 0 && len(winners) == 1 && won != airlock.StateApproved {
-		rep.add(RuleOneClaim, id, "execution claimed although the request ended %s", won)
+		r.add(RuleOneClaim, id, "execution claimed although the request ended %s", won)
 	}
 
 	// Every loser names the state that won.
@@ -384,17 +384,17 @@ func (rep *Report) checkRequest(id string, h []Op, opts Options) {
 			(o.Code == airlock.CodeNotApproved && o.State.Terminal()):
 			switch {
 			case len(winners) == 0:
-				rep.add(RuleLoserNamesWinner, id, "%s, but no terminal outcome was recorded", o)
+				r.add(RuleLoserNamesWinner, id, "%s, but no terminal outcome was recorded", o)
 			case len(winners) == 1 && o.State != won:
-				rep.add(RuleLoserNamesWinner, id, "%s, but the state that won is %s", o, won)
+				r.add(RuleLoserNamesWinner, id, "%s, but the state that won is %s", o, won)
 			}
 			if o.Code == airlock.CodeDeadlinePassed && o.State != airlock.StateExpired {
-				rep.add(RuleLoserNamesWinner, id, "deadline_passed must name expired: %s", o)
+				r.add(RuleLoserNamesWinner, id, "deadline_passed must name expired: %s", o)
 			}
 		case o.Code == airlock.CodeAlreadyExecuted && len(claims) == 0:
-			rep.add(RuleLoserNamesWinner, id, "%s, but no claim succeeded", o)
+			r.add(RuleLoserNamesWinner, id, "%s, but no claim succeeded", o)
 		case o.Code == airlock.CodeApprovalExpired && len(winners) == 1 && won != airlock.StateApproved:
-			rep.add(RuleLoserNamesWinner, id, "%s, but the request ended %s", o, won)
+			r.add(RuleLoserNamesWinner, id, "%s, but the request ended %s", o, won)
 		}
 	}
 
@@ -420,9 +420,9 @@ func (rep *Report) checkRequest(id string, h []Op, opts Options) {
 		for _, o := range h {
 			lines = append(lines, o.String())
 		}
-		rep.add(RuleLinearizable, id, "no sequential order explains: %s", strings.Join(lines, "; "))
+		r.add(RuleLinearizable, id, "no sequential order explains: %s", strings.Join(lines, "; "))
 	default:
-		rep.add(RuleLinearizable, id, "porcupine could not decide within %s", opts.Timeout)
+		r.add(RuleLinearizable, id, "porcupine could not decide within %s", opts.Timeout)
 	}
 }
 
