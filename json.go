@@ -444,7 +444,9 @@ func (p *parser) number() error {
 			return p.syntax()
 		}
 	}
+	mantissaEnd := -1
 	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		mantissaEnd = p.pos
 		p.pos++
 		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
 			p.pos++
@@ -455,6 +457,26 @@ func (p *parser) number() error {
 	}
 	if p.pos-start > 100 {
 		return p.errorf("number literal longer than 100 characters")
+	}
+	if mantissaEnd >= 0 {
+		return p.checkFloatRange(p.data[start:p.pos], p.data[start:mantissaEnd])
+	}
+	return nil
+}
+
+// checkFloatRange refuses a number literal with an exponent that a 64-bit
+// float cannot hold: JavaScript, and most JSON decoders, read 1e400 as
+// Infinity and 1e-400 as 0, so a reviewer and the tool could see different
+// values. Without an exponent a literal of at most 100 characters is always
+// in range, so only literals with one are parsed.
+func (p *parser) checkFloatRange(lit, mantissa []byte) error {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		// The syntax was checked above, so this is strconv.ErrRange.
+		return p.errorf("number %s is beyond the range of a 64-bit float (JavaScript reads it as Infinity); send a smaller number, or the number as a string", lit)
+	}
+	if f == 0 && bytes.ContainsAny(mantissa, "123456789") {
+		return p.errorf("number %s is too small for a 64-bit float (JavaScript reads it as 0); send 0, or the number as a string", lit)
 	}
 	return nil
 }

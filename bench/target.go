@@ -269,7 +269,7 @@ func startServer(store fullStore, sweeps *sweepLog, log *slog.Logger) (*server, 
 		return nil, nil, err
 	}
 	srv := &server{svc: svc, url: "http://" + ln.Addr().String(), pipe: newPipeListener(ln.Addr())}
-	srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv.http = &http.Server{Handler: rest.RefuseUncleanPaths(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	wg.Go(func() { srv.http.Serve(ln) })
 	wg.Go(func() { srv.http.Serve(srv.pipe) })

@@ -130,6 +130,8 @@ func TestApprovalRequestValidation(t *testing.T) {
 		{"expiresInMinutes below 5", requestArgs("k", func(m map[string]any) { m["expiresInMinutes"] = 4 }), "expiresInMinutes must be between 5 and 10080"},
 		{"expiresInMinutes above 10080", requestArgs("k", func(m map[string]any) { m["expiresInMinutes"] = 10081 }), "expiresInMinutes must be between 5 and 10080"},
 		{"expiresInMinutes not whole", `{"kind":"agent_request","title":"t","proposal":{"mode":"advisory"},"idempotencyKey":"k","expiresInMinutes":5.5}`, "expiresInMinutes must be a whole number"},
+		{"expiresInMinutes beyond float64", `{"kind":"agent_request","title":"t","proposal":{"mode":"advisory"},"idempotencyKey":"k","expiresInMinutes":1e400}`, "expiresInMinutes: number 1e400 is beyond the range of a 64-bit float"},
+		{"a number below float64 in a command's input", `{"kind":"work_change","title":"t","proposal":{"mode":"command","command":{"method":"work_move","input":{"itemId":"w","columnKey":"done","n":1e-400}}},"idempotencyKey":"k"}`, "number 1e-400 is too small for a 64-bit float"},
 		{"expiresInMinutes a string", requestArgs("k", func(m map[string]any) { m["expiresInMinutes"] = "10" }), "expiresInMinutes must be a JSON number"},
 		{"question with another kind", requestArgs("k", func(m map[string]any) { m["kind"] = "work_change"; m["question"] = map[string]any{} }),
 			"question is only allowed with kind agent_request and an advisory proposal"},

@@ -19,13 +19,20 @@ import (
 // authenticated wraps an endpoint: the bearer token from the Authorization
 // header (never from the query string) is checked against the store on
 // every call, so a revoked token stops at once; then the token's bucket
-// must hold a request.
+// must hold a request, and the query string must name each parameter once.
 //
 // On a store that checks tokens itself (PostgreSQL), the check of a token
 // this process has seen rides with the call's first statement
 // (provider.AuthenticateDeferred); checkedWriter makes sure it was made,
 // and passed, before the first byte of the answer.
-func (h *handler) authenticated(call func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
+func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
+	call := func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			h.problem(w, r, err)
+			return
+		}
+		endpoint(h, w, r, c)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, cr := h.admit(w, r)
 		switch {
@@ -130,9 +137,8 @@ func bearer(r *http.Request) string {
 // application/json. It does not decode: only the domain's strict decoders
 // may read a body, so nothing lenient ever sees it.
 func (h *handler) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
-		return nil, airlock.Invalid("Content-Type", "send the body as JSON with Content-Type: application/json")
+	if err := checkJSONMediaType(r.Header.Get("Content-Type")); err != nil {
+		return nil, err
 	}
 	if r.ContentLength > h.maxBody {
 		return nil, tooLarge(h.maxBody)
@@ -151,6 +157,29 @@ func (h *handler) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		return nil, airlock.Invalid("", "could not read the request body: %v", err)
 	}
 	return body, nil
+}
+
+// unsupportedMediaType is an invalid_request about the body's media type,
+// answered 415 rather than 400.
+type unsupportedMediaType struct{ err *airlock.Error }
+
+func (e unsupportedMediaType) Error() string { return e.err.Error() }
+func (e unsupportedMediaType) Unwrap() error { return e.err }
+
+// checkJSONMediaType accepts application/json in UTF-8, the only encoding
+// JSON has (RFC 8259 §8.1): a body declared as UTF-16 or Latin-1 would be
+// read as UTF-8 all the same, so a reviewer could be shown other text than
+// the sender meant.
+func checkJSONMediaType(contentType string) error {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/json" {
+		return unsupportedMediaType{airlock.Invalid("Content-Type", "send the body as JSON with Content-Type: application/json")}
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return unsupportedMediaType{airlock.Invalid("Content-Type",
+			"charset %q is not supported: JSON is UTF-8; send the body in UTF-8 with Content-Type: application/json", cs)}
+	}
+	return nil
 }
 
 func tooLarge(limit int64) error {

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,10 +47,9 @@ func TestStrictInputRefusedBeforeStoring(t *testing.T) {
 		{name: "wrong type", body: `{"tool":7,"arguments":{}}`, field: "tool"},
 		{name: "timeout below minimum", body: `{"tool":"ls","arguments":{},"timeout":"1us"}`, field: "timeout"},
 		{name: "timeout in months", body: `{"tool":"ls","arguments":{},"timeout":"P1M"}`, field: "timeout"},
-		{name: "no content type", body: `{"tool":"ls","arguments":{}}`, field: "Content-Type",
-			header: map[string]string{"Content-Type": ""}},
-		{name: "text/plain", body: `{"tool":"ls","arguments":{}}`, field: "Content-Type",
-			header: map[string]string{"Content-Type": "text/plain"}},
+		{name: "number beyond float64", body: `{"tool":"ls","arguments":{"amount":1e400}}`, field: "arguments.amount"},
+		{name: "number below float64", body: `{"tool":"ls","arguments":{"n":[1e-400]}}`, field: "arguments.n"},
+		{name: "number beyond float64 in context", body: `{"tool":"ls","arguments":{},"context":{"n":-1e309}}`, field: "context.n"},
 		{name: "empty body", body: ` `},
 	}
 	for _, c := range cases {
@@ -109,5 +109,41 @@ func TestStrictDecisionBody(t *testing.T) {
 		claimed := b.claimed(t)
 		r := b.do(t, req{method: "PUT", path: "/v1/approval-requests/" + claimed + "/execution", token: b.agentA, body: body, invalid: true})
 		want(t, r, http.StatusBadRequest, airlock.CodeInvalidRequest)
+	}
+}
+
+// TestUnsupportedMediaType: a body that is not declared as JSON in UTF-8 is
+// 415 on every route that reads one, and stores nothing; UTF-8 in any
+// spelling is accepted.
+func TestUnsupportedMediaType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, b.agentA)
+	create := "/v1/instances/" + inst + "/approval-requests"
+	for _, ct := range []string{"", "text/plain", "application/json; charset=utf-16", "application/json; charset=ISO-8859-1", "application/jsonx", "application/json;;"} {
+		for _, route := range []struct{ method, path, token string }{
+			{"POST", create, b.agentA},
+			{"POST", "/v1/instances", b.agentA},
+			{"POST", "/v1/tokens", b.admin},
+		} {
+			r := b.do(t, req{method: route.method, path: route.path, token: route.token, body: `{"tool":"ls","arguments":{}}`,
+				header: map[string]string{"Content-Type": ct, "Idempotency-Key": "media"}, invalid: true})
+			if r.status != http.StatusUnsupportedMediaType {
+				t.Errorf("%s %s with Content-Type %q: status %d, want 415; %s", route.method, route.path, ct, r.status, r.body)
+				continue
+			}
+			if p := r.obj(t); p["code"] != string(airlock.CodeInvalidRequest) || p["field"] != "Content-Type" || p["status"] != float64(415) {
+				t.Errorf("Content-Type %q: problem %s", ct, r.body)
+			}
+		}
+	}
+	list := b.do(t, req{method: "GET", path: "/v1/approval-requests", token: b.reviewer})
+	if items := list.obj(t)["items"].([]any); len(items) != 0 {
+		t.Fatalf("%d requests stored from refused bodies", len(items))
+	}
+	for i, ct := range []string{"application/json; charset=utf-8", "application/json; charset=UTF-8", "Application/JSON"} {
+		r := b.do(t, req{method: "POST", path: create, token: b.agentA, body: `{"tool":"ls","arguments":{}}`,
+			header: map[string]string{"Content-Type": ct, "Idempotency-Key": "utf8-" + strconv.Itoa(i)}})
+		want(t, r, http.StatusCreated, "")
 	}
 }

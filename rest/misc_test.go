@@ -155,3 +155,32 @@ func TestReadiness(t *testing.T) {
 		t.Fatalf("logged %q, want the internal error once", errs)
 	}
 }
+
+// TestQueryParameters: a parameter given twice, or a malformed query, is
+// 400 naming it; url.Values would have used the first silently.
+func TestQueryParameters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, b.agentA)
+	id := b.create(t, b.agentA, inst, "q", `{"tool":"ls","arguments":{}}`).obj(t)["id"].(string)
+	cases := []struct{ path, field string }{
+		{"/v1/approval-requests?state=pending&state=approved", "state"},
+		{"/v1/approval-requests?limit=1&tool=ls&limit=100", "limit"},
+		{"/v1/approval-requests/" + id + "?wait=1s&wait=60s", "wait"},
+		{"/v1/approval-requests?state=%zz", ""},
+		{"/v1/approval-requests?state=pending;tool=ls", ""},
+	}
+	for _, c := range cases {
+		r := b.do(t, req{method: "GET", path: c.path, token: b.reviewer, invalid: true})
+		want(t, r, http.StatusBadRequest, airlock.CodeInvalidRequest)
+		if f, _ := r.obj(t)["field"].(string); f != c.field {
+			t.Errorf("%s: field %q, want %q (%s)", c.path, f, c.field, r.body)
+		}
+	}
+	// The same parameters once each are served.
+	r := b.do(t, req{method: "GET", path: "/v1/approval-requests?state=pending&limit=1", token: b.reviewer})
+	want(t, r, http.StatusOK, "")
+	// A bad token is still told so first.
+	r = b.do(t, req{method: "GET", path: "/v1/approval-requests?state=a&state=b", token: "airlock_nope", invalid: true})
+	want(t, r, http.StatusUnauthorized, airlock.CodeUnauthorized)
+}

@@ -89,6 +89,10 @@ func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Code == airlock.CodeUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
 	}
+	if errors.As(err, new(unsupportedMediaType)) {
+		writeProblemStatus(w, http.StatusUnsupportedMediaType, "Unsupported media type", e.Code, e)
+		return
+	}
 	writeProblemStatus(w, statuses[e.Code], titles[e.Code], e.Code, e)
 }
 

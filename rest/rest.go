@@ -11,6 +11,8 @@ import (
 	_ "embed"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"time"
 
@@ -185,6 +187,60 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// checkQuery refuses a query string that url.Values would read silently
+// otherwise: a parameter given twice (Get takes the first, so a proxy or a
+// log that takes the last sees another filter) or one that is malformed
+// (ParseQuery drops it).
+func checkQuery(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return airlock.Invalid("", "the query string is malformed (%v); escape it as application/x-www-form-urlencoded", err)
+	}
+	for k, v := range q {
+		if len(v) > 1 {
+			return airlock.Invalid(k, "query parameter %s is given %d times; give it once", k, len(v))
+		}
+	}
+	return nil
+}
+
+// RefuseUncleanPaths answers a request whose path is not clean (a doubled
+// slash, a "." or ".." segment) with a 404 problem naming the clean path,
+// instead of the HTML redirect http.ServeMux sends: a client that follows
+// a redirect may turn a POST into a GET, and an API answers problems, not
+// pages. airlock serve wraps its whole mux in it, so /mcp and the inbox
+// answer alike.
+func RefuseUncleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			writeProblemStatus(w, http.StatusNotFound, titles[airlock.CodeNotFound], airlock.CodeNotFound,
+				&airlock.Error{Message: "no such endpoint " + r.URL.Path + ": paths are not cleaned; use " + clean})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is the path http.ServeMux would redirect p to: path.Clean,
+// keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
 // unmatched answers a request that no route serves: 405 with Allow when the
 // path exists under another method, 404 otherwise. ServeMux knows which;
 // its plain-text answer is captured and replaced by a problem.
@@ -199,7 +255,8 @@ func (h *handler) unmatched(w http.ResponseWriter, r *http.Request) {
 	case http.StatusNotFound, 0:
 		h.problem(w, r, airlock.Errorf(airlock.CodeNotFound, "no such endpoint %s %s; see /openapi.yaml", r.Method, r.URL.Path))
 	default:
-		// A redirect ServeMux makes for an unclean path.
+		// A redirect ServeMux makes for an unclean path, when the handler
+		// is not behind RefuseUncleanPaths.
 		for k, v := range rec.header {
 			w.Header()[k] = v
 		}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"reflect"
 )
 
 // App is the airlock program as a value: it parses arguments and runs one
@@ -176,7 +177,7 @@ func (a *App) newFlagSet(name string) *flag.FlagSet {
 			fmt.Fprintf(fs.Output(), "\nFlags (each also read from its environment variable; a flag wins):\n")
 			fs.VisitAll(func(f *flag.Flag) {
 				fmt.Fprintf(fs.Output(), "  --%s  [$%s]\n    \t%s", f.Name, envName(f.Name), f.Usage)
-				if f.DefValue != "" {
+				if !zeroDefault(f) {
 					fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
 				}
 				fmt.Fprintln(fs.Output())
@@ -184,6 +185,22 @@ func (a *App) newFlagSet(name string) *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+// zeroDefault reports whether f's default is its type's zero value (0,
+// false, "", 0s), which usage leaves out as the flag package does: a flag
+// whose usage explains its own default would otherwise read "(default 8)
+// … (default 0)".
+func zeroDefault(f *flag.Flag) bool {
+	t := reflect.TypeOf(f.Value)
+	var zero reflect.Value
+	if t.Kind() == reflect.Pointer {
+		zero = reflect.New(t.Elem())
+	} else {
+		zero = reflect.Zero(t)
+	}
+	v, ok := zero.Interface().(flag.Value)
+	return f.DefValue == "" || ok && f.DefValue == v.String()
 }
 
 func hasFlags(fs *flag.FlagSet) bool {

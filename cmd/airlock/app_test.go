@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -25,6 +27,7 @@ func TestCommands(t *testing.T) {
 		stdout   string // a substring of stdout
 		stderr   string // a substring of stderr
 		noStdout bool
+		without  string // not a substring of stdout or stderr
 	}{
 		{name: "help lists every command", args: []string{"help"}, stdout: "  serve    Run the Airlock provider"},
 		{name: "help serve shows each flag with its environment twin and default", args: []string{"help", "serve"},
@@ -42,6 +45,10 @@ func TestCommands(t *testing.T) {
 			stderr: "--db is not a valid PostgreSQL URL"},
 		{name: "help serve says --db takes a PostgreSQL URL", args: []string{"help", "serve"},
 			stdout: "or a postgres:// URL (or host=… dbname=… string) of a PostgreSQL database that several replicas may share"},
+		{name: "help bench leaves out zero defaults its flags explain", args: []string{"help", "bench"},
+			stdout: "concurrent clients (default 8); for wait, the number of idle long-poll waiters (default 100)\n", without: "(default 0)"},
+		{name: "help bench leaves out false defaults", args: []string{"help", "bench"},
+			stdout: "in-process servers sharing the store (PostgreSQL only); clients take them in turn (default 1)\n", without: "(default false)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +64,9 @@ func TestCommands(t *testing.T) {
 			}
 			if !strings.Contains(stderr.String(), tt.stderr) {
 				t.Errorf("stderr does not contain %q:\n%s", tt.stderr, stderr.String())
+			}
+			if tt.without != "" && strings.Contains(stdout.String()+stderr.String(), tt.without) {
+				t.Errorf("output contains %q:\n%s%s", tt.without, stdout.String(), stderr.String())
 			}
 			if tt.noStdout && stdout.Len() > 0 {
 				t.Errorf("stdout should be empty:\n%s", stdout.String())
@@ -392,4 +402,47 @@ func TestShutdownIsPrompt(t *testing.T) {
 		t.Errorf("the long-poll got %d %s; want 200 with the request still pending", r.status, r.raw)
 	}
 	<-streamEnded
+}
+
+// TestUncleanPathsAnswerProblems: a path with a doubled slash or a dot
+// segment is a 404 problem naming the clean path, on the API, /mcp and the
+// inbox alike, never a redirect (which a client may follow as a GET).
+func TestUncleanPathsAnswerProblems(t *testing.T) {
+	t.Parallel()
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "airlock.db"), "--admin-token", testAdmin)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t.Cleanup(hc.CloseIdleConnections)
+	for path, clean := range map[string]string{
+		"//v1/tokens":         "/v1/tokens",
+		"/v1//tokens":         "/v1/tokens",
+		"/inbox/../v1/tokens": "/v1/tokens",
+		"/./healthz":          "/healthz",
+		"//mcp":               "/mcp",
+		"//":                  "/",
+	} {
+		for _, method := range []string{"GET", "POST"} {
+			req, err := http.NewRequest(method, srv.url+path, strings.NewReader(`{"name":"x","role":"agent"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+testAdmin)
+			req.Header.Set("Content-Type", "application/json")
+			res, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			var p map[string]any
+			if res.StatusCode != http.StatusNotFound || res.Header.Get("Content-Type") != "application/problem+json" ||
+				json.Unmarshal(body, &p) != nil || p["code"] != "not_found" || !strings.HasSuffix(p["detail"].(string), "use "+clean) {
+				t.Errorf("%s %s: %d %s %q %s", method, path, res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Location"), body)
+			}
+		}
+	}
+	// Nothing was created by the POSTs.
+	c := newAPI(t, srv.url)
+	if got := c.call("GET", "/v1/tokens", testAdmin, "").want(t, 200, "list tokens").body["items"].([]any); len(got) != 1 {
+		t.Errorf("%d tokens after the refused POSTs, want the admin's only", len(got))
+	}
 }

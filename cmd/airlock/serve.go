@@ -171,7 +171,7 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	}
 	mux.Handle("/", handler)
 	s.http = &http.Server{
-		Handler:           s.track(mux),
+		Handler:           s.track(rest.RefuseUncleanPaths(mux)),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
