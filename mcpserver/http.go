@@ -94,7 +94,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c}}, nil
+		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c, tokenInfoRequest: ctx}}, nil
 	}
 	if cfg.Context != nil {
 		// The SDK keeps sessions until they time out; end them with the

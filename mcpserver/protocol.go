@@ -2,12 +2,16 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // JSON-RPC protocol errors, answered alike over HTTP and stdio (docs/mcp.md
@@ -198,4 +202,64 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
+}
+
+// errClientGone is why a call ends when the HTTP request that carried it
+// does (boundToRequest).
+var errClientGone = errors.New("the client closed the HTTP request that carried the call")
+
+// tokenInfoRequest is the auth.TokenInfo.Extra key that carries the
+// context of the HTTP request a call came in, for boundToRequest.
+const tokenInfoRequest = "airlock.request"
+
+// boundToRequest returns ctx, ended too when the HTTP request that carried
+// the call ends: the client went away (or the server is shutting down).
+// The call's response could not reach the client then (Airlock keeps no
+// event store to replay it from), and a wait such as approval_status's
+// would hold on for nothing. The SDK ties a call to its session, not to
+// its request, for the revisions Airlock speaks. stop releases the tie; in
+// process there is none.
+func boundToRequest(ctx context.Context, req *mcp.CallToolRequest) (_ context.Context, stop func()) {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return ctx, func() {}
+	}
+	carrier, ok := req.Extra.TokenInfo.Extra[tokenInfoRequest].(context.Context)
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	release := context.AfterFunc(carrier, func() { cancel(errClientGone) })
+	return ctx, func() {
+		release()
+		cancel(nil)
+	}
+}
+
+// cancelReason says why a call's context ended.
+func cancelReason(ctx context.Context) string {
+	switch cause := context.Cause(ctx); {
+	case cause == nil:
+		return "it was not cancelled"
+	case errors.Is(cause, errClientGone):
+		return cause.Error()
+	case errors.Is(cause, context.DeadlineExceeded):
+		return "its deadline passed"
+	case errors.Is(cause, context.Canceled):
+		// notifications/cancelled, or (in process) the context the
+		// session was connected with.
+		return "the client cancelled it"
+	case errors.Is(cause, io.EOF), errors.Is(cause, io.ErrClosedPipe), errors.Is(cause, mcp.ErrConnectionClosed):
+		return "the client closed the connection"
+	default:
+		return "its MCP connection ended (" + cause.Error() + ")"
+	}
+}
+
+// codeRequestCancelled is the JSON-RPC error code of a cancelled call: the
+// one LSP gives it, as neither JSON-RPC nor MCP names one.
+const codeRequestCancelled = -32800
+
+// cancelledError is the JSON-RPC error a cancelled call is answered with.
+func cancelledError(reason string) error {
+	return &jsonrpc.Error{Code: codeRequestCancelled, Message: "request cancelled: " + reason}
 }

@@ -19,7 +19,7 @@ func TestProtocolErrors(t *testing.T) {
 	t.Parallel()
 	h := setupHTTP(t, nil)
 	in := map[string]string{"Mcp-Session-Id": h.session(t, h.agent), "Mcp-Protocol-Version": "2025-06-18"}
-	stdio := h.rawStdio(t)
+	stdio := h.rawStdio(t, slog.New(slog.DiscardHandler))
 
 	const idAndNoMethod = `{"jsonrpc":"2.0","id":8,"error":{"code":-32600,"message":"invalid request: a message with an id must have a \"method\" (a request), or a \"result\" or an \"error\" (a response)"}}`
 	tests := []struct {
@@ -68,7 +68,7 @@ func TestProtocolErrors(t *testing.T) {
 			if tt.notification {
 				want = nil
 			}
-			if got := stdio.send(t, tt.message); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			if got := stdio.send(t, tt.message, len(want)); strings.Join(got, "\n") != strings.Join(want, "\n") {
 				t.Errorf("answered:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 		})
@@ -79,7 +79,7 @@ func TestProtocolErrors(t *testing.T) {
 		if resp, body := h.do(t, raw{body: list, secret: h.secrets[h.agent.ID], header: in}); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"approval_request"`) {
 			t.Errorf("http: %d %s", resp.StatusCode, body)
 		}
-		if got := stdio.send(t, list); len(got) != 1 || !strings.Contains(got[0], `"approval_request"`) {
+		if got := stdio.send(t, list, 1); len(got) != 1 || !strings.HasPrefix(got[0], `{"jsonrpc":"2.0","id":15,"result":{`) || !strings.Contains(got[0], `"approval_request"`) {
 			t.Errorf("stdio: %q", got)
 		}
 	})
@@ -93,16 +93,15 @@ type rawStdio struct {
 	sync  int           // the id of the last ping send used
 }
 
-// rawStdio starts the bridge against h as h.agent and initializes its MCP
-// session by hand. It stops when the test ends.
-func (h *httpBundle) rawStdio(t *testing.T) *rawStdio {
+// rawStdio starts the bridge against h as h.agent, logging to log, and
+// initializes its MCP session by hand. It stops when the test ends.
+func (h *httpBundle) rawStdio(t *testing.T, log *slog.Logger) *rawStdio {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- RunStdio(context.Background(), StdioConfig{URL: h.url, Token: h.secrets[h.agent.ID], In: inR, Out: outW,
-			Logger: slog.New(slog.DiscardHandler)})
+		done <- RunStdio(context.Background(), StdioConfig{URL: h.url, Token: h.secrets[h.agent.ID], In: inR, Out: outW, Logger: log})
 		outW.Close()
 	}()
 	lines := make(chan string)
@@ -155,21 +154,23 @@ func (s *rawStdio) next(t *testing.T) string {
 	return ""
 }
 
-// send writes line, then a ping, and returns every line answered before
-// the ping's response: the answers to line. The bridge answers in order,
-// so nothing answered to line comes after the ping's response.
-func (s *rawStdio) send(t *testing.T, line string) []string {
+// send writes line, then a ping, and returns the lines answered to line:
+// every line but the ping's response, until that has come and n others
+// have. The SDK answers concurrently, so the ping's response may come
+// first; a line answered later than that would show up in the next send.
+func (s *rawStdio) send(t *testing.T, line string, n int) []string {
 	t.Helper()
 	s.sync++
 	id := `"sync-` + strconv.Itoa(s.sync) + `"`
 	s.write(t, line)
 	s.write(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"ping"}`)
 	var answers []string
-	for {
-		got := s.next(t)
-		if got == `{"jsonrpc":"2.0","id":`+id+`,"result":{}}` {
-			return answers
+	for pinged := false; !pinged || len(answers) < n; {
+		if got := s.next(t); got == `{"jsonrpc":"2.0","id":`+id+`,"result":{}}` {
+			pinged = true
+		} else {
+			answers = append(answers, got)
 		}
-		answers = append(answers, got)
 	}
+	return answers
 }

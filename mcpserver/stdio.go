@@ -215,12 +215,16 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err == nil {
 		return res, nil
 	}
+	if ctx.Err() != nil {
+		// The MCP client cancelled the call or closed stdin; the SDK
+		// client has told the server (notifications/cancelled).
+		reason := cancelReason(ctx)
+		u.log.Info("MCP tool call cancelled", "tool", req.Params.Name, "reason", reason)
+		return nil, cancelledError(reason)
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && !errors.Is(err, mcp.ErrSessionMissing) {
 		return nil, rpcErr
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
 	}
 	u.log.Warn("call to the Airlock server failed; reconnecting on the next call", "tool", req.Params.Name, "err", err)
 	u.lost(cs)
