@@ -20,6 +20,7 @@ import (
 	"github.com/airlockhq/airlock/internal/hostcheck"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -56,9 +57,11 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 //   - refuses an MCP-Protocol-Version it does not speak (400);
 //   - serves an Mcp-Session-Id only to the token that created it; to any
 //     other token the session does not exist (404);
-//   - refuses bodies over cfg.MaxBodyBytes (413), JSON-RPC batches, which
-//     2025-06-18 removed (400), and bodies that are not JSON (400, with a
-//     JSON-RPC parse error).
+//   - refuses bodies over cfg.MaxBodyBytes (413), and bodies that are not
+//     one JSON-RPC message (400, with the JSON-RPC error: checkMessage);
+//
+// and it answers what the SDK refuses with plain text as JSON-RPC errors,
+// as stdio does (rpcRefusal).
 func (s *Server) HTTPHandler() http.Handler {
 	cfg := s.cfg
 	if cfg.MaxBodyBytes <= 0 {
@@ -91,7 +94,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c}}, nil
+		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c, tokenInfoRequest: ctx}}, nil
 	}
 	if cfg.Context != nil {
 		// The SDK keeps sessions until they time out; end them with the
@@ -139,13 +142,16 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The body is read first, within the limit, so that refusals can
 	// answer the JSON-RPC request by its id: clients show such an error's
 	// message, where they show a bare status for one without an id.
-	var id json.RawMessage
+	var (
+		id  json.RawMessage
+		msg jsonrpc.Message // the POSTed message; nil for GET and DELETE
+	)
 	if r.Method == http.MethodPost {
-		body, ok := h.readBody(w, r)
+		body, m, ok := h.readBody(w, r)
 		if !ok {
 			return
 		}
-		id = requestID(body)
+		id, msg = requestID(body), m
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
@@ -200,7 +206,15 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	h.sdk.ServeHTTP(bw, r)
+	if msg == nil {
+		h.sdk.ServeHTTP(bw, r)
+	} else {
+		rw := &rpcRefusal{ResponseWriter: bw}
+		h.sdk.ServeHTTP(rw, r)
+		if status, code, text, held := rw.answer(bw, msg); held {
+			h.log.Debug("MCP message refused", "status", status, "code", code, "reason", text)
+		}
+	}
 	if r.Method == http.MethodDelete && sid != "" && bw.status == http.StatusNoContent {
 		h.mu.Lock()
 		delete(h.owners, sid)
@@ -208,34 +222,32 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBody reads a POST body within the limit and refuses batches and
-// non-JSON. It answers the request itself when it returns false.
-func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads a POST body within the limit and decodes its message,
+// refusing anything that is not one JSON-RPC message (checkMessage) with
+// 400 and the JSON-RPC error. It answers the request itself when it
+// returns false.
+func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, jsonrpc.Message, bool) {
 	tooLarge := "request body exceeds " + itoa(h.maxBody) + " bytes"
 	if r.ContentLength > h.maxBody {
 		h.refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge)
-		return nil, false
+		return nil, nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		h.refuse(w, r, http.StatusRequestEntityTooLarge, tooLarge)
-		return nil, false
+		return nil, nil, false
 	case err != nil:
 		h.refuse(w, r, http.StatusBadRequest, "could not read the request body")
-		return nil, false
+		return nil, nil, false
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		h.refuseRPC(w, r, nil, http.StatusBadRequest, -32600, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per request")
-		return nil, false
+	msg, id, code, text, ok := checkMessage(body)
+	if !ok {
+		h.refuseRPC(w, r, id, http.StatusBadRequest, code, text)
+		return nil, nil, false
 	}
-	if len(trimmed) > 0 && !json.Valid(trimmed) {
-		h.refuseRPC(w, r, nil, http.StatusBadRequest, -32700, "parse error: the body is not valid JSON")
-		return nil, false
-	}
-	return body, true
+	return body, msg, true
 }
 
 // hostAllowed reports whether the Host header names this server (DNS
@@ -325,23 +337,6 @@ func (h *httpHandler) refuseRPC(w http.ResponseWriter, r *http.Request, id json.
 	writeRPCError(w, status, id, code, msg, nil)
 }
 
-// requestID returns the id of a single JSON-RPC request, or nil.
-func requestID(body []byte) json.RawMessage {
-	var probe struct {
-		ID json.RawMessage `json:"id"`
-	}
-	if json.Unmarshal(body, &probe) != nil {
-		return nil
-	}
-	switch v := bytes.TrimSpace(probe.ID); {
-	case len(v) == 0:
-		return nil
-	case v[0] == '"' || v[0] == '-' || ('0' <= v[0] && v[0] <= '9'):
-		return v
-	}
-	return nil
-}
-
 // refuseVersion refuses an MCP-Protocol-Version the server does not speak,
 // with the SDK's unsupported-version error, so an SDK client that probed a
 // newer revision falls back to one listed.
@@ -350,25 +345,6 @@ func (h *httpHandler) refuseVersion(w http.ResponseWriter, r *http.Request, id j
 	msg := "unsupported MCP-Protocol-Version " + quote(asked) + "; this server speaks " + strings.Join(ProtocolVersions, ", ")
 	h.log.Debug("MCP request refused", "method", r.Method, "status", http.StatusBadRequest, "reason", msg)
 	writeRPCError(w, http.StatusBadRequest, id, mcp.CodeUnsupportedProtocolVersion, msg, data)
-}
-
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string, data json.RawMessage) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	type rpcError struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data,omitempty"`
-	}
-	body, _ := marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{code, msg, data}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
 }
 
 // bindWriter runs onHeader once, just before the response's header is

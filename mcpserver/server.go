@@ -15,6 +15,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,8 +43,8 @@ const ServerName = "airlock"
 type Config struct {
 	// Service is the provider the tools are a layer over. Required.
 	Service *provider.Service
-	// Logger receives internal errors, once each, and HTTP refusals at
-	// debug level. Default slog.Default().
+	// Logger receives internal errors, once each, cancelled tool calls at
+	// info, and HTTP refusals at debug level. Default slog.Default().
 	Logger *slog.Logger
 	// Version is reported as the server's version at initialize. Default "dev".
 	Version string
@@ -163,7 +164,14 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		if !ok {
 			return s.errorResult(t.def.Name, airlock.Errorf(airlock.CodeUnauthorized, "this MCP connection is not authenticated: send Authorization: Bearer <agent token>")), nil
 		}
+		ctx, stop := boundToRequest(ctx, req)
+		defer stop()
+		started := time.Now()
 		summary, out, err := t.call(ctx, c, req.Params.Arguments)
+		if err != nil && ctx.Err() != nil {
+			// Not an internal error: the call was ended from outside.
+			return nil, s.cancelled(ctx, t.def.Name, c, req.Params.Arguments, time.Since(started), err)
+		}
 		if err != nil {
 			return s.errorResult(t.def.Name, err), nil
 		}
@@ -176,6 +184,37 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 			StructuredContent: out,
 		}, nil
 	}
+}
+
+// cancelled logs a tool call that ended because its context did, at info,
+// as what it is: which call, whose, after how long and why (cancelReason).
+// It returns the JSON-RPC error to answer the call with, which the client
+// seldom reads: it asked for the end, or is gone.
+func (s *Server) cancelled(ctx context.Context, toolName string, c airlock.Caller, args json.RawMessage, took time.Duration, err error) error {
+	reason := cancelReason(ctx)
+	if s.cfg.Context != nil && s.cfg.Context.Err() != nil {
+		// Shutting down ends the call's session and its HTTP request,
+		// whichever comes first: the cause is the shutdown.
+		reason = "the server is shutting down"
+	}
+	attrs := []any{"tool", toolName, "token", c.ID, "principal", c.Principal, "after", took.Round(time.Millisecond), "reason", reason}
+	var ids struct {
+		ApprovalID string `json:"approvalId"`
+		SessionID  string `json:"sessionId"`
+	}
+	if json.Unmarshal(args, &ids) == nil {
+		if ids.ApprovalID != "" {
+			attrs = append(attrs, "approvalId", clip(ids.ApprovalID))
+		}
+		if ids.SessionID != "" {
+			attrs = append(attrs, "sessionId", clip(ids.SessionID))
+		}
+	}
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		attrs = append(attrs, "err", err) // what the call was doing when it ended
+	}
+	s.log.Info("MCP tool call cancelled", attrs...)
+	return cancelledError(reason)
 }
 
 // errorResult turns err into a tool result with isError. Its text starts

@@ -1,7 +1,9 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -301,4 +303,88 @@ func requestArgs(key string, edit func(m map[string]any)) map[string]any {
 		edit(m)
 	}
 	return m
+}
+
+// logRecorder is a slog handler that keeps every record, for tests that
+// check what was logged and at which level.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []logRecord
+	changed chan struct{} // closed and replaced at each record
+}
+
+// logRecord is one kept record, its attributes as text.
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func newLogRecorder() *logRecorder { return &logRecorder{changed: make(chan struct{})} }
+
+func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, rec)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return nil
+}
+
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+// await returns the first record that match accepts, waiting for it to be
+// logged; the test fails if none is within a generous bound.
+func (l *logRecorder) await(t *testing.T, what string, match func(logRecord) bool) logRecord {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		for _, r := range l.records {
+			if match(r) {
+				l.mu.Unlock()
+				return r
+			}
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("never logged: %s; logged:\n%s", what, l)
+		}
+	}
+}
+
+// at returns the records logged at level or above.
+func (l *logRecorder) at(level slog.Level) []logRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []logRecord
+	for _, r := range l.records {
+		if r.level >= level {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (l *logRecorder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, r := range l.records {
+		fmt.Fprintf(&b, "%s %q %v\n", r.level, r.msg, r.attrs)
+	}
+	return b.String()
 }

@@ -215,12 +215,16 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err == nil {
 		return res, nil
 	}
+	if ctx.Err() != nil {
+		// The MCP client cancelled the call or closed stdin; the SDK
+		// client has told the server (notifications/cancelled).
+		reason := cancelReason(ctx)
+		u.log.Info("MCP tool call cancelled", "tool", req.Params.Name, "reason", reason)
+		return nil, cancelledError(reason)
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) && !errors.Is(err, mcp.ErrSessionMissing) {
 		return nil, rpcErr
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
 	}
 	u.log.Warn("call to the Airlock server failed; reconnecting on the next call", "tool", req.Params.Name, "err", err)
 	u.lost(cs)
@@ -262,9 +266,8 @@ const maxLineBytes = airlock.MaxBodyBytes + 64<<10
 
 // filterLines copies newline-delimited messages from in to pass, and
 // answers each line that is not one JSON-RPC message itself, on out, with
-// a JSON-RPC error: -32700 for a line that is not JSON, -32600 for a batch
-// (removed in 2025-06-18), a JSON value that is not a message, or a line
-// over max bytes. It closes pass when in ends or fails.
+// a JSON-RPC error (checkMessage), or -32600 for a line over max bytes. It
+// closes pass when in ends or fails.
 func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
@@ -273,7 +276,7 @@ func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
 		case tooLong:
 			out.rpcError(nil, -32600, fmt.Sprintf("message exceeds %d bytes", max))
 		case len(bytes.TrimSpace(line)) > 0:
-			if id, code, msg, ok := checkMessage(line); !ok {
+			if _, id, code, msg, ok := checkMessage(line); !ok {
 				out.rpcError(id, code, msg)
 			} else if _, werr := pass.Write(append(bytes.TrimRight(line, "\r\n"), '\n')); werr != nil {
 				return // the session is over
@@ -303,22 +306,6 @@ func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 		}
 		return line, tooLong, err
 	}
-}
-
-// checkMessage reports whether line is one JSON-RPC message the SDK can
-// read; when not, it returns the error to answer with.
-func checkMessage(line []byte) (id json.RawMessage, code int, msg string, ok bool) {
-	trimmed := bytes.TrimSpace(line)
-	if !json.Valid(trimmed) {
-		return nil, jsonrpc.CodeParseError, "parse error: the line is not valid JSON", false
-	}
-	if trimmed[0] == '[' {
-		return nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per line", false
-	}
-	if _, err := jsonrpc.DecodeMessage(trimmed); err != nil {
-		return requestID(trimmed), jsonrpc.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message (" + err.Error() + ")", false
-	}
-	return nil, 0, "", true
 }
 
 // syncWriter serializes whole-message writes from the SDK and the filter.

@@ -151,8 +151,8 @@ func TestFilterLines(t *testing.T) {
 		answers = append(answers, sc.Text())
 	}
 	want := []string{
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: the line is not valid JSON"}}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message per line"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: the message is not valid JSON"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message at a time"}}`,
 		`{"jsonrpc":"2.0","id":3,"error":{"code":-32600,"message":"invalid request: not a JSON-RPC 2.0 message (invalid message version tag \"\"; expected \"2.0\")"}}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"message exceeds 150 bytes"}}`,
 	}

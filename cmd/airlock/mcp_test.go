@@ -202,6 +202,7 @@ func TestMCPStdioWire(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":`, -1, -32700},
 		{`[{"jsonrpc":"2.0","id":6,"method":"ping"}]`, -1, -32600},
 		{`{"id":7,"method":"ping"}`, 7, -32600},
+		{`{"jsonrpc":"2.0","id":10,"params":{}}`, 10, -32600}, // neither a request nor a response
 	} {
 		send(bad.line)
 		if res := await(bad.id); get(res, "error.code") != bad.code {

@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { EmptyResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
 const env = (name) => {
   const v = process.env[name];
@@ -162,6 +163,23 @@ test('http: a work_move command runs only when approved', async () => {
     assert.equal((await call(client, 'work_get', { itemId })).columnKey, 'done');
   } finally {
     await client.close();
+  }
+});
+
+test('stdio and http: an unknown method is JSON-RPC error -32601, and the session goes on', async () => {
+  for (const connect of [stdioClient, httpClient]) {
+    const { client } = await connect();
+    try {
+      await assert.rejects(client.request({ method: 'foo/bar', params: {} }, EmptyResultSchema), (err) => {
+        assert.ok(err instanceof McpError, `${connect.name}: ${err}`);
+        assert.equal(err.code, -32601);
+        assert.match(err.message, /method not found: "foo\/bar"/);
+        return true;
+      });
+      assert.equal((await client.listTools()).tools.length, toolNames.length);
+    } finally {
+      await client.close();
+    }
   }
 });
 
