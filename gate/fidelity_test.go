@@ -170,6 +170,19 @@ func TestGateForwardsFaithfully(t *testing.T) {
 		}
 	})
 
+	t.Run("a tool whose definition is not strict JSON is refused", func(t *testing.T) {
+		// wipe's annotations say readOnlyHint false, and ReadOnlyHint true,
+		// which encoding/json would take for the same key.
+		before := countRequests(t, s)
+		res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "wipe", Arguments: map[string]any{}})
+		if err != nil || !res.IsError || !strings.Contains(text(res), "cannot read") {
+			t.Fatalf("wipe: %+v %v, want an isError result saying the gate cannot read the tool", res, err)
+		}
+		if countRequests(t, s) != before || slices.Contains(g.runs(), "call wipe task=false") {
+			t.Errorf("wipe asked for approval or ran: %q", g.runs())
+		}
+	})
+
 	t.Run("a tool whose task support is optional is gated and runs without a task", func(t *testing.T) {
 		done := make(chan *mcp.CallToolResult, 1)
 		go func() {

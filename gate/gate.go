@@ -104,7 +104,6 @@ type proxy struct {
 	gate     *client.Gate
 	inst     string
 	idPrefix string // of the gate's own JSON-RPC IDs and progress tokens
-	wg       sync.WaitGroup
 
 	upPeer      *peer // the upstream's connection, from the start
 	down        *peer // the client's connection
@@ -205,7 +204,6 @@ func (p *proxy) run(ctx context.Context) error {
 	if err := p.startUpstream(ctx); err != nil {
 		return err
 	}
-	defer p.wg.Wait() // the gate's own goroutines, which end once the upstream is closed
 	defer p.closeUpstream()
 	p.newServer()
 	in := &eofReader{ReadCloser: p.cfg.In, onEnd: inputEnded}

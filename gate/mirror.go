@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os/exec"
 
+	"github.com/airlockhq/airlock"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -219,8 +220,8 @@ func (p *proxy) fromUpstream(n *jsonrpc.Request) bool {
 			return true
 		}
 	case "notifications/tools/list_changed":
-		p.wg.Go(func() {
-			if err := p.syncTools(p.ctx); err != nil && p.ctx.Err() == nil {
+		p.upPeer.spawn(func(ctx context.Context) {
+			if err := p.syncTools(ctx); err != nil && ctx.Err() == nil {
 				p.log.Warn("could not list the upstream server's changed tools", "err", err)
 			}
 			p.toClient(n)
@@ -326,6 +327,9 @@ type upstreamTool struct {
 	// taskSupport is its execution.taskSupport: "forbidden" (also when
 	// absent), "optional" or "required".
 	taskSupport string
+	// err is why the gate could not read the tool's definition; its calls
+	// are refused.
+	err error
 }
 
 // syncTools refreshes the gate's copy of the upstream's tools, page by page.
@@ -355,12 +359,13 @@ func (p *proxy) syncTools(ctx context.Context) error {
 			return fmt.Errorf("read its tools/list result: %w", err)
 		}
 		for _, data := range page.Tools {
-			t, err := readTool(data)
-			if err != nil {
-				p.log.Warn("the gate cannot read a tool of the upstream server; calls of it get an error", "err", err)
-				continue
+			name, t := readTool(data)
+			if t.err != nil {
+				p.log.Warn("the gate cannot read a tool of the upstream server; its calls are refused", "tool", name, "err", t.err)
 			}
-			tools[t.tool.Name] = t
+			if name != "" {
+				tools[name] = t
+			}
 		}
 		if page.NextCursor == "" {
 			break
@@ -377,8 +382,19 @@ func (p *proxy) syncTools(ctx context.Context) error {
 	return nil
 }
 
-// readTool reads a tool of the upstream's tools/list.
-func readTool(data json.RawMessage) (*upstreamTool, error) {
+// readTool reads a tool of the upstream's tools/list, returning its name
+// ("" when it has none) and what the gate knows of it. The definition must
+// be strict JSON (airlock.CheckJSON): encoding/json matches keys
+// case-insensitively and keeps the last of duplicates, so the gate could
+// otherwise read annotations other than the ones the client reads.
+func readTool(data json.RawMessage) (string, *upstreamTool) {
+	var named struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(data, &named)
+	if err := airlock.CheckJSON("tool", data); err != nil {
+		return named.Name, &upstreamTool{err: err}
+	}
 	var t mcp.Tool
 	var x struct {
 		Execution *struct {
@@ -386,19 +402,16 @@ func readTool(data json.RawMessage) (*upstreamTool, error) {
 		} `json:"execution"`
 	}
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, err
+		return named.Name, &upstreamTool{err: err}
 	}
 	if err := json.Unmarshal(data, &x); err != nil {
-		return nil, err
-	}
-	if t.Name == "" {
-		return nil, errors.New("a tool without a name")
+		return t.Name, &upstreamTool{err: err}
 	}
 	ut := &upstreamTool{tool: &t, taskSupport: "forbidden"}
 	if x.Execution != nil && x.Execution.TaskSupport != "" {
 		ut.taskSupport = x.Execution.TaskSupport
 	}
-	return ut, nil
+	return t.Name, ut
 }
 
 // tool returns the upstream's tool named name, listing the tools again

@@ -29,6 +29,11 @@ import (
 //     them.
 //
 // Everything else passes to the SDK session unchanged.
+//
+// The SDK's stdio connection learns the negotiated protocol revision
+// through an unexported method a wrapper cannot pass on; all it uses it for
+// is refusing JSON-RPC batches from revision 2025-06-18 on, which a client
+// of the gate may therefore still send.
 type peer struct {
 	mcp.Connection
 	name     string // who is at the other end, for errors
@@ -39,13 +44,14 @@ type peer struct {
 	cancel context.CancelFunc
 	prefix string // of the gate's own request IDs
 	seq    atomic.Int64
-	wg     sync.WaitGroup // served requests in flight
 
-	mu     sync.Mutex
-	calls  map[jsonrpc.ID]chan *jsonrpc.Response
-	served map[jsonrpc.ID]context.CancelFunc
-	err    error         // why the connection ended, once it has
-	done   chan struct{} // closed when it ends
+	mu      sync.Mutex
+	calls   map[jsonrpc.ID]chan *jsonrpc.Response
+	served  map[jsonrpc.ID]context.CancelFunc
+	err     error          // why the connection ended, once it has
+	done    chan struct{}  // closed when it ends
+	closing bool           // Close was called: nothing new starts
+	wg      sync.WaitGroup // what spawn started (served requests among them)
 }
 
 // servedMethod answers a request of the peer from its raw params.
@@ -107,20 +113,29 @@ func (c *peer) intercept(msg jsonrpc.Message) bool {
 	return false
 }
 
+// spawn runs f in a goroutine that Close waits for, with a context that
+// ends with the connection; not once Close was called.
+func (c *peer) spawn(f func(ctx context.Context)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closing {
+		c.wg.Go(func() { f(c.ctx) })
+	}
+}
+
 // handle answers req with h, unless the peer cancels it first.
 func (c *peer) handle(req *jsonrpc.Request, h servedMethod) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.mu.Lock()
 	c.served[req.ID] = cancel
 	c.mu.Unlock()
-	c.wg.Go(func() {
+	c.spawn(func(context.Context) {
+		defer cancel()
 		res, err := h(ctx, req.Params)
 		c.mu.Lock()
 		delete(c.served, req.ID)
 		c.mu.Unlock()
-		withdrawn := ctx.Err() != nil
-		cancel()
-		if withdrawn {
+		if ctx.Err() != nil {
 			return // cancelled by the peer, or the connection ended: nobody reads an answer
 		}
 		if err == nil && len(res) == 0 {
@@ -228,8 +243,12 @@ func (c *peer) closedError(method string) error {
 	return fmt.Errorf("%w: %s ended the connection before answering %s: %v", mcp.ErrConnectionClosed, c.name, method, c.err)
 }
 
-// Close closes the connection and waits for the requests the gate serves.
+// Close closes the connection and waits for what spawn started (the
+// requests the gate serves among them), which its end cancels.
 func (c *peer) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
 	err := c.Connection.Close()
 	c.cancel()
 	c.wg.Wait()

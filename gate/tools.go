@@ -35,6 +35,9 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	if t == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
+	if t.err != nil {
+		return errorResult("Airlock: airlock gate cannot read the upstream server's definition of %s (%v), so it cannot tell whether the call needs approval; the call was not run.", name, t.err), nil
+	}
 	if t.taskSupport == "required" {
 		// The SDK knows no tasks, so the gate can relay neither the task
 		// a call would create nor tasks/get or tasks/result; the upstream

@@ -184,7 +184,7 @@ func (s *server) handle(m message) {
 		}
 		json.Unmarshal(m.Params, &p)
 		switch p.Name {
-		case "research", "zeta_write", "alpha_read", "summarize":
+		case "research", "zeta_write", "alpha_read", "summarize", "wipe":
 			record(os.Getenv("UPSTREAM_LOG"), fmt.Sprintf("call %s task=%t", p.Name, p.Task != nil))
 			if p.Name == "research" && p.Task == nil {
 				s.fail(m.ID, -32601, "Tool research requires task augmentation")
