@@ -250,7 +250,7 @@ func (c *peer) Close() error {
 	c.closing = true
 	c.mu.Unlock()
 	err := c.Connection.Close()
-	c.cancel()
+	c.end(errors.New("closed by the gate")) // calls waiting for an answer get none
 	c.wg.Wait()
 	return err
 }

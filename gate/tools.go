@@ -47,11 +47,7 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	action, timeout := p.cfg.Rules.Decide(t.tool)
 	switch action {
 	case ActionAllow:
-		raw, err := p.forward(ctx, req, nil)
-		if err != nil {
-			return nil, answerError(ctx, err)
-		}
-		return &rawResult{json: raw}, nil
+		return p.forwardAnswer(ctx, req)
 	case ActionDeny:
 		return errorResult("Airlock: the gate's rules block %s; the call was not run. Do not retry it.", name), nil
 	}
@@ -182,6 +178,16 @@ func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progr
 		return nil, err
 	}
 	return p.upPeer.call(ctx, "tools/call", data)
+}
+
+// forwardAnswer forwards a call that needs no approval and answers with
+// the upstream's result or error.
+func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	raw, err := p.forward(ctx, req, nil)
+	if err != nil {
+		return nil, answerError(ctx, err)
+	}
+	return &rawResult{json: raw}, nil
 }
 
 // isRPCError reports whether err is a JSON-RPC error the upstream answered.
