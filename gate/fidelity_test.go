@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"slices"
@@ -154,6 +155,21 @@ func TestGateForwardsFaithfully(t *testing.T) {
 		if want := map[string]any{"name": "fidelity-client", "title": "Fidelity client (via airlock gate)", "version": "3.1.4"}; !reflect.DeepEqual(info, want) {
 			t.Errorf("the upstream got clientInfo %v, want %v", info, want)
 		}
+	})
+
+	t.Run("the client's cancellation of a call reaches the upstream", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := g.cs.CallTool(cctx, &mcp.CallToolParams{Name: "block", Arguments: map[string]any{}})
+			done <- err
+		}()
+		g.waitRun(t, "call block")
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled call returned %v", err)
+		}
+		g.waitRun(t, "notification notifications/cancelled")
 	})
 
 	t.Run("a tool that requires a task is refused before anyone is asked", func(t *testing.T) {

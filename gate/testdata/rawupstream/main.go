@@ -191,6 +191,8 @@ func (s *server) handle(m message) {
 				return
 			}
 			s.reply(m.ID, s.fixtures["result"])
+		case "block": // answers nothing; the client's cancellation should come
+			record(os.Getenv("UPSTREAM_LOG"), "call block")
 		case "ask_form":
 			s.reply(m.ID, text(s.ask("elicitation/form"), false))
 		case "ask_url":
