@@ -124,6 +124,19 @@ func TestGateForwardsFaithfully(t *testing.T) {
 		}
 	})
 
+	t.Run("the upstream's errors reach the client with their code, message and data", func(t *testing.T) {
+		_, err := g.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "stale"})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || we.Message != "unknown cursor" || string(we.Data) != `{"cursor":"stale","hint":"list from the start"}` {
+			t.Errorf("tools/list with a stale cursor: %v (%+v), want the upstream's error as it sent it", err, we)
+		}
+		// The SDK puts a message of its own on a -32601 (docs/adapters.md).
+		_, err = g.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "zz_prompt"})
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeMethodNotFound {
+			t.Errorf("prompts/get, which the upstream does not know: %v, want -32601", err)
+		}
+	})
+
 	t.Run("a tool's result reaches the client byte for byte", func(t *testing.T) {
 		if _, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_read", Arguments: map[string]any{}}); err != nil {
 			t.Fatal(err)

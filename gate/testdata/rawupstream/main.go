@@ -173,7 +173,8 @@ func (s *server) handle(m message) {
 		case "page-2":
 			s.reply(m.ID, s.fixtures["tools/list page-2"])
 		default:
-			s.fail(m.ID, -32602, "unknown cursor")
+			e, _ := json.Marshal(map[string]any{"code": -32602, "message": "unknown cursor", "data": map[string]any{"cursor": p.Cursor, "hint": "list from the start"}})
+			s.write(message{ID: m.ID, Error: e})
 		}
 	case "prompts/list", "resources/list", "resources/templates/list":
 		s.reply(m.ID, s.fixtures[m.Method])
