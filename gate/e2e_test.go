@@ -339,20 +339,48 @@ func TestGateUpstreamFailures(t *testing.T) {
 }
 
 // TestGateUpstreamExits: when the upstream server dies, the gate exits
-// non-zero and deletes its instance.
+// non-zero and deletes its instance. The gate initializes the upstream
+// when its client initializes, so the client's initialize gets the error.
 func TestGateUpstreamExits(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	bin, _ := binaries(t)
 	cmd := exec.Command(bin, "gate", "--url", s.url, "--journal", t.TempDir(), "--", "sh", "-c", "exit 3")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_TOKEN=" + s.agentSecret}
-	out, err := cmd.CombinedOutput()
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "gate-test-client", Version: "1.0"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
+	if err == nil {
+		cs.Close()
+		t.Fatal("initialize through a gate whose upstream exited succeeded")
+	}
+	if !strings.Contains(err.Error(), "upstream MCP server") {
+		t.Errorf("initialize failed with %v, want the upstream named", err)
+	}
+	stdin.Close()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "upstream MCP server") {
-		t.Fatalf("gate in front of a dead upstream: %v\n%s", err, out)
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "upstream MCP server") {
+		t.Fatalf("gate in front of a dead upstream: %v\n%s", err, stderr.String())
 	}
 	if n := countRequests(t, s); n != 0 {
 		t.Fatalf("%d requests", n)
+	}
+	if insts, err := s.agent.ListInstances(context.Background()); err != nil || len(insts) != 0 {
+		t.Fatalf("the gate's instance is still there: %+v %v", insts, err)
 	}
 }
 

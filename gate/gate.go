@@ -1,19 +1,25 @@
 // Package gate is `airlock gate`: a stdio MCP proxy that puts Airlock's
-// approval in front of any MCP server (DESIGN.md §6).
+// approval in front of any MCP server (docs/adapters.md).
 //
-// It starts the upstream server as a subprocess, mirrors its tools,
-// resources, resource templates and prompts, and forwards everything else
-// it can (completions, subscriptions, logging, progress, sampling,
-// elicitation, roots, list changes). A tools/call of a tool its Rules
-// select does not reach the upstream server until a reviewer approves
-// exactly that call: the gate asks Airlock with the tool name and the
-// arguments as intercepted, sends progress notifications while it waits,
-// withdraws the request when the client cancels the call, and on approval
-// claims the one execution through the client package's Gate (which checks
-// expires_at immediately before starting and keeps a journal so that a call
-// runs at most once) and forwards the call. A denial comes back as an
-// isError result carrying the reviewer's note; an expiry as an isError
-// result saying nobody decided in time.
+// It starts the upstream server as a subprocess and, when its client
+// initializes, initializes the upstream as that client: with the client's
+// name and version and only the capabilities the client declared. The
+// client gets the upstream's capabilities, instructions and server info.
+// Everything else is relayed as the JSON it arrived as (lists in the
+// upstream's order with their keys as they were, results, errors with
+// their codes, notifications, and the upstream's sampling, elicitation and
+// roots requests to the client), except a tools/call of a tool its Rules
+// select: that does not reach the upstream server until a reviewer
+// approves exactly that call. The gate asks Airlock with the tool name and
+// the arguments as intercepted, sends progress notifications while it
+// waits, withdraws the request when the client cancels the call, and on
+// approval claims the one execution through the client package's Gate
+// (which checks expires_at immediately before starting and keeps a journal
+// so that a call runs at most once) and forwards the call. A denial comes
+// back as an isError result carrying the reviewer's note; an expiry as an
+// isError result saying nobody decided in time. A tool that requires task
+// augmentation is refused before anyone is asked: the gate does not relay
+// tasks.
 //
 // The gate registers an Airlock instance at start and deletes it at exit,
 // which cancels whatever is still pending. Stdout carries nothing but MCP
@@ -22,6 +28,7 @@ package gate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,10 +49,6 @@ import (
 // client, newest first: the ones with an initialize handshake, which a
 // stdio proxy relies on.
 var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
-
-// upstreamVersion is the revision the gate asks of the upstream server
-// (which may answer with an older one).
-const upstreamVersion = "2025-11-25"
 
 // DefaultProgressInterval is how often the gate tells a waiting client that
 // it still waits for a reviewer.
@@ -83,7 +86,9 @@ type Config struct {
 	// ProgressInterval is how often a waiting call gets a progress
 	// notification (default DefaultProgressInterval).
 	ProgressInterval time.Duration
-	// Version is reported to the upstream server as the client's version.
+	// Version is the gate's version, in its Airlock instance's metadata
+	// and, when the client names no implementation, as the version the
+	// upstream server hears (default "dev").
 	Version string
 }
 
@@ -95,22 +100,24 @@ type proxy struct {
 	ctx context.Context // ends when the gate stops
 	// waitCtx ends also when the client's input ends: waiting for a
 	// reviewer stops then.
-	waitCtx context.Context
-	upCli   *mcp.Client
-	up      *mcp.ClientSession
-	srv     *mcp.Server
-	ready   chan struct{} // closed once srv is set
-	gate    *client.Gate
-	inst    string
+	waitCtx  context.Context
+	gate     *client.Gate
+	inst     string
+	idPrefix string // of the gate's own JSON-RPC IDs and progress tokens
+
+	upPeer      *peer // the upstream's connection, from the start
+	down        *peer // the client's connection
+	srv         *mcp.Server
+	clientReady chan struct{} // closed once the client is initialized
+	readyOnce   sync.Once
+	upReady     chan *mcp.ClientSession // the upstream session, once initialized
+	upFailed    chan error              // the upstream could not be initialized
 
 	mu       sync.Mutex
-	ss       *mcp.ServerSession // the downstream session, once connected
-	tools    map[string]*mcp.Tool
-	prompts  map[string]bool
-	res      map[string]bool
-	tmpls    map[string]bool
-	roots    []string
-	syncMu   sync.Mutex // one mirror sync at a time
+	ss       *mcp.ServerSession // the downstream session, once it initializes
+	up       *mcp.ClientSession // the upstream session, once initialized
+	tools    map[string]*upstreamTool
+	syncMu   sync.Mutex // one tool list refresh at a time
 	progress map[string]*progressRoute
 	nextTok  atomic.Int64
 }
@@ -160,9 +167,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	p := &proxy{
 		cfg: cfg, log: cfg.Logger,
-		sdk:   slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
-		tools: map[string]*mcp.Tool{}, prompts: map[string]bool{}, res: map[string]bool{}, tmpls: map[string]bool{},
-		progress: map[string]*progressRoute{}, ready: make(chan struct{}),
+		sdk:      slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
+		idPrefix: "airlock-gate-" + rand.Text()[:8] + "-",
+		tools:    map[string]*upstreamTool{}, progress: map[string]*progressRoute{},
+		clientReady: make(chan struct{}), upReady: make(chan *mcp.ClientSession, 1), upFailed: make(chan error, 1),
 	}
 	return p.run(ctx)
 }
@@ -186,46 +194,64 @@ func (p *proxy) run(ctx context.Context) error {
 	}
 	defer p.closeJournal()
 
-	if err := p.connectUpstream(ctx); err != nil {
-		return err
-	}
-	defer p.up.Close()
-	p.newServer()
-	if err := p.syncAll(ctx); err != nil {
-		return fmt.Errorf("gate: mirror the upstream server: %w", err)
-	}
-
 	// When the client's input ends, calls still waiting for a reviewer are
 	// abandoned (and their requests withdrawn) at once; the SDK waits for
 	// every handler before it lets the session end.
 	waitCtx, inputEnded := context.WithCancel(ctx)
 	defer inputEnded()
 	p.waitCtx = waitCtx
+
+	if err := p.startUpstream(ctx); err != nil {
+		return err
+	}
+	defer p.closeUpstream()
+	p.newServer()
 	in := &eofReader{ReadCloser: p.cfg.In, onEnd: inputEnded}
-	ss, err := p.srv.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: p.cfg.Out}, nil)
+	conn, err := (&mcp.IOTransport{Reader: in, Writer: p.cfg.Out}).Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)
 	}
-	p.mu.Lock()
-	p.ss = ss
-	p.mu.Unlock()
-	upDone := make(chan error, 1)
-	go func() { upDone <- p.up.Wait() }()
+	p.down = newPeer(ctx, conn, "the MCP client", p.idPrefix, nil, p.fromClient)
+	ss, err := p.srv.Connect(ctx, connected{p.down}, nil)
+	if err != nil {
+		return fmt.Errorf("gate: serve the MCP client: %w", err)
+	}
 	downDone := make(chan error, 1)
 	go func() { downDone <- ss.Wait() }()
-	select {
-	case <-downDone:
-		p.log.Info("the MCP client closed the session")
-		return nil
-	case <-ctx.Done():
-		ss.Close()
-		return nil
-	case err := <-upDone:
-		ss.Close()
-		if err == nil {
-			err = errors.New("it closed its output")
+	var upDone chan error // once the upstream is initialized
+	for {
+		select {
+		case <-downDone:
+			p.log.Info("the MCP client closed the session")
+			return nil
+		case <-ctx.Done():
+			ss.Close()
+			return nil
+		case err := <-p.upFailed:
+			inputEnded() // nothing can be approved: stop waiting for reviewers
+			ss.Close()   // after the client has its answer
+			return err
+		case up := <-p.upReady:
+			upDone = make(chan error, 1)
+			go func() { upDone <- up.Wait() }()
+		case err := <-upDone:
+			inputEnded()
+			ss.Close()
+			if err == nil {
+				err = errors.New("it closed its output")
+			}
+			return fmt.Errorf("gate: the upstream MCP server exited: %v", err)
 		}
-		return fmt.Errorf("gate: the upstream MCP server exited: %v", err)
+	}
+}
+
+// closeUpstream ends the upstream session (or, when the client never
+// initialized, the process), waiting for the process to exit.
+func (p *proxy) closeUpstream() {
+	if up := p.upstream(); up != nil {
+		up.Close()
+	} else {
+		p.upPeer.Close()
 	}
 }
 
@@ -302,13 +328,6 @@ func (p *proxy) closeJournal() {
 	if err == nil && n == 0 {
 		os.RemoveAll(filepath.Join(p.cfg.JournalDir, p.inst))
 	}
-}
-
-// session returns the downstream session, or nil before it connects.
-func (p *proxy) session() *mcp.ServerSession {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.ss
 }
 
 // levelFloor drops records below a level: the SDK logs every session's

@@ -1,353 +1,439 @@
-// The gate forwards logging, sampling and roots between the client and the
-// upstream for as long as MCP servers use them; the SDK marks them
-// deprecated from protocol revision 2026-07-28, still working.
+// The gate tells the upstream the sampling and roots capabilities of its
+// client, and relays logging, sampling and roots, for as long as MCP
+// servers use them; the SDK marks them deprecated from protocol revision
+// 2026-07-28, still working.
 //
-//lint:file-ignore SA1019 the gate forwards deprecated MCP features faithfully while upstreams use them
+//lint:file-ignore SA1019 the gate mirrors the client's sampling and roots capabilities and the upstream's logging capability while MCP servers use them
 
 package gate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 
+	"github.com/airlockhq/airlock"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// connectUpstream starts the upstream server and initializes a session
-// with it. The handlers forward what the upstream sends on its own to the
-// downstream client.
-func (p *proxy) connectUpstream(ctx context.Context) error {
+// The methods of the client the gate relays upstream as they are, with the
+// upstream's raw answer (tools/call goes through callTool).
+var relayedMethods = map[string]bool{
+	"tools/list": true, "prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/templates/list": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+	"completion/complete": true, "logging/setLevel": true,
+}
+
+// startUpstream starts the upstream server's process. The MCP session
+// starts when the client initializes (initialize), so that the upstream
+// hears the client's own capabilities and name.
+func (p *proxy) startUpstream(ctx context.Context) error {
 	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
 	cmd.Env = p.cfg.Env
 	cmd.Dir = p.cfg.Dir
 	cmd.Stderr = p.cfg.Stderr
-	p.upCli = mcp.NewClient(&mcp.Implementation{Name: "airlock-gate", Title: "Airlock gate", Version: p.cfg.Version}, &mcp.ClientOptions{
-		Logger:                      p.sdk,
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go p.resync(p.syncTools) },
-		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { go p.resync(p.syncPrompts) },
-		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { go p.resync(p.syncResources) },
-		ResourceUpdatedHandler:      p.resourceUpdated,
-		LoggingMessageHandler:       p.logMessage,
-		ProgressNotificationHandler: p.upstreamProgress,
-		CreateMessageHandler:        p.createMessage,
-		ElicitationHandler:          p.elicit,
-	})
-	cs, err := p.upCli.Connect(ctx, &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: upstreamVersion})
+	conn, err := (&mcp.CommandTransport{Command: cmd}).Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("gate: start the upstream MCP server %q: %w", p.cfg.Command[0], err)
 	}
-	p.up = cs
+	ask := func(method string) servedMethod {
+		return func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+			return p.askClient(ctx, method, params)
+		}
+	}
+	p.upPeer = newPeer(ctx, conn, "the upstream MCP server", p.idPrefix, map[string]servedMethod{
+		"sampling/createMessage": ask("sampling/createMessage"),
+		"elicitation/create":     ask("elicitation/create"),
+		"roots/list":             ask("roots/list"),
+	}, p.fromUpstream)
 	return nil
 }
 
-// newServer builds the downstream server with the upstream's capabilities
-// and instructions.
+// newServer builds the downstream server. What it offers is the
+// upstream's, set when the client initializes.
 func (p *proxy) newServer() {
-	init := p.up.InitializeResult()
-	up := init.Capabilities
-	if up == nil {
-		up = &mcp.ServerCapabilities{}
-	}
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
-	if up.Logging != nil {
-		caps.Logging = &mcp.LoggingCapabilities{}
-	}
-	if up.Prompts != nil {
-		caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
-	}
-	if up.Resources != nil {
-		caps.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: up.Resources.Subscribe}
-	}
-	opts := &mcp.ServerOptions{
-		Instructions:              init.Instructions,
+	p.srv = mcp.NewServer(&mcp.Implementation{Name: "airlock-gate", Title: "Airlock gate", Version: p.cfg.Version}, &mcp.ServerOptions{
 		Logger:                    p.sdk,
-		Capabilities:              caps,
+		Capabilities:              &mcp.ServerCapabilities{},
 		SupportedProtocolVersions: ProtocolVersions,
-		InitializedHandler:        func(context.Context, *mcp.InitializedRequest) { go p.syncRoots() },
-		RootsListChangedHandler:   func(context.Context, *mcp.RootsListChangedRequest) { go p.syncRoots() },
-	}
-	if up.Completions != nil {
-		opts.CompletionHandler = func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-			return p.up.Complete(ctx, req.Params)
-		}
-	}
-	if up.Resources != nil && up.Resources.Subscribe {
-		opts.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
-			return p.up.Subscribe(ctx, req.Params)
-		}
-		opts.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-			return p.up.Unsubscribe(ctx, req.Params)
-		}
-	}
-	impl := &mcp.Implementation{Name: "airlock-gate", Title: "Airlock gate", Version: p.cfg.Version}
-	if si := init.ServerInfo; si != nil {
-		title := si.Title
-		if title == "" {
-			title = si.Name
-		}
-		impl = &mcp.Implementation{Name: si.Name, Title: title + " (behind airlock gate)", Version: si.Version}
-	}
-	p.srv = mcp.NewServer(impl, opts)
-	defer close(p.ready) // the upstream's notifications may use p.srv now
-	// The client's log level goes upstream too, where the messages start.
+		InitializedHandler:        func(context.Context, *mcp.InitializedRequest) { p.readyOnce.Do(func() { close(p.clientReady) }) },
+	})
 	p.srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "logging/setLevel" && up.Logging != nil {
-				if params, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
-					if err := p.up.SetLoggingLevel(ctx, params); err != nil {
-						return nil, err
-					}
-				}
+			switch {
+			case method == "initialize":
+				return p.initialize(ctx, next, req)
+			case method == "tools/call":
+				return p.callTool(ctx, req.(*mcp.CallToolRequest))
+			case relayedMethods[method]:
+				return p.relay(ctx, method, req.GetParams())
 			}
 			return next(ctx, method, req)
 		}
 	})
 }
 
-// syncAll mirrors everything the upstream offers.
-func (p *proxy) syncAll(ctx context.Context) error {
-	caps := p.up.InitializeResult().Capabilities
-	if caps == nil {
-		caps = &mcp.ServerCapabilities{}
+// initialize answers the client's initialize: it initializes the upstream
+// with the client's capabilities and implementation, and answers with the
+// upstream's capabilities, instructions and server info.
+func (p *proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.Request) (mcp.Result, error) {
+	res, err := next(ctx, "initialize", req)
+	if err != nil {
+		return nil, err // a second initialize, say
 	}
-	if caps.Tools != nil {
-		if err := p.syncTools(ctx); err != nil {
-			return err
-		}
-	}
-	if caps.Prompts != nil {
-		if err := p.syncPrompts(ctx); err != nil {
-			return err
-		}
-	}
-	if caps.Resources != nil {
-		if err := p.syncResources(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// resync runs one sync after the upstream said a list changed (once the
-// server exists: a change during the first sync is synced after it).
-func (p *proxy) resync(sync func(context.Context) error) {
-	select {
-	case <-p.ready:
-	case <-p.ctx.Done():
-		return
-	}
-	if err := sync(p.ctx); err != nil && p.ctx.Err() == nil {
-		p.log.Warn("could not mirror a changed list of the upstream server", "err", err)
-	}
-}
-
-// syncTools mirrors the upstream's tools: each call goes through callTool.
-func (p *proxy) syncTools(ctx context.Context) error {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	seen := map[string]*mcp.Tool{}
-	for t, err := range p.up.Tools(ctx, nil) {
+	ir := res.(*mcp.InitializeResult)
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	params, _ := req.GetParams().(*mcp.InitializeParams)
+	p.mu.Lock()
+	p.ss = ss
+	p.mu.Unlock()
+	up, err := p.initUpstream(params, ir.ProtocolVersion)
+	if err == nil {
+		err = p.syncTools(p.waitCtx)
 		if err != nil {
-			return fmt.Errorf("list tools: %w", err)
+			err = fmt.Errorf("gate: list the upstream MCP server's tools: %w", err)
 		}
-		seen[t.Name] = t
+	}
+	if err != nil {
+		select {
+		case p.upFailed <- err:
+		default:
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	ui := up.InitializeResult()
+	caps := &mcp.ServerCapabilities{}
+	if c := ui.Capabilities; c != nil {
+		// Not tasks: the SDK has no tasks capability, and the gate does not
+		// relay task-augmented calls (see callTool). Not experimental or
+		// extension capabilities: their methods do not pass the gate.
+		caps.Tools, caps.Prompts, caps.Resources, caps.Logging, caps.Completions = c.Tools, c.Prompts, c.Resources, c.Logging, c.Completions
+	}
+	ir.Capabilities = caps
+	ir.Instructions = ui.Instructions
+	if si := ui.ServerInfo; si != nil {
+		info := *si
+		title := si.Title
+		if title == "" {
+			title = si.Name
+		}
+		info.Title = title + " (behind airlock gate)"
+		ir.ServerInfo = &info
+	}
+	return ir, nil
+}
+
+// initUpstream initializes the MCP session with the upstream, as the
+// client: its implementation (the title noting the gate) and only the
+// capabilities it declared, at the protocol revision agreed with it.
+func (p *proxy) initUpstream(client *mcp.InitializeParams, version string) (*mcp.ClientSession, error) {
+	impl := &mcp.Implementation{Name: "airlock-gate", Title: "Airlock gate", Version: p.cfg.Version}
+	caps := &mcp.ClientCapabilities{}
+	if client != nil {
+		if ci := client.ClientInfo; ci != nil && ci.Name != "" {
+			impl = new(*ci)
+			title := ci.Title
+			if title == "" {
+				title = ci.Name
+			}
+			impl.Title = title + " (via airlock gate)"
+		}
+		if c := client.Capabilities; c != nil {
+			if c.RootsV2 != nil {
+				caps.RootsV2 = new(*c.RootsV2)
+			}
+			if c.Sampling != nil {
+				caps.Sampling = new(*c.Sampling)
+			}
+			if c.Elicitation != nil {
+				caps.Elicitation = new(*c.Elicitation)
+			}
+		}
+	}
+	// The peer answers sampling, elicitation and roots requests and takes
+	// every notification, so the SDK client needs no handlers.
+	cli := mcp.NewClient(impl, &mcp.ClientOptions{Logger: p.sdk, Capabilities: caps})
+	cs, err := cli.Connect(p.waitCtx, connected{p.upPeer}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		return nil, fmt.Errorf("gate: initialize the upstream MCP server %q: %w", p.cfg.Command[0], err)
 	}
 	p.mu.Lock()
-	var gone []string
-	for name := range p.tools {
-		if seen[name] == nil {
-			gone = append(gone, name)
-		}
-	}
-	p.tools = seen
+	p.up = cs
 	p.mu.Unlock()
-	p.srv.RemoveTools(gone...)
-	for _, t := range seen {
-		if err := addTool(p.srv, t, p.callTool); err != nil {
-			p.log.Warn("not mirroring a tool the SDK refuses", "tool", t.Name, "err", err)
-		}
-	}
-	return nil
+	p.upReady <- cs
+	return cs, nil
 }
 
-// addTool adds a tool, turning the SDK's panic on a malformed schema into
-// an error, so one bad tool does not stop the gate.
-func addTool(s *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%v", v)
-		}
-	}()
-	s.AddTool(t, h)
-	return nil
-}
-
-// tool returns the upstream tool named name.
-func (p *proxy) tool(name string) *mcp.Tool {
+// upstream returns the upstream session, or nil before it is initialized.
+func (p *proxy) upstream() *mcp.ClientSession {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.tools[name]
+	return p.up
 }
 
-// syncPrompts mirrors the upstream's prompts.
-func (p *proxy) syncPrompts(ctx context.Context) error {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	seen := map[string]bool{}
-	var list []*mcp.Prompt
-	for pr, err := range p.up.Prompts(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("list prompts: %w", err)
-		}
-		seen[pr.Name] = true
-		list = append(list, pr)
-	}
-	p.mu.Lock()
-	var gone []string
-	for name := range p.prompts {
-		if !seen[name] {
-			gone = append(gone, name)
-		}
-	}
-	p.prompts = seen
-	p.mu.Unlock()
-	p.srv.RemovePrompts(gone...)
-	for _, pr := range list {
-		p.srv.AddPrompt(pr, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return p.up.GetPrompt(ctx, req.Params)
-		})
-	}
-	return nil
-}
+// errNoUpstream answers a client whose upstream could not be initialized.
+var errNoUpstream = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "airlock gate: the upstream MCP server is not initialized"}
 
-// syncResources mirrors the upstream's resources and resource templates;
-// reads go upstream.
-func (p *proxy) syncResources(ctx context.Context) error {
-	p.syncMu.Lock()
-	defer p.syncMu.Unlock()
-	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		return p.up.ReadResource(ctx, req.Params)
+// relay sends the client's request upstream and answers with the
+// upstream's result or error as it came.
+func (p *proxy) relay(ctx context.Context, method string, params mcp.Params) (mcp.Result, error) {
+	if p.upstream() == nil {
+		return nil, errNoUpstream
 	}
-	seen := map[string]bool{}
-	var list []*mcp.Resource
-	for r, err := range p.up.Resources(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("list resources: %w", err)
-		}
-		seen[r.URI] = true
-		list = append(list, r)
-	}
-	seenT := map[string]bool{}
-	var tlist []*mcp.ResourceTemplate
-	for t, err := range p.up.ResourceTemplates(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("list resource templates: %w", err)
-		}
-		seenT[t.URITemplate] = true
-		tlist = append(tlist, t)
-	}
-	p.mu.Lock()
-	var gone, goneT []string
-	for uri := range p.res {
-		if !seen[uri] {
-			gone = append(gone, uri)
-		}
-	}
-	for uri := range p.tmpls {
-		if !seenT[uri] {
-			goneT = append(goneT, uri)
-		}
-	}
-	p.res, p.tmpls = seen, seenT
-	p.mu.Unlock()
-	p.srv.RemoveResources(gone...)
-	p.srv.RemoveResourceTemplates(goneT...)
-	for _, r := range list {
-		if err := guard(func() { p.srv.AddResource(r, read) }); err != nil {
-			p.log.Warn("not mirroring a resource the SDK refuses", "uri", r.URI, "err", err)
-		}
-	}
-	for _, t := range tlist {
-		if err := guard(func() { p.srv.AddResourceTemplate(t, read) }); err != nil {
-			p.log.Warn("not mirroring a resource template the SDK refuses", "template", t.URITemplate, "err", err)
-		}
-	}
-	return nil
-}
-
-// guard runs f, turning a panic into an error.
-func guard(f func()) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%v", v)
-		}
-	}()
-	f()
-	return nil
-}
-
-// resourceUpdated forwards an upstream resource update to subscribers.
-func (p *proxy) resourceUpdated(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-	select {
-	case <-p.ready:
-		p.srv.ResourceUpdated(ctx, req.Params)
-	default: // before the server exists nobody can have subscribed
-	}
-}
-
-// logMessage forwards an upstream log message to the client.
-func (p *proxy) logMessage(ctx context.Context, req *mcp.LoggingMessageRequest) {
-	if ss := p.session(); ss != nil {
-		ss.Log(ctx, req.Params)
-	}
-}
-
-// errNoClient answers an upstream request that needs the client before it
-// connected.
-var errNoClient = errors.New("airlock gate: no MCP client is connected yet")
-
-// createMessage forwards an upstream sampling request to the client.
-func (p *proxy) createMessage(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	ss := p.session()
-	if ss == nil {
-		return nil, errNoClient
-	}
-	return ss.CreateMessage(ctx, req.Params)
-}
-
-// elicit forwards an upstream elicitation to the client.
-func (p *proxy) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	ss := p.session()
-	if ss == nil {
-		return nil, errNoClient
-	}
-	return ss.Elicit(ctx, req.Params)
-}
-
-// syncRoots copies the client's roots to the upstream session (the SDK
-// tells the upstream when they change).
-func (p *proxy) syncRoots() {
-	ss := p.session()
-	if ss == nil {
-		return
-	}
-	if ip := ss.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.RootsV2 == nil {
-		return
-	}
-	res, err := ss.ListRoots(p.ctx, nil)
+	raw, err := p.upPeer.call(ctx, method, marshalParams(params))
 	if err != nil {
-		p.log.Warn("could not list the client's roots", "err", err)
-		return
+		return nil, answerError(ctx, err)
+	}
+	return &rawResult{json: raw}, nil
+}
+
+// answerError is the error to answer the client with: the upstream's
+// JSON-RPC error as it came, the cancellation the client asked for, or an
+// internal error.
+func answerError(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return wireError(err)
+}
+
+// marshalParams is the JSON of a request's params; nil for none.
+func marshalParams(params mcp.Params) json.RawMessage {
+	data, err := json.Marshal(params)
+	if err != nil || string(data) == "null" {
+		return nil
+	}
+	return data
+}
+
+// fromUpstream handles the upstream's notifications: progress of a gated
+// call is renumbered for its client, a changed tool list refreshes the
+// gate's copy first; everything else goes to the client as it came.
+func (p *proxy) fromUpstream(n *jsonrpc.Request) bool {
+	switch n.Method {
+	case "notifications/progress":
+		if p.upstreamProgress(n.Params) {
+			return true
+		}
+	case "notifications/tools/list_changed":
+		p.upPeer.spawn(func(ctx context.Context) {
+			if err := p.syncTools(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("could not list the upstream server's changed tools", "err", err)
+			}
+			p.toClient(n)
+		})
+		return true
+	}
+	p.toClient(n)
+	return true
+}
+
+// toClient passes a notification to the client as it came.
+func (p *proxy) toClient(n *jsonrpc.Request) {
+	if err := p.down.notify(p.ctx, n.Method, n.Params); err != nil && p.ctx.Err() == nil {
+		p.log.Debug("could not pass a notification to the MCP client", "method", n.Method, "err", err)
+	}
+}
+
+// fromClient passes the client's notifications the SDK does not need to
+// the upstream as they came: changed roots, and progress of a request the
+// upstream sent.
+func (p *proxy) fromClient(n *jsonrpc.Request) bool {
+	switch n.Method {
+	case "notifications/roots/list_changed", "notifications/progress":
+		if p.upstream() != nil {
+			if err := p.upPeer.notify(p.ctx, n.Method, n.Params); err != nil && p.ctx.Err() == nil {
+				p.log.Debug("could not pass a notification upstream", "method", n.Method, "err", err)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// askClient relays a request of the upstream (sampling, elicitation, roots)
+// to the client once it is initialized, and answers with the client's
+// result or error as it came. A request the client declared no capability
+// for is answered by the gate: -32601 when it has none of the kind, -32602
+// for an elicitation mode it lacks.
+func (p *proxy) askClient(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	select {
+	case <-p.clientReady:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var caps *mcp.ClientCapabilities
+	if ss := p.session(); ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			caps = ip.Capabilities
+		}
+	}
+	if caps == nil {
+		caps = &mcp.ClientCapabilities{}
+	}
+	notServed := func(what string) error {
+		return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+			Message: fmt.Sprintf("airlock gate: the MCP client did not declare the %s capability, so the gate does not pass %s on", what, method)}
+	}
+	switch method {
+	case "sampling/createMessage":
+		if caps.Sampling == nil {
+			return nil, notServed("sampling")
+		}
+	case "roots/list":
+		if caps.RootsV2 == nil {
+			return nil, notServed("roots")
+		}
+	case "elicitation/create":
+		e := caps.Elicitation
+		if e == nil {
+			return nil, notServed("elicitation")
+		}
+		// As the SDK reads it: no modes declared means form mode only.
+		mode := elicitMode(params)
+		if mode == "url" && e.URL == nil || mode == "form" && e.Form == nil && e.URL != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+				Message: fmt.Sprintf("airlock gate: the MCP client did not declare %s-mode elicitation", mode)}
+		}
+	}
+	return p.down.call(ctx, method, params)
+}
+
+// elicitMode is an elicitation request's mode: as given, else "url" when
+// it names a URL, else "form".
+func elicitMode(params json.RawMessage) string {
+	var e struct {
+		Mode          string `json:"mode"`
+		URL           string `json:"url"`
+		ElicitationID string `json:"elicitationId"`
+	}
+	json.Unmarshal(params, &e)
+	switch {
+	case e.Mode != "":
+		return e.Mode
+	case e.URL != "" || e.ElicitationID != "":
+		return "url"
+	}
+	return "form"
+}
+
+// upstreamTool is what the gate knows of one of the upstream's tools.
+type upstreamTool struct {
+	tool *mcp.Tool // what the rules read: name and annotations
+	// taskSupport is its execution.taskSupport: "forbidden" (also when
+	// absent), "optional" or "required".
+	taskSupport string
+	// err is why the gate could not read the tool's definition; its calls
+	// are refused.
+	err error
+}
+
+// syncTools refreshes the gate's copy of the upstream's tools, page by page.
+func (p *proxy) syncTools(ctx context.Context) error {
+	if up := p.upstream(); up == nil || up.InitializeResult().Capabilities == nil || up.InitializeResult().Capabilities.Tools == nil {
+		return nil
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	tools := map[string]*upstreamTool{}
+	seen := map[string]bool{}
+	var cursor string
+	for {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		raw, err := p.upPeer.call(ctx, "tools/list", params)
+		if err != nil {
+			return err
+		}
+		var page struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("read its tools/list result: %w", err)
+		}
+		for _, data := range page.Tools {
+			name, t := readTool(data)
+			if t.err != nil {
+				p.log.Warn("the gate cannot read a tool of the upstream server; its calls are refused", "tool", name, "err", t.err)
+			}
+			if name != "" {
+				tools[name] = t
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		if seen[page.NextCursor] {
+			return fmt.Errorf("its tools/list repeats the cursor %q", page.NextCursor)
+		}
+		seen[page.NextCursor] = true
+		cursor = page.NextCursor
 	}
 	p.mu.Lock()
-	old := p.roots
-	p.roots = nil
-	for _, r := range res.Roots {
-		p.roots = append(p.roots, r.URI)
-	}
+	p.tools = tools
 	p.mu.Unlock()
-	p.upCli.RemoveRoots(old...)
-	p.upCli.AddRoots(res.Roots...)
+	return nil
+}
+
+// readTool reads a tool of the upstream's tools/list, returning its name
+// ("" when it has none) and what the gate knows of it. The definition must
+// be strict JSON (airlock.CheckJSON): encoding/json matches keys
+// case-insensitively and keeps the last of duplicates, so the gate could
+// otherwise read annotations other than the ones the client reads.
+func readTool(data json.RawMessage) (string, *upstreamTool) {
+	var named struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(data, &named)
+	if err := airlock.CheckJSON("tool", data); err != nil {
+		return named.Name, &upstreamTool{err: err}
+	}
+	var t mcp.Tool
+	var x struct {
+		Execution *struct {
+			TaskSupport string `json:"taskSupport"`
+		} `json:"execution"`
+	}
+	if err := json.Unmarshal(data, &t); err != nil {
+		return named.Name, &upstreamTool{err: err}
+	}
+	if err := json.Unmarshal(data, &x); err != nil {
+		return t.Name, &upstreamTool{err: err}
+	}
+	ut := &upstreamTool{tool: &t, taskSupport: "forbidden"}
+	if x.Execution != nil && x.Execution.TaskSupport != "" {
+		ut.taskSupport = x.Execution.TaskSupport
+	}
+	return t.Name, ut
+}
+
+// tool returns the upstream's tool named name, listing the tools again
+// when the gate does not know it yet; nil when there is none.
+func (p *proxy) tool(ctx context.Context, name string) (*upstreamTool, error) {
+	p.mu.Lock()
+	t := p.tools[name]
+	p.mu.Unlock()
+	if t != nil {
+		return t, nil
+	}
+	if err := p.syncTools(ctx); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tools[name], nil
+}
+
+// session returns the downstream session, or nil before it initializes.
+func (p *proxy) session() *mcp.ServerSession {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ss
 }

@@ -1,8 +1,11 @@
 package gate_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +62,11 @@ func TestGateNPMFilesystem(t *testing.T) {
 		if !slices.Contains(names, want) {
 			t.Fatalf("tools %v lack %s", names, want)
 		}
+	}
+	// The client gets the server's list as the server writes it: its order
+	// of tools, of keys, of schema properties.
+	if got, want := g.wire.result(t, "tools/list"), directResult(t, []string{node, entry, root}, "tools/list"); !bytes.Equal(got, want) {
+		t.Errorf("tools/list through the gate differs from the server's own:\n got %s\nwant %s", got, want)
 	}
 
 	// Read-only tools pass straight through.
@@ -124,6 +132,49 @@ func TestGateNPMFilesystem(t *testing.T) {
 	if _, err := os.Stat(file); err != nil {
 		t.Fatalf("the denied move happened: %v", err)
 	}
+}
+
+// directResult starts an MCP server without the gate, initializes it as a
+// client that declares nothing, and returns its raw result for method.
+func directResult(t *testing.T, command []string, method string) json.RawMessage {
+	t.Helper()
+	cmd := exec.Command(command[0], command[1:]...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"direct","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"` + method + `","params":{}}`,
+	} {
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if m := decodeWire(sc.Bytes()); m.Method == "" && string(m.ID) == "2" {
+			if m.Result == nil {
+				t.Fatalf("%s answered %s", method, sc.Bytes())
+			}
+			return m.Result
+		}
+	}
+	t.Fatalf("%s: no answer: %v", method, sc.Err())
+	return nil
 }
 
 func quote(s string) string {

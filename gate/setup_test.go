@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,13 +41,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The binaries under test, built once: the real airlock, and the Go-SDK
-// upstream server of testdata/upstream.
+// The binaries under test, built once: the real airlock, the Go-SDK
+// upstream server of testdata/upstream and the scripted one of
+// testdata/rawupstream.
 var (
-	buildOnce            sync.Once
-	binDir               string
-	airlockBin, upstream string
-	buildErr             error
+	buildOnce                         sync.Once
+	binDir                            string
+	airlockBin, upstream, rawUpstream string
+	buildErr                          error
 )
 
 func binaries(t testing.TB) (string, string) {
@@ -55,8 +57,8 @@ func binaries(t testing.TB) (string, string) {
 		if binDir, buildErr = os.MkdirTemp("", "airlock-gate-test-"); buildErr != nil {
 			return
 		}
-		airlockBin, upstream = filepath.Join(binDir, "airlock"), filepath.Join(binDir, "upstream")
-		for _, b := range [][2]string{{airlockBin, "github.com/airlockhq/airlock/cmd/airlock"}, {upstream, "./testdata/upstream"}} {
+		airlockBin, upstream, rawUpstream = filepath.Join(binDir, "airlock"), filepath.Join(binDir, "upstream"), filepath.Join(binDir, "rawupstream")
+		for _, b := range [][2]string{{airlockBin, "github.com/airlockhq/airlock/cmd/airlock"}, {upstream, "./testdata/upstream"}, {rawUpstream, "./testdata/rawupstream"}} {
 			if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
 				buildErr = errors.New("go build " + b[1] + ": " + err.Error() + "\n" + string(out))
 				return
@@ -157,12 +159,15 @@ type gateProc struct {
 	t        *testing.T
 	cmd      *exec.Cmd
 	stdin    io.WriteCloser
+	client   *mcp.Client
 	cs       *mcp.ClientSession
 	stderr   *lockedBuffer
 	badLines chan string // stdout lines that are not JSON-RPC
 	progress chan *mcp.ProgressNotificationParams
 	changed  chan struct{} // a tools/list_changed notification arrived
 	log      string        // the upstream's record of runs
+	init     string        // where rawupstream records the initialize params it got
+	wire     *wire         // every message between the client and the gate, as sent
 	done     chan struct{}
 	exitErr  error
 	stopOnce *sync.Once
@@ -176,6 +181,12 @@ type gateOptions struct {
 	rules    string   // JSON rules, written to a file, or ""
 	upstream []string // the upstream command; default the Go-SDK upstream
 	env      []string
+	// client configures the MCP client (its capabilities and handlers);
+	// startGate adds its progress and tool-list handlers when unset.
+	client *mcp.ClientOptions
+	// clientInfo is the MCP client's implementation (default
+	// gate-test-client 1.0).
+	clientInfo *mcp.Implementation
 }
 
 // startGate runs `airlock gate` (the real binary) in front of an upstream
@@ -208,9 +219,10 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	}
 	args = append(append(args, "--"), o.upstream...)
 	g := &gateProc{t: t, stderr: &lockedBuffer{}, badLines: make(chan string, 100),
-		progress: make(chan *mcp.ProgressNotificationParams, 1000), changed: make(chan struct{}, 10), log: filepath.Join(dir, "upstream.log"), done: make(chan struct{})}
+		progress: make(chan *mcp.ProgressNotificationParams, 1000), changed: make(chan struct{}, 10),
+		log: filepath.Join(dir, "upstream.log"), init: filepath.Join(dir, "upstream-init.json"), wire: &wire{}, done: make(chan struct{})}
 	g.cmd = exec.Command(bin, args...)
-	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log}, o.env...)
+	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log, "UPSTREAM_INIT=" + g.init}, o.env...)
 	g.cmd.Stderr = g.stderr
 	stdin, err := g.cmd.StdinPipe()
 	if err != nil {
@@ -236,6 +248,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 			if json.Unmarshal(line, &msg) != nil || msg.JSONRPC != "2.0" {
 				g.badLines <- string(line)
 			}
+			g.wire.add(&g.wire.fromGate, line) // before the client reads it
 			w.Write(append(line, '\n'))
 		}
 		w.Close()
@@ -244,20 +257,32 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 		g.exitErr = g.cmd.Wait()
 		close(g.done)
 	}()
-	c := mcp.NewClient(&mcp.Implementation{Name: "gate-test-client", Version: "1.0"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	var opts mcp.ClientOptions
+	if o.client != nil {
+		opts = *o.client
+	}
+	if opts.ProgressNotificationHandler == nil {
+		opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			g.progress <- req.Params
-		},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		}
+	}
+	if opts.ToolListChangedHandler == nil {
+		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case g.changed <- struct{}{}:
 			default:
 			}
-		},
-	})
+		}
+	}
+	info := o.clientInfo
+	if info == nil {
+		info = &mcp.Implementation{Name: "gate-test-client", Version: "1.0"}
+	}
+	c := mcp.NewClient(info, &opts)
+	g.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	g.cs, err = c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: stdin}, nil)
+	g.cs, err = c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, nil)
 	if err != nil {
 		g.cmd.Process.Kill()
 		<-g.done
@@ -325,6 +350,87 @@ func text(r *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// wire records the messages between the MCP client and the gate, byte for
+// byte, to compare what the gate forwards with what the upstream sent.
+type wire struct {
+	mu               sync.Mutex
+	toGate, fromGate [][]byte
+}
+
+func (w *wire) add(to *[][]byte, msg []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	*to = append(*to, bytes.Clone(bytes.TrimSpace(msg)))
+}
+
+// wireMessage is a JSON-RPC message with its parts raw.
+type wireMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+func decodeWire(data []byte) wireMessage {
+	var m wireMessage
+	json.Unmarshal(data, &m)
+	return m
+}
+
+// result returns the raw result the gate answered the client's last
+// request of method with, byte for byte.
+func (w *wire) result(t *testing.T, method string) json.RawMessage {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var id json.RawMessage
+	for _, data := range w.toGate {
+		if m := decodeWire(data); m.Method == method && m.ID != nil {
+			id = m.ID
+		}
+	}
+	if id == nil {
+		t.Fatalf("the client sent no %s", method)
+	}
+	for _, data := range w.fromGate {
+		if m := decodeWire(data); m.Method == "" && bytes.Equal(m.ID, id) {
+			if m.Result == nil {
+				t.Fatalf("the gate answered %s with %s", method, data)
+			}
+			return m.Result
+		}
+	}
+	t.Fatalf("the gate did not answer %s (id %s)", method, id)
+	return nil
+}
+
+// request returns the raw params of the last request of method the gate
+// sent the client, byte for byte.
+func (w *wire) request(t *testing.T, method string) json.RawMessage {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := len(w.fromGate) - 1; i >= 0; i-- {
+		if m := decodeWire(w.fromGate[i]); m.Method == method && m.ID != nil {
+			return m.Params
+		}
+	}
+	t.Fatalf("the gate sent the client no %s", method)
+	return nil
+}
+
+// recordingWriter records what the client writes to the gate.
+type recordingWriter struct {
+	io.WriteCloser
+	wire *wire
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	r.wire.add(&r.wire.toGate, p)
+	return r.WriteCloser.Write(p)
 }
 
 // lockedBuffer collects a process's stderr.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,16 +19,35 @@ import (
 
 // callTool handles a client's tools/call: allowed calls go straight
 // upstream; gated ones wait for a reviewer's approval of exactly this call.
-func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// The client gets the upstream's result or error as it came.
+func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	if p.upstream() == nil {
+		return nil, errNoUpstream
+	}
 	name := req.Params.Name
-	t := p.tool(name)
+	t, err := p.tool(ctx, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("airlock gate: could not list the upstream server's tools to look up %q: %v", name, err)}
+	}
 	if t == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
 	}
-	action, timeout := p.cfg.Rules.Decide(t)
+	if t.err != nil {
+		return errorResult("Airlock: airlock gate cannot read the upstream server's definition of %s (%v), so it cannot tell whether the call needs approval; the call was not run.", name, t.err), nil
+	}
+	if t.taskSupport == "required" {
+		// The SDK knows no tasks, so the gate can relay neither the task
+		// a call would create nor tasks/get or tasks/result; the upstream
+		// refuses the call without one. Say so before anyone is asked.
+		return errorResult("Airlock: the tool %s requires task augmentation (its execution.taskSupport is \"required\"), which airlock gate does not relay yet; the call was not run and nobody was asked to approve it. The tool cannot be used through airlock gate.", name), nil
+	}
+	action, timeout := p.cfg.Rules.Decide(t.tool)
 	switch action {
 	case ActionAllow:
-		return p.forward(ctx, req, nil)
+		return p.forwardAnswer(ctx, req)
 	case ActionDeny:
 		return errorResult("Airlock: the gate's rules block %s; the call was not run. Do not retry it.", name), nil
 	}
@@ -43,32 +63,55 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.waitCtx, cancel)()
-	var result *mcp.CallToolResult
+	var result json.RawMessage
 	var fwdErr error
-	_, err := p.gate.Run(waitCtx, client.Call{
+	_, err = p.gate.Run(waitCtx, client.Call{
 		Tool: name, Arguments: args, AttemptKey: rand.Text(), Timeout: timeout,
 		Context:   p.callContext(req),
 		OnPending: pr.waiting,
 	}, func(context.Context) error {
 		pr.approved()
 		result, fwdErr = p.forward(ctx, req, pr)
-		switch {
-		case fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)):
+		if fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)) {
 			// The connection broke or the client cancelled mid-call:
 			// whether the tool took effect is unknown.
 			return fmt.Errorf("%v: %w", fwdErr, client.ErrOutcomeUnknown)
-		case fwdErr != nil:
-			return fwdErr // the upstream refused the call
-		case result.IsError:
-			return errors.New("the tool returned an error: " + resultText(result))
 		}
-		return nil
+		if fwdErr != nil {
+			return fwdErr // the upstream refused the call
+		}
+		return toolOutcome(result)
 	})
 	return p.answer(waitCtx, name, result, fwdErr, err)
 }
 
+// toolOutcome is nil for a result that reports success, the tool's error
+// for an isError result.
+func toolOutcome(raw json.RawMessage) error {
+	var r struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("the upstream's result cannot be read (%v): %w", err, client.ErrOutcomeUnknown)
+	}
+	if !r.IsError {
+		return nil
+	}
+	var parts []string
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return errors.New("the tool returned an error: " + strings.Join(parts, "\n"))
+}
+
 // answer turns the gate's outcome into the client's result.
-func (p *proxy) answer(ctx context.Context, tool string, result *mcp.CallToolResult, fwdErr, err error) (*mcp.CallToolResult, error) {
+func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage, fwdErr, err error) (mcp.Result, error) {
 	var (
 		te *client.ToolError
 		de *client.DeniedError
@@ -80,13 +123,13 @@ func (p *proxy) answer(ctx context.Context, tool string, result *mcp.CallToolRes
 	)
 	switch {
 	case err == nil:
-		return result, nil
+		return &rawResult{json: result}, nil
 	case errors.As(err, &te):
 		// The call ran: the client gets the upstream's own answer.
 		if fwdErr != nil {
-			return nil, fwdErr
+			return nil, answerError(ctx, fwdErr)
 		}
-		return result, nil
+		return &rawResult{json: result}, nil
 	case errors.As(err, &de):
 		msg := fmt.Sprintf("Airlock: a reviewer denied this call to %s (request %s); it did not run.", tool, de.Request.ID)
 		if note := de.Note(); note != "" {
@@ -111,30 +154,40 @@ func (p *proxy) answer(ctx context.Context, tool string, result *mcp.CallToolRes
 }
 
 // forward sends the call upstream as the client made it (same name,
-// arguments and _meta), with a progress token of the gate's own when the
-// client asked for progress.
-func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress) (*mcp.CallToolResult, error) {
-	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+// arguments and _meta) and returns the upstream's raw result. For a gated
+// call (pr not nil) whose client asked for progress, the progress token is
+// one of the gate's own, so that the upstream's progress can be renumbered
+// after the progress sent while waiting.
+func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress) (json.RawMessage, error) {
+	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments}
 	if req.Params.Arguments == nil {
 		params.Arguments = json.RawMessage(`{}`)
 	}
 	if m := req.Params.Meta; len(m) > 0 {
 		params.Meta = mcp.Meta{}
-		for k, v := range m {
-			if k != "progressToken" {
-				params.Meta[k] = v
-			}
+		maps.Copy(params.Meta, m)
+	}
+	if pr != nil {
+		if tok := pr.route(); tok != "" {
+			params.SetProgressToken(tok)
+			defer p.unroute(tok)
 		}
 	}
-	if pr == nil {
-		pr = p.newProgress(req)
-		defer pr.stop()
+	data, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
 	}
-	if tok := pr.route(); tok != "" {
-		params.SetProgressToken(tok)
-		defer p.unroute(tok)
+	return p.upPeer.call(ctx, "tools/call", data)
+}
+
+// forwardAnswer forwards a call that needs no approval and answers with
+// the upstream's result or error.
+func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
+	raw, err := p.forward(ctx, req, nil)
+	if err != nil {
+		return nil, answerError(ctx, err)
 	}
-	return p.up.CallTool(ctx, params)
+	return &rawResult{json: raw}, nil
 }
 
 // isRPCError reports whether err is a JSON-RPC error the upstream answered.
@@ -161,17 +214,6 @@ func errorResult(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
 
-// resultText joins a result's text content, for a report's detail.
-func resultText(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, t.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // progress sends a call's progress notifications: for a gated call, one per
 // interval while it waits for a reviewer; then the upstream's own, moved
 // up by what was sent while waiting, so the value keeps increasing.
@@ -185,7 +227,6 @@ type progress struct {
 	started bool
 	done    chan struct{}
 	stopped bool
-	upTok   string
 }
 
 func (p *proxy) newProgress(req *mcp.CallToolRequest) *progress {
@@ -253,9 +294,8 @@ func (pr *progress) route() string {
 	if pr.token == nil || pr.ss == nil {
 		return ""
 	}
-	tok := "airlock-gate-" + strconv.FormatInt(pr.p.nextTok.Add(1), 10)
+	tok := pr.p.idPrefix + "progress-" + strconv.FormatInt(pr.p.nextTok.Add(1), 10)
 	pr.mu.Lock()
-	pr.upTok = tok
 	base := pr.n
 	pr.mu.Unlock()
 	pr.p.mu.Lock()
@@ -276,28 +316,36 @@ func (p *proxy) unroute(tok string) {
 	p.mu.Unlock()
 }
 
-// upstreamProgress forwards the upstream's progress to the client whose
-// call it belongs to.
-func (p *proxy) upstreamProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-	tok, _ := req.Params.ProgressToken.(string)
+// upstreamProgress renumbers the upstream's progress of a gated call for
+// the client whose call it is, reporting whether the token was the gate's.
+func (p *proxy) upstreamProgress(params json.RawMessage) bool {
+	var n mcp.ProgressNotificationParams
+	if json.Unmarshal(params, &n) != nil {
+		return false
+	}
+	tok, _ := n.ProgressToken.(string)
+	if !strings.HasPrefix(tok, p.idPrefix) {
+		return false // a token of the client's: it goes through as it came
+	}
 	p.mu.Lock()
 	rt := p.progress[tok]
 	p.mu.Unlock()
 	if rt == nil {
-		return
+		return true // the call has ended
 	}
 	pr := rt.pr
 	pr.mu.Lock()
-	v := rt.base + req.Params.Progress
+	v := rt.base + n.Progress
 	if v <= pr.n {
 		pr.mu.Unlock()
-		return // never let progress go backwards
+		return true // never let progress go backwards
 	}
 	pr.n = v
 	pr.mu.Unlock()
-	params := &mcp.ProgressNotificationParams{ProgressToken: pr.token, Progress: v, Message: req.Params.Message}
-	if req.Params.Total > 0 {
-		params.Total = rt.base + req.Params.Total
+	out := &mcp.ProgressNotificationParams{Meta: n.Meta, ProgressToken: pr.token, Progress: v, Message: n.Message}
+	if n.Total > 0 {
+		out.Total = rt.base + n.Total
 	}
-	pr.ss.NotifyProgress(ctx, params)
+	pr.ss.NotifyProgress(p.ctx, out)
+	return true
 }
