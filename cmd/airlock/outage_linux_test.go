@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -56,6 +59,7 @@ func TestDiskFullAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	inbox := signIn(t, srv.url, reviewer)
 
 	// The disk is full. A limit of 0 fails every write(2) to a file, so
 	// that no write can land in space a file already has (the log, once
@@ -73,6 +77,11 @@ func TestDiskFullAnswers503(t *testing.T) {
 	wantUnavailable(t, c.call("POST", "/v1/approval-requests/"+firstPending(acked)+"/decision", reviewer, `{"status":"approved"}`),
 		"a decision on a full disk", "I/O error")
 	c.call("GET", "/v1/approval-requests/"+first, reviewer, "").want(t, 200, "a read on a full disk")
+	page := inbox.decide(t, firstPending(acked), "approve")
+	if page.StatusCode != 503 || page.Header.Get("Retry-After") != "2" || !strings.Contains(page.body, "Try again shortly") {
+		t.Errorf("the inbox's decision on a full disk: %d Retry-After %q; want the 503 page with Retry-After 2:\n%s",
+			page.StatusCode, page.Header.Get("Retry-After"), page.body)
+	}
 	c.call("GET", "/readyz", "", "").want(t, 503, "readyz on a full disk")
 	c.call("GET", "/readyz", "", "").want(t, 503, "readyz on a full disk, again")
 	c.call("GET", "/healthz", "", "").want(t, 200, "healthz on a full disk")
@@ -110,6 +119,9 @@ func TestDiskFullAnswers503(t *testing.T) {
 	if got := logLines(out, regexp.MustCompile(`msg="store unavailable in MCP tool" tool=approval_request`)); got != 1 {
 		t.Errorf("%d log lines for the failed MCP call, want 1:\n%s", got, out)
 	}
+	if got := logLines(out, regexp.MustCompile(`level=ERROR msg="inbox: store unavailable" method=POST path=/requests/`)); got != 1 {
+		t.Errorf("%d log lines for the inbox's failed decision, want 1:\n%s", got, out)
+	}
 	if got := logLines(out, regexp.MustCompile(`level=WARN msg="not ready`)); got != 1 {
 		t.Errorf("%d log lines for two not-ready probes, want 1 (when readiness changed):\n%s", got, out)
 	}
@@ -139,4 +151,81 @@ func firstPending(acked map[string]string) string {
 		}
 	}
 	return ""
+}
+
+// inboxSession is a reviewer signed in to the web inbox.
+type inboxSession struct {
+	url, csrf string
+	hc        *http.Client
+}
+
+// page is an answer of the inbox, its body read.
+type page struct {
+	*http.Response
+	body string
+}
+
+// signIn signs in to the inbox with token, as a browser would.
+func signIn(t *testing.T, base, token string) *inboxSession {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	s := &inboxSession{url: base, hc: &http.Client{Transport: tr, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	form := s.do(t, "GET", "/signin", nil)
+	s.do(t, "POST", "/signin", url.Values{"csrf": {csrfOf(t, form.body)}, "token": {token}, "next": {"/"}})
+	home := s.do(t, "GET", "/", nil)
+	if home.StatusCode != 200 {
+		t.Fatalf("the inbox after signing in: %d\n%s", home.StatusCode, home.body)
+	}
+	s.csrf = csrfOf(t, home.body)
+	return s
+}
+
+// decide posts the decision form of request id.
+func (s *inboxSession) decide(t *testing.T, id, action string) page {
+	t.Helper()
+	return s.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {s.csrf}, "action": {action}})
+}
+
+func (s *inboxSession) do(t *testing.T, method, path string, form url.Values) page {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, s.url+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	res, err := s.hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page{res, string(b)}
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrfOf returns the CSRF token of a page's forms.
+func csrfOf(t *testing.T, body string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no CSRF field in the page:\n%s", body)
+	}
+	return m[1]
 }
