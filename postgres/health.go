@@ -62,7 +62,9 @@ func lost(committing bool, why string) string {
 func (s *Store) noteWrite(err error) {
 	switch {
 	case err == nil:
-		s.writesFailing.Store(false)
+		if s.writesFailing.Load() { // a load leaves the cache line shared on every write's path
+			s.writesFailing.Store(false)
+		}
 	case unavailable(err) != "":
 		s.writesFailing.Store(true)
 	}

@@ -58,7 +58,7 @@ func (s *Store) noteWrites(results []result) {
 	switch {
 	case failed:
 		s.writesFailing.Store(true)
-	case wrote:
+	case wrote && s.writesFailing.Load():
 		s.writesFailing.Store(false)
 	}
 }
