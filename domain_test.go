@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -71,12 +72,33 @@ func TestErrorConstructors(t *testing.T) {
 	}
 }
 
-// The codes of DESIGN.md §3, plus internal; each once.
+// TestUnavailable checks that an unavailable error keeps the store's error
+// as its cause: the log shows it (Error), errors.Is finds it, and the
+// message alone is what callers read.
+func TestUnavailable(t *testing.T) {
+	t.Parallel()
+	cause := fmt.Errorf("sqlite: request apr_x: %w", io.ErrShortWrite)
+	err := airlock.Unavailable(cause, "the disk is %s", "full")
+	if err.Code != airlock.CodeUnavailable || err.Message != "the disk is full; retry in 2s" {
+		t.Errorf("Unavailable = %+v, want code unavailable and the message saying when to retry", err)
+	}
+	if !errors.Is(err, io.ErrShortWrite) {
+		t.Errorf("errors.Is does not find the cause in %v", err)
+	}
+	if got, want := err.Error(), "the disk is full; retry in 2s: sqlite: request apr_x: short write"; got != want {
+		t.Errorf("Error() = %q, want %q (the message, then the cause, for the log)", got, want)
+	}
+	if airlock.ErrorCode(fmt.Errorf("create: %w", err)) != airlock.CodeUnavailable {
+		t.Errorf("a wrapped unavailable error lost its code")
+	}
+}
+
+// The codes of DESIGN.md §3, plus unavailable and internal; each once.
 func TestCodes(t *testing.T) {
 	t.Parallel()
 	want := []string{"invalid_request", "unauthorized", "forbidden", "not_found", "idempotency_conflict",
 		"not_pending", "deadline_passed", "not_approved", "approval_expired", "already_executed",
-		"command_failed", "payload_too_large", "rate_limited", "internal"}
+		"command_failed", "payload_too_large", "rate_limited", "unavailable", "internal"}
 	if len(airlock.Codes) != len(want) {
 		t.Fatalf("%d codes, want %d", len(airlock.Codes), len(want))
 	}

@@ -3,14 +3,16 @@ package airlock
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code is a stable, machine-readable error code. The set is closed: callers
 // (the REST API, MCP tools, the Go client) switch on it.
 type Code string
 
-// The error codes of DESIGN.md §3, plus Internal for failures the caller
-// cannot fix.
+// The error codes of DESIGN.md §3, plus Unavailable for a store that cannot
+// serve now (a full disk, a database that cannot be reached) and Internal
+// for failures the caller cannot fix.
 const (
 	CodeInvalidRequest      Code = "invalid_request"
 	CodeUnauthorized        Code = "unauthorized"
@@ -25,6 +27,7 @@ const (
 	CodeCommandFailed       Code = "command_failed"
 	CodePayloadTooLarge     Code = "payload_too_large"
 	CodeRateLimited         Code = "rate_limited"
+	CodeUnavailable         Code = "unavailable"
 	CodeInternal            Code = "internal"
 )
 
@@ -33,25 +36,36 @@ var Codes = []Code{
 	CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
 	CodeIdempotencyConflict, CodeNotPending, CodeDeadlinePassed, CodeNotApproved,
 	CodeApprovalExpired, CodeAlreadyExecuted, CodeCommandFailed,
-	CodePayloadTooLarge, CodeRateLimited, CodeInternal,
+	CodePayloadTooLarge, CodeRateLimited, CodeUnavailable, CodeInternal,
 }
 
 // Error is the one error type that crosses package boundaries. Message is
 // written for the caller and says what to do; State names the state that
-// holds when a transition lost a race; Field names the offending input.
+// holds when a transition lost a race; Field names the offending input;
+// Err is the cause, for the log only: callers never see it.
 type Error struct {
 	Code    Code
 	Message string
 	Field   string
 	State   State
+	Err     error
 }
 
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return string(e.Code)
+	msg := e.Message
+	if msg == "" {
+		msg = string(e.Code)
 	}
-	return e.Message
+	if e.Err != nil {
+		// For logs; callers are shown Message alone.
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }
+
+// Unwrap returns the cause, so that the edge that logs an error logs what
+// the store said.
+func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
@@ -66,6 +80,20 @@ func Invalid(field, format string, args ...any) *Error {
 // Conflict returns an error for a transition that lost to state.
 func Conflict(code Code, state State, format string, args ...any) *Error {
 	return &Error{Code: code, State: state, Message: fmt.Sprintf(format, args...)}
+}
+
+// UnavailableRetryAfter is how long a caller told unavailable should wait
+// before retrying (REST's Retry-After, the MCP error's text): soon enough
+// to ride out a database restart or failover, far enough apart that
+// waiting callers do not hammer a store that is down.
+const UnavailableRetryAfter = 2 * time.Second
+
+// Unavailable returns an unavailable error: the store cannot serve the call
+// now, for the reason format says, and a retry later may succeed; the
+// message ends with when to retry. cause is what the store said; it goes
+// to the log, not to the caller.
+func Unavailable(cause error, format string, args ...any) *Error {
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf(format, args...) + "; retry in " + UnavailableRetryAfter.String(), Err: cause}
 }
 
 // ErrorCode returns the code of err, CodeInternal for errors that are not

@@ -93,8 +93,10 @@ func CompareSweepOrder(a, b Request) int {
 // followed by a write in Go; every change appends its audit event in the
 // same transaction.
 //
-// Errors are *Error: not_found for missing rows, and for lost transitions
-// the code and State of what holds.
+// Errors are *Error: not_found for missing rows, for lost transitions
+// the code and State of what holds, and unavailable (with the driver's
+// error as Err) when the store cannot serve now: a full disk, an I/O
+// error, a database that cannot be reached.
 type Store interface {
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)
@@ -165,7 +167,11 @@ type Store interface {
 	// RevokeToken marks a token revoked; revoking twice keeps the first time.
 	RevokeToken(ctx context.Context, id, actor string) (Token, error)
 
-	// Ping checks that the store is reachable.
+	// Ping checks that the store can serve: that it answers a read and,
+	// once a write has failed because the store could not write (a full
+	// disk, a database that cannot be reached), that a write commits
+	// again. It returns CodeUnavailable while the store cannot serve, and
+	// turns nil by itself once it can: no reopening is needed.
 	Ping(ctx context.Context) error
 	// Close releases the store.
 	Close() error

@@ -96,7 +96,7 @@ func setupBinary(t testing.TB) *bundle {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	b := &bundle{url: url, hc: &http.Client{Transport: tr}}
+	b := &bundle{url: url, hc: &http.Client{Transport: tr}, pid: cmd.Process.Pid}
 	t.Cleanup(tr.CloseIdleConnections)
 	b.populate(t)
 	return b

@@ -6,8 +6,9 @@
 // the HTTP status and, for conflicts, the state that holds, so callers can
 // errors.As and switch on the code. Calls that are safe to repeat (reads,
 // creates with an Idempotency-Key, reports, cancels) are retried on network
-// errors with the same key, with bounded backoff that respects ctx; a
-// rate-limited call is retried after the server's Retry-After.
+// errors and unavailable answers with the same key, with bounded backoff
+// that respects ctx; a rate-limited call is retried after the server's
+// Retry-After, as is an unavailable one.
 package client
 
 import (
@@ -175,13 +176,17 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 }
 
 // retryable says whether err may be retried for cl: a rate limit always
-// (the server did nothing); a network error or a gateway's 502/503/504
-// only for calls that are safe to repeat.
+// (the server did nothing); a network error, an unavailable store or a
+// gateway's 502/503/504 only for calls that are safe to repeat (a store
+// that lost its connection while committing may have recorded the call).
 func (c *Client) retryable(cl call, err error) bool {
 	var ae *Error
 	if errors.As(err, &ae) {
-		if ae.Code == airlock.CodeRateLimited {
+		switch ae.Code {
+		case airlock.CodeRateLimited:
 			return true
+		case airlock.CodeUnavailable:
+			return cl.retry
 		}
 		return cl.retry && ae.Code == "" && (ae.Status == http.StatusBadGateway ||
 			ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout)

@@ -31,7 +31,7 @@ type Error struct {
 	Method  string
 	Path    string
 
-	retryAfter time.Duration // from a 429's Retry-After
+	retryAfter time.Duration // from a 429's or 503's Retry-After
 }
 
 func (e *Error) Error() string {

@@ -371,7 +371,8 @@ func (g *Gate) claim(ctx context.Context, key string, r *ApprovalRequest) (*Appr
 			return claimed, nil, nil
 		}
 		var ae *Error
-		if errors.As(err, &ae) && ae.Code != "" && ae.Code != airlock.CodeRateLimited && ae.Code != airlock.CodeInternal {
+		if errors.As(err, &ae) && ae.Code != "" && ae.Code != airlock.CodeRateLimited && ae.Code != airlock.CodeInternal &&
+			ae.Code != airlock.CodeUnavailable {
 			if jerr := g.j.append(key, recRefused, r.ID, string(ae.Code)); jerr != nil {
 				return nil, nil, jerr
 			}

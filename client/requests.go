@@ -201,7 +201,7 @@ func (c *Client) WaitRequest(ctx context.Context, id string, opts *WaitOptions) 
 }
 
 // transient reports whether err may pass by itself: no answer, a rate
-// limit, a gateway error or an internal error.
+// limit, an unavailable store, a gateway error or an internal error.
 func transient(err error) bool {
 	var ne *NetworkError
 	if errors.As(err, &ne) {
@@ -209,7 +209,8 @@ func transient(err error) bool {
 	}
 	var ae *Error
 	if errors.As(err, &ae) {
-		return ae.Code == airlock.CodeRateLimited || ae.Code == airlock.CodeInternal || ae.Status >= 500
+		return ae.Code == airlock.CodeRateLimited || ae.Code == airlock.CodeUnavailable || ae.Code == airlock.CodeInternal ||
+			ae.Status >= 500
 	}
 	return false
 }

@@ -43,6 +43,8 @@ type bundle struct {
 	// agentSecret is the agent's token, for clients a test builds itself.
 	agentSecret string
 	instance    string
+	// pid is the server's process, for a server binary (0 otherwise).
+	pid int
 }
 
 // options adjusts a bundle.

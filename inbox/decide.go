@@ -49,7 +49,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	req, err := h.svc.Decide(r.Context(), v.caller, id, in)
 	if err != nil {
 		var e *airlock.Error
-		if !errors.As(err, &e) || e.Code == airlock.CodeInternal {
+		if !errors.As(err, &e) || e.Code == airlock.CodeInternal || e.Code == airlock.CodeUnavailable {
 			h.fail(w, r, err)
 			return
 		}

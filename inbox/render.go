@@ -111,12 +111,20 @@ func (h *handler) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 }
 
 // fail answers a failed read: not_found is a 404 page, a gone client
-// nothing, anything unexpected a logged 500 page.
+// nothing, an unavailable store a logged 503 page, anything unexpected a
+// logged 500 page.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
 	var e *airlock.Error
+	if errors.As(err, &e) && e.Code == airlock.CodeUnavailable {
+		h.log.Error("inbox: store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(airlock.UnavailableRetryAfter.Seconds())))
+		h.errorPage(w, r, http.StatusServiceUnavailable, "Try again shortly",
+			"Airlock cannot use its store right now ("+e.Message+"). Reload this page in a few seconds to see where things stand.")
+		return
+	}
 	if errors.As(err, &e) && e.Code != airlock.CodeInternal {
 		status := http.StatusBadRequest
 		switch e.Code {

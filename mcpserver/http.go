@@ -157,7 +157,14 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := h.s.svc.Authenticate(r.Context(), bearer(r))
 	if err != nil {
-		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+		var e *airlock.Error
+		switch {
+		case errors.As(err, &e) && e.Code == airlock.CodeUnavailable:
+			h.s.log.Error("store unavailable: authenticate MCP request", "err", err)
+			w.Header().Set("Retry-After", strconv.Itoa(int(airlock.UnavailableRetryAfter.Seconds())))
+			h.refuseRPC(w, r, id, http.StatusServiceUnavailable, -32000, string(e.Code)+": "+unavailableText(e.Message))
+			return
+		case airlock.ErrorCode(err) != airlock.CodeUnauthorized:
 			h.s.log.Error("authenticate MCP request", "err", err)
 			h.refuseRPC(w, r, id, http.StatusInternalServerError, -32603, "internal error")
 			return

@@ -220,19 +220,30 @@ func (s *Server) cancelled(ctx context.Context, toolName string, c airlock.Calle
 // errorResult turns err into a tool result with isError. Its text starts
 // with the error code and says what to fix. Errors that are not
 // *airlock.Error are internal: logged here, once, and shown as "internal
-// error". Error results carry no structuredContent: clients validate
-// structured results against the tool's output schema, which describes
-// success.
+// error". An unavailable store is logged here too, with its cause, and the
+// text says when to retry. Error results carry no structuredContent:
+// clients validate structured results against the tool's output schema,
+// which describes success.
 func (s *Server) errorResult(toolName string, err error) *mcp.CallToolResult {
 	var e *airlock.Error
-	if !errors.As(err, &e) || e.Code == airlock.CodeInternal {
+	switch {
+	case !errors.As(err, &e) || e.Code == airlock.CodeInternal:
 		s.log.Error("internal error in MCP tool", "tool", toolName, "err", err)
 		e = &airlock.Error{Code: airlock.CodeInternal, Message: "internal error; the call may not have taken effect: retry it (with the same idempotencyKey for approval_request)"}
+	case e.Code == airlock.CodeUnavailable:
+		s.log.Error("store unavailable in MCP tool", "tool", toolName, "err", err)
+		e = &airlock.Error{Code: e.Code, Message: unavailableText(e.Message)}
 	}
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: errorText(e)}},
 		IsError: true,
 	}
+}
+
+// unavailableText is what an agent reads when the store cannot serve: why
+// and when to retry (the message says both), and how to retry safely.
+func unavailableText(message string) string {
+	return message + " (approval_request with the same idempotencyKey is safe to retry)"
 }
 
 // errorText is "code: message", with the state that holds when a

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -64,6 +65,9 @@ type Store struct {
 	fault func(point string) error
 	// hooks are the tests' other hooks (export_test.go); zero in production.
 	hooks testHooks
+	// writesFailing is whether the last write failed because the database
+	// could not serve it (noteWrite); Ping then probes with a write.
+	writesFailing atomic.Bool
 
 	done      chan struct{} // closed by Close; stops Listen and the notifier
 	closeOnce sync.Once
@@ -264,12 +268,6 @@ func (s *Store) now() any {
 const tickCTE = `WITH tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now)
 `
 
-// Ping checks that the database answers a query; readiness reports it.
-func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	return translate(s.queryRow(ctx, `SELECT 1`).Scan(&one), "database", "ping")
-}
-
 // Close stops any Listen, sends the notifications of changes already
 // committed, and closes the pool. It is safe to call more than once.
 func (s *Store) Close() error {
@@ -284,8 +282,10 @@ func (s *Store) Close() error {
 // translate is the one place where pgx and PostgreSQL errors become what
 // callers of airlock.Store see: a missing row becomes not_found naming what
 // and id; domain errors pass through; text PostgreSQL cannot store is the
-// caller's invalid_request; everything else is wrapped with what was being
-// done and stays an internal error, which the edge logs.
+// caller's invalid_request; a database that cannot serve now (unavailable)
+// becomes unavailable, with pgx's error kept as its cause for the log;
+// everything else is wrapped with what was being done and stays an
+// internal error, which the edge logs.
 func translate(err error, what, id string) error {
 	if err == nil {
 		return nil
@@ -296,6 +296,9 @@ func translate(err error, what, id string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.NotFound(what, id)
 	}
+	if why := unavailable(err); why != "" {
+		return airlock.Unavailable(fmt.Errorf("postgres: %s %s: %w", what, id, err), "%s", why)
+	}
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {
 		case pe.Code == "22021" || pe.Code == "22P05":
@@ -303,8 +306,6 @@ func translate(err error, what, id string) error {
 			// byte or invalid UTF-8 that validation should have refused.
 			return airlock.Errorf(airlock.CodeInvalidRequest,
 				"%s %s: a text field holds a NUL character or invalid UTF-8, which the store cannot keep; remove it", what, id)
-		case pe.Code == "57014":
-			return fmt.Errorf("postgres: %s %s: the statement timed out (statement timeout); the database is overloaded or a lock is held too long: %w", what, id, err)
 		case strings.HasPrefix(pe.Code, "23"):
 			// Inputs are validated and conflicts are decided by queries, so
 			// a violated constraint is a bug, not the caller's mistake.
@@ -339,7 +340,7 @@ func transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if _, ok := errors.AsType[*airlock.Error](err); ok {
+	if ae, ok := errors.AsType[*airlock.Error](err); ok && ae.Code != airlock.CodeUnavailable {
 		return false
 	}
 	if _, ok := errors.AsType[*faultError](err); ok {
@@ -399,12 +400,14 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *tx) e
 	for attempt := 1; ; attempt++ {
 		err := s.writeOnce(ctx, fn)
 		if err == nil || attempt == maxAttempts || !transient(err) {
+			s.noteWrite(err)
 			return err
 		}
 		pause := retryPause << (2 * (attempt - 1)) // 5ms, 20ms, 80ms
 		pause = pause/2 + rand.N(pause)
 		select {
 		case <-ctx.Done():
+			s.noteWrite(err)
 			return err
 		case <-time.After(pause):
 		}

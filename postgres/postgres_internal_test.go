@@ -91,6 +91,7 @@ func TestTransient(t *testing.T) {
 		{"statement timeout", pg("57014"), false},
 		{"constraint", pg("23505"), false},
 		{"domain refusal", airlock.Conflict(airlock.CodeNotPending, airlock.StateApproved, "x"), false},
+		{"unavailable, translated, wrapping a lost connection", translate(fmt.Errorf("query: %w", io.ErrUnexpectedEOF), "request", "apr_1"), true},
 		{"command_failed", airlock.Conflict(airlock.CodeCommandFailed, airlock.StatePending, "x"), false},
 		{"injected fault wrapping a lost connection", fmt.Errorf("decide: %w", &faultError{FaultAfterApproval, io.ErrUnexpectedEOF}), false},
 		{"cancelled", context.Canceled, false},
@@ -108,8 +109,32 @@ func TestTranslate(t *testing.T) {
 	if err := translate(&pgconn.PgError{Code: "22021", Message: "invalid byte sequence for encoding \"UTF8\": 0x00"}, "request", "apr_1"); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
 		t.Errorf("NUL refused by the database = %v, want invalid_request", err)
 	}
-	if err := translate(&pgconn.PgError{Code: "57014"}, "request", "apr_1"); airlock.ErrorCode(err) != airlock.CodeInternal || !strings.Contains(err.Error(), "timed out") {
-		t.Errorf("statement timeout = %v, want an internal error saying it timed out", err)
+	for _, tc := range []struct {
+		name string
+		err  error
+		code airlock.Code
+		says string
+	}{
+		{"statement timeout", &pgconn.PgError{Code: "57014"}, airlock.CodeUnavailable, "statement timeout"},
+		{"server shutting down", &pgconn.PgError{Code: "57P01"}, airlock.CodeUnavailable, "shutting down or restarting"},
+		{"server starting up", &pgconn.PgError{Code: "57P03"}, airlock.CodeUnavailable, "shutting down or restarting"},
+		{"connection failure", &pgconn.PgError{Code: "08006"}, airlock.CodeUnavailable, "connection to its database failed"},
+		{"disk full", &pgconn.PgError{Code: "53100"}, airlock.CodeUnavailable, "out of resources"},
+		{"too many connections", &pgconn.PgError{Code: "53300"}, airlock.CodeUnavailable, "out of resources"},
+		{"read-only (a standby)", &pgconn.PgError{Code: "25006"}, airlock.CodeUnavailable, "read-only"},
+		{"connection lost", fmt.Errorf("query: %w", io.ErrUnexpectedEOF), airlock.CodeUnavailable, "lost its connection"},
+		{"connection lost during commit", &commitError{io.ErrUnexpectedEOF}, airlock.CodeUnavailable, "may have been recorded"},
+		{"no connection in time", fmt.Errorf("acquire: %w", context.DeadlineExceeded), airlock.CodeUnavailable, "did not answer in time"},
+		{"constraint", &pgconn.PgError{Code: "23505"}, airlock.CodeInternal, "constraint violated"},
+		{"unknown", errors.New("something else"), airlock.CodeInternal, "something else"},
+	} {
+		err := translate(tc.err, "request", "apr_1")
+		if airlock.ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s = %v, want %s saying %q", tc.name, err, tc.code, tc.says)
+		}
+		if tc.code == airlock.CodeUnavailable && !errors.Is(err, tc.err) {
+			t.Errorf("%s = %v, which lost the cause %v", tc.name, err, tc.err)
+		}
 	}
 	domain := airlock.NotFound("request", "apr_1")
 	if err := translate(domain, "request", "apr_1"); !errors.Is(err, domain) {

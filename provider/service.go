@@ -111,7 +111,8 @@ func (s *Service) Limits() airlock.Limits { return s.limits }
 // MaxWait returns the longest long-poll the service allows.
 func (s *Service) MaxWait() time.Duration { return s.maxWait }
 
-// Ready checks that the store is reachable.
+// Ready checks that the store can serve reads and writes (Store.Ping): an
+// unavailable error while it cannot, nil again once it recovers.
 func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
 
 func forbidden(format string, args ...any) error {

@@ -73,6 +73,30 @@ func (w *checkedWriter) check() bool {
 	return !w.refused
 }
 
+// settle makes the token check of a call about to answer err, unless it is
+// made, and returns what to answer: the token's refusal when the token is
+// not live; err when the check passed, or when it failed as the call did
+// (the store is down: one failure, answered and logged once); the check's
+// failure when err is an answer the caller may hear only with a live token.
+func (w *checkedWriter) settle(err error) error {
+	if w.checked {
+		return err
+	}
+	w.checked = true
+	cerr := w.h.svc.FinishTokenCheck(w.r.Context())
+	switch code := airlock.ErrorCode(err); {
+	case cerr == nil:
+		return err
+	case airlock.ErrorCode(cerr) == airlock.CodeUnauthorized:
+		clear(w.ResponseWriter.Header()) // as check does
+		return cerr
+	case code == airlock.CodeInternal || code == airlock.CodeUnavailable:
+		return err
+	default:
+		return cerr
+	}
+}
+
 func (w *checkedWriter) WriteHeader(code int) {
 	if w.check() {
 		w.ResponseWriter.WriteHeader(code)

@@ -26,6 +26,7 @@ var statuses = map[airlock.Code]int{
 	airlock.CodeCommandFailed:       http.StatusConflict,
 	airlock.CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
 	airlock.CodeRateLimited:         http.StatusTooManyRequests,
+	airlock.CodeUnavailable:         http.StatusServiceUnavailable,
 	airlock.CodeInternal:            http.StatusInternalServerError,
 }
 
@@ -44,6 +45,7 @@ var titles = map[airlock.Code]string{
 	airlock.CodeCommandFailed:       "Command could not be applied",
 	airlock.CodePayloadTooLarge:     "Payload too large",
 	airlock.CodeRateLimited:         "Rate limited",
+	airlock.CodeUnavailable:         "Store unavailable",
 	airlock.CodeInternal:            "Internal error",
 }
 
@@ -63,7 +65,9 @@ type problem struct {
 
 // problem writes err as a problem. Errors that are not *airlock.Error are
 // internal: they are logged here, once, and the caller reads only
-// "internal error". A caller that went away gets nothing.
+// "internal error". An unavailable store is logged here too, with its
+// cause, and answered 503 with Retry-After. A caller that went away gets
+// nothing.
 func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The client went away: nobody reads an answer, and it is no
@@ -81,13 +85,22 @@ func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		return
 	}
+	if cw, ok := w.(*checkedWriter); ok {
+		// The call failed before its token check was made: make it now, so
+		// that what is answered (and logged) is one error, not two.
+		err = cw.settle(err)
+	}
 	var e *airlock.Error
 	if !errors.As(err, &e) || e.Code == airlock.CodeInternal || statuses[e.Code] == 0 {
 		h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = &airlock.Error{Code: airlock.CodeInternal, Message: "internal error"}
 	}
-	if e.Code == airlock.CodeUnauthorized {
+	switch e.Code {
+	case airlock.CodeUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+	case airlock.CodeUnavailable:
+		h.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(int(airlock.UnavailableRetryAfter.Seconds())))
 	}
 	if errors.As(err, new(unsupportedMediaType)) {
 		writeProblemStatus(w, http.StatusUnsupportedMediaType, "Unsupported media type", e.Code, e)

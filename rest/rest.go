@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -79,6 +80,8 @@ type handler struct {
 	heartbeat time.Duration
 	mux       *http.ServeMux
 	metrics   *httpMetrics
+	// notReady is whether the last /readyz found the store unable to serve.
+	notReady atomic.Bool
 }
 
 // route is one registered endpoint. The table is the single list of what the
@@ -290,17 +293,24 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request, _ airlock.Call
 	w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
 
-// readyz says whether the store is reachable, for load balancers.
+// readyz says whether the store can serve reads and writes, for load
+// balancers (provider.Service.Ready). It logs when readiness changes, not
+// at every probe: a load balancer asks every few seconds.
 func (h *handler) readyz(w http.ResponseWriter, r *http.Request, _ airlock.Caller) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
 	if err := h.svc.Ready(ctx); err != nil {
-		h.log.Warn("not ready", "err", err)
+		if !h.notReady.Swap(true) {
+			h.log.Warn("not ready: the store cannot serve", "err", err)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(`{"status":"unavailable"}` + "\n"))
 		return
+	}
+	if h.notReady.Swap(false) {
+		h.log.Info("ready again: the store serves")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write([]byte(`{"status":"ok"}` + "\n"))

@@ -186,6 +186,7 @@ func (s *Store) writeLoop() {
 		s.qmu.Unlock()
 
 		ran := s.runBatch(batch, results[:n])
+		s.noteWrites(results[:ran])
 		if ran < n {
 			// Over its time: the rest go back to the front of the queue,
 			// not run, and form the next batch.
@@ -262,7 +263,13 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 			// is gone and so is every operation's work: fail them all.
 			if _, err := t.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
 				tx.Rollback()
-				return failAll(fmt.Errorf("group commit: an operation's error ended the shared transaction: %w", err))
+				// The operation's error is the cause for all of them: a full
+				// disk fails the others as unavailable, too.
+				cause := results[i].err
+				if cause == nil {
+					cause = errors.New("it panicked")
+				}
+				return failAll(fmt.Errorf("group commit: an operation's error ended the shared transaction: %w (then %w)", cause, err))
 			}
 			fallthrough
 		default:

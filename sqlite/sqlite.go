@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -63,6 +64,10 @@ type Store struct {
 	writerDone chan struct{} // closed when writeLoop has returned
 	writing    bool          // writeLoop was started
 	stats      writeStats
+
+	// writesFailing is whether the last writes failed because the store
+	// could not write (noteWrites); Ping then probes with a write.
+	writesFailing atomic.Bool
 
 	// path is the database file's; the token stamp lives beside it.
 	path string
@@ -214,9 +219,12 @@ func (s *Store) now() time.Time {
 
 // translate is the one place where database/sql and driver errors become
 // what callers of airlock.Store see: a missing row becomes not_found naming
-// what and id; domain errors pass through; everything else is wrapped with
-// what was being done and stays an internal error (airlock.ErrorCode maps
-// any non-*airlock.Error to internal), which the edge logs.
+// what and id; domain errors pass through; a store that cannot serve now (a
+// full disk, an I/O error, a file locked by another process: unavailable)
+// becomes unavailable, with the driver's error kept as its cause for the
+// log; everything else is wrapped with what was being done and stays an
+// internal error (airlock.ErrorCode maps any non-*airlock.Error to
+// internal), which the edge logs.
 func translate(err error, what, id string) error {
 	if err == nil {
 		return nil
@@ -227,25 +235,15 @@ func translate(err error, what, id string) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		return airlock.NotFound(what, id)
 	}
-	if se, ok := errors.AsType[*msqlite.Error](err); ok {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			// Only another process holding the file past busy_timeout gets
-			// here; say so, since it is an operations problem.
-			return fmt.Errorf("sqlite: %s %s: database locked by another process past the busy timeout: %w", what, id, err)
-		case sqlite3.SQLITE_CONSTRAINT:
-			// Inputs are validated and conflicts are decided by queries, so
-			// a violated constraint is a bug, not the caller's mistake.
-			return fmt.Errorf("sqlite: %s %s: constraint violated: %w", what, id, err)
-		}
+	if why := unavailable(err); why != "" {
+		return airlock.Unavailable(fmt.Errorf("sqlite: %s %s: %w", what, id, err), "%s", why)
+	}
+	if se, ok := errors.AsType[*msqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
+		// Inputs are validated and conflicts are decided by queries, so a
+		// violated constraint is a bug, not the caller's mistake.
+		return fmt.Errorf("sqlite: %s %s: constraint violated: %w", what, id, err)
 	}
 	return fmt.Errorf("sqlite: %s %s: %w", what, id, err)
-}
-
-// Ping checks that the database answers a query.
-func (s *Store) Ping(ctx context.Context) error {
-	var one int
-	return translate(s.read.QueryRowContext(ctx, `SELECT 1`).Scan(&one), "database", "ping")
 }
 
 // Close refuses new writes, lets the writer finish those already queued,
