@@ -223,7 +223,7 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return nil, cancelledError(reason)
 	}
 	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) && !errors.Is(err, mcp.ErrSessionMissing) {
+	if errors.As(err, &rpcErr) && rpcErr.Code != codeRejectedByTransport && !errors.Is(err, mcp.ErrSessionMissing) {
 		return nil, rpcErr
 	}
 	u.log.Warn("call to the Airlock server failed; reconnecting on the next call", "tool", req.Params.Name, "err", err)
@@ -231,10 +231,18 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	return unreachable(err), nil
 }
 
-// unreachable is the result of a call that may not have reached the server.
+// codeRejectedByTransport is the code of the SDK's jsonrpc2.ErrRejected
+// (internal to the SDK, v1.8.0), which wraps a call its HTTP transport
+// could not deliver: the server was unreachable or answered 502, 503, 504
+// or 429. Such a call is unreachable, not refused by the server.
+const codeRejectedByTransport = -32005
+
+// unreachable is the result of a call that may not have reached the
+// server: unavailable, like a store that cannot serve, since nothing about
+// the call is wrong and it may be made again later.
 func unreachable(err error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
-		Content: []mcp.Content{&mcp.TextContent{Text: string(airlock.CodeInternal) + ": the Airlock server could not be reached or lost the session (" +
+		Content: []mcp.Content{&mcp.TextContent{Text: string(airlock.CodeUnavailable) + ": the Airlock server could not be reached or lost the session (" +
 			err.Error() + "); the call may or may not have taken effect: retry it (approval_request with the same idempotencyKey is safe to retry)"}},
 		IsError: true,
 	}

@@ -59,6 +59,11 @@ func TestStdioRelay(t *testing.T) {
 		t.Errorf("after the server forgot the session: %v", st)
 	}
 
+	hs.Close() // the server goes away: the bridge says so, as unavailable
+	if got := cl.fail(ToolApprovalStatus, map[string]any{"approvalId": id}); !strings.HasPrefix(got, "unavailable: the Airlock server could not be reached") {
+		t.Errorf("a call while the server is gone: %q", got)
+	}
+
 	if err := cs.Close(); err != nil { // closes the bridge's stdin
 		t.Errorf("close: %v", err)
 	}
