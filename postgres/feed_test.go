@@ -178,6 +178,26 @@ func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 	}
 }
 
+// listen runs s.Listen until the test ends, once it listens, and returns
+// what it hears.
+func listen(t *testing.T, s *postgres.Store) <-chan []string {
+	t.Helper()
+	heard := make(chan []string, 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() { listening <- s.Listen(ctx, func(ids []string) { heard <- ids }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-listening; err != nil {
+			t.Errorf("Listen = %v", err)
+		}
+	})
+	if ids := <-heard; ids != nil {
+		t.Fatalf("first call = %v, want nil", ids)
+	}
+	return heard
+}
+
 // TestListenCatchesUpOnMissedNotifications: store B commits changes but
 // never announces them, as a replica that dies between its COMMIT and its
 // NOTIFY. A listener on A still hears them, from the audit log, within a
@@ -189,19 +209,7 @@ func TestListenCatchesUpOnMissedNotifications(t *testing.T) {
 	a := open(t, schema)
 	b := open(t, schema, postgres.WithDroppedNotificationsForTest(func() bool { return true }))
 	in := instance(t, b, "tok_a")
-	heard := make(chan []string, 64)
-	ctx, cancel := context.WithCancel(t.Context())
-	listening := make(chan error, 1)
-	go func() { listening <- a.Listen(ctx, func(ids []string) { heard <- ids }) }()
-	defer func() {
-		cancel()
-		if err := <-listening; err != nil {
-			t.Errorf("Listen = %v", err)
-		}
-	}()
-	if ids := <-heard; ids != nil {
-		t.Fatalf("first call = %v, want nil", ids)
-	}
+	heard := listen(t, a)
 
 	r, _, err := b.CreateRequest(t.Context(), params(in))
 	if err != nil {
@@ -283,19 +291,7 @@ func TestChangeFeedAnnouncesTokens(t *testing.T) {
 			t.Parallel()
 			schema := freshSchema(t)
 			a, b := open(t, schema, tc.a...), open(t, schema, tc.b...)
-			heard := make(chan []string, 64)
-			ctx, cancel := context.WithCancel(t.Context())
-			listening := make(chan error, 1)
-			go func() { listening <- a.Listen(ctx, func(ids []string) { heard <- ids }) }()
-			defer func() {
-				cancel()
-				if err := <-listening; err != nil {
-					t.Errorf("Listen = %v", err)
-				}
-			}()
-			if ids := <-heard; ids != nil {
-				t.Fatalf("first call = %v, want nil", ids)
-			}
+			heard := listen(t, a)
 			hear := func(what, id string) {
 				t.Helper()
 				bound := 10 * postgres.ListenPoll
