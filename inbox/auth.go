@@ -1,8 +1,11 @@
 package inbox
 
 import (
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock"
@@ -108,7 +111,16 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
+	attempt, wait, ok := h.guard.Admit(r, token)
+	if !ok {
+		secs := int(math.Ceil(wait.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.signinPage(w, r, http.StatusTooManyRequests, signinBody{Next: next, Problem: fmt.Sprintf(
+			"Too many failed sign-ins from your address (%s). Try again in %d seconds.", attempt.Address(), secs)})
+		return
+	}
 	caller, err := h.svc.Authenticate(r.Context(), token)
+	attempt.Done(err)
 	if err != nil {
 		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
 			h.fail(w, r, err)
