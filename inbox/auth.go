@@ -2,13 +2,13 @@ package inbox
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 )
 
 // signinBody is the sign-in page's data.
@@ -113,7 +113,7 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	attempt, wait, ok := h.guard.Admit(r, token)
 	if !ok {
-		secs := int(math.Ceil(wait.Seconds()))
+		secs := ratelimit.RetryAfter(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		h.signinPage(w, r, http.StatusTooManyRequests, signinBody{Next: next, Problem: fmt.Sprintf(
 			"Too many failed sign-ins from your address (%s). Try again in %d seconds.", attempt.Address(), secs)})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -159,10 +158,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	secret := bearer(r)
 	attempt, wait, ok := h.guard.Admit(r, secret)
 	if !ok {
-		secs := int(math.Ceil(wait.Seconds()))
+		secs := ratelimit.RetryAfter(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		h.refuseRPC(w, r, id, http.StatusTooManyRequests, -32000, fmt.Sprintf(
-			"rate_limited: too many failed authentications from %s; retry after %d s (a token this server has accepted before is not held back)", attempt.Address(), secs))
+		h.refuseRPC(w, r, id, http.StatusTooManyRequests, -32000, string(airlock.CodeRateLimited)+": "+attempt.Throttled(secs).Message)
 		return
 	}
 	c, err := h.s.svc.Authenticate(r.Context(), secret)

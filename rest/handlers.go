@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -117,10 +118,9 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request) (*airlock.Caller
 	secret := bearer(r)
 	attempt, wait, ok := h.guard.Admit(r, secret)
 	if !ok {
-		secs := int(math.Ceil(wait.Seconds()))
+		secs := ratelimit.RetryAfter(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
-			"too many failed authentications from %s; retry after %d s (a token this server has accepted before is not held back)", attempt.Address(), secs))
+		h.problem(w, r, attempt.Throttled(secs))
 		return nil, r
 	}
 	ctx, c, err := h.svc.AuthenticateDeferred(r.Context(), secret)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -174,6 +175,17 @@ type Attempt struct {
 
 // Address is the client address the attempt counts under.
 func (a Attempt) Address() string { return a.addr }
+
+// RetryAfter is a wait Admit returned in whole seconds, rounded up: the
+// value of a Retry-After header.
+func RetryAfter(wait time.Duration) int { return int(math.Ceil(wait.Seconds())) }
+
+// Throttled is the error that answers an attempt Admit refused, telling
+// the client to retry after secs seconds.
+func (a Attempt) Throttled(secs int) *airlock.Error {
+	return airlock.Errorf(airlock.CodeRateLimited,
+		"too many failed authentications from %s; retry after %d s (a token this server has accepted before is not held back)", a.addr, secs)
+}
 
 // Admit says whether an authentication with secret, sent in r, may be
 // made now. When it may not, it returns how long the client should wait;
