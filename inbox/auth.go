@@ -1,11 +1,14 @@
 package inbox
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 )
 
 // signinBody is the sign-in page's data.
@@ -108,7 +111,16 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
+	attempt, wait, ok := h.guard.Admit(r, token)
+	if !ok {
+		secs := ratelimit.RetryAfter(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.signinPage(w, r, http.StatusTooManyRequests, signinBody{Next: next, Problem: fmt.Sprintf(
+			"Too many failed sign-ins from your address (%s). Try again in %d seconds.", attempt.Address(), secs)})
+		return
+	}
 	caller, err := h.svc.Authenticate(r.Context(), token)
+	attempt.Done(err)
 	if err != nil {
 		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
 			h.fail(w, r, err)

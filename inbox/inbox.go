@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/internal/hostcheck"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -77,6 +78,11 @@ type Config struct {
 	// Heartbeat is how often a live stream re-reads and sends a keep-alive
 	// (default 15s); tests shorten it.
 	Heartbeat time.Duration
+	// AuthGuard throttles failed sign-ins per client address and overall
+	// (429 with Retry-After), and logs them; airlock serve shares one with
+	// the REST API and /mcp. Default: one of the inbox's own, with
+	// ratelimit's defaults.
+	AuthGuard *ratelimit.Guard
 }
 
 // handler is the inbox.
@@ -88,6 +94,7 @@ type handler struct {
 	secureCookies bool
 	now           func() time.Time
 	heartbeat     time.Duration
+	guard         *ratelimit.Guard
 	sessions      *sessions
 	pages         map[string]*template.Template
 	static        http.Handler
@@ -114,9 +121,12 @@ func New(cfg Config) http.Handler {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
+	if cfg.AuthGuard == nil {
+		cfg.AuthGuard = ratelimit.NewGuard(ratelimit.GuardConfig{Logger: cfg.Logger})
+	}
 	h := &handler{
 		svc: cfg.Service, log: cfg.Logger, shutdown: cfg.Context, secureCookies: cfg.SecureCookies,
-		now: cfg.Now, heartbeat: cfg.Heartbeat, sessions: newSessions(cfg.SessionLifetime, cfg.Now),
+		now: cfg.Now, heartbeat: cfg.Heartbeat, guard: cfg.AuthGuard, sessions: newSessions(cfg.SessionLifetime, cfg.Now),
 		pages: parsePages(), mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(),
 	}
 	for _, host := range cfg.AllowedHosts {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
@@ -78,6 +79,9 @@ type options struct {
 	allowedHosts []string
 	tls          bool
 	staleAfter   time.Duration
+	// guard throttles failed sign-ins; by default one too generous to
+	// throttle the tests that fail on purpose.
+	guard *ratelimit.Guard
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -94,6 +98,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	t.Cleanup(func() { store.Close() })
 	logs := &logRecorder{}
 	logger := slog.New(logs)
+	if o.guard == nil {
+		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})
+	}
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
 	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger, StaleAfter: o.staleAfter})
@@ -109,14 +116,14 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b := &bundle{svc: svc, clock: &clock{}, logs: logs, callers: map[string]airlock.Caller{}}
 	ib := New(Config{
 		Service: svc, Logger: logger, Context: shutdown, Now: b.clock.now,
-		AllowedHosts: o.allowedHosts, Heartbeat: 200 * time.Millisecond,
+		AllowedHosts: o.allowedHosts, Heartbeat: 200 * time.Millisecond, AuthGuard: o.guard,
 	})
 	b.inbox = ib.(*handler)
 	mux := http.NewServeMux()
 	for _, p := range Patterns {
 		mux.Handle(p, ib)
 	}
-	mux.Handle("/", rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown, RateLimit: 1e6, RateBurst: 1e6}))
+	mux.Handle("/", rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown, RateLimit: 1e6, RateBurst: 1e6, AuthGuard: o.guard}))
 	if o.tls {
 		b.srv = httptest.NewTLSServer(mux)
 	} else {

@@ -52,8 +52,10 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 //     cross-site pages cannot drive it;
 //   - refuses a token in the query string (401): URLs end up in logs;
 //   - authenticates the bearer token against the store (401), on every
-//     request, so a revoked token stops at once, and takes the request from
-//     the token's rate budget when cfg.Limiter is set (429);
+//     request, so a revoked token stops at once, throttling failed
+//     authentications per client address and overall before the store is
+//     asked (cfg.AuthGuard, 429), and takes the request from the token's
+//     rate budget when cfg.Limiter is set (429);
 //   - refuses an MCP-Protocol-Version it does not speak (400);
 //   - serves an Mcp-Session-Id only to the token that created it; to any
 //     other token the session does not exist (404);
@@ -70,9 +72,12 @@ func (s *Server) HTTPHandler() http.Handler {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
+	if cfg.AuthGuard == nil {
+		cfg.AuthGuard = ratelimit.NewGuard(ratelimit.GuardConfig{Logger: s.log})
+	}
 	h := &httpHandler{
 		s: s, log: s.log, maxBody: cfg.MaxBodyBytes, shutdown: cfg.Context,
-		limiter: cfg.Limiter, owners: map[string]string{},
+		limiter: cfg.Limiter, guard: cfg.AuthGuard, owners: map[string]string{},
 	}
 	for _, host := range cfg.AllowedHosts {
 		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
@@ -117,6 +122,7 @@ type httpHandler struct {
 	maxBody  int64
 	shutdown context.Context    // nil: never
 	limiter  *ratelimit.Limiter // nil: no limit
+	guard    *ratelimit.Guard
 
 	mu sync.Mutex
 	// owners maps each MCP transport session ID to the ID of the token
@@ -155,7 +161,16 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
-	c, err := h.s.svc.Authenticate(r.Context(), bearer(r))
+	secret := bearer(r)
+	attempt, wait, ok := h.guard.Admit(r, secret)
+	if !ok {
+		secs := ratelimit.RetryAfter(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.refuseRPC(w, r, id, http.StatusTooManyRequests, -32000, string(airlock.CodeRateLimited)+": "+attempt.Throttled(secs).Message)
+		return
+	}
+	c, err := h.s.svc.Authenticate(r.Context(), secret)
+	attempt.Done(err)
 	if err != nil {
 		var e *airlock.Error
 		switch {

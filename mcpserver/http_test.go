@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -261,5 +263,49 @@ func TestHTTPRateLimit(t *testing.T) {
 	}
 	if resp, body := h.do(t, raw{body: initializeBody, secret: h.secrets[h.other.ID]}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("another token: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestHTTPFailedAuthenticationThrottled: wrong tokens from one address get
+// 401 for its budget of failures, then 429 rate_limited with Retry-After
+// (a JSON-RPC error answering the request); a valid token from another
+// address, and one this server accepted before from the attacking
+// address, still work. The log names the address.
+func TestHTTPFailedAuthenticationThrottled(t *testing.T) {
+	t.Parallel()
+	logs := &logtest.Recorder{}
+	const attacker, bystander = "203.0.113.7", "198.51.100.2"
+	h := setupHTTP(t, func(c *Config) {
+		c.AuthGuard = ratelimit.NewGuard(ratelimit.GuardConfig{
+			AddressBurst: 5, Logger: logs.Logger(), Now: func() time.Time { return time.Unix(1000, 0) }, // no refill
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		})
+	})
+	from := func(addr, secret string) (*http.Response, string) {
+		return h.do(t, raw{body: initializeBody, secret: secret, header: map[string]string{"X-Forwarded-For": addr}})
+	}
+	if resp, body := from(attacker, h.secrets[h.other.ID]); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a valid token before the attack: %d %s", resp.StatusCode, body)
+	}
+	statuses := map[int]int{}
+	for range 25 {
+		resp, body := from(attacker, "airlock_wrong")
+		statuses[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests &&
+			(resp.Header.Get("Retry-After") != "3" || !strings.Contains(body, `"id":1`) || !strings.Contains(body, "rate_limited: too many failed authentications from "+attacker)) {
+			t.Fatalf("a throttled attempt: Retry-After %q, body %s; want 3 s (20 failures a minute) and a JSON-RPC error answering id 1", resp.Header.Get("Retry-After"), body)
+		}
+	}
+	if statuses[http.StatusUnauthorized] != 5 || statuses[http.StatusTooManyRequests] != 20 {
+		t.Fatalf("25 wrong tokens: %v, want 5 × 401 then 20 × 429", statuses)
+	}
+	if resp, body := from(bystander, h.secrets[h.agent.ID]); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a valid token from another address during the attack: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := from(attacker, h.secrets[h.other.ID]); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a token accepted before, from the attacking address: %d %s", resp.StatusCode, body)
+	}
+	if got := logs.Containing("address=" + attacker); len(got) != 1 {
+		t.Fatalf("log lines naming the attacker: %q, want 1", got)
 	}
 }

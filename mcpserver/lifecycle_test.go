@@ -437,6 +437,34 @@ func TestApprovalCancelAndStatus(t *testing.T) {
 	}
 }
 
+// TestApprovalStatusWaitOfRevokedToken: an approval_status call waiting
+// (waitSeconds) when its token is revoked ends within a second with an
+// unauthorized tool error, not with the decision.
+func TestApprovalStatusWaitOfRevokedToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cl := b.connect(t, b.agent)
+	id := str(cl.ok(ToolApprovalRequest, requestArgs("revoked", nil)), "approvalId")
+	done := make(chan string, 1)
+	go func() { done <- cl.fail(ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60}) }()
+	for deadline := time.Now().Add(30 * time.Second); b.svc.Waiters() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("approval_status with waitSeconds never started waiting")
+		}
+	}
+	if _, err := b.svc.RevokeToken(t.Context(), b.admin, b.agent.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-done:
+		if !strings.HasPrefix(got, "unauthorized: ") {
+			t.Errorf("the waiting call of a revoked token: %q, want unauthorized", got)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("approval_status of a token revoked a second ago is still waiting")
+	}
+}
+
 // TestWorkBoard: work_list shows the columns in order with their items;
 // work_get reads one item; an unknown item is not found.
 func TestWorkBoard(t *testing.T) {

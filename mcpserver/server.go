@@ -60,6 +60,11 @@ type Config struct {
 	// Limiter, when set, is the per-token request budget /mcp shares with
 	// the REST API (airlock serve passes one Limiter to both); over it, 429.
 	Limiter *ratelimit.Limiter
+	// AuthGuard throttles failed authentications per client address and
+	// overall (429 with Retry-After), and logs them; airlock serve shares
+	// one with the REST API and the inbox's sign-in. Default: one of the
+	// transport's own, with ratelimit's defaults.
+	AuthGuard *ratelimit.Guard
 	// MaxBodyBytes bounds one HTTP request body (default
 	// airlock.MaxBodyBytes); larger ones are refused with 413.
 	MaxBodyBytes int64

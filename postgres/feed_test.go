@@ -178,6 +178,26 @@ func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 	}
 }
 
+// listen runs s.Listen until the test ends, once it listens, and returns
+// what it hears.
+func listen(t *testing.T, s *postgres.Store) <-chan []string {
+	t.Helper()
+	heard := make(chan []string, 64)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan error, 1)
+	go func() { listening <- s.Listen(ctx, func(ids []string) { heard <- ids }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-listening; err != nil {
+			t.Errorf("Listen = %v", err)
+		}
+	})
+	if ids := <-heard; ids != nil {
+		t.Fatalf("first call = %v, want nil", ids)
+	}
+	return heard
+}
+
 // TestListenCatchesUpOnMissedNotifications: store B commits changes but
 // never announces them, as a replica that dies between its COMMIT and its
 // NOTIFY. A listener on A still hears them, from the audit log, within a
@@ -189,19 +209,7 @@ func TestListenCatchesUpOnMissedNotifications(t *testing.T) {
 	a := open(t, schema)
 	b := open(t, schema, postgres.WithDroppedNotificationsForTest(func() bool { return true }))
 	in := instance(t, b, "tok_a")
-	heard := make(chan []string, 64)
-	ctx, cancel := context.WithCancel(t.Context())
-	listening := make(chan error, 1)
-	go func() { listening <- a.Listen(ctx, func(ids []string) { heard <- ids }) }()
-	defer func() {
-		cancel()
-		if err := <-listening; err != nil {
-			t.Errorf("Listen = %v", err)
-		}
-	}()
-	if ids := <-heard; ids != nil {
-		t.Fatalf("first call = %v, want nil", ids)
-	}
+	heard := listen(t, a)
 
 	r, _, err := b.CreateRequest(t.Context(), params(in))
 	if err != nil {
@@ -260,5 +268,60 @@ func TestPutTokenTogether(t *testing.T) {
 				t.Fatalf("round %d: PutToken on replicas at once: %v", round, err)
 			}
 		}
+	}
+}
+
+// TestChangeFeedAnnouncesTokens: a token revoked or replaced on store B is
+// announced to a listener on A by its ID, so that A's long-polls of that
+// token re-check it at once: by notification, and, when B never notifies
+// (a replica that died between its COMMIT and its NOTIFY), from the audit
+// log.
+func TestChangeFeedAnnouncesTokens(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		a, b []postgres.Option
+	}{
+		// A reads the audit log only once an hour: what it hears, it
+		// heard from notifications.
+		{"notified", []postgres.Option{postgres.WithListenPollForTest(time.Hour)}, nil},
+		{"read from the audit log", nil, []postgres.Option{postgres.WithDroppedNotificationsForTest(func() bool { return true })}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			schema := freshSchema(t)
+			a, b := open(t, schema, tc.a...), open(t, schema, tc.b...)
+			heard := listen(t, a)
+			hear := func(what, id string) {
+				t.Helper()
+				bound := 10 * postgres.ListenPoll
+				timeout := time.After(bound)
+				for {
+					select {
+					case ids := <-heard:
+						if slices.Contains(ids, id) {
+							return
+						}
+					case <-timeout:
+						t.Fatalf("%s on B: %s not heard on A within %s", what, id, bound)
+					}
+				}
+			}
+
+			tok := airlock.Token{ID: airlock.NewID(airlock.PrefixToken), Name: "agent", Role: airlock.RoleAgent,
+				Hash: airlock.HashSecret(airlock.NewTokenSecret()), CreatedBy: "tok_admin"}
+			if err := b.CreateToken(t.Context(), tok); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.RevokeToken(t.Context(), tok.ID, "tok_admin"); err != nil {
+				t.Fatal(err)
+			}
+			hear("a revocation", tok.ID)
+			tok.Hash = airlock.HashSecret(airlock.NewTokenSecret())
+			if err := b.PutToken(t.Context(), tok); err != nil {
+				t.Fatal(err)
+			}
+			hear("a new secret", tok.ID)
+		})
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Notification payloads: the IDs of the changed requests, comma-separated.
+// Notification payloads: the IDs of the changed requests, and of the
+// tokens revoked or replaced (so that every replica's long-polls of such a
+// token re-check it at once), comma-separated.
 // PostgreSQL refuses payloads of 8000 bytes or more, so a large change is
 // split into several notifications; a change too large to be worth
 // splitting (a sweep or an instance delete of thousands) is announced with
@@ -288,9 +290,10 @@ func (s *Store) Listen(ctx context.Context, changed func(ids []string)) error {
 }
 
 // catchUp announces, with changed, the requests of the events appended
-// after cursor, and returns the new cursor: the last event announced. It
-// announces settled events only (see gate), so that an event that commits
-// later with a smaller ID is not passed over. It reads on the listening
+// after cursor (and the tokens of token events), and returns the new
+// cursor: the last event announced. It announces settled events only (see
+// gate), so that an event that commits later with a smaller ID is not
+// passed over. It reads on the listening
 // connection, so an error means that connection failed; when the events
 // cannot be settled now, it leaves them for the next poll.
 func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn, cursor int64, changed func(ids []string)) (int64, error) {
@@ -311,9 +314,9 @@ func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn, cursor int64, chang
 		ids := []string{} // not nil: nil would mean "re-read everything"
 		seen := map[string]bool{}
 		for _, e := range evs {
-			if e.request != "" && !seen[e.request] {
-				seen[e.request] = true
-				ids = append(ids, e.request)
+			if e.subject != "" && !seen[e.subject] {
+				seen[e.subject] = true
+				ids = append(ids, e.subject)
 			}
 		}
 		changed(ids)
@@ -327,19 +330,21 @@ func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn, cursor int64, chang
 // change is an event as catchUp reads it.
 type change struct {
 	id      int64
-	request string
+	subject string // the request changed, or the token of a token event
 }
 
-// readChanges reads up to pollPage events with after < ID <= upto.
+// readChanges reads up to pollPage events with after < ID <= upto: for
+// each, the request it changed, or for a token event the token (only
+// token events name one).
 func readChanges(ctx context.Context, conn *pgx.Conn, after, upto int64) ([]change, error) {
-	rows, err := conn.Query(ctx, `SELECT id, request_id FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
+	rows, err := conn.Query(ctx, `SELECT id, coalesce(nullif(request_id, ''), token_id) FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
 		named{"after": after, "upto": upto, "limit": pollPage})
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (change, error) {
 		var c change
-		err := row.Scan(&c.id, &c.request)
+		err := row.Scan(&c.id, &c.subject)
 		return c, err
 	})
 }

@@ -1434,8 +1434,21 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 		services = append(services, svc)
 	}
 	a, b := services[0], services[1]
-	agent := airlock.Token{ID: "tok_agent", Role: airlock.RoleAgent, Principal: "bot"}
-	reviewer := airlock.Token{ID: "tok_reviewer", Role: airlock.RoleReviewer, Principal: "ada"}
+	// Real tokens: a long-poll re-checks its caller's token as it waits.
+	mint := func(role airlock.Role, principal string) airlock.Caller {
+		t.Helper()
+		admin := airlock.Token{ID: "tok_admin", Role: airlock.RoleAdmin}
+		_, secret, err := a.CreateToken(t.Context(), admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.Authenticate(t.Context(), secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	agent, reviewer := mint(airlock.RoleAgent, "bot"), mint(airlock.RoleReviewer, "ada")
 	in, err := a.RegisterInstance(t.Context(), agent, airlock.InstanceInput{Name: "worker"})
 	if err != nil {
 		t.Fatal(err)

@@ -85,6 +85,11 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, loc
 			return err
 		}
 		tx.event(airlock.Event{Type: airlock.EventTokenCreated, At: at.UTC(), Actor: t.CreatedBy, TokenID: t.ID})
+		if lockID {
+			// PutToken may have replaced the token's secret: its waiters
+			// on every replica re-check it.
+			tx.changed = append(tx.changed, t.ID)
+		}
 		return nil
 	})
 	return translate(err, "token", t.ID)
@@ -134,6 +139,7 @@ WHERE t.id = @id AND t.revoked_at IS NULL RETURNING `+tokenCols+`, tick.now`,
 		if err == nil {
 			out = t
 			tx.event(airlock.Event{Type: airlock.EventTokenRevoked, At: at.UTC(), Actor: actor, TokenID: id})
+			tx.changed = append(tx.changed, id) // every replica's waiters with this token re-check it
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {

@@ -12,8 +12,8 @@ import (
 
 // tx is one write transaction on a connection of the pool: what it ran,
 // plus the audit events it appends just before COMMIT, the requests it
-// changed (announced after COMMIT), and the requests it decided whose
-// sessions get an instruction.
+// changed and the tokens it revoked or replaced (announced after COMMIT),
+// and the requests it decided whose sessions get an instruction.
 //
 // It saves round trips, which on a busy database cost more than the
 // statements themselves: BEGIN is not sent on its own but in one pipeline
@@ -25,7 +25,7 @@ type tx struct {
 	began bool // BEGIN has been sent
 
 	events  []airlock.Event
-	changed []string
+	changed []string // request IDs, and token IDs (airlock.PrefixToken)
 	decided []airlock.Event
 
 	// last, when set, is the transaction's one statement, sent by commit

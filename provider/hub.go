@@ -1,6 +1,9 @@
 package provider
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // hub wakes waiters when requests change. It carries no data: a woken waiter
 // re-reads the store, which stays the only source of truth, so a missed or
@@ -19,10 +22,13 @@ type hub struct {
 
 // waiter is one subscription to a request's changes.
 type waiter struct {
-	// woken receives after the next publish of id (it holds at most one
-	// wake-up: a waiter re-reads the store, whatever it missed).
-	woken      chan struct{}
-	id         string
+	// woken receives after the next publish of id, or of a change to the
+	// waiter's token (it holds at most one wake-up: a waiter re-reads the
+	// store and re-checks its token, whatever it missed).
+	woken chan struct{}
+	id    string
+	// token is the ID of the token the waiter's caller presented.
+	token      string
 	prev, next *waiter
 }
 
@@ -30,11 +36,12 @@ func newHub() *hub {
 	return &hub{waiters: map[string]*waiter{}, changed: make(chan struct{})}
 }
 
-// subscribe returns a waiter whose woken channel receives after the next
-// publish of id; unsubscribe it when done. Subscribe before reading the
-// store so no change between the read and the wait is lost.
-func (h *hub) subscribe(id string) *waiter {
-	w := &waiter{woken: make(chan struct{}, 1), id: id}
+// subscribe returns a waiter, for a caller with token ID token, whose
+// woken channel receives after the next publish of id or tokensChanged of
+// token; unsubscribe it when done. Subscribe before reading the store so
+// no change between the read and the wait is lost.
+func (h *hub) subscribe(id, token string) *waiter {
+	w := &waiter{woken: make(chan struct{}, 1), id: id, token: token}
 	h.mu.Lock()
 	if first := h.waiters[id]; first != nil {
 		w.next, first.prev = first, w
@@ -67,10 +74,15 @@ func (h *hub) unsubscribe(w *waiter) {
 // wake gives each waiter of the list that starts at w a wake-up.
 func wake(w *waiter) {
 	for ; w != nil; w = w.next {
-		select {
-		case w.woken <- struct{}{}:
-		default:
-		}
+		w.wake()
+	}
+}
+
+// wake gives w a wake-up, unless one is already waiting for it.
+func (w *waiter) wake() {
+	select {
+	case w.woken <- struct{}{}:
+	default:
 	}
 }
 
@@ -99,6 +111,24 @@ func (h *hub) publishAll() {
 	defer h.mu.Unlock()
 	for _, w := range h.waiters {
 		wake(w)
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// tokensChanged wakes the waiters whose caller presented one of the tokens
+// ids (revoked, or replaced), and every event stream: each re-checks its
+// token. It visits every waiter, which is cheap beside how rarely a token
+// changes, so that waiting costs nothing per token.
+func (h *hub) tokensChanged(ids ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, first := range h.waiters {
+		for w := first; w != nil; w = w.next {
+			if slices.Contains(ids, w.token) {
+				w.wake()
+			}
+		}
 	}
 	close(h.changed)
 	h.changed = make(chan struct{})

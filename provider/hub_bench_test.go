@@ -29,7 +29,7 @@ func BenchmarkHubFanOut(b *testing.B) {
 			}
 			chans := make([]<-chan struct{}, waiters)
 			for i, id := range ids {
-				w := h.subscribe(id)
+				w := h.subscribe(id, "tok_bench")
 				defer h.unsubscribe(w)
 				chans[i] = w.woken
 			}
@@ -69,10 +69,24 @@ func BenchmarkHubFanOut(b *testing.B) {
 func BenchmarkHubSubscribe(b *testing.B) {
 	h := newHub()
 	for i := range 10_000 {
-		defer h.unsubscribe(h.subscribe(fmt.Sprintf("apr_%d", i)))
+		defer h.unsubscribe(h.subscribe(fmt.Sprintf("apr_%d", i), "tok_bench"))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		h.unsubscribe(h.subscribe("apr_new"))
+		h.unsubscribe(h.subscribe("apr_new", "tok_bench"))
+	}
+}
+
+// BenchmarkHubTokensChanged measures what a revocation costs the hub with
+// 10,000 long-polls waiting, of 100 tokens: it visits every waiter to
+// wake those of the revoked token.
+func BenchmarkHubTokensChanged(b *testing.B) {
+	h := newHub()
+	for i := range 10_000 {
+		defer h.unsubscribe(h.subscribe(fmt.Sprintf("apr_%d", i), fmt.Sprintf("tok_%d", i%100)))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.tokensChanged("tok_7")
 	}
 }

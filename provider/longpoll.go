@@ -33,21 +33,29 @@ func (s *Service) Request(ctx context.Context, c airlock.Caller, id string, wait
 // When stop, which may be nil, is closed before the answer, Await returns
 // the request as it is then: a server that is shutting down answers its
 // long-polls at once, and their clients poll again elsewhere.
+//
+// A waiter's token is checked again at every read after it subscribed, so
+// a long-poll never answers a token revoked while it waited: the
+// revocation wakes it (RevokeToken in this process, the change feed from
+// another replica, the token stamp from another process on a SQLite file:
+// watchTokenStamp), and it answers TokenRefused.
 func (s *Service) Await(ctx context.Context, c *airlock.Caller, id string, wait time.Duration, stop <-chan struct{}) (*airlock.Request, error) {
-	r, _, err := s.look(ctx, c, id, wait <= 0)
+	r, _, err := s.look(ctx, c, id, wait <= 0, false)
 	if r != nil || err != nil {
 		return r, err
 	}
-	w := s.hub.subscribe(id)
+	w := s.hub.subscribe(id, c.ID)
 	defer s.hub.unsubscribe(w)
 	end := time.Now().Add(min(wait, s.maxWait))
 	timer := time.NewTimer(time.Until(end))
 	defer timer.Stop()
 	for {
 		// Read after subscribing, so a change between the first read and
-		// the subscription is not missed.
+		// the subscription is not missed; and check the token again, so a
+		// revocation between the caller's authentication and the
+		// subscription is not missed either.
 		var deadline time.Time
-		r, deadline, err = s.look(ctx, c, id, false)
+		r, deadline, err = s.look(ctx, c, id, false, true)
 		if r != nil || err != nil {
 			return r, err
 		}
@@ -56,11 +64,11 @@ func (s *Service) Await(ctx context.Context, c *airlock.Caller, id string, wait 
 		case <-w.woken:
 		case <-timer.C:
 			if !time.Now().Before(end) {
-				r, _, err = s.look(ctx, c, id, true)
+				r, _, err = s.look(ctx, c, id, true, true)
 				return r, err
 			}
 		case <-stop:
-			r, _, err = s.look(ctx, c, id, true)
+			r, _, err = s.look(ctx, c, id, true, true)
 			return r, err
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -79,13 +87,23 @@ func (s *Service) sleepFor(deadline, end time.Time) time.Duration {
 
 // look reads request id for a waiter. It returns the request once the
 // waiter is done with it (when it is terminal, or done is set), and else
-// only its deadline, so the waiter holds nothing else while it waits. It
+// only its deadline, so the waiter holds nothing else while it waits.
+// With recheck it first checks that c's token is still live (recheck). It
 // is never inlined: its frame, the read's and the driver's are off the
 // stack before the waiter parks.
 //
 //go:noinline
-func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done bool) (*airlock.Request, time.Time, error) {
+func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done, recheck bool) (*airlock.Request, time.Time, error) {
+	if recheck {
+		var err error
+		if ctx, err = s.recheck(ctx, c); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
 	r, err := s.read(ctx, *c, id)
+	if recheck && s.remembered != nil && airlock.ErrorCode(err) == airlock.CodeUnauthorized {
+		s.remembered.forget(c.Hash) // the store refused the token: do not take it from memory again
+	}
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -95,4 +113,19 @@ func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done b
 	p := new(airlock.Request)
 	*p = r
 	return p, time.Time{}, nil
+}
+
+// recheck checks that c's token is still live, for a read about to be
+// made with the returned context. A store that checks tokens itself
+// (PostgreSQL) makes the check with the read's first statement, in the
+// same round trip, and fails the read with TokenRefused; otherwise the
+// token is looked up again, which on SQLite costs a stat of the token
+// stamp while no token changes (tokencache.go).
+func (s *Service) recheck(ctx context.Context, c *airlock.Caller) (context.Context, error) {
+	if s.remembered != nil {
+		ctx, _ = airlock.WithTokenCheck(ctx, *c)
+		return ctx, nil
+	}
+	_, err := s.AuthenticateHash(ctx, c.Hash)
+	return ctx, err
 }

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +38,10 @@ const (
 // second), and is woken early when a request with an earlier deadline is
 // created. Running it in several replicas is safe: expiry is a conditional
 // write, so a request expires once whoever gets there first.
+//
+// Beside it, Run relays other replicas' changes when the store has a
+// change feed (PostgreSQL), and watches the token stamp when it has one
+// (SQLite, watchTokenStamp), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	if feed, ok := s.store.(airlock.ChangeFeed); ok {
 		done := make(chan struct{})
@@ -43,6 +49,14 @@ func (s *Service) Run(ctx context.Context) error {
 		go func() {
 			defer close(done)
 			s.listen(ctx, feed)
+		}()
+	}
+	if s.tokens != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			s.watchTokenStamp(ctx)
 		}()
 	}
 	timer := time.NewTimer(0)
@@ -88,7 +102,11 @@ func (s *Service) listen(ctx context.Context, feed airlock.ChangeFeed) {
 				s.hub.publishAll()
 				return
 			}
-			s.hub.publish(ids...)
+			requests, tokens := splitTokenIDs(ids)
+			if len(tokens) > 0 {
+				s.hub.tokensChanged(tokens...)
+			}
+			s.hub.publish(requests...)
 		})
 		if ctx.Err() != nil {
 			return
@@ -100,6 +118,23 @@ func (s *Service) listen(ctx context.Context, feed airlock.ChangeFeed) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// splitTokenIDs splits what a change feed announced into the IDs of
+// requests and those of tokens (revoked or replaced).
+func splitTokenIDs(ids []string) (requests, tokens []string) {
+	isToken := func(id string) bool { return strings.HasPrefix(id, airlock.PrefixToken) }
+	if !slices.ContainsFunc(ids, isToken) {
+		return ids, nil
+	}
+	for _, id := range ids {
+		if isToken(id) {
+			tokens = append(tokens, id)
+		} else {
+			requests = append(requests, id)
+		}
+	}
+	return requests, tokens
 }
 
 // wakeSchedulerFor kicks the scheduler when deadline is earlier than what it

@@ -517,7 +517,7 @@ func (s *Service) RevokeToken(ctx context.Context, c airlock.Caller, id string) 
 	}
 	t, err := s.store.RevokeToken(ctx, id, c.ID)
 	if err == nil {
-		s.hub.publish() // open event streams re-check their token now
+		s.hub.tokensChanged(id) // its long-polls and every event stream re-check their token now
 	}
 	return t, err
 }
@@ -528,10 +528,14 @@ func (s *Service) BootstrapAdmin(ctx context.Context, secret string) error {
 	if len(secret) < 16 {
 		return airlock.Invalid("admin-token", "admin-token must be at least 16 characters")
 	}
-	return s.store.PutToken(ctx, airlock.Token{
+	err := s.store.PutToken(ctx, airlock.Token{
 		ID: BootstrapTokenID, Name: "bootstrap admin", Role: airlock.RoleAdmin,
 		Hash: airlock.HashSecret(secret), CreatedAt: s.clock.Now(), CreatedBy: "system:bootstrap",
 	})
+	if err == nil {
+		s.hub.tokensChanged(BootstrapTokenID) // the previous secret stops, waiting or not
+	}
+	return err
 }
 
 // BootstrapTokenID is the ID of the admin token set by --admin-token or

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -88,4 +89,37 @@ func (c *tokenCache) lookup(hash []byte, load func() (airlock.Token, error)) (ai
 	}
 	c.mu.Unlock()
 	return t, nil
+}
+
+// tokenStampPoll is how often watchTokenStamp reads the token stamp: well
+// within the second a revoked token's long-poll may take to answer.
+const tokenStampPoll = 250 * time.Millisecond
+
+// watchTokenStamp wakes every waiter and event stream whenever the token
+// stamp moves, until ctx ends; each then re-checks its token. So a token
+// revoked by another process on the same SQLite file ends this process's
+// long-polls and streams within tokenStampPoll: no notification crosses
+// processes there, and the stamp is what moves (a revocation in this
+// process wakes its own waiters at once, in RevokeToken). It costs one
+// stat every tokenStampPoll.
+func (s *Service) watchTokenStamp(ctx context.Context) {
+	last, err := s.tokens.stamp.TokenStamp()
+	tick := time.NewTicker(tokenStampPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		mark, serr := s.tokens.stamp.TokenStamp()
+		if serr != nil {
+			err = serr // unreadable: wake everyone once it reads again
+			continue
+		}
+		if mark != last || err != nil {
+			last, err = mark, nil
+			s.hub.publishAll()
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -20,6 +21,8 @@ import (
 // header (never from the query string) is checked against the store on
 // every call, so a revoked token stops at once; then the token's bucket
 // must hold a request, and the query string must name each parameter once.
+// Failed authentications are throttled per client address and overall
+// before the store is asked (ratelimit.Guard).
 //
 // On a store that checks tokens itself (PostgreSQL), the check of a token
 // this process has seen rides with the call's first statement
@@ -37,6 +40,7 @@ func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *ht
 		c, cr := h.admit(w, r)
 		switch {
 		case c == nil:
+			return // admit answered, and counted the attempt
 		case cr == r:
 			call(h, w, r, *c)
 		default:
@@ -44,7 +48,20 @@ func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *ht
 			call(h, cw, cr, *c)
 			cw.check() // an endpoint that wrote nothing still answers 401 for a revoked token
 		}
+		h.refusedLater(w, r)
 	})
+}
+
+// refusedLater counts a call whose token passed admit but was refused
+// later (a remembered token found revoked by the store's check, a
+// long-poll whose token was revoked while it waited) as a failed
+// authentication of its address.
+//
+//go:noinline
+func (h *handler) refusedLater(w http.ResponseWriter, r *http.Request) {
+	if sw, ok := w.(*statusWriter); ok && sw.status() == http.StatusUnauthorized {
+		h.guard.Refused(r, bearer(r))
+	}
 }
 
 // checkedWriter holds back a call's answer until its token check is made
@@ -130,7 +147,16 @@ var errTokenRefused = errors.New("rest: the call's token was refused; its answer
 //
 //go:noinline
 func (h *handler) admit(w http.ResponseWriter, r *http.Request) (*airlock.Caller, *http.Request) {
-	ctx, c, err := h.svc.AuthenticateDeferred(r.Context(), bearer(r))
+	secret := bearer(r)
+	attempt, wait, ok := h.guard.Admit(r, secret)
+	if !ok {
+		secs := ratelimit.RetryAfter(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		h.problem(w, r, attempt.Throttled(secs))
+		return nil, r
+	}
+	ctx, c, err := h.svc.AuthenticateDeferred(r.Context(), secret)
+	attempt.Done(err)
 	if err != nil {
 		h.problem(w, r, err)
 		return nil, r

@@ -58,6 +58,11 @@ type Config struct {
 	// RateBurst: airlock serve shares one with /mcp, so a token has one
 	// budget whichever endpoint it calls.
 	Limiter *ratelimit.Limiter
+	// AuthGuard throttles failed authentications per client address and
+	// overall (429 with Retry-After), and logs them. airlock serve shares
+	// one with /mcp and the inbox's sign-in. Default: one of the
+	// handler's own, with ratelimit's defaults.
+	AuthGuard *ratelimit.Guard
 	// MaxBodyBytes bounds a request body (default airlock.MaxBodyBytes);
 	// larger bodies are refused with 413 payload_too_large.
 	MaxBodyBytes int64
@@ -76,6 +81,7 @@ type handler struct {
 	log       *slog.Logger
 	maxBody   int64
 	limiter   *ratelimit.Limiter
+	guard     *ratelimit.Guard
 	shutdown  context.Context // nil: never
 	heartbeat time.Duration
 	mux       *http.ServeMux
@@ -138,6 +144,9 @@ func New(cfg Config) http.Handler {
 	if cfg.Limiter == nil {
 		cfg.Limiter = ratelimit.New(cfg.RateLimit, cfg.RateBurst, time.Now)
 	}
+	if cfg.AuthGuard == nil {
+		cfg.AuthGuard = ratelimit.NewGuard(ratelimit.GuardConfig{Logger: cfg.Logger})
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = airlock.MaxBodyBytes
 	}
@@ -147,6 +156,7 @@ func New(cfg Config) http.Handler {
 	h := &handler{
 		svc: cfg.Service, log: cfg.Logger, maxBody: cfg.MaxBodyBytes,
 		limiter:   cfg.Limiter,
+		guard:     cfg.AuthGuard,
 		heartbeat: cfg.Heartbeat,
 		mux:       http.NewServeMux(),
 		metrics:   newHTTPMetrics(cfg.Registry),

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/getkin/kin-openapi/openapi3"
@@ -66,6 +67,9 @@ type options struct {
 	noScheduler bool
 	// connState, when set, observes the server's connections.
 	connState func(net.Conn, http.ConnState)
+	// guard throttles failed authentications; by default one too generous
+	// to throttle the tests that fail on purpose.
+	guard *ratelimit.Guard
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -83,6 +87,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 
 	logs := &logRecorder{}
 	logger := slog.New(logs)
+	if o.guard == nil {
+		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})
+	}
 	reg := prometheus.NewRegistry()
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
@@ -105,7 +112,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b.stop = stop
 	h := New(Config{
 		Service: svc, Logger: logger, Registry: reg, RateLimit: o.rateLimit, RateBurst: o.rateBurst,
-		MaxBodyBytes: o.maxBody, Context: shutdown, Heartbeat: o.heartbeat,
+		MaxBodyBytes: o.maxBody, Context: shutdown, Heartbeat: o.heartbeat, AuthGuard: o.guard,
 	})
 	if o.validate {
 		h = validated(t, h)

@@ -137,6 +137,17 @@ func TestServeConfig(t *testing.T) {
 			wantErr: `--log-format must be text or json, not "xml"`},
 		{name: "a negative rate limit", args: []string{"--rate-limit", "-1"},
 			wantErr: "--rate-limit must be positive"},
+		{name: "a negative failed-authentication limit", args: []string{"--auth-failure-limit", "-1"},
+			wantErr: "--auth-failure-limit must be positive"},
+		{name: "a trusted proxy that is not an address", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"},
+			wantErr: `--trusted-proxies: "proxy.internal" is neither an IP address nor a CIDR prefix`},
+		{name: "trusted proxies from the environment", env: map[string]string{"AIRLOCK_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7"},
+			check: func(c Config) bool {
+				g := c.AuthGuard()
+				return len(g.TrustedProxies) == 2 && g.TrustedProxies[1].String() == "192.0.2.7/32" && g.AddressBurst == 20
+			}},
+		{name: "a failed-authentication limit", args: []string{"--auth-failure-limit", "6"},
+			check: func(c Config) bool { g := c.AuthGuard(); return g.AddressBurst == 6 && g.AddressRate == 0.1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

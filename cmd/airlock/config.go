@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/rest"
 )
 
@@ -48,6 +49,17 @@ type Config struct {
 	// RateLimit is how many requests per second one token may make on
 	// average (bursts of twice that are allowed); over it, 429. Default 50.
 	RateLimit float64
+	// AuthFailureLimit is how many failed authentications (REST, /mcp, the
+	// inbox's sign-in) one client address may make at once, and again per
+	// minute; beyond, tokens this server has not accepted before get 429
+	// from that address. Default 20.
+	AuthFailureLimit int
+	// TrustedProxies lists the reverse proxies (IP addresses and CIDR
+	// prefixes, comma-separated) whose X-Forwarded-For header names the
+	// client that failed authentications are counted against. Default
+	// none: the client is the TCP peer, and the header, which any client
+	// can write, is ignored.
+	TrustedProxies string
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text or json. Default text.
@@ -73,6 +85,7 @@ func DefaultConfig() Config {
 		ApprovalValidity:    l.ApprovalValidity,
 		MaxApprovalValidity: l.MaxApprovalValidity,
 		RateLimit:           rest.DefaultRateLimit,
+		AuthFailureLimit:    ratelimit.DefaultAddressFailures,
 		LogLevel:            "info",
 		LogFormat:           "text",
 		SessionStaleAfter:   airlock.DefaultStaleAfter,
@@ -107,7 +120,22 @@ func (c Config) WithDefaults() Config {
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
 	}
+	if c.AuthFailureLimit == 0 {
+		c.AuthFailureLimit = d.AuthFailureLimit
+	}
 	return c
+}
+
+// AuthGuard returns the configuration of the throttle of failed
+// authentications: --auth-failure-limit failures at once and per minute
+// per client address, as --trusted-proxies say it is seen. c must have
+// passed Validate.
+func (c Config) AuthGuard() ratelimit.GuardConfig {
+	proxies, _ := ratelimit.ParseTrustedProxies(c.TrustedProxies) // checked by Validate
+	return ratelimit.GuardConfig{
+		AddressBurst: c.AuthFailureLimit, AddressRate: float64(c.AuthFailureLimit) / 60,
+		TrustedProxies: proxies,
+	}
 }
 
 // Limits returns the window and validity limits the provider enforces.
@@ -146,6 +174,12 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit < 0 {
 		return fmt.Errorf("--rate-limit must be positive (requests per second per token)")
+	}
+	if c.AuthFailureLimit < 0 {
+		return fmt.Errorf("--auth-failure-limit must be positive (failed authentications per minute per client address)")
+	}
+	if _, err := ratelimit.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return fmt.Errorf("--trusted-proxies: %v; list the proxies' IP addresses or CIDR prefixes, comma-separated", err)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
@@ -226,6 +260,8 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.ApprovalValidity, "approval-validity", d.ApprovalValidity, "how long an approval lets the call start, unless the reviewer says otherwise")
 	durationVar(fs, &c.MaxApprovalValidity, "max-approval-validity", d.MaxApprovalValidity, "most a reviewer's valid_for may ask")
 	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token, REST and /mcp together (bursts of twice that); over it, 429")
+	fs.IntVar(&c.AuthFailureLimit, "auth-failure-limit", d.AuthFailureLimit, "failed authentications (REST, /mcp, inbox sign-in) one client address may make at once and per minute; beyond, 429 for tokens this server has not accepted before")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "reverse proxies (IPs or CIDR prefixes, comma-separated) whose X-Forwarded-For names the client; by default the header is ignored")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")

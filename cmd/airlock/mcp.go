@@ -57,7 +57,7 @@ func runMCP(ctx context.Context, a *App, args []string) error {
 // at /mcp. Besides loopback names, it answers the Host that --addr names
 // when that is a specific address (not a wildcard such as 0.0.0.0).
 // drain ends its sessions and streams when shutdown begins.
-func mcpHandler(cfg Config, svc *provider.Service, log *slog.Logger, drain context.Context, limiter *ratelimit.Limiter) http.Handler {
+func mcpHandler(cfg Config, svc *provider.Service, log *slog.Logger, drain context.Context, limiter *ratelimit.Limiter, guard *ratelimit.Guard) http.Handler {
 	var allowed []string
 	if host, _, err := net.SplitHostPort(cfg.Addr); err == nil && host != "" {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
@@ -66,5 +66,6 @@ func mcpHandler(cfg Config, svc *provider.Service, log *slog.Logger, drain conte
 	}
 	return mcpserver.Handler(mcpserver.Config{
 		Service: svc, Logger: log, Version: version, AllowedHosts: allowed, Context: drain, Limiter: limiter,
+		AuthGuard: guard,
 	})
 }

@@ -84,6 +84,8 @@ type Server struct {
 	svc      *provider.Service
 	listener net.Listener
 	http     *http.Server
+	// guard throttles and logs failed authentications (Run flushes its log).
+	guard *ratelimit.Guard
 	// drain ends long-polls (answering with the state as it is) and event
 	// streams, when shutdown begins: they would otherwise hold it up.
 	drain context.CancelFunc
@@ -157,15 +159,22 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
 	s.drain, s.cut = drain, cut
-	// One rate budget per token, whether it calls the REST API or /mcp.
+	// One rate budget per token, whether it calls the REST API or /mcp;
+	// one budget of failed authentications per client address, whichever
+	// door it knocks at.
 	limiter := ratelimit.New(cfg.RateLimit, max(1, int(2*cfg.RateLimit)), time.Now)
+	guardCfg := cfg.AuthGuard()
+	guardCfg.Logger = log
+	s.guard = ratelimit.NewGuard(guardCfg)
 	handler := rest.New(rest.Config{
-		Service: svc, Logger: log, Registry: reg, Context: drainCtx, Limiter: limiter,
+		Service: svc, Logger: log, Registry: reg, Context: drainCtx, Limiter: limiter, AuthGuard: s.guard,
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpHandler(cfg, svc, log, drainCtx, limiter))
+	mux.Handle("/mcp", mcpHandler(cfg, svc, log, drainCtx, limiter, s.guard))
 	// The reviewer inbox at / (its own paths); everything else is the API's.
-	ib := inbox.New(inbox.Config{Service: svc, Logger: log, Context: drainCtx, AllowedHosts: listenHosts(cfg.Addr)})
+	ib := inbox.New(inbox.Config{
+		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: listenHosts(cfg.Addr), AuthGuard: s.guard,
+	})
 	for _, p := range inbox.Patterns {
 		mux.Handle(p, ib)
 	}
@@ -262,6 +271,11 @@ func (s *Server) Run(ctx context.Context) error {
 			s.svc.FollowReplicas(schedCtx, followEvery)
 		}
 	}()
+	guardDone := make(chan struct{})
+	go func() {
+		defer close(guardDone)
+		s.guard.Run(schedCtx)
+	}()
 	served := make(chan error, 1)
 	go func() { served <- s.http.Serve(s.listener) }()
 	s.log.Info("serving", "addr", s.Addr(), "db", redactDB(s.cfg.DB))
@@ -290,6 +304,7 @@ func (s *Server) Run(ctx context.Context) error {
 	stopScheduler()
 	<-schedDone
 	<-followDone
+	<-guardDone
 	if err := s.store.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("close database: %w", err)
 	}

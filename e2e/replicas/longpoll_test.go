@@ -48,16 +48,23 @@ type polled struct {
 	at  time.Time
 }
 
-// longPoll starts a 30 s long-poll of id on base and returns where its
-// answer will arrive, once the server has it waiting.
+// longPoll starts a 30 s long-poll of id on base by the agent and returns
+// where its answer will arrive, once the server has it waiting.
 func (cl *cluster) longPoll(t *testing.T, base, id string) <-chan polled {
+	t.Helper()
+	return cl.longPollAs(t, base, id, cl.agent, 1)
+}
+
+// longPollAs is longPoll with token, returning once waiting long-polls
+// wait on base.
+func (cl *cluster) longPollAs(t *testing.T, base, id, token string, waiting int) <-chan polled {
 	t.Helper()
 	got := make(chan polled, 1)
 	go func() {
-		r, err := cl.c.do(context.Background(), "GET", base, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
+		r, err := cl.c.do(context.Background(), "GET", base, "/v1/approval-requests/"+id+"?wait=30s", token, "")
 		got <- polled{r, err, time.Now()}
 	}()
-	cl.awaitWaiters(t, base, 1)
+	cl.awaitWaiters(t, base, waiting)
 	return got
 }
 

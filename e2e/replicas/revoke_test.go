@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -92,5 +93,58 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	fresh := cl.c.mintToken(t, b, "reviewer")
 	for range 2 {
 		cl.c.call(t, "GET", a, "/v1/approval-requests/"+id, fresh, "").want(t, 200, "a new reviewer's read")
+	}
+}
+
+// TestLongPollOfTokenRevokedOnAnotherReplica: a long-poll parked on
+// replica b answers 401 unauthorized within a second of its token's
+// revocation on replica a (the change feed carries the token's ID), while
+// a long-poll of another token on the same request goes on waiting and
+// hears the decision.
+func TestLongPollOfTokenRevokedOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	cl := startCluster(t, 2)
+	a, b := cl.replicas[0].url, cl.replicas[1].url
+	r := cl.c.call(t, "POST", a, "/v1/tokens", adminToken, `{"name":"revoked while waiting","role":"agent"}`)
+	if !r.want(t, 201, "mint") {
+		t.FailNow()
+	}
+	agentID, agent := r.str("id"), r.str("secret")
+	r = cl.c.call(t, "POST", a, "/v1/instances", agent, `{"name":"revoked while waiting"}`)
+	if !r.want(t, 201, "register") {
+		t.FailNow()
+	}
+	r = cl.c.call(t, "POST", a, "/v1/instances/"+r.str("id")+"/approval-requests", agent,
+		`{"tool":"pay","arguments":{},"timeout":"1h"}`, "Idempotency-Key", "revoked-while-waiting")
+	if !r.want(t, 201, "create") {
+		t.FailNow()
+	}
+	id := r.str("id")
+
+	revoked := cl.longPollAs(t, b, id, agent, 1)
+	other := cl.longPollAs(t, b, id, cl.reviewer, 2)
+	if r := cl.c.call(t, "DELETE", a, "/v1/tokens/"+agentID, adminToken, ""); !r.want(t, 200, "revoke on replica a") {
+		t.FailNow()
+	}
+	revokedAt := time.Now()
+	select {
+	case p := <-revoked:
+		if p.err != nil || p.r.status != 401 || p.r.str("code") != string(airlock.CodeUnauthorized) {
+			t.Fatalf("the revoked token's long-poll on replica b answered %v %d %s; want 401 unauthorized", p.err, p.r.status, p.r.raw)
+		}
+		t.Logf("the long-poll on replica b answered 401 %s after the revocation on replica a", p.at.Sub(revokedAt))
+	case <-time.After(time.Second):
+		t.Fatalf("the long-poll on replica b of a token revoked on replica a a second ago has not answered:\n%s", cl.outputs())
+	}
+
+	cl.awaitWaiters(t, b, 1) // the other token's long-poll still waits
+	cl.c.call(t, "POST", a, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"denied"}`).want(t, 200, "decide")
+	select {
+	case p := <-other:
+		if p.err != nil || p.r.status != 200 || p.r.str("state") != "denied" {
+			t.Fatalf("the live token's long-poll answered %v %d %s; want denied", p.err, p.r.status, p.r.raw)
+		}
+	case <-time.After(heardWithin):
+		t.Fatalf("the live token's long-poll did not hear the decision within %s", heardWithin)
 	}
 }

@@ -1,0 +1,63 @@
+package provider
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// TestAwaitOfRevokedToken checks that a long-poll (Service.Request with a
+// wait, as REST and MCP's waitSeconds make) parked before its token is
+// revoked answers unauthorized within a second of the revocation: made by
+// this service, or by another process on the same SQLite file, which the
+// waiting one hears of through the token stamp.
+func TestAwaitOfRevokedToken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		otherProcess bool
+	}{
+		{"revoked in this process", false},
+		{"revoked by another process on the file", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "airlock.db")
+			b := setup(t, options{realClock: true, path: path})
+			b.runScheduler(t) // watches the token stamp
+			revoker := b.svc
+			if tc.otherProcess {
+				revoker, _ = serviceOn(t, path)
+			}
+			r := b.create(t, "1h")
+
+			answered := make(chan error, 1)
+			before := b.svc.Waiters()
+			go func() {
+				_, err := b.svc.Request(context.Background(), b.agent, r.ID, time.Minute)
+				answered <- err
+			}()
+			for deadline := time.Now().Add(5 * time.Second); b.svc.Waiters() == before; {
+				if time.Now().After(deadline) {
+					t.Fatal("the long-poll never subscribed")
+				}
+				time.Sleep(100 * time.Microsecond) // nothing to inject: poll the waiter count
+			}
+
+			if _, err := revoker.RevokeToken(t.Context(), b.admin, b.agent.ID); err != nil {
+				t.Fatal(err)
+			}
+			revokedAt := time.Now()
+			select {
+			case err := <-answered:
+				wantCode(t, err, airlock.CodeUnauthorized, "")
+				t.Logf("answered %s after the revocation", time.Since(revokedAt))
+			case <-time.After(time.Second):
+				t.Fatal("the long-poll of a token revoked a second ago has not answered")
+			}
+		})
+	}
+}
