@@ -78,6 +78,10 @@ type options struct {
 	allowedHosts []string
 	tls          bool
 	staleAfter   time.Duration
+	// pageBytes is the provider's ListPageBytes.
+	pageBytes int
+	// wrapStore, when set, wraps the store the provider is given.
+	wrapStore func(airlock.Store) airlock.Store
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -96,7 +100,11 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	logger := slog.New(logs)
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger, StaleAfter: o.staleAfter})
+	var under airlock.Store = store
+	if o.wrapStore != nil {
+		under = o.wrapStore(store)
+	}
+	svc, err := provider.New(provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes})
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}

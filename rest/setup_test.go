@@ -66,6 +66,13 @@ type options struct {
 	noScheduler bool
 	// connState, when set, observes the server's connections.
 	connState func(net.Conn, http.ConnState)
+	// heavyReads and heavyPerToken are the provider's MaxHeavyReads and
+	// MaxHeavyReadsPerToken.
+	heavyReads, heavyPerToken int
+	// pageBytes is the provider's ListPageBytes.
+	pageBytes int
+	// wrapStore, when set, wraps the store the provider is given.
+	wrapStore func(airlock.Store) airlock.Store
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -86,9 +93,14 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	reg := prometheus.NewRegistry()
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
+	var under airlock.Store = store
+	if o.wrapStore != nil {
+		under = o.wrapStore(store)
+	}
 	svc, err := provider.New(provider.Config{
-		Store: store, Limits: limits, Logger: logger, MaxWait: o.maxWait,
-		Metrics: provider.NewMetrics(reg, nil),
+		Store: under, Limits: limits, Logger: logger, MaxWait: o.maxWait,
+		Metrics:       provider.NewMetrics(reg, nil),
+		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
 	})
 	if err != nil {
 		t.Fatalf("provider: %v", err)

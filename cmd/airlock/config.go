@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 )
 
@@ -48,6 +49,14 @@ type Config struct {
 	// RateLimit is how many requests per second one token may make on
 	// average (bursts of twice that are allowed); over it, 429. Default 50.
 	RateLimit float64
+	// MaxHeavyReads is how many heavy reads (REST lists of requests, the
+	// inbox's pending page and history, history searches) the process
+	// serves at once; over it, 429. Each holds up to a page of requests in
+	// memory, so this bounds what a burst of them can take. Default 8.
+	MaxHeavyReads int
+	// MaxHeavyReadsPerToken is how many heavy reads one token may have in
+	// progress; over it, 429. Default 2.
+	MaxHeavyReadsPerToken int
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text or json. Default text.
@@ -65,18 +74,20 @@ type Config struct {
 func DefaultConfig() Config {
 	l := airlock.DefaultLimits()
 	return Config{
-		Addr:                "127.0.0.1:8080",
-		DB:                  "airlock.db",
-		MinTimeout:          l.MinTimeout,
-		MaxTimeout:          l.MaxTimeout,
-		DefaultTimeout:      l.DefaultTimeout,
-		ApprovalValidity:    l.ApprovalValidity,
-		MaxApprovalValidity: l.MaxApprovalValidity,
-		RateLimit:           rest.DefaultRateLimit,
-		LogLevel:            "info",
-		LogFormat:           "text",
-		SessionStaleAfter:   airlock.DefaultStaleAfter,
-		ShutdownGrace:       10 * time.Second,
+		Addr:                  "127.0.0.1:8080",
+		DB:                    "airlock.db",
+		MinTimeout:            l.MinTimeout,
+		MaxTimeout:            l.MaxTimeout,
+		DefaultTimeout:        l.DefaultTimeout,
+		ApprovalValidity:      l.ApprovalValidity,
+		MaxApprovalValidity:   l.MaxApprovalValidity,
+		RateLimit:             rest.DefaultRateLimit,
+		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
+		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
+		LogLevel:              "info",
+		LogFormat:             "text",
+		SessionStaleAfter:     airlock.DefaultStaleAfter,
+		ShutdownGrace:         10 * time.Second,
 	}
 }
 
@@ -106,6 +117,12 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
+	}
+	if c.MaxHeavyReads == 0 {
+		c.MaxHeavyReads = d.MaxHeavyReads
+	}
+	if c.MaxHeavyReadsPerToken == 0 {
+		c.MaxHeavyReadsPerToken = d.MaxHeavyReadsPerToken
 	}
 	return c
 }
@@ -146,6 +163,12 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit < 0 {
 		return fmt.Errorf("--rate-limit must be positive (requests per second per token)")
+	}
+	if c.MaxHeavyReads < 0 {
+		return fmt.Errorf("--max-heavy-reads must be positive (lists and searches served at once)")
+	}
+	if c.MaxHeavyReadsPerToken < 0 {
+		return fmt.Errorf("--max-heavy-reads-per-token must be positive (lists and searches one token may have in progress)")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
@@ -226,6 +249,8 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.ApprovalValidity, "approval-validity", d.ApprovalValidity, "how long an approval lets the call start, unless the reviewer says otherwise")
 	durationVar(fs, &c.MaxApprovalValidity, "max-approval-validity", d.MaxApprovalValidity, "most a reviewer's valid_for may ask")
 	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token, REST and /mcp together (bursts of twice that); over it, 429")
+	fs.IntVar(&c.MaxHeavyReads, "max-heavy-reads", d.MaxHeavyReads, "heavy reads (REST lists of requests, the inbox's pending page and history, history searches) served at once; over it, 429")
+	fs.IntVar(&c.MaxHeavyReadsPerToken, "max-heavy-reads-per-token", d.MaxHeavyReadsPerToken, "heavy reads one token may have in progress; over it, 429")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")

@@ -184,6 +184,7 @@ func newAPI(t *testing.T, url string) *api {
 // resp is a decoded reply.
 type resp struct {
 	status int
+	header http.Header
 	body   map[string]any
 	raw    string
 }
@@ -238,7 +239,7 @@ func (a *api) try(method, path, token, body string, header ...string) (resp, err
 	if err != nil {
 		return resp{}, err
 	}
-	out := resp{status: res.StatusCode, raw: string(raw)}
+	out := resp{status: res.StatusCode, header: res.Header, raw: string(raw)}
 	if strings.Contains(res.Header.Get("Content-Type"), "json") {
 		if err := json.Unmarshal(raw, &out.body); err != nil {
 			return resp{}, fmt.Errorf("decode %s: %v", raw, err)
