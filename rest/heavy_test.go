@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -97,7 +98,11 @@ func (s *blockingLists) ListRequests(ctx context.Context, f airlock.RequestFilte
 		return s.Store.ListRequests(ctx, f)
 	default:
 	}
-	s.entered <- struct{}{}
+	select {
+	case s.entered <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
 	select {
 	case <-s.release:
 	case <-ctx.Done():
@@ -117,6 +122,9 @@ func TestListConcurrencyBound(t *testing.T) {
 		o.heavyReads, o.heavyPerToken = 3, 2
 		o.wrapStore = func(s airlock.Store) airlock.Store { store.Store = s; return store }
 	})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(store.release) }) }
+	t.Cleanup(releaseAll) // a failed test must not leave lists waiting in the store
 	list := func(token string) req { return req{method: "GET", path: "/v1/approval-requests", token: token} }
 	var wg sync.WaitGroup
 	results := make(chan resp, 8)
@@ -140,7 +148,10 @@ func TestListConcurrencyBound(t *testing.T) {
 	}
 	refused := func(token, says string) {
 		t.Helper()
-		r := b.do(t, list(token))
+		// A list let through would stop in the store: it must give up.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r := b.doCtx(ctx, t, list(token))
 		want(t, r, http.StatusTooManyRequests, airlock.CodeRateLimited)
 		if r.header.Get("Retry-After") != "1" || !strings.Contains(r.obj(t)["detail"].(string), says) {
 			t.Fatalf("refused with Retry-After %q and detail %q; want 1 and a detail saying %q", r.header.Get("Retry-After"), r.obj(t)["detail"], says)
@@ -159,7 +170,7 @@ func TestListConcurrencyBound(t *testing.T) {
 	start(context.Background(), b.agentB)
 	refused(b.admin, "the server is serving 3")
 
-	close(store.release)
+	releaseAll()
 	wg.Wait()
 	close(results)
 	n := 0
