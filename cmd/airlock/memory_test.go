@@ -24,15 +24,31 @@ import (
 )
 
 // TestBoundedMemory checks that memory is bounded by bytes, not by rows
-// (docs/operations.md, "Memory"): with 100 requests of 1 MiB stored, 16 clients
-// at once list them over REST (following every cursor), load the inbox's
-// pending page and search the inbox's history (for a word no request
-// holds, so every request's arguments are read). The server's resident
-// size, read from /proc as the kernel counts it, may grow by at most
-// 128 MiB over what it was before the reads, and must come back near it
-// once they are over.
+// (docs/operations.md, "Memory"), on SQLite and on PostgreSQL: with 100
+// requests of 1 MiB stored, 16 clients at once list them over REST
+// (following every cursor), load the inbox's pending page and search the
+// inbox's history (for a word no request holds, so every request's
+// arguments are read). The server's resident size, read from /proc as the
+// kernel counts it, may grow by at most 128 MiB over what it was before
+// the reads, and must come back near it once they are over.
 func TestBoundedMemory(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		db   func(t *testing.T, dir string) string
+	}{
+		{"sqlite", func(t *testing.T, dir string) string { return filepath.Join(dir, "airlock.db") }},
+		{"postgres", func(t *testing.T, _ string) string { return pgSchemaURL(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			boundedMemory(t, dir, tc.db(t, dir))
+		})
+	}
+}
+
+func boundedMemory(t *testing.T, dir, db string) {
 	const (
 		requests  = 100
 		clients   = 16
@@ -40,8 +56,7 @@ func TestBoundedMemory(t *testing.T) {
 		reviewers = 4
 		maxGrowth = 128 << 20
 	)
-	dir := t.TempDir()
-	srv := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"),
+	srv := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", db,
 		"--admin-token", testAdmin, "--rate-limit", "1000000", "--log-level", "error")
 	c := newAPI(t, srv.url)
 	agent := c.mintToken(testAdmin, "big agent", "agent")
@@ -133,8 +148,8 @@ func TestBoundedMemory(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond) // polling a process's size; nothing to wait on
 	}
-	t.Logf("resident: %d MiB before the reads, %d MiB at peak (+%d MiB), %d MiB %s after (reads took %s); answers %v",
-		base>>20, peak.Load()>>20, (peak.Load()-base)>>20, after>>20, time.Since(settle).Round(time.Millisecond), took.Round(time.Millisecond), counts)
+	t.Logf("%s: resident %d MiB before the reads, %d MiB at peak (+%d MiB), %d MiB %s after (reads took %s); answers %v",
+		t.Name(), base>>20, peak.Load()>>20, (peak.Load()-base)>>20, after>>20, time.Since(settle).Round(time.Millisecond), took.Round(time.Millisecond), counts)
 	for what, n := range counts {
 		if !strings.HasSuffix(what, " 200") && !strings.HasSuffix(what, " 429") {
 			t.Errorf("%d answers %s; want only 200 and 429", n, what)
