@@ -305,8 +305,8 @@ func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, c airlock
 		}
 		lq.Limit = n
 	}
-	// A page holds up to provider.DefaultListPageBytes of arguments and
-	// more: the slot bounds how many are in memory at once.
+	// A page can hold the provider's ListPageBytes of arguments, and a
+	// request more: the slot bounds how many pages are in memory at once.
 	release, err := h.svc.HeavyRead(c)
 	if err != nil {
 		h.refuseHeavyRead(w, r, err)
