@@ -103,6 +103,56 @@ type Request struct {
 	Seq int64
 }
 
+// RequestSummary is a request as a list shows it: everything but what an
+// agent sent that can be large (arguments, context, reasoning, description,
+// a command's input and observed state, up to a mebibyte each). The lists
+// that show no arguments read summaries, so that a page costs what it
+// shows, not what was stored.
+type RequestSummary struct {
+	Seq        int64
+	ID         string
+	InstanceID string
+	OwnerID    string
+	State      State
+	Kind       Kind
+	Tool       string
+	Title      string
+	SessionID  string
+	CreatedAt  time.Time
+	DeadlineAt time.Time
+	Decision   *Decision // set once terminal
+	Question   *Question // set when the request asks the reviewer
+	// CommandMethod is the method of the command the request proposes,
+	// empty when it proposes none.
+	CommandMethod string
+}
+
+// Summary returns r as a list shows it.
+func (r Request) Summary() RequestSummary {
+	s := RequestSummary{
+		Seq: r.Seq, ID: r.ID, InstanceID: r.InstanceID, OwnerID: r.OwnerID, State: r.State, Kind: r.Kind,
+		Tool: r.Tool, Title: r.Title, SessionID: r.SessionID, CreatedAt: r.CreatedAt, DeadlineAt: r.DeadlineAt,
+		Decision: r.Decision, Question: r.Question,
+	}
+	if r.Proposal != nil && r.Proposal.Command != nil {
+		s.CommandMethod = r.Proposal.Command.Method
+	}
+	return s
+}
+
+// StoredBytes is how many bytes r holds of what can be large: its
+// arguments, context, reasoning and description, and a command's input and
+// observed state. RequestFilter.MaxBytes counts it (the stores sum the same
+// columns in SQL, so that a page ends before the rows it leaves out are
+// read).
+func (r Request) StoredBytes() int {
+	n := len(r.Arguments) + len(r.Context) + len(r.AgentReasoning) + len(r.Description)
+	if r.Proposal != nil && r.Proposal.Command != nil {
+		n += len(r.Proposal.Command.Input) + len(r.Proposal.Command.Observed)
+	}
+	return n
+}
+
 // Decision is the terminal outcome recorded on a request. Status equals the
 // request's state. ExpiresAt is set only for approvals: permission to start
 // the call ends then.

@@ -79,6 +79,13 @@ type RequestFilter struct {
 	Kind       Kind
 	BeforeSeq  int64 // cursor: only requests with Seq < BeforeSeq; 0 for the first page
 	Limit      int
+	// MaxBytes, when positive, ends a list of full requests early: the
+	// store stops after the request that brings the StoredBytes of those
+	// listed to MaxBytes or more, even short of Limit. The first request
+	// is listed whatever its size, so every page makes progress. The
+	// store reads no large column of a request it does not list.
+	// ListRequestSummaries ignores it: summaries are small.
+	MaxBytes int
 }
 
 // CompareSweepOrder orders requests as ExpireDue takes them: the earliest
@@ -116,8 +123,14 @@ type Store interface {
 	CreateRequest(ctx context.Context, p NewRequestParams) (r Request, created bool, err error)
 	// GetRequest reads a request; not_found.
 	GetRequest(ctx context.Context, id string) (Request, error)
-	// ListRequests lists requests matching f, newest first.
-	ListRequests(ctx context.Context, f RequestFilter) ([]Request, error)
+	// ListRequests lists requests matching f, newest first: up to f.Limit
+	// of them, fewer when f.MaxBytes ends the list early. more reports
+	// whether requests after the last one listed match f too.
+	ListRequests(ctx context.Context, f RequestFilter) (rs []Request, more bool, err error)
+	// ListRequestSummaries lists what ListRequests would (f.MaxBytes
+	// aside) as summaries, reading only the columns a summary has: the
+	// lists that show no arguments never read them.
+	ListRequestSummaries(ctx context.Context, f RequestFilter) (rs []RequestSummary, more bool, err error)
 	// Decide records a decision if the request is pending and its deadline
 	// is after the store's now. Otherwise not_pending (State: what holds), or
 	// deadline_passed when the deadline has come (the request is expired in

@@ -216,7 +216,10 @@ func transient(err error) bool {
 }
 
 // ListRequests lists one page of requests, newest first: every request for
-// reviewers and admins, the caller's own for agents.
+// reviewers and admins, the caller's own for agents. A page holds up to
+// opts.Limit requests, fewer when their arguments are large (the server
+// ends a page at 4 MiB of them); follow NextCursor, or use AllRequests. A
+// 429 for too many lists at once is retried after its Retry-After.
 func (c *Client) ListRequests(ctx context.Context, opts ListRequestsOptions) (*RequestPage, error) {
 	q := url.Values{}
 	set := func(k, v string) {

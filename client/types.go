@@ -151,7 +151,8 @@ type ListRequestsOptions struct {
 	Kind       airlock.Kind
 	// Cursor is a previous page's NextCursor.
 	Cursor string
-	// Limit is the page size, 1 to 200 (0: the server's default, 50).
+	// Limit is the most requests on a page, 1 to 200 (0: the server's
+	// default, 50); a page of large requests ends sooner.
 	Limit int
 }
 

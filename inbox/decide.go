@@ -3,13 +3,10 @@ package inbox
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock"
 )
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // decide records the reviewer's decision from a request page's forms and
 // redirects back to the page, which then says what happened (once). The

@@ -53,11 +53,12 @@ func (h *handler) names(ctx context.Context, c airlock.Caller) map[string]string
 	return out
 }
 
-func (h *handler) row(r airlock.Request, names map[string]string, now time.Time) row {
+// row is what a list shows of a request: a summary is all it needs.
+func (h *handler) row(r airlock.RequestSummary, names map[string]string, now time.Time) row {
 	out := row{
 		ID: r.ID, Kind: r.Kind, State: r.State, InstanceID: r.InstanceID,
 		Created: r.CreatedAt, CreatedAgo: ago(now, r.CreatedAt), Deadline: r.DeadlineAt, Left: left(now, r.DeadlineAt),
-		IsQuestion: r.Question != nil, IsCommand: r.Proposal != nil && r.Proposal.Command != nil,
+		IsQuestion: r.Question != nil, IsCommand: r.CommandMethod != "",
 	}
 	if r.Tool != "" {
 		out.Tool = visible(r.Tool)
@@ -126,7 +127,9 @@ func (f pendingFilter) query() string {
 }
 
 // pendingRows lists the pending requests the filter selects, oldest
-// deadline first: what needs a decision soonest is on top.
+// deadline first: what needs a decision soonest is on top. It reads
+// summaries, so a page of requests with large arguments costs what it
+// shows.
 func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFilter) (pendingBody, error) {
 	var body pendingBody
 	lq := provider.ListQuery{State: airlock.StatePending, Kind: airlock.Kind(f.kind), Tool: f.tool, Limit: provider.MaxPageSize}
@@ -139,7 +142,7 @@ func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFi
 	case f.session != "":
 		lq.InstanceID = f.session
 	}
-	page, err := h.svc.ListRequests(ctx, c, lq)
+	page, err := h.svc.ListSummaries(ctx, c, lq)
 	if err != nil {
 		if e := airlock.ErrorCode(err); e == airlock.CodeInvalidRequest {
 			body.Problem = err.Error()
@@ -149,7 +152,7 @@ func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFi
 	}
 	names := h.names(ctx, c)
 	now := h.now()
-	for _, r := range page.Requests {
+	for _, r := range page.Summaries {
 		body.Rows = append(body.Rows, h.row(r, names, now))
 	}
 	slices.SortStableFunc(body.Rows, func(a, b row) int { return a.Deadline.Compare(b.Deadline) })
@@ -165,6 +168,11 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := h.heavyRead(w, r, v)
+	if !ok {
+		return
+	}
+	defer release()
 	f := readFilter(r.URL.Query())
 	body, err := h.pendingRows(r.Context(), v.caller, f)
 	if err != nil {
@@ -252,7 +260,7 @@ func (h *handler) request(w http.ResponseWriter, r *http.Request) {
 func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request) requestBody {
 	now := h.now()
 	b := requestBody{
-		row:     h.row(req, h.names(ctx, v.caller), now),
+		row:     h.row(req.Summary(), h.names(ctx, v.caller), now),
 		Pending: req.State == airlock.StatePending,
 		Title:   visible(req.Title), Description: visibleText(req.Description),
 		TargetType: visible(req.TargetType), TargetID: visible(req.TargetID), SessionID: req.SessionID,
@@ -381,6 +389,12 @@ type historyBody struct {
 // offers to continue from where it stopped.
 const historyScan = 1000
 
+// historyScanPages bounds, likewise, the bytes of arguments and other
+// large fields (airlock.Request.StoredBytes) one search reads, in pages of
+// provider.Config.ListPageBytes (16 of 4 MiB by default): a thousand
+// requests of a mebibyte each would take seconds.
+const historyScanPages = 16
+
 // historyPage is how many matches one history page shows.
 const historyPage = 100
 
@@ -389,6 +403,11 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := h.heavyRead(w, r, v)
+	if !ok {
+		return
+	}
+	defer release()
 	q := r.URL.Query()
 	body := historyBody{Q: strings.TrimSpace(q.Get("q"))}
 	state := airlock.State(q.Get("state"))
@@ -403,8 +422,9 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	needle := strings.ToLower(body.Q)
 	cursor := q.Get("cursor")
-	for body.Scanned < historyScan && len(body.Rows) < historyPage {
-		page, err := h.svc.ListRequests(r.Context(), v.caller, provider.ListQuery{State: state, Cursor: cursor, Limit: provider.MaxPageSize})
+	read, maxRead := 0, historyScanPages*h.svc.ListPageBytes() // bytes of large fields searched
+	for body.Scanned < historyScan && len(body.Rows) < historyPage && read < maxRead {
+		page, err := h.historyCandidates(r.Context(), v.caller, provider.ListQuery{State: state, Cursor: cursor, Limit: provider.MaxPageSize}, names, needle)
 		if airlock.ErrorCode(err) == airlock.CodeInvalidRequest {
 			cursor = ""
 			break
@@ -413,19 +433,20 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		for i, req := range page.Requests {
+		read += page.bytes
+		for i, c := range page.candidates {
 			body.Scanned++
-			if req.State == airlock.StatePending || (needle != "" && !matches(req, names, needle)) {
+			if c.State == airlock.StatePending || !c.matches {
 				continue
 			}
-			body.Rows = append(body.Rows, h.row(req, names, now))
-			if len(body.Rows) == historyPage && i < len(page.Requests)-1 {
+			body.Rows = append(body.Rows, h.row(c.RequestSummary, names, now))
+			if len(body.Rows) == historyPage && i < len(page.candidates)-1 {
 				// Continue after this one next time.
-				page.NextCursor = "c" + itoa(req.Seq)
+				page.next = provider.CursorAfter(c.Seq)
 				break
 			}
 		}
-		cursor = page.NextCursor
+		cursor = page.next
 		if cursor == "" {
 			break
 		}
@@ -444,9 +465,48 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, v, "history", "History", body)
 }
 
+// candidate is a request the history considered, as a list shows it, and
+// whether it matches the search.
+type candidate struct {
+	airlock.RequestSummary
+	matches bool
+}
+
+// candidates is one page of them.
+type candidates struct {
+	candidates []candidate
+	next       string // the cursor after the page; empty on the last
+	bytes      int    // the large fields read for the search
+}
+
+// historyCandidates reads one page of the history's candidates. With
+// nothing to search for, it reads summaries; a search reads whole requests,
+// since it looks into their arguments too, a page of at most
+// provider.Config.ListPageBytes of them, and keeps only their summaries.
+func (h *handler) historyCandidates(ctx context.Context, c airlock.Caller, q provider.ListQuery, names map[string]string, needle string) (candidates, error) {
+	var out candidates
+	if needle == "" {
+		page, err := h.svc.ListSummaries(ctx, c, q)
+		for _, s := range page.Summaries {
+			out.candidates = append(out.candidates, candidate{RequestSummary: s, matches: true})
+		}
+		out.next = page.NextCursor
+		return out, err
+	}
+	page, err := h.svc.ListRequests(ctx, c, q)
+	for _, r := range page.Requests {
+		out.candidates = append(out.candidates, candidate{RequestSummary: r.Summary(), matches: r.State != airlock.StatePending && matches(r, names, needle)})
+		out.bytes += r.StoredBytes()
+	}
+	out.next = page.NextCursor
+	return out, err
+}
+
 // matches reports whether a request's texts contain needle (lower case).
+// The short texts go first: the arguments, up to a mebibyte, are lowered
+// only when nothing else matched.
 func matches(r airlock.Request, names map[string]string, needle string) bool {
-	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], string(r.Kind), string(r.State), string(r.Arguments)}
+	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], string(r.Kind), string(r.State)}
 	if d := r.Decision; d != nil {
 		texts = append(texts, d.Note, d.Answer, d.DecidedBy)
 	}
@@ -455,7 +515,7 @@ func matches(r airlock.Request, names map[string]string, needle string) bool {
 			return true
 		}
 	}
-	return false
+	return strings.Contains(strings.ToLower(string(r.Arguments)), needle)
 }
 
 // sessionRow is one session on the sessions page.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 )
 
 // pageNames are the templates, each parsed with layout.html.
@@ -108,6 +109,23 @@ type errorBody struct {
 // errorPage writes a page that says what went wrong and what to do.
 func (h *handler) errorPage(w http.ResponseWriter, r *http.Request, status int, heading, message string) {
 	h.render(w, r, status, nil, "error", heading, errorBody{Heading: heading, Message: message})
+}
+
+// heavyRead takes a slot for a page that lists requests
+// (provider.Service.HeavyRead). When none is free, it answers 429 with
+// Retry-After and a page saying so, and reports false.
+func (h *handler) heavyRead(w http.ResponseWriter, r *http.Request, v *view) (release func(), ok bool) {
+	release, err := h.svc.HeavyRead(v.caller)
+	switch {
+	case err == nil:
+		return release, true
+	case airlock.ErrorCode(err) == airlock.CodeRateLimited:
+		w.Header().Set("Retry-After", strconv.Itoa(int(provider.HeavyReadRetryAfter.Seconds())))
+		h.errorPage(w, r, http.StatusTooManyRequests, "Busy", "Too many lists at once: "+err.Error()+". Reload the page to try again.")
+	default:
+		h.fail(w, r, err)
+	}
+	return nil, false
 }
 
 // fail answers a failed read: not_found is a 404 page, a gone client

@@ -82,6 +82,10 @@ type options struct {
 	// guard throttles failed sign-ins; by default one too generous to
 	// throttle the tests that fail on purpose.
 	guard *ratelimit.Guard
+	// pageBytes is the provider's ListPageBytes.
+	pageBytes int
+	// wrapStore, when set, wraps the store the provider is given.
+	wrapStore func(airlock.Store) airlock.Store
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -103,7 +107,11 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger, StaleAfter: o.staleAfter})
+	var under airlock.Store = store
+	if o.wrapStore != nil {
+		under = o.wrapStore(store)
+	}
+	svc, err := provider.New(provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes})
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}

@@ -1099,7 +1099,7 @@ func agreeScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []ob
 	see("sweep", rs, err)
 	next, ok, err := s.NextDeadline(ctx)
 	see("next deadline", []any{next, ok}, err)
-	rs, err = s.ListRequests(ctx, airlock.RequestFilter{Limit: 100})
+	rs, _, err = s.ListRequests(ctx, airlock.RequestFilter{Limit: 100})
 	see("list", rs, err)
 	r, err = s.GetRequest(ctx, r4.ID)
 	see("get", r, err)
@@ -1175,7 +1175,7 @@ func TestCreateRacesDelete(t *testing.T) {
 		})
 		close(start)
 		wg.Wait()
-		pending, err := a.ListRequests(t.Context(), airlock.RequestFilter{InstanceID: in.ID, State: airlock.StatePending})
+		pending, _, err := a.ListRequests(t.Context(), airlock.RequestFilter{InstanceID: in.ID, State: airlock.StatePending})
 		if err != nil {
 			t.Fatal(err)
 		}

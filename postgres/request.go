@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -308,26 +309,6 @@ func scanStamped(row pgx.Row) (airlock.Request, time.Time, error) {
 	return r, at.UTC(), err
 }
 
-// queryRequests runs a query that yields requests, in the query's order.
-func queryRequests(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, query string, args named) ([]airlock.Request, error) {
-	rows, err := q.Query(ctx, query, args)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []airlock.Request
-	for rows.Next() {
-		r, err := scanRequest(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // updateRequests runs an UPDATE … RETURNING requestCols, tick.now of many
 // requests and returns them in creation order (RETURNING has no order of
 // its own, and events appended from the result should read the same on
@@ -553,8 +534,99 @@ func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, err
 	return r, translate(err, "request", id)
 }
 
-// ListRequests lists requests matching f, newest first.
-func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
+// storedBytesSQL is airlock.Request.StoredBytes in SQL. octet_length of
+// a text reads the size its TOAST pointer records, never the value, so a
+// page's sizes cost nothing to add up.
+const storedBytesSQL = `coalesce(octet_length(r.arguments), 0) + coalesce(octet_length(r.context), 0) +
+	octet_length(r.agent_reasoning) + octet_length(r.description) +
+	coalesce(octet_length(r.command_input), 0) + coalesce(octet_length(r.command_observed), 0)`
+
+// summaryCols is the column list of a request summary, in the order
+// scanSummary reads.
+const summaryCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.title, r.session_id,
+	r.created_at, r.deadline_at, r.decided_at, r.decided_by, r.note, r.answer, r.expires_at, r.question, r.command_method`
+
+// ListRequests lists requests matching f, newest first. One statement
+// picks the page by seq and the stored size of each candidate (cut), and
+// reads the columns of only the requests that fit it: up to the limit and
+// until the sizes before a request reach f.MaxBytes. It also counts the
+// candidates, one more than the limit at most, to tell whether more follow.
+func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, bool, error) {
+	where, args, err := listWhere(f)
+	if err != nil {
+		return nil, false, err
+	}
+	limit := listLimit(f)
+	args["limit"], args["candidates"], args["budget"] = limit, limit+1, int64(math.MaxInt64)
+	if f.MaxBytes > 0 {
+		args["budget"] = int64(f.MaxBytes)
+	}
+	q := `WITH page AS (
+	SELECT r.seq, ` + storedBytesSQL + ` AS size FROM requests r` + where + ` ORDER BY r.seq DESC LIMIT @candidates
+), cut AS (
+	SELECT seq, row_number() OVER w AS n,
+		coalesce(sum(size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+	FROM page WINDOW w AS (ORDER BY seq DESC)
+)
+SELECT ` + requestCols + `, (SELECT count(*) FROM page) FROM cut JOIN requests r ON r.seq = cut.seq
+WHERE cut.n <= @limit AND cut.before < @budget
+ORDER BY r.seq DESC`
+	rows, err := checked{s}.Query(ctx, q, args)
+	if err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	defer rows.Close()
+	var (
+		out   []airlock.Request
+		found int64
+	)
+	for rows.Next() {
+		r, err := scanRequest(rows, &found)
+		if err != nil {
+			return nil, false, translate(err, "requests", "list")
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	return out, found > int64(len(out)), nil
+}
+
+// ListRequestSummaries lists requests matching f as summaries, newest
+// first, reading only summaryCols.
+func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilter) ([]airlock.RequestSummary, bool, error) {
+	where, args, err := listWhere(f)
+	if err != nil {
+		return nil, false, err
+	}
+	limit := listLimit(f)
+	args["candidates"] = limit + 1
+	rows, err := checked{s}.Query(ctx, `SELECT `+summaryCols+` FROM requests r`+where+` ORDER BY r.seq DESC LIMIT @candidates`, args)
+	if err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	defer rows.Close()
+	var out []airlock.RequestSummary
+	for rows.Next() {
+		r, err := scanSummary(rows)
+		if err != nil {
+			return nil, false, translate(err, "requests", "list")
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// listWhere is the WHERE clause, with its named arguments, that selects
+// f's requests; empty when f selects every request.
+func listWhere(f airlock.RequestFilter) (string, named, error) {
 	var where []string
 	args := named{}
 	add := func(cond, name string, arg any) {
@@ -566,7 +638,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	}
 	if f.State != "" {
 		if !f.State.Valid() {
-			return nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
 		}
 		add("r.state = @state", "state", string(f.State))
 	}
@@ -578,26 +650,56 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	}
 	if f.Kind != "" {
 		if !f.Kind.Valid() {
-			return nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
 		}
 		add("r.kind = @kind", "kind", string(f.Kind))
 	}
 	if f.BeforeSeq > 0 {
 		add("r.seq < @before", "before", f.BeforeSeq)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
+	if len(where) == 0 {
+		return "", args, nil
 	}
-	args["limit"] = min(limit, maxListLimit)
+	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+}
 
-	q := `SELECT ` + requestCols + ` FROM requests r`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+// listLimit is f's page size: the default when unset, and at most maxListLimit.
+func listLimit(f airlock.RequestFilter) int {
+	if f.Limit <= 0 {
+		return defaultListLimit
 	}
-	q += ` ORDER BY r.seq DESC LIMIT @limit`
-	rs, err := queryRequests(ctx, checked{s}, q, args)
-	return rs, translate(err, "requests", "list")
+	return min(f.Limit, maxListLimit)
+}
+
+// scanSummary reads one row of summaryCols.
+func scanSummary(row pgx.Row) (airlock.RequestSummary, error) {
+	var (
+		r                           airlock.RequestSummary
+		state, kind                 string
+		decidedAt, expiresAt        *time.Time
+		decidedBy, question, method *string
+		note, answer                string
+	)
+	if err := row.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &r.Title, &r.SessionID,
+		&r.CreatedAt, &r.DeadlineAt, &decidedAt, &decidedBy, &note, &answer, &expiresAt, &question, &method); err != nil {
+		return airlock.RequestSummary{}, err
+	}
+	r.State, r.Kind = airlock.State(state), airlock.Kind(kind)
+	r.CreatedAt, r.DeadlineAt = r.CreatedAt.UTC(), r.DeadlineAt.UTC()
+	r.CommandMethod = deref(method)
+	if decidedAt != nil {
+		r.Decision = &airlock.Decision{
+			Status: r.State, Note: note, Answer: answer,
+			DecidedAt: decidedAt.UTC(), DecidedBy: deref(decidedBy), ExpiresAt: utc(expiresAt),
+		}
+	}
+	if question != nil {
+		r.Question = new(airlock.Question)
+		if err := json.Unmarshal([]byte(*question), r.Question); err != nil {
+			return airlock.RequestSummary{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
+		}
+	}
+	return r, nil
 }
 
 // Decide records a reviewer's decision with one compare-and-set.

@@ -236,7 +236,7 @@ func TestTokenCheckRidesAlong(t *testing.T) {
 	refused("a create by a revoked token", agent, func(ctx context.Context) error { _, err := create(ctx); return err })
 	refused("a read by a revoked token", agent, func(ctx context.Context) error { _, err := s.GetRequest(ctx, pending.ID); return err })
 	refused("a list by a revoked token", agent, func(ctx context.Context) error {
-		_, err := s.ListRequests(ctx, airlock.RequestFilter{})
+		_, _, err := s.ListRequests(ctx, airlock.RequestFilter{})
 		return err
 	})
 	refused("a decision by a token whose role changed", changed, func(ctx context.Context) error {
@@ -247,7 +247,7 @@ func TestTokenCheckRidesAlong(t *testing.T) {
 	if got, err := s.GetRequest(ctx, pending.ID); err != nil || got.State != airlock.StatePending {
 		t.Errorf("after a refused decision: %s, %v; want pending", got.State, err)
 	}
-	if all, err := s.ListRequests(ctx, airlock.RequestFilter{}); err != nil || len(all) != 4 {
+	if all, _, err := s.ListRequests(ctx, airlock.RequestFilter{}); err != nil || len(all) != 4 {
 		t.Errorf("%d requests (%v), want 4: the refused create inserted one", len(all), err)
 	}
 }

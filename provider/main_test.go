@@ -55,6 +55,9 @@ type options struct {
 	limits airlock.Limits
 	batch  int
 	path   string // reuse this database file instead of a fresh one
+	// pageBytes, heavyReads and heavyPerToken are Config.ListPageBytes,
+	// MaxHeavyReads and MaxHeavyReadsPerToken.
+	pageBytes, heavyReads, heavyPerToken int
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -84,7 +87,8 @@ func setup(t *testing.T, opt options) *bundle {
 	b.store = store
 	b.svc, err = New(Config{
 		Store: store, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ type Metrics struct {
 	transitions     *prometheus.CounterVec
 	decisionLatency prometheus.Histogram
 	expiryLag       prometheus.Histogram
+	heavyRefused    *prometheus.CounterVec
 }
 
 // NewMetrics creates the provider's collectors and registers them with reg.
@@ -32,11 +33,17 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 			Help:    "How long after its deadline the scheduler's sweep that expired a request committed (by this process's clock).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		heavyRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_heavy_reads_refused_total",
+			Help: "Lists and searches refused with 429 because their token (scope token) or this process (scope server) had every slot in use.",
+		}, []string{"scope"}),
 	}
 	for _, s := range airlock.States {
 		m.transitions.WithLabelValues(string(s))
 	}
-	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag)
+	m.heavyRefused.WithLabelValues("token")
+	m.heavyRefused.WithLabelValues("server")
+	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag, m.heavyRefused)
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "airlock_requests_pending",
@@ -66,4 +73,13 @@ func (m *Metrics) expired(r airlock.Request, committed time.Time) {
 	}
 	m.transitions.WithLabelValues(string(airlock.StateExpired)).Inc()
 	m.expiryLag.Observe(max(0, committed.Sub(r.DeadlineAt)).Seconds())
+}
+
+// heavyReadRefused counts a heavy read refused for want of a slot of its
+// token's (scope "token") or of the process's ("server").
+func (m *Metrics) heavyReadRefused(scope string) {
+	if m == nil {
+		return
+	}
+	m.heavyRefused.WithLabelValues(scope).Inc()
 }

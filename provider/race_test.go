@@ -175,7 +175,7 @@ func finalReads(t *testing.T, b *bundle) []checker.Op {
 	f := airlock.RequestFilter{Limit: 500}
 	for {
 		call := time.Now()
-		rs, err := b.store.ListRequests(context.WithoutCancel(t.Context()), f)
+		rs, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func (b *bundle) waitFor(t *testing.T, timeout time.Duration, what string, cond 
 // counting does not expire anything itself.
 func (b *bundle) pending(t *testing.T) int {
 	t.Helper()
-	rs, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending, Limit: 500})
+	rs, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,16 @@ type Config struct {
 	// before it shows as stale (default airlock.DefaultStaleAfter, 5m).
 	// Stale is display only: it cancels and refuses nothing.
 	StaleAfter time.Duration
+	// ListPageBytes ends a page of ListRequests early once its requests
+	// hold this many bytes of arguments and other large fields
+	// (airlock.Request.StoredBytes; default DefaultListPageBytes, 4 MiB).
+	ListPageBytes int
+	// MaxHeavyReads is how many heavy reads (HeavyRead) this process
+	// serves at once (default DefaultMaxHeavyReads, 8), and
+	// MaxHeavyReadsPerToken how many one token may have in progress
+	// (default DefaultMaxHeavyReadsPerToken, 2).
+	MaxHeavyReads         int
+	MaxHeavyReadsPerToken int
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -50,6 +60,10 @@ type Service struct {
 	maxWait time.Duration
 	batch   int
 	stale   time.Duration
+	// pageBytes is Config.ListPageBytes.
+	pageBytes int
+	// heavy bounds the heavy reads in progress (HeavyRead).
+	heavy *heavyReads
 
 	hub  *hub
 	kick chan struct{}
@@ -97,11 +111,21 @@ func New(cfg Config) (*Service, error) {
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = airlock.DefaultStaleAfter
 	}
+	if cfg.ListPageBytes <= 0 {
+		cfg.ListPageBytes = DefaultListPageBytes
+	}
+	if cfg.MaxHeavyReads <= 0 {
+		cfg.MaxHeavyReads = DefaultMaxHeavyReads
+	}
+	if cfg.MaxHeavyReadsPerToken <= 0 {
+		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
+	}
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)}, tokens: newTokenCache(cfg.Store),
 		remembered: newRememberedTokens(cfg.Store),
+		pageBytes:  cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
 	}, nil
 }
 
@@ -110,6 +134,10 @@ func (s *Service) Limits() airlock.Limits { return s.limits }
 
 // MaxWait returns the longest long-poll the service allows.
 func (s *Service) MaxWait() time.Duration { return s.maxWait }
+
+// ListPageBytes returns Config.ListPageBytes: how many bytes of arguments
+// and other large fields end a page of ListRequests.
+func (s *Service) ListPageBytes() int { return s.pageBytes }
 
 // Ready checks that the store can serve reads and writes (Store.Ping): an
 // unavailable error while it cannot, nil again once it recovers.
@@ -296,48 +324,86 @@ type Page struct {
 	NextCursor string // empty on the last page
 }
 
+// SummaryPage is one page of request summaries, newest first.
+type SummaryPage struct {
+	Summaries  []airlock.RequestSummary
+	NextCursor string // empty on the last page
+}
+
 // MaxPageSize bounds one page of a list.
 const MaxPageSize = 200
 
-// ListRequests lists requests: all for reviewers and admins, their own for agents.
+// ListRequests lists requests: all for reviewers and admins, their own for
+// agents. A page holds up to q.Limit requests, and ends early, with a
+// NextCursor, once those on it hold Config.ListPageBytes of arguments and
+// other large fields; a larger request comes alone on its page.
 func (s *Service) ListRequests(ctx context.Context, c airlock.Caller, q ListQuery) (Page, error) {
+	f, err := listFilter(c, q)
+	if err != nil {
+		return Page{}, err
+	}
+	f.MaxBytes = s.pageBytes
+	rs, more, err := s.store.ListRequests(ctx, f)
+	if err != nil {
+		return Page{}, err
+	}
+	p := Page{Requests: rs}
+	if more && len(rs) > 0 {
+		p.NextCursor = CursorAfter(rs[len(rs)-1].Seq)
+	}
+	return p, nil
+}
+
+// ListSummaries lists what ListRequests would, as summaries, for the
+// lists that show no arguments: their store reads leave the large fields
+// out, so a page is never cut short for its size.
+func (s *Service) ListSummaries(ctx context.Context, c airlock.Caller, q ListQuery) (SummaryPage, error) {
+	f, err := listFilter(c, q)
+	if err != nil {
+		return SummaryPage{}, err
+	}
+	rs, more, err := s.store.ListRequestSummaries(ctx, f)
+	if err != nil {
+		return SummaryPage{}, err
+	}
+	p := SummaryPage{Summaries: rs}
+	if more && len(rs) > 0 {
+		p.NextCursor = CursorAfter(rs[len(rs)-1].Seq)
+	}
+	return p, nil
+}
+
+// listFilter checks a list query and turns it into the store's filter.
+func listFilter(c airlock.Caller, q ListQuery) (airlock.RequestFilter, error) {
 	f := airlock.RequestFilter{State: q.State, InstanceID: q.InstanceID, Tool: q.Tool, Kind: q.Kind, Limit: q.Limit}
 	if c.Role == airlock.RoleAgent {
 		f.OwnerID = c.ID
 	}
 	if f.State != "" && !f.State.Valid() {
-		return Page{}, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+		return f, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
 	}
 	if f.Kind != "" && !f.Kind.Valid() {
-		return Page{}, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+		return f, airlock.Invalid("kind", "unknown kind %q", f.Kind)
 	}
 	switch {
 	case f.Limit == 0:
 		f.Limit = 50
 	case f.Limit < 1 || f.Limit > MaxPageSize:
-		return Page{}, airlock.Invalid("limit", "limit must be between 1 and %d", MaxPageSize)
+		return f, airlock.Invalid("limit", "limit must be between 1 and %d", MaxPageSize)
 	}
 	if q.Cursor != "" {
 		seq, err := strconv.ParseInt(strings.TrimPrefix(q.Cursor, "c"), 10, 64)
 		if err != nil || !strings.HasPrefix(q.Cursor, "c") || seq <= 0 {
-			return Page{}, airlock.Invalid("cursor", "cursor is not one this server returned")
+			return f, airlock.Invalid("cursor", "cursor is not one this server returned")
 		}
 		f.BeforeSeq = seq
 	}
-	limit := f.Limit
-	f.Limit++ // one more tells whether a next page exists
-	rs, err := s.store.ListRequests(ctx, f)
-	if err != nil {
-		return Page{}, err
-	}
-	var p Page
-	if len(rs) > limit {
-		rs = rs[:limit]
-		p.NextCursor = "c" + strconv.FormatInt(rs[limit-1].Seq, 10)
-	}
-	p.Requests = rs
-	return p, nil
+	return f, nil
 }
+
+// CursorAfter is the cursor of the page that continues a list after the
+// request with seq: ListQuery.Cursor takes it.
+func CursorAfter(seq int64) string { return "c" + strconv.FormatInt(seq, 10) }
 
 // owned returns the request if the caller owns it: reviewers and admins are
 // forbidden, other agents get not_found.

@@ -33,7 +33,7 @@ func TestExpireDueConcurrent(t *testing.T) {
 				return
 			}
 			counts[i] = n
-			left, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending})
+			left, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending})
 			if err != nil || len(left) != 0 {
 				t.Errorf("ExpireDue returned %d with %d still pending (%v)", n, len(left), err)
 			}

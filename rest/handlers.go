@@ -384,12 +384,29 @@ func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, c airlock
 		}
 		lq.Limit = n
 	}
+	// A page can hold the provider's ListPageBytes of arguments, and a
+	// request more: the slot bounds how many pages are in memory at once.
+	release, err := h.svc.HeavyRead(c)
+	if err != nil {
+		h.refuseHeavyRead(w, r, err)
+		return
+	}
+	defer release()
 	page, err := h.svc.ListRequests(r.Context(), c, lq)
 	if err != nil {
 		h.problem(w, r, err)
 		return
 	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writePage(b, page) })
+	replyPage(w, page)
+}
+
+// refuseHeavyRead answers a heavy read refused for want of a slot (429
+// rate_limited) with when to retry.
+func (h *handler) refuseHeavyRead(w http.ResponseWriter, r *http.Request, err error) {
+	if airlock.ErrorCode(err) == airlock.CodeRateLimited {
+		w.Header().Set("Retry-After", strconv.Itoa(int(provider.HeavyReadRetryAfter.Seconds())))
+	}
+	h.problem(w, r, err)
 }
 
 func (h *handler) cancelRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

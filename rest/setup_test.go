@@ -70,6 +70,13 @@ type options struct {
 	// guard throttles failed authentications; by default one too generous
 	// to throttle the tests that fail on purpose.
 	guard *ratelimit.Guard
+	// heavyReads and heavyPerToken are the provider's MaxHeavyReads and
+	// MaxHeavyReadsPerToken.
+	heavyReads, heavyPerToken int
+	// pageBytes is the provider's ListPageBytes.
+	pageBytes int
+	// wrapStore, when set, wraps the store the provider is given.
+	wrapStore func(airlock.Store) airlock.Store
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -93,9 +100,14 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	reg := prometheus.NewRegistry()
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
+	var under airlock.Store = store
+	if o.wrapStore != nil {
+		under = o.wrapStore(store)
+	}
 	svc, err := provider.New(provider.Config{
-		Store: store, Limits: limits, Logger: logger, MaxWait: o.maxWait,
-		Metrics: provider.NewMetrics(reg, nil),
+		Store: under, Limits: limits, Logger: logger, MaxWait: o.maxWait,
+		Metrics:       provider.NewMetrics(reg, nil),
+		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
 	})
 	if err != nil {
 		t.Fatalf("provider: %v", err)

@@ -208,13 +208,35 @@ func writeEvent(b *bytes.Buffer, e airlock.Event) {
 	o.end()
 }
 
-// writePage writes a page of requests.
-func writePage(b *bytes.Buffer, p provider.Page) {
-	o := beginObject(b)
+// replyPage answers 200 with a page of requests, written as it is
+// encoded: one request at a time goes into a buffer and through to w, so
+// the answer is never held whole beside the page (which can hold several
+// MiB of arguments). The page is read in full before the first byte, so an
+// error is still a problem, and a slow client never holds a read of the
+// store open.
+func replyPage(w http.ResponseWriter, p provider.Page) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	var b bytes.Buffer
+	o := beginObject(&b)
 	o.key("items")
-	writeArray(b, p.Requests, writeRequest)
+	b.WriteByte('[')
+	for i, r := range p.Requests {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeRequest(&b, r)
+		if _, err := w.Write(b.Bytes()); err != nil {
+			return // the client went away
+		}
+		b.Reset()
+	}
+	b.WriteByte(']')
 	o.str("next_cursor", p.NextCursor)
 	o.end()
+	b.WriteByte('\n')
+	w.Write(b.Bytes())
 }
 
 // writeArray writes items as a JSON array, each with write.

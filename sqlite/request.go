@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -421,8 +422,100 @@ func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, err
 	return r, translate(err, "request", id)
 }
 
-// ListRequests lists requests matching f, newest first.
-func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, error) {
+// storedBytesSQL is airlock.Request.StoredBytes in SQL. octet_length
+// reads a value's length from its record's header, never the value, so a
+// page's sizes cost nothing to add up.
+const storedBytesSQL = `coalesce(octet_length(arguments), 0) + coalesce(octet_length(context), 0) +
+	octet_length(agent_reasoning) + octet_length(description) +
+	coalesce(octet_length(command_input), 0) + coalesce(octet_length(command_observed), 0)`
+
+// summaryCols is the column list of a request summary, in the order
+// scanSummary reads.
+const summaryCols = `seq, id, instance_id, owner_id, state, kind, tool, title, session_id, created_at, deadline_at,
+	decided_at, decided_by, note, answer, expires_at, question, command_method`
+
+// ListRequests lists requests matching f, newest first. One statement
+// picks the page by seq and the stored size of each candidate (cut), and
+// reads the columns of only the requests that fit it: up to the limit and
+// until the sizes before a request reach f.MaxBytes. It also counts the
+// candidates, one more than the limit at most, to tell whether more follow.
+func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, bool, error) {
+	where, args, err := listWhere(f)
+	if err != nil {
+		return nil, false, err
+	}
+	limit := listLimit(f)
+	budget := int64(math.MaxInt64)
+	if f.MaxBytes > 0 {
+		budget = int64(f.MaxBytes)
+	}
+	q := `WITH page AS (
+	SELECT seq, ` + storedBytesSQL + ` AS size FROM requests` + where + ` ORDER BY seq DESC LIMIT ?
+), cut AS (
+	SELECT seq, row_number() OVER w AS n,
+		coalesce(sum(size) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+	FROM page WINDOW w AS (ORDER BY seq DESC)
+)
+SELECT ` + requestCols + `, (SELECT count(*) FROM page) FROM requests
+WHERE seq IN (SELECT seq FROM cut WHERE n <= ? AND before < ?)
+ORDER BY seq DESC`
+	args = append(args, limit+1, limit, budget)
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	defer rows.Close()
+	var (
+		out   []airlock.Request
+		found int
+	)
+	for rows.Next() {
+		r, err := scanRequest(rows, &found)
+		if err != nil {
+			return nil, false, translate(err, "requests", "list")
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	return out, found > len(out), nil
+}
+
+// ListRequestSummaries lists requests matching f as summaries, newest
+// first, reading only summaryCols.
+func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilter) ([]airlock.RequestSummary, bool, error) {
+	where, args, err := listWhere(f)
+	if err != nil {
+		return nil, false, err
+	}
+	limit := listLimit(f)
+	rows, err := s.read.QueryContext(ctx, `SELECT `+summaryCols+` FROM requests`+where+` ORDER BY seq DESC LIMIT ?`,
+		append(args, limit+1)...)
+	if err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	defer rows.Close()
+	var out []airlock.RequestSummary
+	for rows.Next() {
+		r, err := scanSummary(rows)
+		if err != nil {
+			return nil, false, translate(err, "requests", "list")
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, translate(err, "requests", "list")
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
+// listWhere is the WHERE clause, with its arguments, that selects f's
+// requests; empty when f selects every request.
+func listWhere(f airlock.RequestFilter) (string, []any, error) {
 	var (
 		where []string
 		args  []any
@@ -436,7 +529,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	}
 	if f.State != "" {
 		if !f.State.Valid() {
-			return nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
 		}
 		add("state = ?", f.State)
 	}
@@ -448,27 +541,56 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	}
 	if f.Kind != "" {
 		if !f.Kind.Valid() {
-			return nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
 		}
 		add("kind = ?", f.Kind)
 	}
 	if f.BeforeSeq > 0 {
 		add("seq < ?", f.BeforeSeq)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
+	if len(where) == 0 {
+		return "", nil, nil
 	}
-	limit = min(limit, maxListLimit)
+	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+}
 
-	q := `SELECT ` + requestCols + ` FROM requests`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
+// listLimit is f's page size: the default when unset, and at most maxListLimit.
+func listLimit(f airlock.RequestFilter) int {
+	if f.Limit <= 0 {
+		return defaultListLimit
 	}
-	q += ` ORDER BY seq DESC LIMIT ?`
-	args = append(args, limit)
-	rs, err := queryRequests(ctx, s.read, q, args...)
-	return rs, translate(err, "requests", "list")
+	return min(f.Limit, maxListLimit)
+}
+
+// scanSummary reads one row of summaryCols.
+func scanSummary(sc scanner) (airlock.RequestSummary, error) {
+	var (
+		r                 airlock.RequestSummary
+		created, deadline int64
+		decidedAt, expAt  sql.NullInt64
+		decidedBy, method sql.NullString
+		question          sql.NullString
+		note, answer      string
+	)
+	if err := sc.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &r.Title, &r.SessionID,
+		&created, &deadline, &decidedAt, &decidedBy, &note, &answer, &expAt, &question, &method); err != nil {
+		return airlock.RequestSummary{}, err
+	}
+	r.CreatedAt, r.DeadlineAt = fromMicros(created), fromMicros(deadline)
+	r.CommandMethod = method.String
+	if decidedAt.Valid {
+		r.Decision = &airlock.Decision{
+			Status: r.State, Note: note, Answer: answer,
+			DecidedAt: fromMicros(decidedAt.Int64), DecidedBy: decidedBy.String, ExpiresAt: nullMicros(expAt),
+		}
+	}
+	if question.Valid {
+		r.Question = new(airlock.Question)
+		if err := json.Unmarshal([]byte(question.String), r.Question); err != nil {
+			return airlock.RequestSummary{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
+		}
+	}
+	return r, nil
 }
 
 // Decide records a reviewer's decision with one compare-and-set.

@@ -126,7 +126,7 @@ func TestTwoProcesses(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	rs, err := stores[1].ListRequests(t.Context(), airlock.RequestFilter{State: airlock.StateApproved, Limit: 500})
+	rs, _, err := stores[1].ListRequests(t.Context(), airlock.RequestFilter{State: airlock.StateApproved, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

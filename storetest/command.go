@@ -308,7 +308,7 @@ func checkAtomic(t *testing.T, b *mcpBundle) {
 		before                  int64
 	)
 	for {
-		page, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{BeforeSeq: before, Limit: 500})
+		page, _, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{BeforeSeq: before, Limit: 500})
 		wantOK(t, err)
 		if len(page) == 0 {
 			break

@@ -102,7 +102,7 @@ func (s *suite) testCreate(t *testing.T) {
 				t.Errorf("%s: err = %v, want invalid_request", name, err)
 			}
 		}
-		if rs, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{}); err != nil || len(rs) != 0 {
+		if rs, _, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{}); err != nil || len(rs) != 0 {
 			t.Fatalf("ListRequests = %d requests, %v; want none stored", len(rs), err)
 		}
 	})
@@ -221,7 +221,7 @@ func (s *suite) testIdempotency(t *testing.T) {
 		if created != 1 || len(seen) != 1 {
 			t.Fatalf("%d creates reported created, %d distinct IDs returned; want 1 and 1", created, len(seen))
 		}
-		rs, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{})
+		rs, _, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{})
 		wantOK(t, err)
 		if len(rs) != 1 {
 			t.Fatalf("%d requests stored, want 1", len(rs))
@@ -279,7 +279,7 @@ func (s *suite) testData(t *testing.T) {
 					t.Fatalf("context = %q, want %q", g.Context, tc.ctx)
 				}
 			}
-			list, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{Limit: 1})
+			list, _, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{Limit: 1})
 			wantOK(t, err)
 			if string(list[0].Arguments) != tc.args {
 				t.Fatalf("listed arguments = %q, want %q", list[0].Arguments, tc.args)

@@ -148,6 +148,14 @@ func TestServeConfig(t *testing.T) {
 			}},
 		{name: "a failed-authentication limit", args: []string{"--auth-failure-limit", "6"},
 			check: func(c Config) bool { g := c.AuthGuard(); return g.AddressBurst == 6 && g.AddressRate == 0.1 }},
+		{name: "negative heavy-read bounds", args: []string{"--max-heavy-reads", "-1"},
+			wantErr: "--max-heavy-reads must be positive"},
+		{name: "negative heavy-read bounds per token", env: map[string]string{"AIRLOCK_MAX_HEAVY_READS_PER_TOKEN": "-2"},
+			wantErr: "--max-heavy-reads-per-token must be positive"},
+		{name: "heavy-read bounds from flags and the environment", args: []string{"--max-heavy-reads", "16"},
+			env:   map[string]string{"AIRLOCK_MAX_HEAVY_READS_PER_TOKEN": "4"},
+			check: func(c Config) bool { return c.MaxHeavyReads == 16 && c.MaxHeavyReadsPerToken == 4 }},
+		{name: "heavy-read bounds default", check: func(c Config) bool { return c.MaxHeavyReads == 8 && c.MaxHeavyReadsPerToken == 2 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

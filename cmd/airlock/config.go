@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 )
 
@@ -60,6 +61,14 @@ type Config struct {
 	// none: the client is the TCP peer, and the header, which any client
 	// can write, is ignored.
 	TrustedProxies string
+	// MaxHeavyReads is how many heavy reads (REST lists of requests, the
+	// inbox's pending page and history, history searches) the process
+	// serves at once; over it, 429. Each holds up to a page of requests in
+	// memory, so this bounds what a burst of them can take. Default 8.
+	MaxHeavyReads int
+	// MaxHeavyReadsPerToken is how many heavy reads one token may have in
+	// progress; over it, 429. Default 2.
+	MaxHeavyReadsPerToken int
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text or json. Default text.
@@ -77,19 +86,21 @@ type Config struct {
 func DefaultConfig() Config {
 	l := airlock.DefaultLimits()
 	return Config{
-		Addr:                "127.0.0.1:8080",
-		DB:                  "airlock.db",
-		MinTimeout:          l.MinTimeout,
-		MaxTimeout:          l.MaxTimeout,
-		DefaultTimeout:      l.DefaultTimeout,
-		ApprovalValidity:    l.ApprovalValidity,
-		MaxApprovalValidity: l.MaxApprovalValidity,
-		RateLimit:           rest.DefaultRateLimit,
-		AuthFailureLimit:    ratelimit.DefaultAddressFailures,
-		LogLevel:            "info",
-		LogFormat:           "text",
-		SessionStaleAfter:   airlock.DefaultStaleAfter,
-		ShutdownGrace:       10 * time.Second,
+		Addr:                  "127.0.0.1:8080",
+		DB:                    "airlock.db",
+		MinTimeout:            l.MinTimeout,
+		MaxTimeout:            l.MaxTimeout,
+		DefaultTimeout:        l.DefaultTimeout,
+		ApprovalValidity:      l.ApprovalValidity,
+		MaxApprovalValidity:   l.MaxApprovalValidity,
+		RateLimit:             rest.DefaultRateLimit,
+		AuthFailureLimit:      ratelimit.DefaultAddressFailures,
+		LogLevel:              "info",
+		LogFormat:             "text",
+		SessionStaleAfter:     airlock.DefaultStaleAfter,
+		ShutdownGrace:         10 * time.Second,
+		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
+		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
 	}
 }
 
@@ -122,6 +133,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AuthFailureLimit == 0 {
 		c.AuthFailureLimit = d.AuthFailureLimit
+	}
+	if c.MaxHeavyReads == 0 {
+		c.MaxHeavyReads = d.MaxHeavyReads
+	}
+	if c.MaxHeavyReadsPerToken == 0 {
+		c.MaxHeavyReadsPerToken = d.MaxHeavyReadsPerToken
 	}
 	return c
 }
@@ -180,6 +197,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := ratelimit.ParseTrustedProxies(c.TrustedProxies); err != nil {
 		return fmt.Errorf("--trusted-proxies: %v; list the proxies' IP addresses or CIDR prefixes, comma-separated", err)
+	}
+	if c.MaxHeavyReads < 0 {
+		return fmt.Errorf("--max-heavy-reads must be positive (lists and searches served at once)")
+	}
+	if c.MaxHeavyReadsPerToken < 0 {
+		return fmt.Errorf("--max-heavy-reads-per-token must be positive (lists and searches one token may have in progress)")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
@@ -262,6 +285,8 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.Float64Var(&c.RateLimit, "rate-limit", d.RateLimit, "requests per second allowed per token, REST and /mcp together (bursts of twice that); over it, 429")
 	fs.IntVar(&c.AuthFailureLimit, "auth-failure-limit", d.AuthFailureLimit, "failed authentications (REST, /mcp, inbox sign-in) one client address may make at once and per minute; beyond, 429 for tokens this server has not accepted before")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "reverse proxies (IPs or CIDR prefixes, comma-separated) whose X-Forwarded-For names the client; by default the header is ignored")
+	fs.IntVar(&c.MaxHeavyReads, "max-heavy-reads", d.MaxHeavyReads, "heavy reads (REST lists of requests, the inbox's pending page and history, history searches) served at once; over it, 429")
+	fs.IntVar(&c.MaxHeavyReadsPerToken, "max-heavy-reads-per-token", d.MaxHeavyReadsPerToken, "heavy reads one token may have in progress; over it, 429")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")

@@ -2,10 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -151,81 +148,4 @@ func firstPending(acked map[string]string) string {
 		}
 	}
 	return ""
-}
-
-// inboxSession is a reviewer signed in to the web inbox.
-type inboxSession struct {
-	url, csrf string
-	hc        *http.Client
-}
-
-// page is an answer of the inbox, its body read.
-type page struct {
-	*http.Response
-	body string
-}
-
-// signIn signs in to the inbox with token, as a browser would.
-func signIn(t *testing.T, base, token string) *inboxSession {
-	t.Helper()
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	s := &inboxSession{url: base, hc: &http.Client{Transport: tr, Jar: jar,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	form := s.do(t, "GET", "/signin", nil)
-	s.do(t, "POST", "/signin", url.Values{"csrf": {csrfOf(t, form.body)}, "token": {token}, "next": {"/"}})
-	home := s.do(t, "GET", "/", nil)
-	if home.StatusCode != 200 {
-		t.Fatalf("the inbox after signing in: %d\n%s", home.StatusCode, home.body)
-	}
-	s.csrf = csrfOf(t, home.body)
-	return s
-}
-
-// decide posts the decision form of request id.
-func (s *inboxSession) decide(t *testing.T, id, action string) page {
-	t.Helper()
-	return s.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {s.csrf}, "action": {action}})
-}
-
-func (s *inboxSession) do(t *testing.T, method, path string, form url.Values) page {
-	t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequest(method, s.url+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Sec-Fetch-Site", "same-origin")
-	}
-	res, err := s.hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return page{res, string(b)}
-}
-
-var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-// csrfOf returns the CSRF token of a page's forms.
-func csrfOf(t *testing.T, body string) string {
-	t.Helper()
-	m := csrfRE.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no CSRF field in the page:\n%s", body)
-	}
-	return m[1]
 }

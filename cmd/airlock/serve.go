@@ -117,7 +117,7 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	svc, err := provider.New(provider.Config{
 		Store: store, Limits: cfg.Limits(), Logger: log, Metrics: provider.NewMetrics(reg, nil),
-		StaleAfter: cfg.SessionStaleAfter,
+		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 	})
 	if err != nil {
 		return nil, err
@@ -126,6 +126,10 @@ func NewServer(ctx context.Context, cfg Config, notices io.Writer) (_ *Server, e
 		Name: "airlock_long_polls_waiting",
 		Help: "Long-polls of this process waiting for a request to change.",
 	}, func() float64 { return float64(svc.Waiters()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_heavy_reads_in_progress",
+		Help: "Lists and searches of this process holding a heavy-read slot (at most --max-heavy-reads).",
+	}, func() float64 { return float64(svc.HeavyReads()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_requests_pending",
 		Help: "Requests pending now, across every replica sharing the database.",

@@ -82,7 +82,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	if err != nil || got.State != airlock.StatePending {
 		t.Errorf("the request after refused calls: %s, %v; want still pending", got.State, err)
 	}
-	all, err := s.ListRequests(context.Background(), airlock.RequestFilter{})
+	all, _, err := s.ListRequests(context.Background(), airlock.RequestFilter{})
 	if err != nil || len(all) != 1 {
 		t.Errorf("%d requests after a refused create (%v), want 1", len(all), err)
 	}
