@@ -61,6 +61,17 @@ func exampleServer() (url string, agent *client.Client, instanceID string, revie
 	}
 }
 
+// exampleGate opens a gate for the agent's instance, with its journal in
+// a fresh folder, and returns it with a function that closes it.
+func exampleGate(agent *client.Client, instanceID string) (*client.Gate, func()) {
+	journal := must(os.MkdirTemp("", "airlock-gate-journal"))
+	gate := must(client.NewGate(client.GateConfig{Client: agent, InstanceID: instanceID, JournalDir: journal}))
+	return gate, func() {
+		gate.Close()
+		os.RemoveAll(journal)
+	}
+}
+
 func mustClient(url, token string) *client.Client {
 	return must(client.New(url, token))
 }
@@ -120,16 +131,8 @@ func ExampleDo() {
 	_, agent, instanceID, reviewer, stop := exampleServer()
 	defer stop()
 	ctx := context.Background()
-	journal, err := os.MkdirTemp("", "airlock-gate-journal")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(journal)
-	gate, err := client.NewGate(client.GateConfig{Client: agent, InstanceID: instanceID, JournalDir: journal})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer gate.Close()
+	gate, closeGate := exampleGate(agent, instanceID)
+	defer closeGate()
 
 	call := client.Call{
 		Tool:       "issue_refund",
@@ -165,19 +168,11 @@ func ExampleDeniedError() {
 	_, agent, instanceID, reviewer, stop := exampleServer()
 	defer stop()
 	ctx := context.Background()
-	journal, err := os.MkdirTemp("", "airlock-gate-journal")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(journal)
-	gate, err := client.NewGate(client.GateConfig{Client: agent, InstanceID: instanceID, JournalDir: journal})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer gate.Close()
+	gate, closeGate := exampleGate(agent, instanceID)
+	defer closeGate()
 
 	ran := false
-	_, err = gate.Run(ctx, client.Call{
+	_, err := gate.Run(ctx, client.Call{
 		Tool:       "delete_customer",
 		Arguments:  json.RawMessage(`{"customer_id":"cus_9"}`),
 		AttemptKey: "tool-call-7",
