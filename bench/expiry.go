@@ -26,8 +26,8 @@ const (
 	// all would make its pending counter one hot row.
 	expiryPerInstance = 1000
 	// sweepHoldBound is how long a sweep may hold SQLite's writer (the
-	// target in docs/performance.md, "Expiry"); the report counts the
-	// write transactions over it.
+	// target in docs/performance.md, "Expiry of a large backlog"); the
+	// report counts the write transactions over it.
 	sweepHoldBound = 25 * time.Millisecond
 	// sweepCallBound is how long a sweep on PostgreSQL may take (the same
 	// section's target); the report counts the sweep calls over it.

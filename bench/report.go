@@ -162,7 +162,7 @@ type ExpiryReport struct {
 	SweepP50MS   float64 `json:"sweep_p50_ms,omitempty"`
 	SweepP99MS   float64 `json:"sweep_p99_ms,omitempty"`
 	// SweepsOver60MS counts the sweep calls over the target for a sweep on
-	// PostgreSQL, 60 ms (docs/performance.md, "Expiry").
+	// PostgreSQL, 60 ms (docs/performance.md, "Expiry of a large backlog").
 	SweepsOver60MS int `json:"sweeps_over_60ms"`
 	// LongestSweepAt is which of the sweep calls took longest (1 is the
 	// first), as LongestHoldAt is for the writer's holds.
