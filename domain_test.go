@@ -93,7 +93,7 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-// The codes of DESIGN.md §3, plus unavailable and internal; each once.
+// The codes of docs/protocol.md's error table, each once.
 func TestCodes(t *testing.T) {
 	t.Parallel()
 	want := []string{"invalid_request", "unauthorized", "forbidden", "not_found", "idempotency_conflict",
@@ -185,7 +185,7 @@ func TestKindsRolesAndExecutionStatuses(t *testing.T) {
 }
 
 // Reviewers and admins see every request and instance; an agent sees only
-// its own; anyone else sees nothing (DESIGN.md §8).
+// its own; anyone else sees nothing (docs/protocol.md S3).
 func TestCanRead(t *testing.T) {
 	t.Parallel()
 	agentA := airlock.Caller{ID: "tok_a", Role: airlock.RoleAgent}
@@ -233,7 +233,7 @@ func TestTokenHasScope(t *testing.T) {
 
 var idPattern = regexp.MustCompile(`^[a-z]{3}_[a-z2-7]{24}$`)
 
-// IDs are opaque, prefixed and unique (DESIGN.md §3).
+// IDs are opaque, prefixed and unique.
 func TestNewID(t *testing.T) {
 	t.Parallel()
 	for _, prefix := range []string{airlock.PrefixRequest, airlock.PrefixInstance, airlock.PrefixSession, airlock.PrefixToken} {

@@ -10,9 +10,10 @@ import (
 // (the REST API, MCP tools, the Go client) switch on it.
 type Code string
 
-// The error codes of DESIGN.md §3, plus Unavailable for a store that cannot
-// serve now (a full disk, a database that cannot be reached) and Internal
-// for failures the caller cannot fix.
+// The error codes, with their HTTP statuses in docs/protocol.md: those a
+// caller can act on, Unavailable for a store that cannot serve now (a full
+// disk, a database that cannot be reached) and Internal for failures the
+// caller cannot fix.
 const (
 	CodeInvalidRequest      Code = "invalid_request"
 	CodeUnauthorized        Code = "unauthorized"

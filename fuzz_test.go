@@ -1,9 +1,10 @@
 package airlock_test
 
-// Fuzz targets (RELIABILITY.md T11). In CI each runs for a fixed time, one
-// at a time (go test accepts one -fuzz target per run):
+// Fuzz targets (T11 in docs/reliability.md). In CI each runs for a fixed
+// count of executions, one at a time (go test accepts one -fuzz target per
+// run; .ci/run has the counts):
 //
-//	go test -run '^$' -fuzz '^FuzzParseCreateRequest$' -fuzztime 30s .
+//	go test -run '^$' -fuzz '^FuzzParseCreateRequest$' -fuzztime 600000x .
 //
 // Seeds below, plus any crashers saved under testdata/fuzz, run as ordinary
 // tests in every `go test`.

@@ -25,7 +25,7 @@ func nestArrays(depth int) string {
 	return `{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + "}"
 }
 
-// STYLE.md §13: before anything is stored or hashed, refuse duplicate keys,
+// Before anything is stored or hashed, refuse duplicate keys,
 // case variants, invalid UTF-8, NUL, over-deep nesting; everything else that
 // is JSON is accepted.
 func TestParseObject(t *testing.T) {

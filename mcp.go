@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// Proposal modes of an MCP request (DESIGN.md §4).
+// Proposal modes of an MCP request (docs/mcp.md).
 const (
 	// ProposalAdvisory records the decision and executes nothing.
 	ProposalAdvisory = "advisory"

@@ -9,7 +9,8 @@ import (
 // non-terminal state; a terminal request never changes state again.
 type State string
 
-// The five states of DESIGN.md §2.
+// The five states of a request (docs/protocol.md, "The lifecycle"); all but
+// pending are terminal.
 const (
 	StatePending   State = "pending"
 	StateApproved  State = "approved"
@@ -87,7 +88,7 @@ type Request struct {
 	IdempotencyKey string
 	Fingerprint    string
 
-	// MCP fields (DESIGN.md §4); empty for REST tool calls.
+	// MCP fields (docs/mcp.md); empty for REST tool calls.
 	Title       string
 	Description string
 	TargetType  string

@@ -181,7 +181,9 @@ func component(whole, frac string, unit time.Duration) (time.Duration, bool) {
 	return d, true
 }
 
-// Limits are the provider's bounds on windows and validity (DESIGN.md §5).
+// Limits are the provider's bounds on windows and validity: the flags
+// --min-timeout, --max-timeout, --default-timeout, --approval-validity and
+// --max-approval-validity (the README's Configuration table).
 type Limits struct {
 	MinTimeout          time.Duration // shortest decision window accepted (1s)
 	MaxTimeout          time.Duration // longer windows are shortened to this (168h)
@@ -190,7 +192,7 @@ type Limits struct {
 	MaxApprovalValidity time.Duration // most a reviewer's valid_for may ask (1h)
 }
 
-// DefaultLimits returns the defaults of DESIGN.md §5.
+// DefaultLimits returns the defaults of those flags.
 func DefaultLimits() Limits {
 	return Limits{
 		MinTimeout:          time.Second,

@@ -236,7 +236,7 @@ func TestLimitsValidity(t *testing.T) {
 	}
 }
 
-// Limits.Validate names the flag to fix (DESIGN.md §5).
+// Limits.Validate names the flag to fix.
 func TestLimitsValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -275,7 +275,7 @@ func TestLimitsValidate(t *testing.T) {
 	}
 }
 
-// The defaults of DESIGN.md §5.
+// The defaults of the README's Configuration table.
 func TestDefaultLimits(t *testing.T) {
 	t.Parallel()
 	want := airlock.Limits{

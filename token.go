@@ -12,7 +12,8 @@ import (
 // Role is what a token may do. Each token has exactly one.
 type Role string
 
-// The three roles of DESIGN.md §8.
+// The three roles (docs/protocol.md S1): an agent asks, a reviewer decides,
+// an admin manages tokens and instances.
 const (
 	RoleAdmin    Role = "admin"
 	RoleAgent    Role = "agent"
@@ -80,7 +81,7 @@ func HashSecret(secret string) []byte {
 	return h[:]
 }
 
-// ID prefixes of DESIGN.md §3.
+// ID prefixes, one per kind of resource (docs/protocol.md, "The REST API").
 const (
 	PrefixRequest  = "apr_"
 	PrefixInstance = "ins_"

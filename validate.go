@@ -13,7 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// Input limits (STYLE.md §13). Lengths are in bytes of UTF-8.
+// Input limits (docs/protocol.md, "Limits and input"). Lengths are in bytes
+// of UTF-8.
 const (
 	MaxBodyBytes       = 1 << 20 // whole HTTP body
 	MaxReasoningLen    = 16 << 10

@@ -39,7 +39,7 @@ func TestParseCreateRequest(t *testing.T) {
 	}{
 		{"the brief's example is accepted", briefExample, accepted},
 		{"tool and arguments alone are enough", body(tool("ls"), args), accepted},
-		// The tool name: ^[A-Za-z0-9_.-]{1,128}$ (RELIABILITY.md T18).
+		// The tool name: ^[A-Za-z0-9_.-]{1,128}$ (T18).
 		{"a tool name of letters, digits, _ . - is accepted", body(tool("fs.read_file-v2_X9"), args), accepted},
 		{"a tool name of 128 characters is accepted", body(tool(strings.Repeat("a", 128)), args), accepted},
 		{"a tool name of 129 characters is refused", body(tool(strings.Repeat("a", 129)), args), refusedWith("tool must match")},
@@ -138,7 +138,8 @@ func TestParseCreateRequestErrorField(t *testing.T) {
 	}
 }
 
-// The tool and arguments stored are exactly those submitted (DESIGN.md §2.11).
+// The tool and arguments stored are exactly those submitted
+// (docs/protocol.md L11).
 func TestParseCreateRequestKeepsArgumentsVerbatim(t *testing.T) {
 	t.Parallel()
 	const arguments = `{ "b" : "\u00e9\/",  "a":[1, 2.0, 1e2],"c":{} }`
@@ -367,7 +368,7 @@ func TestDecisionInput(t *testing.T) {
 }
 
 // A question is answered by an approval carrying an answer, one of the
-// choices when there are choices (DESIGN.md §4).
+// choices when there are choices (docs/mcp.md, "Questions").
 func TestDecisionInputCheckAnswer(t *testing.T) {
 	t.Parallel()
 	yesNo := &airlock.Question{Choices: []string{"yes", "no"}}

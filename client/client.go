@@ -1,6 +1,6 @@
-// Package client is Airlock's Go SDK: a typed client for the REST API
-// (DESIGN.md §3) and a Gate that runs one tool call only with a valid
-// approval, and only once (DESIGN.md §2 rules 6–8, §6).
+// Package client is Airlock's Go SDK (docs/adapters.md): a typed client for
+// the REST API and a Gate that runs one tool call only with a valid
+// approval, and only once (docs/protocol.md L6–L8).
 //
 // Errors the server answers are *Error, carrying the domain's airlock.Code,
 // the HTTP status and, for conflicts, the state that holds, so callers can

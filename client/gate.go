@@ -15,7 +15,7 @@ import (
 )
 
 // Gate runs tool calls only with a valid approval, and each at most once
-// (DESIGN.md §2 rules 6–8, §6). For one call it asks Airlock for approval
+// (docs/protocol.md L6–L8). For one call it asks Airlock for approval
 // of exactly that tool and those arguments, waits for a reviewer, claims
 // the single execution attempt, checks expires_at against the local clock
 // immediately before starting, runs the function, and reports succeeded,

@@ -44,7 +44,7 @@ type ApprovalRequest struct {
 	Decision   *Decision  `json:"decision,omitempty"`
 	Execution  *Execution `json:"execution,omitempty"`
 
-	// Fields of requests made through MCP (DESIGN.md §4).
+	// Fields of requests made through MCP (docs/mcp.md).
 	Title         string         `json:"title,omitempty"`
 	Description   string         `json:"description,omitempty"`
 	TargetType    string         `json:"target_type,omitempty"`

@@ -1,11 +1,11 @@
-// Package inbox is Airlock's web inbox for reviewers (DESIGN.md §5): the
+// Package inbox is Airlock's web inbox for reviewers (docs/inbox.md): the
 // pending requests, live over server-sent events; a request's page with
 // exactly what would run, the agent's claim set apart, and the decision
 // forms; history, sessions and the work board. It is server-rendered with
 // html/template and one small embedded script, with no build step, and is
 // a thin layer over provider.Service like the REST API.
 //
-// Security (DESIGN.md §8, RELIABILITY.md T17–T19): every text from an
+// Security (docs/inbox.md, "Security model"; tests T17–T19): every text from an
 // agent or adapter is escaped by html/template and shown with its invisible
 // and bidirectional characters as visible markers; every response carries
 // a strict Content-Security-Policy (no inline script, no framing);

@@ -11,7 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// Tool arguments are read as strictly as REST bodies (STYLE.md §13):
+// Tool arguments are read as strictly as REST bodies (T10):
 // the domain's strict parser refuses duplicate or case-variant keys,
 // invalid UTF-8, NUL and deep nesting anywhere; unknown fields are refused
 // by name at every level; then the domain validates the values, with

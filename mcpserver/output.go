@@ -9,7 +9,7 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// The results' wire format: the same resources as REST (DESIGN.md §3) in
+// The results' wire format: the same resources as REST in
 // the MCP field style — camelCase keys (approvalId, deadlineAt, …), times
 // RFC 3339 in UTC, optional fields omitted rather than null. Each result
 // has a "next" member that tells the agent, in a sentence, where it stands

@@ -9,8 +9,8 @@ import (
 )
 
 // approvalRequestSchema is approval_request's input schema, copied byte for
-// byte from the MCP brief (../shared/brief/002_*.txt). tools/list shows
-// exactly it; a test compares the two structurally.
+// byte from the MCP brief (a copy is testdata/mcp-brief.txt). tools/list
+// shows exactly it; a test compares the two structurally.
 //
 //go:embed approval_request.schema.json
 var approvalRequestSchema []byte

@@ -1,4 +1,4 @@
-// Package mcpserver is Airlock's MCP server (DESIGN.md §4, MCP revision
+// Package mcpserver is Airlock's MCP server (docs/mcp.md, MCP revision
 // 2025-06-18): the tools an agent uses to ask a person before it acts
 // (approval_request, approval_status, approval_cancel), to keep a session
 // that receives decisions as instructions (session_open, session_heartbeat,
@@ -29,7 +29,7 @@ import (
 )
 
 // ProtocolVersions are the MCP revisions the server negotiates, newest
-// first. Airlock is built to 2025-06-18 (DESIGN.md §4); 2025-11-25 adds
+// first. Airlock is built to 2025-06-18; 2025-11-25 adds
 // nothing the tools rely on and 2025-03-26 clients read the same results
 // as text. An MCP-Protocol-Version header naming any other revision is
 // refused with 400.
@@ -161,8 +161,8 @@ type tool struct {
 }
 
 // handler adapts a tool to the SDK. Refused and invalid calls are tool
-// results with isError (STYLE.md §12), so the model can read what to fix;
-// only calls the SDK cannot route are protocol errors.
+// results with isError (docs/mcp.md, "Errors"), so the model can read what
+// to fix; only calls the SDK cannot route are protocol errors.
 func (s *Server) handler(t tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		c, ok := callerOf(ctx, req)

@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Tool names (DESIGN.md §4).
+// Tool names (docs/mcp.md, "The tools").
 const (
 	ToolApprovalRequest  = "approval_request"
 	ToolApprovalStatus   = "approval_status"

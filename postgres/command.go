@@ -27,7 +27,7 @@ const (
 // Fault* constants) of a command's approval. When it returns an error the
 // transaction fails with that error, rolls back and is not retried, so
 // the caller sees it. Tests use it to show that an approval and its
-// command's effect commit together or not at all (RELIABILITY.md T12).
+// command's effect commit together or not at all (T12 in docs/reliability.md).
 // Never set it in production.
 func WithFaultHook(hook func(point string) error) Option {
 	return func(c *config) { c.fault = hook }

@@ -94,7 +94,7 @@ WHERE i.deleted_at IS NULL AND (@owner::text = '' OR i.owner_id = @owner::text) 
 
 // DeleteInstance marks the instance deleted and settles its pending
 // requests in the same transaction: those whose deadline has come are
-// expired (the deadline won; DESIGN.md §2.4), the rest are cancelled. It
+// expired (the deadline won; docs/protocol.md L4), the rest are cancelled. It
 // returns the cancelled IDs in creation order. Request rows stay readable.
 func (s *Store) DeleteInstance(ctx context.Context, id, actor string) ([]string, error) {
 	var cancelled []string

@@ -1,6 +1,6 @@
 // Package postgres is the PostgreSQL driver of airlock.Store, on pgx v5: the
 // store for teams that run several stateless `airlock serve` replicas
-// against one database (DESIGN.md §7).
+// against one database (docs/operations.md, "Running replicas").
 //
 // The database decides everything that can race. Every state change is one
 // compare-and-set UPDATE whose deadline check reads the database's own

@@ -20,9 +20,10 @@ import (
 // TestModel is T04: random sequences of calls (create and replay, decide,
 // cancel, advance the clock, claim, report, read, delete an instance,
 // expire what is due) run against the service on SQLite and against a
-// small reference model of DESIGN.md §2; every answer and every stored
-// request must agree with the model. Each run is seeded: a failure prints
-// the seed, and AIRLOCK_MODEL_SEED=<seed> replays just that run.
+// small reference model of the lifecycle (docs/protocol.md L1–L11); every
+// answer and every stored request must agree with the model. Each run is
+// seeded: a failure prints the seed, and AIRLOCK_MODEL_SEED=<seed> replays
+// just that run.
 func TestModel(t *testing.T) {
 	t.Parallel()
 	runs, maxSteps, workers := heavySize(t, 1000, 50), 100, 2

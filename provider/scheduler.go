@@ -20,9 +20,9 @@ const idleRecheck = time.Minute
 // from how long the last full one took; the store's writer is free
 // between sweeps, so other writes interleave with a long backlog's expiry.
 // The target leaves room under SQLite's bound of 25 ms for a busy
-// machine; SQLite's automatic WAL checkpoint, which runs in about one
-// sweep's commit in four, still takes such a sweep past it
-// (docs/performance.md, "Expiry of a large backlog").
+// machine (docs/performance.md, "Expiry of a large backlog"); WAL
+// checkpoints run beside the writer (sqlite/checkpoint.go), so a sweep
+// pays for one only when the log outgrows the writer's backstop.
 // PostgreSQL allows 60 ms, but sweeps sized to 25–30 ms there were faster
 // in one bench run, slower in another, and reached 60–97 ms.
 const (

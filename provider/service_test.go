@@ -153,7 +153,7 @@ func TestRevokedTokenStopsAtOnce(t *testing.T) {
 	wantCode(t, err, airlock.CodeUnauthorized, "")
 }
 
-// TestWindow checks DESIGN.md §2.3: the provider sets deadline_at from the
+// TestWindow checks docs/protocol.md L3: the provider sets deadline_at from the
 // asked window, may shorten it to its maximum, never lengthens it.
 func TestWindow(t *testing.T) {
 	t.Parallel()
@@ -295,7 +295,7 @@ func TestAnswer(t *testing.T) {
 	wantCode(t, err, airlock.CodeInvalidRequest, "")
 }
 
-// TestDeadline checks DESIGN.md §2.4 at the boundary, with the clock
+// TestDeadline checks docs/protocol.md L4 at the boundary, with the clock
 // standing exactly at, just before and just after deadline_at.
 func TestDeadline(t *testing.T) {
 	t.Parallel()
@@ -572,7 +572,7 @@ func TestLongPoll(t *testing.T) {
 	})
 }
 
-// TestDeleteInstance checks DESIGN.md §2.5: deleting an instance cancels
+// TestDeleteInstance checks docs/protocol.md L5: deleting an instance cancels
 // its pending requests in one step and leaves the terminal ones alone.
 func TestDeleteInstance(t *testing.T) {
 	t.Parallel()
@@ -623,7 +623,7 @@ func TestDeleteInstance(t *testing.T) {
 	}
 }
 
-// TestReplay checks DESIGN.md §2.9: a replay returns the original, even
+// TestReplay checks docs/protocol.md L9: a replay returns the original, even
 // when it is terminal and its instance is gone, and neither replays nor
 // reads move decided_at or expires_at.
 func TestReplay(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// The work board and sessions (DESIGN.md §3 and §4): reviewers and admins
+// The work board and sessions (docs/mcp.md): reviewers and admins
 // manage the board that agents' work_move commands act on; the inbox lists
 // sessions. The routes join the table of rest.go when the package starts,
 // so the OpenAPI route test covers them like every other.

@@ -11,7 +11,8 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// statuses is the one table from error code to HTTP status (STYLE.md §10).
+// statuses is the one table from error code to HTTP status
+// (docs/protocol.md lists it).
 var statuses = map[airlock.Code]int{
 	airlock.CodeInvalidRequest:      http.StatusBadRequest,
 	airlock.CodeUnauthorized:        http.StatusUnauthorized,

@@ -1,4 +1,4 @@
-// Package rest is Airlock's REST API (DESIGN.md §3): a thin HTTP layer over
+// Package rest is Airlock's REST API (rest/openapi.yaml): a thin HTTP layer over
 // provider.Service. It authenticates bearer tokens, rate-limits them, reads
 // bodies strictly (size, content type, the domain's strict JSON), maps each
 // call to one Service method and writes resources and RFC 9457 problems. The
@@ -100,8 +100,9 @@ type route struct {
 	call func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller)
 }
 
-// routes lists every endpoint of DESIGN.md §3 served here (the work board
-// belongs to the MCP issue and is not served yet).
+// routes lists the endpoints of the REST API; board.go and instances_list.go
+// append theirs when the package starts. TestOpenAPIListsExactlyTheRoutes
+// holds the table and rest/openapi.yaml to the same set.
 var routes = []route{
 	{"POST /v1/instances", true, (*handler).createInstance},
 	{"GET /v1/instances/{id}", true, (*handler).getInstance},

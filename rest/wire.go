@@ -11,9 +11,10 @@ import (
 	"github.com/airlockhq/airlock/provider"
 )
 
-// The wire format (DESIGN.md §3): snake_case keys; times RFC 3339 in UTC
-// with trailing zeros of the fraction trimmed; an optional field with no
-// value (empty string, absent object, no time) is omitted, never null.
+// The wire format (docs/protocol.md, "The REST API"): snake_case keys;
+// times RFC 3339 in UTC with trailing zeros of the fraction trimmed; an
+// optional field with no value (empty string, absent object, no time) is
+// omitted, never null.
 //
 // Resources are written by hand rather than with encoding/json struct tags
 // because json.Marshal re-compacts (and HTML-escapes) json.RawMessage: the

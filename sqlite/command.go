@@ -26,7 +26,7 @@ const (
 // Fault* constants) of a command's approval. When it returns an error the
 // transaction fails with that error and rolls back. Tests use it to show
 // that an approval and its command's effect commit together or not at
-// all (RELIABILITY.md T12). Never set it in production.
+// all (T12 in docs/reliability.md). Never set it in production.
 func WithFaultHook(hook func(point string) error) Option {
 	return func(cfg *config) { cfg.fault = hook }
 }

@@ -88,7 +88,7 @@ WHERE i.deleted_at IS NULL AND (? = '' OR i.owner_id = ?) ORDER BY i.seq DESC`, 
 
 // DeleteInstance marks the instance deleted and settles its pending
 // requests in the same transaction: those whose deadline has come are
-// expired (the deadline won; DESIGN.md §2.4), the rest are cancelled. Both
+// expired (the deadline won; docs/protocol.md L4), the rest are cancelled. Both
 // are compare-and-set UPDATEs on state = 'pending', so a decision that
 // committed first keeps its outcome. It returns the cancelled IDs in
 // creation order. Request rows stay readable.

@@ -253,7 +253,7 @@ func (s *suite) testIdempotency(t *testing.T) {
 }
 
 // testData checks that what is stored is exactly what was submitted
-// (DESIGN.md §2.11): bytes, not a re-encoding.
+// (docs/protocol.md L11): bytes, not a re-encoding.
 func (s *suite) testData(t *testing.T) {
 	t.Run("arguments and context bytes", func(t *testing.T) {
 		t.Parallel()

@@ -8,7 +8,7 @@ import (
 )
 
 // testEvents checks the audit log: one event per change, with its actor,
-// in commit order, resumable by ID (DESIGN.md §8).
+// in commit order, resumable by ID (docs/protocol.md S5).
 func (s *suite) testEvents(t *testing.T) {
 	t.Run("one event per change, in order", func(t *testing.T) {
 		t.Parallel()

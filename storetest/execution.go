@@ -9,7 +9,7 @@ import (
 )
 
 // testExecution checks the one execution attempt of an approval
-// (DESIGN.md §2.8): claimed once, reported once.
+// (docs/protocol.md L8): claimed once, reported once.
 func (s *suite) testExecution(t *testing.T) {
 	t.Run("claim then report", func(t *testing.T) {
 		t.Parallel()

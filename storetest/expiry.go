@@ -9,7 +9,7 @@ import (
 )
 
 // testExpiry checks the scheduler's two calls: NextDeadline says when to
-// wake, ExpireDue expires what is due (DESIGN.md §2.4).
+// wake, ExpireDue expires what is due (docs/protocol.md L4).
 func (s *suite) testExpiry(t *testing.T) {
 	t.Run("nothing pending", func(t *testing.T) {
 		t.Parallel()

@@ -10,7 +10,7 @@ import (
 )
 
 // testInstances checks instances, and that deleting one cancels exactly its
-// pending requests (DESIGN.md §2.5).
+// pending requests (docs/protocol.md L5).
 func (s *suite) testInstances(t *testing.T) {
 	t.Run("create, get and list", func(t *testing.T) {
 		t.Parallel()

@@ -308,7 +308,7 @@ func (s *suite) testDeadlineBoundaries(t *testing.T) {
 				return
 			}
 			// Permission to start has lapsed; the request stays approved
-			// (DESIGN.md §2.6) and nothing is claimed.
+			// (docs/protocol.md L6) and nothing is claimed.
 			wantErr(t, err, airlock.CodeApprovalExpired, airlock.StateApproved)
 			sameRequest(t, "after a late claim", b.get(t, r.ID), r)
 		})

@@ -19,8 +19,9 @@ type NewMCPStore func(t *testing.T, clock airlock.Clock, fault func(point string
 
 // RunMCP runs the conformance suite of the MCP features: sessions and
 // their instructions, the work board, and command proposals applied in the
-// transaction of their approval (RELIABILITY.md T12). It is separate from
-// Run so that a driver can pass Run before it implements these.
+// transaction of their approval (T12 in docs/reliability.md). It is
+// separate from Run so that a driver can pass Run before it implements
+// these.
 func RunMCP(t *testing.T, newStore NewMCPStore) {
 	s := &mcpSuite{newStore: newStore}
 	for _, g := range []struct {

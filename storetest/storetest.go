@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every airlock.Store driver
 // runs: one set of tests, so the SQLite and PostgreSQL drivers keep the
-// lifecycle's promises (DESIGN.md §2) in exactly the same way.
+// lifecycle's rules (docs/protocol.md L1–L11) in exactly the same way.
 //
 // A driver's test calls Run with a function that opens a fresh, empty store
 // judging time by the given clock:

@@ -18,8 +18,9 @@ import (
 )
 
 // Config is everything `airlock serve` can be told, by flags or their
-// AIRLOCK_* environment twins (DESIGN.md §5). A zero field means its
-// default; WithDefaults fills them in and Validate checks the result.
+// AIRLOCK_* environment twins (the README's Configuration table). A zero
+// field means its default; WithDefaults fills them in and Validate checks
+// the result.
 type Config struct {
 	// Addr is the TCP address to listen on. Default 127.0.0.1:8080: this
 	// machine only. Port 0 picks a free port; the address is printed.
@@ -82,7 +83,7 @@ type Config struct {
 	ShutdownGrace time.Duration
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §5.
+// DefaultConfig returns the defaults the README's Configuration table lists.
 func DefaultConfig() Config {
 	l := airlock.DefaultLimits()
 	return Config{

@@ -1,5 +1,6 @@
-// Command airlock is Airlock's one binary: the provider server and, in later
-// issues, its MCP server, gate and CLI. Run `airlock help` for the commands.
+// Command airlock is Airlock's one binary: the server (REST API, MCP and
+// inbox), `airlock mcp`, `airlock gate`, the reviewer's CLI and `airlock
+// bench`. Run `airlock help` for the commands.
 package main
 
 import (

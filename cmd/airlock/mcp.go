@@ -20,7 +20,7 @@ var mcpCommand = command{
 	run:     runMCP,
 }
 
-// runMCP is `airlock mcp`: the stdio transport of DESIGN.md §4. An MCP
+// runMCP is `airlock mcp`: MCP over stdio (docs/mcp.md). An MCP
 // client starts it as a subprocess; it connects to a running `airlock
 // serve` over HTTP with an agent token and relays every tool call. Stdout
 // carries nothing but MCP messages; logs go to stderr. It exits 0 when the

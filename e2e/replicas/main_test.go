@@ -1,6 +1,6 @@
 // Package replicas runs several real `airlock serve` processes against one
 // PostgreSQL database and checks that together they behave exactly like one
-// provider (DESIGN.md §7, RELIABILITY.md T02, T06, T08): races between
+// provider (T02, T06 and T08 of docs/reliability.md): races between
 // replicas end every request exactly once, a long-poll on one replica hears
 // a decision made on another, and killing a replica loses nothing. Its
 // benchmarks measure cross-replica wake-up latency and lifecycle throughput

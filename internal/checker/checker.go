@@ -1,5 +1,5 @@
 // Package checker verifies recorded histories of concurrent operations on
-// approval requests against the lifecycle invariants of DESIGN.md §2:
+// approval requests against the lifecycle rules of docs/protocol.md:
 // exactly one terminal outcome per request, no approval at or after the
 // deadline, at most one execution claim, every loser told which state won,
 // and — with porcupine — that the whole history is linearizable against a

@@ -103,7 +103,7 @@ func TestCheckerCatchesSeededBadHistories(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		t23  bool // one of the three histories RELIABILITY.md T23 names
+		t23  bool // one of the three histories T23 names (docs/reliability.md)
 		h    *hist
 		opts Options
 		want []Rule

@@ -59,7 +59,7 @@ CREATE TABLE requests (
     idempotency_key text,
     fingerprint     text        NOT NULL,
 
-    -- MCP fields (DESIGN.md §4); empty for REST tool calls.
+    -- MCP fields (docs/mcp.md); empty for REST tool calls.
     title           text        NOT NULL DEFAULT '',
     description     text        NOT NULL DEFAULT '',
     target_type     text        NOT NULL DEFAULT '',
@@ -96,7 +96,7 @@ CREATE INDEX requests_owner ON requests (owner_id, seq);
 CREATE INDEX requests_state ON requests (state, seq);
 
 -- A terminal request never changes state and its decision is never
--- rewritten (DESIGN.md §2.2). The queries already guarantee it with their
+-- rewritten (docs/protocol.md L2). The queries already guarantee it with their
 -- WHERE state = 'pending'; this makes a future mistake fail loudly instead.
 CREATE FUNCTION requests_terminal_is_final() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -134,7 +134,7 @@ CREATE TABLE events (
     state       text        NOT NULL DEFAULT ''
 );
 
--- The audit log is append-only (DESIGN.md §8).
+-- The audit log is append-only (docs/protocol.md S5).
 CREATE FUNCTION events_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION 'the audit log is append-only' USING ERRCODE = 'integrity_constraint_violation';

@@ -54,7 +54,7 @@ CREATE TABLE requests (
     idempotency_key TEXT,
     fingerprint     TEXT    NOT NULL,
 
-    -- MCP fields (DESIGN.md §4); empty for REST tool calls.
+    -- MCP fields (docs/mcp.md); empty for REST tool calls.
     title           TEXT    NOT NULL DEFAULT '',
     description     TEXT    NOT NULL DEFAULT '',
     target_type     TEXT    NOT NULL DEFAULT '',
@@ -85,7 +85,7 @@ CREATE INDEX requests_instance ON requests (instance_id, state);
 CREATE INDEX requests_owner ON requests (owner_id, seq);
 
 -- A terminal request never changes state and its decision is never
--- rewritten (DESIGN.md §2.2). The queries already guarantee it with their
+-- rewritten (docs/protocol.md L2). The queries already guarantee it with their
 -- WHERE state = 'pending'; this makes a future mistake fail loudly instead.
 CREATE TRIGGER requests_terminal_is_final
 BEFORE UPDATE OF state, decided_at, decided_by, note, answer, expires_at ON requests
@@ -112,7 +112,7 @@ CREATE TABLE events (
     state       TEXT    NOT NULL DEFAULT ''
 ) STRICT;
 
--- The audit log is append-only (DESIGN.md §8).
+-- The audit log is append-only (docs/protocol.md S5).
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 BEGIN
     SELECT RAISE(ABORT, 'the audit log is append-only');

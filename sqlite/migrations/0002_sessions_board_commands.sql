@@ -1,6 +1,6 @@
 -- 0002: MCP agent sessions and their instructions, agents' default MCP
 -- instances, the work board, and command proposals' observed state and
--- outcome (DESIGN.md §4).
+-- outcome (docs/mcp.md).
 
 -- Sessions are instances of kind 'session'. Closing one sets deleted_at
 -- (as deleting an instance does) and keeps the row readable.
