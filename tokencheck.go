@@ -7,7 +7,7 @@ import (
 
 // A TokenCheck is the check, not yet made, that the token a call was
 // authenticated with is still live: known, not revoked, and as the copy
-// the provider holds in memory says. A store that implements TokenChecker
+// the provider holds in memory says. A store with a TokenChecker
 // makes it with the call's first statements, in the same round trip, and
 // fails the call as unauthorized before any of its effects when the token
 // is not live. So a call authenticated from memory costs no round trip of
@@ -67,12 +67,12 @@ func (c *TokenCheck) Outcome() (made, passed bool) {
 	return s != checkPending, s == checkPassed
 }
 
-// TokenChecker is a Store that makes the pending TokenCheck of a call's
-// context (PendingTokenCheck) in the first round trip of any call it
-// serves, before the call's effects, and fails the call with TokenRefused
-// when the token is not live.
+// TokenChecker is the part of a store (StoreExtras.TokenCheck) that
+// makes the pending TokenCheck of a call's context (PendingTokenCheck) in
+// the first round trip of any call the store serves, before the call's
+// effects, and fails the call with TokenRefused when the token is not
+// live.
 type TokenChecker interface {
-	Store
 	// CheckToken makes ctx's pending check now, in a round trip of its
 	// own, for a call that made no other; nil when none is pending.
 	CheckToken(ctx context.Context) error

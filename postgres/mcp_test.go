@@ -74,7 +74,7 @@ func moveOf(t testing.TB, item airlock.WorkItem, to string) func(*airlock.NewReq
 // column's items first), and returns the items.
 func board(t testing.TB, s airlock.Store, keys ...string) []airlock.WorkItem {
 	t.Helper()
-	bs := s.(airlock.BoardStore)
+	bs := airlock.BoardStore(s)
 	var items []airlock.WorkItem
 	for _, k := range keys {
 		if _, err := bs.CreateColumn(t.Context(), airlock.Column{Key: k, Name: strings.ToUpper(k)}, "tok_r"); err != nil {
@@ -818,7 +818,7 @@ func TestAgreesWithSQLiteMCP(t *testing.T) {
 // and instruction IDs, the default instance's ID) zeroed.
 func agreeMCPScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []observation {
 	ctx := t.Context()
-	ss, bs := s.(airlock.SessionStore), s.(airlock.BoardStore)
+	ss, bs := airlock.SessionStore(s), airlock.BoardStore(s)
 	var obs []observation
 	see := func(what string, v any, err error) {
 		if err != nil {

@@ -8,14 +8,13 @@
 // any replica's clock. Every write appends its audit events in its own
 // transaction; once it has committed, the store announces the requests it
 // changed (NOTIFY, batched per replica, outside the write), so a replica
-// listening with Listen (airlock.ChangeFeed) wakes its waiters for a
+// listening with Listen (its airlock.ChangeFeed, in Extras) wakes its waiters for a
 // decision made anywhere. Nothing in a write serializes it with other
 // writes but the rows they share, so concurrent commits share the
 // database's WAL flushes.
 //
 // It also keeps MCP agent sessions with their instructions and the work
-// board (airlock.SessionStore, airlock.BoardStore), exactly as the SQLite
-// driver does: an approved work_move command runs in the transaction that
+// board, exactly as the SQLite driver does: an approved work_move command runs in the transaction that
 // records its approval.
 package postgres
 
@@ -85,10 +84,14 @@ type testHooks struct {
 	tracer       pgx.QueryTracer
 }
 
-var (
-	_ airlock.Store      = (*Store)(nil)
-	_ airlock.ChangeFeed = (*Store)(nil)
-)
+var _ airlock.Store = (*Store)(nil)
+
+// Extras implements airlock.Store: a PostgreSQL store is shared by
+// replicas, so it has a change feed (Listen) and checks tokens within a
+// call's first round trip (CheckToken); it has no token stamp.
+func (s *Store) Extras() airlock.StoreExtras {
+	return airlock.StoreExtras{Feed: s, TokenCheck: s}
+}
 
 // Defaults of the options.
 const (

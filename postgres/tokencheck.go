@@ -9,13 +9,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The store is an airlock.TokenChecker: a call whose context carries a
-// pending airlock.TokenCheck sends checkTokenSQL in the pipeline of its
-// first statement (queryRow, query, tx.pipeline, commit), ahead of that
-// statement, and the server skips the rest of a pipeline after an error.
+// The store is its own airlock.TokenChecker (Extras): a call whose
+// context carries a pending airlock.TokenCheck sends checkTokenSQL in the
+// pipeline of its first statement (queryRow, query, tx.pipeline, commit),
+// ahead of that statement, and the server skips the rest of a pipeline
+// after an error.
 // So a call by a token revoked on any replica fails before its first
 // statement runs, at no round trip of its own.
-var _ airlock.TokenChecker = (*Store)(nil)
 
 // checkTokenSQL raises SQLSTATE tokenNotLive unless the token is live and
 // as the caller knows it (migration 0004).

@@ -43,12 +43,12 @@ const (
 // change feed (PostgreSQL), and watches the token stamp when it has one
 // (SQLite, watchTokenStamp), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	if feed, ok := s.store.(airlock.ChangeFeed); ok {
+	if s.feed != nil {
 		done := make(chan struct{})
 		defer func() { <-done }()
 		go func() {
 			defer close(done)
-			s.listen(ctx, feed)
+			s.listen(ctx, s.feed)
 		}()
 	}
 	if s.tokens != nil {

@@ -71,8 +71,11 @@ type Service struct {
 	// otherwise.
 	tokens *tokenCache
 	// remembered keeps the tokens callers presented when the store checks
-	// tokens itself (airlock.TokenChecker); nil otherwise.
+	// tokens itself (airlock.StoreExtras.TokenCheck); nil otherwise.
 	remembered *rememberedTokens
+	// feed announces other replicas' changes when the store is shared
+	// (airlock.StoreExtras.Feed); nil otherwise.
+	feed airlock.ChangeFeed
 	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
 	// it sleeps with nothing due. A create with an earlier deadline kicks it.
 	nextWake atomic.Int64
@@ -120,12 +123,17 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxHeavyReadsPerToken <= 0 {
 		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
 	}
+	extras := cfg.Store.Extras()
+	// Said once, so that an operator (and a benchmark) can tell which of
+	// the store's optional parts this server runs with.
+	cfg.Logger.Info("store extras",
+		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
 		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
-		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)}, tokens: newTokenCache(cfg.Store),
-		remembered: newRememberedTokens(cfg.Store),
-		pageBytes:  cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
+		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
+		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
+		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
 	}, nil
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // rememberedTokens keeps the tokens callers presented, by secret hash, for
-// a store that checks tokens itself (airlock.TokenChecker). Unlike
+// a store that checks tokens itself (airlock.StoreExtras.TokenCheck). Unlike
 // tokenCache it never vouches for a token: a call authenticated from it
 // carries an airlock.TokenCheck, which the store makes with the call's
 // first statement, in the same round trip, before the call's effects. So
@@ -24,9 +24,8 @@ type rememberedTokens struct {
 // rememberedMax bounds the tokens remembered; at it, they start over.
 const rememberedMax = 10_000
 
-func newRememberedTokens(store airlock.Store) *rememberedTokens {
-	checker, ok := store.(airlock.TokenChecker)
-	if !ok {
+func newRememberedTokens(checker airlock.TokenChecker) *rememberedTokens {
+	if checker == nil {
 		return nil
 	}
 	return &rememberedTokens{checker: checker, entries: map[[32]byte]airlock.Token{}}

@@ -271,9 +271,8 @@ func (s *Server) Run(ctx context.Context) error {
 	followDone := make(chan struct{})
 	go func() {
 		defer close(followDone)
-		if _, shared := s.store.(airlock.ChangeFeed); shared {
-			s.svc.FollowReplicas(schedCtx, followEvery)
-		}
+		s.svc.FollowReplicas(schedCtx, followEvery) // returns at once for a store not shared
+
 	}()
 	guardDone := make(chan struct{})
 	go func() {
