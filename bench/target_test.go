@@ -49,9 +49,10 @@ func (s sharedStore) Extras() airlock.StoreExtras {
 	return airlock.StoreExtras{TokenStamp: s, TokenCheck: s, Feed: s}
 }
 
-func (sharedStore) TokenStamp() (uint64, error)                      { return 1, nil }
-func (sharedStore) CheckToken(context.Context) error                 { return nil }
-func (sharedStore) Listen(context.Context, func(ids []string)) error { return nil }
+func (sharedStore) TokenStamp() (uint64, error)                           { return 1, nil }
+func (s sharedStore) Checking(*airlock.TokenCheck) airlock.Store          { return s }
+func (sharedStore) CheckToken(context.Context, *airlock.TokenCheck) error { return nil }
+func (sharedStore) Listen(context.Context, func(ids []string)) error      { return nil }
 
 // TestNamedDBLeavesNothing runs the lifecycle on a --db path of its own and
 // checks that the run removes every file the store made beside it.

@@ -42,6 +42,16 @@ import (
 // Store is an airlock.Store kept in a PostgreSQL database. It is safe for
 // concurrent use, and by any number of processes sharing the database.
 type Store struct {
+	*shared
+	// check is the token check the calls of a view made by Checking send
+	// ahead of their first statement (tokencheck.go); nil on the store
+	// Open returns.
+	check *airlock.TokenCheck
+}
+
+// shared is what a store and its views (Checking) share: everything but
+// the token check.
+type shared struct {
 	pool *pgxpool.Pool
 	// clock, when set (tests only), replaces the database's clock: its time
 	// is passed to every query as @now. Nil means clock_timestamp().
@@ -207,8 +217,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", where, err)
 	}
-	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
-		gate: newGate(), done: make(chan struct{})}
+	s := &Store{shared: &shared{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
+		gate: newGate(), done: make(chan struct{})}}
 	if s.schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
@@ -422,7 +432,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 	if err != nil {
 		return err
 	}
-	t := &tx{conn: conn}
+	t := &tx{conn: conn, check: s.check}
 	defer t.end(context.WithoutCancel(ctx))
 	if err := fn(ctx, t); err != nil {
 		return err

@@ -1448,7 +1448,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 	// Real tokens: a long-poll re-checks its caller's token as it waits.
 	mint := func(role airlock.Role, principal string) airlock.Caller {
 		t.Helper()
-		admin := airlock.Token{ID: "tok_admin", Role: airlock.RoleAdmin}
+		admin := airlock.Caller{Token: airlock.Token{ID: "tok_admin", Role: airlock.RoleAdmin}}
 		_, secret, err := a.CreateToken(t.Context(), admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
 		if err != nil {
 			t.Fatal(err)

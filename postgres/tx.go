@@ -23,6 +23,9 @@ import (
 type tx struct {
 	conn  *pgxpool.Conn
 	began bool // BEGIN has been sent
+	// check is the store's token check (Store.check), sent with the
+	// transaction's first statement while it is pending.
+	check *airlock.TokenCheck
 
 	events  []airlock.Event
 	changed []string // request IDs, and token IDs (airlock.PrefixToken)
@@ -51,7 +54,7 @@ func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
 func (t *tx) pipeline(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	check := queueTokenCheck(ctx, b)
+	check := queueTokenCheck(t.check, b)
 	b.Queue(sql, args...)
 	t.began = true
 	br := t.conn.SendBatch(ctx, b)
@@ -190,7 +193,7 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	var check *airlock.TokenCheck
 	if !t.began {
 		b.Queue("BEGIN")
-		check = queueTokenCheck(ctx, b)
+		check = queueTokenCheck(t.check, b)
 	}
 	if t.last != nil {
 		b.Queue(t.last.sql, t.last.args)

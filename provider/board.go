@@ -28,7 +28,7 @@ func (s *Service) Board(ctx context.Context, c airlock.Caller) ([]airlock.Column
 	if err := canRead(c); err != nil {
 		return nil, err
 	}
-	return s.store.Board(ctx)
+	return s.storeFor(c).Board(ctx)
 }
 
 // WorkItem reads one work item.
@@ -36,7 +36,7 @@ func (s *Service) WorkItem(ctx context.Context, c airlock.Caller, id string) (ai
 	if err := canRead(c); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	return s.store.GetWorkItem(ctx, id)
+	return s.storeFor(c).GetWorkItem(ctx, id)
 }
 
 // CreateColumn appends a column to the board (reviewers and admins).
@@ -48,7 +48,7 @@ func (s *Service) CreateColumn(ctx context.Context, c airlock.Caller, key, name 
 	if err := col.Validate(); err != nil {
 		return airlock.Column{}, err
 	}
-	col, err := s.store.CreateColumn(ctx, col, c.ID)
+	col, err := s.storeFor(c).CreateColumn(ctx, col, c.ID)
 	if err == nil {
 		s.hub.publish() // event streams: a new audit event
 	}
@@ -64,7 +64,7 @@ func (s *Service) CreateWorkItem(ctx context.Context, c airlock.Caller, title, c
 	if err := w.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	w, err := s.store.CreateWorkItem(ctx, w, c.ID)
+	w, err := s.storeFor(c).CreateWorkItem(ctx, w, c.ID)
 	if err == nil {
 		s.hub.publish()
 	}
@@ -80,7 +80,7 @@ func (s *Service) UpdateWorkItem(ctx context.Context, c airlock.Caller, p airloc
 	if err := p.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	w, err := s.store.UpdateWorkItem(ctx, p, c.ID)
+	w, err := s.storeFor(c).UpdateWorkItem(ctx, p, c.ID)
 	if err == nil {
 		s.hub.publish()
 	}

@@ -33,7 +33,8 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		return airlock.Request{}, false, err
 	}
 
-	instanceID, err := s.mcpInstance(ctx, c, in.SessionID)
+	st := s.storeFor(c)
+	instanceID, err := s.mcpInstance(ctx, st, c, in.SessionID)
 	if err != nil {
 		return airlock.Request{}, false, err
 	}
@@ -50,9 +51,9 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		created bool
 	)
 	if cmd := in.Proposal.Command; cmd != nil {
-		out, created, err = s.createCommand(ctx, c, cmd, p)
+		out, created, err = s.createCommand(ctx, st, c, cmd, p)
 	} else {
-		out, created, err = s.create(ctx, p)
+		out, created, err = s.create(ctx, st, p)
 	}
 	if airlock.ErrorCode(err) == airlock.CodeNotFound && in.SessionID != "" {
 		return airlock.Request{}, false, sessionNotFound(in.SessionID, "it is closed; ")
@@ -66,15 +67,15 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 // it before the write is safe. A closed session is returned too: a replay
 // of a request made before the close must find the original, and the
 // store refuses a new request in it.
-func (s *Service) mcpInstance(ctx context.Context, c airlock.Caller, sessionID string) (string, error) {
+func (s *Service) mcpInstance(ctx context.Context, st airlock.Store, c airlock.Caller, sessionID string) (string, error) {
 	if sessionID == "" {
-		inst, err := s.store.MCPInstance(ctx, c.ID, c.ID)
+		inst, err := st.MCPInstance(ctx, c.ID, c.ID)
 		if err != nil {
 			return "", err
 		}
 		return inst.ID, nil
 	}
-	sess, err := s.store.GetSession(ctx, sessionID)
+	sess, err := st.GetSession(ctx, sessionID)
 	switch {
 	case airlock.ErrorCode(err) == airlock.CodeNotFound || (err == nil && sess.OwnerID != c.ID):
 		return "", sessionNotFound(sessionID, "")
@@ -90,10 +91,10 @@ func (s *Service) mcpInstance(ctx context.Context, c airlock.Caller, sessionID s
 // always goes to a person: no policy decides it at creation. When the
 // target has changed since the original was made, a replay still answers
 // with the original.
-func (s *Service) createCommand(ctx context.Context, c airlock.Caller, cmd *airlock.Command, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	observed, err := s.observeCommand(ctx, c, cmd)
+func (s *Service) createCommand(ctx context.Context, st airlock.Store, c airlock.Caller, cmd *airlock.Command, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	observed, err := s.observeCommand(ctx, st, c, cmd)
 	if err != nil {
-		prev, ok, rerr := replayOf(ctx, s.store, c.ID, p.Request.IdempotencyKey, p.Request.Fingerprint)
+		prev, ok, rerr := replayOf(ctx, st, c.ID, p.Request.IdempotencyKey, p.Request.Fingerprint)
 		if rerr != nil || ok {
 			return prev, false, rerr
 		}
@@ -101,7 +102,7 @@ func (s *Service) createCommand(ctx context.Context, c airlock.Caller, cmd *airl
 	}
 	p.Request.Tool, p.Request.Arguments = cmd.Method, cmd.Input
 	p.Request.Proposal.Command = &airlock.Command{Method: cmd.Method, Input: cmd.Input, Observed: observed}
-	return s.insert(ctx, p)
+	return s.insert(ctx, st, p)
 }
 
 func sessionNotFound(id, why string) error {
@@ -144,7 +145,7 @@ func replayOf(ctx context.Context, st airlock.Store, ownerID, key, fp string) (a
 // observeCommand checks a command proposal against the caller's scopes and
 // the current board, and returns what it observed, to be re-checked when
 // the command is approved.
-func (s *Service) observeCommand(ctx context.Context, c airlock.Caller, cmd *airlock.Command) (json.RawMessage, error) {
+func (s *Service) observeCommand(ctx context.Context, st airlock.Store, c airlock.Caller, cmd *airlock.Command) (json.RawMessage, error) {
 	if cmd.Method != airlock.MethodWorkMove {
 		return nil, airlock.Invalid("proposal.command.method", "proposal.command.method must be work_move, the only supported command")
 	}
@@ -155,14 +156,14 @@ func (s *Service) observeCommand(ctx context.Context, c airlock.Caller, cmd *air
 	if err != nil {
 		return nil, err
 	}
-	item, err := s.store.GetWorkItem(ctx, mv.ItemID)
+	item, err := st.GetWorkItem(ctx, mv.ItemID)
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
 		return nil, airlock.Invalid("proposal.command.input.itemId", "work item %q does not exist; find item IDs with work_list", mv.ItemID)
 	}
 	if err != nil {
 		return nil, err
 	}
-	cols, err := s.store.Board(ctx)
+	cols, err := st.Board(ctx)
 	if err != nil {
 		return nil, err
 	}

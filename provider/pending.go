@@ -5,5 +5,5 @@ import "context"
 // PendingCount returns how many requests are pending now, across every
 // replica sharing the store.
 func (s *Service) PendingCount(ctx context.Context) (int, error) {
-	return s.store.CountPending(ctx)
+	return s.system.CountPending(ctx)
 }

@@ -22,7 +22,7 @@ func (s *Service) OpenSession(ctx context.Context, c airlock.Caller, name string
 	if err := in.Validate(); err != nil {
 		return airlock.Instance{}, err
 	}
-	return s.store.CreateInstance(ctx, airlock.Instance{
+	return s.storeFor(c).CreateInstance(ctx, airlock.Instance{
 		ID: airlock.NewID(airlock.PrefixSession), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata,
 		Kind: airlock.InstanceSession,
 	}, c.ID)
@@ -34,7 +34,7 @@ func (s *Service) ownSession(ctx context.Context, c airlock.Caller, id string) (
 	if c.Role != airlock.RoleAgent {
 		return airlock.Instance{}, forbidden("only the agent that opened a session can use it")
 	}
-	in, err := s.store.GetSession(ctx, id)
+	in, err := s.storeFor(c).GetSession(ctx, id)
 	if err != nil {
 		return airlock.Instance{}, err
 	}
@@ -53,7 +53,7 @@ func (s *Service) Heartbeat(ctx context.Context, c airlock.Caller, sessionID str
 	if _, err := s.ownSession(ctx, c, sessionID); err != nil {
 		return airlock.Instance{}, nil, err
 	}
-	in, ists, err := s.store.Heartbeat(ctx, sessionID)
+	in, ists, err := s.storeFor(c).Heartbeat(ctx, sessionID)
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
 		return airlock.Instance{}, nil, airlock.Errorf(airlock.CodeNotFound,
 			"session %q not found: it is closed; open a new one with session_open", sessionID)
@@ -69,7 +69,7 @@ func (s *Service) CloseSession(ctx context.Context, c airlock.Caller, sessionID 
 	if _, err := s.ownSession(ctx, c, sessionID); err != nil {
 		return 0, err
 	}
-	ids, err := s.store.CloseSession(ctx, sessionID, c.ID)
+	ids, err := s.storeFor(c).CloseSession(ctx, sessionID, c.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -85,14 +85,15 @@ func (s *Service) CloseSession(ctx context.Context, c airlock.Caller, sessionID 
 // Sessions lists sessions, open and closed, newest first: every session
 // for reviewers and admins, their own for agents.
 func (s *Service) Sessions(ctx context.Context, c airlock.Caller) ([]airlock.Instance, error) {
+	st := s.storeFor(c)
 	switch c.Role {
 	case airlock.RoleReviewer, airlock.RoleAdmin:
-		return s.store.ListSessions(ctx, "")
+		return st.ListSessions(ctx, "")
 	case airlock.RoleAgent:
 		if c.ID == "" {
 			return nil, nil
 		}
-		return s.store.ListSessions(ctx, c.ID)
+		return st.ListSessions(ctx, c.ID)
 	}
 	return nil, forbidden("this token's role may not list sessions")
 }

@@ -109,8 +109,9 @@ func (s *suite) testTokenStamp(t *testing.T) {
 	}
 }
 
-// testTokenCheck: a call whose token check is pending makes it before its
-// effects: a live token's call succeeds and the check passes; a revoked
+// testTokenCheck: a call through the view Checking returns makes its
+// pending token check before its effects: a live token's call succeeds and
+// the check passes, once, for every call through the view; a revoked
 // token's call, or one whose token changed since the caller read it, fails
 // as unauthorized and changes nothing; CheckToken makes the check alone.
 func (s *suite) testTokenCheck(t *testing.T) {
@@ -135,14 +136,18 @@ func (s *suite) testTokenCheck(t *testing.T) {
 			t.Errorf("%s: %v, check made %v passed %v; want unauthorized, the check failed", what, err, made, passed)
 		}
 	}
-	ctx, chk := airlock.WithTokenCheck(b.ctx, agent)
-	r, _, err := b.store.CreateRequest(ctx, b.params())
+	chk := airlock.NewTokenCheck(agent)
+	view := checker.Checking(chk)
+	r, _, err := view.CreateRequest(b.ctx, b.params())
 	outcome("a create", chk, err, true)
-	ctx, chk = airlock.WithTokenCheck(b.ctx, rev)
-	_, err = b.store.GetRequest(ctx, r.ID)
+	_, err = view.GetRequest(b.ctx, r.ID)
+	outcome("a read after the check passed", chk, err, true)
+	chk = airlock.NewTokenCheck(rev)
+	_, err = checker.Checking(chk).GetRequest(b.ctx, r.ID)
 	outcome("a read", chk, err, true)
-	ctx, chk = airlock.WithTokenCheck(b.ctx, rev)
-	outcome("a check on its own", chk, checker.CheckToken(ctx), true)
+	chk = airlock.NewTokenCheck(rev)
+	outcome("a check on its own", chk, checker.CheckToken(b.ctx, chk), true)
+	wantOK(t, checker.CheckToken(b.ctx, chk)) // made: nothing to do
 
 	pending := b.create(t)
 	before := b.events(t)
@@ -150,20 +155,20 @@ func (s *suite) testTokenCheck(t *testing.T) {
 	wantOK(t, err)
 	changed := rev
 	changed.Role = airlock.RoleAdmin
-	ctx, chk = airlock.WithTokenCheck(b.ctx, agent)
-	_, _, err = b.store.CreateRequest(ctx, b.params())
+	chk = airlock.NewTokenCheck(agent)
+	_, _, err = checker.Checking(chk).CreateRequest(b.ctx, b.params())
 	outcome("a create by a revoked token", chk, err, false)
-	ctx, chk = airlock.WithTokenCheck(b.ctx, agent)
-	_, err = b.store.Cancel(ctx, pending.ID, agent.ID)
+	chk = airlock.NewTokenCheck(agent)
+	_, err = checker.Checking(chk).Cancel(b.ctx, pending.ID, agent.ID)
 	outcome("a cancellation by a revoked token", chk, err, false)
-	ctx, chk = airlock.WithTokenCheck(b.ctx, agent)
-	_, err = b.store.GetRequest(ctx, pending.ID)
+	chk = airlock.NewTokenCheck(agent)
+	_, err = checker.Checking(chk).GetRequest(b.ctx, pending.ID)
 	outcome("a read by a revoked token", chk, err, false)
-	ctx, chk = airlock.WithTokenCheck(b.ctx, changed)
-	_, err = b.store.Decide(ctx, airlock.DecideParams{ID: pending.ID, Status: airlock.StateApproved, Validity: validity, Actor: rev.ID})
+	chk = airlock.NewTokenCheck(changed)
+	_, err = checker.Checking(chk).Decide(b.ctx, airlock.DecideParams{ID: pending.ID, Status: airlock.StateApproved, Validity: validity, Actor: rev.ID})
 	outcome("a decision by a token whose role changed", chk, err, false)
-	ctx, chk = airlock.WithTokenCheck(b.ctx, agent)
-	outcome("a check on its own of a revoked token", chk, checker.CheckToken(ctx), false)
+	chk = airlock.NewTokenCheck(agent)
+	outcome("a check on its own of a revoked token", chk, checker.CheckToken(b.ctx, chk), false)
 
 	if got := b.get(t, pending.ID); got.State != airlock.StatePending {
 		t.Errorf("after the refused calls the request is %s, want pending", got.State)
