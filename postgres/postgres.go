@@ -87,7 +87,9 @@ type shared struct {
 // committing would, send them all through the notifier, change how often
 // Listen reads the audit log, and see every query and batch sent.
 type testHooks struct {
-	beforeCommit func()
+	// beforeCommit returns a statement for a write's commit pipeline, sent
+	// after its events and before its COMMIT, or "" for none.
+	beforeCommit func() string
 	dropNotify   func() bool
 	batchNotify  bool          // always through the notifier
 	listenPoll   time.Duration // 0: listenPoll
