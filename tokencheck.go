@@ -58,7 +58,9 @@ type TokenChecker interface {
 	// first round trip of its calls makes check, before any of their
 	// effects, and fails the call with TokenRefused when the token is not
 	// live; once the check is made, its calls are the store's own. It is
-	// the same store: closing it closes the store.
+	// the same store: closing it closes the store. (A wrapper around a
+	// store that must see every call wraps these views too, in the
+	// TokenChecker its Extras returns.)
 	Checking(check *TokenCheck) Store
 	// CheckToken makes check now, in a round trip of its own, for a call
 	// that made no other; nil when check is not pending, TokenRefused

@@ -305,7 +305,10 @@ func (t *target) close(ctx context.Context) {
 // timedStore times every expiry sweep (one store transaction each), for
 // the expiry scenario's "longest sweep". Everything else, Extras
 // included, is the store's own: the provider sees the store as `airlock
-// serve` does.
+// serve` does. Calls made for a token taken from memory go through the
+// PostgreSQL store's checking view (Extras.TokenCheck), not through
+// timedStore; sweeps and overdue expiries are made for no caller, so
+// every one is timed.
 type timedStore struct {
 	airlock.Store
 	sweeps *sweepLog
