@@ -38,6 +38,68 @@ type InitialDecision struct {
 	Validity time.Duration // for approvals
 }
 
+// WithDefaults returns p with what a store fills in when the provider left
+// it empty: a fresh "apr_" ID and the tool_call kind. Stores call it, then
+// Validate, before they write.
+func (p NewRequestParams) WithDefaults() NewRequestParams {
+	if p.Request.ID == "" {
+		p.Request.ID = NewID(PrefixRequest)
+	}
+	if p.Request.Kind == "" {
+		p.Request.Kind = KindToolCall
+	}
+	return p
+}
+
+// Validate refuses parameters that would store a request breaking the
+// lifecycle's rules. The provider validates a caller's input first, so
+// this guards every store's invariants against a caller's bug, the same
+// way in each.
+func (p NewRequestParams) Validate() error {
+	r := p.Request
+	switch {
+	case !r.Kind.Valid():
+		return Invalid("kind", "unknown kind %q", r.Kind)
+	case p.Window < time.Microsecond:
+		// Stores keep microseconds: a shorter window would make the
+		// deadline the creation instant, or before it.
+		return Invalid("timeout", "a request needs a decision window of at least 1µs, so that deadline_at is after created_at")
+	case r.Fingerprint == "" && r.IdempotencyKey != "":
+		return Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
+		return Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
+	}
+	if d := p.Initial; d != nil {
+		if d.Status != StateApproved && d.Status != StateDenied {
+			return Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
+		}
+		if d.Status == StateApproved {
+			return checkValidity(d.Validity)
+		}
+	}
+	return nil
+}
+
+// Replay answers a create that inserted nothing because prev, a request of
+// the same owner and idempotency key, exists: prev itself when it was made
+// by the same call (the same fingerprint), else idempotency_conflict.
+func (p NewRequestParams) Replay(prev Request) (Request, error) {
+	if prev.Fingerprint != p.Request.Fingerprint {
+		return Request{}, Errorf(CodeIdempotencyConflict,
+			"idempotency key %q was already used for a different request (%s); use a new key for a new call", p.Request.IdempotencyKey, prev.ID)
+	}
+	return prev, nil
+}
+
+// checkValidity refuses an approval's validity under 1µs: stores keep
+// microseconds, and expires_at must come after decided_at.
+func checkValidity(d time.Duration) error {
+	if d < time.Microsecond {
+		return Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+	}
+	return nil
+}
+
 // DecideParams asks a store to record a reviewer's decision. The store sets
 // DecidedAt to its now and, for approvals, ExpiresAt = DecidedAt + Validity.
 // Before the decision counts, in its transaction, the store calls Check with
@@ -55,6 +117,20 @@ type DecideParams struct {
 	// token's principal to its ID, so it is never empty for a real token);
 	// empty skips the self-approval rule.
 	Principal string
+}
+
+// Validate refuses a decision no store may record, before the store
+// looks at the request: a status other than approved or denied, or an
+// approval valid for less than 1µs.
+func (p DecideParams) Validate() error {
+	switch p.Status {
+	case StateApproved:
+		return checkValidity(p.Validity)
+	case StateDenied:
+		return nil
+	default:
+		return Invalid("status", "status must be approved or denied")
+	}
 }
 
 // Check applies the rules a decision must pass against the request it

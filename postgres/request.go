@@ -380,16 +380,11 @@ func utc(t *time.Time) *time.Time {
 // missing instance, told apart by reading the key's row. An empty key makes
 // no replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	in := p.Request
-	if in.ID == "" {
-		in.ID = airlock.NewID(airlock.PrefixRequest)
-	}
-	if in.Kind == "" {
-		in.Kind = airlock.KindToolCall
-	}
-	if err := checkNew(in, p); err != nil {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
 		return airlock.Request{}, false, err
 	}
+	in := p.Request
 	var question any
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
@@ -477,7 +472,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	case created:
 		return out, true, nil
 	}
-	out, err = s.notCreated(ctx, in)
+	out, err = s.notCreated(ctx, p)
 	return out, false, translate(err, "request", in.ID)
 }
 
@@ -486,46 +481,19 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 // call is the same (a replay) and idempotency_conflict when it is not; or
 // there is no live instance of the owner's to create it in. A conflicting
 // row the insert saw was committed, so this later read sees it too.
-func (s *Store) notCreated(ctx context.Context, in airlock.Request) (airlock.Request, error) {
+func (s *Store) notCreated(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, error) {
+	in := p.Request
 	if in.IdempotencyKey != "" {
 		prev, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
 			named{"owner": in.OwnerID, "key": in.IdempotencyKey}))
 		switch {
-		case err == nil && prev.Fingerprint == in.Fingerprint:
-			return prev, nil
 		case err == nil:
-			return airlock.Request{}, airlock.Errorf(airlock.CodeIdempotencyConflict,
-				"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+			return p.Replay(prev)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return airlock.Request{}, err
 		}
 	}
 	return airlock.Request{}, airlock.NotFound("instance", in.InstanceID)
-}
-
-// checkNew refuses parameters that would store a request breaking the
-// lifecycle's rules. The provider validates input first; this guards the
-// store's own invariants against a caller's bug.
-func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
-	switch {
-	case !r.Kind.Valid():
-		return airlock.Invalid("kind", "unknown kind %q", r.Kind)
-	case p.Window < time.Microsecond:
-		return airlock.Invalid("timeout", "the decision window must be positive (at least 1µs)")
-	case r.Fingerprint == "" && r.IdempotencyKey != "":
-		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
-	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
-		return airlock.Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
-	}
-	if d := p.Initial; d != nil {
-		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
-			return airlock.Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
-		}
-		if d.Status == airlock.StateApproved && d.Validity < time.Microsecond {
-			return airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
-	}
-	return nil
 }
 
 // GetRequest reads a request.
@@ -704,16 +672,12 @@ func scanSummary(row pgx.Row) (airlock.RequestSummary, error) {
 
 // Decide records a reviewer's decision with one compare-and-set.
 func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
+	if err := p.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
 	var validity any
-	switch p.Status {
-	case airlock.StateApproved:
-		if p.Validity < time.Microsecond {
-			return airlock.Request{}, airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
+	if p.Status == airlock.StateApproved {
 		validity = p.Validity
-	case airlock.StateDenied:
-	default:
-		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
 	if p.Answer == "" {
 		r, ok, err := s.decideOnce(ctx, p, validity)

@@ -244,16 +244,11 @@ func nullString(s string) any {
 // reading the key's row in the same transaction. An empty key makes no
 // replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	in := p.Request
-	if in.ID == "" {
-		in.ID = airlock.NewID(airlock.PrefixRequest)
-	}
-	if in.Kind == "" {
-		in.Kind = airlock.KindToolCall
-	}
-	if err := checkNew(in, p); err != nil {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
 		return airlock.Request{}, false, err
 	}
+	in := p.Request
 	var question any
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
@@ -333,12 +328,9 @@ RETURNING seq`,
 			prev, err := queryRequest(ctx, tx, `SELECT `+requestCols+` FROM requests WHERE owner_id = ? AND idempotency_key = ?`,
 				in.OwnerID, in.IdempotencyKey)
 			switch {
-			case err == nil && prev.Fingerprint == in.Fingerprint:
-				out = prev
-				return nil
 			case err == nil:
-				return airlock.Errorf(airlock.CodeIdempotencyConflict,
-					"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+				out, err = p.Replay(prev)
+				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
@@ -389,31 +381,6 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return slices.Clone(raw)
-}
-
-// checkNew refuses parameters that would store a request breaking the
-// lifecycle's rules. The provider validates input first; this guards the
-// store's own invariants against a caller's bug.
-func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
-	switch {
-	case !r.Kind.Valid():
-		return airlock.Invalid("kind", "unknown kind %q", r.Kind)
-	case p.Window <= 0:
-		return airlock.Invalid("timeout", "the decision window must be positive")
-	case r.Fingerprint == "" && r.IdempotencyKey != "":
-		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
-	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
-		return airlock.Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
-	}
-	if d := p.Initial; d != nil {
-		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
-			return airlock.Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
-		}
-		if d.Status == airlock.StateApproved && d.Validity < time.Microsecond {
-			return airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
-	}
-	return nil
 }
 
 // GetRequest reads a request.
@@ -595,17 +562,12 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 
 // Decide records a reviewer's decision with one compare-and-set.
 func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
-	var expires func(now time.Time) any
-	switch p.Status {
-	case airlock.StateApproved:
-		if p.Validity < time.Microsecond {
-			return airlock.Request{}, airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
+	if err := p.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
+	expires := func(time.Time) any { return nil }
+	if p.Status == airlock.StateApproved {
 		expires = func(now time.Time) any { return micros(now.Add(p.Validity)) }
-	case airlock.StateDenied:
-		expires = func(time.Time) any { return nil }
-	default:
-		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
 	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		var creator sql.NullString

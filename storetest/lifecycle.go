@@ -174,13 +174,21 @@ func (s *suite) testLifecycle(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
 		r := b.create(t)
-		for _, p := range []airlock.DecideParams{
-			{ID: r.ID, Status: airlock.StatePending, Actor: reviewer},
-			{ID: r.ID, Status: airlock.StateExpired, Actor: reviewer},
-			{ID: r.ID, Status: airlock.StateApproved, Validity: 0, Actor: reviewer},
+		const (
+			status   = "status must be approved or denied"
+			validity = "an approval needs a validity of at least 1µs, so that expires_at is after decided_at"
+		)
+		for _, tc := range []struct {
+			p              airlock.DecideParams
+			field, message string
+		}{
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StatePending, Actor: reviewer}, "status", status},
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StateExpired, Actor: reviewer}, "status", status},
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: 0, Actor: reviewer}, "valid_for", validity},
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: 999 * time.Nanosecond, Actor: reviewer}, "valid_for", validity},
 		} {
-			_, err := b.store.Decide(b.ctx, p)
-			wantErr(t, err, airlock.CodeInvalidRequest, "")
+			_, err := b.store.Decide(b.ctx, tc.p)
+			wantInvalid(t, err, tc.field, tc.message)
 		}
 		sameRequest(t, "after invalid decisions", b.get(t, r.ID), r)
 	})
