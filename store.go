@@ -164,6 +164,62 @@ type RequestFilter struct {
 	MaxBytes int
 }
 
+// Validate refuses a filter no store can apply: an unknown state or kind.
+func (f RequestFilter) Validate() error {
+	if f.State != "" && !f.State.Valid() {
+		return Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+	}
+	if f.Kind != "" && !f.Kind.Valid() {
+		return Invalid("kind", "unknown kind %q", f.Kind)
+	}
+	return nil
+}
+
+// DecisionConflict is the error of a change that needs r pending (Decide,
+// Cancel) and lost to the state r is in. An expired request refuses with
+// deadline_passed, whether it expired in this call or earlier: the
+// deadline is the reason either way, and the answer does not depend on
+// whether a scheduler got there first. Anything else is not_pending.
+func (r Request) DecisionConflict() *Error {
+	if r.State == StateExpired {
+		return Conflict(CodeDeadlinePassed, r.State,
+			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return Conflict(CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
+}
+
+// ClaimConflict is the error of a claim of r's execution that lost: r is
+// not approved, its one attempt was claimed already, or its approval
+// lapsed.
+func (r Request) ClaimConflict() *Error {
+	switch {
+	case r.State != StateApproved:
+		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
+	case r.Execution != nil:
+		return Conflict(CodeAlreadyExecuted, r.State,
+			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
+	default:
+		return Conflict(CodeApprovalExpired, r.State,
+			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
+	}
+}
+
+// ReportConflict is the error of a report of status that found no claimed
+// execution of r to finish, or nil when r already records status: a
+// retried report, whose answer is r as it is.
+func (r Request) ReportConflict(status ExecutionStatus) error {
+	switch {
+	case r.State != StateApproved:
+		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; nothing ran", r.ID, r.State)
+	case r.Execution == nil:
+		return Invalid("status", "request %s has no claimed execution; claim it before reporting", r.ID)
+	case r.Execution.Status == status:
+		return nil
+	default:
+		return Conflict(CodeAlreadyExecuted, r.State, "request %s's execution was already reported as %s", r.ID, r.Execution.Status)
+	}
+}
+
 // CompareSweepOrder orders requests as ExpireDue takes them: the earliest
 // second of deadlines first, then in creation order (Seq). Drivers sort
 // what a sweep's UPDATE returned by it, since RETURNING has no order.

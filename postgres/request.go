@@ -595,6 +595,9 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 // listWhere is the WHERE clause, with its named arguments, that selects
 // f's requests; empty when f selects every request.
 func listWhere(f airlock.RequestFilter) (string, named, error) {
+	if err := f.Validate(); err != nil {
+		return "", nil, err
+	}
 	var where []string
 	args := named{}
 	add := func(cond, name string, arg any) {
@@ -605,9 +608,6 @@ func listWhere(f airlock.RequestFilter) (string, named, error) {
 		add("r.owner_id = @owner", "owner", f.OwnerID)
 	}
 	if f.State != "" {
-		if !f.State.Valid() {
-			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
-		}
 		add("r.state = @state", "state", string(f.State))
 	}
 	if f.InstanceID != "" {
@@ -617,9 +617,6 @@ func listWhere(f airlock.RequestFilter) (string, named, error) {
 		add("r.tool = @tool", "tool", f.Tool)
 	}
 	if f.Kind != "" {
-		if !f.Kind.Valid() {
-			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
-		}
 		add("r.kind = @kind", "kind", string(f.Kind))
 	}
 	if f.BeforeSeq > 0 {
@@ -703,7 +700,7 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	}
 	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, named{
 		"id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "answer": p.Answer, "validity": validity,
-	}, st, refuseDecision)
+	}, st, airlock.Request.DecisionConflict)
 }
 
 // decideOnce tries decideOnceSQL, in one round trip. It reports whether it
@@ -738,39 +735,13 @@ func (s *Store) decideOnce(ctx context.Context, p airlock.DecideParams, validity
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, cancelSQL,
-		named{"id": id, "actor": actor}, refuseDecision)
+		named{"id": id, "actor": actor}, airlock.Request.DecisionConflict)
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, claimSQL,
-		named{"id": id, "actor": actor}, refuseClaim)
-}
-
-// refuseDecision names why a pending-only change (decide, cancel) lost. Any
-// expired request refuses with deadline_passed, whether it expired in this
-// call or earlier: the deadline is the reason either way, and the answer
-// does not depend on whether a scheduler got there first.
-func refuseDecision(r airlock.Request) *airlock.Error {
-	if r.State == airlock.StateExpired {
-		return airlock.Conflict(airlock.CodeDeadlinePassed, r.State,
-			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
-	}
-	return airlock.Conflict(airlock.CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
-}
-
-// refuseClaim names why a claim lost.
-func refuseClaim(r airlock.Request) *airlock.Error {
-	switch {
-	case r.State != airlock.StateApproved:
-		return airlock.Conflict(airlock.CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
-	case r.Execution != nil:
-		return airlock.Conflict(airlock.CodeAlreadyExecuted, r.State,
-			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
-	default:
-		return airlock.Conflict(airlock.CodeApprovalExpired, r.State,
-			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
-	}
+		named{"id": id, "actor": actor}, airlock.Request.ClaimConflict)
 }
 
 // transition runs one compare-and-set (casSQL with args) on request id and
@@ -918,18 +889,11 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if err != nil {
 			return err
 		}
-		switch {
-		case cur.State != airlock.StateApproved:
-			return airlock.Conflict(airlock.CodeNotApproved, cur.State, "request %s is %s, not approved; nothing ran", id, cur.State)
-		case cur.Execution == nil:
-			return airlock.Invalid("status", "request %s has no claimed execution; claim it before reporting", id)
-		case cur.Execution.Status == in.Status:
-			out = cur
-			return nil
-		default:
-			return airlock.Conflict(airlock.CodeAlreadyExecuted, cur.State,
-				"request %s's execution was already reported as %s", id, cur.Execution.Status)
+		if err := cur.ReportConflict(in.Status); err != nil {
+			return err
 		}
+		out = cur
+		return nil
 	})
 	if err != nil {
 		return airlock.Request{}, translate(err, "request", id)

@@ -483,6 +483,9 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 // listWhere is the WHERE clause, with its arguments, that selects f's
 // requests; empty when f selects every request.
 func listWhere(f airlock.RequestFilter) (string, []any, error) {
+	if err := f.Validate(); err != nil {
+		return "", nil, err
+	}
 	var (
 		where []string
 		args  []any
@@ -495,9 +498,6 @@ func listWhere(f airlock.RequestFilter) (string, []any, error) {
 		add("owner_id = ?", f.OwnerID)
 	}
 	if f.State != "" {
-		if !f.State.Valid() {
-			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
-		}
 		add("state = ?", f.State)
 	}
 	if f.InstanceID != "" {
@@ -507,9 +507,6 @@ func listWhere(f airlock.RequestFilter) (string, []any, error) {
 		add("tool = ?", f.Tool)
 	}
 	if f.Kind != "" {
-		if !f.Kind.Valid() {
-			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
-		}
 		add("kind = ?", f.Kind)
 	}
 	if f.BeforeSeq > 0 {
@@ -580,47 +577,21 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 		// A refused check fails the operation: its savepoint rolls the
 		// decision back.
 		return r, p.Check(r, creator.String)
-	}, s.applyApprovedCommand, refuseDecision)
+	}, s.applyApprovedCommand, airlock.Request.DecisionConflict)
 }
 
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, cancelSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
-	}, refuseDecision)
+	}, airlock.Request.DecisionConflict)
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, claimSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
-	}, refuseClaim)
-}
-
-// refuseDecision names why a pending-only change (decide, cancel) lost. Any
-// expired request refuses with deadline_passed, whether it expired in this
-// call or earlier: the deadline is the reason either way, and the answer
-// does not depend on whether the scheduler got there first.
-func refuseDecision(r airlock.Request, _ time.Time) *airlock.Error {
-	if r.State == airlock.StateExpired {
-		return airlock.Conflict(airlock.CodeDeadlinePassed, r.State,
-			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
-	}
-	return airlock.Conflict(airlock.CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
-}
-
-// refuseClaim names why a claim lost.
-func refuseClaim(r airlock.Request, now time.Time) *airlock.Error {
-	switch {
-	case r.State != airlock.StateApproved:
-		return airlock.Conflict(airlock.CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
-	case r.Execution != nil:
-		return airlock.Conflict(airlock.CodeAlreadyExecuted, r.State,
-			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
-	default:
-		return airlock.Conflict(airlock.CodeApprovalExpired, r.State,
-			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
-	}
+	}, airlock.Request.ClaimConflict)
 }
 
 // transition runs one compare-and-set (cas) on request id and appends an
@@ -631,7 +602,7 @@ func refuseClaim(r airlock.Request, now time.Time) *airlock.Error {
 // deadline is expired from then on.
 func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
 	cas func(context.Context, *txn, time.Time) (airlock.Request, error),
-	refuse func(airlock.Request, time.Time) *airlock.Error,
+	refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
 	return s.transitionThen(ctx, id, actor, event, cas, nil, refuse)
 }
@@ -643,7 +614,7 @@ func (s *Store) transition(ctx context.Context, id, actor string, event airlock.
 func (s *Store) transitionThen(ctx context.Context, id, actor string, event airlock.EventType,
 	cas func(context.Context, *txn, time.Time) (airlock.Request, error),
 	then func(context.Context, *txn, time.Time, airlock.Request) (airlock.Request, error),
-	refuse func(airlock.Request, time.Time) *airlock.Error,
+	refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
 	var (
 		out     airlock.Request
@@ -669,7 +640,7 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 		if err != nil {
 			return err
 		}
-		refused = refuse(cur, now)
+		refused = refuse(cur)
 		return nil
 	})
 	if err != nil {
@@ -719,18 +690,11 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if err != nil {
 			return err
 		}
-		switch {
-		case cur.State != airlock.StateApproved:
-			return airlock.Conflict(airlock.CodeNotApproved, cur.State, "request %s is %s, not approved; nothing ran", id, cur.State)
-		case cur.Execution == nil:
-			return airlock.Invalid("status", "request %s has no claimed execution; claim it before reporting", id)
-		case cur.Execution.Status == in.Status:
-			out = cur
-			return nil
-		default:
-			return airlock.Conflict(airlock.CodeAlreadyExecuted, cur.State,
-				"request %s's execution was already reported as %s", id, cur.Execution.Status)
+		if err := cur.ReportConflict(in.Status); err != nil {
+			return err
 		}
+		out = cur
+		return nil
 	})
 	if err != nil {
 		return airlock.Request{}, translate(err, "request", id)
