@@ -164,6 +164,26 @@ type RequestFilter struct {
 	MaxBytes int
 }
 
+// Page sizes of a list (RequestFilter.Limit): the default when it is
+// unset, and the most a store returns in one page, whatever is asked.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// PageSize is f's page size: DefaultListLimit when Limit is unset, and
+// at most MaxListLimit.
+func (f RequestFilter) PageSize() int {
+	if f.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return min(f.Limit, MaxListLimit)
+}
+
+// DefaultExpireBatch is how many due requests ExpireDue expires when its
+// limit is not positive.
+const DefaultExpireBatch = 100
+
 // Validate refuses a filter no store can apply: an unknown state or kind.
 func (f RequestFilter) Validate() error {
 	if f.State != "" && !f.State.Valid() {

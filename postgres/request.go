@@ -229,13 +229,6 @@ FROM inst, tick
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
 
-// Defaults and bounds for list and sweep sizes, as in the SQLite driver.
-const (
-	defaultListLimit   = 50
-	maxListLimit       = 500
-	defaultExpireLimit = 100
-)
-
 // scanRequest reads one row of requestCols, then into extra.
 func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	var (
@@ -524,7 +517,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	args["limit"], args["candidates"], args["budget"] = limit, limit+1, int64(math.MaxInt64)
 	if f.MaxBytes > 0 {
 		args["budget"] = int64(f.MaxBytes)
@@ -568,7 +561,7 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	args["candidates"] = limit + 1
 	rows, err := checked{s}.Query(ctx, `SELECT `+summaryCols+` FROM requests r`+where+` ORDER BY r.seq DESC LIMIT @candidates`, args)
 	if err != nil {
@@ -626,14 +619,6 @@ func listWhere(f airlock.RequestFilter) (string, named, error) {
 		return "", args, nil
 	}
 	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
-}
-
-// listLimit is f's page size: the default when unset, and at most maxListLimit.
-func listLimit(f airlock.RequestFilter) int {
-	if f.Limit <= 0 {
-		return defaultListLimit
-	}
-	return min(f.Limit, maxListLimit)
 }
 
 // scanSummary reads one row of summaryCols.
@@ -918,15 +903,15 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 }
 
 // ExpireDue expires, in one UPDATE, up to limit pending requests whose
-// deadline is at or before now (default 100 when limit <= 0), earliest
-// second of deadline first and in creation order within a second, and
-// appends an event for each. Replicas sweeping at once
+// deadline is at or before now (airlock.DefaultExpireBatch when
+// limit <= 0), earliest second of deadline first and in creation order
+// within a second, and appends an event for each. Replicas sweeping at once
 // split the due rows between them (expireDueSQL), so each request expires
 // once and no sweeper waits for another. It returns each with the fields
 // of expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
 	if limit <= 0 {
-		limit = defaultExpireLimit
+		limit = airlock.DefaultExpireBatch
 	}
 	return s.expire(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry}, limit)
 }

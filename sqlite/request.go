@@ -109,13 +109,6 @@ RETURNING ` + requestCols
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests WHERE id = @id`
 )
 
-// Defaults and bounds for list and sweep sizes.
-const (
-	defaultListLimit   = 50
-	maxListLimit       = 500
-	defaultExpireLimit = 100
-)
-
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -411,7 +404,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	budget := int64(math.MaxInt64)
 	if f.MaxBytes > 0 {
 		budget = int64(f.MaxBytes)
@@ -456,7 +449,7 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	rows, err := s.read.QueryContext(ctx, `SELECT `+summaryCols+` FROM requests`+where+` ORDER BY seq DESC LIMIT ?`,
 		append(args, limit+1)...)
 	if err != nil {
@@ -516,14 +509,6 @@ func listWhere(f airlock.RequestFilter) (string, []any, error) {
 		return "", nil, nil
 	}
 	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
-}
-
-// listLimit is f's page size: the default when unset, and at most maxListLimit.
-func listLimit(f airlock.RequestFilter) int {
-	if f.Limit <= 0 {
-		return defaultListLimit
-	}
-	return min(f.Limit, maxListLimit)
 }
 
 // scanSummary reads one row of summaryCols.
@@ -723,13 +708,13 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 }
 
 // ExpireDue expires, in one UPDATE, up to limit pending requests whose
-// deadline is at or before now (default 100 when limit <= 0), earliest
-// second of deadline first and in creation order within a second, and
-// appends an event for each. It returns each with the fields of
+// deadline is at or before now (airlock.DefaultExpireBatch when
+// limit <= 0), earliest second of deadline first and in creation order
+// within a second, and appends an event for each. It returns each with the fields of
 // expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
 	if limit <= 0 {
-		limit = defaultExpireLimit
+		limit = airlock.DefaultExpireBatch
 	}
 	return s.expire(ctx, expiredEventsSQL, expireDueSQL, limit, sql.Named("limit", limit))
 }
