@@ -60,13 +60,11 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", redactDB(cfg.DB), err)
 	}
-	guard := cfg.AuthGuard()
-	guard.Logger = log
 	srv, err := server.New(ctx, server.Config{
 		Store: store, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
-		RateLimit: cfg.RateLimit, AuthGuard: guard, ShutdownGrace: cfg.ShutdownGrace,
+		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
 		Logger: log, Version: version,
 	})
 	if err != nil {
