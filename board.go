@@ -65,6 +65,26 @@ func (w WorkItem) Validate() error {
 	return checkColumnKey("column_key", w.ColumnKey)
 }
 
+// WithDefaults returns w with a fresh "wi_" ID when it has none. Stores
+// call it before they insert.
+func (w WorkItem) WithDefaults() WorkItem {
+	if w.ID == "" {
+		w.ID = NewID(PrefixWorkItem)
+	}
+	return w
+}
+
+// ColumnTaken is the error of a new column whose key another column has.
+func ColumnTaken(key string) *Error {
+	return Invalid("key", "column key %q is already taken; choose another", key)
+}
+
+// NoColumn is the error of a work item put in a column that does not
+// exist.
+func NoColumn(key string) *Error {
+	return Invalid("column_key", "column %q does not exist; see the board for the column keys", key)
+}
+
 // WorkItemPatch changes a work item: the fields that are set. IfVersion,
 // when not 0, makes the change apply only to that version.
 type WorkItemPatch struct {
@@ -93,6 +113,21 @@ func (p WorkItemPatch) Validate() error {
 		return Invalid("if_version", "if_version must be a version the item had (1 or more), or 0 for any")
 	}
 	return nil
+}
+
+// Lost is the error of p when its compare-and-set changed nothing although
+// the item exists: cur is the item as it is now. Either IfVersion is not
+// its version, or the destination column does not exist; failing both, the
+// item was created after the compare-and-set looked.
+func (p WorkItemPatch) Lost(cur WorkItem) *Error {
+	switch {
+	case p.IfVersion != 0 && cur.Version != p.IfVersion:
+		return Invalid("if_version", "work item %s is at version %d, not %d: read it again and retry", p.ID, cur.Version, p.IfVersion)
+	case p.ColumnKey != nil:
+		return NoColumn(*p.ColumnKey)
+	default:
+		return Errorf(CodeNotFound, "work item %s was created while it was being updated; read it and retry", p.ID)
+	}
 }
 
 func checkColumnKey(field, key string) error {

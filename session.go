@@ -15,6 +15,32 @@ const (
 	InstanceSession InstanceKind = "session"
 )
 
+// WithDefaults returns in with what a store fills in when the caller left
+// it empty: the adapter kind, and a fresh ID ("ins_", or "ses_" for a
+// session). Stores call it, then Validate, before they insert.
+func (in Instance) WithDefaults() Instance {
+	if in.Kind == "" {
+		in.Kind = InstanceAdapter
+	}
+	if in.ID == "" {
+		in.ID = NewID(PrefixInstance)
+		if in.Kind == InstanceSession {
+			in.ID = NewID(PrefixSession)
+		}
+	}
+	return in
+}
+
+// Validate refuses an instance no store may keep: one of an unknown kind.
+// Its name and metadata are the caller's input, checked before
+// (InstanceInput.Validate).
+func (in Instance) Validate() error {
+	if in.Kind != InstanceAdapter && in.Kind != InstanceSession {
+		return Invalid("kind", "instance kind must be adapter or session, not %q", in.Kind)
+	}
+	return nil
+}
+
 // PrefixInstruction starts every instruction ID.
 const PrefixInstruction = "ist_"
 

@@ -38,6 +38,68 @@ type InitialDecision struct {
 	Validity time.Duration // for approvals
 }
 
+// WithDefaults returns p with what a store fills in when the provider left
+// it empty: a fresh "apr_" ID and the tool_call kind. Stores call it, then
+// Validate, before they write.
+func (p NewRequestParams) WithDefaults() NewRequestParams {
+	if p.Request.ID == "" {
+		p.Request.ID = NewID(PrefixRequest)
+	}
+	if p.Request.Kind == "" {
+		p.Request.Kind = KindToolCall
+	}
+	return p
+}
+
+// Validate refuses parameters that would store a request breaking the
+// lifecycle's rules. The provider validates a caller's input first, so
+// this guards every store's invariants against a caller's bug, the same
+// way in each.
+func (p NewRequestParams) Validate() error {
+	r := p.Request
+	switch {
+	case !r.Kind.Valid():
+		return Invalid("kind", "unknown kind %q", r.Kind)
+	case p.Window < time.Microsecond:
+		// Stores keep microseconds: a shorter window would make the
+		// deadline the creation instant, or before it.
+		return Invalid("timeout", "a request needs a decision window of at least 1µs, so that deadline_at is after created_at")
+	case r.Fingerprint == "" && r.IdempotencyKey != "":
+		return Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
+		return Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
+	}
+	if d := p.Initial; d != nil {
+		if d.Status != StateApproved && d.Status != StateDenied {
+			return Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
+		}
+		if d.Status == StateApproved {
+			return checkValidity(d.Validity)
+		}
+	}
+	return nil
+}
+
+// Replay answers a create that inserted nothing because prev, a request of
+// the same owner and idempotency key, exists: prev itself when it was made
+// by the same call (the same fingerprint), else idempotency_conflict.
+func (p NewRequestParams) Replay(prev Request) (Request, error) {
+	if prev.Fingerprint != p.Request.Fingerprint {
+		return Request{}, Errorf(CodeIdempotencyConflict,
+			"idempotency key %q was already used for a different request (%s); use a new key for a new call", p.Request.IdempotencyKey, prev.ID)
+	}
+	return prev, nil
+}
+
+// checkValidity refuses an approval's validity under 1µs: stores keep
+// microseconds, and expires_at must come after decided_at.
+func checkValidity(d time.Duration) error {
+	if d < time.Microsecond {
+		return Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+	}
+	return nil
+}
+
 // DecideParams asks a store to record a reviewer's decision. The store sets
 // DecidedAt to its now and, for approvals, ExpiresAt = DecidedAt + Validity.
 // Before the decision counts, in its transaction, the store calls Check with
@@ -55,6 +117,20 @@ type DecideParams struct {
 	// token's principal to its ID, so it is never empty for a real token);
 	// empty skips the self-approval rule.
 	Principal string
+}
+
+// Validate refuses a decision no store may record, before the store
+// looks at the request: a status other than approved or denied, or an
+// approval valid for less than 1µs.
+func (p DecideParams) Validate() error {
+	switch p.Status {
+	case StateApproved:
+		return checkValidity(p.Validity)
+	case StateDenied:
+		return nil
+	default:
+		return Invalid("status", "status must be approved or denied")
+	}
 }
 
 // Check applies the rules a decision must pass against the request it
@@ -86,6 +162,82 @@ type RequestFilter struct {
 	// store reads no large column of a request it does not list.
 	// ListRequestSummaries ignores it: summaries are small.
 	MaxBytes int
+}
+
+// Page sizes of a list (RequestFilter.Limit): the default when it is
+// unset, and the most a store returns in one page, whatever is asked.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// PageSize is f's page size: DefaultListLimit when Limit is unset, and
+// at most MaxListLimit.
+func (f RequestFilter) PageSize() int {
+	if f.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return min(f.Limit, MaxListLimit)
+}
+
+// DefaultExpireBatch is how many due requests ExpireDue expires when its
+// limit is not positive.
+const DefaultExpireBatch = 100
+
+// Validate refuses a filter no store can apply: an unknown state or kind.
+func (f RequestFilter) Validate() error {
+	if f.State != "" && !f.State.Valid() {
+		return Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
+	}
+	if f.Kind != "" && !f.Kind.Valid() {
+		return Invalid("kind", "unknown kind %q", f.Kind)
+	}
+	return nil
+}
+
+// DecisionConflict is the error of a change that needs r pending (Decide,
+// Cancel) and lost to the state r is in. An expired request refuses with
+// deadline_passed, whether it expired in this call or earlier: the
+// deadline is the reason either way, and the answer does not depend on
+// whether a scheduler got there first. Anything else is not_pending.
+func (r Request) DecisionConflict() *Error {
+	if r.State == StateExpired {
+		return Conflict(CodeDeadlinePassed, r.State,
+			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return Conflict(CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
+}
+
+// ClaimConflict is the error of a claim of r's execution that lost: r is
+// not approved, its one attempt was claimed already, or its approval
+// lapsed.
+func (r Request) ClaimConflict() *Error {
+	switch {
+	case r.State != StateApproved:
+		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
+	case r.Execution != nil:
+		return Conflict(CodeAlreadyExecuted, r.State,
+			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
+	default:
+		return Conflict(CodeApprovalExpired, r.State,
+			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
+	}
+}
+
+// ReportConflict is the error of a report of status that found no claimed
+// execution of r to finish, or nil when r already records status: a
+// retried report, whose answer is r as it is.
+func (r Request) ReportConflict(status ExecutionStatus) error {
+	switch {
+	case r.State != StateApproved:
+		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; nothing ran", r.ID, r.State)
+	case r.Execution == nil:
+		return Invalid("status", "request %s has no claimed execution; claim it before reporting", r.ID)
+	case r.Execution.Status == status:
+		return nil
+	default:
+		return Conflict(CodeAlreadyExecuted, r.State, "request %s's execution was already reported as %s", r.ID, r.Execution.Status)
+	}
 }
 
 // CompareSweepOrder orders requests as ExpireDue takes them: the earliest

@@ -11,14 +11,13 @@ import (
 // more waiters than the process has file descriptors for: over TCP, an
 // in-process server holds both ends of every connection.
 type pipeListener struct {
-	addr  net.Addr
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
 }
 
-func newPipeListener(addr net.Addr) *pipeListener {
-	return &pipeListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
 }
 
 // Accept returns the server's end of the next pipe dialled.
@@ -37,8 +36,17 @@ func (l *pipeListener) Close() error {
 	return nil
 }
 
-// Addr returns the address of the TCP listener beside it, for Host headers.
-func (l *pipeListener) Addr() net.Addr { return l.addr }
+// Addr returns the pipes' address; nothing dials it (clients take dial).
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// pipeAddr is the address of a pipeListener, as net.Pipe's ends name theirs.
+type pipeAddr struct{}
+
+// Network returns "pipe".
+func (pipeAddr) Network() string { return "pipe" }
+
+// String returns "pipe".
+func (pipeAddr) String() string { return "pipe" }
 
 // dial returns the client's end of a new pipe, once the server accepted it.
 func (l *pipeListener) dial(ctx context.Context) (net.Conn, error) {

@@ -20,14 +20,12 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/mcpserver"
+	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // inProcessMaxWait is the in-process servers' longest long-poll, so that
@@ -45,7 +43,7 @@ type target struct {
 	admin, agent, reviewer string // token secrets
 	minted                 []string
 
-	servers []*server
+	servers []*replica
 	sweeps  *sweepLog
 	// batches are the in-process SQLite store's write transactions.
 	batches *batchLog
@@ -55,14 +53,14 @@ type target struct {
 	cleanup []func(ctx context.Context)
 }
 
-// server is one in-process `airlock serve`: the same store, provider,
-// scheduler, REST API and /mcp endpoint, without a rate limit.
-type server struct {
-	svc  *provider.Service
-	http *http.Server
-	url  string
-	// pipe, when the wait scenario asked for it, is a second listener
-	// whose connections are in-memory pipes, not file descriptors.
+// replica is one in-process `airlock serve`: the same assembly
+// (internal/server), without a rate limit.
+type replica struct {
+	svc *provider.Service
+	url string
+	// pipe is a second listener whose connections are in-memory pipes,
+	// not file descriptors; the wait scenario dials it for more waiters
+	// than the process has descriptors.
 	pipe *pipeListener
 }
 
@@ -144,20 +142,20 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return err
 		}
-		t.cleanup = append(t.cleanup, func(context.Context) { store.Close() })
 		if i == 0 {
 			t.lite, _ = store.(*sqlite.Store)
 		}
-		srv, stop, err := startServer(store, t.sweeps, log)
+		// The first replica sets the run's admin token; the others find
+		// it stored, as replicas of `airlock serve` do.
+		admin := ""
+		if i == 0 {
+			admin = t.admin
+		}
+		srv, stop, err := startServer(ctx, timeSweeps(store, t.sweeps), admin, log)
 		if err != nil {
 			return err
 		}
 		t.cleanup = append(t.cleanup, stop)
-		if i == 0 {
-			if err := srv.svc.BootstrapAdmin(ctx, t.admin); err != nil {
-				return err
-			}
-		}
 		t.servers = append(t.servers, srv)
 		t.urls = append(t.urls, srv.url)
 	}
@@ -245,47 +243,34 @@ func connectAdmin(ctx context.Context, url string) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, pc.ConnConfig)
 }
 
-// startServer starts one in-process server on 127.0.0.1 and returns it
-// with the function that stops it.
-func startServer(store airlock.Store, sweeps *sweepLog, log *slog.Logger) (*server, func(context.Context), error) {
-	reg := prometheus.NewRegistry()
-	svc, err := provider.New(provider.Config{
-		Store: timeSweeps(store, sweeps), Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: inProcessMaxWait,
+// startServer starts one in-process server on 127.0.0.1 over store,
+// assembled as `airlock serve` assembles it, and returns it with the
+// function that stops it (and closes the store). What differs is
+// configuration: no rate limit worth the name, long-polls up to
+// inProcessMaxWait, and a second listener of in-memory pipes.
+func startServer(ctx context.Context, store airlock.Store, admin string, log *slog.Logger) (*replica, func(context.Context), error) {
+	pipe := newPipeListener()
+	srv, err := server.New(ctx, server.Config{
+		Store: store, StoreName: "bench", Addr: "127.0.0.1:0", Listeners: []net.Listener{pipe}, AdminToken: admin,
+		MaxWait: inProcessMaxWait, RateLimit: 1e12, RateBurst: 1 << 30, ShutdownGrace: 5 * time.Second,
+		Logger: log, Version: "bench",
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	runCtx, stopRun := context.WithCancel(context.Background())
-	drainCtx, drain := context.WithCancel(context.Background())
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{Service: svc, Logger: log, Version: "bench", Context: drainCtx}))
-	mux.Handle("/", rest.New(rest.Config{
-		Service: svc, Logger: log, Registry: reg, Context: drainCtx, RateLimit: 1e12, RateBurst: 1 << 30,
-	}))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		stopRun()
-		drain()
-		return nil, nil, err
-	}
-	srv := &server{svc: svc, url: "http://" + ln.Addr().String(), pipe: newPipeListener(ln.Addr())}
-	srv.http = &http.Server{Handler: rest.RefuseUncleanPaths(mux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	var wg sync.WaitGroup
-	wg.Go(func() { srv.http.Serve(ln) })
-	wg.Go(func() { srv.http.Serve(srv.pipe) })
-	wg.Go(func() { svc.Run(runCtx) })
-	wg.Go(func() { svc.FollowReplicas(runCtx, 200*time.Millisecond) }) // returns at once for a store not shared
-	stop := func(ctx context.Context) {
-		drain()
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if srv.http.Shutdown(sctx) != nil {
-			srv.http.Close()
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Run(runCtx); err != nil {
+			log.Warn("in-process server stopped", "err", err)
 		}
-		cancel()
+	}()
+	stop := func(context.Context) {
 		stopRun()
-		wg.Wait()
+		<-done
 	}
-	return srv, stop, nil
+	return &replica{svc: srv.Service(), url: "http://" + srv.Addr(), pipe: pipe}, stop, nil
 }
 
 // close revokes the run's tokens on a remote server, and stops and removes

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/airlockhq/airlock"
@@ -67,5 +70,40 @@ func TestNamedDBLeavesNothing(t *testing.T) {
 	}
 	for _, e := range left {
 		t.Errorf("left behind: %s", e.Name())
+	}
+}
+
+// TestInProcessServerIsServes checks that the in-process server is the one
+// `airlock serve` assembles, not a copy that drifted: the reviewer inbox
+// beside the API, and the gauges and process metrics of serve's /metrics.
+func TestInProcessServerIsServes(t *testing.T) {
+	t.Parallel()
+	cfg := short(Lifecycle).withDefaults()
+	tgt, err := openTarget(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.close(context.WithoutCancel(t.Context()))
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := tgt.hc.Get(tgt.urls[0] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if status, body := get("/signin"); status != http.StatusOK || !strings.Contains(body, "<form") {
+		t.Errorf("GET /signin: %d %.200s; want the inbox's sign-in page", status, body)
+	}
+	_, metrics := get("/metrics")
+	for _, name := range []string{"airlock_long_polls_waiting", "airlock_heavy_reads_in_progress", "airlock_requests_pending", "go_goroutines"} {
+		if !strings.Contains(metrics, "\n"+name+" ") {
+			t.Errorf("/metrics has no %s", name)
+		}
 	}
 }

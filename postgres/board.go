@@ -79,7 +79,7 @@ ON CONFLICT (column_key) DO NOTHING
 RETURNING column_key, name, position, created_at`, named{"now": s.now(), "key": c.Key, "name": c.Name}).
 			Scan(&out.Key, &out.Name, &out.Position, &at)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return airlock.Invalid("key", "column key %q is already taken; choose another", c.Key)
+			return airlock.ColumnTaken(c.Key)
 		}
 		if err != nil {
 			return err
@@ -99,9 +99,7 @@ func (s *Store) CreateWorkItem(ctx context.Context, w airlock.WorkItem, actor st
 	if err := w.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	if w.ID == "" {
-		w.ID = airlock.NewID(airlock.PrefixWorkItem)
-	}
+	w = w.WithDefaults()
 	var out airlock.WorkItem
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		var err error
@@ -109,7 +107,7 @@ func (s *Store) CreateWorkItem(ctx context.Context, w airlock.WorkItem, actor st
 SELECT @id::text, @title::text, c.column_key, 1, tick.now, tick.now FROM board_columns c, tick WHERE c.column_key = @column
 RETURNING `+workItemCols, named{"now": s.now(), "id": w.ID, "title": w.Title, "column": w.ColumnKey}))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return noColumn(w.ColumnKey)
+			return airlock.NoColumn(w.ColumnKey)
 		}
 		if err != nil {
 			return err
@@ -121,10 +119,6 @@ RETURNING `+workItemCols, named{"now": s.now(), "id": w.ID, "title": w.Title, "c
 		return airlock.WorkItem{}, translate(err, "work item", w.ID)
 	}
 	return out, nil
-}
-
-func noColumn(key string) error {
-	return airlock.Invalid("column_key", "column %q does not exist; see the board for the column keys", key)
 }
 
 // updateWorkItemSQL is the compare-and-set of UpdateWorkItem. It locks the
@@ -165,18 +159,10 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 			"now": s.now(), "id": p.ID, "title": title, "column": column, "if_version": p.IfVersion}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": p.ID}))
-			switch {
-			case err != nil:
+			if err != nil {
 				return err // pgx.ErrNoRows: not_found
-			case p.IfVersion != 0 && cur.Version != p.IfVersion:
-				return airlock.Invalid("if_version", "work item %s is at version %d, not %d: read it again and retry", p.ID, cur.Version, p.IfVersion)
-			case p.ColumnKey != nil:
-				return noColumn(*p.ColumnKey)
-			default:
-				// Only an item created after the compare-and-set looked
-				// (with an ID chosen in advance) gets here.
-				return airlock.Errorf(airlock.CodeNotFound, "work item %s was created while it was being updated; read it and retry", p.ID)
 			}
+			return p.Lost(cur)
 		}
 		if err != nil {
 			return err

@@ -53,14 +53,6 @@ func (s *Store) injectFault(point string) error {
 	return nil
 }
 
-// commandFailed is the error of an approval whose command cannot apply:
-// the transaction rolls back, so the request is still pending.
-func commandFailed(r airlock.Request, format string, args ...any) *airlock.Error {
-	return airlock.Conflict(airlock.CodeCommandFailed, airlock.StatePending,
-		"%s cannot apply: %s; nothing was recorded and request %s is still pending (deny it, or let it expire)",
-		r.Proposal.Command.Method, fmt.Sprintf(format, args...), r.ID)
-}
-
 // lockedCommand is what an approval of a command proposal locked before
 // its compare-and-set read the clock: the requesting token (FOR SHARE, so
 // a revocation or a change of scopes waits for the approval or goes
@@ -147,7 +139,7 @@ func (s *Store) applyApprovedCommand(ctx context.Context, t *tx, locked *lockedC
 	case airlock.MethodWorkMove:
 		detail, err = workMove(ctx, t, locked, r, at)
 	default:
-		err = commandFailed(r, "this server does not know the command %q", r.Proposal.Command.Method)
+		err = airlock.UnknownCommand(r)
 	}
 	if err != nil {
 		return r, err
@@ -166,55 +158,34 @@ RETURNING `+requestCols, named{"id": r.ID, "now": at, "status": airlock.CommandA
 // are locked by this transaction (lockCommand), so what it reads here is
 // what holds until it commits.
 func workMove(ctx context.Context, t *tx, locked *lockedCommand, r airlock.Request, at time.Time) (string, error) {
-	cmd := r.Proposal.Command
-	var (
-		in  airlock.WorkMoveInput
-		obs airlock.WorkMoveObserved
-	)
-	if err := json.Unmarshal(cmd.Input, &in); err != nil {
-		return "", fmt.Errorf("request %s: stored work_move input: %w", r.ID, err)
+	m, err := r.StoredWorkMove()
+	if err != nil {
+		return "", err
 	}
-	if len(cmd.Observed) == 0 {
-		return "", commandFailed(r, "the request records no observed state of item %s to check it against", in.ItemID)
-	}
-	if err := json.Unmarshal(cmd.Observed, &obs); err != nil {
-		return "", fmt.Errorf("request %s: stored work_move observation: %w", r.ID, err)
-	}
-
-	switch tok := locked.token; {
-	case tok == nil:
-		return "", commandFailed(r, "the requesting token %s no longer exists", r.OwnerID)
-	case tok.RevokedAt != nil:
-		return "", commandFailed(r, "the requesting agent's token %s was revoked at %s", tok.ID, tok.RevokedAt.Format(time.RFC3339Nano))
-	case !tok.HasScope(airlock.ScopeWorkWrite):
-		return "", commandFailed(r, "the requesting agent's token %s no longer has the %s scope", tok.ID, airlock.ScopeWorkWrite)
+	if err := m.CheckToken(locked.token); err != nil {
+		return "", err
 	}
 
 	item, err := scanWorkItem(t.QueryRow(ctx, `UPDATE work_items w
 SET column_key = @to, version = w.version + 1, updated_at = @now
 WHERE w.id = @id AND w.column_key = @from
   AND EXISTS (SELECT 1 FROM board_columns c WHERE c.column_key = @to)
-RETURNING `+workItemCols, named{"id": in.ItemID, "from": obs.FromColumnKey, "to": in.ColumnKey, "now": at}))
+RETURNING `+workItemCols, named{"id": m.Input.ItemID, "from": m.Observed.FromColumnKey, "to": m.Input.ColumnKey, "now": at}))
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": in.ItemID}))
+		cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": m.Input.ItemID}))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			return "", commandFailed(r, "item %s no longer exists", in.ItemID)
+			return "", m.Lost(nil)
 		case err != nil:
 			return "", err
-		case cur.ColumnKey != obs.FromColumnKey:
-			return "", commandFailed(r, "item %s is no longer in column %s (now in %s)", in.ItemID, obs.FromColumnKey, cur.ColumnKey)
-		default:
-			return "", commandFailed(r, "column %s no longer exists", in.ColumnKey)
 		}
+		return "", m.Lost(&cur)
 	}
 	if err != nil {
 		return "", err
 	}
-	actor := ""
-	if r.Decision != nil {
-		actor = r.Decision.DecidedBy
-	}
-	t.event(airlock.Event{Type: airlock.EventWorkItemMoved, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, Subject: item.ID})
-	return fmt.Sprintf("moved work item %s from %s to %s (now version %d)", item.ID, obs.FromColumnKey, item.ColumnKey, item.Version), nil
+	ev := m.Event(item)
+	ev.At = at
+	t.event(ev)
+	return m.Detail(item), nil
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"slices"
-	"strconv"
-	"strings"
 
+	"github.com/airlockhq/airlock/internal/migrate"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -17,64 +13,26 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one numbered SQL file from migrations/.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded files in version order. A file is named
-// NNNN_what.sql; versions must run 1, 2, 3… without gaps or repeats, so that
-// a mis-numbered file fails every test rather than silently reordering.
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must look like 0001_what.sql", base)
-		}
-		body, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected version %d", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
-
-// migrate applies every migration the schema lacks, in order, one
+// applyMigrations applies every migration the schema lacks, in order, one
 // transaction each, and records each in schema_migrations. Every
 // transaction first takes the schema's migration advisory lock (held until
 // it ends) and only then reads the version, so replicas starting together
 // apply each migration exactly once: the others wait, then find it done.
 // create makes the schema itself when it is missing.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, now func() any) error {
-	ms, err := loadMigrations()
+func applyMigrations(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, now func() any) error {
+	ms, err := migrate.Load(migrationFiles, "migrations")
 	if err != nil {
 		return err
 	}
 	for _, m := range ms {
 		if err := apply(ctx, pool, schema, create, m, len(ms), now); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 	}
 	return nil
 }
 
-func apply(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, m migration, known int, now func() any) error {
+func apply(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, m migrate.Migration, known int, now func() any) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, advisoryClass, lockKey(schema, "migrate")); err != nil {
 			return err
@@ -100,15 +58,15 @@ func apply(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, 
 			// schema they do not know could corrupt it.
 			return fmt.Errorf("database schema version %d is newer than this build knows (%d); upgrade airlock on every replica", newest, known)
 		}
-		if newest >= m.version {
+		if newest >= m.Version {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at)
 VALUES (@version, @name, coalesce(@now::timestamptz, clock_timestamp()))`,
-			named{"version": m.version, "name": m.name, "now": now()})
+			named{"version": m.Version, "name": m.Name, "now": now()})
 		return err
 	})
 }

@@ -236,7 +236,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	s.channel = channelName(s.schema)
 	s.eventsLock = lockKey(s.schema, "events")
 	s.columnsLock = lockKey(s.schema, "board_columns")
-	if err := migrate(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
+	if err := applyMigrations(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)
 	}

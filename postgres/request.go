@@ -229,13 +229,6 @@ FROM inst, tick
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
 
-// Defaults and bounds for list and sweep sizes, as in the SQLite driver.
-const (
-	defaultListLimit   = 50
-	maxListLimit       = 500
-	defaultExpireLimit = 100
-)
-
 // scanRequest reads one row of requestCols, then into extra.
 func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	var (
@@ -380,16 +373,11 @@ func utc(t *time.Time) *time.Time {
 // missing instance, told apart by reading the key's row. An empty key makes
 // no replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	in := p.Request
-	if in.ID == "" {
-		in.ID = airlock.NewID(airlock.PrefixRequest)
-	}
-	if in.Kind == "" {
-		in.Kind = airlock.KindToolCall
-	}
-	if err := checkNew(in, p); err != nil {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
 		return airlock.Request{}, false, err
 	}
+	in := p.Request
 	var question any
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
@@ -477,7 +465,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	case created:
 		return out, true, nil
 	}
-	out, err = s.notCreated(ctx, in)
+	out, err = s.notCreated(ctx, p)
 	return out, false, translate(err, "request", in.ID)
 }
 
@@ -486,46 +474,19 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 // call is the same (a replay) and idempotency_conflict when it is not; or
 // there is no live instance of the owner's to create it in. A conflicting
 // row the insert saw was committed, so this later read sees it too.
-func (s *Store) notCreated(ctx context.Context, in airlock.Request) (airlock.Request, error) {
+func (s *Store) notCreated(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, error) {
+	in := p.Request
 	if in.IdempotencyKey != "" {
 		prev, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
 			named{"owner": in.OwnerID, "key": in.IdempotencyKey}))
 		switch {
-		case err == nil && prev.Fingerprint == in.Fingerprint:
-			return prev, nil
 		case err == nil:
-			return airlock.Request{}, airlock.Errorf(airlock.CodeIdempotencyConflict,
-				"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+			return p.Replay(prev)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return airlock.Request{}, err
 		}
 	}
 	return airlock.Request{}, airlock.NotFound("instance", in.InstanceID)
-}
-
-// checkNew refuses parameters that would store a request breaking the
-// lifecycle's rules. The provider validates input first; this guards the
-// store's own invariants against a caller's bug.
-func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
-	switch {
-	case !r.Kind.Valid():
-		return airlock.Invalid("kind", "unknown kind %q", r.Kind)
-	case p.Window < time.Microsecond:
-		return airlock.Invalid("timeout", "the decision window must be positive (at least 1µs)")
-	case r.Fingerprint == "" && r.IdempotencyKey != "":
-		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
-	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
-		return airlock.Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
-	}
-	if d := p.Initial; d != nil {
-		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
-			return airlock.Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
-		}
-		if d.Status == airlock.StateApproved && d.Validity < time.Microsecond {
-			return airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
-	}
-	return nil
 }
 
 // GetRequest reads a request.
@@ -556,7 +517,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	args["limit"], args["candidates"], args["budget"] = limit, limit+1, int64(math.MaxInt64)
 	if f.MaxBytes > 0 {
 		args["budget"] = int64(f.MaxBytes)
@@ -600,7 +561,7 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	args["candidates"] = limit + 1
 	rows, err := checked{s}.Query(ctx, `SELECT `+summaryCols+` FROM requests r`+where+` ORDER BY r.seq DESC LIMIT @candidates`, args)
 	if err != nil {
@@ -627,6 +588,9 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 // listWhere is the WHERE clause, with its named arguments, that selects
 // f's requests; empty when f selects every request.
 func listWhere(f airlock.RequestFilter) (string, named, error) {
+	if err := f.Validate(); err != nil {
+		return "", nil, err
+	}
 	var where []string
 	args := named{}
 	add := func(cond, name string, arg any) {
@@ -637,9 +601,6 @@ func listWhere(f airlock.RequestFilter) (string, named, error) {
 		add("r.owner_id = @owner", "owner", f.OwnerID)
 	}
 	if f.State != "" {
-		if !f.State.Valid() {
-			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
-		}
 		add("r.state = @state", "state", string(f.State))
 	}
 	if f.InstanceID != "" {
@@ -649,9 +610,6 @@ func listWhere(f airlock.RequestFilter) (string, named, error) {
 		add("r.tool = @tool", "tool", f.Tool)
 	}
 	if f.Kind != "" {
-		if !f.Kind.Valid() {
-			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
-		}
 		add("r.kind = @kind", "kind", string(f.Kind))
 	}
 	if f.BeforeSeq > 0 {
@@ -661,14 +619,6 @@ func listWhere(f airlock.RequestFilter) (string, named, error) {
 		return "", args, nil
 	}
 	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
-}
-
-// listLimit is f's page size: the default when unset, and at most maxListLimit.
-func listLimit(f airlock.RequestFilter) int {
-	if f.Limit <= 0 {
-		return defaultListLimit
-	}
-	return min(f.Limit, maxListLimit)
 }
 
 // scanSummary reads one row of summaryCols.
@@ -704,16 +654,12 @@ func scanSummary(row pgx.Row) (airlock.RequestSummary, error) {
 
 // Decide records a reviewer's decision with one compare-and-set.
 func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
+	if err := p.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
 	var validity any
-	switch p.Status {
-	case airlock.StateApproved:
-		if p.Validity < time.Microsecond {
-			return airlock.Request{}, airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
+	if p.Status == airlock.StateApproved {
 		validity = p.Validity
-	case airlock.StateDenied:
-	default:
-		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
 	if p.Answer == "" {
 		r, ok, err := s.decideOnce(ctx, p, validity)
@@ -739,7 +685,7 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 	}
 	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), decideSQL, named{
 		"id": p.ID, "state": string(p.Status), "actor": p.Actor, "note": p.Note, "answer": p.Answer, "validity": validity,
-	}, st, refuseDecision)
+	}, st, airlock.Request.DecisionConflict)
 }
 
 // decideOnce tries decideOnceSQL, in one round trip. It reports whether it
@@ -774,39 +720,13 @@ func (s *Store) decideOnce(ctx context.Context, p airlock.DecideParams, validity
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, cancelSQL,
-		named{"id": id, "actor": actor}, refuseDecision)
+		named{"id": id, "actor": actor}, airlock.Request.DecisionConflict)
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, claimSQL,
-		named{"id": id, "actor": actor}, refuseClaim)
-}
-
-// refuseDecision names why a pending-only change (decide, cancel) lost. Any
-// expired request refuses with deadline_passed, whether it expired in this
-// call or earlier: the deadline is the reason either way, and the answer
-// does not depend on whether a scheduler got there first.
-func refuseDecision(r airlock.Request) *airlock.Error {
-	if r.State == airlock.StateExpired {
-		return airlock.Conflict(airlock.CodeDeadlinePassed, r.State,
-			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
-	}
-	return airlock.Conflict(airlock.CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
-}
-
-// refuseClaim names why a claim lost.
-func refuseClaim(r airlock.Request) *airlock.Error {
-	switch {
-	case r.State != airlock.StateApproved:
-		return airlock.Conflict(airlock.CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
-	case r.Execution != nil:
-		return airlock.Conflict(airlock.CodeAlreadyExecuted, r.State,
-			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
-	default:
-		return airlock.Conflict(airlock.CodeApprovalExpired, r.State,
-			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
-	}
+		named{"id": id, "actor": actor}, airlock.Request.ClaimConflict)
 }
 
 // transition runs one compare-and-set (casSQL with args) on request id and
@@ -954,18 +874,11 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if err != nil {
 			return err
 		}
-		switch {
-		case cur.State != airlock.StateApproved:
-			return airlock.Conflict(airlock.CodeNotApproved, cur.State, "request %s is %s, not approved; nothing ran", id, cur.State)
-		case cur.Execution == nil:
-			return airlock.Invalid("status", "request %s has no claimed execution; claim it before reporting", id)
-		case cur.Execution.Status == in.Status:
-			out = cur
-			return nil
-		default:
-			return airlock.Conflict(airlock.CodeAlreadyExecuted, cur.State,
-				"request %s's execution was already reported as %s", id, cur.Execution.Status)
+		if err := cur.ReportConflict(in.Status); err != nil {
+			return err
 		}
+		out = cur
+		return nil
 	})
 	if err != nil {
 		return airlock.Request{}, translate(err, "request", id)
@@ -990,15 +903,15 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 }
 
 // ExpireDue expires, in one UPDATE, up to limit pending requests whose
-// deadline is at or before now (default 100 when limit <= 0), earliest
-// second of deadline first and in creation order within a second, and
-// appends an event for each. Replicas sweeping at once
+// deadline is at or before now (airlock.DefaultExpireBatch when
+// limit <= 0), earliest second of deadline first and in creation order
+// within a second, and appends an event for each. Replicas sweeping at once
 // split the due rows between them (expireDueSQL), so each request expires
 // once and no sweeper waits for another. It returns each with the fields
 // of expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
 	if limit <= 0 {
-		limit = defaultExpireLimit
+		limit = airlock.DefaultExpireBatch
 	}
 	return s.expire(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry}, limit)
 }

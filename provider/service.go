@@ -393,15 +393,12 @@ func listFilter(c airlock.Caller, q ListQuery) (airlock.RequestFilter, error) {
 	if c.Role == airlock.RoleAgent {
 		f.OwnerID = c.ID
 	}
-	if f.State != "" && !f.State.Valid() {
-		return f, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
-	}
-	if f.Kind != "" && !f.Kind.Valid() {
-		return f, airlock.Invalid("kind", "unknown kind %q", f.Kind)
+	if err := f.Validate(); err != nil {
+		return f, err
 	}
 	switch {
 	case f.Limit == 0:
-		f.Limit = 50
+		f.Limit = airlock.DefaultListLimit
 	case f.Limit < 1 || f.Limit > MaxPageSize:
 		return f, airlock.Invalid("limit", "limit must be between 1 and %d", MaxPageSize)
 	}

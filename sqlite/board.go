@@ -88,7 +88,7 @@ ON CONFLICT (column_key) DO NOTHING
 RETURNING column_key, name, position`, sql.Named("key", c.Key), sql.Named("name", c.Name), sql.Named("now", micros(now))).
 			Scan(&out.Key, &out.Name, &out.Position)
 		if errors.Is(err, sql.ErrNoRows) {
-			return airlock.Invalid("key", "column key %q is already taken; choose another", c.Key)
+			return airlock.ColumnTaken(c.Key)
 		}
 		if err != nil {
 			return err
@@ -107,9 +107,7 @@ func (s *Store) CreateWorkItem(ctx context.Context, w airlock.WorkItem, actor st
 	if err := w.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	if w.ID == "" {
-		w.ID = airlock.NewID(airlock.PrefixWorkItem)
-	}
+	w = w.WithDefaults()
 	var out airlock.WorkItem
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var err error
@@ -117,7 +115,7 @@ func (s *Store) CreateWorkItem(ctx context.Context, w airlock.WorkItem, actor st
 SELECT @id, @title, column_key, 1, @now, @now FROM board_columns WHERE column_key = @column
 RETURNING `+workItemCols, sql.Named("id", w.ID), sql.Named("title", w.Title), sql.Named("column", w.ColumnKey), sql.Named("now", micros(now))))
 		if errors.Is(err, sql.ErrNoRows) {
-			return noColumn(w.ColumnKey)
+			return airlock.NoColumn(w.ColumnKey)
 		}
 		if err != nil {
 			return err
@@ -128,10 +126,6 @@ RETURNING `+workItemCols, sql.Named("id", w.ID), sql.Named("title", w.Title), sq
 		return airlock.WorkItem{}, translate(err, "work item", w.ID)
 	}
 	return out, nil
-}
-
-func noColumn(key string) error {
-	return airlock.Invalid("column_key", "column %q does not exist; see the board for the column keys", key)
 }
 
 // UpdateWorkItem applies a patch with one compare-and-set on the item (and
@@ -161,14 +155,10 @@ RETURNING `+workItemCols, sql.Named("id", p.ID), sql.Named("title", title), sql.
 			sql.Named("if_version", p.IfVersion), sql.Named("now", micros(now))))
 		if errors.Is(err, sql.ErrNoRows) {
 			cur, err := scanWorkItem(tx.QueryRowContext(ctx, `SELECT `+workItemCols+` FROM work_items WHERE id = ?`, p.ID))
-			switch {
-			case err != nil:
+			if err != nil {
 				return err // sql.ErrNoRows: not_found
-			case p.IfVersion != 0 && cur.Version != p.IfVersion:
-				return airlock.Invalid("if_version", "work item %s is at version %d, not %d: read it again and retry", p.ID, cur.Version, p.IfVersion)
-			default:
-				return noColumn(*p.ColumnKey)
 			}
+			return p.Lost(cur)
 		}
 		if err != nil {
 			return err

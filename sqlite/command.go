@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -41,14 +40,6 @@ func (s *Store) injectFault(point string) error {
 	return nil
 }
 
-// commandFailed is the error of an approval whose command cannot apply:
-// the transaction rolls back, so the request is still pending.
-func commandFailed(r airlock.Request, format string, args ...any) *airlock.Error {
-	return airlock.Conflict(airlock.CodeCommandFailed, airlock.StatePending,
-		"%s cannot apply: %s; nothing was recorded and request %s is still pending (deny it, or let it expire)",
-		r.Proposal.Command.Method, fmt.Sprintf(format, args...), r.ID)
-}
-
 // applyApprovedCommand runs, in the transaction that has just approved r,
 // the command r proposes, re-checking at this moment that the requesting
 // token may still run it and that the target is as it was when requested;
@@ -69,7 +60,7 @@ func (s *Store) applyApprovedCommand(ctx context.Context, tx *txn, now time.Time
 	case airlock.MethodWorkMove:
 		detail, err = workMove(ctx, tx, now, r)
 	default:
-		err = commandFailed(r, "this server does not know the command %q", r.Proposal.Command.Method)
+		err = airlock.UnknownCommand(r)
 	}
 	if err != nil {
 		return r, err
@@ -87,31 +78,20 @@ RETURNING `+requestCols, sql.Named("id", r.ID), sql.Named("now", micros(now)),
 // workMove moves a work_move's item with one compare-and-set on the column
 // it was in when requested, after checking the requesting token.
 func workMove(ctx context.Context, tx *txn, now time.Time, r airlock.Request) (string, error) {
-	cmd := r.Proposal.Command
-	var (
-		in  airlock.WorkMoveInput
-		obs airlock.WorkMoveObserved
-	)
-	if err := json.Unmarshal(cmd.Input, &in); err != nil {
-		return "", fmt.Errorf("request %s: stored work_move input: %w", r.ID, err)
+	m, err := r.StoredWorkMove()
+	if err != nil {
+		return "", err
 	}
-	if len(cmd.Observed) == 0 {
-		return "", commandFailed(r, "the request records no observed state of item %s to check it against", in.ItemID)
-	}
-	if err := json.Unmarshal(cmd.Observed, &obs); err != nil {
-		return "", fmt.Errorf("request %s: stored work_move observation: %w", r.ID, err)
-	}
-
+	var owner *airlock.Token
 	tok, err := scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, r.OwnerID))
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return "", commandFailed(r, "the requesting token %s no longer exists", r.OwnerID)
-	case err != nil:
+	case err == nil:
+		owner = &tok
+	case !errors.Is(err, sql.ErrNoRows):
 		return "", err
-	case tok.RevokedAt != nil:
-		return "", commandFailed(r, "the requesting agent's token %s was revoked at %s", tok.ID, tok.RevokedAt.Format(time.RFC3339Nano))
-	case !tok.HasScope(airlock.ScopeWorkWrite):
-		return "", commandFailed(r, "the requesting agent's token %s no longer has the %s scope", tok.ID, airlock.ScopeWorkWrite)
+	}
+	if err := m.CheckToken(owner); err != nil {
+		return "", err
 	}
 
 	item, err := scanWorkItem(tx.QueryRowContext(ctx, `UPDATE work_items
@@ -119,30 +99,22 @@ SET column_key = @to, version = version + 1, updated_at = @now
 WHERE id = @id AND column_key = @from
   AND EXISTS (SELECT 1 FROM board_columns WHERE column_key = @to)
 RETURNING `+workItemCols,
-		sql.Named("id", in.ItemID), sql.Named("from", obs.FromColumnKey), sql.Named("to", in.ColumnKey), sql.Named("now", micros(now))))
+		sql.Named("id", m.Input.ItemID), sql.Named("from", m.Observed.FromColumnKey), sql.Named("to", m.Input.ColumnKey), sql.Named("now", micros(now))))
 	if errors.Is(err, sql.ErrNoRows) {
-		cur, err := scanWorkItem(tx.QueryRowContext(ctx, `SELECT `+workItemCols+` FROM work_items WHERE id = ?`, in.ItemID))
+		cur, err := scanWorkItem(tx.QueryRowContext(ctx, `SELECT `+workItemCols+` FROM work_items WHERE id = ?`, m.Input.ItemID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return "", commandFailed(r, "item %s no longer exists", in.ItemID)
+			return "", m.Lost(nil)
 		case err != nil:
 			return "", err
-		case cur.ColumnKey != obs.FromColumnKey:
-			return "", commandFailed(r, "item %s is no longer in column %s (now in %s)", in.ItemID, obs.FromColumnKey, cur.ColumnKey)
-		default:
-			return "", commandFailed(r, "column %s no longer exists", in.ColumnKey)
 		}
+		return "", m.Lost(&cur)
 	}
 	if err != nil {
 		return "", err
 	}
-	actor := ""
-	if r.Decision != nil {
-		actor = r.Decision.DecidedBy
-	}
-	if err := appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventWorkItemMoved, Actor: actor,
-		RequestID: r.ID, InstanceID: r.InstanceID, Subject: item.ID}); err != nil {
+	if err := appendEvent(ctx, tx, now, m.Event(item)); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("moved work item %s from %s to %s (now version %d)", item.ID, obs.FromColumnKey, item.ColumnKey, item.Version), nil
+	return m.Detail(item), nil
 }

@@ -33,17 +33,9 @@ func scanInstance(sc scanner) (airlock.Instance, error) {
 // empty ID gets a fresh "ins_" one ("ses_" for a session), an empty Kind
 // is an adapter.
 func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor string) (airlock.Instance, error) {
-	if in.Kind == "" {
-		in.Kind = airlock.InstanceAdapter
-	}
-	if in.Kind != airlock.InstanceAdapter && in.Kind != airlock.InstanceSession {
-		return airlock.Instance{}, airlock.Invalid("kind", "instance kind must be adapter or session, not %q", in.Kind)
-	}
-	if in.ID == "" {
-		in.ID = airlock.NewID(airlock.PrefixInstance)
-		if in.Kind == airlock.InstanceSession {
-			in.ID = airlock.NewID(airlock.PrefixSession)
-		}
+	in = in.WithDefaults()
+	if err := in.Validate(); err != nil {
+		return airlock.Instance{}, err
 	}
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, metadata, created_at, kind) VALUES (?, ?, ?, ?, ?, ?)`,

@@ -109,13 +109,6 @@ RETURNING ` + requestCols
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests WHERE id = @id`
 )
 
-// Defaults and bounds for list and sweep sizes.
-const (
-	defaultListLimit   = 50
-	maxListLimit       = 500
-	defaultExpireLimit = 100
-)
-
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -244,16 +237,11 @@ func nullString(s string) any {
 // reading the key's row in the same transaction. An empty key makes no
 // replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	in := p.Request
-	if in.ID == "" {
-		in.ID = airlock.NewID(airlock.PrefixRequest)
-	}
-	if in.Kind == "" {
-		in.Kind = airlock.KindToolCall
-	}
-	if err := checkNew(in, p); err != nil {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
 		return airlock.Request{}, false, err
 	}
+	in := p.Request
 	var question any
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
@@ -333,12 +321,9 @@ RETURNING seq`,
 			prev, err := queryRequest(ctx, tx, `SELECT `+requestCols+` FROM requests WHERE owner_id = ? AND idempotency_key = ?`,
 				in.OwnerID, in.IdempotencyKey)
 			switch {
-			case err == nil && prev.Fingerprint == in.Fingerprint:
-				out = prev
-				return nil
 			case err == nil:
-				return airlock.Errorf(airlock.CodeIdempotencyConflict,
-					"idempotency key %q was already used for a different request (%s); use a new key for a new call", in.IdempotencyKey, prev.ID)
+				out, err = p.Replay(prev)
+				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
 			}
@@ -391,31 +376,6 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 	return slices.Clone(raw)
 }
 
-// checkNew refuses parameters that would store a request breaking the
-// lifecycle's rules. The provider validates input first; this guards the
-// store's own invariants against a caller's bug.
-func checkNew(r airlock.Request, p airlock.NewRequestParams) error {
-	switch {
-	case !r.Kind.Valid():
-		return airlock.Invalid("kind", "unknown kind %q", r.Kind)
-	case p.Window <= 0:
-		return airlock.Invalid("timeout", "the decision window must be positive")
-	case r.Fingerprint == "" && r.IdempotencyKey != "":
-		return airlock.Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
-	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
-		return airlock.Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
-	}
-	if d := p.Initial; d != nil {
-		if d.Status != airlock.StateApproved && d.Status != airlock.StateDenied {
-			return airlock.Invalid("status", "a decision at creation must be approved or denied, not %q", d.Status)
-		}
-		if d.Status == airlock.StateApproved && d.Validity < time.Microsecond {
-			return airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
-	}
-	return nil
-}
-
 // GetRequest reads a request.
 func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
 	r, err := queryRequest(ctx, s.read, selectRequestSQL, sql.Named("id", id))
@@ -444,7 +404,7 @@ func (s *Store) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]ai
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	budget := int64(math.MaxInt64)
 	if f.MaxBytes > 0 {
 		budget = int64(f.MaxBytes)
@@ -489,7 +449,7 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 	if err != nil {
 		return nil, false, err
 	}
-	limit := listLimit(f)
+	limit := f.PageSize()
 	rows, err := s.read.QueryContext(ctx, `SELECT `+summaryCols+` FROM requests`+where+` ORDER BY seq DESC LIMIT ?`,
 		append(args, limit+1)...)
 	if err != nil {
@@ -516,6 +476,9 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 // listWhere is the WHERE clause, with its arguments, that selects f's
 // requests; empty when f selects every request.
 func listWhere(f airlock.RequestFilter) (string, []any, error) {
+	if err := f.Validate(); err != nil {
+		return "", nil, err
+	}
 	var (
 		where []string
 		args  []any
@@ -528,9 +491,6 @@ func listWhere(f airlock.RequestFilter) (string, []any, error) {
 		add("owner_id = ?", f.OwnerID)
 	}
 	if f.State != "" {
-		if !f.State.Valid() {
-			return "", nil, airlock.Invalid("state", "state must be one of pending, approved, denied, expired, cancelled")
-		}
 		add("state = ?", f.State)
 	}
 	if f.InstanceID != "" {
@@ -540,9 +500,6 @@ func listWhere(f airlock.RequestFilter) (string, []any, error) {
 		add("tool = ?", f.Tool)
 	}
 	if f.Kind != "" {
-		if !f.Kind.Valid() {
-			return "", nil, airlock.Invalid("kind", "unknown kind %q", f.Kind)
-		}
 		add("kind = ?", f.Kind)
 	}
 	if f.BeforeSeq > 0 {
@@ -552,14 +509,6 @@ func listWhere(f airlock.RequestFilter) (string, []any, error) {
 		return "", nil, nil
 	}
 	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
-}
-
-// listLimit is f's page size: the default when unset, and at most maxListLimit.
-func listLimit(f airlock.RequestFilter) int {
-	if f.Limit <= 0 {
-		return defaultListLimit
-	}
-	return min(f.Limit, maxListLimit)
 }
 
 // scanSummary reads one row of summaryCols.
@@ -595,17 +544,12 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 
 // Decide records a reviewer's decision with one compare-and-set.
 func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
-	var expires func(now time.Time) any
-	switch p.Status {
-	case airlock.StateApproved:
-		if p.Validity < time.Microsecond {
-			return airlock.Request{}, airlock.Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
-		}
+	if err := p.Validate(); err != nil {
+		return airlock.Request{}, err
+	}
+	expires := func(time.Time) any { return nil }
+	if p.Status == airlock.StateApproved {
 		expires = func(now time.Time) any { return micros(now.Add(p.Validity)) }
-	case airlock.StateDenied:
-		expires = func(time.Time) any { return nil }
-	default:
-		return airlock.Request{}, airlock.Invalid("status", "status must be approved or denied")
 	}
 	return s.transitionThen(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		var creator sql.NullString
@@ -618,47 +562,21 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 		// A refused check fails the operation: its savepoint rolls the
 		// decision back.
 		return r, p.Check(r, creator.String)
-	}, s.applyApprovedCommand, refuseDecision)
+	}, s.applyApprovedCommand, airlock.Request.DecisionConflict)
 }
 
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, cancelSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
-	}, refuseDecision)
+	}, airlock.Request.DecisionConflict)
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, claimSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
-	}, refuseClaim)
-}
-
-// refuseDecision names why a pending-only change (decide, cancel) lost. Any
-// expired request refuses with deadline_passed, whether it expired in this
-// call or earlier: the deadline is the reason either way, and the answer
-// does not depend on whether the scheduler got there first.
-func refuseDecision(r airlock.Request, _ time.Time) *airlock.Error {
-	if r.State == airlock.StateExpired {
-		return airlock.Conflict(airlock.CodeDeadlinePassed, r.State,
-			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
-	}
-	return airlock.Conflict(airlock.CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
-}
-
-// refuseClaim names why a claim lost.
-func refuseClaim(r airlock.Request, now time.Time) *airlock.Error {
-	switch {
-	case r.State != airlock.StateApproved:
-		return airlock.Conflict(airlock.CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
-	case r.Execution != nil:
-		return airlock.Conflict(airlock.CodeAlreadyExecuted, r.State,
-			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
-	default:
-		return airlock.Conflict(airlock.CodeApprovalExpired, r.State,
-			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
-	}
+	}, airlock.Request.ClaimConflict)
 }
 
 // transition runs one compare-and-set (cas) on request id and appends an
@@ -669,7 +587,7 @@ func refuseClaim(r airlock.Request, now time.Time) *airlock.Error {
 // deadline is expired from then on.
 func (s *Store) transition(ctx context.Context, id, actor string, event airlock.EventType,
 	cas func(context.Context, *txn, time.Time) (airlock.Request, error),
-	refuse func(airlock.Request, time.Time) *airlock.Error,
+	refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
 	return s.transitionThen(ctx, id, actor, event, cas, nil, refuse)
 }
@@ -681,7 +599,7 @@ func (s *Store) transition(ctx context.Context, id, actor string, event airlock.
 func (s *Store) transitionThen(ctx context.Context, id, actor string, event airlock.EventType,
 	cas func(context.Context, *txn, time.Time) (airlock.Request, error),
 	then func(context.Context, *txn, time.Time, airlock.Request) (airlock.Request, error),
-	refuse func(airlock.Request, time.Time) *airlock.Error,
+	refuse func(airlock.Request) *airlock.Error,
 ) (airlock.Request, error) {
 	var (
 		out     airlock.Request
@@ -707,7 +625,7 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 		if err != nil {
 			return err
 		}
-		refused = refuse(cur, now)
+		refused = refuse(cur)
 		return nil
 	})
 	if err != nil {
@@ -757,18 +675,11 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if err != nil {
 			return err
 		}
-		switch {
-		case cur.State != airlock.StateApproved:
-			return airlock.Conflict(airlock.CodeNotApproved, cur.State, "request %s is %s, not approved; nothing ran", id, cur.State)
-		case cur.Execution == nil:
-			return airlock.Invalid("status", "request %s has no claimed execution; claim it before reporting", id)
-		case cur.Execution.Status == in.Status:
-			out = cur
-			return nil
-		default:
-			return airlock.Conflict(airlock.CodeAlreadyExecuted, cur.State,
-				"request %s's execution was already reported as %s", id, cur.Execution.Status)
+		if err := cur.ReportConflict(in.Status); err != nil {
+			return err
 		}
+		out = cur
+		return nil
 	})
 	if err != nil {
 		return airlock.Request{}, translate(err, "request", id)
@@ -797,13 +708,13 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 }
 
 // ExpireDue expires, in one UPDATE, up to limit pending requests whose
-// deadline is at or before now (default 100 when limit <= 0), earliest
-// second of deadline first and in creation order within a second, and
-// appends an event for each. It returns each with the fields of
+// deadline is at or before now (airlock.DefaultExpireBatch when
+// limit <= 0), earliest second of deadline first and in creation order
+// within a second, and appends an event for each. It returns each with the fields of
 // expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
 	if limit <= 0 {
-		limit = defaultExpireLimit
+		limit = airlock.DefaultExpireBatch
 	}
 	return s.expire(ctx, expiredEventsSQL, expireDueSQL, limit, sql.Named("limit", limit))
 }

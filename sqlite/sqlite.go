@@ -145,7 +145,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s.write.SetConnMaxIdleTime(0)
 	// The first write connection switches the file to WAL before the
 	// readers open, and migrates it.
-	if err := migrate(ctx, s.write.DB, s.now); err != nil {
+	if err := applyMigrations(ctx, s.write.DB, s.now); err != nil {
 		s.write.Close()
 		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
 	}

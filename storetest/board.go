@@ -26,7 +26,7 @@ func (s *mcpSuite) testBoard(t *testing.T) {
 			t.Fatalf("columns = %s %s %s, want positions 1, 2, 3 in creation order", show(todo), show(doing), show(done))
 		}
 		_, err = b.board.CreateColumn(b.ctx, airlock.Column{Key: "todo", Name: "Again"}, reviewer)
-		wantErr(t, err, airlock.CodeInvalidRequest, "")
+		wantInvalid(t, err, "key", `column key "todo" is already taken; choose another`)
 		for _, bad := range []airlock.Column{{Key: "To Do", Name: "x"}, {Key: "", Name: "x"}, {Key: "ok", Name: ""},
 			{Key: strings.Repeat("k", 65), Name: "x"}, {Key: "ok", Name: strings.Repeat("n", 201)}} {
 			_, err = b.board.CreateColumn(b.ctx, bad, reviewer)
@@ -42,7 +42,7 @@ func (s *mcpSuite) testBoard(t *testing.T) {
 		second := b.item(t, "Ship it 🚀", "doing")
 		third := b.item(t, "Plan", "todo")
 		_, err = b.board.CreateWorkItem(b.ctx, airlock.WorkItem{Title: "Nowhere", ColumnKey: "missing"}, reviewer)
-		wantErr(t, err, airlock.CodeInvalidRequest, "")
+		wantInvalid(t, err, "column_key", `column "missing" does not exist; see the board for the column keys`)
 		_, err = b.board.CreateWorkItem(b.ctx, airlock.WorkItem{Title: "", ColumnKey: "todo"}, reviewer)
 		wantErr(t, err, airlock.CodeInvalidRequest, "")
 
@@ -88,13 +88,10 @@ func (s *mcpSuite) testBoard(t *testing.T) {
 		}
 
 		_, err = b.board.UpdateWorkItem(b.ctx, airlock.WorkItemPatch{ID: w.ID, Title: &title, IfVersion: 2}, reviewer)
-		wantErr(t, err, airlock.CodeInvalidRequest, "")
-		if e := err.(*airlock.Error); e.Field != "if_version" || !strings.Contains(e.Message, "version 3") {
-			t.Fatalf("stale if_version: %s (field %q), want it to name if_version and the current version", e.Message, e.Field)
-		}
+		wantInvalid(t, err, "if_version", "work item "+w.ID+" is at version 3, not 2: read it again and retry")
 		missing := "missing"
 		_, err = b.board.UpdateWorkItem(b.ctx, airlock.WorkItemPatch{ID: w.ID, ColumnKey: &missing}, reviewer)
-		wantErr(t, err, airlock.CodeInvalidRequest, "")
+		wantInvalid(t, err, "column_key", `column "missing" does not exist; see the board for the column keys`)
 		_, err = b.board.UpdateWorkItem(b.ctx, airlock.WorkItemPatch{ID: "wi_missing", Title: &title}, reviewer)
 		wantErr(t, err, airlock.CodeNotFound, "")
 		_, err = b.board.UpdateWorkItem(b.ctx, airlock.WorkItemPatch{ID: w.ID}, reviewer)

@@ -121,6 +121,63 @@ func (s *mcpSuite) testCommands(t *testing.T) {
 		unchanged(t, b, item, revoked)
 	})
 
+	// Every reason a command cannot apply is refused with the same words
+	// by every store (the domain's CommandFailed and WorkMove), and leaves
+	// the request pending.
+	t.Run("every command failure says why in the same words", func(t *testing.T) {
+		t.Parallel()
+		b, item := setupBoard(t)
+		failed := func(method string, r airlock.Request, reason string) string {
+			return method + " cannot apply: " + reason + "; nothing was recorded and request " + r.ID +
+				" is still pending (deny it, or let it expire)"
+		}
+		approve := func(t *testing.T, r airlock.Request, method, reason string) {
+			t.Helper()
+			_, err := b.decide(r.ID, airlock.StateApproved, "", "")
+			wantMessage(t, err, airlock.CodeCommandFailed, airlock.StatePending, failed(method, r, reason))
+			if got := b.get(t, r.ID); got.State != airlock.StatePending || got.CommandResult != nil {
+				t.Fatalf("request after a failed approval = %s, want still pending", show(got))
+			}
+		}
+		move := func(t *testing.T, r airlock.Request, reason string) {
+			t.Helper()
+			approve(t, r, airlock.MethodWorkMove, reason)
+		}
+
+		moved := b.move(t, item, "done")
+		review := "review"
+		now, err := b.board.UpdateWorkItem(b.ctx, airlock.WorkItemPatch{ID: item.ID, ColumnKey: &review}, reviewer)
+		wantOK(t, err)
+		move(t, moved, "item "+item.ID+" is no longer in column doing (now in review)")
+		item = now
+
+		move(t, b.move(t, item, "nowhere"), "column nowhere no longer exists")
+		move(t, b.move(t, airlock.WorkItem{ID: "wi_missing", Title: "Gone", ColumnKey: "todo"}, "done"), "item wi_missing no longer exists")
+		move(t, b.move(t, item, "done", func(p *airlock.NewRequestParams) { p.Request.Proposal.Command.Observed = nil }),
+			"the request records no observed state of item "+item.ID+" to check it against")
+		unknown := b.move(t, item, "done", func(p *airlock.NewRequestParams) { p.Request.Proposal.Command.Method = "work_delete" })
+		approve(t, unknown, "work_delete", `this server does not know the command "work_delete"`)
+
+		other := b.instance(t, ownerB) // ownerB has no token
+		move(t, b.move(t, item, "done", func(p *airlock.NewRequestParams) {
+			p.Request.InstanceID, p.Request.OwnerID, p.Actor = other.ID, other.OwnerID, other.OwnerID
+		}), "the requesting token "+ownerB+" no longer exists")
+
+		noScope := b.agent
+		noScope.Scopes = nil
+		wantOK(t, b.store.PutToken(b.ctx, noScope))
+		move(t, b.move(t, item, "done"), "the requesting agent's token "+ownerA+" no longer has the work:write scope")
+		wantOK(t, b.store.PutToken(b.ctx, b.agent))
+		revoked := b.move(t, item, "done")
+		tok, err := b.store.RevokeToken(b.ctx, b.agent.ID, "tok_admin")
+		wantOK(t, err)
+		move(t, revoked, "the requesting agent's token "+ownerA+" was revoked at "+tok.RevokedAt.Format(time.RFC3339Nano))
+
+		if got := b.getItem(t, item.ID); show(got) != show(item) {
+			t.Fatalf("item after failed approvals = %s, want unchanged %s", show(got), show(item))
+		}
+	})
+
 	t.Run("denied and expired commands never execute", func(t *testing.T) {
 		t.Parallel()
 		b, item := setupBoard(t)

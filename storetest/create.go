@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -88,19 +89,46 @@ func (s *suite) testCreate(t *testing.T) {
 		wantErr(t, err, airlock.CodeNotPending, airlock.StateDenied)
 	})
 
+	// The store refuses what would break the lifecycle's rules, the
+	// domain's NewRequestParams.Validate, with the same error in every
+	// driver: the provider validates a caller's input first, so only a
+	// caller's bug gets here, and what it gets must not depend on the store.
 	t.Run("invalid parameters", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
-		for name, mod := range map[string]func(*airlock.NewRequestParams){
-			"zero window":             func(p *airlock.NewRequestParams) { p.Window = 0 },
-			"unknown kind":            func(p *airlock.NewRequestParams) { p.Request.Kind = "rm_rf" },
-			"initial pending":         func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StatePending} },
-			"approval with no window": func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved} },
+		const (
+			window   = "a request needs a decision window of at least 1µs, so that deadline_at is after created_at"
+			validity = "an approval needs a validity of at least 1µs, so that expires_at is after decided_at"
+		)
+		command := &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{
+			Method: airlock.MethodWorkMove, Input: json.RawMessage(`{"itemId":"wi_1","columnKey":"done"}`)}}
+		for _, tc := range []struct {
+			name           string
+			mod            func(*airlock.NewRequestParams)
+			field, message string
+		}{
+			{"a zero window", func(p *airlock.NewRequestParams) { p.Window = 0 }, "timeout", window},
+			{"a window under a microsecond", func(p *airlock.NewRequestParams) { p.Window = 500 * time.Nanosecond }, "timeout", window},
+			{"a negative window", func(p *airlock.NewRequestParams) { p.Window = -time.Minute }, "timeout", window},
+			{"an unknown kind", func(p *airlock.NewRequestParams) { p.Request.Kind = "rm_rf" }, "kind", `unknown kind "rm_rf"`},
+			{"a key without a fingerprint", func(p *airlock.NewRequestParams) { p.Request.Fingerprint = "" },
+				"fingerprint", "an idempotent request needs a fingerprint to compare replays by"},
+			{"a command decided at creation", func(p *airlock.NewRequestParams) {
+				p.Request.Kind, p.Request.Proposal = airlock.KindWorkChange, command
+				p.Initial = &airlock.InitialDecision{Status: airlock.StateDenied}
+			}, "proposal", "a command proposal cannot be decided at creation; a person must approve it"},
+			{"an initial pending", func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StatePending} },
+				"status", `a decision at creation must be approved or denied, not "pending"`},
+			{"an approval with no validity", func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved} },
+				"valid_for", validity},
+			{"an approval valid under a microsecond", func(p *airlock.NewRequestParams) {
+				p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: 999 * time.Nanosecond}
+			}, "valid_for", validity},
 		} {
-			_, _, err := b.store.CreateRequest(b.ctx, b.params(mod))
-			if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
-				t.Errorf("%s: err = %v, want invalid_request", name, err)
-			}
+			t.Run(tc.name, func(t *testing.T) {
+				_, _, err := b.store.CreateRequest(b.ctx, b.params(tc.mod))
+				wantInvalid(t, err, tc.field, tc.message)
+			})
 		}
 		if rs, _, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{}); err != nil || len(rs) != 0 {
 			t.Fatalf("ListRequests = %d requests, %v; want none stored", len(rs), err)
@@ -166,7 +194,8 @@ func (s *suite) testIdempotency(t *testing.T) {
 		p.Request.Arguments = json.RawMessage(`{"cmd":"rm -rf /"}`)
 		p.Request.Fingerprint = "fp_other"
 		_, _, err := b.store.CreateRequest(b.ctx, p)
-		wantErr(t, err, airlock.CodeIdempotencyConflict, "")
+		wantMessage(t, err, airlock.CodeIdempotencyConflict, "", fmt.Sprintf(
+			"idempotency key %q was already used for a different request (%s); use a new key for a new call", p.Request.IdempotencyKey, orig.ID))
 		sameRequest(t, "original after a conflicting replay", b.get(t, orig.ID), orig)
 		if _, err := b.store.GetRequest(b.ctx, p.Request.ID); airlock.ErrorCode(err) != airlock.CodeNotFound {
 			t.Fatalf("conflicting request was stored: %v", err)

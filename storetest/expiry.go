@@ -151,6 +151,22 @@ func (s *suite) testExpiry(t *testing.T) {
 		}
 	})
 
+	t.Run("no limit takes the default batch", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		for range airlock.DefaultExpireBatch + 1 {
+			b.create(t)
+		}
+		b.clock.Advance(window)
+		for _, c := range []struct{ limit, want int }{{0, airlock.DefaultExpireBatch}, {-1, 1}} {
+			rs, err := b.store.ExpireDue(b.ctx, c.limit)
+			wantOK(t, err)
+			if len(rs) != c.want {
+				t.Fatalf("ExpireDue(%d) expired %d of the rest, want %d", c.limit, len(rs), c.want)
+			}
+		}
+	})
+
 	t.Run("a refused decision expires an overdue request", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)

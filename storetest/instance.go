@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,27 @@ func (s *suite) testInstances(t *testing.T) {
 		}
 		_, err = b.store.GetInstance(b.ctx, "ins_missing")
 		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
+	// The store fills in an empty ID and kind, and refuses an unknown
+	// kind, as the domain says (Instance.WithDefaults, Validate).
+	t.Run("defaults and an unknown kind", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		adapter, err := b.store.CreateInstance(b.ctx, airlock.Instance{OwnerID: ownerA, Name: "no ID"}, ownerA)
+		wantOK(t, err)
+		session, err := b.store.CreateInstance(b.ctx, airlock.Instance{OwnerID: ownerA, Name: "no ID", Kind: airlock.InstanceSession}, ownerA)
+		wantOK(t, err)
+		if adapter.Kind != airlock.InstanceAdapter || !strings.HasPrefix(adapter.ID, airlock.PrefixInstance) ||
+			session.Kind != airlock.InstanceSession || !strings.HasPrefix(session.ID, airlock.PrefixSession) {
+			t.Fatalf("instances created without an ID = %s and %s, want an adapter %s… and a session %s…",
+				show(adapter), show(session), airlock.PrefixInstance, airlock.PrefixSession)
+		}
+		_, err = b.store.CreateInstance(b.ctx, airlock.Instance{OwnerID: ownerA, Name: "robot", Kind: "robot"}, ownerA)
+		wantInvalid(t, err, "kind", `instance kind must be adapter or session, not "robot"`)
+		if all, err := b.store.ListInstances(b.ctx, ""); err != nil || len(all) != 3 {
+			t.Fatalf("ListInstances = %d instances, %v; want 3, the refused one not stored", len(all), err)
+		}
 	})
 
 	t.Run("pending count", func(t *testing.T) {

@@ -174,15 +174,70 @@ func (s *suite) testLifecycle(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
 		r := b.create(t)
-		for _, p := range []airlock.DecideParams{
-			{ID: r.ID, Status: airlock.StatePending, Actor: reviewer},
-			{ID: r.ID, Status: airlock.StateExpired, Actor: reviewer},
-			{ID: r.ID, Status: airlock.StateApproved, Validity: 0, Actor: reviewer},
+		const (
+			status   = "status must be approved or denied"
+			validity = "an approval needs a validity of at least 1µs, so that expires_at is after decided_at"
+		)
+		for _, tc := range []struct {
+			p              airlock.DecideParams
+			field, message string
+		}{
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StatePending, Actor: reviewer}, "status", status},
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StateExpired, Actor: reviewer}, "status", status},
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: 0, Actor: reviewer}, "valid_for", validity},
+			{airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: 999 * time.Nanosecond, Actor: reviewer}, "valid_for", validity},
 		} {
-			_, err := b.store.Decide(b.ctx, p)
-			wantErr(t, err, airlock.CodeInvalidRequest, "")
+			_, err := b.store.Decide(b.ctx, tc.p)
+			wantInvalid(t, err, tc.field, tc.message)
 		}
 		sameRequest(t, "after invalid decisions", b.get(t, r.ID), r)
+	})
+
+	// A lost change is refused with the code and state of what holds, in
+	// words the domain writes (Request.DecisionConflict, ClaimConflict,
+	// ReportConflict), so that every store says the same.
+	t.Run("refusals say what holds in the same words", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		stamp := func(at time.Time) string { return at.Format(time.RFC3339Nano) }
+
+		denied := b.into(t, airlock.StateDenied)
+		_, err := b.approve(denied.ID)
+		wantMessage(t, err, airlock.CodeNotPending, airlock.StateDenied, "request "+denied.ID+" is already denied")
+		_, err = b.claim(denied.ID)
+		wantMessage(t, err, airlock.CodeNotApproved, airlock.StateDenied, "request "+denied.ID+" is denied, not approved; it may not run")
+		_, err = b.store.ReportExecution(b.ctx, denied.ID, airlock.ReportInput{Status: airlock.ExecSucceeded}, ownerA)
+		wantMessage(t, err, airlock.CodeNotApproved, airlock.StateDenied, "request "+denied.ID+" is denied, not approved; nothing ran")
+
+		approved := b.into(t, airlock.StateApproved)
+		_, err = b.store.ReportExecution(b.ctx, approved.ID, airlock.ReportInput{Status: airlock.ExecSucceeded}, ownerA)
+		wantInvalid(t, err, "status", "request "+approved.ID+" has no claimed execution; claim it before reporting")
+		claimed, err := b.claim(approved.ID)
+		wantOK(t, err)
+		_, err = b.claim(approved.ID)
+		wantMessage(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved,
+			"request "+approved.ID+" was already claimed at "+stamp(claimed.Execution.ClaimedAt)+"; an approval permits one attempt")
+		_, err = b.store.ReportExecution(b.ctx, approved.ID, airlock.ReportInput{Status: airlock.ExecFailed}, ownerA)
+		wantOK(t, err)
+		_, err = b.store.ReportExecution(b.ctx, approved.ID, airlock.ReportInput{Status: airlock.ExecSucceeded}, ownerA)
+		wantMessage(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved, "request "+approved.ID+"'s execution was already reported as failed")
+
+		lapsed := b.into(t, airlock.StateApproved)
+		b.clock.Set(*lapsed.Decision.ExpiresAt)
+		_, err = b.claim(lapsed.ID)
+		wantMessage(t, err, airlock.CodeApprovalExpired, airlock.StateApproved,
+			"the approval of request "+lapsed.ID+" lapsed at "+stamp(*lapsed.Decision.ExpiresAt)+"; ask again with a new request")
+
+		late := b.create(t)
+		b.clock.Set(late.DeadlineAt)
+		_, err = b.cancel(late.ID)
+		wantMessage(t, err, airlock.CodeDeadlinePassed, airlock.StateExpired,
+			"request "+late.ID+" expired at its deadline "+stamp(late.DeadlineAt)+"; no decision can be recorded")
+
+		_, _, err = b.store.ListRequests(b.ctx, airlock.RequestFilter{State: "done"})
+		wantInvalid(t, err, "state", "state must be one of pending, approved, denied, expired, cancelled")
+		_, _, err = b.store.ListRequestSummaries(b.ctx, airlock.RequestFilter{Kind: "rm_rf"})
+		wantInvalid(t, err, "kind", `unknown kind "rm_rf"`)
 	})
 
 	// DecideParams.Check runs inside the decision: a refused one changes

@@ -234,6 +234,26 @@ func wantErr(t *testing.T, err error, code airlock.Code, state airlock.State) {
 	}
 }
 
+// wantInvalid fails t unless err is an invalid_request naming field with
+// exactly message: what the domain says, whichever store says it.
+func wantInvalid(t *testing.T, err error, field, message string) {
+	t.Helper()
+	wantMessage(t, err, airlock.CodeInvalidRequest, "", message)
+	if e, _ := errors.AsType[*airlock.Error](err); e.Field != field {
+		t.Fatalf("err %q names field %q, want %q", e.Message, e.Field, field)
+	}
+}
+
+// wantMessage fails t unless err is an *airlock.Error with code and state
+// and exactly message.
+func wantMessage(t *testing.T, err error, code airlock.Code, state airlock.State, message string) {
+	t.Helper()
+	wantErr(t, err, code, state)
+	if e, _ := errors.AsType[*airlock.Error](err); e.Message != message {
+		t.Fatalf("err = %s: %q, want %q", e.Code, e.Message, message)
+	}
+}
+
 // wantOK fails t on err.
 func wantOK(t *testing.T, err error) {
 	t.Helper()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 )
@@ -99,7 +100,7 @@ func DefaultConfig() Config {
 		LogLevel:              "info",
 		LogFormat:             "text",
 		SessionStaleAfter:     airlock.DefaultStaleAfter,
-		ShutdownGrace:         10 * time.Second,
+		ShutdownGrace:         server.DefaultShutdownGrace,
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
 	}

@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 
-	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mcpserver"
-	"github.com/airlockhq/airlock/provider"
 )
 
 var mcpCommand = command{
@@ -51,21 +47,4 @@ func runMCP(ctx context.Context, a *App, args []string) error {
 		return nil // stopped by a signal: the client is done with us
 	}
 	return err
-}
-
-// mcpHandler is the streamable HTTP transport that `airlock serve` mounts
-// at /mcp. Besides loopback names, it answers the Host that --addr names
-// when that is a specific address (not a wildcard such as 0.0.0.0).
-// drain ends its sessions and streams when shutdown begins.
-func mcpHandler(cfg Config, svc *provider.Service, log *slog.Logger, drain context.Context, limiter *ratelimit.Limiter, guard *ratelimit.Guard) http.Handler {
-	var allowed []string
-	if host, _, err := net.SplitHostPort(cfg.Addr); err == nil && host != "" {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
-			allowed = append(allowed, host)
-		}
-	}
-	return mcpserver.Handler(mcpserver.Config{
-		Service: svc, Logger: log, Version: version, AllowedHosts: allowed, Context: drain, Limiter: limiter,
-		AuthGuard: guard,
-	})
 }

@@ -1,0 +1,369 @@
+// Package server assembles an Airlock server: the provider over an open
+// store, the REST API, the /mcp endpoint and the reviewer inbox behind one
+// mux, the HTTP server with its bounds, and the shutdown that drains, cuts
+// and closes in order. It is the one composition root: `airlock serve`
+// builds its Config from flags, and the benchmark builds one of its own,
+// so both run the same server.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/inbox"
+	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/mcpserver"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/rest"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// DefaultShutdownGrace is how long in-flight requests may take to finish,
+// once shutdown begins, before they are cut.
+const DefaultShutdownGrace = 10 * time.Second
+
+// HTTP server bounds. There is no write timeout: long-polls (up to the
+// provider's MaxWait) and event streams must outlive any fixed one, and
+// their handlers bound themselves.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second // a whole request, body included (≤ 1 MiB)
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	// followEvery is how often, at most, a replica sharing its database
+	// wakes its expiry scheduler for other replicas' changes, so that it
+	// expires on time the requests of a replica that died.
+	followEvery = 200 * time.Millisecond
+	// cutWait bounds how long, after the grace period, cut requests may
+	// take to return before the store is closed anyway.
+	cutWait = 5 * time.Second
+)
+
+// Config is what a Server is built from. Zero fields take the defaults
+// of the packages they configure (provider, rest, ratelimit).
+type Config struct {
+	// Store is the open store to serve. Required. New takes it over: the
+	// server closes it when Run returns, or when New fails.
+	Store airlock.Store
+	// StoreName names the store in logs (a --db with its password
+	// redacted).
+	StoreName string
+	// Addr is the TCP address to listen on (port 0 picks a free one). Its
+	// host, unless a wildcard such as 0.0.0.0, is the one Host besides
+	// loopback names that the inbox and /mcp answer.
+	Addr string
+	// Listeners are served beside Addr's, with the same handler, such as
+	// the benchmark's in-memory pipes. New takes them over like Store.
+	Listeners []net.Listener
+	// AdminToken, when set, becomes the bootstrap admin token's secret,
+	// replacing the previous one. When empty, one is generated if none is
+	// stored yet (GeneratedAdminToken).
+	AdminToken string
+
+	// Limits are the decision windows and approval validity the provider
+	// enforces.
+	Limits airlock.Limits
+	// MaxWait bounds a long-poll.
+	MaxWait time.Duration
+	// SessionStaleAfter is how long an MCP session may go without a
+	// heartbeat before reviewers see it as stale.
+	SessionStaleAfter time.Duration
+	// MaxHeavyReads and MaxHeavyReadsPerToken bound the heavy reads (lists
+	// and searches) in progress, in all and per token.
+	MaxHeavyReads, MaxHeavyReadsPerToken int
+	// RateLimit is the requests per second one token may make, REST and
+	// /mcp together, and RateBurst how many at once (default twice
+	// RateLimit).
+	RateLimit float64
+	RateBurst int
+	// AuthGuard configures the throttle of failed authentications shared
+	// by the REST API, /mcp and the inbox's sign-in; its Logger defaults
+	// to Logger.
+	AuthGuard ratelimit.GuardConfig
+	// ShutdownGrace is how long in-flight requests may take to finish
+	// once Run's context ends (default DefaultShutdownGrace).
+	ShutdownGrace time.Duration
+
+	// Logger receives the server's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Version is the version /mcp reports at initialize.
+	Version string
+}
+
+// Server is an assembled Airlock server, listening but not yet serving:
+// Run serves until its context ends, then shuts down.
+type Server struct {
+	log       *slog.Logger
+	storeName string
+	grace     time.Duration
+	generated string
+
+	store     airlock.Store
+	svc       *provider.Service
+	listeners []net.Listener
+	http      *http.Server
+	// guard throttles and logs failed authentications (Run flushes its log).
+	guard *ratelimit.Guard
+	// drain ends long-polls (answering with the state as it is) and event
+	// streams, when shutdown begins: they would otherwise hold it up.
+	drain context.CancelFunc
+	// cut cancels the context of every in-flight request, once the grace
+	// period is over.
+	cut      context.CancelFunc
+	inflight sync.WaitGroup
+}
+
+// New builds the server over cfg.Store, listens on cfg.Addr, and makes
+// sure a bootstrap admin token exists. Call Run once, to serve and then
+// release what New took over.
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+	defer func() {
+		if err != nil {
+			for _, l := range cfg.Listeners {
+				l.Close()
+			}
+			if cfg.Store != nil {
+				cfg.Store.Close()
+			}
+		}
+	}()
+	if cfg.Store == nil {
+		return nil, errors.New("server: Config.Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.RateLimit <= 0 {
+		cfg.RateLimit = rest.DefaultRateLimit
+	}
+	if cfg.RateBurst <= 0 {
+		cfg.RateBurst = max(1, int(2*cfg.RateLimit))
+	}
+	log := cfg.Logger
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc, err := provider.New(provider.Config{
+		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait,
+		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
+	})
+	if err != nil {
+		return nil, err
+	}
+	registerGauges(reg, svc)
+
+	// Listen before touching the token, so a port already in use leaves a
+	// first run's database without a token nobody saw.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w (is another server running? choose another --addr)", cfg.Addr, err)
+	}
+	defer func() {
+		if err != nil {
+			ln.Close()
+		}
+	}()
+	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
+	if err != nil {
+		return nil, err
+	}
+
+	s := &Server{
+		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, generated: generated,
+		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
+	}
+	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
+	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
+	s.drain, s.cut = drain, cut
+	// One rate budget per token, whether it calls the REST API or /mcp;
+	// one budget of failed authentications per client address, whichever
+	// door it knocks at.
+	limiter := ratelimit.New(cfg.RateLimit, cfg.RateBurst, time.Now)
+	guardCfg := cfg.AuthGuard
+	if guardCfg.Logger == nil {
+		guardCfg.Logger = log
+	}
+	s.guard = ratelimit.NewGuard(guardCfg)
+	hosts := listenHosts(cfg.Addr)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{
+		Service: svc, Logger: log, Version: cfg.Version, AllowedHosts: hosts, Context: drainCtx, Limiter: limiter,
+		AuthGuard: s.guard,
+	}))
+	// The reviewer inbox at / (its own paths); everything else is the API's.
+	ib := inbox.New(inbox.Config{
+		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: hosts, AuthGuard: s.guard,
+	})
+	for _, p := range inbox.Patterns {
+		mux.Handle(p, ib)
+	}
+	mux.Handle("/", rest.New(rest.Config{
+		Service: svc, Logger: log, Registry: reg, Context: drainCtx, Limiter: limiter, AuthGuard: s.guard,
+	}))
+	s.http = &http.Server{
+		Handler:           s.track(rest.RefuseUncleanPaths(mux)),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// registerGauges adds to reg what the provider knows of this process and
+// of the database it shares.
+func registerGauges(reg *prometheus.Registry, svc *provider.Service) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_long_polls_waiting",
+		Help: "Long-polls of this process waiting for a request to change.",
+	}, func() float64 { return float64(svc.Waiters()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_heavy_reads_in_progress",
+		Help: "Lists and searches of this process holding a heavy-read slot (at most --max-heavy-reads).",
+	}, func() float64 { return float64(svc.HeavyReads()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "airlock_requests_pending",
+		Help: "Requests pending now, across every replica sharing the database.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := svc.PendingCount(ctx)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	}))
+}
+
+// bootstrapAdmin sets the bootstrap admin token to secret when one is
+// given. Otherwise, at the first start (no bootstrap token stored yet), it
+// generates one and returns it so it can be shown, once.
+func bootstrapAdmin(ctx context.Context, store airlock.Store, svc *provider.Service, secret string) (generated string, err error) {
+	if secret == "" {
+		_, err := store.GetToken(ctx, provider.BootstrapTokenID)
+		switch {
+		case err == nil:
+			return "", nil // shown at an earlier start
+		case airlock.ErrorCode(err) != airlock.CodeNotFound:
+			return "", fmt.Errorf("look up the bootstrap admin token: %w", err)
+		}
+		secret = airlock.NewTokenSecret()
+		generated = secret
+	}
+	if err := svc.BootstrapAdmin(ctx, secret); err != nil {
+		return "", fmt.Errorf("store the bootstrap admin token: %w", err)
+	}
+	return generated, nil
+}
+
+// Addr returns the address the server listens on, with the real port when
+// Config.Addr asked for port 0.
+func (s *Server) Addr() string { return s.listeners[0].Addr().String() }
+
+// Service returns the provider the server's doors are layers over.
+func (s *Server) Service() *provider.Service { return s.svc }
+
+// GeneratedAdminToken returns the bootstrap admin token's secret when New
+// generated it (the first start without Config.AdminToken), to be shown
+// once: only its hash is stored. Otherwise it returns "".
+func (s *Server) GeneratedAdminToken() string { return s.generated }
+
+// Run serves until ctx ends or serving fails, then shuts down: it stops
+// accepting, ends long-polls and event streams, gives other in-flight
+// requests the grace period to finish, cuts the rest, stops the scheduler
+// and closes the store.
+func (s *Server) Run(ctx context.Context) error {
+	schedCtx, stopScheduler := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	background.Go(func() {
+		if err := s.svc.Run(schedCtx); err != nil {
+			s.log.Error("expiry scheduler stopped", "err", err)
+		}
+	})
+	background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) }) // returns at once for a store not shared
+	background.Go(func() { s.guard.Run(schedCtx) })
+	served := make(chan error, len(s.listeners))
+	for _, l := range s.listeners {
+		go func() { served <- s.http.Serve(l) }()
+	}
+	s.log.Info("serving", "addr", s.Addr(), "db", s.storeName)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down", "grace", s.grace)
+	case err := <-served:
+		runErr = fmt.Errorf("serve: %w", err)
+	}
+
+	s.drain()
+	graceCtx, cancel := context.WithTimeout(context.Background(), s.grace)
+	err := s.http.Shutdown(graceCtx)
+	cancel()
+	if err != nil {
+		s.log.Warn("grace period over; cutting in-flight requests", "err", err)
+		s.cut()
+		s.http.Close()
+		if !waitTimeout(&s.inflight, cutWait) {
+			s.log.Error("requests still running after being cut; closing the store anyway")
+		}
+	}
+	s.cut()
+	stopScheduler()
+	background.Wait()
+	if err := s.store.Close(); err != nil && runErr == nil {
+		runErr = fmt.Errorf("close database: %w", err)
+	}
+	s.log.Info("stopped")
+	return runErr
+}
+
+// track counts in-flight requests, so that shutdown can wait for cut
+// requests to return before closing the store under them.
+func (s *Server) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// listenHosts is the host addr names, when it names one (not 0.0.0.0):
+// besides loopback names, the one Host the inbox and /mcp answer to.
+func listenHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return nil
+	}
+	return []string{host}
+}

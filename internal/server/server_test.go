@@ -1,0 +1,166 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
+	"github.com/airlockhq/airlock/provider"
+	"github.com/airlockhq/airlock/sqlite"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// closeRecorder is a store that counts its Close calls.
+type closeRecorder struct {
+	airlock.Store
+	closed atomic.Int32
+}
+
+func (s *closeRecorder) Close() error {
+	s.closed.Add(1)
+	return s.Store.Close()
+}
+
+func openSQLite(t *testing.T, path string) *closeRecorder {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &closeRecorder{Store: st}
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestRunServesEveryListenerAndReleasesAll: the server answers the API
+// and the inbox on Addr and on the extra listeners alike, the token it
+// generated at the first start is an admin's, and once Run's context ends
+// Run returns with the listeners and the store closed. A second start on
+// the same database generates no token: it was shown once.
+func TestRunServesEveryListenerAndReleasesAll(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	store := openSQLite(t, path)
+	extra, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log logtest.Recorder
+	srv, err := New(t.Context(), Config{
+		Store: store, StoreName: "test.db", Addr: "127.0.0.1:0", Listeners: []net.Listener{extra}, Logger: log.Logger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := srv.GeneratedAdminToken()
+	if admin == "" {
+		t.Fatal("the first start generated no admin token")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx) }()
+
+	for _, base := range []string{"http://" + srv.Addr(), "http://" + extra.Addr().String()} {
+		if status, body := get(t, base+"/v1/tokens", admin); status != 200 || !strings.Contains(body, provider.BootstrapTokenID) {
+			t.Errorf("GET %s/v1/tokens with the generated token: %d %s; want 200 listing %s", base, status, body, provider.BootstrapTokenID)
+		}
+		if status, body := get(t, base+"/signin", ""); status != 200 || !strings.Contains(body, "<form") {
+			t.Errorf("GET %s/signin: %d %.200s; want the inbox's sign-in page", base, status, body)
+		}
+	}
+
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run returned %v; want nil", err)
+	}
+	if n := store.closed.Load(); n != 1 {
+		t.Errorf("the store was closed %d times; want once", n)
+	}
+	for _, addr := range []string{srv.Addr(), extra.Addr().String()} {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after Run returned", addr)
+		}
+	}
+	if got := log.Containing("grace period over"); len(got) > 0 {
+		t.Errorf("an idle server was cut rather than drained: %v", got)
+	}
+
+	again, err := New(t.Context(), Config{Store: openSQLite(t, path), Addr: "127.0.0.1:0", Logger: log.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := again.GeneratedAdminToken(); tok != "" {
+		t.Errorf("the second start generated the admin token %q; want none (the first was shown already)", tok)
+	}
+	ctx, stop = context.WithCancel(context.Background())
+	stop()
+	if err := again.Run(ctx); err != nil {
+		t.Fatalf("Run returned %v; want nil", err)
+	}
+}
+
+// TestNewReleasesWhatItTookOnFailure: when New cannot listen, it closes
+// the store and the extra listeners it was given, and stores no admin
+// token that nobody saw.
+func TestNewReleasesWhatItTookOnFailure(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	extra, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	store := openSQLite(t, path)
+	_, err = New(t.Context(), Config{Store: store, Addr: busy.Addr().String(), Listeners: []net.Listener{extra}})
+	if err == nil || !strings.Contains(err.Error(), "--addr") {
+		t.Fatalf("New on a busy address returned %v; want an error naming --addr", err)
+	}
+	if n := store.closed.Load(); n != 1 {
+		t.Errorf("the store was closed %d times; want once", n)
+	}
+	if _, err := extra.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the extra listener's Accept returned %v; want net.ErrClosed", err)
+	}
+
+	reopened := openSQLite(t, path)
+	defer reopened.Close()
+	if _, err := reopened.GetToken(t.Context(), provider.BootstrapTokenID); airlock.ErrorCode(err) != airlock.CodeNotFound {
+		t.Errorf("after a failed start, GetToken(%s) returned %v; want not_found", provider.BootstrapTokenID, err)
+	}
+}
