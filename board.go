@@ -162,7 +162,7 @@ const (
 	EventWorkItemMoved EventType = "work_item.moved"
 )
 
-// BoardStore is implemented by stores that keep the work board. Every
+// BoardStore is the part of Store that keeps the work board. Every
 // change is one conditional write that bumps the item's Version and
 // appends an audit event in the same transaction.
 type BoardStore interface {

@@ -69,11 +69,11 @@ func TestBoardPermissions(t *testing.T) {
 		c           airlock.Caller
 		read, write bool
 	}{
-		{airlock.Caller{ID: "tok_a", Role: airlock.RoleAgent}, true, false},
-		{airlock.Caller{ID: "tok_r", Role: airlock.RoleReviewer}, true, true},
-		{airlock.Caller{ID: "tok_x", Role: airlock.RoleAdmin}, true, true},
+		{airlock.Caller{Token: airlock.Token{ID: "tok_a", Role: airlock.RoleAgent}}, true, false},
+		{airlock.Caller{Token: airlock.Token{ID: "tok_r", Role: airlock.RoleReviewer}}, true, true},
+		{airlock.Caller{Token: airlock.Token{ID: "tok_x", Role: airlock.RoleAdmin}}, true, true},
 		{airlock.Caller{}, false, false},
-		{airlock.Caller{ID: "tok_z", Role: "ghost"}, false, false},
+		{airlock.Caller{Token: airlock.Token{ID: "tok_z", Role: "ghost"}}, false, false},
 	} {
 		if got := airlock.CanReadBoard(tc.c); got != tc.read {
 			t.Errorf("CanReadBoard(%s %s) = %v, want %v", tc.c.Role, tc.c.ID, got, tc.read)

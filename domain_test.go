@@ -188,13 +188,13 @@ func TestKindsRolesAndExecutionStatuses(t *testing.T) {
 // its own; anyone else sees nothing (docs/protocol.md S3).
 func TestCanRead(t *testing.T) {
 	t.Parallel()
-	agentA := airlock.Caller{ID: "tok_a", Role: airlock.RoleAgent}
-	agentB := airlock.Caller{ID: "tok_b", Role: airlock.RoleAgent}
-	reviewer := airlock.Caller{ID: "tok_r", Role: airlock.RoleReviewer}
-	admin := airlock.Caller{ID: "tok_adm", Role: airlock.RoleAdmin}
-	noRole := airlock.Caller{ID: "tok_a"}
-	unknownRole := airlock.Caller{ID: "tok_a", Role: "root"}
-	zeroAgent := airlock.Caller{Role: airlock.RoleAgent}
+	agentA := airlock.Caller{Token: airlock.Token{ID: "tok_a", Role: airlock.RoleAgent}}
+	agentB := airlock.Caller{Token: airlock.Token{ID: "tok_b", Role: airlock.RoleAgent}}
+	reviewer := airlock.Caller{Token: airlock.Token{ID: "tok_r", Role: airlock.RoleReviewer}}
+	admin := airlock.Caller{Token: airlock.Token{ID: "tok_adm", Role: airlock.RoleAdmin}}
+	noRole := airlock.Caller{Token: airlock.Token{ID: "tok_a"}}
+	unknownRole := airlock.Caller{Token: airlock.Token{ID: "tok_a", Role: "root"}}
+	zeroAgent := airlock.Caller{Token: airlock.Token{Role: airlock.RoleAgent}}
 	tests := []struct {
 		name   string
 		caller airlock.Caller

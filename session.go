@@ -115,7 +115,7 @@ const (
 	EventInstructionDelivered EventType = "instruction.delivered"
 )
 
-// SessionStore is implemented by stores that keep MCP agent sessions,
+// SessionStore is the part of Store that keeps MCP agent sessions,
 // their instructions, and agents' default MCP instances. Sessions are
 // instances (CreateInstance with Kind InstanceSession and a "ses_" ID), so
 // Store's instance methods see open sessions too.

@@ -247,16 +247,25 @@ func CompareSweepOrder(a, b Request) int {
 	return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
 }
 
-// Store keeps instances, requests, audit events and tokens. Every state
-// change is one conditional write decided by the store, never a read
-// followed by a write in Go; every change appends its audit event in the
-// same transaction.
+// Store keeps instances, requests, audit events and tokens, MCP sessions
+// (SessionStore) and the work board (BoardStore). Every state change is
+// one conditional write decided by the store, never a read followed by a
+// write in Go; every change appends its audit event in the same
+// transaction.
+//
+// It is the whole contract: every driver implements all of it, and the
+// conformance suite (storetest) checks all of it on every driver. What
+// only some drivers have is not found by type assertion, which a wrapper
+// around a store would silently hide, but named by Extras.
 //
 // Errors are *Error: not_found for missing rows, for lost transitions
 // the code and State of what holds, and unavailable (with the driver's
 // error as Err) when the store cannot serve now: a full disk, an I/O
 // error, a database that cannot be reached.
 type Store interface {
+	SessionStore
+	BoardStore
+
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)
 	// GetInstance reads an instance with its pending count; not_found.
@@ -306,6 +315,9 @@ type Store interface {
 	ExpireRequests(ctx context.Context, ids []string) ([]Request, error)
 	// NextDeadline returns the earliest deadline of a pending request.
 	NextDeadline(ctx context.Context) (t time.Time, ok bool, err error)
+	// CountPending returns how many requests are pending, across every
+	// process sharing the store, for the pending gauge.
+	CountPending(ctx context.Context) (int, error)
 	// ClaimExecution claims the one execution attempt of an approved request
 	// before its expires_at. Otherwise not_approved, approval_expired or
 	// already_executed; not_found.
@@ -332,6 +344,11 @@ type Store interface {
 	// RevokeToken marks a token revoked; revoking twice keeps the first time.
 	RevokeToken(ctx context.Context, id, actor string) (Token, error)
 
+	// Extras returns the parts of the store that only some drivers have.
+	// A wrapper around a store passes them on by embedding it, or says
+	// otherwise by overriding Extras.
+	Extras() StoreExtras
+
 	// Ping checks that the store can serve: that it answers a read and,
 	// once a write has failed because the store could not write (a full
 	// disk, a database that cannot be reached), that a write commits
@@ -342,13 +359,29 @@ type Store interface {
 	Close() error
 }
 
-// TokenStamper is implemented by stores that can tell without a query whether
-// any token was revoked or replaced since an earlier stamp: in this process
-// or in another one on the same database. The stamp changes once such a
-// change has committed, before the call that made it returns, so a caller
-// that reads the same stamp before and after looking a token up may keep
-// what it found until the stamp changes; a revocation still takes effect
-// at the next call. Stores that cannot answer cheaply do not implement it,
+// StoreExtras are the parts of a store that only some drivers have, each
+// nil when the driver lacks it. The provider takes them from Store.Extras
+// when it is built, and logs which it got.
+type StoreExtras struct {
+	// TokenStamp tells, without a query, whether any token changed
+	// (SQLite): the provider then keeps live tokens between calls.
+	TokenStamp TokenStamper
+	// TokenCheck checks a token the provider took from memory within a
+	// call's first round trip (PostgreSQL): the provider then remembers
+	// the tokens it has looked up.
+	TokenCheck TokenChecker
+	// Feed announces every committed change, made by any process sharing
+	// the store (PostgreSQL), so that waiters on every replica wake.
+	Feed ChangeFeed
+}
+
+// TokenStamper tells without a query whether any token was revoked or
+// replaced since an earlier stamp: in this process or in another one on
+// the same database. The stamp changes once such a change has committed,
+// before the call that made it returns, so a caller that reads the same
+// stamp before and after looking a token up may keep what it found until
+// the stamp changes; a revocation still takes effect at the next call.
+// Stores that cannot answer cheaply have none (StoreExtras.TokenStamp),
 // and their tokens are looked up on every call.
 type TokenStamper interface {
 	TokenStamp() (uint64, error)
@@ -367,9 +400,10 @@ type NoPolicy struct{}
 // Evaluate decides nothing.
 func (NoPolicy) Evaluate(context.Context, Request) (*InitialDecision, error) { return nil, nil }
 
-// ChangeFeed is implemented by stores shared by several provider replicas
-// (PostgreSQL). Every committed change to a request is announced to every
-// replica, so a waiter on one replica hears a decision made on another.
+// ChangeFeed announces the changes of a store shared by several provider
+// replicas (PostgreSQL). Every committed change to a request is announced
+// to every replica, so a waiter on one replica hears a decision made on
+// another.
 type ChangeFeed interface {
 	// Listen calls changed with the IDs of requests changed by any replica,
 	// until ctx ends. It calls changed(nil) when notifications may have been

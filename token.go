@@ -53,7 +53,15 @@ type Token struct {
 func (t Token) HasScope(scope string) bool { return slices.Contains(t.Scopes, scope) }
 
 // Caller is the authenticated token behind a call.
-type Caller = Token
+type Caller struct {
+	Token
+	// Check, when set, is the check not yet made that Token is still
+	// live: the provider took the token from memory rather than from the
+	// store, and the store the call goes through makes the check with the
+	// call's first statement (TokenChecker.Checking). Only the provider
+	// sets it; it is nil for a token the store was asked for.
+	Check *TokenCheck
+}
 
 // TokenSecretPrefix starts every secret, so that secret scanners and people
 // recognise an Airlock token.

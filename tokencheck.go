@@ -7,12 +7,13 @@ import (
 
 // A TokenCheck is the check, not yet made, that the token a call was
 // authenticated with is still live: known, not revoked, and as the copy
-// the provider holds in memory says. A store that implements TokenChecker
-// makes it with the call's first statements, in the same round trip, and
-// fails the call as unauthorized before any of its effects when the token
-// is not live. So a call authenticated from memory costs no round trip of
-// its own, and a revoked token still stops working at once, on every
-// replica.
+// the provider holds in memory says. It travels with the call's Caller
+// (Caller.Check), and the call's store is the view TokenChecker.Checking
+// returns for it, which makes the check with the call's first statements,
+// in the same round trip, and fails the call as unauthorized before any of
+// its effects when the token is not live. So a call authenticated from
+// memory costs no round trip of its own, and a revoked token still stops
+// working at once, on every replica.
 type TokenCheck struct {
 	token Token
 	state atomic.Int32 // checkPending, checkPassed or checkFailed
@@ -24,32 +25,14 @@ const (
 	checkFailed
 )
 
-type tokenCheckKey struct{}
-
-// WithTokenCheck returns ctx carrying a pending check of t.
-func WithTokenCheck(ctx context.Context, t Token) (context.Context, *TokenCheck) {
-	c := &TokenCheck{token: t}
-	return context.WithValue(ctx, tokenCheckKey{}, c), c
-}
-
-// TokenCheckFrom returns ctx's check, made or not; nil when ctx has none.
-func TokenCheckFrom(ctx context.Context) *TokenCheck {
-	c, _ := ctx.Value(tokenCheckKey{}).(*TokenCheck)
-	return c
-}
-
-// PendingTokenCheck returns ctx's check while it is still to be made, else
-// nil.
-func PendingTokenCheck(ctx context.Context) *TokenCheck {
-	c := TokenCheckFrom(ctx)
-	if c == nil || c.state.Load() != checkPending {
-		return nil
-	}
-	return c
-}
+// NewTokenCheck returns a pending check of t.
+func NewTokenCheck(t Token) *TokenCheck { return &TokenCheck{token: t} }
 
 // Token is the token the check is of, as the caller knows it.
 func (c *TokenCheck) Token() Token { return c.token }
+
+// Pending says whether the check is still to be made.
+func (c *TokenCheck) Pending() bool { return c.state.Load() == checkPending }
 
 // Pass records that the store found the token live.
 func (c *TokenCheck) Pass() { c.state.CompareAndSwap(checkPending, checkPassed) }
@@ -67,15 +50,22 @@ func (c *TokenCheck) Outcome() (made, passed bool) {
 	return s != checkPending, s == checkPassed
 }
 
-// TokenChecker is a Store that makes the pending TokenCheck of a call's
-// context (PendingTokenCheck) in the first round trip of any call it
-// serves, before the call's effects, and fails the call with TokenRefused
-// when the token is not live.
+// TokenChecker is the part of a store (StoreExtras.TokenCheck) that
+// checks a token the provider took from memory within a call's first
+// round trip.
 type TokenChecker interface {
-	Store
-	// CheckToken makes ctx's pending check now, in a round trip of its
-	// own, for a call that made no other; nil when none is pending.
-	CheckToken(ctx context.Context) error
+	// Checking returns the store as a call with check pending sees it: the
+	// first round trip of its calls makes check, before any of their
+	// effects, and fails the call with TokenRefused when the token is not
+	// live; once the check is made, its calls are the store's own. It is
+	// the same store: closing it closes the store. (A wrapper around a
+	// store that must see every call wraps these views too, in the
+	// TokenChecker its Extras returns.)
+	Checking(check *TokenCheck) Store
+	// CheckToken makes check now, in a round trip of its own, for a call
+	// that made no other; nil when check is not pending, TokenRefused
+	// when the token is not live.
+	CheckToken(ctx context.Context, check *TokenCheck) error
 }
 
 // TokenRefused is the error of a call whose token is unknown or revoked.

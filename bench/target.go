@@ -165,12 +165,12 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 // openStores prepares the run's store: a fresh SQLite file, or a fresh
 // schema in the PostgreSQL database; it returns how to open one handle on
 // it (one per replica). Cleanup removes the file or drops the schema.
-func (t *target) openStores(ctx context.Context, cfg Config) (func() (fullStore, error), error) {
+func (t *target) openStores(ctx context.Context, cfg Config) (func() (airlock.Store, error), error) {
 	if isPostgres(cfg.DB) {
 		t.store = "postgres"
 		schema := "airlock_bench_" + randomHex(6)
 		t.cleanup = append(t.cleanup, func(ctx context.Context) { dropSchema(ctx, cfg.DB, schema, cfg.Progress) })
-		return func() (fullStore, error) {
+		return func() (airlock.Store, error) {
 			s, err := postgres.Open(ctx, cfg.DB, postgres.WithSchema(schema))
 			if err != nil {
 				return nil, fmt.Errorf("open the PostgreSQL store (schema %s): %w", schema, err)
@@ -184,7 +184,7 @@ func (t *target) openStores(ctx context.Context, cfg Config) (func() (fullStore,
 		return nil, err
 	}
 	t.cleanup = append(t.cleanup, func(context.Context) { remove() })
-	return func() (fullStore, error) {
+	return func() (airlock.Store, error) {
 		s, err := sqlite.Open(ctx, path, sqlite.WithBatchObserver(t.batches.add))
 		if err != nil {
 			return nil, fmt.Errorf("open the SQLite store %s: %w", path, err)
@@ -287,18 +287,15 @@ func (t *target) close(ctx context.Context) {
 	t.hc.CloseIdleConnections()
 }
 
-// fullStore is what both drivers implement and the provider may use.
-type fullStore interface {
-	airlock.Store
-	airlock.SessionStore
-	airlock.BoardStore
-	CountPending(ctx context.Context) (int, error)
-}
-
 // timedStore times every expiry sweep (one store transaction each), for
-// the expiry scenario's "longest sweep".
+// the expiry scenario's "longest sweep". Everything else, Extras
+// included, is the store's own: the provider sees the store as `airlock
+// serve` does. Calls made for a token taken from memory go through the
+// PostgreSQL store's checking view (Extras.TokenCheck), not through
+// timedStore; sweeps and overdue expiries are made for no caller, so
+// every one is timed.
 type timedStore struct {
-	fullStore
+	airlock.Store
 	sweeps *sweepLog
 }
 
@@ -307,7 +304,7 @@ func (s *timedStore) ExpireDue(ctx context.Context, limit int) ([]airlock.Reques
 	s.sweeps.inflight.Add(1)
 	defer s.sweeps.inflight.Add(-1)
 	start := time.Now()
-	rs, err := s.fullStore.ExpireDue(ctx, limit)
+	rs, err := s.Store.ExpireDue(ctx, limit)
 	if err == nil && len(rs) > 0 {
 		s.sweeps.add(sweep{end: time.Now(), took: time.Since(start), rows: len(rs)})
 	}
@@ -318,46 +315,14 @@ func (s *timedStore) ExpireDue(ctx context.Context, limit int) ([]airlock.Reques
 // before a sweep did, and counts them with the rows swept, so that the
 // scenario sees every request expired, whichever way.
 func (s *timedStore) ExpireRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
-	rs, err := s.fullStore.ExpireRequests(ctx, ids)
+	rs, err := s.Store.ExpireRequests(ctx, ids)
 	s.sweeps.rows.Add(int64(len(rs)))
 	return rs, err
 }
 
-// timedFeedStore is a timedStore over a store shared by replicas, which
-// must stay visible to the provider as an airlock.ChangeFeed and an
-// airlock.TokenChecker (PostgreSQL).
-type timedFeedStore struct {
-	*timedStore
-	airlock.ChangeFeed
-	tokenChecker
-}
-
-// tokenChecker is what airlock.TokenChecker adds to a Store.
-type tokenChecker interface {
-	CheckToken(ctx context.Context) error
-}
-
-// timeSweeps wraps store to time its sweeps, keeping what the provider
-// looks for in a store visible, as `airlock serve` sees it: the change feed
-// and the token check (PostgreSQL), and the token stamp (SQLite: tokens
-// cached between calls).
-func timeSweeps(store fullStore, sweeps *sweepLog) airlock.Store {
-	timed := &timedStore{fullStore: store, sweeps: sweeps}
-	if feed, ok := store.(airlock.ChangeFeed); ok {
-		checker, _ := store.(airlock.TokenChecker)
-		return &timedFeedStore{timedStore: timed, ChangeFeed: feed, tokenChecker: checker}
-	}
-	if stamp, ok := store.(airlock.TokenStamper); ok {
-		return &timedStampStore{timedStore: timed, TokenStamper: stamp}
-	}
-	return timed
-}
-
-// timedStampStore is a timedStore over a store with a token stamp, which
-// must stay visible to the provider as an airlock.TokenStamper.
-type timedStampStore struct {
-	*timedStore
-	airlock.TokenStamper
+// timeSweeps wraps store to time its sweeps.
+func timeSweeps(store airlock.Store, sweeps *sweepLog) airlock.Store {
+	return &timedStore{Store: store, sweeps: sweeps}
 }
 
 // sweep is one expiry transaction that expired rows.

@@ -10,27 +10,52 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 )
 
-// TestTimeSweepsKeepsTokenStamp checks that the in-process server sees the
-// SQLite store as `airlock serve` does, token stamp included (without it
-// every call would look its token up, and the run would measure a server
-// nobody runs).
-func TestTimeSweepsKeepsTokenStamp(t *testing.T) {
+// TestTimeSweepsKeepsExtras checks that the in-process server sees the
+// store as `airlock serve` does, with every optional part it has: the
+// SQLite store's token stamp (without it every call would look its token
+// up, and the run would measure a server nobody runs), and the change
+// feed and token check of a store shared by replicas. Nothing is found by
+// type assertion, so the wrapper cannot hide a part: it passes Extras on.
+func TestTimeSweepsKeepsExtras(t *testing.T) {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "bench.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	wrapped := timeSweeps(st, &sweepLog{})
-	if _, ok := wrapped.(airlock.TokenStamper); !ok {
-		t.Error("the wrapped SQLite store hides its token stamp")
+	if got, want := timeSweeps(st, &sweepLog{}).Extras(), st.Extras(); got != want || got.TokenStamp == nil {
+		t.Errorf("the wrapped SQLite store's extras = %+v, want the store's own %+v, with its token stamp", got, want)
 	}
-	if _, ok := wrapped.(airlock.ChangeFeed); ok {
-		t.Error("the wrapped SQLite store claims a change feed it does not have")
+	var rec logtest.Recorder
+	if _, err := provider.New(provider.Config{Store: timeSweeps(st, &sweepLog{}), Logger: rec.Logger()}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.Containing("store extras"); len(got) != 1 || got[0] != "store extras token_stamp=true token_check=false change_feed=false" {
+		t.Errorf("the provider over the wrapped SQLite store logged %q, want its token stamp and nothing else", got)
+	}
+
+	shared := sharedStore{Store: st}
+	if got := timeSweeps(shared, &sweepLog{}).Extras(); got != shared.Extras() {
+		t.Errorf("the wrapped shared store's extras = %+v, want its own change feed and token check", got)
 	}
 }
+
+// sharedStore is a store that says it has every optional part, as a
+// store shared by replicas does (PostgreSQL).
+type sharedStore struct{ airlock.Store }
+
+func (s sharedStore) Extras() airlock.StoreExtras {
+	return airlock.StoreExtras{TokenStamp: s, TokenCheck: s, Feed: s}
+}
+
+func (sharedStore) TokenStamp() (uint64, error)                           { return 1, nil }
+func (s sharedStore) Checking(*airlock.TokenCheck) airlock.Store          { return s }
+func (sharedStore) CheckToken(context.Context, *airlock.TokenCheck) error { return nil }
+func (sharedStore) Listen(context.Context, func(ids []string)) error      { return nil }
 
 // TestNamedDBLeavesNothing runs the lifecycle on a --db path of its own and
 // checks that the run removes every file the store made beside it.
@@ -45,24 +70,6 @@ func TestNamedDBLeavesNothing(t *testing.T) {
 	}
 	for _, e := range left {
 		t.Errorf("left behind: %s", e.Name())
-	}
-}
-
-// TestTimeSweepsKeepsTokenCheck is TestTimeSweepsKeepsTokenStamp for a
-// store shared by replicas: the wrapper keeps its change feed and its
-// token check (without the check, every call would look its token up).
-func TestTimeSweepsKeepsTokenCheck(t *testing.T) {
-	shared := struct {
-		fullStore
-		airlock.ChangeFeed
-		tokenChecker
-	}{}
-	wrapped := timeSweeps(shared, &sweepLog{})
-	if _, ok := wrapped.(airlock.ChangeFeed); !ok {
-		t.Error("the wrapped shared store hides its change feed")
-	}
-	if _, ok := wrapped.(airlock.TokenChecker); !ok {
-		t.Error("the wrapped shared store hides its token check")
 	}
 }
 

@@ -135,7 +135,7 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 			Problem: "That is an " + string(caller.Role) + " token. The inbox is for people: sign in with a reviewer token (an admin token can look but not decide)."})
 		return
 	}
-	s := h.sessions.start(caller)
+	s := h.sessions.start(caller.Token)
 	h.setCookie(w, r, signinCookie, "", -1)
 	h.setCookie(w, r, sessionCookie, s.id, int(h.sessions.lifetime.Seconds()))
 	http.Redirect(w, r, next, http.StatusSeeOther)

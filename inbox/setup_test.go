@@ -159,7 +159,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		if err != nil {
 			t.Fatalf("create token %s: %v", name, err)
 		}
-		b.callers[name] = tok
+		b.callers[name] = airlock.Caller{Token: tok}
 		return secret
 	}
 	b.agent = mint("release bot", airlock.RoleAgent, "bot", airlock.ScopeWorkWrite)

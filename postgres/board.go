@@ -9,8 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var _ airlock.BoardStore = (*Store)(nil)
-
 // workItemCols is the column list every work item query selects or
 // returns, in the order scanWorkItem reads.
 const workItemCols = `w.id, w.title, w.column_key, w.version, w.created_at, w.updated_at`

@@ -26,9 +26,12 @@ const MaxAttempts = maxAttempts
 // PoolForTest exposes the store's pool, so tests can check its settings.
 func (s *Store) PoolForTest() *pgxpool.Pool { return s.pool }
 
-// WithBeforeCommitForTest calls f in every write, after its events are
-// appended and before its COMMIT.
-func WithBeforeCommitForTest(f func()) Option {
+// WithBeforeCommitForTest calls f as every write builds its commit
+// pipeline; a statement f returns ("" for none) runs in that pipeline after
+// the write's events are appended and before its COMMIT. A statement that
+// waits (for a lock the test holds) holds the write there, on the path
+// production runs.
+func WithBeforeCommitForTest(f func() string) Option {
 	return func(c *config) { c.hooks.beforeCommit = f }
 }
 

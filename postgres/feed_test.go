@@ -2,40 +2,60 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/postgres"
+	"github.com/jackc/pgx/v5"
 )
 
 // holder stops one write of a store just before its COMMIT, after the
-// write has appended its events (and drawn their IDs), until released.
+// write has appended its events (and drawn their IDs), until released. It
+// puts a statement that waits for an advisory lock the test holds into
+// that write's commit pipeline (WithBeforeCommitForTest), so the held
+// write runs the path production runs.
 type holder struct {
-	armed   atomic.Bool
-	arrived chan struct{}
-	release chan struct{}
+	lock  *pgx.Conn // holds the advisory lock (holdClass, key) until release
+	key   int32
+	armed atomic.Bool
+	once  sync.Once
 }
 
-func newHolder() *holder {
-	return &holder{arrived: make(chan struct{}, 1), release: make(chan struct{})}
+// holdClass is the first key of a holder's advisory lock ("HOLD"), apart
+// from Airlock's own locks.
+const holdClass int32 = 0x484f4c44
+
+// newHolder takes the lock a held write will wait for, on a connection of
+// its own to schema's database.
+func newHolder(t *testing.T, schema string) *holder {
+	t.Helper()
+	h := &holder{lock: conn(t, schema), key: mrand.Int32()}
+	if _, err := h.lock.Exec(t.Context(), `SELECT pg_advisory_lock($1, $2)`, holdClass, h.key); err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func (h *holder) option() postgres.Option {
-	return postgres.WithBeforeCommitForTest(func() {
+	return postgres.WithBeforeCommitForTest(func() string {
 		if h.armed.CompareAndSwap(true, false) {
-			h.arrived <- struct{}{}
-			<-h.release
+			return fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d, %d)`, holdClass, h.key)
 		}
+		return ""
 	})
 }
 
 // hold starts create on its own goroutine with the holder armed and
-// returns once that write has appended its events and waits to commit;
-// the returned channel gets its result once released.
+// returns once that write has appended its events and waits to commit
+// (it waits for the holder's lock); the returned channel gets its result
+// once released.
 func (h *holder) hold(t *testing.T, create func() (airlock.Request, error)) <-chan error {
 	t.Helper()
 	h.armed.Store(true)
@@ -44,14 +64,58 @@ func (h *holder) hold(t *testing.T, create func() (airlock.Request, error)) <-ch
 		_, err := create()
 		done <- err
 	}()
-	select {
-	case <-h.arrived:
-	case err := <-done:
-		t.Fatalf("the held write ended before its COMMIT: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held write never reached its COMMIT")
-	}
+	waitUntil(t, "the held write to reach its COMMIT", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the held write ended before its COMMIT: %v", err)
+		default:
+		}
+		var n int
+		err := h.lock.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks
+WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2`,
+			int64(uint32(holdClass)), int64(uint32(h.key))).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
 	return done
+}
+
+// release lets the held write commit; releasing again does nothing.
+func (h *holder) release() {
+	h.once.Do(func() {
+		h.lock.Exec(context.Background(), `SELECT pg_advisory_unlock($1, $2)`, holdClass, h.key)
+	})
+}
+
+// TestHeldWriteIsOnePipeline: a write held before its COMMIT runs the
+// path production runs — its statements, its COMMIT and the holding
+// statement between them in one pipeline, one round trip — so the tests
+// that hold writes test the code that serves.
+func TestHeldWriteIsOnePipeline(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	h := newHolder(t, schema)
+	var c trips
+	s := open(t, schema, h.option(), postgres.WithTracerForTest(&c),
+		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
+	in := instance(t, s, "tok_a")
+	if _, _, err := s.CreateRequest(t.Context(), params(in)); err != nil { // prepares the statements
+		t.Fatal(err)
+	}
+	c.since()
+	done := h.hold(t, func() (airlock.Request, error) {
+		r, _, err := s.CreateRequest(context.Background(), params(in))
+		return r, err
+	})
+	h.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if q, b := c.since(); q != 0 || b != 1 {
+		t.Errorf("a held create took %d queries and %d pipelines, want one pipeline, as one not held", q, b)
+	}
 }
 
 // lockWaiters counts the sessions waiting for store's events lock.
@@ -76,7 +140,7 @@ WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::
 func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 	t.Parallel()
 	schema := freshSchema(t)
-	h := newHolder()
+	h := newHolder(t, schema)
 	a, b := open(t, schema, h.option()), open(t, schema)
 	in := instance(t, b, "tok_a")
 	start := allEvents(t, b)
@@ -92,7 +156,7 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 	defer cancel()
 	later, _, err := b.CreateRequest(ctx, params(in))
 	if err != nil {
-		close(h.release)
+		h.release()
 		t.Fatalf("B's write while A waits to commit: %v; B waited for A's COMMIT, so commits are serialized", err)
 	}
 
@@ -114,13 +178,13 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 	waitUntil(t, "the reader to wait for A's commit", func() bool {
 		select {
 		case evs := <-listed:
-			close(h.release)
+			h.release()
 			t.Fatalf("with A's events not committed, the reader listed %+v instead of waiting", evs)
 		default:
 		}
 		return lockWaiters(t, b) > 0
 	})
-	close(h.release)
+	h.release()
 	if err := <-aDone; err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +209,7 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 	t.Parallel()
 	schema := freshSchema(t)
-	h := newHolder()
+	h := newHolder(t, schema)
 	a, b := open(t, schema, h.option()), open(t, schema)
 	in := instance(t, b, "tok_a")
 	aDone := h.hold(t, func() (airlock.Request, error) {
@@ -153,7 +217,7 @@ func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 		return r, err
 	})
 	defer func() {
-		close(h.release)
+		h.release()
 		if err := <-aDone; err != nil {
 			t.Error(err)
 		}

@@ -74,7 +74,7 @@ func moveOf(t testing.TB, item airlock.WorkItem, to string) func(*airlock.NewReq
 // column's items first), and returns the items.
 func board(t testing.TB, s airlock.Store, keys ...string) []airlock.WorkItem {
 	t.Helper()
-	bs := s.(airlock.BoardStore)
+	bs := airlock.BoardStore(s)
 	var items []airlock.WorkItem
 	for _, k := range keys {
 		if _, err := bs.CreateColumn(t.Context(), airlock.Column{Key: k, Name: strings.ToUpper(k)}, "tok_r"); err != nil {
@@ -818,7 +818,7 @@ func TestAgreesWithSQLiteMCP(t *testing.T) {
 // and instruction IDs, the default instance's ID) zeroed.
 func agreeMCPScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []observation {
 	ctx := t.Context()
-	ss, bs := s.(airlock.SessionStore), s.(airlock.BoardStore)
+	ss, bs := airlock.SessionStore(s), airlock.BoardStore(s)
 	var obs []observation
 	see := func(what string, v any, err error) {
 		if err != nil {
@@ -1073,52 +1073,53 @@ func TestMCPThroughProviderReplicas(t *testing.T) {
 	if err := open(t, schema).CreateToken(ctx, agent); err != nil {
 		t.Fatal(err)
 	}
+	asAgent, asReviewer := airlock.Caller{Token: agent}, airlock.Caller{Token: reviewer}
 	for _, k := range []string{"todo", "done"} {
-		if _, err := b.CreateColumn(ctx, reviewer, k, strings.ToUpper(k)); err != nil {
+		if _, err := b.CreateColumn(ctx, asReviewer, k, strings.ToUpper(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	item, err := b.CreateWorkItem(ctx, reviewer, "Ship it", "todo")
+	item, err := b.CreateWorkItem(ctx, asReviewer, "Ship it", "todo")
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	sess, err := a.OpenSession(ctx, agent, "coding session", nil)
+	sess, err := a.OpenSession(ctx, asAgent, "coding session", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := airlock.MCPRequestInput{Kind: airlock.KindWorkChange, Title: "Ship it", SessionID: sess.ID, IdempotencyKey: "move-1",
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{Method: airlock.MethodWorkMove,
 			Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"done"}`)}}}
-	r, created, err := a.CreateMCPRequest(ctx, agent, in)
+	r, created, err := a.CreateMCPRequest(ctx, asAgent, in)
 	if err != nil || !created || r.State != airlock.StatePending || !strings.Contains(string(r.Proposal.Command.Observed), `"fromColumnKey":"todo"`) {
 		t.Fatalf("CreateMCPRequest = %s, %v, %v; want a new pending request observing the item in todo", show(r), created, err)
 	}
-	again, created, err := b.CreateMCPRequest(ctx, agent, in)
+	again, created, err := b.CreateMCPRequest(ctx, asAgent, in)
 	if err != nil || created || again.ID != r.ID {
 		t.Fatalf("replay on B = %s, created %v, %v; want the original", again.ID, created, err)
 	}
-	q, _, err := a.CreateMCPRequest(ctx, agent, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Colour?",
+	q, _, err := a.CreateMCPRequest(ctx, asAgent, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Colour?",
 		IdempotencyKey: "q-1", Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, Question: &airlock.Question{}})
 	if err != nil || q.InstanceID == sess.ID {
 		t.Fatalf("request without a session = %s, %v; want it on the agent's default instance", show(q), err)
 	}
 
-	approved, err := b.Decide(ctx, reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved, Note: "go"})
+	approved, err := b.Decide(ctx, asReviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved, Note: "go"})
 	if err != nil || approved.CommandResult == nil || approved.CommandResult.Status != airlock.CommandApplied {
 		t.Fatalf("approval on B = %s, %v; want the command applied", show(approved), err)
 	}
-	if w, err := a.WorkItem(ctx, agent, item.ID); err != nil || w.ColumnKey != "done" || w.Version != 2 {
+	if w, err := a.WorkItem(ctx, asAgent, item.ID); err != nil || w.ColumnKey != "done" || w.Version != 2 {
 		t.Fatalf("item after the approval = %s, %v; want in done at version 2", show(w), err)
 	}
-	_, ists, err := a.Heartbeat(ctx, agent, sess.ID)
+	_, ists, err := a.Heartbeat(ctx, asAgent, sess.ID)
 	if err != nil || len(ists) != 1 || ists[0].RequestID != r.ID || ists[0].Status != airlock.StateApproved || ists[0].Note != "go" {
 		t.Fatalf("heartbeat on A = %s, %v; want the approval's instruction", show(ists), err)
 	}
-	if _, ists, err := b.Heartbeat(ctx, agent, sess.ID); err != nil || len(ists) != 0 {
+	if _, ists, err := b.Heartbeat(ctx, asAgent, sess.ID); err != nil || len(ists) != 0 {
 		t.Fatalf("second heartbeat on B = %s, %v; want nothing more", show(ists), err)
 	}
-	if n, err := b.CloseSession(ctx, agent, sess.ID); err != nil || n != 0 {
+	if n, err := b.CloseSession(ctx, asAgent, sess.ID); err != nil || n != 0 {
 		t.Fatalf("CloseSession = %d, %v", n, err)
 	}
 }

@@ -8,14 +8,13 @@
 // any replica's clock. Every write appends its audit events in its own
 // transaction; once it has committed, the store announces the requests it
 // changed (NOTIFY, batched per replica, outside the write), so a replica
-// listening with Listen (airlock.ChangeFeed) wakes its waiters for a
+// listening with Listen (its airlock.ChangeFeed, in Extras) wakes its waiters for a
 // decision made anywhere. Nothing in a write serializes it with other
 // writes but the rows they share, so concurrent commits share the
 // database's WAL flushes.
 //
 // It also keeps MCP agent sessions with their instructions and the work
-// board (airlock.SessionStore, airlock.BoardStore), exactly as the SQLite
-// driver does: an approved work_move command runs in the transaction that
+// board, exactly as the SQLite driver does: an approved work_move command runs in the transaction that
 // records its approval.
 package postgres
 
@@ -43,6 +42,16 @@ import (
 // Store is an airlock.Store kept in a PostgreSQL database. It is safe for
 // concurrent use, and by any number of processes sharing the database.
 type Store struct {
+	*shared
+	// check is the token check the calls of a view made by Checking send
+	// ahead of their first statement (tokencheck.go); nil on the store
+	// Open returns.
+	check *airlock.TokenCheck
+}
+
+// shared is what a store and its views (Checking) share: everything but
+// the token check.
+type shared struct {
 	pool *pgxpool.Pool
 	// clock, when set (tests only), replaces the database's clock: its time
 	// is passed to every query as @now. Nil means clock_timestamp().
@@ -78,17 +87,23 @@ type Store struct {
 // committing would, send them all through the notifier, change how often
 // Listen reads the audit log, and see every query and batch sent.
 type testHooks struct {
-	beforeCommit func()
+	// beforeCommit returns a statement for a write's commit pipeline, sent
+	// after its events and before its COMMIT, or "" for none.
+	beforeCommit func() string
 	dropNotify   func() bool
 	batchNotify  bool          // always through the notifier
 	listenPoll   time.Duration // 0: listenPoll
 	tracer       pgx.QueryTracer
 }
 
-var (
-	_ airlock.Store      = (*Store)(nil)
-	_ airlock.ChangeFeed = (*Store)(nil)
-)
+var _ airlock.Store = (*Store)(nil)
+
+// Extras implements airlock.Store: a PostgreSQL store is shared by
+// replicas, so it has a change feed (Listen) and checks tokens within a
+// call's first round trip (CheckToken); it has no token stamp.
+func (s *Store) Extras() airlock.StoreExtras {
+	return airlock.StoreExtras{Feed: s, TokenCheck: s}
+}
 
 // Defaults of the options.
 const (
@@ -204,8 +219,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect to %s: %w", where, err)
 	}
-	s := &Store{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
-		gate: newGate(), done: make(chan struct{})}
+	s := &Store{shared: &shared{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
+		gate: newGate(), done: make(chan struct{})}}
 	if s.schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
@@ -419,7 +434,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 	if err != nil {
 		return err
 	}
-	t := &tx{conn: conn}
+	t := &tx{conn: conn, check: s.check}
 	defer t.end(context.WithoutCancel(ctx))
 	if err := fn(ctx, t); err != nil {
 		return err

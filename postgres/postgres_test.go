@@ -133,6 +133,17 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestExtras: a PostgreSQL store has a change feed and checks tokens
+// within a call's first round trip, which the conformance suite checks
+// (Extras/Feed, Extras/TokenCheck); it has no token stamp.
+func TestExtras(t *testing.T) {
+	t.Parallel()
+	s := open(t, freshSchema(t))
+	if x := s.Extras(); x.Feed == nil || x.TokenCheck == nil || x.TokenStamp != nil {
+		t.Errorf("Extras = %+v, want the change feed and the token check", x)
+	}
+}
+
 // TestStoreMCP is the conformance suite of the MCP features on
 // PostgreSQL: sessions and instructions, the work board, and work_move
 // commands applied in their approval's transaction, with T12 (a fault
@@ -1437,7 +1448,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 	// Real tokens: a long-poll re-checks its caller's token as it waits.
 	mint := func(role airlock.Role, principal string) airlock.Caller {
 		t.Helper()
-		admin := airlock.Token{ID: "tok_admin", Role: airlock.RoleAdmin}
+		admin := airlock.Caller{Token: airlock.Token{ID: "tok_admin", Role: airlock.RoleAdmin}}
 		_, secret, err := a.CreateToken(t.Context(), admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
 		if err != nil {
 			t.Fatal(err)

@@ -155,10 +155,10 @@ func TestDecideRoundTrips(t *testing.T) {
 	}
 }
 
-// TestTokenCheckRidesAlong: a call whose context carries a pending token
-// check sends it in the pipeline of its first statement, at no round trip
-// of its own, and a token revoked or changed since the caller read it fails
-// the call, as unauthorized, before its statement runs.
+// TestTokenCheckRidesAlong: a call through the view of a pending token
+// check (Checking) sends it in the pipeline of its first statement, at no
+// round trip of its own, and a token revoked or changed since the caller
+// read it fails the call, as unauthorized, before its statement runs.
 func TestTokenCheckRidesAlong(t *testing.T) {
 	t.Parallel()
 	var c trips
@@ -178,23 +178,24 @@ func TestTokenCheckRidesAlong(t *testing.T) {
 	}
 	agent, reviewer := mint("tok_a", airlock.RoleAgent), mint("tok_r", airlock.RoleReviewer)
 	in := instance(t, s, agent.ID)
-	checked := func(tok airlock.Token) (context.Context, *airlock.TokenCheck) {
-		return airlock.WithTokenCheck(ctx, tok)
+	checked := func(tok airlock.Token) (airlock.Store, *airlock.TokenCheck) {
+		chk := airlock.NewTokenCheck(tok)
+		return s.Checking(chk), chk
 	}
-	create := func(ctx context.Context) (airlock.Request, error) {
+	create := func(s airlock.Store) (airlock.Request, error) {
 		r, _, err := s.CreateRequest(ctx, params(in))
 		return r, err
 	}
-	approve := func(ctx context.Context, id string) (airlock.Request, error) {
+	approve := func(s airlock.Store, id string) (airlock.Request, error) {
 		return s.Decide(ctx, airlock.DecideParams{ID: id, Status: airlock.StateApproved, Validity: time.Minute, Actor: reviewer.ID})
 	}
 	// Statements are prepared once per connection: warm them up.
 	for range 2 {
-		cctx, _ := checked(agent)
-		r, _ := create(cctx)
-		rctx, _ := checked(reviewer)
-		approve(rctx, r.ID)
-		s.GetRequest(rctx, r.ID)
+		cs, _ := checked(agent)
+		r, _ := create(cs)
+		rs, _ := checked(reviewer)
+		approve(rs, r.ID)
+		rs.GetRequest(ctx, r.ID)
 	}
 
 	passes := func(what string, chk *airlock.TokenCheck, err error) {
@@ -206,17 +207,17 @@ func TestTokenCheckRidesAlong(t *testing.T) {
 		}
 	}
 	c.since()
-	cctx, chk := checked(agent)
-	r, err := create(cctx)
+	cs, chk := checked(agent)
+	r, err := create(cs)
 	passes("create", chk, err)
-	rctx, chk := checked(reviewer)
-	_, err = s.GetRequest(rctx, r.ID)
+	rs, chk := checked(reviewer)
+	_, err = rs.GetRequest(ctx, r.ID)
 	passes("read", chk, err)
-	rctx, chk = checked(reviewer)
-	_, err = approve(rctx, r.ID)
+	rs, chk = checked(reviewer)
+	_, err = approve(rs, r.ID)
 	passes("a decision", chk, err)
 
-	pending, err := create(ctx)
+	pending, err := create(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,25 +226,28 @@ func TestTokenCheckRidesAlong(t *testing.T) {
 	if _, err := s.RevokeToken(ctx, agent.ID, "admin"); err != nil {
 		t.Fatal(err)
 	}
-	refused := func(what string, tok airlock.Token, call func(context.Context) error) {
+	refused := func(what string, tok airlock.Token, call func(airlock.Store, *airlock.TokenCheck) error) {
 		t.Helper()
-		cctx, chk := checked(tok)
-		err := call(cctx)
+		cs, chk := checked(tok)
+		err := call(cs, chk)
 		if made, passed := chk.Outcome(); airlock.ErrorCode(err) != airlock.CodeUnauthorized || !made || passed {
 			t.Errorf("%s: err %v, check made %v passed %v; want unauthorized, check failed", what, err, made, passed)
 		}
 	}
-	refused("a create by a revoked token", agent, func(ctx context.Context) error { _, err := create(ctx); return err })
-	refused("a read by a revoked token", agent, func(ctx context.Context) error { _, err := s.GetRequest(ctx, pending.ID); return err })
-	refused("a list by a revoked token", agent, func(ctx context.Context) error {
+	refused("a create by a revoked token", agent, func(s airlock.Store, _ *airlock.TokenCheck) error { _, err := create(s); return err })
+	refused("a read by a revoked token", agent, func(s airlock.Store, _ *airlock.TokenCheck) error {
+		_, err := s.GetRequest(ctx, pending.ID)
+		return err
+	})
+	refused("a list by a revoked token", agent, func(s airlock.Store, _ *airlock.TokenCheck) error {
 		_, _, err := s.ListRequests(ctx, airlock.RequestFilter{})
 		return err
 	})
-	refused("a decision by a token whose role changed", changed, func(ctx context.Context) error {
-		_, err := approve(ctx, pending.ID)
+	refused("a decision by a token whose role changed", changed, func(s airlock.Store, _ *airlock.TokenCheck) error {
+		_, err := approve(s, pending.ID)
 		return err
 	})
-	refused("a check on its own", agent, s.CheckToken)
+	refused("a check on its own", agent, func(_ airlock.Store, chk *airlock.TokenCheck) error { return s.CheckToken(ctx, chk) })
 	if got, err := s.GetRequest(ctx, pending.ID); err != nil || got.State != airlock.StatePending {
 		t.Errorf("after a refused decision: %s, %v; want pending", got.State, err)
 	}

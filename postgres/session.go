@@ -12,8 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var _ airlock.SessionStore = (*Store)(nil)
-
 // instructionCols is the column list every instruction query returns, in
 // the order scanInstructions reads.
 const instructionCols = `n.seq, n.id, n.session_id, n.request_id, n.status, n.note, n.answer, n.created_at`

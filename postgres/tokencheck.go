@@ -9,13 +9,19 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The store is an airlock.TokenChecker: a call whose context carries a
-// pending airlock.TokenCheck sends checkTokenSQL in the pipeline of its
-// first statement (queryRow, query, tx.pipeline, commit), ahead of that
-// statement, and the server skips the rest of a pipeline after an error.
-// So a call by a token revoked on any replica fails before its first
-// statement runs, at no round trip of its own.
-var _ airlock.TokenChecker = (*Store)(nil)
+// The store is its own airlock.TokenChecker (Extras). The view Checking
+// returns holds the check, and every way the store sends a statement
+// (queryRow, query, tx.pipeline, commit) queues checkTokenSQL in the
+// pipeline of its first one, ahead of it, while the check is pending; the
+// server skips the rest of a pipeline after an error. So a call by a token
+// revoked on any replica fails before its first statement runs, at no
+// round trip of its own.
+
+// Checking implements airlock.TokenChecker: a view of s whose calls send
+// c ahead of their first statement while it is pending.
+func (s *Store) Checking(c *airlock.TokenCheck) airlock.Store {
+	return &Store{shared: s.shared, check: c}
+}
 
 // checkTokenSQL raises SQLSTATE tokenNotLive unless the token is live and
 // as the caller knows it (migration 0004).
@@ -24,11 +30,10 @@ const (
 	tokenNotLive  = "28000"
 )
 
-// queueTokenCheck queues ctx's pending token check on b, and returns it;
-// nil when there is none.
-func queueTokenCheck(ctx context.Context, b *pgx.Batch) *airlock.TokenCheck {
-	c := airlock.PendingTokenCheck(ctx)
-	if c == nil {
+// queueTokenCheck queues c on b while it is pending, and returns it; nil,
+// queueing nothing, when c is nil or already made.
+func queueTokenCheck(c *airlock.TokenCheck, b *pgx.Batch) *airlock.TokenCheck {
+	if c == nil || !c.Pending() {
 		return nil
 	}
 	t := c.Token()
@@ -57,12 +62,11 @@ func readTokenCheck(br pgx.BatchResults, c *airlock.TokenCheck) error {
 	return nil
 }
 
-// CheckToken makes ctx's pending token check now, in a round trip of its
-// own: for a call that reached the end without a statement.
-func (s *Store) CheckToken(ctx context.Context) error {
+// CheckToken implements airlock.TokenChecker: it makes c now, in a round
+// trip of its own, for a call that reached the end without a statement.
+func (s *Store) CheckToken(ctx context.Context, c *airlock.TokenCheck) error {
 	b := &pgx.Batch{}
-	c := queueTokenCheck(ctx, b)
-	if c == nil {
+	if queueTokenCheck(c, b) == nil {
 		return nil
 	}
 	br := s.pool.SendBatch(ctx, b)
@@ -73,12 +77,12 @@ func (s *Store) CheckToken(ctx context.Context) error {
 	return translate(err, "token", c.Token().ID)
 }
 
-// sendBehindCheck sends sql in one pipeline behind ctx's pending token
+// sendBehindCheck sends sql in one pipeline behind s's pending token
 // check, and reads the check's outcome; it returns no results, and sends
 // nothing, when no check is pending.
 func (s *Store) sendBehindCheck(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	c := queueTokenCheck(ctx, b)
+	c := queueTokenCheck(s.check, b)
 	if c == nil {
 		return nil, nil
 	}
@@ -91,7 +95,7 @@ func (s *Store) sendBehindCheck(ctx context.Context, sql string, args []any) (pg
 	return br, nil
 }
 
-// queryRow is the pool's QueryRow, with ctx's pending token check sent
+// queryRow is the pool's QueryRow, with s's pending token check sent
 // ahead of sql in the same round trip.
 func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	br, err := s.sendBehindCheck(ctx, sql, args)
@@ -104,7 +108,7 @@ func (s *Store) queryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return &batchRow{row: br.QueryRow(), br: br}
 }
 
-// query is the pool's Query, with ctx's pending token check sent ahead of
+// query is the pool's Query, with s's pending token check sent ahead of
 // sql in the same round trip.
 func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	br, err := s.sendBehindCheck(ctx, sql, args)
@@ -118,7 +122,7 @@ func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 }
 
 // checked is the pool as helpers that take a querier see it: Query with
-// ctx's pending token check.
+// s's pending token check.
 type checked struct{ s *Store }
 
 func (c checked) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {

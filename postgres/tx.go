@@ -23,6 +23,9 @@ import (
 type tx struct {
 	conn  *pgxpool.Conn
 	began bool // BEGIN has been sent
+	// check is the store's token check (Store.check), sent with the
+	// transaction's first statement while it is pending.
+	check *airlock.TokenCheck
 
 	events  []airlock.Event
 	changed []string // request IDs, and token IDs (airlock.PrefixToken)
@@ -51,7 +54,7 @@ func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
 func (t *tx) pipeline(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	check := queueTokenCheck(ctx, b)
+	check := queueTokenCheck(t.check, b)
 	b.Queue(sql, args...)
 	t.began = true
 	br := t.conn.SendBatch(ctx, b)
@@ -153,10 +156,13 @@ func (r *batchRows) Close() {
 // commit sends t's last statement (tx.last), appends t's events
 // (appendSQL) and commits, in one pipeline (with BEGIN when nothing was
 // sent before), and announces the requests t changed: in the same
-// pipeline when nothing
-// was sent for a moment (sendNow), else through the notifier. Errors of
-// COMMIT, and errors after which the COMMIT may have reached the server,
-// are commitErrors: the change may have committed.
+// pipeline when nothing was sent for a moment (sendNow), else through the
+// notifier. Errors of COMMIT, and errors after which the COMMIT may have
+// reached the server, are commitErrors: the change may have committed.
+//
+// Tests hold a write just before its COMMIT with a statement of their own
+// in the same pipeline (WithBeforeCommitForTest), so that they run the
+// path production runs.
 func (s *Store) commit(ctx context.Context, t *tx) error {
 	if !t.began && len(t.events) == 0 && t.last == nil {
 		return nil // nothing ran
@@ -164,39 +170,24 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 	// A write announces what it changed, or, with events and no request
 	// changed, wakes the event streams.
 	announces := len(t.events) > 0 || len(t.changed) > 0
+	var hold string // a test's statement before COMMIT
 	if s.hooks.beforeCommit != nil {
-		// Step by step, so a test can stop the write in between.
-		if l := t.last; l != nil {
-			if err := l.scan(t.QueryRow(ctx, l.sql, l.args)); err != nil {
-				return err
-			}
-		}
-		if len(t.events) > 0 {
-			if _, err := t.Exec(ctx, appendSQL, s.appendArgs(t)); err != nil {
-				return err
-			}
-		}
-		s.hooks.beforeCommit()
-		tag, err := t.conn.Exec(ctx, "COMMIT")
-		if err := committed(tag, err); err != nil {
-			return err
-		}
-		if announces {
-			s.announce(t.changed)
-		}
-		return nil
+		hold = s.hooks.beforeCommit()
 	}
 	b := &pgx.Batch{}
 	var check *airlock.TokenCheck
 	if !t.began {
 		b.Queue("BEGIN")
-		check = queueTokenCheck(ctx, b)
+		check = queueTokenCheck(t.check, b)
 	}
 	if t.last != nil {
 		b.Queue(t.last.sql, t.last.args)
 	}
 	if len(t.events) > 0 {
 		b.Queue(appendSQL, s.appendArgs(t))
+	}
+	if hold != "" {
+		b.Queue(hold)
 	}
 	b.Queue("COMMIT")
 	notify := announces && s.sendNow()
@@ -235,6 +226,11 @@ func (s *Store) commit(ctx context.Context, t *tx) error {
 		}
 	}
 	if len(t.events) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return failedBeforeCommit(err)
+		}
+	}
+	if hold != "" {
 		if _, err := br.Exec(); err != nil {
 			return failedBeforeCommit(err)
 		}

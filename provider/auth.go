@@ -18,7 +18,7 @@ func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Ca
 	if len(hash) == 0 {
 		return airlock.Caller{}, airlock.TokenRefused()
 	}
-	t, err := s.tokens.lookup(hash, func() (airlock.Token, error) { return s.store.TokenByHash(ctx, hash) })
+	t, err := s.tokens.lookup(hash, func() (airlock.Token, error) { return s.system.TokenByHash(ctx, hash) })
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
 		return airlock.Caller{}, airlock.TokenRefused()
 	}
@@ -28,5 +28,5 @@ func (s *Service) AuthenticateHash(ctx context.Context, hash []byte) (airlock.Ca
 	if t.RevokedAt != nil {
 		return airlock.Caller{}, airlock.TokenRefused()
 	}
-	return t, nil
+	return airlock.Caller{Token: t}, nil
 }

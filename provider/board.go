@@ -6,16 +6,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// board returns the store's work board, or an error that says the
-// configured store lacks it.
-func (s *Service) board() (airlock.BoardStore, error) {
-	bs, ok := s.store.(airlock.BoardStore)
-	if !ok {
-		return nil, airlock.Errorf(airlock.CodeInternal, "this server's store does not support the work board")
-	}
-	return bs, nil
-}
-
 // canRead refuses callers that may not read the board.
 func canRead(c airlock.Caller) error {
 	if !airlock.CanReadBoard(c) {
@@ -38,11 +28,7 @@ func (s *Service) Board(ctx context.Context, c airlock.Caller) ([]airlock.Column
 	if err := canRead(c); err != nil {
 		return nil, err
 	}
-	bs, err := s.board()
-	if err != nil {
-		return nil, err
-	}
-	return bs.Board(ctx)
+	return s.storeFor(c).Board(ctx)
 }
 
 // WorkItem reads one work item.
@@ -50,11 +36,7 @@ func (s *Service) WorkItem(ctx context.Context, c airlock.Caller, id string) (ai
 	if err := canRead(c); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	bs, err := s.board()
-	if err != nil {
-		return airlock.WorkItem{}, err
-	}
-	return bs.GetWorkItem(ctx, id)
+	return s.storeFor(c).GetWorkItem(ctx, id)
 }
 
 // CreateColumn appends a column to the board (reviewers and admins).
@@ -66,11 +48,7 @@ func (s *Service) CreateColumn(ctx context.Context, c airlock.Caller, key, name 
 	if err := col.Validate(); err != nil {
 		return airlock.Column{}, err
 	}
-	bs, err := s.board()
-	if err != nil {
-		return airlock.Column{}, err
-	}
-	col, err = bs.CreateColumn(ctx, col, c.ID)
+	col, err := s.storeFor(c).CreateColumn(ctx, col, c.ID)
 	if err == nil {
 		s.hub.publish() // event streams: a new audit event
 	}
@@ -86,11 +64,7 @@ func (s *Service) CreateWorkItem(ctx context.Context, c airlock.Caller, title, c
 	if err := w.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	bs, err := s.board()
-	if err != nil {
-		return airlock.WorkItem{}, err
-	}
-	w, err = bs.CreateWorkItem(ctx, w, c.ID)
+	w, err := s.storeFor(c).CreateWorkItem(ctx, w, c.ID)
 	if err == nil {
 		s.hub.publish()
 	}
@@ -106,11 +80,7 @@ func (s *Service) UpdateWorkItem(ctx context.Context, c airlock.Caller, p airloc
 	if err := p.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	bs, err := s.board()
-	if err != nil {
-		return airlock.WorkItem{}, err
-	}
-	w, err := bs.UpdateWorkItem(ctx, p, c.ID)
+	w, err := s.storeFor(c).UpdateWorkItem(ctx, p, c.ID)
 	if err == nil {
 		s.hub.publish()
 	}

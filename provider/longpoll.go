@@ -94,13 +94,14 @@ func (s *Service) sleepFor(deadline, end time.Time) time.Duration {
 //
 //go:noinline
 func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done, recheck bool) (*airlock.Request, time.Time, error) {
+	reader := *c
 	if recheck {
 		var err error
-		if ctx, err = s.recheck(ctx, c); err != nil {
+		if reader, err = s.recheck(ctx, c); err != nil {
 			return nil, time.Time{}, err
 		}
 	}
-	r, err := s.read(ctx, *c, id)
+	r, err := s.read(ctx, reader, id)
 	if recheck && s.remembered != nil && airlock.ErrorCode(err) == airlock.CodeUnauthorized {
 		s.remembered.forget(c.Hash) // the store refused the token: do not take it from memory again
 	}
@@ -116,16 +117,15 @@ func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done, 
 }
 
 // recheck checks that c's token is still live, for a read about to be
-// made with the returned context. A store that checks tokens itself
-// (PostgreSQL) makes the check with the read's first statement, in the
-// same round trip, and fails the read with TokenRefused; otherwise the
-// token is looked up again, which on SQLite costs a stat of the token
-// stamp while no token changes (tokencache.go).
-func (s *Service) recheck(ctx context.Context, c *airlock.Caller) (context.Context, error) {
+// made as the returned caller. A store that checks tokens itself
+// (PostgreSQL) makes the check, a new one, with the read's first
+// statement, in the same round trip, and fails the read with
+// TokenRefused; otherwise the token is looked up again, which on SQLite
+// costs a stat of the token stamp while no token changes (tokencache.go).
+func (s *Service) recheck(ctx context.Context, c *airlock.Caller) (airlock.Caller, error) {
 	if s.remembered != nil {
-		ctx, _ = airlock.WithTokenCheck(ctx, *c)
-		return ctx, nil
+		return airlock.Caller{Token: c.Token, Check: airlock.NewTokenCheck(c.Token)}, nil
 	}
 	_, err := s.AuthenticateHash(ctx, c.Hash)
-	return ctx, err
+	return *c, err
 }

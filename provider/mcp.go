@@ -24,10 +24,6 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 	if err := in.Validate(); err != nil {
 		return airlock.Request{}, false, err
 	}
-	ss, err := s.sessions()
-	if err != nil {
-		return airlock.Request{}, false, err
-	}
 	window, err := s.mcpWindow(in)
 	if err != nil {
 		return airlock.Request{}, false, err
@@ -37,7 +33,8 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		return airlock.Request{}, false, err
 	}
 
-	instanceID, err := s.mcpInstance(ctx, ss, c, in.SessionID)
+	st := s.storeFor(c)
+	instanceID, err := s.mcpInstance(ctx, st, c, in.SessionID)
 	if err != nil {
 		return airlock.Request{}, false, err
 	}
@@ -54,9 +51,9 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		created bool
 	)
 	if cmd := in.Proposal.Command; cmd != nil {
-		out, created, err = s.createCommand(ctx, ss, c, cmd, p)
+		out, created, err = s.createCommand(ctx, st, c, cmd, p)
 	} else {
-		out, created, err = s.create(ctx, p)
+		out, created, err = s.create(ctx, st, p)
 	}
 	if airlock.ErrorCode(err) == airlock.CodeNotFound && in.SessionID != "" {
 		return airlock.Request{}, false, sessionNotFound(in.SessionID, "it is closed; ")
@@ -70,15 +67,15 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 // it before the write is safe. A closed session is returned too: a replay
 // of a request made before the close must find the original, and the
 // store refuses a new request in it.
-func (s *Service) mcpInstance(ctx context.Context, ss airlock.SessionStore, c airlock.Caller, sessionID string) (string, error) {
+func (s *Service) mcpInstance(ctx context.Context, st airlock.Store, c airlock.Caller, sessionID string) (string, error) {
 	if sessionID == "" {
-		inst, err := ss.MCPInstance(ctx, c.ID, c.ID)
+		inst, err := st.MCPInstance(ctx, c.ID, c.ID)
 		if err != nil {
 			return "", err
 		}
 		return inst.ID, nil
 	}
-	sess, err := ss.GetSession(ctx, sessionID)
+	sess, err := st.GetSession(ctx, sessionID)
 	switch {
 	case airlock.ErrorCode(err) == airlock.CodeNotFound || (err == nil && sess.OwnerID != c.ID):
 		return "", sessionNotFound(sessionID, "")
@@ -94,10 +91,10 @@ func (s *Service) mcpInstance(ctx context.Context, ss airlock.SessionStore, c ai
 // always goes to a person: no policy decides it at creation. When the
 // target has changed since the original was made, a replay still answers
 // with the original.
-func (s *Service) createCommand(ctx context.Context, ss airlock.SessionStore, c airlock.Caller, cmd *airlock.Command, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	observed, err := s.observeCommand(ctx, c, cmd)
+func (s *Service) createCommand(ctx context.Context, st airlock.Store, c airlock.Caller, cmd *airlock.Command, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	observed, err := s.observeCommand(ctx, st, c, cmd)
 	if err != nil {
-		prev, ok, rerr := replayOf(ctx, ss, c.ID, p.Request.IdempotencyKey, p.Request.Fingerprint)
+		prev, ok, rerr := replayOf(ctx, st, c.ID, p.Request.IdempotencyKey, p.Request.Fingerprint)
 		if rerr != nil || ok {
 			return prev, false, rerr
 		}
@@ -105,7 +102,7 @@ func (s *Service) createCommand(ctx context.Context, ss airlock.SessionStore, c 
 	}
 	p.Request.Tool, p.Request.Arguments = cmd.Method, cmd.Input
 	p.Request.Proposal.Command = &airlock.Command{Method: cmd.Method, Input: cmd.Input, Observed: observed}
-	return s.insert(ctx, p)
+	return s.insert(ctx, st, p)
 }
 
 func sessionNotFound(id, why string) error {
@@ -131,8 +128,8 @@ func (s *Service) mcpWindow(in airlock.MCPRequestInput) (time.Duration, error) {
 // replayOf returns the request the owner made with key when its
 // fingerprint is fp (ok), idempotency_conflict when it differs, and
 // nothing when there is none.
-func replayOf(ctx context.Context, ss airlock.SessionStore, ownerID, key, fp string) (airlock.Request, bool, error) {
-	prev, err := ss.RequestByKey(ctx, ownerID, key)
+func replayOf(ctx context.Context, st airlock.Store, ownerID, key, fp string) (airlock.Request, bool, error) {
+	prev, err := st.RequestByKey(ctx, ownerID, key)
 	switch {
 	case airlock.ErrorCode(err) == airlock.CodeNotFound:
 		return airlock.Request{}, false, nil
@@ -148,29 +145,25 @@ func replayOf(ctx context.Context, ss airlock.SessionStore, ownerID, key, fp str
 // observeCommand checks a command proposal against the caller's scopes and
 // the current board, and returns what it observed, to be re-checked when
 // the command is approved.
-func (s *Service) observeCommand(ctx context.Context, c airlock.Caller, cmd *airlock.Command) (json.RawMessage, error) {
+func (s *Service) observeCommand(ctx context.Context, st airlock.Store, c airlock.Caller, cmd *airlock.Command) (json.RawMessage, error) {
 	if cmd.Method != airlock.MethodWorkMove {
 		return nil, airlock.Invalid("proposal.command.method", "proposal.command.method must be work_move, the only supported command")
 	}
 	if !c.HasScope(airlock.ScopeWorkWrite) {
 		return nil, forbidden("work_move needs the %s scope on your token; ask an admin for a token with it, or send an advisory proposal", airlock.ScopeWorkWrite)
 	}
-	bs, ok := s.store.(airlock.BoardStore)
-	if !ok {
-		return nil, airlock.Invalid("proposal", "this server cannot run command proposals (its store has no work board); send an advisory proposal")
-	}
 	mv, err := airlock.ParseWorkMove(cmd.Input)
 	if err != nil {
 		return nil, err
 	}
-	item, err := bs.GetWorkItem(ctx, mv.ItemID)
+	item, err := st.GetWorkItem(ctx, mv.ItemID)
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
 		return nil, airlock.Invalid("proposal.command.input.itemId", "work item %q does not exist; find item IDs with work_list", mv.ItemID)
 	}
 	if err != nil {
 		return nil, err
 	}
-	cols, err := bs.Board(ctx)
+	cols, err := st.Board(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -13,9 +13,13 @@ import (
 // wakes the scheduler — at most once per every, so that busy replicas do
 // not stampede the database — after any change is published, local or
 // from the feed; the scheduler then expires what is due and re-reads the
-// next deadline. With nothing changing it makes no queries. `airlock
-// serve` runs it beside Run when the store is an airlock.ChangeFeed.
+// next deadline. With nothing changing it makes no queries. A store that
+// is not shared (no airlock.StoreExtras.Feed) has no other replicas to
+// follow: FollowReplicas then returns at once.
 func (s *Service) FollowReplicas(ctx context.Context, every time.Duration) {
+	if s.feed == nil {
+		return
+	}
 	pause := time.NewTimer(every)
 	pause.Stop()
 	defer pause.Stop()

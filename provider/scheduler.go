@@ -43,12 +43,12 @@ const (
 // change feed (PostgreSQL), and watches the token stamp when it has one
 // (SQLite, watchTokenStamp), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	if feed, ok := s.store.(airlock.ChangeFeed); ok {
+	if s.feed != nil {
 		done := make(chan struct{})
 		defer func() { <-done }()
 		go func() {
 			defer close(done)
-			s.listen(ctx, feed)
+			s.listen(ctx, s.feed)
 		}()
 	}
 	if s.tokens != nil {
@@ -72,7 +72,7 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Error("expire due requests", "err", err)
 		}
 		sleep := idleRecheck
-		next, ok, err := s.store.NextDeadline(ctx)
+		next, ok, err := s.system.NextDeadline(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Error("next deadline", "err", err)
@@ -180,7 +180,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			size = s.batch
 		}
 		start := time.Now()
-		rs, err := s.store.ExpireDue(ctx, size)
+		rs, err := s.system.ExpireDue(ctx, size)
 		took := time.Since(start)
 		if err != nil {
 			return total, err
@@ -300,7 +300,7 @@ func (s *Service) writeOverdueRounds() {
 
 // writeOverdue expires the due requests among ids and wakes their waiters.
 func (s *Service) writeOverdue(ctx context.Context, ids []string) error {
-	rs, err := s.store.ExpireRequests(ctx, ids)
+	rs, err := s.system.ExpireRequests(ctx, ids)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,10 @@ type Config struct {
 // Service is the provider. Its methods take the authenticated caller and
 // return *airlock.Error for anything the caller can act on.
 type Service struct {
-	store   airlock.Store
+	// system is the store for the work no caller asks for: the scheduler,
+	// authentication, the bootstrap token, readiness. A caller's calls go
+	// through storeFor(c), which makes a remembered token's check.
+	system  airlock.Store
 	clock   airlock.Clock
 	limits  airlock.Limits
 	policy  airlock.Policy
@@ -71,8 +74,11 @@ type Service struct {
 	// otherwise.
 	tokens *tokenCache
 	// remembered keeps the tokens callers presented when the store checks
-	// tokens itself (airlock.TokenChecker); nil otherwise.
+	// tokens itself (airlock.StoreExtras.TokenCheck); nil otherwise.
 	remembered *rememberedTokens
+	// feed announces other replicas' changes when the store is shared
+	// (airlock.StoreExtras.Feed); nil otherwise.
+	feed airlock.ChangeFeed
 	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
 	// it sleeps with nothing due. A create with an earlier deadline kicks it.
 	nextWake atomic.Int64
@@ -120,12 +126,17 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxHeavyReadsPerToken <= 0 {
 		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
 	}
+	extras := cfg.Store.Extras()
+	// Said once, so that an operator (and a benchmark) can tell which of
+	// the store's optional parts this server runs with.
+	cfg.Logger.Info("store extras",
+		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
-		store: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
+		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
-		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)}, tokens: newTokenCache(cfg.Store),
-		remembered: newRememberedTokens(cfg.Store),
-		pageBytes:  cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
+		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
+		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
+		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
 	}, nil
 }
 
@@ -141,7 +152,7 @@ func (s *Service) ListPageBytes() int { return s.pageBytes }
 
 // Ready checks that the store can serve reads and writes (Store.Ping): an
 // unavailable error while it cannot, nil again once it recovers.
-func (s *Service) Ready(ctx context.Context) error { return s.store.Ping(ctx) }
+func (s *Service) Ready(ctx context.Context) error { return s.system.Ping(ctx) }
 
 func forbidden(format string, args ...any) error {
 	return airlock.Errorf(airlock.CodeForbidden, format, args...)
@@ -166,12 +177,12 @@ func (s *Service) RegisterInstance(ctx context.Context, c airlock.Caller, in air
 		return airlock.Instance{}, err
 	}
 	inst := airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata}
-	return s.store.CreateInstance(ctx, inst, c.ID)
+	return s.storeFor(c).CreateInstance(ctx, inst, c.ID)
 }
 
 // Instance reads an instance the caller may see.
 func (s *Service) Instance(ctx context.Context, c airlock.Caller, id string) (airlock.Instance, error) {
-	inst, err := s.store.GetInstance(ctx, id)
+	inst, err := s.storeFor(c).GetInstance(ctx, id)
 	if err != nil {
 		return airlock.Instance{}, err
 	}
@@ -187,7 +198,7 @@ func (s *Service) Instances(ctx context.Context, c airlock.Caller) ([]airlock.In
 	if c.Role == airlock.RoleAgent {
 		owner = c.ID
 	}
-	return s.store.ListInstances(ctx, owner)
+	return s.storeFor(c).ListInstances(ctx, owner)
 }
 
 // DeleteInstance deletes an instance (its owner or an admin) and cancels its
@@ -203,7 +214,7 @@ func (s *Service) DeleteInstance(ctx context.Context, c airlock.Caller, id strin
 	if c.Role != airlock.RoleAdmin && inst.OwnerID != c.ID {
 		return 0, airlock.NotFound("instance", id)
 	}
-	ids, err := s.store.DeleteInstance(ctx, id, c.ID)
+	ids, err := s.storeFor(c).DeleteInstance(ctx, id, c.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -245,28 +256,29 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
 	}
-	return s.create(ctx, airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
+	return s.create(ctx, s.storeFor(c), airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }
 
-// create asks the policy, then stores the request.
-func (s *Service) create(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+// create asks the policy, then stores the request in st.
+func (s *Service) create(ctx context.Context, st airlock.Store, p airlock.NewRequestParams) (airlock.Request, bool, error) {
 	initial, err := s.policy.Evaluate(ctx, p.Request)
 	if err != nil {
 		return airlock.Request{}, false, fmt.Errorf("policy: %w", err)
 	}
 	p.Initial = initial
-	return s.insert(ctx, p)
+	return s.insert(ctx, st, p)
 }
 
-// insert stores a request and wakes whoever cares. A replay answers like a
-// read: a request whose deadline has come is shown expired, never pending.
-func (s *Service) insert(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	r, created, err := s.store.CreateRequest(ctx, p)
+// insert stores a request in st and wakes whoever cares. A replay answers
+// like a read: a request whose deadline has come is shown expired, never
+// pending.
+func (s *Service) insert(ctx context.Context, st airlock.Store, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	r, created, err := st.CreateRequest(ctx, p)
 	if err != nil {
 		return airlock.Request{}, false, err
 	}
 	if !created {
-		r, err = s.expireIfDue(ctx, r)
+		r, err = s.expireIfDue(ctx, st, r)
 		return r, false, err
 	}
 	s.metrics.entered(airlock.Request{State: airlock.StatePending})
@@ -283,29 +295,31 @@ func (s *Service) insert(ctx context.Context, p airlock.NewRequestParams) (airlo
 // deadline has come and the scheduler has not yet run, so reads always
 // agree with the deadline.
 func (s *Service) read(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
-	r, err := s.store.GetRequest(ctx, id)
+	st := s.storeFor(c)
+	r, err := st.GetRequest(ctx, id)
 	if err != nil {
 		return r, err
 	}
 	if !airlock.CanReadRequest(c, r) {
 		return airlock.Request{}, airlock.NotFound("approval request", id)
 	}
-	return s.expireIfDue(ctx, r)
+	return s.expireIfDue(ctx, st, r)
 }
 
 // expireIfDue expires r first when its deadline has come and the scheduler
 // has not yet run, so every answer agrees with the deadline. It expires r,
 // not the backlog (behind 100,000 due requests, a sweep of them all kept
 // the reader waiting seconds for requests not its own), in a round shared
-// with the readers who ask at once (expireOverdue).
-func (s *Service) expireIfDue(ctx context.Context, r airlock.Request) (airlock.Request, error) {
+// with the readers who ask at once (expireOverdue); it reads r again from
+// st.
+func (s *Service) expireIfDue(ctx context.Context, st airlock.Store, r airlock.Request) (airlock.Request, error) {
 	if r.State != airlock.StatePending || s.clock.Now().Before(r.DeadlineAt) {
 		return r, nil
 	}
 	if err := s.expireOverdue(ctx, r.ID); err != nil {
 		return r, err
 	}
-	return s.store.GetRequest(ctx, r.ID)
+	return st.GetRequest(ctx, r.ID)
 }
 
 // ListQuery selects requests to list.
@@ -343,7 +357,7 @@ func (s *Service) ListRequests(ctx context.Context, c airlock.Caller, q ListQuer
 		return Page{}, err
 	}
 	f.MaxBytes = s.pageBytes
-	rs, more, err := s.store.ListRequests(ctx, f)
+	rs, more, err := s.storeFor(c).ListRequests(ctx, f)
 	if err != nil {
 		return Page{}, err
 	}
@@ -362,7 +376,7 @@ func (s *Service) ListSummaries(ctx context.Context, c airlock.Caller, q ListQue
 	if err != nil {
 		return SummaryPage{}, err
 	}
-	rs, more, err := s.store.ListRequestSummaries(ctx, f)
+	rs, more, err := s.storeFor(c).ListRequestSummaries(ctx, f)
 	if err != nil {
 		return SummaryPage{}, err
 	}
@@ -408,7 +422,7 @@ func (s *Service) owned(ctx context.Context, c airlock.Caller, id, action string
 	if c.Role != airlock.RoleAgent {
 		return airlock.Request{}, forbidden("only the owning agent can %s", action)
 	}
-	r, err := s.store.GetRequest(ctx, id)
+	r, err := s.storeFor(c).GetRequest(ctx, id)
 	if err != nil {
 		return r, err
 	}
@@ -423,7 +437,7 @@ func (s *Service) Cancel(ctx context.Context, c airlock.Caller, id string) (airl
 	if _, err := s.owned(ctx, c, id, "cancel a request"); err != nil {
 		return airlock.Request{}, err
 	}
-	return s.transition(s.store.Cancel(ctx, id, c.ID))
+	return s.transition(s.storeFor(c).Cancel(ctx, id, c.ID))
 }
 
 // Decide records a reviewer's decision. A reviewer cannot decide a request
@@ -437,6 +451,7 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	if err := in.Validate(); err != nil {
 		return airlock.Request{}, err
 	}
+	st := s.storeFor(c)
 	p := airlock.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
 		Actor: c.ID, Principal: c.Principal,
@@ -445,18 +460,18 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	if verr != nil {
 		// Answer in the order a read first would: an unknown request, a
 		// self-approval and a missing answer before the validity.
-		if err := s.checkDecision(ctx, p); err != nil {
+		if err := s.checkDecision(ctx, st, p); err != nil {
 			return airlock.Request{}, err
 		}
 		return airlock.Request{}, verr
 	}
 	p.Validity = validity
-	r, err := s.transition(s.store.Decide(ctx, p))
+	r, err := s.transition(st.Decide(ctx, p))
 	if isConflict(err) {
 		// The request was not pending. A self-approval or a missing answer
 		// is still the better answer: it says what to change, where a
 		// conflict only says it is too late.
-		switch cerr := s.checkDecision(ctx, p); airlock.ErrorCode(cerr) {
+		switch cerr := s.checkDecision(ctx, st, p); airlock.ErrorCode(cerr) {
 		case airlock.CodeForbidden, airlock.CodeInvalidRequest:
 			return airlock.Request{}, cerr
 		}
@@ -464,15 +479,15 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	return r, err
 }
 
-// checkDecision reads request p.ID and its creator's token, and applies
-// p.Check: the refusals a decision gets whatever the request's state. Only
-// the paths that refuse anyway pay for these reads.
-func (s *Service) checkDecision(ctx context.Context, p airlock.DecideParams) error {
-	r, err := s.store.GetRequest(ctx, p.ID)
+// checkDecision reads request p.ID and its creator's token from st, and
+// applies p.Check: the refusals a decision gets whatever the request's
+// state. Only the paths that refuse anyway pay for these reads.
+func (s *Service) checkDecision(ctx context.Context, st airlock.Store, p airlock.DecideParams) error {
+	r, err := st.GetRequest(ctx, p.ID)
 	if err != nil {
 		return err
 	}
-	creator, err := s.store.GetToken(ctx, r.OwnerID)
+	creator, err := st.GetToken(ctx, r.OwnerID)
 	if err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
 		return err
 	}
@@ -507,7 +522,7 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 	if _, err := s.owned(ctx, c, id, "claim an execution"); err != nil {
 		return airlock.Request{}, err
 	}
-	r, err := s.store.ClaimExecution(ctx, id, c.ID)
+	r, err := s.storeFor(c).ClaimExecution(ctx, id, c.ID)
 	if err == nil {
 		s.hub.publish(id)
 	}
@@ -522,7 +537,7 @@ func (s *Service) Report(ctx context.Context, c airlock.Caller, id string, in ai
 	if _, err := s.owned(ctx, c, id, "report an execution"); err != nil {
 		return airlock.Request{}, err
 	}
-	r, err := s.store.ReportExecution(ctx, id, in, c.ID)
+	r, err := s.storeFor(c).ReportExecution(ctx, id, in, c.ID)
 	if err == nil {
 		s.hub.publish(id)
 	}
@@ -535,7 +550,7 @@ func (s *Service) Events(ctx context.Context, c airlock.Caller, after int64, lim
 	if c.Role != airlock.RoleReviewer && c.Role != airlock.RoleAdmin {
 		return nil, forbidden("only reviewer and admin tokens read the event stream")
 	}
-	return s.store.ListEvents(ctx, after, limit)
+	return s.storeFor(c).ListEvents(ctx, after, limit)
 }
 
 // Changes returns a channel closed at the next change of anything. Take it
@@ -559,7 +574,7 @@ func (s *Service) CreateToken(ctx context.Context, c airlock.Caller, in airlock.
 		ID: airlock.NewID(airlock.PrefixToken), Name: in.Name, Role: in.Role, Scopes: in.Scopes,
 		Principal: in.Principal, Hash: airlock.HashSecret(secret), CreatedAt: s.clock.Now(), CreatedBy: c.ID,
 	}
-	if err := s.store.CreateToken(ctx, t); err != nil {
+	if err := s.storeFor(c).CreateToken(ctx, t); err != nil {
 		return airlock.Token{}, "", err
 	}
 	return t, secret, nil
@@ -570,7 +585,7 @@ func (s *Service) Tokens(ctx context.Context, c airlock.Caller) ([]airlock.Token
 	if c.Role != airlock.RoleAdmin {
 		return nil, forbidden("only admin tokens manage tokens")
 	}
-	return s.store.ListTokens(ctx)
+	return s.storeFor(c).ListTokens(ctx)
 }
 
 // RevokeToken revokes a token (admins only); it stops working at once.
@@ -578,7 +593,7 @@ func (s *Service) RevokeToken(ctx context.Context, c airlock.Caller, id string) 
 	if c.Role != airlock.RoleAdmin {
 		return airlock.Token{}, forbidden("only admin tokens manage tokens")
 	}
-	t, err := s.store.RevokeToken(ctx, id, c.ID)
+	t, err := s.storeFor(c).RevokeToken(ctx, id, c.ID)
 	if err == nil {
 		s.hub.tokensChanged(id) // its long-polls and every event stream re-check their token now
 	}
@@ -591,7 +606,7 @@ func (s *Service) BootstrapAdmin(ctx context.Context, secret string) error {
 	if len(secret) < 16 {
 		return airlock.Invalid("admin-token", "admin-token must be at least 16 characters")
 	}
-	err := s.store.PutToken(ctx, airlock.Token{
+	err := s.system.PutToken(ctx, airlock.Token{
 		ID: BootstrapTokenID, Name: "bootstrap admin", Role: airlock.RoleAdmin,
 		Hash: airlock.HashSecret(secret), CreatedAt: s.clock.Now(), CreatedBy: "system:bootstrap",
 	})

@@ -8,16 +8,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// sessions returns the store's session support, or an error that says the
-// configured store lacks it.
-func (s *Service) sessions() (airlock.SessionStore, error) {
-	ss, ok := s.store.(airlock.SessionStore)
-	if !ok {
-		return nil, airlock.Errorf(airlock.CodeInternal, "this server's store does not support MCP sessions")
-	}
-	return ss, nil
-}
-
 // StaleAfter returns how long a session may go without a heartbeat before
 // it shows as stale (Config.StaleAfter).
 func (s *Service) StaleAfter() time.Duration { return s.stale }
@@ -28,14 +18,11 @@ func (s *Service) OpenSession(ctx context.Context, c airlock.Caller, name string
 	if c.Role != airlock.RoleAgent {
 		return airlock.Instance{}, forbidden("only agent tokens open sessions")
 	}
-	if _, err := s.sessions(); err != nil {
-		return airlock.Instance{}, err
-	}
 	in := airlock.InstanceInput{Name: name, Metadata: metadata}
 	if err := in.Validate(); err != nil {
 		return airlock.Instance{}, err
 	}
-	return s.store.CreateInstance(ctx, airlock.Instance{
+	return s.storeFor(c).CreateInstance(ctx, airlock.Instance{
 		ID: airlock.NewID(airlock.PrefixSession), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata,
 		Kind: airlock.InstanceSession,
 	}, c.ID)
@@ -44,14 +31,10 @@ func (s *Service) OpenSession(ctx context.Context, c airlock.Caller, name string
 // ownSession returns the caller's session, open or closed; any other
 // caller's session, or an ID that is no session, is not_found.
 func (s *Service) ownSession(ctx context.Context, c airlock.Caller, id string) (airlock.Instance, error) {
-	ss, err := s.sessions()
-	if err != nil {
-		return airlock.Instance{}, err
-	}
 	if c.Role != airlock.RoleAgent {
 		return airlock.Instance{}, forbidden("only the agent that opened a session can use it")
 	}
-	in, err := ss.GetSession(ctx, id)
+	in, err := s.storeFor(c).GetSession(ctx, id)
 	if err != nil {
 		return airlock.Instance{}, err
 	}
@@ -70,8 +53,7 @@ func (s *Service) Heartbeat(ctx context.Context, c airlock.Caller, sessionID str
 	if _, err := s.ownSession(ctx, c, sessionID); err != nil {
 		return airlock.Instance{}, nil, err
 	}
-	ss, _ := s.sessions()
-	in, ists, err := ss.Heartbeat(ctx, sessionID)
+	in, ists, err := s.storeFor(c).Heartbeat(ctx, sessionID)
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
 		return airlock.Instance{}, nil, airlock.Errorf(airlock.CodeNotFound,
 			"session %q not found: it is closed; open a new one with session_open", sessionID)
@@ -87,8 +69,7 @@ func (s *Service) CloseSession(ctx context.Context, c airlock.Caller, sessionID 
 	if _, err := s.ownSession(ctx, c, sessionID); err != nil {
 		return 0, err
 	}
-	ss, _ := s.sessions()
-	ids, err := ss.CloseSession(ctx, sessionID, c.ID)
+	ids, err := s.storeFor(c).CloseSession(ctx, sessionID, c.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -104,18 +85,15 @@ func (s *Service) CloseSession(ctx context.Context, c airlock.Caller, sessionID 
 // Sessions lists sessions, open and closed, newest first: every session
 // for reviewers and admins, their own for agents.
 func (s *Service) Sessions(ctx context.Context, c airlock.Caller) ([]airlock.Instance, error) {
-	ss, err := s.sessions()
-	if err != nil {
-		return nil, err
-	}
+	st := s.storeFor(c)
 	switch c.Role {
 	case airlock.RoleReviewer, airlock.RoleAdmin:
-		return ss.ListSessions(ctx, "")
+		return st.ListSessions(ctx, "")
 	case airlock.RoleAgent:
 		if c.ID == "" {
 			return nil, nil
 		}
-		return ss.ListSessions(ctx, c.ID)
+		return st.ListSessions(ctx, c.ID)
 	}
 	return nil, forbidden("this token's role may not list sessions")
 }

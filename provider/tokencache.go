@@ -9,7 +9,7 @@ import (
 )
 
 // tokenCache keeps the live tokens callers presented, by secret hash, for
-// stores that implement airlock.TokenStamper: every call reads the stamp (a
+// stores with a token stamp (airlock.StoreExtras.TokenStamp): every call reads the stamp (a
 // stat of a file on SQLite, about a microsecond) instead of looking its
 // token up (a query), and the whole cache is dropped whenever the stamp
 // moves, that is after any token was revoked or replaced, in this process
@@ -38,9 +38,8 @@ const (
 	tokenCacheMax = 10_000
 )
 
-func newTokenCache(store airlock.Store) *tokenCache {
-	stamp, ok := store.(airlock.TokenStamper)
-	if !ok {
+func newTokenCache(stamp airlock.TokenStamper) *tokenCache {
+	if stamp == nil {
 		return nil
 	}
 	return &tokenCache{stamp: stamp, now: time.Now, entries: map[[32]byte]cachedToken{}}

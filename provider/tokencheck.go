@@ -8,8 +8,8 @@ import (
 )
 
 // rememberedTokens keeps the tokens callers presented, by secret hash, for
-// a store that checks tokens itself (airlock.TokenChecker). Unlike
-// tokenCache it never vouches for a token: a call authenticated from it
+// a store that checks tokens itself (airlock.StoreExtras.TokenCheck). Unlike
+// tokenCache it never vouches for a token: a caller authenticated from it
 // carries an airlock.TokenCheck, which the store makes with the call's
 // first statement, in the same round trip, before the call's effects. So
 // remembering saves the lookup's round trip, not the check, and a token
@@ -24,9 +24,8 @@ type rememberedTokens struct {
 // rememberedMax bounds the tokens remembered; at it, they start over.
 const rememberedMax = 10_000
 
-func newRememberedTokens(store airlock.Store) *rememberedTokens {
-	checker, ok := store.(airlock.TokenChecker)
-	if !ok {
+func newRememberedTokens(checker airlock.TokenChecker) *rememberedTokens {
+	if checker == nil {
 		return nil
 	}
 	return &rememberedTokens{checker: checker, entries: map[[32]byte]airlock.Token{}}
@@ -67,44 +66,60 @@ func (m *rememberedTokens) forget(hash []byte) {
 // through the store and whose answer is written only after
 // FinishTokenCheck (rest's authenticated endpoints). On a store that checks
 // tokens itself, a token this process has seen is taken from memory, and
-// the returned context carries the check that it is still live, which the
-// store makes with the call's first statement; otherwise it is
-// Authenticate, and ctx is returned as it is.
-func (s *Service) AuthenticateDeferred(ctx context.Context, secret string) (context.Context, airlock.Caller, error) {
+// the returned caller carries the check that it is still live
+// (Caller.Check), which the call's store (storeFor) makes with the call's
+// first statement; otherwise it is Authenticate.
+func (s *Service) AuthenticateDeferred(ctx context.Context, secret string) (airlock.Caller, error) {
 	if s.remembered == nil || secret == "" {
-		c, err := s.Authenticate(ctx, secret)
-		return ctx, c, err
+		return s.Authenticate(ctx, secret)
 	}
 	hash := airlock.HashSecret(secret)
 	if t, ok := s.remembered.get(hash); ok {
-		ctx, _ = airlock.WithTokenCheck(ctx, t)
-		return ctx, t, nil
+		return airlock.Caller{Token: t, Check: airlock.NewTokenCheck(t)}, nil
 	}
 	c, err := s.AuthenticateHash(ctx, hash)
 	if err == nil {
-		s.remembered.put(c)
+		s.remembered.put(c.Token)
 	}
-	return ctx, c, err
+	return c, err
 }
 
-// FinishTokenCheck makes the token check of a call authenticated by
-// AuthenticateDeferred, when its store statements did not (a call that
-// made none, or failed before its first), and says whether the token
-// passed: TokenRefused when it is not live. A call must not answer before
-// it returns nil.
-func (s *Service) FinishTokenCheck(ctx context.Context) error {
-	c := airlock.TokenCheckFrom(ctx)
-	if c == nil {
+// FinishTokenCheck makes the token check of a caller authenticated by
+// AuthenticateDeferred (c.Check), when the call's store statements did not
+// (a call that made none, or failed before its first), and says whether
+// the token passed: TokenRefused when it is not live. A call must not
+// answer before it returns nil; for a caller without a check it returns
+// nil at once.
+func (s *Service) FinishTokenCheck(ctx context.Context, c airlock.Caller) error {
+	check := c.Check
+	if check == nil {
 		return nil
 	}
-	if made, _ := c.Outcome(); !made {
-		if err := s.remembered.checker.CheckToken(ctx); err != nil && airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+	if s.remembered == nil {
+		// A check this provider did not make: look the token up instead.
+		_, err := s.AuthenticateHash(ctx, c.Hash)
+		return err
+	}
+	if check.Pending() {
+		if err := s.remembered.checker.CheckToken(ctx, check); err != nil && airlock.ErrorCode(err) != airlock.CodeUnauthorized {
 			return err
 		}
 	}
-	if _, passed := c.Outcome(); !passed {
-		s.remembered.forget(c.Token().Hash)
+	if _, passed := check.Outcome(); !passed {
+		s.remembered.forget(check.Token().Hash)
 		return airlock.TokenRefused()
 	}
 	return nil
+}
+
+// storeFor returns the store that serves c's call: for a caller taken from
+// memory (c.Check), the view of the store that makes c's token check with
+// the call's first statement; for any other, the store. Every call made
+// for a caller goes through it; s.system serves the work no caller asks
+// for.
+func (s *Service) storeFor(c airlock.Caller) airlock.Store {
+	if c.Check == nil || s.remembered == nil {
+		return s.system
+	}
+	return s.remembered.checker.Checking(c.Check)
 }

@@ -24,8 +24,9 @@ import (
 // Failed authentications are throttled per client address and overall
 // before the store is asked (ratelimit.Guard).
 //
-// On a store that checks tokens itself (PostgreSQL), the check of a token
-// this process has seen rides with the call's first statement
+// On a store that checks tokens itself (PostgreSQL), the caller of a
+// token this process has seen carries its check (airlock.Caller.Check),
+// which rides with the call's first statement
 // (provider.AuthenticateDeferred); checkedWriter makes sure it was made,
 // and passed, before the first byte of the answer.
 func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
@@ -37,15 +38,15 @@ func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *ht
 		endpoint(h, w, r, c)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, cr := h.admit(w, r)
+		c := h.admit(w, r)
 		switch {
 		case c == nil:
 			return // admit answered, and counted the attempt
-		case cr == r:
+		case c.Check == nil:
 			call(h, w, r, *c)
 		default:
-			cw := &checkedWriter{ResponseWriter: w, h: h, r: cr}
-			call(h, cw, cr, *c)
+			cw := &checkedWriter{ResponseWriter: w, h: h, r: r, c: c}
+			call(h, cw, r, *c)
 			cw.check() // an endpoint that wrote nothing still answers 401 for a revoked token
 		}
 		h.refusedLater(w, r)
@@ -72,6 +73,7 @@ type checkedWriter struct {
 	http.ResponseWriter
 	h       *handler
 	r       *http.Request
+	c       *airlock.Caller // its Check is the one to finish
 	checked bool
 	refused bool
 }
@@ -81,7 +83,7 @@ type checkedWriter struct {
 func (w *checkedWriter) check() bool {
 	if !w.checked {
 		w.checked = true
-		if err := w.h.svc.FinishTokenCheck(w.r.Context()); err != nil {
+		if err := w.h.svc.FinishTokenCheck(w.r.Context(), *w.c); err != nil {
 			w.refused = true
 			clear(w.ResponseWriter.Header()) // nothing the endpoint set (a Location, say) goes out
 			w.h.problem(w.ResponseWriter, w.r, err)
@@ -100,7 +102,7 @@ func (w *checkedWriter) settle(err error) error {
 		return err
 	}
 	w.checked = true
-	cerr := w.h.svc.FinishTokenCheck(w.r.Context())
+	cerr := w.h.svc.FinishTokenCheck(w.r.Context(), *w.c)
 	switch code := airlock.ErrorCode(err); {
 	case cerr == nil:
 		return err
@@ -140,37 +142,34 @@ func (w *checkedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 var errTokenRefused = errors.New("rest: the call's token was refused; its answer was replaced by 401")
 
 // admit authenticates and rate-limits a call, answering it when it may not
-// proceed. It returns the caller by pointer and is never inlined, so that
+// proceed (nil). It returns the caller by pointer and is never inlined, so that
 // its work is off the stack while the endpoint runs: a long-poll parks
 // under this frame, and a shallow stack is what lets the garbage collector
 // shrink a parked goroutine's stack to 8 KiB.
 //
 //go:noinline
-func (h *handler) admit(w http.ResponseWriter, r *http.Request) (*airlock.Caller, *http.Request) {
+func (h *handler) admit(w http.ResponseWriter, r *http.Request) *airlock.Caller {
 	secret := bearer(r)
 	attempt, wait, ok := h.guard.Admit(r, secret)
 	if !ok {
 		secs := ratelimit.RetryAfter(wait)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		h.problem(w, r, attempt.Throttled(secs))
-		return nil, r
+		return nil
 	}
-	ctx, c, err := h.svc.AuthenticateDeferred(r.Context(), secret)
+	c, err := h.svc.AuthenticateDeferred(r.Context(), secret)
 	attempt.Done(err)
 	if err != nil {
 		h.problem(w, r, err)
-		return nil, r
-	}
-	if ctx != r.Context() {
-		r = r.WithContext(ctx)
+		return nil
 	}
 	if ok, retry := h.limiter.Allow(c.ID); !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 		h.problem(w, r, airlock.Errorf(airlock.CodeRateLimited,
 			"too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds()))))
-		return nil, r
+		return nil
 	}
-	return &c, r
+	return &c
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header,

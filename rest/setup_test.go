@@ -153,7 +153,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		if err != nil {
 			t.Fatalf("create token %s: %v", name, err)
 		}
-		b.callers[name] = tok
+		b.callers[name] = airlock.Caller{Token: tok}
 		return secret
 	}
 	b.agentA = mint("agentA", airlock.RoleAgent, principalA)

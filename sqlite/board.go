@@ -9,8 +9,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-var _ airlock.BoardStore = (*Store)(nil)
-
 // workItemCols is the column list every work item query selects or
 // returns, in the order scanWorkItem reads.
 const workItemCols = `id, title, column_key, version, created_at, updated_at`

@@ -11,8 +11,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-var _ airlock.SessionStore = (*Store)(nil)
-
 // instructionCols is the column list every instruction query returns, in
 // the order scanInstruction reads.
 const instructionCols = `seq, id, session_id, request_id, status, note, answer, created_at`

@@ -78,10 +78,13 @@ type Store struct {
 	closeErr  error
 }
 
-var (
-	_ airlock.Store        = (*Store)(nil)
-	_ airlock.TokenStamper = (*Store)(nil)
-)
+var _ airlock.Store = (*Store)(nil)
+
+// Extras implements airlock.Store: a SQLite store has a token stamp
+// (tokenstamp.go), and no change feed, since one process serves its file.
+func (s *Store) Extras() airlock.StoreExtras {
+	return airlock.StoreExtras{TokenStamp: s}
+}
 
 // Option configures Open.
 type Option func(*config)

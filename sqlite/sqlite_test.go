@@ -26,6 +26,17 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestExtras: a SQLite store has a token stamp, which the conformance
+// suite checks (Extras/TokenStamp), and neither a change feed nor a token
+// check of its own: one process serves its file.
+func TestExtras(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "airlock.db"))
+	if x := s.Extras(); x.TokenStamp == nil || x.TokenCheck != nil || x.Feed != nil {
+		t.Errorf("Extras = %+v, want the token stamp alone", x)
+	}
+}
+
 // open opens a store that is closed when t ends.
 func open(t testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
 	t.Helper()

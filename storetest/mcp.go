@@ -10,8 +10,7 @@ import (
 )
 
 // NewMCPStore opens a fresh, empty store that judges every deadline by
-// clock and implements airlock.SessionStore and airlock.BoardStore. The
-// driver calls fault at each of its fault points inside the transaction
+// clock, with a fault hook: the driver calls fault at each of its fault points inside the transaction
 // that approves a command proposal (at least one between recording the
 // approval and the command's effect); when fault returns an error, that
 // transaction must fail with it and roll back. RunMCP closes the store.
@@ -20,8 +19,7 @@ type NewMCPStore func(t *testing.T, clock airlock.Clock, fault func(point string
 // RunMCP runs the conformance suite of the MCP features: sessions and
 // their instructions, the work board, and command proposals applied in the
 // transaction of their approval (T12 in docs/reliability.md). It is
-// separate from Run so that a driver can pass Run before it implements
-// these.
+// separate from Run because its stores take a fault hook.
 func RunMCP(t *testing.T, newStore NewMCPStore) {
 	s := &mcpSuite{newStore: newStore}
 	for _, g := range []struct {
@@ -81,8 +79,8 @@ func (f *faultSwitch) points() []string {
 	return append([]string(nil), f.seen...)
 }
 
-// mcpBundle is a bundle whose store also keeps sessions and the board,
-// with its fault switch.
+// mcpBundle is a bundle with its fault switch, and the store's parts that
+// keep sessions and the board by name.
 type mcpBundle struct {
 	*bundle
 	sessions airlock.SessionStore
@@ -102,15 +100,7 @@ func (s *mcpSuite) setup(t *testing.T) *mcpBundle {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	ss, ok := st.(airlock.SessionStore)
-	if !ok {
-		t.Fatalf("%T does not implement airlock.SessionStore", st)
-	}
-	bs, ok := st.(airlock.BoardStore)
-	if !ok {
-		t.Fatalf("%T does not implement airlock.BoardStore", st)
-	}
-	b := &mcpBundle{bundle: &bundle{ctx: t.Context(), store: st, clock: clock}, sessions: ss, board: bs, fault: fault}
+	b := &mcpBundle{bundle: &bundle{ctx: t.Context(), store: st, clock: clock}, sessions: st, board: st, fault: fault}
 	b.inst = b.instance(t, ownerA)
 	b.agent = airlock.Token{ID: ownerA, Name: "agent A", Role: airlock.RoleAgent, Scopes: []string{airlock.ScopeWorkWrite},
 		Hash: airlock.HashSecret("secret of " + ownerA), CreatedBy: "tok_admin"}

@@ -51,6 +51,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Expiry", s.testExpiry},
 		{"Events", s.testEvents},
 		{"Tokens", s.testTokens},
+		{"CountPending", s.testCountPending},
+		{"Extras", s.testExtras},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

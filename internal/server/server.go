@@ -294,9 +294,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.log.Error("expiry scheduler stopped", "err", err)
 		}
 	})
-	if _, shared := s.store.(airlock.ChangeFeed); shared {
-		background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) })
-	}
+	background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) }) // returns at once for a store not shared
 	background.Go(func() { s.guard.Run(schedCtx) })
 	served := make(chan error, len(s.listeners))
 	for _, l := range s.listeners {
