@@ -148,9 +148,9 @@ func (g *Gate) fallback(requestID, format string, args ...any) Answer {
 	return Answer{Verdict: v, RequestID: requestID, Reason: "Airlock: " + fmt.Sprintf(format, args...)}
 }
 
-// Fallback is the answer for a case without a decision that happened
-// before the gate could ask (bad input, a refused flag): the fallback
-// verdict with reason.
+// FallbackAnswer is the answer for a case without a decision that
+// happened before the gate could ask (bad input, a refused token): the
+// fallback verdict with reason.
 func (g *Gate) FallbackAnswer(reason string) Answer { return g.fallback("", "%s", reason) }
 
 // Decide asks Airlock whether call may run and waits up to Wait for the

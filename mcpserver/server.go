@@ -114,6 +114,7 @@ func New(cfg Config) *Server {
 	for _, t := range s.tools() {
 		s.mcp.AddTool(t.def, s.handler(t))
 	}
+	s.mcp.AddTool(s.approvalPromptTool(), s.approvalPrompt)
 	return s
 }
 

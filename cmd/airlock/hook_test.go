@@ -463,3 +463,71 @@ func closedAddr(t *testing.T) string {
 	l.Close()
 	return addr
 }
+
+// TestHookCodexGemini: the Codex and Gemini CLI hooks answer in their own
+// documented shapes: allow only after approval, deny with the note, and
+// no decision (their own prompt) or deny when nobody decides.
+func TestHookCodexGemini(t *testing.T) {
+	t.Parallel()
+	h := startHookSrv(t)
+	decode := func(t *testing.T, r hookRun) map[string]any {
+		t.Helper()
+		var m map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil {
+			t.Fatalf("exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+		}
+		return m
+	}
+	t.Run("codex", func(t *testing.T) {
+		in, session := payload(t, "codex-permissionrequest-bash.json")
+		in = replaceSession(in, session)
+		run := h.startHook(t, nil, in, "codex", "--wait", "1m")
+		r := h.pending(t, session)
+		if r.str("tool") != "Bash" || r.body["context"].(map[string]any)["turn_id"] != "<turn-id>" {
+			t.Errorf("request %s", r.raw)
+		}
+		h.decide(t, r.str("id"), "approved", "")
+		out := decode(t, run.wait(t))
+		hso, _ := out["hookSpecificOutput"].(map[string]any)
+		if hso["hookEventName"] != "PermissionRequest" || hso["decision"].(map[string]any)["behavior"] != "allow" {
+			t.Fatalf("answer %v", out)
+		}
+		other := bytes.Replace(in, []byte("rm -f /tmp/example"), []byte("rm -rf /"), 1)
+		run = h.startHook(t, nil, other, "codex", "--wait", "1m")
+		h.decide(t, h.pending(t, session).str("id"), "denied", "no")
+		hso, _ = decode(t, run.wait(t))["hookSpecificOutput"].(map[string]any)
+		if d := hso["decision"].(map[string]any); d["behavior"] != "deny" || !strings.Contains(d["message"].(string), "no") {
+			t.Fatalf("deny answer %v", hso)
+		}
+		third := bytes.Replace(in, []byte("rm -f /tmp/example"), []byte("ls"), 1)
+		out = decode(t, h.hook(t, nil, third, "codex", "--wait", "1s"))
+		if _, decided := out["hookSpecificOutput"]; decided || out["systemMessage"] == nil {
+			t.Fatalf("no decision: %v, want only a systemMessage", out)
+		}
+	})
+	t.Run("gemini", func(t *testing.T) {
+		in, session := payload(t, "gemini-beforetool-write-file.json")
+		run := h.startHook(t, nil, in, "gemini", "--wait", "1m")
+		r := h.pending(t, session)
+		if r.str("tool") != "write_file" {
+			t.Errorf("request %s", r.raw)
+		}
+		h.decide(t, r.str("id"), "approved", "")
+		if out := decode(t, run.wait(t)); out["decision"] != "allow" {
+			t.Fatalf("answer %v", out)
+		}
+		shell, _ := payload(t, "gemini-beforetool-shell.json")
+		out := decode(t, h.hook(t, nil, shell, "gemini", "--wait", "1s"))
+		if _, decided := out["decision"]; decided {
+			t.Fatalf("no decision: %v", out)
+		}
+		out = decode(t, h.hook(t, nil, shell, "gemini", "--wait", "1s", "--on-timeout", "deny"))
+		if out["decision"] != "deny" || out["reason"] == "" {
+			t.Fatalf("on-timeout deny: %v", out)
+		}
+		// Gemini CLI has no post-tool-use here: a wrong --event blocks.
+		if r := h.hook(t, nil, shell, "gemini", "--event", "post-tool-use"); r.code != 2 {
+			t.Fatalf("gemini --event post-tool-use: exit %d", r.code)
+		}
+	})
+}
