@@ -370,6 +370,13 @@ func TestListRequests(t *testing.T) {
 	if n := len(r.obj(t)["items"].([]any)); n != 2 {
 		t.Fatalf("tool=write gave %d, want 2", n)
 	}
+	// state=all lists every state, as the CLI's --state all does.
+	all := b.do(t, req{method: "GET", path: "/v1/approval-requests?state=all&tool=write", token: b.reviewer})
+	want(t, all, http.StatusOK, "")
+	none := b.do(t, req{method: "GET", path: "/v1/approval-requests?tool=write", token: b.reviewer})
+	if a, n := len(all.obj(t)["items"].([]any)), len(none.obj(t)["items"].([]any)); a != n || a < 2 {
+		t.Fatalf("state=all gave %d items, no state %d; want the same, at least 2", a, n)
+	}
 	for _, bad := range []string{"state=done", "kind=x", "limit=0", "limit=201", "limit=x", "cursor=zz"} {
 		r := b.do(t, req{method: "GET", path: "/v1/approval-requests?" + bad, token: b.reviewer, invalid: true})
 		want(t, r, http.StatusBadRequest, airlock.CodeInvalidRequest)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -271,7 +272,7 @@ var requestSubcommands []subcommand
 
 func init() {
 	requestSubcommands = []subcommand{
-		{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests (pending by default), newest first", runRequestsList},
+		{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests: pending (the default) soonest deadline first, others newest first", runRequestsList},
 		{"show", "<id>", "show one request: what would run, exactly, and the agent's claim apart", runRequestsShow},
 		{"approve", "<id> [--valid-for D] [--note N] [--answer A]", "approve a pending request (or answer its question)", runRequestsApprove},
 		{"deny", "<id> [--note N]", "deny a pending request, with a note for the agent", runRequestsDeny},
@@ -323,6 +324,11 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		fmt.Fprintf(r.out, "No %s requests.\n", strings.ReplaceAll(*state, "all", "matching"))
 		return nil
 	}
+	if opts.State == airlock.StatePending {
+		// What needs a decision soonest comes first, as in the inbox.
+		slices.SortStableFunc(page.Items, func(a, b client.ApprovalRequest) int { return a.DeadlineAt.Compare(b.DeadlineAt) })
+	}
+	names := instanceNames(ctx, c)
 	now := time.Now()
 	var rows [][]string
 	for _, q := range page.Items {
@@ -330,13 +336,61 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		if q.Decision != nil {
 			when = "decided " + since(now, q.Decision.DecidedAt)
 		}
-		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), q.InstanceID, since(now, q.CreatedAt), when})
+		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(names.of(q.InstanceID), 24), since(now, q.CreatedAt), when})
 	}
 	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tINSTANCE\tASKED\tWHEN", rows)
 	if page.NextCursor != "" {
-		fmt.Fprintf(a.Stderr, "More: airlock requests list --cursor %s\n", page.NextCursor)
+		fmt.Fprintf(a.Stderr, "More: %s\n", nextPageCommand(fs, page.NextCursor))
 	}
 	return nil
+}
+
+// nextPageCommand is the command that lists the page after this one: the
+// same flags as given (but --cursor, --url, --token and --json), and the
+// next cursor.
+func nextPageCommand(fs *flag.FlagSet, cursor string) string {
+	cmd := "airlock requests list"
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "cursor", "url", "token", "json":
+			return
+		}
+		cmd += " --" + f.Name + " " + shellQuote(f.Value.String())
+	})
+	return cmd + " --cursor " + shellQuote(cursor)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/@=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// instanceNameMap names instances by ID, for tables people read.
+type instanceNameMap map[string]string
+
+// instanceNames reads the instances' names. It is only a nicety: without
+// them (an older server, a failed call) IDs are shown instead.
+func instanceNames(ctx context.Context, c *client.Client) instanceNameMap {
+	list, err := c.ListInstances(ctx)
+	if err != nil {
+		return nil
+	}
+	m := make(instanceNameMap, len(list))
+	for _, in := range list {
+		m[in.ID] = in.Name
+	}
+	return m
+}
+
+// of is the instance's name, or its ID when it has none.
+func (m instanceNameMap) of(id string) string {
+	if n := m[id]; n != "" {
+		return inbox.Visible(n)
+	}
+	return id
 }
 
 // headline is a request's one-line name: its tool, or its title.

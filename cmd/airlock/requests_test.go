@@ -305,3 +305,46 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("the skipped request is %s", s)
 	}
 }
+
+// TestCLIRequestsList: pending requests come soonest deadline first, with
+// their instance's name, and the "More:" hint, run as printed, lists the
+// next page with the same filters.
+func TestCLIRequestsList(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	late := s.create(t, `{"tool":"late","arguments":{},"timeout":"50m"}`)
+	soon := s.create(t, `{"tool":"soon","arguments":{},"timeout":"5m"}`)
+	mid := s.create(t, `{"tool":"mid","arguments":{},"timeout":"20m"}`)
+	s.cli(t, s.reviewer, "requests", "deny", mid).want(t, 0, "deny mid")
+
+	out := s.cli(t, s.reviewer, "requests", "list").want(t, 0, "list").stdout
+	if i, j := strings.Index(out, soon), strings.Index(out, late); i < 0 || j < 0 || i > j {
+		t.Fatalf("pending is not soonest deadline first (%s before %s):\n%s", soon, late, out)
+	}
+	if !strings.Contains(out, "laptop") || strings.Contains(out, s.instance) {
+		t.Fatalf("the instance is not shown by its name:\n%s", out)
+	}
+
+	// Page through every state one at a time, running each hint as printed.
+	args := []string{"requests", "list", "--state", "all", "--limit", "1"}
+	var seen []string
+	for range 5 {
+		run := s.cli(t, s.reviewer, args...).want(t, 0, strings.Join(args, " "))
+		for _, id := range []string{late, soon, mid} {
+			if strings.Contains(run.stdout, id) {
+				seen = append(seen, id)
+			}
+		}
+		hint, ok := strings.CutPrefix(strings.TrimSpace(run.stderr), "More: airlock ")
+		if !ok {
+			break
+		}
+		if !strings.Contains(hint, "--state all") || !strings.Contains(hint, "--limit 1") || !strings.Contains(hint, "--cursor ") {
+			t.Fatalf("the hint drops the flags: %q", run.stderr)
+		}
+		args = strings.Fields(hint)
+	}
+	if len(seen) != 3 || seen[0] != mid || seen[1] != soon || seen[2] != late {
+		t.Fatalf("paging by the hints listed %v, want every request once, newest first [%s %s %s]", seen, mid, soon, late)
+	}
+}
