@@ -89,6 +89,9 @@ type Proposal struct {
 type Command struct {
 	Method string          `json:"method"`
 	Input  json.RawMessage `json:"input,omitempty"`
+	// Observed is what the server saw of the target when the command was
+	// asked for (for work_move: the item's column and title).
+	Observed json.RawMessage `json:"observed,omitempty"`
 }
 
 // Question is an MCP agent's question; free text when Choices is empty.

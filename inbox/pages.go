@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -326,51 +325,16 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 }
 
 // workMovePreview says a work_move in plain words, with the board's column
-// names: "Move item “Fix login” from Doing to Done". note says when the
-// item is no longer where it was when the agent asked, so approving would
-// fail.
+// names, and notes when approving would fail (airlock.DescribeWorkMove).
 func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]segment, string) {
-	mv, err := airlock.ParseWorkMove(cmd.Input)
-	if err != nil {
-		return visible("work_move with input the server cannot read"), ""
-	}
-	var obs airlock.WorkMoveObserved
-	_ = json.Unmarshal(cmd.Observed, &obs)
-	cols := map[string]string{}
-	var current *airlock.WorkItem
-	if board, err := h.svc.Board(ctx, c); err == nil {
-		for _, col := range board {
-			cols[col.Key] = col.Name
-			for _, it := range col.Items {
-				if it.ID == mv.ItemID {
-					current = &it
-				}
-			}
-		}
-	}
-	colName := func(key string) string {
-		if n := cols[key]; n != "" {
-			return n
-		}
-		return key
-	}
-	title := obs.ItemTitle
-	if title == "" {
-		title = mv.ItemID
-	}
-	var text string
-	if obs.FromColumnKey != "" {
-		text = "Move item “" + title + "” from " + colName(obs.FromColumnKey) + " to " + colName(mv.ColumnKey)
-	} else {
-		text = "Move item “" + title + "” to " + colName(mv.ColumnKey)
-	}
-	note := ""
+	board, err := h.svc.Board(ctx, c)
 	switch {
-	case current == nil:
-		note = "The item no longer exists on the board: approving will fail and record nothing."
-	case obs.FromColumnKey != "" && current.ColumnKey != obs.FromColumnKey:
-		note = "The item has moved since the agent asked (it is now in " + colName(current.ColumnKey) + "): approving will fail and record nothing."
+	case err != nil:
+		board = nil // unknown: no note either way
+	case board == nil:
+		board = []airlock.Column{} // read, and empty: the item is gone
 	}
+	text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
 	return visible(text), note
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf16"
+	"unicode/utf8"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -80,12 +80,13 @@ type remote struct {
 	url, token string
 	json       bool
 	out        io.Writer
+	tty        bool // out is a terminal: escape what would reorder or hide text
 }
 
 // apiFlagSet returns the flag set of `airlock <cmd> <sub>`, with --url,
 // --token and --json, and a usage that says which read the environment.
 func (a *App) apiFlagSet(cmd, sub, synopsis, summary string) (*flag.FlagSet, *remote) {
-	r := &remote{out: a.Stdout}
+	r := &remote{out: a.Stdout, tty: isTerminal(a.Stdout)}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(a.Stderr)
 	fs.StringVar(&r.url, "url", "http://127.0.0.1:8080", "the Airlock server [$AIRLOCK_URL]")
@@ -166,12 +167,45 @@ func (r *remote) client() (*client.Client, error) {
 	return c, nil
 }
 
-// printJSON writes v as indented JSON, with <, > and & as they are.
+// printJSON writes v as indented JSON, with <, > and & as they are. On a
+// terminal, every character the inbox would show as a marker (bidi
+// controls, zero-width, …) is written as a \uXXXX escape instead: the
+// terminal shows what is there, and the JSON means exactly the same.
 func (r *remote) printJSON(v any) error {
-	enc := json.NewEncoder(r.out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	out := b.Bytes()
+	if r.tty {
+		out = escapeHidden(out)
+	}
+	_, err := r.out.Write(out)
+	return err
+}
+
+// escapeHidden rewrites the hidden characters of a JSON document as
+// \uXXXX escapes (surrogate pairs above U+FFFF). Outside strings a JSON
+// document holds only ASCII, so every one it finds is inside a string,
+// where the escape stands for the same character.
+func escapeHidden(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, r := range string(doc) {
+		if r < utf8.RuneSelf || !inbox.HiddenInText(r) {
+			b.WriteRune(r)
+			continue
+		}
+		if r > 0xFFFF {
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
+			continue
+		}
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.Bytes()
 }
 
 // table writes aligned columns.
@@ -413,20 +447,51 @@ func runRequestsShow(ctx context.Context, a *App, args []string) error {
 	if r.json {
 		return r.printJSON(q)
 	}
-	printRequest(r.out, q, time.Now())
+	printRequest(r.out, q, boardFor(ctx, c, q), time.Now())
 	return nil
 }
 
-// printRequest shows a request as the inbox does: facts first, the
-// agent's claim labelled and apart, every text with its hidden characters
-// made visible (so no escape sequence reaches the terminal).
-func printRequest(w io.Writer, q *client.ApprovalRequest, now time.Time) {
+// boardFor reads the board when q proposes a work_move, so that it can be
+// said in plain words with the columns' names; nil otherwise, or when it
+// cannot be read.
+func boardFor(ctx context.Context, c *client.Client, q *client.ApprovalRequest) []airlock.Column {
+	if q.Proposal == nil || q.Proposal.Command == nil || q.Proposal.Command.Method != airlock.MethodWorkMove {
+		return nil
+	}
+	b, err := c.Board(ctx)
+	if err != nil {
+		return nil
+	}
+	cols := []airlock.Column{}
+	for _, col := range b.Columns {
+		items := make([]airlock.WorkItem, 0, len(col.Items))
+		for _, it := range col.Items {
+			items = append(items, airlock.WorkItem{ID: it.ID, Title: it.Title, ColumnKey: it.ColumnKey})
+		}
+		cols = append(cols, airlock.Column{Key: col.Key, Name: col.Name, Items: items})
+	}
+	return cols
+}
+
+// printRequest shows a request as the inbox does: facts first, look-alike
+// letters warned of, a work_move in plain words (board is the board as read
+// now, or nil), the agent's claim labelled and apart, every text with its
+// hidden characters made visible (so no escape sequence reaches the
+// terminal).
+func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column, now time.Time) {
 	line := func(label, value string) {
 		if value != "" {
 			fmt.Fprintf(w, "%-13s %s\n", label+":", value)
 		}
 	}
 	fmt.Fprintf(w, "%s  %s  %s\n", q.ID, strings.ToUpper(string(q.State)), q.Kind)
+	var warned []string
+	for _, s := range []string{q.Title, q.TargetType, q.TargetID, q.Tool, string(q.Arguments), string(q.Context)} {
+		if warn := inbox.LookAlike(s); warn != "" && !slices.Contains(warned, warn) {
+			warned = append(warned, warn)
+			fmt.Fprintf(w, "Warning:      %s\n", warn)
+		}
+	}
 	line("Title", inbox.Visible(q.Title))
 	line("Description", inbox.VisibleText(q.Description))
 	if q.TargetType != "" || q.TargetID != "" {
@@ -439,6 +504,13 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, now time.Time) {
 	}
 	if p := q.Proposal; p != nil {
 		line("Proposal", p.Mode)
+		if cmd := p.Command; cmd != nil && cmd.Method == airlock.MethodWorkMove {
+			text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
+			line("Command", inbox.Visible(text))
+			line("Warning", note)
+		} else if cmd != nil {
+			line("Command", inbox.Visible(cmd.Method))
+		}
 	}
 	if qu := q.Question; qu != nil {
 		if len(qu.Choices) == 0 {
@@ -550,178 +622,6 @@ func outcome(q *client.ApprovalRequest) string {
 		return fmt.Sprintf("approved %s; the call may start until %s", q.ID, d.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("%s %s", d.Status, q.ID)
-}
-
-// watchInput is where `requests watch` reads a reviewer's answers, and
-// whether that is a terminal (only then does it prompt). Tests replace it.
-var watchInput = func() (io.Reader, bool) {
-	fi, err := os.Stdin.Stat()
-	return os.Stdin, err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func runRequestsWatch(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(requestSubcommands, "watch")
-	fs, r := a.apiFlagSet("requests", "watch", syn, sum)
-	prompt := fs.Bool("prompt", false, "ask for a decision on each request even when standard input is not a terminal")
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return err
-	}
-	c, err := r.client()
-	if err != nil {
-		return err
-	}
-	in, tty := watchInput()
-	ask := (tty || *prompt) && !r.json
-	// The stream replays the audit log from its start: a created event
-	// whose request is still pending when sent is one to decide (so
-	// requests pending before the watch began come first), and one
-	// decided since is skipped.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	news := make(chan client.ApprovalRequest, 64)
-	streamErr := make(chan error, 1)
-	go func() {
-		defer close(news)
-		for ev, err := range c.Events(ctx, 0) {
-			if err != nil {
-				streamErr <- err
-				return
-			}
-			if ev.Event.Type != airlock.EventRequestCreated || ev.Request == nil || ev.Request.State != airlock.StatePending {
-				continue
-			}
-			select {
-			case news <- *ev.Request:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	lines := make(chan string)
-	if ask {
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(in)
-			for sc.Scan() {
-				select {
-				case lines <- sc.Text():
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		fmt.Fprintln(a.Stderr, "Watching for requests. For each: a = approve, d = deny, s = skip, q = quit.")
-	}
-	var idle <-chan string // answers typed while no request is shown
-	if ask {
-		idle = lines
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-idle:
-			if !ok {
-				return nil // end of input: the reviewer is done
-			}
-			fmt.Fprintln(a.Stderr, "No request is waiting for you; new ones appear as they come.")
-		case err := <-streamErr:
-			return apiError(err)
-		case q, ok := <-news:
-			if !ok {
-				select {
-				case err := <-streamErr:
-					return apiError(err)
-				default:
-					return nil
-				}
-			}
-			switch {
-			case r.json:
-				enc := json.NewEncoder(r.out)
-				enc.SetEscapeHTML(false)
-				if err := enc.Encode(q); err != nil {
-					return err
-				}
-			case !ask:
-				fmt.Fprintf(r.out, "%s  %s  %s  from %s  deadline %s\n", q.ID, q.Kind, clip(headline(q), 60), q.InstanceID, until(time.Now(), q.DeadlineAt))
-			default:
-				quit, err := a.decideInteractively(ctx, c, r, q, lines)
-				if err != nil || quit {
-					return err
-				}
-			}
-		}
-	}
-}
-
-// decideInteractively shows a request and asks what to do with it.
-func (a *App) decideInteractively(ctx context.Context, c *client.Client, r *remote, q client.ApprovalRequest, lines <-chan string) (quit bool, err error) {
-	// It may have been decided while earlier ones were on screen.
-	fresh, err := c.GetRequest(ctx, q.ID)
-	if err != nil {
-		return false, apiError(err)
-	}
-	if fresh.State != airlock.StatePending {
-		return false, nil
-	}
-	fmt.Fprintln(r.out)
-	printRequest(r.out, fresh, time.Now())
-	read := func(prompt string) (string, bool) {
-		fmt.Fprint(r.out, prompt)
-		select {
-		case l, ok := <-lines:
-			return strings.TrimSpace(l), ok
-		case <-ctx.Done():
-			return "", false
-		}
-	}
-	for {
-		choice, ok := read("Decide [a]pprove, [d]eny, [s]kip, [q]uit: ")
-		if !ok {
-			return true, nil
-		}
-		var in client.DecisionInput
-		switch strings.ToLower(choice) {
-		case "a", "approve":
-			in.Status = airlock.StateApproved
-			if qu := fresh.Question; qu != nil {
-				for i, ch := range qu.Choices {
-					fmt.Fprintf(r.out, "  %d) %s\n", i+1, inbox.Visible(ch))
-				}
-				ans, ok := read("Answer: ")
-				if !ok {
-					return true, nil
-				}
-				if n := choiceNumber(ans, len(qu.Choices)); n > 0 {
-					ans = qu.Choices[n-1]
-				}
-				in.Answer = ans
-			}
-		case "d", "deny":
-			in.Status = airlock.StateDenied
-			note, ok := read("Note for the agent (optional): ")
-			if !ok {
-				return true, nil
-			}
-			in.Note = note
-		case "s", "skip", "":
-			return false, nil
-		case "q", "quit":
-			return true, nil
-		default:
-			fmt.Fprintln(r.out, "Type a, d, s or q.")
-			continue
-		}
-		got, err := c.Decide(ctx, fresh.ID, in)
-		if err != nil {
-			// A conflict is news, not the end of the watch.
-			fmt.Fprintf(r.out, "Nothing recorded: %v\n", apiError(err))
-			return false, nil
-		}
-		fmt.Fprintln(r.out, outcome(got))
-		return false, nil
-	}
 }
 
 // choiceNumber reads "2" as the second of n choices; 0 when it is not one.

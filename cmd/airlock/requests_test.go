@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
 )
 
 // cliServer is a real `airlock serve` in-process, with an admin, an agent
@@ -279,7 +282,15 @@ func TestCLIWatch(t *testing.T) {
 	if !strings.Contains(out.String(), before) {
 		t.Fatalf("the first prompt is not for the request pending before the watch:\n%s", out)
 	}
+	// Approving asks how long the call may start and for a note, then
+	// confirms with all of it restated; only "y" records.
 	fmt.Fprintln(feed, "a")
+	out.waitFor(t, regexp.MustCompile(`May start for how long \(such as 15m\) \[the server's default\]: $`), nil)
+	fmt.Fprintln(feed, "10m")
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	fmt.Fprintln(feed, "ship it")
+	out.waitFor(t, regexp.MustCompile(`Approve deploy, which may start for 10m, with the note “ship it”\.\nRecord this\? \[y/N\]: $`), nil)
+	fmt.Fprintln(feed, "y")
 	out.waitFor(t, regexp.MustCompile(`approved `+before), nil)
 	// fresh is the next one; skip it, then deny a new one with a note.
 	waitPrompts(2)
@@ -290,10 +301,30 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("the third prompt is not for the new request:\n%s", out)
 	}
 	fmt.Fprintln(feed, "d")
-	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): `), nil)
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
 	fmt.Fprintln(feed, "no dropping users")
+	out.waitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
+	fmt.Fprintln(feed, "y")
 	out.waitFor(t, regexp.MustCompile(`denied `+third), nil)
-	feed.Close() // end of input: the watch ends
+
+	// Declining the confirmation records nothing and asks again.
+	fourth := s.create(t, `{"tool":"wire_money","arguments":{"amount":100}}`)
+	waitPrompts(4)
+	fmt.Fprintln(feed, "d")
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	fmt.Fprintln(feed, "")
+	out.waitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
+	fmt.Fprintln(feed, "n")
+	out.waitFor(t, regexp.MustCompile(`Nothing recorded\.\n\n→ `+fourth), nil)
+	waitPrompts(5)
+	// Decided elsewhere while on screen: said at once, with who and the note.
+	s.api.call("POST", "/v1/approval-requests/"+fourth+"/decision", s.reviewer, `{"status":"denied","note":"not today"}`).want(t, 200, "decide elsewhere")
+	out.waitFor(t, regexp.MustCompile(fourth+` was denied elsewhere by \S+ at [0-9:]+: “not today”\. Nothing was recorded here\.`), nil)
+	if s := s.api.call("GET", "/v1/approval-requests/"+fourth, s.reviewer, "").str("decision.note"); s != "not today" {
+		t.Fatalf("the decision elsewhere was overwritten: note %q", s)
+	}
+	// q quits even while no request waits.
+	fmt.Fprintln(feed, "q")
 	if err := <-done; err != nil {
 		t.Fatalf("watch ended with %v", err)
 	}
@@ -346,5 +377,27 @@ func TestCLIRequestsList(t *testing.T) {
 	}
 	if len(seen) != 3 || seen[0] != mid || seen[1] != soon || seen[2] != late {
 		t.Fatalf("paging by the hints listed %v, want every request once, newest first [%s %s %s]", seen, mid, soon, late)
+	}
+}
+
+// TestPrintRequestWarns: show warns of look-alike letters and says a
+// work_move in plain words, as the inbox does.
+func TestPrintRequestWarns(t *testing.T) {
+	var b strings.Builder
+	q := &client.ApprovalRequest{ID: "apr_1", State: "pending", Kind: "tool_call", Tool: "send_money",
+		Arguments: json.RawMessage(`{"to":"pаypal.com"}`), CreatedAt: time.Now(), DeadlineAt: time.Now().Add(time.Minute)}
+	printRequest(&b, q, nil, time.Now())
+	if !strings.Contains(b.String(), "Warning:      “pаypal” mixes Latin and Cyrillic letters") {
+		t.Fatalf("no look-alike warning:\n%s", b.String())
+	}
+	b.Reset()
+	q = &client.ApprovalRequest{ID: "apr_2", State: "pending", Kind: "work_change", Tool: "work_move",
+		Proposal: &client.Proposal{Mode: "command", Command: &client.Command{Method: "work_move",
+			Input: json.RawMessage(`{"itemId":"wi_1","columnKey":"done"}`), Observed: json.RawMessage(`{"fromColumnKey":"doing","itemTitle":"Fix login"}`)}}}
+	printRequest(&b, q, []airlock.Column{{Key: "doing", Name: "Doing"}, {Key: "done", Name: "Done", Items: []airlock.WorkItem{{ID: "wi_1", ColumnKey: "done"}}}}, time.Now())
+	for _, want := range []string{"Command:      Move item “Fix login” from Doing to Done", "Warning:      The item has moved since the agent asked (it is now in Done)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, b.String())
+		}
 	}
 }
