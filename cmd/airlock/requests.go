@@ -14,9 +14,9 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
-	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
