@@ -74,6 +74,10 @@ func apiError(err error) error {
 	return errors.New(msg)
 }
 
+// defaultURL is where the API commands look for the server: serve's
+// default address.
+const defaultURL = "http://127.0.0.1:8080"
+
 // remote is what every API command needs: where the server is, the token,
 // and the output format.
 type remote struct {
@@ -89,7 +93,7 @@ func (a *App) apiFlagSet(cmd, sub, synopsis, summary string) (*flag.FlagSet, *re
 	r := &remote{out: a.Stdout, tty: isTerminal(a.Stdout)}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(a.Stderr)
-	fs.StringVar(&r.url, "url", "http://127.0.0.1:8080", "the Airlock server [$AIRLOCK_URL]")
+	fs.StringVar(&r.url, "url", defaultURL, "the Airlock server [$AIRLOCK_URL]")
 	fs.StringVar(&r.token, "token", "", "your bearer token [$AIRLOCK_TOKEN]; prefer the environment variable, since other users can read command lines")
 	fs.BoolVar(&r.json, "json", false, "print JSON (the API's resources) for scripts instead of text for people")
 	fs.Usage = func() {
