@@ -121,15 +121,15 @@ type RequestSummary struct {
 	InstanceName string
 	OwnerID      string
 	OwnerName    string
-	State      State
-	Kind       Kind
-	Tool       string
-	Title      string
-	SessionID  string
-	CreatedAt  time.Time
-	DeadlineAt time.Time
-	Decision   *Decision // set once terminal
-	Question   *Question // set when the request asks the reviewer
+	State        State
+	Kind         Kind
+	Tool         string
+	Title        string
+	SessionID    string
+	CreatedAt    time.Time
+	DeadlineAt   time.Time
+	Decision     *Decision // set once terminal
+	Question     *Question // set when the request asks the reviewer
 	// CommandMethod is the method of the command the request proposes,
 	// empty when it proposes none.
 	CommandMethod string
@@ -202,7 +202,7 @@ type Decision struct {
 	// the request; for a decider that is no token (a system actor, a
 	// policy rule, a grant) it is DecidedBy itself.
 	DecidedByName string
-	ExpiresAt *time.Time
+	ExpiresAt     *time.Time
 }
 
 // DeciderName is the name people read a decider by: the deciding token's
