@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/chromedp/chromedp"
@@ -105,6 +106,11 @@ func TestBrowserQuestion(t *testing.T) {
 		t.Fatalf("%d choice buttons, want 3", n)
 	}
 	tb.do(chromedp.Click(chromedp.CSS(`button.choice[value="Production"]`)))
+	tb.waitFor(`document.getElementById("confirm").open`)
+	if got := tb.text("#confirm-answer"); got != "Production" {
+		t.Errorf("the confirmation shows the answer %q", got)
+	}
+	tb.do(chromedp.Click(chromedp.ID("confirm-ok")))
 	tb.waitFor(`document.getElementById("flash") && document.getElementById("flash").textContent.indexOf("Answered.") >= 0`)
 	got := b.get(t, r.ID)
 	if got.State != airlock.StateApproved || got.Decision.Answer != "Production" {
@@ -153,4 +159,73 @@ func TestBrowserDenyWithNote(t *testing.T) {
 	if s := b.get(t, id2).State; s != airlock.StatePending {
 		t.Fatalf("a cancelled confirmation recorded %s", s)
 	}
+}
+
+// TestBrowserConfirmEveryDecision: a click or tap on Approve or Deny asks
+// for the same confirmation as the keys, restating the tool, the validity
+// and the note; cancelling records nothing; confirming records exactly
+// what the dialog said. At desktop and phone sizes.
+func TestBrowserConfirmEveryDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "payments-adapter")
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	for _, size := range []struct {
+		name   string
+		mobile bool
+	}{{"desktop", false}, {"phone", true}} {
+		t.Run(size.name, func(t *testing.T) {
+			tb.t = t
+			if size.mobile {
+				tb.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch))
+			} else {
+				tb.do(chromedp.EmulateViewport(1440, 900))
+			}
+			id := b.toolCall(t, inst, "issue_refund", refundArgs, refundReasoning)
+			tb.open("/requests/" + id)
+			tb.do(chromedp.SetValue(chromedp.ID("valid_for"), "15m"))
+			tb.do(chromedp.SendKeys(chromedp.ID("approve-note"), "refund once"))
+			tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))
+			tb.waitFor(`document.getElementById("confirm").open`)
+			if got := b.get(t, id).State; got != airlock.StatePending {
+				t.Fatalf("a click on Approve recorded %s before any confirmation", got)
+			}
+			for sel, want := range map[string]string{"#confirm-tool": "issue_refund", "#confirm-validity": "15m", "#confirm-note": "refund once", "#confirm-h": "Approve this request?"} {
+				if got := tb.text(sel); got != want {
+					t.Errorf("%s shows %q, want %q", sel, got, want)
+				}
+			}
+			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+			tb.waitFor(`!document.getElementById("confirm").open`)
+			if got := b.get(t, id).State; got != airlock.StatePending {
+				t.Fatalf("a cancelled confirmation recorded %s", got)
+			}
+
+			// Deny by click: the same dialog, with the deny note.
+			tb.do(chromedp.SendKeys(chromedp.ID("deny-note"), "not this week"))
+			tb.do(chromedp.Click(chromedp.CSS("#deny-form button.deny")))
+			tb.waitFor(`document.getElementById("confirm").open`)
+			if got := tb.text("#confirm-note"); got != "not this week" {
+				t.Errorf("deny confirmation shows the note %q", got)
+			}
+			if got := tb.text("#confirm-tool"); got != "issue_refund" {
+				t.Errorf("deny confirmation shows the tool %q", got)
+			}
+			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+			tb.waitFor(`!document.getElementById("confirm").open`)
+
+			// Approve by click, confirmed: what the dialog said is recorded.
+			tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))
+			tb.waitFor(`document.getElementById("confirm").open`)
+			tb.do(chromedp.Click(chromedp.ID("confirm-ok")))
+			tb.waitFor(`document.getElementById("flash") && document.getElementById("flash").textContent.indexOf("Approved.") >= 0`)
+			got := b.get(t, id)
+			if got.State != airlock.StateApproved || got.Decision.Note != "refund once" || got.Decision.ExpiresAt.Sub(got.Decision.DecidedAt) != 15*time.Minute {
+				t.Fatalf("recorded %s, decision %+v", got.State, got.Decision)
+			}
+			tb.noScriptRan()
+		})
+	}
+	tb.t = t
 }
