@@ -229,3 +229,61 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 	}
 	tb.t = t
 }
+
+// TestBrowserNames: people and instances appear by name, token IDs only as
+// secondary detail: in the history, the outcome panel, the request's
+// source and the sessions page. A decider that is no token (expiry) shows
+// as it is.
+func TestBrowserNames(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.instance(t, "payments-adapter")
+	id := b.toolCall(t, inst, "issue_refund", refundArgs, "")
+	if _, err := b.svc.Decide(ctx, b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	status, out := b.createREST(t, inst, map[string]any{"tool": "deploy", "arguments": map[string]any{}, "timeout": "1ms"})
+	if status != 201 {
+		t.Fatalf("create: %d %v", status, out)
+	}
+	expired := out["id"].(string)
+	ses, err := b.svc.OpenSession(ctx, b.callers["release bot"], "Release 2.4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	danID := b.callers["Dan (reviewer)"].ID
+	botID := b.callers["release bot"].ID
+
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	tb.open("/requests/" + id)
+	if got := tb.text("#decided-by"); got != "Dan (reviewer)" {
+		t.Errorf("outcome: decided by %q, want the token's name", got)
+	}
+	if got := tb.text("#asked-by"); !contains(got, "release bot") || !contains(got, botID) {
+		t.Errorf("source: asked by %q, want the agent's name and, secondary, its ID", got)
+	}
+	// A long poll returns once the scheduler has expired it.
+	if r, err := b.svc.Request(ctx, b.callers["Carol (reviewer)"], expired, 15*time.Second); err != nil || r.State != airlock.StateExpired {
+		t.Fatalf("the 1ms request: %v, %v", r.State, err)
+	}
+	tb.open("/history")
+	row := `.row[data-id="` + id + `"] .decider`
+	if got := tb.text(row); got != "Dan (reviewer)" {
+		t.Errorf("history: decided by %q, want Dan (reviewer)", got)
+	}
+	if got := eval[string](tb, `document.querySelector('`+row+`').title`); got != danID {
+		t.Errorf("history: the decider's ID %q is not kept as detail", got)
+	}
+	if got := tb.text(`.row[data-id="` + expired + `"] .decider`); got != airlock.ActorExpiry {
+		t.Errorf("history: expiry decided by %q, want %q", got, airlock.ActorExpiry)
+	}
+	if contains(eval[string](tb, `document.getElementById("history-list").innerText`), "tok_") {
+		t.Errorf("history shows token IDs as text:\n%s", eval[string](tb, `document.getElementById("history-list").innerText`))
+	}
+	tb.open("/sessions")
+	if got := tb.text(`tr[data-id="` + ses.ID + `"] .owner`); got != "release bot" {
+		t.Errorf("sessions: agent %q, want release bot", got)
+	}
+}

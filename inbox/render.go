@@ -26,6 +26,7 @@ var funcs = template.FuncMap{
 	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":    func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
 	"kindName": kindName,
+	"plainText": plainText,
 }
 
 func parsePages() map[string]*template.Template {
