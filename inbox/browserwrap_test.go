@@ -119,3 +119,61 @@ func TestBrowserLongStringsWrap(t *testing.T) {
 	}
 	tb.t = t
 }
+
+// TestBrowserPendingRowSummaries: a pending row shows, besides the tool,
+// one line of its arguments, visibly shortened, and the instance's name,
+// so that two calls of one tool can be told apart; at 390 and 1440 px.
+func TestBrowserPendingRowSummaries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	crm := b.instance(t, "crm-adapter")
+	mail := b.instance(t, "mail-adapter")
+	ana := b.toolCall(t, crm, "send_email", map[string]any{"to": "ana@example.com", "subject": "Your refund"}, "")
+	ben := b.toolCall(t, mail, "send_email", map[string]any{"to": "ben@example.com", "subject": "Your refund"}, "")
+	long := b.toolCall(t, mail, "send_email", map[string]any{"to": "all@example.com", "body": strings.Repeat("word ", 200)}, "")
+
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	for _, size := range []struct {
+		name   string
+		width  int64
+		mobile bool
+	}{{"phone", 390, true}, {"desktop", 1440, false}} {
+		t.Run(size.name, func(t *testing.T) {
+			tb.t = t
+			if size.mobile {
+				tb.do(chromedp.EmulateViewport(size.width, 844, chromedp.EmulateMobile))
+			} else {
+				tb.do(chromedp.EmulateViewport(size.width, 900))
+			}
+			tb.open("/")
+			row := func(id string) string { return `.row[data-id="` + id + `"]` }
+			if a, b := tb.text(row(ana)+" .row-args"), tb.text(row(ben)+" .row-args"); a == b || !contains(a, "ana@example.com") || !contains(b, "ben@example.com") {
+				t.Errorf("the two send_email rows read %q and %q", a, b)
+			}
+			if got := tb.text(row(ana) + " .from"); got != "from crm-adapter" {
+				t.Errorf("row instance %q", got)
+			}
+			if got := tb.text(row(ben) + " .from"); got != "from mail-adapter" {
+				t.Errorf("row instance %q", got)
+			}
+			args := row(long) + " .row-args"
+			if got := tb.text(args); !strings.HasSuffix(got, "…") || len([]rune(got)) > argsSummaryLen+1 {
+				t.Errorf("long arguments summarized as %q, want at most %d characters and a closing …", got, argsSummaryLen)
+			}
+			// One line; where it does not fit, the browser's ellipsis marks the cut.
+			state := eval[string](tb, `(function () { var e = document.querySelector('`+args+`'), s = getComputedStyle(e);
+				var lines = Math.round(e.getBoundingClientRect().height / parseFloat(s.lineHeight === 'normal' ? 1.2 * parseFloat(s.fontSize) : s.lineHeight));
+				if (lines !== 1) return 'lines ' + lines;
+				if (e.scrollWidth > e.clientWidth && s.textOverflow !== 'ellipsis') return 'cut without a marker';
+				return ''; })()`)
+			if state != "" {
+				t.Errorf("the summary line: %s", state)
+			}
+			if w := eval[int](tb, "document.documentElement.scrollWidth"); w > int(size.width) {
+				t.Errorf("the list scrolls sideways: %d px", w)
+			}
+		})
+	}
+	tb.t = t
+}

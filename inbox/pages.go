@@ -39,6 +39,26 @@ type row struct {
 	HasDecision bool
 	Owner       []segment // the name of the agent token that asked
 	OwnerID     string
+	// Args is a one-line summary of the arguments, ending in "…" when
+	// shortened, so that two calls of one tool can be told apart.
+	Args []segment
+}
+
+// argsSummaryLen is how many characters of the arguments a row shows at
+// most, on one line.
+const argsSummaryLen = 120
+
+// argsSummary is the arguments' start on one line: runs of white space
+// become one space, and a visible "…" says when more follows.
+func argsSummary(head string, cut bool) string {
+	line := strings.Join(strings.Fields(head), " ")
+	if r := []rune(line); len(r) > argsSummaryLen {
+		line, cut = string(r[:argsSummaryLen]), true
+	}
+	if cut {
+		line += "…"
+	}
+	return line
 }
 
 // names maps instance and session IDs to their names, for lists.
@@ -74,6 +94,9 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	}
 	out.Instance = visible(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
 	out.Owner, out.OwnerID = visible(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	if r.ArgumentsHead != "" {
+		out.Args = visible(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
+	}
 	if d := r.Decision; d != nil {
 		out.HasDecision = true
 		out.Note = visibleText(d.Note)
