@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,9 +32,32 @@ type row struct {
 	IsCommand   bool
 	Note        []segment
 	Answer      []segment
-	DecidedBy   string
+	DecidedBy   string    // the decider's ID, secondary detail
+	DecidedName []segment // who decided, as people read it
 	DecidedAt   time.Time
 	HasDecision bool
+	Owner       []segment // the name of the agent token that asked
+	OwnerID     string
+	// Args is a one-line summary of the arguments, ending in "…" when
+	// shortened, so that two calls of one tool can be told apart.
+	Args []segment
+}
+
+// argsSummaryLen is how many characters of the arguments a row shows at
+// most, on one line.
+const argsSummaryLen = 120
+
+// argsSummary is the arguments' start on one line: runs of white space
+// become one space, and a visible "…" says when more follows.
+func argsSummary(head string, cut bool) string {
+	line := strings.Join(strings.Fields(head), " ")
+	if r := []rune(line); len(r) > argsSummaryLen {
+		line, cut = string(r[:argsSummaryLen]), true
+	}
+	if cut {
+		line += "…"
+	}
+	return line
 }
 
 // names maps instance and session IDs to their names, for lists.
@@ -67,16 +91,17 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	} else {
 		out.Headline = visible(r.Tool)
 	}
-	name := names[r.InstanceID]
-	if name == "" {
-		name = r.InstanceID
+	out.Instance = visible(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
+	out.Owner, out.OwnerID = visible(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	if r.ArgumentsHead != "" {
+		out.Args = visible(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
-	out.Instance = visible(name)
 	if d := r.Decision; d != nil {
 		out.HasDecision = true
 		out.Note = visibleText(d.Note)
 		out.Answer = visibleText(d.Answer)
 		out.DecidedBy = d.DecidedBy
+		out.DecidedName = visible(cmp.Or(d.DecidedByName, d.DecidedBy))
 		out.DecidedAt = d.DecidedAt
 	}
 	return out
@@ -487,7 +512,8 @@ type sessionRow struct {
 	ID       string
 	Name     []segment
 	Status   airlock.SessionStatus
-	Owner    string
+	Owner    []segment // the agent token's name
+	OwnerID  string
 	Pending  int
 	Opened   time.Time
 	LastSeen string
@@ -513,6 +539,15 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.now()
+	owners := make([]string, 0, len(ss))
+	for _, s := range ss {
+		owners = append(owners, s.OwnerID)
+	}
+	tokenNames, err := h.svc.TokenNames(r.Context(), v.caller, owners)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	groups := []sessionGroup{
 		{Status: airlock.SessionWaiting, Heading: "Waiting for a decision", Hint: "A request of theirs is pending."},
 		{Status: airlock.SessionActive, Heading: "Active", Hint: "Heartbeating, nothing pending."},
@@ -521,7 +556,7 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range ss {
 		st := h.svc.SessionStatus(s)
-		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
 		if s.LastSeenAt != nil {
 			sr.LastSeen = ago(now, *s.LastSeenAt)
 		}

@@ -366,7 +366,6 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		// What needs a decision soonest comes first, as in the inbox.
 		slices.SortStableFunc(page.Items, func(a, b client.ApprovalRequest) int { return a.DeadlineAt.Compare(b.DeadlineAt) })
 	}
-	names := instanceNames(ctx, c)
 	now := time.Now()
 	var rows [][]string
 	for _, q := range page.Items {
@@ -374,7 +373,11 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		if q.Decision != nil {
 			when = "decided " + since(now, q.Decision.DecidedAt)
 		}
-		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(names.of(q.InstanceID), 24), since(now, q.CreatedAt), when})
+		inst := q.InstanceID // a deleted instance's name is gone
+		if q.InstanceName != "" {
+			inst = q.InstanceName
+		}
+		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(inst, 24), since(now, q.CreatedAt), when})
 	}
 	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tINSTANCE\tASKED\tWHEN", rows)
 	if page.NextCursor != "" {
@@ -404,31 +407,6 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// instanceNameMap names instances by ID, for tables people read.
-type instanceNameMap map[string]string
-
-// instanceNames reads the instances' names. It is only a nicety: without
-// them (an older server, a failed call) IDs are shown instead.
-func instanceNames(ctx context.Context, c *client.Client) instanceNameMap {
-	list, err := c.ListInstances(ctx)
-	if err != nil {
-		return nil
-	}
-	m := make(instanceNameMap, len(list))
-	for _, in := range list {
-		m[in.ID] = in.Name
-	}
-	return m
-}
-
-// of is the instance's name, or its ID when it has none.
-func (m instanceNameMap) of(id string) string {
-	if n := m[id]; n != "" {
-		return inbox.Visible(n)
-	}
-	return id
 }
 
 // headline is a request's one-line name: its tool, or its title.
@@ -533,14 +511,17 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	if len(q.Context) > 0 {
 		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(inbox.VisibleText(indentJSON(q.Context))))
 	}
-	line("Instance", q.InstanceID)
+	line("Instance", inbox.Visible(instanceLabel(q)))
+	if q.CreatedByName != "" {
+		line("Agent", inbox.Visible(q.CreatedByName))
+	}
 	line("Session", q.SessionID)
 	line("Asked", q.CreatedAt.UTC().Format(time.RFC3339)+" ("+since(now, q.CreatedAt)+")")
 	if q.State == airlock.StatePending {
 		line("Deadline", q.DeadlineAt.UTC().Format(time.RFC3339)+" ("+until(now, q.DeadlineAt)+")")
 	}
 	if d := q.Decision; d != nil {
-		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), d.DecidedBy))
+		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), inbox.Visible(decider(d))))
 		if d.ExpiresAt != nil {
 			line("May start", "until "+d.ExpiresAt.UTC().Format(time.RFC3339))
 		}

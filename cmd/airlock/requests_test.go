@@ -107,7 +107,7 @@ func TestCLIRequests(t *testing.T) {
 
 	show := s.cli(t, s.reviewer, "requests", "show", id).want(t, 0, "show").stdout
 	sum := sha256.Sum256([]byte(args))
-	for _, want := range []string{"The agent's claim (unverified):", "SHA-256 " + hex.EncodeToString(sum[:]), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
+	for _, want := range []string{"The agent's claim (unverified):", "Instance:     laptop (" + s.instance + ")", "Agent:        cli agent", "SHA-256 " + hex.EncodeToString(sum[:]), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show lacks %q:\n%s", want, show)
 		}
@@ -319,7 +319,7 @@ func TestCLIWatch(t *testing.T) {
 	waitPrompts(5)
 	// Decided elsewhere while on screen: said at once, with who and the note.
 	s.api.call("POST", "/v1/approval-requests/"+fourth+"/decision", s.reviewer, `{"status":"denied","note":"not today"}`).want(t, 200, "decide elsewhere")
-	out.waitFor(t, regexp.MustCompile(fourth+` was denied elsewhere by \S+ at [0-9:]+: “not today”\. Nothing was recorded here\.`), nil)
+	out.waitFor(t, regexp.MustCompile(fourth+` was denied elsewhere by cli reviewer \(tok_\w+\) at [0-9:]+: “not today”\. Nothing was recorded here\.`), nil)
 	if s := s.api.call("GET", "/v1/approval-requests/"+fourth, s.reviewer, "").str("decision.note"); s != "not today" {
 		t.Fatalf("the decision elsewhere was overwritten: note %q", s)
 	}

@@ -146,7 +146,7 @@ func (w *watcher) print(ctx context.Context) error {
 				}
 				continue
 			}
-			fmt.Fprintf(w.r.out, "%s  %s  %s  from %s  deadline %s\n", q.ID, q.Kind, clip(headline(q), 60), q.InstanceID, until(time.Now(), q.DeadlineAt))
+			fmt.Fprintf(w.r.out, "%s  %s  %s  from %s  deadline %s\n", q.ID, q.Kind, clip(headline(q), 60), clip(instanceLabel(&q), 60), until(time.Now(), q.DeadlineAt))
 		}
 	}
 }
@@ -381,7 +381,7 @@ func restate(q *client.ApprovalRequest, now time.Time) string {
 	if len(q.Arguments) > 0 {
 		what += " " + string(q.Arguments)
 	}
-	return fmt.Sprintf("%s  %s  from %s  deadline %s", q.ID, clip(what, 100), q.InstanceID, until(now, q.DeadlineAt))
+	return fmt.Sprintf("%s  %s  from %s  deadline %s", q.ID, clip(what, 100), inbox.Visible(instanceLabel(q)), until(now, q.DeadlineAt))
 }
 
 // confirmation says what is about to be recorded.
@@ -429,7 +429,18 @@ func endedElsewhere(q *client.ApprovalRequest) string {
 	return s + ". Nothing was recorded here."
 }
 
-// decider names who decided: the token's ID today.
+// decider names who decided: the token's name, with its ID.
 func decider(d *client.Decision) string {
+	if d.DecidedByName != "" && d.DecidedByName != d.DecidedBy {
+		return d.DecidedByName + " (" + d.DecidedBy + ")"
+	}
 	return d.DecidedBy
+}
+
+// instanceLabel names a request's instance: its name, with its ID.
+func instanceLabel(q *client.ApprovalRequest) string {
+	if q.InstanceName != "" {
+		return q.InstanceName + " (" + q.InstanceID + ")"
+	}
+	return q.InstanceID
 }
