@@ -173,6 +173,29 @@ export class Gate {
     }
   }
 
+  /**
+   * Asks for approval of call without waiting or running anything, and
+   * returns the request as it is now (the same one on every call: the key
+   * is journaled). For adapters that pause elsewhere while a person
+   * decides (a LangGraph interrupt, say) and call run() once it is decided.
+   */
+  async ask(call: GateCall, o: CallOptions = {}): Promise<ApprovalRequest> {
+    const key = this.key(call);
+    const unlock = await this.lock(key, o.signal);
+    try {
+      const e = this.journal.read(key);
+      if (e.requestId) return await this.client.getRequest(e.requestId, o);
+      const { request } = await this.client.createRequest(this.instanceId, key, {
+        tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
+        agent_reasoning: call.agentReasoning, context: call.context,
+      }, o);
+      this.journal.append(key, 'requested', request.id, key);
+      return request;
+    } finally {
+      unlock();
+    }
+  }
+
   /** Waits for a decision. When the signal aborts first, it withdraws the request, so nobody approves a call that will not run. */
   private async wait(r: ApprovalRequest, onPending: ((r: ApprovalRequest) => void) | undefined, signal?: AbortSignal): Promise<ApprovalRequest> {
     onPending?.(r);
