@@ -25,6 +25,12 @@ export interface GateOptions {
   pollWaitMs?: number;
   /** The local clock checked against expires_at before a call starts (default Date.now). */
   now?: () => number;
+  /**
+   * fsync every journal line, not only the one written before the claim
+   * (which is what keeps a call from running twice): after a power loss the
+   * report is then as precise as after a crash. About 1 ms per line.
+   */
+  syncEveryStep?: boolean;
 }
 
 /** One intercepted tool call. */
@@ -106,7 +112,7 @@ export class Gate {
     if (!opts.instanceId) throw new TypeError('airlock gate: options.instanceId is required: register an instance with client.registerInstance');
     this.client = opts.client;
     this.instanceId = opts.instanceId;
-    this.journal = Journal.open(opts.journalDir);
+    this.journal = Journal.open(opts.journalDir, opts.syncEveryStep ?? false);
     this.now = opts.now ?? Date.now;
     this.timeout = opts.timeout;
     this.pollWaitMs = opts.pollWaitMs;
