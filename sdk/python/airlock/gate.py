@@ -326,6 +326,18 @@ class Gate:
         try:
             got = self.client.report_execution(r["id"], status, detail)
         except Exception as err:  # noqa: BLE001 - the journal keeps it; recover() reports it
+            # The server has another outcome already (the journal lost a line
+            # to a power cut, say): it holds, and nothing is left to report.
+            if is_code(err, "already_executed"):
+                try:
+                    now = self.client.get_request(r["id"])
+                except Exception:  # noqa: BLE001
+                    return r, err
+                ex = now.get("execution") or {}
+                if ex.get("status") not in (None, "claimed"):
+                    if journal:
+                        self._journal.append(key, "reported", r["id"], ex["status"])
+                    return now, None
             return r, err
         if journal:
             self._journal.append(key, "reported", r["id"], status)

@@ -2,6 +2,7 @@
 cancelled, lapsed, already executed, tool failed), at most once when the same approval arrives
 twice or two gates race."""
 
+import os
 import shutil
 import tempfile
 import threading
@@ -171,6 +172,32 @@ class GateTest(unittest.TestCase):
         self.assertNotEqual(g.key(Call("t", {"a": 2, "b": [1, {"y": 2, "x": 1}]})), k)
         self.assertNotEqual(g.key(Call("t", {"a": 1, "b": [1, {"y": 2, "x": 1}]}, attempt_key="call_2")), k)
         self.assertRegex(k, r"^gate-[0-9a-f]{40}$")
+
+    def test_power_cut_journal_converges(self) -> None:
+        """A journal that lost its last lines to a power cut converges on what the server holds."""
+        inst = srv.agent.register_instance("py power cut")
+        d = tempfile.mkdtemp(prefix="airlock-py-cut-")
+        self.addCleanup(shutil.rmtree, d, True)
+        runs = []
+        call = self.decided_by(lambda r: srv.reviewer.approve(r["id"]), tool="cut")
+        with Gate(srv.agent, inst["id"], d, poll_wait=5) as g1:
+            out = g1.run(call, lambda: runs.append(1))
+        # Only the lines up to "claimed" reached the disk.
+        path = os.path.join(d, next(f for f in os.listdir(d) if f.endswith(".log")))
+        with open(path) as f:
+            lines = f.read().splitlines()
+        keep = next(i for i, line in enumerate(lines) if line.startswith("claimed "))
+        with open(path, "w") as f:
+            f.write("\n".join(lines[: keep + 1]) + "\n")
+        with Gate(srv.agent, inst["id"], d, poll_wait=5) as g2:
+            self.assertEqual(g2.outstanding(), 1)
+            recs = g2.recover()
+            self.assertEqual([(r.request_id, r.error) for r in recs], [(out.request["id"], None)])
+            self.assertEqual(g2.outstanding(), 0)
+            self.assertEqual(srv.agent.get_request(out.request["id"])["execution"]["status"], "succeeded")
+            with self.assertRaises(AlreadyExecutedError):
+                g2.run(call, lambda: runs.append(1))
+        self.assertEqual(len(runs), 1)
 
 
 if __name__ == "__main__":

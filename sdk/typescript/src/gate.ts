@@ -372,6 +372,15 @@ export class Gate {
       if (journal) this.journal.append(key, 'reported', r.id, status);
       return { request: got };
     } catch (err) {
+      // The server has another outcome already (the journal lost a line to
+      // a power cut, say): it holds, and nothing is left to report.
+      if (isCode(err, 'already_executed')) {
+        const now = await this.client.getRequest(r.id).catch(() => undefined);
+        if (now?.execution && now.execution.status !== 'claimed') {
+          if (journal) this.journal.append(key, 'reported', r.id, now.execution.status);
+          return { request: now };
+        }
+      }
       return { request: r, reportError: err };
     }
   }

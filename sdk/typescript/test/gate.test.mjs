@@ -176,3 +176,30 @@ test('keys: same call same key whatever the key order; new arguments or attempt,
   assert.match(k, /^gate-[0-9a-f]{40}$/);
   gate.close();
 });
+
+test('a journal that lost its last lines to a power cut converges on what the server holds', async () => {
+  const inst = await srv.agent.registerInstance('power cut');
+  const dir = tempDir('airlock-cut-');
+  dirs.push(dir);
+  const g1 = new Gate({ client: srv.agent, instanceId: inst.id, journalDir: dir, pollWaitMs: 5000 });
+  let runs = 0;
+  const call = decidedBy((r) => srv.reviewer.approve(r.id), { tool: 'cut' });
+  const out = await g1.run(call, () => { runs++; });
+  g1.close();
+  // Only the lines up to "claimed" reached the disk.
+  const { readdirSync, readFileSync, writeFileSync } = await import('node:fs');
+  const file = join(dir, readdirSync(dir).find((f) => f.endsWith('.log')));
+  const lines = readFileSync(file, 'utf8').split('\n');
+  writeFileSync(file, lines.slice(0, lines.findIndex((l) => l.startsWith('claimed ')) + 1).join('\n') + '\n');
+
+  const g2 = new Gate({ client: srv.agent, instanceId: inst.id, journalDir: dir, pollWaitMs: 5000 });
+  assert.equal(g2.outstanding(), 1);
+  const recs = await g2.recover();
+  assert.deepEqual(recs.map((r) => [r.requestId, r.error]), [[out.request.id, undefined]]);
+  assert.equal(g2.outstanding(), 0);
+  assert.equal((await srv.agent.getRequest(out.request.id)).execution.status, 'succeeded', 'the server keeps the outcome it had');
+  const again = await g2.run(call, () => { runs++; }).catch((e) => e);
+  assert.ok(again instanceof AlreadyExecutedError, String(again));
+  assert.equal(runs, 1);
+  g2.close();
+});
