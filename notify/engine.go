@@ -129,7 +129,9 @@ func New(cfg Config) *Engine {
 	if cfg.Changed == nil {
 		cfg.Changed = func() <-chan struct{} { return nil }
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger, lease: cfg.Timeout + 20*time.Second, workers: map[string]*worker{}}
+	// A lease outlasts a batch of attempts (sent at once, each bounded by
+	// Timeout) and the write that records them.
+	return &Engine{cfg: cfg, log: cfg.Logger, lease: 2*cfg.Timeout + 5*time.Second, workers: map[string]*worker{}}
 }
 
 // Run fans out and delivers until ctx ends.
@@ -144,25 +146,42 @@ func (e *Engine) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		changed := e.cfg.Changed()
-		e.pass(ctx)
+		if !e.pass(ctx) {
+			// No endpoint to deliver to: changes need no look until one
+			// is created, which the next poll finds.
+			changed = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+			// Let the burst this change belongs to commit, and fan it out
+			// in one pass.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(batchWait):
+			}
 		case <-t.C:
 		}
 	}
 }
 
+// batchWait is how long the engine lets changes gather after the first
+// one wakes it: each pass costs a few reads and a write whatever it
+// carries, and delivery lag grows by this much at most.
+const batchWait = 2 * time.Millisecond
+
 // pass reads the endpoints, runs one worker for each enabled one, and
-// queues what the events since the cursor give them.
-func (e *Engine) pass(ctx context.Context) {
+// queues what the events since the cursor give them. It reports whether
+// any endpoint is enabled (or the store could not say).
+func (e *Engine) pass(ctx context.Context) bool {
 	eps, err := e.cfg.Store.ListEndpoints(ctx, "")
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Warn("notifications: list endpoints", "err", err)
 		}
-		return
+		return true
 	}
 	enabled := eps[:0:0]
 	for _, ep := range eps {
@@ -172,7 +191,7 @@ func (e *Engine) pass(ctx context.Context) {
 	}
 	e.syncWorkers(ctx, enabled)
 	if len(enabled) == 0 {
-		return
+		return false
 	}
 	for ctx.Err() == nil {
 		queued, more, err := e.fanOut(ctx, enabled)
@@ -180,15 +199,16 @@ func (e *Engine) pass(ctx context.Context) {
 			if ctx.Err() == nil {
 				e.log.Warn("notifications: fan out events", "err", err)
 			}
-			return
+			return true
 		}
 		for id := range queued {
 			e.wakeWorker(id)
 		}
 		if !more {
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // fanOut queues the deliveries of one batch of events after the cursor.
