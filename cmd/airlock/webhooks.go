@@ -22,7 +22,7 @@ var webhookSubcommands []subcommand
 
 func init() {
 	webhookSubcommands = []subcommand{
-		{"create", "--url URL [--event TYPE]... [--description TEXT]", "create an endpoint; its signing secret is shown this once", runWebhooksCreate},
+		{"create", "<receiver-url> [--event TYPE]... [--description TEXT]", "create an endpoint; its signing secret is shown this once", runWebhooksCreate},
 		{"list", "", "list the endpoints (never their secrets)", runWebhooksList},
 		{"show", "<id>", "show one endpoint", runWebhooksShow},
 		{"delete", "<id>", "delete an endpoint and its deliveries", runWebhooksDelete},
@@ -58,21 +58,18 @@ func (e *eventTypes) Set(v string) error {
 func runWebhooksCreate(ctx context.Context, a *App, args []string) error {
 	syn, sum := subUsage(webhookSubcommands, "create")
 	fs, r := a.apiFlagSet("webhooks", "create", syn, sum)
-	u := fs.String("url", "", "the receiver's http(s) URL (required)")
 	desc := fs.String("description", "", "what the endpoint is for")
 	var events eventTypes
 	fs.Var(&events, "event", "an event type to receive, such as approval_request.created (repeat, or comma-separate; default all)")
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+	pos, err := a.parseAPIArgs(fs, r, args, "<receiver-url>")
+	if err != nil {
 		return err
-	}
-	if *u == "" {
-		return usageErrorf("webhooks create needs --url")
 	}
 	c, err := r.client()
 	if err != nil {
 		return err
 	}
-	w, err := c.CreateWebhook(ctx, airlock.WebhookInput{URL: *u, Events: events, Description: *desc})
+	w, err := c.CreateWebhook(ctx, airlock.WebhookInput{URL: pos[0], Events: events, Description: *desc})
 	if err != nil {
 		return apiError(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -190,5 +191,66 @@ func checkReceivers(t *testing.T, rcs []*webhooktest.Receiver, want map[string]w
 			}
 			time.Sleep(50 * time.Millisecond) // waiting on retries of an independent process
 		}
+	}
+}
+
+// TestCLIWebhooks: airlock webhooks create, list, show, deliveries, test
+// and delete against a real server delivering to a real receiver; a
+// private URL is refused without --webhook-allow-private.
+func TestCLIWebhooks(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--webhook-allow-private")
+	c := newAPI(t, srv.url)
+	s := &cliServer{running: srv, api: c, admin: testAdmin}
+	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
+	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").str("id")
+	rc := webhooktest.NewReceiver("cli", webhooktest.OK)
+	defer rc.Close()
+
+	out := s.cli(t, testAdmin, "webhooks", "create", rc.URL(), "--event", "approval_request.created,approval_request.approved",
+		"--description", "ops channel").want(t, 0, "create").stdout
+	m := regexp.MustCompile(`Created webhook (whk_\S+) .*\n.*\n(whsec_\S+)\n`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("create printed:\n%s", out)
+	}
+	id, secret := m[1], m[2]
+	rc.SetSecret(secret)
+	if out := s.cli(t, testAdmin, "webhooks", "list").want(t, 0, "list").stdout; !strings.Contains(out, id) || strings.Contains(out, secret) ||
+		!strings.Contains(out, "enabled") {
+		t.Fatalf("list printed:\n%s", out)
+	}
+	if out := s.cli(t, testAdmin, "webhooks", "show", id, "--json").want(t, 0, "show").stdout; strings.Contains(out, "whsec_") ||
+		!strings.Contains(out, `"approval_request.approved"`) {
+		t.Fatalf("show printed:\n%s", out)
+	}
+	req := s.create(t, `{"tool":"deploy","arguments":{}}`)
+	for rc.Received() == 0 {
+		time.Sleep(5 * time.Millisecond) // the server delivers on its own time
+	}
+	s.cli(t, testAdmin, "webhooks", "test", id).want(t, 0, "test")
+	for rc.Received() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rep := rc.Check(nil); len(rep.Bad) != 0 {
+		t.Fatalf("unverified webhooks: %v", rep.Bad)
+	}
+	if got := rc.TypesOf(req); !slices.Equal(got, []string{"approval_request.created"}) {
+		t.Fatalf("the receiver got %v for %s", got, req)
+	}
+	out = s.cli(t, testAdmin, "webhooks", "deliveries", id).want(t, 0, "deliveries").stdout
+	if strings.Count(out, "delivered") != 2 || !strings.Contains(out, "webhook.test") || !strings.Contains(out, "approval_request.created") {
+		t.Fatalf("deliveries printed:\n%s", out)
+	}
+	s.cli(t, s.agent, "webhooks", "list").want(t, 5, "an agent lists webhooks")
+	s.cli(t, testAdmin, "webhooks", "create", "ftp://x.test/").want(t, 1, "a bad URL")
+	s.cli(t, testAdmin, "webhooks", "delete", id).want(t, 0, "delete")
+	s.cli(t, testAdmin, "webhooks", "show", id).want(t, 3, "show a deleted webhook")
+
+	// Without --webhook-allow-private, loopback URLs are refused.
+	strict := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "b.db"), "--admin-token", testAdmin)
+	r := newAPI(t, strict.url).call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
+	if r.status != 400 || !strings.Contains(r.raw, "--webhook-allow-private") {
+		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.status, r.raw)
 	}
 }
