@@ -3,8 +3,8 @@ package replicas
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
