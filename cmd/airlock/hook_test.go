@@ -312,9 +312,19 @@ func TestHookClaudeNoDecision(t *testing.T) {
 	t.Run("approved twice is allowed once", func(t *testing.T) {
 		in, session := payload(t, "claude-code-pretooluse-bash.json")
 		run := h.startHook(t, nil, in, "claude-code", "--wait", "1m")
-		h.decide(t, h.pending(t, session).str("id"), "approved", "")
+		id := h.pending(t, session).str("id")
+		h.decide(t, id, "approved", "")
 		if d, _ := run.wait(t).decision(t); d != "allow" {
 			t.Fatalf("first: %s", d)
+		}
+		// The call failed: PostToolUseFailure reports it so.
+		failed, _ := payload(t, "claude-code-posttoolusefailure-bash.json")
+		if r := h.hook(t, nil, replaceSession(failed, session), "claude-code", "--event", "post-tool-use"); r.code != 0 {
+			t.Fatalf("post-tool-use: exit %d, stderr %s", r.code, r.stderr)
+		}
+		ex := h.api.call("GET", "/v1/approval-requests/"+id, h.reviewer, "").want(t, 200, "read")
+		if ex.str("execution.status") != "failed" || !strings.Contains(ex.str("execution.detail"), "non-zero status") {
+			t.Fatalf("execution after PostToolUseFailure: %v", ex.body["execution"])
 		}
 		// The agent retries the same call (same tool_use_id): it finds the
 		// same request, whose one execution is spent.
