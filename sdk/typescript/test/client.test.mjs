@@ -220,3 +220,17 @@ test('events: resume with Last-Event-ID after a dropped connection, none missed 
     break;
   }
 });
+
+test('the core imports nothing but Node built-ins and its own files; frameworks are optional peers', async () => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+  for (const f of readdirSync(dist).filter((f) => f.endsWith('.js'))) {
+    const src = readFileSync(join(dist, f), 'utf8');
+    for (const [, spec] of src.matchAll(/\bfrom\s+'([^']+)'/g)) {
+      assert.ok(spec.startsWith('node:') || spec.startsWith('./'), `dist/${f} imports ${spec}`);
+    }
+  }
+  const pkg = JSON.parse(readFileSync(join(dist, '..', 'package.json'), 'utf8'));
+  assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');
+  for (const peer of Object.keys(pkg.peerDependencies)) assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, peer);
+});
