@@ -4,13 +4,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AirlockClient, AirlockError, NetworkError, isCode } from '../dist/index.js';
 import { startServer } from './support/server.mjs';
 
 let srv;
-before(async () => { srv = await startServer(); });
+before(async () => { srv = await startServer(['--webhook-allow-private']); });
 after(async () => { await srv?.stop(); });
 
 // Each operation of rest/openapi.yaml, and the client method that calls it.
@@ -23,6 +24,8 @@ const operations = {
   updateWorkItem: 'updateWorkItem', listSessions: 'listSessions', createToken: 'createToken',
   listTokens: 'listTokens', revokeToken: 'revokeToken', healthz: 'healthz', readyz: 'readyz',
   metrics: 'metrics', openapi: 'openapi',
+  createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
+  listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
 };
 
 test('the client has a method for every operation of rest/openapi.yaml', () => {
@@ -233,4 +236,40 @@ test('the core imports nothing but Node built-ins and its own files; frameworks 
   const pkg = JSON.parse(readFileSync(join(dist, '..', 'package.json'), 'utf8'));
   assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');
   for (const peer of Object.keys(pkg.peerDependencies)) assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, peer);
+});
+
+test('webhooks: create (secret once), list, read, a test delivery reaches a real receiver, deliveries, delete', async () => {
+  const received = [];
+  let arrived;
+  const got = new Promise((r) => { arrived = r; });
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      received.push({ id: req.headers['webhook-id'], signature: req.headers['webhook-signature'], body: JSON.parse(body) });
+      res.writeHead(204).end();
+      arrived();
+    });
+  });
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+    const wh = await srv.admin.createWebhook({ url, events: ['approval_request.created'], description: 'sdk test' });
+    assert.match(wh.secret, /^whsec_/);
+    assert.deepEqual([wh.url, wh.events, wh.enabled], [url, ['approval_request.created'], true]);
+    assert.ok((await srv.admin.listWebhooks()).some((w) => w.id === wh.id && !('secret' in w)));
+    assert.equal((await srv.admin.getWebhook(wh.id)).description, 'sdk test');
+    const d = await srv.admin.testWebhook(wh.id);
+    assert.deepEqual([d.webhook_id, d.type], [wh.id, 'webhook.test']);
+    await got;
+    assert.equal(received[0].id, d.message_id);
+    assert.match(received[0].signature, /^v1,/);
+    const page = await srv.admin.listWebhookDeliveries(wh.id, { limit: 10 });
+    assert.ok(page.items.some((x) => x.id === d.id));
+    await srv.admin.deleteWebhook(wh.id);
+    await assert.rejects(srv.admin.getWebhook(wh.id), (e) => e.code === 'not_found');
+    await assert.rejects(srv.agent.listWebhooks(), (e) => e.code === 'forbidden');
+  } finally {
+    receiver.close();
+  }
 });
