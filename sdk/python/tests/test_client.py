@@ -39,6 +39,11 @@ OPERATIONS = {
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
 }
 
+# Operations that are not the SDK's to call, and why.
+NOT_FOR_THE_SDK = {
+    "claudeCodeHook": "Claude Code's own HTTP hook calls it, not an agent's code",
+}
+
 FAST = Retry(attempts=5, min_backoff=0.001, max_backoff=0.002)
 
 
@@ -47,7 +52,7 @@ class ClientTest(unittest.TestCase):
         with open(os.path.join(REPO, "rest", "openapi.yaml"), encoding="utf-8") as f:
             ids = re.findall(r"^\s+operationId:\s*(\S+)\s*$", f.read(), re.M)
         self.assertGreaterEqual(len(ids), 20)
-        for op in ids:
+        for op in (i for i in ids if i not in NOT_FOR_THE_SDK):
             self.assertIn(op, OPERATIONS, f"rest/openapi.yaml has operation {op}: add a client method (and its TypeScript twin)")
             self.assertTrue(callable(getattr(Client, OPERATIONS[op], None)), op)
 

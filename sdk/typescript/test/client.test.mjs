@@ -28,11 +28,16 @@ const operations = {
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
 };
 
+// Operations that are not the SDK's to call, and why.
+const notForTheSDK = {
+  claudeCodeHook: "Claude Code's own HTTP hook calls it, not an agent's code",
+};
+
 test('the client has a method for every operation of rest/openapi.yaml', () => {
   const spec = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'rest', 'openapi.yaml'), 'utf8');
   const ids = [...spec.matchAll(/^\s+operationId:\s*(\S+)\s*$/gm)].map((m) => m[1]);
   assert.ok(ids.length >= 20, `found only ${ids.length} operations`);
-  for (const id of ids) {
+  for (const id of ids.filter((id) => !(id in notForTheSDK))) {
     const method = operations[id];
     assert.ok(method, `rest/openapi.yaml has operation ${id}: add a client method (and its python twin) and list it here`);
     assert.equal(typeof AirlockClient.prototype[method], 'function', `${id} → ${method}`);
