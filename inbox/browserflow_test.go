@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,4 +287,65 @@ func TestBrowserNames(t *testing.T) {
 	if got := tb.text(`tr[data-id="` + ses.ID + `"] .owner`); got != "release bot" {
 		t.Errorf("sessions: agent %q, want release bot", got)
 	}
+}
+
+// TestBrowserLongClaimFolds: 4 KB of reasoning folds after a few lines
+// with a "Show all" that unfolds it, and the decide bar is within the
+// screen as the page opens, at phone and desktop sizes; the bar's Approve
+// asks the same confirmation as the form.
+func TestBrowserLongClaimFolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "payments-adapter")
+	reasoning := strings.Repeat("The customer was charged twice and I checked every ledger entry again. ", 57) + "END"
+	if len(reasoning) < 4000 {
+		t.Fatalf("reasoning is %d bytes, want 4 KB", len(reasoning))
+	}
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"phone", 390, 844, true}, {"desktop", 1440, 900, false}} {
+		t.Run(size.name, func(t *testing.T) {
+			tb.t = t
+			if size.mobile {
+				tb.do(chromedp.EmulateViewport(size.width, size.height, chromedp.EmulateMobile))
+			} else {
+				tb.do(chromedp.EmulateViewport(size.width, size.height))
+			}
+			id := b.toolCall(t, inst, "issue_refund", refundArgs, reasoning)
+			tb.open("/requests/" + id)
+			if h := eval[float64](tb, `document.getElementById("reasoning").getBoundingClientRect().height`); h > 250 {
+				t.Errorf("the folded claim is %.0f px tall", h)
+			}
+			if eval[bool](tb, `document.getElementById("reasoning-more").hidden`) {
+				t.Fatal("no Show all for a long claim")
+			}
+			inView := `(function (id) { var r = document.getElementById(id).getBoundingClientRect();
+				return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.left >= 0 && r.right <= document.documentElement.clientWidth; })`
+			if !eval[bool](tb, inView+`("bar-approve")`) || !eval[bool](tb, inView+`("bar-deny")`) {
+				t.Errorf("the decide bar is not within the screen: %v", eval[any](tb, `JSON.stringify(document.getElementById("bar-approve").getBoundingClientRect())`))
+			}
+			tb.do(chromedp.Click(chromedp.ID("reasoning-more")))
+			tb.lastVisible("#reasoning", "END")
+			// Scrolled half-way, the bar is still within reach.
+			eval[bool](tb, `(window.scrollTo(0, document.documentElement.scrollHeight / 3), true)`)
+			if !eval[bool](tb, inView+`("bar-approve")`) {
+				t.Errorf("scrolled, the decide bar left the screen")
+			}
+			tb.do(chromedp.Click(chromedp.ID("bar-approve")))
+			tb.waitFor(`document.getElementById("confirm").open`)
+			if got := tb.text("#confirm-tool"); got != "issue_refund" {
+				t.Errorf("the bar's confirmation names %q", got)
+			}
+			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+			tb.waitFor(`!document.getElementById("confirm").open`)
+			if s := b.get(t, id).State; s != airlock.StatePending {
+				t.Fatalf("cancelled, yet %s", s)
+			}
+		})
+	}
+	tb.t = t
 }

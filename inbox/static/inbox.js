@@ -123,7 +123,7 @@
         badge.textContent = ev.data;
         badge.className = 'badge state state-' + ev.data;
       }
-      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select');
+      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select, #decide-bar button');
       for (var i = 0; i < ctl.length; i++) ctl[i].disabled = true;
       var cd = document.querySelectorAll('.countdown');
       for (var j = 0; j < cd.length; j++) cd[j].removeAttribute('data-deadline');
@@ -218,6 +218,33 @@
   if (art) {
     guard(document.getElementById('approve-form'), 'approve');
     guard(document.getElementById('deny-form'), 'deny');
+    // The decide bar acts through the forms, so through the same
+    // confirmation, with the form's validity and note.
+    var barApprove = document.getElementById('bar-approve');
+    var barDeny = document.getElementById('bar-deny');
+    if (barApprove) barApprove.addEventListener('click', function () { document.getElementById('approve-form').requestSubmit(); });
+    if (barDeny) barDeny.addEventListener('click', function () { document.getElementById('deny-form').requestSubmit(); });
+  }
+
+  // Long texts fold after a few lines, with a button to show them all.
+  var folds = document.querySelectorAll('.collapsible');
+  for (var f = 0; f < folds.length; f++) {
+    (function (box) {
+      var more = document.querySelector('.show-all[data-for="' + box.id + '"]');
+      if (!more) return;
+      box.classList.add('collapsed');
+      if (box.scrollHeight <= box.clientHeight + 2) {
+        box.classList.remove('collapsed');
+        return;
+      }
+      more.hidden = false;
+      more.addEventListener('click', function () {
+        var open = box.classList.toggle('collapsed');
+        more.textContent = open ? 'Show all of the claim' : 'Show less';
+        more.setAttribute('aria-expanded', String(!open));
+      });
+      more.setAttribute('aria-expanded', 'false');
+    })(folds[f]);
   }
   // a / d: approve or deny the open request, through the same confirmation.
   function decide(kind) {
