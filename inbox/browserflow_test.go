@@ -349,3 +349,57 @@ func TestBrowserLongClaimFolds(t *testing.T) {
 	}
 	tb.t = t
 }
+
+// TestBrowserDecidedElsewhere: a request page open while another reviewer
+// decides shows the outcome at once, without a reload: who, when and the
+// note; its countdown stops and its controls are disabled.
+func TestBrowserDecidedElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "payments-adapter")
+	id := b.toolCall(t, inst, "issue_refund", refundArgs, refundReasoning)
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	tb.open("/requests/" + id)
+	eval[int](tb, "window.__sameDocument = 7")
+	// Decided before or after the page's stream opens, the page learns
+	// it from the stream's first or next event.
+	tb.do(chromedp.SendKeys(chromedp.ID("approve-note"), "half-written"))
+	if _, err := b.svc.Decide(context.Background(), b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "Refunded by phone already."}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor(`document.getElementById("outcome") !== null`)
+	if eval[int](tb, "window.__sameDocument") != 7 {
+		t.Fatal("the page reloaded")
+	}
+	if got := tb.text("#decided-by"); got != "Dan (reviewer)" {
+		t.Errorf("decided by %q", got)
+	}
+	if got := tb.text("#decision-note"); got != "Refunded by phone already." {
+		t.Errorf("note %q", got)
+	}
+	if got := tb.text("#outcome time"); !contains(got, "UTC") {
+		t.Errorf("when %q", got)
+	}
+	if got := tb.text("#live-state"); !contains(got, "denied") || !contains(got, "Dan (reviewer)") {
+		t.Errorf("the notice says %q", got)
+	}
+	if n := eval[int](tb, `document.querySelectorAll("[data-deadline]").length`); n != 0 {
+		t.Errorf("%d countdowns still running", n)
+	}
+	if got := tb.text(".deadline-line .countdown"); got != "denied" {
+		t.Errorf("the countdown shows %q", got)
+	}
+	if n := eval[int](tb, `Array.prototype.filter.call(document.querySelectorAll("#decide button, #decide textarea, #decide select, #decide-bar button"), function (e) { return !e.disabled; }).length`); n != 0 {
+		t.Errorf("%d decision controls still enabled", n)
+	}
+	if eval[bool](tb, `getComputedStyle(document.getElementById("decide-bar")).display !== "none"`) {
+		t.Error("the decide bar is still shown")
+	}
+	// The keys do nothing now.
+	eval[bool](tb, "(document.activeElement.blur(), true)")
+	tb.do(chromedp.KeyEvent("a"))
+	if eval[bool](tb, `document.getElementById("confirm").open`) {
+		t.Error("a opened a confirmation on a decided request")
+	}
+}

@@ -108,25 +108,47 @@
     });
   }
 
-  // An open request learns when it is decided or expires elsewhere.
+  // An open request learns at once when it is decided, cancelled or
+  // expires elsewhere: the outcome (who, when, the note) appears, the
+  // countdown stops and the decision controls are disabled.
   var art = document.querySelector('article.request');
   if (page === 'request' && art && art.dataset.state === 'pending' && window.EventSource) {
     var res = new EventSource('/live?request=' + encodeURIComponent(art.dataset.id));
-    res.addEventListener('state', function (ev) {
-      if (ev.data === 'pending') return;
+    res.addEventListener('outcome', function (ev) {
       res.close();
+      var doc = new DOMParser().parseFromString(ev.data, 'text/html');
+      var fresh = doc.getElementById('outcome');
+      if (!fresh) return;
+      var state = fresh.dataset.state;
+      var node = document.adoptNode(fresh);
+      var old = document.getElementById('outcome');
+      if (old) old.replaceWith(node); else art.appendChild(node);
+      art.dataset.state = state;
+      var who = document.getElementById('decided-by');
+      var when = node.querySelector('time');
       var box = document.getElementById('live-state');
-      box.textContent = 'This request is now ' + ev.data + ': nothing you send now can change it. Reload to see the outcome.';
+      box.textContent = 'Decided elsewhere: this request is now ' + state +
+        (who ? ' (by ' + who.textContent.trim() + (when ? ', ' + when.textContent.trim() : '') + ')' : '') +
+        '. Nothing you send now can change it; the outcome is below.';
       box.hidden = false;
       var badge = document.getElementById('state-badge');
       if (badge) {
-        badge.textContent = ev.data;
-        badge.className = 'badge state state-' + ev.data;
+        badge.textContent = state;
+        badge.className = 'badge state state-' + state;
       }
       var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select, #decide-bar button');
       for (var i = 0; i < ctl.length; i++) ctl[i].disabled = true;
       var cd = document.querySelectorAll('.countdown');
-      for (var j = 0; j < cd.length; j++) cd[j].removeAttribute('data-deadline');
+      for (var j = 0; j < cd.length; j++) {
+        cd[j].removeAttribute('data-deadline');
+        cd[j].classList.remove('soon');
+        cd[j].textContent = state;
+      }
+      var bar = document.getElementById('decide-bar');
+      if (bar) bar.hidden = true;
+      var dlg = document.getElementById('confirm');
+      if (dlg && dlg.open) dlg.close('cancel');
+      node.scrollIntoView({ block: 'nearest' });
     });
   }
 
