@@ -66,6 +66,61 @@
     select(links[i]);
   }
 
+  // Desktop notifications of new pending requests while this tab is
+  // hidden. The browser's permission is asked only when the reviewer
+  // clicks the button, never on load; the reviewer's choice is kept in
+  // this browser (localStorage), and can be turned off the same way.
+  var notifyButton = document.getElementById('notify');
+  var notifyKey = 'airlock.notify';
+  function notifying() {
+    return window.Notification && Notification.permission === 'granted' && localStorage.getItem(notifyKey) === 'on';
+  }
+  function showNotifyState() {
+    if (!notifyButton) return;
+    if (!window.Notification) return;
+    notifyButton.hidden = false;
+    if (Notification.permission === 'denied') {
+      notifyButton.textContent = 'Notifications blocked by this browser';
+      notifyButton.disabled = true;
+    } else if (notifying()) {
+      notifyButton.textContent = 'Notifications on: turn off';
+      notifyButton.setAttribute('aria-pressed', 'true');
+    } else {
+      notifyButton.textContent = 'Notify me of new requests';
+      notifyButton.setAttribute('aria-pressed', 'false');
+    }
+  }
+  if (notifyButton && window.Notification) {
+    notifyButton.addEventListener('click', function () {
+      if (notifying()) {
+        localStorage.setItem(notifyKey, 'off');
+        showNotifyState();
+        return;
+      }
+      localStorage.setItem(notifyKey, 'on');
+      var asked = Notification.requestPermission(function () { showNotifyState(); });
+      if (asked && asked.then) asked.then(showNotifyState);
+    });
+    showNotifyState();
+  }
+  function notifyNew(node, ids) {
+    if (!notifying() || document.visibilityState !== 'hidden' || ids.length === 0) return;
+    var shown = ids.slice(0, 3);
+    shown.forEach(function (id) {
+      var row = node.querySelector('.row[data-id="' + CSS.escape(id) + '"]');
+      if (!row) return;
+      var part = function (sel) { var e = row.querySelector(sel); return e ? e.textContent.trim().replace(/\s+/g, ' ') : ''; };
+      var n = new Notification('Airlock: ' + part('.headline'), {
+        body: [part('.from'), part('.row-args'), part('.deadline')].filter(Boolean).join('\n'),
+        tag: id
+      });
+      n.onclick = function () { window.focus(); window.location.href = '/requests/' + encodeURIComponent(id); };
+    });
+    if (ids.length > shown.length) {
+      new Notification('Airlock: ' + (ids.length - shown.length) + ' more new requests', { tag: 'airlock-more' });
+    }
+  }
+
   // The live pending list.
   var live = document.getElementById('live');
   if (page === 'pending' && live && window.EventSource) {
@@ -85,8 +140,10 @@
       var n = Number(node.dataset.count || 0);
       setCount(n);
       if (known !== null) {
-        var added = ids.filter(function (id) { return known.indexOf(id) < 0; }).length;
+        var addedIDs = ids.filter(function (id) { return known.indexOf(id) < 0; });
+        var added = addedIDs.length;
         var gone = known.filter(function (id) { return ids.indexOf(id) < 0; }).length;
+        notifyNew(node, addedIDs);
         if (added || gone) {
           status.textContent = 'Live · ' + n + ' pending' + (added ? ', ' + added + ' new' : '') + (gone ? ', ' + gone + ' gone' : '');
         }
