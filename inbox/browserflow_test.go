@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -401,5 +402,42 @@ func TestBrowserDecidedElsewhere(t *testing.T) {
 	tb.do(chromedp.KeyEvent("a"))
 	if eval[bool](tb, `document.getElementById("confirm").open`) {
 		t.Error("a opened a confirmation on a decided request")
+	}
+}
+
+// TestBrowserHistoryLookAlikes: a history search matches the confusable
+// skeleton (Unicode TS #39) as well as the text: "paypal" finds the
+// request whose arguments say "pаypal" with a Cyrillic а, marked as a
+// look-alike match, and the plain "paypal" one unmarked.
+func TestBrowserHistoryLookAlikes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.instance(t, "payments-adapter")
+	spoof := b.toolCall(t, inst, "send_payment", map[string]any{"to": "billing@p\u0430ypal.com", "amount": 100}, "")
+	real := b.toolCall(t, inst, "send_payment", map[string]any{"to": "billing@paypal.com", "amount": 100}, "")
+	other := b.toolCall(t, inst, "send_payment", map[string]any{"to": "billing@stripe.com", "amount": 100}, "")
+	for _, id := range []string{spoof, real, other} {
+		if _, err := b.svc.Decide(ctx, b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	tb.open("/history?q=PayPal")
+	ids := eval[[]string](tb, `Array.prototype.map.call(document.querySelectorAll("#history-list .row"), function (r) { return r.dataset.id; })`)
+	if len(ids) != 2 || !slices.Contains(ids, spoof) || !slices.Contains(ids, real) {
+		t.Fatalf("found %v, want the look-alike %s and the plain %s", ids, spoof, real)
+	}
+	if !eval[bool](tb, `document.querySelector('.row[data-id="`+spoof+`"] .badge.lookalike') !== null`) {
+		t.Error("the look-alike hit is not marked")
+	}
+	if eval[bool](tb, `document.querySelector('.row[data-id="`+real+`"] .badge.lookalike') !== null`) {
+		t.Error("the plain hit is marked as a look-alike")
+	}
+	// The look-alike itself finds both too.
+	tb.open("/history?q=p%D0%B0ypal")
+	if n := eval[int](tb, `document.querySelectorAll("#history-list .row").length`); n != 2 {
+		t.Errorf("searching the look-alike found %d, want 2", n)
 	}
 }
