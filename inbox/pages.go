@@ -585,6 +585,7 @@ func (s search) matches(r airlock.Request, names map[string]string) match {
 // sessionRow is one session on the sessions page.
 type sessionRow struct {
 	ID       string
+	ShowID   bool // the name does not already say the ID
 	Name     []segment
 	Status   airlock.SessionStatus
 	Owner    []segment // the agent token's name
@@ -631,7 +632,7 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range ss {
 		st := h.svc.SessionStatus(s)
-		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		sr := sessionRow{ID: s.ID, ShowID: !strings.Contains(s.Name, s.ID), Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
 		if s.LastSeenAt != nil {
 			sr.LastSeen = ago(now, *s.LastSeenAt)
 		}
