@@ -303,6 +303,23 @@
     var barDeny = document.getElementById('bar-deny');
     if (barApprove) barApprove.addEventListener('click', function () { document.getElementById('approve-form').requestSubmit(); });
     if (barDeny) barDeny.addEventListener('click', function () { document.getElementById('deny-form').requestSubmit(); });
+    // While the Decide form itself is on screen, the bar steps aside.
+    var bar = document.getElementById('decide-bar');
+    var form = document.getElementById('decide');
+    if (bar && form) {
+      var placing = false;
+      var place = function () {
+        placing = false;
+        var r = form.getBoundingClientRect();
+        bar.classList.toggle('away', r.top < window.innerHeight && r.bottom > 0);
+      };
+      var later = function () {
+        if (!placing) { placing = true; window.requestAnimationFrame(place); }
+      };
+      window.addEventListener('scroll', later, { passive: true });
+      window.addEventListener('resize', later);
+      place();
+    }
   }
 
   // Long texts fold after a few lines, with a button to show them all.
