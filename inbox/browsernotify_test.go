@@ -92,7 +92,7 @@ func TestBrowserNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.CallBrowser(tb.ctx, target.ActivateTarget, target.ActivateTargetParams{TargetID: other.TargetID}); err != nil {
+	if _, err := chromedp.CallBrowser(tb.ctx, target.ActivateTarget, target.ActivateTargetParams(other)); err != nil {
 		t.Fatal(err)
 	}
 	tb.waitFor(`document.visibilityState === "hidden"`)
