@@ -26,7 +26,7 @@ const (
 	DefaultPollEvery    = time.Second
 	DefaultPerEndpoint  = 4
 	DefaultRemindEvery  = time.Second
-	fanOutBatch         = 1000
+	fanOutBatch         = 500
 )
 
 // Store is what the engine needs of a store.
@@ -231,6 +231,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	}
 	var ds []airlock.Delivery
 	queued := map[string]bool{}
+	rendered := map[string][]byte{} // a request's events in one batch share one read
 	for _, ev := range evs {
 		typ, ok := airlock.NotifyTypeOf(ev.Type)
 		if !ok {
@@ -242,18 +243,23 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 				continue
 			}
 			if payload == nil {
-				r, err := e.cfg.Store.GetRequest(ctx, ev.RequestID)
-				switch {
-				case err == nil:
-					payload = Body(typ, ev.At, e.cfg.Render(r))
-				case airlock.ErrorCode(err) == airlock.CodeNotFound:
-					// Requests are never deleted; should one be missing,
-					// its event still goes out rather than stall the rest.
-					data, _ := json.Marshal(map[string]string{"id": ev.RequestID})
-					payload = Body(typ, ev.At, data)
-				default:
-					return nil, false, err
+				data, ok := rendered[ev.RequestID]
+				if !ok {
+					r, err := e.cfg.Store.GetRequest(ctx, ev.RequestID)
+					switch {
+					case err == nil:
+						data = e.cfg.Render(r)
+					case airlock.ErrorCode(err) == airlock.CodeNotFound:
+						// Requests are never deleted; should one be
+						// missing, its event still goes out rather than
+						// stall the rest.
+						data, _ = json.Marshal(map[string]string{"id": ev.RequestID})
+					default:
+						return nil, false, err
+					}
+					rendered[ev.RequestID] = data
 				}
+				payload = Body(typ, ev.At, data)
 			}
 			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev.ID,
 				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
@@ -266,8 +272,9 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	}
 	if !moved {
 		// Another process queued them; its workers (and ours, at the next
-		// poll) send them. Read again from where it left the cursor.
-		return nil, true, nil
+		// poll) send them. The next change or poll reads on from where it
+		// left the cursor: racing it now would only repeat its reads.
+		return nil, false, nil
 	}
 	return queued, len(evs) == fanOutBatch, nil
 }
