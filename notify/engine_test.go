@@ -84,7 +84,7 @@ type bundle struct {
 	inst  airlock.Instance
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
