@@ -260,3 +260,27 @@ func TestCLIWebhooks(t *testing.T) {
 		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.status, r.raw)
 	}
 }
+
+// TestNotifyFlags: --remind-before and --webhook-timeout are checked at
+// start, naming the flag.
+func TestNotifyFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" when valid
+	}{
+		{Config{RemindBefore: "25%"}, ""},
+		{Config{RemindBefore: "10m", WebhookTimeout: time.Second, WebhookAllowPrivate: true}, ""},
+		{Config{RemindBefore: "150%"}, "--remind-before"},
+		{Config{RemindBefore: "soon"}, "--remind-before"},
+		{Config{WebhookTimeout: 2 * time.Minute}, "--webhook-timeout"},
+	} {
+		err := c.cfg.WithDefaults().Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	if got := (Config{RemindBefore: "25%"}).Remind(); got != (airlock.RemindBefore{Fraction: 0.25}) {
+		t.Errorf("Remind = %+v", got)
+	}
+}
