@@ -50,7 +50,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "airlock.db")
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,
-		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "1s"}
+		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "3s"}
 	srv := startProcess(t, dir, nil, args...)
 	c := newAPI(t, srv.url)
 	agent := c.mintToken(testAdmin, "agent", "agent")
