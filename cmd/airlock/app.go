@@ -41,6 +41,7 @@ func init() {
 		requestsCommand,
 		tokensCommand,
 		instancesCommand,
+		policyCommand,
 		benchCommand,
 		versionCommand, helpCommand}
 }

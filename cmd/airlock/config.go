@@ -82,6 +82,10 @@ type Config struct {
 	// ShutdownGrace is how long, on SIGINT or SIGTERM, in-flight requests
 	// (long-polls included) may take to finish before they are cut. Default 10s.
 	ShutdownGrace time.Duration
+	// Policy is a policy file (docs/policy.md) whose rules decide requests
+	// at creation; reloaded on SIGHUP and when it changes. Default none:
+	// a person decides every request.
+	Policy string
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -293,6 +297,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
+	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
 }
 
 // durationValue is a flag that reads Go durations (30m) and ISO 8601 ones
