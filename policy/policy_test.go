@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -232,6 +233,7 @@ func TestEvalTimeoutAsks(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, "rules:\n  - {name: a, match: 'request.arguments.l.all(x, x == 1)', action: allow}\n")
 	long := toolCall("x", `{"l":[`+strings.Repeat("1,", 10_000)+`1]}`)
+	s.evalTimeout = time.Hour // in time, however loaded the machine
 	if out := s.Decide(t.Context(), long); out.Action != ActionAllow {
 		t.Fatalf("in time: outcome = %+v, want allow", out)
 	}
@@ -239,5 +241,40 @@ func TestEvalTimeoutAsks(t *testing.T) {
 	out := s.Decide(t.Context(), long)
 	if out.Action != ActionAsk || out.Rule != "a" || len(out.Errors) != 1 {
 		t.Fatalf("outcome = %+v, want ask after the time ran out", out)
+	}
+}
+
+// The worked example of docs/policy.md compiles and does what the page
+// says.
+func TestDocsExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "```yaml\n")
+	src, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/policy.md has no yaml block")
+	}
+	s := mustCompile(t, src)
+	prod := toolCall("deploy", `{}`)
+	for _, tc := range []struct {
+		in     airlock.PolicyInput
+		action Action
+	}{
+		{toolCall("read_file", `{"path":"a"}`), ActionAllow},
+		{toolCall("shell", `{"command":"rm -rf /tmp/build"}`), ActionDeny},
+		{toolCall("refund", `{"amount":20,"currency":"GBP"}`), ActionAllow},
+		{toolCall("refund", `{"amount":20,"currency":"EUR"}`), ActionAsk},
+		{prod, ActionAsk},
+		{toolCall("write_file", `{}`), ActionAsk},
+	} {
+		if out := s.Decide(t.Context(), tc.in); out.Action != tc.action {
+			t.Errorf("%s %s: %+v, want %s", tc.in.Request.Tool, tc.in.Request.Arguments, out, tc.action)
+		}
+	}
+	if out := s.Decide(t.Context(), prod); out.Verdict.Window != 10*time.Minute {
+		t.Errorf("production deploy: window %s, want 10m", out.Verdict.Window)
 	}
 }
