@@ -108,6 +108,24 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 			return req{method: "DELETE", path: "/v1/tokens/" + tok.ID}
 		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/webhooks", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.test/hook"}`}
+		}, [7]int{forbid, forbid, forbid, forbid, created, unauth, unauth}},
+		{"GET /v1/webhooks", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/webhooks"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"GET /v1/webhooks/{id}", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t)}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"DELETE /v1/webhooks/{id}", func(t *testing.T) req {
+			return req{method: "DELETE", path: "/v1/webhooks/" + b.webhook(t)}
+		}, [7]int{forbid, forbid, forbid, forbid, http.StatusNoContent, unauth, unauth}},
+		{"GET /v1/webhooks/{id}/deliveries", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t) + "/deliveries"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/webhooks/{id}/test", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/test"}
+		}, [7]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth}},
 		{"GET /v1/board", func(t *testing.T) req {
 			b.boardItem(t)
 			return req{method: "GET", path: "/v1/board"}
@@ -130,6 +148,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET /v1/sessions", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/sessions"}
 		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		// The HTTP hook answers 200 to everyone, with the verdict in the
+		// body: a 401 would let Claude Code run the tool (rest/hooks.go).
+		// TestClaudeCodeHTTPHook checks the bodies.
+		{"POST /v1/hooks/claude-code", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/hooks/claude-code?wait=1s&match=NotThisTool",
+				body: `{"session_id":"m","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`}
+		}, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},

@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 )
@@ -86,6 +87,18 @@ type Config struct {
 	// at creation; reloaded on SIGHUP and when it changes. Default none:
 	// a person decides every request.
 	Policy string
+
+	// WebhookAllowPrivate lets webhooks reach loopback, private,
+	// link-local and other non-public addresses. Default off: such URLs
+	// are refused at creation and such connections at dial time.
+	WebhookAllowPrivate bool
+	// WebhookTimeout bounds one webhook attempt, connection to answer.
+	// Default 10s.
+	WebhookTimeout time.Duration
+	// RemindBefore sends one reminder (approval_request.reminder) of each
+	// request still pending this long before its deadline ("10m") or this
+	// share of its window before it ("25%"). Default none.
+	RemindBefore string
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -107,6 +120,7 @@ func DefaultConfig() Config {
 		ShutdownGrace:         server.DefaultShutdownGrace,
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
+		WebhookTimeout:        notify.DefaultTimeout,
 	}
 }
 
@@ -134,6 +148,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.MaxApprovalValidity, d.MaxApprovalValidity)
 	setDur(&c.ShutdownGrace, d.ShutdownGrace)
 	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
+	setDur(&c.WebhookTimeout, d.WebhookTimeout)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
 	}
@@ -222,7 +237,20 @@ func (c Config) Validate() error {
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative")
 	}
+	if c.WebhookTimeout < 0 || c.WebhookTimeout > time.Minute {
+		return fmt.Errorf("--webhook-timeout must be between 1ms and 1m; a receiver should answer at once and work afterwards")
+	}
+	if _, err := airlock.ParseRemindBefore(c.RemindBefore); err != nil {
+		return fmt.Errorf("--%v", err)
+	}
 	return nil
+}
+
+// Remind returns --remind-before as the engine takes it. c must have
+// passed Validate.
+func (c Config) Remind() airlock.RemindBefore {
+	r, _ := airlock.ParseRemindBefore(c.RemindBefore)
+	return r
 }
 
 // isPostgres reports whether --db names a PostgreSQL database, by URL or
@@ -298,6 +326,9 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
 	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
+	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")
+	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
+	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 }
 
 // durationValue is a flag that reads Go durations (30m) and ISO 8601 ones

@@ -1,8 +1,9 @@
-// Package ts runs the end-to-end test of Airlock's MCP server with the
-// official TypeScript SDK client (mcp.test.mjs beside this file): it builds
-// the real binary, starts `airlock serve`, mints tokens, sets up a board,
-// and runs the test with node. Install the SDK first, pinned by
-// package-lock.json:
+// Package ts runs the end-to-end tests of Airlock with TypeScript
+// reference libraries: its MCP server with the official TypeScript SDK
+// client (mcp.test.mjs), and its webhooks' signatures with the Standard
+// Webhooks library (webhooks.test.mjs). It builds the real binary, starts
+// `airlock serve`, mints tokens, sets up a board, and runs the tests with
+// node. Install the packages first, pinned by package-lock.json:
 //
 //	npm ci --prefix e2e/ts
 //
@@ -33,6 +34,9 @@ func TestTypeScriptSDK(t *testing.T) {
 	if err == nil {
 		_, err = os.Stat("node_modules/@modelcontextprotocol/sdk/package.json")
 	}
+	if err == nil {
+		_, err = os.Stat("node_modules/standardwebhooks/package.json")
+	}
 	if err != nil {
 		msg := "the TypeScript SDK end-to-end test needs node and `npm ci --prefix e2e/ts`: " + err.Error()
 		if os.Getenv("CI") == "true" {
@@ -47,7 +51,8 @@ func TestTypeScriptSDK(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	const admin = "admin-secret-for-the-ts-e2e"
-	serve := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin)
+	serve := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin,
+		"--webhook-allow-private") // the webhook test's receiver listens on loopback
 	serve.Env = cleanEnv()
 	var serveOut lockedBuffer
 	notices, err := serve.StderrPipe()
@@ -72,9 +77,9 @@ func TestTypeScriptSDK(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs", "webhooks.test.mjs")
 	cmd.Env = append(cleanEnv(),
-		"AIRLOCK_BIN="+bin, "AIRLOCK_URL="+url, "AIRLOCK_TOKEN="+agent,
+		"AIRLOCK_BIN="+bin, "AIRLOCK_URL="+url, "AIRLOCK_TOKEN="+agent, "AIRLOCK_ADMIN_TOKEN="+admin,
 		"AIRLOCK_REVIEWER_TOKEN="+reviewer, "AIRLOCK_ITEM_ID="+item)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test mcp.test.mjs:\n%s", out)

@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mcpserver"
+	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
@@ -102,6 +103,15 @@ type Config struct {
 	Policy           *policy.Engine
 	PolicyReload     <-chan os.Signal
 	PolicyWatchEvery time.Duration
+	// WebhookAllowPrivate lets webhooks reach loopback, private and
+	// link-local addresses (docs/notifications.md, SSRF).
+	WebhookAllowPrivate bool
+	// WebhookTimeout bounds one webhook attempt (default
+	// notify.DefaultTimeout).
+	WebhookTimeout time.Duration
+	// RemindBefore, when set, sends a reminder of each request still
+	// pending this long (or this share of its window) before its deadline.
+	RemindBefore airlock.RemindBefore
 
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -117,8 +127,12 @@ type Server struct {
 	grace     time.Duration
 	generated string
 
-	store     airlock.Store
-	svc       *provider.Service
+	store airlock.Store
+	svc   *provider.Service
+	// notify delivers webhooks and records reminders; webhooks is its
+	// webhook sender, closed after it stops.
+	notify    *notify.Engine
+	webhooks  *notify.WebhookSender
 	listeners []net.Listener
 	http      *http.Server
 	// guard throttles and logs failed authentications (Run flushes its log).
@@ -177,13 +191,23 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.PolicyWatchEvery <= 0 {
 		cfg.PolicyWatchEvery = 2 * time.Second
 	}
+	var engine *notify.Engine // set below, before anything is served
 	svc, err := provider.New(provider.Config{
 		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
+		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
+		DeliveryQueued:  func() { engine.Wake() },
 	})
 	if err != nil {
 		return nil, err
 	}
+	webhooks := notify.NewWebhookSender(notify.WebhookConfig{
+		AllowPrivate: cfg.WebhookAllowPrivate, Timeout: cfg.WebhookTimeout, Version: cfg.Version,
+	})
+	engine = notify.New(notify.Config{
+		Store: cfg.Store, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks},
+		Render: rest.RequestJSON, Changed: svc.Changes, Timeout: cfg.WebhookTimeout, Remind: cfg.RemindBefore, Logger: log,
+	})
 	registerGauges(reg, svc)
 
 	// Listen before touching the token, so a port already in use leaves a
@@ -206,6 +230,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, generated: generated,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
 		policy: cfg.Policy, policyReload: cfg.PolicyReload, policyWatchEvery: cfg.PolicyWatchEvery,
+		notify: engine, webhooks: webhooks,
 	}
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
@@ -322,6 +347,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.policy != nil {
 		background.Go(func() { s.policy.Watch(schedCtx, s.policyWatchEvery, s.policyReload) })
 	}
+	background.Go(func() {
+		s.notify.Run(schedCtx)
+		s.webhooks.Close()
+	})
 	served := make(chan error, len(s.listeners))
 	for _, l := range s.listeners {
 		go func() { served <- s.http.Serve(l) }()

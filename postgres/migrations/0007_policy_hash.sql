@@ -3,4 +3,4 @@
 -- policy file in force on its decision's event (docs/policy.md), so an
 -- audit can tell which version of the rules decided.
 
-ALTER TABLE events ADD COLUMN policy_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN policy_hash text NOT NULL DEFAULT '';
