@@ -337,4 +337,7 @@ type Event struct {
 	// Subject names what a board event changed: a work item's ID or a
 	// column's key. Empty for other events.
 	Subject string
+	// PolicyHash is the hex SHA-256 of the policy file whose rule made
+	// this decision; empty for every other event.
+	PolicyHash string
 }

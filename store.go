@@ -36,6 +36,13 @@ type InitialDecision struct {
 	Status   State // approved or denied
 	Note     string
 	Validity time.Duration // for approvals
+	// DecidedBy is the decision's actor: PolicyActor(rule) for a policy
+	// rule; ActorPolicy when empty.
+	DecidedBy string
+	// PolicyHash is the hex SHA-256 of the policy file whose rule decided,
+	// recorded on the decision's event so an audit can tell which version
+	// of the rules was in force.
+	PolicyHash string
 }
 
 // WithDefaults returns p with what a store fills in when the provider left
@@ -47,6 +54,11 @@ func (p NewRequestParams) WithDefaults() NewRequestParams {
 	}
 	if p.Request.Kind == "" {
 		p.Request.Kind = KindToolCall
+	}
+	if p.Initial != nil && p.Initial.DecidedBy == "" {
+		d := *p.Initial
+		d.DecidedBy = ActorPolicy
+		p.Initial = &d
 	}
 	return p
 }
@@ -68,6 +80,8 @@ func (p NewRequestParams) Validate() error {
 		return Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
 	case r.Proposal != nil && r.Proposal.Command != nil && p.Initial != nil:
 		return Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
+	case p.Initial != nil && p.Initial.Status == StateApproved && !r.MayApproveAtCreation():
+		return Invalid("question", "a question cannot be approved at creation; a person must answer it")
 	}
 	if d := p.Initial; d != nil {
 		if d.Status != StateApproved && d.Status != StateDenied {
@@ -390,19 +404,6 @@ type StoreExtras struct {
 type TokenStamper interface {
 	TokenStamp() (uint64, error)
 }
-
-// Policy may decide a request at creation. The default decides nothing.
-type Policy interface {
-	// Evaluate returns a decision to record at creation, or nil to leave the
-	// request pending for a person.
-	Evaluate(ctx context.Context, r Request) (*InitialDecision, error)
-}
-
-// NoPolicy leaves every request to a person.
-type NoPolicy struct{}
-
-// Evaluate decides nothing.
-func (NoPolicy) Evaluate(context.Context, Request) (*InitialDecision, error) { return nil, nil }
 
 // ChangeFeed announces the changes of a store shared by several provider
 // replicas (PostgreSQL). Every committed change to a request is announced

@@ -127,6 +127,9 @@ type Config struct {
 	HTTPBaseline bool
 	// AllowRemote permits targets (servers, databases) beyond this machine.
 	AllowRemote bool
+	// Policy, when set, is a policy file (docs/policy.md) the in-process
+	// servers load, to measure what its rules cost each create.
+	Policy string
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
 }
@@ -216,6 +219,9 @@ func (c Config) validate() error {
 		}
 		if c.Replicas > 1 {
 			return errors.New("--replicas starts in-process servers; with --url, list every replica's URL instead (--url http://a,http://b)")
+		}
+		if c.Policy != "" {
+			return errors.New("--policy is loaded by in-process servers; a server at --url loads its own (airlock serve --policy)")
 		}
 		for _, u := range c.URLs {
 			if err := checkTarget("--url", u, c.AllowRemote); err != nil {

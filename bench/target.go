@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
@@ -151,7 +152,14 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 		if i == 0 {
 			admin = t.admin
 		}
-		srv, stop, err := startServer(ctx, timeSweeps(store, t.sweeps), admin, log)
+		var pol *policy.Engine
+		if cfg.Policy != "" {
+			if pol, err = policy.NewEngine(cfg.Policy, log); err != nil {
+				store.Close()
+				return fmt.Errorf("policy %s: %w", cfg.Policy, err)
+			}
+		}
+		srv, stop, err := startServer(ctx, timeSweeps(store, t.sweeps), admin, pol, log)
 		if err != nil {
 			return err
 		}
@@ -248,12 +256,12 @@ func connectAdmin(ctx context.Context, url string) (*pgx.Conn, error) {
 // function that stops it (and closes the store). What differs is
 // configuration: no rate limit worth the name, long-polls up to
 // inProcessMaxWait, and a second listener of in-memory pipes.
-func startServer(ctx context.Context, store airlock.Store, admin string, log *slog.Logger) (*replica, func(context.Context), error) {
+func startServer(ctx context.Context, store airlock.Store, admin string, pol *policy.Engine, log *slog.Logger) (*replica, func(context.Context), error) {
 	pipe := newPipeListener()
 	srv, err := server.New(ctx, server.Config{
 		Store: store, StoreName: "bench", Addr: "127.0.0.1:0", Listeners: []net.Listener{pipe}, AdminToken: admin,
 		MaxWait: inProcessMaxWait, RateLimit: 1e12, RateBurst: 1 << 30, ShutdownGrace: 5 * time.Second,
-		Logger: log, Version: "bench",
+		Policy: pol, Logger: log, Version: "bench",
 	})
 	if err != nil {
 		return nil, nil, err

@@ -62,6 +62,9 @@ type decisionOut struct {
 	Note      string `json:"note,omitempty"`
 	Answer    string `json:"answer,omitempty"`
 	DecidedAt string `json:"decidedAt"`
+	// DecidedBy is set only when no person decided (a policy rule), so
+	// the agent knows; a reviewer's token ID is not the agent's to see.
+	DecidedBy string `json:"decidedBy,omitempty"`
 	// DecidedByName is who decided, as people read it: the reviewer
 	// token's name, or a system actor as it is.
 	DecidedByName string `json:"decidedByName,omitempty"`
@@ -129,6 +132,9 @@ func newApprovalOut(r airlock.Request) approvalOut {
 		if d.ExpiresAt != nil {
 			out.Decision.ExpiresAt = formatTime(*d.ExpiresAt)
 		}
+		if airlock.DecidedByPolicy(d.DecidedBy) {
+			out.Decision.DecidedBy = d.DecidedBy
+		}
 		out.Answer = d.Answer
 	}
 	out.Next = approvalNext(r)
@@ -170,12 +176,18 @@ func approvalNext(r airlock.Request) string {
 			}
 			s += ". Airlock executed nothing: an advisory approval only records the decision."
 		}
+		if r.Decision != nil && airlock.DecidedByPolicy(r.Decision.DecidedBy) {
+			s += " The server's policy approved it (decision.decidedBy names the rule); no person has seen it."
+		}
 		if r.Decision != nil && r.Decision.Note != "" {
 			s += " Read decision.note: it informs you but changes nothing that was approved."
 		}
 		return s
 	case airlock.StateDenied:
 		s := "denied: the reviewer declined"
+		if r.Decision != nil && airlock.DecidedByPolicy(r.Decision.DecidedBy) {
+			s = "denied: the server's policy refused it (decision.decidedBy names the rule)"
+		}
 		if question {
 			s += " to answer"
 		}

@@ -180,7 +180,7 @@ func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlo
 // readEvents reads up to limit events with after < ID <= upto, oldest
 // first.
 func readEvents(ctx context.Context, q querier, after, upto int64, limit int) ([]airlock.Event, error) {
-	rows, err := q.Query(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject
+	rows, err := q.Query(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash
 FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
 		named{"after": after, "upto": upto, "limit": limit})
 	if err != nil {
@@ -193,7 +193,7 @@ FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
 			e          airlock.Event
 			typ, state string
 		)
-		if err := rows.Scan(&e.ID, &typ, &e.At, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject); err != nil {
+		if err := rows.Scan(&e.ID, &typ, &e.At, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash); err != nil {
 			return nil, err
 		}
 		e.Type, e.State, e.At = airlock.EventType(typ), airlock.State(state), e.At.UTC()

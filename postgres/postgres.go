@@ -394,7 +394,19 @@ func transient(err error) bool {
 // to those states comes through here, so none can forget the instruction,
 // and an instruction exists exactly when its decision does.
 func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r airlock.Request) {
-	e := airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}
+	t.stateEvent(airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
+}
+
+// policyEvent queues the event of r's decision at creation by d, with the
+// hash of the policy that made it.
+func (t *tx) policyEvent(typ airlock.EventType, d *airlock.InitialDecision, r airlock.Request) {
+	t.stateEvent(airlock.Event{Type: typ, At: r.CreatedAt, Actor: d.DecidedBy, RequestID: r.ID, InstanceID: r.InstanceID,
+		State: r.State, PolicyHash: d.PolicyHash}, r)
+}
+
+// stateEvent queues e, an event of request r, as requestEvent says.
+func (t *tx) stateEvent(e airlock.Event, r airlock.Request) {
+	typ := e.Type
 	t.event(e)
 	t.changed = append(t.changed, r.ID)
 	switch typ {
@@ -459,11 +471,11 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 // in commit order under one lock held through the commit's WAL flush), so
 // the store announces after COMMIT instead (announce).
 const appendSQL = `WITH gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(@class, @key))
-INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
-SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject
+INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash)
+SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash
 FROM gate, unnest(@types::text[], @ats::timestamptz[], @actors::text[], @requests::text[],
-	@instances::text[], @tokens::text[], @states::text[], @subjects::text[])
-	WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, ord)
+	@instances::text[], @tokens::text[], @states::text[], @subjects::text[], @policy_hashes::text[])
+	WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, ord)
 ORDER BY e.ord`
 
 // appendArgs are appendSQL's arguments for t's events.
@@ -471,15 +483,15 @@ func (s *Store) appendArgs(t *tx) named {
 	n := len(t.events)
 	types, ats, actors := make([]string, n), make([]time.Time, n), make([]string, n)
 	reqs, insts, toks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	subjects := make([]string, n)
+	subjects, hashes := make([]string, n), make([]string, n)
 	for i, e := range t.events {
 		types[i], ats[i], actors[i] = string(e.Type), e.At, e.Actor
 		reqs[i], insts[i], toks[i], states[i] = e.RequestID, e.InstanceID, e.TokenID, string(e.State)
-		subjects[i] = e.Subject
+		subjects[i], hashes[i] = e.Subject, e.PolicyHash
 	}
 	return named{
 		"class": advisoryClass, "key": s.eventsLock,
 		"types": types, "ats": ats, "actors": actors, "requests": reqs, "instances": insts, "tokens": toks, "states": states,
-		"subjects": subjects,
+		"subjects": subjects, "policy_hashes": hashes,
 	}
 }

@@ -409,7 +409,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	state, decided, decidedBy, note := airlock.StatePending, false, any(nil), ""
 	var validity any
 	if d := p.Initial; d != nil {
-		state, decided, decidedBy, note = d.Status, true, airlock.ActorPolicy, d.Note
+		state, decided, decidedBy, note = d.Status, true, d.DecidedBy, d.Note
 		if d.Status == airlock.StateApproved {
 			validity = d.Validity
 		}
@@ -462,7 +462,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 				out, created = r, true
 				t.requestEvent(airlock.EventRequestCreated, p.Actor, r.CreatedAt, r)
 				if r.State.Terminal() {
-					t.requestEvent(airlock.StateEvent(r.State), airlock.ActorPolicy, r.CreatedAt, r)
+					t.policyEvent(airlock.StateEvent(r.State), p.Initial, r)
 				}
 				return nil
 			case !errors.Is(err, pgx.ErrNoRows):

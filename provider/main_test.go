@@ -58,6 +58,8 @@ type options struct {
 	// pageBytes, heavyReads and heavyPerToken are Config.ListPageBytes,
 	// MaxHeavyReads and MaxHeavyReadsPerToken.
 	pageBytes, heavyReads, heavyPerToken int
+	// policy is Config.Policy.
+	policy airlock.Policy
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -86,7 +88,7 @@ func setup(t *testing.T, opt options) *bundle {
 	t.Cleanup(func() { store.Close() })
 	b.store = store
 	b.svc, err = New(Config{
-		Store: store, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch,
+		Store: store, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
 	})

@@ -53,7 +53,7 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 	if cmd := in.Proposal.Command; cmd != nil {
 		out, created, err = s.createCommand(ctx, st, c, cmd, p)
 	} else {
-		out, created, err = s.create(ctx, st, p)
+		out, created, err = s.create(ctx, st, c, p)
 	}
 	if airlock.ErrorCode(err) == airlock.CodeNotFound && in.SessionID != "" {
 		return airlock.Request{}, false, sessionNotFound(in.SessionID, "it is closed; ")

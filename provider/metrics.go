@@ -58,7 +58,7 @@ func (m *Metrics) entered(r airlock.Request) {
 		return
 	}
 	m.transitions.WithLabelValues(string(r.State)).Inc()
-	if d := r.Decision; d != nil && (d.Status == airlock.StateApproved || d.Status == airlock.StateDenied) && d.DecidedBy != airlock.ActorPolicy {
+	if d := r.Decision; d != nil && (d.Status == airlock.StateApproved || d.Status == airlock.StateDenied) && !airlock.DecidedByPolicy(d.DecidedBy) {
 		m.decisionLatency.Observe(d.DecidedAt.Sub(r.CreatedAt).Seconds())
 	}
 }

@@ -266,16 +266,35 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
 	}
-	return s.create(ctx, s.storeFor(c), airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
+	return s.create(ctx, s.storeFor(c), c, airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }
 
-// create asks the policy, then stores the request in st.
-func (s *Service) create(ctx context.Context, st airlock.Store, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	initial, err := s.policy.Evaluate(ctx, p.Request)
-	if err != nil {
-		return airlock.Request{}, false, fmt.Errorf("policy: %w", err)
+// create asks the policy, then stores the request in st. The policy's
+// approval is never applied to a request that only a person may approve
+// (Request.MayApproveAtCreation), whatever the policy says.
+func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	v := s.policy.Evaluate(ctx, airlock.PolicyInput{
+		Request: p.Request, Window: p.Window, Agent: c.Token,
+		Instance: func(ctx context.Context) (airlock.Instance, error) { return st.GetInstance(ctx, p.Request.InstanceID) },
+	})
+	if d := v.Initial; d != nil && d.Status == airlock.StateApproved {
+		if !p.Request.MayApproveAtCreation() {
+			v.Initial = nil
+		} else {
+			// A rule's valid_for keeps to the limits a reviewer's does.
+			d := *d
+			if d.Validity <= 0 {
+				d.Validity = s.limits.ApprovalValidity
+			}
+			d.Validity = min(d.Validity, s.limits.MaxApprovalValidity)
+			v.Initial = &d
+		}
 	}
-	p.Initial = initial
+	p.Initial = v.Initial
+	if v.Initial == nil && v.Window > 0 && v.Window < p.Window {
+		// A rule may shorten a request's window, never below the shortest.
+		p.Window = max(v.Window, s.limits.MinTimeout)
+	}
 	return s.insert(ctx, st, p)
 }
 

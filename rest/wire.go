@@ -209,6 +209,7 @@ func writeEvent(b *bytes.Buffer, e airlock.Event) {
 	o.str("token_id", e.TokenID)
 	o.str("state", string(e.State))
 	o.str("subject", e.Subject)
+	o.str("policy_sha256", e.PolicyHash)
 	o.end()
 }
 

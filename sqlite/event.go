@@ -45,8 +45,8 @@ func appendRequestEvent(ctx context.Context, tx *txn, now time.Time, e airlock.E
 }
 
 func insertEvent(ctx context.Context, tx *txn, now time.Time, e airlock.Event) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject)
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash)
 	return err
 }
 
@@ -101,7 +101,7 @@ func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlo
 		limit = defaultEventLimit
 	}
 	limit = min(limit, maxEventLimit)
-	rows, err := s.read.QueryContext(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject
+	rows, err := s.read.QueryContext(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash
 FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, translate(err, "events", "list")
@@ -113,7 +113,7 @@ FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
 			e  airlock.Event
 			at int64
 		)
-		if err := rows.Scan(&e.ID, &e.Type, &at, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &e.State, &e.Subject); err != nil {
+		if err := rows.Scan(&e.ID, &e.Type, &at, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &e.State, &e.Subject, &e.PolicyHash); err != nil {
 			return nil, translate(err, "events", "list")
 		}
 		e.At = fromMicros(at)

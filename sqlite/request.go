@@ -281,7 +281,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		var decidedAt, decidedBy, expiresAt any
 		note := ""
 		if d := p.Initial; d != nil {
-			state, decidedAt, decidedBy, note = d.Status, micros(now), airlock.ActorPolicy, d.Note
+			state, decidedAt, decidedBy, note = d.Status, micros(now), d.DecidedBy, d.Note
 			if d.Status == airlock.StateApproved {
 				expiresAt = micros(now.Add(d.Validity))
 			}
@@ -327,8 +327,8 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 				return err
 			}
 			if r.State.Terminal() {
-				return appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: airlock.ActorPolicy,
-					RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
+				return appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.StateEvent(r.State), Actor: p.Initial.DecidedBy,
+					RequestID: r.ID, InstanceID: r.InstanceID, State: r.State, PolicyHash: p.Initial.PolicyHash}, r)
 			}
 			return nil
 		case !errors.Is(err, sql.ErrNoRows):
@@ -365,8 +365,8 @@ func insertedRequest(in airlock.Request, seq int64, state airlock.State, now tim
 	r.Arguments, r.Context = nilIfEmpty(in.Arguments), nilIfEmpty(in.Context)
 	r.Decision, r.Execution, r.CommandResult = nil, nil, nil
 	if d := p.Initial; d != nil {
-		r.Decision = &airlock.Decision{Status: state, Note: note, DecidedAt: r.CreatedAt, DecidedBy: airlock.ActorPolicy,
-			DecidedByName: airlock.DeciderName(airlock.ActorPolicy, "")}
+		r.Decision = &airlock.Decision{Status: state, Note: note, DecidedAt: r.CreatedAt, DecidedBy: d.DecidedBy,
+			DecidedByName: airlock.DeciderName(d.DecidedBy, "")}
 		if state == airlock.StateApproved {
 			r.Decision.ExpiresAt = new(fromMicros(micros(now.Add(d.Validity))))
 		}

@@ -76,6 +76,30 @@ func (s *suite) testCreate(t *testing.T) {
 		wantOK(t, err)
 	})
 
+	t.Run("policy rule's decision at creation", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		const hash = "06deb4601c6a1b7b364056d46fafefc6c9876aef0d2cae73092c92a01f8ddd1f"
+		r := b.create(t, func(p *airlock.NewRequestParams) {
+			p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: validity,
+				DecidedBy: airlock.PolicyActor("read-only tools"), PolicyHash: hash}
+		})
+		if d := r.Decision; d == nil || d.DecidedBy != "policy:read-only tools" {
+			t.Fatalf("request = %s, want decided by policy:read-only tools", show(r))
+		}
+		got, err := b.store.GetRequest(b.ctx, r.ID)
+		wantOK(t, err)
+		if got.Decision == nil || got.Decision.DecidedBy != "policy:read-only tools" {
+			t.Fatalf("read back = %s, want decided by policy:read-only tools", show(got))
+		}
+		evs := b.events(t)
+		last := evs[len(evs)-2:]
+		if last[0].PolicyHash != "" || last[1].Type != airlock.EventRequestApproved ||
+			last[1].Actor != "policy:read-only tools" || last[1].PolicyHash != hash {
+			t.Fatalf("events = %+v, want the approval by the rule carrying the policy's hash", last)
+		}
+	})
+
 	t.Run("policy denial at creation", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
@@ -117,6 +141,10 @@ func (s *suite) testCreate(t *testing.T) {
 				p.Request.Kind, p.Request.Proposal = airlock.KindWorkChange, command
 				p.Initial = &airlock.InitialDecision{Status: airlock.StateDenied}
 			}, "proposal", "a command proposal cannot be decided at creation; a person must approve it"},
+			{"a question approved at creation", func(p *airlock.NewRequestParams) {
+				p.Request.Kind, p.Request.Question = airlock.KindAgentRequest, &airlock.Question{}
+				p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Minute}
+			}, "question", "a question cannot be approved at creation; a person must answer it"},
 			{"an initial pending", func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StatePending} },
 				"status", `a decision at creation must be approved or denied, not "pending"`},
 			{"an approval with no validity", func(p *airlock.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved} },

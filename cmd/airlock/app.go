@@ -46,6 +46,7 @@ func init() {
 		tokensCommand,
 		webhooksCommand,
 		instancesCommand,
+		policyCommand,
 		benchCommand,
 		versionCommand, helpCommand}
 }

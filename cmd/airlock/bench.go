@@ -39,12 +39,13 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	httpBaseline := fs.Bool("http-baseline", false, "with the raw baseline, also run it over HTTP (its statements behind a minimal handler, driven by the same HTTP client) and report raw_http_to_raw (what HTTP costs) and ratio_to_raw_http (what Airlock adds)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowRemote := fs.Bool("allow-remote", false, "allow --url and --db targets that are not on this machine")
+	policyFile := fs.String("policy", "", "a policy file the in-process servers load (docs/policy.md), to measure what its rules cost; run once with and once without it")
 	if err := a.parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := bench.Config{
 		Scenario: *scenario, Token: *token, DB: *db, Replicas: *replicas, Clients: *clients,
-		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, HTTPBaseline: *httpBaseline, AllowRemote: *allowRemote, Progress: a.Stderr,
+		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, HTTPBaseline: *httpBaseline, AllowRemote: *allowRemote, Policy: *policyFile, Progress: a.Stderr,
 	}
 	if *raw {
 		cfg.Scenario = bench.Raw

@@ -83,6 +83,10 @@ type Config struct {
 	// ShutdownGrace is how long, on SIGINT or SIGTERM, in-flight requests
 	// (long-polls included) may take to finish before they are cut. Default 10s.
 	ShutdownGrace time.Duration
+	// Policy is a policy file (docs/policy.md) whose rules decide requests
+	// at creation; reloaded on SIGHUP and when it changes. Default none:
+	// a person decides every request.
+	Policy string
 
 	// WebhookAllowPrivate lets webhooks reach loopback, private,
 	// link-local and other non-public addresses. Default off: such URLs
@@ -321,6 +325,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
+	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")

@@ -6,10 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -57,6 +61,15 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 	if err != nil {
 		return nil, err
 	}
+	var pol *policy.Engine
+	if cfg.Policy != "" {
+		// A policy that does not compile stops the start, before the
+		// store is opened: serving without the rules meant would be
+		// serving the wrong rules.
+		if pol, err = policy.NewEngine(cfg.Policy, log); err != nil {
+			return nil, usageErrorf("--policy %s: %v", cfg.Policy, err)
+		}
+	}
 	store, err := openStore(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", redactDB(cfg.DB), err)
@@ -66,6 +79,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
+		Policy: pol, PolicyReload: policyReload(pol),
 		WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
 		Logger: log, Version: version,
 	})
@@ -78,6 +92,16 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		log.Warn("listening beyond this machine; put TLS in front of Airlock", "addr", srv.Addr())
 	}
 	return srv, nil
+}
+
+// policyReload is SIGHUP, for a server with a policy to reload.
+func policyReload(pol *policy.Engine) <-chan os.Signal {
+	if pol == nil {
+		return nil
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
 }
 
 // openStore opens the store --db names: PostgreSQL for a postgres:// or

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mcpserver"
 	"github.com/airlockhq/airlock/notify"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +96,13 @@ type Config struct {
 	// once Run's context ends (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
 
+	// Policy, when set, decides requests at creation by its rules
+	// (docs/policy.md); its counters are served at /metrics. Run reloads
+	// it on every value from PolicyReload (SIGHUP) and when its file
+	// changes, looked at every PolicyWatchEvery (default 2s).
+	Policy           *policy.Engine
+	PolicyReload     <-chan os.Signal
+	PolicyWatchEvery time.Duration
 	// WebhookAllowPrivate lets webhooks reach loopback, private and
 	// link-local addresses (docs/notifications.md, SSRF).
 	WebhookAllowPrivate bool
@@ -135,6 +144,10 @@ type Server struct {
 	// period is over.
 	cut      context.CancelFunc
 	inflight sync.WaitGroup
+
+	policy           *policy.Engine // nil without --policy
+	policyReload     <-chan os.Signal
+	policyWatchEvery time.Duration
 }
 
 // New builds the server over cfg.Store, listens on cfg.Addr, and makes
@@ -170,9 +183,17 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var pol airlock.Policy = airlock.NoPolicy{}
+	if cfg.Policy != nil {
+		pol = cfg.Policy
+		reg.MustRegister(cfg.Policy)
+	}
+	if cfg.PolicyWatchEvery <= 0 {
+		cfg.PolicyWatchEvery = 2 * time.Second
+	}
 	var engine *notify.Engine // set below, before anything is served
 	svc, err := provider.New(provider.Config{
-		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait,
+		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },
@@ -208,6 +229,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s := &Server{
 		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, generated: generated,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
+		policy: cfg.Policy, policyReload: cfg.PolicyReload, policyWatchEvery: cfg.PolicyWatchEvery,
 		notify: engine, webhooks: webhooks,
 	}
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
@@ -324,6 +346,9 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) }) // returns at once for a store not shared
 	background.Go(func() { s.guard.Run(schedCtx) })
+	if s.policy != nil {
+		background.Go(func() { s.policy.Watch(schedCtx, s.policyWatchEvery, s.policyReload) })
+	}
 	background.Go(func() {
 		s.notify.Run(schedCtx)
 		s.webhooks.Close()

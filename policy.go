@@ -1,0 +1,64 @@
+package airlock
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Policy may decide a request at creation (docs/policy.md). Evaluate has
+// no error: a policy that cannot judge a request asks a person, and says
+// why in its own logs and metrics. Nothing fails open.
+type Policy interface {
+	// Evaluate judges a new request.
+	Evaluate(ctx context.Context, in PolicyInput) PolicyVerdict
+}
+
+// PolicyInput is what a policy judges a new request by.
+type PolicyInput struct {
+	Request Request
+	// Window is the decision window the request would get.
+	Window time.Duration
+	// Agent is the token creating the request.
+	Agent Token
+	// Instance reads the request's instance. A policy calls it only when a
+	// rule looks at the instance, so that the rules that do not cost a
+	// create no read.
+	Instance func(context.Context) (Instance, error)
+}
+
+// PolicyVerdict is a policy's answer for a new request.
+type PolicyVerdict struct {
+	// Initial is the decision to record at creation; nil leaves the
+	// request pending for a person.
+	Initial *InitialDecision
+	// Window, when positive and shorter than the request's, is the window
+	// to ask a person with.
+	Window time.Duration
+}
+
+// NoPolicy leaves every request to a person.
+type NoPolicy struct{}
+
+// Evaluate decides nothing.
+func (NoPolicy) Evaluate(context.Context, PolicyInput) PolicyVerdict { return PolicyVerdict{} }
+
+// policyActorPrefix starts the actor of a decision made by a policy rule.
+const policyActorPrefix = "policy:"
+
+// PolicyActor is the decided_by of a decision made by the policy rule
+// named rule.
+func PolicyActor(rule string) string { return policyActorPrefix + rule }
+
+// DecidedByPolicy reports whether actor is a policy's: ActorPolicy or a
+// rule's PolicyActor.
+func DecidedByPolicy(actor string) bool {
+	return actor == ActorPolicy || strings.HasPrefix(actor, policyActorPrefix)
+}
+
+// MayApproveAtCreation reports whether r may be approved without a person:
+// never a command proposal, which Airlock itself would execute, nor a
+// question, which needs a person's answer.
+func (r Request) MayApproveAtCreation() bool {
+	return (r.Proposal == nil || r.Proposal.Command == nil) && r.Question == nil
+}
