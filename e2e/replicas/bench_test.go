@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		n++
-		r := cl.c.call(b, "POST", waiter.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+		r := cl.c.call(b, "POST", waiter.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
 			`{"tool":"wait","arguments":{},"timeout":"1h"}`, "Idempotency-Key", fmt.Sprint("bench-", n))
 		if !r.want(b, 201, "create") {
 			b.FailNow()
@@ -34,13 +35,13 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 		id := r.str("id")
 		got := make(chan polled, 1)
 		go func() {
-			r, err := cl.c.do(context.Background(), "GET", waiter.url, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
+			r, err := cl.c.do(context.Background(), "GET", waiter.URL, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
 			got <- polled{r, err, time.Now()}
 		}()
-		awaitWaitersB(b, cl, waiter.url)
+		awaitWaitersB(b, cl, waiter.URL)
 		b.StartTimer()
 		start := time.Now()
-		if r := cl.c.call(b, "POST", decider.url, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`); !r.want(b, 200, "decide") {
+		if r := cl.c.call(b, "POST", decider.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`); !r.want(b, 200, "decide") {
 			b.FailNow()
 		}
 		p := <-got
@@ -136,7 +137,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // httpLifecycle is one lifecycle over HTTP, its steps spread over the
 // cluster's replicas.
 func (cl *cluster) httpLifecycle(b *testing.B, inst, prefix string, i int64) error {
-	on := func(step int64) string { return cl.replicas[(i+step)%int64(len(cl.replicas))].url }
+	on := func(step int64) string { return cl.replicas[(i+step)%int64(len(cl.replicas))].URL }
 	ctx := context.Background()
 	r, err := cl.c.do(ctx, "POST", on(0), "/v1/instances/"+inst+"/approval-requests", cl.agent,
 		fmt.Sprintf(`{"tool":"issue_refund","arguments":{"amount":4900,"n":%d}}`, i), "Idempotency-Key", fmt.Sprint(prefix, i))
@@ -162,8 +163,8 @@ type rawLifecycle struct {
 }
 
 func newRawLifecycle(b *testing.B) *rawLifecycle {
-	schema := freshSchema(b)
-	cfg, err := pgxpool.ParseConfig(schemaURL(b, schema))
+	schema := testkit.CreateSchema(b, "t_rep_")
+	cfg, err := pgxpool.ParseConfig(testkit.SchemaURL(b, schema))
 	if err != nil {
 		b.Fatal(err)
 	}

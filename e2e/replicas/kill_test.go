@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestKilledReplica is T08 for a replica: three `airlock serve` processes
@@ -25,7 +26,7 @@ import (
 func TestKilledReplica(t *testing.T) {
 	t.Parallel()
 	restarts := 20
-	if testing.Short() && !inCI() {
+	if testing.Short() && !testkit.InCI() {
 		restarts = 5
 	}
 	const (
@@ -43,7 +44,7 @@ func TestKilledReplica(t *testing.T) {
 
 	var (
 		urlMu sync.Mutex
-		urls  = []string{cl.replicas[0].url, cl.replicas[1].url, cl.replicas[2].url}
+		urls  = []string{cl.replicas[0].URL, cl.replicas[1].URL, cl.replicas[2].URL}
 	)
 	pick := func(rng *rand.Rand) string {
 		urlMu.Lock()
@@ -133,7 +134,7 @@ func TestKilledReplica(t *testing.T) {
 		var ids []string
 		var latest time.Time
 		for k := range overdue {
-			r := cl.c.call(t, "POST", doomed.url, "/v1/instances/"+overdueInst+"/approval-requests", cl.agent,
+			r := cl.c.call(t, "POST", doomed.URL, "/v1/instances/"+overdueInst+"/approval-requests", cl.agent,
 				fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),
 				"Idempotency-Key", fmt.Sprintf("overdue-%d-%d", cycle, k))
 			if !r.want(t, 201, "create an overdue request") {
@@ -142,13 +143,13 @@ func TestKilledReplica(t *testing.T) {
 			ids = append(ids, r.str("id"))
 			latest = r.time("deadline_at")
 		}
-		doomed.kill()
+		doomed.Kill()
 		if time.Now().After(latest) {
 			t.Logf("cycle %d: killed after the overdue requests' deadline; their check proves less this time", cycle)
 		}
 
 		// The survivors, still under load, expire them.
-		survivor := cl.replicas[(victim+1)%3].url
+		survivor := cl.replicas[(victim+1)%3].URL
 		maps.Copy(overdueDeadlines, checkExpiredWithin(t, cl, survivor, overdueInst, ids, expiryBound))
 		close(stop)
 		wg.Wait()
@@ -156,44 +157,19 @@ func TestKilledReplica(t *testing.T) {
 		restarted := startReplica(t, cl.db)
 		cl.replicas[victim] = restarted
 		urlMu.Lock()
-		urls[victim] = restarted.url
+		urls[victim] = restarted.URL
 		urlMu.Unlock()
 	}
 
 	// Every acknowledged create exists; every acknowledged decision holds.
-	states := map[string]string{}
-	for cursor := ""; ; {
-		r := cl.c.call(t, "GET", cl.replicas[0].url, "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, cl.reviewer, "")
+	states := testkit.RequestStates(func(cursor string) map[string]any {
+		r := cl.c.call(t, "GET", cl.replicas[0].URL, "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, cl.reviewer, "")
 		if !r.want(t, 200, "list") {
 			t.FailNow()
 		}
-		items, _ := r.body["items"].([]any)
-		for _, it := range items {
-			m := it.(map[string]any)
-			states[m["id"].(string)] = m["state"].(string)
-		}
-		next := r.str("next_cursor")
-		if next == "" {
-			break
-		}
-		cursor = "&cursor=" + next
-	}
-	lost := 0
-	for id, want := range acked {
-		got, ok := states[id]
-		switch {
-		case !ok:
-			lost++
-			t.Errorf("acknowledged request %s is gone", id)
-		case want == "pending" && got != "pending" && !attempted[id]:
-			t.Errorf("request %s is %s, but nobody decided it", id, got)
-		case want == "pending" && !slices.Contains([]string{"pending", "approved", "denied"}, got):
-			t.Errorf("request %s is %s; want pending or an unacknowledged decision", id, got)
-		case want != "pending" && got != want:
-			lost++
-			t.Errorf("request %s was acknowledged %s but is %s", id, want, got)
-		}
-	}
+		return r.body
+	})
+	lost := testkit.LostAcknowledged(t, acked, attempted, states)
 	// How long after its deadline each overdue request was expired: its
 	// audit event's time, read by the database's clock like the deadline.
 	var lags []time.Duration

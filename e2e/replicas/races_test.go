@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/checker"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // recordHTTP fills op's result from a REST reply: on success the request
@@ -61,7 +62,7 @@ func jitter(rng *rand.Rand, window time.Duration) time.Duration {
 func TestRacesAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	rounds := 2000
-	if testing.Short() && !inCI() {
+	if testing.Short() && !testkit.InCI() {
 		rounds = 300
 	}
 	const workers = 16
@@ -93,13 +94,13 @@ func TestRacesAcrossReplicas(t *testing.T) {
 				client := w * 5
 
 				op := checker.Op{Client: client, Kind: checker.Create, Call: time.Now()}
-				r, err := cl.c.do(context.Background(), "POST", created.url, createPath, cl.agent,
+				r, err := cl.c.do(context.Background(), "POST", created.URL, createPath, cl.agent,
 					fmt.Sprintf(`{"tool":"race","arguments":{"round":%d},"timeout":"%s"}`, n, window),
 					"Idempotency-Key", "round-"+strconv.Itoa(n))
 				recordHTTP(&op, r, err)
 				record(op)
 				if err != nil || r.status != 201 {
-					t.Errorf("round %d: create on %s: %v %d %s", n, created.url, err, r.status, r.raw)
+					t.Errorf("round %d: create on %s: %v %d %s", n, created.URL, err, r.status, r.raw)
 					continue
 				}
 				// The deadline is the database's time during the create; time the
@@ -122,22 +123,22 @@ func TestRacesAcrossReplicas(t *testing.T) {
 						time.Sleep(time.Until(sent.Add(delays[i])))
 						rep := cl.replicas[order[i]]
 						op := checker.Op{Client: client + 1 + i, Kind: call.kind, RequestID: id, Call: time.Now()}
-						r, err := cl.c.do(context.Background(), "POST", rep.url, "/v1/approval-requests/"+id+call.path, call.token, call.body)
+						r, err := cl.c.do(context.Background(), "POST", rep.URL, "/v1/approval-requests/"+id+call.path, call.token, call.body)
 						recordHTTP(&op, r, err)
 						record(op)
 						if err != nil || (r.status != 200 && r.status != 409) {
-							t.Errorf("round %d: %s on %s: %v %d %s", n, call.kind, rep.url, err, r.status, r.raw)
+							t.Errorf("round %d: %s on %s: %v %d %s", n, call.kind, rep.URL, err, r.status, r.raw)
 						}
 					})
 				}
 				fired.Wait()
 
 				op = checker.Op{Client: client + 4, Kind: checker.Read, RequestID: id, Call: time.Now()}
-				r, err = cl.c.do(context.Background(), "GET", reader.url, "/v1/approval-requests/"+id+"?wait=10s", cl.agent, "")
+				r, err = cl.c.do(context.Background(), "GET", reader.URL, "/v1/approval-requests/"+id+"?wait=10s", cl.agent, "")
 				recordHTTP(&op, r, err)
 				record(op)
 				if err != nil || r.status != 200 || !op.State.Terminal() {
-					t.Errorf("round %d: the long-poll on %s returned %v %d %s; want a terminal request", n, reader.url, err, r.status, r.raw)
+					t.Errorf("round %d: the long-poll on %s returned %v %d %s; want a terminal request", n, reader.URL, err, r.status, r.raw)
 				}
 			}
 		})
@@ -215,7 +216,7 @@ var expiredMetricRE = regexp.MustCompile(`(?m)^airlock_requests_total\{state="ex
 func (cl *cluster) expiredByReplica(t testing.TB) []int {
 	var out []int
 	for _, r := range cl.replicas {
-		m := expiredMetricRE.FindStringSubmatch(cl.c.call(t, "GET", r.url, "/metrics", "", "").raw)
+		m := expiredMetricRE.FindStringSubmatch(cl.c.call(t, "GET", r.URL, "/metrics", "", "").raw)
 		n := -1
 		if m != nil {
 			n, _ = strconv.Atoi(m[1])

@@ -20,7 +20,7 @@ import (
 func TestRevocationAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	cl := startCluster(t, 2)
-	a, b := cl.replicas[0].url, cl.replicas[1].url
+	a, b := cl.replicas[0].URL, cl.replicas[1].URL
 	mint := func(role string) (id, secret string) {
 		t.Helper()
 		r := cl.c.call(t, "POST", b, "/v1/tokens", adminToken, fmt.Sprintf(`{"name":"revoked %s","role":%q}`, role, role))
@@ -104,7 +104,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 func TestLongPollOfTokenRevokedOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	cl := startCluster(t, 2)
-	a, b := cl.replicas[0].url, cl.replicas[1].url
+	a, b := cl.replicas[0].URL, cl.replicas[1].URL
 	r := cl.c.call(t, "POST", a, "/v1/tokens", adminToken, `{"name":"revoked while waiting","role":"agent"}`)
 	if !r.want(t, 201, "mint") {
 		t.FailNow()
