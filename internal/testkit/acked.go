@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"slices"
-	"testing"
 )
 
 // LostAcknowledged checks what a kill-and-restart test needs most: every
@@ -13,7 +12,7 @@ import (
 // decision was sent for, acknowledged or not, which may have landed. It
 // reports each violation to t and returns how many acknowledged writes
 // were lost.
-func LostAcknowledged(t testing.TB, acked map[string]string, attempted map[string]bool, states map[string]string) int {
+func LostAcknowledged(t Errorer, acked map[string]string, attempted map[string]bool, states map[string]string) int {
 	t.Helper()
 	lost := 0
 	for id, want := range acked {
@@ -32,6 +31,12 @@ func LostAcknowledged(t testing.TB, acked map[string]string, attempted map[strin
 		}
 	}
 	return lost
+}
+
+// Errorer is the part of testing.TB that LostAcknowledged reports to.
+type Errorer interface {
+	Helper()
+	Errorf(format string, args ...any)
 }
 
 // RequestStates reads every page of a request list and returns each

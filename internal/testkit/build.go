@@ -4,60 +4,76 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sync"
 	"testing"
 )
 
-// airlockPackage is what Airlock builds, named by import path so that the
-// build works from any package's directory.
+// airlockPackage is Airlock's command, named by import path so that it
+// builds from any package's directory.
 const airlockPackage = "github.com/airlockhq/airlock/cmd/airlock"
 
-// build is one build of the binary: with or without the race detector.
+// build is one binary built for the tests.
 type build struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-var (
-	builds struct {
-		mu   sync.Mutex
-		dir  string
-		race [2]build // [0] without, [1] with -race
-	}
-)
+var builds struct {
+	mu  sync.Mutex
+	dir string              // removed by Main
+	by  map[buildKey]*build // what has been (or is being) built
+}
+
+type buildKey struct {
+	pkg  string
+	race bool
+}
 
 // Airlock builds the real airlock binary, once per test binary for each
 // value of race, and returns its path. race builds it with -race; pass
 // Race to build it the way the tests themselves run. Main removes it.
 func Airlock(t testing.TB, race bool) string {
 	t.Helper()
+	return Build(t, airlockPackage, race)
+}
+
+// Build builds the main package pkg (an import path, or a path relative
+// to the test's package such as "./testdata/upstream") once per test
+// binary, with -race when race is set, and returns the binary's path.
+// Main removes it.
+func Build(t testing.TB, pkg string, race bool) string {
+	t.Helper()
 	builds.mu.Lock()
 	if builds.dir == "" {
-		dir, err := os.MkdirTemp("", "airlock-bin-")
+		dir, err := os.MkdirTemp("", "airlock-test-bin-")
 		if err != nil {
 			builds.mu.Unlock()
-			t.Fatalf("a folder for the airlock binary: %v", err)
+			t.Fatalf("a folder for the test binaries: %v", err)
 		}
-		builds.dir = dir
+		builds.dir, builds.by = dir, map[buildKey]*build{}
 	}
-	dir := builds.dir
-	b := &builds.race[0]
-	name := "airlock"
-	if race {
-		b, name = &builds.race[1], "airlock-race"
+	key := buildKey{pkg, race}
+	b := builds.by[key]
+	if b == nil {
+		name := fmt.Sprintf("%d-%s", len(builds.by), path.Base(pkg))
+		if race {
+			name += "-race"
+		}
+		b = &build{path: filepath.Join(builds.dir, name)}
+		builds.by[key] = b
 	}
 	builds.mu.Unlock()
 	b.once.Do(func() {
-		b.path = filepath.Join(dir, name)
 		args := []string{"build", "-o", b.path}
 		if race {
 			args = append(args, "-race")
 		}
-		out, err := exec.Command("go", append(args, airlockPackage)...).CombinedOutput()
+		out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
 		if err != nil {
-			b.err = fmt.Errorf("go build %s: %v\n%s", airlockPackage, err, out)
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
 	if b.err != nil {
@@ -66,7 +82,7 @@ func Airlock(t testing.TB, race bool) string {
 	return b.path
 }
 
-// removeBuilds removes what Airlock built.
+// removeBuilds removes what Build built.
 func removeBuilds() {
 	builds.mu.Lock()
 	defer builds.mu.Unlock()

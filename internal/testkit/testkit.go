@@ -9,6 +9,7 @@
 package testkit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -20,6 +21,10 @@ import (
 // InCI reports whether the tests run in CI (CI=true), where every test
 // runs its full size and a missing service is a failure.
 func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Short reports whether a heavy test may shrink: only with -short, and
+// never in CI, where every test runs its full size.
+func Short() bool { return testing.Short() && !InCI() }
 
 // Unavailable stops t because something it needs is missing (a database,
 // node, a browser): it skips with msg, or under CI, where every test is
@@ -62,4 +67,21 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// Go runs fn on a goroutine of its own until t ends: then fn's context is
+// cancelled and the cleanup waits for fn to return, so that nothing it
+// does outlives the test. It is for loops such as a provider's Run, whose
+// error once its context ends says only that it ended.
+func Go(t testing.TB, fn func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
