@@ -136,14 +136,7 @@ func TestGateNPMFilesystem(t *testing.T) {
 func directResult(t *testing.T, command []string, method string) json.RawMessage {
 	t.Helper()
 	cmd := exec.Command(command[0], command[1:]...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -192,15 +192,8 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log, "UPSTREAM_INIT=" + g.init}, o.env...)
 	g.cmd.Stderr = g.stderr
-	stdin, err := g.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, g.cmd)
 	g.stdin = stdin
-	stdout, err := g.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +243,8 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	g.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	g.cs, err = c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, nil)
+	g.cs = cs
 	if err != nil {
 		g.cmd.Process.Kill()
 		<-g.done

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // cliServer is a real `airlock serve` in-process, with an admin, an agent
@@ -32,7 +34,7 @@ func startCLIServer(t *testing.T) *cliServer {
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
 	s.reviewer = c.mintToken(testAdmin, "cli reviewer", "reviewer")
-	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").str("id")
+	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
 	return s
 }
 
@@ -40,7 +42,7 @@ func startCLIServer(t *testing.T) *cliServer {
 func (s *cliServer) create(t *testing.T, body string) string {
 	t.Helper()
 	return s.api.call("POST", "/v1/instances/"+s.instance+"/approval-requests", s.agent, body,
-		"Idempotency-Key", fmt.Sprint(time.Now().UnixNano())).want(t, 201, "create").str("id")
+		"Idempotency-Key", fmt.Sprint(time.Now().UnixNano())).want(t, 201, "create").Str("id")
 }
 
 // cliRun is one finished CLI run.
@@ -125,8 +127,8 @@ func TestCLIRequests(t *testing.T) {
 		t.Fatalf("the conflict does not say what holds: %s", again.stderr)
 	}
 	got := s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read")
-	if got.str("decision.note") != "once" {
-		t.Fatalf("note %q", got.str("decision.note"))
+	if got.Str("decision.note") != "once" {
+		t.Fatalf("note %q", got.Str("decision.note"))
 	}
 
 	id2 := s.create(t, `{"tool":"rm","arguments":{"path":"/"}}`)
@@ -242,14 +244,14 @@ func TestCLIWatch(t *testing.T) {
 	before := s.create(t, `{"tool":"deploy","arguments":{"service":"api"}}`)
 
 	// --json
-	out := newOutput()
+	out := testkit.NewOutput()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	app := &App{Stdout: out, Stderr: io.Discard, LookupEnv: mapEnv(map[string]string{"AIRLOCK_URL": s.url, "AIRLOCK_TOKEN": s.reviewer})}
 	go func() { done <- app.Run(ctx, []string{"requests", "watch", "--json"}) }()
-	out.waitFor(t, regexp.MustCompile(`"id":"`+before+`"`), nil)
+	out.WaitFor(t, regexp.MustCompile(`"id":"`+before+`"`), nil)
 	fresh := s.create(t, `{"tool":"scale","arguments":{"replicas":3}}`)
-	out.waitFor(t, regexp.MustCompile(`"id":"`+fresh+`"`), nil)
+	out.WaitFor(t, regexp.MustCompile(`"id":"`+fresh+`"`), nil)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watch --json ended with %v", err)
@@ -266,21 +268,21 @@ func TestCLIWatch(t *testing.T) {
 	saved := watchInput
 	watchInput = func() (io.Reader, bool) { return answers, false }
 	defer func() { watchInput = saved }()
-	out = newOutput()
+	out = testkit.NewOutput()
 	app = &App{Stdout: out, Stderr: io.Discard, LookupEnv: mapEnv(map[string]string{"AIRLOCK_URL": s.url, "AIRLOCK_TOKEN": s.reviewer})}
 	done = make(chan error, 1)
 	go func() { done <- app.Run(context.Background(), []string{"requests", "watch", "--prompt"}) }()
 	prompt := regexp.MustCompile(`Decide \[a\]pprove, \[d\]eny, \[s\]kip, \[q\]uit: `)
 	waitPrompts := func(n int) {
 		t.Helper()
-		out.waitFor(t, regexp.MustCompile(fmt.Sprintf(`(?s)(?:.*?%s){%d}`, prompt.String(), n)), nil)
+		out.WaitFor(t, regexp.MustCompile(fmt.Sprintf(`(?s)(?:.*?%s){%d}`, prompt.String(), n)), nil)
 	}
 	waitPrompts(1)
 	if !strings.Contains(out.String(), before) {
 		t.Fatalf("the first prompt is not for the request pending before the watch:\n%s", out)
 	}
 	fmt.Fprintln(feed, "a")
-	out.waitFor(t, regexp.MustCompile(`approved `+before), nil)
+	out.WaitFor(t, regexp.MustCompile(`approved `+before), nil)
 	// fresh is the next one; skip it, then deny a new one with a note.
 	waitPrompts(2)
 	fmt.Fprintln(feed, "s")
@@ -290,18 +292,18 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("the third prompt is not for the new request:\n%s", out)
 	}
 	fmt.Fprintln(feed, "d")
-	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): `), nil)
+	out.WaitFor(t, regexp.MustCompile(`Note for the agent \(optional\): `), nil)
 	fmt.Fprintln(feed, "no dropping users")
-	out.waitFor(t, regexp.MustCompile(`denied `+third), nil)
+	out.WaitFor(t, regexp.MustCompile(`denied `+third), nil)
 	feed.Close() // end of input: the watch ends
 	if err := <-done; err != nil {
 		t.Fatalf("watch ended with %v", err)
 	}
 	got := s.api.call("GET", "/v1/approval-requests/"+third, s.reviewer, "").want(t, 200, "read")
-	if got.str("state") != "denied" || got.str("decision.note") != "no dropping users" {
-		t.Fatalf("third: %s", got.raw)
+	if got.Str("state") != "denied" || got.Str("decision.note") != "no dropping users" {
+		t.Fatalf("third: %s", got.Raw)
 	}
-	if s := s.api.call("GET", "/v1/approval-requests/"+fresh, s.reviewer, "").str("state"); s != "pending" {
+	if s := s.api.call("GET", "/v1/approval-requests/"+fresh, s.reviewer, "").Str("state"); s != "pending" {
 		t.Fatalf("the skipped request is %s", s)
 	}
 }

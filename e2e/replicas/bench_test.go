@@ -32,7 +32,7 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 		if !r.want(b, 201, "create") {
 			b.FailNow()
 		}
-		id := r.str("id")
+		id := r.Str("id")
 		got := make(chan polled, 1)
 		go func() {
 			r, err := cl.c.do(context.Background(), "GET", waiter.URL, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
@@ -45,8 +45,8 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 			b.FailNow()
 		}
 		p := <-got
-		if p.err != nil || p.r.str("state") != "approved" {
-			b.Fatalf("the long-poll answered %v %s", p.err, p.r.raw)
+		if p.err != nil || p.r.Str("state") != "approved" {
+			b.Fatalf("the long-poll answered %v %s", p.err, p.r.Raw)
 		}
 		lat = append(lat, p.at.Sub(start))
 	}
@@ -60,7 +60,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // awaitWaitersB polls a replica's metrics until one long-poll waits on it.
 func awaitWaitersB(b *testing.B, cl *cluster, base string) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := waitingRE.FindStringSubmatch(cl.c.call(b, "GET", base, "/metrics", "", "").raw); m != nil && m[1] == "1" {
+		if m := waitingRE.FindStringSubmatch(cl.c.call(b, "GET", base, "/metrics", "", "").Raw); m != nil && m[1] == "1" {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -141,17 +141,17 @@ func (cl *cluster) httpLifecycle(b *testing.B, inst, prefix string, i int64) err
 	ctx := context.Background()
 	r, err := cl.c.do(ctx, "POST", on(0), "/v1/instances/"+inst+"/approval-requests", cl.agent,
 		fmt.Sprintf(`{"tool":"issue_refund","arguments":{"amount":4900,"n":%d}}`, i), "Idempotency-Key", fmt.Sprint(prefix, i))
-	if err != nil || r.status != 201 {
-		return fmt.Errorf("create: %v %d %s", err, r.status, r.raw)
+	if err != nil || r.Status != 201 {
+		return fmt.Errorf("create: %v %d %s", err, r.Status, r.Raw)
 	}
-	id := r.str("id")
+	id := r.Str("id")
 	r, err = cl.c.do(ctx, "POST", on(1), "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`)
-	if err != nil || r.status != 200 {
-		return fmt.Errorf("decide: %v %d %s", err, r.status, r.raw)
+	if err != nil || r.Status != 200 {
+		return fmt.Errorf("decide: %v %d %s", err, r.Status, r.Raw)
 	}
 	r, err = cl.c.do(ctx, "GET", on(2), "/v1/approval-requests/"+id, cl.agent, "")
-	if err != nil || r.status != 200 || r.str("state") != "approved" {
-		return fmt.Errorf("read: %v %d %s", err, r.status, r.raw)
+	if err != nil || r.Status != 200 || r.Str("state") != "approved" {
+		return fmt.Errorf("read: %v %d %s", err, r.Status, r.Raw)
 	}
 	return nil
 }

@@ -2,16 +2,13 @@ package replicas
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 )
@@ -107,23 +104,6 @@ func (cl *cluster) store(t testing.TB) *postgres.Store {
 	return s
 }
 
-// allEvents reads the whole audit log.
-func allEvents(t testing.TB, s *postgres.Store) []airlock.Event {
-	t.Helper()
-	var all []airlock.Event
-	for after := int64(0); ; {
-		es, err := s.ListEvents(context.Background(), after, 1000)
-		if err != nil {
-			t.Fatalf("ListEvents: %v", err)
-		}
-		if len(es) == 0 {
-			return all
-		}
-		all = append(all, es...)
-		after = es[len(es)-1].ID
-	}
-}
-
 // client is an HTTP client for the REST API of any replica. Its transport
 // keeps enough idle connections per replica for the tests' concurrency.
 type client struct {
@@ -137,33 +117,17 @@ func newClient(t testing.TB) *client {
 }
 
 // resp is a decoded reply.
-type resp struct {
-	status int
-	header http.Header
-	body   map[string]any
-	raw    string
-}
-
-// str returns a string at a dotted path such as "decision.status".
-func (r resp) str(path string) string {
-	var v any = r.body
-	for key := range strings.SplitSeq(path, ".") {
-		m, _ := v.(map[string]any)
-		v = m[key]
-	}
-	s, _ := v.(string)
-	return s
-}
+type resp struct{ testkit.Reply }
 
 // time returns a time at a dotted path, zero when absent.
 func (r resp) time(path string) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, r.str(path))
+	t, _ := time.Parse(time.RFC3339Nano, r.Str(path))
 	return t
 }
 
 // has reports whether the body has a value at the top-level key.
 func (r resp) has(key string) bool {
-	_, ok := r.body[key]
+	_, ok := r.Body[key]
 	return ok
 }
 
@@ -171,39 +135,8 @@ func (r resp) has(key string) bool {
 // JSON. Extra headers come as name, value pairs. It returns transport
 // errors, for callers that expect them (a killed replica).
 func (c *client) do(ctx context.Context, method, base, path, token, body string, header ...string) (resp, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return resp{}, err
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return resp{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return resp{}, err
-	}
-	out := resp{status: res.StatusCode, header: res.Header, raw: string(raw)}
-	if strings.Contains(res.Header.Get("Content-Type"), "json") {
-		if err := json.Unmarshal(raw, &out.body); err != nil {
-			return resp{}, fmt.Errorf("decode %s: %v", raw, err)
-		}
-	}
-	return out, nil
+	r, err := testkit.Call(ctx, c.hc, method, base+path, token, body, header...)
+	return resp{r}, err
 }
 
 // call is do for requests that must reach the server: transport errors
@@ -220,8 +153,8 @@ func (c *client) call(t testing.TB, method, base, path, token, body string, head
 // want reports (with Errorf) unless r has the given status.
 func (r resp) want(t testing.TB, status int, what string) bool {
 	t.Helper()
-	if r.status != status {
-		t.Errorf("%s: status %d, want %d; body %s", what, r.status, status, r.raw)
+	if r.Status != status {
+		t.Errorf("%s: status %d, want %d; body %s", what, r.Status, status, r.Raw)
 		return false
 	}
 	return true
@@ -235,7 +168,7 @@ func (c *client) mintToken(t testing.TB, base, role string) string {
 	if !r.want(t, 201, "mint "+role) {
 		t.FailNow()
 	}
-	return r.str("secret")
+	return r.Str("secret")
 }
 
 // instance registers an instance for the agent and returns its ID.
@@ -245,5 +178,5 @@ func (cl *cluster) instance(t testing.TB, name string) string {
 	if !r.want(t, 201, "register an instance") {
 		t.FailNow()
 	}
-	return r.str("id")
+	return r.Str("id")
 }

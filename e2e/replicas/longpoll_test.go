@@ -1,12 +1,10 @@
 package replicas
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,7 +30,7 @@ func (cl *cluster) awaitWaiters(t *testing.T, base string, n int) {
 	t.Helper()
 	want := fmt.Sprint(n)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").raw); m != nil && m[1] == want {
+		if m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").Raw); m != nil && m[1] == want {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -101,14 +99,14 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 		if !r.want(t, 201, "create") {
 			t.FailNow()
 		}
-		id := r.str("id")
+		id := r.Str("id")
 		got := cl.longPoll(t, waiter.URL, id)
 		start := time.Now()
 		cl.c.call(t, "POST", decider.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`).want(t, 200, "decide")
 		select {
 		case p := <-got:
-			if p.err != nil || p.r.status != 200 || p.r.str("state") != status {
-				t.Fatalf("round %d: the long-poll on %s answered %v %d %s; want %s", i, waiter.URL, p.err, p.r.status, p.r.raw, status)
+			if p.err != nil || p.r.Status != 200 || p.r.Str("state") != status {
+				t.Fatalf("round %d: the long-poll on %s answered %v %d %s; want %s", i, waiter.URL, p.err, p.r.Status, p.r.Raw, status)
 			}
 			lat = append(lat, p.at.Sub(start))
 		case <-time.After(heardWithin):
@@ -139,34 +137,17 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 // readEvents reads the event stream of base and sends "type request_id"
 // for each event, until ctx ends.
 func readEvents(ctx context.Context, base, token string, out chan<- string) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	res, err := hc.Do(req)
-	if err != nil {
-		return
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	typ := ""
 	idRE := regexp.MustCompile(`"request_id":"([^"]+)"`)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			typ = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if m := idRE.FindStringSubmatch(line); m != nil {
-				select {
-				case out <- typ + " " + m[1]:
-				case <-ctx.Done():
-					return
-				}
+	testkit.Events(ctx, base, token, func(typ, data string) bool {
+		if m := idRE.FindStringSubmatch(data); m != nil {
+			select {
+			case out <- typ + " " + m[1]:
+			case <-ctx.Done():
+				return false
 			}
 		}
-	}
+		return true
+	})
 }
 
 // TestLongPollAfterDroppedListen checks recovery from a missed
@@ -194,7 +175,7 @@ func TestLongPollAfterDroppedListen(t *testing.T) {
 	if !r.want(t, 201, "create") {
 		t.FailNow()
 	}
-	id := r.str("id")
+	id := r.Str("id")
 	// A listens from its start; wait until its listening connection shows.
 	listen := appA + " listen"
 	for deadline := time.Now().Add(10 * time.Second); countBackends(t, listen) != 1; {
@@ -212,8 +193,8 @@ func TestLongPollAfterDroppedListen(t *testing.T) {
 	cl.c.call(t, "POST", bee.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`).want(t, 200, "decide on B")
 	select {
 	case p := <-got:
-		if p.err != nil || p.r.status != 200 || p.r.str("state") != "approved" {
-			t.Fatalf("the long-poll on A answered %v %d %s; want approved", p.err, p.r.status, p.r.raw)
+		if p.err != nil || p.r.Status != 200 || p.r.Str("state") != "approved" {
+			t.Fatalf("the long-poll on A answered %v %d %s; want approved", p.err, p.r.Status, p.r.Raw)
 		}
 		t.Logf("with A's listening connection dropped, its long-poll heard the decision on B after %s", p.at.Sub(start))
 	case <-time.After(heardWithin):

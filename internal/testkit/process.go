@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -151,4 +152,20 @@ func (p *Process) Stop(within time.Duration) {
 	case <-time.After(within):
 		p.Kill()
 	}
+}
+
+// Pipes returns cmd's stdin and stdout, for a test that speaks to it (an
+// MCP server over stdio), failing t when either cannot be made. Call it
+// before cmd.Start.
+func Pipes(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stdin, stdout
 }
