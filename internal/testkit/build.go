@@ -58,15 +58,17 @@ func Build(t testing.TB, pkg string, race bool) string {
 	key := buildKey{pkg, race}
 	b := builds.by[key]
 	if b == nil {
-		name := fmt.Sprintf("%d-%s", len(builds.by), path.Base(pkg))
-		if race {
-			name += "-race"
-		}
-		b = &build{path: filepath.Join(builds.dir, name)}
+		// A folder for each build, so that the binary keeps its own name
+		// (what it prints as its name in usage messages).
+		b = &build{path: filepath.Join(builds.dir, fmt.Sprint(len(builds.by)), path.Base(pkg))}
 		builds.by[key] = b
 	}
 	builds.mu.Unlock()
 	b.once.Do(func() {
+		if err := os.MkdirAll(filepath.Dir(b.path), 0o755); err != nil {
+			b.err = err
+			return
+		}
 		args := []string{"build", "-o", b.path}
 		if race {
 			args = append(args, "-race")
