@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/storetest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -144,7 +145,7 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 	h := newHolder(t, schema)
 	a, b := open(t, schema, h.option()), open(t, schema)
 	in := instance(t, b, "tok_a")
-	start := allEvents(t, b)
+	start := storetest.AllEvents(t, b)
 	after := start[len(start)-1].ID
 
 	var held airlock.Request

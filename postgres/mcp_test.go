@@ -188,7 +188,7 @@ func TestHeartbeatsAcrossReplicas(t *testing.T) {
 		}
 	}
 	delivered := 0
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventInstructionDelivered {
 			delivered++
 		}
@@ -329,7 +329,7 @@ func TestDefaultInstanceAcrossReplicas(t *testing.T) {
 		defaults[got[o][0].ID] = true
 	}
 	created := 0
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventInstanceCreated && defaults[e.InstanceID] {
 			created++
 		}
@@ -609,7 +609,7 @@ func TestWorkMoveRacesMovesAcrossReplicas(t *testing.T) {
 		}
 	}
 	moved := 0
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventWorkItemMoved {
 			moved++
 		}

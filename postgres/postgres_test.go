@@ -147,26 +147,6 @@ func seed(t testing.TB, s airlock.Store, in airlock.Instance, n int, mods ...fun
 	return out
 }
 
-// allEvents reads the whole audit log.
-func allEvents(t testing.TB, s airlock.Store) []airlock.Event {
-	t.Helper()
-	var out []airlock.Event
-	for {
-		after := int64(0)
-		if len(out) > 0 {
-			after = out[len(out)-1].ID
-		}
-		page, err := s.ListEvents(t.Context(), after, 1000)
-		if err != nil {
-			t.Fatalf("ListEvents: %v", err)
-		}
-		if len(page) == 0 {
-			return out
-		}
-		out = append(out, page...)
-	}
-}
-
 func code(err error) string {
 	e, ok := errors.AsType[*airlock.Error](err)
 	if !ok {
@@ -617,7 +597,7 @@ func TestConcurrentSweep(t *testing.T) {
 		}
 	}
 	events := 0
-	for _, e := range allEvents(t, b) {
+	for _, e := range storetest.AllEvents(t, b) {
 		if e.Type == airlock.EventRequestExpired {
 			events++
 		}
@@ -772,7 +752,7 @@ func TestDeleteInstanceWhileApproving(t *testing.T) {
 		}
 	}
 	terminal := map[string]int{}
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventRequestApproved || e.Type == airlock.EventRequestCancelled {
 			terminal[e.RequestID]++
 		}
@@ -840,7 +820,7 @@ func TestEventsResumeAcrossReplicas(t *testing.T) {
 	<-readerDone
 	// The reader's last pass may have ended before the last commits; what
 	// matters is that it never skipped past an event it had not seen.
-	all := allEvents(t, a)
+	all := storetest.AllEvents(t, a)
 	var last int64
 	for id := range seen {
 		last = max(last, id)
@@ -1416,7 +1396,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 		t.Fatal("the long-poll did not return after the deadline")
 	}
 	expiries := 0
-	for _, e := range allEvents(t, open(t, schema)) {
+	for _, e := range storetest.AllEvents(t, open(t, schema)) {
 		if e.Type == airlock.EventRequestExpired && e.RequestID == r.ID {
 			expiries++
 		}
