@@ -105,12 +105,12 @@ func setup(t *testing.T, opt options) *bundle {
 	return b
 }
 
-// mint creates a token through the service and authenticates with its
-// secret, as a real caller would.
-func (b *bundle) mint(t *testing.T, role airlock.Role, principal string) airlock.Caller {
+// mint creates a token, with scopes when given, through the service and
+// authenticates with its secret, as a real caller would.
+func (b *bundle) mint(t *testing.T, role airlock.Role, principal string, scopes ...string) airlock.Caller {
 	t.Helper()
 	_, secret, err := b.svc.CreateToken(t.Context(), b.admin, airlock.NewTokenInput{
-		Name: string(role) + " of " + principal, Role: role, Principal: principal,
+		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,
 	})
 	if err != nil {
 		t.Fatal(err)
