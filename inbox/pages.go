@@ -1,10 +1,10 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,9 +32,32 @@ type row struct {
 	IsCommand   bool
 	Note        []segment
 	Answer      []segment
-	DecidedBy   string
+	DecidedBy   string    // the decider's ID, secondary detail
+	DecidedName []segment // who decided, as people read it
 	DecidedAt   time.Time
 	HasDecision bool
+	Owner       []segment // the name of the agent token that asked
+	OwnerID     string
+	// Args is a one-line summary of the arguments, ending in "…" when
+	// shortened, so that two calls of one tool can be told apart.
+	Args []segment
+}
+
+// argsSummaryLen is how many characters of the arguments a row shows at
+// most, on one line.
+const argsSummaryLen = 120
+
+// argsSummary is the arguments' start on one line: runs of white space
+// become one space, and a visible "…" says when more follows.
+func argsSummary(head string, cut bool) string {
+	line := strings.Join(strings.Fields(head), " ")
+	if r := []rune(line); len(r) > argsSummaryLen {
+		line, cut = string(r[:argsSummaryLen]), true
+	}
+	if cut {
+		line += "…"
+	}
+	return line
 }
 
 // names maps instance and session IDs to their names, for lists.
@@ -68,16 +91,17 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	} else {
 		out.Headline = visible(r.Tool)
 	}
-	name := names[r.InstanceID]
-	if name == "" {
-		name = r.InstanceID
+	out.Instance = visible(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
+	out.Owner, out.OwnerID = visible(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	if r.ArgumentsHead != "" {
+		out.Args = visible(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
-	out.Instance = visible(name)
 	if d := r.Decision; d != nil {
 		out.HasDecision = true
 		out.Note = visibleText(d.Note)
 		out.Answer = visibleText(d.Answer)
 		out.DecidedBy = d.DecidedBy
+		out.DecidedName = visible(cmp.Or(d.DecidedByName, d.DecidedBy))
 		out.DecidedAt = d.DecidedAt
 	}
 	return out
@@ -322,51 +346,16 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 }
 
 // workMovePreview says a work_move in plain words, with the board's column
-// names: "Move item “Fix login” from Doing to Done". note says when the
-// item is no longer where it was when the agent asked, so approving would
-// fail.
+// names, and notes when approving would fail (airlock.DescribeWorkMove).
 func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]segment, string) {
-	mv, err := airlock.ParseWorkMove(cmd.Input)
-	if err != nil {
-		return visible("work_move with input the server cannot read"), ""
-	}
-	var obs airlock.WorkMoveObserved
-	_ = json.Unmarshal(cmd.Observed, &obs)
-	cols := map[string]string{}
-	var current *airlock.WorkItem
-	if board, err := h.svc.Board(ctx, c); err == nil {
-		for _, col := range board {
-			cols[col.Key] = col.Name
-			for _, it := range col.Items {
-				if it.ID == mv.ItemID {
-					current = &it
-				}
-			}
-		}
-	}
-	colName := func(key string) string {
-		if n := cols[key]; n != "" {
-			return n
-		}
-		return key
-	}
-	title := obs.ItemTitle
-	if title == "" {
-		title = mv.ItemID
-	}
-	var text string
-	if obs.FromColumnKey != "" {
-		text = "Move item “" + title + "” from " + colName(obs.FromColumnKey) + " to " + colName(mv.ColumnKey)
-	} else {
-		text = "Move item “" + title + "” to " + colName(mv.ColumnKey)
-	}
-	note := ""
+	board, err := h.svc.Board(ctx, c)
 	switch {
-	case current == nil:
-		note = "The item no longer exists on the board: approving will fail and record nothing."
-	case obs.FromColumnKey != "" && current.ColumnKey != obs.FromColumnKey:
-		note = "The item has moved since the agent asked (it is now in " + colName(current.ColumnKey) + "): approving will fail and record nothing."
+	case err != nil:
+		board = nil // unknown: no note either way
+	case board == nil:
+		board = []airlock.Column{} // read, and empty: the item is gone
 	}
+	text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
 	return visible(text), note
 }
 
@@ -515,7 +504,8 @@ type sessionRow struct {
 	ID       string
 	Name     []segment
 	Status   airlock.SessionStatus
-	Owner    string
+	Owner    []segment // the agent token's name
+	OwnerID  string
 	Pending  int
 	Opened   time.Time
 	LastSeen string
@@ -541,6 +531,15 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.now()
+	owners := make([]string, 0, len(ss))
+	for _, s := range ss {
+		owners = append(owners, s.OwnerID)
+	}
+	tokenNames, err := h.svc.TokenNames(r.Context(), v.caller, owners)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	groups := []sessionGroup{
 		{Status: airlock.SessionWaiting, Heading: "Waiting for a decision", Hint: "A request of theirs is pending."},
 		{Status: airlock.SessionActive, Heading: "Active", Hint: "Heartbeating, nothing pending."},
@@ -549,7 +548,7 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range ss {
 		st := h.svc.SessionStatus(s)
-		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
 		if s.LastSeenAt != nil {
 			sr.LastSeen = ago(now, *s.LastSeenAt)
 		}

@@ -101,11 +101,8 @@ func TestReadmeMatchesBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	if notice := listeningNotice("http://127.0.0.1:8080", "airlock.db"); !strings.Contains(readme, notice+"\n") {
-		t.Errorf("README does not show the start-up notice as printed: %s", notice)
-	}
-	if !strings.Contains(readme, "Admin token (shown once): airlock_") {
-		t.Error("README does not show the first-run admin token line")
+	if notice := startupNotice(defaultURL, "airlock.db", "airlock_…"); !strings.Contains(readme, "```text\n"+notice+"```\n") {
+		t.Errorf("README does not show the first start's notice as printed:\n%s", notice)
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	bindServeFlags(fs, &Config{})

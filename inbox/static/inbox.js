@@ -130,15 +130,34 @@
     });
   }
 
-  // a / d: approve or deny the open request, after a confirmation.
+  // Every decision is confirmed the same way, whether it comes from a
+  // click, a tap or a key: the dialog restates the tool (or title), the
+  // answer, how long an approval lets the call start, and the note.
   var dialog = document.getElementById('confirm');
-  function confirmThen(heading, text, okLabel, okClass, then) {
+  function confirmThen(heading, facts, okLabel, okClass, then) {
     if (!dialog || typeof dialog.showModal !== 'function') {
+      var text = facts.map(function (f) { return f[0] + ': ' + f[1]; }).join('\n');
       if (window.confirm(heading + '\n\n' + text)) then();
       return;
     }
     document.getElementById('confirm-h').textContent = heading;
-    document.getElementById('confirm-text').textContent = text;
+    var box = document.getElementById('confirm-text');
+    while (box.firstChild) box.removeChild(box.firstChild);
+    var dl = document.createElement('dl');
+    dl.className = 'kv';
+    facts.forEach(function (f) {
+      var row = document.createElement('div');
+      var dt = document.createElement('dt');
+      var dd = document.createElement('dd');
+      dt.textContent = f[0];
+      dd.textContent = f[1];
+      dd.className = 'text';
+      if (f[2]) dd.id = f[2];
+      row.appendChild(dt);
+      row.appendChild(dd);
+      dl.appendChild(row);
+    });
+    box.appendChild(dl);
     var ok = document.getElementById('confirm-ok');
     ok.textContent = okLabel;
     ok.className = okClass;
@@ -154,6 +173,53 @@
     var h = document.getElementById('req-h');
     return h ? h.textContent.trim() : 'this request';
   }
+  // what names the request in a confirmation: the tool that would run,
+  // or the MCP request's title.
+  function what() {
+    var tool = document.querySelector('code.tool');
+    return tool ? ['Tool', tool.textContent.trim(), 'confirm-tool'] : ['Request', headline(), 'confirm-tool'];
+  }
+  function guard(form, kind) {
+    if (!form) return;
+    form.addEventListener('submit', function (e) {
+      if (form.dataset.confirmed === '1') return;
+      e.preventDefault();
+      var submitter = e.submitter || null;
+      var facts = [what()];
+      var heading, okLabel, okClass;
+      var q = art.dataset.question;
+      if (kind === 'approve' && q) {
+        var answer = submitter && submitter.name === 'answer' ? submitter.value : (document.getElementById('answer') || {}).value || '';
+        facts.push(['Answer', answer, 'confirm-answer']);
+        heading = 'Send this answer?';
+        okLabel = 'Send answer';
+        okClass = 'primary approve';
+      } else if (kind === 'approve') {
+        var sel = document.getElementById('valid_for');
+        if (sel) facts.push(['May start for', sel.options[sel.selectedIndex].textContent.trim(), 'confirm-validity']);
+        else facts.push(['Effect', 'Airlock applies the command when you approve', 'confirm-validity']);
+        heading = 'Approve this request?';
+        okLabel = 'Approve';
+        okClass = 'primary approve';
+      } else {
+        heading = q ? 'Decline to answer?' : 'Deny this request?';
+        okLabel = q ? 'Decline' : 'Deny';
+        okClass = 'danger deny';
+      }
+      var noteField = form.querySelector('textarea[name="note"]');
+      var note = noteField ? noteField.value.trim() : '';
+      facts.push(['Note', note || 'none' + (noteField ? ' (you can write one in the form first)' : ''), 'confirm-note']);
+      confirmThen(heading, facts, okLabel, okClass, function () {
+        form.dataset.confirmed = '1';
+        if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
+      });
+    });
+  }
+  if (art) {
+    guard(document.getElementById('approve-form'), 'approve');
+    guard(document.getElementById('deny-form'), 'deny');
+  }
+  // a / d: approve or deny the open request, through the same confirmation.
   function decide(kind) {
     var approve = document.getElementById('approve-form');
     var deny = document.getElementById('deny-form');
@@ -169,14 +235,9 @@
         document.getElementById('answer').focus();
         return;
       }
-      var sel = document.getElementById('valid_for');
-      var valid = sel ? sel.options[sel.selectedIndex].textContent : '';
-      confirmThen('Approve this request?', 'Approve “' + headline() + '”' + (valid ? ', valid for ' + valid.toLowerCase() : '') + '.',
-        'Approve', 'primary approve', function () { approve.requestSubmit(); });
+      approve.requestSubmit();
     } else {
-      var note = document.getElementById('deny-note').value.trim();
-      confirmThen('Deny this request?', 'Deny “' + headline() + '”. ' + (note ? 'Your note: “' + note + '”' : 'No note (you can write one in the form first).'),
-        'Deny', 'danger deny', function () { deny.requestSubmit(); });
+      deny.requestSubmit();
     }
   }
 
