@@ -265,6 +265,7 @@ func CompareSweepOrder(a, b Request) int {
 type Store interface {
 	SessionStore
 	BoardStore
+	NotifyStore
 
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)

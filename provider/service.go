@@ -46,6 +46,12 @@ type Config struct {
 	// (default DefaultMaxHeavyReadsPerToken, 2).
 	MaxHeavyReads         int
 	MaxHeavyReadsPerToken int
+	// CheckWebhookURL, when set, refuses a webhook URL at creation beyond
+	// WebhookInput.Validate: the notify engine's address rules.
+	CheckWebhookURL func(url string) error
+	// DeliveryQueued, when set, is called after a delivery is queued
+	// outside the fan-out (a test), so that it goes out at once.
+	DeliveryQueued func()
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -86,6 +92,9 @@ type Service struct {
 	sweep sweeper
 	// overdue coalesces the expiries of requests readers found overdue.
 	overdue overdueExpiries
+
+	checkWebhookURL func(string) error
+	deliveryQueued  func()
 }
 
 // New returns a Service for cfg.
@@ -137,6 +146,7 @@ func New(cfg Config) (*Service, error) {
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
+		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
 	}, nil
 }
 

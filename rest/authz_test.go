@@ -108,6 +108,24 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 			return req{method: "DELETE", path: "/v1/tokens/" + tok.ID}
 		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/webhooks", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.test/hook"}`}
+		}, [7]int{forbid, forbid, forbid, forbid, created, unauth, unauth}},
+		{"GET /v1/webhooks", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/webhooks"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"GET /v1/webhooks/{id}", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t)}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"DELETE /v1/webhooks/{id}", func(t *testing.T) req {
+			return req{method: "DELETE", path: "/v1/webhooks/" + b.webhook(t)}
+		}, [7]int{forbid, forbid, forbid, forbid, http.StatusNoContent, unauth, unauth}},
+		{"GET /v1/webhooks/{id}/deliveries", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t) + "/deliveries"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/webhooks/{id}/test", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/test"}
+		}, [7]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth}},
 		{"GET /v1/board", func(t *testing.T) req {
 			b.boardItem(t)
 			return req{method: "GET", path: "/v1/board"}

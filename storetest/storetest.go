@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CountPending", s.testCountPending},
 		{"Extras", s.testExtras},
 		{"Names", s.testNames},
+		{"Notify", s.testNotify},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

@@ -40,6 +40,7 @@ func init() {
 	commands = []command{serveCommand, mcpCommand, gateCommand,
 		requestsCommand,
 		tokensCommand,
+		webhooksCommand,
 		instancesCommand,
 		benchCommand,
 		versionCommand, helpCommand}

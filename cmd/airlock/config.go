@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 )
@@ -82,6 +83,18 @@ type Config struct {
 	// ShutdownGrace is how long, on SIGINT or SIGTERM, in-flight requests
 	// (long-polls included) may take to finish before they are cut. Default 10s.
 	ShutdownGrace time.Duration
+
+	// WebhookAllowPrivate lets webhooks reach loopback, private,
+	// link-local and other non-public addresses. Default off: such URLs
+	// are refused at creation and such connections at dial time.
+	WebhookAllowPrivate bool
+	// WebhookTimeout bounds one webhook attempt, connection to answer.
+	// Default 10s.
+	WebhookTimeout time.Duration
+	// RemindBefore sends one reminder (approval_request.reminder) of each
+	// request still pending this long before its deadline ("10m") or this
+	// share of its window before it ("25%"). Default none.
+	RemindBefore string
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -103,6 +116,7 @@ func DefaultConfig() Config {
 		ShutdownGrace:         server.DefaultShutdownGrace,
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
+		WebhookTimeout:        notify.DefaultTimeout,
 	}
 }
 
@@ -130,6 +144,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.MaxApprovalValidity, d.MaxApprovalValidity)
 	setDur(&c.ShutdownGrace, d.ShutdownGrace)
 	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
+	setDur(&c.WebhookTimeout, d.WebhookTimeout)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
 	}
@@ -218,7 +233,20 @@ func (c Config) Validate() error {
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative")
 	}
+	if c.WebhookTimeout < 0 || c.WebhookTimeout > time.Minute {
+		return fmt.Errorf("--webhook-timeout must be between 1ms and 1m; a receiver should answer at once and work afterwards")
+	}
+	if _, err := airlock.ParseRemindBefore(c.RemindBefore); err != nil {
+		return fmt.Errorf("--%v", err)
+	}
 	return nil
+}
+
+// Remind returns --remind-before as the engine takes it. c must have
+// passed Validate.
+func (c Config) Remind() airlock.RemindBefore {
+	r, _ := airlock.ParseRemindBefore(c.RemindBefore)
+	return r
 }
 
 // isPostgres reports whether --db names a PostgreSQL database, by URL or
@@ -293,6 +321,9 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
+	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")
+	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
+	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 }
 
 // durationValue is a flag that reads Go durations (30m) and ISO 8601 ones

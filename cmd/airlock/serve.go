@@ -66,6 +66,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
+		WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
 		Logger: log, Version: version,
 	})
 	if err != nil {

@@ -41,6 +41,8 @@ type cluster struct {
 	agent    string
 	reviewer string
 	c        *client
+	// flags are the extra serve flags every replica runs with.
+	flags []string
 }
 
 // startCluster starts n replicas together on a fresh schema (they migrate
@@ -48,8 +50,15 @@ type cluster struct {
 // are extra URL parameters (name, value pairs).
 func startCluster(t testing.TB, n int, dbParams ...string) *cluster {
 	t.Helper()
+	return startClusterWith(t, n, nil, dbParams...)
+}
+
+// startClusterWith is startCluster with extra serve flags for every
+// replica (cluster.flags, which restarts take too).
+func startClusterWith(t testing.TB, n int, flags []string, dbParams ...string) *cluster {
+	t.Helper()
 	schema := testkit.CreateSchema(t, "t_rep_")
-	cl := &cluster{schema: schema, db: testkit.SchemaURL(t, schema, dbParams...), replicas: make([]*replica, n)}
+	cl := &cluster{schema: schema, db: testkit.SchemaURL(t, schema, dbParams...), replicas: make([]*replica, n), flags: flags}
 	testkit.Airlock(t, testkit.Race) // build on the test's goroutine, where a failure may stop the test
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -57,7 +66,7 @@ func startCluster(t testing.TB, n int, dbParams ...string) *cluster {
 		wg.Go(func() {
 			// startReplica fails the test with Fatal, which must run on
 			// the test's goroutine: start here, check there.
-			r, err := tryStartReplica(t, cl.db)
+			r, err := tryStartReplica(t, cl.db, cl.flags...)
 			if err != nil {
 				errs <- err
 				return

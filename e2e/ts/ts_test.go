@@ -1,8 +1,9 @@
-// Package ts runs the end-to-end test of Airlock's MCP server with the
-// official TypeScript SDK client (mcp.test.mjs beside this file): it builds
-// the real binary, starts `airlock serve`, mints tokens, sets up a board,
-// and runs the test with node. Install the SDK first, pinned by
-// package-lock.json:
+// Package ts runs the end-to-end tests of Airlock with TypeScript
+// reference libraries: its MCP server with the official TypeScript SDK
+// client (mcp.test.mjs), and its webhooks' signatures with the Standard
+// Webhooks library (webhooks.test.mjs). It builds the real binary, starts
+// `airlock serve`, mints tokens, sets up a board, and runs the tests with
+// node. Install the packages first, pinned by package-lock.json:
 //
 //	npm ci --prefix e2e/ts
 //
@@ -30,6 +31,9 @@ func TestTypeScriptSDK(t *testing.T) {
 	if err == nil {
 		_, err = os.Stat("node_modules/@modelcontextprotocol/sdk/package.json")
 	}
+	if err == nil {
+		_, err = os.Stat("node_modules/standardwebhooks/package.json")
+	}
 	if err != nil {
 		testkit.Unavailable(t, "the TypeScript SDK end-to-end test needs node and `npm ci --prefix e2e/ts`: "+err.Error())
 	}
@@ -37,7 +41,8 @@ func TestTypeScriptSDK(t *testing.T) {
 	bin := testkit.Airlock(t, false)
 	const admin = "admin-secret-for-the-ts-e2e"
 	dir := t.TempDir()
-	serve := testkit.Serve(t, bin, "", nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin)
+	serve := testkit.Serve(t, bin, "", nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin,
+		"--webhook-allow-private") // the webhook test's receiver listens on loopback
 	url := serve.URL
 
 	tr := &http.Transport{}
@@ -51,9 +56,9 @@ func TestTypeScriptSDK(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs", "webhooks.test.mjs")
 	cmd.Env = append(testkit.CleanEnv(),
-		"AIRLOCK_BIN="+bin, "AIRLOCK_URL="+url, "AIRLOCK_TOKEN="+agent,
+		"AIRLOCK_BIN="+bin, "AIRLOCK_URL="+url, "AIRLOCK_TOKEN="+agent, "AIRLOCK_ADMIN_TOKEN="+admin,
 		"AIRLOCK_REVIEWER_TOKEN="+reviewer, "AIRLOCK_ITEM_ID="+item)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test mcp.test.mjs:\n%s", out)

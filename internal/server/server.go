@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mcpserver"
+	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,16 @@ type Config struct {
 	// once Run's context ends (default DefaultShutdownGrace).
 	ShutdownGrace time.Duration
 
+	// WebhookAllowPrivate lets webhooks reach loopback, private and
+	// link-local addresses (docs/notifications.md, SSRF).
+	WebhookAllowPrivate bool
+	// WebhookTimeout bounds one webhook attempt (default
+	// notify.DefaultTimeout).
+	WebhookTimeout time.Duration
+	// RemindBefore, when set, sends a reminder of each request still
+	// pending this long (or this share of its window) before its deadline.
+	RemindBefore airlock.RemindBefore
+
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Version is the version /mcp reports at initialize.
@@ -107,8 +118,12 @@ type Server struct {
 	grace     time.Duration
 	generated string
 
-	store     airlock.Store
-	svc       *provider.Service
+	store airlock.Store
+	svc   *provider.Service
+	// notify delivers webhooks and records reminders; webhooks is its
+	// webhook sender, closed after it stops.
+	notify    *notify.Engine
+	webhooks  *notify.WebhookSender
 	listeners []net.Listener
 	http      *http.Server
 	// guard throttles and logs failed authentications (Run flushes its log).
@@ -155,13 +170,23 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var engine *notify.Engine // set below, before anything is served
 	svc, err := provider.New(provider.Config{
 		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
+		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
+		DeliveryQueued:  func() { engine.Wake() },
 	})
 	if err != nil {
 		return nil, err
 	}
+	webhooks := notify.NewWebhookSender(notify.WebhookConfig{
+		AllowPrivate: cfg.WebhookAllowPrivate, Timeout: cfg.WebhookTimeout, Version: cfg.Version,
+	})
+	engine = notify.New(notify.Config{
+		Store: cfg.Store, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks},
+		Render: rest.RequestJSON, Changed: svc.Changes, Timeout: cfg.WebhookTimeout, Remind: cfg.RemindBefore, Logger: log,
+	})
 	registerGauges(reg, svc)
 
 	// Listen before touching the token, so a port already in use leaves a
@@ -183,6 +208,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s := &Server{
 		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, generated: generated,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
+		notify: engine, webhooks: webhooks,
 	}
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
@@ -296,6 +322,10 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) }) // returns at once for a store not shared
 	background.Go(func() { s.guard.Run(schedCtx) })
+	background.Go(func() {
+		s.notify.Run(schedCtx)
+		s.webhooks.Close()
+	})
 	served := make(chan error, len(s.listeners))
 	for _, l := range s.listeners {
 		go func() { served <- s.http.Serve(l) }()

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
+)
+
+var webhooksCommand = command{
+	name:    "webhooks",
+	args:    "create|list|show|delete|deliveries|test [flags]",
+	summary: "Manage webhook endpoints (admins) on a running server: signed notifications of approval requests.",
+	run:     runWebhooks,
+}
+
+// webhookSubcommands is filled in init (see requestSubcommands).
+var webhookSubcommands []subcommand
+
+func init() {
+	webhookSubcommands = []subcommand{
+		{"create", "<receiver-url> [--event TYPE]... [--description TEXT]", "create an endpoint; its signing secret is shown this once", runWebhooksCreate},
+		{"list", "", "list the endpoints (never their secrets)", runWebhooksList},
+		{"show", "<id>", "show one endpoint", runWebhooksShow},
+		{"delete", "<id>", "delete an endpoint and its deliveries", runWebhooksDelete},
+		{"deliveries", "<id> [--limit N]", "list an endpoint's newest deliveries with their attempts", runWebhooksDeliveries},
+		{"test", "<id>", "send the endpoint a signed webhook.test delivery", runWebhooksTest},
+	}
+}
+
+func runWebhooks(ctx context.Context, a *App, args []string) error {
+	return runSubcommand(ctx, a, "webhooks", "Webhook endpoints on a running server, for admins.", webhookSubcommands, args)
+}
+
+// eventTypes collects repeated --event flags.
+type eventTypes []airlock.NotifyType
+
+func (e *eventTypes) String() string {
+	s := make([]string, len(*e))
+	for i, t := range *e {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ",")
+}
+
+func (e *eventTypes) Set(v string) error {
+	for t := range strings.SplitSeq(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			*e = append(*e, airlock.NotifyType(t))
+		}
+	}
+	return nil
+}
+
+func runWebhooksCreate(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(webhookSubcommands, "create")
+	fs, r := a.apiFlagSet("webhooks", "create", syn, sum)
+	desc := fs.String("description", "", "what the endpoint is for")
+	var events eventTypes
+	fs.Var(&events, "event", "an event type to receive, such as approval_request.created (repeat, or comma-separate; default all)")
+	pos, err := a.parseAPIArgs(fs, r, args, "<receiver-url>")
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	w, err := c.CreateWebhook(ctx, airlock.WebhookInput{URL: pos[0], Events: events, Description: *desc})
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(w)
+	}
+	fmt.Fprintf(r.out, "Created webhook %s → %s (%s).\n", w.ID, w.URL, eventsText(w.Events))
+	fmt.Fprintf(r.out, "Signing secret (shown once; verify webhook-signature with it):\n%s\n", w.Secret)
+	return nil
+}
+
+func eventsText(ts []airlock.NotifyType) string {
+	if len(ts) == 0 {
+		return "all events"
+	}
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, ", ")
+}
+
+func webhookState(w client.Webhook) string {
+	switch {
+	case !w.Enabled:
+		return "disabled"
+	case w.FailingSince != nil:
+		return "failing"
+	}
+	return "enabled"
+}
+
+func runWebhooksList(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(webhookSubcommands, "list")
+	fs, r := a.apiFlagSet("webhooks", "list", syn, sum)
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	ws, err := c.ListWebhooks(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		if ws == nil {
+			ws = []client.Webhook{}
+		}
+		return r.printJSON(map[string]any{"items": ws})
+	}
+	now := time.Now()
+	var rows [][]string
+	for _, w := range ws {
+		rows = append(rows, []string{w.ID, clip(w.URL, 48), clip(eventsText(w.Events), 40), webhookState(w), since(now, w.CreatedAt)})
+	}
+	table(r.out, "ID\tURL\tEVENTS\tSTATE\tCREATED", rows)
+	return nil
+}
+
+func runWebhooksShow(ctx context.Context, a *App, args []string) error {
+	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "show", args)
+	if err != nil {
+		return err
+	}
+	w, err := c.GetWebhook(ctx, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(w)
+	}
+	fmt.Fprintf(r.out, "%s → %s\n  events: %s\n  state: %s\n", w.ID, w.URL, eventsText(w.Events), webhookState(*w))
+	if w.Description != "" {
+		fmt.Fprintf(r.out, "  description: %s\n", w.Description)
+	}
+	if w.FailingSince != nil {
+		fmt.Fprintf(r.out, "  failing since: %s\n", w.FailingSince.Format(time.RFC3339))
+	}
+	if w.DisabledAt != nil {
+		fmt.Fprintf(r.out, "  disabled at %s: %s\n", w.DisabledAt.Format(time.RFC3339), w.DisabledReason)
+	}
+	return nil
+}
+
+func runWebhooksDelete(ctx context.Context, a *App, args []string) error {
+	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "delete", args)
+	if err != nil {
+		return err
+	}
+	if err := c.DeleteWebhook(ctx, id); err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(map[string]string{"deleted": id})
+	}
+	fmt.Fprintf(r.out, "Deleted webhook %s and its deliveries.\n", id)
+	return nil
+}
+
+func runWebhooksDeliveries(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(webhookSubcommands, "deliveries")
+	fs, r := a.apiFlagSet("webhooks", "deliveries", syn, sum)
+	limit := fs.Int("limit", 20, "how many of the newest deliveries to show (1..500)")
+	rest, err := a.parseAPIArgs(fs, r, args, "<id>")
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	p, err := c.ListDeliveries(ctx, rest[0], "", *limit)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(p)
+	}
+	now := time.Now()
+	var rows [][]string
+	for _, d := range p.Items {
+		last := "-"
+		if n := len(d.Attempts); n > 0 {
+			a := d.Attempts[n-1]
+			last = fmt.Sprintf("%s %.0fms", dash(nonZero(a.Status)), a.LatencyMS)
+			if a.Error != "" {
+				last += " " + clip(a.Error, 48)
+			}
+		}
+		rows = append(rows, []string{d.ID, d.MessageID, d.Type, string(d.State), fmt.Sprint(len(d.Attempts)), last, since(now, d.CreatedAt)})
+	}
+	table(r.out, "ID\tWEBHOOK-ID\tTYPE\tSTATE\tATTEMPTS\tLAST\tQUEUED", rows)
+	return nil
+}
+
+// nonZero is n, or "" for 0.
+func nonZero(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
+func runWebhooksTest(ctx context.Context, a *App, args []string) error {
+	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "test", args)
+	if err != nil {
+		return err
+	}
+	d, err := c.TestWebhook(ctx, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(d)
+	}
+	fmt.Fprintf(r.out, "Queued test delivery %s (webhook-id %s); see `airlock webhooks deliveries %s`.\n", d.ID, d.MessageID, id)
+	return nil
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/webhooktest"
+	"github.com/airlockhq/airlock/sqlite"
+)
+
+// receivers starts one receiver of each behavior, closed when t ends.
+func receivers(t *testing.T) []*webhooktest.Receiver {
+	t.Helper()
+	var rcs []*webhooktest.Receiver
+	for name, b := range map[string]webhooktest.Behavior{
+		"ok": webhooktest.OK, "fail500": webhooktest.Fail500First, "drop": webhooktest.DropFirst,
+		"slow": webhooktest.Slow, "hang": webhooktest.Hang,
+	} {
+		rc := webhooktest.NewReceiver(name, b)
+		t.Cleanup(rc.Close)
+		rcs = append(rcs, rc)
+	}
+	slices.SortFunc(rcs, func(a, b *webhooktest.Receiver) int { return strings.Compare(a.Name, b.Name) })
+	return rcs
+}
+
+// TestWebhooksKillRestart is T24 on SQLite: webhooks to receivers that
+// answer, fail once with 500, drop the connection once, answer slowly and
+// hang, while the server takes lifecycles and is killed with SIGKILL
+// mid-delivery and restarted. Every committed event reaches every
+// receiver that answers, at least once, verified; a webhook-id always
+// carries the same body; nothing arrives that the log does not hold (a
+// decision refused and rolled back sends nothing); the hung receiver
+// delays no other.
+func TestWebhooksKillRestart(t *testing.T) {
+	t.Parallel()
+	restarts, perCycle := 5, 40
+	if testing.Short() {
+		restarts, perCycle = 2, 20
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "airlock.db")
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,
+		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "1s"}
+	srv := startProcess(t, dir, nil, args...)
+	c := newAPI(t, srv.URL)
+	agent := c.mintToken(testAdmin, "agent", "agent")
+	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
+	// A reviewer holding the agent's principal: its decisions are refused
+	// and rolled back (self-approval).
+	agentID := c.call("GET", "/v1/tokens", testAdmin, "").want(t, 200, "tokens")
+	var agentTokID string
+	for _, it := range agentID.Body["items"].([]any) {
+		if m := it.(map[string]any); m["name"] == "agent" {
+			agentTokID = m["id"].(string)
+		}
+	}
+	self := c.call("POST", "/v1/tokens", testAdmin, fmt.Sprintf(`{"name":"self","role":"reviewer","principal":%q}`, agentTokID)).
+		want(t, 201, "mint self reviewer").Str("secret")
+	rcs := receivers(t)
+	for _, rc := range rcs {
+		r := c.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL())).want(t, 201, "create webhook "+rc.Name)
+		rc.SetSecret(r.Str("secret"))
+	}
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"load"}`).want(t, 201, "instance").Str("id")
+
+	var (
+		mu         sync.Mutex
+		rolledBack []string
+		created    atomic.Int64
+	)
+	for cycle := 0; cycle <= restarts; cycle++ {
+		if cycle > 0 {
+			srv = startProcess(t, dir, nil, args...)
+			c.url = srv.URL
+		}
+		if cycle == restarts {
+			break
+		}
+		stop := make(chan struct{})
+		enough := make(chan struct{})
+		var ops atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					r, err := c.try("POST", "/v1/instances/"+inst+"/approval-requests", agent,
+						fmt.Sprintf(`{"tool":"load","arguments":{"n":%d},"timeout":"1h"}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
+					if err != nil || r.Status != 201 {
+						continue
+					}
+					created.Add(1)
+					id := r.Str("id")
+					if n%5 == 0 {
+						// Refused: rolled back, stays pending.
+						if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.Status == 403 {
+							mu.Lock()
+							rolledBack = append(rolledBack, id)
+							mu.Unlock()
+						}
+					} else {
+						status := []string{"approved", "denied"}[n%2]
+						c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
+					}
+					if ops.Add(1) == int64(perCycle) {
+						close(enough)
+					}
+				}
+			})
+		}
+		select {
+		case <-enough:
+		case <-srv.Exited:
+			t.Fatalf("the server exited under load:\n%s", srv.Out)
+		case <-time.After(time.Minute):
+			t.Fatalf("fewer than %d lifecycles in a minute", perCycle)
+		}
+		srv.Kill() // mid-load, and mid-delivery to the slow and hung receivers
+		close(stop)
+		wg.Wait()
+		c.hc.CloseIdleConnections()
+	}
+
+	// What was committed, read from the file itself.
+	st, err := sqlite.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []airlock.Event
+	for after := int64(0); ; {
+		es, err := st.ListEvents(context.Background(), after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		evs = append(evs, es...)
+		after = es[len(es)-1].ID
+	}
+	st.Close()
+	want := webhooktest.ExpectedFrom(evs, 0)
+	loaded := time.Now()
+	checkReceivers(t, rcs, want, 2*time.Minute)
+	t.Logf("the receivers had everything %s after the last restart", time.Since(loaded).Round(time.Millisecond))
+	for _, rc := range rcs {
+		if rc.Behavior == webhooktest.Hang {
+			continue
+		}
+		for _, id := range rolledBack {
+			if got := rc.TypesOf(id); !slices.Equal(got, []string{"approval_request.created"}) {
+				t.Errorf("%s got %v for %s, whose only decision was refused and rolled back", rc.Name, got, id)
+			}
+		}
+	}
+	t.Logf("%d kill -9 restarts, %d requests, %d committed webhook events, %d decisions rolled back", restarts, created.Load(), len(want), len(rolledBack))
+}
+
+// checkReceivers waits until every receiver but the hung one has accepted
+// every expected webhook, and fails with what is missing otherwise.
+func checkReceivers(t *testing.T, rcs []*webhooktest.Receiver, want map[string]webhooktest.Expected, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, rc := range rcs {
+		if rc.Behavior == webhooktest.Hang {
+			continue
+		}
+		for {
+			rep := rc.Check(want)
+			if rep.OK() {
+				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
+				break
+			}
+			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
+				t.Errorf("%s: %s", rc.Name, rep)
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // waiting on retries of an independent process
+		}
+	}
+}
+
+// TestCLIWebhooks: airlock webhooks create, list, show, deliveries, test
+// and delete against a real server delivering to a real receiver; a
+// private URL is refused without --webhook-allow-private.
+func TestCLIWebhooks(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "airlock.db")
+	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--webhook-allow-private")
+	c := newAPI(t, srv.url)
+	s := &cliServer{running: srv, api: c, admin: testAdmin}
+	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
+	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
+	rc := webhooktest.NewReceiver("cli", webhooktest.OK)
+	defer rc.Close()
+
+	out := s.cli(t, testAdmin, "webhooks", "create", rc.URL(), "--event", "approval_request.created,approval_request.approved",
+		"--description", "ops channel").want(t, 0, "create").stdout
+	m := regexp.MustCompile(`Created webhook (whk_\S+) .*\n.*\n(whsec_\S+)\n`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("create printed:\n%s", out)
+	}
+	id, secret := m[1], m[2]
+	rc.SetSecret(secret)
+	if out := s.cli(t, testAdmin, "webhooks", "list").want(t, 0, "list").stdout; !strings.Contains(out, id) || strings.Contains(out, secret) ||
+		!strings.Contains(out, "enabled") {
+		t.Fatalf("list printed:\n%s", out)
+	}
+	if out := s.cli(t, testAdmin, "webhooks", "show", id, "--json").want(t, 0, "show").stdout; strings.Contains(out, "whsec_") ||
+		!strings.Contains(out, `"approval_request.approved"`) {
+		t.Fatalf("show printed:\n%s", out)
+	}
+	req := s.create(t, `{"tool":"deploy","arguments":{}}`)
+	for rc.Received() == 0 {
+		time.Sleep(5 * time.Millisecond) // the server delivers on its own time
+	}
+	s.cli(t, testAdmin, "webhooks", "test", id).want(t, 0, "test")
+	for rc.Received() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rep := rc.Check(nil); len(rep.Bad) != 0 {
+		t.Fatalf("unverified webhooks: %v", rep.Bad)
+	}
+	if got := rc.TypesOf(req); !slices.Equal(got, []string{"approval_request.created"}) {
+		t.Fatalf("the receiver got %v for %s", got, req)
+	}
+	out = s.cli(t, testAdmin, "webhooks", "deliveries", id).want(t, 0, "deliveries").stdout
+	if strings.Count(out, "delivered") != 2 || !strings.Contains(out, "webhook.test") || !strings.Contains(out, "approval_request.created") {
+		t.Fatalf("deliveries printed:\n%s", out)
+	}
+	s.cli(t, s.agent, "webhooks", "list").want(t, 5, "an agent lists webhooks")
+	s.cli(t, testAdmin, "webhooks", "create", "ftp://x.test/").want(t, 1, "a bad URL")
+	s.cli(t, testAdmin, "webhooks", "delete", id).want(t, 0, "delete")
+	s.cli(t, testAdmin, "webhooks", "show", id).want(t, 3, "show a deleted webhook")
+
+	// Without --webhook-allow-private, loopback URLs are refused.
+	strict := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "b.db"), "--admin-token", testAdmin)
+	r := newAPI(t, strict.url).call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
+	if r.Status != 400 || !strings.Contains(r.Raw, "--webhook-allow-private") {
+		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.Status, r.Raw)
+	}
+}

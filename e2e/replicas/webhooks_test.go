@@ -1,0 +1,160 @@
+package replicas
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/webhooktest"
+	"github.com/airlockhq/airlock/storetest"
+)
+
+// TestWebhooksAcrossReplicas is T24 on PostgreSQL: three replicas deliver
+// the webhooks of 2,000 lifecycles (each created on one replica and
+// decided on the next) to receivers that answer, fail once with 500, drop
+// the connection once, answer slowly and hang; one replica is killed with
+// SIGKILL mid-delivery and restarted. Every committed event reaches every
+// answering receiver at least once, verified; a webhook-id always carries
+// the same body; nothing arrives that the log does not hold (decisions
+// refused and rolled back send nothing); the hung receiver delays no
+// other, and its leases, like the killed replica's, are taken over.
+func TestWebhooksAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	// CI runs 600 under the race detector; AIRLOCK_T24_LIFECYCLES=2000
+	// is the long run (docs/reliability.md).
+	lifecycles := 600
+	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_T24_LIFECYCLES")); err == nil && n > 0 {
+		lifecycles = n
+	} else if testkit.Short() {
+		lifecycles = 300
+	}
+	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "1s"}, "pool_max_conns", "4")
+	base := cl.replicas[0].URL
+	tokens := cl.c.call(t, "GET", base, "/v1/tokens", adminToken, "")
+	var agentID string
+	for _, it := range tokens.Body["items"].([]any) {
+		if m := it.(map[string]any); m["role"] == "agent" {
+			agentID = m["id"].(string)
+		}
+	}
+	r := cl.c.call(t, "POST", base, "/v1/tokens", adminToken, fmt.Sprintf(`{"name":"self","role":"reviewer","principal":%q}`, agentID))
+	if !r.want(t, 201, "mint the self reviewer") {
+		t.FailNow()
+	}
+	self := r.Str("secret")
+
+	var rcs []*webhooktest.Receiver
+	for name, b := range map[string]webhooktest.Behavior{
+		"ok": webhooktest.OK, "fail500": webhooktest.Fail500First, "drop": webhooktest.DropFirst,
+		"slow": webhooktest.Slow, "hang": webhooktest.Hang,
+	} {
+		rc := webhooktest.NewReceiver(name, b)
+		t.Cleanup(rc.Close)
+		r := cl.c.call(t, "POST", base, "/v1/webhooks", adminToken, fmt.Sprintf(`{"url":%q}`, rc.URL()))
+		if !r.want(t, 201, "create webhook "+name) {
+			t.FailNow()
+		}
+		rc.SetSecret(r.Str("secret"))
+		rcs = append(rcs, rc)
+	}
+	slices.SortFunc(rcs, func(a, b *webhooktest.Receiver) int { return strings.Compare(a.Name, b.Name) })
+	inst := cl.instance(t, "webhooks")
+
+	var (
+		urlMu sync.Mutex
+		urls  = []string{cl.replicas[0].URL, cl.replicas[1].URL, cl.replicas[2].URL}
+	)
+	at := func(i int) string {
+		urlMu.Lock()
+		defer urlMu.Unlock()
+		return urls[i%3]
+	}
+	var (
+		mu         sync.Mutex
+		rolledBack []string
+		done       atomic.Int64
+	)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				r, err := cl.c.do(t.Context(), "POST", at(i), "/v1/instances/"+inst+"/approval-requests", cl.agent,
+					fmt.Sprintf(`{"tool":"pay","arguments":{"n":%d},"timeout":"1h"}`, i), "Idempotency-Key", fmt.Sprint("hook-", i))
+				if err != nil || r.Status != 201 {
+					continue // the replica was killed
+				}
+				id := r.Str("id")
+				if i%10 == 0 {
+					r, err := cl.c.do(t.Context(), "POST", at(i+1), "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`)
+					if err == nil && r.Status == 403 {
+						mu.Lock()
+						rolledBack = append(rolledBack, id)
+						mu.Unlock()
+					}
+				} else {
+					status := []string{"approved", "denied"}[i%2]
+					cl.c.do(t.Context(), "POST", at(i+1), "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`)
+				}
+				done.Add(1)
+			}
+		})
+	}
+	for i := range lifecycles {
+		switch i {
+		case lifecycles / 3:
+			// Mid-load and mid-delivery: the slow and hung receivers hold
+			// attempts of this replica's leases.
+			cl.replicas[0].Kill()
+		case 2 * lifecycles / 3:
+			restarted := startReplica(t, cl.db, cl.flags...)
+			cl.replicas[0] = restarted
+			urlMu.Lock()
+			urls[0] = restarted.URL
+			urlMu.Unlock()
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	want := webhooktest.ExpectedFrom(storetest.AllEvents(t, cl.store(t)), 0)
+	loaded := time.Now()
+	deadline := loaded.Add(5 * time.Minute)
+	for _, rc := range rcs {
+		if rc.Behavior == webhooktest.Hang {
+			continue
+		}
+		for {
+			rep := rc.Check(want)
+			if rep.OK() {
+				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
+				break
+			}
+			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
+				t.Errorf("%s: %s\n%s", rc.Name, rep, cl.outputs())
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // waiting on other processes' retries
+		}
+	}
+	for _, rc := range rcs {
+		if rc.Behavior == webhooktest.Hang {
+			continue
+		}
+		for _, id := range rolledBack {
+			if got := rc.TypesOf(id); !slices.Equal(got, []string{"approval_request.created"}) {
+				t.Errorf("%s got %v for %s, whose only decision was refused and rolled back", rc.Name, got, id)
+			}
+		}
+	}
+	t.Logf("%d lifecycles on 3 replicas (one killed and restarted): %d committed webhook events, all delivered %s after the load; %d decisions rolled back; the hung receiver got %d attempts",
+		done.Load(), len(want), time.Since(loaded).Round(time.Millisecond), len(rolledBack), rcs[slices.IndexFunc(rcs, func(r *webhooktest.Receiver) bool { return r.Behavior == webhooktest.Hang })].Attempts())
+}

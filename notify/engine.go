@@ -1,0 +1,444 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// DefaultSchedule is how long after each failed attempt the next one is
+// due: about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h (each with
+// jitter); after the eighth attempt fails the delivery has failed.
+var DefaultSchedule = []time.Duration{
+	5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
+}
+
+// Defaults of Config.
+const (
+	DefaultDisableAfter = 5 * 24 * time.Hour
+	DefaultPollEvery    = time.Second
+	DefaultPerEndpoint  = 4
+	DefaultRemindEvery  = time.Second
+	fanOutBatch         = 1000
+)
+
+// Store is what the engine needs of a store.
+type Store interface {
+	airlock.NotifyStore
+	ListEvents(ctx context.Context, after int64, limit int) ([]airlock.Event, error)
+	GetRequest(ctx context.Context, id string) (airlock.Request, error)
+}
+
+// Config configures an Engine.
+type Config struct {
+	Store Store
+	// Senders attempt deliveries, by the kind of endpoint. Endpoints of a
+	// kind without one wait.
+	Senders map[airlock.EndpointKind]Sender
+	// Render writes a request as the API shows it: a webhook's data.
+	Render func(airlock.Request) []byte
+	// Changed returns a channel closed at this process's next change, so
+	// that new events go out at once; other processes' are seen within
+	// PollEvery.
+	Changed func() <-chan struct{}
+	// PollEvery is how often, without a change, the engine looks for new
+	// events and due retries (default DefaultPollEvery).
+	PollEvery time.Duration
+	// Timeout bounds one attempt (default DefaultTimeout); a lease lasts
+	// a little longer than a batch of them.
+	Timeout time.Duration
+	// Schedule is the delay after each failed attempt (default
+	// DefaultSchedule); Jitter spreads each delay (default ±20%).
+	Schedule []time.Duration
+	Jitter   func(time.Duration) time.Duration
+	// DisableAfter disables an endpoint that has failed without a success
+	// for this long (default DefaultDisableAfter).
+	DisableAfter time.Duration
+	// PerEndpoint is how many attempts to one endpoint run at once
+	// (default DefaultPerEndpoint); endpoints never share them.
+	PerEndpoint int
+	// Remind, when set, records reminders of pending requests as they fall
+	// due (checked every RemindEvery, default DefaultRemindEvery).
+	Remind      airlock.RemindBefore
+	RemindEvery time.Duration
+	// Holder names this process in leases (default a random name).
+	Holder string
+	Logger *slog.Logger
+	// Now times attempts (default time.Now).
+	Now func() time.Time
+}
+
+// Engine fans events out into deliveries and works the queue.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	lease time.Duration
+
+	mu      sync.Mutex
+	workers map[string]*worker
+}
+
+// worker attempts the deliveries of one endpoint.
+type worker struct {
+	wake chan struct{}
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// New returns an engine; Run starts it.
+func New(cfg Config) *Engine {
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = DefaultPollEvery
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Schedule == nil {
+		cfg.Schedule = DefaultSchedule
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = func(d time.Duration) time.Duration {
+			return d - d/5 + time.Duration(rand.Int64N(int64(d/5)*2+1)) // ±20%
+		}
+	}
+	if cfg.DisableAfter <= 0 {
+		cfg.DisableAfter = DefaultDisableAfter
+	}
+	if cfg.PerEndpoint <= 0 {
+		cfg.PerEndpoint = DefaultPerEndpoint
+	}
+	if cfg.RemindEvery <= 0 {
+		cfg.RemindEvery = DefaultRemindEvery
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = airlock.NewID("rep_")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Changed == nil {
+		cfg.Changed = func() <-chan struct{} { return nil }
+	}
+	// A lease outlasts a batch of attempts (sent at once, each bounded by
+	// Timeout) and the write that records them.
+	return &Engine{cfg: cfg, log: cfg.Logger, lease: 2*cfg.Timeout + 5*time.Second, workers: map[string]*worker{}}
+}
+
+// Run fans out and delivers until ctx ends.
+func (e *Engine) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if !e.cfg.Remind.IsZero() {
+		wg.Go(func() { e.remindLoop(ctx) })
+	}
+	defer wg.Wait()
+	defer e.stopWorkers()
+	t := time.NewTicker(e.cfg.PollEvery)
+	defer t.Stop()
+	for {
+		changed := e.cfg.Changed()
+		if !e.pass(ctx) {
+			// No endpoint to deliver to: changes need no look until one
+			// is created, which the next poll finds.
+			changed = nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			// Let the burst this change belongs to commit, and fan it out
+			// in one pass.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(batchWait):
+			}
+		case <-t.C:
+		}
+	}
+}
+
+// batchWait is how long the engine lets changes gather after the first
+// one wakes it: each pass costs a few reads and a write whatever it
+// carries, and delivery lag grows by this much at most.
+const batchWait = 2 * time.Millisecond
+
+// pass reads the endpoints, runs one worker for each enabled one, and
+// queues what the events since the cursor give them. It reports whether
+// any endpoint is enabled (or the store could not say).
+func (e *Engine) pass(ctx context.Context) bool {
+	eps, err := e.cfg.Store.ListEndpoints(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("notifications: list endpoints", "err", err)
+		}
+		return true
+	}
+	enabled := eps[:0:0]
+	for _, ep := range eps {
+		if ep.DisabledAt == nil && e.cfg.Senders[ep.Kind] != nil {
+			enabled = append(enabled, ep)
+		}
+	}
+	e.syncWorkers(ctx, enabled)
+	if len(enabled) == 0 {
+		return false
+	}
+	for ctx.Err() == nil {
+		queued, more, err := e.fanOut(ctx, enabled)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("notifications: fan out events", "err", err)
+			}
+			return true
+		}
+		for id := range queued {
+			e.wakeWorker(id)
+		}
+		if !more {
+			return true
+		}
+	}
+	return true
+}
+
+// fanOut queues the deliveries of one batch of events after the cursor.
+// It returns the endpoints that got deliveries, and whether more events
+// may wait.
+func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string]bool, bool, error) {
+	cursor, err := e.cfg.Store.FanOutCursor(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	// Events up to every endpoint's start go nowhere: skip them.
+	from := eps[0].AfterEvent
+	for _, ep := range eps[1:] {
+		from = min(from, ep.AfterEvent)
+	}
+	from = max(from, cursor)
+	evs, err := e.cfg.Store.ListEvents(ctx, from, fanOutBatch)
+	if err != nil || len(evs) == 0 {
+		return nil, false, err
+	}
+	var ds []airlock.Delivery
+	queued := map[string]bool{}
+	for _, ev := range evs {
+		typ, ok := airlock.NotifyTypeOf(ev.Type)
+		if !ok {
+			continue
+		}
+		var payload []byte
+		for _, ep := range eps {
+			if ev.ID <= ep.AfterEvent || !ep.Wants(typ) {
+				continue
+			}
+			if payload == nil {
+				r, err := e.cfg.Store.GetRequest(ctx, ev.RequestID)
+				switch {
+				case err == nil:
+					payload = Body(typ, ev.At, e.cfg.Render(r))
+				case airlock.ErrorCode(err) == airlock.CodeNotFound:
+					// Requests are never deleted; should one be missing,
+					// its event still goes out rather than stall the rest.
+					data, _ := json.Marshal(map[string]string{"id": ev.RequestID})
+					payload = Body(typ, ev.At, data)
+				default:
+					return nil, false, err
+				}
+			}
+			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev.ID,
+				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
+			queued[ep.ID] = true
+		}
+	}
+	moved, err := e.cfg.Store.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: evs[len(evs)-1].ID, Deliveries: ds})
+	if err != nil {
+		return nil, false, err
+	}
+	if !moved {
+		// Another process queued them; its workers (and ours, at the next
+		// poll) send them. Read again from where it left the cursor.
+		return nil, true, nil
+	}
+	return queued, len(evs) == fanOutBatch, nil
+}
+
+// Body is a webhook's body: {type, timestamp, data}, data being the
+// request as the API shows it.
+func Body(typ airlock.NotifyType, at time.Time, data []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"type":`)
+	t, _ := json.Marshal(string(typ))
+	b.Write(t)
+	b.WriteString(`,"timestamp":"`)
+	b.WriteString(at.UTC().Format(time.RFC3339Nano))
+	b.WriteString(`","data":`)
+	if len(data) == 0 {
+		data = []byte("{}")
+	}
+	b.Write(data)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// Wake makes every worker look for due deliveries now: a test delivery
+// was queued.
+func (e *Engine) Wake() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range e.workers {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (e *Engine) wakeWorker(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w := e.workers[id]; w != nil {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// syncWorkers runs one worker per enabled endpoint, stopping those of
+// endpoints deleted or disabled.
+func (e *Engine) syncWorkers(ctx context.Context, eps []airlock.Endpoint) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	live := map[string]bool{}
+	for _, ep := range eps {
+		live[ep.ID] = true
+		if e.workers[ep.ID] != nil {
+			continue
+		}
+		wctx, stop := context.WithCancel(ctx)
+		w := &worker{wake: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+		w.wake <- struct{}{}
+		e.workers[ep.ID] = w
+		go func() {
+			defer close(w.done)
+			e.work(wctx, ep, w.wake)
+		}()
+	}
+	for id, w := range e.workers {
+		if !live[id] {
+			w.stop()
+			delete(e.workers, id)
+		}
+	}
+}
+
+func (e *Engine) stopWorkers() {
+	e.mu.Lock()
+	ws := make([]*worker, 0, len(e.workers))
+	for id, w := range e.workers {
+		w.stop()
+		ws = append(ws, w)
+		delete(e.workers, id)
+	}
+	e.mu.Unlock()
+	for _, w := range ws {
+		<-w.done
+	}
+}
+
+// work attempts ep's due deliveries, PerEndpoint at a time, until ctx
+// ends. A slow or dead endpoint holds only its own worker.
+func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, wake <-chan struct{}) {
+	sender := e.cfg.Senders[ep.Kind]
+	t := time.NewTicker(e.cfg.PollEvery)
+	defer t.Stop()
+	for {
+		ds, err := e.cfg.Store.LeaseDeliveries(ctx, airlock.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
+			Limit: e.cfg.PerEndpoint})
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("notifications: lease deliveries", "endpoint", ep.ID, "err", err)
+		}
+		if len(ds) > 0 {
+			var wg sync.WaitGroup
+			for _, d := range ds {
+				wg.Go(func() { e.attempt(ctx, sender, ep, d) })
+			}
+			wg.Wait()
+			if ctx.Err() == nil {
+				continue // more may be due
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+// attempt sends d once and records what came of it.
+func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) {
+	start := e.cfg.Now()
+	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	status, err := sender.Send(actx, ep, d)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: the lease lapses and the delivery is attempted again
+	}
+	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: e.cfg.Now().Sub(start)}
+	p := airlock.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
+		DisableAfter: e.cfg.DisableAfter}
+	if err != nil {
+		p.Attempt.Error = err.Error()
+		n := len(d.Attempts) // failed attempts before this one
+		if n < len(e.cfg.Schedule) {
+			p.Outcome, p.RetryIn = airlock.OutcomeRetry, e.cfg.Jitter(e.cfg.Schedule[n])
+		} else {
+			p.Outcome = airlock.OutcomeFailed
+		}
+		e.log.Info("notification attempt failed", "endpoint", ep.ID, "delivery", d.ID, "webhook_id", d.MessageID,
+			"type", d.Type, "attempt", n+1, "status", status, "err", p.Attempt.Error, "retry_in", p.RetryIn)
+	}
+	if _, err := e.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), p); err != nil {
+		if airlock.ErrorCode(err) == airlock.CodeNotFound {
+			return // deleted, or the lease lapsed and another process took it over
+		}
+		e.log.Warn("notifications: record attempt", "delivery", d.ID, "err", err)
+	}
+}
+
+// remindLoop records due reminders every RemindEvery.
+func (e *Engine) remindLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.RemindEvery)
+	defer t.Stop()
+	for {
+		for {
+			ids, err := e.cfg.Store.RemindDue(ctx, e.cfg.Remind, airlock.DefaultExpireBatch)
+			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+					e.log.Warn("notifications: record reminders", "err", err)
+				}
+				break
+			}
+			if len(ids) < airlock.DefaultExpireBatch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package notify_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/notify"
+)
+
+// The example of the Standard Webhooks specification's reference
+// libraries: this secret, id, timestamp and payload sign to this.
+const (
+	specSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	specID     = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	specTS     = 1614265330
+	specBody   = `{"test": 2432232314}`
+	specSig    = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+)
+
+func TestSignMatchesTheSpecification(t *testing.T) {
+	got, err := notify.Sign(specSecret, specID, specTS, []byte(specBody))
+	if err != nil || got != specSig {
+		t.Fatalf("Sign = %q, %v; want %q", got, err, specSig)
+	}
+}
+
+func headers(id string, ts int64, sig string) http.Header {
+	h := http.Header{}
+	h.Set(notify.HeaderID, id)
+	h.Set(notify.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(notify.HeaderSignature, sig)
+	return h
+}
+
+// TestVerify is T21's receiver side: only a webhook signed with the
+// secret, over exactly this body, id and timestamp, within the tolerance,
+// is accepted.
+func TestVerify(t *testing.T) {
+	at := time.Unix(specTS, 0)
+	other := airlock.NewWebhookSecret()
+	otherSig, _ := notify.Sign(other, specID, specTS, []byte(specBody))
+	for _, c := range []struct {
+		name   string
+		secret string
+		h      http.Header
+		body   string
+		now    time.Time
+		ok     bool
+	}{
+		{"valid", specSecret, headers(specID, specTS, specSig), specBody, at, true},
+		{"valid among others", specSecret, headers(specID, specTS, "v1,bm9wZQ== v2,abc "+specSig), specBody, at, true},
+		{"tampered body", specSecret, headers(specID, specTS, specSig), `{"test": 2432232315}`, at, false},
+		{"other id", specSecret, headers("msg_other", specTS, specSig), specBody, at, false},
+		{"other timestamp", specSecret, headers(specID, specTS+1, specSig), specBody, at, false},
+		{"wrong secret", specSecret, headers(specID, specTS, otherSig), specBody, at, false},
+		{"signed with the wrong secret", other, headers(specID, specTS, specSig), specBody, at, false},
+		{"stale: 6 minutes old", specSecret, headers(specID, specTS, specSig), specBody, at.Add(6 * time.Minute), false},
+		{"from the future", specSecret, headers(specID, specTS, specSig), specBody, at.Add(-6 * time.Minute), false},
+		{"wrong version", specSecret, headers(specID, specTS, strings.Replace(specSig, "v1,", "v2,", 1)), specBody, at, false},
+		{"no signature", specSecret, headers(specID, specTS, ""), specBody, at, false},
+		{"timestamp not a number", specSecret, http.Header{"Webhook-Id": {specID}, "Webhook-Timestamp": {"soon"}, "Webhook-Signature": {specSig}}, specBody, at, false},
+		{"secret without prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", headers(specID, specTS, specSig), specBody, at, false},
+	} {
+		err := notify.Verify(c.secret, c.h, []byte(c.body), c.now, notify.DefaultTolerance)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: Verify = %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+}
+
+// FuzzVerify: Verify never panics, and accepts only what Sign signed.
+func FuzzVerify(f *testing.F) {
+	f.Add(specID, "1614265330", specSig, []byte(specBody))
+	f.Add("", "", "", []byte{})
+	f.Add("msg_1", "-1", "v1,,,", []byte("{}"))
+	f.Fuzz(func(t *testing.T, id, ts, sig string, body []byte) {
+		h := http.Header{}
+		h.Set(notify.HeaderID, id)
+		h.Set(notify.HeaderTimestamp, ts)
+		h.Set(notify.HeaderSignature, sig)
+		err := notify.Verify(specSecret, h, body, time.Unix(specTS, 0), notify.DefaultTolerance)
+		if err == nil {
+			n, perr := strconv.ParseInt(h.Get(notify.HeaderTimestamp), 10, 64)
+			want, _ := notify.Sign(specSecret, h.Get(notify.HeaderID), n, body)
+			if perr != nil || !strings.Contains(" "+h.Get(notify.HeaderSignature)+" ", " "+want+" ") {
+				t.Fatalf("accepted id %q ts %q sig %q body %q", id, ts, sig, body)
+			}
+		}
+	})
+}
+
+// TestPublic is T25's list: every private target is refused.
+func TestPublic(t *testing.T) {
+	for _, a := range []string{
+		"127.0.0.1", "127.255.255.254", "::1", "10.0.0.1", "10.255.255.255", "172.16.0.1", "172.31.255.255",
+		"192.168.0.1", "192.168.255.255", "169.254.169.254", "169.254.0.1", "fe80::1", "fc00::1", "fd00:ec2::254",
+		"0.0.0.0", "::", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", "100.64.0.1", "224.0.0.1",
+		"ff02::1", "192.0.0.192", "198.18.0.1", "240.0.0.1", "255.255.255.255", "64:ff9b::a00:1", "2001:db8::1",
+	} {
+		if notify.Public(netip.MustParseAddr(a)) {
+			t.Errorf("%s counts as public", a)
+		}
+	}
+	for _, a := range []string{"8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "172.32.0.1", "100.128.0.1", "::ffff:8.8.8.8"} {
+		if !notify.Public(netip.MustParseAddr(a)) {
+			t.Errorf("%s counts as private", a)
+		}
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	for _, u := range []string{
+		"http://127.0.0.1/", "https://[::1]:8443/x", "http://10.1.2.3/", "http://169.254.169.254/latest/meta-data/",
+		"http://localhost:8080/", "http://api.localhost/", "http://[::ffff:192.168.1.1]/", "http://[fd00:ec2::254]/",
+	} {
+		if err := notify.CheckURL(u, false); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+			t.Errorf("CheckURL(%s) = %v, want invalid_request", u, err)
+		}
+		if err := notify.CheckURL(u, true); err != nil {
+			t.Errorf("CheckURL(%s, allow private) = %v", u, err)
+		}
+	}
+	for _, u := range []string{"https://hooks.example.com/x", "http://8.8.8.8/"} {
+		if err := notify.CheckURL(u, false); err != nil {
+			t.Errorf("CheckURL(%s) = %v", u, err)
+		}
+	}
+}
+
+// TestRefusesPrivateAtDial is T25's sender side: without
+// --webhook-allow-private a receiver on loopback, by address or by a name
+// resolving to it, gets no request at all.
+func TestRefusesPrivateAtDial(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	s := notify.NewWebhookSender(notify.WebhookConfig{Timeout: 5 * time.Second})
+	defer s.Close()
+	_, port, _ := strings.Cut(strings.TrimPrefix(srv.URL, "http://"), ":")
+	for _, u := range []string{srv.URL, "http://localhost:" + port + "/hook"} {
+		status, err := s.Send(context.Background(), airlock.Endpoint{ID: "whk_x", URL: u, Secret: specSecret},
+			airlock.Delivery{MessageID: "msg_1", Payload: []byte(`{}`)})
+		if _, ok := errors.AsType[*notify.PrivateAddressError](err); !ok || status != 0 {
+			t.Errorf("Send to %s = %d, %v; want a refusal", u, status, err)
+		}
+		if err != nil && strings.Contains(err.Error(), port) {
+			t.Errorf("the refusal names the URL: %v", err)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the private receiver got %d requests", hits.Load())
+	}
+}
+
+// TestNoRedirects: a redirect is a failed attempt, and its target gets
+// nothing.
+func TestNoRedirects(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer target.Close()
+	redirect := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusTemporaryRedirect))
+	defer redirect.Close()
+	s := notify.NewWebhookSender(notify.WebhookConfig{AllowPrivate: true})
+	defer s.Close()
+	status, err := s.Send(context.Background(), airlock.Endpoint{ID: "whk_x", URL: redirect.URL, Secret: specSecret},
+		airlock.Delivery{MessageID: "msg_1", Payload: []byte(`{}`)})
+	if status != http.StatusTemporaryRedirect || err == nil || !strings.Contains(err.Error(), "redirects are not followed") {
+		t.Fatalf("Send = %d, %v; want 307 refused", status, err)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the redirect's target got %d requests", hits.Load())
+	}
+}
