@@ -155,7 +155,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 	st.Close()
 	want := webhooktest.ExpectedFrom(evs, 0)
 	loaded := time.Now()
-	checkReceivers(t, rcs, want, 2*time.Minute)
+	webhooktest.CheckAll(t, rcs, want, 2*time.Minute, nil)
 	t.Logf("the receivers had everything %s after the last restart", time.Since(loaded).Round(time.Millisecond))
 	for _, rc := range rcs {
 		if rc.Behavior == webhooktest.Hang {
@@ -168,30 +168,6 @@ func TestWebhooksKillRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d kill -9 restarts, %d requests, %d committed webhook events, %d decisions rolled back", restarts, created.Load(), len(want), len(rolledBack))
-}
-
-// checkReceivers waits until every receiver but the hung one has accepted
-// every expected webhook, and fails with what is missing otherwise.
-func checkReceivers(t *testing.T, rcs []*webhooktest.Receiver, want map[string]webhooktest.Expected, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for _, rc := range rcs {
-		if rc.Behavior == webhooktest.Hang {
-			continue
-		}
-		for {
-			rep := rc.Check(want)
-			if rep.OK() {
-				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
-				break
-			}
-			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
-				t.Errorf("%s: %s", rc.Name, rep)
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // waiting on retries of an independent process
-		}
-	}
 }
 
 // TestCLIWebhooks: airlock webhooks create, list, show, deliveries, test

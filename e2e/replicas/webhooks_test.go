@@ -127,24 +127,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 
 	want := webhooktest.ExpectedFrom(storetest.AllEvents(t, cl.store(t)), 0)
 	loaded := time.Now()
-	deadline := loaded.Add(5 * time.Minute)
-	for _, rc := range rcs {
-		if rc.Behavior == webhooktest.Hang {
-			continue
-		}
-		for {
-			rep := rc.Check(want)
-			if rep.OK() {
-				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
-				break
-			}
-			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
-				t.Errorf("%s: %s\n%s", rc.Name, rep, cl.outputs())
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // waiting on other processes' retries
-		}
-	}
+	webhooktest.CheckAll(t, rcs, want, 5*time.Minute, cl.outputs)
 	for _, rc := range rcs {
 		if rc.Behavior == webhooktest.Hang {
 			continue
