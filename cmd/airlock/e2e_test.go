@@ -24,7 +24,7 @@ type proc = testkit.Process
 // startProcess runs the binary with args in dir, with the AIRLOCK_*
 // variables of this process removed and env added, and waits until it
 // listens. The process is killed at the end of the test if still running.
-func startProcess(t *testing.T, dir string, env []string, args ...string) *proc {
+func startProcess(t testing.TB, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	return testkit.Serve(t, binary(t), dir, env, args...)
 }

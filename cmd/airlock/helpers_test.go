@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 // binary builds the real airlock binary once per test run (with -race when
 // the tests run with it) and returns its path.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	return testkit.Airlock(t, testkit.Race)
 }
@@ -74,12 +74,12 @@ func mapEnv(env map[string]string) func(string) (string, bool) {
 
 // api is a small HTTP client for the REST API.
 type api struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	hc  *http.Client
 }
 
-func newAPI(t *testing.T, url string) *api {
+func newAPI(t testing.TB, url string) *api {
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: time.Minute}
 	t.Cleanup(hc.CloseIdleConnections)
 	return &api{t: t, url: url, hc: hc}
@@ -106,7 +106,7 @@ func (a *api) try(method, path, token, body string, header ...string) (resp, err
 }
 
 // want fails the test unless r has the given status.
-func (r resp) want(t *testing.T, status int, what string) resp {
+func (r resp) want(t testing.TB, status int, what string) resp {
 	t.Helper()
 	if r.Status != status {
 		t.Fatalf("%s: status %d, want %d; body %s", what, r.Status, status, r.Raw)

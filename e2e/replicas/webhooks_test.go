@@ -35,7 +35,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	} else if testkit.Short() {
 		lifecycles = 300
 	}
-	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "1s"}, "pool_max_conns", "4")
+	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "3s"}, "pool_max_conns", "4")
 	base := cl.replicas[0].URL
 	tokens := cl.c.call(t, "GET", base, "/v1/tokens", adminToken, "")
 	var agentID string
@@ -51,6 +51,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	self := r.Str("secret")
 
 	var rcs []*webhooktest.Receiver
+	hookIDs := map[*webhooktest.Receiver]string{}
 	for name, b := range map[string]webhooktest.Behavior{
 		"ok": webhooktest.OK, "fail500": webhooktest.Fail500First, "drop": webhooktest.DropFirst,
 		"slow": webhooktest.Slow, "hang": webhooktest.Hang,
@@ -62,6 +63,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 			t.FailNow()
 		}
 		rc.SetSecret(r.Str("secret"))
+		hookIDs[rc] = r.Str("id")
 		rcs = append(rcs, rc)
 	}
 	slices.SortFunc(rcs, func(a, b *webhooktest.Receiver) int { return strings.Compare(a.Name, b.Name) })
@@ -127,7 +129,9 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 
 	want := webhooktest.ExpectedFrom(storetest.AllEvents(t, cl.store(t)), 0)
 	loaded := time.Now()
-	webhooktest.CheckAll(t, rcs, want, 5*time.Minute, cl.outputs)
+	webhooktest.CheckAll(t, rcs, want, 5*time.Minute, func(rc *webhooktest.Receiver, rep webhooktest.Report) string {
+		return cl.outputs() + "\nthe missing ones' deliveries: " + deliveriesOf(t, cl, hookIDs[rc], rep.Missing)
+	})
 	for _, rc := range rcs {
 		if rc.Behavior == webhooktest.Hang {
 			continue
@@ -140,4 +144,28 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	}
 	t.Logf("%d lifecycles on 3 replicas (one killed and restarted): %d committed webhook events, all delivered %s after the load; %d decisions rolled back; the hung receiver got %d attempts",
 		done.Load(), len(want), time.Since(loaded).Round(time.Millisecond), len(rolledBack), rcs[slices.IndexFunc(rcs, func(r *webhooktest.Receiver) bool { return r.Behavior == webhooktest.Hang })].Attempts())
+}
+
+// deliveriesOf returns, for a failure message, the deliveries of webhook
+// id whose webhook-id is one of msgs, with their attempts.
+func deliveriesOf(t *testing.T, cl *cluster, id string, msgs []string) string {
+	want := map[string]bool{}
+	for _, m := range msgs {
+		want[m] = true
+	}
+	var b strings.Builder
+	for cursor := ""; ; {
+		r := cl.c.call(t, "GET", cl.replicas[1].URL, "/v1/webhooks/"+id+"/deliveries?limit=500"+cursor, adminToken, "")
+		items, _ := r.Body["items"].([]any)
+		for _, it := range items {
+			if m := it.(map[string]any); want[m["message_id"].(string)] {
+				fmt.Fprintf(&b, "\n  %v", m)
+			}
+		}
+		next := r.Str("next_cursor")
+		if next == "" || len(items) == 0 {
+			return b.String()
+		}
+		cursor = "&cursor=" + next
+	}
 }

@@ -259,9 +259,10 @@ func (rc *Receiver) TypesOf(id string) []string {
 
 // CheckAll waits until every receiver but a hung one has accepted every
 // expected webhook, and reports to t what is missing, wrong or unexpected
-// otherwise, with what more says (the servers' output, say) when not nil.
-// It polls: the deliveries are retried by another process.
-func CheckAll(t testing.TB, rcs []*Receiver, want map[string]Expected, within time.Duration, more func() string) {
+// otherwise, with what more says of a receiver's report (the servers'
+// output, say) when more is not nil. It polls: the deliveries are retried
+// by another process.
+func CheckAll(t testing.TB, rcs []*Receiver, want map[string]Expected, within time.Duration, more func(*Receiver, Report) string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for _, rc := range rcs {
@@ -276,7 +277,7 @@ func CheckAll(t testing.TB, rcs []*Receiver, want map[string]Expected, within ti
 			}
 			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
 				if more != nil {
-					t.Errorf("%s: %s\n%s", rc.Name, rep, more())
+					t.Errorf("%s: %s\n%s", rc.Name, rep, more(rc, rep))
 				} else {
 					t.Errorf("%s: %s", rc.Name, rep)
 				}

@@ -343,6 +343,37 @@ class Client:
         """Revokes a token (admins); it stops working at once."""
         return self._do("DELETE", f"/v1/tokens/{_q(token_id)}", retry=True)
 
+    # Webhooks (docs/operations.md).
+
+    def create_webhook(self, url: str, *, events: Optional[List[str]] = None, description: Optional[str] = None) -> JsonObject:
+        """Creates a webhook endpoint (admins); its signing secret is in this answer only. Not retried: that could create two."""
+        body: JsonObject = {"url": url}
+        if events is not None:
+            body["events"] = events
+        if description is not None:
+            body["description"] = description
+        return self._do("POST", "/v1/webhooks", body=body, want=(201,))
+
+    def list_webhooks(self) -> List[JsonObject]:
+        """The webhook endpoints, oldest first, without secrets (admins)."""
+        return self._do("GET", "/v1/webhooks", retry=True)["items"]
+
+    def get_webhook(self, webhook_id: str) -> JsonObject:
+        return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}", retry=True)
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Deletes a webhook endpoint and its deliveries (admins)."""
+        self._do("DELETE", f"/v1/webhooks/{_q(webhook_id)}", want=(204,))
+
+    def list_webhook_deliveries(self, webhook_id: str, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> JsonObject:
+        """One page of an endpoint's deliveries, newest first, each with its attempts (admins): {items, next_cursor?}."""
+        q = {"cursor": cursor, "limit": None if limit is None else str(limit)}
+        return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}/deliveries", query=q, retry=True)
+
+    def test_webhook(self, webhook_id: str) -> JsonObject:
+        """Queues a webhook.test delivery to the endpoint, signed and retried like any other (admins)."""
+        return self._do("POST", f"/v1/webhooks/{_q(webhook_id)}/test", want=(202,))
+
     # Operations.
 
     def healthz(self) -> JsonObject:

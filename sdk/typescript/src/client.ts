@@ -1,6 +1,6 @@
 import { AirlockError, NetworkError } from './errors.js';
 import type {
-  ApprovalRequest, Board, Code, Column, CreatedToken, CreateRequestInput, CreateTokenInput, DecisionInput,
+  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateWebhookInput, DeliveryPage, Delivery, Webhook, CreateRequestInput, CreateTokenInput, DecisionInput,
   EventData, Health, Instance, JsonObject, ListRequestsOptions, ReportStatus, RequestPage, Session, State, Token,
   WorkItem, WorkItemUpdate,
 } from './types.js';
@@ -385,6 +385,40 @@ export class AirlockClient {
   /** Revokes a token (admins); it stops working at once. Revoking twice keeps the first time. */
   async revokeToken(id: string, o?: CallOptions): Promise<Token> {
     return this.do({ method: 'DELETE', path: `/v1/tokens/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  // Webhooks (docs/operations.md).
+
+  /** Creates a webhook endpoint (admins); its signing secret is in this answer only. Not retried: that could create two. */
+  async createWebhook(input: CreateWebhookInput, o?: CallOptions): Promise<CreatedWebhook> {
+    return this.do({ method: 'POST', path: '/v1/webhooks', body: JSON.stringify(input), want: [201], signal: o?.signal });
+  }
+
+  /** Lists the webhook endpoints, oldest first, without secrets (admins). */
+  async listWebhooks(o?: CallOptions): Promise<Webhook[]> {
+    return (await this.do<{ items: Webhook[] }>({ method: 'GET', path: '/v1/webhooks', retry: true, signal: o?.signal })).items;
+  }
+
+  async getWebhook(id: string, o?: CallOptions): Promise<Webhook> {
+    return this.do({ method: 'GET', path: `/v1/webhooks/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  /** Deletes a webhook endpoint and its deliveries (admins). */
+  async deleteWebhook(id: string, o?: CallOptions): Promise<void> {
+    await this.do({ method: 'DELETE', path: `/v1/webhooks/${enc(id)}`, want: [204], as: 'none', signal: o?.signal });
+  }
+
+  /** One page of an endpoint's deliveries, newest first, each with its attempts (admins). */
+  async listWebhookDeliveries(id: string, opts: { cursor?: string; limit?: number } = {}, o?: CallOptions): Promise<DeliveryPage> {
+    return this.do({
+      method: 'GET', path: `/v1/webhooks/${enc(id)}/deliveries`, retry: true, signal: o?.signal,
+      query: { cursor: opts.cursor, limit: opts.limit === undefined ? undefined : String(opts.limit) },
+    });
+  }
+
+  /** Queues a webhook.test delivery to the endpoint, signed and retried like any other (admins). */
+  async testWebhook(id: string, o?: CallOptions): Promise<Delivery> {
+    return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/test`, want: [202], signal: o?.signal });
   }
 
   // Operations.

@@ -207,3 +207,57 @@ export interface Session {
 export interface Health {
   status: 'ok' | 'unavailable';
 }
+
+export interface CreateWebhookInput {
+  /** An absolute http:// or https:// URL without credentials or fragment. */
+  url: string;
+  /** The event types it receives; all when empty or absent. */
+  events?: string[];
+  description?: string;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  events: string[];
+  description?: string;
+  created_at: string;
+  created_by?: string;
+  /** false once disabled for failing too long: it receives nothing more. */
+  enabled: boolean;
+  failing_since?: string;
+  disabled_at?: string;
+  disabled_reason?: string;
+}
+
+export interface CreatedWebhook extends Webhook {
+  /** The signing secret; shown in this answer only. */
+  secret: string;
+}
+
+export interface DeliveryAttempt {
+  at: string;
+  /** The HTTP status answered; absent when none came. */
+  status?: number;
+  latency_ms: number;
+  error?: string;
+}
+
+export interface Delivery {
+  id: string;
+  webhook_id: string;
+  /** The webhook-id header, the receivers' key to drop duplicates by. */
+  message_id: string;
+  type: string;
+  event_id?: number;
+  request_id?: string;
+  state: 'pending' | 'delivered' | 'failed';
+  created_at: string;
+  next_attempt_at?: string;
+  attempts: DeliveryAttempt[];
+}
+
+export interface DeliveryPage {
+  items: Delivery[];
+  next_cursor?: string;
+}

@@ -4,13 +4,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AirlockClient, AirlockError, NetworkError, isCode } from '../dist/index.js';
 import { startServer } from './support/server.mjs';
 
 let srv;
-before(async () => { srv = await startServer(); });
+before(async () => { srv = await startServer(['--webhook-allow-private']); });
 after(async () => { await srv?.stop(); });
 
 // Each operation of rest/openapi.yaml, and the client method that calls it.
@@ -23,13 +24,20 @@ const operations = {
   updateWorkItem: 'updateWorkItem', listSessions: 'listSessions', createToken: 'createToken',
   listTokens: 'listTokens', revokeToken: 'revokeToken', healthz: 'healthz', readyz: 'readyz',
   metrics: 'metrics', openapi: 'openapi',
+  createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
+  listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
+};
+
+// Operations that are not the SDK's to call, and why.
+const notForTheSDK = {
+  claudeCodeHook: "Claude Code's own HTTP hook calls it, not an agent's code",
 };
 
 test('the client has a method for every operation of rest/openapi.yaml', () => {
   const spec = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'rest', 'openapi.yaml'), 'utf8');
   const ids = [...spec.matchAll(/^\s+operationId:\s*(\S+)\s*$/gm)].map((m) => m[1]);
   assert.ok(ids.length >= 20, `found only ${ids.length} operations`);
-  for (const id of ids) {
+  for (const id of ids.filter((id) => !(id in notForTheSDK))) {
     const method = operations[id];
     assert.ok(method, `rest/openapi.yaml has operation ${id}: add a client method (and its python twin) and list it here`);
     assert.equal(typeof AirlockClient.prototype[method], 'function', `${id} → ${method}`);
@@ -218,5 +226,55 @@ test('events: resume with Last-Event-ID after a dropped connection, none missed 
   for await (const ev of srv.reviewer.events(seen[1])) {
     assert.equal(ev.event.id, seen[2]);
     break;
+  }
+});
+
+test('the core imports nothing but Node built-ins and its own files; frameworks are optional peers', async () => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+  for (const f of readdirSync(dist).filter((f) => f.endsWith('.js'))) {
+    const src = readFileSync(join(dist, f), 'utf8');
+    for (const [, spec] of src.matchAll(/\bfrom\s+'([^']+)'/g)) {
+      assert.ok(spec.startsWith('node:') || spec.startsWith('./'), `dist/${f} imports ${spec}`);
+    }
+  }
+  const pkg = JSON.parse(readFileSync(join(dist, '..', 'package.json'), 'utf8'));
+  assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');
+  for (const peer of Object.keys(pkg.peerDependencies)) assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, peer);
+});
+
+test('webhooks: create (secret once), list, read, a test delivery reaches a real receiver, deliveries, delete', async () => {
+  const received = [];
+  let arrived;
+  const got = new Promise((r) => { arrived = r; });
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      received.push({ id: req.headers['webhook-id'], signature: req.headers['webhook-signature'], body: JSON.parse(body) });
+      res.writeHead(204).end();
+      arrived();
+    });
+  });
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+    const wh = await srv.admin.createWebhook({ url, events: ['approval_request.created'], description: 'sdk test' });
+    assert.match(wh.secret, /^whsec_/);
+    assert.deepEqual([wh.url, wh.events, wh.enabled], [url, ['approval_request.created'], true]);
+    assert.ok((await srv.admin.listWebhooks()).some((w) => w.id === wh.id && !('secret' in w)));
+    assert.equal((await srv.admin.getWebhook(wh.id)).description, 'sdk test');
+    const d = await srv.admin.testWebhook(wh.id);
+    assert.deepEqual([d.webhook_id, d.type], [wh.id, 'webhook.test']);
+    await got;
+    assert.equal(received[0].id, d.message_id);
+    assert.match(received[0].signature, /^v1,/);
+    const page = await srv.admin.listWebhookDeliveries(wh.id, { limit: 10 });
+    assert.ok(page.items.some((x) => x.id === d.id));
+    await srv.admin.deleteWebhook(wh.id);
+    await assert.rejects(srv.admin.getWebhook(wh.id), (e) => e.code === 'not_found');
+    await assert.rejects(srv.agent.listWebhooks(), (e) => e.code === 'forbidden');
+  } finally {
+    receiver.close();
   }
 });
