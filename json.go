@@ -220,18 +220,8 @@ func (p *parser) object(depth int, members *[]Member) error {
 		if members != nil {
 			*members = append(*members, Member{Key: key, Value: json.RawMessage(p.data[start:p.pos])})
 		}
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return p.syntax()
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			return nil
-		default:
-			return p.syntax()
+		if more, err := p.more('}'); !more {
+			return err
 		}
 	}
 }
@@ -253,20 +243,28 @@ func (p *parser) array(depth int) error {
 			return err
 		}
 		p.path = p.path[:len(p.path)-1]
-		p.skipSpace()
-		if p.pos >= len(p.data) {
-			return p.syntax()
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			return nil
-		default:
-			return p.syntax()
+		if more, err := p.more(']'); !more {
+			return err
 		}
 	}
+}
+
+// more reads what follows a member or an element: a comma, when more
+// follow, or closer, which ends the object or array.
+func (p *parser) more(closer byte) (bool, error) {
+	p.skipSpace()
+	if p.pos >= len(p.data) {
+		return false, p.syntax()
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return true, nil
+	case closer:
+		p.pos++
+		return false, nil
+	}
+	return false, p.syntax()
 }
 
 // str checks the string at p.pos and, when keep is set, returns its decoded

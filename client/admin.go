@@ -14,11 +14,7 @@ func (c *Client) CreateToken(ctx context.Context, in CreateTokenInput) (*Created
 	if err != nil {
 		return nil, fmt.Errorf("create token: %w", err)
 	}
-	var t CreatedToken
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/tokens", body: body, want: []int{http.StatusCreated}}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return fetch[CreatedToken](ctx, c, call{method: http.MethodPost, path: "/v1/tokens", body: body, want: []int{http.StatusCreated}})
 }
 
 // ListTokens lists every token, newest first, without secrets (admins).
@@ -35,20 +31,12 @@ func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
 // RevokeToken revokes a token (admins); it stops working at once. Revoking
 // twice keeps the first time, so it is retried on network errors.
 func (c *Client) RevokeToken(ctx context.Context, id string) (*Token, error) {
-	var t Token
-	if _, err := c.do(ctx, call{method: http.MethodDelete, path: "/v1/tokens/" + url.PathEscape(id), retry: true}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return fetch[Token](ctx, c, call{method: http.MethodDelete, path: "/v1/tokens/" + url.PathEscape(id), retry: true})
 }
 
 // Board reads the work board, columns in order with their items.
 func (c *Client) Board(ctx context.Context) (*Board, error) {
-	var b Board
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/board", retry: true}, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return fetch[Board](ctx, c, call{method: http.MethodGet, path: "/v1/board", retry: true})
 }
 
 // CreateColumn appends a column to the board (reviewers, admins).
@@ -60,11 +48,7 @@ func (c *Client) CreateColumn(ctx context.Context, key, name string) (*Column, e
 	if err != nil {
 		return nil, fmt.Errorf("create column: %w", err)
 	}
-	var col Column
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/board/columns", body: body, want: []int{http.StatusCreated}}, &col); err != nil {
-		return nil, err
-	}
-	return &col, nil
+	return fetch[Column](ctx, c, call{method: http.MethodPost, path: "/v1/board/columns", body: body, want: []int{http.StatusCreated}})
 }
 
 // CreateWorkItem adds a work item to a column (reviewers, admins).
@@ -76,20 +60,12 @@ func (c *Client) CreateWorkItem(ctx context.Context, title, columnKey string) (*
 	if err != nil {
 		return nil, fmt.Errorf("create work item: %w", err)
 	}
-	var w WorkItem
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/work-items", body: body, want: []int{http.StatusCreated}}, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return fetch[WorkItem](ctx, c, call{method: http.MethodPost, path: "/v1/work-items", body: body, want: []int{http.StatusCreated}})
 }
 
 // GetWorkItem reads one work item with its column and version.
 func (c *Client) GetWorkItem(ctx context.Context, id string) (*WorkItem, error) {
-	var w WorkItem
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/work-items/" + url.PathEscape(id), retry: true}, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return fetch[WorkItem](ctx, c, call{method: http.MethodGet, path: "/v1/work-items/" + url.PathEscape(id), retry: true})
 }
 
 // UpdateWorkItem renames or moves a work item (reviewers, admins). With

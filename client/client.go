@@ -279,6 +279,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// fetch makes the call cl and decodes its answer into a new T.
+func fetch[T any](ctx context.Context, c *Client, cl call) (*T, error) {
+	var v T
+	if _, err := c.do(ctx, cl, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
 // marshal encodes v as JSON without HTML escaping, so text goes out as the
 // caller wrote it.
 func marshal(v any) ([]byte, error) {

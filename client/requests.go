@@ -25,12 +25,7 @@ func (c *Client) RegisterInstance(ctx context.Context, name string, metadata jso
 	if err != nil {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
-	var in Instance
-	_, err = c.do(ctx, call{method: http.MethodPost, path: "/v1/instances", body: body, want: []int{http.StatusCreated}}, &in)
-	if err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return fetch[Instance](ctx, c, call{method: http.MethodPost, path: "/v1/instances", body: body, want: []int{http.StatusCreated}})
 }
 
 // ListInstances lists the instances the caller may see, newest first, with
@@ -48,11 +43,7 @@ func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
 
 // GetInstance reads an instance with its count of pending requests.
 func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
-	var in Instance
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/instances/" + url.PathEscape(id), retry: true}, &in); err != nil {
-		return nil, err
-	}
-	return &in, nil
+	return fetch[Instance](ctx, c, call{method: http.MethodGet, path: "/v1/instances/" + url.PathEscape(id), retry: true})
 }
 
 // DeleteInstance deletes an instance, cancelling all its pending requests
@@ -235,11 +226,7 @@ func (c *Client) ListRequests(ctx context.Context, opts ListRequestsOptions) (*R
 	if opts.Limit != 0 {
 		q.Set("limit", itoa(opts.Limit))
 	}
-	var p RequestPage
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/approval-requests", query: q, retry: true}, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return fetch[RequestPage](ctx, c, call{method: http.MethodGet, path: "/v1/approval-requests", query: q, retry: true})
 }
 
 // AllRequests iterates over every request the filter selects, page by
@@ -270,11 +257,7 @@ func (c *Client) AllRequests(ctx context.Context, opts ListRequestsOptions) iter
 // on network errors; a retry whose first attempt landed answers
 // CodeNotPending with State cancelled.
 func (c *Client) CancelRequest(ctx context.Context, id string) (*ApprovalRequest, error) {
-	var r ApprovalRequest
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/cancel", retry: true}, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/cancel", retry: true})
 }
 
 // Decide records a reviewer's decision. It is not retried on network
@@ -285,11 +268,7 @@ func (c *Client) Decide(ctx context.Context, id string, in DecisionInput) (*Appr
 	if err != nil {
 		return nil, fmt.Errorf("decide %s: %w", id, err)
 	}
-	var r ApprovalRequest
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/decision", body: body}, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/decision", body: body})
 }
 
 // Approve approves a request with an optional note, for the default
@@ -310,11 +289,7 @@ func (c *Client) Deny(ctx context.Context, id, note string) (*ApprovalRequest, e
 // retry after a lost answer could not tell a win from a loss. The Gate
 // handles that case.
 func (c *Client) ClaimExecution(ctx context.Context, id string) (*ApprovalRequest, error) {
-	var r ApprovalRequest
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution"}, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution"})
 }
 
 // ReportExecution records the claimed execution's outcome: succeeded,
@@ -328,9 +303,5 @@ func (c *Client) ReportExecution(ctx context.Context, id string, status airlock.
 	if err != nil {
 		return nil, fmt.Errorf("report %s: %w", id, err)
 	}
-	var r ApprovalRequest
-	if _, err := c.do(ctx, call{method: http.MethodPut, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution", body: body, retry: true}, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPut, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution", body: body, retry: true})
 }

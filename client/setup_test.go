@@ -15,17 +15,17 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(gateHelper())
 	}
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }
 
 // bundle is one test's running Airlock: a real SQLite file, the provider
@@ -74,10 +74,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); svc.Run(runCtx) }()
-	t.Cleanup(func() { stopRun(); <-ran })
+	testkit.Go(t, svc.Run)
 
 	shutdown, stop := context.WithCancel(ctx)
 	srv := httptest.NewServer(rest.New(rest.Config{

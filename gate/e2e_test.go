@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -349,14 +350,7 @@ func TestGateUpstreamExits(t *testing.T) {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_TOKEN=" + s.agentSecret}
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

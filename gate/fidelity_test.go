@@ -85,10 +85,10 @@ func (g *gateProc) rawAnswer(t *testing.T, tool string) (result, rpcErr map[stri
 func TestGateForwardsFaithfully(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	binaries(t)
+	raw := rawUpstream(t)
 	want := fixtures(t)
 	g := s.startGate(t, gateOptions{
-		upstream:   []string{rawUpstream},
+		upstream:   []string{raw},
 		rules:      `{"rules": [{"tool": "research", "action": "gate", "timeout": "2s"}]}`,
 		clientInfo: &mcp.Implementation{Name: "fidelity-client", Title: "Fidelity client", Version: "3.1.4"},
 	})
@@ -283,11 +283,11 @@ func (g *gateProc) waitRun(t *testing.T, line string) {
 func TestGateClientCapabilities(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	binaries(t)
+	raw := rawUpstream(t)
 
 	t.Run("a client that declares nothing", func(t *testing.T) {
 		t.Parallel()
-		g := s.startGate(t, gateOptions{upstream: []string{rawUpstream}, client: &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}})
+		g := s.startGate(t, gateOptions{upstream: []string{raw}, client: &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}})
 		if caps := g.upstreamInit(t)["capabilities"]; !reflect.DeepEqual(caps, map[string]any{}) {
 			t.Errorf("the upstream was told capabilities %v, want none", caps)
 		}
@@ -305,7 +305,7 @@ func TestGateClientCapabilities(t *testing.T) {
 	t.Run("a client with form-mode elicitation only", func(t *testing.T) {
 		t.Parallel()
 		e := &elicitations{}
-		g := s.startGate(t, gateOptions{upstream: []string{rawUpstream}, client: &mcp.ClientOptions{
+		g := s.startGate(t, gateOptions{upstream: []string{raw}, client: &mcp.ClientOptions{
 			Capabilities:       &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}},
 			ElicitationHandler: e.handle,
 		}})
@@ -323,7 +323,7 @@ func TestGateClientCapabilities(t *testing.T) {
 	t.Run("a client with sampling, both elicitation modes and roots", func(t *testing.T) {
 		t.Parallel()
 		e := &elicitations{}
-		g := s.startGate(t, gateOptions{upstream: []string{rawUpstream}, client: &mcp.ClientOptions{
+		g := s.startGate(t, gateOptions{upstream: []string{raw}, client: &mcp.ClientOptions{
 			Capabilities: &mcp.ClientCapabilities{
 				RootsV2:     &mcp.RootCapabilities{ListChanged: true},
 				Sampling:    &mcp.SamplingCapabilities{},

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -36,11 +37,7 @@ func TestGateNPMFilesystem(t *testing.T) {
 		_, err = os.Stat(entry)
 	}
 	if err != nil {
-		msg := "the npm upstream test needs node and `npm ci --prefix e2e/npm-upstream`: " + err.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testkit.Unavailable(t, "the npm upstream test needs node and `npm ci --prefix e2e/npm-upstream`: "+err.Error())
 	}
 	s := newServer(t)
 	root, err := filepath.EvalSymlinks(t.TempDir())
@@ -139,14 +136,7 @@ func TestGateNPMFilesystem(t *testing.T) {
 func directResult(t *testing.T, command []string, method string) json.RawMessage {
 	t.Helper()
 	cmd := exec.Command(command[0], command[1:]...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -20,55 +20,26 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
-			code = 1
-		}
-	}
-	os.Exit(code)
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+// binaries builds, once, the binaries under test: the real airlock and the
+// Go-SDK upstream server of testdata/upstream.
+func binaries(t testing.TB) (airlock, upstream string) {
+	t.Helper()
+	return testkit.Airlock(t, false), testkit.Build(t, "./testdata/upstream", false)
 }
 
-// The binaries under test, built once: the real airlock, the Go-SDK
-// upstream server of testdata/upstream and the scripted one of
-// testdata/rawupstream.
-var (
-	buildOnce                         sync.Once
-	binDir                            string
-	airlockBin, upstream, rawUpstream string
-	buildErr                          error
-)
-
-func binaries(t testing.TB) (string, string) {
+// rawUpstream builds, once, the scripted upstream of testdata/rawupstream.
+func rawUpstream(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "airlock-gate-test-"); buildErr != nil {
-			return
-		}
-		airlockBin, upstream, rawUpstream = filepath.Join(binDir, "airlock"), filepath.Join(binDir, "upstream"), filepath.Join(binDir, "rawupstream")
-		for _, b := range [][2]string{{airlockBin, "github.com/airlockhq/airlock/cmd/airlock"}, {upstream, "./testdata/upstream"}, {rawUpstream, "./testdata/rawupstream"}} {
-			if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
-				buildErr = errors.New("go build " + b[1] + ": " + err.Error() + "\n" + string(out))
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return airlockBin, upstream
+	return testkit.Build(t, "./testdata/rawupstream", false)
 }
 
 // server is a running Airlock (provider and REST API over a real SQLite
@@ -95,10 +66,7 @@ func newServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); svc.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-ran })
+	testkit.Go(t, svc.Run)
 	shutdown, stopHTTP := context.WithCancel(ctx)
 	srv := httptest.NewServer(rest.New(rest.Config{Service: svc, Logger: logger, RateLimit: 1e6, RateBurst: 1e6, Context: shutdown}))
 	t.Cleanup(srv.Close)
@@ -235,15 +203,8 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	g.cmd = exec.Command(bin, args...)
 	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log, "UPSTREAM_INIT=" + g.init}, o.env...)
 	g.cmd.Stderr = g.stderr
-	stdin, err := g.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testkit.Pipes(t, g.cmd)
 	g.stdin = stdin
-	stdout, err := g.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +254,8 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	g.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	g.cs, err = c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, nil)
+	g.cs = cs
 	if err != nil {
 		g.cmd.Process.Kill()
 		<-g.done

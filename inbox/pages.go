@@ -192,11 +192,7 @@ func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFi
 }
 
 func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.signedIn(w, r)
-	if !ok {
-		return
-	}
-	release, ok := h.heavyRead(w, r, v)
+	v, release, ok := h.signedInHeavy(w, r)
 	if !ok {
 		return
 	}
@@ -392,11 +388,7 @@ const historyScanPages = 16
 const historyPage = 100
 
 func (h *handler) history(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.signedIn(w, r)
-	if !ok {
-		return
-	}
-	release, ok := h.heavyRead(w, r, v)
+	v, release, ok := h.signedInHeavy(w, r)
 	if !ok {
 		return
 	}

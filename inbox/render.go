@@ -112,21 +112,25 @@ func (h *handler) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	h.render(w, r, status, nil, "error", heading, errorBody{Heading: heading, Message: message})
 }
 
-// heavyRead takes a slot for a page that lists requests
-// (provider.Service.HeavyRead). When none is free, it answers 429 with
-// Retry-After and a page saying so, and reports false.
-func (h *handler) heavyRead(w http.ResponseWriter, r *http.Request, v *view) (release func(), ok bool) {
+// signedInHeavy is signedIn for a page that lists requests: it also takes
+// a slot for the list (provider.Service.HeavyRead). When none is free, it
+// answers 429 with Retry-After and a page saying so, and reports false.
+func (h *handler) signedInHeavy(w http.ResponseWriter, r *http.Request) (v *view, release func(), ok bool) {
+	v, ok = h.signedIn(w, r)
+	if !ok {
+		return nil, nil, false
+	}
 	release, err := h.svc.HeavyRead(v.caller)
 	switch {
 	case err == nil:
-		return release, true
+		return v, release, true
 	case airlock.ErrorCode(err) == airlock.CodeRateLimited:
 		w.Header().Set("Retry-After", strconv.Itoa(int(provider.HeavyReadRetryAfter.Seconds())))
 		h.errorPage(w, r, http.StatusTooManyRequests, "Busy", "Too many lists at once: "+err.Error()+". Reload the page to try again.")
 	default:
 		h.fail(w, r, err)
 	}
-	return nil, false
+	return nil, nil, false
 }
 
 // fail answers a failed read: not_found is a 404 page, a gone client

@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
@@ -115,10 +116,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); svc.Run(runCtx) }()
-	t.Cleanup(func() { stopRun(); <-ran })
+	testkit.Go(t, svc.Run)
 
 	shutdown, stop := context.WithCancel(ctx)
 	b := &bundle{svc: svc, clock: &clock{}, logs: logs, callers: map[string]airlock.Caller{}}

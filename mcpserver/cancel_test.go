@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -186,9 +188,5 @@ func assertCancelLogged(t *testing.T, log *logRecorder, approvalID string, reaso
 // provider offers nothing to wait on: poll, with a deadline.
 func awaitWaiters(t *testing.T, b *bundle, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); b.svc.Waiters() != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d long-poll waits, want %d", b.svc.Waiters(), n)
-		}
-	}
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d long-poll waits", n), func() bool { return b.svc.Waiters() == n })
 }

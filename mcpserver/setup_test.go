@@ -13,44 +13,27 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/storetest"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }
 
 // epoch is where fake clocks start.
 var epoch = time.Date(2030, time.March, 4, 5, 6, 7, 0, time.UTC)
-
-// fakeClock moves only when a test moves it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // bundle is what setup gives a test: the MCP server over a provider over a
 // real SQLite store, on a fake clock, with callers of each kind.
 type bundle struct {
 	svc   *provider.Service
 	store *sqlite.Store
-	clock *fakeClock
+	clock *storetest.FakeClock
 	srv   *Server
 
 	admin    airlock.Caller
@@ -70,7 +53,7 @@ func setup(t *testing.T) *bundle {
 // put a faulty store between the provider and SQLite; nil means none.
 func setupWith(t *testing.T, wrap func(*sqlite.Store) airlock.Store) *bundle {
 	t.Helper()
-	b := &bundle{clock: &fakeClock{now: epoch}, secrets: map[string]string{}}
+	b := &bundle{clock: storetest.NewFakeClock(epoch), secrets: map[string]string{}}
 	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(b.clock))
 	if err != nil {
 		t.Fatal(err)

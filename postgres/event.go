@@ -156,6 +156,25 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// queryAll runs a query and scans each of its rows with scan, in the
+// query's order.
+func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // ListEvents returns up to limit events with ID > after, oldest first
 // (default 100, at most 1000). It returns only settled events (see gate),
 // so resuming after the last ID it returned never skips an event that

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/storetest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -64,7 +66,7 @@ func (h *holder) hold(t *testing.T, create func() (airlock.Request, error)) <-ch
 		_, err := create()
 		done <- err
 	}()
-	waitUntil(t, "the held write to reach its COMMIT", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the held write to reach its COMMIT", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("the held write ended before its COMMIT: %v", err)
@@ -95,7 +97,7 @@ func (h *holder) release() {
 // that hold writes test the code that serves.
 func TestHeldWriteIsOnePipeline(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	h := newHolder(t, schema)
 	var c trips
 	s := open(t, schema, h.option(), postgres.WithTracerForTest(&c),
@@ -139,11 +141,11 @@ WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::
 // until A has committed, then lists both, in ID order.
 func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	h := newHolder(t, schema)
 	a, b := open(t, schema, h.option()), open(t, schema)
 	in := instance(t, b, "tok_a")
-	start := allEvents(t, b)
+	start := storetest.AllEvents(t, b)
 	after := start[len(start)-1].ID
 
 	var held airlock.Request
@@ -175,7 +177,7 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 			}
 		}
 	}()
-	waitUntil(t, "the reader to wait for A's commit", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the reader to wait for A's commit", func() bool {
 		select {
 		case evs := <-listed:
 			h.release()
@@ -208,7 +210,7 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 // frozen one.
 func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	h := newHolder(t, schema)
 	a, b := open(t, schema, h.option()), open(t, schema)
 	in := instance(t, b, "tok_a")
@@ -230,7 +232,7 @@ func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 		_, err := b.ListEvents(t.Context(), 0, 1000)
 		listed <- err
 	}()
-	waitUntil(t, "the reader to wait for A's commit", func() bool { return lockWaiters(t, b) > 0 })
+	testkit.Eventually(t, 10*time.Second, "the reader to wait for A's commit", func() bool { return lockWaiters(t, b) > 0 })
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if _, _, err := b.CreateRequest(ctx, params(in)); err != nil {
@@ -269,7 +271,7 @@ func listen(t *testing.T, s *postgres.Store) <-chan []string {
 // that names no request.
 func TestListenCatchesUpOnMissedNotifications(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a := open(t, schema)
 	b := open(t, schema, postgres.WithDroppedNotificationsForTest(func() bool { return true }))
 	in := instance(t, b, "tok_a")
@@ -318,7 +320,7 @@ func TestListenCatchesUpOnMissedNotifications(t *testing.T) {
 // bootstrap token at once; every put succeeds and one token remains.
 func TestPutTokenTogether(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	stores := []*postgres.Store{open(t, schema), open(t, schema), open(t, schema)}
 	for round := range 20 {
 		tok := airlock.Token{ID: airlock.NewID(airlock.PrefixToken), Name: "bootstrap", Role: airlock.RoleAdmin,
@@ -353,7 +355,7 @@ func TestChangeFeedAnnouncesTokens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			schema := freshSchema(t)
+			schema := testkit.SchemaName(t, "t_")
 			a, b := open(t, schema, tc.a...), open(t, schema, tc.b...)
 			heard := listen(t, a)
 			hear := func(what, id string) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/tcpproxy"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 )
 
@@ -19,12 +20,12 @@ import (
 // being reopened, with everything acknowledged before the cut.
 func TestDatabaseDown(t *testing.T) {
 	t.Parallel()
-	proxy, dbURL, err := tcpproxy.ForURL(databaseURL(t))
+	proxy, dbURL, err := tcpproxy.ForURL(testkit.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	s, err := postgres.Open(t.Context(), dbURL, postgres.WithSchema(freshSchema(t)), postgres.WithMaxConns(2))
+	s, err := postgres.Open(t.Context(), dbURL, postgres.WithSchema(testkit.SchemaName(t, "t_")), postgres.WithMaxConns(2))
 	if err != nil {
 		t.Fatal(err)
 	}

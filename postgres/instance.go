@@ -67,21 +67,9 @@ func (s *Store) GetInstance(ctx context.Context, id string) (airlock.Instance, e
 // ListInstances lists live instances, newest first, of one owner when
 // ownerID is set.
 func (s *Store) ListInstances(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
-	rows, err := s.query(ctx, `SELECT `+instanceCols+` FROM instances i
+	out, err := queryAll(ctx, checked{s}, scanInstance, `SELECT `+instanceCols+` FROM instances i
 WHERE i.deleted_at IS NULL AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC`, named{"owner": ownerID})
-	if err != nil {
-		return nil, translate(err, "instances", ownerID)
-	}
-	defer rows.Close()
-	var out []airlock.Instance
-	for rows.Next() {
-		in, err := scanInstance(rows)
-		if err != nil {
-			return nil, translate(err, "instances", ownerID)
-		}
-		out = append(out, in)
-	}
-	return out, translate(rows.Err(), "instances", ownerID)
+	return out, translate(err, "instances", ownerID)
 }
 
 // DeleteInstance marks the instance deleted and settles its pending

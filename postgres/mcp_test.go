@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
@@ -101,7 +102,7 @@ func approve(s airlock.Store, ctx context.Context, id string) (airlock.Request, 
 // is delivered exactly once, with one instruction.delivered event.
 func TestHeartbeatsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	sess := openSession(t, a, "tok_a")
 	const decided, swept, beaters = 60, 20, 8
@@ -187,7 +188,7 @@ func TestHeartbeatsAcrossReplicas(t *testing.T) {
 		}
 	}
 	delivered := 0
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventInstructionDelivered {
 			delivered++
 		}
@@ -221,7 +222,7 @@ func startedOrDone(started chan struct{}, wg *sync.WaitGroup) bool {
 // close, and every heartbeat asked after the close returned is not_found.
 func TestHeartbeatRacesClose(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	for round := range 12 {
 		sess := openSession(t, a, "tok_a")
@@ -293,7 +294,7 @@ func TestHeartbeatRacesClose(t *testing.T) {
 // always get a live one.
 func TestDefaultInstanceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	const owners, callers = 10, 8
 	got := make([][]airlock.Instance, owners)
@@ -328,7 +329,7 @@ func TestDefaultInstanceAcrossReplicas(t *testing.T) {
 		defaults[got[o][0].ID] = true
 	}
 	created := 0
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventInstanceCreated && defaults[e.InstanceID] {
 			created++
 		}
@@ -380,7 +381,7 @@ func TestDefaultInstanceAcrossReplicas(t *testing.T) {
 // positions.
 func TestBoardAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	stores := []airlock.BoardStore{a, b}
 	items := board(t, a, "todo", "done")
@@ -491,7 +492,7 @@ func TestBoardAcrossReplicas(t *testing.T) {
 // named, and nothing else changed an item.
 func TestWorkMoveRacesMovesAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	agentToken(t, a, "tok_a")
 	in := instance(t, a, "tok_a")
@@ -608,7 +609,7 @@ func TestWorkMoveRacesMovesAcrossReplicas(t *testing.T) {
 		}
 	}
 	moved := 0
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventWorkItemMoved {
 			moved++
 		}
@@ -634,7 +635,7 @@ func TestWorkMoveJudgedAfterItsLocks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			schema := freshSchema(t)
+			schema := testkit.SchemaName(t, "t_")
 			s := open(t, schema)
 			agentToken(t, s, "tok_a")
 			in := instance(t, s, "tok_a")
@@ -663,7 +664,7 @@ func TestWorkMoveJudgedAfterItsLocks(t *testing.T) {
 				done <- err
 			}()
 			watcher := conn(t, schema)
-			waitUntil(t, "the approval to wait for the lock", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the approval to wait for the lock", func() bool {
 				var n int
 				if err := watcher.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
@@ -676,7 +677,7 @@ WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
 				<-done
 				t.Skip("the machine was too slow to start the approval before the deadline")
 			}
-			waitUntil(t, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
+			testkit.Eventually(t, 10*time.Second, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
 			if err := holder.Rollback(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -710,7 +711,7 @@ func TestCommandFailuresAreNotRetried(t *testing.T) {
 		}
 		return nil
 	}
-	s := open(t, freshSchema(t), postgres.WithFaultHook(hook))
+	s := open(t, testkit.SchemaName(t, "t_"), postgres.WithFaultHook(hook))
 	agentToken(t, s, "tok_a")
 	in := instance(t, s, "tok_a")
 	items := board(t, s, "todo", "done")
@@ -754,7 +755,7 @@ func TestCommandFailuresAreNotRetried(t *testing.T) {
 // command's result, a second live default MCP instance.
 func TestSchemaGuardsMCP(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	s := open(t, schema)
 	agentToken(t, s, "tok_a")
 	sess := openSession(t, s, "tok_a")
@@ -794,7 +795,7 @@ func TestSchemaGuardsMCP(t *testing.T) {
 func TestAgreesWithSQLiteMCP(t *testing.T) {
 	t.Parallel()
 	clockPG := storetest.NewFakeClock(agreeEpoch)
-	pg := open(t, freshSchema(t), postgres.WithClock(clockPG))
+	pg := open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clockPG))
 	clockLite := storetest.NewFakeClock(agreeEpoch)
 	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clockLite))
 	if err != nil {
@@ -968,7 +969,7 @@ func agreeMCPScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) [
 // exactly one instruction) or cancelled by it (with none).
 func TestCloseSessionWhileApproving(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	sess := openSession(t, a, "tok_a")
 	const n = 200
@@ -1056,7 +1057,7 @@ func TestCloseSessionWhileApproving(t *testing.T) {
 // heartbeat on A delivers the decision once.
 func TestMCPThroughProviderReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	var services []*provider.Service
 	for range 2 {
 		svc, err := provider.New(provider.Config{Store: open(t, schema), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

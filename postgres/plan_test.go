@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/jackc/pgx/v5"
 )
@@ -17,7 +18,7 @@ import (
 // analyzed, make the planner choose as it would in a real backlog.
 func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	in := instance(t, open(t, schema), "tok_a")
 	conn := conn(t, schema)
 	if _, err := conn.Exec(t.Context(), `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, timeout,

@@ -3,8 +3,6 @@ package postgres_test
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
-	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -24,99 +20,20 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
 	"github.com/jackc/pgx/v5"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// urlEnv names the variable that points the tests at a PostgreSQL
-// database. Every test works in a fresh schema of its own, dropped when it
-// ends, so any database the user may create schemas in will do.
-const (
-	urlEnv     = "AIRLOCK_TEST_POSTGRES"
-	defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-)
-
-var reach struct {
-	once sync.Once
-	url  string
-	err  error
-}
-
-// databaseURL returns the test database's URL once it is known to answer.
-// When it does not, the test fails under CI (CI=true: the PostgreSQL suite
-// is mandatory there) and is skipped elsewhere, naming the variable to set.
-func databaseURL(t testing.TB) string {
-	t.Helper()
-	reach.once.Do(func() {
-		reach.url = os.Getenv(urlEnv)
-		if reach.url == "" {
-			reach.url = defaultURL
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, reach.url)
-		if err == nil {
-			err = conn.Ping(ctx)
-			conn.Close(ctx)
-		}
-		reach.err = err
-	})
-	if reach.err != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s does not answer: %v; set %s to the URL of a database these tests may create schemas in",
-			redact(reach.url), reach.err, urlEnv)
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: the PostgreSQL suite is mandatory under CI)", msg)
-		}
-		t.Skip(msg)
-	}
-	return reach.url
-}
-
-// redact hides a URL's password.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(an unreadable URL)"
-	}
-	return u.Redacted()
-}
-
-// freshSchema names a new schema, dropped with everything in it when t
-// ends (after the stores opened on it are closed: cleanups run last first).
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	dbURL := databaseURL(t)
-	var b [6]byte
-	rand.Read(b[:])
-	name := "t_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	return name
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // open opens a store on schema, closed when t ends.
 func open(t testing.TB, schema string, opts ...postgres.Option) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(t.Context(), databaseURL(t), append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
+	s, err := postgres.Open(t.Context(), testkit.PostgresURL(t), append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -127,9 +44,9 @@ func open(t testing.TB, schema string, opts ...postgres.Option) *postgres.Store 
 // TestStore is T01 and the rest of the conformance suite on PostgreSQL.
 func TestStore(t *testing.T) {
 	t.Parallel()
-	databaseURL(t) // one skip (or, under CI, one failure) rather than one per case
+	testkit.PostgresURL(t) // one skip (or, under CI, one failure) rather than one per case
 	storetest.Run(t, func(t *testing.T, clock airlock.Clock) airlock.Store {
-		return open(t, freshSchema(t), postgres.WithClock(clock))
+		return open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clock))
 	})
 }
 
@@ -138,7 +55,7 @@ func TestStore(t *testing.T) {
 // (Extras/Feed, Extras/TokenCheck); it has no token stamp.
 func TestExtras(t *testing.T) {
 	t.Parallel()
-	s := open(t, freshSchema(t))
+	s := open(t, testkit.SchemaName(t, "t_"))
 	if x := s.Extras(); x.Feed == nil || x.TokenCheck == nil || x.TokenStamp != nil {
 		t.Errorf("Extras = %+v, want the change feed and the token check", x)
 	}
@@ -150,9 +67,9 @@ func TestExtras(t *testing.T) {
 // injected between recording an approval and its command's effect).
 func TestStoreMCP(t *testing.T) {
 	t.Parallel()
-	databaseURL(t)
+	testkit.PostgresURL(t)
 	storetest.RunMCP(t, func(t *testing.T, clock airlock.Clock, fault func(string) error) airlock.Store {
-		return open(t, freshSchema(t), postgres.WithClock(clock), postgres.WithFaultHook(fault))
+		return open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clock), postgres.WithFaultHook(fault))
 	})
 }
 
@@ -160,7 +77,7 @@ func TestStoreMCP(t *testing.T) {
 // store, closed when t ends.
 func conn(t testing.TB, schema string) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(databaseURL(t))
+	cfg, err := pgx.ParseConfig(testkit.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,26 +147,6 @@ func seed(t testing.TB, s airlock.Store, in airlock.Instance, n int, mods ...fun
 	return out
 }
 
-// allEvents reads the whole audit log.
-func allEvents(t testing.TB, s airlock.Store) []airlock.Event {
-	t.Helper()
-	var out []airlock.Event
-	for {
-		after := int64(0)
-		if len(out) > 0 {
-			after = out[len(out)-1].ID
-		}
-		page, err := s.ListEvents(t.Context(), after, 1000)
-		if err != nil {
-			t.Fatalf("ListEvents: %v", err)
-		}
-		if len(page) == 0 {
-			return out
-		}
-		out = append(out, page...)
-	}
-}
-
 func code(err error) string {
 	e, ok := errors.AsType[*airlock.Error](err)
 	if !ok {
@@ -262,12 +159,12 @@ func code(err error) string {
 // migration is applied exactly once, and all three work.
 func TestOpenTogether(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	stores := make([]*postgres.Store, 3)
 	var wg sync.WaitGroup
 	for i := range stores {
 		wg.Go(func() {
-			s, err := postgres.Open(t.Context(), databaseURL(t), postgres.WithSchema(schema))
+			s, err := postgres.Open(t.Context(), testkit.PostgresURL(t), postgres.WithSchema(schema))
 			if err != nil {
 				t.Errorf("Open %d: %v", i, err)
 				return
@@ -314,7 +211,7 @@ func TestOpenTogether(t *testing.T) {
 // migrate, everything still there.
 func TestReopenKeepsData(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	s := open(t, schema)
 	in := instance(t, s, "tok_a")
 	if err := s.Close(); err != nil {
@@ -331,13 +228,13 @@ func TestReopenKeepsData(t *testing.T) {
 
 func TestRefusesNewerSchema(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	open(t, schema).Close()
 	if _, err := conn(t, schema).Exec(t.Context(),
 		`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', now())`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := postgres.Open(t.Context(), databaseURL(t), postgres.WithSchema(schema))
+	_, err := postgres.Open(t.Context(), testkit.PostgresURL(t), postgres.WithSchema(schema))
 	if err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("Open on a newer schema = %v, want an error saying it is newer", err)
 	}
@@ -346,7 +243,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 // TestOpenErrors checks that Open's refusals say what to fix.
 func TestOpenErrors(t *testing.T) {
 	t.Parallel()
-	dbURL := databaseURL(t)
+	dbURL := testkit.PostgresURL(t)
 	for _, tc := range []struct {
 		name string
 		url  string
@@ -375,7 +272,7 @@ func TestOpenErrors(t *testing.T) {
 // approve at or after the deadline, or touch the audit log.
 func TestSchemaGuards(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	s := open(t, schema)
 	in := instance(t, s, "tok_a")
 	r, _, err := s.CreateRequest(t.Context(), params(in))
@@ -415,20 +312,6 @@ func dbNow(t testing.TB, c *pgx.Conn) time.Time {
 	return now
 }
 
-// waitUntil polls cond every few milliseconds until it holds, failing t
-// after 10s. It is for what nothing can signal: the database's own clock
-// and its lock waits.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestDatabaseClock checks that, without a test clock, the database's
 // clock_timestamp() judges and stamps: times come from it, and a decision
 // that had to wait for a row lock past the deadline is refused — it is
@@ -436,7 +319,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 // transaction, as now() would) began.
 func TestDatabaseClock(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	s := open(t, schema)
 	c := conn(t, schema)
 	in := instance(t, s, "tok_a")
@@ -485,7 +368,7 @@ func TestDatabaseClock(t *testing.T) {
 			done <- err
 		}()
 		watcher := conn(t, schema)
-		waitUntil(t, "the decision to wait for the row lock", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the decision to wait for the row lock", func() bool {
 			var n int
 			if err := watcher.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
@@ -496,7 +379,7 @@ WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
 		if dbNow(t, watcher).After(r.DeadlineAt) {
 			t.Skip("the machine was too slow to start the decision before the deadline")
 		}
-		waitUntil(t, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
+		testkit.Eventually(t, 10*time.Second, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
 		if err := holder.Rollback(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -525,7 +408,7 @@ func TestChangeFeed(t *testing.T) {
 }
 
 func testChangeFeed(t *testing.T, writerOpts ...postgres.Option) {
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	// A reads the audit log only once an hour: what it hears here, it
 	// heard from notifications.
 	a, b := open(t, schema, postgres.WithListenPollForTest(time.Hour)), open(t, schema, writerOpts...)
@@ -610,7 +493,7 @@ func ids(rs []airlock.Request) []string {
 // signal to re-read whatever was missed meanwhile.
 func TestListenAfterADroppedConnection(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	s := open(t, schema)
 	c := conn(t, schema)
 	heard := make(chan []string, 16)
@@ -620,7 +503,7 @@ func TestListenAfterADroppedConnection(t *testing.T) {
 		t.Fatalf("first call = %v, want nil", ids)
 	}
 	var pids []int32
-	waitUntil(t, "the listener's session", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the listener's session", func() bool {
 		rows, err := c.Query(t.Context(), `SELECT pid FROM pg_stat_activity WHERE query = $1`,
 			`LISTEN "`+channelOf(t, c)+`"`)
 		if err != nil {
@@ -673,7 +556,7 @@ func channelOf(t testing.TB, c *pgx.Conn) string {
 // exactly one event.
 func TestConcurrentSweep(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	in := instance(t, a, "tok_a")
 	const n = 1000
@@ -714,7 +597,7 @@ func TestConcurrentSweep(t *testing.T) {
 		}
 	}
 	events := 0
-	for _, e := range allEvents(t, b) {
+	for _, e := range storetest.AllEvents(t, b) {
 		if e.Type == airlock.EventRequestExpired {
 			events++
 		}
@@ -730,7 +613,7 @@ func TestConcurrentSweep(t *testing.T) {
 // 7,000 are refused already_executed.
 func TestClaimRaceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	in := instance(t, a, "tok_a")
 	const n, claimers = 1000, 8
@@ -783,7 +666,7 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 // no approval lands after the delete, by the clock or by the call order.
 func TestDeleteInstanceWhileApproving(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	in := instance(t, a, "tok_a")
 	const n = 1000
@@ -869,7 +752,7 @@ func TestDeleteInstanceWhileApproving(t *testing.T) {
 		}
 	}
 	terminal := map[string]int{}
-	for _, e := range allEvents(t, a) {
+	for _, e := range storetest.AllEvents(t, a) {
 		if e.Type == airlock.EventRequestApproved || e.Type == airlock.EventRequestCancelled {
 			terminal[e.RequestID]++
 		}
@@ -889,7 +772,7 @@ func TestDeleteInstanceWhileApproving(t *testing.T) {
 // would be skipped.
 func TestEventsResumeAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	in := instance(t, a, "tok_a")
 	seen := map[int64]bool{}
@@ -937,7 +820,7 @@ func TestEventsResumeAcrossReplicas(t *testing.T) {
 	<-readerDone
 	// The reader's last pass may have ended before the last commits; what
 	// matters is that it never skipped past an event it had not seen.
-	all := allEvents(t, a)
+	all := storetest.AllEvents(t, a)
 	var last int64
 	for id := range seen {
 		last = max(last, id)
@@ -960,7 +843,7 @@ func TestEventsResumeAcrossReplicas(t *testing.T) {
 func TestAgreesWithSQLite(t *testing.T) {
 	t.Parallel()
 	clockPG := storetest.NewFakeClock(agreeEpoch)
-	pg := open(t, freshSchema(t), postgres.WithClock(clockPG))
+	pg := open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clockPG))
 	clockLite := storetest.NewFakeClock(agreeEpoch)
 	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clockLite))
 	if err != nil {
@@ -1149,7 +1032,7 @@ func agreeScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []ob
 // on a deleted instance.
 func TestCreateRacesDelete(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	a, b := open(t, schema), open(t, schema)
 	for round := range 30 {
 		in := instance(t, a, "tok_a")
@@ -1204,7 +1087,7 @@ func TestCreateRacesDelete(t *testing.T) {
 // times) and commit once.
 func TestRetriesTransientFailures(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	s := open(t, schema)
 	insert := func(ctx context.Context, tx postgres.TxForTest, id string) error {
 		_, err := tx.Exec(ctx, `INSERT INTO instances (id, owner_id, name, created_at) VALUES ($1, 'tok_a', 'x', now())`, id)
@@ -1279,8 +1162,8 @@ func TestRetriesTransientFailures(t *testing.T) {
 // and that options override the URL, which overrides the defaults.
 func TestConnectionSettings(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
-	base := databaseURL(t)
+	schema := testkit.SchemaName(t, "t_")
+	base := testkit.PostgresURL(t)
 	sep := "?"
 	if strings.Contains(base, "?") {
 		sep = "&"
@@ -1326,7 +1209,7 @@ func TestConnectionSettings(t *testing.T) {
 // back — through the store, and the same three statements as bare SQL
 // (no audit events, no NOTIFY, no retry loop) for comparison.
 func BenchmarkLifecycle(b *testing.B) {
-	schema := freshSchema(b)
+	schema := testkit.SchemaName(b, "t_")
 	s := open(b, schema)
 	in := instance(b, s, "tok_a")
 	ctx := b.Context()
@@ -1371,7 +1254,7 @@ WHERE id = $1 AND state = 'pending' AND deadline_at > clock_timestamp()`, id)
 // BenchmarkChangeFeed measures how long a decision made through one store
 // takes to reach a Listen on another (two replicas): p50 and p99.
 func BenchmarkChangeFeed(b *testing.B) {
-	schema := freshSchema(b)
+	schema := testkit.SchemaName(b, "t_")
 	a, s := open(b, schema), open(b, schema)
 	in := instance(b, s, "tok_a")
 	heard := make(chan string, 1024)
@@ -1427,7 +1310,7 @@ func BenchmarkChangeFeed(b *testing.B) {
 // expired once, and the long-poll on A returns it.
 func TestLongPollAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var services []*provider.Service
 	ctx, cancel := context.WithCancel(t.Context())
@@ -1474,7 +1357,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 			}
 			got <- r
 		}()
-		waitUntil(t, "the long-poll to wait", func() bool { return a.Waiters() == 1 })
+		testkit.Eventually(t, 10*time.Second, "the long-poll to wait", func() bool { return a.Waiters() == 1 })
 		return got
 	}
 
@@ -1513,7 +1396,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 		t.Fatal("the long-poll did not return after the deadline")
 	}
 	expiries := 0
-	for _, e := range allEvents(t, open(t, schema)) {
+	for _, e := range storetest.AllEvents(t, open(t, schema)) {
 		if e.Type == airlock.EventRequestExpired && e.RequestID == r.ID {
 			expiries++
 		}
@@ -1531,7 +1414,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 // they can share the database's WAL flushes.
 func BenchmarkLifecycleParallel(b *testing.B) {
 	const clients = 8
-	schema := freshSchema(b)
+	schema := testkit.SchemaName(b, "t_")
 	s := open(b, schema, postgres.WithMaxConns(clients))
 	in := instance(b, s, "tok_a")
 	ctx := b.Context()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -23,7 +24,7 @@ import (
 // remembered token goes on working.
 func TestRememberedTokenRevokedElsewhere(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.SchemaName(t, "t_")
 	var rec logtest.Recorder
 	a, err := provider.New(provider.Config{Store: open(t, schema), Logger: rec.Logger()})
 	if err != nil {

@@ -578,20 +578,8 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 	}
 	limit := f.PageSize()
 	args["candidates"] = limit + 1
-	rows, err := checked{s}.Query(ctx, `SELECT `+summaryCols+` FROM requests r`+where+` ORDER BY r.seq DESC LIMIT @candidates`, args)
+	out, err := queryAll(ctx, checked{s}, scanSummary, `SELECT `+summaryCols+` FROM requests r`+where+` ORDER BY r.seq DESC LIMIT @candidates`, args)
 	if err != nil {
-		return nil, false, translate(err, "requests", "list")
-	}
-	defer rows.Close()
-	var out []airlock.RequestSummary
-	for rows.Next() {
-		r, err := scanSummary(rows)
-		if err != nil {
-			return nil, false, translate(err, "requests", "list")
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, false, translate(err, "requests", "list")
 	}
 	if len(out) > limit {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/jackc/pgx/v5"
 )
@@ -41,7 +42,7 @@ func (c *trips) since() (queries, batches int64) {
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	var c trips
-	s := open(t, freshSchema(t), postgres.WithTracerForTest(&c),
+	s := open(t, testkit.SchemaName(t, "t_"), postgres.WithTracerForTest(&c),
 		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
 	in := instance(t, s, "tok_a")
 	create := func(key string) (airlock.Request, bool) {
@@ -93,7 +94,7 @@ func TestRoundTrips(t *testing.T) {
 func TestDecideRoundTrips(t *testing.T) {
 	t.Parallel()
 	var c trips
-	s := open(t, freshSchema(t), postgres.WithTracerForTest(&c),
+	s := open(t, testkit.SchemaName(t, "t_"), postgres.WithTracerForTest(&c),
 		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
 	if err := s.CreateToken(t.Context(), airlock.Token{ID: "tok_a", Role: airlock.RoleAgent, Principal: "alice",
 		Hash: []byte("hash-a"), CreatedBy: "admin"}); err != nil {
@@ -162,7 +163,7 @@ func TestDecideRoundTrips(t *testing.T) {
 func TestTokenCheckRidesAlong(t *testing.T) {
 	t.Parallel()
 	var c trips
-	s := open(t, freshSchema(t), postgres.WithTracerForTest(&c),
+	s := open(t, testkit.SchemaName(t, "t_"), postgres.WithTracerForTest(&c),
 		postgres.WithDroppedNotificationsForTest(func() bool { return true }))
 	ctx := t.Context()
 	mint := func(id string, role airlock.Role) airlock.Token {

@@ -58,22 +58,10 @@ func (s *Store) GetSession(ctx context.Context, id string) (airlock.Instance, er
 
 // ListSessions lists sessions, open and closed, newest first.
 func (s *Store) ListSessions(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
-	rows, err := s.query(ctx, `SELECT `+instanceCols+` FROM instances i
+	out, err := queryAll(ctx, checked{s}, scanInstance, `SELECT `+instanceCols+` FROM instances i
 WHERE i.kind = 'session' AND (@owner::text = '' OR i.owner_id = @owner::text) ORDER BY i.seq DESC LIMIT @limit`,
 		named{"owner": ownerID, "limit": airlock.MaxSessionsListed})
-	if err != nil {
-		return nil, translate(err, "sessions", ownerID)
-	}
-	defer rows.Close()
-	var out []airlock.Instance
-	for rows.Next() {
-		in, err := scanInstance(rows)
-		if err != nil {
-			return nil, translate(err, "sessions", ownerID)
-		}
-		out = append(out, in)
-	}
-	return out, translate(rows.Err(), "sessions", ownerID)
+	return out, translate(err, "sessions", ownerID)
 }
 
 // heartbeatSQL stamps an open session's last_seen_at. It locks the session

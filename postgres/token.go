@@ -110,20 +110,9 @@ func (s *Store) GetToken(ctx context.Context, id string) (airlock.Token, error) 
 
 // ListTokens lists every token, newest first.
 func (s *Store) ListTokens(ctx context.Context) ([]airlock.Token, error) {
-	rows, err := s.query(ctx, `SELECT `+tokenCols+` FROM tokens t ORDER BY t.created_at DESC, t.seq DESC`)
-	if err != nil {
-		return nil, translate(err, "tokens", "list")
-	}
-	defer rows.Close()
-	var out []airlock.Token
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, translate(err, "tokens", "list")
-		}
-		out = append(out, t)
-	}
-	return out, translate(rows.Err(), "tokens", "list")
+	out, err := queryAll(ctx, checked{s}, func(row pgx.Row) (airlock.Token, error) { return scanToken(row) },
+		`SELECT `+tokenCols+` FROM tokens t ORDER BY t.created_at DESC, t.seq DESC`)
+	return out, translate(err, "tokens", "list")
 }
 
 // RevokeToken marks a token revoked with a compare-and-set on

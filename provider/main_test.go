@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,17 +14,14 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/sqlite"
-	"go.uber.org/goleak"
+	"github.com/airlockhq/airlock/storetest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }
-
-// inCI reports whether the tests run in CI, where the race tests always
-// run their full size, even with -short.
-func inCI() bool { return os.Getenv("CI") == "true" }
 
 // epoch is where fake clocks start.
 var epoch = time.Date(2030, time.March, 4, 5, 6, 7, 0, time.UTC)
@@ -111,12 +107,12 @@ func setup(t *testing.T, opt options) *bundle {
 	return b
 }
 
-// mint creates a token through the service and authenticates with its
-// secret, as a real caller would.
-func (b *bundle) mint(t *testing.T, role airlock.Role, principal string) airlock.Caller {
+// mint creates a token, with scopes when given, through the service and
+// authenticates with its secret, as a real caller would.
+func (b *bundle) mint(t *testing.T, role airlock.Role, principal string, scopes ...string) airlock.Caller {
 	t.Helper()
 	_, secret, err := b.svc.CreateToken(t.Context(), b.admin, airlock.NewTokenInput{
-		Name: string(role) + " of " + principal, Role: role, Principal: principal,
+		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -185,24 +181,7 @@ func (b *bundle) stored(t *testing.T, id string) airlock.Request {
 }
 
 // events reads the whole audit log.
-func (b *bundle) events(t *testing.T) []airlock.Event {
-	t.Helper()
-	var all []airlock.Event
-	for {
-		after := int64(0)
-		if len(all) > 0 {
-			after = all[len(all)-1].ID
-		}
-		es, err := b.store.ListEvents(context.WithoutCancel(t.Context()), after, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(es) == 0 {
-			return all
-		}
-		all = append(all, es...)
-	}
-}
+func (b *bundle) events(t *testing.T) []airlock.Event { return storetest.AllEvents(t, b.store) }
 
 // runScheduler runs the service's expiry scheduler until the test ends.
 func (b *bundle) runScheduler(t *testing.T) {

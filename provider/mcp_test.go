@@ -31,7 +31,7 @@ func setupBoard(t *testing.T, opt options) *boardBundle {
 	if b.item, err = b.svc.CreateWorkItem(ctx, b.reviewer, "Ship it", "doing"); err != nil {
 		t.Fatal(err)
 	}
-	b.mover = b.mintScoped(t, airlock.RoleAgent, "alice", airlock.ScopeWorkWrite)
+	b.mover = b.mint(t, airlock.RoleAgent, "alice", airlock.ScopeWorkWrite)
 	return b
 }
 

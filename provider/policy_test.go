@@ -60,7 +60,7 @@ func TestPolicyNeverApprovesQuestionsOrCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.mover = b.mintScoped(t, airlock.RoleAgent, "alice", airlock.ScopeWorkWrite)
+	b.mover = b.mint(t, airlock.RoleAgent, "alice", airlock.ScopeWorkWrite)
 	b.item = item
 	seen := len(pol.seen)
 	if c := b.propose(t, "done"); c.State != airlock.StatePending || len(pol.seen) != seen {

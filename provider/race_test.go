@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/checker"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // raceRounds is how many rounds TestRacesOneProcess runs: 2,000 (the T03
@@ -18,7 +19,7 @@ import (
 // detector (see heavySize).
 func raceRounds(t *testing.T) int {
 	t.Helper()
-	if inCI() {
+	if testkit.InCI() {
 		return 2000
 	}
 	return heavySize(t, 2000, 200)
@@ -244,10 +245,6 @@ func checkAuditOutcomes(t *testing.T, b *bundle, events []airlock.Event, want in
 	}
 }
 
-// shortOutsideCI reports whether a heavy test may shrink: only with -short,
-// and never in CI.
-func shortOutsideCI() bool { return testing.Short() && !inCI() }
-
 // heavySize returns how many items a heavy test (T03 outside CI, T04, T06,
 // T13) runs: the full pass figure, or reduced with -short outside CI, or
 // under the race detector. Under it the pure-Go SQLite is 10–20 times
@@ -258,7 +255,7 @@ func shortOutsideCI() bool { return testing.Short() && !inCI() }
 func heavySize(t *testing.T, full, reduced int) int {
 	t.Helper()
 	switch {
-	case shortOutsideCI():
+	case testkit.Short():
 		t.Logf("-short: %d instead of %d", reduced, full)
 		return reduced
 	case raceEnabled:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestAwaitOfRevokedToken checks that a long-poll (Service.Request with a
@@ -40,12 +41,8 @@ func TestAwaitOfRevokedToken(t *testing.T) {
 				_, err := b.svc.Request(context.Background(), b.agent, r.ID, time.Minute)
 				answered <- err
 			}()
-			for deadline := time.Now().Add(5 * time.Second); b.svc.Waiters() == before; {
-				if time.Now().After(deadline) {
-					t.Fatal("the long-poll never subscribed")
-				}
-				time.Sleep(100 * time.Microsecond) // nothing to inject: poll the waiter count
-			}
+			// Nothing to inject: poll the waiter count.
+			testkit.Eventually(t, 5*time.Second, "the long-poll to subscribe", func() bool { return b.svc.Waiters() != before })
 
 			if _, err := revoker.RevokeToken(t.Context(), b.admin, b.agent.ID); err != nil {
 				t.Fatal(err)

@@ -228,13 +228,20 @@ func (s *Service) DeleteInstance(ctx context.Context, c airlock.Caller, id strin
 	if err != nil {
 		return 0, err
 	}
+	return s.cancelled(ids), nil
+}
+
+// cancelled tells the waiters on, and the metrics of, the requests that
+// deleting an instance or closing a session cancelled, and returns how
+// many there were.
+func (s *Service) cancelled(ids []string) int {
 	s.hub.publish(ids...)
 	if s.metrics != nil {
 		for range ids {
 			s.metrics.transitions.WithLabelValues(string(airlock.StateCancelled)).Inc()
 		}
 	}
-	return len(ids), nil
+	return len(ids)
 }
 
 // CreateRequest creates an approval request on the caller's instance,

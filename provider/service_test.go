@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestAuthorization checks who may do what to a pending request, and that
@@ -557,9 +558,8 @@ func TestLongPoll(t *testing.T) {
 			_, err := b.svc.Request(ctx, b.agent, r.ID, 30*time.Second)
 			done <- err
 		}()
-		for b.svc.Waiters() == 0 {
-			time.Sleep(100 * time.Microsecond) // nothing to inject: poll the waiter count
-		}
+		// Nothing to inject: poll the waiter count.
+		testkit.Eventually(t, 30*time.Second, "the long-poll to wait", func() bool { return b.svc.Waiters() != 0 })
 		cancel()
 		select {
 		case err := <-done:

@@ -73,13 +73,7 @@ func (s *Service) CloseSession(ctx context.Context, c airlock.Caller, sessionID 
 	if err != nil {
 		return 0, err
 	}
-	s.hub.publish(ids...)
-	if s.metrics != nil {
-		for range ids {
-			s.metrics.transitions.WithLabelValues(string(airlock.StateCancelled)).Inc()
-		}
-	}
-	return len(ids), nil
+	return s.cancelled(ids), nil
 }
 
 // Sessions lists sessions, open and closed, newest first: every session

@@ -12,23 +12,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// mintScoped creates a token with scopes through the service and
-// authenticates with it.
-func (b *bundle) mintScoped(t *testing.T, role airlock.Role, principal string, scopes ...string) airlock.Caller {
-	t.Helper()
-	_, secret, err := b.svc.CreateToken(t.Context(), b.admin, airlock.NewTokenInput{
-		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := b.svc.Authenticate(t.Context(), secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // openSession opens a session for agent.
 func (b *bundle) openSession(t *testing.T, agent airlock.Caller) airlock.Instance {
 	t.Helper()

@@ -52,14 +52,8 @@ func (h *handler) getBoard(w http.ResponseWriter, r *http.Request, c airlock.Cal
 }
 
 func (h *handler) createColumn(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in columnInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[columnInput](h, w, r)
+	if !ok {
 		return
 	}
 	col, err := h.svc.CreateColumn(r.Context(), c, in.Key, in.Name)
@@ -71,14 +65,8 @@ func (h *handler) createColumn(w http.ResponseWriter, r *http.Request, c airlock
 }
 
 func (h *handler) createWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in workItemInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[workItemInput](h, w, r)
+	if !ok {
 		return
 	}
 	item, err := h.svc.CreateWorkItem(r.Context(), c, in.Title, in.ColumnKey)
@@ -92,22 +80,12 @@ func (h *handler) createWorkItem(w http.ResponseWriter, r *http.Request, c airlo
 
 func (h *handler) getWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	item, err := h.svc.WorkItem(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeWorkItem(b, item) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeWorkItem(b, item) })
 }
 
 func (h *handler) updateWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in workItemPatchInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[workItemPatchInput](h, w, r)
+	if !ok {
 		return
 	}
 	item, err := h.svc.UpdateWorkItem(r.Context(), c, airlock.WorkItemPatch{

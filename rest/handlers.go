@@ -185,6 +185,32 @@ func bearer(r *http.Request) string {
 // readJSON reads a request body of at most maxBody bytes sent as
 // application/json. It does not decode: only the domain's strict decoders
 // may read a body, so nothing lenient ever sees it.
+// answerOK replies 200 with the body write writes, or the problem err
+// when the call failed.
+func (h *handler) answerOK(w http.ResponseWriter, r *http.Request, err error, write func(*bytes.Buffer)) {
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, write)
+}
+
+// decodeBody reads the request's JSON body into a T, strictly
+// (airlock.DecodeObject). When it cannot, it answers the problem and
+// reports false.
+func decodeBody[T any](h *handler, w http.ResponseWriter, r *http.Request) (T, bool) {
+	var in T
+	body, err := h.readJSON(w, r)
+	if err == nil {
+		err = airlock.DecodeObject(body, &in)
+	}
+	if err != nil {
+		h.problem(w, r, err)
+		return in, false
+	}
+	return in, true
+}
+
 func (h *handler) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if err := checkJSONMediaType(r.Header.Get("Content-Type")); err != nil {
 		return nil, err
@@ -236,14 +262,8 @@ func tooLarge(limit int64) error {
 }
 
 func (h *handler) createInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in airlock.InstanceInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[airlock.InstanceInput](h, w, r)
+	if !ok {
 		return
 	}
 	inst, err := h.svc.RegisterInstance(r.Context(), c, in)
@@ -257,11 +277,7 @@ func (h *handler) createInstance(w http.ResponseWriter, r *http.Request, c airlo
 
 func (h *handler) getInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	inst, err := h.svc.Instance(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeInstance(b, inst) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeInstance(b, inst) })
 }
 
 func (h *handler) deleteInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
@@ -414,58 +430,30 @@ func (h *handler) refuseHeavyRead(w http.ResponseWriter, r *http.Request, err er
 
 func (h *handler) cancelRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	req, err := h.svc.Cancel(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequest(b, req) })
 }
 
 func (h *handler) decide(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in airlock.DecisionInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[airlock.DecisionInput](h, w, r)
+	if !ok {
 		return
 	}
 	req, err := h.svc.Decide(r.Context(), c, r.PathValue("id"), in)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequest(b, req) })
 }
 
 func (h *handler) claim(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	req, err := h.svc.Claim(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequest(b, req) })
 }
 
 func (h *handler) report(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in airlock.ReportInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[airlock.ReportInput](h, w, r)
+	if !ok {
 		return
 	}
 	req, err := h.svc.Report(r.Context(), c, r.PathValue("id"), in)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, req) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequest(b, req) })
 }
 
 // tokenInput is the body of POST /v1/tokens (CreateToken).
@@ -477,14 +465,8 @@ type tokenInput struct {
 }
 
 func (h *handler) createToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-	body, err := h.readJSON(w, r)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	var in tokenInput
-	if err := airlock.DecodeObject(body, &in); err != nil {
-		h.problem(w, r, err)
+	in, ok := decodeBody[tokenInput](h, w, r)
+	if !ok {
 		return
 	}
 	t, secret, err := h.svc.CreateToken(r.Context(), c, airlock.NewTokenInput{
@@ -508,9 +490,5 @@ func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, c airlock.C
 
 func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	t, err := h.svc.RevokeToken(r.Context(), c, r.PathValue("id"))
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeToken(b, t, "") })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeToken(b, t, "") })
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/getkin/kin-openapi/openapi3"
@@ -25,11 +26,10 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testkit.Main(m)
 }
 
 // principalA is the principal of agent A's token, shared by the reviewer
@@ -113,10 +113,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		t.Fatalf("provider: %v", err)
 	}
 	if !o.noScheduler {
-		runCtx, stopRun := context.WithCancel(ctx)
-		ran := make(chan struct{})
-		go func() { defer close(ran); svc.Run(runCtx) }()
-		t.Cleanup(func() { stopRun(); <-ran })
+		testkit.Go(t, svc.Run)
 	}
 
 	b := &bundle{store: store, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}

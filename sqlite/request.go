@@ -201,18 +201,24 @@ func queryRequest(ctx context.Context, q queryer, query string, args ...any) (ai
 
 // queryRequests runs a query that yields requests, in the query's order.
 func queryRequests(ctx context.Context, q queryer, query string, args ...any) ([]airlock.Request, error) {
+	return queryAll(ctx, q, func(sc scanner) (airlock.Request, error) { return scanRequest(sc) }, query, args...)
+}
+
+// queryAll runs a query and scans each of its rows with scan, in the
+// query's order.
+func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []airlock.Request
+	var out []T
 	for rows.Next() {
-		r, err := scanRequest(rows)
+		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }
@@ -472,21 +478,9 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 		return nil, false, err
 	}
 	limit := f.PageSize()
-	rows, err := s.read.QueryContext(ctx, `SELECT `+summaryCols+` FROM requests`+where+` ORDER BY seq DESC LIMIT ?`,
+	out, err := queryAll(ctx, s.read, scanSummary, `SELECT `+summaryCols+` FROM requests`+where+` ORDER BY seq DESC LIMIT ?`,
 		append(args, limit+1)...)
 	if err != nil {
-		return nil, false, translate(err, "requests", "list")
-	}
-	defer rows.Close()
-	var out []airlock.RequestSummary
-	for rows.Next() {
-		r, err := scanSummary(rows)
-		if err != nil {
-			return nil, false, translate(err, "requests", "list")
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, false, translate(err, "requests", "list")
 	}
 	if len(out) > limit {

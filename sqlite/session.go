@@ -41,22 +41,10 @@ func (s *Store) GetSession(ctx context.Context, id string) (airlock.Instance, er
 
 // ListSessions lists sessions, open and closed, newest first.
 func (s *Store) ListSessions(ctx context.Context, ownerID string) ([]airlock.Instance, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+instanceCols+` FROM instances i
+	out, err := queryAll(ctx, s.read, scanInstance, `SELECT `+instanceCols+` FROM instances i
 WHERE i.kind = 'session' AND (? = '' OR i.owner_id = ?) ORDER BY i.seq DESC LIMIT ?`,
 		ownerID, ownerID, airlock.MaxSessionsListed)
-	if err != nil {
-		return nil, translate(err, "sessions", ownerID)
-	}
-	defer rows.Close()
-	var out []airlock.Instance
-	for rows.Next() {
-		in, err := scanInstance(rows)
-		if err != nil {
-			return nil, translate(err, "sessions", ownerID)
-		}
-		out = append(out, in)
-	}
-	return out, translate(rows.Err(), "sessions", ownerID)
+	return out, translate(err, "sessions", ownerID)
 }
 
 // Heartbeat stamps the open session's last_seen_at and takes its

@@ -200,24 +200,7 @@ func (b *mcpBundle) heartbeat(t *testing.T, id string) []airlock.Instruction {
 }
 
 // allEvents reads the whole audit log, however long.
-func (b *mcpBundle) allEvents(t *testing.T) []airlock.Event {
-	t.Helper()
-	var all []airlock.Event
-	for {
-		after := int64(0)
-		if len(all) > 0 {
-			after = all[len(all)-1].ID
-		}
-		evs, err := b.store.ListEvents(b.ctx, after, 1000)
-		if err != nil {
-			t.Fatalf("ListEvents: %v", err)
-		}
-		if len(evs) == 0 {
-			return all
-		}
-		all = append(all, evs...)
-	}
-}
+func (b *mcpBundle) allEvents(t *testing.T) []airlock.Event { return AllEvents(t, b.store) }
 
 // eventsOf returns the audit events of type typ.
 func (b *mcpBundle) eventsOf(t *testing.T, typ airlock.EventType) []airlock.Event {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -213,60 +213,48 @@ func TestServeLifecycle(t *testing.T) {
 	c.call("GET", "/readyz", "", "").want(t, 200, "readyz")
 	agent := c.mintToken(testAdmin, "lifecycle agent", "agent")
 	reviewer := c.mintToken(testAdmin, "lifecycle reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"laptop"}`).want(t, 201, "register instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"laptop"}`).want(t, 201, "register instance").Str("id")
 
 	create := `{"tool":"issue_refund","arguments":{"payment_id":"payment_123","amount":4900},"timeout":"30m","agent_reasoning":"charged twice"}`
 	path := "/v1/instances/" + inst + "/approval-requests"
 	req := c.call("POST", path, agent, create, "Idempotency-Key", "refund-1").want(t, 201, "create")
-	id := req.str("id")
-	if req.str("state") != "pending" || !strings.HasPrefix(id, "apr_") {
-		t.Fatalf("create returned %s", req.raw)
+	id := req.Str("id")
+	if req.Str("state") != "pending" || !strings.HasPrefix(id, "apr_") {
+		t.Fatalf("create returned %s", req.Raw)
 	}
-	if replay := c.call("POST", path, agent, create, "Idempotency-Key", "refund-1").want(t, 200, "replay"); replay.str("id") != id {
-		t.Fatalf("replay returned another request: %s", replay.raw)
+	if replay := c.call("POST", path, agent, create, "Idempotency-Key", "refund-1").want(t, 200, "replay"); replay.Str("id") != id {
+		t.Fatalf("replay returned another request: %s", replay.Raw)
 	}
 
 	list := c.call("GET", "/v1/approval-requests?state=pending", reviewer, "").want(t, 200, "list pending")
-	if !strings.Contains(list.raw, `"id":"`+id+`"`) {
-		t.Fatalf("pending list lacks %s: %s", id, list.raw)
+	if !strings.Contains(list.Raw, `"id":"`+id+`"`) {
+		t.Fatalf("pending list lacks %s: %s", id, list.Raw)
 	}
 	c.call("POST", "/v1/approval-requests/"+id+"/decision", agent, `{"status":"approved"}`).want(t, 403, "agent deciding")
 	dec := c.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved","note":"duplicate confirmed"}`).want(t, 200, "approve")
-	if dec.str("state") != "approved" || dec.str("decision.status") != "approved" || dec.str("decision.expires_at") == "" {
-		t.Fatalf("approval returned %s", dec.raw)
+	if dec.Str("state") != "approved" || dec.Str("decision.status") != "approved" || dec.Str("decision.expires_at") == "" {
+		t.Fatalf("approval returned %s", dec.Raw)
 	}
 	claim := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, "").want(t, 200, "claim")
-	if claim.str("execution.status") != "claimed" {
-		t.Fatalf("claim returned %s", claim.raw)
+	if claim.Str("execution.status") != "claimed" {
+		t.Fatalf("claim returned %s", claim.Raw)
 	}
 	again := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, "")
-	if again.status/100 == 2 || again.str("code") != "already_executed" {
-		t.Fatalf("second claim: %d %s", again.status, again.raw)
+	if again.Status/100 == 2 || again.Str("code") != "already_executed" {
+		t.Fatalf("second claim: %d %s", again.Status, again.Raw)
 	}
 	done := c.call("PUT", "/v1/approval-requests/"+id+"/execution", agent, `{"status":"succeeded"}`).want(t, 200, "report")
-	if done.str("execution.status") != "succeeded" || done.str("state") != "approved" {
-		t.Fatalf("report returned %s", done.raw)
+	if done.Str("execution.status") != "succeeded" || done.Str("state") != "approved" {
+		t.Fatalf("report returned %s", done.Raw)
 	}
 
 	// The scheduler, not a read, expires a request nobody decides: the
 	// event stream shows request.expired without anyone reading it.
-	expired := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go watchEvents(ctx, t, srv.url, reviewer, "request.expired", expired)
-	short := c.call("POST", path, agent, `{"tool":"noop","arguments":{},"timeout":"50ms"}`, "Idempotency-Key", "short-1").want(t, 201, "create short").str("id")
-	select {
-	case data := <-expired:
-		if !strings.Contains(data, short) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
-			t.Fatalf("expiry event %s is not for %s by the scheduler", data, short)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request.expired event within 10s of a 50ms deadline: is the scheduler running?")
-	}
+	checkSchedulerExpires(t, c, srv.url, path, agent, reviewer)
 
 	metrics := c.call("GET", "/metrics", "", "").want(t, 200, "metrics")
 	for _, m := range []string{`airlock_requests_total{state="approved"} 1`, "go_goroutines", "process_cpu_seconds_total"} {
-		if !strings.Contains(metrics.raw, m) {
+		if !strings.Contains(metrics.Raw, m) {
 			t.Errorf("/metrics lacks %q", m)
 		}
 	}
@@ -278,27 +266,32 @@ func TestServeLifecycle(t *testing.T) {
 // watchEvents reads the event stream and sends the data of the first event
 // of type want.
 func watchEvents(ctx context.Context, t *testing.T, url, token, want string, found chan<- string) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	res, err := hc.Do(req)
-	if err != nil {
-		return
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	typ := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			typ = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: ") && typ == want:
-			found <- strings.TrimPrefix(line, "data: ")
-			return
+	testkit.Events(ctx, url, token, func(typ, data string) bool {
+		if typ != want {
+			return true
 		}
+		found <- data
+		return false
+	})
+}
+
+// checkSchedulerExpires creates a request with a 50ms deadline at path
+// and checks that the scheduler, not a read, expires it: the event stream
+// shows request.expired without anyone reading the request.
+func checkSchedulerExpires(t *testing.T, c *api, url, path, agent, reviewer string) {
+	t.Helper()
+	expired := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchEvents(ctx, t, url, reviewer, "request.expired", expired)
+	short := c.call("POST", path, agent, `{"tool":"noop","arguments":{},"timeout":"50ms"}`, "Idempotency-Key", "short-1").want(t, 201, "create short").Str("id")
+	select {
+	case data := <-expired:
+		if !strings.Contains(data, short) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
+			t.Fatalf("expiry event %s is not for %s by the scheduler", data, short)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request.expired event within 10s of a 50ms deadline: is the scheduler running?")
 	}
 }
 
@@ -312,7 +305,7 @@ func TestFirstRunToken(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "airlock.db")
 
 	first := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db)
-	token := first.out.waitFor(t, adminTokenRE, first.exited)[1]
+	token := first.out.WaitFor(t, adminTokenRE, first.exited)[1]
 	newAPI(t, first.url).call("GET", "/v1/tokens", token, "").want(t, 200, "list tokens with the printed token")
 	if _, err := first.stop(t); err != nil {
 		t.Fatal(err)
@@ -365,7 +358,7 @@ func TestListenFailureKeepsFirstRun(t *testing.T) {
 		t.Fatal("a start that could not listen stored a bootstrap token it never showed")
 	}
 	ok := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db)
-	ok.out.waitFor(t, adminTokenRE, ok.exited)
+	ok.out.WaitFor(t, adminTokenRE, ok.exited)
 }
 
 // TestShutdownIsPrompt checks that stopping the server is not held up by a
@@ -377,9 +370,9 @@ func TestShutdownIsPrompt(t *testing.T) {
 	c := newAPI(t, srv.url)
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").Str("id")
 	id := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, `{"tool":"t","arguments":{}}`,
-		"Idempotency-Key", "k").want(t, 201, "create").str("id")
+		"Idempotency-Key", "k").want(t, 201, "create").Str("id")
 
 	// An event stream, open until the server ends it.
 	streamEnded := make(chan struct{})
@@ -394,21 +387,15 @@ func TestShutdownIsPrompt(t *testing.T) {
 	go func() {
 		r, err := c.try("GET", "/v1/approval-requests/"+id+"?wait=60s", agent, "")
 		if err != nil {
-			r.raw = err.Error()
+			r.Raw = err.Error()
 		}
 		polled <- r
 	}()
 	// Only the server knows when the long-poll has reached it: poll its
 	// gauge, with a deadline.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if strings.Contains(c.call("GET", "/metrics", "", "").raw, "\nairlock_long_polls_waiting 1\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long-poll did not reach the server within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the long-poll to reach the server", func() bool {
+		return strings.Contains(c.call("GET", "/metrics", "", "").Raw, "\nairlock_long_polls_waiting 1\n")
+	})
 
 	took, err := srv.stop(t)
 	if err != nil {
@@ -417,8 +404,8 @@ func TestShutdownIsPrompt(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("shutdown took %s with a 60s long-poll and an event stream open; want well under the 10s grace", took)
 	}
-	if r := <-polled; r.status != 200 || r.str("state") != "pending" {
-		t.Errorf("the long-poll got %d %s; want 200 with the request still pending", r.status, r.raw)
+	if r := <-polled; r.Status != 200 || r.Str("state") != "pending" {
+		t.Errorf("the long-poll got %d %s; want 200 with the request still pending", r.Status, r.Raw)
 	}
 	<-streamEnded
 }
@@ -461,7 +448,7 @@ func TestUncleanPathsAnswerProblems(t *testing.T) {
 	}
 	// Nothing was created by the POSTs.
 	c := newAPI(t, srv.url)
-	if got := c.call("GET", "/v1/tokens", testAdmin, "").want(t, 200, "list tokens").body["items"].([]any); len(got) != 1 {
+	if got := c.call("GET", "/v1/tokens", testAdmin, "").want(t, 200, "list tokens").Body["items"].([]any); len(got) != 1 {
 		t.Errorf("%d tokens after the refused POSTs, want the admin's only", len(got))
 	}
 }

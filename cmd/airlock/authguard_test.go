@@ -31,11 +31,11 @@ func TestServeThrottlesFailedAuthentication(t *testing.T) {
 	rest(attacker, "airlock_wrong1").want(t, 401, "a first wrong token on REST")
 	mcp(attacker, "airlock_wrong2").want(t, 401, "a second, on /mcp")
 	rest(attacker, "airlock_wrong3").want(t, 401, "a third, on REST")
-	if r := rest(attacker, "airlock_wrong4"); r.status != 429 || r.str("code") != "rate_limited" {
-		t.Fatalf("a fourth wrong token on REST: %d %s, want 429 rate_limited", r.status, r.raw)
+	if r := rest(attacker, "airlock_wrong4"); r.Status != 429 || r.Str("code") != "rate_limited" {
+		t.Fatalf("a fourth wrong token on REST: %d %s, want 429 rate_limited", r.Status, r.Raw)
 	}
-	if r := mcp(attacker, "airlock_wrong5"); r.status != 429 || !strings.Contains(r.raw, "rate_limited") {
-		t.Fatalf("a fifth, on /mcp: %d %s, want 429 rate_limited", r.status, r.raw)
+	if r := mcp(attacker, "airlock_wrong5"); r.Status != 429 || !strings.Contains(r.Raw, "rate_limited") {
+		t.Fatalf("a fifth, on /mcp: %d %s, want 429 rate_limited", r.Status, r.Raw)
 	}
 	rest("198.51.100.2", agent).want(t, 200, "a valid token from another address")
 	if out := srv.out.String(); !strings.Contains(out, fmt.Sprintf(`msg="failed authentication" address=%s failed=1`, attacker)) {

@@ -14,48 +14,19 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // proc is the real airlock binary running as a child process.
-type proc struct {
-	cmd    *exec.Cmd
-	out    *output
-	exited chan struct{} // closed once the process is reaped
-	addr   string
-	url    string
-}
+type proc = testkit.Process
 
 // startProcess runs the binary with args in dir, with the AIRLOCK_*
 // variables of this process removed and env added, and waits until it
 // listens. The process is killed at the end of the test if still running.
 func startProcess(t testing.TB, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary(t), args...), out: newOutput(), exited: make(chan struct{})}
-	p.cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIRLOCK_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
-		}
-	}
-	p.cmd.Env = append(p.cmd.Env, env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(p.kill)
-	p.addr = p.out.waitFor(t, listeningRE, p.exited)[1]
-	p.url = "http://" + p.addr
-	return p
-}
-
-// kill kills the process with SIGKILL (kill -9) and reaps it.
-func (p *proc) kill() {
-	p.cmd.Process.Kill()
-	<-p.exited
+	return testkit.Serve(t, binary(t), dir, env, args...)
 }
 
 // tourBlocks returns the ```sh blocks of the README's tour section.
@@ -101,12 +72,12 @@ func TestReadmeTour(t *testing.T) {
 	if strings.Count(script, urlLine) != 1 {
 		t.Fatalf("the tour must set the server address once, as %q", urlLine)
 	}
-	script = strings.Replace(script, urlLine, "URL="+srv.url+"\n", 1)
+	script = strings.Replace(script, urlLine, "URL="+srv.URL+"\n", 1)
 	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+script)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the tour failed: %v\n%s\nserver output:\n%s", err, out, srv.out)
+		t.Fatalf("the tour failed: %v\n%s\nserver output:\n%s", err, out, srv.Out)
 	}
 	for _, want := range []string{
 		`"role":"agent"`, `"role":"reviewer"`, `"name":"billing-bot on laptop"`,
@@ -178,26 +149,23 @@ func TestKillRestart(t *testing.T) {
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", testAdmin,
 		"--min-timeout", "10ms", "--rate-limit", "1000000", "--log-level", "error"}
 	srv := startProcess(t, dir, nil, args...)
-	c := newAPI(t, srv.url)
+	c := newAPI(t, srv.URL)
 	agent := c.mintToken(testAdmin, "load agent", "agent")
 	reviewer := c.mintToken(testAdmin, "load reviewer", "reviewer")
-	loadInst := c.call("POST", "/v1/instances", agent, `{"name":"load"}`).want(t, 201, "instance").str("id")
-	overdueInst := c.call("POST", "/v1/instances", agent, `{"name":"overdue"}`).want(t, 201, "instance").str("id")
+	loadInst := c.call("POST", "/v1/instances", agent, `{"name":"load"}`).want(t, 201, "instance").Str("id")
+	overdueInst := c.call("POST", "/v1/instances", agent, `{"name":"overdue"}`).want(t, 201, "instance").Str("id")
 
-	var (
-		mu        sync.Mutex
-		acked     = map[string]string{} // request ID → last acknowledged state
-		attempted = map[string]bool{}   // requests a decision was sent for
-		decidable = make(chan string, restarts*perCycle*4)
-		creates   atomic.Int64
-		decisions atomic.Int64
-	)
+	load := testkit.NewLoad(restarts * perCycle * 4)
+	call := func(method, path, token, body string, header ...string) (testkit.Reply, error) {
+		r, err := c.try(method, path, token, body, header...)
+		return r.Reply, err
+	}
 	var overdue []string
 	for cycle := 0; ; cycle++ {
 		if cycle > 0 {
 			restarted := time.Now()
 			srv = startProcess(t, dir, nil, args...)
-			c.url = srv.url
+			c.url = srv.URL
 			checkOverdueExpired(t, c, reviewer, overdueInst, overdue, restarted)
 		}
 		if cycle == restarts {
@@ -220,44 +188,8 @@ func TestKillRestart(t *testing.T) {
 						return
 					default:
 					}
-					var id string
-					if w%2 == 1 {
-						select {
-						case id = <-decidable:
-						default:
-						}
-					}
-					if id == "" {
-						key := fmt.Sprintf("c%d-w%d-%d", cycle, w, n)
-						r, err := c.try("POST", "/v1/instances/"+loadInst+"/approval-requests", agent,
-							fmt.Sprintf(`{"tool":"load","arguments":{"n":%d}}`, n), "Idempotency-Key", key)
-						if err != nil || r.status != 201 {
-							continue // not acknowledged: the server is gone or going
-						}
-						mu.Lock()
-						acked[r.str("id")] = "pending"
-						mu.Unlock()
-						creates.Add(1)
-						select {
-						case decidable <- r.str("id"):
-						default: // enough queued already
-						}
-					} else {
-						status := []string{"approved", "denied"}[rng.IntN(2)]
-						mu.Lock()
-						attempted[id] = true
-						mu.Unlock()
-						r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
-						if err != nil || r.status != 200 {
-							continue
-						}
-						if r.str("state") != status {
-							t.Errorf("decision %s on %s answered state %q", status, id, r.str("state"))
-						}
-						mu.Lock()
-						acked[id] = status
-						mu.Unlock()
-						decisions.Add(1)
+					if !load.Step(t, call, rng, w%2 == 1, loadInst, agent, reviewer, fmt.Sprintf("c%d-w%d-%d", cycle, w, n), n) {
+						continue
 					}
 					if ops.Add(1) == perCycle {
 						close(enough)
@@ -267,8 +199,8 @@ func TestKillRestart(t *testing.T) {
 		}
 		select {
 		case <-enough:
-		case <-srv.exited:
-			t.Fatalf("the server exited under load:\n%s", srv.out)
+		case <-srv.Exited:
+			t.Fatalf("the server exited under load:\n%s", srv.Out)
 		case <-time.After(time.Minute):
 			t.Fatalf("fewer than %d operations acknowledged in a minute", perCycle)
 		}
@@ -276,12 +208,12 @@ func TestKillRestart(t *testing.T) {
 		r := c.call("POST", "/v1/instances/"+overdueInst+"/approval-requests", agent,
 			fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),
 			"Idempotency-Key", fmt.Sprintf("overdue-%d", cycle)).want(t, 201, "create an overdue request")
-		overdue = []string{r.str("id")}
-		deadline, err := time.Parse(time.RFC3339Nano, r.str("deadline_at"))
+		overdue = []string{r.Str("id")}
+		deadline, err := time.Parse(time.RFC3339Nano, r.Str("deadline_at"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv.kill()
+		srv.Kill()
 		if time.Now().After(deadline) {
 			t.Logf("cycle %d: killed after the overdue request's deadline; its check proves less this time", cycle)
 		}
@@ -293,38 +225,12 @@ func TestKillRestart(t *testing.T) {
 	}
 
 	// Every acknowledged create exists; every acknowledged decision holds.
-	states := map[string]string{}
-	for cursor := ""; ; {
-		r := c.call("GET", "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, reviewer, "").want(t, 200, "list")
-		items, _ := r.body["items"].([]any)
-		for _, it := range items {
-			m := it.(map[string]any)
-			states[m["id"].(string)] = m["state"].(string)
-		}
-		next := r.str("next_cursor")
-		if next == "" {
-			break
-		}
-		cursor = "&cursor=" + next
-	}
-	lost := 0
-	for id, want := range acked {
-		got, ok := states[id]
-		switch {
-		case !ok:
-			lost++
-			t.Errorf("acknowledged request %s is gone", id)
-		case want == "pending" && got != "pending" && !attempted[id]:
-			t.Errorf("request %s is %s, but nobody decided it", id, got)
-		case want == "pending" && !slices.Contains([]string{"pending", "approved", "denied"}, got):
-			t.Errorf("request %s is %s; want pending or an unacknowledged decision", id, got)
-		case want != "pending" && got != want:
-			lost++
-			t.Errorf("request %s was acknowledged %s but is %s", id, want, got)
-		}
-	}
+	states := testkit.RequestStates(func(cursor string) map[string]any {
+		return c.call("GET", "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, reviewer, "").want(t, 200, "list").Body
+	})
+	lost := load.Lost(t, states)
 	t.Logf("%d kill -9 restarts: %d creates and %d decisions acknowledged, %d lost; %d requests stored",
-		restarts, creates.Load(), decisions.Load(), lost, len(states))
+		restarts, load.Creates.Load(), load.Decisions.Load(), lost, len(states))
 }
 
 // checkOverdueExpired checks that the overdue requests are expired, by the
@@ -336,21 +242,21 @@ func checkOverdueExpired(t *testing.T, c *api, reviewer, inst string, ids []stri
 	limit := restarted.Add(2 * time.Second)
 	for {
 		r := c.call("GET", "/v1/approval-requests?state=pending&instance_id="+inst, reviewer, "").want(t, 200, "list pending")
-		still := slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(r.raw, id) })
+		still := slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(r.Raw, id) })
 		if !still {
 			break
 		}
 		if time.Now().After(limit) {
-			t.Fatalf("overdue requests still pending 2s after the restart: %s", r.raw)
+			t.Fatalf("overdue requests still pending 2s after the restart: %s", r.Raw)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	for _, id := range ids {
 		r := c.call("GET", "/v1/approval-requests/"+id, reviewer, "").want(t, 200, "read overdue request")
-		decided, err := time.Parse(time.RFC3339Nano, r.str("decision.decided_at"))
-		if r.str("state") != "expired" || r.str("decision.decided_by") != "system:expiry" || err != nil || decided.After(limit) {
+		decided, err := time.Parse(time.RFC3339Nano, r.Str("decision.decided_at"))
+		if r.Str("state") != "expired" || r.Str("decision.decided_by") != "system:expiry" || err != nil || decided.After(limit) {
 			t.Errorf("overdue request %s: want expired by the scheduler within 2s of restart (%s); got %s",
-				id, restarted.Format(time.RFC3339Nano), r.raw)
+				id, restarted.Format(time.RFC3339Nano), r.Raw)
 		}
 	}
 }

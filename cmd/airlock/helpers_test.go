@@ -1,132 +1,34 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
-// binDir holds the airlock binary that end-to-end tests build once.
-var binDir string
-
-func TestMain(m *testing.M) {
-	var err error
-	if binDir, err = os.MkdirTemp("", "airlock-bin-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(binDir)
-	if code == 0 {
-		// Checked here rather than with goleak.VerifyTestMain so that the
-		// binary directory is removed either way.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	buildErr  error
-)
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // binary builds the real airlock binary once per test run (with -race when
 // the tests run with it) and returns its path.
 func binary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(binDir, "airlock")
-	buildOnce.Do(func() {
-		args := []string{"build", "-o", bin}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bin
+	return testkit.Airlock(t, testkit.Race)
 }
-
-// output collects what a server writes and lets a test wait for a line.
-type output struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	changed chan struct{} // closed and replaced on every write
-}
-
-func newOutput() *output { return &output{changed: make(chan struct{})} }
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.buf.Write(p)
-	close(o.changed)
-	o.changed = make(chan struct{})
-	return len(p), nil
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-// waitFor waits until the output matches re and returns the submatches. It
-// fails the test when exited is closed first or after a minute.
-func (o *output) waitFor(t testing.TB, re *regexp.Regexp, exited <-chan struct{}) []string {
-	t.Helper()
-	timeout := time.NewTimer(time.Minute)
-	defer timeout.Stop()
-	for {
-		o.mu.Lock()
-		m := re.FindStringSubmatch(o.buf.String())
-		changed := o.changed
-		o.mu.Unlock()
-		if m != nil {
-			return m
-		}
-		select {
-		case <-changed:
-		case <-exited:
-			if m := re.FindStringSubmatch(o.String()); m != nil {
-				return m
-			}
-			t.Fatalf("server exited before printing %q; its output:\n%s", re, o)
-		case <-timeout.C:
-			t.Fatalf("no %q within a minute; output:\n%s", re, o)
-		}
-	}
-}
-
-var listeningRE = regexp.MustCompile(`Airlock listening on http://(\S+) `)
 
 // running is an App serving in-process.
 type running struct {
 	addr   string
 	url    string
-	out    *output
+	out    *testkit.Output
 	cancel context.CancelFunc
 	exited chan struct{} // closed when Run returns
 	err    error         // Run's error, once exited is closed
@@ -137,14 +39,14 @@ type running struct {
 func startApp(t *testing.T, env map[string]string, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{out: newOutput(), cancel: cancel, exited: make(chan struct{})}
+	r := &running{out: testkit.NewOutput(), cancel: cancel, exited: make(chan struct{})}
 	app := &App{Stdout: r.out, Stderr: r.out, LookupEnv: mapEnv(env)}
 	go func() {
 		defer close(r.exited)
 		r.err = app.Run(ctx, append([]string{"serve"}, args...))
 	}()
 	t.Cleanup(func() { r.stop(t) })
-	r.addr = r.out.waitFor(t, listeningRE, r.exited)[1]
+	r.addr = r.out.WaitFor(t, testkit.ListeningRE, r.exited)[2]
 	r.url = "http://" + r.addr
 	return r
 }
@@ -184,23 +86,7 @@ func newAPI(t testing.TB, url string) *api {
 }
 
 // resp is a decoded reply.
-type resp struct {
-	status int
-	header http.Header
-	body   map[string]any
-	raw    string
-}
-
-// str returns a string at a dotted path such as "decision.status".
-func (r resp) str(path string) string {
-	var v any = r.body
-	for key := range strings.SplitSeq(path, ".") {
-		m, _ := v.(map[string]any)
-		v = m[key]
-	}
-	s, _ := v.(string)
-	return s
-}
+type resp struct{ testkit.Reply }
 
 // call makes one request; body, when not empty, is sent as JSON. Extra
 // headers come as name, value pairs. Transport errors fail the test.
@@ -215,46 +101,15 @@ func (a *api) call(method, path, token, body string, header ...string) resp {
 
 // try is call that returns transport errors, for callers that expect them.
 func (a *api) try(method, path, token, body string, header ...string) (resp, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, a.url+path, rd)
-	if err != nil {
-		return resp{}, err
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := a.hc.Do(req)
-	if err != nil {
-		return resp{}, err
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return resp{}, err
-	}
-	out := resp{status: res.StatusCode, header: res.Header, raw: string(raw)}
-	if strings.Contains(res.Header.Get("Content-Type"), "json") {
-		if err := json.Unmarshal(raw, &out.body); err != nil {
-			return resp{}, fmt.Errorf("decode %s: %v", raw, err)
-		}
-	}
-	return out, nil
+	r, err := testkit.Call(context.Background(), a.hc, method, a.url+path, token, body, header...)
+	return resp{r}, err
 }
 
 // want fails the test unless r has the given status.
 func (r resp) want(t testing.TB, status int, what string) resp {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.raw)
+	if r.Status != status {
+		t.Fatalf("%s: status %d, want %d; body %s", what, r.Status, status, r.Raw)
 	}
 	return r
 }
@@ -263,7 +118,7 @@ func (r resp) want(t testing.TB, status int, what string) resp {
 func (a *api) mintToken(admin, name, role string) string {
 	a.t.Helper()
 	r := a.call("POST", "/v1/tokens", admin, fmt.Sprintf(`{"name":%q,"role":%q}`, name, role)).want(a.t, 201, "mint "+role)
-	return r.str("secret")
+	return r.Str("secret")
 }
 
 // inboxSession is a reviewer signed in to the web inbox.

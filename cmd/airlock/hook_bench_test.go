@@ -28,13 +28,13 @@ func BenchmarkHookDecided(b *testing.B) {
 	dir := b.TempDir()
 	srv := startProcess(b, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"),
 		"--admin-token", testAdmin, "--log-level", "error", "--rate-limit", "1000000")
-	c := newAPI(b, srv.url)
+	c := newAPI(b, srv.URL)
 	agent := c.mintToken(testAdmin, "bench agent", "agent")
 	reviewer := c.mintToken(testAdmin, "bench reviewer", "reviewer")
 	const session = "bench-session"
 	c.call("POST", "/v1/instances", agent, `{"name":"`+hook.InstanceName("claude-code", session)+`"}`).want(b, 201, "instance")
 	bin := binary(b)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_URL=" + srv.url, "AIRLOCK_TOKEN=" + agent,
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_URL=" + srv.URL, "AIRLOCK_TOKEN=" + agent,
 		"AIRLOCK_STATE_DIR=" + filepath.Join(dir, "state")}
 
 	stdin := func(i int) []byte {
@@ -66,14 +66,14 @@ func BenchmarkHookDecided(b *testing.B) {
 		}
 		var inst string
 		list := c.call("GET", "/v1/instances", agent, "").want(b, 200, "instances")
-		for _, it := range list.body["items"].([]any) {
+		for _, it := range list.Body["items"].([]any) {
 			if m := it.(map[string]any); m["name"] == hook.InstanceName("claude-code", session) {
 				inst = m["id"].(string)
 			}
 		}
 		body, _ := json.Marshal(map[string]any{"tool": call.Tool, "arguments": call.Arguments, "timeout": "60s", "context": call.Context})
 		r := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, string(body), "Idempotency-Key", call.Key).want(b, 201, "create")
-		c.call("POST", "/v1/approval-requests/"+r.str("id")+"/decision", reviewer, `{"status":"approved"}`).want(b, 200, "approve")
+		c.call("POST", "/v1/approval-requests/"+r.Str("id")+"/decision", reviewer, `{"status":"approved"}`).want(b, 200, "approve")
 	}
 
 	// One call first, so the hook has remembered the session's instance.

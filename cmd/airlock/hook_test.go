@@ -34,7 +34,7 @@ func startHookSrv(t *testing.T, extra ...string) *hookSrv {
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"),
 		"--admin-token", testAdmin, "--log-level", "error"}, extra...)
 	h := &hookSrv{srv: startProcess(t, dir, nil, args...), dir: dir}
-	h.api = newAPI(t, h.srv.url)
+	h.api = newAPI(t, h.srv.URL)
 	h.agent = h.api.mintToken(testAdmin, "claude agent", "agent")
 	h.reviewer = h.api.mintToken(testAdmin, "phone reviewer", "reviewer")
 	return h
@@ -111,7 +111,7 @@ func (h *hookSrv) startHook(t *testing.T, env []string, stdin []byte, args ...st
 	}
 	url := "http://127.0.0.1:1" // nothing listens there
 	if h != nil {
-		url = h.srv.url
+		url = h.srv.URL
 		b.cmd.Env = append(b.cmd.Env, "AIRLOCK_TOKEN="+h.agent)
 	}
 	b.cmd.Env = append(b.cmd.Env, "AIRLOCK_URL="+url, "AIRLOCK_STATE_DIR="+t.TempDir())
@@ -163,7 +163,7 @@ func (h *hookSrv) pending(t *testing.T, session string) resp {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		list := h.api.call("GET", "/v1/approval-requests?state=pending", h.reviewer, "").want(t, 200, "list")
-		items, _ := list.body["items"].([]any)
+		items, _ := list.Body["items"].([]any)
 		for _, it := range items {
 			m, _ := it.(map[string]any)
 			ctx, _ := m["context"].(map[string]any)
@@ -193,42 +193,42 @@ func TestHookClaudeApproved(t *testing.T) {
 	in, session := payload(t, "claude-code-pretooluse-bash.json")
 	run := h.startHook(t, nil, in, "claude-code", "--wait", "1m")
 	r := h.pending(t, session)
-	if r.str("tool") != "Bash" {
-		t.Errorf("tool %q, want Bash", r.str("tool"))
+	if r.Str("tool") != "Bash" {
+		t.Errorf("tool %q, want Bash", r.Str("tool"))
 	}
-	args, _ := json.Marshal(r.body["arguments"])
+	args, _ := json.Marshal(r.Body["arguments"])
 	if string(args) != `{"command":"npm test"}` {
 		t.Errorf("arguments %s, want tool_input exactly", args)
 	}
-	ctx, _ := r.body["context"].(map[string]any)
+	ctx, _ := r.Body["context"].(map[string]any)
 	for k, want := range map[string]string{"session_id": session, "cwd": "/home/user/my-project",
 		"tool_use_id": "toolu_01ABC123...", "transcript_path": "/home/user/.claude/projects/.../transcript.jsonl"} {
 		if ctx[k] != want {
 			t.Errorf("context.%s = %v, want %q", k, ctx[k], want)
 		}
 	}
-	inst := h.api.call("GET", "/v1/instances/"+r.str("instance_id"), h.reviewer, "").want(t, 200, "instance")
-	if inst.str("name") != "claude-code session "+session {
-		t.Errorf("instance name %q", inst.str("name"))
+	inst := h.api.call("GET", "/v1/instances/"+r.Str("instance_id"), h.reviewer, "").want(t, 200, "instance")
+	if inst.Str("name") != "claude-code session "+session {
+		t.Errorf("instance name %q", inst.Str("name"))
 	}
-	h.decide(t, r.str("id"), "approved", "tests only")
+	h.decide(t, r.Str("id"), "approved", "tests only")
 	got := run.wait(t)
 	if d, reason := got.decision(t); d != "allow" || !strings.Contains(reason, "tests only") {
 		t.Fatalf("answer %s %q, want allow with the note", d, reason)
 	}
-	after := h.api.call("GET", "/v1/approval-requests/"+r.str("id"), h.reviewer, "").want(t, 200, "read")
-	if after.str("execution.status") != "claimed" {
-		t.Fatalf("execution %v, want claimed before allow", after.body["execution"])
+	after := h.api.call("GET", "/v1/approval-requests/"+r.Str("id"), h.reviewer, "").want(t, 200, "read")
+	if after.Str("execution.status") != "claimed" {
+		t.Fatalf("execution %v, want claimed before allow", after.Body["execution"])
 	}
 
 	// The same session's next call reuses the instance.
 	next := bytes.ReplaceAll(in, []byte("toolu_01ABC123..."), []byte("toolu_02"))
 	run2 := h.startHook(t, nil, next, "claude-code", "--wait", "1m")
 	r2 := h.pending(t, session)
-	if r2.str("instance_id") != r.str("instance_id") {
-		t.Errorf("second call on instance %s, first on %s: want one instance per session", r2.str("instance_id"), r.str("instance_id"))
+	if r2.Str("instance_id") != r.Str("instance_id") {
+		t.Errorf("second call on instance %s, first on %s: want one instance per session", r2.Str("instance_id"), r.Str("instance_id"))
 	}
-	h.decide(t, r2.str("id"), "denied", "not now")
+	h.decide(t, r2.Str("id"), "denied", "not now")
 	if d, _ := run2.wait(t).decision(t); d != "deny" {
 		t.Errorf("second call: %s, want deny", d)
 	}
@@ -240,9 +240,9 @@ func TestHookClaudeApproved(t *testing.T) {
 	if pr.code != 0 || strings.TrimSpace(pr.stdout) != "{}" {
 		t.Fatalf("post-tool-use: exit %d, stdout %q, stderr %s", pr.code, pr.stdout, pr.stderr)
 	}
-	after = h.api.call("GET", "/v1/approval-requests/"+r.str("id"), h.reviewer, "").want(t, 200, "read")
-	if after.str("execution.status") != "succeeded" || !strings.Contains(after.str("execution.detail"), "success") {
-		t.Fatalf("execution after PostToolUse: %v", after.body["execution"])
+	after = h.api.call("GET", "/v1/approval-requests/"+r.Str("id"), h.reviewer, "").want(t, 200, "read")
+	if after.Str("execution.status") != "succeeded" || !strings.Contains(after.Str("execution.detail"), "success") {
+		t.Fatalf("execution after PostToolUse: %v", after.Body["execution"])
 	}
 }
 
@@ -264,7 +264,7 @@ func TestHookClaudeNoDecision(t *testing.T) {
 	t.Run("denied with the reviewer's note", func(t *testing.T) {
 		in, session := payload(t, "claude-code-pretooluse-mcp.json")
 		run := h.startHook(t, nil, in, "claude-code", "--wait", "1m")
-		h.decide(t, h.pending(t, session).str("id"), "denied", "use the staging memory server")
+		h.decide(t, h.pending(t, session).Str("id"), "denied", "use the staging memory server")
 		d, reason := run.wait(t).decision(t)
 		if d != "deny" || !strings.Contains(reason, "use the staging memory server") {
 			t.Fatalf("answer %s %q", d, reason)
@@ -273,11 +273,11 @@ func TestHookClaudeNoDecision(t *testing.T) {
 	t.Run("no decision within --wait asks and withdraws the request", func(t *testing.T) {
 		in, session := payload(t, "claude-code-pretooluse-bash.json")
 		run := h.startHook(t, nil, in, "claude-code", "--wait", "1s")
-		id := h.pending(t, session).str("id")
+		id := h.pending(t, session).Str("id")
 		if d, _ := run.wait(t).decision(t); d != "ask" {
 			t.Fatalf("answer %s, want ask", d)
 		}
-		if s := h.api.call("GET", "/v1/approval-requests/"+id, h.reviewer, "").str("state"); s != "cancelled" && s != "expired" {
+		if s := h.api.call("GET", "/v1/approval-requests/"+id, h.reviewer, "").Str("state"); s != "cancelled" && s != "expired" {
 			t.Fatalf("request left %s; want it withdrawn", s)
 		}
 	})
@@ -307,12 +307,12 @@ func TestHookClaudeNoDecision(t *testing.T) {
 		if d, reason := run.wait(t).decision(t); d != "ask" || !strings.Contains(reason, "cancelled") {
 			t.Fatalf("answer %s %q, want ask because cancelled", d, reason)
 		}
-		h.api.call("GET", "/v1/instances/"+r.str("instance_id"), h.agent, "").want(t, 404, "the session's instance after SessionEnd")
+		h.api.call("GET", "/v1/instances/"+r.Str("instance_id"), h.agent, "").want(t, 404, "the session's instance after SessionEnd")
 	})
 	t.Run("approved twice is allowed once", func(t *testing.T) {
 		in, session := payload(t, "claude-code-pretooluse-bash.json")
 		run := h.startHook(t, nil, in, "claude-code", "--wait", "1m")
-		id := h.pending(t, session).str("id")
+		id := h.pending(t, session).Str("id")
 		h.decide(t, id, "approved", "")
 		if d, _ := run.wait(t).decision(t); d != "allow" {
 			t.Fatalf("first: %s", d)
@@ -323,8 +323,8 @@ func TestHookClaudeNoDecision(t *testing.T) {
 			t.Fatalf("post-tool-use: exit %d, stderr %s", r.code, r.stderr)
 		}
 		ex := h.api.call("GET", "/v1/approval-requests/"+id, h.reviewer, "").want(t, 200, "read")
-		if ex.str("execution.status") != "failed" || !strings.Contains(ex.str("execution.detail"), "non-zero status") {
-			t.Fatalf("execution after PostToolUseFailure: %v", ex.body["execution"])
+		if ex.Str("execution.status") != "failed" || !strings.Contains(ex.Str("execution.detail"), "non-zero status") {
+			t.Fatalf("execution after PostToolUseFailure: %v", ex.Body["execution"])
 		}
 		// The agent retries the same call (same tool_use_id): it finds the
 		// same request, whose one execution is spent.
@@ -351,10 +351,10 @@ func TestHookClaudeRetried(t *testing.T) {
 		t.Fatalf("a killed hook printed %q", got.stdout)
 	}
 	second := h.startHook(t, env, in, "claude-code", "--wait", "1m")
-	if again := h.pending(t, session); again.str("id") != r.str("id") {
-		t.Fatalf("the retried hook made request %s; the first was %s", again.str("id"), r.str("id"))
+	if again := h.pending(t, session); again.Str("id") != r.Str("id") {
+		t.Fatalf("the retried hook made request %s; the first was %s", again.Str("id"), r.Str("id"))
 	}
-	h.decide(t, r.str("id"), "approved", "")
+	h.decide(t, r.Str("id"), "approved", "")
 	if d, _ := second.wait(t).decision(t); d != "allow" {
 		t.Fatalf("retried hook: %s, want allow", d)
 	}
@@ -368,9 +368,9 @@ func TestHookServerRestartsMidWait(t *testing.T) {
 	h := startHookSrv(t)
 	in, session := payload(t, "claude-code-pretooluse-bash.json")
 	run := h.startHook(t, nil, in, "claude-code", "--wait", "1m")
-	id := h.pending(t, session).str("id")
-	h.srv.kill()
-	args := []string{"serve", "--addr", h.srv.addr, "--db", filepath.Join(h.dir, "airlock.db"), "--admin-token", testAdmin, "--log-level", "error"}
+	id := h.pending(t, session).Str("id")
+	h.srv.Kill()
+	args := []string{"serve", "--addr", h.srv.Addr, "--db", filepath.Join(h.dir, "airlock.db"), "--admin-token", testAdmin, "--log-level", "error"}
 	h.srv = startProcess(t, h.dir, nil, args...)
 	h.decide(t, id, "approved", "after the restart")
 	if d, reason := run.wait(t).decision(t); d != "allow" || !strings.Contains(reason, "after the restart") {
@@ -412,7 +412,7 @@ func TestHookNeverFailsOpen(t *testing.T) {
 		{"an unknown event flag", good, nil, []string{"--event", "stop"}, "exit 2", "stop"},
 		{"a panic", good, []string{hookFaultEnv + "=panic"}, nil, "exit 2", "internal error"},
 	}
-	h := &hookSrv{srv: &proc{url: "http://" + closedAddr(t)}, agent: "agent-token"}
+	h := &hookSrv{srv: &proc{URL: "http://" + closedAddr(t)}, agent: "agent-token"}
 	for _, tc := range answers {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -457,7 +457,7 @@ func TestHookMatch(t *testing.T) {
 		t.Fatalf("exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
 	}
 	list := h.api.call("GET", "/v1/approval-requests", h.reviewer, "").want(t, 200, "list")
-	if items, _ := list.body["items"].([]any); len(items) != 0 {
+	if items, _ := list.Body["items"].([]any); len(items) != 0 {
 		t.Fatalf("an unselected tool made %d requests", len(items))
 	}
 }
@@ -493,10 +493,10 @@ func TestHookCodexGemini(t *testing.T) {
 		in = replaceSession(in, session)
 		run := h.startHook(t, nil, in, "codex", "--wait", "1m")
 		r := h.pending(t, session)
-		if r.str("tool") != "Bash" || r.body["context"].(map[string]any)["turn_id"] != "<turn-id>" {
-			t.Errorf("request %s", r.raw)
+		if r.Str("tool") != "Bash" || r.Body["context"].(map[string]any)["turn_id"] != "<turn-id>" {
+			t.Errorf("request %s", r.Raw)
 		}
-		h.decide(t, r.str("id"), "approved", "")
+		h.decide(t, r.Str("id"), "approved", "")
 		out := decode(t, run.wait(t))
 		hso, _ := out["hookSpecificOutput"].(map[string]any)
 		if hso["hookEventName"] != "PermissionRequest" || hso["decision"].(map[string]any)["behavior"] != "allow" {
@@ -504,7 +504,7 @@ func TestHookCodexGemini(t *testing.T) {
 		}
 		other := bytes.Replace(in, []byte("rm -f /tmp/example"), []byte("rm -rf /"), 1)
 		run = h.startHook(t, nil, other, "codex", "--wait", "1m")
-		h.decide(t, h.pending(t, session).str("id"), "denied", "no")
+		h.decide(t, h.pending(t, session).Str("id"), "denied", "no")
 		hso, _ = decode(t, run.wait(t))["hookSpecificOutput"].(map[string]any)
 		if d := hso["decision"].(map[string]any); d["behavior"] != "deny" || !strings.Contains(d["message"].(string), "no") {
 			t.Fatalf("deny answer %v", hso)
@@ -519,10 +519,10 @@ func TestHookCodexGemini(t *testing.T) {
 		in, session := payload(t, "gemini-beforetool-write-file.json")
 		run := h.startHook(t, nil, in, "gemini", "--wait", "1m")
 		r := h.pending(t, session)
-		if r.str("tool") != "write_file" {
-			t.Errorf("request %s", r.raw)
+		if r.Str("tool") != "write_file" {
+			t.Errorf("request %s", r.Raw)
 		}
-		h.decide(t, r.str("id"), "approved", "")
+		h.decide(t, r.Str("id"), "approved", "")
 		if out := decode(t, run.wait(t)); out["decision"] != "allow" {
 			t.Fatalf("answer %v", out)
 		}

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/mcpserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -29,7 +29,7 @@ func startMCPServer(t *testing.T) *mcpServer {
 	dir := t.TempDir()
 	admin := "admin-secret-for-mcp-tests"
 	p := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin)
-	a := newAPI(t, p.url)
+	a := newAPI(t, p.URL)
 	return &mcpServer{proc: p, api: a, admin: admin,
 		agent: a.mintToken(admin, "mcp agent", "agent"), reviewer: a.mintToken(admin, "mcp reviewer", "reviewer")}
 }
@@ -39,7 +39,7 @@ func startMCPServer(t *testing.T) *mcpServer {
 func (s *mcpServer) bridge(t *testing.T, extra ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"mcp"}, extra...)...)
-	cmd.Env = append(cleanEnv(), "AIRLOCK_URL="+s.url, "AIRLOCK_TOKEN="+s.agent)
+	cmd.Env = append(testkit.CleanEnv(), "AIRLOCK_URL="+s.URL, "AIRLOCK_TOKEN="+s.agent)
 	return cmd
 }
 
@@ -51,12 +51,12 @@ func TestMCPStdioSDK(t *testing.T) {
 	t.Parallel()
 	s := startMCPServer(t)
 	cmd := s.bridge(t, "--log-level", "info")
-	stderr := newOutput()
+	stderr := testkit.NewOutput()
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t16", Version: "v0"}, nil).
 		Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		t.Fatalf("connect: %v\nstderr:\n%s\nserver:\n%s", err, stderr, s.out)
+		t.Fatalf("connect: %v\nstderr:\n%s\nserver:\n%s", err, stderr, s.Out)
 	}
 	tools, err := cs.ListTools(t.Context(), nil)
 	if err != nil {
@@ -118,15 +118,8 @@ func TestMCPStdioWire(t *testing.T) {
 	t.Parallel()
 	s := startMCPServer(t)
 	cmd := s.bridge(t, "--log-level", "debug")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := newOutput()
+	stdin, stdout := testkit.Pipes(t, cmd)
+	stderr := testkit.NewOutput()
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -264,19 +257,19 @@ func TestMCPStdioFailures(t *testing.T) {
 		exit   int
 		stderr string
 	}{
-		{"no token", []string{"AIRLOCK_URL=" + s.url}, nil, exitUsage, "no token: set AIRLOCK_TOKEN"},
-		{"a URL with a query", nil, []string{"--url", s.url + "/?token=x", "--token", s.agent}, exitUsage, "must not carry a query"},
+		{"no token", []string{"AIRLOCK_URL=" + s.URL}, nil, exitUsage, "no token: set AIRLOCK_TOKEN"},
+		{"a URL with a query", nil, []string{"--url", s.URL + "/?token=x", "--token", s.agent}, exitUsage, "must not carry a query"},
 		{"not a URL", nil, []string{"--url", "ftp://x", "--token", s.agent}, exitUsage, "is not an http(s) URL"},
-		{"a revoked or unknown token", []string{"AIRLOCK_URL=" + s.url, "AIRLOCK_TOKEN=airlock_unknown"}, nil, exitFailure, "connect to Airlock at " + s.url + "/mcp"},
+		{"a revoked or unknown token", []string{"AIRLOCK_URL=" + s.URL, "AIRLOCK_TOKEN=airlock_unknown"}, nil, exitFailure, "connect to Airlock at " + s.URL + "/mcp"},
 		{"nothing listening", nil, []string{"--url", "http://127.0.0.1:1", "--token", s.agent}, exitFailure, "is `airlock serve` running there"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(binary(t), append([]string{"mcp"}, tt.args...)...)
-			cmd.Env = append(cleanEnv(), tt.env...)
+			cmd.Env = append(testkit.CleanEnv(), tt.env...)
 			var stdout strings.Builder
-			stderr := newOutput()
+			stderr := testkit.NewOutput()
 			cmd.Stdout, cmd.Stderr = &stdout, stderr
 			cmd.Stdin = strings.NewReader("")
 			err := cmd.Run()
@@ -307,15 +300,4 @@ func get(m map[string]any, path string) any {
 		v = mm[key]
 	}
 	return v
-}
-
-// cleanEnv is this process's environment without AIRLOCK_* variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIRLOCK_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }

@@ -56,9 +56,9 @@ func boundedMemory(t *testing.T, dir, db string) {
 	)
 	srv := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", db,
 		"--admin-token", testAdmin, "--rate-limit", "1000000", "--log-level", "error")
-	c := newAPI(t, srv.url)
+	c := newAPI(t, srv.URL)
 	agent := c.mintToken(testAdmin, "big agent", "agent")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"big"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"big"}`).want(t, 201, "instance").Str("id")
 	// Each body is just under the 1 MiB limit; a pending half for the
 	// inbox's pending page, a denied half for its history.
 	decider := c.mintToken(testAdmin, "decider", "reviewer")
@@ -66,7 +66,7 @@ func boundedMemory(t *testing.T, dir, db string) {
 	for i := range requests {
 		body := fmt.Sprintf(`{"tool":"blob","arguments":{"n":%d,"blob":%q}}`, i, blob)
 		id := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, body, "Idempotency-Key", strconv.Itoa(i)).
-			want(t, 201, "create").str("id")
+			want(t, 201, "create").Str("id")
 		if i%2 == 1 {
 			c.call("POST", "/v1/approval-requests/"+id+"/decision", decider, `{"status":"denied"}`).
 				want(t, 200, "deny")
@@ -78,10 +78,10 @@ func boundedMemory(t *testing.T, dir, db string) {
 	}
 	browsers := make([]*inboxSession, reviewers)
 	for i, tok := range tokens {
-		browsers[i] = signIn(t, srv.url, tok)
+		browsers[i] = signIn(t, srv.URL, tok)
 	}
 
-	pid := srv.cmd.Process.Pid
+	pid := srv.Cmd.Process.Pid
 	base := residentBytes(t, pid)
 	var peak atomic.Int64
 	peak.Store(base)
@@ -186,18 +186,18 @@ func listAll(t *testing.T, c *api, token string, count func(what string, status 
 			t.Errorf("list: %v", err)
 			return
 		}
-		count("list", r.status)
+		count("list", r.Status)
 		switch {
-		case r.status == http.StatusTooManyRequests:
-			time.Sleep(retryAfter(t, r.header)) // what the protocol asks of a client
+		case r.Status == http.StatusTooManyRequests:
+			time.Sleep(retryAfter(t, r.Header)) // what the protocol asks of a client
 			continue
-		case r.status != http.StatusOK:
+		case r.Status != http.StatusOK:
 			return
 		}
-		if items, _ := r.body["items"].([]any); len(items) > 5 {
+		if items, _ := r.Body["items"].([]any); len(items) > 5 {
 			t.Errorf("a page of %d requests of 1 MiB; want at most 5", len(items))
 		}
-		if cursor = r.str("next_cursor"); cursor == "" {
+		if cursor = r.Str("next_cursor"); cursor == "" {
 			return
 		}
 	}

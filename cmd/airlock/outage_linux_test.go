@@ -26,10 +26,10 @@ func TestDiskFullAnswers503(t *testing.T) {
 	db := filepath.Join(dir, "airlock.db")
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin}
 	srv := startProcess(t, dir, nil, args...)
-	c := newAPI(t, srv.url)
+	c := newAPI(t, srv.URL)
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"disk"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"disk"}`).want(t, 201, "instance").Str("id")
 	path := "/v1/instances/" + inst + "/approval-requests"
 	pad := strings.Repeat("x", 4000)
 	create := func(n int) resp {
@@ -38,7 +38,7 @@ func TestDiskFullAnswers503(t *testing.T) {
 	}
 	acked := map[string]string{} // request ID → acknowledged state
 	for n := range 3 {
-		acked[create(n).want(t, 201, "create").str("id")] = "pending"
+		acked[create(n).want(t, 201, "create").Str("id")] = "pending"
 	}
 	var first string
 	for id := range acked {
@@ -51,19 +51,19 @@ func TestDiskFullAnswers503(t *testing.T) {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "disk-full", Version: "v0"}, nil).Connect(t.Context(),
-		&mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{agent, tr}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{agent, tr}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	inbox := signIn(t, srv.url, reviewer)
+	inbox := signIn(t, srv.URL, reviewer)
 
 	// The disk is full. A limit of 0 fails every write(2) to a file, so
 	// that no write can land in space a file already has (the log, once
 	// checkpointed, is rewritten from its start): every write fails, not
 	// only those that would grow a file, and the test does not depend on
 	// where SQLite's files stand.
-	pid := srv.cmd.Process.Pid
+	pid := srv.Cmd.Process.Pid
 	if err := unix.Prlimit(pid, unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: 0, Max: unix.RLIM_INFINITY}, nil); err != nil {
 		t.Fatalf("lower the server's file size limit: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestDiskFullAnswers503(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.call("GET", "/readyz", "", "").want(t, 200, "readyz once space is freed")
-	acked[create(n).want(t, 201, "the failed create, retried once space is freed").str("id")] = "pending"
+	acked[create(n).want(t, 201, "the failed create, retried once space is freed").Str("id")] = "pending"
 	id := firstPending(acked)
 	c.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved"}`).want(t, 200, "a decision once space is freed")
 	acked[id] = "approved"
@@ -109,7 +109,7 @@ func TestDiskFullAnswers503(t *testing.T) {
 	}
 	cs.Close()
 
-	out := srv.out.String()
+	out := srv.Out.String()
 	if got := logLines(out, regexp.MustCompile(`level=ERROR msg="store unavailable" method=POST path=`+regexp.QuoteMeta(path)+` .*I/O error`)); got != failed {
 		t.Errorf("%d log lines for the %d failed creates, want one each, with the cause:\n%s", got, failed, out)
 	}
@@ -130,11 +130,11 @@ func TestDiskFullAnswers503(t *testing.T) {
 	}
 
 	// Nothing acknowledged is lost, also across a kill -9.
-	srv.kill()
+	srv.Kill()
 	srv = startProcess(t, dir, nil, args...)
-	c.url = srv.url
+	c.url = srv.URL
 	for id, state := range acked {
-		if got := c.call("GET", "/v1/approval-requests/"+id, reviewer, "").want(t, 200, "read "+id).str("state"); got != state {
+		if got := c.call("GET", "/v1/approval-requests/"+id, reviewer, "").want(t, 200, "read "+id).Str("state"); got != state {
 			t.Errorf("acknowledged request %s is %s, want %s", id, got, state)
 		}
 	}

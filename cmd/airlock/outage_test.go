@@ -13,10 +13,10 @@ import (
 // Retry-After, the code unavailable and a detail that says why.
 func wantUnavailable(t *testing.T, r resp, what, why string) {
 	t.Helper()
-	if r.status != http.StatusServiceUnavailable || r.str("code") != "unavailable" || r.header.Get("Retry-After") != "2" ||
-		!strings.Contains(r.str("detail"), why) {
+	if r.Status != http.StatusServiceUnavailable || r.Str("code") != "unavailable" || r.Header.Get("Retry-After") != "2" ||
+		!strings.Contains(r.Str("detail"), why) {
 		t.Fatalf("%s: %d Retry-After %q %s; want 503 unavailable with Retry-After 2 and a detail saying %q",
-			what, r.status, r.header.Get("Retry-After"), r.raw, why)
+			what, r.Status, r.Header.Get("Retry-After"), r.Raw, why)
 	}
 }
 
@@ -61,12 +61,12 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	c := newAPI(t, srv.url)
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"pg"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"pg"}`).want(t, 201, "instance").Str("id")
 	path := "/v1/instances/" + inst + "/approval-requests"
 	create := func(key string) resp {
 		return c.call("POST", path, agent, `{"tool":"t","arguments":{}}`, "Idempotency-Key", key)
 	}
-	acked := []string{create("k1").want(t, 201, "create").str("id"), create("k2").want(t, 201, "create").str("id")}
+	acked := []string{create("k1").want(t, 201, "create").Str("id"), create("k2").want(t, 201, "create").Str("id")}
 	c.call("POST", "/v1/approval-requests/"+acked[0]+"/decision", reviewer, `{"status":"denied"}`).want(t, 200, "deny")
 
 	proxy.Cut()
@@ -78,18 +78,18 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	c.call("GET", "/readyz", "", "").want(t, 503, "readyz with the database cut off")
 	c.call("GET", "/readyz", "", "").want(t, 503, "readyz with the database cut off, again")
 	mcp := c.call("POST", "/mcp", agent, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Accept", "application/json, text/event-stream")
-	if mcp.status != 503 || mcp.header.Get("Retry-After") != "2" || !strings.HasPrefix(str(mcp.body, "error.message"), "unavailable: ") {
+	if mcp.Status != 503 || mcp.Header.Get("Retry-After") != "2" || !strings.HasPrefix(str(mcp.Body, "error.message"), "unavailable: ") {
 		t.Errorf("/mcp with the database cut off: %d Retry-After %q %s; want 503 with Retry-After 2 and a JSON-RPC error \"unavailable: …\"",
-			mcp.status, mcp.header.Get("Retry-After"), mcp.raw)
+			mcp.Status, mcp.Header.Get("Retry-After"), mcp.Raw)
 	}
 
 	proxy.Restore()
 	c.call("GET", "/readyz", "", "").want(t, 200, "readyz once the database is back")
-	acked = append(acked, create("k3").want(t, 201, "the failed create, retried once the database is back").str("id"))
+	acked = append(acked, create("k3").want(t, 201, "the failed create, retried once the database is back").Str("id"))
 	c.call("POST", "/v1/approval-requests/"+acked[1]+"/decision", reviewer, `{"status":"approved"}`).want(t, 200, "a decision once the database is back")
 	for i, id := range acked {
 		want := []string{"denied", "approved", "pending"}[i]
-		if got := c.call("GET", "/v1/approval-requests/"+id, reviewer, "").want(t, 200, "read "+id).str("state"); got != want {
+		if got := c.call("GET", "/v1/approval-requests/"+id, reviewer, "").want(t, 200, "read "+id).Str("state"); got != want {
 			t.Errorf("acknowledged request %s is %s, want %s", id, got, want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -52,24 +53,24 @@ func TestServePolicy(t *testing.T) {
 	c := newAPI(t, srv.url)
 	agent := c.mintToken(admin, "agent", "agent")
 	reviewer := c.mintToken(admin, "reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"laptop"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"laptop"}`).want(t, 201, "instance").Str("id")
 	create := func(key, body string) resp {
 		return c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, body, "Idempotency-Key", key).want(t, 201, "create")
 	}
 
 	r := create("k1", `{"tool":"read_file","arguments":{"path":"README.md"}}`)
-	if r.str("state") != "approved" || r.str("decision.decided_by") != "policy:read-only tools" {
-		t.Fatalf("read_file: %s", r.raw)
+	if r.Str("state") != "approved" || r.Str("decision.decided_by") != "policy:read-only tools" {
+		t.Fatalf("read_file: %s", r.Raw)
 	}
-	c.call("POST", "/v1/approval-requests/"+r.str("id")+"/execution", agent, `{}`).want(t, 200, "claim the policy's approval")
+	c.call("POST", "/v1/approval-requests/"+r.Str("id")+"/execution", agent, `{}`).want(t, 200, "claim the policy's approval")
 	r = create("k2", `{"tool":"shell","arguments":{"command":"rm -rf /"}}`)
-	if r.str("state") != "denied" || r.str("decision.decided_by") != "policy:no recursive deletes" || r.str("decision.note") != "Recursive deletes are never allowed." {
-		t.Fatalf("rm -rf: %s", r.raw)
+	if r.Str("state") != "denied" || r.Str("decision.decided_by") != "policy:no recursive deletes" || r.Str("decision.note") != "Recursive deletes are never allowed." {
+		t.Fatalf("rm -rf: %s", r.Raw)
 	}
 	// The third rule errors (no such key) for this request: ask.
 	r = create("k3", `{"tool":"shell","arguments":{"command":"ls"}}`)
-	if r.str("state") != "pending" {
-		t.Fatalf("ls: %s, want pending", r.raw)
+	if r.Str("state") != "pending" {
+		t.Fatalf("ls: %s, want pending", r.Raw)
 	}
 	// The event stream: read until the policy's approval event, which
 	// must carry the file's hash.
@@ -117,7 +118,7 @@ func TestServePolicy(t *testing.T) {
 		t.Fatalf("advisory request: %v", a)
 	}
 
-	metrics := c.call("GET", "/metrics", "", "").raw
+	metrics := c.call("GET", "/metrics", "", "").Raw
 	for _, want := range []string{
 		`airlock_policy_rule_matches_total{rule="read-only tools"} 3`, // the question too: matched, and asked
 		`airlock_policy_rule_matches_total{rule="no recursive deletes"} 1`,
@@ -138,7 +139,7 @@ func TestServeRefusesABadPolicy(t *testing.T) {
 	if err := os.WriteFile(file, []byte("rules:\n  - name: typo\n    match: request.tol == 'x'\n    action: deny\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := newOutput()
+	out := testkit.NewOutput()
 	app := &App{Stdout: out, Stderr: out, LookupEnv: mapEnv(nil)}
 	err := app.Run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "a.db"), "--policy", file})
 	if code := exitCode(app, err); code != 2 || !strings.Contains(out.String(), `rule "typo" (rule 1, line 2, column 5)`) {
@@ -158,7 +159,7 @@ func TestPolicyCommands(t *testing.T) {
 	os.WriteFile(bad, []byte("rules:\n  - {name: x, match: 'request.tool', action: deny}\n"), 0o600)
 	os.WriteFile(req, []byte(`{"tool":"shell","arguments":{"command":"rm -rf /tmp"}}`), 0o600)
 	run := func(args ...string) (int, string) {
-		out := newOutput()
+		out := testkit.NewOutput()
 		app := &App{Stdout: out, Stderr: out, LookupEnv: mapEnv(nil)}
 		return exitCode(app, app.Run(t.Context(), args)), out.String()
 	}

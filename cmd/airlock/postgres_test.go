@@ -4,62 +4,16 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/jackc/pgx/v5"
 )
-
-// pgURLEnv names the variable that points the tests at a PostgreSQL
-// database; each test works in a fresh schema of its own, dropped when it
-// ends.
-const (
-	pgURLEnv     = "AIRLOCK_TEST_POSTGRES"
-	pgDefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-)
-
-var pgReach struct {
-	once sync.Once
-	url  string
-	err  error
-}
-
-// pgURL returns the test database's URL once it is known to answer. When it
-// does not, the test fails under CI (CI=true: the PostgreSQL tests are
-// mandatory there) and is skipped elsewhere, naming the variable to set.
-func pgURL(t *testing.T) string {
-	t.Helper()
-	pgReach.once.Do(func() {
-		pgReach.url = os.Getenv(pgURLEnv)
-		if pgReach.url == "" {
-			pgReach.url = pgDefaultURL
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, pgReach.url)
-		if err == nil {
-			err = conn.Ping(ctx)
-			conn.Close(ctx)
-		}
-		pgReach.err = err
-	})
-	if pgReach.err != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s does not answer: %v; set %s to the URL of a database these tests may create schemas in",
-			redactDB(pgReach.url), pgReach.err, pgURLEnv)
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: the PostgreSQL tests are mandatory under CI)", msg)
-		}
-		t.Skip(msg)
-	}
-	return pgReach.url
-}
 
 // pgSchemaURL creates a fresh schema, dropped with everything in it when t
 // ends (after the servers using it have stopped: cleanups run last first),
@@ -67,38 +21,7 @@ func pgURL(t *testing.T) string {
 // would write it for `airlock serve --db`.
 func pgSchemaURL(t *testing.T) string {
 	t.Helper()
-	base := pgURL(t)
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "t_cmd_" + hex.EncodeToString(b[:])
-	exec := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		if err := exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	q.Set("pool_max_conns", "4")
-	u.RawQuery = q.Encode()
-	return u.String()
+	return testkit.SchemaURL(t, testkit.CreateSchema(t, "t_cmd_"), "pool_max_conns", "4")
 }
 
 func TestRedactDB(t *testing.T) {
@@ -168,33 +91,21 @@ func TestServeOnPostgres(t *testing.T) {
 	c.call("GET", "/readyz", "", "").want(t, 200, "readyz")
 	agent := c.mintToken(testAdmin, "pg agent", "agent")
 	reviewer := c.mintToken(testAdmin, "pg reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"pg"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"pg"}`).want(t, 201, "instance").Str("id")
 	path := "/v1/instances/" + inst + "/approval-requests"
-	id := c.call("POST", path, agent, `{"tool":"t","arguments":{"n":1}}`, "Idempotency-Key", "k1").want(t, 201, "create").str("id")
-	if r := c.call("POST", path, agent, `{"tool":"t","arguments":{"n":1}}`, "Idempotency-Key", "k1").want(t, 200, "replay"); r.str("id") != id {
-		t.Fatalf("replay answered another request: %s", r.raw)
+	id := c.call("POST", path, agent, `{"tool":"t","arguments":{"n":1}}`, "Idempotency-Key", "k1").want(t, 201, "create").Str("id")
+	if r := c.call("POST", path, agent, `{"tool":"t","arguments":{"n":1}}`, "Idempotency-Key", "k1").want(t, 200, "replay"); r.Str("id") != id {
+		t.Fatalf("replay answered another request: %s", r.Raw)
 	}
 	c.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved"}`).want(t, 200, "approve")
 	c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, "").want(t, 200, "claim")
-	if r := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, ""); r.str("code") != "already_executed" {
-		t.Fatalf("second claim: %d %s", r.status, r.raw)
+	if r := c.call("POST", "/v1/approval-requests/"+id+"/execution", agent, ""); r.Str("code") != "already_executed" {
+		t.Fatalf("second claim: %d %s", r.Status, r.Raw)
 	}
 
-	expired := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go watchEvents(ctx, t, srv.url, reviewer, "request.expired", expired)
-	short := c.call("POST", path, agent, `{"tool":"t","arguments":{},"timeout":"50ms"}`, "Idempotency-Key", "k2").want(t, 201, "create short").str("id")
-	select {
-	case data := <-expired:
-		if !strings.Contains(data, short) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
-			t.Fatalf("expiry event %s is not for %s by the scheduler", data, short)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no request.expired event within 10s of a 50ms deadline: is the scheduler running?")
-	}
+	checkSchedulerExpires(t, c, srv.url, path, agent, reviewer)
 	metrics := c.call("GET", "/metrics", "", "").want(t, 200, "metrics")
-	if !strings.Contains(metrics.raw, "\nairlock_requests_pending 0\n") {
+	if !strings.Contains(metrics.Raw, "\nairlock_requests_pending 0\n") {
 		t.Errorf("/metrics lacks airlock_requests_pending 0, counted in the database")
 	}
 
@@ -224,7 +135,7 @@ func TestReplicaExpiresAStoppedReplicasRequests(t *testing.T) {
 	c := newAPI(t, a.url)
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").Str("id")
 
 	expired := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -237,7 +148,7 @@ func TestReplicaExpiresAStoppedReplicasRequests(t *testing.T) {
 		"Idempotency-Key", "far").want(t, 201, "create a far request")
 	r := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent,
 		fmt.Sprintf(`{"tool":"t","arguments":{},"timeout":"%s"}`, window), "Idempotency-Key", "near").want(t, 201, "create on A")
-	deadline, err := time.Parse(time.RFC3339Nano, r.str("deadline_at"))
+	deadline, err := time.Parse(time.RFC3339Nano, r.Str("deadline_at"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +160,8 @@ func TestReplicaExpiresAStoppedReplicasRequests(t *testing.T) {
 	}
 	select {
 	case data := <-expired:
-		if !strings.Contains(data, r.str("id")) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
-			t.Fatalf("expiry event %s is not for %s by a scheduler", data, r.str("id"))
+		if !strings.Contains(data, r.Str("id")) || !strings.Contains(data, `"decided_by":"system:expiry"`) {
+			t.Fatalf("expiry event %s is not for %s by a scheduler", data, r.Str("id"))
 		}
 		if late := time.Since(deadline); late > 2*time.Second {
 			t.Errorf("replica B expired A's request %s after its deadline; want within 2s", late)
@@ -293,7 +204,7 @@ func TestServeOnPostgresKeywordString(t *testing.T) {
 // (pgx.Connect passed pool_min_conns to the server as a setting: the raw
 // baseline could not connect and the run's schema was left behind.)
 func TestBenchOnPostgresDropsItsSchemas(t *testing.T) {
-	base := pgURL(t)
+	base := testkit.PostgresURL(t)
 	benchSchemas := func() map[string]bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

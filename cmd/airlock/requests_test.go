@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // cliServer is a real `airlock serve` in-process, with an admin, an agent
@@ -35,7 +36,7 @@ func startCLIServer(t *testing.T) *cliServer {
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
 	s.reviewer = c.mintToken(testAdmin, "cli reviewer", "reviewer")
-	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").str("id")
+	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
 	return s
 }
 
@@ -43,7 +44,7 @@ func startCLIServer(t *testing.T) *cliServer {
 func (s *cliServer) create(t *testing.T, body string) string {
 	t.Helper()
 	return s.api.call("POST", "/v1/instances/"+s.instance+"/approval-requests", s.agent, body,
-		"Idempotency-Key", fmt.Sprint(time.Now().UnixNano())).want(t, 201, "create").str("id")
+		"Idempotency-Key", fmt.Sprint(time.Now().UnixNano())).want(t, 201, "create").Str("id")
 }
 
 // cliRun is one finished CLI run.
@@ -128,8 +129,8 @@ func TestCLIRequests(t *testing.T) {
 		t.Fatalf("the conflict does not say what holds: %s", again.stderr)
 	}
 	got := s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read")
-	if got.str("decision.note") != "once" {
-		t.Fatalf("note %q", got.str("decision.note"))
+	if got.Str("decision.note") != "once" {
+		t.Fatalf("note %q", got.Str("decision.note"))
 	}
 
 	id2 := s.create(t, `{"tool":"rm","arguments":{"path":"/"}}`)
@@ -245,14 +246,14 @@ func TestCLIWatch(t *testing.T) {
 	before := s.create(t, `{"tool":"deploy","arguments":{"service":"api"}}`)
 
 	// --json
-	out := newOutput()
+	out := testkit.NewOutput()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	app := &App{Stdout: out, Stderr: io.Discard, LookupEnv: mapEnv(map[string]string{"AIRLOCK_URL": s.url, "AIRLOCK_TOKEN": s.reviewer})}
 	go func() { done <- app.Run(ctx, []string{"requests", "watch", "--json"}) }()
-	out.waitFor(t, regexp.MustCompile(`"id":"`+before+`"`), nil)
+	out.WaitFor(t, regexp.MustCompile(`"id":"`+before+`"`), nil)
 	fresh := s.create(t, `{"tool":"scale","arguments":{"replicas":3}}`)
-	out.waitFor(t, regexp.MustCompile(`"id":"`+fresh+`"`), nil)
+	out.WaitFor(t, regexp.MustCompile(`"id":"`+fresh+`"`), nil)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("watch --json ended with %v", err)
@@ -269,14 +270,14 @@ func TestCLIWatch(t *testing.T) {
 	saved := watchInput
 	watchInput = func() (io.Reader, bool) { return answers, false }
 	defer func() { watchInput = saved }()
-	out = newOutput()
+	out = testkit.NewOutput()
 	app = &App{Stdout: out, Stderr: io.Discard, LookupEnv: mapEnv(map[string]string{"AIRLOCK_URL": s.url, "AIRLOCK_TOKEN": s.reviewer})}
 	done = make(chan error, 1)
 	go func() { done <- app.Run(context.Background(), []string{"requests", "watch", "--prompt"}) }()
 	prompt := regexp.MustCompile(`Decide \[a\]pprove, \[d\]eny, \[s\]kip, \[q\]uit: `)
 	waitPrompts := func(n int) {
 		t.Helper()
-		out.waitFor(t, regexp.MustCompile(fmt.Sprintf(`(?s)(?:.*?%s){%d}`, prompt.String(), n)), nil)
+		out.WaitFor(t, regexp.MustCompile(fmt.Sprintf(`(?s)(?:.*?%s){%d}`, prompt.String(), n)), nil)
 	}
 	waitPrompts(1)
 	if !strings.Contains(out.String(), before) {
@@ -285,13 +286,13 @@ func TestCLIWatch(t *testing.T) {
 	// Approving asks how long the call may start and for a note, then
 	// confirms with all of it restated; only "y" records.
 	fmt.Fprintln(feed, "a")
-	out.waitFor(t, regexp.MustCompile(`May start for how long \(such as 15m\) \[the server's default\]: $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`May start for how long \(such as 15m\) \[the server's default\]: $`), nil)
 	fmt.Fprintln(feed, "10m")
-	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
 	fmt.Fprintln(feed, "ship it")
-	out.waitFor(t, regexp.MustCompile(`Approve deploy, which may start for 10m, with the note “ship it”\.\nRecord this\? \[y/N\]: $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`Approve deploy, which may start for 10m, with the note “ship it”\.\nRecord this\? \[y/N\]: $`), nil)
 	fmt.Fprintln(feed, "y")
-	out.waitFor(t, regexp.MustCompile(`approved `+before), nil)
+	out.WaitFor(t, regexp.MustCompile(`approved `+before), nil)
 	// fresh is the next one; skip it, then deny a new one with a note.
 	waitPrompts(2)
 	fmt.Fprintln(feed, "s")
@@ -301,26 +302,26 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("the third prompt is not for the new request:\n%s", out)
 	}
 	fmt.Fprintln(feed, "d")
-	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
 	fmt.Fprintln(feed, "no dropping users")
-	out.waitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
 	fmt.Fprintln(feed, "y")
-	out.waitFor(t, regexp.MustCompile(`denied `+third), nil)
+	out.WaitFor(t, regexp.MustCompile(`denied `+third), nil)
 
 	// Declining the confirmation records nothing and asks again.
 	fourth := s.create(t, `{"tool":"wire_money","arguments":{"amount":100}}`)
 	waitPrompts(4)
 	fmt.Fprintln(feed, "d")
-	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
 	fmt.Fprintln(feed, "")
-	out.waitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
+	out.WaitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
 	fmt.Fprintln(feed, "n")
-	out.waitFor(t, regexp.MustCompile(`Nothing recorded\.\n\n→ `+fourth), nil)
+	out.WaitFor(t, regexp.MustCompile(`Nothing recorded\.\n\n→ `+fourth), nil)
 	waitPrompts(5)
 	// Decided elsewhere while on screen: said at once, with who and the note.
 	s.api.call("POST", "/v1/approval-requests/"+fourth+"/decision", s.reviewer, `{"status":"denied","note":"not today"}`).want(t, 200, "decide elsewhere")
-	out.waitFor(t, regexp.MustCompile(fourth+` was denied elsewhere by cli reviewer \(tok_\w+\) at [0-9:]+: “not today”\. Nothing was recorded here\.`), nil)
-	if s := s.api.call("GET", "/v1/approval-requests/"+fourth, s.reviewer, "").str("decision.note"); s != "not today" {
+	out.WaitFor(t, regexp.MustCompile(fourth+` was denied elsewhere by cli reviewer \(tok_\w+\) at [0-9:]+: “not today”\. Nothing was recorded here\.`), nil)
+	if s := s.api.call("GET", "/v1/approval-requests/"+fourth, s.reviewer, "").Str("decision.note"); s != "not today" {
 		t.Fatalf("the decision elsewhere was overwritten: note %q", s)
 	}
 	// q quits even while no request waits.
@@ -329,10 +330,10 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("watch ended with %v", err)
 	}
 	got := s.api.call("GET", "/v1/approval-requests/"+third, s.reviewer, "").want(t, 200, "read")
-	if got.str("state") != "denied" || got.str("decision.note") != "no dropping users" {
-		t.Fatalf("third: %s", got.raw)
+	if got.Str("state") != "denied" || got.Str("decision.note") != "no dropping users" {
+		t.Fatalf("third: %s", got.Raw)
 	}
-	if s := s.api.call("GET", "/v1/approval-requests/"+fresh, s.reviewer, "").str("state"); s != "pending" {
+	if s := s.api.call("GET", "/v1/approval-requests/"+fresh, s.reviewer, "").Str("state"); s != "pending" {
 		t.Fatalf("the skipped request is %s", s)
 	}
 }

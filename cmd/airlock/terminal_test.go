@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/creack/pty"
 )
 
@@ -16,7 +17,7 @@ import (
 // runs it.
 type ptyRun struct {
 	tty    *os.File // the terminal's controlling side: what the reviewer types and sees
-	out    *output
+	out    *testkit.Output
 	exited chan struct{}
 	cmd    *exec.Cmd
 }
@@ -34,7 +35,7 @@ func startOnTerminal(t *testing.T, url, token string, args ...string) *ptyRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ptyRun{tty: tty, out: newOutput(), exited: make(chan struct{}), cmd: cmd}
+	p := &ptyRun{tty: tty, out: testkit.NewOutput(), exited: make(chan struct{}), cmd: cmd}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -72,28 +73,28 @@ func TestCLIWatchOnTerminal(t *testing.T) {
 	id := s.create(t, `{"tool":"issue_refund","arguments":{"amount":4900},"agent_reasoning":"`+long+`"}`)
 
 	p := startOnTerminal(t, s.url, s.reviewer, "requests", "watch", "--valid-for", "2m")
-	p.out.waitFor(t, regexp.MustCompile(`Decide \[a\]pprove, \[d\]eny, \[s\]kip, \[q\]uit: $`), p.exited)
+	p.out.WaitFor(t, regexp.MustCompile(`Decide \[a\]pprove, \[d\]eny, \[s\]kip, \[q\]uit: $`), p.exited)
 	screen := p.out.String()
 	restated := strings.LastIndex(screen, "→ "+id+`  issue_refund {"amount":4900}`)
 	if restated < 0 || restated < strings.LastIndex(screen, "charged twice") {
 		t.Fatalf("the tool and arguments are not restated below the claim, above the prompt:\n%s", screen[max(0, len(screen)-600):])
 	}
 	p.typeLine(t, "a")
-	p.out.waitFor(t, regexp.MustCompile(`\[2m\]: $`), p.exited)
+	p.out.WaitFor(t, regexp.MustCompile(`\[2m\]: $`), p.exited)
 	p.typeLine(t, "")
-	p.out.waitFor(t, regexp.MustCompile(`\(optional\): $`), p.exited)
+	p.out.WaitFor(t, regexp.MustCompile(`\(optional\): $`), p.exited)
 	p.typeLine(t, "")
-	p.out.waitFor(t, regexp.MustCompile(`Approve issue_refund, which may start for 2m, with no note\.\r?\nRecord this\? \[y/N\]: $`), p.exited)
+	p.out.WaitFor(t, regexp.MustCompile(`Approve issue_refund, which may start for 2m, with no note\.\r?\nRecord this\? \[y/N\]: $`), p.exited)
 	p.typeLine(t, "y")
-	p.out.waitFor(t, regexp.MustCompile(`approved `+id+`; the call may start until`), p.exited)
+	p.out.WaitFor(t, regexp.MustCompile(`approved `+id+`; the call may start until`), p.exited)
 	p.typeLine(t, "q")
 	<-p.exited
 	if st := p.cmd.ProcessState; st == nil || st.ExitCode() != 0 {
 		t.Fatalf("watch exit: %v", st)
 	}
 	got := s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read")
-	if got.str("state") != "approved" {
-		t.Fatalf("state %s", got.str("state"))
+	if got.Str("state") != "approved" {
+		t.Fatalf("state %s", got.Str("state"))
 	}
 }
 
@@ -108,7 +109,7 @@ func TestCLIJSONOnTerminal(t *testing.T) {
 	id := s.create(t, "{\"tool\":\"run\",\"arguments\":{\"file\":\"invoice\u202efdp.exe\",\"x\":\"a\u200bb😀\"}}")
 	p := startOnTerminal(t, s.url, s.reviewer, "requests", "show", "--json", id)
 	<-p.exited
-	p.out.waitFor(t, regexp.MustCompile(`\}\r?\n$`), nil)
+	p.out.WaitFor(t, regexp.MustCompile(`\}\r?\n$`), nil)
 	screen := strings.ReplaceAll(p.out.String(), "\r\n", "\n")
 	if strings.ContainsAny(screen, "\u202e\u200b") {
 		t.Fatalf("raw bidi or zero-width characters reached the terminal:\n%q", screen)
@@ -122,7 +123,7 @@ func TestCLIJSONOnTerminal(t *testing.T) {
 	if err := json.Unmarshal([]byte(screen), &shown); err != nil {
 		t.Fatalf("the terminal's JSON does not parse: %v\n%s", err, screen)
 	}
-	json.Unmarshal([]byte(s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read").raw), &api)
+	json.Unmarshal([]byte(s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read").Raw), &api)
 	if shown.Arguments["file"] != api.Arguments["file"] || shown.Arguments["x"] != api.Arguments["x"] || api.Arguments["file"] != "invoice\u202efdp.exe" {
 		t.Fatalf("the JSON changed meaning: %q against %q", shown.Arguments, api.Arguments)
 	}

@@ -52,26 +52,26 @@ func TestWebhooksKillRestart(t *testing.T) {
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,
 		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "3s"}
 	srv := startProcess(t, dir, nil, args...)
-	c := newAPI(t, srv.url)
+	c := newAPI(t, srv.URL)
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
 	// A reviewer holding the agent's principal: its decisions are refused
 	// and rolled back (self-approval).
 	agentID := c.call("GET", "/v1/tokens", testAdmin, "").want(t, 200, "tokens")
 	var agentTokID string
-	for _, it := range agentID.body["items"].([]any) {
+	for _, it := range agentID.Body["items"].([]any) {
 		if m := it.(map[string]any); m["name"] == "agent" {
 			agentTokID = m["id"].(string)
 		}
 	}
 	self := c.call("POST", "/v1/tokens", testAdmin, fmt.Sprintf(`{"name":"self","role":"reviewer","principal":%q}`, agentTokID)).
-		want(t, 201, "mint self reviewer").str("secret")
+		want(t, 201, "mint self reviewer").Str("secret")
 	rcs := receivers(t)
 	for _, rc := range rcs {
 		r := c.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL())).want(t, 201, "create webhook "+rc.Name)
-		rc.SetSecret(r.str("secret"))
+		rc.SetSecret(r.Str("secret"))
 	}
-	inst := c.call("POST", "/v1/instances", agent, `{"name":"load"}`).want(t, 201, "instance").str("id")
+	inst := c.call("POST", "/v1/instances", agent, `{"name":"load"}`).want(t, 201, "instance").Str("id")
 
 	var (
 		mu         sync.Mutex
@@ -81,7 +81,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 	for cycle := 0; cycle <= restarts; cycle++ {
 		if cycle > 0 {
 			srv = startProcess(t, dir, nil, args...)
-			c.url = srv.url
+			c.url = srv.URL
 		}
 		if cycle == restarts {
 			break
@@ -100,14 +100,14 @@ func TestWebhooksKillRestart(t *testing.T) {
 					}
 					r, err := c.try("POST", "/v1/instances/"+inst+"/approval-requests", agent,
 						fmt.Sprintf(`{"tool":"load","arguments":{"n":%d},"timeout":"1h"}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
-					if err != nil || r.status != 201 {
+					if err != nil || r.Status != 201 {
 						continue
 					}
 					created.Add(1)
-					id := r.str("id")
+					id := r.Str("id")
 					if n%5 == 0 {
 						// Refused: rolled back, stays pending.
-						if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.status == 403 {
+						if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.Status == 403 {
 							mu.Lock()
 							rolledBack = append(rolledBack, id)
 							mu.Unlock()
@@ -124,12 +124,12 @@ func TestWebhooksKillRestart(t *testing.T) {
 		}
 		select {
 		case <-enough:
-		case <-srv.exited:
-			t.Fatalf("the server exited under load:\n%s", srv.out)
+		case <-srv.Exited:
+			t.Fatalf("the server exited under load:\n%s", srv.Out)
 		case <-time.After(time.Minute):
 			t.Fatalf("fewer than %d lifecycles in a minute", perCycle)
 		}
-		srv.kill() // mid-load, and mid-delivery to the slow and hung receivers
+		srv.Kill() // mid-load, and mid-delivery to the slow and hung receivers
 		close(stop)
 		wg.Wait()
 		c.hc.CloseIdleConnections()
@@ -155,7 +155,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 	st.Close()
 	want := webhooktest.ExpectedFrom(evs, 0)
 	loaded := time.Now()
-	checkReceivers(t, rcs, want, 2*time.Minute)
+	webhooktest.CheckAll(t, rcs, want, 2*time.Minute, nil)
 	t.Logf("the receivers had everything %s after the last restart", time.Since(loaded).Round(time.Millisecond))
 	for _, rc := range rcs {
 		if rc.Behavior == webhooktest.Hang {
@@ -170,30 +170,6 @@ func TestWebhooksKillRestart(t *testing.T) {
 	t.Logf("%d kill -9 restarts, %d requests, %d committed webhook events, %d decisions rolled back", restarts, created.Load(), len(want), len(rolledBack))
 }
 
-// checkReceivers waits until every receiver but the hung one has accepted
-// every expected webhook, and fails with what is missing otherwise.
-func checkReceivers(t *testing.T, rcs []*webhooktest.Receiver, want map[string]webhooktest.Expected, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for _, rc := range rcs {
-		if rc.Behavior == webhooktest.Hang {
-			continue
-		}
-		for {
-			rep := rc.Check(want)
-			if rep.OK() {
-				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
-				break
-			}
-			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
-				t.Errorf("%s: %s", rc.Name, rep)
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // waiting on retries of an independent process
-		}
-	}
-}
-
 // TestCLIWebhooks: airlock webhooks create, list, show, deliveries, test
 // and delete against a real server delivering to a real receiver; a
 // private URL is refused without --webhook-allow-private.
@@ -204,7 +180,7 @@ func TestCLIWebhooks(t *testing.T) {
 	c := newAPI(t, srv.url)
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
-	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").str("id")
+	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
 	rc := webhooktest.NewReceiver("cli", webhooktest.OK)
 	defer rc.Close()
 
@@ -256,8 +232,8 @@ func TestCLIWebhooks(t *testing.T) {
 	// Without --webhook-allow-private, loopback URLs are refused.
 	strict := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "b.db"), "--admin-token", testAdmin)
 	r := newAPI(t, strict.url).call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
-	if r.status != 400 || !strings.Contains(r.raw, "--webhook-allow-private") {
-		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.status, r.raw)
+	if r.Status != 400 || !strings.Contains(r.Raw, "--webhook-allow-private") {
+		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.Status, r.Raw)
 	}
 }
 

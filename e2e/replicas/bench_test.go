@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -26,26 +27,26 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		n++
-		r := cl.c.call(b, "POST", waiter.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+		r := cl.c.call(b, "POST", waiter.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
 			`{"tool":"wait","arguments":{},"timeout":"1h"}`, "Idempotency-Key", fmt.Sprint("bench-", n))
 		if !r.want(b, 201, "create") {
 			b.FailNow()
 		}
-		id := r.str("id")
+		id := r.Str("id")
 		got := make(chan polled, 1)
 		go func() {
-			r, err := cl.c.do(context.Background(), "GET", waiter.url, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
+			r, err := cl.c.do(context.Background(), "GET", waiter.URL, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
 			got <- polled{r, err, time.Now()}
 		}()
-		awaitWaitersB(b, cl, waiter.url)
+		awaitWaitersB(b, cl, waiter.URL)
 		b.StartTimer()
 		start := time.Now()
-		if r := cl.c.call(b, "POST", decider.url, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`); !r.want(b, 200, "decide") {
+		if r := cl.c.call(b, "POST", decider.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`); !r.want(b, 200, "decide") {
 			b.FailNow()
 		}
 		p := <-got
-		if p.err != nil || p.r.str("state") != "approved" {
-			b.Fatalf("the long-poll answered %v %s", p.err, p.r.raw)
+		if p.err != nil || p.r.Str("state") != "approved" {
+			b.Fatalf("the long-poll answered %v %s", p.err, p.r.Raw)
 		}
 		lat = append(lat, p.at.Sub(start))
 	}
@@ -59,7 +60,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // awaitWaitersB polls a replica's metrics until one long-poll waits on it.
 func awaitWaitersB(b *testing.B, cl *cluster, base string) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := waitingRE.FindStringSubmatch(cl.c.call(b, "GET", base, "/metrics", "", "").raw); m != nil && m[1] == "1" {
+		if m := waitingRE.FindStringSubmatch(cl.c.call(b, "GET", base, "/metrics", "", "").Raw); m != nil && m[1] == "1" {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -136,21 +137,21 @@ func BenchmarkLifecycle(b *testing.B) {
 // httpLifecycle is one lifecycle over HTTP, its steps spread over the
 // cluster's replicas.
 func (cl *cluster) httpLifecycle(b *testing.B, inst, prefix string, i int64) error {
-	on := func(step int64) string { return cl.replicas[(i+step)%int64(len(cl.replicas))].url }
+	on := func(step int64) string { return cl.replicas[(i+step)%int64(len(cl.replicas))].URL }
 	ctx := context.Background()
 	r, err := cl.c.do(ctx, "POST", on(0), "/v1/instances/"+inst+"/approval-requests", cl.agent,
 		fmt.Sprintf(`{"tool":"issue_refund","arguments":{"amount":4900,"n":%d}}`, i), "Idempotency-Key", fmt.Sprint(prefix, i))
-	if err != nil || r.status != 201 {
-		return fmt.Errorf("create: %v %d %s", err, r.status, r.raw)
+	if err != nil || r.Status != 201 {
+		return fmt.Errorf("create: %v %d %s", err, r.Status, r.Raw)
 	}
-	id := r.str("id")
+	id := r.Str("id")
 	r, err = cl.c.do(ctx, "POST", on(1), "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`)
-	if err != nil || r.status != 200 {
-		return fmt.Errorf("decide: %v %d %s", err, r.status, r.raw)
+	if err != nil || r.Status != 200 {
+		return fmt.Errorf("decide: %v %d %s", err, r.Status, r.Raw)
 	}
 	r, err = cl.c.do(ctx, "GET", on(2), "/v1/approval-requests/"+id, cl.agent, "")
-	if err != nil || r.status != 200 || r.str("state") != "approved" {
-		return fmt.Errorf("read: %v %d %s", err, r.status, r.raw)
+	if err != nil || r.Status != 200 || r.Str("state") != "approved" {
+		return fmt.Errorf("read: %v %d %s", err, r.Status, r.Raw)
 	}
 	return nil
 }
@@ -162,8 +163,8 @@ type rawLifecycle struct {
 }
 
 func newRawLifecycle(b *testing.B) *rawLifecycle {
-	schema := freshSchema(b)
-	cfg, err := pgxpool.ParseConfig(schemaURL(b, schema))
+	schema := testkit.CreateSchema(b, "t_rep_")
+	cfg, err := pgxpool.ParseConfig(testkit.SchemaURL(b, schema))
 	if err != nil {
 		b.Fatal(err)
 	}

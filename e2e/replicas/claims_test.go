@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestClaimRaceAcrossReplicas is T06 across replicas: 1,000 approved
@@ -19,7 +21,7 @@ import (
 func TestClaimRaceAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	requests, claimers := 1000, 8
-	if testing.Short() && !inCI() {
+	if testkit.Short() {
 		requests = 200
 	}
 	cl := startCluster(t, 3, "pool_max_conns", "3")
@@ -34,13 +36,13 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 		wg.Go(func() {
 			for i := range next {
 				on := cl.replicas[i%3]
-				r := cl.c.call(t, "POST", on.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+				r := cl.c.call(t, "POST", on.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
 					fmt.Sprintf(`{"tool":"pay","arguments":{"n":%d}}`, i), "Idempotency-Key", "claim-"+strconv.Itoa(i))
 				if !r.want(t, 201, "create") {
 					continue
 				}
-				ids[i] = r.str("id")
-				r = cl.c.call(t, "POST", cl.replicas[(i+1)%3].url, "/v1/approval-requests/"+ids[i]+"/decision", cl.reviewer, `{"status":"approved"}`)
+				ids[i] = r.Str("id")
+				r = cl.c.call(t, "POST", cl.replicas[(i+1)%3].URL, "/v1/approval-requests/"+ids[i]+"/decision", cl.reviewer, `{"status":"approved"}`)
 				r.want(t, 200, "approve")
 			}
 		})
@@ -63,16 +65,16 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for i, id := range ids {
-				r, err := cl.c.do(context.Background(), "POST", on.url, "/v1/approval-requests/"+id+"/execution", cl.agent, "")
+				r, err := cl.c.do(context.Background(), "POST", on.URL, "/v1/approval-requests/"+id+"/execution", cl.agent, "")
 				switch {
-				case err == nil && r.status == 200 && r.str("execution.status") == "claimed":
+				case err == nil && r.Status == 200 && r.Str("execution.status") == "claimed":
 					claimed.Add(1)
 					ran[i].Add(1) // the claim is the permission to run, once
-				case err == nil && r.status == 409 && r.str("code") == "already_executed":
+				case err == nil && r.Status == 409 && r.Str("code") == "already_executed":
 					already.Add(1)
 				default:
 					other.Add(1)
-					t.Errorf("claim %s on %s: %v %d %s", id, on.url, err, r.status, r.raw)
+					t.Errorf("claim %s on %s: %v %d %s", id, on.URL, err, r.Status, r.Raw)
 				}
 			}
 		})

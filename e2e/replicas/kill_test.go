@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/storetest"
 )
 
 // TestKilledReplica is T08 for a replica: three `airlock serve` processes
@@ -25,7 +27,7 @@ import (
 func TestKilledReplica(t *testing.T) {
 	t.Parallel()
 	restarts := 20
-	if testing.Short() && !inCI() {
+	if testkit.Short() {
 		restarts = 5
 	}
 	const (
@@ -43,7 +45,7 @@ func TestKilledReplica(t *testing.T) {
 
 	var (
 		urlMu sync.Mutex
-		urls  = []string{cl.replicas[0].url, cl.replicas[1].url, cl.replicas[2].url}
+		urls  = []string{cl.replicas[0].URL, cl.replicas[1].URL, cl.replicas[2].URL}
 	)
 	pick := func(rng *rand.Rand) string {
 		urlMu.Lock()
@@ -51,12 +53,7 @@ func TestKilledReplica(t *testing.T) {
 		return urls[rng.IntN(len(urls))]
 	}
 	var (
-		mu               sync.Mutex
-		acked            = map[string]string{} // request ID → last acknowledged state
-		attempted        = map[string]bool{}   // requests a decision was sent for
-		decidable        = make(chan string, restarts*perCycle*4)
-		creates          atomic.Int64
-		decisions        atomic.Int64
+		load             = testkit.NewLoad(restarts * perCycle * 4)
 		refused          atomic.Int64 // calls that reached no live replica
 		overdueDeadlines = map[string]time.Time{}
 	)
@@ -76,45 +73,13 @@ func TestKilledReplica(t *testing.T) {
 					default:
 					}
 					on := pick(rng)
-					var id string
-					if w%2 == 1 {
-						select {
-						case id = <-decidable:
-						default:
-						}
+					call := func(method, path, token, body string, header ...string) (testkit.Reply, error) {
+						r, err := cl.c.do(context.Background(), method, on, path, token, body, header...)
+						return r.Reply, err
 					}
-					if id == "" {
-						r, err := cl.c.do(context.Background(), "POST", on, "/v1/instances/"+loadInst+"/approval-requests", cl.agent,
-							fmt.Sprintf(`{"tool":"load","arguments":{"n":%d}}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
-						if err != nil || r.status != 201 {
-							refused.Add(1)
-							continue // not acknowledged: the replica is gone or going
-						}
-						mu.Lock()
-						acked[r.str("id")] = "pending"
-						mu.Unlock()
-						creates.Add(1)
-						select {
-						case decidable <- r.str("id"):
-						default: // enough queued already
-						}
-					} else {
-						status := []string{"approved", "denied"}[rng.IntN(2)]
-						mu.Lock()
-						attempted[id] = true
-						mu.Unlock()
-						r, err := cl.c.do(context.Background(), "POST", on, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`)
-						if err != nil || r.status != 200 {
-							refused.Add(1)
-							continue
-						}
-						if r.str("state") != status {
-							t.Errorf("decision %s on %s answered state %q", status, id, r.str("state"))
-						}
-						mu.Lock()
-						acked[id] = status
-						mu.Unlock()
-						decisions.Add(1)
+					if !load.Step(t, call, rng, w%2 == 1, loadInst, cl.agent, cl.reviewer, fmt.Sprintf("c%d-w%d-%d", cycle, w, n), n) {
+						refused.Add(1)
+						continue
 					}
 					if ops.Add(1) == perCycle {
 						close(enough)
@@ -133,22 +98,22 @@ func TestKilledReplica(t *testing.T) {
 		var ids []string
 		var latest time.Time
 		for k := range overdue {
-			r := cl.c.call(t, "POST", doomed.url, "/v1/instances/"+overdueInst+"/approval-requests", cl.agent,
+			r := cl.c.call(t, "POST", doomed.URL, "/v1/instances/"+overdueInst+"/approval-requests", cl.agent,
 				fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),
 				"Idempotency-Key", fmt.Sprintf("overdue-%d-%d", cycle, k))
 			if !r.want(t, 201, "create an overdue request") {
 				t.FailNow()
 			}
-			ids = append(ids, r.str("id"))
+			ids = append(ids, r.Str("id"))
 			latest = r.time("deadline_at")
 		}
-		doomed.kill()
+		doomed.Kill()
 		if time.Now().After(latest) {
 			t.Logf("cycle %d: killed after the overdue requests' deadline; their check proves less this time", cycle)
 		}
 
 		// The survivors, still under load, expire them.
-		survivor := cl.replicas[(victim+1)%3].url
+		survivor := cl.replicas[(victim+1)%3].URL
 		maps.Copy(overdueDeadlines, checkExpiredWithin(t, cl, survivor, overdueInst, ids, expiryBound))
 		close(stop)
 		wg.Wait()
@@ -156,49 +121,24 @@ func TestKilledReplica(t *testing.T) {
 		restarted := startReplica(t, cl.db)
 		cl.replicas[victim] = restarted
 		urlMu.Lock()
-		urls[victim] = restarted.url
+		urls[victim] = restarted.URL
 		urlMu.Unlock()
 	}
 
 	// Every acknowledged create exists; every acknowledged decision holds.
-	states := map[string]string{}
-	for cursor := ""; ; {
-		r := cl.c.call(t, "GET", cl.replicas[0].url, "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, cl.reviewer, "")
+	states := testkit.RequestStates(func(cursor string) map[string]any {
+		r := cl.c.call(t, "GET", cl.replicas[0].URL, "/v1/approval-requests?limit=200&instance_id="+loadInst+cursor, cl.reviewer, "")
 		if !r.want(t, 200, "list") {
 			t.FailNow()
 		}
-		items, _ := r.body["items"].([]any)
-		for _, it := range items {
-			m := it.(map[string]any)
-			states[m["id"].(string)] = m["state"].(string)
-		}
-		next := r.str("next_cursor")
-		if next == "" {
-			break
-		}
-		cursor = "&cursor=" + next
-	}
-	lost := 0
-	for id, want := range acked {
-		got, ok := states[id]
-		switch {
-		case !ok:
-			lost++
-			t.Errorf("acknowledged request %s is gone", id)
-		case want == "pending" && got != "pending" && !attempted[id]:
-			t.Errorf("request %s is %s, but nobody decided it", id, got)
-		case want == "pending" && !slices.Contains([]string{"pending", "approved", "denied"}, got):
-			t.Errorf("request %s is %s; want pending or an unacknowledged decision", id, got)
-		case want != "pending" && got != want:
-			lost++
-			t.Errorf("request %s was acknowledged %s but is %s", id, want, got)
-		}
-	}
+		return r.Body
+	})
+	lost := load.Lost(t, states)
 	// How long after its deadline each overdue request was expired: its
 	// audit event's time, read by the database's clock like the deadline.
 	var lags []time.Duration
 	expiries := map[string]int{}
-	for _, e := range allEvents(t, cl.store(t)) {
+	for _, e := range storetest.AllEvents(t, cl.store(t)) {
 		d, ok := overdueDeadlines[e.RequestID]
 		if !ok || e.Type != airlock.EventRequestExpired {
 			continue
@@ -217,7 +157,7 @@ func TestKilledReplica(t *testing.T) {
 	slices.Sort(lags)
 	t.Logf("T08: %d kill -9 restarts of a replica: %d creates and %d decisions acknowledged, %d lost, %d calls refused by a dead replica; "+
 		"%d requests stored; %d overdue requests expired by the survivors, lag after the deadline p50 %s, max %s",
-		restarts, creates.Load(), decisions.Load(), lost, refused.Load(), len(states), len(lags), lags[len(lags)/2], lags[len(lags)-1])
+		restarts, load.Creates.Load(), load.Decisions.Load(), lost, refused.Load(), len(states), len(lags), lags[len(lags)/2], lags[len(lags)-1])
 }
 
 // checkExpiredWithin checks that the requests ids of instance inst are
@@ -233,12 +173,12 @@ func checkExpiredWithin(t *testing.T, cl *cluster, base, inst string, ids []stri
 		if !r.want(t, 200, "list pending") {
 			t.FailNow()
 		}
-		if !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(r.raw, id) }) {
+		if !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(r.Raw, id) }) {
 			break
 		}
 		if limit.IsZero() {
 			// Learn the deadlines from the list itself.
-			items, _ := r.body["items"].([]any)
+			items, _ := r.Body["items"].([]any)
 			for _, it := range items {
 				m := it.(map[string]any)
 				if d, err := time.Parse(time.RFC3339Nano, m["deadline_at"].(string)); err == nil && slices.Contains(ids, m["id"].(string)) && d.After(limit) {
@@ -248,15 +188,15 @@ func checkExpiredWithin(t *testing.T, cl *cluster, base, inst string, ids []stri
 			limit = limit.Add(bound)
 		}
 		if time.Now().After(limit) {
-			t.Fatalf("overdue requests still pending %s after their deadline, with two replicas' schedulers running: %s\n%s", bound, r.raw, cl.outputs())
+			t.Fatalf("overdue requests still pending %s after their deadline, with two replicas' schedulers running: %s\n%s", bound, r.Raw, cl.outputs())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	deadlines := map[string]time.Time{}
 	for _, id := range ids {
 		r := cl.c.call(t, "GET", base, "/v1/approval-requests/"+id, cl.reviewer, "")
-		if r.str("state") != "expired" || r.str("decision.decided_by") != "system:expiry" {
-			t.Errorf("overdue request %s: want expired by a scheduler; got %s", id, r.raw)
+		if r.Str("state") != "expired" || r.Str("decision.decided_by") != "system:expiry" {
+			t.Errorf("overdue request %s: want expired by a scheduler; got %s", id, r.Raw)
 		}
 		deadlines[id] = r.time("deadline_at")
 	}

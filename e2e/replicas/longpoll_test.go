@@ -1,18 +1,17 @@
 package replicas
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -31,7 +30,7 @@ func (cl *cluster) awaitWaiters(t *testing.T, base string, n int) {
 	t.Helper()
 	want := fmt.Sprint(n)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").raw); m != nil && m[1] == want {
+		if m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").Raw); m != nil && m[1] == want {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -85,7 +84,7 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 	streamDone := make(chan struct{})
 	go func() {
 		defer close(streamDone)
-		readEvents(ctx, cl.replicas[0].url, cl.reviewer, streamed)
+		readEvents(ctx, cl.replicas[0].URL, cl.reviewer, streamed)
 	}()
 	t.Cleanup(func() { cancel(); <-streamDone })
 
@@ -95,23 +94,23 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 		waiter := cl.replicas[i%3]
 		decider := cl.replicas[(i+1+(i/3)%2)%3] // each of the other two in turn
 		status := []string{"approved", "denied"}[i%2]
-		r := cl.c.call(t, "POST", waiter.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+		r := cl.c.call(t, "POST", waiter.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
 			fmt.Sprintf(`{"tool":"wait","arguments":{"i":%d},"timeout":"1h"}`, i), "Idempotency-Key", fmt.Sprint("wait-", i))
 		if !r.want(t, 201, "create") {
 			t.FailNow()
 		}
-		id := r.str("id")
-		got := cl.longPoll(t, waiter.url, id)
+		id := r.Str("id")
+		got := cl.longPoll(t, waiter.URL, id)
 		start := time.Now()
-		cl.c.call(t, "POST", decider.url, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`).want(t, 200, "decide")
+		cl.c.call(t, "POST", decider.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"`+status+`"}`).want(t, 200, "decide")
 		select {
 		case p := <-got:
-			if p.err != nil || p.r.status != 200 || p.r.str("state") != status {
-				t.Fatalf("round %d: the long-poll on %s answered %v %d %s; want %s", i, waiter.url, p.err, p.r.status, p.r.raw, status)
+			if p.err != nil || p.r.Status != 200 || p.r.Str("state") != status {
+				t.Fatalf("round %d: the long-poll on %s answered %v %d %s; want %s", i, waiter.URL, p.err, p.r.Status, p.r.Raw, status)
 			}
 			lat = append(lat, p.at.Sub(start))
 		case <-time.After(heardWithin):
-			t.Fatalf("round %d: a long-poll on %s did not hear, within %s, a decision made on %s:\n%s", i, waiter.url, heardWithin, decider.url, cl.outputs())
+			t.Fatalf("round %d: a long-poll on %s did not hear, within %s, a decision made on %s:\n%s", i, waiter.URL, heardWithin, decider.URL, cl.outputs())
 		}
 		if decider != cl.replicas[0] {
 			decidedElsewhere[id] = "request." + status
@@ -138,34 +137,17 @@ func TestLongPollAcrossReplicas(t *testing.T) {
 // readEvents reads the event stream of base and sends "type request_id"
 // for each event, until ctx ends.
 func readEvents(ctx context.Context, base, token string, out chan<- string) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	res, err := hc.Do(req)
-	if err != nil {
-		return
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	typ := ""
 	idRE := regexp.MustCompile(`"request_id":"([^"]+)"`)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			typ = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			if m := idRE.FindStringSubmatch(line); m != nil {
-				select {
-				case out <- typ + " " + m[1]:
-				case <-ctx.Done():
-					return
-				}
+	testkit.Events(ctx, base, token, func(typ, data string) bool {
+		if m := idRE.FindStringSubmatch(data); m != nil {
+			select {
+			case out <- typ + " " + m[1]:
+			case <-ctx.Done():
+				return false
 			}
 		}
-	}
+		return true
+	})
 }
 
 // TestLongPollAfterDroppedListen checks recovery from a missed
@@ -175,25 +157,25 @@ func readEvents(ctx context.Context, base, token string, out chan<- string) {
 // its waiter re-read: the long-poll answers with the decision.
 func TestLongPollAfterDroppedListen(t *testing.T) {
 	t.Parallel()
-	schema := freshSchema(t)
+	schema := testkit.CreateSchema(t, "t_rep_")
 	var b [4]byte
 	rand.Read(b[:])
 	appA := "airlock_a_" + hex.EncodeToString(b[:])
 	// Each replica names itself to the database, so the test can find A's
 	// listening connection.
-	a := startReplica(t, schemaURL(t, schema, "pool_max_conns", "3", "application_name", appA))
-	bee := startReplica(t, schemaURL(t, schema, "pool_max_conns", "3"))
+	a := startReplica(t, testkit.SchemaURL(t, schema, "pool_max_conns", "3", "application_name", appA))
+	bee := startReplica(t, testkit.SchemaURL(t, schema, "pool_max_conns", "3"))
 	cl := &cluster{schema: schema, replicas: []*replica{a, bee}, c: newClient(t)}
-	cl.agent = cl.c.mintToken(t, a.url, "agent")
-	cl.reviewer = cl.c.mintToken(t, a.url, "reviewer")
+	cl.agent = cl.c.mintToken(t, a.URL, "agent")
+	cl.reviewer = cl.c.mintToken(t, a.URL, "reviewer")
 	inst := cl.instance(t, "dropped")
 
-	r := cl.c.call(t, "POST", a.url, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+	r := cl.c.call(t, "POST", a.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
 		`{"tool":"wait","arguments":{},"timeout":"1h"}`, "Idempotency-Key", "dropped-1")
 	if !r.want(t, 201, "create") {
 		t.FailNow()
 	}
-	id := r.str("id")
+	id := r.Str("id")
 	// A listens from its start; wait until its listening connection shows.
 	listen := appA + " listen"
 	for deadline := time.Now().Add(10 * time.Second); countBackends(t, listen) != 1; {
@@ -202,24 +184,24 @@ func TestLongPollAfterDroppedListen(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	got := cl.longPoll(t, a.url, id)
+	got := cl.longPoll(t, a.URL, id)
 
-	if err := execSQL(databaseURL(t), fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '%s'`, listen)); err != nil {
+	if err := testkit.ExecSQL(testkit.PostgresURL(t), fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '%s'`, listen)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	cl.c.call(t, "POST", bee.url, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`).want(t, 200, "decide on B")
+	cl.c.call(t, "POST", bee.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`).want(t, 200, "decide on B")
 	select {
 	case p := <-got:
-		if p.err != nil || p.r.status != 200 || p.r.str("state") != "approved" {
-			t.Fatalf("the long-poll on A answered %v %d %s; want approved", p.err, p.r.status, p.r.raw)
+		if p.err != nil || p.r.Status != 200 || p.r.Str("state") != "approved" {
+			t.Fatalf("the long-poll on A answered %v %d %s; want approved", p.err, p.r.Status, p.r.Raw)
 		}
 		t.Logf("with A's listening connection dropped, its long-poll heard the decision on B after %s", p.at.Sub(start))
 	case <-time.After(heardWithin):
 		t.Fatalf("the long-poll on A did not hear the decision on B within %s of its listening connection dropping:\n%s", heardWithin, cl.outputs())
 	}
-	if !strings.Contains(a.out.String(), "change feed stopped; retrying") {
-		t.Errorf("replica A did not report losing its listening connection; the test dropped nothing:\n%s", a.out)
+	if !strings.Contains(a.Out.String(), "change feed stopped; retrying") {
+		t.Errorf("replica A did not report losing its listening connection; the test dropped nothing:\n%s", a.Out)
 	}
 }
 
@@ -228,7 +210,7 @@ func countBackends(t *testing.T, application string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, databaseURL(t))
+	conn, err := pgx.Connect(ctx, testkit.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,31 +14,9 @@
 package replicas
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
-// binDir holds the airlock binary that the tests build once.
-var binDir string
-
-func TestMain(m *testing.M) {
-	var err error
-	if binDir, err = os.MkdirTemp("", "airlock-replicas-bin-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(binDir)
-	if code == 0 {
-		// Checked here rather than with goleak.VerifyTestMain so that the
-		// binary directory is removed either way.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/checker"
+	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/storetest"
 )
 
 // recordHTTP fills op's result from a REST reply: on success the request
@@ -24,20 +26,20 @@ func recordHTTP(op *checker.Op, r resp, err error) {
 	switch {
 	case err != nil:
 		op.Code = airlock.CodeInternal
-	case r.status/100 == 2:
+	case r.Status/100 == 2:
 		if op.RequestID == "" {
-			op.RequestID = r.str("id")
+			op.RequestID = r.Str("id")
 		}
-		op.State = airlock.State(r.str("state"))
+		op.State = airlock.State(r.Str("state"))
 		op.DeadlineAt = r.time("deadline_at")
 		op.DecidedAt = r.time("decision.decided_at")
 		op.Claimed = r.has("execution")
 	default:
-		op.Code = airlock.Code(r.str("code"))
+		op.Code = airlock.Code(r.Str("code"))
 		if op.Code == "" {
 			op.Code = airlock.CodeInternal
 		}
-		op.State = airlock.State(r.str("state"))
+		op.State = airlock.State(r.Str("state"))
 	}
 }
 
@@ -61,7 +63,7 @@ func jitter(rng *rand.Rand, window time.Duration) time.Duration {
 func TestRacesAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	rounds := 2000
-	if testing.Short() && !inCI() {
+	if testkit.Short() {
 		rounds = 300
 	}
 	const workers = 16
@@ -93,13 +95,13 @@ func TestRacesAcrossReplicas(t *testing.T) {
 				client := w * 5
 
 				op := checker.Op{Client: client, Kind: checker.Create, Call: time.Now()}
-				r, err := cl.c.do(context.Background(), "POST", created.url, createPath, cl.agent,
+				r, err := cl.c.do(context.Background(), "POST", created.URL, createPath, cl.agent,
 					fmt.Sprintf(`{"tool":"race","arguments":{"round":%d},"timeout":"%s"}`, n, window),
 					"Idempotency-Key", "round-"+strconv.Itoa(n))
 				recordHTTP(&op, r, err)
 				record(op)
-				if err != nil || r.status != 201 {
-					t.Errorf("round %d: create on %s: %v %d %s", n, created.url, err, r.status, r.raw)
+				if err != nil || r.Status != 201 {
+					t.Errorf("round %d: create on %s: %v %d %s", n, created.URL, err, r.Status, r.Raw)
 					continue
 				}
 				// The deadline is the database's time during the create; time the
@@ -122,22 +124,22 @@ func TestRacesAcrossReplicas(t *testing.T) {
 						time.Sleep(time.Until(sent.Add(delays[i])))
 						rep := cl.replicas[order[i]]
 						op := checker.Op{Client: client + 1 + i, Kind: call.kind, RequestID: id, Call: time.Now()}
-						r, err := cl.c.do(context.Background(), "POST", rep.url, "/v1/approval-requests/"+id+call.path, call.token, call.body)
+						r, err := cl.c.do(context.Background(), "POST", rep.URL, "/v1/approval-requests/"+id+call.path, call.token, call.body)
 						recordHTTP(&op, r, err)
 						record(op)
-						if err != nil || (r.status != 200 && r.status != 409) {
-							t.Errorf("round %d: %s on %s: %v %d %s", n, call.kind, rep.url, err, r.status, r.raw)
+						if err != nil || (r.Status != 200 && r.Status != 409) {
+							t.Errorf("round %d: %s on %s: %v %d %s", n, call.kind, rep.URL, err, r.Status, r.Raw)
 						}
 					})
 				}
 				fired.Wait()
 
 				op = checker.Op{Client: client + 4, Kind: checker.Read, RequestID: id, Call: time.Now()}
-				r, err = cl.c.do(context.Background(), "GET", reader.url, "/v1/approval-requests/"+id+"?wait=10s", cl.agent, "")
+				r, err = cl.c.do(context.Background(), "GET", reader.URL, "/v1/approval-requests/"+id+"?wait=10s", cl.agent, "")
 				recordHTTP(&op, r, err)
 				record(op)
-				if err != nil || r.status != 200 || !op.State.Terminal() {
-					t.Errorf("round %d: the long-poll on %s returned %v %d %s; want a terminal request", n, reader.url, err, r.status, r.raw)
+				if err != nil || r.Status != 200 || !op.State.Terminal() {
+					t.Errorf("round %d: the long-poll on %s returned %v %d %s; want a terminal request", n, reader.URL, err, r.Status, r.Raw)
 				}
 			}
 		})
@@ -153,7 +155,7 @@ func TestRacesAcrossReplicas(t *testing.T) {
 		t.Fatalf("calls failed; replicas' output:\n%s", cl.outputs())
 	}
 
-	events := allEvents(t, cl.store(t))
+	events := storetest.AllEvents(t, cl.store(t))
 	history := append(ops, checker.ExpiryOps(events, end)...)
 	rep := checker.Check(history, checker.Options{Complete: true})
 	if err := rep.Err(); err != nil {
@@ -215,7 +217,7 @@ var expiredMetricRE = regexp.MustCompile(`(?m)^airlock_requests_total\{state="ex
 func (cl *cluster) expiredByReplica(t testing.TB) []int {
 	var out []int
 	for _, r := range cl.replicas {
-		m := expiredMetricRE.FindStringSubmatch(cl.c.call(t, "GET", r.url, "/metrics", "", "").raw)
+		m := expiredMetricRE.FindStringSubmatch(cl.c.call(t, "GET", r.URL, "/metrics", "", "").Raw)
 		n := -1
 		if m != nil {
 			n, _ = strconv.Atoi(m[1])

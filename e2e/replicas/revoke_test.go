@@ -20,14 +20,14 @@ import (
 func TestRevocationAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	cl := startCluster(t, 2)
-	a, b := cl.replicas[0].url, cl.replicas[1].url
+	a, b := cl.replicas[0].URL, cl.replicas[1].URL
 	mint := func(role string) (id, secret string) {
 		t.Helper()
 		r := cl.c.call(t, "POST", b, "/v1/tokens", adminToken, fmt.Sprintf(`{"name":"revoked %s","role":%q}`, role, role))
 		if !r.want(t, 201, "mint "+role) {
 			t.FailNow()
 		}
-		return r.str("id"), r.str("secret")
+		return r.Str("id"), r.Str("secret")
 	}
 	agentID, agent := mint("agent")
 	reviewerID, reviewer := mint("reviewer")
@@ -35,7 +35,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	if !r.want(t, 201, "register") {
 		t.FailNow()
 	}
-	inst := r.str("id")
+	inst := r.Str("id")
 	create := "/v1/instances/" + inst + "/approval-requests"
 
 	// Replica a sees both tokens, more than once.
@@ -43,14 +43,14 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	if !r.want(t, 201, "create before the revocation") {
 		t.FailNow()
 	}
-	id := r.str("id")
+	id := r.Str("id")
 	for _, tok := range []string{agent, reviewer, agent, reviewer} {
 		cl.c.call(t, "GET", a, "/v1/approval-requests/"+id, tok, "").want(t, 200, "read before the revocation")
 	}
 
 	for _, tok := range []string{agentID, reviewerID} {
-		if r := cl.c.call(t, "DELETE", b, "/v1/tokens/"+tok, adminToken, ""); r.status/100 != 2 {
-			t.Fatalf("revoke %s on replica b: %d %s", tok, r.status, r.raw)
+		if r := cl.c.call(t, "DELETE", b, "/v1/tokens/"+tok, adminToken, ""); r.Status/100 != 2 {
+			t.Fatalf("revoke %s on replica b: %d %s", tok, r.Status, r.Raw)
 		}
 	}
 
@@ -69,11 +69,11 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	}
 	for _, c := range calls {
 		r := cl.c.call(t, c.method, a, c.path, c.token, c.body, "Idempotency-Key", "after-"+c.what)
-		if r.status != 401 || r.str("code") != string(airlock.CodeUnauthorized) {
-			t.Errorf("%s on replica a after the revocation: %d %s, want 401 unauthorized", c.what, r.status, r.raw)
+		if r.Status != 401 || r.Str("code") != string(airlock.CodeUnauthorized) {
+			t.Errorf("%s on replica a after the revocation: %d %s, want 401 unauthorized", c.what, r.Status, r.Raw)
 		}
-		if r.header.Get("Location") != "" {
-			t.Errorf("%s: the 401 carries the endpoint's Location %q", c.what, r.header.Get("Location"))
+		if r.Header.Get("Location") != "" {
+			t.Errorf("%s: the 401 carries the endpoint's Location %q", c.what, r.Header.Get("Location"))
 		}
 	}
 
@@ -104,22 +104,22 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 func TestLongPollOfTokenRevokedOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	cl := startCluster(t, 2)
-	a, b := cl.replicas[0].url, cl.replicas[1].url
+	a, b := cl.replicas[0].URL, cl.replicas[1].URL
 	r := cl.c.call(t, "POST", a, "/v1/tokens", adminToken, `{"name":"revoked while waiting","role":"agent"}`)
 	if !r.want(t, 201, "mint") {
 		t.FailNow()
 	}
-	agentID, agent := r.str("id"), r.str("secret")
+	agentID, agent := r.Str("id"), r.Str("secret")
 	r = cl.c.call(t, "POST", a, "/v1/instances", agent, `{"name":"revoked while waiting"}`)
 	if !r.want(t, 201, "register") {
 		t.FailNow()
 	}
-	r = cl.c.call(t, "POST", a, "/v1/instances/"+r.str("id")+"/approval-requests", agent,
+	r = cl.c.call(t, "POST", a, "/v1/instances/"+r.Str("id")+"/approval-requests", agent,
 		`{"tool":"pay","arguments":{},"timeout":"1h"}`, "Idempotency-Key", "revoked-while-waiting")
 	if !r.want(t, 201, "create") {
 		t.FailNow()
 	}
-	id := r.str("id")
+	id := r.Str("id")
 
 	revoked := cl.longPollAs(t, b, id, agent, 1)
 	other := cl.longPollAs(t, b, id, cl.reviewer, 2)
@@ -129,8 +129,8 @@ func TestLongPollOfTokenRevokedOnAnotherReplica(t *testing.T) {
 	revokedAt := time.Now()
 	select {
 	case p := <-revoked:
-		if p.err != nil || p.r.status != 401 || p.r.str("code") != string(airlock.CodeUnauthorized) {
-			t.Fatalf("the revoked token's long-poll on replica b answered %v %d %s; want 401 unauthorized", p.err, p.r.status, p.r.raw)
+		if p.err != nil || p.r.Status != 401 || p.r.Str("code") != string(airlock.CodeUnauthorized) {
+			t.Fatalf("the revoked token's long-poll on replica b answered %v %d %s; want 401 unauthorized", p.err, p.r.Status, p.r.Raw)
 		}
 		t.Logf("the long-poll on replica b answered 401 %s after the revocation on replica a", p.at.Sub(revokedAt))
 	case <-time.After(time.Second):
@@ -141,8 +141,8 @@ func TestLongPollOfTokenRevokedOnAnotherReplica(t *testing.T) {
 	cl.c.call(t, "POST", a, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"denied"}`).want(t, 200, "decide")
 	select {
 	case p := <-other:
-		if p.err != nil || p.r.status != 200 || p.r.str("state") != "denied" {
-			t.Fatalf("the live token's long-poll answered %v %d %s; want denied", p.err, p.r.status, p.r.raw)
+		if p.err != nil || p.r.Status != 200 || p.r.Str("state") != "denied" {
+			t.Fatalf("the live token's long-poll answered %v %d %s; want denied", p.err, p.r.Status, p.r.Raw)
 		}
 	case <-time.After(heardWithin):
 		t.Fatalf("the live token's long-poll did not hear the decision within %s", heardWithin)

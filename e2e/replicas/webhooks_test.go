@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
+	"github.com/airlockhq/airlock/storetest"
 )
 
 // TestWebhooksAcrossReplicas is T24 on PostgreSQL: three replicas deliver
@@ -30,14 +32,14 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	lifecycles := 600
 	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_T24_LIFECYCLES")); err == nil && n > 0 {
 		lifecycles = n
-	} else if testing.Short() && !inCI() {
+	} else if testkit.Short() {
 		lifecycles = 300
 	}
 	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "3s"}, "pool_max_conns", "4")
-	base := cl.replicas[0].url
+	base := cl.replicas[0].URL
 	tokens := cl.c.call(t, "GET", base, "/v1/tokens", adminToken, "")
 	var agentID string
-	for _, it := range tokens.body["items"].([]any) {
+	for _, it := range tokens.Body["items"].([]any) {
 		if m := it.(map[string]any); m["role"] == "agent" {
 			agentID = m["id"].(string)
 		}
@@ -46,7 +48,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	if !r.want(t, 201, "mint the self reviewer") {
 		t.FailNow()
 	}
-	self := r.str("secret")
+	self := r.Str("secret")
 
 	var rcs []*webhooktest.Receiver
 	hookIDs := map[*webhooktest.Receiver]string{}
@@ -60,8 +62,8 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		if !r.want(t, 201, "create webhook "+name) {
 			t.FailNow()
 		}
-		rc.SetSecret(r.str("secret"))
-		hookIDs[rc] = r.str("id")
+		rc.SetSecret(r.Str("secret"))
+		hookIDs[rc] = r.Str("id")
 		rcs = append(rcs, rc)
 	}
 	slices.SortFunc(rcs, func(a, b *webhooktest.Receiver) int { return strings.Compare(a.Name, b.Name) })
@@ -69,7 +71,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 
 	var (
 		urlMu sync.Mutex
-		urls  = []string{cl.replicas[0].url, cl.replicas[1].url, cl.replicas[2].url}
+		urls  = []string{cl.replicas[0].URL, cl.replicas[1].URL, cl.replicas[2].URL}
 	)
 	at := func(i int) string {
 		urlMu.Lock()
@@ -88,13 +90,13 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 			for i := range next {
 				r, err := cl.c.do(t.Context(), "POST", at(i), "/v1/instances/"+inst+"/approval-requests", cl.agent,
 					fmt.Sprintf(`{"tool":"pay","arguments":{"n":%d},"timeout":"1h"}`, i), "Idempotency-Key", fmt.Sprint("hook-", i))
-				if err != nil || r.status != 201 {
+				if err != nil || r.Status != 201 {
 					continue // the replica was killed
 				}
-				id := r.str("id")
+				id := r.Str("id")
 				if i%10 == 0 {
 					r, err := cl.c.do(t.Context(), "POST", at(i+1), "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`)
-					if err == nil && r.status == 403 {
+					if err == nil && r.Status == 403 {
 						mu.Lock()
 						rolledBack = append(rolledBack, id)
 						mu.Unlock()
@@ -112,12 +114,12 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		case lifecycles / 3:
 			// Mid-load and mid-delivery: the slow and hung receivers hold
 			// attempts of this replica's leases.
-			cl.replicas[0].kill()
+			cl.replicas[0].Kill()
 		case 2 * lifecycles / 3:
 			restarted := startReplica(t, cl.db, cl.flags...)
 			cl.replicas[0] = restarted
 			urlMu.Lock()
-			urls[0] = restarted.url
+			urls[0] = restarted.URL
 			urlMu.Unlock()
 		}
 		next <- i
@@ -125,26 +127,11 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	close(next)
 	wg.Wait()
 
-	want := webhooktest.ExpectedFrom(allEvents(t, cl.store(t)), 0)
+	want := webhooktest.ExpectedFrom(storetest.AllEvents(t, cl.store(t)), 0)
 	loaded := time.Now()
-	deadline := loaded.Add(5 * time.Minute)
-	for _, rc := range rcs {
-		if rc.Behavior == webhooktest.Hang {
-			continue
-		}
-		for {
-			rep := rc.Check(want)
-			if rep.OK() {
-				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
-				break
-			}
-			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
-				t.Errorf("%s: %s\n%s\nthe missing ones' deliveries: %s", rc.Name, rep, cl.outputs(), deliveriesOf(t, cl, hookIDs[rc], rep.Missing))
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // waiting on other processes' retries
-		}
-	}
+	webhooktest.CheckAll(t, rcs, want, 5*time.Minute, func(rc *webhooktest.Receiver, rep webhooktest.Report) string {
+		return cl.outputs() + "\nthe missing ones' deliveries: " + deliveriesOf(t, cl, hookIDs[rc], rep.Missing)
+	})
 	for _, rc := range rcs {
 		if rc.Behavior == webhooktest.Hang {
 			continue
@@ -168,14 +155,14 @@ func deliveriesOf(t *testing.T, cl *cluster, id string, msgs []string) string {
 	}
 	var b strings.Builder
 	for cursor := ""; ; {
-		r := cl.c.call(t, "GET", cl.replicas[1].url, "/v1/webhooks/"+id+"/deliveries?limit=500"+cursor, adminToken, "")
-		items, _ := r.body["items"].([]any)
+		r := cl.c.call(t, "GET", cl.replicas[1].URL, "/v1/webhooks/"+id+"/deliveries?limit=500"+cursor, adminToken, "")
+		items, _ := r.Body["items"].([]any)
 		for _, it := range items {
 			if m := it.(map[string]any); want[m["message_id"].(string)] {
 				fmt.Fprintf(&b, "\n  %v", m)
 			}
 		}
-		next := r.str("next_cursor")
+		next := r.Str("next_cursor")
 		if next == "" || len(items) == 0 {
 			return b.String()
 		}

@@ -12,22 +12,19 @@
 package ts
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
+
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 func TestTypeScriptSDK(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -38,37 +35,19 @@ func TestTypeScriptSDK(t *testing.T) {
 		_, err = os.Stat("node_modules/standardwebhooks/package.json")
 	}
 	if err != nil {
-		msg := "the TypeScript SDK end-to-end test needs node and `npm ci --prefix e2e/ts`: " + err.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testkit.Unavailable(t, "the TypeScript SDK end-to-end test needs node and `npm ci --prefix e2e/ts`: "+err.Error())
 	}
 
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "airlock")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/airlock").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testkit.Airlock(t, false)
 	const admin = "admin-secret-for-the-ts-e2e"
-	serve := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin,
+	dir := t.TempDir()
+	serve := testkit.Serve(t, bin, "", nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin,
 		"--webhook-allow-private") // the webhook test's receiver listens on loopback
-	serve.Env = cleanEnv()
-	var serveOut lockedBuffer
-	notices, err := serve.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		serve.Process.Kill()
-		serve.Wait()
-	})
-	url := waitListening(t, notices, &serveOut)
+	url := serve.URL
 
-	c := &rest{t: t, url: url}
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &rest{t: t, url: url, hc: &http.Client{Transport: tr}}
 	agent := c.post(admin, "/v1/tokens", `{"name":"ts agent","role":"agent","scopes":["work:write"]}`, 201)["secret"].(string)
 	reviewer := c.post(admin, "/v1/tokens", `{"name":"ts reviewer","role":"reviewer"}`, 201)["secret"].(string)
 	c.post(reviewer, "/v1/board/columns", `{"key":"todo","name":"To do"}`, 201)
@@ -78,105 +57,34 @@ func TestTypeScriptSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "mcp.test.mjs", "webhooks.test.mjs")
-	cmd.Env = append(cleanEnv(),
+	cmd.Env = append(testkit.CleanEnv(),
 		"AIRLOCK_BIN="+bin, "AIRLOCK_URL="+url, "AIRLOCK_TOKEN="+agent, "AIRLOCK_ADMIN_TOKEN="+admin,
 		"AIRLOCK_REVIEWER_TOKEN="+reviewer, "AIRLOCK_ITEM_ID="+item)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test mcp.test.mjs:\n%s", out)
 	if err != nil {
-		t.Fatalf("the TypeScript SDK test failed: %v\nserver output:\n%s", err, serveOut.String())
+		t.Fatalf("the TypeScript SDK test failed: %v\nserver output:\n%s", err, serve.Out)
 	}
 	if !regexp.MustCompile(`(?m)^ℹ pass [1-9]`).Match(out) || !regexp.MustCompile(`(?m)^ℹ fail 0$`).Match(out) {
 		t.Fatal("node --test ran no passing test")
 	}
 }
 
-// waitListening reads the server's notices until it prints its address,
-// then keeps copying them into out.
-func waitListening(t *testing.T, notices io.Reader, out *lockedBuffer) string {
-	t.Helper()
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(notices)
-		re := regexp.MustCompile(`Airlock listening on (http://\S+) `)
-		for sc.Scan() {
-			out.WriteLine(sc.Text())
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		close(found)
-	}()
-	select {
-	case url, ok := <-found:
-		if !ok {
-			t.Fatalf("airlock serve exited before listening:\n%s", out.String())
-		}
-		return url
-	case <-time.After(time.Minute):
-		t.Fatalf("airlock serve did not listen within a minute:\n%s", out.String())
-	}
-	return ""
-}
-
 // rest is a minimal REST client for setting up the test.
 type rest struct {
 	t   *testing.T
 	url string
+	hc  *http.Client
 }
 
 func (c *rest) post(token, path, body string, status int) map[string]any {
 	c.t.Helper()
-	req, err := http.NewRequestWithContext(c.t.Context(), http.MethodPost, c.url+path, strings.NewReader(body))
+	r, err := testkit.Call(c.t.Context(), c.hc, http.MethodPost, c.url+path, token, body)
 	if err != nil {
-		c.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != status {
-		c.t.Fatalf("POST %s: %d %s, want %d", path, resp.StatusCode, raw, status)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
 		c.t.Fatalf("POST %s: %v", path, err)
 	}
-	return m
-}
-
-// cleanEnv is this process's environment without AIRLOCK_* variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIRLOCK_") {
-			env = append(env, kv)
-		}
+	if r.Status != status {
+		c.t.Fatalf("POST %s: %d %s, want %d", path, r.Status, r.Raw, status)
 	}
-	return env
-}
-
-// lockedBuffer collects lines written by one goroutine and read by another.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) WriteLine(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	fmt.Fprintln(&b.buf, s)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return r.Body
 }

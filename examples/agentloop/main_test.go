@@ -12,13 +12,13 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestAgentLoop runs the example against a real server (SQLite file) while
 // a reviewer, watching the event stream, decides the delete.

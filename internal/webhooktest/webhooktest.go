@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -254,4 +255,35 @@ func (rc *Receiver) TypesOf(id string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// CheckAll waits until every receiver but a hung one has accepted every
+// expected webhook, and reports to t what is missing, wrong or unexpected
+// otherwise, with what more says of a receiver's report (the servers'
+// output, say) when more is not nil. It polls: the deliveries are retried
+// by another process.
+func CheckAll(t testing.TB, rcs []*Receiver, want map[string]Expected, within time.Duration, more func(*Receiver, Report) string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, rc := range rcs {
+		if rc.Behavior == Hang {
+			continue
+		}
+		for {
+			rep := rc.Check(want)
+			if rep.OK() {
+				t.Logf("%s: %d webhooks, %d duplicates (same webhook-id and body)", rc.Name, len(want), rep.Duplicates)
+				break
+			}
+			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
+				if more != nil {
+					t.Errorf("%s: %s\n%s", rc.Name, rep, more(rc, rep))
+				} else {
+					t.Errorf("%s: %s", rc.Name, rep)
+				}
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // waiting on another process's retries
+		}
+	}
 }

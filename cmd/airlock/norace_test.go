@@ -1,6 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled says the tests run with -race, so the binary they build does too.
-const raceEnabled = false
