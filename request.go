@@ -72,6 +72,11 @@ type Request struct {
 	OwnerID string
 	State   State
 	Kind    Kind
+	// InstanceName and OwnerName are the names of the instance (or
+	// session) and of the token that made the request, read by the store
+	// with it, for people to read; empty when that row is gone.
+	InstanceName string
+	OwnerName    string
 
 	Tool           string
 	Arguments      json.RawMessage
@@ -110,34 +115,62 @@ type Request struct {
 // that show no arguments read summaries, so that a page costs what it
 // shows, not what was stored.
 type RequestSummary struct {
-	Seq        int64
-	ID         string
-	InstanceID string
-	OwnerID    string
-	State      State
-	Kind       Kind
-	Tool       string
-	Title      string
-	SessionID  string
-	CreatedAt  time.Time
-	DeadlineAt time.Time
-	Decision   *Decision // set once terminal
-	Question   *Question // set when the request asks the reviewer
+	Seq          int64
+	ID           string
+	InstanceID   string
+	InstanceName string
+	OwnerID      string
+	OwnerName    string
+	State        State
+	Kind         Kind
+	Tool         string
+	Title        string
+	SessionID    string
+	CreatedAt    time.Time
+	DeadlineAt   time.Time
+	Decision     *Decision // set once terminal
+	Question     *Question // set when the request asks the reviewer
 	// CommandMethod is the method of the command the request proposes,
 	// empty when it proposes none.
 	CommandMethod string
+	// ArgumentsHead is the start of the arguments as submitted: their
+	// first ArgumentsHeadLen characters, so that a list can tell two calls
+	// of one tool apart without reading what can be a mebibyte.
+	// ArgumentsCut reports that more follows.
+	ArgumentsHead string
+	ArgumentsCut  bool
+}
+
+// ArgumentsHeadLen is how many characters of the arguments a summary
+// keeps (RequestSummary.ArgumentsHead).
+const ArgumentsHeadLen = 200
+
+// ArgumentsHead returns the first ArgumentsHeadLen characters of args and
+// whether more follow, as a summary keeps them. Stores read one character
+// more than they keep and call it on that.
+func ArgumentsHead(args string) (head string, cut bool) {
+	n := 0
+	for i := range args {
+		if n == ArgumentsHeadLen {
+			return args[:i], true
+		}
+		n++
+	}
+	return args, false
 }
 
 // Summary returns r as a list shows it.
 func (r Request) Summary() RequestSummary {
 	s := RequestSummary{
-		Seq: r.Seq, ID: r.ID, InstanceID: r.InstanceID, OwnerID: r.OwnerID, State: r.State, Kind: r.Kind,
+		Seq: r.Seq, ID: r.ID, InstanceID: r.InstanceID, InstanceName: r.InstanceName, OwnerID: r.OwnerID, OwnerName: r.OwnerName,
+		State: r.State, Kind: r.Kind,
 		Tool: r.Tool, Title: r.Title, SessionID: r.SessionID, CreatedAt: r.CreatedAt, DeadlineAt: r.DeadlineAt,
 		Decision: r.Decision, Question: r.Question,
 	}
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		s.CommandMethod = r.Proposal.Command.Method
 	}
+	s.ArgumentsHead, s.ArgumentsCut = ArgumentsHead(string(r.Arguments))
 	return s
 }
 
@@ -165,7 +198,21 @@ type Decision struct {
 	// DecidedBy is the token that decided, or a system actor such as
 	// ActorExpiry or ActorPolicy.
 	DecidedBy string
-	ExpiresAt *time.Time
+	// DecidedByName is the deciding token's name, read by the store with
+	// the request; for a decider that is no token (a system actor, a
+	// policy rule, a grant) it is DecidedBy itself.
+	DecidedByName string
+	ExpiresAt     *time.Time
+}
+
+// DeciderName is the name people read a decider by: the deciding token's
+// name, read by a store with the request, or, when decidedBy names no
+// token (a system actor, a policy rule, a grant), decidedBy as it is.
+func DeciderName(decidedBy, tokenName string) string {
+	if tokenName != "" {
+		return tokenName
+	}
+	return decidedBy
 }
 
 // ExecutionStatus is the state of the single execution attempt.

@@ -283,15 +283,18 @@ type Store interface {
 	// and created=false; with another fingerprint, idempotency_conflict.
 	// not_found when the instance does not exist (or was just deleted).
 	CreateRequest(ctx context.Context, p NewRequestParams) (r Request, created bool, err error)
-	// GetRequest reads a request; not_found.
+	// GetRequest reads a request; not_found. Every request and summary a
+	// store returns carries the names people read it by (InstanceName,
+	// OwnerName, Decision.DecidedByName), looked up in the same query.
 	GetRequest(ctx context.Context, id string) (Request, error)
 	// ListRequests lists requests matching f, newest first: up to f.Limit
 	// of them, fewer when f.MaxBytes ends the list early. more reports
 	// whether requests after the last one listed match f too.
 	ListRequests(ctx context.Context, f RequestFilter) (rs []Request, more bool, err error)
 	// ListRequestSummaries lists what ListRequests would (f.MaxBytes
-	// aside) as summaries, reading only the columns a summary has: the
-	// lists that show no arguments never read them.
+	// aside) as summaries, reading only the columns a summary has and
+	// the first characters of the arguments (ArgumentsHeadLen): a list
+	// never reads what can be a mebibyte.
 	ListRequestSummaries(ctx context.Context, f RequestFilter) (rs []RequestSummary, more bool, err error)
 	// Decide records a decision if the request is pending and its deadline
 	// is after the store's now. Otherwise not_pending (State: what holds), or

@@ -26,11 +26,15 @@ type Instance struct {
 // arguments, the window, the agent's claim and what the adapter observed;
 // once terminal, the decision; once claimed, the execution.
 type ApprovalRequest struct {
-	ID         string        `json:"id"`
-	InstanceID string        `json:"instance_id"`
-	State      airlock.State `json:"state"`
-	Kind       airlock.Kind  `json:"kind"`
-	Tool       string        `json:"tool,omitempty"`
+	ID         string `json:"id"`
+	InstanceID string `json:"instance_id"`
+	// InstanceName and CreatedByName are the instance's and the creating
+	// agent token's names, for people to read; empty when gone.
+	InstanceName  string        `json:"instance_name,omitempty"`
+	CreatedByName string        `json:"created_by_name,omitempty"`
+	State         airlock.State `json:"state"`
+	Kind          airlock.Kind  `json:"kind"`
+	Tool          string        `json:"tool,omitempty"`
 	// Arguments are exactly as submitted.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// Timeout is the window as asked, verbatim.
@@ -65,6 +69,9 @@ type Decision struct {
 	// DecidedBy is the deciding token's ID, or a system actor such as
 	// airlock.ActorExpiry.
 	DecidedBy string `json:"decided_by,omitempty"`
+	// DecidedByName is who decided, for people to read: the deciding
+	// token's name, or DecidedBy itself when that names no token.
+	DecidedByName string `json:"decided_by_name,omitempty"`
 	// ExpiresAt, for approvals only, is when permission to start the call
 	// ends. Re-reads and replays never extend it.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
@@ -89,6 +96,9 @@ type Proposal struct {
 type Command struct {
 	Method string          `json:"method"`
 	Input  json.RawMessage `json:"input,omitempty"`
+	// Observed is what the server saw of the target when the command was
+	// asked for (for work_move: the item's column and title).
+	Observed json.RawMessage `json:"observed,omitempty"`
 }
 
 // Question is an MCP agent's question; free text when Choices is empty.

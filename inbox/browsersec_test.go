@@ -230,6 +230,12 @@ func TestBrowserXSS(t *testing.T) {
 	tb.open("/requests/" + mcp[len(mcp)-1].ID)
 	tb.do(chromedp.SetValue(chromedp.ID("deny-note"), payloads[40]))
 	tb.do(chromedp.Click(chromedp.CSS("#deny-form button")))
+	tb.waitFor(`document.getElementById("confirm").open`)
+	if got := tb.text("#confirm-note"); got != payloads[40] {
+		t.Errorf("the confirmation shows the note as %q", got)
+	}
+	tb.noScriptRan()
+	tb.do(chromedp.Click(chromedp.ID("confirm-ok")))
 	tb.waitFor(`document.getElementById("flash") !== null`)
 	tb.noScriptRan()
 	if got := tb.text("#decision-note"); got != payloads[40] {

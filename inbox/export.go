@@ -10,3 +10,12 @@ func Visible(s string) string { return plainText(visible(s)) }
 // VisibleText is Visible for multi-line texts: line feeds and tabs are
 // kept, every other hidden character becomes a marker.
 func VisibleText(s string) string { return plainText(visibleText(s)) }
+
+// LookAlike returns a warning when a word of s mixes Latin, Greek and
+// Cyrillic letters ("pаypal" with a Cyrillic "а"); empty when none does.
+// The CLI warns as the inbox does.
+func LookAlike(s string) string { return lookAlike(s) }
+
+// HiddenInText reports whether r is shown as a marker in a multi-line text:
+// every invisible, control or reordering character but line feeds and tabs.
+func HiddenInText(r rune) bool { return hidden(r, true) }

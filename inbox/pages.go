@@ -1,10 +1,10 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/provider"
+	"github.com/mtibben/confusables"
 )
 
 // row is one request in a list.
@@ -32,9 +33,35 @@ type row struct {
 	IsCommand   bool
 	Note        []segment
 	Answer      []segment
-	DecidedBy   string
+	DecidedBy   string    // the decider's ID, secondary detail
+	DecidedName []segment // who decided, as people read it
 	DecidedAt   time.Time
 	HasDecision bool
+	Owner       []segment // the name of the agent token that asked
+	OwnerID     string
+	// Args is a one-line summary of the arguments, ending in "…" when
+	// shortened, so that two calls of one tool can be told apart.
+	Args []segment
+	// LookAlike marks a history search hit found only through look-alike
+	// characters (a confusable skeleton).
+	LookAlike bool
+}
+
+// argsSummaryLen is how many characters of the arguments a row shows at
+// most, on one line.
+const argsSummaryLen = 120
+
+// argsSummary is the arguments' start on one line: runs of white space
+// become one space, and a visible "…" says when more follows.
+func argsSummary(head string, cut bool) string {
+	line := strings.Join(strings.Fields(head), " ")
+	if r := []rune(line); len(r) > argsSummaryLen {
+		line, cut = string(r[:argsSummaryLen]), true
+	}
+	if cut {
+		line += "…"
+	}
+	return line
 }
 
 // names maps instance and session IDs to their names, for lists.
@@ -68,16 +95,17 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	} else {
 		out.Headline = visible(r.Tool)
 	}
-	name := names[r.InstanceID]
-	if name == "" {
-		name = r.InstanceID
+	out.Instance = visible(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
+	out.Owner, out.OwnerID = visible(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	if r.ArgumentsHead != "" {
+		out.Args = visible(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
-	out.Instance = visible(name)
 	if d := r.Decision; d != nil {
 		out.HasDecision = true
 		out.Note = visibleText(d.Note)
 		out.Answer = visibleText(d.Answer)
 		out.DecidedBy = d.DecidedBy
+		out.DecidedName = visible(cmp.Or(d.DecidedByName, d.DecidedBy))
 		out.DecidedAt = d.DecidedAt
 	}
 	return out
@@ -326,51 +354,16 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 }
 
 // workMovePreview says a work_move in plain words, with the board's column
-// names: "Move item “Fix login” from Doing to Done". note says when the
-// item is no longer where it was when the agent asked, so approving would
-// fail.
+// names, and notes when approving would fail (airlock.DescribeWorkMove).
 func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]segment, string) {
-	mv, err := airlock.ParseWorkMove(cmd.Input)
-	if err != nil {
-		return visible("work_move with input the server cannot read"), ""
-	}
-	var obs airlock.WorkMoveObserved
-	_ = json.Unmarshal(cmd.Observed, &obs)
-	cols := map[string]string{}
-	var current *airlock.WorkItem
-	if board, err := h.svc.Board(ctx, c); err == nil {
-		for _, col := range board {
-			cols[col.Key] = col.Name
-			for _, it := range col.Items {
-				if it.ID == mv.ItemID {
-					current = &it
-				}
-			}
-		}
-	}
-	colName := func(key string) string {
-		if n := cols[key]; n != "" {
-			return n
-		}
-		return key
-	}
-	title := obs.ItemTitle
-	if title == "" {
-		title = mv.ItemID
-	}
-	var text string
-	if obs.FromColumnKey != "" {
-		text = "Move item “" + title + "” from " + colName(obs.FromColumnKey) + " to " + colName(mv.ColumnKey)
-	} else {
-		text = "Move item “" + title + "” to " + colName(mv.ColumnKey)
-	}
-	note := ""
+	board, err := h.svc.Board(ctx, c)
 	switch {
-	case current == nil:
-		note = "The item no longer exists on the board: approving will fail and record nothing."
-	case obs.FromColumnKey != "" && current.ColumnKey != obs.FromColumnKey:
-		note = "The item has moved since the agent asked (it is now in " + colName(current.ColumnKey) + "): approving will fail and record nothing."
+	case err != nil:
+		board = nil // unknown: no note either way
+	case board == nil:
+		board = []airlock.Column{} // read, and empty: the item is gone
 	}
+	text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
 	return visible(text), note
 }
 
@@ -439,7 +432,9 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 			if c.State == airlock.StatePending || !c.matches {
 				continue
 			}
-			body.Rows = append(body.Rows, h.row(c.RequestSummary, names, now))
+			rw := h.row(c.RequestSummary, names, now)
+			rw.LookAlike = c.lookAlike
+			body.Rows = append(body.Rows, rw)
 			if len(body.Rows) == historyPage && i < len(page.candidates)-1 {
 				// Continue after this one next time.
 				page.next = provider.CursorAfter(c.Seq)
@@ -469,7 +464,8 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 // whether it matches the search.
 type candidate struct {
 	airlock.RequestSummary
-	matches bool
+	matches   bool
+	lookAlike bool // matched only by its confusable skeleton
 }
 
 // candidates is one page of them.
@@ -493,37 +489,71 @@ func (h *handler) historyCandidates(ctx context.Context, c airlock.Caller, q pro
 		out.next = page.NextCursor
 		return out, err
 	}
+	s := newSearch(needle)
 	page, err := h.svc.ListRequests(ctx, c, q)
 	for _, r := range page.Requests {
-		out.candidates = append(out.candidates, candidate{RequestSummary: r.Summary(), matches: r.State != airlock.StatePending && matches(r, names, needle)})
+		m := noMatch
+		if r.State != airlock.StatePending {
+			m = s.matches(r, names)
+		}
+		out.candidates = append(out.candidates, candidate{RequestSummary: r.Summary(), matches: m != noMatch, lookAlike: m == lookAlikes})
 		out.bytes += r.StoredBytes()
 	}
 	out.next = page.NextCursor
 	return out, err
 }
 
-// matches reports whether a request's texts contain needle (lower case).
-// The short texts go first: the arguments, up to a mebibyte, are lowered
-// only when nothing else matched.
-func matches(r airlock.Request, names map[string]string, needle string) bool {
-	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], string(r.Kind), string(r.State)}
+// match is how a request matched a search.
+type match int
+
+const (
+	noMatch    match = iota
+	textMatch        // a text contains the search
+	lookAlikes       // only a text's confusable skeleton contains the search's
+)
+
+// search is what the history looks for: the text, lower case, and its
+// confusable skeleton (Unicode TS #39), so that "paypal" also finds
+// "pаypal" with a Cyrillic а.
+type search struct {
+	needle, skeleton string
+}
+
+func newSearch(q string) search {
+	n := strings.ToLower(q)
+	return search{needle: n, skeleton: confusables.Skeleton(n)}
+}
+
+// matches reports how a request's texts match s. The short texts go
+// first: the arguments, up to a mebibyte, are lowered only when nothing
+// else matched, and skeletons are computed only when no text matched.
+func (s search) matches(r airlock.Request, names map[string]string) match {
+	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], r.InstanceName, r.OwnerName, string(r.Kind), string(r.State)}
 	if d := r.Decision; d != nil {
-		texts = append(texts, d.Note, d.Answer, d.DecidedBy)
+		texts = append(texts, d.Note, d.Answer, d.DecidedBy, d.DecidedByName)
 	}
+	texts = append(texts, string(r.Arguments))
 	for _, t := range texts {
-		if strings.Contains(strings.ToLower(t), needle) {
-			return true
+		if strings.Contains(strings.ToLower(t), s.needle) {
+			return textMatch
 		}
 	}
-	return strings.Contains(strings.ToLower(string(r.Arguments)), needle)
+	for _, t := range texts {
+		if strings.Contains(confusables.Skeleton(strings.ToLower(t)), s.skeleton) {
+			return lookAlikes
+		}
+	}
+	return noMatch
 }
 
 // sessionRow is one session on the sessions page.
 type sessionRow struct {
 	ID       string
+	ShowID   bool // the name does not already say the ID
 	Name     []segment
 	Status   airlock.SessionStatus
-	Owner    string
+	Owner    []segment // the agent token's name
+	OwnerID  string
 	Pending  int
 	Opened   time.Time
 	LastSeen string
@@ -549,6 +579,15 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.now()
+	owners := make([]string, 0, len(ss))
+	for _, s := range ss {
+		owners = append(owners, s.OwnerID)
+	}
+	tokenNames, err := h.svc.TokenNames(r.Context(), v.caller, owners)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	groups := []sessionGroup{
 		{Status: airlock.SessionWaiting, Heading: "Waiting for a decision", Hint: "A request of theirs is pending."},
 		{Status: airlock.SessionActive, Heading: "Active", Hint: "Heartbeating, nothing pending."},
@@ -557,7 +596,7 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range ss {
 		st := h.svc.SessionStatus(s)
-		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		sr := sessionRow{ID: s.ID, ShowID: !strings.Contains(s.Name, s.ID), Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
 		if s.LastSeenAt != nil {
 			sr.LastSeen = ago(now, *s.LastSeenAt)
 		}

@@ -20,12 +20,13 @@ var pageNames = []string{"pending", "request", "history", "sessions", "board", "
 // funcs are the templates' helpers. None returns template.HTML: every
 // value from data is escaped by html/template.
 var funcs = template.FuncMap{
-	"vis":      visible,
-	"visText":  visibleText,
-	"utc":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"clock":    func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
-	"kindName": kindName,
+	"vis":       visible,
+	"visText":   visibleText,
+	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"clock":     func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
+	"kindName":  kindName,
+	"plainText": plainText,
 }
 
 func parsePages() map[string]*template.Template {

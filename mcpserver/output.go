@@ -62,6 +62,9 @@ type decisionOut struct {
 	Note      string `json:"note,omitempty"`
 	Answer    string `json:"answer,omitempty"`
 	DecidedAt string `json:"decidedAt"`
+	// DecidedByName is who decided, as people read it: the reviewer
+	// token's name, or a system actor as it is.
+	DecidedByName string `json:"decidedByName,omitempty"`
 	// ExpiresAt ends an approval's permission to start acting on it.
 	ExpiresAt string `json:"expiresAt,omitempty"`
 }
@@ -122,7 +125,7 @@ func newApprovalOut(r airlock.Request) approvalOut {
 		out.Question = &questionOut{Choices: q.Choices}
 	}
 	if d := r.Decision; d != nil {
-		out.Decision = &decisionOut{Status: string(d.Status), Note: d.Note, Answer: d.Answer, DecidedAt: formatTime(d.DecidedAt)}
+		out.Decision = &decisionOut{Status: string(d.Status), Note: d.Note, Answer: d.Answer, DecidedAt: formatTime(d.DecidedAt), DecidedByName: d.DecidedByName}
 		if d.ExpiresAt != nil {
 			out.Decision.ExpiresAt = formatTime(*d.ExpiresAt)
 		}

@@ -110,6 +110,7 @@ const (
         "note": {"type": "string", "description": "The reviewer's note: it informs, and changes nothing that was approved"},
         "answer": {"type": "string"},
         "decidedAt": {"type": "string", "format": "date-time"},
+        "decidedByName": {"type": "string", "description": "Who decided: the reviewer token's name, or a system actor such as system:expiry"},
         "expiresAt": {"type": "string", "format": "date-time", "description": "An approval's permission to start acting ends at this time"}
       },
       "required": ["status", "decidedAt"]

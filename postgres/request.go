@@ -23,7 +23,15 @@ const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.
 	r.claimed_at, r.claimed_by, r.exec_status, r.finished_at, r.exec_detail,
 	r.idempotency_key, r.fingerprint, r.title, r.description, r.target_type, r.target_id, r.session_id,
 	r.proposal_mode, r.command_method, r.command_input, r.question,
-	r.command_observed, r.command_status, r.command_detail, r.command_applied_at`
+	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
+	` + namesCols
+
+// namesCols are the names people read a request by, looked up with it
+// (each by primary key): its instance's, its creator token's and its
+// deciding token's. Every query that selects requestCols names the table r.
+const namesCols = `(SELECT i.name FROM instances i WHERE i.id = r.instance_id) AS instance_name,
+	(SELECT t.name FROM tokens t WHERE t.id = r.owner_id) AS owner_name,
+	(SELECT t.name FROM tokens t WHERE t.id = r.decided_by) AS decided_by_name`
 
 // lockedTickCTE starts a compare-and-set on the request @id: it locks the
 // row, and only then reads the clock. Under READ COMMITTED an UPDATE that
@@ -240,6 +248,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		mode, method, question, observed, cmdStatus *string
 		note, answer, detail, cmdDetail             string
 		cmdAppliedAt                                *time.Time
+		instName, ownerName, deciderName            *string
 	)
 	dest := []any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &r.CreatedAt, &r.DeadlineAt,
@@ -247,7 +256,8 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
-		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt}
+		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt,
+		&instName, &ownerName, &deciderName}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return airlock.Request{}, err
 	}
@@ -257,14 +267,16 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	if key != nil {
 		r.IdempotencyKey = *key
 	}
+	r.InstanceName, r.OwnerName = deref(instName), deref(ownerName)
 	if decidedAt != nil {
 		r.Decision = &airlock.Decision{
-			Status:    r.State,
-			Note:      note,
-			Answer:    answer,
-			DecidedAt: decidedAt.UTC(),
-			DecidedBy: deref(decidedBy),
-			ExpiresAt: utc(expiresAt),
+			Status:        r.State,
+			Note:          note,
+			Answer:        answer,
+			DecidedAt:     decidedAt.UTC(),
+			DecidedBy:     deref(decidedBy),
+			DecidedByName: airlock.DeciderName(deref(decidedBy), deref(deciderName)),
+			ExpiresAt:     utc(expiresAt),
 		}
 	}
 	if claimedAt != nil {
@@ -504,8 +516,11 @@ const storedBytesSQL = `coalesce(octet_length(r.arguments), 0) + coalesce(octet_
 
 // summaryCols is the column list of a request summary, in the order
 // scanSummary reads.
+// It reads one character of the arguments more than a summary keeps
+// (airlock.ArgumentsHeadLen, 200), to tell whether more follow.
 const summaryCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.title, r.session_id,
-	r.created_at, r.deadline_at, r.decided_at, r.decided_by, r.note, r.answer, r.expires_at, r.question, r.command_method`
+	r.created_at, r.deadline_at, r.decided_at, r.decided_by, r.note, r.answer, r.expires_at, r.question, r.command_method,
+	left(r.arguments, 201), ` + namesCols
 
 // ListRequests lists requests matching f, newest first. One statement
 // picks the page by seq and the stored size of each candidate (cut), and
@@ -628,19 +643,25 @@ func scanSummary(row pgx.Row) (airlock.RequestSummary, error) {
 		state, kind                 string
 		decidedAt, expiresAt        *time.Time
 		decidedBy, question, method *string
+		head                        *string
+		names                       [3]*string
 		note, answer                string
 	)
 	if err := row.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &r.Title, &r.SessionID,
-		&r.CreatedAt, &r.DeadlineAt, &decidedAt, &decidedBy, &note, &answer, &expiresAt, &question, &method); err != nil {
+		&r.CreatedAt, &r.DeadlineAt, &decidedAt, &decidedBy, &note, &answer, &expiresAt, &question, &method,
+		&head, &names[0], &names[1], &names[2]); err != nil {
 		return airlock.RequestSummary{}, err
 	}
 	r.State, r.Kind = airlock.State(state), airlock.Kind(kind)
 	r.CreatedAt, r.DeadlineAt = r.CreatedAt.UTC(), r.DeadlineAt.UTC()
 	r.CommandMethod = deref(method)
+	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(deref(head))
+	r.InstanceName, r.OwnerName = deref(names[0]), deref(names[1])
 	if decidedAt != nil {
 		r.Decision = &airlock.Decision{
 			Status: r.State, Note: note, Answer: answer,
 			DecidedAt: decidedAt.UTC(), DecidedBy: deref(decidedBy), ExpiresAt: utc(expiresAt),
+			DecidedByName: airlock.DeciderName(deref(decidedBy), deref(names[2])),
 		}
 	}
 	if question != nil {
@@ -898,7 +919,7 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 		return airlock.Request{}, time.Time{}, err
 	}
 	r.DeadlineAt = deadline.UTC()
-	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: decided.UTC(), DecidedBy: decidedBy}
+	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: decided.UTC(), DecidedBy: decidedBy, DecidedByName: airlock.DeciderName(decidedBy, "")}
 	return r, at.UTC(), nil
 }
 

@@ -103,3 +103,35 @@ func (s *Service) Sessions(ctx context.Context, c airlock.Caller) ([]airlock.Ins
 func (s *Service) SessionStatus(in airlock.Instance) airlock.SessionStatus {
 	return in.SessionStatus(s.clock.Now(), s.stale)
 }
+
+// TokenNames returns the names of the tokens among ids, for reviewers and
+// admins to read people by rather than by token IDs (the sessions page's
+// agents). IDs that name no token, such as system actors, are left out,
+// so a caller shows them as they are. Each distinct ID is one read.
+func (s *Service) TokenNames(ctx context.Context, c airlock.Caller, ids []string) (map[string]string, error) {
+	if c.Role != airlock.RoleReviewer && c.Role != airlock.RoleAdmin {
+		return nil, forbidden("only reviewers and admins read token names")
+	}
+	out := map[string]string{}
+	st := s.storeFor(c)
+	for _, id := range ids {
+		if _, done := out[id]; done || id == "" {
+			continue
+		}
+		t, err := st.GetToken(ctx, id)
+		switch {
+		case err == nil:
+			out[id] = t.Name
+		case airlock.ErrorCode(err) == airlock.CodeNotFound:
+			out[id] = ""
+		default:
+			return nil, err
+		}
+	}
+	for id, name := range out {
+		if name == "" {
+			delete(out, id)
+		}
+	}
+	return out, nil
+}

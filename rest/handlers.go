@@ -368,8 +368,12 @@ func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {
 
 func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "all" {
+		state = "" // every state, as when none is given
+	}
 	lq := provider.ListQuery{
-		State: airlock.State(q.Get("state")), InstanceID: q.Get("instance_id"),
+		State: airlock.State(state), InstanceID: q.Get("instance_id"),
 		Tool: q.Get("tool"), Kind: airlock.Kind(q.Get("kind")), Cursor: q.Get("cursor"),
 	}
 	if s := q.Get("limit"); s != "" {

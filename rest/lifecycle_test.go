@@ -91,6 +91,10 @@ func TestLifecycleOverHTTP(t *testing.T) {
 		d["decided_by"] != b.callers["reviewer"].ID || d["expires_at"] == nil {
 		t.Fatalf("after decision: %s", got.r.body)
 	}
+	// Names for people: the decider's, the creator's and the instance's.
+	if o := got.r.obj(t); d["decided_by_name"] != "reviewer" || o["created_by_name"] != "agentA" || o["instance_name"] != "adapter" {
+		t.Fatalf("names after decision: %s", got.r.body)
+	}
 	decidedAt, _ := time.Parse(time.RFC3339Nano, d["decided_at"].(string))
 	expiresAt, _ := time.Parse(time.RFC3339Nano, d["expires_at"].(string))
 	if expiresAt.Sub(decidedAt) != 2*time.Minute {
@@ -141,7 +145,8 @@ func TestLongPollReturnsOnExpiry(t *testing.T) {
 	got := <-b.longPoll(t, b.agentA, id, "30s")
 	want(t, got.r, http.StatusOK, "")
 	m := got.r.obj(t)
-	if m["state"] != "expired" || m["decision"].(map[string]any)["decided_by"] != airlock.ActorExpiry {
+	if m["state"] != "expired" || m["decision"].(map[string]any)["decided_by"] != airlock.ActorExpiry ||
+		m["decision"].(map[string]any)["decided_by_name"] != airlock.ActorExpiry {
 		t.Fatalf("after the deadline: %s", got.r.body)
 	}
 	if _, ok := m["decision"].(map[string]any)["expires_at"]; ok {
@@ -369,6 +374,13 @@ func TestListRequests(t *testing.T) {
 	want(t, r, http.StatusOK, "")
 	if n := len(r.obj(t)["items"].([]any)); n != 2 {
 		t.Fatalf("tool=write gave %d, want 2", n)
+	}
+	// state=all lists every state, as the CLI's --state all does.
+	all := b.do(t, req{method: "GET", path: "/v1/approval-requests?state=all&tool=write", token: b.reviewer})
+	want(t, all, http.StatusOK, "")
+	none := b.do(t, req{method: "GET", path: "/v1/approval-requests?tool=write", token: b.reviewer})
+	if a, n := len(all.obj(t)["items"].([]any)), len(none.obj(t)["items"].([]any)); a != n || a < 2 {
+		t.Fatalf("state=all gave %d items, no state %d; want the same, at least 2", a, n)
 	}
 	for _, bad := range []string{"state=done", "kind=x", "limit=0", "limit=201", "limit=x", "cursor=zz"} {
 		r := b.do(t, req{method: "GET", path: "/v1/approval-requests?" + bad, token: b.reviewer, invalid: true})

@@ -98,6 +98,8 @@ func writeRequest(b *bytes.Buffer, r airlock.Request) {
 	o := beginObject(b)
 	o.always("id", r.ID)
 	o.always("instance_id", r.InstanceID)
+	o.str("instance_name", r.InstanceName)
+	o.str("created_by_name", r.OwnerName)
 	o.always("state", string(r.State))
 	o.always("kind", string(r.Kind))
 	o.str("tool", r.Tool)
@@ -115,6 +117,7 @@ func writeRequest(b *bytes.Buffer, r airlock.Request) {
 		do.str("answer", d.Answer)
 		do.time("decided_at", d.DecidedAt)
 		do.str("decided_by", d.DecidedBy)
+		do.str("decided_by_name", d.DecidedByName)
 		do.timePtr("expires_at", d.ExpiresAt)
 		do.end()
 	}

@@ -23,7 +23,16 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	claimed_at, claimed_by, exec_status, finished_at, exec_detail,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
 	proposal_mode, command_method, command_input, question,
-	command_observed, command_status, command_detail, command_applied_at`
+	command_observed, command_status, command_detail, command_applied_at,
+	` + namesCols
+
+// namesCols are the names people read a request by, looked up with it
+// (each by primary key): its instance's, its creator token's and its
+// deciding token's. Every query that selects requestCols has the table
+// unaliased as requests, so the lookups can name it.
+const namesCols = `(SELECT i.name FROM instances i WHERE i.id = requests.instance_id),
+	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id),
+	(SELECT t.name FROM tokens t WHERE t.id = requests.decided_by)`
 
 // The compare-and-set writes of the lifecycle. Each changes a row only if
 // it is still in the state the change starts from, judged against @now;
@@ -129,6 +138,7 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 		note, answer, detail, cmdDetail             string
 		observed                                    []byte
 		cmdAppliedAt                                sql.NullInt64
+		instName, ownerName, deciderName            sql.NullString
 	)
 	dest := append([]any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &created, &deadline,
@@ -136,21 +146,24 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 		&claimedAt, &claimedBy, &execStatus, &finishedAt, &detail,
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
-		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt}, extra...)
+		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt,
+		&instName, &ownerName, &deciderName}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return airlock.Request{}, err
 	}
 	r.Arguments, r.Context = args, rctx
 	r.CreatedAt, r.DeadlineAt = fromMicros(created), fromMicros(deadline)
 	r.IdempotencyKey = key.String
+	r.InstanceName, r.OwnerName = instName.String, ownerName.String
 	if decidedAt.Valid {
 		r.Decision = &airlock.Decision{
-			Status:    r.State,
-			Note:      note,
-			Answer:    answer,
-			DecidedAt: fromMicros(decidedAt.Int64),
-			DecidedBy: decidedBy.String,
-			ExpiresAt: nullMicros(expiresAt),
+			Status:        r.State,
+			Note:          note,
+			Answer:        answer,
+			DecidedAt:     fromMicros(decidedAt.Int64),
+			DecidedBy:     decidedBy.String,
+			DecidedByName: airlock.DeciderName(decidedBy.String, deciderName.String),
+			ExpiresAt:     nullMicros(expiresAt),
 		}
 	}
 	if claimedAt.Valid {
@@ -273,7 +286,10 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 				expiresAt = micros(now.Add(d.Validity))
 			}
 		}
-		var seq int64
+		var (
+			seq                 int64
+			instName, ownerName sql.NullString
+		)
 		err := tx.QueryRowContext(ctx, `INSERT INTO requests (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
@@ -286,7 +302,8 @@ SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reaso
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
-RETURNING seq`,
+RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id),
+	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id)`,
 			sql.Named("id", in.ID), sql.Named("instance", in.InstanceID), sql.Named("owner", in.OwnerID),
 			sql.Named("state", state), sql.Named("kind", in.Kind), sql.Named("tool", in.Tool),
 			sql.Named("arguments", text(in.Arguments)), sql.Named("timeout", in.Timeout),
@@ -299,10 +316,11 @@ RETURNING seq`,
 			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
 			sql.Named("session_id", in.SessionID),
 			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
-			sql.Named("question", question), sql.Named("observed", observed)).Scan(&seq)
+			sql.Named("question", question), sql.Named("observed", observed)).Scan(&seq, &instName, &ownerName)
 		switch {
 		case err == nil:
 			r := insertedRequest(in, seq, state, now, p, note)
+			r.InstanceName, r.OwnerName = instName.String, ownerName.String
 			out, created = r, true
 			if err := appendRequestEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestCreated, Actor: p.Actor,
 				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r); err != nil {
@@ -347,7 +365,8 @@ func insertedRequest(in airlock.Request, seq int64, state airlock.State, now tim
 	r.Arguments, r.Context = nilIfEmpty(in.Arguments), nilIfEmpty(in.Context)
 	r.Decision, r.Execution, r.CommandResult = nil, nil, nil
 	if d := p.Initial; d != nil {
-		r.Decision = &airlock.Decision{Status: state, Note: note, DecidedAt: r.CreatedAt, DecidedBy: airlock.ActorPolicy}
+		r.Decision = &airlock.Decision{Status: state, Note: note, DecidedAt: r.CreatedAt, DecidedBy: airlock.ActorPolicy,
+			DecidedByName: airlock.DeciderName(airlock.ActorPolicy, "")}
 		if state == airlock.StateApproved {
 			r.Decision.ExpiresAt = new(fromMicros(micros(now.Add(d.Validity))))
 		}
@@ -391,8 +410,11 @@ const storedBytesSQL = `coalesce(octet_length(arguments), 0) + coalesce(octet_le
 
 // summaryCols is the column list of a request summary, in the order
 // scanSummary reads.
+// It reads one character of the arguments more than a summary keeps
+// (airlock.ArgumentsHeadLen, 200), to tell whether more follow.
 const summaryCols = `seq, id, instance_id, owner_id, state, kind, tool, title, session_id, created_at, deadline_at,
-	decided_at, decided_by, note, answer, expires_at, question, command_method`
+	decided_at, decided_by, note, answer, expires_at, question, command_method, substr(arguments, 1, 201),
+	` + namesCols
 
 // ListRequests lists requests matching f, newest first. One statement
 // picks the page by seq and the stored size of each candidate (cut), and
@@ -518,19 +540,24 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 		created, deadline int64
 		decidedAt, expAt  sql.NullInt64
 		decidedBy, method sql.NullString
-		question          sql.NullString
+		question, head    sql.NullString
 		note, answer      string
+		names             [3]sql.NullString
 	)
 	if err := sc.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &r.Title, &r.SessionID,
-		&created, &deadline, &decidedAt, &decidedBy, &note, &answer, &expAt, &question, &method); err != nil {
+		&created, &deadline, &decidedAt, &decidedBy, &note, &answer, &expAt, &question, &method, &head,
+		&names[0], &names[1], &names[2]); err != nil {
 		return airlock.RequestSummary{}, err
 	}
 	r.CreatedAt, r.DeadlineAt = fromMicros(created), fromMicros(deadline)
 	r.CommandMethod = method.String
+	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(head.String)
+	r.InstanceName, r.OwnerName = names[0].String, names[1].String
 	if decidedAt.Valid {
 		r.Decision = &airlock.Decision{
 			Status: r.State, Note: note, Answer: answer,
 			DecidedAt: fromMicros(decidedAt.Int64), DecidedBy: decidedBy.String, ExpiresAt: nullMicros(expAt),
+			DecidedByName: airlock.DeciderName(decidedBy.String, names[2].String),
 		}
 	}
 	if question.Valid {
@@ -703,7 +730,7 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 		return airlock.Request{}, err
 	}
 	r.DeadlineAt = fromMicros(deadline)
-	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: fromMicros(decidedAt), DecidedBy: decidedBy}
+	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: fromMicros(decidedAt), DecidedBy: decidedBy, DecidedByName: airlock.DeciderName(decidedBy, "")}
 	return r, nil
 }
 

@@ -338,6 +338,7 @@ func (s *suite) testData(t *testing.T) {
 		r := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
 		want := p.Request
 		want.State, want.Seq, want.CreatedAt, want.DeadlineAt = airlock.StatePending, r.Seq, r.CreatedAt, r.DeadlineAt
+		want.InstanceName = b.inst.Name // read with the request (testNames)
 		sameRequest(t, "created", r, want)
 		sameRequest(t, "read back", b.get(t, r.ID), want)
 

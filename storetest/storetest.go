@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Tokens", s.testTokens},
 		{"CountPending", s.testCountPending},
 		{"Extras", s.testExtras},
+		{"Names", s.testNames},
 		{"Notify", s.testNotify},
 	} {
 		t.Run(g.name, func(t *testing.T) {

@@ -28,7 +28,7 @@ type proc struct {
 // startProcess runs the binary with args in dir, with the AIRLOCK_*
 // variables of this process removed and env added, and waits until it
 // listens. The process is killed at the end of the test if still running.
-func startProcess(t *testing.T, dir string, env []string, args ...string) *proc {
+func startProcess(t testing.TB, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(binary(t), args...), out: newOutput(), exited: make(chan struct{})}
 	p.cmd.Dir = dir
@@ -130,11 +130,8 @@ func TestReadmeMatchesBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	if notice := listeningNotice("http://127.0.0.1:8080", "airlock.db"); !strings.Contains(readme, notice+"\n") {
-		t.Errorf("README does not show the start-up notice as printed: %s", notice)
-	}
-	if !strings.Contains(readme, "Admin token (shown once): airlock_") {
-		t.Error("README does not show the first-run admin token line")
+	if notice := startupNotice(defaultURL, "airlock.db", "airlock_…"); !strings.Contains(readme, "```text\n"+notice+"```\n") {
+		t.Errorf("README does not show the first start's notice as printed:\n%s", notice)
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	bindServeFlags(fs, &Config{})

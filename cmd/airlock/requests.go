@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
@@ -73,21 +74,26 @@ func apiError(err error) error {
 	return errors.New(msg)
 }
 
+// defaultURL is where the API commands look for the server: serve's
+// default address.
+const defaultURL = "http://127.0.0.1:8080"
+
 // remote is what every API command needs: where the server is, the token,
 // and the output format.
 type remote struct {
 	url, token string
 	json       bool
 	out        io.Writer
+	tty        bool // out is a terminal: escape what would reorder or hide text
 }
 
 // apiFlagSet returns the flag set of `airlock <cmd> <sub>`, with --url,
 // --token and --json, and a usage that says which read the environment.
 func (a *App) apiFlagSet(cmd, sub, synopsis, summary string) (*flag.FlagSet, *remote) {
-	r := &remote{out: a.Stdout}
+	r := &remote{out: a.Stdout, tty: isTerminal(a.Stdout)}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(a.Stderr)
-	fs.StringVar(&r.url, "url", "http://127.0.0.1:8080", "the Airlock server [$AIRLOCK_URL]")
+	fs.StringVar(&r.url, "url", defaultURL, "the Airlock server [$AIRLOCK_URL]")
 	fs.StringVar(&r.token, "token", "", "your bearer token [$AIRLOCK_TOKEN]; prefer the environment variable, since other users can read command lines")
 	fs.BoolVar(&r.json, "json", false, "print JSON (the API's resources) for scripts instead of text for people")
 	fs.Usage = func() {
@@ -165,12 +171,45 @@ func (r *remote) client() (*client.Client, error) {
 	return c, nil
 }
 
-// printJSON writes v as indented JSON, with <, > and & as they are.
+// printJSON writes v as indented JSON, with <, > and & as they are. On a
+// terminal, every character the inbox would show as a marker (bidi
+// controls, zero-width, …) is written as a \uXXXX escape instead: the
+// terminal shows what is there, and the JSON means exactly the same.
 func (r *remote) printJSON(v any) error {
-	enc := json.NewEncoder(r.out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	out := b.Bytes()
+	if r.tty {
+		out = escapeHidden(out)
+	}
+	_, err := r.out.Write(out)
+	return err
+}
+
+// escapeHidden rewrites the hidden characters of a JSON document as
+// \uXXXX escapes (surrogate pairs above U+FFFF). Outside strings a JSON
+// document holds only ASCII, so every one it finds is inside a string,
+// where the escape stands for the same character.
+func escapeHidden(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, r := range string(doc) {
+		if r < utf8.RuneSelf || !inbox.HiddenInText(r) {
+			b.WriteRune(r)
+			continue
+		}
+		if r > 0xFFFF {
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
+			continue
+		}
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.Bytes()
 }
 
 // table writes aligned columns.
@@ -271,7 +310,7 @@ var requestSubcommands []subcommand
 
 func init() {
 	requestSubcommands = []subcommand{
-		{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests (pending by default), newest first", runRequestsList},
+		{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests: pending (the default) soonest deadline first, others newest first", runRequestsList},
 		{"show", "<id>", "show one request: what would run, exactly, and the agent's claim apart", runRequestsShow},
 		{"approve", "<id> [--valid-for D] [--note N] [--answer A]", "approve a pending request (or answer its question)", runRequestsApprove},
 		{"deny", "<id> [--note N]", "deny a pending request, with a note for the agent", runRequestsDeny},
@@ -323,6 +362,10 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		fmt.Fprintf(r.out, "No %s requests.\n", strings.ReplaceAll(*state, "all", "matching"))
 		return nil
 	}
+	if opts.State == airlock.StatePending {
+		// What needs a decision soonest comes first, as in the inbox.
+		slices.SortStableFunc(page.Items, func(a, b client.ApprovalRequest) int { return a.DeadlineAt.Compare(b.DeadlineAt) })
+	}
 	now := time.Now()
 	var rows [][]string
 	for _, q := range page.Items {
@@ -330,13 +373,40 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		if q.Decision != nil {
 			when = "decided " + since(now, q.Decision.DecidedAt)
 		}
-		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), q.InstanceID, since(now, q.CreatedAt), when})
+		inst := q.InstanceID // a deleted instance's name is gone
+		if q.InstanceName != "" {
+			inst = q.InstanceName
+		}
+		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(inst, 24), since(now, q.CreatedAt), when})
 	}
 	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tINSTANCE\tASKED\tWHEN", rows)
 	if page.NextCursor != "" {
-		fmt.Fprintf(a.Stderr, "More: airlock requests list --cursor %s\n", page.NextCursor)
+		fmt.Fprintf(a.Stderr, "More: %s\n", nextPageCommand(fs, page.NextCursor))
 	}
 	return nil
+}
+
+// nextPageCommand is the command that lists the page after this one: the
+// same flags as given (but --cursor, --url, --token and --json), and the
+// next cursor.
+func nextPageCommand(fs *flag.FlagSet, cursor string) string {
+	cmd := "airlock requests list"
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "cursor", "url", "token", "json":
+			return
+		}
+		cmd += " --" + f.Name + " " + shellQuote(f.Value.String())
+	})
+	return cmd + " --cursor " + shellQuote(cursor)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/@=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // headline is a request's one-line name: its tool, or its title.
@@ -359,20 +429,51 @@ func runRequestsShow(ctx context.Context, a *App, args []string) error {
 	if r.json {
 		return r.printJSON(q)
 	}
-	printRequest(r.out, q, time.Now())
+	printRequest(r.out, q, boardFor(ctx, c, q), time.Now())
 	return nil
 }
 
-// printRequest shows a request as the inbox does: facts first, the
-// agent's claim labelled and apart, every text with its hidden characters
-// made visible (so no escape sequence reaches the terminal).
-func printRequest(w io.Writer, q *client.ApprovalRequest, now time.Time) {
+// boardFor reads the board when q proposes a work_move, so that it can be
+// said in plain words with the columns' names; nil otherwise, or when it
+// cannot be read.
+func boardFor(ctx context.Context, c *client.Client, q *client.ApprovalRequest) []airlock.Column {
+	if q.Proposal == nil || q.Proposal.Command == nil || q.Proposal.Command.Method != airlock.MethodWorkMove {
+		return nil
+	}
+	b, err := c.Board(ctx)
+	if err != nil {
+		return nil
+	}
+	cols := []airlock.Column{}
+	for _, col := range b.Columns {
+		items := make([]airlock.WorkItem, 0, len(col.Items))
+		for _, it := range col.Items {
+			items = append(items, airlock.WorkItem{ID: it.ID, Title: it.Title, ColumnKey: it.ColumnKey})
+		}
+		cols = append(cols, airlock.Column{Key: col.Key, Name: col.Name, Items: items})
+	}
+	return cols
+}
+
+// printRequest shows a request as the inbox does: facts first, look-alike
+// letters warned of, a work_move in plain words (board is the board as read
+// now, or nil), the agent's claim labelled and apart, every text with its
+// hidden characters made visible (so no escape sequence reaches the
+// terminal).
+func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column, now time.Time) {
 	line := func(label, value string) {
 		if value != "" {
 			fmt.Fprintf(w, "%-13s %s\n", label+":", value)
 		}
 	}
 	fmt.Fprintf(w, "%s  %s  %s\n", q.ID, strings.ToUpper(string(q.State)), q.Kind)
+	var warned []string
+	for _, s := range []string{q.Title, q.TargetType, q.TargetID, q.Tool, string(q.Arguments), string(q.Context)} {
+		if warn := inbox.LookAlike(s); warn != "" && !slices.Contains(warned, warn) {
+			warned = append(warned, warn)
+			fmt.Fprintf(w, "Warning:      %s\n", warn)
+		}
+	}
 	line("Title", inbox.Visible(q.Title))
 	line("Description", inbox.VisibleText(q.Description))
 	if q.TargetType != "" || q.TargetID != "" {
@@ -385,6 +486,13 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, now time.Time) {
 	}
 	if p := q.Proposal; p != nil {
 		line("Proposal", p.Mode)
+		if cmd := p.Command; cmd != nil && cmd.Method == airlock.MethodWorkMove {
+			text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
+			line("Command", inbox.Visible(text))
+			line("Warning", note)
+		} else if cmd != nil {
+			line("Command", inbox.Visible(cmd.Method))
+		}
 	}
 	if qu := q.Question; qu != nil {
 		if len(qu.Choices) == 0 {
@@ -403,14 +511,17 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, now time.Time) {
 	if len(q.Context) > 0 {
 		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(inbox.VisibleText(indentJSON(q.Context))))
 	}
-	line("Instance", q.InstanceID)
+	line("Instance", inbox.Visible(instanceLabel(q)))
+	if q.CreatedByName != "" {
+		line("Agent", inbox.Visible(q.CreatedByName))
+	}
 	line("Session", q.SessionID)
 	line("Asked", q.CreatedAt.UTC().Format(time.RFC3339)+" ("+since(now, q.CreatedAt)+")")
 	if q.State == airlock.StatePending {
 		line("Deadline", q.DeadlineAt.UTC().Format(time.RFC3339)+" ("+until(now, q.DeadlineAt)+")")
 	}
 	if d := q.Decision; d != nil {
-		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), d.DecidedBy))
+		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), inbox.Visible(decider(d))))
 		if d.ExpiresAt != nil {
 			line("May start", "until "+d.ExpiresAt.UTC().Format(time.RFC3339))
 		}
@@ -496,178 +607,6 @@ func outcome(q *client.ApprovalRequest) string {
 		return fmt.Sprintf("approved %s; the call may start until %s", q.ID, d.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("%s %s", d.Status, q.ID)
-}
-
-// watchInput is where `requests watch` reads a reviewer's answers, and
-// whether that is a terminal (only then does it prompt). Tests replace it.
-var watchInput = func() (io.Reader, bool) {
-	fi, err := os.Stdin.Stat()
-	return os.Stdin, err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func runRequestsWatch(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(requestSubcommands, "watch")
-	fs, r := a.apiFlagSet("requests", "watch", syn, sum)
-	prompt := fs.Bool("prompt", false, "ask for a decision on each request even when standard input is not a terminal")
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return err
-	}
-	c, err := r.client()
-	if err != nil {
-		return err
-	}
-	in, tty := watchInput()
-	ask := (tty || *prompt) && !r.json
-	// The stream replays the audit log from its start: a created event
-	// whose request is still pending when sent is one to decide (so
-	// requests pending before the watch began come first), and one
-	// decided since is skipped.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	news := make(chan client.ApprovalRequest, 64)
-	streamErr := make(chan error, 1)
-	go func() {
-		defer close(news)
-		for ev, err := range c.Events(ctx, 0) {
-			if err != nil {
-				streamErr <- err
-				return
-			}
-			if ev.Event.Type != airlock.EventRequestCreated || ev.Request == nil || ev.Request.State != airlock.StatePending {
-				continue
-			}
-			select {
-			case news <- *ev.Request:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	lines := make(chan string)
-	if ask {
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(in)
-			for sc.Scan() {
-				select {
-				case lines <- sc.Text():
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		fmt.Fprintln(a.Stderr, "Watching for requests. For each: a = approve, d = deny, s = skip, q = quit.")
-	}
-	var idle <-chan string // answers typed while no request is shown
-	if ask {
-		idle = lines
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case _, ok := <-idle:
-			if !ok {
-				return nil // end of input: the reviewer is done
-			}
-			fmt.Fprintln(a.Stderr, "No request is waiting for you; new ones appear as they come.")
-		case err := <-streamErr:
-			return apiError(err)
-		case q, ok := <-news:
-			if !ok {
-				select {
-				case err := <-streamErr:
-					return apiError(err)
-				default:
-					return nil
-				}
-			}
-			switch {
-			case r.json:
-				enc := json.NewEncoder(r.out)
-				enc.SetEscapeHTML(false)
-				if err := enc.Encode(q); err != nil {
-					return err
-				}
-			case !ask:
-				fmt.Fprintf(r.out, "%s  %s  %s  from %s  deadline %s\n", q.ID, q.Kind, clip(headline(q), 60), q.InstanceID, until(time.Now(), q.DeadlineAt))
-			default:
-				quit, err := a.decideInteractively(ctx, c, r, q, lines)
-				if err != nil || quit {
-					return err
-				}
-			}
-		}
-	}
-}
-
-// decideInteractively shows a request and asks what to do with it.
-func (a *App) decideInteractively(ctx context.Context, c *client.Client, r *remote, q client.ApprovalRequest, lines <-chan string) (quit bool, err error) {
-	// It may have been decided while earlier ones were on screen.
-	fresh, err := c.GetRequest(ctx, q.ID)
-	if err != nil {
-		return false, apiError(err)
-	}
-	if fresh.State != airlock.StatePending {
-		return false, nil
-	}
-	fmt.Fprintln(r.out)
-	printRequest(r.out, fresh, time.Now())
-	read := func(prompt string) (string, bool) {
-		fmt.Fprint(r.out, prompt)
-		select {
-		case l, ok := <-lines:
-			return strings.TrimSpace(l), ok
-		case <-ctx.Done():
-			return "", false
-		}
-	}
-	for {
-		choice, ok := read("Decide [a]pprove, [d]eny, [s]kip, [q]uit: ")
-		if !ok {
-			return true, nil
-		}
-		var in client.DecisionInput
-		switch strings.ToLower(choice) {
-		case "a", "approve":
-			in.Status = airlock.StateApproved
-			if qu := fresh.Question; qu != nil {
-				for i, ch := range qu.Choices {
-					fmt.Fprintf(r.out, "  %d) %s\n", i+1, inbox.Visible(ch))
-				}
-				ans, ok := read("Answer: ")
-				if !ok {
-					return true, nil
-				}
-				if n := choiceNumber(ans, len(qu.Choices)); n > 0 {
-					ans = qu.Choices[n-1]
-				}
-				in.Answer = ans
-			}
-		case "d", "deny":
-			in.Status = airlock.StateDenied
-			note, ok := read("Note for the agent (optional): ")
-			if !ok {
-				return true, nil
-			}
-			in.Note = note
-		case "s", "skip", "":
-			return false, nil
-		case "q", "quit":
-			return true, nil
-		default:
-			fmt.Fprintln(r.out, "Type a, d, s or q.")
-			continue
-		}
-		got, err := c.Decide(ctx, fresh.ID, in)
-		if err != nil {
-			// A conflict is news, not the end of the watch.
-			fmt.Fprintf(r.out, "Nothing recorded: %v\n", apiError(err))
-			return false, nil
-		}
-		fmt.Fprintln(r.out, outcome(got))
-		return false, nil
-	}
 }
 
 // choiceNumber reads "2" as the second of n choices; 0 when it is not one.

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
 )
 
 // cliServer is a real `airlock serve` in-process, with an admin, an agent
@@ -104,7 +107,7 @@ func TestCLIRequests(t *testing.T) {
 
 	show := s.cli(t, s.reviewer, "requests", "show", id).want(t, 0, "show").stdout
 	sum := sha256.Sum256([]byte(args))
-	for _, want := range []string{"The agent's claim (unverified):", "SHA-256 " + hex.EncodeToString(sum[:]), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
+	for _, want := range []string{"The agent's claim (unverified):", "Instance:     laptop (" + s.instance + ")", "Agent:        cli agent", "SHA-256 " + hex.EncodeToString(sum[:]), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show lacks %q:\n%s", want, show)
 		}
@@ -279,7 +282,15 @@ func TestCLIWatch(t *testing.T) {
 	if !strings.Contains(out.String(), before) {
 		t.Fatalf("the first prompt is not for the request pending before the watch:\n%s", out)
 	}
+	// Approving asks how long the call may start and for a note, then
+	// confirms with all of it restated; only "y" records.
 	fmt.Fprintln(feed, "a")
+	out.waitFor(t, regexp.MustCompile(`May start for how long \(such as 15m\) \[the server's default\]: $`), nil)
+	fmt.Fprintln(feed, "10m")
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	fmt.Fprintln(feed, "ship it")
+	out.waitFor(t, regexp.MustCompile(`Approve deploy, which may start for 10m, with the note “ship it”\.\nRecord this\? \[y/N\]: $`), nil)
+	fmt.Fprintln(feed, "y")
 	out.waitFor(t, regexp.MustCompile(`approved `+before), nil)
 	// fresh is the next one; skip it, then deny a new one with a note.
 	waitPrompts(2)
@@ -290,10 +301,30 @@ func TestCLIWatch(t *testing.T) {
 		t.Fatalf("the third prompt is not for the new request:\n%s", out)
 	}
 	fmt.Fprintln(feed, "d")
-	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): `), nil)
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
 	fmt.Fprintln(feed, "no dropping users")
+	out.waitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
+	fmt.Fprintln(feed, "y")
 	out.waitFor(t, regexp.MustCompile(`denied `+third), nil)
-	feed.Close() // end of input: the watch ends
+
+	// Declining the confirmation records nothing and asks again.
+	fourth := s.create(t, `{"tool":"wire_money","arguments":{"amount":100}}`)
+	waitPrompts(4)
+	fmt.Fprintln(feed, "d")
+	out.waitFor(t, regexp.MustCompile(`Note for the agent \(optional\): $`), nil)
+	fmt.Fprintln(feed, "")
+	out.waitFor(t, regexp.MustCompile(`Record this\? \[y/N\]: $`), nil)
+	fmt.Fprintln(feed, "n")
+	out.waitFor(t, regexp.MustCompile(`Nothing recorded\.\n\n→ `+fourth), nil)
+	waitPrompts(5)
+	// Decided elsewhere while on screen: said at once, with who and the note.
+	s.api.call("POST", "/v1/approval-requests/"+fourth+"/decision", s.reviewer, `{"status":"denied","note":"not today"}`).want(t, 200, "decide elsewhere")
+	out.waitFor(t, regexp.MustCompile(fourth+` was denied elsewhere by cli reviewer \(tok_\w+\) at [0-9:]+: “not today”\. Nothing was recorded here\.`), nil)
+	if s := s.api.call("GET", "/v1/approval-requests/"+fourth, s.reviewer, "").str("decision.note"); s != "not today" {
+		t.Fatalf("the decision elsewhere was overwritten: note %q", s)
+	}
+	// q quits even while no request waits.
+	fmt.Fprintln(feed, "q")
 	if err := <-done; err != nil {
 		t.Fatalf("watch ended with %v", err)
 	}
@@ -303,5 +334,70 @@ func TestCLIWatch(t *testing.T) {
 	}
 	if s := s.api.call("GET", "/v1/approval-requests/"+fresh, s.reviewer, "").str("state"); s != "pending" {
 		t.Fatalf("the skipped request is %s", s)
+	}
+}
+
+// TestCLIRequestsList: pending requests come soonest deadline first, with
+// their instance's name, and the "More:" hint, run as printed, lists the
+// next page with the same filters.
+func TestCLIRequestsList(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	late := s.create(t, `{"tool":"late","arguments":{},"timeout":"50m"}`)
+	soon := s.create(t, `{"tool":"soon","arguments":{},"timeout":"5m"}`)
+	mid := s.create(t, `{"tool":"mid","arguments":{},"timeout":"20m"}`)
+	s.cli(t, s.reviewer, "requests", "deny", mid).want(t, 0, "deny mid")
+
+	out := s.cli(t, s.reviewer, "requests", "list").want(t, 0, "list").stdout
+	if i, j := strings.Index(out, soon), strings.Index(out, late); i < 0 || j < 0 || i > j {
+		t.Fatalf("pending is not soonest deadline first (%s before %s):\n%s", soon, late, out)
+	}
+	if !strings.Contains(out, "laptop") || strings.Contains(out, s.instance) {
+		t.Fatalf("the instance is not shown by its name:\n%s", out)
+	}
+
+	// Page through every state one at a time, running each hint as printed.
+	args := []string{"requests", "list", "--state", "all", "--limit", "1"}
+	var seen []string
+	for range 5 {
+		run := s.cli(t, s.reviewer, args...).want(t, 0, strings.Join(args, " "))
+		for _, id := range []string{late, soon, mid} {
+			if strings.Contains(run.stdout, id) {
+				seen = append(seen, id)
+			}
+		}
+		hint, ok := strings.CutPrefix(strings.TrimSpace(run.stderr), "More: airlock ")
+		if !ok {
+			break
+		}
+		if !strings.Contains(hint, "--state all") || !strings.Contains(hint, "--limit 1") || !strings.Contains(hint, "--cursor ") {
+			t.Fatalf("the hint drops the flags: %q", run.stderr)
+		}
+		args = strings.Fields(hint)
+	}
+	if len(seen) != 3 || seen[0] != mid || seen[1] != soon || seen[2] != late {
+		t.Fatalf("paging by the hints listed %v, want every request once, newest first [%s %s %s]", seen, mid, soon, late)
+	}
+}
+
+// TestPrintRequestWarns: show warns of look-alike letters and says a
+// work_move in plain words, as the inbox does.
+func TestPrintRequestWarns(t *testing.T) {
+	var b strings.Builder
+	q := &client.ApprovalRequest{ID: "apr_1", State: "pending", Kind: "tool_call", Tool: "send_money",
+		Arguments: json.RawMessage(`{"to":"pаypal.com"}`), CreatedAt: time.Now(), DeadlineAt: time.Now().Add(time.Minute)}
+	printRequest(&b, q, nil, time.Now())
+	if !strings.Contains(b.String(), "Warning:      “pаypal” mixes Latin and Cyrillic letters") {
+		t.Fatalf("no look-alike warning:\n%s", b.String())
+	}
+	b.Reset()
+	q = &client.ApprovalRequest{ID: "apr_2", State: "pending", Kind: "work_change", Tool: "work_move",
+		Proposal: &client.Proposal{Mode: "command", Command: &client.Command{Method: "work_move",
+			Input: json.RawMessage(`{"itemId":"wi_1","columnKey":"done"}`), Observed: json.RawMessage(`{"fromColumnKey":"doing","itemTitle":"Fix login"}`)}}}
+	printRequest(&b, q, []airlock.Column{{Key: "doing", Name: "Doing"}, {Key: "done", Name: "Done", Items: []airlock.WorkItem{{ID: "wi_1", ColumnKey: "done"}}}}, time.Now())
+	for _, want := range []string{"Command:      Move item “Fix login” from Doing to Done", "Warning:      The item has moved since the agent asked (it is now in Done)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, b.String())
+		}
 	}
 }

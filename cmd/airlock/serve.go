@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
@@ -72,13 +73,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		return nil, err
 	}
 
-	url := "http://" + srv.Addr()
-	fmt.Fprintln(notices, listeningNotice(url, redactDB(cfg.DB)))
-	if generated := srv.GeneratedAdminToken(); generated != "" {
-		fmt.Fprintf(notices, "Admin token (shown once): %s\n", generated)
-		fmt.Fprintf(notices, "  Keep it: only its hash is stored. Mint agent and reviewer tokens with it at %s/v1/tokens.\n", url)
-		fmt.Fprintf(notices, "  Lost it? Restart with --admin-token <new secret> to replace it.\n")
-	}
+	fmt.Fprint(notices, startupNotice("http://"+srv.Addr(), redactDB(cfg.DB), srv.GeneratedAdminToken()))
 	if host, _, _ := net.SplitHostPort(cfg.Addr); !isLoopback(host) {
 		log.Warn("listening beyond this machine; put TLS in front of Airlock", "addr", srv.Addr())
 	}
@@ -108,6 +103,29 @@ func openStore(ctx context.Context, db string) (airlock.Store, error) {
 // README rely on its shape.
 func listeningNotice(url, db string) string {
 	return fmt.Sprintf("Airlock listening on %s (REST API under %s/v1; database %s)", url, url, db)
+}
+
+// startupNotice is what serve prints when it listens: where it is, where
+// the inbox is, and, on a first start, the generated admin token (empty
+// when none was) with the next command to run. The README shows it as
+// printed (TestReadmeMatchesBinary).
+func startupNotice(url, db, generatedAdmin string) string {
+	var b strings.Builder
+	fmt.Fprintln(&b, listeningNotice(url, db))
+	fmt.Fprintf(&b, "Inbox: %s/ (sign in with a reviewer token)\n", url)
+	if generatedAdmin == "" {
+		fmt.Fprintln(&b, "Mint tokens as an admin: airlock tokens create --name NAME --role reviewer|agent")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "Admin token (shown once): %s\n", generatedAdmin)
+	fmt.Fprintln(&b, "  Only its hash is stored; lost it? Restart with --admin-token <new secret> to replace it.")
+	// The secret is printed once only, so the command names it.
+	env := "AIRLOCK_TOKEN=<the admin token>"
+	if url != defaultURL {
+		env = "AIRLOCK_URL=" + url + " " + env
+	}
+	fmt.Fprintf(&b, "Next, mint your reviewer token and sign in to the inbox with it:\n  %s airlock tokens create --name \"Your name\" --role reviewer\n", env)
+	return b.String()
 }
 
 func isLoopback(host string) bool {

@@ -66,6 +66,61 @@
     select(links[i]);
   }
 
+  // Desktop notifications of new pending requests while this tab is
+  // hidden. The browser's permission is asked only when the reviewer
+  // clicks the button, never on load; the reviewer's choice is kept in
+  // this browser (localStorage), and can be turned off the same way.
+  var notifyButton = document.getElementById('notify');
+  var notifyKey = 'airlock.notify';
+  function notifying() {
+    return window.Notification && Notification.permission === 'granted' && localStorage.getItem(notifyKey) === 'on';
+  }
+  function showNotifyState() {
+    if (!notifyButton) return;
+    if (!window.Notification) return;
+    notifyButton.hidden = false;
+    if (Notification.permission === 'denied') {
+      notifyButton.textContent = 'Notifications blocked by this browser';
+      notifyButton.disabled = true;
+    } else if (notifying()) {
+      notifyButton.textContent = 'Notifications on: turn off';
+      notifyButton.setAttribute('aria-pressed', 'true');
+    } else {
+      notifyButton.textContent = 'Notify me of new requests';
+      notifyButton.setAttribute('aria-pressed', 'false');
+    }
+  }
+  if (notifyButton && window.Notification) {
+    notifyButton.addEventListener('click', function () {
+      if (notifying()) {
+        localStorage.setItem(notifyKey, 'off');
+        showNotifyState();
+        return;
+      }
+      localStorage.setItem(notifyKey, 'on');
+      var asked = Notification.requestPermission(function () { showNotifyState(); });
+      if (asked && asked.then) asked.then(showNotifyState);
+    });
+    showNotifyState();
+  }
+  function notifyNew(node, ids) {
+    if (!notifying() || document.visibilityState !== 'hidden' || ids.length === 0) return;
+    var shown = ids.slice(0, 3);
+    shown.forEach(function (id) {
+      var row = node.querySelector('.row[data-id="' + CSS.escape(id) + '"]');
+      if (!row) return;
+      var part = function (sel) { var e = row.querySelector(sel); return e ? e.textContent.trim().replace(/\s+/g, ' ') : ''; };
+      var n = new Notification('Airlock: ' + part('.headline'), {
+        body: [part('.from'), part('.row-args'), part('.deadline')].filter(Boolean).join('\n'),
+        tag: id
+      });
+      n.onclick = function () { window.focus(); window.location.href = '/requests/' + encodeURIComponent(id); };
+    });
+    if (ids.length > shown.length) {
+      new Notification('Airlock: ' + (ids.length - shown.length) + ' more new requests', { tag: 'airlock-more' });
+    }
+  }
+
   // The live pending list.
   var live = document.getElementById('live');
   if (page === 'pending' && live && window.EventSource) {
@@ -85,8 +140,10 @@
       var n = Number(node.dataset.count || 0);
       setCount(n);
       if (known !== null) {
-        var added = ids.filter(function (id) { return known.indexOf(id) < 0; }).length;
+        var addedIDs = ids.filter(function (id) { return known.indexOf(id) < 0; });
+        var added = addedIDs.length;
         var gone = known.filter(function (id) { return ids.indexOf(id) < 0; }).length;
+        notifyNew(node, addedIDs);
         if (added || gone) {
           status.textContent = 'Live · ' + n + ' pending' + (added ? ', ' + added + ' new' : '') + (gone ? ', ' + gone + ' gone' : '');
         }
@@ -108,37 +165,78 @@
     });
   }
 
-  // An open request learns when it is decided or expires elsewhere.
+  // An open request learns at once when it is decided, cancelled or
+  // expires elsewhere: the outcome (who, when, the note) appears, the
+  // countdown stops and the decision controls are disabled.
   var art = document.querySelector('article.request');
   if (page === 'request' && art && art.dataset.state === 'pending' && window.EventSource) {
     var res = new EventSource('/live?request=' + encodeURIComponent(art.dataset.id));
-    res.addEventListener('state', function (ev) {
-      if (ev.data === 'pending') return;
+    res.addEventListener('outcome', function (ev) {
       res.close();
+      var doc = new DOMParser().parseFromString(ev.data, 'text/html');
+      var fresh = doc.getElementById('outcome');
+      if (!fresh) return;
+      var state = fresh.dataset.state;
+      var node = document.adoptNode(fresh);
+      var old = document.getElementById('outcome');
+      if (old) old.replaceWith(node); else art.appendChild(node);
+      art.dataset.state = state;
+      var who = document.getElementById('decided-by');
+      var when = node.querySelector('time');
       var box = document.getElementById('live-state');
-      box.textContent = 'This request is now ' + ev.data + ': nothing you send now can change it. Reload to see the outcome.';
+      box.textContent = 'Decided elsewhere: this request is now ' + state +
+        (who ? ' (by ' + who.textContent.trim() + (when ? ', ' + when.textContent.trim() : '') + ')' : '') +
+        '. Nothing you send now can change it; the outcome is below.';
       box.hidden = false;
       var badge = document.getElementById('state-badge');
       if (badge) {
-        badge.textContent = ev.data;
-        badge.className = 'badge state state-' + ev.data;
+        badge.textContent = state;
+        badge.className = 'badge state state-' + state;
       }
-      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select');
+      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select, #decide-bar button');
       for (var i = 0; i < ctl.length; i++) ctl[i].disabled = true;
       var cd = document.querySelectorAll('.countdown');
-      for (var j = 0; j < cd.length; j++) cd[j].removeAttribute('data-deadline');
+      for (var j = 0; j < cd.length; j++) {
+        cd[j].removeAttribute('data-deadline');
+        cd[j].classList.remove('soon');
+        cd[j].textContent = state;
+      }
+      var bar = document.getElementById('decide-bar');
+      if (bar) bar.hidden = true;
+      var dlg = document.getElementById('confirm');
+      if (dlg && dlg.open) dlg.close('cancel');
+      node.scrollIntoView({ block: 'nearest' });
     });
   }
 
-  // a / d: approve or deny the open request, after a confirmation.
+  // Every decision is confirmed the same way, whether it comes from a
+  // click, a tap or a key: the dialog restates the tool (or title), the
+  // answer, how long an approval lets the call start, and the note.
   var dialog = document.getElementById('confirm');
-  function confirmThen(heading, text, okLabel, okClass, then) {
+  function confirmThen(heading, facts, okLabel, okClass, then) {
     if (!dialog || typeof dialog.showModal !== 'function') {
+      var text = facts.map(function (f) { return f[0] + ': ' + f[1]; }).join('\n');
       if (window.confirm(heading + '\n\n' + text)) then();
       return;
     }
     document.getElementById('confirm-h').textContent = heading;
-    document.getElementById('confirm-text').textContent = text;
+    var box = document.getElementById('confirm-text');
+    while (box.firstChild) box.removeChild(box.firstChild);
+    var dl = document.createElement('dl');
+    dl.className = 'kv';
+    facts.forEach(function (f) {
+      var row = document.createElement('div');
+      var dt = document.createElement('dt');
+      var dd = document.createElement('dd');
+      dt.textContent = f[0];
+      dd.textContent = f[1];
+      dd.className = 'text';
+      if (f[2]) dd.id = f[2];
+      row.appendChild(dt);
+      row.appendChild(dd);
+      dl.appendChild(row);
+    });
+    box.appendChild(dl);
     var ok = document.getElementById('confirm-ok');
     ok.textContent = okLabel;
     ok.className = okClass;
@@ -154,6 +252,97 @@
     var h = document.getElementById('req-h');
     return h ? h.textContent.trim() : 'this request';
   }
+  // what names the request in a confirmation: the tool that would run,
+  // or the MCP request's title.
+  function what() {
+    var tool = document.querySelector('code.tool');
+    return tool ? ['Tool', tool.textContent.trim(), 'confirm-tool'] : ['Request', headline(), 'confirm-tool'];
+  }
+  function guard(form, kind) {
+    if (!form) return;
+    form.addEventListener('submit', function (e) {
+      if (form.dataset.confirmed === '1') return;
+      e.preventDefault();
+      var submitter = e.submitter || null;
+      var facts = [what()];
+      var heading, okLabel, okClass;
+      var q = art.dataset.question;
+      if (kind === 'approve' && q) {
+        var answer = submitter && submitter.name === 'answer' ? submitter.value : (document.getElementById('answer') || {}).value || '';
+        facts.push(['Answer', answer, 'confirm-answer']);
+        heading = 'Send this answer?';
+        okLabel = 'Send answer';
+        okClass = 'primary approve';
+      } else if (kind === 'approve') {
+        var sel = document.getElementById('valid_for');
+        if (sel) facts.push(['May start for', sel.options[sel.selectedIndex].textContent.trim(), 'confirm-validity']);
+        else facts.push(['Effect', 'Airlock applies the command when you approve', 'confirm-validity']);
+        heading = 'Approve this request?';
+        okLabel = 'Approve';
+        okClass = 'primary approve';
+      } else {
+        heading = q ? 'Decline to answer?' : 'Deny this request?';
+        okLabel = q ? 'Decline' : 'Deny';
+        okClass = 'danger deny';
+      }
+      var noteField = form.querySelector('textarea[name="note"]');
+      var note = noteField ? noteField.value.trim() : '';
+      facts.push(['Note', note || 'none' + (noteField ? ' (you can write one in the form first)' : ''), 'confirm-note']);
+      confirmThen(heading, facts, okLabel, okClass, function () {
+        form.dataset.confirmed = '1';
+        if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
+      });
+    });
+  }
+  if (art) {
+    guard(document.getElementById('approve-form'), 'approve');
+    guard(document.getElementById('deny-form'), 'deny');
+    // The decide bar acts through the forms, so through the same
+    // confirmation, with the form's validity and note.
+    var barApprove = document.getElementById('bar-approve');
+    var barDeny = document.getElementById('bar-deny');
+    if (barApprove) barApprove.addEventListener('click', function () { document.getElementById('approve-form').requestSubmit(); });
+    if (barDeny) barDeny.addEventListener('click', function () { document.getElementById('deny-form').requestSubmit(); });
+    // While the Decide form itself is on screen, the bar steps aside.
+    var bar = document.getElementById('decide-bar');
+    var form = document.getElementById('decide');
+    if (bar && form) {
+      var placing = false;
+      var place = function () {
+        placing = false;
+        var r = form.getBoundingClientRect();
+        bar.classList.toggle('away', r.top < window.innerHeight && r.bottom > 0);
+      };
+      var later = function () {
+        if (!placing) { placing = true; window.requestAnimationFrame(place); }
+      };
+      window.addEventListener('scroll', later, { passive: true });
+      window.addEventListener('resize', later);
+      place();
+    }
+  }
+
+  // Long texts fold after a few lines, with a button to show them all.
+  var folds = document.querySelectorAll('.collapsible');
+  for (var f = 0; f < folds.length; f++) {
+    (function (box) {
+      var more = document.querySelector('.show-all[data-for="' + box.id + '"]');
+      if (!more) return;
+      box.classList.add('collapsed');
+      if (box.scrollHeight <= box.clientHeight + 2) {
+        box.classList.remove('collapsed');
+        return;
+      }
+      more.hidden = false;
+      more.addEventListener('click', function () {
+        var open = box.classList.toggle('collapsed');
+        more.textContent = open ? 'Show all of the claim' : 'Show less';
+        more.setAttribute('aria-expanded', String(!open));
+      });
+      more.setAttribute('aria-expanded', 'false');
+    })(folds[f]);
+  }
+  // a / d: approve or deny the open request, through the same confirmation.
   function decide(kind) {
     var approve = document.getElementById('approve-form');
     var deny = document.getElementById('deny-form');
@@ -169,14 +358,9 @@
         document.getElementById('answer').focus();
         return;
       }
-      var sel = document.getElementById('valid_for');
-      var valid = sel ? sel.options[sel.selectedIndex].textContent : '';
-      confirmThen('Approve this request?', 'Approve “' + headline() + '”' + (valid ? ', valid for ' + valid.toLowerCase() : '') + '.',
-        'Approve', 'primary approve', function () { approve.requestSubmit(); });
+      approve.requestSubmit();
     } else {
-      var note = document.getElementById('deny-note').value.trim();
-      confirmThen('Deny this request?', 'Deny “' + headline() + '”. ' + (note ? 'Your note: “' + note + '”' : 'No note (you can write one in the form first).'),
-        'Deny', 'danger deny', function () { deny.requestSubmit(); });
+      deny.requestSubmit();
     }
   }
 

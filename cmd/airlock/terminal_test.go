@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/creack/pty"
+)
+
+// ptyRun is the real binary running on a pseudo-terminal, as a reviewer
+// runs it.
+type ptyRun struct {
+	tty    *os.File // the terminal's controlling side: what the reviewer types and sees
+	out    *output
+	exited chan struct{}
+	cmd    *exec.Cmd
+}
+
+func startOnTerminal(t *testing.T, url, token string, args ...string) *ptyRun {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIRLOCK_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "AIRLOCK_URL="+url, "AIRLOCK_TOKEN="+token)
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ptyRun{tty: tty, out: newOutput(), exited: make(chan struct{}), cmd: cmd}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		io.Copy(p.out, tty) // ends with EIO once the process and its terminal are gone
+	}()
+	go func() {
+		cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+		tty.Close()
+		<-copied
+	})
+	return p
+}
+
+// typeLine types a line at the terminal.
+func (p *ptyRun) typeLine(t *testing.T, s string) {
+	t.Helper()
+	if _, err := p.tty.Write([]byte(s + "\r")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCLIWatchOnTerminal: the real binary on a pseudo-terminal prompts by
+// itself, restates the tool and arguments right above the prompt after a
+// long claim, confirms before approving, and quits on q while nothing
+// waits.
+func TestCLIWatchOnTerminal(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	long := strings.Repeat("This refund is fine because the customer was charged twice. ", 70) // about 4 KB
+	id := s.create(t, `{"tool":"issue_refund","arguments":{"amount":4900},"agent_reasoning":"`+long+`"}`)
+
+	p := startOnTerminal(t, s.url, s.reviewer, "requests", "watch", "--valid-for", "2m")
+	p.out.waitFor(t, regexp.MustCompile(`Decide \[a\]pprove, \[d\]eny, \[s\]kip, \[q\]uit: $`), p.exited)
+	screen := p.out.String()
+	restated := strings.LastIndex(screen, "→ "+id+`  issue_refund {"amount":4900}`)
+	if restated < 0 || restated < strings.LastIndex(screen, "charged twice") {
+		t.Fatalf("the tool and arguments are not restated below the claim, above the prompt:\n%s", screen[max(0, len(screen)-600):])
+	}
+	p.typeLine(t, "a")
+	p.out.waitFor(t, regexp.MustCompile(`\[2m\]: $`), p.exited)
+	p.typeLine(t, "")
+	p.out.waitFor(t, regexp.MustCompile(`\(optional\): $`), p.exited)
+	p.typeLine(t, "")
+	p.out.waitFor(t, regexp.MustCompile(`Approve issue_refund, which may start for 2m, with no note\.\r?\nRecord this\? \[y/N\]: $`), p.exited)
+	p.typeLine(t, "y")
+	p.out.waitFor(t, regexp.MustCompile(`approved `+id+`; the call may start until`), p.exited)
+	p.typeLine(t, "q")
+	<-p.exited
+	if st := p.cmd.ProcessState; st == nil || st.ExitCode() != 0 {
+		t.Fatalf("watch exit: %v", st)
+	}
+	got := s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read")
+	if got.str("state") != "approved" {
+		t.Fatalf("state %s", got.str("state"))
+	}
+}
+
+// TestCLIJSONOnTerminal: --json on a terminal escapes bidi and zero-width
+// characters, so they cannot reorder what the reviewer reads; the JSON
+// still means exactly what the API said.
+func TestCLIJSONOnTerminal(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	// Raw characters in the body, not JSON escapes: the arguments are kept
+	// byte for byte as submitted.
+	id := s.create(t, "{\"tool\":\"run\",\"arguments\":{\"file\":\"invoice\u202efdp.exe\",\"x\":\"a\u200bb😀\"}}")
+	p := startOnTerminal(t, s.url, s.reviewer, "requests", "show", "--json", id)
+	<-p.exited
+	p.out.waitFor(t, regexp.MustCompile(`\}\r?\n$`), nil)
+	screen := strings.ReplaceAll(p.out.String(), "\r\n", "\n")
+	if strings.ContainsAny(screen, "\u202e\u200b") {
+		t.Fatalf("raw bidi or zero-width characters reached the terminal:\n%q", screen)
+	}
+	if !strings.Contains(screen, `invoice\u202efdp.exe`) || !strings.Contains(screen, "😀") {
+		t.Fatalf("not escaped as \\u202e, or a visible character escaped too:\n%s", screen)
+	}
+	var shown, api struct {
+		Arguments map[string]string `json:"arguments"`
+	}
+	if err := json.Unmarshal([]byte(screen), &shown); err != nil {
+		t.Fatalf("the terminal's JSON does not parse: %v\n%s", err, screen)
+	}
+	json.Unmarshal([]byte(s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read").raw), &api)
+	if shown.Arguments["file"] != api.Arguments["file"] || shown.Arguments["x"] != api.Arguments["x"] || api.Arguments["file"] != "invoice\u202efdp.exe" {
+		t.Fatalf("the JSON changed meaning: %q against %q", shown.Arguments, api.Arguments)
+	}
+}

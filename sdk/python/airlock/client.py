@@ -1,0 +1,542 @@
+"""A client for every endpoint of Airlock's REST API (rest/openapi.yaml).
+
+Resources are returned as the server sends them: dicts with the API's
+snake_case keys (see ``airlock.types`` for their shapes). Errors the server
+answers are :class:`AirlockError` with the stable ``code``; calls that got
+no answer are :class:`NetworkError`. Calls that are safe to repeat (reads,
+creates with an Idempotency-Key, reports, cancels) are retried on network
+errors and unavailable answers with the same key; a rate-limited call is
+retried after the server's Retry-After.
+"""
+
+import json
+import random
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+
+from .errors import AirlockError, NetworkError
+
+JsonObject = Dict[str, Any]
+
+_KEY = re.compile(r"^[!-~]{1,200}$")
+
+
+@dataclass
+class Retry:
+    """How the client repeats a call that failed on the network, or was rate-limited.
+
+    ``attempts`` is how many times a call is sent at most, the first included
+    (1 turns retries off); the pause before the first retry is
+    ``min_backoff`` seconds, doubling with jitter up to ``max_backoff``.
+    """
+
+    attempts: int = 5
+    min_backoff: float = 0.1
+    max_backoff: float = 5.0
+
+    def backoff(self, n: int) -> float:
+        """The pause before retry n (0-based): exponential with "equal jitter"."""
+        d = min(self.min_backoff * (2 ** min(n, 20)), max(self.max_backoff, self.min_backoff))
+        return d / 2 + random.random() * d / 2
+
+
+# A transport sends one HTTP request and returns (status, headers, body).
+# It raises OSError (or urllib.error.URLError) when no answer came. Tests
+# inject failing ones.
+Transport = Callable[[str, str, Dict[str, str], Optional[bytes], float], Tuple[int, Dict[str, str], bytes]]
+
+
+def _urllib_transport(opener: urllib.request.OpenerDirector) -> Transport:
+    def send(method: str, url: str, headers: Dict[str, str], body: Optional[bytes], timeout: float) -> Tuple[int, Dict[str, str], bytes]:
+        req = urllib.request.Request(url, data=body, headers=headers, method=method)
+        try:
+            with opener.open(req, timeout=timeout) as res:
+                return res.status, {k.lower(): v for k, v in res.headers.items()}, res.read()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+    return send
+
+
+class Client:
+    """A client for one Airlock server and one bearer token; safe to share between threads.
+
+    ``base_url`` is the server, such as ``http://127.0.0.1:8080``. ``timeout``
+    bounds each attempt of an ordinary call in seconds (long polls get their
+    wait on top); ``poll_wait`` is how long one long-poll of
+    :meth:`wait_request` asks the server to hold (it caps it, 60 s by default).
+    Proxies from the environment are not used unless ``use_env_proxies``.
+    """
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0, poll_wait: float = 30.0,
+                 retry: Optional[Retry] = None, user_agent: str = "airlock-python-sdk",
+                 transport: Optional[Transport] = None, use_env_proxies: bool = False) -> None:
+        u = urllib.parse.urlsplit(base_url.strip())
+        if u.scheme not in ("http", "https") or not u.netloc:
+            raise ValueError(f"airlock client: base URL {base_url!r} is not an http(s) URL such as http://127.0.0.1:8080")
+        if u.username or u.password or u.query or u.fragment:
+            raise ValueError(f"airlock client: base URL {base_url!r} must not carry credentials, a query or a fragment; pass the token separately")
+        self.base_url = f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}"
+        self.token = token
+        self.timeout = timeout
+        self.poll_wait = poll_wait
+        self.retry = retry or Retry()
+        self.user_agent = user_agent
+        handlers: List[Any] = [] if use_env_proxies else [urllib.request.ProxyHandler({})]
+        self._opener = urllib.request.build_opener(*handlers)
+        self._send = transport or _urllib_transport(self._opener)
+
+    # Instances.
+
+    def register_instance(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
+        """Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second one."""
+        body: JsonObject = {"name": name}
+        if metadata is not None:
+            body["metadata"] = metadata
+        return self._do("POST", "/v1/instances", body=body, want=(201,))
+
+    def list_instances(self) -> List[JsonObject]:
+        """The instances the caller may see, newest first, with their pending counts."""
+        return self._do("GET", "/v1/instances", retry=True)["items"]
+
+    def get_instance(self, instance_id: str) -> JsonObject:
+        return self._do("GET", f"/v1/instances/{_q(instance_id)}", retry=True)
+
+    def delete_instance(self, instance_id: str) -> int:
+        """Deletes an instance, cancelling all its pending requests in one step; returns how many."""
+        return self._do("DELETE", f"/v1/instances/{_q(instance_id)}", retry=True)["cancelled"]
+
+    # Approval requests.
+
+    def create_request(self, instance_id: str, idempotency_key: str, tool: str,
+                       arguments: Union[JsonObject, str, None] = None, *, timeout: Optional[str] = None,
+                       agent_reasoning: Optional[str] = None,
+                       context: Union[JsonObject, str, None] = None) -> Tuple[JsonObject, bool]:
+        """Asks whether one tool call may run, under an idempotency key (one per intended call).
+
+        ``arguments`` (and ``context``) may be a dict or the JSON text as
+        intercepted, which is sent byte for byte. A network failure is
+        retried with the same key, so the server creates the request at most
+        once. Returns (request, created): created is False for a replay.
+        """
+        check_idempotency_key(idempotency_key)
+        status: List[int] = []
+        r = self._do("POST", f"/v1/instances/{_q(instance_id)}/approval-requests",
+                     raw=_create_body(tool, arguments, timeout, agent_reasoning, context),
+                     headers={"Idempotency-Key": idempotency_key}, retry=True, want=(201, 200), on_status=status.append)
+        return r, status[-1] == 201
+
+    def get_request(self, request_id: str) -> JsonObject:
+        """Reads a request as it is now."""
+        return self.long_poll_request(request_id, 0)
+
+    def long_poll_request(self, request_id: str, wait: float) -> JsonObject:
+        """Reads a request, holding the answer until it is terminal or ``wait`` seconds have passed (0 reads at once)."""
+        query = {"wait": f"{int(wait * 1000)}ms"} if wait > 0 else None
+        return self._do("GET", f"/v1/approval-requests/{_q(request_id)}", query=query, retry=True, extra=max(wait, 0))
+
+    def wait_request(self, request_id: str, *, poll_wait: Optional[float] = None,
+                     on_pending: Optional[Callable[[JsonObject], None]] = None,
+                     cancel: Optional[threading.Event] = None) -> JsonObject:
+        """Long-polls until the request is terminal and returns it.
+
+        It rides out network failures and rate limits; it stops at once on an
+        answer that polling again cannot change (not found, a refused token).
+        When ``cancel`` is set it gives up (after the poll in flight) with
+        :class:`WaitCancelled`.
+        """
+        wait = self.poll_wait if poll_wait is None else poll_wait
+        failures = 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise WaitCancelled(request_id)
+            try:
+                r = self.long_poll_request(request_id, wait)
+            except Exception as err:
+                if not transient(err):
+                    raise
+                _sleep(self.retry.backoff(failures + self.retry.attempts), cancel)
+                failures += 1
+                continue
+            failures = 0
+            if r["state"] != "pending":
+                return r
+            if on_pending is not None:
+                on_pending(r)
+
+    def list_requests(self, *, state: Optional[str] = None, instance_id: Optional[str] = None, tool: Optional[str] = None,
+                      kind: Optional[str] = None, cursor: Optional[str] = None, limit: Optional[int] = None) -> JsonObject:
+        """One page of requests, newest first (reviewers all, agents their own): {items, next_cursor?}."""
+        q = {"state": state, "instance_id": instance_id, "tool": tool, "kind": kind, "cursor": cursor,
+             "limit": None if limit is None else str(limit)}
+        return self._do("GET", "/v1/approval-requests", query=q, retry=True)
+
+    def all_requests(self, **filters: Any) -> Iterator[JsonObject]:
+        """Iterates over every request the filter selects, page by page, newest first."""
+        while True:
+            page = self.list_requests(**filters)
+            yield from page["items"]
+            if not page.get("next_cursor"):
+                return
+            filters["cursor"] = page["next_cursor"]
+
+    def cancel_request(self, request_id: str) -> JsonObject:
+        """Withdraws a pending request of the caller's."""
+        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/cancel", retry=True)
+
+    def decide(self, request_id: str, status: str, *, note: Optional[str] = None, answer: Optional[str] = None,
+               valid_for: Optional[str] = None) -> JsonObject:
+        """Records a reviewer's decision (approved or denied). Not retried: read the request to learn what holds."""
+        body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for}.items() if v is not None}
+        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body)
+
+    def approve(self, request_id: str, note: Optional[str] = None) -> JsonObject:
+        return self.decide(request_id, "approved", note=note)
+
+    def deny(self, request_id: str, note: Optional[str] = None) -> JsonObject:
+        return self.decide(request_id, "denied", note=note)
+
+    def claim_execution(self, request_id: str) -> JsonObject:
+        """Claims the one execution attempt of an approved request.
+
+        Refused at or after expires_at (approval_expired), a second time
+        (already_executed) and unless approved (not_approved). Never retried:
+        only one claim can succeed, so a retry could not tell a win from a
+        loss. The Gate handles that case.
+        """
+        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/execution")
+
+    def report_execution(self, request_id: str, status: str, detail: Optional[str] = None) -> JsonObject:
+        """Records the claimed execution's outcome: succeeded, failed or unknown. Repeating it is harmless."""
+        body: JsonObject = {"status": status}
+        if detail:
+            body["detail"] = detail
+        return self._do("PUT", f"/v1/approval-requests/{_q(request_id)}/execution", body=body, retry=True)
+
+    # Events.
+
+    def events(self, after: int = 0, *, stop: Optional[threading.Event] = None, idle_timeout: float = 60.0) -> Iterator[JsonObject]:
+        """Streams audit events after the event with ID ``after`` (reviewers, admins).
+
+        When the connection drops or the server restarts, it reconnects with
+        backoff and resumes with Last-Event-ID, so no event is missed or
+        repeated. It ends when ``stop`` is set (checked as events and
+        heartbeats arrive) or when the consumer stops iterating; it raises an
+        error that reconnecting cannot fix (a refused token). A connection
+        silent for ``idle_timeout`` seconds (heartbeats come every 15 s) is
+        dropped and resumed.
+        """
+        failures = 0
+        last = [after]
+        while stop is None or not stop.is_set():
+            got = False
+            try:
+                for ev in self._stream(last, stop, idle_timeout):
+                    got = True
+                    yield ev
+                    if stop is not None and stop.is_set():
+                        return
+            except NetworkError:
+                pass
+            except AirlockError as err:
+                if not transient(err):
+                    raise
+            if stop is not None and stop.is_set():
+                return
+            if got:
+                failures = 0
+            _sleep(self.retry.backoff(failures), stop)
+            failures += 1
+
+    def _stream(self, last: List[int], stop: Optional[threading.Event], idle_timeout: float) -> Iterator[JsonObject]:
+        path = "/v1/events"
+        headers = {"Accept": "text/event-stream", "User-Agent": self.user_agent, "Authorization": f"Bearer {self.token}"}
+        if last[0] > 0:
+            headers["Last-Event-ID"] = str(last[0])
+        req = urllib.request.Request(self.base_url + path, headers=headers, method="GET")
+        try:
+            res = self._opener.open(req, timeout=idle_timeout)
+        except urllib.error.HTTPError as e:
+            with e:
+                raise _decode_error("GET", path, e.code, {k.lower(): v for k, v in e.headers.items()}, e.read())
+        except (OSError, urllib.error.URLError) as e:
+            raise NetworkError("GET", path, e)
+        with res:
+            data: List[str] = []
+            ev_id = typ = ""
+            while True:
+                try:
+                    raw = res.readline()
+                except OSError as e:
+                    raise NetworkError("GET", path, e)
+                if not raw:
+                    raise NetworkError("GET", path, EOFError("stream ended"))
+                if stop is not None and stop.is_set():
+                    return
+                line = raw.decode("utf-8").rstrip("\n").rstrip("\r")
+                if line:
+                    field, _, value = line.partition(":")
+                    if value.startswith(" "):
+                        value = value[1:]
+                    if field == "id":
+                        ev_id = value
+                    elif field == "event":
+                        typ = value
+                    elif field == "data":
+                        data.append(value)
+                    continue  # a "" field is a comment (heartbeat)
+                if not data:
+                    ev_id = typ = ""
+                    continue
+                try:
+                    ev = json.loads("\n".join(data))
+                except ValueError as e:
+                    raise ValueError(f"event stream: event {ev_id} ({typ}) is not valid JSON: {e}") from e
+                data, ev_id, typ = [], "", ""
+                last[0] = ev["event"]["id"]
+                yield ev
+
+    # Board, work items, sessions.
+
+    def board(self) -> JsonObject:
+        return self._do("GET", "/v1/board", retry=True)
+
+    def create_column(self, key: str, name: str) -> JsonObject:
+        return self._do("POST", "/v1/board/columns", body={"key": key, "name": name}, want=(201,))
+
+    def create_work_item(self, title: str, column_key: str) -> JsonObject:
+        return self._do("POST", "/v1/work-items", body={"title": title, "column_key": column_key}, want=(201,))
+
+    def get_work_item(self, item_id: str) -> JsonObject:
+        return self._do("GET", f"/v1/work-items/{_q(item_id)}", retry=True)
+
+    def update_work_item(self, item_id: str, *, title: Optional[str] = None, column_key: Optional[str] = None,
+                         if_version: Optional[int] = None) -> JsonObject:
+        """Renames or moves a work item; with if_version only at that version. Not retried."""
+        body = {k: v for k, v in {"title": title, "column_key": column_key, "if_version": if_version}.items() if v is not None}
+        return self._do("PATCH", f"/v1/work-items/{_q(item_id)}", body=body)
+
+    def list_sessions(self) -> List[JsonObject]:
+        return self._do("GET", "/v1/sessions", retry=True)["items"]
+
+    # Tokens.
+
+    def create_token(self, name: str, role: str, *, scopes: Optional[List[str]] = None, principal: Optional[str] = None) -> JsonObject:
+        """Mints a token (admins); the secret is in this answer only. Not retried: that could mint two."""
+        body: JsonObject = {"name": name, "role": role}
+        if scopes is not None:
+            body["scopes"] = scopes
+        if principal is not None:
+            body["principal"] = principal
+        return self._do("POST", "/v1/tokens", body=body, want=(201,))
+
+    def list_tokens(self) -> List[JsonObject]:
+        return self._do("GET", "/v1/tokens", retry=True)["items"]
+
+    def revoke_token(self, token_id: str) -> JsonObject:
+        """Revokes a token (admins); it stops working at once."""
+        return self._do("DELETE", f"/v1/tokens/{_q(token_id)}", retry=True)
+
+    # Webhooks (docs/operations.md).
+
+    def create_webhook(self, url: str, *, events: Optional[List[str]] = None, description: Optional[str] = None) -> JsonObject:
+        """Creates a webhook endpoint (admins); its signing secret is in this answer only. Not retried: that could create two."""
+        body: JsonObject = {"url": url}
+        if events is not None:
+            body["events"] = events
+        if description is not None:
+            body["description"] = description
+        return self._do("POST", "/v1/webhooks", body=body, want=(201,))
+
+    def list_webhooks(self) -> List[JsonObject]:
+        """The webhook endpoints, oldest first, without secrets (admins)."""
+        return self._do("GET", "/v1/webhooks", retry=True)["items"]
+
+    def get_webhook(self, webhook_id: str) -> JsonObject:
+        return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}", retry=True)
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        """Deletes a webhook endpoint and its deliveries (admins)."""
+        self._do("DELETE", f"/v1/webhooks/{_q(webhook_id)}", want=(204,))
+
+    def list_webhook_deliveries(self, webhook_id: str, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> JsonObject:
+        """One page of an endpoint's deliveries, newest first, each with its attempts (admins): {items, next_cursor?}."""
+        q = {"cursor": cursor, "limit": None if limit is None else str(limit)}
+        return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}/deliveries", query=q, retry=True)
+
+    def test_webhook(self, webhook_id: str) -> JsonObject:
+        """Queues a webhook.test delivery to the endpoint, signed and retried like any other (admins)."""
+        return self._do("POST", f"/v1/webhooks/{_q(webhook_id)}/test", want=(202,))
+
+    # Operations.
+
+    def healthz(self) -> JsonObject:
+        return self._do("GET", "/healthz", retry=True)
+
+    def readyz(self) -> JsonObject:
+        """Readiness: the store can serve; an AirlockError (503) when not."""
+        return self._do("GET", "/readyz", retry=True)
+
+    def metrics(self) -> str:
+        """The Prometheus metrics text."""
+        return self._do("GET", "/metrics", retry=True, text=True)
+
+    def openapi(self) -> str:
+        """The OpenAPI document the server serves, as YAML text."""
+        return self._do("GET", "/openapi.yaml", retry=True, text=True)
+
+    # Plumbing.
+
+    def _do(self, method: str, path: str, *, body: Optional[JsonObject] = None, raw: Optional[str] = None,
+            query: Optional[Dict[str, Optional[str]]] = None, headers: Optional[Dict[str, str]] = None,
+            retry: bool = False, extra: float = 0.0, want: Tuple[int, ...] = (200,), text: bool = False,
+            on_status: Optional[Callable[[int], None]] = None) -> Any:
+        data: Optional[bytes] = None
+        if body is not None:
+            raw = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        if raw is not None:
+            data = raw.encode("utf-8")
+        url = self.base_url + path
+        if query:
+            q = {k: v for k, v in query.items() if v not in (None, "")}
+            if q:
+                url += "?" + urllib.parse.urlencode(q)
+        h = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if data is not None:
+            h["Content-Type"] = "application/json"
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        if headers:
+            h.update(headers)
+        last: Optional[BaseException] = None
+        for attempt in range(max(1, self.retry.attempts)):
+            if attempt > 0:
+                pause = self.retry.backoff(attempt - 1)
+                if isinstance(last, AirlockError) and last.retry_after is not None:
+                    pause = min(last.retry_after, 30.0)
+                time.sleep(pause)
+            try:
+                status, rh, payload = self._send(method, url, h, data, self.timeout + extra)
+            except (OSError, urllib.error.URLError) as e:
+                last = NetworkError(method, path, e)
+                if retry:
+                    continue
+                raise last
+            if status not in want:
+                last = _decode_error(method, path, status, rh, payload)
+                if _retryable(retry, last):
+                    continue
+                raise last
+            if on_status is not None:
+                on_status(status)
+            if text:
+                return payload.decode("utf-8")
+            if not payload:
+                return None
+            try:
+                return json.loads(payload)
+            except ValueError as e:
+                raise ValueError(f"{method} {path}: decode {status} answer: {e}") from e
+        assert last is not None
+        raise last
+
+
+class WaitCancelled(Exception):
+    """wait_request gave up because its cancel event was set."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(f"gave up waiting for a decision on {request_id}")
+
+
+def _retryable(retry: bool, err: AirlockError) -> bool:
+    """A rate limit always (the server did nothing); an unavailable store or a gateway error only for calls safe to repeat."""
+    if err.code == "rate_limited":
+        return True
+    if err.code == "unavailable":
+        return retry
+    return retry and err.code is None and err.status in (502, 503, 504)
+
+
+def transient(err: BaseException) -> bool:
+    """Whether err may pass by itself: no answer, a rate limit, an unavailable store, a server error."""
+    if isinstance(err, NetworkError):
+        return True
+    if isinstance(err, AirlockError):
+        return err.code in ("rate_limited", "unavailable", "internal") or err.status >= 500
+    return False
+
+
+def _decode_error(method: str, path: str, status: int, headers: Dict[str, str], body: bytes) -> AirlockError:
+    retry_after = None
+    ra = headers.get("retry-after", "")
+    if ra.isdigit():
+        retry_after = float(ra)
+    mt = headers.get("content-type", "").split(";")[0].strip().lower()
+    if mt in ("application/problem+json", "application/json"):
+        try:
+            p = json.loads(body)
+        except ValueError:
+            p = None
+        if isinstance(p, dict) and p.get("code"):
+            return AirlockError(status=status, method=method, path=path, code=p["code"], state=p.get("state"),
+                                field=p.get("field"), detail=p.get("detail") or p.get("title") or "", retry_after=retry_after)
+    text = body.decode("utf-8", "replace").strip()
+    if len(text) > 200:
+        text = text[:200] + "…"
+    return AirlockError(status=status, method=method, path=path, retry_after=retry_after,
+                        detail="the server answered without a problem document: " + (text or str(status)))
+
+
+def _create_body(tool: str, arguments: Union[JsonObject, str, None], timeout: Optional[str],
+                 reasoning: Optional[str], context: Union[JsonObject, str, None]) -> str:
+    """A create body in which arguments and context given as JSON text go out byte for byte."""
+    def raw(name: str, v: Union[JsonObject, str, None]) -> Optional[str]:
+        if v is None:
+            return None
+        if isinstance(v, str):
+            if not v.strip():
+                return None
+            try:
+                json.loads(v)
+            except ValueError:
+                raise ValueError(f"airlock: {name} is not valid JSON; pass the intercepted call's {name} object") from None
+            return v
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+    def s(v: str) -> str:
+        return json.dumps(v, ensure_ascii=False)
+
+    b = '{"tool":' + s(tool) + ',"arguments":' + (raw("arguments", arguments) or "{}")
+    if timeout:
+        b += ',"timeout":' + s(timeout)
+    if reasoning:
+        b += ',"agent_reasoning":' + s(reasoning)
+    ctx = raw("context", context)
+    if ctx is not None:
+        b += ',"context":' + ctx
+    return b + "}"
+
+
+def check_idempotency_key(key: str) -> None:
+    """Checks an Idempotency-Key as the server does: 1..200 printable ASCII characters without spaces."""
+    if not key or not _KEY.match(key):
+        raise ValueError("airlock: an Idempotency-Key is 1 to 200 printable ASCII characters without spaces: "
+                         "send a unique key per intended call and reuse it on retries")
+
+
+def _q(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def _sleep(seconds: float, cancel: Optional[threading.Event]) -> None:
+    if cancel is None:
+        time.sleep(seconds)
+    else:
+        cancel.wait(seconds)

@@ -1,0 +1,103 @@
+"""How much the Gate adds over the raw HTTP calls it makes (docs/sdks.md, "Overhead").
+
+For each sample an approved request is prepared untimed; then either the
+Gate runs it (create replay, claim, report, and its journal lines), or bare
+urllib makes the same three calls. The two kinds alternate, so drift hits
+both alike. Prints p50 and p90 of each and the p50 difference; it asserts
+nothing (timings are figures, not tests). It runs with the journal on disk
+(the Gate's fsyncs in the figure) and, where /dev/shm exists, in memory,
+which leaves the SDK's own code.
+
+    cd sdk/python && python3 bench/gate_overhead.py        # SAMPLES=500 for more
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from airlock import Call, Gate  # noqa: E402
+from tests.support import Server  # noqa: E402
+
+SAMPLES = int(os.environ.get("SAMPLES", "300"))
+
+
+def measure(srv: Server, journal_dir: str, label: str) -> None:
+    inst = srv.agent.register_instance("bench")
+    gate = Gate(srv.agent, inst["id"], journal_dir)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    auth = {"Authorization": f"Bearer {srv.agent_token}"}
+    n = [0]
+
+    def prepare():
+        n[0] += 1
+        key = f"bench-{label}-{n[0]}"
+        args = {"n": n[0]}
+        r, _ = srv.agent.create_request(inst["id"], key, "bench", args, timeout="5m")
+        srv.reviewer.approve(r["id"])
+        return key, args, r["id"]
+
+    def call(method, path, body=None, headers=None):
+        h = dict(auth, **(headers or {}))
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        with opener.open(urllib.request.Request(srv.url + path, data=data, headers=h, method=method), timeout=30) as res:
+            return json.loads(res.read())
+
+    def raw(p):
+        key, args, rid = p
+        call("POST", f"/v1/instances/{inst['id']}/approval-requests", {"tool": "bench", "arguments": args, "timeout": "5m"},
+             {"Idempotency-Key": key})
+        call("POST", f"/v1/approval-requests/{rid}/execution")
+        call("PUT", f"/v1/approval-requests/{rid}/execution", {"status": "succeeded"})
+
+    def gated(p):
+        key, args, _ = p
+        gate.run(Call("bench", args, idempotency_key=key, timeout="5m"), lambda: "ok")
+
+    times = {"raw": [], "gate": []}
+    warmup = 20
+    for i in range(SAMPLES + warmup):
+        order = [("raw", raw), ("gate", gated)] if i % 2 else [("gate", gated), ("raw", raw)]
+        for name, fn in order:
+            p = prepare()
+            t0 = time.perf_counter()
+            fn(p)
+            ms = (time.perf_counter() - t0) * 1000
+            if i >= warmup:
+                times[name].append(ms)
+    gate.close()
+
+    def q(xs, f):
+        return sorted(xs)[int(f * (len(xs) - 1))]
+    print(f"Python SDK, journal {label}: {SAMPLES} samples each (create replay + claim + report; ms)")
+    print(f"  raw HTTP (urllib)  p50 {q(times['raw'], .5):7.2f}  p90 {q(times['raw'], .9):7.2f}")
+    print(f"  Gate.run           p50 {q(times['gate'], .5):7.2f}  p90 {q(times['gate'], .9):7.2f}")
+    print(f"  overhead at p50        {q(times['gate'], .5) - q(times['raw'], .5):7.2f}  (target: at most 2 ms)")
+
+
+def main() -> None:
+    srv = Server()
+    d = tempfile.mkdtemp(prefix="airlock-py-bench-")
+    try:
+        measure(srv, os.path.join(d, "journal"), "on-disk")
+        if os.path.isdir("/dev/shm"):
+            shm = tempfile.mkdtemp(prefix="airlock-py-bench-", dir="/dev/shm")
+            try:
+                measure(srv, shm, "in-memory")
+            finally:
+                shutil.rmtree(shm, ignore_errors=True)
+    finally:
+        srv.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,616 @@
+import { AirlockError, NetworkError } from './errors.js';
+import type {
+  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateWebhookInput, DeliveryPage, Delivery, Webhook, CreateRequestInput, CreateTokenInput, DecisionInput,
+  EventData, Health, Instance, JsonObject, ListRequestsOptions, ReportStatus, RequestPage, Session, State, Token,
+  WorkItem, WorkItemUpdate,
+} from './types.js';
+
+/**
+ * How the client repeats a call that failed on the network, or that the
+ * server rate-limited or could not serve. Only calls that are safe to repeat
+ * are repeated (reads, creates with an Idempotency-Key, reports, cancels);
+ * a rate-limited call always is, since the server did nothing.
+ */
+export interface RetryOptions {
+  /** How many times a call is sent at most, the first included (default 5). 1 turns retries off. */
+  attempts?: number;
+  /** The pause before the first retry (default 100 ms); it doubles each time, with jitter, up to maxBackoffMs (default 5 s). */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+export interface ClientOptions {
+  /** The server, such as http://127.0.0.1:8080. */
+  baseUrl: string;
+  /** A bearer token (agent, reviewer or admin). */
+  token: string;
+  /** The fetch to use (default: Node's global fetch). Tests inject failing ones here. */
+  fetch?: typeof fetch;
+  retry?: RetryOptions;
+  /** Bounds each attempt of an ordinary call (default 30 s). Long polls get their wait on top. */
+  timeoutMs?: number;
+  /** How long one long-poll of waitRequest asks the server to hold (default 30 s; the server caps it, 60 s by default). */
+  pollWaitMs?: number;
+  /** The User-Agent header, so server logs tell adapters apart. */
+  userAgent?: string;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Ends the call (and its retries) when aborted. */
+  signal?: AbortSignal;
+}
+
+export interface WaitOptions extends CallOptions {
+  /** One long-poll's wait (default: the client's pollWaitMs). */
+  pollWaitMs?: number;
+  /** Called with the request each time a poll answers that it is still pending. */
+  onPending?: (r: ApprovalRequest) => void;
+}
+
+interface Call {
+  method: string;
+  path: string;
+  query?: Record<string, string | undefined>;
+  /** The JSON body, already encoded; undefined for none. */
+  body?: string;
+  headers?: Record<string, string>;
+  /** Safe to send again after a network error (the server may have acted on the first). */
+  retry?: boolean;
+  /** Lengthens the attempt's deadline, for long polls. */
+  extraMs?: number;
+  /** Success statuses (default [200]). */
+  want?: number[];
+  /** How to read a success body (default json). */
+  as?: 'json' | 'text' | 'none';
+  signal?: AbortSignal;
+}
+
+/**
+ * A client for one Airlock server and one bearer token: every endpoint of the
+ * REST API (rest/openapi.yaml). Errors the server answers are AirlockError
+ * with the stable `code`; calls that got no answer are NetworkError.
+ */
+export class AirlockClient {
+  readonly baseUrl: string;
+  readonly pollWaitMs: number;
+  readonly retry: Required<RetryOptions>;
+  private readonly token: string;
+  private readonly fetch: typeof fetch;
+  private readonly timeoutMs: number;
+  private readonly userAgent: string;
+
+  constructor(opts: ClientOptions) {
+    let u: URL;
+    try {
+      u = new URL(opts.baseUrl.trim());
+    } catch {
+      throw new TypeError(`airlock client: base URL ${JSON.stringify(opts.baseUrl)} is not an http(s) URL such as http://127.0.0.1:8080`);
+    }
+    if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.host === '') {
+      throw new TypeError(`airlock client: base URL ${JSON.stringify(opts.baseUrl)} is not an http(s) URL such as http://127.0.0.1:8080`);
+    }
+    if (u.username || u.password || u.search || u.hash) {
+      throw new TypeError(`airlock client: base URL ${JSON.stringify(opts.baseUrl)} must not carry credentials, a query or a fragment; pass the token separately`);
+    }
+    this.baseUrl = (u.origin + u.pathname).replace(/\/+$/, '');
+    this.token = opts.token;
+    this.fetch = opts.fetch ?? globalThis.fetch;
+    const minB = opts.retry?.minBackoffMs ?? 100;
+    this.retry = {
+      attempts: Math.max(1, opts.retry?.attempts ?? 5),
+      minBackoffMs: minB,
+      maxBackoffMs: Math.max(minB, opts.retry?.maxBackoffMs ?? 5000),
+    };
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.pollWaitMs = opts.pollWaitMs ?? 30_000;
+    this.userAgent = opts.userAgent ?? 'airlock-typescript-sdk';
+  }
+
+  // Instances.
+
+  /** Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second instance behind. */
+  async registerInstance(name: string, metadata?: JsonObject, o?: CallOptions): Promise<Instance> {
+    return this.do<Instance>({ method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata }), want: [201], signal: o?.signal });
+  }
+
+  /** Lists the instances the caller may see, newest first, with their pending counts. */
+  async listInstances(o?: CallOptions): Promise<Instance[]> {
+    return (await this.do<{ items: Instance[] }>({ method: 'GET', path: '/v1/instances', retry: true, signal: o?.signal })).items;
+  }
+
+  /** Reads an instance with its count of pending requests. */
+  async getInstance(id: string, o?: CallOptions): Promise<Instance> {
+    return this.do({ method: 'GET', path: `/v1/instances/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  /** Deletes an instance, cancelling all its pending requests in one step; returns how many. */
+  async deleteInstance(id: string, o?: CallOptions): Promise<number> {
+    return (await this.do<{ cancelled: number }>({ method: 'DELETE', path: `/v1/instances/${enc(id)}`, retry: true, signal: o?.signal })).cancelled;
+  }
+
+  // Approval requests.
+
+  /**
+   * Asks whether one tool call may run, under an idempotency key (one key
+   * per intended call). A network failure is retried with the same key, so
+   * the server creates the request at most once; `created` is false when
+   * the server answered with the original (a replay), which may be terminal.
+   */
+  async createRequest(instanceId: string, idempotencyKey: string, input: CreateRequestInput, o?: CallOptions): Promise<{ request: ApprovalRequest; created: boolean }> {
+    checkIdempotencyKey(idempotencyKey);
+    let status = 0;
+    const request = await this.do<ApprovalRequest>({
+      method: 'POST', path: `/v1/instances/${enc(instanceId)}/approval-requests`, body: createBody(input),
+      headers: { 'Idempotency-Key': idempotencyKey }, retry: true, want: [201, 200], signal: o?.signal,
+    }, (s) => { status = s; });
+    return { request, created: status === 201 };
+  }
+
+  /** Reads a request as it is now. */
+  async getRequest(id: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.longPollRequest(id, 0, o);
+  }
+
+  /** Reads a request, holding the answer until it is terminal or waitMs has passed (0 reads at once). */
+  async longPollRequest(id: string, waitMs: number, o?: CallOptions): Promise<ApprovalRequest> {
+    const call: Call = { method: 'GET', path: `/v1/approval-requests/${enc(id)}`, retry: true, signal: o?.signal };
+    if (waitMs > 0) {
+      call.query = { wait: `${Math.ceil(waitMs)}ms` };
+      call.extraMs = waitMs;
+    }
+    return this.do(call);
+  }
+
+  /**
+   * Long-polls until the request is terminal and returns it. It rides out
+   * network failures and rate limits until the signal aborts; it stops at
+   * once on an answer that polling again cannot change (not found, a refused token).
+   */
+  async waitRequest(id: string, o: WaitOptions = {}): Promise<ApprovalRequest> {
+    const wait = o.pollWaitMs ?? this.pollWaitMs;
+    let failures = 0;
+    for (;;) {
+      let r: ApprovalRequest;
+      try {
+        r = await this.longPollRequest(id, wait, o);
+      } catch (err) {
+        if (o.signal?.aborted || !transient(err)) throw err;
+        await sleep(this.backoff(failures + this.retry.attempts), o.signal);
+        failures++;
+        continue;
+      }
+      failures = 0;
+      if (r.state !== 'pending') return r;
+      o.onPending?.(r);
+    }
+  }
+
+  /** Lists one page of requests, newest first (reviewers all, agents their own). Follow next_cursor, or use allRequests. */
+  async listRequests(opts: ListRequestsOptions = {}, o?: CallOptions): Promise<RequestPage> {
+    return this.do({
+      method: 'GET', path: '/v1/approval-requests', retry: true, signal: o?.signal,
+      query: {
+        state: opts.state, instance_id: opts.instance_id, tool: opts.tool, kind: opts.kind, cursor: opts.cursor,
+        limit: opts.limit === undefined ? undefined : String(opts.limit),
+      },
+    });
+  }
+
+  /** Iterates over every request the filter selects, page by page, newest first. */
+  async *allRequests(opts: ListRequestsOptions = {}, o?: CallOptions): AsyncGenerator<ApprovalRequest> {
+    let cursor = opts.cursor;
+    for (;;) {
+      const page = await this.listRequests({ ...opts, cursor }, o);
+      yield* page.items;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** Withdraws a pending request of the caller's. A retry whose first attempt landed answers not_pending with state cancelled. */
+  async cancelRequest(id: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/cancel`, retry: true, signal: o?.signal });
+  }
+
+  /** Records a reviewer's decision. Not retried on network errors (a lost answer may have been a decision): read the request to learn what holds. */
+  async decide(id: string, input: DecisionInput, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/decision`, body: JSON.stringify(input), signal: o?.signal });
+  }
+
+  async approve(id: string, note?: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.decide(id, { status: 'approved', note }, o);
+  }
+
+  async deny(id: string, note?: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.decide(id, { status: 'denied', note }, o);
+  }
+
+  /**
+   * Claims the one execution attempt of an approved request. Refused at or
+   * after expires_at (approval_expired), a second time (already_executed)
+   * and unless approved (not_approved). Never retried on a network error:
+   * only one claim can ever succeed, so a retry could not tell a win from a
+   * loss. The Gate handles that case.
+   */
+  async claimExecution(id: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/execution`, signal: o?.signal });
+  }
+
+  /** Records the claimed execution's outcome. Reporting the same outcome again is harmless, so it is retried. */
+  async reportExecution(id: string, status: ReportStatus, detail?: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.do({
+      method: 'PUT', path: `/v1/approval-requests/${enc(id)}/execution`, retry: true, signal: o?.signal,
+      body: JSON.stringify({ status, detail: detail || undefined }),
+    });
+  }
+
+  // Events.
+
+  /**
+   * Streams the audit events after the event with ID `after` (0: from the
+   * first), reviewers and admins. When the connection drops or the server
+   * restarts it reconnects with backoff and resumes with Last-Event-ID, so
+   * no event is missed or repeated. It ends when the signal aborts, or
+   * throws an error that reconnecting cannot fix (a refused token).
+   */
+  async *events(after = 0, o?: CallOptions): AsyncGenerator<EventData> {
+    let failures = 0;
+    const last = { id: after };
+    while (!o?.signal?.aborted) {
+      const local = new AbortController();
+      const signal = o?.signal ? AbortSignal.any([o.signal, local.signal]) : local.signal;
+      let got = false;
+      try {
+        for await (const ev of this.stream(last, signal)) {
+          got = true;
+          yield ev;
+        }
+      } catch (err) {
+        if (o?.signal?.aborted) return;
+        if (!(err instanceof NetworkError) && !transient(err)) throw err;
+      } finally {
+        local.abort(); // the consumer stopped, or the stream ended: close the connection
+      }
+      if (got) failures = 0;
+      try {
+        await sleep(this.backoff(failures), o?.signal);
+      } catch {
+        return;
+      }
+      failures++;
+    }
+  }
+
+  /** One connection's events, advancing last.id with each. */
+  private async *stream(last: { id: number }, signal: AbortSignal): AsyncGenerator<EventData> {
+    const path = '/v1/events';
+    const headers: Record<string, string> = { Accept: 'text/event-stream', 'User-Agent': this.userAgent, Authorization: `Bearer ${this.token}` };
+    if (last.id > 0) headers['Last-Event-ID'] = String(last.id);
+    let res: Response;
+    try {
+      res = await this.fetch(this.baseUrl + path, { method: 'GET', headers, signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new NetworkError('GET', path, err);
+    }
+    if (res.status !== 200) {
+      throw await decodeError('GET', path, res);
+    }
+    if (!res.body) throw new NetworkError('GET', path, new Error('no body'));
+    const decoder = new TextDecoder();
+    let buf = '';
+    let data: string[] = [];
+    let id = '';
+    let typ = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += decoder.decode(chunk, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          let line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (line.endsWith('\r')) line = line.slice(0, -1);
+          if (line !== '') {
+            const colon = line.indexOf(':');
+            const field = colon < 0 ? line : line.slice(0, colon);
+            let value = colon < 0 ? '' : line.slice(colon + 1);
+            if (value.startsWith(' ')) value = value.slice(1);
+            if (field === 'id') id = value;
+            else if (field === 'event') typ = value;
+            else if (field === 'data') data.push(value);
+            continue; // a "" field is a comment (heartbeat)
+          }
+          if (data.length === 0) {
+            id = typ = '';
+            continue;
+          }
+          let ev: EventData;
+          try {
+            ev = JSON.parse(data.join('\n')) as EventData;
+          } catch (err) {
+            throw new Error(`event stream: event ${id} (${typ}) is not valid JSON: ${(err as Error).message}`);
+          }
+          data = [];
+          id = typ = '';
+          last.id = ev.event.id;
+          yield ev;
+        }
+      }
+    } catch (err) {
+      if (signal.aborted || err instanceof SyntaxError || (err instanceof Error && err.message.startsWith('event stream:'))) throw err;
+      throw new NetworkError('GET', path, err);
+    }
+    throw new NetworkError('GET', path, new Error('stream ended'));
+  }
+
+  // Board and work items.
+
+  async board(o?: CallOptions): Promise<Board> {
+    return this.do({ method: 'GET', path: '/v1/board', retry: true, signal: o?.signal });
+  }
+
+  async createColumn(key: string, name: string, o?: CallOptions): Promise<Column> {
+    return this.do({ method: 'POST', path: '/v1/board/columns', body: JSON.stringify({ key, name }), want: [201], signal: o?.signal });
+  }
+
+  async createWorkItem(title: string, columnKey: string, o?: CallOptions): Promise<WorkItem> {
+    return this.do({ method: 'POST', path: '/v1/work-items', body: JSON.stringify({ title, column_key: columnKey }), want: [201], signal: o?.signal });
+  }
+
+  async getWorkItem(id: string, o?: CallOptions): Promise<WorkItem> {
+    return this.do({ method: 'GET', path: `/v1/work-items/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  /** Renames or moves a work item; with if_version it applies only at that version. Not retried. */
+  async updateWorkItem(id: string, input: WorkItemUpdate, o?: CallOptions): Promise<WorkItem> {
+    return this.do({ method: 'PATCH', path: `/v1/work-items/${enc(id)}`, body: JSON.stringify(input), signal: o?.signal });
+  }
+
+  // Sessions and tokens.
+
+  async listSessions(o?: CallOptions): Promise<Session[]> {
+    return (await this.do<{ items: Session[] }>({ method: 'GET', path: '/v1/sessions', retry: true, signal: o?.signal })).items;
+  }
+
+  /** Mints a token (admins); the secret is in this answer only. Not retried: that could mint two. */
+  async createToken(input: CreateTokenInput, o?: CallOptions): Promise<CreatedToken> {
+    return this.do({ method: 'POST', path: '/v1/tokens', body: JSON.stringify(input), want: [201], signal: o?.signal });
+  }
+
+  async listTokens(o?: CallOptions): Promise<Token[]> {
+    return (await this.do<{ items: Token[] }>({ method: 'GET', path: '/v1/tokens', retry: true, signal: o?.signal })).items;
+  }
+
+  /** Revokes a token (admins); it stops working at once. Revoking twice keeps the first time. */
+  async revokeToken(id: string, o?: CallOptions): Promise<Token> {
+    return this.do({ method: 'DELETE', path: `/v1/tokens/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  // Webhooks (docs/operations.md).
+
+  /** Creates a webhook endpoint (admins); its signing secret is in this answer only. Not retried: that could create two. */
+  async createWebhook(input: CreateWebhookInput, o?: CallOptions): Promise<CreatedWebhook> {
+    return this.do({ method: 'POST', path: '/v1/webhooks', body: JSON.stringify(input), want: [201], signal: o?.signal });
+  }
+
+  /** Lists the webhook endpoints, oldest first, without secrets (admins). */
+  async listWebhooks(o?: CallOptions): Promise<Webhook[]> {
+    return (await this.do<{ items: Webhook[] }>({ method: 'GET', path: '/v1/webhooks', retry: true, signal: o?.signal })).items;
+  }
+
+  async getWebhook(id: string, o?: CallOptions): Promise<Webhook> {
+    return this.do({ method: 'GET', path: `/v1/webhooks/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  /** Deletes a webhook endpoint and its deliveries (admins). */
+  async deleteWebhook(id: string, o?: CallOptions): Promise<void> {
+    await this.do({ method: 'DELETE', path: `/v1/webhooks/${enc(id)}`, want: [204], as: 'none', signal: o?.signal });
+  }
+
+  /** One page of an endpoint's deliveries, newest first, each with its attempts (admins). */
+  async listWebhookDeliveries(id: string, opts: { cursor?: string; limit?: number } = {}, o?: CallOptions): Promise<DeliveryPage> {
+    return this.do({
+      method: 'GET', path: `/v1/webhooks/${enc(id)}/deliveries`, retry: true, signal: o?.signal,
+      query: { cursor: opts.cursor, limit: opts.limit === undefined ? undefined : String(opts.limit) },
+    });
+  }
+
+  /** Queues a webhook.test delivery to the endpoint, signed and retried like any other (admins). */
+  async testWebhook(id: string, o?: CallOptions): Promise<Delivery> {
+    return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/test`, want: [202], signal: o?.signal });
+  }
+
+  // Operations.
+
+  /** Liveness: resolves while the process serves. */
+  async healthz(o?: CallOptions): Promise<Health> {
+    return this.do({ method: 'GET', path: '/healthz', retry: true, signal: o?.signal });
+  }
+
+  /** Readiness: resolves when the store can serve; an AirlockError (503) when not. */
+  async readyz(o?: CallOptions): Promise<Health> {
+    return this.do({ method: 'GET', path: '/readyz', retry: true, signal: o?.signal });
+  }
+
+  /** The Prometheus metrics text. */
+  async metrics(o?: CallOptions): Promise<string> {
+    return this.do({ method: 'GET', path: '/metrics', retry: true, as: 'text', signal: o?.signal });
+  }
+
+  /** The OpenAPI document the server serves, as YAML text. */
+  async openapi(o?: CallOptions): Promise<string> {
+    return this.do({ method: 'GET', path: '/openapi.yaml', retry: true, as: 'text', signal: o?.signal });
+  }
+
+  // Plumbing.
+
+  /** The pause before retry n (0-based): exponential with "equal jitter", so clients do not retry in lockstep. */
+  backoff(n: number): number {
+    let d = this.retry.minBackoffMs * 2 ** Math.min(n, 20);
+    if (d > this.retry.maxBackoffMs) d = this.retry.maxBackoffMs;
+    return d / 2 + Math.random() * (d / 2);
+  }
+
+  private async do<T>(call: Call, onStatus?: (status: number) => void): Promise<T> {
+    let lastErr: unknown;
+    for (let attempt = 0; attempt < this.retry.attempts; attempt++) {
+      if (attempt > 0) {
+        let pause = this.backoff(attempt - 1);
+        if (lastErr instanceof AirlockError && lastErr.retryAfterMs !== undefined) pause = Math.min(lastErr.retryAfterMs, 30_000);
+        await sleep(pause, call.signal);
+      }
+      try {
+        const { status, body } = await this.once(call);
+        onStatus?.(status);
+        return body as T;
+      } catch (err) {
+        lastErr = err;
+        if (call.signal?.aborted || !retryable(call, err)) throw err;
+      }
+    }
+    throw lastErr;
+  }
+
+  private async once(call: Call): Promise<{ status: number; body: unknown }> {
+    let url = this.baseUrl + call.path;
+    if (call.query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(call.query)) if (v !== undefined && v !== '') q.set(k, v);
+      const s = q.toString();
+      if (s) url += '?' + s;
+    }
+    const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent, ...call.headers };
+    if (call.body !== undefined) headers['Content-Type'] = 'application/json';
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    const timeout = AbortSignal.timeout(this.timeoutMs + (call.extraMs ?? 0));
+    const signal = call.signal ? AbortSignal.any([call.signal, timeout]) : timeout;
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.fetch(url, { method: call.method, headers, body: call.body, signal });
+      text = await res.text();
+    } catch (err) {
+      if (call.signal?.aborted) throw call.signal.reason ?? err;
+      throw new NetworkError(call.method, call.path, err);
+    }
+    if (!(call.want ?? [200]).includes(res.status)) {
+      throw await decodeError(call.method, call.path, res, text);
+    }
+    if (call.as === 'text') return { status: res.status, body: text };
+    if (call.as === 'none' || text === '') return { status: res.status, body: undefined };
+    try {
+      return { status: res.status, body: JSON.parse(text) };
+    } catch (err) {
+      throw new Error(`${call.method} ${call.path}: decode ${res.status} answer: ${(err as Error).message}`);
+    }
+  }
+}
+
+/**
+ * Whether err may be retried for call: a rate limit always (the server did
+ * nothing); a network error, an unavailable store or a gateway's 502/503/504
+ * only for calls that are safe to repeat.
+ */
+function retryable(call: Call, err: unknown): boolean {
+  if (err instanceof AirlockError) {
+    if (err.code === 'rate_limited') return true;
+    if (err.code === 'unavailable') return !!call.retry;
+    return !!call.retry && err.code === undefined && [502, 503, 504].includes(err.status);
+  }
+  return !!call.retry && err instanceof NetworkError;
+}
+
+/** Whether err may pass by itself: no answer, a rate limit, an unavailable store, a server error. */
+export function transient(err: unknown): boolean {
+  if (err instanceof NetworkError) return true;
+  if (err instanceof AirlockError) {
+    return err.code === 'rate_limited' || err.code === 'unavailable' || err.code === 'internal' || err.status >= 500;
+  }
+  return false;
+}
+
+async function decodeError(method: string, path: string, res: Response, text?: string): Promise<AirlockError> {
+  if (text === undefined) {
+    try {
+      text = await res.text();
+    } catch {
+      text = '';
+    }
+  }
+  let retryAfterMs: number | undefined;
+  const ra = res.headers.get('Retry-After');
+  if (ra && /^\d+$/.test(ra)) retryAfterMs = Number(ra) * 1000;
+  const mt = (res.headers.get('Content-Type') ?? '').split(';')[0]!.trim().toLowerCase();
+  if (mt === 'application/problem+json' || mt === 'application/json') {
+    try {
+      const p = JSON.parse(text) as { code?: string; detail?: string; title?: string; field?: string; state?: string };
+      if (p && typeof p.code === 'string' && p.code !== '') {
+        return new AirlockError({
+          code: p.code as Code, status: res.status, state: p.state as State | undefined, field: p.field,
+          detail: p.detail || p.title || '', method, path, retryAfterMs,
+        });
+      }
+    } catch {
+      // not a problem document: described below
+    }
+  }
+  let body = text.trim();
+  if (body.length > 200) body = body.slice(0, 200) + '…';
+  return new AirlockError({
+    status: res.status, method, path, retryAfterMs,
+    detail: 'the server answered without a problem document: ' + (body || res.statusText || String(res.status)),
+  });
+}
+
+/** Writes a create body so the arguments and context given as JSON text go out byte for byte. */
+function createBody(input: CreateRequestInput): string {
+  const raw = (name: string, v: unknown, fallback?: string): string | undefined => {
+    if (v === undefined) return fallback;
+    if (typeof v === 'string') {
+      try {
+        JSON.parse(v);
+      } catch {
+        throw new TypeError(`airlock: ${name} is not valid JSON; pass the intercepted call's ${name} object`);
+      }
+      return v.trim() === '' ? fallback : v;
+    }
+    return JSON.stringify(v);
+  };
+  let b = `{"tool":${JSON.stringify(input.tool)},"arguments":${raw('arguments', input.arguments, '{}')}`;
+  if (input.timeout) b += `,"timeout":${JSON.stringify(input.timeout)}`;
+  if (input.agent_reasoning) b += `,"agent_reasoning":${JSON.stringify(input.agent_reasoning)}`;
+  const ctx = raw('context', input.context);
+  if (ctx !== undefined) b += `,"context":${ctx}`;
+  return b + '}';
+}
+
+/** Checks an Idempotency-Key as the server does: 1..200 printable ASCII characters without spaces. */
+export function checkIdempotencyKey(key: string): void {
+  if (!key) throw new TypeError('airlock: an Idempotency-Key is required: send a unique key per intended call and reuse it on retries');
+  if (key.length > 200) throw new TypeError('airlock: an Idempotency-Key must be at most 200 characters');
+  if (!/^[!-~]+$/.test(key)) throw new TypeError('airlock: an Idempotency-Key must be printable ASCII without spaces');
+}
+
+function enc(id: string): string {
+  return encodeURIComponent(id);
+}
+
+/** Waits ms, or rejects when the signal aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

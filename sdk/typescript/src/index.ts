@@ -1,0 +1,15 @@
+// Airlock's TypeScript SDK (docs/sdks.md): a typed client for the REST API
+// and a Gate that runs one tool call only with a valid approval, and only
+// once, across restarts too (docs/protocol.md).
+export { AirlockClient, transient, checkIdempotencyKey } from './client.js';
+export type { ClientOptions, RetryOptions, CallOptions, WaitOptions } from './client.js';
+export {
+  AirlockError, NetworkError, isCode, GateError, DeniedError, ExpiredError, CancelledError, LapsedError,
+  AlreadyExecutedError, InterruptedError, ToolError, OutcomeUnknownError,
+} from './errors.js';
+export type { GateOutcome } from './errors.js';
+export { Gate, canonicalJson } from './gate.js';
+export type { GateOptions, GateCall, Outcome, Recovered, ToolFn } from './gate.js';
+export { describeOutcome } from './outcome.js';
+export type { Verdict } from './outcome.js';
+export * from './types.js';

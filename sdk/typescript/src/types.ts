@@ -1,0 +1,263 @@
+// The REST API's resources, as rest/openapi.yaml defines them. Optional
+// fields are absent when they have no value: the server never sends null.
+
+/** A JSON object, as arguments, context and metadata are. */
+export type JsonObject = { [key: string]: unknown };
+
+export type State = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
+export type Kind = 'tool_call' | 'work_change' | 'memory_change' | 'life_change' | 'agent_request';
+export type Role = 'admin' | 'agent' | 'reviewer';
+export type ExecutionStatus = 'claimed' | 'succeeded' | 'failed' | 'unknown';
+/** An outcome an adapter reports for a claimed execution. */
+export type ReportStatus = 'succeeded' | 'failed' | 'unknown';
+
+/** The stable error codes of the API (docs/protocol.md). */
+export type Code =
+  | 'invalid_request'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'idempotency_conflict'
+  | 'not_pending'
+  | 'deadline_passed'
+  | 'not_approved'
+  | 'approval_expired'
+  | 'already_executed'
+  | 'command_failed'
+  | 'payload_too_large'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'internal';
+
+export const TERMINAL_STATES: readonly State[] = ['approved', 'denied', 'expired', 'cancelled'];
+
+export function isTerminal(state: State): boolean {
+  return state !== 'pending';
+}
+
+export interface Instance {
+  id: string;
+  name: string;
+  metadata?: JsonObject;
+  created_at: string;
+  pending_count: number;
+}
+
+export interface Decision {
+  status: Exclude<State, 'pending'>;
+  note?: string;
+  answer?: string;
+  decided_at: string;
+  decided_by?: string;
+  /** Approvals only: permission to start the call ends then. */
+  expires_at?: string;
+}
+
+export interface Execution {
+  claimed_at: string;
+  status: ExecutionStatus;
+  finished_at?: string;
+  detail?: string;
+}
+
+export interface Proposal {
+  mode: 'advisory' | 'command';
+  command?: { method: string; input?: JsonObject; observed?: JsonObject };
+}
+
+export interface ApprovalRequest {
+  id: string;
+  instance_id: string;
+  state: State;
+  kind: Kind;
+  tool?: string;
+  arguments?: JsonObject;
+  timeout?: string;
+  /** The agent's claim about why; never a fact. */
+  agent_reasoning?: string;
+  /** What the adapter observed. */
+  context?: JsonObject;
+  created_at: string;
+  deadline_at: string;
+  decision?: Decision;
+  execution?: Execution;
+  title?: string;
+  target_type?: string;
+  target_id?: string;
+  session_id?: string;
+  proposal?: Proposal;
+  question?: { choices?: string[] };
+  command_result?: { status: 'applied'; detail?: string; applied_at?: string };
+}
+
+export interface CreateRequestInput {
+  /** The tool's name, exactly as intercepted. */
+  tool: string;
+  /**
+   * The call's arguments: an object, or its JSON text (sent byte for byte,
+   * so the reviewer sees exactly what the agent produced).
+   */
+  arguments?: JsonObject | string;
+  /** The decision window: a Go duration (`30m`) or ISO 8601 (`PT30M`). */
+  timeout?: string;
+  agent_reasoning?: string;
+  context?: JsonObject | string;
+}
+
+export interface DecisionInput {
+  status: 'approved' | 'denied';
+  note?: string;
+  answer?: string;
+  /** Approvals only: how long the call may start (Go or ISO 8601 duration). */
+  valid_for?: string;
+}
+
+export interface ListRequestsOptions {
+  state?: State;
+  instance_id?: string;
+  tool?: string;
+  kind?: Kind;
+  cursor?: string;
+  limit?: number;
+}
+
+export interface RequestPage {
+  items: ApprovalRequest[];
+  next_cursor?: string;
+}
+
+export interface Event {
+  id: number;
+  type: string;
+  at: string;
+  actor?: string;
+  request_id?: string;
+  instance_id?: string;
+  token_id?: string;
+  state?: State;
+  subject?: string;
+}
+
+export interface EventData {
+  event: Event;
+  request?: ApprovalRequest;
+}
+
+export interface CreateTokenInput {
+  name: string;
+  role: Role;
+  scopes?: string[];
+  principal?: string;
+}
+
+export interface Token {
+  id: string;
+  name: string;
+  role: Role;
+  scopes?: string[];
+  principal?: string;
+  created_at: string;
+  created_by?: string;
+  revoked_at?: string;
+}
+
+export interface CreatedToken extends Token {
+  /** The secret; shown in this answer only. */
+  secret: string;
+}
+
+export interface WorkItem {
+  id: string;
+  title: string;
+  column_key: string;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Column {
+  key: string;
+  name: string;
+  position: number;
+  items: WorkItem[];
+}
+
+export interface Board {
+  columns: Column[];
+}
+
+export interface WorkItemUpdate {
+  title?: string;
+  column_key?: string;
+  if_version?: number;
+}
+
+export interface Session {
+  id: string;
+  owner_id: string;
+  name: string;
+  metadata?: JsonObject;
+  status: 'active' | 'waiting' | 'stale' | 'closed';
+  pending_count: number;
+  created_at: string;
+  last_seen_at?: string;
+  closed_at?: string;
+}
+
+export interface Health {
+  status: 'ok' | 'unavailable';
+}
+
+export interface CreateWebhookInput {
+  /** An absolute http:// or https:// URL without credentials or fragment. */
+  url: string;
+  /** The event types it receives; all when empty or absent. */
+  events?: string[];
+  description?: string;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  events: string[];
+  description?: string;
+  created_at: string;
+  created_by?: string;
+  /** false once disabled for failing too long: it receives nothing more. */
+  enabled: boolean;
+  failing_since?: string;
+  disabled_at?: string;
+  disabled_reason?: string;
+}
+
+export interface CreatedWebhook extends Webhook {
+  /** The signing secret; shown in this answer only. */
+  secret: string;
+}
+
+export interface DeliveryAttempt {
+  at: string;
+  /** The HTTP status answered; absent when none came. */
+  status?: number;
+  latency_ms: number;
+  error?: string;
+}
+
+export interface Delivery {
+  id: string;
+  webhook_id: string;
+  /** The webhook-id header, the receivers' key to drop duplicates by. */
+  message_id: string;
+  type: string;
+  event_id?: number;
+  request_id?: string;
+  state: 'pending' | 'delivered' | 'failed';
+  created_at: string;
+  next_attempt_at?: string;
+  attempts: DeliveryAttempt[];
+}
+
+export interface DeliveryPage {
+  items: Delivery[];
+  next_cursor?: string;
+}

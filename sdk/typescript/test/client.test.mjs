@@ -1,0 +1,280 @@
+// The REST client against the real server: every endpoint, errors with
+// their stable code, long-poll, retries with the same Idempotency-Key, and
+// the event stream resuming after a dropped connection.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { AirlockClient, AirlockError, NetworkError, isCode } from '../dist/index.js';
+import { startServer } from './support/server.mjs';
+
+let srv;
+before(async () => { srv = await startServer(['--webhook-allow-private']); });
+after(async () => { await srv?.stop(); });
+
+// Each operation of rest/openapi.yaml, and the client method that calls it.
+const operations = {
+  listInstances: 'listInstances', createInstance: 'registerInstance', getInstance: 'getInstance',
+  deleteInstance: 'deleteInstance', createApprovalRequest: 'createRequest', listApprovalRequests: 'listRequests',
+  getApprovalRequest: 'getRequest', cancelApprovalRequest: 'cancelRequest', decideApprovalRequest: 'decide',
+  claimExecution: 'claimExecution', reportExecution: 'reportExecution', streamEvents: 'events',
+  getBoard: 'board', createColumn: 'createColumn', createWorkItem: 'createWorkItem', getWorkItem: 'getWorkItem',
+  updateWorkItem: 'updateWorkItem', listSessions: 'listSessions', createToken: 'createToken',
+  listTokens: 'listTokens', revokeToken: 'revokeToken', healthz: 'healthz', readyz: 'readyz',
+  metrics: 'metrics', openapi: 'openapi',
+  createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
+  listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
+};
+
+// Operations that are not the SDK's to call, and why.
+const notForTheSDK = {
+  claudeCodeHook: "Claude Code's own HTTP hook calls it, not an agent's code",
+};
+
+test('the client has a method for every operation of rest/openapi.yaml', () => {
+  const spec = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'rest', 'openapi.yaml'), 'utf8');
+  const ids = [...spec.matchAll(/^\s+operationId:\s*(\S+)\s*$/gm)].map((m) => m[1]);
+  assert.ok(ids.length >= 20, `found only ${ids.length} operations`);
+  for (const id of ids.filter((id) => !(id in notForTheSDK))) {
+    const method = operations[id];
+    assert.ok(method, `rest/openapi.yaml has operation ${id}: add a client method (and its python twin) and list it here`);
+    assert.equal(typeof AirlockClient.prototype[method], 'function', `${id} → ${method}`);
+  }
+});
+
+test('instances: register, read, list, delete cancels pending', async () => {
+  const inst = await srv.agent.registerInstance('client test', { host: 'ci' });
+  assert.match(inst.id, /^ins_/);
+  assert.deepEqual(inst.metadata, { host: 'ci' });
+  await srv.agent.createRequest(inst.id, 'k-inst-1', { tool: 'x', arguments: {} });
+  assert.equal((await srv.agent.getInstance(inst.id)).pending_count, 1);
+  assert.ok((await srv.agent.listInstances()).some((i) => i.id === inst.id));
+  assert.equal(await srv.agent.deleteInstance(inst.id), 1);
+  await assert.rejects(srv.agent.getInstance(inst.id), (e) => isCode(e, 'not_found') && e.status === 404);
+});
+
+test('requests: idempotent create, byte-for-byte arguments, conflict, list, cancel', async () => {
+  const inst = await srv.agent.registerInstance('requests');
+  const raw = '{"z": 1,  "a": "<b>é</b>", "n": 1.50}';
+  const a = await srv.agent.createRequest(inst.id, 'k-req-1', { tool: 'send_email', arguments: raw, agent_reasoning: 'because', context: { seen: true } });
+  assert.equal(a.created, true);
+  const b = await srv.agent.createRequest(inst.id, 'k-req-1', { tool: 'send_email', arguments: raw, agent_reasoning: 'because', context: { seen: true } });
+  assert.deepEqual([b.created, b.request.id], [false, a.request.id]);
+  // The stored arguments are exactly the submitted text.
+  const res = await fetch(`${srv.url}/v1/approval-requests/${a.request.id}`, { headers: { Authorization: `Bearer ${srv.agentToken}` } });
+  assert.ok((await res.text()).includes(`"arguments":${raw}`));
+  await assert.rejects(
+    srv.agent.createRequest(inst.id, 'k-req-1', { tool: 'send_email', arguments: { other: true } }),
+    (e) => e instanceof AirlockError && e.code === 'idempotency_conflict' && e.status === 422);
+  const page = await srv.reviewer.listRequests({ instance_id: inst.id, state: 'pending', limit: 10 });
+  assert.deepEqual(page.items.map((r) => r.id), [a.request.id]);
+  const all = [];
+  for await (const r of srv.agent.allRequests({ instance_id: inst.id, limit: 1 })) all.push(r.id);
+  assert.deepEqual(all, [a.request.id]);
+  const c = await srv.agent.cancelRequest(a.request.id);
+  assert.equal(c.state, 'cancelled');
+  await assert.rejects(srv.agent.cancelRequest(a.request.id), (e) => e.code === 'not_pending' && e.state === 'cancelled');
+});
+
+test('errors carry the stable code, status, field and state', async () => {
+  const inst = await srv.agent.registerInstance('errors');
+  const { request } = await srv.agent.createRequest(inst.id, 'k-err-1', { tool: 't', arguments: {} });
+  const bad = new AirlockClient({ baseUrl: srv.url, token: 'airlock_wrong' });
+  await assert.rejects(bad.listInstances(), (e) => e.code === 'unauthorized' && e.status === 401);
+  await assert.rejects(srv.agent.approve(request.id), (e) => e.code === 'forbidden' && e.status === 403);
+  await assert.rejects(srv.agent.claimExecution(request.id), (e) => e.code === 'not_approved' && e.state === 'pending');
+  await assert.rejects(srv.agent.createRequest(inst.id, 'k-err-2', { tool: 'bad tool name', arguments: {} }),
+    (e) => e.code === 'invalid_request' && e.field === 'tool');
+  await assert.rejects(srv.agent.getRequest('apr_nothing'), (e) => e.code === 'not_found');
+});
+
+test('long-poll: holds until the wait ends, and answers once decided', async () => {
+  const inst = await srv.agent.registerInstance('long-poll');
+  const { request } = await srv.agent.createRequest(inst.id, 'k-lp-1', { tool: 't', arguments: {} });
+  const still = await srv.agent.longPollRequest(request.id, 50);
+  assert.equal(still.state, 'pending');
+  const waiting = srv.agent.waitRequest(request.id, { pollWaitMs: 5000 });
+  await srv.reviewer.decide(request.id, { status: 'approved', note: 'fine', valid_for: '2m' });
+  const decided = await waiting;
+  assert.equal(decided.state, 'approved');
+  assert.equal(decided.decision.note, 'fine');
+  assert.ok(decided.decision.expires_at > decided.decision.decided_at);
+});
+
+test('a lost answer is retried with the same Idempotency-Key; the server creates one request', async () => {
+  const inst = await srv.agent.registerInstance('retries');
+  const keys = [];
+  let lose = 1;
+  const losing = async (url, init) => {
+    const res = await fetch(url, init);
+    if (init.method === 'POST' && url.includes('/approval-requests')) {
+      keys.push(init.headers['Idempotency-Key']);
+      if (lose-- > 0) throw new TypeError('fetch failed: the answer was lost'); // the server acted; the answer never came
+    }
+    return res;
+  };
+  const c = new AirlockClient({ baseUrl: srv.url, token: srv.agentToken, fetch: losing, retry: { minBackoffMs: 1, maxBackoffMs: 2 } });
+  const { request, created } = await c.createRequest(inst.id, 'k-retry-1', { tool: 't', arguments: { a: 1 } });
+  assert.deepEqual(keys, ['k-retry-1', 'k-retry-1']);
+  assert.equal(created, false, 'the retry got the replay of the request the lost attempt created');
+  const page = await srv.agent.listRequests({ instance_id: inst.id });
+  assert.deepEqual(page.items.map((r) => r.id), [request.id]);
+
+  // A claim is never retried: a lost claim answer could not tell a win from a loss.
+  lose = 1;
+  let claims = 0;
+  const c2 = new AirlockClient({
+    baseUrl: srv.url, token: srv.agentToken, retry: { minBackoffMs: 1, maxBackoffMs: 2 },
+    fetch: async (url, init) => {
+      if (init.method === 'POST' && url.endsWith('/execution')) claims++;
+      throw new TypeError('fetch failed');
+    },
+  });
+  await assert.rejects(c2.claimExecution(request.id), NetworkError);
+  assert.equal(claims, 1);
+});
+
+test('a rate-limited call is retried after Retry-After', async () => {
+  let calls = 0;
+  const limited = async (url, init) => {
+    if (calls++ === 0) {
+      return new Response(JSON.stringify({ type: 'urn:airlock:problem:rate_limited', title: 'Too Many Requests', status: 429, detail: 'slow down', code: 'rate_limited' }),
+        { status: 429, headers: { 'Content-Type': 'application/problem+json', 'Retry-After': '0' } });
+    }
+    return fetch(url, init);
+  };
+  const c = new AirlockClient({ baseUrl: srv.url, token: srv.agentToken, fetch: limited });
+  assert.ok(Array.isArray(await c.listInstances()));
+  assert.equal(calls, 2);
+});
+
+test('board, work items, sessions, tokens and operations', async () => {
+  const col = await srv.reviewer.createColumn('todo', 'To do');
+  assert.equal(col.key, 'todo');
+  await srv.reviewer.createColumn('done', 'Done');
+  const item = await srv.reviewer.createWorkItem('card', 'todo');
+  assert.match(item.id, /^wi_/);
+  const moved = await srv.reviewer.updateWorkItem(item.id, { column_key: 'done', if_version: item.version });
+  assert.equal(moved.column_key, 'done');
+  assert.equal((await srv.agent.getWorkItem(item.id)).version, item.version + 1);
+  assert.deepEqual((await srv.agent.board()).columns.map((c) => c.key), ['todo', 'done']);
+  assert.ok(Array.isArray(await srv.reviewer.listSessions()));
+
+  const tok = await srv.admin.createToken({ name: 'short-lived', role: 'agent' });
+  assert.match(tok.secret, /^airlock_/);
+  assert.ok((await srv.admin.listTokens()).some((t) => t.id === tok.id));
+  const revoked = await srv.admin.revokeToken(tok.id);
+  assert.ok(revoked.revoked_at);
+  const gone = new AirlockClient({ baseUrl: srv.url, token: tok.secret });
+  await assert.rejects(gone.listInstances(), (e) => e.code === 'unauthorized');
+
+  assert.deepEqual(await srv.agent.healthz(), { status: 'ok' });
+  assert.deepEqual(await srv.agent.readyz(), { status: 'ok' });
+  assert.match(await srv.agent.metrics(), /# TYPE/);
+  assert.match(await srv.agent.openapi(), /^openapi: 3\.1/);
+});
+
+test('events: resume with Last-Event-ID after a dropped connection, none missed or repeated', async () => {
+  const inst = await srv.agent.registerInstance('events');
+  const ids = [];
+  for (let i = 0; i < 3; i++) ids.push((await srv.agent.createRequest(inst.id, `k-ev-${i}`, { tool: 'ev', arguments: { i } })).request.id);
+
+  // A fetch whose stream breaks right after its first event, every time;
+  // the client reconnects with Last-Event-ID each time.
+  const resumes = [];
+  const dropping = async (url, init) => {
+    resumes.push(init.headers['Last-Event-ID'] ?? '');
+    const res = await fetch(url, init);
+    const reader = res.body.getReader();
+    let seen = Buffer.alloc(0);
+    let cut = false;
+    const body = new ReadableStream({
+      async pull(ctl) {
+        if (cut) { reader.cancel(); ctl.error(new TypeError('terminated')); return; }
+        const { value, done } = await reader.read();
+        if (done) { ctl.close(); return; }
+        seen = Buffer.concat([seen, value]);
+        const end = seen.indexOf('\n\n', seen.indexOf('data:'));
+        if (seen.indexOf('data:') >= 0 && end >= 0) {
+          cut = true;
+          ctl.enqueue(seen.subarray(0, end + 2));
+          return;
+        }
+        ctl.enqueue(value);
+        seen = seen.subarray(seen.length); // nothing before a whole event is re-sent
+      },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  const c = new AirlockClient({ baseUrl: srv.url, token: srv.reviewerToken, fetch: dropping, retry: { minBackoffMs: 1, maxBackoffMs: 5 } });
+  const ac = new AbortController();
+  const seen = [];
+  const created = [];
+  for await (const ev of c.events(0, { signal: ac.signal })) {
+    seen.push(ev.event.id);
+    if (ev.event.type === 'request.created' && ev.request?.instance_id === inst.id) created.push(ev.request.id);
+    if (created.length === 3) ac.abort();
+  }
+  assert.deepEqual(created, ids);
+  assert.deepEqual(seen, [...new Set(seen)].sort((a, b) => a - b), 'events in order, none repeated');
+  assert.deepEqual(seen, Array.from({ length: seen.length }, (_, i) => seen[0] + i), 'no event missed');
+  assert.ok(resumes.length > 2 && resumes.slice(1).every((r) => r !== ''), `resumed with Last-Event-ID: ${resumes}`);
+
+  // Starting after an event skips it and those before.
+  for await (const ev of srv.reviewer.events(seen[1])) {
+    assert.equal(ev.event.id, seen[2]);
+    break;
+  }
+});
+
+test('the core imports nothing but Node built-ins and its own files; frameworks are optional peers', async () => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+  for (const f of readdirSync(dist).filter((f) => f.endsWith('.js'))) {
+    const src = readFileSync(join(dist, f), 'utf8');
+    for (const [, spec] of src.matchAll(/\bfrom\s+'([^']+)'/g)) {
+      assert.ok(spec.startsWith('node:') || spec.startsWith('./'), `dist/${f} imports ${spec}`);
+    }
+  }
+  const pkg = JSON.parse(readFileSync(join(dist, '..', 'package.json'), 'utf8'));
+  assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');
+  for (const peer of Object.keys(pkg.peerDependencies)) assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, peer);
+});
+
+test('webhooks: create (secret once), list, read, a test delivery reaches a real receiver, deliveries, delete', async () => {
+  const received = [];
+  let arrived;
+  const got = new Promise((r) => { arrived = r; });
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      received.push({ id: req.headers['webhook-id'], signature: req.headers['webhook-signature'], body: JSON.parse(body) });
+      res.writeHead(204).end();
+      arrived();
+    });
+  });
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${receiver.address().port}/hook`;
+    const wh = await srv.admin.createWebhook({ url, events: ['approval_request.created'], description: 'sdk test' });
+    assert.match(wh.secret, /^whsec_/);
+    assert.deepEqual([wh.url, wh.events, wh.enabled], [url, ['approval_request.created'], true]);
+    assert.ok((await srv.admin.listWebhooks()).some((w) => w.id === wh.id && !('secret' in w)));
+    assert.equal((await srv.admin.getWebhook(wh.id)).description, 'sdk test');
+    const d = await srv.admin.testWebhook(wh.id);
+    assert.deepEqual([d.webhook_id, d.type], [wh.id, 'webhook.test']);
+    await got;
+    assert.equal(received[0].id, d.message_id);
+    assert.match(received[0].signature, /^v1,/);
+    const page = await srv.admin.listWebhookDeliveries(wh.id, { limit: 10 });
+    assert.ok(page.items.some((x) => x.id === d.id));
+    await srv.admin.deleteWebhook(wh.id);
+    await assert.rejects(srv.admin.getWebhook(wh.id), (e) => e.code === 'not_found');
+    await assert.rejects(srv.agent.listWebhooks(), (e) => e.code === 'forbidden');
+  } finally {
+    receiver.close();
+  }
+});
