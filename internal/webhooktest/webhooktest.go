@@ -236,11 +236,12 @@ func (rc *Receiver) Check(want map[string]Expected) Report {
 	return r
 }
 
-// TypesOf returns the types rc accepted for request id.
-func (rc *Receiver) TypesOf(id string) []string {
+// TypesByRequest returns, by request ID, the sorted types rc accepted:
+// one pass over what it got, however many requests are asked about.
+func (rc *Receiver) TypesByRequest() map[string][]string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	var out []string
+	out := map[string][]string{}
 	for _, bodies := range rc.got {
 		var body struct {
 			Type string `json:"type"`
@@ -248,10 +249,15 @@ func (rc *Receiver) TypesOf(id string) []string {
 				ID string `json:"id"`
 			} `json:"data"`
 		}
-		if json.Unmarshal(bodies[0], &body) == nil && body.Data.ID == id {
-			out = append(out, body.Type)
+		if json.Unmarshal(bodies[0], &body) == nil {
+			out[body.Data.ID] = append(out[body.Data.ID], body.Type)
 		}
 	}
-	sort.Strings(out)
+	for _, ts := range out {
+		sort.Strings(ts)
+	}
 	return out
 }
+
+// TypesOf returns the types rc accepted for request id.
+func (rc *Receiver) TypesOf(id string) []string { return rc.TypesByRequest()[id] }
