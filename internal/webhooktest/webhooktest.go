@@ -237,11 +237,12 @@ func (rc *Receiver) Check(want map[string]Expected) Report {
 	return r
 }
 
-// TypesOf returns the types rc accepted for request id.
-func (rc *Receiver) TypesOf(id string) []string {
+// TypesByRequest returns, by request ID, the sorted types rc accepted:
+// one pass over what it got, however many requests are asked about.
+func (rc *Receiver) TypesByRequest() map[string][]string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	var out []string
+	out := map[string][]string{}
 	for _, bodies := range rc.got {
 		var body struct {
 			Type string `json:"type"`
@@ -249,11 +250,13 @@ func (rc *Receiver) TypesOf(id string) []string {
 				ID string `json:"id"`
 			} `json:"data"`
 		}
-		if json.Unmarshal(bodies[0], &body) == nil && body.Data.ID == id {
-			out = append(out, body.Type)
+		if json.Unmarshal(bodies[0], &body) == nil {
+			out[body.Data.ID] = append(out[body.Data.ID], body.Type)
 		}
 	}
-	sort.Strings(out)
+	for _, ts := range out {
+		sort.Strings(ts)
+	}
 	return out
 }
 
@@ -287,3 +290,6 @@ func CheckAll(t testing.TB, rcs []*Receiver, want map[string]Expected, within ti
 		}
 	}
 }
+
+// TypesOf returns the types rc accepted for request id.
+func (rc *Receiver) TypesOf(id string) []string { return rc.TypesByRequest()[id] }
