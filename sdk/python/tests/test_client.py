@@ -1,12 +1,18 @@
 """The REST client against the real server: every endpoint, errors with their stable code,
 long-poll, retries with the same Idempotency-Key, and the event stream resuming after a cut connection."""
 
+import base64
+import hashlib
+import hmac
+import http.server
 import json
 import os
 import re
 import threading
+import time
 import unittest
 import urllib.request
+from typing import Any, Dict, List, Mapping
 
 from airlock import AirlockError, Client, NetworkError, Retry, is_code
 from tests.support import REPO, CuttingProxy, Server
@@ -34,9 +40,53 @@ OPERATIONS = {
     "updateWorkItem": "update_work_item", "listSessions": "list_sessions", "createToken": "create_token",
     "listTokens": "list_tokens", "revokeToken": "revoke_token", "healthz": "healthz", "readyz": "readyz",
     "metrics": "metrics", "openapi": "openapi",
+    "createWebhook": "create_webhook", "listWebhooks": "list_webhooks", "getWebhook": "get_webhook",
+    "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
 }
 
 FAST = Retry(attempts=5, min_backoff=0.001, max_backoff=0.002)
+
+
+def verify_signature(secret: str, headers: Mapping[str, str], body: bytes) -> bool:
+    """Verifies a Standard Webhooks delivery as a receiver must: HMAC-SHA256 of
+    "webhook-id.webhook-timestamp.body", keyed by the base64 after "whsec_",
+    matching one of the space-separated "v1,<base64>" signatures."""
+    key = base64.b64decode(secret[len("whsec_"):])
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    want = hmac.new(key, signed, hashlib.sha256).digest()
+    for sig in headers.get("webhook-signature", "").split(" "):
+        version, _, b64 = sig.partition(",")
+        if version == "v1" and hmac.compare_digest(base64.b64decode(b64 or ""), want):
+            return True
+    return False
+
+
+class Receiver:
+    """A real HTTP receiver on loopback that records each POST and answers 204."""
+
+    def __init__(self) -> None:
+        self.got: List[Dict[str, Any]] = []
+        self.arrived = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.got.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                self.send_response(204)
+                self.end_headers()
+                outer.arrived.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/airlock"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class ClientTest(unittest.TestCase):
@@ -204,6 +254,72 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(proxy.accepted, 3, "it reconnected after each cut")
         first = next(iter(srv.reviewer.events(seen[1])))
         self.assertEqual(first["event"]["id"], seen[2])
+
+    def test_webhooks(self) -> None:
+        # Without --webhook-allow-private a loopback receiver is refused at creation.
+        with self.assertRaises(AirlockError) as cm:
+            srv.admin.create_webhook("http://127.0.0.1:9/hook")
+        self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.field), ("invalid_request", 400, "url"))
+
+        ws = Server(["--webhook-allow-private"])
+        self.addCleanup(ws.stop)
+        rc = Receiver()
+        self.addCleanup(rc.close)
+        wh = ws.admin.create_webhook(rc.url, events=["approval_request.created"], description="py sdk test")
+        self.assertRegex(wh["id"], r"^whk_")
+        self.assertRegex(wh["secret"], r"^whsec_[A-Za-z0-9+/=]+$")
+        self.assertEqual((wh["url"], wh["events"], wh["description"], wh["enabled"]),
+                         (rc.url, ["approval_request.created"], "py sdk test", True))
+
+        # The secret is shown once: neither the list nor a read carries it.
+        listed = ws.admin.list_webhooks()
+        self.assertEqual([w["id"] for w in listed], [wh["id"]])
+        self.assertNotIn("secret", listed[0])
+        read = ws.admin.get_webhook(wh["id"])
+        self.assertEqual(read, {k: v for k, v in wh.items() if k != "secret"})
+        with self.assertRaises(AirlockError) as cm:
+            ws.reviewer.list_webhooks()
+        self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
+
+        queued = ws.admin.test_webhook(wh["id"])
+        self.assertRegex(queued["id"], r"^dlv_")
+        self.assertRegex(queued["message_id"], r"^msg_")
+        self.assertEqual((queued["webhook_id"], queued["type"]), (wh["id"], "webhook.test"))
+
+        self.assertTrue(rc.arrived.wait(30), "no webhook arrived at the receiver")
+        got = rc.got[0]
+        self.assertEqual(got["path"], "/hooks/airlock")
+        self.assertEqual(got["headers"]["webhook-id"], queued["message_id"])
+        self.assertLess(abs(int(got["headers"]["webhook-timestamp"]) - time.time()), 300, "timestamp within the 5-minute tolerance")
+        self.assertTrue(verify_signature(wh["secret"], got["headers"], got["body"]), got["headers"]["webhook-signature"])
+        # The check can fail: a changed body or another secret does not verify.
+        self.assertFalse(verify_signature(wh["secret"], got["headers"], got["body"] + b" "))
+        self.assertFalse(verify_signature("whsec_" + base64.b64encode(b"another key").decode(), got["headers"], got["body"]))
+        payload = json.loads(got["body"])
+        self.assertEqual((payload["type"], payload["data"]["webhook_id"]), ("webhook.test", wh["id"]))
+
+        # The delivery is listed with the attempt the receiver answered
+        # (polling the server: its record lands just after the answer).
+        deadline = time.monotonic() + 30
+        while True:
+            page = ws.admin.list_webhook_deliveries(wh["id"], limit=10)
+            d = next((x for x in page["items"] if x["id"] == queued["id"]), None)
+            if d is not None and d["state"] == "delivered":
+                break
+            self.assertLess(time.monotonic(), deadline, f"the test delivery is not listed as delivered: {d}")
+            time.sleep(0.02)
+        self.assertEqual(d["message_id"], queued["message_id"])
+        self.assertGreaterEqual(len(d["attempts"]), 1)
+        self.assertEqual(d["attempts"][-1]["status"], 204)
+        self.assertGreaterEqual(d["attempts"][-1]["latency_ms"], 0)
+
+        ws.admin.delete_webhook(wh["id"])
+        for fn in (lambda: ws.admin.get_webhook(wh["id"]), lambda: ws.admin.list_webhook_deliveries(wh["id"]),
+                   lambda: ws.admin.delete_webhook(wh["id"])):
+            with self.assertRaises(AirlockError) as cm:
+                fn()
+            self.assertEqual((cm.exception.code, cm.exception.status), ("not_found", 404))
+        self.assertEqual(ws.admin.list_webhooks(), [])
 
 
 if __name__ == "__main__":

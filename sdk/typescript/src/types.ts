@@ -204,6 +204,80 @@ export interface Session {
   closed_at?: string;
 }
 
+/** The approval-request notifications an endpoint can subscribe to. */
+export type NotifyType =
+  | 'approval_request.created'
+  | 'approval_request.approved'
+  | 'approval_request.denied'
+  | 'approval_request.expired'
+  | 'approval_request.cancelled'
+  | 'approval_request.reminder'
+  | 'approval_request.execution_claimed'
+  | 'approval_request.execution_reported';
+
+export interface CreateWebhookInput {
+  /** An absolute http:// or https:// URL without credentials or fragment. */
+  url: string;
+  /** The event types to receive; empty or absent means all. */
+  events?: NotifyType[];
+  description?: string;
+}
+
+export interface Webhook {
+  id: string;
+  url: string;
+  /** The event types it receives; empty means all. */
+  events: NotifyType[];
+  description?: string;
+  created_at: string;
+  created_by?: string;
+  /** false once disabled for failing too long: it receives nothing more. */
+  enabled: boolean;
+  failing_since?: string;
+  disabled_at?: string;
+  disabled_reason?: string;
+}
+
+export interface CreatedWebhook extends Webhook {
+  /** The Standard Webhooks signing secret (`whsec_…`); shown in this answer only. */
+  secret: string;
+}
+
+export interface DeliveryAttempt {
+  at: string;
+  /** The HTTP status answered; absent when none came. */
+  status?: number;
+  latency_ms: number;
+  error?: string;
+}
+
+export interface Delivery {
+  id: string;
+  webhook_id: string;
+  /** The webhook-id header: the same on every attempt and for every endpoint receiving the event. */
+  message_id: string;
+  /** A NotifyType, or `webhook.test`. */
+  type: string;
+  event_id?: number;
+  request_id?: string;
+  state: 'pending' | 'delivered' | 'failed';
+  created_at: string;
+  next_attempt_at?: string;
+  attempts: DeliveryAttempt[];
+}
+
+export interface ListDeliveriesOptions {
+  /** The next_cursor of the previous page. */
+  cursor?: string;
+  /** 1..500 (server default 50). */
+  limit?: number;
+}
+
+export interface DeliveryPage {
+  items: Delivery[];
+  next_cursor?: string;
+}
+
 export interface Health {
   status: 'ok' | 'unavailable';
 }

@@ -3,11 +3,13 @@
 // the event stream resuming after a dropped connection.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AirlockClient, AirlockError, NetworkError, isCode } from '../dist/index.js';
-import { startServer } from './support/server.mjs';
+import { startServer, waitFor } from './support/server.mjs';
 
 let srv;
 before(async () => { srv = await startServer(); });
@@ -23,6 +25,8 @@ const operations = {
   updateWorkItem: 'updateWorkItem', listSessions: 'listSessions', createToken: 'createToken',
   listTokens: 'listTokens', revokeToken: 'revokeToken', healthz: 'healthz', readyz: 'readyz',
   metrics: 'metrics', openapi: 'openapi',
+  createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook',
+  deleteWebhook: 'deleteWebhook', listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
 };
 
 test('the client has a method for every operation of rest/openapi.yaml', () => {
@@ -218,5 +222,106 @@ test('events: resume with Last-Event-ID after a dropped connection, none missed 
   for await (const ev of srv.reviewer.events(seen[1])) {
     assert.equal(ev.event.id, seen[2]);
     break;
+  }
+});
+
+/**
+ * Verifies a Standard Webhooks delivery as a receiver must: HMAC-SHA256 of
+ * "webhook-id.webhook-timestamp.body", keyed by the base64 after "whsec_",
+ * matching one of the space-separated "v1,<base64>" signatures.
+ */
+function verifySignature(secret, headers, body) {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const want = createHmac('sha256', key).update(`${headers['webhook-id']}.${headers['webhook-timestamp']}.`).update(body).digest();
+  return (headers['webhook-signature'] ?? '').split(' ').some((sig) => {
+    const [v, b64] = sig.split(',');
+    const got = Buffer.from(b64 ?? '', 'base64');
+    return v === 'v1' && got.length === want.length && timingSafeEqual(got, want);
+  });
+}
+
+/** A real HTTP receiver on loopback that records each POST and answers 204. */
+async function startReceiver() {
+  const got = [];
+  const waiters = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      got.push({ method: req.method, path: req.url, headers: req.headers, body: Buffer.concat(chunks) });
+      res.writeHead(204).end();
+      for (const w of waiters.splice(0)) w();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hooks/airlock`, got,
+    /** Resolves with the first delivery, once one arrived (bounded, so a lost delivery fails the test). */
+    first: (timeoutMs = 30_000) => new Promise((resolve, reject) => {
+      if (got.length) { resolve(got[0]); return; }
+      const t = setTimeout(() => reject(new Error('no webhook arrived at the receiver')), timeoutMs);
+      waiters.push(() => { clearTimeout(t); resolve(got[0]); });
+    }),
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
+  };
+}
+
+test('webhooks: create (secret once), list, get, a signed test delivery to a real receiver, its attempt, delete', async () => {
+  // Without --webhook-allow-private a loopback receiver is refused at creation.
+  await assert.rejects(srv.admin.createWebhook({ url: 'http://127.0.0.1:9/hook' }),
+    (e) => e.code === 'invalid_request' && e.status === 400 && e.field === 'url');
+
+  const ws = await startServer(['--webhook-allow-private']);
+  const rc = await startReceiver();
+  try {
+    const wh = await ws.admin.createWebhook({ url: rc.url, events: ['approval_request.created'], description: 'sdk test' });
+    assert.match(wh.id, /^whk_/);
+    assert.match(wh.secret, /^whsec_[A-Za-z0-9+/=]+$/);
+    assert.deepEqual([wh.url, wh.events, wh.description, wh.enabled], [rc.url, ['approval_request.created'], 'sdk test', true]);
+
+    // The secret is shown once: neither the list nor a read carries it.
+    const listed = await ws.admin.listWebhooks();
+    assert.deepEqual(listed.map((w) => w.id), [wh.id]);
+    assert.equal(listed[0].secret, undefined);
+    const read = await ws.admin.getWebhook(wh.id);
+    assert.equal(read.secret, undefined);
+    assert.deepEqual({ ...read }, (({ secret, ...rest }) => rest)(wh));
+    await assert.rejects(ws.reviewer.listWebhooks(), (e) => e.code === 'forbidden' && e.status === 403);
+
+    const queued = await ws.admin.testWebhook(wh.id);
+    assert.match(queued.id, /^dlv_/);
+    assert.match(queued.message_id, /^msg_/);
+    assert.deepEqual([queued.webhook_id, queued.type], [wh.id, 'webhook.test']);
+
+    const got = await rc.first();
+    assert.deepEqual([got.method, got.path], ['POST', '/hooks/airlock']);
+    assert.equal(got.headers['webhook-id'], queued.message_id);
+    assert.ok(Math.abs(Number(got.headers['webhook-timestamp']) - Date.now() / 1000) < 300, 'timestamp within the 5-minute tolerance');
+    assert.ok(verifySignature(wh.secret, got.headers, got.body), `signature verifies: ${got.headers['webhook-signature']}`);
+    // The check can fail: a changed body or another secret does not verify.
+    assert.ok(!verifySignature(wh.secret, got.headers, Buffer.concat([got.body, Buffer.from(' ')])));
+    assert.ok(!verifySignature('whsec_' + Buffer.from('another key').toString('base64'), got.headers, got.body));
+    const payload = JSON.parse(got.body.toString('utf8'));
+    assert.deepEqual([payload.type, payload.data.webhook_id], ['webhook.test', wh.id]);
+
+    // The delivery is listed with the attempt the receiver answered.
+    const delivered = await waitFor(async () => {
+      const page = await ws.admin.listWebhookDeliveries(wh.id, { limit: 10 });
+      const d = page.items.find((x) => x.id === queued.id);
+      return d?.state === 'delivered' ? d : undefined;
+    }, 'the test delivery listed as delivered');
+    assert.equal(delivered.message_id, queued.message_id);
+    assert.ok(delivered.attempts.length >= 1);
+    assert.equal(delivered.attempts.at(-1).status, 204);
+    assert.ok(delivered.attempts.at(-1).latency_ms >= 0);
+
+    await ws.admin.deleteWebhook(wh.id);
+    await assert.rejects(ws.admin.getWebhook(wh.id), (e) => e.code === 'not_found' && e.status === 404);
+    await assert.rejects(ws.admin.listWebhookDeliveries(wh.id), (e) => e.code === 'not_found');
+    await assert.rejects(ws.admin.deleteWebhook(wh.id), (e) => e.code === 'not_found');
+    assert.deepEqual(await ws.admin.listWebhooks(), []);
+  } finally {
+    await rc.close();
+    await ws.stop();
   }
 });
