@@ -50,13 +50,13 @@ def airlock_bin() -> str:
 class Server:
     """airlock serve on a fresh SQLite file, with an admin, an agent and a reviewer client."""
 
-    def __init__(self, extra_args: Optional[List[str]] = None) -> None:
+    def __init__(self, *extra_args: str) -> None:
         self.dir = tempfile.mkdtemp(prefix="airlock-py-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
         env["HOME"] = self.dir
         self.proc = subprocess.Popen(
             [airlock_bin(), "serve", "--addr", "127.0.0.1:0", "--db", os.path.join(self.dir, "airlock.db"),
-             "--admin-token", ADMIN, "--min-timeout", "1ms", "--rate-limit", "1000000", *(extra_args or [])],
+             "--admin-token", ADMIN, "--min-timeout", "1ms", "--rate-limit", "1000000", *extra_args],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.logs: List[str] = []
         self.url = ""

@@ -199,6 +199,18 @@ class GateTest(unittest.TestCase):
                 g2.run(call, lambda: runs.append(1))
         self.assertEqual(len(runs), 1)
 
+    def test_ask_then_run(self) -> None:
+        """ask() finds the same request every time; run() then uses that request's decision."""
+        g = self.gate()
+        call = Call("ask_first", {"n": 1}, timeout="5m")
+        first = g.ask(call)
+        self.assertEqual(first["state"], "pending")
+        self.assertEqual(g.ask(call)["id"], first["id"])
+        srv.reviewer.approve(first["id"])
+        runs = []
+        out = g.run(call, lambda: runs.append(1) or "ran")
+        self.assertEqual((out.request["id"], out.value, len(runs)), (first["id"], "ran", 1))
+
 
 if __name__ == "__main__":
     unittest.main()

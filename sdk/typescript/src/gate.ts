@@ -433,10 +433,16 @@ export class Gate {
       const held = this.locks.get(key);
       if (!held) break;
       if (signal) {
-        await Promise.race([held, new Promise<never>((_, reject) => {
-          if (signal.aborted) reject(signal.reason);
-          signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-        })]);
+        signal.throwIfAborted();
+        let onAbort: () => void = () => {};
+        try {
+          await Promise.race([held, new Promise<never>((_, reject) => {
+            onAbort = () => reject(signal.reason);
+            signal.addEventListener('abort', onAbort, { once: true });
+          })]);
+        } finally {
+          signal.removeEventListener('abort', onAbort);
+        }
       } else {
         await held;
       }

@@ -40,7 +40,9 @@ export function describeOutcome(err: unknown): Verdict | undefined {
       return { ...base, ran: false, message: `This approval of ${tool} was already used; it is not run again.` };
     case 'interrupted':
       return { ...base, ran: (err as { started?: boolean }).started === true, message: `An earlier run of ${tool} was interrupted; whether it took effect is unknown, and it is not run again.` };
-    case 'tool_failed':
-      return { ...base, ran: true, message: `${tool} ran and failed: ${String((err as ToolError).cause instanceof Error ? ((err as ToolError).cause as Error).message : (err as ToolError).cause)}` };
+    case 'tool_failed': {
+      const cause = (err as ToolError).cause;
+      return { ...base, ran: true, message: `${tool} ran and failed: ${cause instanceof Error ? cause.message : String(cause)}` };
+    }
   }
 }

@@ -6,8 +6,8 @@ import { rmSync } from 'node:fs';
 import { generateText, stepCountIs, tool } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { z } from 'zod';
-import { Gate } from '../dist/index.js';
-import { airlockTool, airlockTools } from '../dist/adapters/ai.js';
+import { Gate } from '@airlockhq/sdk';
+import { airlockTool, airlockTools } from '@airlockhq/sdk/ai';
 import { startServer, tempDir } from './support/server.mjs';
 
 let srv;

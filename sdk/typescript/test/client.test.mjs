@@ -25,19 +25,27 @@ const operations = {
   updateWorkItem: 'updateWorkItem', listSessions: 'listSessions', createToken: 'createToken',
   listTokens: 'listTokens', revokeToken: 'revokeToken', healthz: 'healthz', readyz: 'readyz',
   metrics: 'metrics', openapi: 'openapi',
-  createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook',
-  deleteWebhook: 'deleteWebhook', listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
+  createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
+  listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
+};
+
+// Operations that are not the SDK's to call, and why.
+const notForTheSDK = {
+  claudeCodeHook: "Claude Code's own HTTP hook calls it, not an agent's code",
 };
 
 test('the client has a method for every operation of rest/openapi.yaml', () => {
   const spec = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'rest', 'openapi.yaml'), 'utf8');
   const ids = [...spec.matchAll(/^\s+operationId:\s*(\S+)\s*$/gm)].map((m) => m[1]);
   assert.ok(ids.length >= 20, `found only ${ids.length} operations`);
-  for (const id of ids) {
+  for (const id of ids.filter((id) => !(id in notForTheSDK))) {
     const method = operations[id];
     assert.ok(method, `rest/openapi.yaml has operation ${id}: add a client method (and its python twin) and list it here`);
     assert.equal(typeof AirlockClient.prototype[method], 'function', `${id} → ${method}`);
   }
+  // Both lists stay true: no stale or renamed operation, none both wrapped and excluded.
+  for (const id of Object.keys(operations)) assert.ok(ids.includes(id), `${id} is listed but rest/openapi.yaml has no such operation`);
+  for (const id of Object.keys(notForTheSDK)) assert.ok(!(id in operations), `${id} is both wrapped and excluded`);
 });
 
 test('instances: register, read, list, delete cancels pending', async () => {
@@ -223,6 +231,20 @@ test('events: resume with Last-Event-ID after a dropped connection, none missed 
     assert.equal(ev.event.id, seen[2]);
     break;
   }
+});
+
+test('the core imports nothing but Node built-ins and its own files; frameworks are optional peers', async () => {
+  const { readdirSync, readFileSync } = await import('node:fs');
+  const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+  for (const f of readdirSync(dist).filter((f) => f.endsWith('.js'))) {
+    const src = readFileSync(join(dist, f), 'utf8');
+    for (const [, spec] of src.matchAll(/\bfrom\s+'([^']+)'/g)) {
+      assert.ok(spec.startsWith('node:') || spec.startsWith('./'), `dist/${f} imports ${spec}`);
+    }
+  }
+  const pkg = JSON.parse(readFileSync(join(dist, '..', 'package.json'), 'utf8'));
+  assert.equal(pkg.dependencies, undefined, 'no runtime dependencies');
+  for (const peer of Object.keys(pkg.peerDependencies)) assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, peer);
 });
 
 /**

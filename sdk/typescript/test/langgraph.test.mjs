@@ -4,8 +4,8 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { Annotation, END, MemorySaver, START, StateGraph } from '@langchain/langgraph';
-import { Gate } from '../dist/index.js';
-import { airlockNode, pendingApprovals, resumeWhenDecided } from '../dist/adapters/langgraph.js';
+import { Gate } from '@airlockhq/sdk';
+import { airlockNode, pendingApprovals, resumeWhenDecided } from '@airlockhq/sdk/langgraph';
 import { startServer, tempDir } from './support/server.mjs';
 
 let srv;

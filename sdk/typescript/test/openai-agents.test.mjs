@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { Agent, Usage, run, setTracingDisabled } from '@openai/agents';
 import { z } from 'zod';
-import { Gate } from '../dist/index.js';
-import { airlockTool, approveWithAirlock } from '../dist/adapters/openai-agents.js';
+import { Gate } from '@airlockhq/sdk';
+import { airlockTool, approveWithAirlock } from '@airlockhq/sdk/openai-agents';
 import { startServer, tempDir } from './support/server.mjs';
 
 setTracingDisabled(true);

@@ -6,29 +6,35 @@
 // tool's execute runs through the Gate, so an approved call runs at most
 // once and only while its approval is valid (docs/sdks.md).
 import { tool } from '@openai/agents';
-import type { RunState, RunToolApprovalItem } from '@openai/agents';
+import type { FunctionTool, RunState, RunToolApprovalItem, ToolInputParameters, ToolOptions, UnknownContext } from '@openai/agents';
 import type { CallOptions } from '../client.js';
 import { GateError, ToolError } from '../errors.js';
 import type { Gate, GateCall } from '../gate.js';
 import { describeOutcome } from '../outcome.js';
-
-type ToolOptions = Parameters<typeof tool>[0];
 
 export interface AirlockToolExtras {
   /** The decision window asked (default: the gate's). */
   timeout?: string;
 }
 
+type Details = { toolCall?: { callId: string; arguments: string }; signal?: AbortSignal };
+
 /**
  * Defines a function tool (the options are the Agents SDK's tool() options)
  * whose calls need a person's approval in Airlock. needsApproval is always
- * true; the tool's execute runs only through the Gate.
+ * true; the tool's execute runs only through the Gate, and when it does not
+ * run the model is told why (denied with the note, expired, lapsed…).
  */
-export function airlockTool<O extends ToolOptions>(gate: Gate, options: O, extras: AirlockToolExtras = {}): ReturnType<typeof tool> {
-  const execute = options.execute as (input: unknown, context?: unknown, details?: { toolCall?: { callId: string; arguments: string }; signal?: AbortSignal }) => unknown;
-  const wrapped = async (input: unknown, context?: unknown, details?: { toolCall?: { callId: string; arguments: string }; signal?: AbortSignal }) => {
+export function airlockTool<TParameters extends ToolInputParameters = undefined, Context = UnknownContext, Result = string>(
+  gate: Gate,
+  options: ToolOptions<TParameters, Context>,
+  extras: AirlockToolExtras = {},
+): FunctionTool<Context, TParameters, Result | string> {
+  const opts = options as ToolOptions<TParameters, Context> & { name: string; execute: (input: unknown, context?: unknown, details?: Details) => unknown };
+  const execute = opts.execute;
+  const wrapped = async (input: unknown, context?: unknown, details?: Details) => {
     try {
-      const out = await gate.run(gateCall(options.name, details?.toolCall?.arguments ?? JSON.stringify(input ?? {}), details?.toolCall?.callId, extras),
+      const out = await gate.run(gateCall(opts.name, details?.toolCall?.arguments ?? JSON.stringify(input ?? {}), details?.toolCall?.callId, extras),
         async (signal) => execute(input, context, { ...details, signal }), { signal: details?.signal });
       return out.value;
     } catch (err) {
@@ -37,9 +43,9 @@ export function airlockTool<O extends ToolOptions>(gate: Gate, options: O, extra
       throw err; // Airlock unreachable: not approved
     }
   };
-  const gated = tool({ ...options, execute: wrapped, needsApproval: true } as ToolOptions);
+  const gated = tool({ ...opts, execute: wrapped, needsApproval: true } as unknown as Parameters<typeof tool>[0]);
   airlockTools.add(gated as object);
-  return gated;
+  return gated as unknown as FunctionTool<Context, TParameters, Result | string>;
 }
 
 const airlockTools = new WeakSet<object>();
