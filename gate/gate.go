@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,11 +55,16 @@ var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 // it still waits for a reviewer.
 const DefaultProgressInterval = 5 * time.Second
 
-// Config configures Run. Command, Client, JournalDir, In and Out are
-// required.
+// Config configures Run. Command or URL, Client, JournalDir, In and Out
+// are required.
 type Config struct {
 	// Command is the upstream MCP server's command line.
 	Command []string
+	// URL, instead of Command, is a streamable-HTTP upstream MCP server's
+	// endpoint (such as https://mcp.example.com/mcp), sent Header with
+	// every request (an Authorization header, say).
+	URL    string
+	Header http.Header
 	// Env is the upstream's environment. Default: the gate's own, without
 	// any AIRLOCK_* variable, so the upstream never sees the agent's token.
 	Env []string
@@ -125,8 +131,8 @@ type proxy struct {
 // Run runs the gate until the client closes its side (nil), ctx ends
 // (nil), or the upstream server exits (an error).
 func Run(ctx context.Context, cfg Config) error {
-	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
-		return errors.New("gate: no upstream command: give the MCP server's command after --")
+	if (len(cfg.Command) == 0 || cfg.Command[0] == "") == (cfg.URL == "") {
+		return errors.New("gate: give the upstream MCP server's command after --, or its URL with --upstream-url, not both")
 	}
 	if cfg.Client == nil {
 		return errors.New("gate: Config.Client is required")
@@ -160,7 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if cfg.InstanceName == "" {
-		cfg.InstanceName = "airlock gate: " + strings.Join(cfg.Command, " ")
+		cfg.InstanceName = "airlock gate: " + strings.Join(cfg.Command, " ") + cfg.URL
 		if len(cfg.InstanceName) > 200 {
 			cfg.InstanceName = cfg.InstanceName[:197] + "..."
 		}
@@ -180,7 +186,11 @@ func (p *proxy) run(ctx context.Context) error {
 	defer cancel()
 	p.ctx = ctx
 
-	meta, _ := json.Marshal(map[string]any{"adapter": "airlock gate", "version": p.cfg.Version, "command": p.cfg.Command, "pid": os.Getpid()})
+	upstream := map[string]any{"adapter": "airlock gate", "version": p.cfg.Version, "command": p.cfg.Command, "pid": os.Getpid()}
+	if p.cfg.URL != "" {
+		upstream = map[string]any{"adapter": "airlock gate", "version": p.cfg.Version, "url": p.cfg.URL, "pid": os.Getpid()}
+	}
+	meta, _ := json.Marshal(upstream)
 	inst, err := p.cfg.Client.RegisterInstance(ctx, p.cfg.InstanceName, meta)
 	if err != nil {
 		return fmt.Errorf("gate: register with Airlock at %s (check --url and the agent token): %w", p.cfg.Client.BaseURL(), err)

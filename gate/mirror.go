@@ -12,7 +12,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
+	"strings"
 
 	"github.com/airlockhq/airlock"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -32,13 +34,27 @@ var relayedMethods = map[string]bool{
 // starts when the client initializes (initialize), so that the upstream
 // hears the client's own capabilities and name.
 func (p *proxy) startUpstream(ctx context.Context) error {
-	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
-	cmd.Env = p.cfg.Env
-	cmd.Dir = p.cfg.Dir
-	cmd.Stderr = p.cfg.Stderr
-	conn, err := (&mcp.CommandTransport{Command: cmd}).Connect(ctx)
-	if err != nil {
-		return fmt.Errorf("gate: start the upstream MCP server %q: %w", p.cfg.Command[0], err)
+	var conn mcp.Connection
+	if p.cfg.URL != "" {
+		// A streamable-HTTP upstream: the SDK's client transport, with
+		// the configured headers on every request. Its session starts at
+		// the client's initialize, as a subprocess's does.
+		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, header: p.cfg.Header}}
+		c, err := (&mcp.StreamableClientTransport{Endpoint: p.cfg.URL, HTTPClient: hc}).Connect(ctx)
+		if err != nil {
+			return fmt.Errorf("gate: connect to the upstream MCP server at %s: %w", p.cfg.URL, err)
+		}
+		conn = c
+	} else {
+		cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
+		cmd.Env = p.cfg.Env
+		cmd.Dir = p.cfg.Dir
+		cmd.Stderr = p.cfg.Stderr
+		c, err := (&mcp.CommandTransport{Command: cmd}).Connect(ctx)
+		if err != nil {
+			return fmt.Errorf("gate: start the upstream MCP server %q: %w", p.cfg.Command[0], err)
+		}
+		conn = c
 	}
 	ask := func(method string) servedMethod {
 		return func(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
@@ -159,7 +175,7 @@ func (p *proxy) initUpstream(client *mcp.InitializeParams, version string) (*mcp
 	cli := mcp.NewClient(impl, &mcp.ClientOptions{Logger: p.sdk, Capabilities: caps})
 	cs, err := cli.Connect(p.waitCtx, connected{p.upPeer}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		return nil, fmt.Errorf("gate: initialize the upstream MCP server %q: %w", p.cfg.Command[0], err)
+		return nil, fmt.Errorf("gate: initialize the upstream MCP server %q: %w", p.upstreamName(), err)
 	}
 	p.mu.Lock()
 	p.up = cs
@@ -436,4 +452,34 @@ func (p *proxy) session() *mcp.ServerSession {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ss
+}
+
+// headerTransport adds the configured headers to every request to an
+// HTTP upstream.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.header) == 0 {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	for k, vs := range t.header {
+		r.Header.Del(k)
+		for _, v := range vs {
+			r.Header.Add(k, v)
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// upstreamName names the upstream in errors and in what reviewers see: its
+// URL, or its command line.
+func (p *proxy) upstreamName() string {
+	if p.cfg.URL != "" {
+		return p.cfg.URL
+	}
+	return strings.Join(p.cfg.Command, " ")
 }

@@ -180,7 +180,11 @@ func (g *gateProc) Stop() { g.stopOnce.Do(g.stop) }
 type gateOptions struct {
 	rules    string   // JSON rules, written to a file, or ""
 	upstream []string // the upstream command; default the Go-SDK upstream
-	env      []string
+	// upstreamURL, instead, is an HTTP upstream's endpoint, with headers
+	// ("Name: value") for it.
+	upstreamURL string
+	headers     []string
+	env         []string
 	// client configures the MCP client (its capabilities and handlers);
 	// startGate adds its progress and tool-list handlers when unset.
 	client *mcp.ClientOptions
@@ -206,7 +210,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	if journal == "" {
 		journal = filepath.Join(dir, "journal")
 	}
-	if o.upstream == nil {
+	if o.upstream == nil && o.upstreamURL == "" {
 		o.upstream = []string{up}
 	}
 	args := []string{"gate", "--url", s.url, "--journal", journal, "--progress-interval", "50ms", "--log-level", "info"}
@@ -217,7 +221,14 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 		}
 		args = append(args, "--rules", file)
 	}
-	args = append(append(args, "--"), o.upstream...)
+	if o.upstreamURL != "" {
+		args = append(args, "--upstream-url", o.upstreamURL)
+		for _, h := range o.headers {
+			args = append(args, "--header", h)
+		}
+	} else {
+		args = append(append(args, "--"), o.upstream...)
+	}
 	g := &gateProc{t: t, stderr: &lockedBuffer{}, badLines: make(chan string, 100),
 		progress: make(chan *mcp.ProgressNotificationParams, 1000), changed: make(chan struct{}, 10),
 		log: filepath.Join(dir, "upstream.log"), init: filepath.Join(dir, "upstream-init.json"), wire: &wire{}, done: make(chan struct{})}

@@ -199,7 +199,7 @@ func isRPCError(err error) bool {
 // callContext is what the gate observed about the call: the request's
 // context field, shown to reviewers apart from the agent's claims.
 func (p *proxy) callContext(req *mcp.CallToolRequest) json.RawMessage {
-	c := map[string]any{"adapter": "airlock gate", "upstream": strings.Join(p.cfg.Command, " ")}
+	c := map[string]any{"adapter": "airlock gate", "upstream": p.upstreamName()}
 	if ss := req.Session; ss != nil {
 		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
 			c["mcp_client"] = ip.ClientInfo.Name + " " + ip.ClientInfo.Version

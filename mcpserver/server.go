@@ -3,7 +3,8 @@
 // (approval_request, approval_status, approval_cancel), to keep a session
 // that receives decisions as instructions (session_open, session_heartbeat,
 // session_close), and to read the work board its commands act on
-// (work_list, work_get).
+// (work_list, work_get); and approval_prompt, Claude Code's
+// --permission-prompt-tool.
 //
 // Like the REST API it is a thin layer over provider.Service: every rule is
 // the provider's and the domain's, so both surfaces enforce the same ones.
@@ -114,6 +115,7 @@ func New(cfg Config) *Server {
 	for _, t := range s.tools() {
 		s.mcp.AddTool(t.def, s.handler(t))
 	}
+	s.mcp.AddTool(s.approvalPromptTool(), s.approvalPrompt)
 	return s
 }
 

@@ -27,7 +27,7 @@ const (
 var ToolNames = []string{
 	ToolApprovalRequest, ToolApprovalStatus, ToolApprovalCancel,
 	ToolSessionOpen, ToolSessionHeartbeat, ToolSessionClose,
-	ToolWorkList, ToolWorkGet,
+	ToolWorkList, ToolWorkGet, ToolApprovalPrompt,
 }
 
 // approvalRequestDescription is the brief's description, then what the

@@ -148,6 +148,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET /v1/sessions", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/sessions"}
 		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		// The HTTP hook answers 200 to everyone, with the verdict in the
+		// body: a 401 would let Claude Code run the tool (rest/hooks.go).
+		// TestClaudeCodeHTTPHook checks the bodies.
+		{"POST /v1/hooks/claude-code", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/hooks/claude-code?wait=1s&match=NotThisTool",
+				body: `{"session_id":"m","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`}
+		}, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},

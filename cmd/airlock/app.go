@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 )
 
 // App is the airlock program as a value: it parses arguments and runs one
 // subcommand. main gives it the process's streams and environment; tests
 // give it buffers and a map, and run it in-process.
 type App struct {
+	// Stdin is what `airlock hook` reads the agent's payload from
+	// (os.Stdin in main); nil reads nothing.
+	Stdin io.Reader
 	// Stdout receives a command's results (version, help).
 	Stdout io.Writer
 	// Stderr receives logs, usage and the server's start-up notices.
@@ -37,7 +41,7 @@ type command struct {
 var commands []command
 
 func init() {
-	commands = []command{serveCommand, mcpCommand, gateCommand,
+	commands = []command{serveCommand, mcpCommand, gateCommand, hookCommand,
 		requestsCommand,
 		tokensCommand,
 		webhooksCommand,
@@ -59,6 +63,9 @@ func findCommand(name string) (command, bool) {
 // arguments it prints the help. It returns when the command is done; for
 // serve, when ctx ends and the server has shut down.
 func (a *App) Run(ctx context.Context, args []string) error {
+	if a.Stdin == nil {
+		a.Stdin = strings.NewReader("")
+	}
 	if a.Stdout == nil {
 		a.Stdout = io.Discard
 	}

@@ -28,7 +28,7 @@ type proc struct {
 // startProcess runs the binary with args in dir, with the AIRLOCK_*
 // variables of this process removed and env added, and waits until it
 // listens. The process is killed at the end of the test if still running.
-func startProcess(t *testing.T, dir string, env []string, args ...string) *proc {
+func startProcess(t testing.TB, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(binary(t), args...), out: newOutput(), exited: make(chan struct{})}
 	p.cmd.Dir = dir

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock/client"
@@ -17,8 +21,8 @@ import (
 
 var gateCommand = command{
 	name:    "gate",
-	args:    "[flags] -- <upstream MCP server command…>",
-	summary: "Put Airlock's approval in front of any stdio MCP server: calls of the tools the rules select wait for a reviewer.",
+	args:    "[flags] -- <upstream MCP server command…> | [flags] --upstream-url URL [--header K:V]…",
+	summary: "Put Airlock's approval in front of any MCP server (stdio, or streamable HTTP): calls of the tools the rules select wait for a reviewer.",
 	run:     runGate,
 }
 
@@ -41,14 +45,27 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	var progress time.Duration
 	durationVar(fs, &progress, "progress-interval", gate.DefaultProgressInterval, "how often a call waiting for approval gets a progress notification")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	upstreamURL := fs.String("upstream-url", "", "a streamable-HTTP upstream MCP server's endpoint, instead of a command after --")
+	var headers headerList
+	fs.Var(&headers, "header", `a header for the HTTP upstream, "Name: value" (repeat for more); prefer the environment variable for secrets`)
 	if err := a.parseFlags(fs, flags); err != nil {
 		if errors.Is(err, errFlagParse) || errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageErrorf("%v; put the upstream MCP server's command after --, as in: airlock gate -- npx @modelcontextprotocol/server-filesystem /tmp", err)
 	}
-	if len(command) == 0 {
-		return usageErrorf("no upstream command: put the MCP server's command after --, as in: airlock gate -- npx @modelcontextprotocol/server-filesystem /tmp")
+	switch {
+	case len(command) == 0 && *upstreamURL == "":
+		return usageErrorf("no upstream: put the MCP server's command after --, as in: airlock gate -- npx @modelcontextprotocol/server-filesystem /tmp, or give its URL with --upstream-url")
+	case len(command) > 0 && *upstreamURL != "":
+		return usageErrorf("give the upstream's command after -- or its --upstream-url, not both")
+	case len(headers) > 0 && *upstreamURL == "":
+		return usageErrorf("--header is for an HTTP upstream (--upstream-url); a command's environment is its own")
+	}
+	if *upstreamURL != "" {
+		if u, err := neturl.Parse(*upstreamURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usageErrorf("--upstream-url %q is not an http(s) URL such as https://mcp.example.com/mcp", *upstreamURL)
+		}
 	}
 	if *token == "" {
 		return usageErrorf("no token: set AIRLOCK_TOKEN (or pass --token) to an agent token")
@@ -75,10 +92,34 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
 	return gate.Run(ctx, gate.Config{
-		Command: command, Client: c, Rules: r, JournalDir: *journal, InstanceName: *name,
+		Command: command, URL: *upstreamURL, Header: headers.header(), Client: c, Rules: r, JournalDir: *journal, InstanceName: *name,
 		In: os.Stdin, Out: writeOnly{a.Stdout}, Stderr: a.Stderr, Logger: log,
 		ProgressInterval: progress, Version: version,
 	})
+}
+
+// headerList is the repeatable --header flag: "Name: value".
+type headerList []string
+
+func (h *headerList) String() string { return strings.Join(*h, ", ") }
+
+func (h *headerList) Set(s string) error {
+	name, value, ok := strings.Cut(s, ":")
+	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") || strings.ContainsAny(value, "\r\n") {
+		return fmt.Errorf("%q is not a header: write it as \"Name: value\"", s)
+	}
+	*h = append(*h, name+": "+value)
+	return nil
+}
+
+func (h headerList) header() http.Header {
+	out := http.Header{}
+	for _, kv := range h {
+		name, value, _ := strings.Cut(kv, ": ")
+		out.Add(name, value)
+	}
+	return out
 }
 
 // writeOnly gives stdout the Close the MCP transport wants; the process

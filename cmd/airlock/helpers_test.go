@@ -50,7 +50,7 @@ var (
 
 // binary builds the real airlock binary once per test run (with -race when
 // the tests run with it) and returns its path.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(binDir, "airlock")
 	buildOnce.Do(func() {
@@ -95,7 +95,7 @@ func (o *output) String() string {
 
 // waitFor waits until the output matches re and returns the submatches. It
 // fails the test when exited is closed first or after a minute.
-func (o *output) waitFor(t *testing.T, re *regexp.Regexp, exited <-chan struct{}) []string {
+func (o *output) waitFor(t testing.TB, re *regexp.Regexp, exited <-chan struct{}) []string {
 	t.Helper()
 	timeout := time.NewTimer(time.Minute)
 	defer timeout.Stop()
@@ -172,12 +172,12 @@ func mapEnv(env map[string]string) func(string) (string, bool) {
 
 // api is a small HTTP client for the REST API.
 type api struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	hc  *http.Client
 }
 
-func newAPI(t *testing.T, url string) *api {
+func newAPI(t testing.TB, url string) *api {
 	hc := &http.Client{Transport: &http.Transport{}, Timeout: time.Minute}
 	t.Cleanup(hc.CloseIdleConnections)
 	return &api{t: t, url: url, hc: hc}
@@ -251,7 +251,7 @@ func (a *api) try(method, path, token, body string, header ...string) (resp, err
 }
 
 // want fails the test unless r has the given status.
-func (r resp) want(t *testing.T, status int, what string) resp {
+func (r resp) want(t testing.TB, status int, what string) resp {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.raw)

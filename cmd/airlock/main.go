@@ -15,7 +15,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	app := &App{Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}
+	app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}
 	err := app.Run(ctx, os.Args[1:])
 	stop()
 	os.Exit(exitCode(app, err))

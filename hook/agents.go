@@ -1,0 +1,185 @@
+package hook
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Agent is one agent's hook contract: which event asks before a tool
+// runs, how its payload becomes a Call, and how an Answer is written back.
+type Agent struct {
+	// Name is the agent's name in instance names and keys.
+	Name string
+	// Event is the hook_event_name of the event that asks before a call.
+	Event string
+	// call builds the Call from a payload of Event.
+	call func(p Payload) (Call, error)
+	// encode writes the answer the agent reads on stdout (exit code 0).
+	encode func(a Answer) []byte
+}
+
+// Call turns a payload of the agent's asking event into a Call.
+func (ag Agent) Call(p Payload) (Call, error) {
+	if p.HookEventName != ag.Event {
+		return Call{}, fmt.Errorf("the hook input is a %q event, and this hook answers %s; register it for %s", p.HookEventName, ag.Event, ag.Event)
+	}
+	return ag.call(p)
+}
+
+// Encode writes a as the agent's JSON answer.
+func (ag Agent) Encode(a Answer) []byte { return ag.encode(a) }
+
+// Nothing is the answer that decides nothing: the agent's own rules stay
+// in charge (a tool the --match globs do not select).
+var Nothing = []byte("{}\n")
+
+// ClaudeCode is Claude Code's PreToolUse command hook: stdin is the event's
+// JSON (session_id, transcript_path, cwd, hook_event_name, tool_name,
+// tool_input, tool_use_id), stdout on exit 0 is
+// {"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":
+// "allow"|"deny"|"ask","permissionDecisionReason":…}}. Sources:
+// https://code.claude.com/docs/en/hooks (PreToolUse input and decision
+// control).
+var ClaudeCode = Agent{
+	Name:  "claude-code",
+	Event: "PreToolUse",
+	call: func(p Payload) (Call, error) {
+		if err := p.require("session_id", "tool_name", "tool_use_id", "tool_input"); err != nil {
+			return Call{}, err
+		}
+		return Call{
+			Agent: "claude-code", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
+			Context: p.context(), Key: Key("claude-code", p.SessionID, p.ToolUseID),
+		}, nil
+	},
+	encode: func(a Answer) []byte {
+		return encode(map[string]any{"hookSpecificOutput": map[string]string{
+			"hookEventName": "PreToolUse", "permissionDecision": string(a.Verdict), "permissionDecisionReason": a.Reason,
+		}})
+	},
+}
+
+// Codex is Codex's PermissionRequest command hook: stdin carries session_id,
+// turn_id, transcript_path, cwd, hook_event_name, model, permission_mode,
+// tool_name and tool_input; stdout on exit 0 is
+// {"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":
+// {"behavior":"allow"|"deny","message":…}}}, and no decision leaves Codex's
+// own approval prompt in charge. Source: openai/codex
+// codex-rs/hooks/schema/generated/permission-request.command.{input,output}.schema.json.
+//
+// Codex sends no tool-call ID, so the key is the session, the turn, the
+// tool and its input: a retried hook finds the same request, and the same
+// command twice in one turn finds the first one (already used, so the
+// second is asked in Codex, never allowed twice).
+var Codex = Agent{
+	Name:  "codex",
+	Event: "PermissionRequest",
+	call: func(p Payload) (Call, error) {
+		if err := p.require("session_id", "tool_name", "tool_input"); err != nil {
+			return Call{}, err
+		}
+		digest, err := inputDigest(p.ToolInput)
+		if err != nil {
+			return Call{}, err
+		}
+		return Call{
+			Agent: "codex", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
+			Context: p.context("turn_id", p.TurnID), Key: Key("codex", p.SessionID, p.TurnID, p.ToolName, digest),
+		}, nil
+	},
+	encode: func(a Answer) []byte {
+		switch a.Verdict {
+		case Allow:
+			return encode(map[string]any{"hookSpecificOutput": map[string]any{
+				"hookEventName": "PermissionRequest", "decision": map[string]string{"behavior": "allow"},
+			}})
+		case Deny:
+			return encode(map[string]any{"hookSpecificOutput": map[string]any{
+				"hookEventName": "PermissionRequest", "decision": map[string]string{"behavior": "deny", "message": a.Reason},
+			}})
+		}
+		return encode(map[string]string{"systemMessage": a.Reason})
+	},
+}
+
+// Gemini is Gemini CLI's BeforeTool command hook: stdin carries session_id,
+// transcript_path, cwd, hook_event_name, timestamp, tool_name and
+// tool_input; stdout on exit 0 may carry "decision": "allow" or "deny"
+// with a "reason" sent to the agent, and "systemMessage" shown to the
+// person; no decision leaves Gemini CLI's own confirmation in charge.
+// Source: https://geminicli.com/docs/hooks/reference (google-gemini/gemini-cli
+// docs/hooks/reference.md).
+//
+// Gemini CLI sends no tool-call ID; the key is the session, the event's
+// timestamp, the tool and its input.
+var Gemini = Agent{
+	Name:  "gemini",
+	Event: "BeforeTool",
+	call: func(p Payload) (Call, error) {
+		if err := p.require("session_id", "tool_name", "tool_input"); err != nil {
+			return Call{}, err
+		}
+		digest, err := inputDigest(p.ToolInput)
+		if err != nil {
+			return Call{}, err
+		}
+		return Call{
+			Agent: "gemini", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
+			Context: p.context("timestamp", p.Timestamp), Key: Key("gemini", p.SessionID, p.Timestamp, p.ToolName, digest),
+		}, nil
+	},
+	encode: func(a Answer) []byte {
+		switch a.Verdict {
+		case Allow:
+			return encode(map[string]string{"decision": "allow", "systemMessage": a.Reason})
+		case Deny:
+			return encode(map[string]string{"decision": "deny", "reason": a.Reason, "systemMessage": a.Reason})
+		}
+		return encode(map[string]string{"systemMessage": a.Reason})
+	},
+}
+
+// Agents lists the agents by name, as `airlock hook NAME` takes them.
+var Agents = map[string]Agent{"claude-code": ClaudeCode, "codex": Codex, "gemini": Gemini}
+
+// inputDigest hashes a tool input's canonical form, so a key does not
+// depend on how the agent spaced its JSON.
+func inputDigest(raw json.RawMessage) (string, error) {
+	c, err := airlock.Canonical(raw)
+	if err != nil {
+		return "", fmt.Errorf("the hook input's tool_input: %v", err)
+	}
+	return Key("", string(c))[1:], nil
+}
+
+// Match reports whether tool is selected by globs (path.Match syntax, such
+// as "Bash" or "mcp__github__*"); no globs select every tool. A malformed
+// glob selects: it gates a call rather than letting one through.
+func Match(globs []string, tool string) bool {
+	if len(globs) == 0 {
+		return true
+	}
+	for _, g := range globs {
+		ok, err := path.Match(g, tool)
+		if ok || err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckGlob reports a malformed --match glob.
+func CheckGlob(g string) error {
+	if _, err := path.Match(g, ""); err != nil {
+		return fmt.Errorf("--match %q is not a valid glob: %v", g, err)
+	}
+	return nil
+}
+
+func encode(v any) []byte {
+	b, _ := json.Marshal(v) // maps of strings always encode
+	return append(b, '\n')
+}
