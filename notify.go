@@ -290,6 +290,20 @@ type AttemptParams struct {
 	DisableAfter time.Duration
 }
 
+// State is the state a delivery takes after an attempt with p's outcome;
+// invalid_request for an unknown outcome.
+func (p AttemptParams) State() (DeliveryState, error) {
+	switch p.Outcome {
+	case OutcomeDelivered:
+		return DeliveryDelivered, nil
+	case OutcomeFailed:
+		return DeliveryFailed, nil
+	case OutcomeRetry:
+		return DeliveryPending, nil
+	}
+	return "", Invalid("outcome", "unknown delivery outcome %q", p.Outcome)
+}
+
 // RemindBefore says when a reminder of a pending request is due: Fraction
 // of its window, or Before, ahead of its deadline (the larger lead wins
 // when both are set).
@@ -378,6 +392,11 @@ type NotifyStore interface {
 	// endpoint.disabled) and fails its pending deliveries; a success
 	// clears its failing mark.
 	RecordAttempt(ctx context.Context, p AttemptParams) (Delivery, error)
+	// RecordAttempts records several attempts, in order, in one write, as
+	// RecordAttempt would one by one: a worker's batch shares one commit.
+	// The delivery at index i is what ps[i] recorded, or the zero Delivery
+	// when ps[i]'s delivery is gone or its lease was taken over.
+	RecordAttempts(ctx context.Context, ps []AttemptParams) ([]Delivery, error)
 	// ListDeliveries lists an endpoint's deliveries, newest first, with
 	// Seq < beforeSeq when beforeSeq > 0; more reports whether older ones
 	// exist. Payloads are left out.

@@ -92,6 +92,16 @@ type tab struct {
 	t   *testing.T
 	ctx context.Context
 	b   *bundle
+	// viewportOpts are the options of the last viewport, for screenshot.
+	viewportOpts []chromedp.EmulateViewportOption
+}
+
+// viewport emulates a screen of width × height with opts, and remembers
+// opts for screenshots.
+func (tb *tab) viewport(width, height int64, opts ...chromedp.EmulateViewportOption) {
+	tb.t.Helper()
+	tb.viewportOpts = opts
+	tb.do(chromedp.EmulateViewport(width, height, opts...))
 }
 
 // hookScript runs before any script of every page: calls of alert,
@@ -128,7 +138,7 @@ func (b *bundle) tab(t *testing.T) *tab {
 		t.Fatalf("install the script hook: %v", err)
 	}
 	tb := &tab{t: t, ctx: ctx, b: b}
-	tb.do(chromedp.EmulateViewport(1100, 800))
+	tb.viewport(1100, 800)
 	return tb
 }
 
@@ -238,6 +248,13 @@ func (tb *tab) screenshot(name string) {
 	}
 	// Countdowns tick: wait for fonts and layout to settle on a frame.
 	tb.waitFor(`document.fonts.status === "loaded"`)
+	// A screen as tall as the page, so that what stays in view (the
+	// decide bar) is where a reader scrolled to the end sees it.
+	width, height := eval[int64](tb, "window.innerWidth"), eval[int64](tb, "window.innerHeight")
+	full := eval[int64](tb, "document.documentElement.scrollHeight")
+	tb.do(chromedp.EmulateViewport(width, full, tb.viewportOpts...))
+	tb.waitFor(`new Promise(function (r) { requestAnimationFrame(function () { requestAnimationFrame(function () { r(true); }); }); })`)
+	defer tb.do(chromedp.EmulateViewport(width, height, tb.viewportOpts...))
 	ctx, cancel := context.WithTimeout(tb.ctx, stepTimeout)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

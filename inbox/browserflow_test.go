@@ -2,6 +2,8 @@ package inbox
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,5 +287,160 @@ func TestBrowserNames(t *testing.T) {
 	tb.open("/sessions")
 	if got := tb.text(`tr[data-id="` + ses.ID + `"] .owner`); got != "release bot" {
 		t.Errorf("sessions: agent %q, want release bot", got)
+	}
+}
+
+// TestBrowserLongClaimFolds: 4 KB of reasoning folds after a few lines
+// with a "Show all" that unfolds it, and the decide bar is within the
+// screen as the page opens, at phone and desktop sizes; the bar's Approve
+// asks the same confirmation as the form.
+func TestBrowserLongClaimFolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "payments-adapter")
+	reasoning := strings.Repeat("The customer was charged twice and I checked every ledger entry again. ", 57) + "END"
+	if len(reasoning) < 4000 {
+		t.Fatalf("reasoning is %d bytes, want 4 KB", len(reasoning))
+	}
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"phone", 390, 844, true}, {"desktop", 1440, 900, false}} {
+		t.Run(size.name, func(t *testing.T) {
+			tb.t = t
+			if size.mobile {
+				tb.do(chromedp.EmulateViewport(size.width, size.height, chromedp.EmulateMobile))
+			} else {
+				tb.do(chromedp.EmulateViewport(size.width, size.height))
+			}
+			id := b.toolCall(t, inst, "issue_refund", refundArgs, reasoning)
+			tb.open("/requests/" + id)
+			if h := eval[float64](tb, `document.getElementById("reasoning").getBoundingClientRect().height`); h > 250 {
+				t.Errorf("the folded claim is %.0f px tall", h)
+			}
+			if eval[bool](tb, `document.getElementById("reasoning-more").hidden`) {
+				t.Fatal("no Show all for a long claim")
+			}
+			inView := `(function (id) { var r = document.getElementById(id).getBoundingClientRect();
+				return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.left >= 0 && r.right <= document.documentElement.clientWidth; })`
+			// The decide bar, or, when the Decide form is on screen (the bar
+			// then steps aside), the form's own buttons.
+			reach := `(` + inView + `("bar-approve") && ` + inView + `("bar-deny")) || (function () {
+				var r = document.querySelector("#approve-form button.approve").getBoundingClientRect();
+				return r.top >= 0 && r.bottom <= window.innerHeight; })()`
+			if !eval[bool](tb, reach) {
+				t.Errorf("no decision control is within the screen: %v", eval[any](tb, `JSON.stringify(document.getElementById("bar-approve").getBoundingClientRect())`))
+			}
+			tb.do(chromedp.Click(chromedp.ID("reasoning-more")))
+			tb.lastVisible("#reasoning", "END")
+			// Scrolled half-way, the bar is still within reach.
+			eval[bool](tb, `(window.scrollTo(0, document.documentElement.scrollHeight / 3), true)`)
+			tb.waitFor(inView + `("bar-approve")`)
+			tb.do(chromedp.Click(chromedp.ID("bar-approve")))
+			tb.waitFor(`document.getElementById("confirm").open`)
+			if got := tb.text("#confirm-tool"); got != "issue_refund" {
+				t.Errorf("the bar's confirmation names %q", got)
+			}
+			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+			tb.waitFor(`!document.getElementById("confirm").open`)
+			if s := b.get(t, id).State; s != airlock.StatePending {
+				t.Fatalf("cancelled, yet %s", s)
+			}
+		})
+	}
+	tb.t = t
+}
+
+// TestBrowserDecidedElsewhere: a request page open while another reviewer
+// decides shows the outcome at once, without a reload: who, when and the
+// note; its countdown stops and its controls are disabled.
+func TestBrowserDecidedElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "payments-adapter")
+	id := b.toolCall(t, inst, "issue_refund", refundArgs, refundReasoning)
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	tb.open("/requests/" + id)
+	eval[int](tb, "window.__sameDocument = 7")
+	// Decided before or after the page's stream opens, the page learns
+	// it from the stream's first or next event.
+	tb.do(chromedp.SendKeys(chromedp.ID("approve-note"), "half-written"))
+	if _, err := b.svc.Decide(context.Background(), b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "Refunded by phone already."}); err != nil {
+		t.Fatal(err)
+	}
+	tb.waitFor(`document.getElementById("outcome") !== null`)
+	if eval[int](tb, "window.__sameDocument") != 7 {
+		t.Fatal("the page reloaded")
+	}
+	if got := tb.text("#decided-by"); got != "Dan (reviewer)" {
+		t.Errorf("decided by %q", got)
+	}
+	if got := tb.text("#decision-note"); got != "Refunded by phone already." {
+		t.Errorf("note %q", got)
+	}
+	if got := tb.text("#outcome time"); !contains(got, "UTC") {
+		t.Errorf("when %q", got)
+	}
+	if got := tb.text("#live-state"); !contains(got, "denied") || !contains(got, "Dan (reviewer)") {
+		t.Errorf("the notice says %q", got)
+	}
+	if n := eval[int](tb, `document.querySelectorAll("[data-deadline]").length`); n != 0 {
+		t.Errorf("%d countdowns still running", n)
+	}
+	if got := tb.text(".deadline-line .countdown"); got != "denied" {
+		t.Errorf("the countdown shows %q", got)
+	}
+	if n := eval[int](tb, `Array.prototype.filter.call(document.querySelectorAll("#decide button, #decide textarea, #decide select, #decide-bar button"), function (e) { return !e.disabled; }).length`); n != 0 {
+		t.Errorf("%d decision controls still enabled", n)
+	}
+	if eval[bool](tb, `getComputedStyle(document.getElementById("decide-bar")).display !== "none"`) {
+		t.Error("the decide bar is still shown")
+	}
+	// The keys do nothing now.
+	eval[bool](tb, "(document.activeElement.blur(), true)")
+	tb.do(chromedp.KeyEvent("a"))
+	if eval[bool](tb, `document.getElementById("confirm").open`) {
+		t.Error("a opened a confirmation on a decided request")
+	}
+}
+
+// TestBrowserHistoryLookAlikes: a history search matches the confusable
+// skeleton (Unicode TS #39) as well as the text: "paypal" finds the
+// request whose arguments say "pаypal" with a Cyrillic а, marked as a
+// look-alike match, and the plain "paypal" one unmarked.
+func TestBrowserHistoryLookAlikes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	inst := b.instance(t, "payments-adapter")
+	spoof := b.toolCall(t, inst, "send_payment", map[string]any{"to": "billing@p\u0430ypal.com", "amount": 100}, "")
+	real := b.toolCall(t, inst, "send_payment", map[string]any{"to": "billing@paypal.com", "amount": 100}, "")
+	other := b.toolCall(t, inst, "send_payment", map[string]any{"to": "billing@stripe.com", "amount": 100}, "")
+	for _, id := range []string{spoof, real, other} {
+		if _, err := b.svc.Decide(ctx, b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb := b.tab(t)
+	tb.signin(b.reviewer)
+	tb.open("/history?q=PayPal")
+	ids := eval[[]string](tb, `Array.prototype.map.call(document.querySelectorAll("#history-list .row"), function (r) { return r.dataset.id; })`)
+	if len(ids) != 2 || !slices.Contains(ids, spoof) || !slices.Contains(ids, real) {
+		t.Fatalf("found %v, want the look-alike %s and the plain %s", ids, spoof, real)
+	}
+	if !eval[bool](tb, `document.querySelector('.row[data-id="`+spoof+`"] .badge.lookalike') !== null`) {
+		t.Error("the look-alike hit is not marked")
+	}
+	if eval[bool](tb, `document.querySelector('.row[data-id="`+real+`"] .badge.lookalike') !== null`) {
+		t.Error("the plain hit is marked as a look-alike")
+	}
+	// The look-alike itself finds both too.
+	tb.open("/history?q=p%D0%B0ypal")
+	if n := eval[int](tb, `document.querySelectorAll("#history-list .row").length`); n != 2 {
+		t.Errorf("searching the look-alike found %d, want 2", n)
 	}
 }

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
 // TestBrowserScreenshots fills a server with a realistic morning's work and
 // saves a screenshot of each page — pending list, request, question,
 // sessions, board, history, and the list and a request at phone width
-// (375 px) — to $AIRLOCK_SCREENSHOTS or the test's temp dir. It checks
+// (390 px), the confirmation and the request in dark mode — to $AIRLOCK_SCREENSHOTS or the test's temp dir. It checks
 // that the phone layout does not scroll sideways.
 func TestBrowserScreenshots(t *testing.T) {
 	t.Parallel()
@@ -82,6 +83,12 @@ func TestBrowserScreenshots(t *testing.T) {
 	tb.screenshot("list")
 	tb.open("/requests/" + refund)
 	tb.screenshot("request")
+	tb.do(chromedp.SetValue(chromedp.ID("valid_for"), "15m"))
+	tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))
+	tb.waitFor(`document.getElementById("confirm").open`)
+	tb.screenshot("confirm")
+	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+	tb.waitFor(`!document.getElementById("confirm").open`)
 	tb.open("/requests/" + move.ID)
 	tb.screenshot("command")
 	tb.open("/requests/" + question.ID)
@@ -92,12 +99,22 @@ func TestBrowserScreenshots(t *testing.T) {
 	tb.screenshot("board")
 	tb.open("/history")
 	tb.screenshot("history")
+	if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tb.open("/requests/" + refund)
+	tb.screenshot("dark-request")
+	if _, err := chromedp.Call(tb.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+		t.Fatal(err)
+	}
 
-	tb.do(chromedp.EmulateViewport(375, 812, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	tb.viewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)
 	for _, p := range []struct{ path, name string }{{"/", "phone-list"}, {"/requests/" + refund, "phone-request"}} {
 		tb.open(p.path)
-		if w := eval[int](tb, "document.documentElement.scrollWidth"); w > 375 {
-			t.Errorf("%s at 375 px scrolls sideways: %d px wide", p.path, w)
+		if w := eval[int](tb, "document.documentElement.scrollWidth"); w > 390 {
+			t.Errorf("%s at 390 px scrolls sideways: %d px wide", p.path, w)
 		}
 		tb.screenshot(p.name)
 	}

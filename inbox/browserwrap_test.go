@@ -101,6 +101,8 @@ func TestBrowserLongStringsWrap(t *testing.T) {
 				tb.do(chromedp.EmulateViewport(size.width, size.height))
 			}
 			tb.open("/requests/" + id)
+			tb.do(chromedp.Click(chromedp.ID("reasoning-more"))) // a long claim folds; unfolded, it is whole
+			tb.lastVisible("#reasoning", "Ѣ")
 			tb.lastVisible("#arguments", "Ω")
 			tb.lastVisible("#arguments", "Ж")
 			tb.lastVisible("#reasoning", "Ц")

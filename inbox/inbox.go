@@ -162,13 +162,7 @@ func New(cfg Config) http.Handler {
 // ServeHTTP sets the security headers every inbox response carries, checks
 // the Host, and routes.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	hd := w.Header()
-	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
-	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "no-referrer")
-	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
-	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+	securityHeaders(w.Header())
 	defer h.recoverPanic(w, r)
 	if !h.hostAllowed(r.Host) {
 		h.errorPage(w, r, http.StatusForbidden, "Unknown host",
@@ -188,6 +182,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// securityHeaders sets the headers every inbox response carries.
+func securityHeaders(hd http.Header) {
+	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	hd.Set("Cross-Origin-Resource-Policy", "same-origin")
 }
 
 // recoverPanic turns a handler panic into a logged 500 page.
@@ -235,3 +239,76 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// BrowserNotFound returns api, the handler `airlock serve` mounts beside
+// the inbox for every other path, with one change: a browser asking for a
+// page that does not exist (a GET or HEAD that accepts text/html, outside
+// /v1/ and /mcp) gets the inbox's own "Not found" page, readable on a
+// phone, instead of the API's JSON problem. Every other answer, and every
+// answer to an API client, is api's own, streamed as it is. inbox must be
+// a handler from New.
+func BrowserNotFound(inbox, api http.Handler) http.Handler {
+	h, ok := inbox.(*handler)
+	if !ok {
+		panic("inbox: BrowserNotFound needs the handler New returned")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !browserPage(r) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		nf := &notFoundWriter{ResponseWriter: w}
+		api.ServeHTTP(nf, r)
+		if nf.notFound {
+			for _, k := range []string{"Content-Type", "Content-Length", "Content-Encoding"} {
+				w.Header().Del(k)
+			}
+			securityHeaders(w.Header())
+			h.errorPage(w, r, http.StatusNotFound, "Not found", "There is no page at this address.")
+		}
+	})
+}
+
+// browserPage reports whether r is a browser asking for a page.
+func browserPage(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/mcp") {
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// notFoundWriter passes a response through unless its status is 404, which
+// it swallows, with its body, for BrowserNotFound to answer instead.
+type notFoundWriter struct {
+	http.ResponseWriter
+	notFound, wrote bool
+}
+
+func (w *notFoundWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	if code == http.StatusNotFound {
+		w.notFound = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *notFoundWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.notFound {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes of
+// long polls and event streams).
+func (w *notFoundWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

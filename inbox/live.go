@@ -15,9 +15,10 @@ import (
 //   - /live?kind=…&tool=…&instance=…&session=… sends "pending" events whose
 //     data is the pending list (the same HTML the page has, rendered by
 //     html/template), each time it changes;
-//   - /live?request=apr_… sends "state" events with the request's state
-//     when it changes, so an open request page learns it was decided or
-//     expired elsewhere.
+//   - /live?request=apr_… sends a "state" event while the request is
+//     pending and, once it is not, "outcome" events whose data is the
+//     request page's Outcome panel (who decided, when, the note), so an
+//     open request page shows a decision made elsewhere at once.
 //
 // It waits on Service.Changes, taken before each read so no change is
 // missed, re-authenticates the session on every wake (a revoked token or a
@@ -47,7 +48,14 @@ func (h *handler) live(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return "", "", err
 			}
-			return "state", string(req.State), nil
+			if req.State == airlock.StatePending {
+				return "state", string(req.State), nil
+			}
+			var buf bytes.Buffer
+			if err := h.pages["request"].ExecuteTemplate(&buf, "outcome", h.requestBody(ctx, v, req)); err != nil {
+				return "", "", err
+			}
+			return "outcome", buf.String(), nil
 		}
 		body, err := h.pendingRows(ctx, v.caller, f)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/provider"
+	"github.com/mtibben/confusables"
 )
 
 // row is one request in a list.
@@ -41,6 +42,9 @@ type row struct {
 	// Args is a one-line summary of the arguments, ending in "…" when
 	// shortened, so that two calls of one tool can be told apart.
 	Args []segment
+	// LookAlike marks a history search hit found only through look-alike
+	// characters (a confusable skeleton).
+	LookAlike bool
 }
 
 // argsSummaryLen is how many characters of the arguments a row shows at
@@ -428,7 +432,9 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 			if c.State == airlock.StatePending || !c.matches {
 				continue
 			}
-			body.Rows = append(body.Rows, h.row(c.RequestSummary, names, now))
+			rw := h.row(c.RequestSummary, names, now)
+			rw.LookAlike = c.lookAlike
+			body.Rows = append(body.Rows, rw)
 			if len(body.Rows) == historyPage && i < len(page.candidates)-1 {
 				// Continue after this one next time.
 				page.next = provider.CursorAfter(c.Seq)
@@ -458,7 +464,8 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 // whether it matches the search.
 type candidate struct {
 	airlock.RequestSummary
-	matches bool
+	matches   bool
+	lookAlike bool // matched only by its confusable skeleton
 }
 
 // candidates is one page of them.
@@ -482,34 +489,67 @@ func (h *handler) historyCandidates(ctx context.Context, c airlock.Caller, q pro
 		out.next = page.NextCursor
 		return out, err
 	}
+	s := newSearch(needle)
 	page, err := h.svc.ListRequests(ctx, c, q)
 	for _, r := range page.Requests {
-		out.candidates = append(out.candidates, candidate{RequestSummary: r.Summary(), matches: r.State != airlock.StatePending && matches(r, names, needle)})
+		m := noMatch
+		if r.State != airlock.StatePending {
+			m = s.matches(r, names)
+		}
+		out.candidates = append(out.candidates, candidate{RequestSummary: r.Summary(), matches: m != noMatch, lookAlike: m == lookAlikes})
 		out.bytes += r.StoredBytes()
 	}
 	out.next = page.NextCursor
 	return out, err
 }
 
-// matches reports whether a request's texts contain needle (lower case).
-// The short texts go first: the arguments, up to a mebibyte, are lowered
-// only when nothing else matched.
-func matches(r airlock.Request, names map[string]string, needle string) bool {
-	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], string(r.Kind), string(r.State)}
+// match is how a request matched a search.
+type match int
+
+const (
+	noMatch    match = iota
+	textMatch        // a text contains the search
+	lookAlikes       // only a text's confusable skeleton contains the search's
+)
+
+// search is what the history looks for: the text, lower case, and its
+// confusable skeleton (Unicode TS #39), so that "paypal" also finds
+// "pаypal" with a Cyrillic а.
+type search struct {
+	needle, skeleton string
+}
+
+func newSearch(q string) search {
+	n := strings.ToLower(q)
+	return search{needle: n, skeleton: confusables.Skeleton(n)}
+}
+
+// matches reports how a request's texts match s. The short texts go
+// first: the arguments, up to a mebibyte, are lowered only when nothing
+// else matched, and skeletons are computed only when no text matched.
+func (s search) matches(r airlock.Request, names map[string]string) match {
+	texts := []string{r.ID, r.Tool, r.Title, r.Description, r.AgentReasoning, r.InstanceID, names[r.InstanceID], r.InstanceName, r.OwnerName, string(r.Kind), string(r.State)}
 	if d := r.Decision; d != nil {
-		texts = append(texts, d.Note, d.Answer, d.DecidedBy)
+		texts = append(texts, d.Note, d.Answer, d.DecidedBy, d.DecidedByName)
 	}
+	texts = append(texts, string(r.Arguments))
 	for _, t := range texts {
-		if strings.Contains(strings.ToLower(t), needle) {
-			return true
+		if strings.Contains(strings.ToLower(t), s.needle) {
+			return textMatch
 		}
 	}
-	return strings.Contains(strings.ToLower(string(r.Arguments)), needle)
+	for _, t := range texts {
+		if strings.Contains(confusables.Skeleton(strings.ToLower(t)), s.skeleton) {
+			return lookAlikes
+		}
+	}
+	return noMatch
 }
 
 // sessionRow is one session on the sessions page.
 type sessionRow struct {
 	ID       string
+	ShowID   bool // the name does not already say the ID
 	Name     []segment
 	Status   airlock.SessionStatus
 	Owner    []segment // the agent token's name
@@ -556,7 +596,7 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range ss {
 		st := h.svc.SessionStatus(s)
-		sr := sessionRow{ID: s.ID, Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		sr := sessionRow{ID: s.ID, ShowID: !strings.Contains(s.Name, s.ID), Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
 		if s.LastSeenAt != nil {
 			sr.LastSeen = ago(now, *s.LastSeenAt)
 		}

@@ -131,7 +131,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	for _, p := range Patterns {
 		mux.Handle(p, ib)
 	}
-	mux.Handle("/", rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown, RateLimit: 1e6, RateBurst: 1e6, AuthGuard: o.guard}))
+	mux.Handle("/", BrowserNotFound(ib, rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown, RateLimit: 1e6, RateBurst: 1e6, AuthGuard: o.guard})))
 	if o.tls {
 		b.srv = httptest.NewTLSServer(mux)
 	} else {

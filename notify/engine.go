@@ -24,9 +24,10 @@ var DefaultSchedule = []time.Duration{
 const (
 	DefaultDisableAfter = 5 * 24 * time.Hour
 	DefaultPollEvery    = time.Second
-	DefaultPerEndpoint  = 4
+	DefaultPerEndpoint  = 8
+	DefaultLeaseBatch   = 32
 	DefaultRemindEvery  = time.Second
-	fanOutBatch         = 1000
+	fanOutBatch         = 500
 )
 
 // Store is what the engine needs of a store.
@@ -64,6 +65,10 @@ type Config struct {
 	// PerEndpoint is how many attempts to one endpoint run at once
 	// (default DefaultPerEndpoint); endpoints never share them.
 	PerEndpoint int
+	// LeaseBatch is how many due deliveries a worker leases at once
+	// (default DefaultLeaseBatch): a lease is a write, and the attempts'
+	// records, made together, share commits.
+	LeaseBatch int
 	// Remind, when set, records reminders of pending requests as they fall
 	// due (checked every RemindEvery, default DefaultRemindEvery).
 	Remind      airlock.RemindBefore
@@ -114,6 +119,10 @@ func New(cfg Config) *Engine {
 	if cfg.PerEndpoint <= 0 {
 		cfg.PerEndpoint = DefaultPerEndpoint
 	}
+	if cfg.LeaseBatch <= 0 {
+		cfg.LeaseBatch = DefaultLeaseBatch
+	}
+	cfg.LeaseBatch = max(cfg.LeaseBatch, cfg.PerEndpoint)
 	if cfg.RemindEvery <= 0 {
 		cfg.RemindEvery = DefaultRemindEvery
 	}
@@ -129,9 +138,10 @@ func New(cfg Config) *Engine {
 	if cfg.Changed == nil {
 		cfg.Changed = func() <-chan struct{} { return nil }
 	}
-	// A lease outlasts a batch of attempts (sent at once, each bounded by
-	// Timeout) and the write that records them.
-	return &Engine{cfg: cfg, log: cfg.Logger, lease: 2*cfg.Timeout + 5*time.Second, workers: map[string]*worker{}}
+	// A lease outlasts a batch of attempts (PerEndpoint at a time, each
+	// bounded by Timeout) and the writes that record them.
+	rounds := time.Duration((cfg.LeaseBatch + cfg.PerEndpoint - 1) / cfg.PerEndpoint)
+	return &Engine{cfg: cfg, log: cfg.Logger, lease: (rounds+1)*cfg.Timeout + 5*time.Second, workers: map[string]*worker{}}
 }
 
 // Run fans out and delivers until ctx ends.
@@ -231,6 +241,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	}
 	var ds []airlock.Delivery
 	queued := map[string]bool{}
+	rendered := map[string][]byte{} // a request's events in one batch share one read
 	for _, ev := range evs {
 		typ, ok := airlock.NotifyTypeOf(ev.Type)
 		if !ok {
@@ -242,18 +253,23 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 				continue
 			}
 			if payload == nil {
-				r, err := e.cfg.Store.GetRequest(ctx, ev.RequestID)
-				switch {
-				case err == nil:
-					payload = Body(typ, ev.At, e.cfg.Render(r))
-				case airlock.ErrorCode(err) == airlock.CodeNotFound:
-					// Requests are never deleted; should one be missing,
-					// its event still goes out rather than stall the rest.
-					data, _ := json.Marshal(map[string]string{"id": ev.RequestID})
-					payload = Body(typ, ev.At, data)
-				default:
-					return nil, false, err
+				data, ok := rendered[ev.RequestID]
+				if !ok {
+					r, err := e.cfg.Store.GetRequest(ctx, ev.RequestID)
+					switch {
+					case err == nil:
+						data = e.cfg.Render(r)
+					case airlock.ErrorCode(err) == airlock.CodeNotFound:
+						// Requests are never deleted; should one be
+						// missing, its event still goes out rather than
+						// stall the rest.
+						data, _ = json.Marshal(map[string]string{"id": ev.RequestID})
+					default:
+						return nil, false, err
+					}
+					rendered[ev.RequestID] = data
 				}
+				payload = Body(typ, ev.At, data)
 			}
 			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev.ID,
 				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
@@ -266,8 +282,9 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	}
 	if !moved {
 		// Another process queued them; its workers (and ours, at the next
-		// poll) send them. Read again from where it left the cursor.
-		return nil, true, nil
+		// poll) send them. The next change or poll reads on from where it
+		// left the cursor: racing it now would only repeat its reads.
+		return nil, false, nil
 	}
 	return queued, len(evs) == fanOutBatch, nil
 }
@@ -364,16 +381,34 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, wake <-chan stru
 	defer t.Stop()
 	for {
 		ds, err := e.cfg.Store.LeaseDeliveries(ctx, airlock.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
-			Limit: e.cfg.PerEndpoint})
+			Limit: e.cfg.LeaseBatch})
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("notifications: lease deliveries", "endpoint", ep.ID, "err", err)
 		}
 		if len(ds) > 0 {
-			var wg sync.WaitGroup
+			next := make(chan airlock.Delivery, len(ds))
 			for _, d := range ds {
-				wg.Go(func() { e.attempt(ctx, sender, ep, d) })
+				next <- d
+			}
+			close(next)
+			var (
+				wg      sync.WaitGroup
+				mu      sync.Mutex
+				records []airlock.AttemptParams
+			)
+			for range min(e.cfg.PerEndpoint, len(ds)) {
+				wg.Go(func() {
+					for d := range next {
+						if p, ok := e.attempt(ctx, sender, ep, d); ok {
+							mu.Lock()
+							records = append(records, p)
+							mu.Unlock()
+						}
+					}
+				})
 			}
 			wg.Wait()
+			e.record(ctx, records)
 			if ctx.Err() == nil {
 				continue // more may be due
 			}
@@ -387,14 +422,30 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, wake <-chan stru
 	}
 }
 
-// attempt sends d once and records what came of it.
-func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) {
+// record records a batch's attempts in one write: they share its commit.
+// An attempt whose lease was taken over meanwhile is not recorded; what it
+// sent stands, and the new holder sends again with the same webhook-id.
+func (e *Engine) record(ctx context.Context, ps []airlock.AttemptParams) {
+	if len(ps) == 0 {
+		return
+	}
+	// Recorded even when shutting down: what was sent is known, and a
+	// record saves the receiver a duplicate.
+	if _, err := e.cfg.Store.RecordAttempts(context.WithoutCancel(ctx), ps); err != nil {
+		e.log.Warn("notifications: record attempts", "attempts", len(ps), "err", err)
+	}
+}
+
+// attempt sends d once and returns the record of what came of it; false
+// when it was cut short by shutdown (the lease lapses and the delivery is
+// attempted again).
+func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) (airlock.AttemptParams, bool) {
 	start := e.cfg.Now()
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	status, err := sender.Send(actx, ep, d)
 	cancel()
 	if ctx.Err() != nil {
-		return // shutting down: the lease lapses and the delivery is attempted again
+		return airlock.AttemptParams{}, false
 	}
 	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: e.cfg.Now().Sub(start)}
 	p := airlock.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
@@ -410,12 +461,7 @@ func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint
 		e.log.Info("notification attempt failed", "endpoint", ep.ID, "delivery", d.ID, "webhook_id", d.MessageID,
 			"type", d.Type, "attempt", n+1, "status", status, "err", p.Attempt.Error, "retry_in", p.RetryIn)
 	}
-	if _, err := e.cfg.Store.RecordAttempt(context.WithoutCancel(ctx), p); err != nil {
-		if airlock.ErrorCode(err) == airlock.CodeNotFound {
-			return // deleted, or the lease lapsed and another process took it over
-		}
-		e.log.Warn("notifications: record attempt", "delivery", d.ID, "err", err)
-	}
+	return p, true
 }
 
 // remindLoop records due reminders every RemindEvery.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -84,7 +85,7 @@ type bundle struct {
 	inst  airlock.Instance
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
@@ -444,4 +445,54 @@ func TestShutdownLeavesNoGoroutine(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal(errors.New("Run did not return"))
 	}
+}
+
+// TestSecretsNeverLogged: failing deliveries are logged with the
+// endpoint's ID and the error, never its secret nor its URL's query.
+func TestSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) int { return http.StatusServiceUnavailable })
+	e, err := b.store.CreateEndpoint(b.ctx, airlock.Endpoint{ID: airlock.NewID(airlock.PrefixEndpoint), Kind: airlock.EndpointWebhook,
+		URL: rc.srv.URL + "/hook?token=query-secret-123", Events: []airlock.NotifyType{airlock.NotifyCreated},
+		Secret: airlock.NewWebhookSecret(), CreatedBy: "tok_admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.mu.Lock()
+	rc.secret = e.Secret
+	rc.mu.Unlock()
+	var logs syncBuffer
+	b.run(t, notify.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Schedule: []time.Duration{time.Millisecond}})
+	b.request(t, time.Hour)
+	rc.next(t)
+	rc.next(t)
+	waitDelivery(t, b, e.ID, func(d airlock.Delivery) bool { return d.State == airlock.DeliveryFailed })
+	out := logs.String()
+	if !strings.Contains(out, e.ID) || !strings.Contains(out, "HTTP 503") {
+		t.Fatalf("the failures were not logged:\n%s", out)
+	}
+	key := strings.TrimPrefix(e.Secret, airlock.WebhookSecretPrefix)
+	if strings.Contains(out, key) || strings.Contains(out, "query-secret-123") {
+		t.Fatalf("a secret reached the log:\n%s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -264,67 +264,93 @@ RETURNING `+deliveryCols, named{"now": s.now(), "endpoint": p.EndpointID, "limit
 // RecordAttempt records an attempt of a delivery still leased by
 // p.Holder, and what it means for its endpoint.
 func (s *Store) RecordAttempt(ctx context.Context, p airlock.AttemptParams) (airlock.Delivery, error) {
-	attempt, err := json.Marshal(p.Attempt)
+	ds, err := s.RecordAttempts(ctx, []airlock.AttemptParams{p})
 	if err != nil {
 		return airlock.Delivery{}, err
 	}
-	state := airlock.DeliveryPending
-	switch p.Outcome {
-	case airlock.OutcomeDelivered:
-		state = airlock.DeliveryDelivered
-	case airlock.OutcomeFailed:
-		state = airlock.DeliveryFailed
-	case airlock.OutcomeRetry:
-	default:
-		return airlock.Delivery{}, airlock.Invalid("outcome", "unknown delivery outcome %q", p.Outcome)
+	if ds[0].ID == "" {
+		return airlock.Delivery{}, airlock.NotFound("delivery", p.DeliveryID)
 	}
-	var out airlock.Delivery
-	err = s.write(ctx, func(ctx context.Context, t *tx) error {
-		var (
-			err error
-			now time.Time
-		)
-		out, err = scanDelivery(t.QueryRow(ctx, tickCTE+`UPDATE deliveries d SET state = @state,
+	return ds[0], nil
+}
+
+// RecordAttempts records attempts in one transaction.
+func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) ([]airlock.Delivery, error) {
+	attempts := make([]string, len(ps))
+	for i, p := range ps {
+		if _, err := p.State(); err != nil {
+			return nil, err
+		}
+		js, err := json.Marshal(p.Attempt)
+		if err != nil {
+			return nil, err
+		}
+		attempts[i] = string(js)
+	}
+	out := make([]airlock.Delivery, len(ps))
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		for i, p := range ps {
+			d, err := s.recordAttempt(ctx, t, p, attempts[i])
+			if err != nil {
+				return err
+			}
+			out[i] = d
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "deliveries", "record attempts")
+	}
+	return out, nil
+}
+
+// recordAttempt records one attempt in t; the zero Delivery when the
+// delivery is gone or no longer p.Holder's.
+func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
+	state, _ := p.State()
+	var now time.Time
+	out, err := scanDelivery(t.QueryRow(ctx, tickCTE+`UPDATE deliveries d SET state = @state,
 	attempts = d.attempts || jsonb_build_array(@attempt::jsonb),
 	next_attempt_at = tick.now + @retry_us * interval '1 microsecond', lease_holder = '', lease_until = NULL
 FROM tick WHERE d.id = @id AND d.lease_holder = @holder AND d.state = 'pending'
-RETURNING `+deliveryCols+`, tick.now`, named{"now": s.now(), "state": string(state), "attempt": string(attempt),
-			"retry_us": p.RetryIn.Microseconds(), "id": p.DeliveryID, "holder": p.Holder}), true, &now)
-		if err != nil {
-			return err
-		}
-		if p.Outcome == airlock.OutcomeDelivered {
-			_, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = @id AND failing_since IS NOT NULL`,
-				named{"id": out.EndpointID})
-			return err
-		}
-		if _, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = @now WHERE id = @id AND failing_since IS NULL`,
-			named{"now": now, "id": out.EndpointID}); err != nil {
-			return err
-		}
-		if p.DisableAfter <= 0 {
-			return nil
-		}
-		var since time.Time
-		err = t.QueryRow(ctx, `UPDATE endpoints SET disabled_at = @now,
+RETURNING `+deliveryCols+`, tick.now`, named{"now": s.now(), "state": string(state), "attempt": attempt,
+		"retry_us": p.RetryIn.Microseconds(), "id": p.DeliveryID, "holder": p.Holder}), true, &now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return airlock.Delivery{}, nil
+	}
+	if err != nil {
+		return airlock.Delivery{}, err
+	}
+	if p.Outcome == airlock.OutcomeDelivered {
+		_, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = @id AND failing_since IS NOT NULL`,
+			named{"id": out.EndpointID})
+		return out, err
+	}
+	if _, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = @now WHERE id = @id AND failing_since IS NULL`,
+		named{"now": now, "id": out.EndpointID}); err != nil {
+		return airlock.Delivery{}, err
+	}
+	if p.DisableAfter <= 0 {
+		return out, nil
+	}
+	var since time.Time
+	err = t.QueryRow(ctx, `UPDATE endpoints SET disabled_at = @now,
 	disabled_reason = 'failing since ' || to_char(failing_since AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ': ' || @why::text
 WHERE id = @id AND disabled_at IS NULL AND failing_since <= @now::timestamptz - @after_us * interval '1 microsecond'
 RETURNING failing_since`, named{"now": now, "why": p.Attempt.Error, "id": out.EndpointID,
-			"after_us": p.DisableAfter.Microseconds()}).Scan(&since)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := t.Exec(ctx, `UPDATE deliveries SET state = 'failed', lease_holder = '', lease_until = NULL
+		"after_us": p.DisableAfter.Microseconds()}).Scan(&since)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, nil
+	}
+	if err != nil {
+		return airlock.Delivery{}, err
+	}
+	if _, err := t.Exec(ctx, `UPDATE deliveries SET state = 'failed', lease_holder = '', lease_until = NULL
 WHERE endpoint_id = @id AND state = 'pending'`, named{"id": out.EndpointID}); err != nil {
-			return err
-		}
-		t.event(airlock.Event{Type: airlock.EventEndpointDisabled, At: now.UTC(), Actor: airlock.ActorNotify, Subject: out.EndpointID})
-		return nil
-	})
-	return out, translate(err, "delivery", p.DeliveryID)
+		return airlock.Delivery{}, err
+	}
+	t.event(airlock.Event{Type: airlock.EventEndpointDisabled, At: now.UTC(), Actor: airlock.ActorNotify, Subject: out.EndpointID})
+	return out, nil
 }
 
 // ListDeliveries lists an endpoint's deliveries, newest first, without

@@ -268,61 +268,89 @@ func compareDue(a, b airlock.Delivery) int {
 // RecordAttempt records an attempt of a delivery still leased by
 // p.Holder, and what it means for its endpoint.
 func (s *Store) RecordAttempt(ctx context.Context, p airlock.AttemptParams) (airlock.Delivery, error) {
-	attempt, err := json.Marshal(p.Attempt)
+	ds, err := s.RecordAttempts(ctx, []airlock.AttemptParams{p})
 	if err != nil {
 		return airlock.Delivery{}, err
 	}
-	state := airlock.DeliveryPending
-	switch p.Outcome {
-	case airlock.OutcomeDelivered:
-		state = airlock.DeliveryDelivered
-	case airlock.OutcomeFailed:
-		state = airlock.DeliveryFailed
-	case airlock.OutcomeRetry:
-	default:
-		return airlock.Delivery{}, airlock.Invalid("outcome", "unknown delivery outcome %q", p.Outcome)
+	if ds[0].ID == "" {
+		return airlock.Delivery{}, airlock.NotFound("delivery", p.DeliveryID)
 	}
-	var out airlock.Delivery
-	err = s.inTx(ctx, func(tx *txn, now time.Time) error {
-		var err error
-		out, err = scanDelivery(tx.QueryRowContext(ctx, `UPDATE deliveries SET state = @state,
+	return ds[0], nil
+}
+
+// RecordAttempts records attempts in one transaction.
+func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) ([]airlock.Delivery, error) {
+	attempts := make([]string, len(ps))
+	for i, p := range ps {
+		if _, err := p.State(); err != nil {
+			return nil, err
+		}
+		js, err := json.Marshal(p.Attempt)
+		if err != nil {
+			return nil, err
+		}
+		attempts[i] = string(js)
+	}
+	out := make([]airlock.Delivery, len(ps))
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		for i, p := range ps {
+			d, err := recordAttempt(ctx, tx, now, p, attempts[i])
+			if err != nil {
+				return err
+			}
+			out[i] = d
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "deliveries", "record attempts")
+	}
+	return out, nil
+}
+
+// recordAttempt records one attempt in tx; the zero Delivery when the
+// delivery is gone or no longer p.Holder's.
+func recordAttempt(ctx context.Context, tx *txn, now time.Time, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
+	state, _ := p.State()
+	out, err := scanDelivery(tx.QueryRowContext(ctx, `UPDATE deliveries SET state = @state,
 	attempts = json_insert(attempts, '$[#]', json(@attempt)), next_attempt_at = @next, lease_holder = '', lease_until = NULL
 WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deliveryCols,
-			sql.Named("state", string(state)), sql.Named("attempt", string(attempt)), sql.Named("next", micros(now.Add(p.RetryIn))),
-			sql.Named("id", p.DeliveryID), sql.Named("holder", p.Holder)), true)
-		if err != nil {
-			return err
-		}
-		if p.Outcome == airlock.OutcomeDelivered {
-			_, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, out.EndpointID)
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL`,
-			micros(now), out.EndpointID); err != nil {
-			return err
-		}
-		if p.DisableAfter <= 0 {
-			return nil
-		}
-		var since int64
-		err = tx.QueryRowContext(ctx, `UPDATE endpoints SET disabled_at = @now,
+		sql.Named("state", string(state)), sql.Named("attempt", attempt), sql.Named("next", micros(now.Add(p.RetryIn))),
+		sql.Named("id", p.DeliveryID), sql.Named("holder", p.Holder)), true)
+	if errors.Is(err, sql.ErrNoRows) {
+		return airlock.Delivery{}, nil
+	}
+	if err != nil {
+		return airlock.Delivery{}, err
+	}
+	if p.Outcome == airlock.OutcomeDelivered {
+		_, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, out.EndpointID)
+		return out, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL`,
+		micros(now), out.EndpointID); err != nil {
+		return airlock.Delivery{}, err
+	}
+	if p.DisableAfter <= 0 {
+		return out, nil
+	}
+	var since int64
+	err = tx.QueryRowContext(ctx, `UPDATE endpoints SET disabled_at = @now,
 	disabled_reason = 'failing since ' || strftime('%Y-%m-%dT%H:%M:%SZ', failing_since / 1000000, 'unixepoch') || ': ' || @why
 WHERE id = @id AND disabled_at IS NULL AND failing_since <= @cutoff RETURNING failing_since`,
-			sql.Named("now", micros(now)), sql.Named("why", p.Attempt.Error), sql.Named("id", out.EndpointID),
-			sql.Named("cutoff", micros(now.Add(-p.DisableAfter)))).Scan(&since)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'failed', lease_holder = '', lease_until = NULL
+		sql.Named("now", micros(now)), sql.Named("why", p.Attempt.Error), sql.Named("id", out.EndpointID),
+		sql.Named("cutoff", micros(now.Add(-p.DisableAfter)))).Scan(&since)
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, nil
+	}
+	if err != nil {
+		return airlock.Delivery{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'failed', lease_holder = '', lease_until = NULL
 WHERE endpoint_id = ? AND state = 'pending'`, out.EndpointID); err != nil {
-			return err
-		}
-		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventEndpointDisabled, Actor: airlock.ActorNotify, Subject: out.EndpointID})
-	})
-	return out, translate(err, "delivery", p.DeliveryID)
+		return airlock.Delivery{}, err
+	}
+	return out, appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventEndpointDisabled, Actor: airlock.ActorNotify, Subject: out.EndpointID})
 }
 
 // ListDeliveries lists an endpoint's deliveries, newest first, without

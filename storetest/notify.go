@@ -424,6 +424,43 @@ func (s *suite) testNotify(t *testing.T) {
 		wantErr(t, err, airlock.CodeInvalidRequest, "")
 	})
 
+	t.Run("a batch of attempts in one write, skipping a lost lease", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		for range 3 {
+			b.create(t)
+		}
+		b.queueAll(t, e)
+		ds := b.lease(t, e, "rep_a", 3)
+		if len(ds) != 3 {
+			t.Fatalf("leased %d, want 3", len(ds))
+		}
+		b.clock.Advance(time.Minute)
+		if over := b.lease(t, e, "rep_b", 1); len(over) != 1 || over[0].ID != ds[0].ID {
+			t.Fatalf("takeover = %v", deliveryIDs(over))
+		}
+		at := b.clock.Now().Truncate(time.Microsecond)
+		got, err := b.store.RecordAttempts(b.ctx, []airlock.AttemptParams{
+			{DeliveryID: ds[0].ID, Holder: "rep_a", Outcome: airlock.OutcomeDelivered, Attempt: airlock.DeliveryAttempt{At: at, Status: 200}},
+			{DeliveryID: ds[1].ID, Holder: "rep_a", Outcome: airlock.OutcomeRetry, RetryIn: time.Second, Attempt: airlock.DeliveryAttempt{At: at, Error: "timed out"}},
+			{DeliveryID: ds[2].ID, Holder: "rep_a", Outcome: airlock.OutcomeDelivered, Attempt: airlock.DeliveryAttempt{At: at, Status: 204}},
+		})
+		wantOK(t, err)
+		if len(got) != 3 || got[0].ID != "" || got[1].ID != ds[1].ID || got[1].State != airlock.DeliveryPending ||
+			!got[1].NextAttemptAt.Equal(at.Add(time.Second)) || got[2].State != airlock.DeliveryDelivered {
+			t.Fatalf("RecordAttempts = %s; want the lost lease skipped, a retry, a delivery", show(got))
+		}
+		// The failure then the success, in order: not failing.
+		ep, err := b.store.GetEndpoint(b.ctx, e.ID)
+		wantOK(t, err)
+		if ep.FailingSince != nil {
+			t.Fatalf("endpoint after a failure then a success = %s", show(ep))
+		}
+		_, err = b.store.RecordAttempts(b.ctx, []airlock.AttemptParams{{DeliveryID: ds[1].ID, Holder: "rep_a", Outcome: "maybe"}})
+		wantErr(t, err, airlock.CodeInvalidRequest, "")
+	})
+
 	t.Run("test deliveries and pages of deliveries", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)

@@ -50,7 +50,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "airlock.db")
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,
-		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "1s"}
+		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "3s"}
 	srv := startProcess(t, dir, nil, args...)
 	c := newAPI(t, srv.url)
 	agent := c.mintToken(testAdmin, "agent", "agent")
@@ -238,7 +238,13 @@ func TestCLIWebhooks(t *testing.T) {
 	if got := rc.TypesOf(req); !slices.Equal(got, []string{"approval_request.created"}) {
 		t.Fatalf("the receiver got %v for %s", got, req)
 	}
-	out = s.cli(t, testAdmin, "webhooks", "deliveries", id).want(t, 0, "deliveries").stdout
+	// The receiver answered before the server recorded its answer.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		out = s.cli(t, testAdmin, "webhooks", "deliveries", id).want(t, 0, "deliveries").stdout
+		if strings.Count(out, "delivered") == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if strings.Count(out, "delivered") != 2 || !strings.Contains(out, "webhook.test") || !strings.Contains(out, "approval_request.created") {
 		t.Fatalf("deliveries printed:\n%s", out)
 	}
@@ -252,5 +258,29 @@ func TestCLIWebhooks(t *testing.T) {
 	r := newAPI(t, strict.url).call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
 	if r.status != 400 || !strings.Contains(r.raw, "--webhook-allow-private") {
 		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.status, r.raw)
+	}
+}
+
+// TestNotifyFlags: --remind-before and --webhook-timeout are checked at
+// start, naming the flag.
+func TestNotifyFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cfg  Config
+		want string // "" when valid
+	}{
+		{Config{RemindBefore: "25%"}, ""},
+		{Config{RemindBefore: "10m", WebhookTimeout: time.Second, WebhookAllowPrivate: true}, ""},
+		{Config{RemindBefore: "150%"}, "--remind-before"},
+		{Config{RemindBefore: "soon"}, "--remind-before"},
+		{Config{WebhookTimeout: 2 * time.Minute}, "--webhook-timeout"},
+	} {
+		err := c.cfg.WithDefaults().Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.cfg, err, c.want)
+		}
+	}
+	if got := (Config{RemindBefore: "25%"}).Remind(); got != (airlock.RemindBefore{Fraction: 0.25}) {
+		t.Errorf("Remind = %+v", got)
 	}
 }

@@ -33,7 +33,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	} else if testing.Short() && !inCI() {
 		lifecycles = 300
 	}
-	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "1s"}, "pool_max_conns", "4")
+	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "3s"}, "pool_max_conns", "4")
 	base := cl.replicas[0].url
 	tokens := cl.c.call(t, "GET", base, "/v1/tokens", adminToken, "")
 	var agentID string
@@ -49,6 +49,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	self := r.str("secret")
 
 	var rcs []*webhooktest.Receiver
+	hookIDs := map[*webhooktest.Receiver]string{}
 	for name, b := range map[string]webhooktest.Behavior{
 		"ok": webhooktest.OK, "fail500": webhooktest.Fail500First, "drop": webhooktest.DropFirst,
 		"slow": webhooktest.Slow, "hang": webhooktest.Hang,
@@ -60,6 +61,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 			t.FailNow()
 		}
 		rc.SetSecret(r.str("secret"))
+		hookIDs[rc] = r.str("id")
 		rcs = append(rcs, rc)
 	}
 	slices.SortFunc(rcs, func(a, b *webhooktest.Receiver) int { return strings.Compare(a.Name, b.Name) })
@@ -137,7 +139,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) || len(rep.Unexpected)+len(rep.Wrong)+len(rep.Changed)+len(rep.Bad) > 0 {
-				t.Errorf("%s: %s\n%s", rc.Name, rep, cl.outputs())
+				t.Errorf("%s: %s\n%s\nthe missing ones' deliveries: %s", rc.Name, rep, cl.outputs(), deliveriesOf(t, cl, hookIDs[rc], rep.Missing))
 				break
 			}
 			time.Sleep(50 * time.Millisecond) // waiting on other processes' retries
@@ -155,4 +157,28 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	}
 	t.Logf("%d lifecycles on 3 replicas (one killed and restarted): %d committed webhook events, all delivered %s after the load; %d decisions rolled back; the hung receiver got %d attempts",
 		done.Load(), len(want), time.Since(loaded).Round(time.Millisecond), len(rolledBack), rcs[slices.IndexFunc(rcs, func(r *webhooktest.Receiver) bool { return r.Behavior == webhooktest.Hang })].Attempts())
+}
+
+// deliveriesOf returns, for a failure message, the deliveries of webhook
+// id whose webhook-id is one of msgs, with their attempts.
+func deliveriesOf(t *testing.T, cl *cluster, id string, msgs []string) string {
+	want := map[string]bool{}
+	for _, m := range msgs {
+		want[m] = true
+	}
+	var b strings.Builder
+	for cursor := ""; ; {
+		r := cl.c.call(t, "GET", cl.replicas[1].url, "/v1/webhooks/"+id+"/deliveries?limit=500"+cursor, adminToken, "")
+		items, _ := r.body["items"].([]any)
+		for _, it := range items {
+			if m := it.(map[string]any); want[m["message_id"].(string)] {
+				fmt.Fprintf(&b, "\n  %v", m)
+			}
+		}
+		next := r.str("next_cursor")
+		if next == "" || len(items) == 0 {
+			return b.String()
+		}
+		cursor = "&cursor=" + next
+	}
 }

@@ -66,6 +66,61 @@
     select(links[i]);
   }
 
+  // Desktop notifications of new pending requests while this tab is
+  // hidden. The browser's permission is asked only when the reviewer
+  // clicks the button, never on load; the reviewer's choice is kept in
+  // this browser (localStorage), and can be turned off the same way.
+  var notifyButton = document.getElementById('notify');
+  var notifyKey = 'airlock.notify';
+  function notifying() {
+    return window.Notification && Notification.permission === 'granted' && localStorage.getItem(notifyKey) === 'on';
+  }
+  function showNotifyState() {
+    if (!notifyButton) return;
+    if (!window.Notification) return;
+    notifyButton.hidden = false;
+    if (Notification.permission === 'denied') {
+      notifyButton.textContent = 'Notifications blocked by this browser';
+      notifyButton.disabled = true;
+    } else if (notifying()) {
+      notifyButton.textContent = 'Notifications on: turn off';
+      notifyButton.setAttribute('aria-pressed', 'true');
+    } else {
+      notifyButton.textContent = 'Notify me of new requests';
+      notifyButton.setAttribute('aria-pressed', 'false');
+    }
+  }
+  if (notifyButton && window.Notification) {
+    notifyButton.addEventListener('click', function () {
+      if (notifying()) {
+        localStorage.setItem(notifyKey, 'off');
+        showNotifyState();
+        return;
+      }
+      localStorage.setItem(notifyKey, 'on');
+      var asked = Notification.requestPermission(function () { showNotifyState(); });
+      if (asked && asked.then) asked.then(showNotifyState);
+    });
+    showNotifyState();
+  }
+  function notifyNew(node, ids) {
+    if (!notifying() || document.visibilityState !== 'hidden' || ids.length === 0) return;
+    var shown = ids.slice(0, 3);
+    shown.forEach(function (id) {
+      var row = node.querySelector('.row[data-id="' + CSS.escape(id) + '"]');
+      if (!row) return;
+      var part = function (sel) { var e = row.querySelector(sel); return e ? e.textContent.trim().replace(/\s+/g, ' ') : ''; };
+      var n = new Notification('Airlock: ' + part('.headline'), {
+        body: [part('.from'), part('.row-args'), part('.deadline')].filter(Boolean).join('\n'),
+        tag: id
+      });
+      n.onclick = function () { window.focus(); window.location.href = '/requests/' + encodeURIComponent(id); };
+    });
+    if (ids.length > shown.length) {
+      new Notification('Airlock: ' + (ids.length - shown.length) + ' more new requests', { tag: 'airlock-more' });
+    }
+  }
+
   // The live pending list.
   var live = document.getElementById('live');
   if (page === 'pending' && live && window.EventSource) {
@@ -85,8 +140,10 @@
       var n = Number(node.dataset.count || 0);
       setCount(n);
       if (known !== null) {
-        var added = ids.filter(function (id) { return known.indexOf(id) < 0; }).length;
+        var addedIDs = ids.filter(function (id) { return known.indexOf(id) < 0; });
+        var added = addedIDs.length;
         var gone = known.filter(function (id) { return ids.indexOf(id) < 0; }).length;
+        notifyNew(node, addedIDs);
         if (added || gone) {
           status.textContent = 'Live · ' + n + ' pending' + (added ? ', ' + added + ' new' : '') + (gone ? ', ' + gone + ' gone' : '');
         }
@@ -108,25 +165,47 @@
     });
   }
 
-  // An open request learns when it is decided or expires elsewhere.
+  // An open request learns at once when it is decided, cancelled or
+  // expires elsewhere: the outcome (who, when, the note) appears, the
+  // countdown stops and the decision controls are disabled.
   var art = document.querySelector('article.request');
   if (page === 'request' && art && art.dataset.state === 'pending' && window.EventSource) {
     var res = new EventSource('/live?request=' + encodeURIComponent(art.dataset.id));
-    res.addEventListener('state', function (ev) {
-      if (ev.data === 'pending') return;
+    res.addEventListener('outcome', function (ev) {
       res.close();
+      var doc = new DOMParser().parseFromString(ev.data, 'text/html');
+      var fresh = doc.getElementById('outcome');
+      if (!fresh) return;
+      var state = fresh.dataset.state;
+      var node = document.adoptNode(fresh);
+      var old = document.getElementById('outcome');
+      if (old) old.replaceWith(node); else art.appendChild(node);
+      art.dataset.state = state;
+      var who = document.getElementById('decided-by');
+      var when = node.querySelector('time');
       var box = document.getElementById('live-state');
-      box.textContent = 'This request is now ' + ev.data + ': nothing you send now can change it. Reload to see the outcome.';
+      box.textContent = 'Decided elsewhere: this request is now ' + state +
+        (who ? ' (by ' + who.textContent.trim() + (when ? ', ' + when.textContent.trim() : '') + ')' : '') +
+        '. Nothing you send now can change it; the outcome is below.';
       box.hidden = false;
       var badge = document.getElementById('state-badge');
       if (badge) {
-        badge.textContent = ev.data;
-        badge.className = 'badge state state-' + ev.data;
+        badge.textContent = state;
+        badge.className = 'badge state state-' + state;
       }
-      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select');
+      var ctl = document.querySelectorAll('#decide button, #decide textarea, #decide select, #decide-bar button');
       for (var i = 0; i < ctl.length; i++) ctl[i].disabled = true;
       var cd = document.querySelectorAll('.countdown');
-      for (var j = 0; j < cd.length; j++) cd[j].removeAttribute('data-deadline');
+      for (var j = 0; j < cd.length; j++) {
+        cd[j].removeAttribute('data-deadline');
+        cd[j].classList.remove('soon');
+        cd[j].textContent = state;
+      }
+      var bar = document.getElementById('decide-bar');
+      if (bar) bar.hidden = true;
+      var dlg = document.getElementById('confirm');
+      if (dlg && dlg.open) dlg.close('cancel');
+      node.scrollIntoView({ block: 'nearest' });
     });
   }
 
@@ -218,6 +297,50 @@
   if (art) {
     guard(document.getElementById('approve-form'), 'approve');
     guard(document.getElementById('deny-form'), 'deny');
+    // The decide bar acts through the forms, so through the same
+    // confirmation, with the form's validity and note.
+    var barApprove = document.getElementById('bar-approve');
+    var barDeny = document.getElementById('bar-deny');
+    if (barApprove) barApprove.addEventListener('click', function () { document.getElementById('approve-form').requestSubmit(); });
+    if (barDeny) barDeny.addEventListener('click', function () { document.getElementById('deny-form').requestSubmit(); });
+    // While the Decide form itself is on screen, the bar steps aside.
+    var bar = document.getElementById('decide-bar');
+    var form = document.getElementById('decide');
+    if (bar && form) {
+      var placing = false;
+      var place = function () {
+        placing = false;
+        var r = form.getBoundingClientRect();
+        bar.classList.toggle('away', r.top < window.innerHeight && r.bottom > 0);
+      };
+      var later = function () {
+        if (!placing) { placing = true; window.requestAnimationFrame(place); }
+      };
+      window.addEventListener('scroll', later, { passive: true });
+      window.addEventListener('resize', later);
+      place();
+    }
+  }
+
+  // Long texts fold after a few lines, with a button to show them all.
+  var folds = document.querySelectorAll('.collapsible');
+  for (var f = 0; f < folds.length; f++) {
+    (function (box) {
+      var more = document.querySelector('.show-all[data-for="' + box.id + '"]');
+      if (!more) return;
+      box.classList.add('collapsed');
+      if (box.scrollHeight <= box.clientHeight + 2) {
+        box.classList.remove('collapsed');
+        return;
+      }
+      more.hidden = false;
+      more.addEventListener('click', function () {
+        var open = box.classList.toggle('collapsed');
+        more.textContent = open ? 'Show all of the claim' : 'Show less';
+        more.setAttribute('aria-expanded', String(!open));
+      });
+      more.setAttribute('aria-expanded', 'false');
+    })(folds[f]);
   }
   // a / d: approve or deny the open request, through the same confirmation.
   function decide(kind) {

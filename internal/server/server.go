@@ -235,9 +235,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	for _, p := range inbox.Patterns {
 		mux.Handle(p, ib)
 	}
-	mux.Handle("/", rest.New(rest.Config{
+	// Every other path is the API's; a browser asking for a page that is
+	// not there gets the inbox's own 404 page rather than the API's JSON.
+	mux.Handle("/", inbox.BrowserNotFound(ib, rest.New(rest.Config{
 		Service: svc, Logger: log, Registry: reg, Context: drainCtx, Limiter: limiter, AuthGuard: s.guard,
-	}))
+	})))
 	s.http = &http.Server{
 		Handler:           s.track(rest.RefuseUncleanPaths(mux)),
 		ReadHeaderTimeout: readHeaderTimeout,
