@@ -173,6 +173,9 @@ class ClientTest(unittest.TestCase):
         t.join(30)
         self.assertEqual((got["state"], got["decision"]["note"]), ("approved", "fine"))
         self.assertGreater(got["decision"]["expires_at"], got["decision"]["decided_at"])
+        # Names for people to read: the instance, the agent token that asked, the reviewer token that decided.
+        self.assertEqual((got["instance_name"], got["created_by_name"], got["decision"]["decided_by_name"]),
+                         ("py long-poll", "py agent", "py reviewer"))
 
     def test_lost_answer_is_retried_with_the_same_key(self) -> None:
         inst = srv.agent.register_instance("py retries")

@@ -48,7 +48,10 @@ export interface Decision {
   note?: string;
   answer?: string;
   decided_at: string;
+  /** The deciding token's ID, or a system actor such as `system:expiry`. */
   decided_by?: string;
+  /** Who decided, for people to read: the token's name, or decided_by as it is when that names no token. */
+  decided_by_name?: string;
   /** Approvals only: permission to start the call ends then. */
   expires_at?: string;
 }
@@ -68,6 +71,10 @@ export interface Proposal {
 export interface ApprovalRequest {
   id: string;
   instance_id: string;
+  /** The instance's (or MCP session's) name, for people to read; absent if the instance is gone. */
+  instance_name?: string;
+  /** The name of the agent token that made the request, for people to read; absent if that token is gone. */
+  created_by_name?: string;
   state: State;
   kind: Kind;
   tool?: string;
@@ -81,7 +88,9 @@ export interface ApprovalRequest {
   deadline_at: string;
   decision?: Decision;
   execution?: Execution;
+  /** MCP requests only, as are target_type, target_id and session_id. */
   title?: string;
+  description?: string;
   target_type?: string;
   target_id?: string;
   session_id?: string;

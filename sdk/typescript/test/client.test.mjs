@@ -109,6 +109,9 @@ test('long-poll: holds until the wait ends, and answers once decided', async () 
   assert.equal(decided.state, 'approved');
   assert.equal(decided.decision.note, 'fine');
   assert.ok(decided.decision.expires_at > decided.decision.decided_at);
+  // Names for people to read: the instance, the agent token that asked, the reviewer token that decided.
+  assert.deepEqual([decided.instance_name, decided.created_by_name, decided.decision.decided_by_name],
+    ['long-poll', 'sdk agent', 'sdk reviewer']);
 });
 
 test('a lost answer is retried with the same Idempotency-Key; the server creates one request', async () => {
