@@ -1,7 +1,7 @@
 """A client for every endpoint of Airlock's REST API (rest/openapi.yaml).
 
 Resources are returned as the server sends them: dicts with the API's
-snake_case keys (see ``airlock.types`` for their shapes). Errors the server
+snake_case keys (rest/openapi.yaml gives their shapes). Errors the server
 answers are :class:`AirlockError` with the stable ``code``; calls that got
 no answer are :class:`NetworkError`. Calls that are safe to repeat (reads,
 creates with an Idempotency-Key, reports, cancels) are retried on network
@@ -343,10 +343,16 @@ class Client:
         """Revokes a token (admins); it stops working at once."""
         return self._do("DELETE", f"/v1/tokens/{_q(token_id)}", retry=True)
 
-    # Webhooks (docs/operations.md).
+    # Webhooks (admins; docs/notifications.md).
 
     def create_webhook(self, url: str, *, events: Optional[List[str]] = None, description: Optional[str] = None) -> JsonObject:
-        """Creates a webhook endpoint (admins); its signing secret is in this answer only. Not retried: that could create two."""
+        """Creates a webhook endpoint; its signing secret (``whsec_…``) is in this answer only.
+
+        ``events`` are the approval_request.* types to receive (empty or
+        None: all). Not retried on a network error: that could create two.
+        A loopback or private URL is refused unless the server runs with
+        ``--webhook-allow-private``.
+        """
         body: JsonObject = {"url": url}
         if events is not None:
             body["events"] = events
@@ -355,23 +361,24 @@ class Client:
         return self._do("POST", "/v1/webhooks", body=body, want=(201,))
 
     def list_webhooks(self) -> List[JsonObject]:
-        """The webhook endpoints, oldest first, without secrets (admins)."""
+        """The webhook endpoints, oldest first, without secrets."""
         return self._do("GET", "/v1/webhooks", retry=True)["items"]
 
     def get_webhook(self, webhook_id: str) -> JsonObject:
+        """Reads a webhook endpoint, without its secret."""
         return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}", retry=True)
 
     def delete_webhook(self, webhook_id: str) -> None:
-        """Deletes a webhook endpoint and its deliveries (admins)."""
+        """Deletes a webhook endpoint and its deliveries. Not retried: a retry after a lost answer would report not_found."""
         self._do("DELETE", f"/v1/webhooks/{_q(webhook_id)}", want=(204,))
 
     def list_webhook_deliveries(self, webhook_id: str, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> JsonObject:
-        """One page of an endpoint's deliveries, newest first, each with its attempts (admins): {items, next_cursor?}."""
+        """One page of the endpoint's deliveries, newest first, each with its attempts: {items, next_cursor?}."""
         q = {"cursor": cursor, "limit": None if limit is None else str(limit)}
         return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}/deliveries", query=q, retry=True)
 
     def test_webhook(self, webhook_id: str) -> JsonObject:
-        """Queues a webhook.test delivery to the endpoint, signed and retried like any other (admins)."""
+        """Queues a signed ``webhook.test`` delivery to the endpoint. Not retried: that could queue two."""
         return self._do("POST", f"/v1/webhooks/{_q(webhook_id)}/test", want=(202,))
 
     # Operations.

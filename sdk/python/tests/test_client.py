@@ -1,13 +1,18 @@
 """The REST client against the real server: every endpoint, errors with their stable code,
 long-poll, retries with the same Idempotency-Key, and the event stream resuming after a cut connection."""
 
+import base64
+import hashlib
+import hmac
+import http.server
 import json
 import os
 import re
 import threading
+import time
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import urllib.request
+from typing import Any, Dict, List, Mapping
 
 from airlock import AirlockError, Client, NetworkError, Retry, is_code
 from tests.support import REPO, CuttingProxy, Server
@@ -17,7 +22,7 @@ srv: Server
 
 def setUpModule() -> None:
     global srv
-    srv = Server("--webhook-allow-private")
+    srv = Server()
 
 
 def tearDownModule() -> None:
@@ -39,12 +44,55 @@ OPERATIONS = {
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
 }
 
-# Operations that are not the SDK's to call, and why.
+# Operations that are not the SDK's to call, each with the reason: a deliberate
+# exclusion, not a skip. Each must still exist in rest/openapi.yaml.
 NOT_FOR_THE_SDK = {
     "claudeCodeHook": "Claude Code's own HTTP hook calls it, not an agent's code",
 }
 
 FAST = Retry(attempts=5, min_backoff=0.001, max_backoff=0.002)
+
+
+def verify_signature(secret: str, headers: Mapping[str, str], body: bytes) -> bool:
+    """Verifies a Standard Webhooks delivery as a receiver must: HMAC-SHA256 of
+    "webhook-id.webhook-timestamp.body", keyed by the base64 after "whsec_",
+    matching one of the space-separated "v1,<base64>" signatures."""
+    key = base64.b64decode(secret[len("whsec_"):])
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    want = hmac.new(key, signed, hashlib.sha256).digest()
+    for sig in headers.get("webhook-signature", "").split(" "):
+        version, _, b64 = sig.partition(",")
+        if version == "v1" and hmac.compare_digest(base64.b64decode(b64 or ""), want):
+            return True
+    return False
+
+
+class Receiver:
+    """A real HTTP receiver on loopback that records each POST and answers 204."""
+
+    def __init__(self) -> None:
+        self.got: List[Dict[str, Any]] = []
+        self.arrived = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.got.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                self.send_response(204)
+                self.end_headers()
+                outer.arrived.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hooks/airlock"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class ClientTest(unittest.TestCase):
@@ -55,6 +103,12 @@ class ClientTest(unittest.TestCase):
         for op in (i for i in ids if i not in NOT_FOR_THE_SDK):
             self.assertIn(op, OPERATIONS, f"rest/openapi.yaml has operation {op}: add a client method (and its TypeScript twin)")
             self.assertTrue(callable(getattr(Client, OPERATIONS[op], None)), op)
+        # Both lists stay true: no stale or renamed operation, none both wrapped and excluded.
+        for op in OPERATIONS:
+            self.assertIn(op, ids, f"{op} is listed but rest/openapi.yaml has no such operation")
+        for op in NOT_FOR_THE_SDK:
+            self.assertIn(op, ids, f"{op} is excluded but rest/openapi.yaml has no such operation: drop it from NOT_FOR_THE_SDK")
+            self.assertNotIn(op, OPERATIONS, f"{op} is both wrapped and excluded")
 
     def test_instances(self) -> None:
         inst = srv.agent.register_instance("py client", {"host": "ci"})
@@ -119,6 +173,9 @@ class ClientTest(unittest.TestCase):
         t.join(30)
         self.assertEqual((got["state"], got["decision"]["note"]), ("approved", "fine"))
         self.assertGreater(got["decision"]["expires_at"], got["decision"]["decided_at"])
+        # Names for people to read: the instance, the agent token that asked, the reviewer token that decided.
+        self.assertEqual((got["instance_name"], got["created_by_name"], got["decision"]["decided_by_name"]),
+                         ("py long-poll", "py agent", "py reviewer"))
 
     def test_lost_answer_is_retried_with_the_same_key(self) -> None:
         inst = srv.agent.register_instance("py retries")
@@ -214,43 +271,70 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(first["event"]["id"], seen[2])
 
     def test_webhooks(self) -> None:
-        received = []
-        arrived = threading.Event()
-
-        class Receiver(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the handler's name is fixed
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append({"id": self.headers["webhook-id"], "signature": self.headers["webhook-signature"], "body": json.loads(body)})
-                self.send_response(204)
-                self.end_headers()
-                arrived.set()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-        threading.Thread(target=receiver.serve_forever, daemon=True).start()
-        self.addCleanup(receiver.server_close)
-        self.addCleanup(receiver.shutdown)
-        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
-        wh = srv.admin.create_webhook(url, events=["approval_request.created"], description="py test")
-        self.assertTrue(wh["secret"].startswith("whsec_"))
-        self.assertEqual((wh["url"], wh["events"], wh["enabled"]), (url, ["approval_request.created"], True))
-        self.assertTrue(any(w["id"] == wh["id"] and "secret" not in w for w in srv.admin.list_webhooks()))
-        self.assertEqual(srv.admin.get_webhook(wh["id"])["description"], "py test")
-        d = srv.admin.test_webhook(wh["id"])
-        self.assertEqual((d["webhook_id"], d["type"]), (wh["id"], "webhook.test"))
-        self.assertTrue(arrived.wait(30), "the test delivery never arrived")
-        self.assertEqual(received[0]["id"], d["message_id"])
-        self.assertTrue(received[0]["signature"].startswith("v1,"))
-        self.assertIn(d["id"], [x["id"] for x in srv.admin.list_webhook_deliveries(wh["id"], limit=10)["items"]])
-        srv.admin.delete_webhook(wh["id"])
+        # Without --webhook-allow-private a loopback receiver is refused at creation.
         with self.assertRaises(AirlockError) as cm:
-            srv.admin.get_webhook(wh["id"])
-        self.assertEqual(cm.exception.code, "not_found")
+            srv.admin.create_webhook("http://127.0.0.1:9/hook")
+        self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.field), ("invalid_request", 400, "url"))
+
+        ws = Server("--webhook-allow-private")
+        self.addCleanup(ws.stop)
+        rc = Receiver()
+        self.addCleanup(rc.close)
+        wh = ws.admin.create_webhook(rc.url, events=["approval_request.created"], description="py sdk test")
+        self.assertRegex(wh["id"], r"^whk_")
+        self.assertRegex(wh["secret"], r"^whsec_[A-Za-z0-9+/=]+$")
+        self.assertEqual((wh["url"], wh["events"], wh["description"], wh["enabled"]),
+                         (rc.url, ["approval_request.created"], "py sdk test", True))
+
+        # The secret is shown once: neither the list nor a read carries it.
+        listed = ws.admin.list_webhooks()
+        self.assertEqual([w["id"] for w in listed], [wh["id"]])
+        self.assertNotIn("secret", listed[0])
+        read = ws.admin.get_webhook(wh["id"])
+        self.assertEqual(read, {k: v for k, v in wh.items() if k != "secret"})
         with self.assertRaises(AirlockError) as cm:
-            srv.agent.list_webhooks()
-        self.assertEqual(cm.exception.code, "forbidden")
+            ws.reviewer.list_webhooks()
+        self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
+
+        queued = ws.admin.test_webhook(wh["id"])
+        self.assertRegex(queued["id"], r"^dlv_")
+        self.assertRegex(queued["message_id"], r"^msg_")
+        self.assertEqual((queued["webhook_id"], queued["type"]), (wh["id"], "webhook.test"))
+
+        self.assertTrue(rc.arrived.wait(30), "no webhook arrived at the receiver")
+        got = rc.got[0]
+        self.assertEqual(got["path"], "/hooks/airlock")
+        self.assertEqual(got["headers"]["webhook-id"], queued["message_id"])
+        self.assertLess(abs(int(got["headers"]["webhook-timestamp"]) - time.time()), 300, "timestamp within the 5-minute tolerance")
+        self.assertTrue(verify_signature(wh["secret"], got["headers"], got["body"]), got["headers"]["webhook-signature"])
+        # The check can fail: a changed body or another secret does not verify.
+        self.assertFalse(verify_signature(wh["secret"], got["headers"], got["body"] + b" "))
+        self.assertFalse(verify_signature("whsec_" + base64.b64encode(b"another key").decode(), got["headers"], got["body"]))
+        payload = json.loads(got["body"])
+        self.assertEqual((payload["type"], payload["data"]["webhook_id"]), ("webhook.test", wh["id"]))
+
+        # The delivery is listed with the attempt the receiver answered
+        # (polling the server: its record lands just after the answer).
+        deadline = time.monotonic() + 30
+        while True:
+            page = ws.admin.list_webhook_deliveries(wh["id"], limit=10)
+            d = next((x for x in page["items"] if x["id"] == queued["id"]), None)
+            if d is not None and d["state"] == "delivered":
+                break
+            self.assertLess(time.monotonic(), deadline, f"the test delivery is not listed as delivered: {d}")
+            time.sleep(0.02)
+        self.assertEqual(d["message_id"], queued["message_id"])
+        self.assertGreaterEqual(len(d["attempts"]), 1)
+        self.assertEqual(d["attempts"][-1]["status"], 204)
+        self.assertGreaterEqual(d["attempts"][-1]["latency_ms"], 0)
+
+        ws.admin.delete_webhook(wh["id"])
+        for fn in (lambda: ws.admin.get_webhook(wh["id"]), lambda: ws.admin.list_webhook_deliveries(wh["id"]),
+                   lambda: ws.admin.delete_webhook(wh["id"])):
+            with self.assertRaises(AirlockError) as cm:
+                fn()
+            self.assertEqual((cm.exception.code, cm.exception.status), ("not_found", 404))
+        self.assertEqual(ws.admin.list_webhooks(), [])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 import { AirlockError, NetworkError } from './errors.js';
 import type {
-  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateWebhookInput, DeliveryPage, Delivery, Webhook, CreateRequestInput, CreateTokenInput, DecisionInput,
-  EventData, Health, Instance, JsonObject, ListRequestsOptions, ReportStatus, RequestPage, Session, State, Token,
-  WorkItem, WorkItemUpdate,
+  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateRequestInput, CreateTokenInput,
+  CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Health, Instance, JsonObject,
+  ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Session, State, Token, Webhook, WorkItem,
+  WorkItemUpdate,
 } from './types.js';
 
 /**
@@ -387,36 +388,42 @@ export class AirlockClient {
     return this.do({ method: 'DELETE', path: `/v1/tokens/${enc(id)}`, retry: true, signal: o?.signal });
   }
 
-  // Webhooks (docs/operations.md).
+  // Webhooks (admins; docs/notifications.md).
 
-  /** Creates a webhook endpoint (admins); its signing secret is in this answer only. Not retried: that could create two. */
+  /**
+   * Creates a webhook endpoint; its signing secret (`whsec_…`) is in this
+   * answer only. Not retried on a network error: that could create two.
+   * A loopback or private URL is refused unless the server runs with
+   * --webhook-allow-private.
+   */
   async createWebhook(input: CreateWebhookInput, o?: CallOptions): Promise<CreatedWebhook> {
     return this.do({ method: 'POST', path: '/v1/webhooks', body: JSON.stringify(input), want: [201], signal: o?.signal });
   }
 
-  /** Lists the webhook endpoints, oldest first, without secrets (admins). */
+  /** Lists the webhook endpoints, oldest first, without secrets. */
   async listWebhooks(o?: CallOptions): Promise<Webhook[]> {
     return (await this.do<{ items: Webhook[] }>({ method: 'GET', path: '/v1/webhooks', retry: true, signal: o?.signal })).items;
   }
 
+  /** Reads a webhook endpoint, without its secret. */
   async getWebhook(id: string, o?: CallOptions): Promise<Webhook> {
     return this.do({ method: 'GET', path: `/v1/webhooks/${enc(id)}`, retry: true, signal: o?.signal });
   }
 
-  /** Deletes a webhook endpoint and its deliveries (admins). */
+  /** Deletes a webhook endpoint and its deliveries. Not retried on a network error: a retry after a lost answer would report not_found. */
   async deleteWebhook(id: string, o?: CallOptions): Promise<void> {
     await this.do({ method: 'DELETE', path: `/v1/webhooks/${enc(id)}`, want: [204], as: 'none', signal: o?.signal });
   }
 
-  /** One page of an endpoint's deliveries, newest first, each with its attempts (admins). */
-  async listWebhookDeliveries(id: string, opts: { cursor?: string; limit?: number } = {}, o?: CallOptions): Promise<DeliveryPage> {
+  /** Lists one page of an endpoint's deliveries, newest first, each with its attempts. Follow next_cursor. */
+  async listWebhookDeliveries(id: string, opts: ListDeliveriesOptions = {}, o?: CallOptions): Promise<DeliveryPage> {
     return this.do({
       method: 'GET', path: `/v1/webhooks/${enc(id)}/deliveries`, retry: true, signal: o?.signal,
       query: { cursor: opts.cursor, limit: opts.limit === undefined ? undefined : String(opts.limit) },
     });
   }
 
-  /** Queues a webhook.test delivery to the endpoint, signed and retried like any other (admins). */
+  /** Queues a signed `webhook.test` delivery to the endpoint. Not retried on a network error: that could queue two. */
   async testWebhook(id: string, o?: CallOptions): Promise<Delivery> {
     return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/test`, want: [202], signal: o?.signal });
   }

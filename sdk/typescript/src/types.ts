@@ -48,7 +48,10 @@ export interface Decision {
   note?: string;
   answer?: string;
   decided_at: string;
+  /** The deciding token's ID, or a system actor such as `system:expiry`. */
   decided_by?: string;
+  /** Who decided, for people to read: the token's name, or decided_by as it is when that names no token. */
+  decided_by_name?: string;
   /** Approvals only: permission to start the call ends then. */
   expires_at?: string;
 }
@@ -68,6 +71,10 @@ export interface Proposal {
 export interface ApprovalRequest {
   id: string;
   instance_id: string;
+  /** The instance's (or MCP session's) name, for people to read; absent if the instance is gone. */
+  instance_name?: string;
+  /** The name of the agent token that made the request, for people to read; absent if that token is gone. */
+  created_by_name?: string;
   state: State;
   kind: Kind;
   tool?: string;
@@ -81,7 +88,9 @@ export interface ApprovalRequest {
   deadline_at: string;
   decision?: Decision;
   execution?: Execution;
+  /** MCP requests only, as are target_type, target_id and session_id. */
   title?: string;
+  description?: string;
   target_type?: string;
   target_id?: string;
   session_id?: string;
@@ -204,22 +213,30 @@ export interface Session {
   closed_at?: string;
 }
 
-export interface Health {
-  status: 'ok' | 'unavailable';
-}
+/** The approval-request notifications an endpoint can subscribe to. */
+export type NotifyType =
+  | 'approval_request.created'
+  | 'approval_request.approved'
+  | 'approval_request.denied'
+  | 'approval_request.expired'
+  | 'approval_request.cancelled'
+  | 'approval_request.reminder'
+  | 'approval_request.execution_claimed'
+  | 'approval_request.execution_reported';
 
 export interface CreateWebhookInput {
   /** An absolute http:// or https:// URL without credentials or fragment. */
   url: string;
-  /** The event types it receives; all when empty or absent. */
-  events?: string[];
+  /** The event types to receive; empty or absent means all. */
+  events?: NotifyType[];
   description?: string;
 }
 
 export interface Webhook {
   id: string;
   url: string;
-  events: string[];
+  /** The event types it receives; empty means all. */
+  events: NotifyType[];
   description?: string;
   created_at: string;
   created_by?: string;
@@ -231,7 +248,7 @@ export interface Webhook {
 }
 
 export interface CreatedWebhook extends Webhook {
-  /** The signing secret; shown in this answer only. */
+  /** The Standard Webhooks signing secret (`whsec_…`); shown in this answer only. */
   secret: string;
 }
 
@@ -246,8 +263,9 @@ export interface DeliveryAttempt {
 export interface Delivery {
   id: string;
   webhook_id: string;
-  /** The webhook-id header, the receivers' key to drop duplicates by. */
+  /** The webhook-id header: the same on every attempt and for every endpoint receiving the event. */
   message_id: string;
+  /** A NotifyType, or `webhook.test`. */
   type: string;
   event_id?: number;
   request_id?: string;
@@ -257,7 +275,18 @@ export interface Delivery {
   attempts: DeliveryAttempt[];
 }
 
+export interface ListDeliveriesOptions {
+  /** The next_cursor of the previous page. */
+  cursor?: string;
+  /** 1..500 (server default 50). */
+  limit?: number;
+}
+
 export interface DeliveryPage {
   items: Delivery[];
   next_cursor?: string;
+}
+
+export interface Health {
+  status: 'ok' | 'unavailable';
 }

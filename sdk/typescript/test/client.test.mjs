@@ -3,15 +3,16 @@
 // the event stream resuming after a dropped connection.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AirlockClient, AirlockError, NetworkError, isCode } from '../dist/index.js';
-import { startServer } from './support/server.mjs';
+import { startServer, waitFor } from './support/server.mjs';
 
 let srv;
-before(async () => { srv = await startServer(['--webhook-allow-private']); });
+before(async () => { srv = await startServer(); });
 after(async () => { await srv?.stop(); });
 
 // Each operation of rest/openapi.yaml, and the client method that calls it.
@@ -28,7 +29,8 @@ const operations = {
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
 };
 
-// Operations that are not the SDK's to call, and why.
+// Operations that are not the SDK's to call, each with the reason: a deliberate
+// exclusion, not a skip. Each must still exist in rest/openapi.yaml.
 const notForTheSDK = {
   claudeCodeHook: "Claude Code's own HTTP hook calls it, not an agent's code",
 };
@@ -41,6 +43,12 @@ test('the client has a method for every operation of rest/openapi.yaml', () => {
     const method = operations[id];
     assert.ok(method, `rest/openapi.yaml has operation ${id}: add a client method (and its python twin) and list it here`);
     assert.equal(typeof AirlockClient.prototype[method], 'function', `${id} → ${method}`);
+  }
+  // Both lists stay true: no stale or renamed operation, none both wrapped and excluded.
+  for (const id of Object.keys(operations)) assert.ok(ids.includes(id), `${id} is listed but rest/openapi.yaml has no such operation`);
+  for (const id of Object.keys(notForTheSDK)) {
+    assert.ok(ids.includes(id), `${id} is excluded but rest/openapi.yaml has no such operation: drop it from notForTheSDK`);
+    assert.ok(!(id in operations), `${id} is both wrapped and excluded`);
   }
 });
 
@@ -101,6 +109,9 @@ test('long-poll: holds until the wait ends, and answers once decided', async () 
   assert.equal(decided.state, 'approved');
   assert.equal(decided.decision.note, 'fine');
   assert.ok(decided.decision.expires_at > decided.decision.decided_at);
+  // Names for people to read: the instance, the agent token that asked, the reviewer token that decided.
+  assert.deepEqual([decided.instance_name, decided.created_by_name, decided.decision.decided_by_name],
+    ['long-poll', 'sdk agent', 'sdk reviewer']);
 });
 
 test('a lost answer is retried with the same Idempotency-Key; the server creates one request', async () => {
@@ -243,38 +254,103 @@ test('the core imports nothing but Node built-ins and its own files; frameworks 
   for (const peer of Object.keys(pkg.peerDependencies)) assert.equal(pkg.peerDependenciesMeta[peer]?.optional, true, peer);
 });
 
-test('webhooks: create (secret once), list, read, a test delivery reaches a real receiver, deliveries, delete', async () => {
-  const received = [];
-  let arrived;
-  const got = new Promise((r) => { arrived = r; });
-  const receiver = createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => { body += d; });
+/**
+ * Verifies a Standard Webhooks delivery as a receiver must: HMAC-SHA256 of
+ * "webhook-id.webhook-timestamp.body", keyed by the base64 after "whsec_",
+ * matching one of the space-separated "v1,<base64>" signatures.
+ */
+function verifySignature(secret, headers, body) {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  const want = createHmac('sha256', key).update(`${headers['webhook-id']}.${headers['webhook-timestamp']}.`).update(body).digest();
+  return (headers['webhook-signature'] ?? '').split(' ').some((sig) => {
+    const [v, b64] = sig.split(',');
+    const got = Buffer.from(b64 ?? '', 'base64');
+    return v === 'v1' && got.length === want.length && timingSafeEqual(got, want);
+  });
+}
+
+/** A real HTTP receiver on loopback that records each POST and answers 204. */
+async function startReceiver() {
+  const got = [];
+  const waiters = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
-      received.push({ id: req.headers['webhook-id'], signature: req.headers['webhook-signature'], body: JSON.parse(body) });
+      got.push({ method: req.method, path: req.url, headers: req.headers, body: Buffer.concat(chunks) });
       res.writeHead(204).end();
-      arrived();
+      for (const w of waiters.splice(0)) w();
     });
   });
-  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hooks/airlock`, got,
+    /** Resolves with the first delivery, once one arrived (bounded, so a lost delivery fails the test). */
+    first: (timeoutMs = 30_000) => new Promise((resolve, reject) => {
+      if (got.length) { resolve(got[0]); return; }
+      const t = setTimeout(() => reject(new Error('no webhook arrived at the receiver')), timeoutMs);
+      waiters.push(() => { clearTimeout(t); resolve(got[0]); });
+    }),
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
+  };
+}
+
+test('webhooks: create (secret once), list, get, a signed test delivery to a real receiver, its attempt, delete', async () => {
+  // Without --webhook-allow-private a loopback receiver is refused at creation.
+  await assert.rejects(srv.admin.createWebhook({ url: 'http://127.0.0.1:9/hook' }),
+    (e) => e.code === 'invalid_request' && e.status === 400 && e.field === 'url');
+
+  const ws = await startServer(['--webhook-allow-private']);
+  const rc = await startReceiver();
   try {
-    const url = `http://127.0.0.1:${receiver.address().port}/hook`;
-    const wh = await srv.admin.createWebhook({ url, events: ['approval_request.created'], description: 'sdk test' });
-    assert.match(wh.secret, /^whsec_/);
-    assert.deepEqual([wh.url, wh.events, wh.enabled], [url, ['approval_request.created'], true]);
-    assert.ok((await srv.admin.listWebhooks()).some((w) => w.id === wh.id && !('secret' in w)));
-    assert.equal((await srv.admin.getWebhook(wh.id)).description, 'sdk test');
-    const d = await srv.admin.testWebhook(wh.id);
-    assert.deepEqual([d.webhook_id, d.type], [wh.id, 'webhook.test']);
-    await got;
-    assert.equal(received[0].id, d.message_id);
-    assert.match(received[0].signature, /^v1,/);
-    const page = await srv.admin.listWebhookDeliveries(wh.id, { limit: 10 });
-    assert.ok(page.items.some((x) => x.id === d.id));
-    await srv.admin.deleteWebhook(wh.id);
-    await assert.rejects(srv.admin.getWebhook(wh.id), (e) => e.code === 'not_found');
-    await assert.rejects(srv.agent.listWebhooks(), (e) => e.code === 'forbidden');
+    const wh = await ws.admin.createWebhook({ url: rc.url, events: ['approval_request.created'], description: 'sdk test' });
+    assert.match(wh.id, /^whk_/);
+    assert.match(wh.secret, /^whsec_[A-Za-z0-9+/=]+$/);
+    assert.deepEqual([wh.url, wh.events, wh.description, wh.enabled], [rc.url, ['approval_request.created'], 'sdk test', true]);
+
+    // The secret is shown once: neither the list nor a read carries it.
+    const listed = await ws.admin.listWebhooks();
+    assert.deepEqual(listed.map((w) => w.id), [wh.id]);
+    assert.equal(listed[0].secret, undefined);
+    const read = await ws.admin.getWebhook(wh.id);
+    assert.equal(read.secret, undefined);
+    assert.deepEqual({ ...read }, (({ secret, ...rest }) => rest)(wh));
+    await assert.rejects(ws.reviewer.listWebhooks(), (e) => e.code === 'forbidden' && e.status === 403);
+
+    const queued = await ws.admin.testWebhook(wh.id);
+    assert.match(queued.id, /^dlv_/);
+    assert.match(queued.message_id, /^msg_/);
+    assert.deepEqual([queued.webhook_id, queued.type], [wh.id, 'webhook.test']);
+
+    const got = await rc.first();
+    assert.deepEqual([got.method, got.path], ['POST', '/hooks/airlock']);
+    assert.equal(got.headers['webhook-id'], queued.message_id);
+    assert.ok(Math.abs(Number(got.headers['webhook-timestamp']) - Date.now() / 1000) < 300, 'timestamp within the 5-minute tolerance');
+    assert.ok(verifySignature(wh.secret, got.headers, got.body), `signature verifies: ${got.headers['webhook-signature']}`);
+    // The check can fail: a changed body or another secret does not verify.
+    assert.ok(!verifySignature(wh.secret, got.headers, Buffer.concat([got.body, Buffer.from(' ')])));
+    assert.ok(!verifySignature('whsec_' + Buffer.from('another key').toString('base64'), got.headers, got.body));
+    const payload = JSON.parse(got.body.toString('utf8'));
+    assert.deepEqual([payload.type, payload.data.webhook_id], ['webhook.test', wh.id]);
+
+    // The delivery is listed with the attempt the receiver answered.
+    const delivered = await waitFor(async () => {
+      const page = await ws.admin.listWebhookDeliveries(wh.id, { limit: 10 });
+      const d = page.items.find((x) => x.id === queued.id);
+      return d?.state === 'delivered' ? d : undefined;
+    }, 'the test delivery listed as delivered');
+    assert.equal(delivered.message_id, queued.message_id);
+    assert.ok(delivered.attempts.length >= 1);
+    assert.equal(delivered.attempts.at(-1).status, 204);
+    assert.ok(delivered.attempts.at(-1).latency_ms >= 0);
+
+    await ws.admin.deleteWebhook(wh.id);
+    await assert.rejects(ws.admin.getWebhook(wh.id), (e) => e.code === 'not_found' && e.status === 404);
+    await assert.rejects(ws.admin.listWebhookDeliveries(wh.id), (e) => e.code === 'not_found');
+    await assert.rejects(ws.admin.deleteWebhook(wh.id), (e) => e.code === 'not_found');
+    assert.deepEqual(await ws.admin.listWebhooks(), []);
   } finally {
-    receiver.close();
+    await rc.close();
+    await ws.stop();
   }
 });
