@@ -410,7 +410,11 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, now time.Time) {
 		line("Deadline", q.DeadlineAt.UTC().Format(time.RFC3339)+" ("+until(now, q.DeadlineAt)+")")
 	}
 	if d := q.Decision; d != nil {
-		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), d.DecidedBy))
+		by := d.DecidedBy
+		if d.DecidedByName != "" && d.DecidedByName != d.DecidedBy {
+			by = inbox.Visible(d.DecidedByName) + " (" + d.DecidedBy + ")"
+		}
+		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), by))
 		if d.ExpiresAt != nil {
 			line("May start", "until "+d.ExpiresAt.UTC().Format(time.RFC3339))
 		}
