@@ -140,8 +140,9 @@ func (b *bundle) tab(t *testing.T) *tab {
 	return tb
 }
 
-// limit bounds one browser step.
-const stepTimeout = 20 * time.Second
+// stepTimeout bounds one browser step: generous, since the test machines
+// are shared and a loaded one takes seconds to start a page.
+const stepTimeout = 45 * time.Second
 
 func (tb *tab) do(steps ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
@@ -176,7 +177,7 @@ func eval[T any](tb *tab, expr string) T {
 // the poll then starts again on the new page.
 func (tb *tab) waitFor(expr string) {
 	tb.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithDeadline(tb.ctx, deadline)
 		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))

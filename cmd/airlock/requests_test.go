@@ -132,6 +132,10 @@ func TestCLIRequests(t *testing.T) {
 	if got.Str("decision.note") != "once" {
 		t.Fatalf("note %q", got.Str("decision.note"))
 	}
+	// The decider by name, the token ID beside it.
+	if show := s.cli(t, s.reviewer, "requests", "show", id).want(t, 0, "show decided").stdout; !strings.Contains(show, "by cli reviewer (tok_") {
+		t.Errorf("show does not name the decider:\n%s", show)
+	}
 
 	id2 := s.create(t, `{"tool":"rm","arguments":{"path":"/"}}`)
 	var denied struct {

@@ -29,7 +29,7 @@ const reviewer = env('AIRLOCK_REVIEWER_TOKEN');
 const itemId = env('AIRLOCK_ITEM_ID');
 
 const toolNames = [
-  'approval_request', 'approval_status', 'approval_cancel',
+  'approval_request', 'approval_status', 'approval_cancel', 'approval_prompt',
   'session_open', 'session_heartbeat', 'session_close',
   'work_list', 'work_get',
 ];
