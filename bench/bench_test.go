@@ -53,8 +53,10 @@ func checkResult(t *testing.T, name string, res Result, maxOps int) {
 
 // TestLifecycleWithBaseline runs the lifecycle scenario in-process, with
 // the raw baseline after it, and checks the report and its JSON.
+//
+// It runs apart from the package's parallel tests: it compares the process's
+// CPU per operation across runs, which other tests in the process would add to.
 func TestLifecycleWithBaseline(t *testing.T) {
-	t.Parallel()
 	cfg := short(Lifecycle)
 	cfg.Baseline, cfg.HTTPBaseline = true, true
 	rep := run(t, cfg)
