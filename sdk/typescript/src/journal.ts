@@ -6,8 +6,8 @@ import type { ReportStatus } from './types.js';
 // The journal is what a Gate keeps on disk so that a call runs at most once
 // even across restarts, and so that a run a crash interrupted is reported
 // unknown instead of being run again. It is a directory with one small
-// append-only file per call (named by a hash of the call's idempotency key);
-// each line is one step, written and fsynced before the gate goes on:
+// append-only file per call (named by a hash of the call's idempotency key,
+// as the Go gate's); each line is one step:
 //
 //   requested <request id> <key>    the request exists (after create)
 //   claiming  <request id>          about to claim the execution
@@ -17,14 +17,20 @@ import type { ReportStatus } from './types.js';
 //   reported  <request id> <status> the server has the outcome
 //
 // Every line is written before the gate goes on, so it survives the process
-// being killed. The "claiming" line is also fsynced (with its file's
-// directory entry) before the claim is sent, so it survives the machine
-// losing power too: a restart that finds it, and an execution on the
-// server, reports unknown and never runs the call; the server grants one
-// claim only, so nothing else decides whether the call can run twice. The
-// other lines only make the report more precise (started or not, succeeded
-// rather than unknown); they are fsynced as well with syncEveryStep, which
-// costs about a millisecond per line on a typical disk.
+// being killed. The "claiming" line is written before the claim is sent and
+// made durable (fsynced, with the journal directory) while the claim is in
+// flight; the call starts only once both are done, so a call never starts
+// without a record that survives the machine losing power too. A restart
+// that finds it, and an execution on the server, reports unknown and never
+// runs the call; the server grants one claim only, so nothing else decides
+// whether the call can run twice (docs/sdks.md, "The journal", walks
+// through each crash point). The other lines only make the report more
+// precise (started or not, succeeded rather than unknown); syncEveryStep
+// fsyncs each of them before the gate goes on, which costs about a
+// millisecond per line on a typical disk.
+//
+// A call's file stays open while the gate works on that call (release()
+// closes it), so a call opens its file once, not once per line.
 //
 // A last line without its newline was torn by a crash and never counted. The
 // directory is locked while a gate has it open (a lock file holding the
@@ -55,9 +61,19 @@ export function settled(e: Entry): boolean {
 const LOCK = '.lock';
 
 export class Journal {
+  /** The open file of each call the gate is working on, by path. */
+  private readonly fds = new Map<string, number>();
+  /** Files this process created, and how many of them the last directory fsync covered. */
+  private created = 0;
+  private dirSynced = 0;
+  /** The directory fsync in flight, started when a file was created. */
+  private dirSync: Promise<void> | undefined;
+  /** The fsync durable() uses; tests replace it to slow it down or make it fail. */
+  fsync: (fd: number) => Promise<void> = fsyncAsync;
+
   private constructor(readonly dir: string, private readonly lockPath: string, private readonly syncEveryStep: boolean) {}
 
-  /** Creates (if needed) and locks dir. */
+  /** Creates (if needed) and locks dir; fsyncs the directory, so the files an earlier process left are durable. */
   static open(dir: string, syncEveryStep = false): Journal {
     if (!dir) throw new TypeError('airlock gate: a journal directory is required: it is how a call runs at most once across restarts');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -87,6 +103,8 @@ export class Journal {
   }
 
   close(): void {
+    for (const fd of this.fds.values()) closeQuietly(fd);
+    this.fds.clear();
     if (readOr(this.lockPath, '').trim() === String(process.pid)) fs.rmSync(this.lockPath, { force: true });
   }
 
@@ -94,19 +112,80 @@ export class Journal {
     return path.join(this.dir, createHash('sha256').update(key).digest('hex').slice(0, 32) + '.log');
   }
 
-  /** Writes one line for key; fsynced (the claiming line always) before returning. */
+  /**
+   * Writes one line for key before returning (it survives the process being
+   * killed); with syncEveryStep it is fsynced too, with its file's directory
+   * entry. durable() makes it survive a power cut.
+   */
   append(key: string, kind: RecKind, requestId: string, ...more: string[]): void {
-    const p = this.file(key);
-    const isNew = !fs.existsSync(p);
-    const line = [kind, requestId, ...more, new Date().toISOString()].join(' ') + '\n';
-    const fd = fs.openSync(p, 'a', 0o600);
-    try {
-      fs.writeSync(fd, line);
-      if (kind === 'claiming' || this.syncEveryStep) fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+    const fd = this.prepare(key);
+    fs.writeSync(fd, [kind, requestId, ...more, new Date().toISOString()].join(' ') + '\n');
+    if (this.syncEveryStep) {
+      fs.fsyncSync(fd);
+      if (this.dirSynced < this.created) {
+        const upto = this.created;
+        syncDir(this.dir); // a new file is durable only once its directory entry is
+        this.dirSynced = Math.max(this.dirSynced, upto);
+      }
     }
-    if (isNew) syncDir(this.dir); // a new file is durable only once its directory entry is
+  }
+
+  /**
+   * Opens key's file, creating it if needed; a new file's directory entry
+   * is fsynced in the background from then on (durable() awaits it). The
+   * gate calls it before it sends the request's creation, so that fsync
+   * overlaps the round trip. An empty file is an entry with nothing in it.
+   */
+  prepare(key: string): number {
+    const p = this.file(key);
+    let fd = this.fds.get(p);
+    if (fd !== undefined) return fd;
+    const isNew = !fs.existsSync(p);
+    fd = fs.openSync(p, 'a', 0o600);
+    this.fds.set(p, fd);
+    if (isNew) {
+      this.created++;
+      if (!this.syncEveryStep) this.syncDirSoon().catch(() => {}); // durable() reports a failure
+    }
+    return fd;
+  }
+
+  /** Starts a directory fsync covering every file created so far, unless one is in flight that does. */
+  private syncDirSoon(): Promise<void> {
+    if (this.dirSynced >= this.created) return Promise.resolve();
+    const upto = this.created;
+    const run: Promise<void> = (this.dirSync ?? Promise.resolve()).catch(() => {}).then(async () => {
+      if (this.dirSynced >= upto) return;
+      await syncDirAsync(this.dir);
+      this.dirSynced = Math.max(this.dirSynced, upto);
+    });
+    this.dirSync = run;
+    return run;
+  }
+
+  /**
+   * Makes key's lines durable: fsyncs its file and, when this process
+   * created a file since the last time, the directory (a new file is
+   * durable only once its directory entry is). Asynchronous, so the gate
+   * sends its claim meanwhile. Resolves once both are done; the caller
+   * awaits it before release().
+   */
+  async durable(key: string): Promise<void> {
+    if (this.syncEveryStep) return; // append did it
+    const fd = this.fds.get(this.file(key));
+    if (fd === undefined) throw new Error(`airlock gate: journal: nothing written for ${key}`);
+    const jobs: Promise<void>[] = [this.fsync(fd), this.syncDirSoon()];
+    const failed = (await Promise.allSettled(jobs)).find((s) => s.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** Closes key's file: the gate is done with the call for now. */
+  release(key: string): void {
+    const p = this.file(key);
+    const fd = this.fds.get(p);
+    if (fd === undefined) return;
+    this.fds.delete(p);
+    closeQuietly(fd);
   }
 
   /** The entry of key; an empty one when there is none. */
@@ -172,6 +251,30 @@ function syncDir(dir: string): void {
     if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/** fsync on libuv's thread pool: the event loop goes on meanwhile. */
+function fsyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+async function syncDirAsync(dir: string): Promise<void> {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    await fsyncAsync(fd);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err; // some filesystems cannot sync a directory
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    fs.closeSync(fd);
+  } catch {
+    // already closed
   }
 }
 
