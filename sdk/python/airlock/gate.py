@@ -186,10 +186,15 @@ class Gate:
                 self._journal.release(key)
 
     def _create(self, key: str, call: Call) -> JsonObject:
-        self._journal.prepare(key)  # its directory entry is fsynced while the request is created
-        r, _ = self.client.create_request(self.instance_id, key, call.tool, call.arguments,
-                                          timeout=call.timeout or self._timeout, agent_reasoning=call.agent_reasoning,
-                                          context=call.context)
+        opened = self._journal.prepare(key)  # the file is created, and its directory entry fsynced, while the request is
+        try:
+            r, _ = self.client.create_request(self.instance_id, key, call.tool, call.arguments,
+                                              timeout=call.timeout or self._timeout, agent_reasoning=call.agent_reasoning,
+                                              context=call.context)
+        except BaseException:
+            opened.exception()  # before release() closes it
+            raise
+        opened.result()
         self._journal.append(key, "requested", r["id"], key)
         return r
 

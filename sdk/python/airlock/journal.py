@@ -112,13 +112,18 @@ class Journal:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="airlock-journal")
         return self._pool.submit(fn, *args)
 
-    def prepare(self, key: str) -> int:
-        """Opens key's file, creating it if needed; a new file's directory entry is fsynced in the background from then on.
+    def prepare(self, key: str) -> "Future[int]":
+        """Opens key's file on the thread pool, creating it if needed; a new file's directory entry is fsynced in the background from then on.
 
-        The gate calls it before it sends the request's creation, so that
-        fsync overlaps the round trip. An empty file is an entry with
-        nothing in it.
+        The gate calls it as it sends the request's creation, so that both
+        overlap the round trip, and waits for it before its first line. An
+        empty file is an entry with nothing in it.
         """
+        with self._mu:
+            return self._submit(self._open, key)
+
+    def _open(self, key: str) -> int:
+        """key's open file, opened (and created) now if it is not."""
         path = self._file(key)
         with self._mu:
             fd = self._fds.get(path)
@@ -158,7 +163,7 @@ class Journal:
         With ``sync_every_step`` it is fsynced too, with its file's directory
         entry; :meth:`sync` makes it survive a power cut.
         """
-        fd = self.prepare(key)
+        fd = self._open(key)
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         os.write(fd, (" ".join([kind, request_id, *more, stamp]) + "\n").encode())
         if self.sync_every_step:

@@ -169,11 +169,19 @@ export class Gate {
         const done = await this.resume(e, r);
         if (done) throw done;
       } else {
-        this.journal.prepare(key); // its directory entry is fsynced while the request is created
-        ({ request: r } = await this.client.createRequest(this.instanceId, key, {
-          tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
-          agent_reasoning: call.agentReasoning, context: call.context,
-        }, o));
+        // The file is created, and its directory entry fsynced, while the request is.
+        const opened = this.journal.prepare(key).then(() => undefined, (err: unknown) => err ?? new Error('open failed'));
+        try {
+          ({ request: r } = await this.client.createRequest(this.instanceId, key, {
+            tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
+            agent_reasoning: call.agentReasoning, context: call.context,
+          }, o));
+        } catch (err) {
+          await opened; // before release() closes it
+          throw err;
+        }
+        const openErr = await opened;
+        if (openErr !== undefined) throw openErr;
         this.journal.append(key, 'requested', r.id, key);
       }
       if (r.state === 'pending') r = await this.wait(r, call.onPending, o.signal);
@@ -196,7 +204,6 @@ export class Gate {
     try {
       const e = this.journal.read(key);
       if (e.requestId) return await this.client.getRequest(e.requestId, o);
-      this.journal.prepare(key);
       const { request } = await this.client.createRequest(this.instanceId, key, {
         tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
         agent_reasoning: call.agentReasoning, context: call.context,

@@ -118,7 +118,7 @@ export class Journal {
    * entry. durable() makes it survive a power cut.
    */
   append(key: string, kind: RecKind, requestId: string, ...more: string[]): void {
-    const fd = this.prepare(key);
+    const fd = this.openFile(key);
     fs.writeSync(fd, [kind, requestId, ...more, new Date().toISOString()].join(' ') + '\n');
     if (this.syncEveryStep) {
       fs.fsyncSync(fd);
@@ -131,23 +131,46 @@ export class Journal {
   }
 
   /**
-   * Opens key's file, creating it if needed; a new file's directory entry
-   * is fsynced in the background from then on (durable() awaits it). The
-   * gate calls it before it sends the request's creation, so that fsync
-   * overlaps the round trip. An empty file is an entry with nothing in it.
+   * Opens key's file on the thread pool, creating it if needed; a new
+   * file's directory entry is fsynced in the background from then on
+   * (durable() awaits it). The gate calls it as it sends the request's
+   * creation, so that both overlap the round trip, and awaits it before
+   * its first line. An empty file is an entry with nothing in it.
    */
-  prepare(key: string): number {
+  prepare(key: string): Promise<void> {
     const p = this.file(key);
-    let fd = this.fds.get(p);
+    if (this.fds.has(p)) return Promise.resolve();
+    const isNew = !fs.existsSync(p);
+    return new Promise<void>((resolve, reject) => {
+      fs.open(p, 'a', 0o600, (err, fd) => {
+        if (err) return reject(err);
+        if (this.fds.has(p)) {
+          closeQuietly(fd); // opened meanwhile
+          return resolve();
+        }
+        this.adopt(p, fd, isNew);
+        resolve();
+      });
+    });
+  }
+
+  /** key's open file, opened (and created) now if it is not. */
+  private openFile(key: string): number {
+    const p = this.file(key);
+    const fd = this.fds.get(p);
     if (fd !== undefined) return fd;
     const isNew = !fs.existsSync(p);
-    fd = fs.openSync(p, 'a', 0o600);
+    const opened = fs.openSync(p, 'a', 0o600);
+    this.adopt(p, opened, isNew);
+    return opened;
+  }
+
+  private adopt(p: string, fd: number, isNew: boolean): void {
     this.fds.set(p, fd);
     if (isNew) {
       this.created++;
       if (!this.syncEveryStep) this.syncDirSoon().catch(() => {}); // durable() reports a failure
     }
-    return fd;
   }
 
   /** Starts a directory fsync covering every file created so far, unless one is in flight that does. */
