@@ -86,7 +86,8 @@ class Journal:
         self._fds: Dict[str, int] = {}  # the open file of each call the gate works on, by path
         self._created = 0  # files this process created
         self._dir_synced = 0  # how many of them the last directory fsync covered
-        self._dir_sync: Optional["Future[None]"] = None  # the directory fsync in flight
+        self._dir_sync: Optional["Future[None]"] = None  # the last directory fsync started
+        self._dir_sync_upto = 0  # the files it covers
         self._pool: Optional[ThreadPoolExecutor] = None
         self.fsync: Callable[[int], None] = os.fsync  # what sync() runs; tests replace it
         _sync_dir(directory)  # the files an earlier process left are durable
@@ -144,6 +145,8 @@ class Journal:
             done: "Future[None]" = Future()
             done.set_result(None)
             return done
+        if self._dir_sync is not None and not self._dir_sync.done() and self._dir_sync_upto >= self._created:
+            return self._dir_sync  # the one in flight covers them all
         upto, before = self._created, self._dir_sync
 
         def run() -> None:
@@ -154,7 +157,7 @@ class Journal:
             _sync_dir(self.dir, strict=True)
             with self._mu:
                 self._dir_synced = max(self._dir_synced, upto)
-        self._dir_sync = self._submit(run)
+        self._dir_sync, self._dir_sync_upto = self._submit(run), upto
         return self._dir_sync
 
     def append(self, key: str, kind: str, request_id: str, *more: str) -> None:
@@ -189,8 +192,8 @@ class Journal:
             fd = self._fds.get(path)
             if fd is None:
                 raise RuntimeError(f"airlock gate: journal: nothing written for {key}")
-            dir_done = self._sync_dir_soon()
             file_done = self._submit(self.fsync, fd)
+            dir_done = self._sync_dir_soon()
 
         def both(_: object) -> None:
             if file_done.done() and dir_done.done() and not out.done():
