@@ -186,7 +186,7 @@ class Gate:
                 self._journal.release(key)
 
     def _create(self, key: str, call: Call) -> JsonObject:
-        opened = self._journal.prepare(key)  # the file is created, and its directory entry fsynced, while the request is
+        opened = self._journal.prepare(key)  # the file is created on the thread pool while the request is
         try:
             r, _ = self.client.create_request(self.instance_id, key, call.tool, call.arguments,
                                               timeout=call.timeout or self._timeout, agent_reasoning=call.agent_reasoning,

@@ -114,11 +114,15 @@ class Journal:
         return self._pool.submit(fn, *args)
 
     def prepare(self, key: str) -> "Future[int]":
-        """Opens key's file on the thread pool, creating it if needed; a new file's directory entry is fsynced in the background from then on.
+        """Opens key's file on the thread pool, creating it if needed.
 
-        The gate calls it as it sends the request's creation, so that both
-        overlap the round trip, and waits for it before its first line. An
-        empty file is an entry with nothing in it.
+        The gate calls it as it sends the request's creation, so that it
+        overlaps the round trip, and waits for it before its first line. An
+        empty file is an entry with nothing in it. (The new directory entry
+        is fsynced by :meth:`sync`, together with the file: started
+        together, the two fsyncs share one journal commit on ext4; a
+        directory fsync started earlier makes the file's wait for a second
+        one.)
         """
         with self._mu:
             return self._submit(self._open, key)
@@ -135,8 +139,6 @@ class Journal:
             self._fds[path] = fd
             if new:
                 self._created += 1
-                if not self.sync_every_step:
-                    self._sync_dir_soon()
             return fd
 
     def _sync_dir_soon(self) -> "Future[None]":

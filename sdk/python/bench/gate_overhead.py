@@ -10,7 +10,14 @@ nothing (timings are figures, not tests). It runs with the journal on disk
 (the Gate's fsyncs in the figure) and, where /dev/shm exists, in memory,
 which leaves the SDK's own code.
 
+The server's database is in the temporary folder too, so on one disk the
+Gate's fsyncs queue behind the server's own. JOURNAL_DISK puts the on-disk
+journal elsewhere: with TMPDIR=/dev/shm the server runs in memory and only
+the Gate syncs to the disk, as when the agent and Airlock run on different
+machines.
+
     cd sdk/python && python3 bench/gate_overhead.py        # SAMPLES=500 for more
+    TMPDIR=/dev/shm JOURNAL_DISK=/var/tmp python3 bench/gate_overhead.py
 """
 
 import http.client
@@ -94,7 +101,7 @@ def measure(srv: Server, journal_dir: str, label: str) -> None:
 
 def main() -> None:
     srv = Server()
-    d = tempfile.mkdtemp(prefix="airlock-py-bench-")
+    d = tempfile.mkdtemp(prefix="airlock-py-bench-", dir=os.environ.get("JOURNAL_DISK") or None)
     try:
         measure(srv, os.path.join(d, "journal"), "on-disk")
         if os.path.isdir("/dev/shm"):

@@ -169,7 +169,7 @@ export class Gate {
         const done = await this.resume(e, r);
         if (done) throw done;
       } else {
-        // The file is created, and its directory entry fsynced, while the request is.
+        // The file is created on the thread pool while the request is.
         const opened = this.journal.prepare(key).then(() => undefined, (err: unknown) => err ?? new Error('open failed'));
         try {
           ({ request: r } = await this.client.createRequest(this.instanceId, key, {

@@ -66,7 +66,7 @@ export class Journal {
   /** Files this process created, and how many of them the last directory fsync covered. */
   private created = 0;
   private dirSynced = 0;
-  /** The directory fsync in flight, started when a file was created. */
+  /** The last directory fsync started. */
   private dirSync: Promise<void> | undefined;
   /** The fsync durable() uses; tests replace it to slow it down or make it fail. */
   fsync: (fd: number) => Promise<void> = fsyncAsync;
@@ -131,11 +131,13 @@ export class Journal {
   }
 
   /**
-   * Opens key's file on the thread pool, creating it if needed; a new
-   * file's directory entry is fsynced in the background from then on
-   * (durable() awaits it). The gate calls it as it sends the request's
-   * creation, so that both overlap the round trip, and awaits it before
-   * its first line. An empty file is an entry with nothing in it.
+   * Opens key's file on the thread pool, creating it if needed. The gate
+   * calls it as it sends the request's creation, so that it overlaps the
+   * round trip, and awaits it before its first line. An empty file is an
+   * entry with nothing in it. (The new directory entry is fsynced by
+   * durable(), together with the file: started together, the two fsyncs
+   * share one journal commit on ext4; a directory fsync started earlier
+   * makes the file's wait for a second one.)
    */
   prepare(key: string): Promise<void> {
     const p = this.file(key);
@@ -167,10 +169,7 @@ export class Journal {
 
   private adopt(p: string, fd: number, isNew: boolean): void {
     this.fds.set(p, fd);
-    if (isNew) {
-      this.created++;
-      if (!this.syncEveryStep) this.syncDirSoon().catch(() => {}); // durable() reports a failure
-    }
+    if (isNew) this.created++;
   }
 
   /** Starts a directory fsync covering every file created so far, unless one is in flight that does. */
