@@ -8,6 +8,7 @@ import http.server
 import json
 import os
 import re
+import select
 import threading
 import time
 import unittest
@@ -207,6 +208,26 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(NetworkError):
             Client(srv.url, srv.agent_token, transport=failing, retry=FAST).claim_execution(r["id"])
         self.assertEqual(len(claims), 1, "a claim is never retried")
+
+    def test_keeps_the_connection_alive(self) -> None:
+        """Calls reuse one connection; one the server closed while idle is replaced, without a retry (none is allowed here)."""
+        proxy = CuttingProxy(srv.url)
+        self.addCleanup(proxy.close)
+        c = Client(proxy.url, srv.agent_token, retry=Retry(attempts=1))
+        inst = c.register_instance("py keep-alive")
+        for i in range(5):
+            c.create_request(inst["id"], f"py-ka-{i}", "ka", {"i": i})
+        c.get_instance(inst["id"])
+        self.assertEqual(proxy.accepted, 1, "one connection for seven calls")
+        proxy.cut()  # as the server does with an idle connection
+        select.select([c._send._local.held.conn.sock], [], [], 10)  # the FIN has reached the client's socket
+        c.register_instance("py keep-alive 2")  # not retried: it must not meet the dead connection
+        self.assertEqual(proxy.accepted, 2)
+        # Each thread has its own connection.
+        t = threading.Thread(target=lambda: c.get_instance(inst["id"]))
+        t.start()
+        t.join()
+        self.assertEqual(proxy.accepted, 3)
 
     def test_rate_limited_is_retried_after_retry_after(self) -> None:
         calls = []
