@@ -268,6 +268,17 @@ type QueueParams struct {
 	Deliveries  []Delivery // ID, EndpointID, EventID, MessageID, Type, RequestID, Payload
 }
 
+// Backlog is what the delivery engine has still to do, across every
+// process sharing the store.
+type Backlog struct {
+	// Pending counts deliveries queued and neither delivered nor failed
+	// (those waiting for a retry included).
+	Pending int64
+	// Unqueued counts the events after the fan-out cursor: committed, not
+	// yet fanned out (events no endpoint wants included).
+	Unqueued int64
+}
+
 // LeaseParams asks a store for due deliveries of one endpoint.
 type LeaseParams struct {
 	EndpointID string
@@ -372,6 +383,9 @@ type NotifyStore interface {
 
 	// FanOutCursor returns the last event ID whose deliveries are queued.
 	FanOutCursor(ctx context.Context) (int64, error)
+	// DeliveryBacklog counts what is committed and not yet delivered:
+	// pending deliveries, and the events after the fan-out cursor.
+	DeliveryBacklog(ctx context.Context) (Backlog, error)
 	// QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
 	// inserts p.Deliveries of endpoints that exist and are enabled, in one
 	// transaction. It returns false, inserting nothing, when the cursor

@@ -76,6 +76,9 @@ type Config struct {
 	// Holder names this process in leases (default a random name).
 	Holder string
 	Logger *slog.Logger
+	// Metrics, when set, counts attempts, their latency and the delay
+	// from commit to delivery (NewMetrics).
+	Metrics *Metrics
 	// Now times attempts (default time.Now).
 	Now func() time.Time
 }
@@ -194,11 +197,16 @@ func (e *Engine) pass(ctx context.Context) bool {
 		return true
 	}
 	enabled := eps[:0:0]
+	disabled := 0
 	for _, ep := range eps {
+		if ep.DisabledAt != nil {
+			disabled++
+		}
 		if ep.DisabledAt == nil && e.cfg.Senders[ep.Kind] != nil {
 			enabled = append(enabled, ep)
 		}
 	}
+	e.cfg.Metrics.setDisabled(disabled)
 	e.syncWorkers(ctx, enabled)
 	if len(enabled) == 0 {
 		return false
@@ -447,7 +455,8 @@ func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint
 	if ctx.Err() != nil {
 		return airlock.AttemptParams{}, false
 	}
-	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: e.cfg.Now().Sub(start)}
+	end := e.cfg.Now()
+	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: end.Sub(start)}
 	p := airlock.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
 		DisableAfter: e.cfg.DisableAfter}
 	if err != nil {
@@ -461,6 +470,7 @@ func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint
 		e.log.Info("notification attempt failed", "endpoint", ep.ID, "delivery", d.ID, "webhook_id", d.MessageID,
 			"type", d.Type, "attempt", n+1, "status", status, "err", p.Attempt.Error, "retry_in", p.RetryIn)
 	}
+	e.cfg.Metrics.attempted(d, p.Outcome, start, end)
 	return p, true
 }
 

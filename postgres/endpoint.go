@@ -152,6 +152,16 @@ func (s *Store) FanOutCursor(ctx context.Context) (int64, error) {
 	return n, translate(err, "fan-out cursor", "")
 }
 
+// DeliveryBacklog counts pending deliveries and the events not yet fanned
+// out, in one read.
+func (s *Store) DeliveryBacklog(ctx context.Context) (airlock.Backlog, error) {
+	var b airlock.Backlog
+	err := s.queryRow(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending'),
+	(SELECT coalesce(max(id), 0) FROM events) - (SELECT event_id FROM fanout_cursor WHERE id = 1)`).Scan(&b.Pending, &b.Unqueued)
+	b.Unqueued = max(b.Unqueued, 0)
+	return b, translate(err, "deliveries", "backlog")
+}
+
 // insertDeliveriesSQL queues deliveries of endpoints that exist and are
 // enabled, once per endpoint and event.
 const insertDeliveriesSQL = tickCTE + `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload,

@@ -424,6 +424,45 @@ func (s *suite) testNotify(t *testing.T) {
 		wantErr(t, err, airlock.CodeInvalidRequest, "")
 	})
 
+	t.Run("the backlog counts unqueued events and pending deliveries", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		b.queueAll(t, e) // the endpoint's own creation: nothing to deliver
+		bl, err := b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{}) {
+			t.Fatalf("backlog with nothing to do: %+v", bl)
+		}
+		b.create(t)
+		b.create(t)
+		cursor, err := b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err := b.store.ListEvents(b.ctx, cursor, 1000)
+		wantOK(t, err)
+		bl, err = b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{Unqueued: int64(len(evs))}) {
+			t.Fatalf("backlog after two creates: %+v; want %d unqueued", bl, len(evs))
+		}
+		ds := b.queueAll(t, e)
+		bl, err = b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{Pending: int64(len(ds))}) || len(ds) < 2 {
+			t.Fatalf("backlog after the fan-out of %d deliveries: %+v", len(ds), bl)
+		}
+		leased := b.lease(t, e, "rep_a", 2)
+		_, err = b.record("rep_a", leased[0].ID, airlock.OutcomeDelivered, 0, 200)
+		wantOK(t, err)
+		_, err = b.record("rep_a", leased[1].ID, airlock.OutcomeRetry, time.Minute, 503)
+		wantOK(t, err)
+		bl, err = b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{Pending: int64(len(ds) - 1)}) {
+			t.Fatalf("backlog after one delivered and one retrying of %d: %+v", len(ds), bl)
+		}
+	})
+
 	t.Run("a batch of attempts in one write, skipping a lost lease", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
