@@ -79,6 +79,7 @@ const (
 	EventEndpointCreated  EventType = "endpoint.created"
 	EventEndpointDeleted  EventType = "endpoint.deleted"
 	EventEndpointDisabled EventType = "endpoint.disabled"
+	EventEndpointEnabled  EventType = "endpoint.enabled"
 )
 
 // NotifyTypeOf returns the notification an audit event gives, if any.
@@ -380,6 +381,14 @@ type NotifyStore interface {
 	// DeleteEndpoint deletes an endpoint and its deliveries, and appends
 	// endpoint.deleted; not_found.
 	DeleteEndpoint(ctx context.Context, id, actor string) error
+
+	// EnableEndpoint enables an endpoint disabled for failing, clears its
+	// failing mark, queues again (due now, past attempts kept) its
+	// deliveries that failed during the run of failures that disabled it,
+	// and appends endpoint.enabled; not_found. Events committed while it
+	// was disabled were never queued for it and stay undelivered. An
+	// endpoint that is not disabled is returned as it is.
+	EnableEndpoint(ctx context.Context, id, actor string) (Endpoint, error)
 
 	// FanOutCursor returns the last event ID whose deliveries are queued.
 	FanOutCursor(ctx context.Context) (int64, error)

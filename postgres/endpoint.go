@@ -145,6 +145,42 @@ func (s *Store) DeleteEndpoint(ctx context.Context, id, actor string) error {
 	return translate(err, "endpoint", id)
 }
 
+// EnableEndpoint enables a disabled endpoint and queues again the
+// deliveries its last run of failures failed: those whose last attempt
+// came at or after failing_since (a delivery failed for good records
+// next_attempt_at at its last attempt; one failed by the disabling keeps
+// the retry time it was waiting for) and those never attempted.
+func (s *Store) EnableEndpoint(ctx context.Context, id, actor string) (airlock.Endpoint, error) {
+	var out airlock.Endpoint
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		e, err := scanEndpoint(t.QueryRow(ctx, `SELECT `+endpointCols+` FROM endpoints e WHERE e.id = @id FOR UPDATE`, named{"id": id}))
+		if err != nil || e.DisabledAt == nil {
+			out = e
+			return err
+		}
+		since := *e.DisabledAt
+		if e.FailingSince != nil {
+			since = *e.FailingSince
+		}
+		var at time.Time
+		if err := t.QueryRow(ctx, tickCTE+`, requeued AS (UPDATE deliveries d SET state = 'pending', next_attempt_at = tick.now,
+	lease_holder = '', lease_until = NULL
+FROM tick WHERE d.endpoint_id = @id AND d.state = 'failed' AND (d.next_attempt_at >= @since OR jsonb_array_length(d.attempts) = 0)
+RETURNING d.id)
+SELECT now FROM tick`, named{"now": s.now(), "id": id, "since": since}).Scan(&at); err != nil {
+			return err
+		}
+		out, err = scanEndpoint(t.QueryRow(ctx, `UPDATE endpoints e SET disabled_at = NULL, disabled_reason = '', failing_since = NULL
+WHERE e.id = @id RETURNING `+endpointCols, named{"id": id}))
+		if err != nil {
+			return err
+		}
+		t.event(airlock.Event{Type: airlock.EventEndpointEnabled, At: at.UTC(), Actor: actor, Subject: id})
+		return nil
+	})
+	return out, translate(err, "endpoint", id)
+}
+
 // FanOutCursor returns the last event ID whose deliveries are queued.
 func (s *Store) FanOutCursor(ctx context.Context) (int64, error) {
 	var n int64

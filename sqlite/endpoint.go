@@ -142,6 +142,38 @@ func (s *Store) DeleteEndpoint(ctx context.Context, id, actor string) error {
 	return translate(err, "endpoint", id)
 }
 
+// EnableEndpoint enables a disabled endpoint and queues again the
+// deliveries its last run of failures failed: those whose last attempt
+// came at or after failing_since (a delivery failed for good records
+// next_attempt_at at its last attempt; one failed by the disabling keeps
+// the retry time it was waiting for) and those never attempted.
+func (s *Store) EnableEndpoint(ctx context.Context, id, actor string) (airlock.Endpoint, error) {
+	var out airlock.Endpoint
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		e, err := scanEndpoint(tx.QueryRowContext(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE id = ?`, id))
+		if err != nil || e.DisabledAt == nil {
+			out = e
+			return err
+		}
+		since := *e.DisabledAt
+		if e.FailingSince != nil {
+			since = *e.FailingSince
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = @now, lease_holder = '', lease_until = NULL
+WHERE endpoint_id = @id AND state = 'failed' AND (next_attempt_at >= @since OR attempts = '[]')`,
+			sql.Named("now", micros(now)), sql.Named("id", id), sql.Named("since", micros(since))); err != nil {
+			return err
+		}
+		out, err = scanEndpoint(tx.QueryRowContext(ctx, `UPDATE endpoints SET disabled_at = NULL, disabled_reason = '', failing_since = NULL
+WHERE id = ? RETURNING `+endpointCols, id))
+		if err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventEndpointEnabled, Actor: actor, Subject: id})
+	})
+	return out, translate(err, "endpoint", id)
+}
+
 func cmpOr(err, otherwise error) error {
 	if err != nil {
 		return err

@@ -400,6 +400,99 @@ func (s *suite) testNotify(t *testing.T) {
 		}
 	})
 
+	t.Run("enable: a disabled endpoint resumes with what its last failures failed", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		b.create(t)
+		b.create(t)
+		b.create(t)
+		q := b.queueAll(t, e)
+		if len(q) != 3 {
+			t.Fatalf("the test queued %d", len(q))
+		}
+		// An earlier run of failures: one delivery failed for good, then a
+		// success ended the run.
+		ds := b.lease(t, e, "rep_a", 2)
+		_, err := b.record("rep_a", ds[0].ID, airlock.OutcomeFailed, 0, 410)
+		wantOK(t, err)
+		_, err = b.record("rep_a", ds[1].ID, airlock.OutcomeDelivered, 0, 200)
+		wantOK(t, err)
+		earlier, delivered := ds[0].ID, ds[1].ID
+		// The run that disables it: the third fails, a fourth is queued, and
+		// a day later one of them fails again.
+		b.clock.Advance(time.Hour)
+		ds = b.lease(t, e, "rep_a", 5)
+		if len(ds) != 1 {
+			t.Fatalf("leased %v, want the third delivery", deliveryIDs(ds))
+		}
+		third := ds[0].ID
+		_, err = b.record("rep_a", third, airlock.OutcomeRetry, 5*time.Second, 503)
+		wantOK(t, err)
+		b.create(t)
+		fourth := b.queueAll(t, e)[0].ID
+		b.clock.Advance(24 * time.Hour)
+		if ds := b.lease(t, e, "rep_a", 1); len(ds) != 1 {
+			t.Fatalf("leased %v, want one due", deliveryIDs(ds))
+		} else {
+			_, err = b.record("rep_a", ds[0].ID, airlock.OutcomeRetry, time.Hour, 0)
+			wantOK(t, err)
+		}
+		got, err := b.store.GetEndpoint(b.ctx, e.ID)
+		wantOK(t, err)
+		if got.DisabledAt == nil {
+			t.Fatalf("after a day of failures: %s; want disabled", show(got))
+		}
+		// An event while disabled is never queued for it.
+		b.create(t)
+		if ds := b.queueAll(t, e); len(ds) != 1 {
+			t.Fatalf("the test queued %d", len(ds))
+		}
+
+		b.clock.Advance(time.Minute)
+		en, err := b.store.EnableEndpoint(b.ctx, e.ID, admin)
+		wantOK(t, err)
+		if en.DisabledAt != nil || en.DisabledReason != "" || en.FailingSince != nil || en.ID != e.ID {
+			t.Fatalf("enabled: %s; want enabled, not failing", show(en))
+		}
+		list, _, err := b.store.ListDeliveries(b.ctx, e.ID, 0, 10)
+		wantOK(t, err)
+		want := map[string]airlock.DeliveryState{earlier: airlock.DeliveryFailed, delivered: airlock.DeliveryDelivered,
+			third: airlock.DeliveryPending, fourth: airlock.DeliveryPending}
+		if len(list) != len(want) {
+			t.Fatalf("deliveries after enabling: %s; want the four queued before the disabling", show(list))
+		}
+		for _, d := range list {
+			if d.State != want[d.ID] {
+				t.Errorf("delivery %s is %s after enabling, want %s", d.ID, d.State, want[d.ID])
+			}
+			if d.ID == third && len(d.Attempts) == 0 {
+				t.Errorf("requeued delivery lost its attempts: %s", show(d))
+			}
+		}
+		due := b.lease(t, e, "rep_b", 10)
+		if ids := deliveryIDs(due); len(ids) != 2 || !slices.Contains(ids, third) || !slices.Contains(ids, fourth) {
+			t.Fatalf("due after enabling: %v, want %s and %s at once", ids, third, fourth)
+		}
+		// Enabling an enabled endpoint changes nothing and records nothing.
+		again, err := b.store.EnableEndpoint(b.ctx, e.ID, admin)
+		wantOK(t, err)
+		if again.DisabledAt != nil {
+			t.Fatalf("enabled twice: %s", show(again))
+		}
+		var enabled int
+		for _, ev := range b.events(t) {
+			if ev.Type == airlock.EventEndpointEnabled && ev.Subject == e.ID && ev.Actor == admin {
+				enabled++
+			}
+		}
+		if enabled != 1 {
+			t.Fatalf("%d endpoint.enabled events, want 1", enabled)
+		}
+		_, err = b.store.EnableEndpoint(b.ctx, "whk_missing", admin)
+		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
 	t.Run("a success clears the failing mark; give-up fails the delivery", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)

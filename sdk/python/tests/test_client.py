@@ -42,6 +42,7 @@ OPERATIONS = {
     "metrics": "metrics", "openapi": "openapi",
     "createWebhook": "create_webhook", "listWebhooks": "list_webhooks", "getWebhook": "get_webhook",
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
+    "enableWebhook": "enable_webhook",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
