@@ -266,7 +266,12 @@ const (
 // once queue each event once.
 type QueueParams struct {
 	After, Upto int64
-	Deliveries  []Delivery // ID, EndpointID, EventID, MessageID, Type, RequestID, Payload
+	Deliveries  []Delivery // ID, EndpointID, EventID, MessageID, Type, RequestID, Payload, LeaseHolder
+	// LeaseFor is how long a delivery with a LeaseHolder is queued leased
+	// to it, as LeaseDeliveries would have leased it: the process fanning
+	// it out attempts it without another write, and should that process
+	// die, the lease lapses and any process takes it over.
+	LeaseFor time.Duration
 }
 
 // Backlog is what the delivery engine has still to do, across every

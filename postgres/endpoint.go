@@ -201,26 +201,30 @@ func (s *Store) DeliveryBacklog(ctx context.Context) (airlock.Backlog, error) {
 // insertDeliveriesSQL queues deliveries of endpoints that exist and are
 // enabled, once per endpoint and event.
 const insertDeliveriesSQL = tickCTE + `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload,
-	created_at, next_attempt_at)
-SELECT d.id, d.endpoint_id, nullif(d.event_id, 0), d.message_id, d.type, d.request_id, d.payload, tick.now, tick.now
+	created_at, next_attempt_at, lease_holder, lease_until)
+SELECT d.id, d.endpoint_id, nullif(d.event_id, 0), d.message_id, d.type, d.request_id, d.payload, tick.now, tick.now,
+	d.holder, CASE WHEN d.holder = '' THEN NULL ELSE tick.now + @lease_us::bigint * interval '1 microsecond' END
 FROM tick, unnest(@ids::text[], @endpoints::text[], @events::bigint[], @messages::text[], @types::text[], @requests::text[],
-	@payloads::bytea[]) AS d(id, endpoint_id, event_id, message_id, type, request_id, payload)
+	@payloads::bytea[], @holders::text[]) AS d(id, endpoint_id, event_id, message_id, type, request_id, payload, holder)
 WHERE EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id AND e.disabled_at IS NULL)
 ON CONFLICT (endpoint_id, event_id) DO NOTHING`
 
-func deliveriesArgs(s *Store, ds []airlock.Delivery) named {
+// deliveriesArgs are insertDeliveriesSQL's arguments: ds, each leased to
+// its LeaseHolder for leaseFor when it has one.
+func deliveriesArgs(s *Store, ds []airlock.Delivery, leaseFor time.Duration) named {
 	n := len(ds)
+	holders := make([]string, n)
 	ids, endpoints, messages, types, requests := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	events, payloads := make([]int64, n), make([][]byte, n)
 	for i, d := range ds {
 		ids[i], endpoints[i], messages[i], types[i], requests[i] = d.ID, d.EndpointID, d.MessageID, string(d.Type), d.RequestID
-		events[i], payloads[i] = d.EventID, d.Payload
+		events[i], payloads[i], holders[i] = d.EventID, d.Payload, d.LeaseHolder
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}
 	}
 	return named{"now": s.now(), "ids": ids, "endpoints": endpoints, "events": events, "messages": messages, "types": types,
-		"requests": requests, "payloads": payloads}
+		"requests": requests, "payloads": payloads, "holders": holders, "lease_us": leaseFor.Microseconds()}
 }
 
 // QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
@@ -237,7 +241,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 			return err
 		}
 		if len(p.Deliveries) > 0 {
-			if _, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, p.Deliveries)); err != nil {
+			if _, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, p.Deliveries, p.LeaseFor)); err != nil {
 				return err
 			}
 		}
@@ -251,7 +255,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 func (s *Store) AddDelivery(ctx context.Context, d airlock.Delivery) (airlock.Delivery, error) {
 	var out airlock.Delivery
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		tag, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, []airlock.Delivery{d}))
+		tag, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, []airlock.Delivery{{ID: d.ID, EndpointID: d.EndpointID, EventID: d.EventID, MessageID: d.MessageID, Type: d.Type, RequestID: d.RequestID, Payload: d.Payload}}, 0))
 		if err != nil {
 			return err
 		}

@@ -200,13 +200,19 @@ func (s *Store) DeliveryBacklog(ctx context.Context) (airlock.Backlog, error) {
 
 // insertDeliverySQL queues a delivery if its endpoint exists and is
 // enabled, once per endpoint and event.
-const insertDeliverySQL = `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload, created_at, next_attempt_at)
-SELECT @id, @endpoint, @event, @message, @type, @request, @payload, @now, @now
+const insertDeliverySQL = `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload, created_at, next_attempt_at,
+	lease_holder, lease_until)
+SELECT @id, @endpoint, @event, @message, @type, @request, @payload, @now, @now, @holder, @until
 WHERE EXISTS (SELECT 1 FROM endpoints WHERE id = @endpoint AND disabled_at IS NULL)
 ON CONFLICT (endpoint_id, event_id) DO NOTHING`
 
-func deliveryArgs(d airlock.Delivery, now time.Time) []any {
-	var event any
+// deliveryArgs are insertDeliverySQL's arguments: d, leased to
+// d.LeaseHolder for leaseFor when it has one.
+func deliveryArgs(d airlock.Delivery, now time.Time, leaseFor time.Duration) []any {
+	var event, until any
+	if d.LeaseHolder != "" {
+		until = micros(now.Add(leaseFor))
+	}
 	if d.EventID != 0 {
 		event = d.EventID
 	}
@@ -216,7 +222,7 @@ func deliveryArgs(d airlock.Delivery, now time.Time) []any {
 	}
 	return []any{sql.Named("id", d.ID), sql.Named("endpoint", d.EndpointID), sql.Named("event", event),
 		sql.Named("message", d.MessageID), sql.Named("type", string(d.Type)), sql.Named("request", d.RequestID),
-		sql.Named("payload", payload), sql.Named("now", micros(now))}
+		sql.Named("payload", payload), sql.Named("now", micros(now)), sql.Named("holder", d.LeaseHolder), sql.Named("until", until)}
 }
 
 // QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
@@ -233,7 +239,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 			return err
 		}
 		for _, d := range p.Deliveries {
-			if _, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(d, now)...); err != nil {
+			if _, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(d, now, p.LeaseFor)...); err != nil {
 				return err
 			}
 		}
@@ -247,7 +253,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 func (s *Store) AddDelivery(ctx context.Context, d airlock.Delivery) (airlock.Delivery, error) {
 	var out airlock.Delivery
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
-		res, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(d, now)...)
+		res, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(airlock.Delivery{ID: d.ID, EndpointID: d.EndpointID, EventID: d.EventID, MessageID: d.MessageID, Type: d.Type, RequestID: d.RequestID, Payload: d.Payload}, now, 0)...)
 		if err != nil {
 			return err
 		}

@@ -517,6 +517,64 @@ func (s *suite) testNotify(t *testing.T) {
 		wantErr(t, err, airlock.CodeInvalidRequest, "")
 	})
 
+	t.Run("the fan-out queues deliveries leased to their holder", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		b.create(t)
+		b.create(t)
+		after, err := b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err := b.store.ListEvents(b.ctx, after, 1000)
+		wantOK(t, err)
+		var ds []airlock.Delivery
+		for _, ev := range evs {
+			if _, ok := airlock.NotifyTypeOf(ev.Type); ok {
+				ds = append(ds, delivery(e, ev))
+			}
+		}
+		if len(ds) < 2 {
+			t.Fatalf("the test built %d deliveries", len(ds))
+		}
+		ds[0].LeaseHolder = "rep_a" // handed to rep_a; the others wait for a lease
+		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds,
+			LeaseFor: time.Minute})
+		wantOK(t, err)
+		if !moved {
+			t.Fatal("the cursor did not move")
+		}
+		got := b.lease(t, e, "rep_b", 10)
+		if ids := deliveryIDs(got); len(ids) != len(ds)-1 || slices.Contains(ids, ds[0].ID) {
+			t.Fatalf("rep_b leased %v; want all but %s, queued leased to rep_a", ids, ds[0].ID)
+		}
+		// rep_a records it without leasing it; rep_b could not.
+		_, err = b.record("rep_b", ds[0].ID, airlock.OutcomeDelivered, 0, 200)
+		wantErr(t, err, airlock.CodeNotFound, "")
+		d, err := b.record("rep_a", ds[0].ID, airlock.OutcomeDelivered, 0, 200)
+		wantOK(t, err)
+		if d.State != airlock.DeliveryDelivered {
+			t.Fatalf("recorded by its holder: %s", show(d))
+		}
+		// Had rep_a died, its lease would lapse and another take it over.
+		b.create(t)
+		after, err = b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err = b.store.ListEvents(b.ctx, after, 1000)
+		wantOK(t, err)
+		d = delivery(e, evs[len(evs)-1])
+		d.LeaseHolder = "rep_a"
+		_, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID,
+			Deliveries: []airlock.Delivery{d}, LeaseFor: time.Minute})
+		wantOK(t, err)
+		if got := b.lease(t, e, "rep_b", 10); len(got) != 0 {
+			t.Fatalf("leased %v before rep_a's lease lapsed", deliveryIDs(got))
+		}
+		b.clock.Advance(time.Minute)
+		if got := deliveryIDs(b.lease(t, e, "rep_b", 10)); !slices.Contains(got, d.ID) {
+			t.Fatalf("after rep_a's lease lapsed rep_b leased %v, want %s among them", got, d.ID)
+		}
+	})
+
 	t.Run("the backlog counts unqueued events and pending deliveries", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
