@@ -316,8 +316,8 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		if d := x.Drain; d != nil {
-			fmt.Fprintf(w, "  backlog drain: %d deliveries to one endpoint in %.2f s, %.0f deliveries/s (%d attempts received)\n",
-				d.Deliveries, d.ElapsedS, d.PerS, d.Attempts)
+			fmt.Fprintf(w, "  backlog drain: %d deliveries to one endpoint in %.2f s, %.0f deliveries/s (%d attempts received); process CPU %.0f µs per delivery\n",
+				d.Deliveries, d.ElapsedS, d.PerS, d.Attempts, d.CPUPerDeliveryUS)
 		}
 	}
 	if x := r.Expiry; x != nil {
