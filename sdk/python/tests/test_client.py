@@ -296,6 +296,12 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(AirlockError) as cm:
             ws.reviewer.list_webhooks()
         self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
+        # Enabling an enabled endpoint changes nothing (the server's tests
+        # disable one first).
+        self.assertEqual(ws.admin.enable_webhook(wh["id"]), read)
+        with self.assertRaises(AirlockError) as cm:
+            ws.reviewer.enable_webhook(wh["id"])
+        self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
 
         queued = ws.admin.test_webhook(wh["id"])
         self.assertRegex(queued["id"], r"^dlv_")
