@@ -126,6 +126,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST /v1/webhooks/{id}/test", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/test"}
 		}, [7]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth}},
+		{"POST /v1/webhooks/{id}/enable", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/enable"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
 		{"GET /v1/board", func(t *testing.T) req {
 			b.boardItem(t)
 			return req{method: "GET", path: "/v1/board"}

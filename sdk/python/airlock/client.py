@@ -463,6 +463,10 @@ class Client:
         """Queues a signed ``webhook.test`` delivery to the endpoint. Not retried: that could queue two."""
         return self._do("POST", f"/v1/webhooks/{_q(webhook_id)}/test", want=(202,))
 
+    def enable_webhook(self, webhook_id: str) -> JsonObject:
+        """Enables an endpoint disabled for failing; the deliveries its failures failed are attempted again. Retried: enabling twice changes nothing."""
+        return self._do("POST", f"/v1/webhooks/{_q(webhook_id)}/enable", retry=True)
+
     # Operations.
 
     def healthz(self) -> JsonObject:

@@ -43,6 +43,7 @@ OPERATIONS = {
     "metrics": "metrics", "openapi": "openapi",
     "createWebhook": "create_webhook", "listWebhooks": "list_webhooks", "getWebhook": "get_webhook",
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
+    "enableWebhook": "enable_webhook",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -315,6 +316,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(read, {k: v for k, v in wh.items() if k != "secret"})
         with self.assertRaises(AirlockError) as cm:
             ws.reviewer.list_webhooks()
+        self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
+        # Enabling an enabled endpoint changes nothing (the server's tests
+        # disable one first).
+        self.assertEqual(ws.admin.enable_webhook(wh["id"]), read)
+        with self.assertRaises(AirlockError) as cm:
+            ws.reviewer.enable_webhook(wh["id"])
         self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
 
         queued = ws.admin.test_webhook(wh["id"])
