@@ -2,7 +2,8 @@ import { AirlockError, NetworkError } from './errors.js';
 import type {
   ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateRequestInput, CreateTokenInput,
   CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Health, Instance, JsonObject,
-  ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Session, State, Token, Webhook, WorkItem,
+  ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session, State, Token,
+  Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
 
@@ -426,6 +427,18 @@ export class AirlockClient {
   /** Queues a signed `webhook.test` delivery to the endpoint. Not retried on a network error: that could queue two. */
   async testWebhook(id: string, o?: CallOptions): Promise<Delivery> {
     return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/test`, want: [202], signal: o?.signal });
+  }
+
+  // Reviewers (admins).
+
+  /** Lists the reviewer principals with their Slack user and email address. */
+  async listReviewers(o?: CallOptions): Promise<Reviewer[]> {
+    return (await this.do<{ items: Reviewer[] }>({ method: 'GET', path: '/v1/reviewers', retry: true, signal: o?.signal })).items;
+  }
+
+  /** Replaces a principal's link (a field left out is cleared; neither removes it). The same link put again changes nothing, so it is retried. */
+  async linkReviewer(principal: string, input: ReviewerLinkInput, o?: CallOptions): Promise<Reviewer> {
+    return this.do({ method: 'PUT', path: `/v1/reviewers/${enc(principal)}/link`, body: JSON.stringify(input), retry: true, signal: o?.signal });
   }
 
   // Operations.
