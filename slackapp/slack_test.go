@@ -193,8 +193,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type stack struct {
 	base  string
@@ -265,9 +269,9 @@ func interaction(user, actionID, id, responseURL string) string {
 	p := map[string]any{
 		"type": "block_actions", "user": map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T0TEAM"},
 		"api_app_id": "A0AIRLOCK", "token": "legacy-verification-token", "trigger_id": "1.2.3",
-		"team":      map[string]any{"id": "T0TEAM", "domain": "example"},
-		"container": map[string]any{"type": "message", "message_ts": "1700000000.000001", "channel_id": channelID, "is_ephemeral": false},
-		"channel":   map[string]any{"id": channelID, "name": "approvals"},
+		"team":         map[string]any{"id": "T0TEAM", "domain": "example"},
+		"container":    map[string]any{"type": "message", "message_ts": "1700000000.000001", "channel_id": channelID, "is_ephemeral": false},
+		"channel":      map[string]any{"id": channelID, "name": "approvals"},
 		"response_url": responseURL,
 		"actions": []map[string]any{{"action_id": actionID, "block_id": "decide", "type": "button", "value": id,
 			"text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000000"}},
