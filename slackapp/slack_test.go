@@ -57,10 +57,15 @@ type fakeSlack struct {
 	replies   []string
 	changed   chan struct{}
 	t         *testing.T
+	// fail, when set, may answer the n-th call (from 1) of a method
+	// itself, returning true.
+	fail  func(method string, n int, w http.ResponseWriter) bool
+	calls map[string]int
 }
 
 func newFakeSlack(t *testing.T) *fakeSlack {
-	f := &fakeSlack{msg: map[string]*message{}, byRequest: map[string]string{}, changed: make(chan struct{}, 1000), t: t}
+	f := &fakeSlack{msg: map[string]*message{}, byRequest: map[string]string{}, changed: make(chan struct{}, 1000), t: t,
+		calls: map[string]int{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -82,6 +87,14 @@ func (f *fakeSlack) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		http.Error(w, "want a form POST", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	f.calls[r.URL.Path]++
+	n, fail := f.calls[r.URL.Path], f.fail
+	f.mu.Unlock()
+	if fail != nil && fail(strings.TrimPrefix(r.URL.Path, "/api/"), n, w) {
+		f.changed <- struct{}{}
 		return
 	}
 	if err := r.ParseForm(); err != nil {
