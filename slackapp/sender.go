@@ -106,13 +106,15 @@ func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Deliver
 	m, err := s.store.GetSlackMessage(ctx, r.ID)
 	switch {
 	case airlock.ErrorCode(err) == airlock.CodeNotFound:
-		if d.Type != airlock.NotifyCreated {
-			if r.CreatedAt.Before(e.CreatedAt) {
-				return 0, nil // made before Slack was set up: no message to update
-			}
-			return 0, errNotPosted
+		switch {
+		case r.Decision != nil && airlock.DecidedByPolicy(r.Decision.DecidedBy):
+			return 0, nil // decided by a rule at creation: no person needs to see it
+		case d.Type == airlock.NotifyCreated:
+			return s.post(ctx, r)
+		case r.CreatedAt.Before(e.CreatedAt):
+			return 0, nil // made before Slack was set up: no message to update
 		}
-		return s.post(ctx, r)
+		return 0, errNotPosted
 	case err != nil:
 		return 0, fmt.Errorf("read the request's Slack message: %w", err)
 	case d.Type == airlock.NotifyCreated:
@@ -231,14 +233,14 @@ func outcomeText(r airlock.Request) string {
 	s := fmt.Sprintf("%s *%s*", mark, outcomeWord(r))
 	if d := r.Decision; d != nil {
 		switch r.State {
-		case airlock.StateApproved, airlock.StateDenied:
+		case airlock.StateApproved, airlock.StateDenied, airlock.StateCancelled:
 			name := d.DecidedByName
 			if name == "" {
 				name = d.DecidedBy
 			}
-			s += " by " + esc(clip(name, maxTitle))
-		case airlock.StateCancelled:
-			s += " by the agent"
+			if name != "" {
+				s += " by " + esc(clip(name, maxTitle))
+			}
 		case airlock.StateExpired:
 			s += ": no decision before the deadline"
 		}
