@@ -147,13 +147,13 @@ func status(err error) (int, error) {
 		return http.StatusOK, nil
 	}
 	if se, ok := errors.AsType[slack.StatusCodeError](err); ok {
-		return se.Code, fmt.Errorf("Slack answered HTTP %d", se.Code)
+		return se.Code, fmt.Errorf("slack answered HTTP %d", se.Code)
 	}
 	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
-		return http.StatusTooManyRequests, fmt.Errorf("Slack rate-limited the call; retry after %s", rl.RetryAfter)
+		return http.StatusTooManyRequests, fmt.Errorf("slack rate-limited the call; retry after %s", rl.RetryAfter)
 	}
 	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok {
-		return http.StatusOK, fmt.Errorf("Slack refused the call: %s", se.Err)
+		return http.StatusOK, fmt.Errorf("slack refused the call: %s", se.Err)
 	}
 	return 0, err
 }

@@ -127,7 +127,7 @@ func testRetries(t *testing.T, st airlock.Store) {
 		}
 	}
 	all := strings.Join(errs, "\n")
-	for _, want := range []string{"Slack answered HTTP 500", "rate-limited", "not posted yet"} {
+	for _, want := range []string{"slack answered HTTP 500", "rate-limited", "not posted yet"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the attempts' errors lack %q:\n%s", want, all)
 		}
