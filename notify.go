@@ -32,6 +32,17 @@ const (
 	EndpointSlack EndpointKind = "slack"
 )
 
+// EndpointEmail mails linked reviewers (--smtp-url): one endpoint,
+// EmailEndpointID, that the server creates when SMTP is configured.
+const EndpointEmail EndpointKind = "email"
+
+// EmailEndpointID is the ID of the one email endpoint.
+const EmailEndpointID = PrefixEndpoint + "email"
+
+// EmailTypes are the notifications mailed: a request to decide, and its
+// reminder.
+var EmailTypes = []NotifyType{NotifyCreated, NotifyReminder}
+
 // SlackEndpointID is the ID of the one Slack endpoint. A fixed ID makes
 // replicas starting together create it once.
 const SlackEndpointID = PrefixEndpoint + "slack"
