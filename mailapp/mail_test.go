@@ -69,7 +69,10 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	ss.m.from = from
 	return nil
 }
-func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error { ss.m.to = append(ss.m.to, to); return nil }
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	ss.m.to = append(ss.m.to, to)
+	return nil
+}
 func (ss *session) Data(r io.Reader) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -88,7 +91,9 @@ func (ss *session) Logout() error { return nil }
 
 type backend struct{ s *server }
 
-func (b backend) NewSession(c *smtp.Conn) (smtp.Session, error) { return &session{s: b.s, conn: c}, nil }
+func (b backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	return &session{s: b.s, conn: c}, nil
+}
 
 // startSMTP starts a server; withTLS offers STARTTLS with a certificate
 // for 127.0.0.1 that pool trusts.

@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
@@ -113,6 +114,11 @@ type Config struct {
 	SlackSigningSecret string
 	SlackChannel       string
 	SlackAPIURL        string
+	// SMTPURL (smtp://user:password@host:port, STARTTLS) mails each
+	// pending request and its reminder to linked reviewers with an
+	// address; SMTPFrom is the sender (default airlock@ the SMTP host).
+	SMTPURL  string
+	SMTPFrom string
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -263,6 +269,11 @@ func (c Config) Validate() error {
 	if c.SlackSigningSecret != "" && c.SlackBotToken == "" {
 		return fmt.Errorf("--slack-signing-secret takes the clicks of buttons that only --slack-bot-token and --slack-channel post")
 	}
+	if c.SMTPURL != "" {
+		if _, _, _, _, err := mailapp.ParseURL(c.SMTPURL); err != nil {
+			return err
+		}
+	}
 	for _, f := range []struct{ name, v string }{{"public-url", c.PublicURL}, {"slack-api-url", c.SlackAPIURL}} {
 		if f.v == "" {
 			continue
@@ -272,6 +283,11 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Email returns the mailer's configuration. c must have passed Validate.
+func (c Config) Email() mailapp.Config {
+	return mailapp.Config{URL: c.SMTPURL, From: c.SMTPFrom, PublicURL: c.PublicURL}
 }
 
 // Slack returns the Slack app's configuration. c must have passed
@@ -367,6 +383,8 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.SlackChannel, "slack-channel", "", "Slack channel ID (C…) requests are posted to; invite the app to it")
 	fs.StringVar(&c.SlackSigningSecret, "slack-signing-secret", "", "Slack app's signing secret: verifies POST /slack/interactions, where linked reviewers' Approve and Deny clicks arrive")
 	fs.StringVar(&c.SlackAPIURL, "slack-api-url", slackapp.DefaultAPIURL, "Slack's Web API base URL (tests point it elsewhere)")
+	fs.StringVar(&c.SMTPURL, "smtp-url", "", "SMTP server, smtp://user:password@host:587 (STARTTLS required): mail each pending request and its reminder to reviewers linked to an address")
+	fs.StringVar(&c.SMTPFrom, "smtp-from", "", "sender address of those mails (default airlock@ the SMTP host)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/mcpserver"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/policy"
@@ -120,6 +121,10 @@ type Config struct {
 	Slack slackapp.Config
 	// SlackSigningSecret verifies Slack's interaction requests.
 	SlackSigningSecret string
+	// Email, when its URL is set, mails each pending request and its
+	// reminder to every linked reviewer with an address (docs/
+	// notifications.md, "Email"). Its Store is the server's.
+	Email mailapp.Config
 
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -231,6 +236,21 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 				"endpoint", e.ID, "reason", e.DisabledReason)
 		}
 	}
+	var mailer *mailapp.Sender
+	if cfg.Email.URL != "" {
+		mc := cfg.Email
+		mc.Store = cfg.Store
+		if mc.Timeout <= 0 {
+			mc.Timeout = cfg.WebhookTimeout
+		}
+		if mailer, err = mailapp.NewSender(mc); err != nil {
+			return nil, err
+		}
+		senders[airlock.EndpointEmail] = mailer
+		if _, err := mailapp.EnsureEndpoint(ctx, cfg.Store); err != nil {
+			return nil, fmt.Errorf("set up email notifications: %w", err)
+		}
+	}
 	var slackHandler http.Handler
 	if cfg.SlackSigningSecret != "" {
 		slackHandler = slackapp.NewInteractions(slackapp.InteractionsConfig{
@@ -258,6 +278,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		// Links in messages name where the inbox is: --public-url, or
 		// the address listened on.
 		slackSender.DefaultPublicURL("http://" + ln.Addr().String())
+	}
+	if mailer != nil {
+		mailer.DefaultPublicURL("http://" + ln.Addr().String())
 	}
 	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
 	if err != nil {
