@@ -163,7 +163,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
 		// Slack's requests carry no token but Slack's signature; without
 		// --slack-signing-secret the route is not there (TestSlack* in
-		// internal/slackapp check the signed requests).
+		// slackapp check the signed requests).
 		{"POST /slack/interactions", func(t *testing.T) req {
 			return req{method: "POST", path: "/slack/interactions", body: `payload=%7B%7D`,
 				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}

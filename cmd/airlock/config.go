@@ -141,6 +141,7 @@ func DefaultConfig() Config {
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
 		WebhookTimeout:        notify.DefaultTimeout,
+		SlackAPIURL:           slackapp.DefaultAPIURL,
 	}
 }
 
@@ -169,6 +170,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ShutdownGrace, d.ShutdownGrace)
 	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
 	setDur(&c.WebhookTimeout, d.WebhookTimeout)
+	set(&c.SlackAPIURL, d.SlackAPIURL)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
 	}
