@@ -27,7 +27,29 @@ type EndpointKind string
 const (
 	// EndpointWebhook is a URL that receives Standard Webhooks POSTs.
 	EndpointWebhook EndpointKind = "webhook"
+	// EndpointSlack is the Slack channel of --slack-channel: one endpoint,
+	// SlackEndpointID, that the server creates when Slack is configured.
+	EndpointSlack EndpointKind = "slack"
 )
+
+// EndpointEmail mails linked reviewers (--smtp-url): one endpoint,
+// EmailEndpointID, that the server creates when SMTP is configured.
+const EndpointEmail EndpointKind = "email"
+
+// EmailEndpointID is the ID of the one email endpoint.
+const EmailEndpointID = PrefixEndpoint + "email"
+
+// EmailTypes are the notifications mailed: a request to decide, and its
+// reminder.
+var EmailTypes = []NotifyType{NotifyCreated, NotifyReminder}
+
+// SlackEndpointID is the ID of the one Slack endpoint. A fixed ID makes
+// replicas starting together create it once.
+const SlackEndpointID = PrefixEndpoint + "slack"
+
+// SlackTypes are the notifications the Slack endpoint takes: a request to
+// post, and the ends that update its message.
+var SlackTypes = []NotifyType{NotifyCreated, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled}
 
 // PrefixEndpoint starts every endpoint ID; PrefixDelivery every delivery
 // ID; PrefixMessage every webhook-id of a test delivery.

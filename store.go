@@ -280,6 +280,7 @@ type Store interface {
 	SessionStore
 	BoardStore
 	NotifyStore
+	ReviewerStore
 
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)

@@ -158,6 +158,19 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return req{method: "POST", path: "/v1/hooks/claude-code?wait=1s&match=NotThisTool",
 				body: `{"session_id":"m","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`}
 		}, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /v1/reviewers", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/reviewers"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"PUT /v1/reviewers/{principal}/link", func(t *testing.T) req {
+			return req{method: "PUT", path: "/v1/reviewers/carol/link", body: `{"email":"carol@example.com"}`}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		// Slack's requests carry no token but Slack's signature; without
+		// --slack-signing-secret the route is not there (TestSlack* in
+		// slackapp check the signed requests).
+		{"POST /slack/interactions", func(t *testing.T) req {
+			return req{method: "POST", path: "/slack/interactions", body: `payload=%7B%7D`,
+				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}
+		}, [7]int{missing, missing, missing, missing, missing, missing, missing}},
 		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},

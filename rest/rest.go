@@ -73,6 +73,10 @@ type Config struct {
 	// Heartbeat is the event stream's keep-alive interval (default
 	// HeartbeatInterval); tests shorten it.
 	Heartbeat time.Duration
+	// Slack, when set, serves POST /slack/interactions: Slack's requests,
+	// which it authenticates by their signature, not a token. Without it
+	// that route is 404.
+	Slack http.Handler
 }
 
 // handler is the REST API.
@@ -88,6 +92,7 @@ type handler struct {
 	metrics   *httpMetrics
 	// notReady is whether the last /readyz found the store unable to serve.
 	notReady atomic.Bool
+	slack    http.Handler
 }
 
 // route is one registered endpoint. The table is the single list of what the
@@ -161,6 +166,7 @@ func New(cfg Config) http.Handler {
 		heartbeat: cfg.Heartbeat,
 		mux:       http.NewServeMux(),
 		metrics:   newHTTPMetrics(cfg.Registry),
+		slack:     cfg.Slack,
 	}
 	h.shutdown = cfg.Context
 	metricsHandler := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})

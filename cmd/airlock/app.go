@@ -45,6 +45,7 @@ func init() {
 		requestsCommand,
 		tokensCommand,
 		webhooksCommand,
+		reviewersCommand,
 		instancesCommand,
 		policyCommand,
 		benchCommand,

@@ -14,9 +14,11 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/slackapp"
 )
 
 // Config is everything `airlock serve` can be told, by flags or their
@@ -99,6 +101,24 @@ type Config struct {
 	// request still pending this long before its deadline ("10m") or this
 	// share of its window before it ("25%"). Default none.
 	RemindBefore string
+
+	// PublicURL is the server's address as reviewers reach it (behind a
+	// proxy, say), for the links notifications carry. Default the address
+	// listened on.
+	PublicURL string
+	// SlackBotToken (xoxb-…) and SlackChannel post each pending request to
+	// the channel and update it to the outcome; SlackSigningSecret lets
+	// linked reviewers decide with its buttons (POST /slack/interactions).
+	// SlackAPIURL is Slack's Web API (default https://slack.com/api/).
+	SlackBotToken      string
+	SlackSigningSecret string
+	SlackChannel       string
+	SlackAPIURL        string
+	// SMTPURL (smtp://user:password@host:port, STARTTLS) mails each
+	// pending request and its reminder to linked reviewers with an
+	// address; SMTPFrom is the sender (default airlock@ the SMTP host).
+	SMTPURL  string
+	SMTPFrom string
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -121,6 +141,7 @@ func DefaultConfig() Config {
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
 		WebhookTimeout:        notify.DefaultTimeout,
+		SlackAPIURL:           slackapp.DefaultAPIURL,
 	}
 }
 
@@ -149,6 +170,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ShutdownGrace, d.ShutdownGrace)
 	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
 	setDur(&c.WebhookTimeout, d.WebhookTimeout)
+	set(&c.SlackAPIURL, d.SlackAPIURL)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
 	}
@@ -243,7 +265,37 @@ func (c Config) Validate() error {
 	if _, err := airlock.ParseRemindBefore(c.RemindBefore); err != nil {
 		return fmt.Errorf("--%v", err)
 	}
+	if (c.SlackBotToken == "") != (c.SlackChannel == "") {
+		return fmt.Errorf("--slack-bot-token and --slack-channel go together: the token posts, the channel says where")
+	}
+	if c.SlackSigningSecret != "" && c.SlackBotToken == "" {
+		return fmt.Errorf("--slack-signing-secret takes the clicks of buttons that only --slack-bot-token and --slack-channel post")
+	}
+	if c.SMTPURL != "" {
+		if _, _, _, _, err := mailapp.ParseURL(c.SMTPURL); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"public-url", c.PublicURL}, {"slack-api-url", c.SlackAPIURL}} {
+		if f.v == "" {
+			continue
+		}
+		if u, err := url.Parse(f.v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--%s must be an http:// or https:// URL, not %q", f.name, f.v)
+		}
+	}
 	return nil
+}
+
+// Email returns the mailer's configuration. c must have passed Validate.
+func (c Config) Email() mailapp.Config {
+	return mailapp.Config{URL: c.SMTPURL, From: c.SMTPFrom, PublicURL: c.PublicURL}
+}
+
+// Slack returns the Slack app's configuration. c must have passed
+// Validate.
+func (c Config) Slack() slackapp.Config {
+	return slackapp.Config{BotToken: c.SlackBotToken, Channel: c.SlackChannel, APIURL: c.SlackAPIURL, PublicURL: c.PublicURL}
 }
 
 // Remind returns --remind-before as the engine takes it. c must have
@@ -328,6 +380,13 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
+	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages (default the address listened on)")
+	fs.StringVar(&c.SlackBotToken, "slack-bot-token", "", "Slack bot token (xoxb-…): post each pending request to --slack-channel and update it to the outcome (docs/notifications.md)")
+	fs.StringVar(&c.SlackChannel, "slack-channel", "", "Slack channel ID (C…) requests are posted to; invite the app to it")
+	fs.StringVar(&c.SlackSigningSecret, "slack-signing-secret", "", "Slack app's signing secret: verifies POST /slack/interactions, where linked reviewers' Approve and Deny clicks arrive")
+	fs.StringVar(&c.SlackAPIURL, "slack-api-url", slackapp.DefaultAPIURL, "Slack's Web API base URL (tests point it elsewhere)")
+	fs.StringVar(&c.SMTPURL, "smtp-url", "", "SMTP server, smtp://user:password@host:587 (STARTTLS required): mail each pending request and its reminder to reviewers linked to an address")
+	fs.StringVar(&c.SMTPFrom, "smtp-from", "", "sender address of those mails (default airlock@ the SMTP host)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 }
 

@@ -81,6 +81,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
 		Policy: pol, PolicyReload: policyReload(pol),
 		WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
+		Slack: cfg.Slack(), SlackSigningSecret: cfg.SlackSigningSecret, Email: cfg.Email(),
 		Logger: log, Version: version,
 	})
 	if err != nil {

@@ -21,11 +21,13 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/mcpserver"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/slackapp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -112,6 +114,17 @@ type Config struct {
 	// RemindBefore, when set, sends a reminder of each request still
 	// pending this long (or this share of its window) before its deadline.
 	RemindBefore airlock.RemindBefore
+	// Slack, when its BotToken and Channel are set, posts each pending
+	// request to the channel and updates it to the outcome; with its
+	// SigningSecret, POST /slack/interactions takes the buttons' clicks
+	// (docs/notifications.md, "Slack"). Its Store is the server's.
+	Slack slackapp.Config
+	// SlackSigningSecret verifies Slack's interaction requests.
+	SlackSigningSecret string
+	// Email, when its URL is set, mails each pending request and its
+	// reminder to every linked reviewer with an address (docs/
+	// notifications.md, "Email"). Its Store is the server's.
+	Email mailapp.Config
 
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -204,8 +217,48 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	webhooks := notify.NewWebhookSender(notify.WebhookConfig{
 		AllowPrivate: cfg.WebhookAllowPrivate, Timeout: cfg.WebhookTimeout, Version: cfg.Version,
 	})
+	senders := map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks}
+	var slackSender *slackapp.Sender
+	if cfg.Slack.BotToken != "" && cfg.Slack.Channel != "" {
+		sc := cfg.Slack
+		sc.Store = cfg.Store
+		if sc.Timeout <= 0 {
+			sc.Timeout = cfg.WebhookTimeout
+		}
+		slackSender = slackapp.NewSender(sc)
+		senders[airlock.EndpointSlack] = slackSender
+		e, err := slackapp.EnsureEndpoint(ctx, cfg.Store, sc.Channel)
+		if err != nil {
+			return nil, fmt.Errorf("set up Slack notifications: %w", err)
+		}
+		if e.DisabledAt != nil {
+			log.Warn("Slack notifications are disabled: they failed for days; delete the endpoint to start again",
+				"endpoint", e.ID, "reason", e.DisabledReason)
+		}
+	}
+	var mailer *mailapp.Sender
+	if cfg.Email.URL != "" {
+		mc := cfg.Email
+		mc.Store = cfg.Store
+		if mc.Timeout <= 0 {
+			mc.Timeout = cfg.WebhookTimeout
+		}
+		if mailer, err = mailapp.NewSender(mc); err != nil {
+			return nil, err
+		}
+		senders[airlock.EndpointEmail] = mailer
+		if _, err := mailapp.EnsureEndpoint(ctx, cfg.Store); err != nil {
+			return nil, fmt.Errorf("set up email notifications: %w", err)
+		}
+	}
+	var slackHandler http.Handler
+	if cfg.SlackSigningSecret != "" {
+		slackHandler = slackapp.NewInteractions(slackapp.InteractionsConfig{
+			Service: svc, SigningSecret: cfg.SlackSigningSecret, APIURL: cfg.Slack.APIURL, Logger: log,
+		})
+	}
 	engine = notify.New(notify.Config{
-		Store: cfg.Store, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks},
+		Store: cfg.Store, Senders: senders,
 		Render: rest.RequestJSON, Changed: svc.Changes, Timeout: cfg.WebhookTimeout, Remind: cfg.RemindBefore, Logger: log,
 		Metrics: notify.NewMetrics(reg, cfg.Store),
 	})
@@ -222,6 +275,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			ln.Close()
 		}
 	}()
+	if slackSender != nil {
+		// Links in messages name where the inbox is: --public-url, or
+		// the address listened on.
+		slackSender.DefaultPublicURL("http://" + ln.Addr().String())
+	}
+	if mailer != nil {
+		mailer.DefaultPublicURL("http://" + ln.Addr().String())
+	}
 	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
 	if err != nil {
 		return nil, err
@@ -262,6 +323,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// not there gets the inbox's own 404 page rather than the API's JSON.
 	mux.Handle("/", inbox.BrowserNotFound(ib, rest.New(rest.Config{
 		Service: svc, Logger: log, Registry: reg, Context: drainCtx, Limiter: limiter, AuthGuard: s.guard,
+		Slack: slackHandler,
 	})))
 	s.http = &http.Server{
 		Handler:           s.track(rest.RefuseUncleanPaths(mux)),

@@ -469,6 +469,20 @@ class Client:
 
     # Operations.
 
+
+    def list_reviewers(self) -> List[JsonObject]:
+        """The reviewer principals with their Slack user and email address (admins)."""
+        return self._do("GET", "/v1/reviewers", retry=True)["items"]
+
+    def link_reviewer(self, principal: str, *, slack_user_id: Optional[str] = None, email: Optional[str] = None) -> JsonObject:
+        """Replaces a principal's link (admins): a field left out is cleared, neither removes it.
+        The same link put again changes nothing, so it is retried."""
+        body: JsonObject = {}
+        if slack_user_id:
+            body["slack_user_id"] = slack_user_id
+        if email:
+            body["email"] = email
+        return self._do("PUT", f"/v1/reviewers/{_q(principal)}/link", body=body, retry=True)
     def healthz(self) -> JsonObject:
         return self._do("GET", "/healthz", retry=True)
 

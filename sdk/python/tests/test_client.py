@@ -44,12 +44,14 @@ OPERATIONS = {
     "createWebhook": "create_webhook", "listWebhooks": "list_webhooks", "getWebhook": "get_webhook",
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
     "enableWebhook": "enable_webhook",
+    "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
 # exclusion, not a skip. Each must still exist in rest/openapi.yaml.
 NOT_FOR_THE_SDK = {
     "claudeCodeHook": "Claude Code's own HTTP hook calls it, not an agent's code",
+    "slackInteractions": "Slack calls it, signed with the app's signing secret",
 }
 
 FAST = Retry(attempts=5, min_backoff=0.001, max_backoff=0.002)

@@ -2,7 +2,8 @@ import { AirlockError, NetworkError } from './errors.js';
 import type {
   ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateRequestInput, CreateTokenInput,
   CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Health, Instance, JsonObject,
-  ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Session, State, Token, Webhook, WorkItem,
+  ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session, State, Token,
+  Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
 
@@ -431,6 +432,18 @@ export class AirlockClient {
   /** Enables an endpoint disabled for failing; the deliveries its failures failed are attempted again. Retried: enabling twice changes nothing. */
   async enableWebhook(id: string, o?: CallOptions): Promise<Webhook> {
     return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/enable`, retry: true, signal: o?.signal });
+  }
+
+  // Reviewers (admins).
+
+  /** Lists the reviewer principals with their Slack user and email address. */
+  async listReviewers(o?: CallOptions): Promise<Reviewer[]> {
+    return (await this.do<{ items: Reviewer[] }>({ method: 'GET', path: '/v1/reviewers', retry: true, signal: o?.signal })).items;
+  }
+
+  /** Replaces a principal's link (a field left out is cleared; neither removes it). The same link put again changes nothing, so it is retried. */
+  async linkReviewer(principal: string, input: ReviewerLinkInput, o?: CallOptions): Promise<Reviewer> {
+    return this.do({ method: 'PUT', path: `/v1/reviewers/${enc(principal)}/link`, body: JSON.stringify(input), retry: true, signal: o?.signal });
   }
 
   // Operations.

@@ -290,3 +290,23 @@ export interface DeliveryPage {
 export interface Health {
   status: 'ok' | 'unavailable';
 }
+
+/** A reviewer principal with its links (GET /v1/reviewers). */
+export interface Reviewer {
+  principal: string;
+  /** The name of the principal's newest live reviewer token. */
+  name?: string;
+  /** Live reviewer tokens of the principal; a link decides nothing while it is 0. */
+  tokens: number;
+  slack_user_id?: string;
+  email?: string;
+  linked_at?: string;
+  linked_by?: string;
+}
+
+/** What PUT /v1/reviewers/{principal}/link takes. */
+export interface ReviewerLinkInput {
+  /** The Slack member ID (U…). */
+  slack_user_id?: string;
+  email?: string;
+}

@@ -28,12 +28,14 @@ const operations = {
   createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
   enableWebhook: 'enableWebhook',
+  listReviewers: 'listReviewers', linkReviewer: 'linkReviewer',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
 // exclusion, not a skip. Each must still exist in rest/openapi.yaml.
 const notForTheSDK = {
   claudeCodeHook: "Claude Code's own HTTP hook calls it, not an agent's code",
+  slackInteractions: "Slack calls it, signed with the app's signing secret",
 };
 
 test('the client has a method for every operation of rest/openapi.yaml', () => {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/client"
+)
+
+var reviewersCommand = command{
+	name:    "reviewers",
+	args:    "list|link [flags]",
+	summary: "List reviewer principals and link them to Slack users and email addresses (admins).",
+	run:     runReviewers,
+}
+
+// reviewerSubcommands is filled in init (see requestSubcommands).
+var reviewerSubcommands []subcommand
+
+func init() {
+	reviewerSubcommands = []subcommand{
+		{"list", "", "list reviewer principals with their Slack user and email address", runReviewersList},
+		{"link", "<principal> [--slack-user U…] [--email ADDRESS]", "link a principal (replacing its link; neither flag removes it)", runReviewersLink},
+	}
+}
+
+func runReviewers(ctx context.Context, a *App, args []string) error {
+	return runSubcommand(ctx, a, "reviewers", "Reviewer principals and their links, for admins.", reviewerSubcommands, args)
+}
+
+func runReviewersList(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(reviewerSubcommands, "list")
+	fs, r := a.apiFlagSet("reviewers", "list", syn, sum)
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rs, err := c.ListReviewers(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		if rs == nil {
+			rs = []client.Reviewer{}
+		}
+		return r.printJSON(map[string]any{"items": rs})
+	}
+	var rows [][]string
+	for _, rv := range rs {
+		rows = append(rows, []string{clip(rv.Principal, 32), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email)})
+	}
+	table(r.out, "PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL", rows)
+	return nil
+}
+
+func runReviewersLink(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(reviewerSubcommands, "link")
+	fs, r := a.apiFlagSet("reviewers", "link", syn, sum)
+	slack := fs.String("slack-user", "", "the Slack member ID (U…; profile → Copy member ID)")
+	email := fs.String("email", "", "the email address notifications go to")
+	pos, err := a.parseAPIArgs(fs, r, args, "<principal>")
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	rv, err := c.LinkReviewer(ctx, pos[0], airlock.ReviewerLinkInput{SlackUserID: *slack, Email: *email})
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(rv)
+	}
+	if *slack == "" && *email == "" {
+		fmt.Fprintf(r.out, "Unlinked reviewer %s.\n", rv.Principal)
+		return nil
+	}
+	fmt.Fprintf(r.out, "Linked reviewer %s: Slack %s, email %s.\n", rv.Principal, dash(rv.SlackUserID), dash(rv.Email))
+	if rv.Tokens == 0 {
+		fmt.Fprintf(r.out, "Note: %s has no live reviewer token, so it decides nothing until it has one.\n", rv.Principal)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package provider
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Reviewers and their links (docs/notifications.md, "Slack"): admins link
+// a reviewer principal to a Slack user and an email address; a linked
+// Slack user decides as that principal.
+
+// Reviewer is a principal that reviews: one with a live reviewer token,
+// or one with a link.
+type Reviewer struct {
+	Principal string
+	// Name is the name of the principal's newest live reviewer token;
+	// empty when it has none (a link kept for a principal whose tokens
+	// were revoked: it decides nothing until it has one again).
+	Name        string
+	Tokens      int // live reviewer tokens of the principal
+	SlackUserID string
+	Email       string
+	LinkedAt    *time.Time
+	LinkedBy    string
+}
+
+func adminReviewers(c airlock.Caller) error {
+	if c.Role != airlock.RoleAdmin {
+		return forbidden("only admin tokens manage reviewer links")
+	}
+	return nil
+}
+
+// LinkReviewer replaces principal's link (admins only); both fields
+// empty removes it.
+func (s *Service) LinkReviewer(ctx context.Context, c airlock.Caller, principal string, in airlock.ReviewerLinkInput) (Reviewer, error) {
+	if err := adminReviewers(c); err != nil {
+		return Reviewer{}, err
+	}
+	if err := in.Validate(principal); err != nil {
+		return Reviewer{}, err
+	}
+	st := s.storeFor(c)
+	l, err := st.PutReviewerLink(ctx, airlock.ReviewerLink{Principal: principal, SlackUserID: in.SlackUserID, Email: in.Email, UpdatedBy: c.ID})
+	if err != nil {
+		return Reviewer{}, err
+	}
+	rs, err := s.reviewers(ctx, st)
+	if err != nil {
+		return Reviewer{}, err
+	}
+	for _, r := range rs {
+		if r.Principal == principal {
+			return r, nil
+		}
+	}
+	return Reviewer{Principal: l.Principal}, nil // unlinked, and no live token
+}
+
+// Reviewers lists the reviewers (admins only) by principal.
+func (s *Service) Reviewers(ctx context.Context, c airlock.Caller) ([]Reviewer, error) {
+	if err := adminReviewers(c); err != nil {
+		return nil, err
+	}
+	return s.reviewers(ctx, s.storeFor(c))
+}
+
+func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, error) {
+	toks, err := st.ListTokens(ctx) // newest first
+	if err != nil {
+		return nil, err
+	}
+	links, err := st.ListReviewerLinks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]*Reviewer{}
+	for _, t := range toks {
+		if t.Role != airlock.RoleReviewer || t.RevokedAt != nil {
+			continue
+		}
+		r := by[t.Principal]
+		if r == nil {
+			r = &Reviewer{Principal: t.Principal, Name: t.Name}
+			by[t.Principal] = r
+		}
+		r.Tokens++
+	}
+	for _, l := range links {
+		r := by[l.Principal]
+		if r == nil {
+			r = &Reviewer{Principal: l.Principal}
+			by[l.Principal] = r
+		}
+		at := l.UpdatedAt
+		r.SlackUserID, r.Email, r.LinkedAt, r.LinkedBy = l.SlackUserID, l.Email, &at, l.UpdatedBy
+	}
+	out := make([]Reviewer, 0, len(by))
+	for _, r := range by {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Reviewer) int { return strings.Compare(a.Principal, b.Principal) })
+	return out, nil
+}
+
+// SlackReviewer returns the caller a Slack user decides as: the newest
+// live reviewer token of the principal the user is linked to. A user who
+// is not linked, or whose principal has no live reviewer token, is
+// forbidden.
+func (s *Service) SlackReviewer(ctx context.Context, slackUserID string) (airlock.Caller, error) {
+	l, err := s.system.ReviewerLinkBySlackUser(ctx, slackUserID)
+	if airlock.ErrorCode(err) == airlock.CodeNotFound {
+		return airlock.Caller{}, forbidden("your Slack account is not linked to an Airlock reviewer; ask an admin to run `airlock reviewers link`")
+	}
+	if err != nil {
+		return airlock.Caller{}, err
+	}
+	toks, err := s.system.ListTokens(ctx)
+	if err != nil {
+		return airlock.Caller{}, err
+	}
+	for _, t := range toks {
+		if t.Role == airlock.RoleReviewer && t.RevokedAt == nil && t.Principal == l.Principal {
+			return airlock.Caller{Token: t}, nil
+		}
+	}
+	return airlock.Caller{}, forbidden("the reviewer your Slack account is linked to (%s) has no live reviewer token", l.Principal)
+}

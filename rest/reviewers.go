@@ -1,0 +1,70 @@
+package rest
+
+import (
+	"bytes"
+	"net/http"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
+)
+
+// Reviewers (docs/notifications.md, "Slack"): admins list the reviewer
+// principals and link each to a Slack user and an email address.
+func init() {
+	routes = append(routes,
+		route{"GET /v1/reviewers", true, (*handler).listReviewers},
+		route{"PUT /v1/reviewers/{principal}/link", true, (*handler).linkReviewer},
+		route{"POST /slack/interactions", false, (*handler).slackInteractions},
+	)
+}
+
+func (h *handler) listReviewers(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	rs, err := h.svc.Reviewers(r.Context(), c)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	replyList(w, "items", rs, writeReviewer)
+}
+
+func (h *handler) linkReviewer(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in airlock.ReviewerLinkInput
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	rv, err := h.svc.LinkReviewer(r.Context(), c, r.PathValue("principal"), in)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeReviewer(b, rv) })
+}
+
+// writeReviewer writes a Reviewer resource.
+func writeReviewer(b *bytes.Buffer, rv provider.Reviewer) {
+	o := beginObject(b)
+	o.always("principal", rv.Principal)
+	o.str("name", rv.Name)
+	o.always("tokens", rv.Tokens)
+	o.str("slack_user_id", rv.SlackUserID)
+	o.str("email", rv.Email)
+	o.timePtr("linked_at", rv.LinkedAt)
+	o.str("linked_by", rv.LinkedBy)
+	o.end()
+}
+
+// slackInteractions hands Slack's requests to the Slack handler, which
+// verifies their signature (docs/notifications.md, "Slack").
+func (h *handler) slackInteractions(w http.ResponseWriter, r *http.Request, _ airlock.Caller) {
+	if h.slack == nil {
+		h.problem(w, r, airlock.NotFound("route", "POST /slack/interactions (the server runs without --slack-signing-secret)"))
+		return
+	}
+	h.slack.ServeHTTP(w, r)
+}

@@ -1,0 +1,97 @@
+package airlock
+
+import (
+	"context"
+	"net/mail"
+	"regexp"
+	"time"
+)
+
+// Reviewer links (docs/notifications.md, "Slack"): who a reviewer is on
+// the channels that reach them. A link ties a reviewer principal — a
+// token's principal today, which defaults to the token's ID — to a Slack
+// user ID and an email address. Only a Slack user linked to a principal
+// may decide from Slack, and decides as that principal, so the
+// self-approval rule holds there as everywhere.
+
+// ReviewerLink is one principal's link.
+type ReviewerLink struct {
+	Principal   string
+	SlackUserID string // "" when none
+	Email       string // "" when none
+	UpdatedAt   time.Time
+	UpdatedBy   string
+}
+
+// ReviewerLinkInput is what an admin sends to link a principal. It
+// replaces the link: a field left out is cleared, and clearing both
+// removes the link.
+type ReviewerLinkInput struct {
+	SlackUserID string `json:"slack_user_id,omitempty"`
+	Email       string `json:"email,omitempty"`
+}
+
+// EventReviewerLinked is appended whenever a principal's link changes or
+// is removed; Subject is the principal.
+const EventReviewerLinked EventType = "reviewer.linked"
+
+// MaxEmailLen bounds an email address (RFC 5321's path limit).
+const MaxEmailLen = 254
+
+// slackUserID matches Slack's user IDs: U… or W… (Enterprise Grid), upper
+// case letters and digits.
+var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,31}$`)
+
+// Validate refuses a link no channel could use: a principal that is
+// empty or too long, a Slack user ID that is not one, an email address
+// that is not a bare address.
+func (in ReviewerLinkInput) Validate(principal string) error {
+	if err := checkText("principal", principal, 1, MaxPrincipalLen); err != nil {
+		return err
+	}
+	if in.SlackUserID != "" && !slackUserID.MatchString(in.SlackUserID) {
+		return Invalid("slack_user_id", "slack_user_id %q is not a Slack user ID (U… or W…, as Slack shows in a profile's \"Copy member ID\")", in.SlackUserID)
+	}
+	if in.Email != "" {
+		if len(in.Email) > MaxEmailLen {
+			return Invalid("email", "email is %d bytes; at most %d", len(in.Email), MaxEmailLen)
+		}
+		a, err := mail.ParseAddress(in.Email)
+		if err != nil || a.Address != in.Email || a.Name != "" {
+			return Invalid("email", "email %q is not a bare address such as alice@example.com", in.Email)
+		}
+	}
+	return nil
+}
+
+// SlackMessage is where a request's Slack message was posted, so that it
+// can be updated to the outcome.
+type SlackMessage struct {
+	RequestID string
+	Channel   string // the channel ID Slack answered with
+	TS        string // the message's timestamp, its ID in the channel
+	PostedAt  time.Time
+}
+
+// ReviewerStore keeps reviewer links and the Slack messages posted.
+type ReviewerStore interface {
+	// PutReviewerLink replaces l.Principal's link (SlackUserID, Email,
+	// UpdatedBy), setting UpdatedAt to the store's now, and appends
+	// reviewer.linked; with both fields empty it removes the link
+	// (not_found when there was none). A Slack user ID linked to another
+	// principal is invalid_request: one Slack user decides as one
+	// principal.
+	PutReviewerLink(ctx context.Context, l ReviewerLink) (ReviewerLink, error)
+	// ListReviewerLinks lists every link by principal.
+	ListReviewerLinks(ctx context.Context) ([]ReviewerLink, error)
+	// ReviewerLinkBySlackUser finds the link of a Slack user; not_found.
+	ReviewerLinkBySlackUser(ctx context.Context, slackUserID string) (ReviewerLink, error)
+
+	// PutSlackMessage records where m.RequestID's message was posted,
+	// unless one is recorded already; it returns the one recorded, and
+	// whether it is m.
+	PutSlackMessage(ctx context.Context, m SlackMessage) (SlackMessage, bool, error)
+	// GetSlackMessage reads where a request's message was posted;
+	// not_found.
+	GetSlackMessage(ctx context.Context, requestID string) (SlackMessage, error)
+}

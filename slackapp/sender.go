@@ -1,0 +1,311 @@
+// Package slackapp is Airlock's Slack app (docs/notifications.md,
+// "Slack"): a sender for the notification engine that posts each pending
+// request to a channel as a Block Kit message with Approve and Deny
+// buttons and updates it to the outcome, and the handler of Slack's
+// interaction requests, which decides as the reviewer the clicking Slack
+// user is linked to.
+package slackapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/airlockhq/airlock"
+	"github.com/slack-go/slack"
+)
+
+// DefaultAPIURL is Slack's Web API.
+const DefaultAPIURL = "https://slack.com/api/"
+
+// Action IDs of the buttons.
+const (
+	ActionApprove = "airlock_approve"
+	ActionDeny    = "airlock_deny"
+)
+
+// Limits of what a message shows; the rest is on the inbox page.
+const (
+	maxArguments = 600
+	maxClaim     = 300
+	maxTitle     = 150
+)
+
+// Config configures the Slack app.
+type Config struct {
+	// BotToken is the bot's OAuth token (xoxb-…); never logged.
+	BotToken string
+	// Channel is where requests are posted: a channel ID (C…) or name.
+	Channel string
+	// APIURL is the Web API's base URL, ending in "/" (default
+	// DefaultAPIURL).
+	APIURL string
+	// PublicURL is the server's address as reviewers reach it, for links to
+	// the inbox's pages.
+	PublicURL string
+	// Store is read for each request's current state and its message.
+	Store airlock.Store
+	// Timeout bounds one Web API call (default 10s).
+	Timeout time.Duration
+}
+
+// Sender posts and updates requests' messages; it is the notify.Sender of
+// the Slack endpoint.
+type Sender struct {
+	api   *slack.Client
+	cfg   Config
+	store airlock.Store
+}
+
+// NewSender returns the sender cfg describes.
+func NewSender(cfg Config) *Sender {
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	hc := &http.Client{Timeout: cfg.Timeout}
+	return &Sender{api: slack.New(cfg.BotToken, slack.OptionAPIURL(cfg.APIURL), slack.OptionHTTPClient(hc)), cfg: cfg, store: cfg.Store}
+}
+
+// DefaultPublicURL sets the address links in messages start with, unless
+// Config.PublicURL set one. Call it before the engine runs.
+func (s *Sender) DefaultPublicURL(u string) {
+	if s.cfg.PublicURL == "" {
+		s.cfg.PublicURL = u
+	}
+}
+
+// errNotPosted retries an outcome whose request's message is not posted
+// yet: its post is queued too, and attempted apart.
+var errNotPosted = errors.New("the request's Slack message is not posted yet; its update waits for the post")
+
+// Send posts d's request (approval_request.created) or updates its message
+// to the request's state now (any other type). Whatever the type, what is
+// shown is the request as the store has it at the attempt, so deliveries
+// that overtake each other still leave the message showing the truth.
+func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Delivery) (int, error) {
+	if d.RequestID == "" {
+		return 0, nil // a test delivery: nothing to show
+	}
+	r, err := s.store.GetRequest(ctx, d.RequestID)
+	if airlock.ErrorCode(err) == airlock.CodeNotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read request %s: %w", d.RequestID, err)
+	}
+	m, err := s.store.GetSlackMessage(ctx, r.ID)
+	switch {
+	case airlock.ErrorCode(err) == airlock.CodeNotFound:
+		switch {
+		case r.Decision != nil && airlock.DecidedByPolicy(r.Decision.DecidedBy):
+			return 0, nil // decided by a rule at creation: no person needs to see it
+		case d.Type == airlock.NotifyCreated:
+			return s.post(ctx, r)
+		case r.CreatedAt.Before(e.CreatedAt):
+			return 0, nil // made before Slack was set up: no message to update
+		}
+		return 0, errNotPosted
+	case err != nil:
+		return 0, fmt.Errorf("read the request's Slack message: %w", err)
+	case d.Type == airlock.NotifyCreated:
+		// Posted by an earlier attempt whose record was lost: the updates
+		// of the outcome take it from here.
+		return http.StatusOK, nil
+	}
+	text, blocks := Render(r, s.cfg.PublicURL)
+	_, _, _, err = s.api.UpdateMessageContext(ctx, m.Channel, m.TS, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...))
+	return status(err)
+}
+
+func (s *Sender) post(ctx context.Context, r airlock.Request) (int, error) {
+	text, blocks := Render(r, s.cfg.PublicURL)
+	channel, ts, err := s.api.PostMessageContext(ctx, s.cfg.Channel, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...))
+	if err != nil {
+		return status(err)
+	}
+	// Recorded even if the attempt's context ends now: the message exists.
+	if _, _, err := s.store.PutSlackMessage(context.WithoutCancel(ctx), airlock.SlackMessage{RequestID: r.ID, Channel: channel, TS: ts}); err != nil {
+		return http.StatusOK, fmt.Errorf("posted as %s/%s but could not record it: %w", channel, ts, err)
+	}
+	return http.StatusOK, nil
+}
+
+// status turns a Web API call's error into an attempt's status and error.
+// Slack answers 200 with "ok": false for its refusals.
+func status(err error) (int, error) {
+	if err == nil {
+		return http.StatusOK, nil
+	}
+	if se, ok := errors.AsType[slack.StatusCodeError](err); ok {
+		return se.Code, fmt.Errorf("slack answered HTTP %d", se.Code)
+	}
+	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+		return http.StatusTooManyRequests, fmt.Errorf("slack rate-limited the call; retry after %s", rl.RetryAfter)
+	}
+	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok {
+		return http.StatusOK, fmt.Errorf("slack refused the call: %s", se.Err)
+	}
+	return 0, err
+}
+
+// Render returns the message of r as it is now: the notification text and
+// the blocks. A pending request has Approve and Deny buttons, each behind
+// a confirmation; any other shows its outcome and no buttons.
+func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
+	link := strings.TrimSuffix(publicURL, "/") + "/requests/" + r.ID
+	what := r.Tool
+	if r.Title != "" {
+		what = r.Title
+	}
+	what = clip(what, maxTitle)
+	text := fmt.Sprintf("Approval requested: %s", what)
+	if r.State != airlock.StatePending {
+		text = fmt.Sprintf("%s: %s", outcomeWord(r), what)
+	}
+	who := r.InstanceName
+	if who == "" {
+		who = r.InstanceID
+	}
+	blocks := []slack.Block{
+		slack.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* wants to run *%s*", esc(clip(who, maxTitle)), esc(what))), nil, nil),
+	}
+	args, cut := clipBytes(string(r.Arguments), maxArguments)
+	if args == "" {
+		args = "{}"
+	}
+	// Arguments are shown as preformatted rich text: literal, so an agent
+	// cannot format its way into looking like Airlock's own text.
+	blocks = append(blocks, slack.NewRichTextBlock("arguments", &slack.RichTextPreformatted{
+		Type:     slack.RTEPreformatted,
+		Elements: []slack.RichTextSectionElement{slack.NewRichTextSectionTextElement(args, nil)},
+	}))
+	linkText := fmt.Sprintf("<%s|Open in Airlock>", link)
+	if cut {
+		linkText = fmt.Sprintf("Arguments shortened (%d bytes in all): <%s|see them whole in Airlock>", len(r.Arguments), link)
+	}
+	ctx := []slack.MixedElement{mrkdwn(linkText)}
+	if r.AgentReasoning != "" {
+		ctx = append(ctx, plain("Agent's claim (unverified): "+clip(r.AgentReasoning, maxClaim)))
+	}
+	blocks = append(blocks, slack.NewContextBlock("facts", ctx...))
+	if r.State == airlock.StatePending {
+		deadline := fmt.Sprintf("Decide by <!date^%d^{date_short_pretty} {time_secs}|%s>", r.DeadlineAt.Unix(), r.DeadlineAt.UTC().Format(time.RFC3339))
+		blocks = append(blocks, slack.NewContextBlock("deadline", mrkdwn(deadline)))
+		approve := slack.NewButtonBlockElement(ActionApprove, r.ID, plain("Approve")).WithStyle(slack.StylePrimary).
+			WithConfirm(slack.NewConfirmationBlockObject(plain("Approve this call?"), plain(clip("Approve "+what+"? The agent may run it once.", 300)), plain("Approve"), plain("Cancel")))
+		deny := slack.NewButtonBlockElement(ActionDeny, r.ID, plain("Deny")).WithStyle(slack.StyleDanger).
+			WithConfirm(slack.NewConfirmationBlockObject(plain("Deny this call?"), plain(clip("Deny "+what+"?", 300)), plain("Deny"), plain("Cancel")))
+		blocks = append(blocks, slack.NewActionBlock("decide", approve, deny))
+		return text, blocks
+	}
+	blocks = append(blocks, slack.NewSectionBlock(mrkdwn(outcomeText(r)), nil, nil))
+	return text, blocks
+}
+
+func outcomeWord(r airlock.Request) string {
+	switch r.State {
+	case airlock.StateApproved:
+		return "Approved"
+	case airlock.StateDenied:
+		return "Denied"
+	case airlock.StateExpired:
+		return "Expired"
+	case airlock.StateCancelled:
+		return "Cancelled"
+	}
+	return string(r.State)
+}
+
+// outcomeText says how r ended: by whom and when.
+func outcomeText(r airlock.Request) string {
+	mark := map[airlock.State]string{airlock.StateApproved: ":white_check_mark:", airlock.StateDenied: ":no_entry:",
+		airlock.StateExpired: ":hourglass:", airlock.StateCancelled: ":heavy_multiplication_x:"}[r.State]
+	s := fmt.Sprintf("%s *%s*", mark, outcomeWord(r))
+	if d := r.Decision; d != nil {
+		switch r.State {
+		case airlock.StateApproved, airlock.StateDenied, airlock.StateCancelled:
+			name := d.DecidedByName
+			if name == "" {
+				name = d.DecidedBy
+			}
+			if name != "" {
+				s += " by " + esc(clip(name, maxTitle))
+			}
+		case airlock.StateExpired:
+			s += ": no decision before the deadline"
+		}
+		s += fmt.Sprintf(" <!date^%d^{date_short_pretty} {time_secs}|%s>", d.DecidedAt.Unix(), d.DecidedAt.UTC().Format(time.RFC3339))
+		if d.Note != "" {
+			s += "\n" + esc(clip(d.Note, maxClaim))
+		}
+	}
+	return s
+}
+
+func mrkdwn(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.MarkdownType, s, false, true)
+}
+func plain(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
+}
+
+// esc escapes what Slack's mrkdwn reads as control: &, < and >.
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// clip shortens s to at most n runes, marking the cut with "…".
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// clipBytes shortens s to at most n bytes at a rune boundary, marking the
+// cut; cut reports whether it shortened.
+func clipBytes(s string, n int) (_ string, cut bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	i := n - len("…")
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…", true
+}
+
+// EnsureEndpoint makes sure the Slack endpoint exists, so the engine runs
+// a worker for it: created at the first start with Slack configured, it
+// receives the requests created after. Replicas starting together create
+// it once (its ID is fixed). It returns the endpoint; a disabled one (it
+// failed for days) is returned as it is, for the caller to warn of.
+func EnsureEndpoint(ctx context.Context, st airlock.Store, channel string) (airlock.Endpoint, error) {
+	e, err := st.GetEndpoint(ctx, airlock.SlackEndpointID)
+	if err == nil {
+		return e, nil
+	}
+	if airlock.ErrorCode(err) != airlock.CodeNotFound {
+		return airlock.Endpoint{}, err
+	}
+	e, err = st.CreateEndpoint(ctx, airlock.Endpoint{ID: airlock.SlackEndpointID, Kind: airlock.EndpointSlack, URL: "slack:" + channel,
+		Events: airlock.SlackTypes, Description: "Slack channel " + channel, CreatedBy: "system:slack"})
+	if err != nil {
+		// Another replica may have created it first.
+		if e2, err2 := st.GetEndpoint(ctx, airlock.SlackEndpointID); err2 == nil {
+			return e2, nil
+		}
+		return airlock.Endpoint{}, err
+	}
+	return e, nil
+}

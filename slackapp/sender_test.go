@@ -1,0 +1,143 @@
+package slackapp_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/notify"
+	"github.com/airlockhq/airlock/rest"
+	"github.com/airlockhq/airlock/slackapp"
+)
+
+// TestSlackRetries: Slack failing (HTTP 500, then 429 with Retry-After)
+// is retried by the delivery engine like a webhook; the outcome of a
+// request decided before its post went through waits for the post; the
+// message is posted once and ends showing the outcome without buttons;
+// each failed attempt is recorded with why; a request a policy rule
+// decided at creation is not posted.
+func TestSlackRetries(t *testing.T) {
+	t.Parallel()
+	for _, db := range []struct {
+		name string
+		open func(*testing.T) airlock.Store
+	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			testRetries(t, db.open(t))
+		})
+	}
+}
+
+func testRetries(t *testing.T, st airlock.Store) {
+	t.Cleanup(func() { st.Close() })
+	ctx := t.Context()
+	f := newFakeSlack(t)
+	f.fail = func(method string, n int, w http.ResponseWriter) bool {
+		if method != "chat.postMessage" {
+			return false
+		}
+		switch n {
+		case 1:
+			http.Error(w, "<html>oops</html>", http.StatusInternalServerError)
+			return true
+		case 2:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return true
+		}
+		return false
+	}
+	ep, err := slackapp.EnsureEndpoint(ctx, st, channelID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := slackapp.EnsureEndpoint(ctx, st, channelID); err != nil || again.ID != ep.ID || ep.ID != airlock.SlackEndpointID {
+		t.Fatalf("EnsureEndpoint again = %v, %v", again, err)
+	}
+	sender := slackapp.NewSender(slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/",
+		PublicURL: "https://airlock.example.com", Store: st})
+	eng := notify.New(notify.Config{Store: st, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointSlack: sender},
+		Render: rest.RequestJSON, PollEvery: 20 * time.Millisecond, Schedule: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond,
+			10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond, 10 * time.Millisecond},
+		Jitter: func(d time.Duration) time.Duration { return d }})
+
+	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci"}, "tok_agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := st.CreateRequest(ctx, airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+		InstanceID: inst.ID, OwnerID: "tok_agent", Tool: "deploy", Arguments: []byte(`{"env":"prod"}`)}, Window: time.Hour, Actor: "tok_agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Decided before the engine runs: the post and the outcome are both
+	// queued, and the outcome must wait for the post.
+	if _, err := st.Decide(ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_bob"}); err != nil {
+		t.Fatal(err)
+	}
+	// Decided by a policy rule at creation: no person needs to see it.
+	if _, _, err := st.CreateRequest(ctx, airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+		InstanceID: inst.ID, OwnerID: "tok_agent", Tool: "ls", Arguments: []byte(`{}`)}, Window: time.Hour, Actor: "tok_agent",
+		Initial: &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Minute, DecidedBy: airlock.PolicyActor("reads")}}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); eng.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	f.await(t, "the message showing the approval", func() bool {
+		m := f.message(r.ID)
+		return m != nil && !hasButtons(m) && strings.Contains(blocksJSON(m), "*Approved*")
+	})
+	// All four deliveries (two per request) end delivered, with the
+	// failures recorded.
+	var ds []airlock.Delivery
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ds, _, err = st.ListDeliveries(ctx, airlock.SlackEndpointID, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delivered := 0
+		for _, d := range ds {
+			if d.State == airlock.DeliveryDelivered {
+				delivered++
+			}
+		}
+		if len(ds) == 4 && delivered == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries = %+v", ds)
+		}
+		select { // the engine records attempts after the calls: look again soon
+		case <-f.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var errs []string
+	for _, d := range ds {
+		for _, a := range d.Attempts {
+			errs = append(errs, a.Error)
+		}
+	}
+	all := strings.Join(errs, "\n")
+	for _, want := range []string{"slack answered HTTP 500", "rate-limited", "not posted yet"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the attempts' errors lack %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, botToken) {
+		t.Error("an attempt's error shows the bot token")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.posts != 1 {
+		t.Errorf("%d posts, want 1", f.posts)
+	}
+}
