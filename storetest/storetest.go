@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Extras", s.testExtras},
 		{"Names", s.testNames},
 		{"Notify", s.testNotify},
+		{"Grants", s.testGrants},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
