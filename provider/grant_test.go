@@ -1,0 +1,288 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// grant makes a grant as the reviewer, failing the test if it cannot.
+func (b *bundle) grant(t *testing.T, in airlock.GrantInput) airlock.Grant {
+	t.Helper()
+	g, err := b.svc.CreateGrant(t.Context(), b.reviewer, in)
+	if err != nil {
+		t.Fatalf("CreateGrant: %v", err)
+	}
+	return g
+}
+
+// refundGrant covers the bundle's refund call on its instance.
+func (b *bundle) refundGrant(uses int) airlock.GrantInput {
+	return airlock.GrantInput{Tool: "issue_refund", Arguments: call("").Arguments, InstanceID: b.inst.ID,
+		Uses: &uses, ExpiresIn: "1h"}
+}
+
+func wantGrantDecision(t *testing.T, r airlock.Request, g airlock.Grant) {
+	t.Helper()
+	if r.State != airlock.StateApproved || r.Decision.DecidedBy != "grant:"+g.ID {
+		t.Fatalf("request %s by %+v, want approved by grant:%s", r.State, r.Decision, g.ID)
+	}
+}
+
+// A grant approves the calls it covers, each using one of its uses; the
+// approval's event names it; a call it does not cover is asked; it never
+// covers a question; once used up, calls are asked again.
+func TestGrantApprovesWhatItCovers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	g := b.grant(t, b.refundGrant(2))
+	if g.State != airlock.GrantLive || *g.UsesLeft != 2 || g.Validity != b.svc.Limits().ApprovalValidity ||
+		g.CreatedByPrincipal != "bob" || g.ExpiresAt.Sub(g.CreatedAt) != time.Hour {
+		t.Fatalf("grant = %+v", g)
+	}
+	r := b.create(t, "")
+	wantGrantDecision(t, r, g)
+	evs := b.events(t)
+	if last := evs[len(evs)-1]; last.Type != airlock.EventRequestApproved || last.Actor != "grant:"+g.ID {
+		t.Fatalf("last event %+v, want the approval by the grant", last)
+	}
+
+	other := call("")
+	other.Arguments = json.RawMessage(`{"payment_id":"payment_999","amount":4900,"currency":"GBP"}`)
+	if r, _, err := b.svc.CreateRequest(t.Context(), b.agent, b.inst.ID, newKey(), other); err != nil || r.State != airlock.StatePending {
+		t.Fatalf("other arguments: %s %v, want pending", r.State, err)
+	}
+	// The same arguments in another order and spacing are the same.
+	same := call("")
+	same.Arguments = json.RawMessage(`{ "currency":"GBP", "amount":4900, "payment_id":"payment_123" }`)
+	r, _, err := b.svc.CreateRequest(t.Context(), b.agent, b.inst.ID, newKey(), same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGrantDecision(t, r, g)
+	if q := b.question(t, "yes", "no"); q.State != airlock.StatePending {
+		t.Fatalf("a question was approved: %+v", q.Decision)
+	}
+	if r := b.create(t, ""); r.State != airlock.StatePending {
+		t.Fatalf("third call on a grant of 2: %s by %+v", r.State, r.Decision)
+	}
+	got, err := b.svc.Grant(t.Context(), b.reviewer, g.ID)
+	if err != nil || got.State != airlock.GrantUsedUp || *got.UsesLeft != 0 {
+		t.Fatalf("grant after its uses: %+v %v", got, err)
+	}
+}
+
+// A policy rule decides before any grant does.
+func TestPolicyDecidesBeforeGrants(t *testing.T) {
+	t.Parallel()
+	pol := &decideAll{verdict: airlock.PolicyVerdict{Initial: &airlock.InitialDecision{
+		Status: airlock.StateDenied, DecidedBy: airlock.PolicyActor("no-refunds")}}}
+	b := setup(t, options{policy: pol})
+	g := b.grant(t, b.refundGrant(2))
+	if r := b.create(t, ""); r.State != airlock.StateDenied || r.Decision.DecidedBy != "policy:no-refunds" {
+		t.Fatalf("request %s by %+v, want denied by the rule", r.State, r.Decision)
+	}
+	if got, _ := b.svc.Grant(t.Context(), b.reviewer, g.ID); *got.UsesLeft != 2 {
+		t.Fatalf("the grant was used: %d left", *got.UsesLeft)
+	}
+}
+
+// A CEL grant covers what its expression matches, in the policy's
+// language; an expression that does not compile is refused.
+func TestCELGrant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	in := airlock.GrantInput{Tool: "issue_refund", Match: `request.arguments.amount < 5000 && agent.principal == "alice"`,
+		Agent: b.agent.ID, ExpiresIn: "10m"}
+	g := b.grant(t, in)
+	if g.Match.Kind != airlock.MatchCEL || g.AgentID != b.agent.ID || g.Uses != nil {
+		t.Fatalf("grant = %+v", g)
+	}
+	wantGrantDecision(t, b.create(t, ""), g)
+	big := call("")
+	big.Arguments = json.RawMessage(`{"payment_id":"payment_123","amount":9900,"currency":"GBP"}`)
+	if r, _, err := b.svc.CreateRequest(t.Context(), b.agent, b.inst.ID, newKey(), big); err != nil || r.State != airlock.StatePending {
+		t.Fatalf("a call the expression does not match: %s %v", r.State, err)
+	}
+	in.Match = `request.arguments.amount <`
+	_, err := b.svc.CreateGrant(t.Context(), b.reviewer, in)
+	if airlock.ErrorCode(err) != airlock.CodeInvalidRequest || !strings.Contains(err.Error(), "CEL") {
+		t.Fatalf("bad expression: %v", err)
+	}
+}
+
+// No reviewer grants for requests of their own principal; agents cannot
+// grant; admins can; a grant needs an expiry and one scope.
+func TestGrantRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := t.Context()
+	in := b.refundGrant(3)
+	_, err := b.svc.CreateGrant(ctx, b.selfReviewer, in)
+	if airlock.ErrorCode(err) != airlock.CodeForbidden || !strings.Contains(err.Error(), "your own principal") {
+		t.Fatalf("self grant on the instance: %v", err)
+	}
+	byAgent := airlock.GrantInput{Tool: "issue_refund", Arguments: in.Arguments, Agent: b.agent.ID, ExpiresIn: "1h"}
+	if _, err := b.svc.CreateGrant(ctx, b.selfReviewer, byAgent); airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("self grant on the agent: %v", err)
+	}
+	if _, err := b.svc.CreateGrant(ctx, b.agent, in); airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("agent grant: %v", err)
+	}
+	if _, err := b.svc.CreateGrant(ctx, b.admin, in); err != nil {
+		t.Fatalf("admin grant: %v", err)
+	}
+	for name, mod := range map[string]func(*airlock.GrantInput){
+		"no expiry":      func(g *airlock.GrantInput) { g.ExpiresIn = "" },
+		"two scopes":     func(g *airlock.GrantInput) { g.Agent = b.agent.ID },
+		"no scope":       func(g *airlock.GrantInput) { g.InstanceID = "" },
+		"no arguments":   func(g *airlock.GrantInput) { g.Arguments = nil },
+		"zero uses":      func(g *airlock.GrantInput) { g.Uses = new(0) },
+		"too long":       func(g *airlock.GrantInput) { g.ExpiresIn = "800h" },
+		"reviewer agent": func(g *airlock.GrantInput) { g.InstanceID, g.Agent = "", b.reviewer.ID },
+		"unknown agent":  func(g *airlock.GrantInput) { g.InstanceID, g.Agent = "", "tok_missing" },
+		"bad tool":       func(g *airlock.GrantInput) { g.Tool = "no spaces" },
+		"long valid_for": func(g *airlock.GrantInput) { g.ValidFor = "48h" },
+	} {
+		g := in
+		mod(&g)
+		if _, err := b.svc.CreateGrant(ctx, b.reviewer, g); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+			t.Errorf("%s: %v, want invalid_request", name, err)
+		}
+	}
+	g := in
+	g.InstanceID = "ins_missing"
+	if _, err := b.svc.CreateGrant(ctx, b.reviewer, g); airlock.ErrorCode(err) != airlock.CodeNotFound {
+		t.Fatalf("unknown instance: %v", err)
+	}
+	// A grant made by the agent's own principal (through another
+	// principal's token, renamed later, say) is never used for it: the
+	// store checks too.
+}
+
+// A grant ends at its revocation, its expiry, its instance's deletion and
+// its creator's revocation: the next covered call is asked.
+func TestGrantEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := t.Context()
+
+	g := b.grant(t, b.refundGrant(10))
+	wantGrantDecision(t, b.create(t, ""), g)
+	rv, err := b.svc.RevokeGrant(ctx, b.reviewer, g.ID)
+	if err != nil || rv.State != airlock.GrantRevoked {
+		t.Fatalf("revoke: %+v %v", rv, err)
+	}
+	if r := b.create(t, ""); r.State != airlock.StatePending {
+		t.Fatalf("after revocation: %s", r.State)
+	}
+
+	g = b.grant(t, b.refundGrant(10))
+	b.clock.Advance(time.Hour)
+	if r := b.create(t, ""); r.State != airlock.StatePending {
+		t.Fatalf("after expiry: %s", r.State)
+	}
+
+	carol := b.mint(t, airlock.RoleReviewer, "carol")
+	in := b.refundGrant(10)
+	in.Agent, in.InstanceID = b.agent.ID, ""
+	g, err = b.svc.CreateGrant(ctx, carol, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGrantDecision(t, b.create(t, ""), g)
+	if _, err := b.svc.RevokeToken(ctx, b.admin, carol.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.create(t, ""); r.State != airlock.StatePending {
+		t.Fatalf("after the creator's revocation: %s", r.State)
+	}
+
+	g = b.grant(t, b.refundGrant(10))
+	if _, err := b.svc.DeleteInstance(ctx, b.agent, b.inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.svc.Grant(ctx, b.reviewer, g.ID)
+	if err != nil || got.State != airlock.GrantInstanceDeleted {
+		t.Fatalf("after the instance's deletion: %+v %v", got, err)
+	}
+	live, err := b.svc.Grants(ctx, b.reviewer, airlock.GrantFilter{Live: true})
+	if err != nil || len(live) != 0 {
+		t.Fatalf("live grants: %+v %v", live, err)
+	}
+}
+
+// An approval may make a grant for the same call; the grant names the
+// request; a denial, a question, or a self-approval makes none, and a
+// refused grant leaves the request pending.
+func TestDecideWithGrant(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := t.Context()
+	first := b.create(t, "")
+	uses := 2
+	r, g, err := b.svc.DecideGrant(ctx, b.reviewer, first.ID, airlock.DecisionInput{Status: airlock.StateApproved, ValidFor: "2m",
+		Grant: &airlock.DecisionGrant{Uses: &uses, ExpiresIn: "1h"}})
+	if err != nil || r.State != airlock.StateApproved || g == nil {
+		t.Fatalf("approve with a grant: %v %+v %v", r.State, g, err)
+	}
+	if g.RequestID != first.ID || g.InstanceID != b.inst.ID || g.Validity != 2*time.Minute || *g.UsesLeft != 2 ||
+		g.Match.Kind != airlock.MatchSameArguments {
+		t.Fatalf("grant = %+v", g)
+	}
+	wantGrantDecision(t, b.create(t, ""), *g)
+	wantGrantDecision(t, b.create(t, ""), *g)
+	if r := b.create(t, ""); r.State != airlock.StatePending {
+		t.Fatalf("after the grant's uses: %s", r.State)
+	}
+
+	pending := b.create(t, "")
+	_, _, err = b.svc.DecideGrant(ctx, b.reviewer, pending.ID, airlock.DecisionInput{Status: airlock.StateDenied,
+		Grant: &airlock.DecisionGrant{ExpiresIn: "1h"}})
+	if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("deny with a grant: %v", err)
+	}
+	_, _, err = b.svc.DecideGrant(ctx, b.reviewer, pending.ID, airlock.DecisionInput{Status: airlock.StateApproved,
+		Grant: &airlock.DecisionGrant{}})
+	if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("a grant without expiry: %v", err)
+	}
+	_, _, err = b.svc.DecideGrant(ctx, b.selfReviewer, pending.ID, airlock.DecisionInput{Status: airlock.StateApproved,
+		Grant: &airlock.DecisionGrant{ExpiresIn: "1h"}})
+	if airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("self-approval with a grant: %v", err)
+	}
+	q := b.question(t, "yes", "no")
+	_, _, err = b.svc.DecideGrant(ctx, b.reviewer, q.ID, airlock.DecisionInput{Status: airlock.StateApproved, Answer: "yes",
+		Grant: &airlock.DecisionGrant{ExpiresIn: "1h"}})
+	if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("a grant on a question: %v", err)
+	}
+	if r := b.stored(t, pending.ID); r.State != airlock.StatePending {
+		t.Fatalf("a refused grant decided the request: %s", r.State)
+	}
+	if q := b.stored(t, q.ID); q.State != airlock.StatePending {
+		t.Fatalf("a refused grant decided the question: %s", q.State)
+	}
+
+	// The agent scope covers the agent's calls on another instance.
+	r2 := b.create(t, "")
+	_, g2, err := b.svc.DecideGrant(ctx, b.reviewer, r2.ID, airlock.DecisionInput{Status: airlock.StateApproved,
+		Grant: &airlock.DecisionGrant{Scope: "agent", ExpiresIn: "1h"}})
+	if err != nil || g2.AgentID != b.agent.ID || g2.InstanceID != "" || g2.Uses != nil {
+		t.Fatalf("agent grant: %+v %v", g2, err)
+	}
+	inst2 := b.instance(t, b.agent)
+	r3, _, err := b.svc.CreateRequest(ctx, b.agent, inst2.ID, newKey(), call(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGrantDecision(t, r3, *g2)
+	if errors.Is(err, nil) && r3.Decision.DecidedByName != "grant:"+g2.ID {
+		t.Fatalf("decided_by_name %q", r3.Decision.DecidedByName)
+	}
+}
