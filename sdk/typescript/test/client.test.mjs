@@ -27,6 +27,7 @@ const operations = {
   metrics: 'metrics', openapi: 'openapi',
   createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
+  createGrant: 'createGrant', listGrants: 'listGrants', getGrant: 'getGrant', revokeGrant: 'revokeGrant',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
