@@ -97,6 +97,15 @@ func GrantOf(actor string) (string, bool) {
 	return strings.CutPrefix(actor, grantActorPrefix)
 }
 
+// GrantID returns the ID of the grant that made d, and whether one did;
+// d may be nil.
+func (d *Decision) GrantID() (string, bool) {
+	if d == nil {
+		return "", false
+	}
+	return GrantOf(d.DecidedBy)
+}
+
 // ArgumentsFingerprint is the hash a same_arguments grant compares calls
 // by: of the tool and the canonical form of its arguments.
 func ArgumentsFingerprint(tool string, arguments []byte) (string, error) {
