@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,5 +285,80 @@ func TestDecideWithGrant(t *testing.T) {
 	wantGrantDecision(t, r3, *g2)
 	if errors.Is(err, nil) && r3.Decision.DecidedByName != "grant:"+g2.ID {
 		t.Fatalf("decided_by_name %q", r3.Decision.DecidedByName)
+	}
+}
+
+// TestGrantUsesRace is T28 on SQLite (a real database file, through the
+// service): 16 concurrent matching creates on a grant of 5 uses approve
+// exactly 5, each by the grant, with its approval event naming it; a
+// revoked grant and an expired one approve none of 16 more.
+func TestGrantUsesRace(t *testing.T) {
+	t.Parallel()
+	const uses, creates = 5, 16
+	b := setup(t, options{})
+	ctx := t.Context()
+	race := func() (map[string]int, []airlock.Request) {
+		rs := make([]airlock.Request, creates)
+		errs := make([]error, creates)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range creates {
+			wg.Go(func() {
+				<-start
+				rs[i], _, errs[i] = b.svc.CreateRequest(ctx, b.agent, b.inst.ID, newKey(), call(""))
+			})
+		}
+		close(start)
+		wg.Wait()
+		by := map[string]int{}
+		for i, r := range rs {
+			if errs[i] != nil {
+				t.Fatalf("create: %v", errs[i])
+			}
+			if r.State == airlock.StateApproved {
+				by[r.Decision.DecidedBy]++
+			} else if r.State != airlock.StatePending {
+				t.Fatalf("a request is %s", r.State)
+			}
+		}
+		return by, rs
+	}
+
+	g := b.grant(t, b.refundGrant(uses))
+	by, rs := race()
+	if len(by) != 1 || by["grant:"+g.ID] != uses {
+		t.Fatalf("%d concurrent creates on a grant of %d uses: approved %v", creates, uses, by)
+	}
+	approved := map[string]bool{}
+	for _, r := range rs {
+		if r.State == airlock.StateApproved {
+			approved[r.ID] = true
+		}
+	}
+	for _, e := range b.events(t) {
+		if e.Type != airlock.EventRequestApproved || !approved[e.RequestID] {
+			continue
+		}
+		if e.Actor != "grant:"+g.ID {
+			t.Fatalf("the approval of %s is by %q", e.RequestID, e.Actor)
+		}
+		delete(approved, e.RequestID)
+	}
+	if len(approved) != 0 {
+		t.Fatalf("approvals without their event: %v", approved)
+	}
+
+	revoked := b.grant(t, b.refundGrant(100))
+	if _, err := b.svc.RevokeGrant(ctx, b.reviewer, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	if by, _ := race(); len(by) != 0 {
+		t.Fatalf("after the revocation: approved %v", by)
+	}
+
+	b.grant(t, b.refundGrant(100))
+	b.clock.Advance(time.Hour)
+	if by, _ := race(); len(by) != 0 {
+		t.Fatalf("after the expiry: approved %v", by)
 	}
 }
