@@ -13,7 +13,7 @@ import (
 // PrefixGrant starts a grant's ID.
 const PrefixGrant = "grt_"
 
-// A grant is a standing approval a reviewer gives (docs/policy.md,
+// Grant is a standing approval a reviewer gives (docs/policy.md,
 // "Grants"): new tool calls it covers are approved at creation, decided by
 // GrantActor(id), each using one of its uses. It ends at its expiry, its
 // last use, its revocation, its instance's deletion or its creator's
