@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -286,5 +287,28 @@ func TestHashSecret(t *testing.T) {
 	}
 	if first, again := airlock.HashSecret(a), airlock.HashSecret(a); string(first) != string(again) {
 		t.Fatal("HashSecret is not deterministic")
+	}
+}
+
+// TestSummaryArgumentsHead checks that a summary's head and cut mark are
+// those of the whole arguments, although Summary reads only their start.
+func TestSummaryArgumentsHead(t *testing.T) {
+	t.Parallel()
+	for name, args := range map[string]string{
+		"empty":                 "",
+		"short":                 `{"a":1}`,
+		"200 characters":        strings.Repeat("a", airlock.ArgumentsHeadLen),
+		"201 characters":        strings.Repeat("a", airlock.ArgumentsHeadLen+1),
+		"200 wide, then more":   strings.Repeat("😀", airlock.ArgumentsHeadLen) + "a",
+		"200 wide, exactly":     strings.Repeat("😀", airlock.ArgumentsHeadLen),
+		"a mebibyte":            strings.Repeat("é", 1<<19),
+		"wide after the head":   strings.Repeat("a", 199) + strings.Repeat("😀", 1000),
+		"broken bytes in front": "\xff\xfe" + strings.Repeat("b", 900),
+	} {
+		wantHead, wantCut := airlock.ArgumentsHead(args)
+		s := airlock.Request{Arguments: json.RawMessage(args)}.Summary()
+		if s.ArgumentsHead != wantHead || s.ArgumentsCut != wantCut {
+			t.Errorf("%s: head %q cut %v, want %q cut %v", name, s.ArgumentsHead, s.ArgumentsCut, wantHead, wantCut)
+		}
 	}
 }

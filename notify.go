@@ -79,6 +79,7 @@ const (
 	EventEndpointCreated  EventType = "endpoint.created"
 	EventEndpointDeleted  EventType = "endpoint.deleted"
 	EventEndpointDisabled EventType = "endpoint.disabled"
+	EventEndpointEnabled  EventType = "endpoint.enabled"
 )
 
 // NotifyTypeOf returns the notification an audit event gives, if any.
@@ -265,7 +266,23 @@ const (
 // once queue each event once.
 type QueueParams struct {
 	After, Upto int64
-	Deliveries  []Delivery // ID, EndpointID, EventID, MessageID, Type, RequestID, Payload
+	Deliveries  []Delivery // ID, EndpointID, EventID, MessageID, Type, RequestID, Payload, LeaseHolder
+	// LeaseFor is how long a delivery with a LeaseHolder is queued leased
+	// to it, as LeaseDeliveries would have leased it: the process fanning
+	// it out attempts it without another write, and should that process
+	// die, the lease lapses and any process takes it over.
+	LeaseFor time.Duration
+}
+
+// Backlog is what the delivery engine has still to do, across every
+// process sharing the store.
+type Backlog struct {
+	// Pending counts deliveries queued and neither delivered nor failed
+	// (those waiting for a retry included).
+	Pending int64
+	// Unqueued counts the events after the fan-out cursor: committed, not
+	// yet fanned out (events no endpoint wants included).
+	Unqueued int64
 }
 
 // LeaseParams asks a store for due deliveries of one endpoint.
@@ -370,8 +387,19 @@ type NotifyStore interface {
 	// endpoint.deleted; not_found.
 	DeleteEndpoint(ctx context.Context, id, actor string) error
 
+	// EnableEndpoint enables an endpoint disabled for failing, clears its
+	// failing mark, queues again (due now, past attempts kept) its
+	// deliveries that failed during the run of failures that disabled it,
+	// and appends endpoint.enabled; not_found. Events committed while it
+	// was disabled were never queued for it and stay undelivered. An
+	// endpoint that is not disabled is returned as it is.
+	EnableEndpoint(ctx context.Context, id, actor string) (Endpoint, error)
+
 	// FanOutCursor returns the last event ID whose deliveries are queued.
 	FanOutCursor(ctx context.Context) (int64, error)
+	// DeliveryBacklog counts what is committed and not yet delivered:
+	// pending deliveries, and the events after the fan-out cursor.
+	DeliveryBacklog(ctx context.Context) (Backlog, error)
 	// QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
 	// inserts p.Deliveries of endpoints that exist and are enabled, in one
 	// transaction. It returns false, inserting nothing, when the cursor

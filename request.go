@@ -3,6 +3,7 @@ package airlock
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // State is where a request is in its lifecycle. Pending is the only
@@ -170,7 +171,12 @@ func (r Request) Summary() RequestSummary {
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		s.CommandMethod = r.Proposal.Command.Method
 	}
-	s.ArgumentsHead, s.ArgumentsCut = ArgumentsHead(string(r.Arguments))
+	// Only the head is copied: a summary of a request with a mebibyte of
+	// arguments must not keep the mebibyte alive. ArgumentsHeadLen
+	// characters take at most utf8.UTFMax bytes each.
+	head := r.Arguments[:min(len(r.Arguments), ArgumentsHeadLen*utf8.UTFMax)]
+	s.ArgumentsHead, s.ArgumentsCut = ArgumentsHead(string(head))
+	s.ArgumentsCut = s.ArgumentsCut || len(head) < len(r.Arguments)
 	return s
 }
 

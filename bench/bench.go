@@ -130,6 +130,16 @@ type Config struct {
 	// Policy, when set, is a policy file (docs/policy.md) the in-process
 	// servers load, to measure what its rules cost each create.
 	Policy string
+	// Webhooks, with the lifecycle scenario, adds that many local webhook
+	// receivers (one endpoint each, subscribed to everything) and reports
+	// the lifecycle without, with one and with all of them, the delivery
+	// lag from commit at half the maximum, and the backlog drain
+	// (Report.Webhooks). In-process servers only.
+	Webhooks int
+	// Backlog is the drain's backlog with Webhooks: deliveries queued to
+	// one endpoint, then drained (default DefaultBacklog; at most
+	// MaxBacklog).
+	Backlog int
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
 }
@@ -164,6 +174,9 @@ func (c Config) withDefaults() Config {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	if c.Webhooks > 0 && c.Backlog == 0 {
+		c.Backlog = DefaultBacklog
+	}
 	return c
 }
 
@@ -190,6 +203,18 @@ func (c Config) validate() error {
 	}
 	if c.Count < 0 || c.Count > maxCount {
 		return fmt.Errorf("--count must be between 1 and %d for %s, not %d", maxCount, c.Scenario, c.Count)
+	}
+	if c.Webhooks != 0 {
+		switch {
+		case c.Webhooks < 0 || c.Webhooks > MaxWebhooks:
+			return fmt.Errorf("--webhooks must be between 1 and %d, not %d", MaxWebhooks, c.Webhooks)
+		case c.Scenario != Lifecycle:
+			return fmt.Errorf("--webhooks goes with --scenario lifecycle, not %s", c.Scenario)
+		case len(c.URLs) > 0:
+			return errWebhooksRemote
+		case c.Backlog < 0 || c.Backlog > MaxBacklog:
+			return fmt.Errorf("--backlog must be between 1 and %d, not %d", MaxBacklog, c.Backlog)
+		}
 	}
 	maxClients := MaxClients
 	if c.Scenario == Wait {

@@ -367,6 +367,10 @@ func TestRefusals(t *testing.T) {
 		{"half-max and a rate", Config{Scenario: Create, HalfMax: true, Rate: 10}, "--half-max"},
 		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
 		{"existing SQLite file", Config{DB: existing}, "already exists"},
+		{"webhooks with creates", Config{Scenario: Create, Webhooks: 1}, "--webhooks"},
+		{"too many webhooks", Config{Webhooks: MaxWebhooks + 1}, "--webhooks"},
+		{"webhooks to a remote server", Config{URLs: []string{"http://127.0.0.1:1"}, Token: "x", Webhooks: 1}, "--webhooks"},
+		{"too large a backlog", Config{Webhooks: 1, Backlog: MaxBacklog + 1}, "--backlog"},
 	} {
 		err := tt.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -390,6 +394,45 @@ func TestRefusals(t *testing.T) {
 	} {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want it accepted", cfg, err)
+		}
+	}
+}
+
+// TestWebhooks runs --webhooks small: the lifecycle without, with one and
+// with two endpoints, the lag phase with every delivery of it received,
+// and a drain of 300 deliveries.
+func TestWebhooks(t *testing.T) {
+	t.Parallel()
+	rep := run(t, Config{Scenario: Lifecycle, Clients: 2, Count: 15, Duration: 20 * time.Second, Webhooks: 2, Backlog: 300})
+	x := rep.Webhooks
+	if x == nil {
+		t.Fatal("no webhooks in the report")
+	}
+	checkResult(t, "without", x.Without, 15)
+	checkResult(t, "one endpoint", x.One, 15)
+	if x.All == nil {
+		t.Fatal("no run with both endpoints")
+	}
+	checkResult(t, "two endpoints", *x.All, 15)
+	checkResult(t, "paced", x.Lag, 15)
+	if x.OneToWithout <= 0 || x.AllToWithout <= 0 {
+		t.Errorf("ratios %v, %v", x.OneToWithout, x.AllToWithout)
+	}
+	// Two events per lifecycle, to each of two endpoints.
+	if want := 4 * x.Lag.Ops; x.Delivered != want || x.Undelivered != 0 {
+		t.Errorf("lag over %d deliveries (%d undelivered), want %d", x.Delivered, x.Undelivered, want)
+	}
+	if l := x.LagMS; !(0 < l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max) {
+		t.Errorf("lag out of order: %+v", l)
+	}
+	if d := x.Drain; d == nil || d.Deliveries != 300 || d.Attempts < 300 || d.PerS <= 0 {
+		t.Errorf("drain %+v, want 300 deliveries", d)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	for _, want := range []string{"one endpoint", "delivery lag from commit", "backlog drain: 300 deliveries"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
 }

@@ -238,6 +238,12 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		return err
 	}
 	rep.Result = res
+	if cfg.Webhooks > 0 {
+		return runWebhooks(ctx, cfg, t, rep, func(rate float64) (Result, error) {
+			phase++
+			return runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, prepare)
+		})
+	}
 	return nil
 }
 

@@ -43,7 +43,9 @@ type Report struct {
 	Commits *Commits      `json:"commits,omitempty"`
 	Wait    *WaitReport   `json:"wait,omitempty"`
 	Expiry  *ExpiryReport `json:"expiry,omitempty"`
-	Machine Machine       `json:"machine"`
+	// Webhooks is what Config.Webhooks measured.
+	Webhooks *WebhookReport `json:"webhooks,omitempty"`
+	Machine  Machine        `json:"machine"`
 }
 
 // Bounds are the limits the run was given.
@@ -299,6 +301,24 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		tw.Flush()
 		writeErrors(w, r.ErrorKinds)
+	}
+	if x := r.Webhooks; x != nil {
+		fmt.Fprintf(w, "\nwebhooks, %d local receivers subscribed to everything (lifecycle ops/s, one phase after another):\n", x.Endpoints)
+		fmt.Fprintf(w, "  no endpoint   %8.0f ops/s\n", x.Without.OpsPerS)
+		fmt.Fprintf(w, "  one endpoint  %8.0f ops/s  (%.2f× without)\n", x.One.OpsPerS, x.OneToWithout)
+		if x.All != nil {
+			fmt.Fprintf(w, "  %2d endpoints  %8.0f ops/s  (%.2f× without)\n", x.Endpoints, x.All.OpsPerS, x.AllToWithout)
+		}
+		fmt.Fprintf(w, "  delivery lag from commit at %g ops/s (half the fastest): p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms over %d deliveries",
+			x.Lag.OpsPerS, x.LagMS.P50, x.LagMS.P90, x.LagMS.P99, x.LagMS.Max, x.Delivered)
+		if x.Undelivered > 0 {
+			fmt.Fprintf(w, "; %d not delivered within %s", x.Undelivered, settleBound)
+		}
+		fmt.Fprintln(w)
+		if d := x.Drain; d != nil {
+			fmt.Fprintf(w, "  backlog drain: %d deliveries to one endpoint in %.2f s, %.0f deliveries/s (%d attempts received); process CPU %.0f µs per delivery\n",
+				d.Deliveries, d.ElapsedS, d.PerS, d.Attempts, d.CPUPerDeliveryUS)
+		}
 	}
 	if x := r.Expiry; x != nil {
 		fmt.Fprintf(w, "%d pending requests due together (deadlines within %.1f ms):\n", x.Pending, x.DeadlineSpreadMS)

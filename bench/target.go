@@ -50,6 +50,10 @@ type target struct {
 	batches *batchLog
 	// lite is the in-process SQLite store, for its write counters.
 	lite *sqlite.Store
+	// notifyStore is the in-process store, for the delivery backlog.
+	notifyStore airlock.NotifyStore
+	// webhooks are the endpoints a --webhooks run created.
+	webhooks []string
 	// cleanup undoes what openTarget made, last first.
 	cleanup []func(ctx context.Context)
 }
@@ -145,6 +149,7 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 		}
 		if i == 0 {
 			t.lite, _ = store.(*sqlite.Store)
+			t.notifyStore = store
 		}
 		// The first replica sets the run's admin token; the others find
 		// it stored, as replicas of `airlock serve` do.
@@ -262,6 +267,8 @@ func startServer(ctx context.Context, store airlock.Store, admin string, pol *po
 		Store: store, StoreName: "bench", Addr: "127.0.0.1:0", Listeners: []net.Listener{pipe}, AdminToken: admin,
 		MaxWait: inProcessMaxWait, RateLimit: 1e12, RateBurst: 1 << 30, ShutdownGrace: 5 * time.Second,
 		Policy: pol, Logger: log, Version: "bench",
+		// --webhooks's receivers are on this machine's loopback.
+		WebhookAllowPrivate: true,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -127,6 +127,18 @@ func (c *Client) ListDeliveries(ctx context.Context, id, cursor string, limit in
 	return &p, nil
 }
 
+// EnableWebhook enables an endpoint disabled for failing (admins); the
+// deliveries its last failures failed are attempted again. Enabling an
+// enabled endpoint changes nothing, so it is retried.
+func (c *Client) EnableWebhook(ctx context.Context, id string) (*Webhook, error) {
+	var w Webhook
+	cl := call{method: http.MethodPost, path: "/v1/webhooks/" + url.PathEscape(id) + "/enable", retry: true}
+	if _, err := c.do(ctx, cl, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
 // TestWebhook queues a webhook.test delivery to the endpoint (admins).
 func (c *Client) TestWebhook(ctx context.Context, id string) (*Delivery, error) {
 	var d Delivery

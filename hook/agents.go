@@ -77,19 +77,7 @@ var ClaudeCode = Agent{
 var Codex = Agent{
 	Name:  "codex",
 	Event: "PermissionRequest",
-	call: func(p Payload) (Call, error) {
-		if err := p.require("session_id", "tool_name", "tool_input"); err != nil {
-			return Call{}, err
-		}
-		digest, err := inputDigest(p.ToolInput)
-		if err != nil {
-			return Call{}, err
-		}
-		return Call{
-			Agent: "codex", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
-			Context: p.context("turn_id", p.TurnID), Key: Key("codex", p.SessionID, p.TurnID, p.ToolName, digest),
-		}, nil
-	},
+	call:  keyedByInput("codex", "turn_id", func(p Payload) string { return p.TurnID }),
 	encode: func(a Answer) []byte {
 		switch a.Verdict {
 		case Allow:
@@ -118,19 +106,7 @@ var Codex = Agent{
 var Gemini = Agent{
 	Name:  "gemini",
 	Event: "BeforeTool",
-	call: func(p Payload) (Call, error) {
-		if err := p.require("session_id", "tool_name", "tool_input"); err != nil {
-			return Call{}, err
-		}
-		digest, err := inputDigest(p.ToolInput)
-		if err != nil {
-			return Call{}, err
-		}
-		return Call{
-			Agent: "gemini", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
-			Context: p.context("timestamp", p.Timestamp), Key: Key("gemini", p.SessionID, p.Timestamp, p.ToolName, digest),
-		}, nil
-	},
+	call:  keyedByInput("gemini", "timestamp", func(p Payload) string { return p.Timestamp }),
 	encode: func(a Answer) []byte {
 		switch a.Verdict {
 		case Allow:
@@ -144,6 +120,26 @@ var Gemini = Agent{
 
 // Agents lists the agents by name, as `airlock hook NAME` takes them.
 var Agents = map[string]Agent{"claude-code": ClaudeCode, "codex": Codex, "gemini": Gemini}
+
+// keyedByInput builds the Call of an agent that sends no tool-call ID. Its
+// key is the session, what else tells the agent's calls apart (field, with
+// its value in the context too), the tool and a digest of its input.
+func keyedByInput(agent, field string, value func(Payload) string) func(Payload) (Call, error) {
+	return func(p Payload) (Call, error) {
+		if err := p.require("session_id", "tool_name", "tool_input"); err != nil {
+			return Call{}, err
+		}
+		digest, err := inputDigest(p.ToolInput)
+		if err != nil {
+			return Call{}, err
+		}
+		v := value(p)
+		return Call{
+			Agent: agent, SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
+			Context: p.context(field, v), Key: Key(agent, p.SessionID, v, p.ToolName, digest),
+		}, nil
+	}
+}
 
 // inputDigest hashes a tool input's canonical form, so a key does not
 // depend on how the agent spaced its JSON.

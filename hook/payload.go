@@ -49,67 +49,43 @@ func ParsePayload(data []byte) (Payload, error) {
 	if err != nil {
 		return p, fmt.Errorf("the hook input is not a JSON object Airlock accepts: %v", err)
 	}
-	str := func(name string, raw json.RawMessage, dst *string) error {
-		if string(raw) == "null" {
-			return nil
-		}
-		if err := json.Unmarshal(raw, dst); err != nil {
-			return fmt.Errorf("the hook input's %s must be a string", name)
-		}
-		return nil
-	}
+	text := p.texts()
 	for _, m := range members {
-		var err error
-		switch m.Key {
-		case "session_id":
-			err = str(m.Key, m.Value, &p.SessionID)
-		case "transcript_path":
-			err = str(m.Key, m.Value, &p.TranscriptPath)
-		case "cwd":
-			err = str(m.Key, m.Value, &p.Cwd)
-		case "hook_event_name":
-			err = str(m.Key, m.Value, &p.HookEventName)
-		case "tool_name":
-			err = str(m.Key, m.Value, &p.ToolName)
-		case "tool_use_id":
-			err = str(m.Key, m.Value, &p.ToolUseID)
-		case "turn_id":
-			err = str(m.Key, m.Value, &p.TurnID)
-		case "timestamp":
-			err = str(m.Key, m.Value, &p.Timestamp)
-		case "reason":
-			err = str(m.Key, m.Value, &p.Reason)
-		case "error":
-			if err = str(m.Key, m.Value, &p.Error); err != nil {
-				p.Error, err = string(m.Value), nil // a structured error: keep its JSON
+		switch dst, ok := text[m.Key]; {
+		case ok && string(m.Value) == "null":
+		case ok:
+			if err := json.Unmarshal(m.Value, dst); err == nil {
+				break
 			}
-		case "tool_input":
+			if m.Key != "error" {
+				return p, fmt.Errorf("the hook input's %s must be a string", m.Key)
+			}
+			p.Error = string(m.Value) // a structured error: keep its JSON
+		case m.Key == "tool_input":
 			p.ToolInput = m.Value
-		case "tool_response":
+		case m.Key == "tool_response":
 			p.ToolResponse = m.Value
-		}
-		if err != nil {
-			return p, err
 		}
 	}
 	return p, nil
 }
 
+// texts are the payload's string fields by their JSON names.
+func (p *Payload) texts() map[string]*string {
+	return map[string]*string{
+		"session_id": &p.SessionID, "transcript_path": &p.TranscriptPath, "cwd": &p.Cwd,
+		"hook_event_name": &p.HookEventName, "tool_name": &p.ToolName, "tool_use_id": &p.ToolUseID,
+		"turn_id": &p.TurnID, "timestamp": &p.Timestamp, "reason": &p.Reason, "error": &p.Error,
+	}
+}
+
 // require names the first of the payload's fields that is empty.
 func (p Payload) require(fields ...string) error {
+	text := p.texts()
 	for _, f := range fields {
-		var v string
-		switch f {
-		case "session_id":
-			v = p.SessionID
-		case "tool_name":
-			v = p.ToolName
-		case "tool_use_id":
-			v = p.ToolUseID
-		case "hook_event_name":
-			v = p.HookEventName
-		case "tool_input":
-			v = string(p.ToolInput)
+		v := string(p.ToolInput)
+		if f != "tool_input" {
+			v = *text[f]
 		}
 		if v == "" || v == "null" {
 			return fmt.Errorf("the hook input has no %s; is this hook registered for the right event?", f)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/provider"
@@ -385,10 +386,15 @@ type historyBody struct {
 const historyScan = 1000
 
 // historyScanPages bounds, likewise, the bytes of arguments and other
-// large fields (airlock.Request.StoredBytes) one search reads, in pages of
-// provider.Config.ListPageBytes (16 of 4 MiB by default): a thousand
-// requests of a mebibyte each would take seconds.
+// large fields (airlock.Request.StoredBytes) one search reads, counted in
+// pages of provider.Config.ListPageBytes: 16 of 4 MiB, 64 MiB, by default.
+// A thousand requests of a mebibyte each would take seconds.
 const historyScanPages = 16
+
+// historySearchPageBytes is the size of the pages a search reads: it
+// looks at one request at a time, so smaller pages than a REST list's let
+// several searches at once hold little (docs/operations.md, "Memory").
+const historySearchPageBytes = 1 << 20
 
 // historyPage is how many matches one history page shows.
 const historyPage = 100
@@ -488,6 +494,7 @@ func (h *handler) historyCandidates(ctx context.Context, c airlock.Caller, q pro
 		return out, err
 	}
 	s := newSearch(needle)
+	q.PageBytes = historySearchPageBytes
 	page, err := h.svc.ListRequests(ctx, c, q)
 	for _, r := range page.Requests {
 		m := noMatch
@@ -530,18 +537,63 @@ func (s search) matches(r airlock.Request, names map[string]string) match {
 	if d := r.Decision; d != nil {
 		texts = append(texts, d.Note, d.Answer, d.DecidedBy, d.DecidedByName)
 	}
-	texts = append(texts, string(r.Arguments))
 	for _, t := range texts {
-		if strings.Contains(strings.ToLower(t), s.needle) {
+		if containsMapped(t, s.needle, strings.ToLower) {
 			return textMatch
 		}
 	}
+	if containsMapped(r.Arguments, s.needle, strings.ToLower) {
+		return textMatch
+	}
 	for _, t := range texts {
-		if strings.Contains(confusables.Skeleton(strings.ToLower(t)), s.skeleton) {
+		if containsMapped(t, s.skeleton, lowerSkeleton) {
 			return lookAlikes
 		}
 	}
+	if containsMapped(r.Arguments, s.skeleton, lowerSkeleton) {
+		return lookAlikes
+	}
 	return noMatch
+}
+
+func lowerSkeleton(t string) string { return confusables.Skeleton(strings.ToLower(t)) }
+
+// searchPiece is how much of a text is lowered or skeletonised at once.
+// A search runs over arguments of up to a mebibyte on several requests at
+// a time, and a skeleton of a whole mebibyte allocates several times its
+// size; pieces keep what a search holds small (docs/operations.md,
+// "Memory").
+const searchPiece = 64 << 10
+
+// containsMapped reports whether mapping(text) contains needle, mapping
+// text a piece at a time. A piece ends only before an ASCII byte: lowering
+// and the confusable skeleton (decompose, map each rune, decompose again)
+// treat an ASCII character as a starter that nothing reorders across, so
+// the mapping of the whole is the mappings of the pieces, one after the
+// other. The last len(needle)-1 bytes of what is mapped carry over, so a
+// match across two pieces is found. The arguments are searched as the
+// bytes they are, so that a mebibyte is not copied to be searched.
+func containsMapped[T ~string | ~[]byte](text T, needle string, mapping func(string) string) bool {
+	if needle == "" {
+		return true
+	}
+	if len(text) <= searchPiece {
+		return strings.Contains(mapping(string(text)), needle)
+	}
+	carry := ""
+	for len(text) > 0 {
+		cut := min(searchPiece, len(text))
+		for cut < len(text) && text[cut] >= utf8.RuneSelf {
+			cut++
+		}
+		mapped := carry + mapping(string(text[:cut]))
+		if strings.Contains(mapped, needle) {
+			return true
+		}
+		text = text[cut:]
+		carry = mapped[max(0, len(mapped)-(len(needle)-1)):]
+	}
+	return false
 }
 
 // sessionRow is one session on the sessions page.

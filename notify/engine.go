@@ -76,6 +76,9 @@ type Config struct {
 	// Holder names this process in leases (default a random name).
 	Holder string
 	Logger *slog.Logger
+	// Metrics, when set, counts attempts, their latency and the delay
+	// from commit to delivery (NewMetrics).
+	Metrics *Metrics
 	// Now times attempts (default time.Now).
 	Now func() time.Time
 }
@@ -95,6 +98,27 @@ type worker struct {
 	wake chan struct{}
 	stop context.CancelFunc
 	done chan struct{}
+
+	// handed are deliveries this process's fan-out queued already leased
+	// to it: the worker attempts them before leasing any.
+	mu     sync.Mutex
+	handed []airlock.Delivery
+}
+
+// take returns the deliveries handed to w, emptying its hand.
+func (w *worker) take() []airlock.Delivery {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ds := w.handed
+	w.handed = nil
+	return ds
+}
+
+// handing reports how many deliveries wait in w's hand.
+func (w *worker) handing() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.handed)
 }
 
 // New returns an engine; Run starts it.
@@ -194,11 +218,16 @@ func (e *Engine) pass(ctx context.Context) bool {
 		return true
 	}
 	enabled := eps[:0:0]
+	disabled := 0
 	for _, ep := range eps {
+		if ep.DisabledAt != nil {
+			disabled++
+		}
 		if ep.DisabledAt == nil && e.cfg.Senders[ep.Kind] != nil {
 			enabled = append(enabled, ep)
 		}
 	}
+	e.cfg.Metrics.setDisabled(disabled)
 	e.syncWorkers(ctx, enabled)
 	if len(enabled) == 0 {
 		return false
@@ -241,6 +270,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	}
 	var ds []airlock.Delivery
 	queued := map[string]bool{}
+	perEndpoint := map[string]int{}
 	rendered := map[string][]byte{} // a request's events in one batch share one read
 	for _, ev := range evs {
 		typ, ok := airlock.NotifyTypeOf(ev.Type)
@@ -274,11 +304,35 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev.ID,
 				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
 			queued[ep.ID] = true
+			perEndpoint[ep.ID]++
 		}
 	}
-	moved, err := e.cfg.Store.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: evs[len(evs)-1].ID, Deliveries: ds})
+	// Deliveries for an endpoint whose worker has room are queued leased
+	// to this process and handed to the worker: no lease write, and no
+	// wait for the worker's next look. The rest (a catch-up, or a worker
+	// still busy with earlier ones) wait in the queue for a lease.
+	hand := e.handable(perEndpoint)
+	for i := range ds {
+		if hand[ds[i].EndpointID] != nil {
+			ds[i].LeaseHolder = e.cfg.Holder
+		}
+	}
+	moved, err := e.cfg.Store.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: evs[len(evs)-1].ID, Deliveries: ds,
+		LeaseFor: e.handLease()})
 	if err != nil {
 		return nil, false, err
+	}
+	if moved && len(hand) > 0 {
+		// A delivery whose endpoint was disabled or deleted meanwhile was
+		// not queued; attempting it anyway sends what that endpoint was
+		// about to get, once, and its record finds nothing to update.
+		for _, d := range ds {
+			if w := hand[d.EndpointID]; w != nil {
+				w.mu.Lock()
+				w.handed = append(w.handed, d)
+				w.mu.Unlock()
+			}
+		}
 	}
 	if !moved {
 		// Another process queued them; its workers (and ours, at the next
@@ -288,6 +342,25 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	}
 	return queued, len(evs) == fanOutBatch, nil
 }
+
+// handable returns the workers that may be handed this pass's deliveries
+// (count by endpoint): those with at most a batch in hand, counting these.
+func (e *Engine) handable(count map[string]int) map[string]*worker {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]*worker{}
+	for id, n := range count {
+		if w := e.workers[id]; w != nil && w.handing()+n <= e.cfg.LeaseBatch {
+			out[id] = w
+		}
+	}
+	return out
+}
+
+// handLease is how long deliveries handed to a worker are leased: twice a
+// batch's lease, since they may wait for the batch the worker is busy
+// with before their own.
+func (e *Engine) handLease() time.Duration { return 2 * e.lease }
 
 // Body is a webhook's body: {type, timestamp, data}, data being the
 // request as the API shows it.
@@ -348,7 +421,7 @@ func (e *Engine) syncWorkers(ctx context.Context, eps []airlock.Endpoint) {
 		e.workers[ep.ID] = w
 		go func() {
 			defer close(w.done)
-			e.work(wctx, ep, w.wake)
+			e.work(wctx, ep, w)
 		}()
 	}
 	for id, w := range e.workers {
@@ -375,15 +448,25 @@ func (e *Engine) stopWorkers() {
 
 // work attempts ep's due deliveries, PerEndpoint at a time, until ctx
 // ends. A slow or dead endpoint holds only its own worker.
-func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, wake <-chan struct{}) {
+func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, w *worker) {
 	sender := e.cfg.Senders[ep.Kind]
 	t := time.NewTicker(e.cfg.PollEvery)
 	defer t.Stop()
+	// A batch's record is written while the next batch is leased and
+	// sent: on a backlog the worker never waits for its own writes. One
+	// record at most is in flight, and the deliveries it records stay
+	// leased to this worker until it commits, so none is leased twice.
+	var recording sync.WaitGroup
+	defer recording.Wait()
 	for {
-		ds, err := e.cfg.Store.LeaseDeliveries(ctx, airlock.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
-			Limit: e.cfg.LeaseBatch})
-		if err != nil && ctx.Err() == nil {
-			e.log.Warn("notifications: lease deliveries", "endpoint", ep.ID, "err", err)
+		ds := w.take()
+		if len(ds) == 0 {
+			var err error
+			ds, err = e.cfg.Store.LeaseDeliveries(ctx, airlock.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
+				Limit: e.cfg.LeaseBatch})
+			if err != nil && ctx.Err() == nil {
+				e.log.Warn("notifications: lease deliveries", "endpoint", ep.ID, "err", err)
+			}
 		}
 		if len(ds) > 0 {
 			next := make(chan airlock.Delivery, len(ds))
@@ -408,7 +491,8 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, wake <-chan stru
 				})
 			}
 			wg.Wait()
-			e.record(ctx, records)
+			recording.Wait()
+			recording.Go(func() { e.record(ctx, records) })
 			if ctx.Err() == nil {
 				continue // more may be due
 			}
@@ -416,7 +500,7 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, wake <-chan stru
 		select {
 		case <-ctx.Done():
 			return
-		case <-wake:
+		case <-w.wake:
 		case <-t.C:
 		}
 	}
@@ -447,7 +531,8 @@ func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint
 	if ctx.Err() != nil {
 		return airlock.AttemptParams{}, false
 	}
-	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: e.cfg.Now().Sub(start)}
+	end := e.cfg.Now()
+	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: end.Sub(start)}
 	p := airlock.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
 		DisableAfter: e.cfg.DisableAfter}
 	if err != nil {
@@ -461,6 +546,7 @@ func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint
 		e.log.Info("notification attempt failed", "endpoint", ep.ID, "delivery", d.ID, "webhook_id", d.MessageID,
 			"type", d.Type, "attempt", n+1, "status", status, "err", p.Attempt.Error, "retry_in", p.RetryIn)
 	}
+	e.cfg.Metrics.attempted(d, p.Outcome, start, end)
 	return p, true
 }
 

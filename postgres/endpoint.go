@@ -145,6 +145,42 @@ func (s *Store) DeleteEndpoint(ctx context.Context, id, actor string) error {
 	return translate(err, "endpoint", id)
 }
 
+// EnableEndpoint enables a disabled endpoint and queues again the
+// deliveries its last run of failures failed: those whose last attempt
+// came at or after failing_since (a delivery failed for good records
+// next_attempt_at at its last attempt; one failed by the disabling keeps
+// the retry time it was waiting for) and those never attempted.
+func (s *Store) EnableEndpoint(ctx context.Context, id, actor string) (airlock.Endpoint, error) {
+	var out airlock.Endpoint
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		e, err := scanEndpoint(t.QueryRow(ctx, `SELECT `+endpointCols+` FROM endpoints e WHERE e.id = @id FOR UPDATE`, named{"id": id}))
+		if err != nil || e.DisabledAt == nil {
+			out = e
+			return err
+		}
+		since := *e.DisabledAt
+		if e.FailingSince != nil {
+			since = *e.FailingSince
+		}
+		var at time.Time
+		if err := t.QueryRow(ctx, tickCTE+`, requeued AS (UPDATE deliveries d SET state = 'pending', next_attempt_at = tick.now,
+	lease_holder = '', lease_until = NULL
+FROM tick WHERE d.endpoint_id = @id AND d.state = 'failed' AND (d.next_attempt_at >= @since OR jsonb_array_length(d.attempts) = 0)
+RETURNING d.id)
+SELECT now FROM tick`, named{"now": s.now(), "id": id, "since": since}).Scan(&at); err != nil {
+			return err
+		}
+		out, err = scanEndpoint(t.QueryRow(ctx, `UPDATE endpoints e SET disabled_at = NULL, disabled_reason = '', failing_since = NULL
+WHERE e.id = @id RETURNING `+endpointCols, named{"id": id}))
+		if err != nil {
+			return err
+		}
+		t.event(airlock.Event{Type: airlock.EventEndpointEnabled, At: at.UTC(), Actor: actor, Subject: id})
+		return nil
+	})
+	return out, translate(err, "endpoint", id)
+}
+
 // FanOutCursor returns the last event ID whose deliveries are queued.
 func (s *Store) FanOutCursor(ctx context.Context) (int64, error) {
 	var n int64
@@ -152,29 +188,43 @@ func (s *Store) FanOutCursor(ctx context.Context) (int64, error) {
 	return n, translate(err, "fan-out cursor", "")
 }
 
+// DeliveryBacklog counts pending deliveries and the events not yet fanned
+// out, in one read.
+func (s *Store) DeliveryBacklog(ctx context.Context) (airlock.Backlog, error) {
+	var b airlock.Backlog
+	err := s.queryRow(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending'),
+	(SELECT coalesce(max(id), 0) FROM events) - (SELECT event_id FROM fanout_cursor WHERE id = 1)`).Scan(&b.Pending, &b.Unqueued)
+	b.Unqueued = max(b.Unqueued, 0)
+	return b, translate(err, "deliveries", "backlog")
+}
+
 // insertDeliveriesSQL queues deliveries of endpoints that exist and are
 // enabled, once per endpoint and event.
 const insertDeliveriesSQL = tickCTE + `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload,
-	created_at, next_attempt_at)
-SELECT d.id, d.endpoint_id, nullif(d.event_id, 0), d.message_id, d.type, d.request_id, d.payload, tick.now, tick.now
+	created_at, next_attempt_at, lease_holder, lease_until)
+SELECT d.id, d.endpoint_id, nullif(d.event_id, 0), d.message_id, d.type, d.request_id, d.payload, tick.now, tick.now,
+	d.holder, CASE WHEN d.holder = '' THEN NULL ELSE tick.now + @lease_us::bigint * interval '1 microsecond' END
 FROM tick, unnest(@ids::text[], @endpoints::text[], @events::bigint[], @messages::text[], @types::text[], @requests::text[],
-	@payloads::bytea[]) AS d(id, endpoint_id, event_id, message_id, type, request_id, payload)
+	@payloads::bytea[], @holders::text[]) AS d(id, endpoint_id, event_id, message_id, type, request_id, payload, holder)
 WHERE EXISTS (SELECT 1 FROM endpoints e WHERE e.id = d.endpoint_id AND e.disabled_at IS NULL)
 ON CONFLICT (endpoint_id, event_id) DO NOTHING`
 
-func deliveriesArgs(s *Store, ds []airlock.Delivery) named {
+// deliveriesArgs are insertDeliveriesSQL's arguments: ds, each leased to
+// its LeaseHolder for leaseFor when it has one.
+func deliveriesArgs(s *Store, ds []airlock.Delivery, leaseFor time.Duration) named {
 	n := len(ds)
+	holders := make([]string, n)
 	ids, endpoints, messages, types, requests := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	events, payloads := make([]int64, n), make([][]byte, n)
 	for i, d := range ds {
 		ids[i], endpoints[i], messages[i], types[i], requests[i] = d.ID, d.EndpointID, d.MessageID, string(d.Type), d.RequestID
-		events[i], payloads[i] = d.EventID, d.Payload
+		events[i], payloads[i], holders[i] = d.EventID, d.Payload, d.LeaseHolder
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}
 	}
 	return named{"now": s.now(), "ids": ids, "endpoints": endpoints, "events": events, "messages": messages, "types": types,
-		"requests": requests, "payloads": payloads}
+		"requests": requests, "payloads": payloads, "holders": holders, "lease_us": leaseFor.Microseconds()}
 }
 
 // QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
@@ -191,7 +241,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 			return err
 		}
 		if len(p.Deliveries) > 0 {
-			if _, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, p.Deliveries)); err != nil {
+			if _, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, p.Deliveries, p.LeaseFor)); err != nil {
 				return err
 			}
 		}
@@ -205,7 +255,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 func (s *Store) AddDelivery(ctx context.Context, d airlock.Delivery) (airlock.Delivery, error) {
 	var out airlock.Delivery
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		tag, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, []airlock.Delivery{d}))
+		tag, err := t.Exec(ctx, insertDeliveriesSQL, deliveriesArgs(s, []airlock.Delivery{{ID: d.ID, EndpointID: d.EndpointID, EventID: d.EventID, MessageID: d.MessageID, Type: d.Type, RequestID: d.RequestID, Payload: d.Payload}}, 0))
 		if err != nil {
 			return err
 		}

@@ -243,10 +243,10 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	var (
 		r                                           airlock.Request
 		state, kind                                 string
-		args, rctx, cmdInput                        *string
+		args, rctx, cmdInput, observed              []byte // read once into their final bytes: arguments reach a mebibyte
 		decidedAt, expiresAt, claimedAt, finishedAt *time.Time
 		decidedBy, claimedBy, execStatus, key       *string
-		mode, method, question, observed, cmdStatus *string
+		mode, method, question, cmdStatus           *string
 		note, answer, detail, cmdDetail             string
 		cmdAppliedAt                                *time.Time
 		instName, ownerName, deciderName            *string
@@ -263,7 +263,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		return airlock.Request{}, err
 	}
 	r.State, r.Kind = airlock.State(state), airlock.Kind(kind)
-	r.Arguments, r.Context = raw(args), raw(rctx)
+	r.Arguments, r.Context = args, rctx
 	r.CreatedAt, r.DeadlineAt = r.CreatedAt.UTC(), r.DeadlineAt.UTC()
 	if key != nil {
 		r.IdempotencyKey = *key
@@ -292,7 +292,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	if mode != nil {
 		r.Proposal = &airlock.Proposal{Mode: *mode}
 		if method != nil {
-			r.Proposal.Command = &airlock.Command{Method: *method, Input: raw(cmdInput), Observed: raw(observed)}
+			r.Proposal.Command = &airlock.Command{Method: *method, Input: cmdInput, Observed: observed}
 		}
 	}
 	if cmdStatus != nil && cmdAppliedAt != nil {

@@ -379,6 +379,10 @@ type ListQuery struct {
 	Kind       airlock.Kind
 	Cursor     string // from a previous Page.NextCursor
 	Limit      int    // 1..200, default 50
+	// PageBytes ends a page of ListRequests sooner than the service's
+	// ListPageBytes when smaller (and positive): a reader that looks at one
+	// request at a time holds less at once.
+	PageBytes int
 }
 
 // Page is one page of requests, newest first.
@@ -406,6 +410,9 @@ func (s *Service) ListRequests(ctx context.Context, c airlock.Caller, q ListQuer
 		return Page{}, err
 	}
 	f.MaxBytes = s.pageBytes
+	if q.PageBytes > 0 && q.PageBytes < f.MaxBytes {
+		f.MaxBytes = q.PageBytes
+	}
 	rs, more, err := s.storeFor(c).ListRequests(ctx, f)
 	if err != nil {
 		return Page{}, err

@@ -68,6 +68,21 @@ func (s *Service) DeleteWebhook(ctx context.Context, c airlock.Caller, id string
 	return s.storeFor(c).DeleteEndpoint(ctx, id, c.ID)
 }
 
+// EnableWebhook enables a webhook endpoint disabled for failing (admins
+// only): the deliveries its last run of failures failed are attempted
+// again at once; events committed while it was disabled are not
+// delivered to it. An enabled endpoint is returned unchanged; not_found.
+func (s *Service) EnableWebhook(ctx context.Context, c airlock.Caller, id string) (airlock.Endpoint, error) {
+	if _, err := s.Webhook(ctx, c, id); err != nil {
+		return airlock.Endpoint{}, err
+	}
+	e, err := s.storeFor(c).EnableEndpoint(ctx, id, c.ID)
+	if err == nil && s.deliveryQueued != nil {
+		s.deliveryQueued()
+	}
+	return e, err
+}
+
 // DeliveryPage is one page of an endpoint's deliveries, newest first.
 type DeliveryPage struct {
 	Deliveries []airlock.Delivery

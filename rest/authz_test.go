@@ -140,6 +140,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"DELETE /v1/grants/{id}", func(t *testing.T) req {
 			return req{method: "DELETE", path: "/v1/grants/" + b.grant(t)}
 		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		{"POST /v1/webhooks/{id}/enable", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/enable"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
 		{"GET /v1/board", func(t *testing.T) req {
 			b.boardItem(t)
 			return req{method: "GET", path: "/v1/board"}

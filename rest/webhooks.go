@@ -18,6 +18,7 @@ func init() {
 		route{"DELETE /v1/webhooks/{id}", true, (*handler).deleteWebhook},
 		route{"GET /v1/webhooks/{id}/deliveries", true, (*handler).listDeliveries},
 		route{"POST /v1/webhooks/{id}/test", true, (*handler).testWebhook},
+		route{"POST /v1/webhooks/{id}/enable", true, (*handler).enableWebhook},
 	)
 }
 
@@ -116,6 +117,15 @@ func (h *handler) testWebhook(w http.ResponseWriter, r *http.Request, c airlock.
 		return
 	}
 	reply(w, http.StatusAccepted, func(b *bytes.Buffer) { writeDelivery(b, d) })
+}
+
+func (h *handler) enableWebhook(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	e, err := h.svc.EnableWebhook(r.Context(), c, r.PathValue("id"))
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeWebhook(b, e, false) })
 }
 
 // writeWebhook writes a Webhook resource; the secret only when withSecret,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -73,5 +74,49 @@ func TestWebhooksAPI(t *testing.T) {
 	r = b.do(t, req{method: "DELETE", path: "/v1/webhooks/" + id, token: b.admin})
 	want(t, r, http.StatusNoContent, "")
 	r = b.do(t, req{method: "GET", path: "/v1/webhooks/" + id, token: b.admin})
+	want(t, r, http.StatusNotFound, airlock.CodeNotFound)
+}
+
+// TestEnableWebhook: an endpoint disabled for failing is enabled again by
+// an admin, with its failed delivery due again; enabling an enabled one
+// changes nothing, an unknown one is not found.
+func TestEnableWebhook(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.webhook(t)
+	r := b.do(t, req{method: "POST", path: "/v1/webhooks/" + id + "/test", token: b.admin})
+	want(t, r, http.StatusAccepted, "")
+	// Two failed attempts, the second past DisableAfter, disable it.
+	for range 2 {
+		ds, err := b.store.LeaseDeliveries(t.Context(), airlock.LeaseParams{EndpointID: id, Holder: "rep_t", For: time.Minute, Limit: 1})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("lease: %v, %v", ds, err)
+		}
+		if _, err := b.store.RecordAttempt(t.Context(), airlock.AttemptParams{DeliveryID: ds[0].ID, Holder: "rep_t",
+			Attempt: airlock.DeliveryAttempt{At: time.Now(), Status: 502, Error: "HTTP 502"}, Outcome: airlock.OutcomeRetry,
+			DisableAfter: time.Nanosecond}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // the second failure must come after the first's microsecond
+	}
+	r = b.do(t, req{method: "GET", path: "/v1/webhooks/" + id, token: b.admin})
+	want(t, r, http.StatusOK, "")
+	if w := r.obj(t); w["enabled"] != false || w["disabled_reason"] == nil {
+		t.Fatalf("after failing: %s; want disabled", r.body)
+	}
+	r = b.do(t, req{method: "POST", path: "/v1/webhooks/" + id + "/enable", token: b.admin})
+	want(t, r, http.StatusOK, "")
+	w := r.obj(t)
+	if w["enabled"] != true || w["disabled_at"] != nil || w["disabled_reason"] != nil || w["failing_since"] != nil || w["secret"] != nil {
+		t.Fatalf("enabled: %s", r.body)
+	}
+	r = b.do(t, req{method: "GET", path: "/v1/webhooks/" + id + "/deliveries", token: b.admin})
+	want(t, r, http.StatusOK, "")
+	if items := r.obj(t)["items"].([]any); len(items) != 1 || items[0].(map[string]any)["state"] != "pending" {
+		t.Fatalf("deliveries after enabling: %s; want the failed test delivery pending again", r.body)
+	}
+	r = b.do(t, req{method: "POST", path: "/v1/webhooks/" + id + "/enable", token: b.admin})
+	want(t, r, http.StatusOK, "")
+	r = b.do(t, req{method: "POST", path: "/v1/webhooks/whk_missing/enable", token: b.admin})
 	want(t, r, http.StatusNotFound, airlock.CodeNotFound)
 }

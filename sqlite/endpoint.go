@@ -142,6 +142,38 @@ func (s *Store) DeleteEndpoint(ctx context.Context, id, actor string) error {
 	return translate(err, "endpoint", id)
 }
 
+// EnableEndpoint enables a disabled endpoint and queues again the
+// deliveries its last run of failures failed: those whose last attempt
+// came at or after failing_since (a delivery failed for good records
+// next_attempt_at at its last attempt; one failed by the disabling keeps
+// the retry time it was waiting for) and those never attempted.
+func (s *Store) EnableEndpoint(ctx context.Context, id, actor string) (airlock.Endpoint, error) {
+	var out airlock.Endpoint
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		e, err := scanEndpoint(tx.QueryRowContext(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE id = ?`, id))
+		if err != nil || e.DisabledAt == nil {
+			out = e
+			return err
+		}
+		since := *e.DisabledAt
+		if e.FailingSince != nil {
+			since = *e.FailingSince
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = @now, lease_holder = '', lease_until = NULL
+WHERE endpoint_id = @id AND state = 'failed' AND (next_attempt_at >= @since OR attempts = '[]')`,
+			sql.Named("now", micros(now)), sql.Named("id", id), sql.Named("since", micros(since))); err != nil {
+			return err
+		}
+		out, err = scanEndpoint(tx.QueryRowContext(ctx, `UPDATE endpoints SET disabled_at = NULL, disabled_reason = '', failing_since = NULL
+WHERE id = ? RETURNING `+endpointCols, id))
+		if err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventEndpointEnabled, Actor: actor, Subject: id})
+	})
+	return out, translate(err, "endpoint", id)
+}
+
 func cmpOr(err, otherwise error) error {
 	if err != nil {
 		return err
@@ -156,15 +188,31 @@ func (s *Store) FanOutCursor(ctx context.Context) (int64, error) {
 	return n, translate(err, "fan-out cursor", "")
 }
 
+// DeliveryBacklog counts pending deliveries and the events not yet fanned
+// out, in one read.
+func (s *Store) DeliveryBacklog(ctx context.Context) (airlock.Backlog, error) {
+	var b airlock.Backlog
+	err := s.read.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending'),
+	(SELECT coalesce(max(id), 0) FROM events) - (SELECT event_id FROM fanout_cursor WHERE id = 1)`).Scan(&b.Pending, &b.Unqueued)
+	b.Unqueued = max(b.Unqueued, 0)
+	return b, translate(err, "deliveries", "backlog")
+}
+
 // insertDeliverySQL queues a delivery if its endpoint exists and is
 // enabled, once per endpoint and event.
-const insertDeliverySQL = `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload, created_at, next_attempt_at)
-SELECT @id, @endpoint, @event, @message, @type, @request, @payload, @now, @now
+const insertDeliverySQL = `INSERT INTO deliveries (id, endpoint_id, event_id, message_id, type, request_id, payload, created_at, next_attempt_at,
+	lease_holder, lease_until)
+SELECT @id, @endpoint, @event, @message, @type, @request, @payload, @now, @now, @holder, @until
 WHERE EXISTS (SELECT 1 FROM endpoints WHERE id = @endpoint AND disabled_at IS NULL)
 ON CONFLICT (endpoint_id, event_id) DO NOTHING`
 
-func deliveryArgs(d airlock.Delivery, now time.Time) []any {
-	var event any
+// deliveryArgs are insertDeliverySQL's arguments: d, leased to
+// d.LeaseHolder for leaseFor when it has one.
+func deliveryArgs(d airlock.Delivery, now time.Time, leaseFor time.Duration) []any {
+	var event, until any
+	if d.LeaseHolder != "" {
+		until = micros(now.Add(leaseFor))
+	}
 	if d.EventID != 0 {
 		event = d.EventID
 	}
@@ -174,7 +222,7 @@ func deliveryArgs(d airlock.Delivery, now time.Time) []any {
 	}
 	return []any{sql.Named("id", d.ID), sql.Named("endpoint", d.EndpointID), sql.Named("event", event),
 		sql.Named("message", d.MessageID), sql.Named("type", string(d.Type)), sql.Named("request", d.RequestID),
-		sql.Named("payload", payload), sql.Named("now", micros(now))}
+		sql.Named("payload", payload), sql.Named("now", micros(now)), sql.Named("holder", d.LeaseHolder), sql.Named("until", until)}
 }
 
 // QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
@@ -191,7 +239,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 			return err
 		}
 		for _, d := range p.Deliveries {
-			if _, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(d, now)...); err != nil {
+			if _, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(d, now, p.LeaseFor)...); err != nil {
 				return err
 			}
 		}
@@ -205,7 +253,7 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 func (s *Store) AddDelivery(ctx context.Context, d airlock.Delivery) (airlock.Delivery, error) {
 	var out airlock.Delivery
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
-		res, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(d, now)...)
+		res, err := tx.ExecContext(ctx, insertDeliverySQL, deliveryArgs(airlock.Delivery{ID: d.ID, EndpointID: d.EndpointID, EventID: d.EventID, MessageID: d.MessageID, Type: d.Type, RequestID: d.RequestID, Payload: d.Payload}, now, 0)...)
 		if err != nil {
 			return err
 		}

@@ -400,6 +400,99 @@ func (s *suite) testNotify(t *testing.T) {
 		}
 	})
 
+	t.Run("enable: a disabled endpoint resumes with what its last failures failed", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		b.create(t)
+		b.create(t)
+		b.create(t)
+		q := b.queueAll(t, e)
+		if len(q) != 3 {
+			t.Fatalf("the test queued %d", len(q))
+		}
+		// An earlier run of failures: one delivery failed for good, then a
+		// success ended the run.
+		ds := b.lease(t, e, "rep_a", 2)
+		_, err := b.record("rep_a", ds[0].ID, airlock.OutcomeFailed, 0, 410)
+		wantOK(t, err)
+		_, err = b.record("rep_a", ds[1].ID, airlock.OutcomeDelivered, 0, 200)
+		wantOK(t, err)
+		earlier, delivered := ds[0].ID, ds[1].ID
+		// The run that disables it: the third fails, a fourth is queued, and
+		// a day later one of them fails again.
+		b.clock.Advance(time.Hour)
+		ds = b.lease(t, e, "rep_a", 5)
+		if len(ds) != 1 {
+			t.Fatalf("leased %v, want the third delivery", deliveryIDs(ds))
+		}
+		third := ds[0].ID
+		_, err = b.record("rep_a", third, airlock.OutcomeRetry, 5*time.Second, 503)
+		wantOK(t, err)
+		b.create(t)
+		fourth := b.queueAll(t, e)[0].ID
+		b.clock.Advance(24 * time.Hour)
+		if ds := b.lease(t, e, "rep_a", 1); len(ds) != 1 {
+			t.Fatalf("leased %v, want one due", deliveryIDs(ds))
+		} else {
+			_, err = b.record("rep_a", ds[0].ID, airlock.OutcomeRetry, time.Hour, 0)
+			wantOK(t, err)
+		}
+		got, err := b.store.GetEndpoint(b.ctx, e.ID)
+		wantOK(t, err)
+		if got.DisabledAt == nil {
+			t.Fatalf("after a day of failures: %s; want disabled", show(got))
+		}
+		// An event while disabled is never queued for it.
+		b.create(t)
+		if ds := b.queueAll(t, e); len(ds) != 1 {
+			t.Fatalf("the test queued %d", len(ds))
+		}
+
+		b.clock.Advance(time.Minute)
+		en, err := b.store.EnableEndpoint(b.ctx, e.ID, admin)
+		wantOK(t, err)
+		if en.DisabledAt != nil || en.DisabledReason != "" || en.FailingSince != nil || en.ID != e.ID {
+			t.Fatalf("enabled: %s; want enabled, not failing", show(en))
+		}
+		list, _, err := b.store.ListDeliveries(b.ctx, e.ID, 0, 10)
+		wantOK(t, err)
+		want := map[string]airlock.DeliveryState{earlier: airlock.DeliveryFailed, delivered: airlock.DeliveryDelivered,
+			third: airlock.DeliveryPending, fourth: airlock.DeliveryPending}
+		if len(list) != len(want) {
+			t.Fatalf("deliveries after enabling: %s; want the four queued before the disabling", show(list))
+		}
+		for _, d := range list {
+			if d.State != want[d.ID] {
+				t.Errorf("delivery %s is %s after enabling, want %s", d.ID, d.State, want[d.ID])
+			}
+			if d.ID == third && len(d.Attempts) == 0 {
+				t.Errorf("requeued delivery lost its attempts: %s", show(d))
+			}
+		}
+		due := b.lease(t, e, "rep_b", 10)
+		if ids := deliveryIDs(due); len(ids) != 2 || !slices.Contains(ids, third) || !slices.Contains(ids, fourth) {
+			t.Fatalf("due after enabling: %v, want %s and %s at once", ids, third, fourth)
+		}
+		// Enabling an enabled endpoint changes nothing and records nothing.
+		again, err := b.store.EnableEndpoint(b.ctx, e.ID, admin)
+		wantOK(t, err)
+		if again.DisabledAt != nil {
+			t.Fatalf("enabled twice: %s", show(again))
+		}
+		var enabled int
+		for _, ev := range b.events(t) {
+			if ev.Type == airlock.EventEndpointEnabled && ev.Subject == e.ID && ev.Actor == admin {
+				enabled++
+			}
+		}
+		if enabled != 1 {
+			t.Fatalf("%d endpoint.enabled events, want 1", enabled)
+		}
+		_, err = b.store.EnableEndpoint(b.ctx, "whk_missing", admin)
+		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
 	t.Run("a success clears the failing mark; give-up fails the delivery", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
@@ -422,6 +515,103 @@ func (s *suite) testNotify(t *testing.T) {
 		}
 		_, err = b.store.RecordAttempt(b.ctx, airlock.AttemptParams{DeliveryID: ds[0].ID, Holder: "rep_a", Outcome: "maybe"})
 		wantErr(t, err, airlock.CodeInvalidRequest, "")
+	})
+
+	t.Run("the fan-out queues deliveries leased to their holder", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		b.create(t)
+		b.create(t)
+		after, err := b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err := b.store.ListEvents(b.ctx, after, 1000)
+		wantOK(t, err)
+		var ds []airlock.Delivery
+		for _, ev := range evs {
+			if _, ok := airlock.NotifyTypeOf(ev.Type); ok {
+				ds = append(ds, delivery(e, ev))
+			}
+		}
+		if len(ds) < 2 {
+			t.Fatalf("the test built %d deliveries", len(ds))
+		}
+		ds[0].LeaseHolder = "rep_a" // handed to rep_a; the others wait for a lease
+		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds,
+			LeaseFor: time.Minute})
+		wantOK(t, err)
+		if !moved {
+			t.Fatal("the cursor did not move")
+		}
+		got := b.lease(t, e, "rep_b", 10)
+		if ids := deliveryIDs(got); len(ids) != len(ds)-1 || slices.Contains(ids, ds[0].ID) {
+			t.Fatalf("rep_b leased %v; want all but %s, queued leased to rep_a", ids, ds[0].ID)
+		}
+		// rep_a records it without leasing it; rep_b could not.
+		_, err = b.record("rep_b", ds[0].ID, airlock.OutcomeDelivered, 0, 200)
+		wantErr(t, err, airlock.CodeNotFound, "")
+		d, err := b.record("rep_a", ds[0].ID, airlock.OutcomeDelivered, 0, 200)
+		wantOK(t, err)
+		if d.State != airlock.DeliveryDelivered {
+			t.Fatalf("recorded by its holder: %s", show(d))
+		}
+		// Had rep_a died, its lease would lapse and another take it over.
+		b.create(t)
+		after, err = b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err = b.store.ListEvents(b.ctx, after, 1000)
+		wantOK(t, err)
+		d = delivery(e, evs[len(evs)-1])
+		d.LeaseHolder = "rep_a"
+		_, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID,
+			Deliveries: []airlock.Delivery{d}, LeaseFor: time.Minute})
+		wantOK(t, err)
+		if got := b.lease(t, e, "rep_b", 10); len(got) != 0 {
+			t.Fatalf("leased %v before rep_a's lease lapsed", deliveryIDs(got))
+		}
+		b.clock.Advance(time.Minute)
+		if got := deliveryIDs(b.lease(t, e, "rep_b", 10)); !slices.Contains(got, d.ID) {
+			t.Fatalf("after rep_a's lease lapsed rep_b leased %v, want %s among them", got, d.ID)
+		}
+	})
+
+	t.Run("the backlog counts unqueued events and pending deliveries", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		e := b.endpoint(t)
+		b.queueAll(t, e) // the endpoint's own creation: nothing to deliver
+		bl, err := b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{}) {
+			t.Fatalf("backlog with nothing to do: %+v", bl)
+		}
+		b.create(t)
+		b.create(t)
+		cursor, err := b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err := b.store.ListEvents(b.ctx, cursor, 1000)
+		wantOK(t, err)
+		bl, err = b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{Unqueued: int64(len(evs))}) {
+			t.Fatalf("backlog after two creates: %+v; want %d unqueued", bl, len(evs))
+		}
+		ds := b.queueAll(t, e)
+		bl, err = b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{Pending: int64(len(ds))}) || len(ds) < 2 {
+			t.Fatalf("backlog after the fan-out of %d deliveries: %+v", len(ds), bl)
+		}
+		leased := b.lease(t, e, "rep_a", 2)
+		_, err = b.record("rep_a", leased[0].ID, airlock.OutcomeDelivered, 0, 200)
+		wantOK(t, err)
+		_, err = b.record("rep_a", leased[1].ID, airlock.OutcomeRetry, time.Minute, 503)
+		wantOK(t, err)
+		bl, err = b.store.DeliveryBacklog(b.ctx)
+		wantOK(t, err)
+		if bl != (airlock.Backlog{Pending: int64(len(ds) - 1)}) {
+			t.Fatalf("backlog after one delivered and one retrying of %d: %+v", len(ds), bl)
+		}
 	})
 
 	t.Run("a batch of attempts in one write, skipping a lost lease", func(t *testing.T) {

@@ -39,6 +39,8 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	httpBaseline := fs.Bool("http-baseline", false, "with the raw baseline, also run it over HTTP (its statements behind a minimal handler, driven by the same HTTP client) and report raw_http_to_raw (what HTTP costs) and ratio_to_raw_http (what Airlock adds)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowRemote := fs.Bool("allow-remote", false, "allow --url and --db targets that are not on this machine")
+	webhooks := fs.Int("webhooks", 0, "with lifecycle: add this many local webhook receivers, and report the lifecycle without, with one and with all of them, the delivery lag from commit at half the maximum, and a backlog drain")
+	backlog := fs.Int("backlog", 0, "with --webhooks: deliveries to queue to one endpoint for the drain (default 100000)")
 	policyFile := fs.String("policy", "", "a policy file the in-process servers load (docs/policy.md), to measure what its rules cost; run once with and once without it")
 	if err := a.parseFlags(fs, args); err != nil {
 		return err
@@ -46,6 +48,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	cfg := bench.Config{
 		Scenario: *scenario, Token: *token, DB: *db, Replicas: *replicas, Clients: *clients,
 		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, HTTPBaseline: *httpBaseline, AllowRemote: *allowRemote, Policy: *policyFile, Progress: a.Stderr,
+		Webhooks: *webhooks, Backlog: *backlog,
 	}
 	if *raw {
 		cfg.Scenario = bench.Raw

@@ -12,7 +12,7 @@ import (
 
 var webhooksCommand = command{
 	name:    "webhooks",
-	args:    "create|list|show|delete|deliveries|test [flags]",
+	args:    "create|list|show|delete|deliveries|test|enable [flags]",
 	summary: "Manage webhook endpoints (admins) on a running server: signed notifications of approval requests.",
 	run:     runWebhooks,
 }
@@ -28,6 +28,7 @@ func init() {
 		{"delete", "<id>", "delete an endpoint and its deliveries", runWebhooksDelete},
 		{"deliveries", "<id> [--limit N]", "list an endpoint's newest deliveries with their attempts", runWebhooksDeliveries},
 		{"test", "<id>", "send the endpoint a signed webhook.test delivery", runWebhooksTest},
+		{"enable", "<id>", "enable an endpoint disabled for failing; what its failures failed is attempted again", runWebhooksEnable},
 	}
 }
 
@@ -228,5 +229,21 @@ func runWebhooksTest(ctx context.Context, a *App, args []string) error {
 		return r.printJSON(d)
 	}
 	fmt.Fprintf(r.out, "Queued test delivery %s (webhook-id %s); see `airlock webhooks deliveries %s`.\n", d.ID, d.MessageID, id)
+	return nil
+}
+
+func runWebhooksEnable(ctx context.Context, a *App, args []string) error {
+	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "enable", args)
+	if err != nil {
+		return err
+	}
+	w, err := c.EnableWebhook(ctx, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(w)
+	}
+	fmt.Fprintf(r.out, "Enabled webhook %s → %s; deliveries its failures failed are attempted again (see `airlock webhooks deliveries %s`).\n", w.ID, w.URL, id)
 	return nil
 }

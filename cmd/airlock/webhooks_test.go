@@ -225,6 +225,13 @@ func TestCLIWebhooks(t *testing.T) {
 	if strings.Count(out, "delivered") != 2 || !strings.Contains(out, "webhook.test") || !strings.Contains(out, "approval_request.created") {
 		t.Fatalf("deliveries printed:\n%s", out)
 	}
+	// Enabling an enabled endpoint changes nothing (the store's and the
+	// API's tests disable one first).
+	if out := s.cli(t, testAdmin, "webhooks", "enable", id).want(t, 0, "enable").stdout; !strings.Contains(out, "Enabled webhook "+id) {
+		t.Fatalf("enable printed %q", out)
+	}
+	s.cli(t, s.agent, "webhooks", "enable", id).want(t, 5, "an agent enables a webhook")
+	s.cli(t, testAdmin, "webhooks", "enable", "whk_missing").want(t, 3, "enable an unknown webhook")
 	s.cli(t, s.agent, "webhooks", "list").want(t, 5, "an agent lists webhooks")
 	s.cli(t, testAdmin, "webhooks", "create", "ftp://x.test/").want(t, 1, "a bad URL")
 	s.cli(t, testAdmin, "webhooks", "delete", id).want(t, 0, "delete")

@@ -207,6 +207,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	engine = notify.New(notify.Config{
 		Store: cfg.Store, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks},
 		Render: rest.RequestJSON, Changed: svc.Changes, Timeout: cfg.WebhookTimeout, Remind: cfg.RemindBefore, Logger: log,
+		Metrics: notify.NewMetrics(reg, cfg.Store),
 	})
 	registerGauges(reg, svc)
 

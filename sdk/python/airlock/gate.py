@@ -7,8 +7,9 @@ function, and reports succeeded, failed or unknown.
 
 "At most once" holds when the same approval arrives twice, when several
 gates race for it, and across restarts: each step is written to an on-disk
-journal and fsynced before the gate acts on it, and a run a crash
-interrupted is reported unknown and never run again.
+journal before the gate acts on it, the step before the claim is fsynced
+before the call starts, and a run a crash interrupted is reported unknown
+and never run again.
 """
 
 import hashlib
@@ -91,9 +92,11 @@ class Gate:
     process its own). ``timeout`` is the decision window asked for calls
     that name none; ``poll_wait`` one long-poll's wait; ``now`` the local
     clock (seconds since the epoch) checked against expires_at.
-    ``sync_every_step`` fsyncs every journal line, not only the one written
-    before the claim (which is what keeps a call from running twice), so
-    that after a power loss the report is as precise as after a crash.
+    ``sync_every_step`` fsyncs every journal line before going on, not only
+    the one written before the claim (fsynced while the claim is in flight,
+    and before the call starts: that is what keeps a call from running
+    twice), so that after a power loss the report is as precise as after a
+    crash.
     """
 
     def __init__(self, client: Client, instance_id: str, journal_dir: str, *, timeout: Optional[str] = None,
@@ -141,11 +144,13 @@ class Gate:
         """
         key = self.key(call)
         with self._lock(key):
-            e = self._journal.read(key)
-            if e.request_id:
-                return self.client.get_request(e.request_id)
-            r = self._create(key, call)
-            return r
+            try:
+                e = self._journal.read(key)
+                if e.request_id:
+                    return self.client.get_request(e.request_id)
+                return self._create(key, call)
+            finally:
+                self._journal.release(key)
 
     def run(self, call: Call, fn: Callable[[], T], *, cancel: Optional[threading.Event] = None) -> Outcome:
         """Asks for approval of call and, once approved, runs fn at most once.
@@ -164,23 +169,32 @@ class Gate:
             raise TypeError("airlock gate: run needs a function to run")
         key = self.key(call)
         with self._lock(key):
-            e = self._journal.read(key)
-            if e.request_id:
-                # This call was asked before: the journal says how far it got.
-                r = self.client.get_request(e.request_id)
-                done = self._resume(e, r)
-                if done is not None:
-                    raise done
-            else:
-                r = self._create(key, call)
-            if r["state"] == "pending":
-                r = self._wait(r, call.on_pending, cancel)
-            return self._execute(key, r, fn)
+            try:
+                e = self._journal.read(key)
+                if e.request_id:
+                    # This call was asked before: the journal says how far it got.
+                    r = self.client.get_request(e.request_id)
+                    done = self._resume(e, r)
+                    if done is not None:
+                        raise done
+                else:
+                    r = self._create(key, call)
+                if r["state"] == "pending":
+                    r = self._wait(r, call.on_pending, cancel)
+                return self._execute(key, r, fn)
+            finally:
+                self._journal.release(key)
 
     def _create(self, key: str, call: Call) -> JsonObject:
-        r, _ = self.client.create_request(self.instance_id, key, call.tool, call.arguments,
-                                          timeout=call.timeout or self._timeout, agent_reasoning=call.agent_reasoning,
-                                          context=call.context)
+        opened = self._journal.prepare(key)  # the file is created on the thread pool while the request is
+        try:
+            r, _ = self.client.create_request(self.instance_id, key, call.tool, call.arguments,
+                                              timeout=call.timeout or self._timeout, agent_reasoning=call.agent_reasoning,
+                                              context=call.context)
+        except BaseException:
+            opened.exception()  # before release() closes it
+            raise
+        opened.result()
         self._journal.append(key, "requested", r["id"], key)
         return r
 
@@ -275,14 +289,35 @@ class Gate:
         return out
 
     def _claim(self, key: str, r: JsonObject) -> JsonObject:
-        """Claims the execution, journaled first.
+        """Claims the execution; returns once the claim is granted and the "claiming" line is durable, so the call may start.
+
+        The line is written before the claim is sent (it survives the process
+        being killed) and fsynced while the claim is in flight (it survives a
+        power cut once the call may start); docs/sdks.md, "The journal", goes
+        through each crash point.
+        """
+        self._journal.append(key, "claiming", r["id"])
+        synced = self._journal.sync(key)
+        try:
+            got = self._send_claim(key, r)
+        except BaseException:
+            synced.exception()  # the fsync is done with the file before the gate releases it
+            raise
+        err = synced.exception()
+        if err is not None:
+            # Without a durable record a power cut during the run would go unnoticed: do not start.
+            self._report(key, got, "failed", "not started: the gate could not write its journal", journal=False)
+            raise RuntimeError(f"airlock gate: not started: {err}") from err
+        return got
+
+    def _send_claim(self, key: str, r: JsonObject) -> JsonObject:
+        """Sends the claim.
 
         When its answer is lost, the request is read to learn whether it
         landed: if not, the claim is sent again; if so, nobody can tell
         whether it was this gate's, so the call does not start and is
         reported unknown.
         """
-        self._journal.append(key, "claiming", r["id"])
         last: Optional[BaseException] = None
         for attempt in range(max(1, self.client.retry.attempts)):
             if attempt > 0:
@@ -354,23 +389,29 @@ class Gate:
             if e0.settled() or not e0.request_id:
                 continue
             with self._lock(e0.key):
-                e = self._journal.read(e0.key)  # again, under the lock
-                if e.settled():
-                    continue
                 try:
-                    r = self.client.get_request(e.request_id)
-                except Exception as err:  # noqa: BLE001
-                    out.append(Recovered(e.request_id, error=err))
-                    continue
-                if e.finished:
-                    err = None if e.reported else self._report(e.key, r, e.finished, "outcome recorded before the gate restarted")[1]
-                    out.append(Recovered(r["id"], e.finished, err))
-                elif e.claimed or (e.claiming and r.get("execution")):
-                    _, err = self._interrupted(e.key, r, e.claimed)
-                    out.append(Recovered(r["id"], "unknown", err))
-                else:
-                    self._journal.append(e.key, "refused", r["id"], "unsent")  # the claim never landed: nothing ran
+                    self._recover_one(e0.key, out)
+                finally:
+                    self._journal.release(e0.key)
         return out
+
+    def _recover_one(self, key: str, out: List[Recovered]) -> None:
+        e = self._journal.read(key)  # again, under the lock
+        if e.settled():
+            return
+        try:
+            r = self.client.get_request(e.request_id)
+        except Exception as err:  # noqa: BLE001
+            out.append(Recovered(e.request_id, error=err))
+            return
+        if e.finished:
+            err = None if e.reported else self._report(e.key, r, e.finished, "outcome recorded before the gate restarted")[1]
+            out.append(Recovered(r["id"], e.finished, err))
+        elif e.claimed or (e.claiming and r.get("execution")):
+            _, err = self._interrupted(e.key, r, e.claimed)
+            out.append(Recovered(r["id"], "unknown", err))
+        else:
+            self._journal.append(e.key, "refused", r["id"], "unsent")  # the claim never landed: nothing ran
 
     def outstanding(self) -> int:
         """How many of the journal's calls the server does not have the outcome of yet."""

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -28,17 +29,32 @@ def die() -> None:
 
 
 base = Client(env("URL"), env("TOKEN"))._send
+claim_answered = threading.Event()
 
 
 def kill_transport(method, url, headers, body, timeout):
-    """Kills the process at the HTTP-level crash points: when the claim's answer arrives, and when the report is about to be sent."""
+    """Kills the process at the HTTP-level crash points.
+
+    When the claim is about to be sent (its "claiming" line written), when
+    the claim's answer arrives, and when the report is about to be sent.
+    """
     execution = url.endswith("/execution")
     if crash == "after-run" and execution and method == "PUT":
         die()
-    out = base(method, url, headers, body, timeout)
-    if crash == "claim-answer" and execution and method == "POST" and out[0] == 200:
+    if crash == "claim-unsent" and execution and method == "POST":
         die()
+    out = base(method, url, headers, body, timeout)
+    if execution and method == "POST" and out[0] == 200:
+        if crash == "claim-answer":
+            die()
+        claim_answered.set()
     return out
+
+
+def fsync_until_claimed(fd: int) -> None:
+    """claim-unsynced: the claim landed and its answer arrived while the "claiming" line's fsync was in flight; killed before it completes."""
+    claim_answered.wait(60)
+    die()
 
 
 def tool() -> str:
@@ -57,6 +73,8 @@ def main() -> None:
     client = Client(env("URL"), env("TOKEN"), transport=kill_transport)
     res = {}
     with Gate(client, env("INSTANCE"), env("JOURNAL"), poll_wait=1) as gate:
+        if crash == "claim-unsynced":
+            gate._journal.fsync = fsync_until_claimed
         if env("RECOVER"):
             res["recover"] = [{"request_id": r.request_id, "status": r.status or "", "error": str(r.error or "")} for r in gate.recover()]
         call = Call("append_line", {"file": "count", "line": "ran"}, attempt_key="t07", timeout="5m",

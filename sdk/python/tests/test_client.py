@@ -8,6 +8,7 @@ import http.server
 import json
 import os
 import re
+import select
 import threading
 import time
 import unittest
@@ -43,6 +44,7 @@ OPERATIONS = {
     "createWebhook": "create_webhook", "listWebhooks": "list_webhooks", "getWebhook": "get_webhook",
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
     "createGrant": "create_grant", "listGrants": "list_grants", "getGrant": "get_grant", "revokeGrant": "revoke_grant",
+    "enableWebhook": "enable_webhook",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -209,6 +211,26 @@ class ClientTest(unittest.TestCase):
             Client(srv.url, srv.agent_token, transport=failing, retry=FAST).claim_execution(r["id"])
         self.assertEqual(len(claims), 1, "a claim is never retried")
 
+    def test_keeps_the_connection_alive(self) -> None:
+        """Calls reuse one connection; one the server closed while idle is replaced, without a retry (none is allowed here)."""
+        proxy = CuttingProxy(srv.url)
+        self.addCleanup(proxy.close)
+        c = Client(proxy.url, srv.agent_token, retry=Retry(attempts=1))
+        inst = c.register_instance("py keep-alive")
+        for i in range(5):
+            c.create_request(inst["id"], f"py-ka-{i}", "ka", {"i": i})
+        c.get_instance(inst["id"])
+        self.assertEqual(proxy.accepted, 1, "one connection for seven calls")
+        proxy.cut()  # as the server does with an idle connection
+        select.select([c._send._local.held.conn.sock], [], [], 10)  # the FIN has reached the client's socket
+        c.register_instance("py keep-alive 2")  # not retried: it must not meet the dead connection
+        self.assertEqual(proxy.accepted, 2)
+        # Each thread has its own connection.
+        t = threading.Thread(target=lambda: c.get_instance(inst["id"]))
+        t.start()
+        t.join()
+        self.assertEqual(proxy.accepted, 3)
+
     def test_rate_limited_is_retried_after_retry_after(self) -> None:
         calls = []
         base = Client(srv.url, srv.agent_token)._send
@@ -311,6 +333,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(read, {k: v for k, v in wh.items() if k != "secret"})
         with self.assertRaises(AirlockError) as cm:
             ws.reviewer.list_webhooks()
+        self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
+        # Enabling an enabled endpoint changes nothing (the server's tests
+        # disable one first).
+        self.assertEqual(ws.admin.enable_webhook(wh["id"]), read)
+        with self.assertRaises(AirlockError) as cm:
+            ws.reviewer.enable_webhook(wh["id"])
         self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
 
         queued = ws.admin.test_webhook(wh["id"])

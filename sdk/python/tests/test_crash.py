@@ -29,6 +29,7 @@ def tearDownModule() -> None:
 CASES = [
     # crash point, tool runs before the crash, outcome of running the same call again, started, server's final status
     ("claim-answer", 0, "interrupted", False, "unknown"),
+    ("claim-unsynced", 0, "interrupted", False, "unknown"),
     ("after-claim", 0, "interrupted", True, "unknown"),
     ("during-run", 1, "interrupted", True, "unknown"),
     ("after-run", 1, "already_executed", False, "succeeded"),
@@ -71,6 +72,29 @@ def runs(path: str) -> int:
 
 
 class CrashTest(unittest.TestCase):
+    def test_killed_before_the_claim_is_sent(self) -> None:
+        """Killed with the "claiming" line written but the claim not sent: it never landed, so the restart runs the call, once."""
+        for recover in (False, True):
+            with self.subTest(recover=recover):
+                inst = srv.agent.register_instance(f"py crash claim-unsent {recover}")
+                d = tempfile.mkdtemp(prefix="airlock-py-crash-")
+                self.addCleanup(shutil.rmtree, d, True)
+                h = {"instance": inst["id"], "journal": os.path.join(d, "journal"), "count": os.path.join(d, "count"),
+                     "mode": "claim-unsent", "recover": False}
+                killed, _ = run_helper(h)
+                self.assertTrue(killed, "the helper was not killed before the claim")
+                self.assertEqual(runs(h["count"]), 0)
+                h.update(mode="none", recover=recover)
+                _, res = run_helper(h)
+                if recover:
+                    self.assertEqual(res["recover"], [], "nothing to report: the claim never landed")
+                self.assertEqual(res["outcome"], "ok", res)
+                self.assertEqual(runs(h["count"]), 1)
+                self.assertEqual(srv.agent.get_request(res["request_id"])["execution"]["status"], "succeeded")
+                _, res = run_helper(h)
+                self.assertEqual(runs(h["count"]), 1, "run again after it ran")
+                self.assertEqual((res["outcome"], res["here"], res["status"]), ("already_executed", True, "succeeded"))
+
     def test_crash_points(self) -> None:
         for crash, want_runs, outcome, started, status in CASES:
             for recover in (False, True):

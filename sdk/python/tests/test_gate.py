@@ -211,6 +211,86 @@ class GateTest(unittest.TestCase):
         out = g.run(call, lambda: runs.append(1) or "ran")
         self.assertEqual((out.request["id"], out.value, len(runs)), (first["id"], "ran", 1))
 
+    def test_claim_overlaps_the_fsync_and_the_call_waits_for_it(self) -> None:
+        """The claim is sent while the claiming line is fsynced; the call starts only once both are done."""
+        g = self.gate()
+        release = threading.Event()
+        real = g._journal.fsync
+        calls: List[int] = []
+
+        def held_fsync(fd: int) -> None:
+            calls.append(fd)
+            release.wait(30)
+            real(fd)
+        g._journal.fsync = held_fsync
+        ids: List[str] = []
+        runs: List[int] = []
+        call = self.decided_by(lambda r: (ids.append(r["id"]), srv.reviewer.approve(r["id"])), tool="overlap")
+        result: Dict[str, Any] = {}
+        t = threading.Thread(target=lambda: result.update(out=g.run(call, lambda: runs.append(1) or "ran")))
+        t.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not (ids and srv.agent.get_request(ids[0]).get("execution")):
+                self.assertLess(time.monotonic(), deadline, "the claim was not sent while the journal was being fsynced")
+                time.sleep(0.01)
+            self.assertEqual(runs, [], "the call started before its claiming line was durable")
+            self.assertEqual(len(calls), 1)
+        finally:
+            release.set()
+            t.join(30)
+        out = result["out"]
+        self.assertEqual((out.value, len(runs), out.request["execution"]["status"]), ("ran", 1, "succeeded"))
+
+    def test_claiming_line_not_fsynced_never_starts(self) -> None:
+        """A claiming line that cannot be fsynced: the call never starts, and the claim is reported failed."""
+        g = self.gate()
+
+        def eio(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+        g._journal.fsync = eio
+        runs: List[int] = []
+        call = self.decided_by(lambda r: srv.reviewer.approve(r["id"]), tool="eio")
+        with self.assertRaisesRegex(RuntimeError, "not started: .*Input/output error"):
+            g.run(call, lambda: runs.append(1))
+        self.assertEqual(runs, [])
+        r = srv.agent.get_request(g._journal.read(g.key(call)).request_id)
+        self.assertEqual((r["execution"]["status"], r["execution"]["detail"]),
+                         ("failed", "not started: the gate could not write its journal"))
+
+    def test_power_cut_lost_the_claiming_line(self) -> None:
+        """A power cut took the claiming line after the claim landed: the restart does not run the call.
+
+        The window the overlap opens: the claim was granted, its line not
+        yet durable, the machine lost power. The call had not started (it
+        waits for the fsync); the journal says only "requested".
+        """
+        inst = srv.agent.register_instance("py lost claiming")
+        d = tempfile.mkdtemp(prefix="airlock-py-lost-")
+        self.addCleanup(shutil.rmtree, d, True)
+        call = Call("lost_claiming", {"n": 1}, timeout="5m")
+        with Gate(srv.agent, inst["id"], d, poll_wait=5) as g1:
+            asked = g1.ask(call)
+        srv.reviewer.approve(asked["id"])
+        srv.agent.claim_execution(asked["id"])  # the claim that landed
+        runs: List[int] = []
+        with Gate(srv.agent, inst["id"], d, poll_wait=5) as g2:
+            self.assertEqual(g2.outstanding(), 0)
+            self.assertEqual(g2.recover(), [])
+            with self.assertRaises(AlreadyExecutedError) as cm:
+                g2.run(call, lambda: runs.append(1))
+            self.assertFalse(cm.exception.here)
+        self.assertEqual(runs, [])
+
+    def test_sync_every_step_fsyncs_as_it_writes(self) -> None:
+        """With sync_every_step every line is fsynced as it is written, not in the background."""
+        g = self.gate(sync_every_step=True)
+        background: List[int] = []
+        g._journal.fsync = background.append
+        call = self.decided_by(lambda r: srv.reviewer.approve(r["id"]), tool="every_step")
+        self.assertEqual(g.run(call, lambda: "ok").request["execution"]["status"], "succeeded")
+        self.assertEqual(background, [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -9,8 +9,15 @@
 // file's directory entry, are in the figure), and, where /dev/shm exists,
 // in memory, which leaves the SDK's own code.
 //
+// The server's database is in the temporary folder too, so on one disk the
+// Gate's fsyncs queue behind the server's own. JOURNAL_DISK puts the on-disk
+// journal elsewhere: with TMPDIR=/dev/shm the server runs in memory and only
+// the Gate syncs to the disk, as when the agent and Airlock run on
+// different machines.
+//
 //   npm run bench            (builds airlock from the checkout first)
 //   SAMPLES=500 npm run bench
+//   npm run build && TMPDIR=/dev/shm JOURNAL_DISK=/var/tmp node bench/gate-overhead.mjs
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Gate } from '../dist/index.js';
@@ -18,7 +25,7 @@ import { startServer, tempDir } from '../test/support/server.mjs';
 
 const samples = Number(process.env.SAMPLES ?? 300);
 const srv = await startServer();
-const dir = tempDir('airlock-bench-');
+const dir = process.env.JOURNAL_DISK ? mkdtempSync(join(process.env.JOURNAL_DISK, 'airlock-bench-')) : tempDir('airlock-bench-');
 async function measure(journalDir, label) {
   const inst = await srv.agent.registerInstance('bench');
   const gate = new Gate({ client: srv.agent, instanceId: inst.id, journalDir });

@@ -450,6 +450,11 @@ export class AirlockClient {
     return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/test`, want: [202], signal: o?.signal });
   }
 
+  /** Enables an endpoint disabled for failing; the deliveries its failures failed are attempted again. Retried: enabling twice changes nothing. */
+  async enableWebhook(id: string, o?: CallOptions): Promise<Webhook> {
+    return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/enable`, retry: true, signal: o?.signal });
+  }
+
   // Operations.
 
   /** Liveness: resolves while the process serves. */

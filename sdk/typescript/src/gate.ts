@@ -26,9 +26,11 @@ export interface GateOptions {
   /** The local clock checked against expires_at before a call starts (default Date.now). */
   now?: () => number;
   /**
-   * fsync every journal line, not only the one written before the claim
-   * (which is what keeps a call from running twice): after a power loss the
-   * report is then as precise as after a crash. About 1 ms per line.
+   * fsync every journal line before going on, not only the one written
+   * before the claim (fsynced while the claim is in flight, and before the
+   * call starts: that is what keeps a call from running twice): after a
+   * power loss the report is then as precise as after a crash. About 1 ms
+   * per line.
    */
   syncEveryStep?: boolean;
 }
@@ -95,8 +97,9 @@ export type ToolFn<T> = (signal: AbortSignal) => Promise<T> | T;
  *
  * "At most once" holds when the same approval arrives twice, when several
  * gates race for it, and across restarts: each step is written to an on-disk
- * journal and fsynced before the gate acts on it, and a run a crash
- * interrupted is reported unknown and never run again.
+ * journal before the gate acts on it, the step before the claim is fsynced
+ * before the call starts, and a run a crash interrupted is reported unknown
+ * and never run again.
  */
 export class Gate {
   readonly client: AirlockClient;
@@ -166,15 +169,25 @@ export class Gate {
         const done = await this.resume(e, r);
         if (done) throw done;
       } else {
-        ({ request: r } = await this.client.createRequest(this.instanceId, key, {
-          tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
-          agent_reasoning: call.agentReasoning, context: call.context,
-        }, o));
+        // The file is created on the thread pool while the request is.
+        const opened = this.journal.prepare(key).then(() => undefined, (err: unknown) => err ?? new Error('open failed'));
+        try {
+          ({ request: r } = await this.client.createRequest(this.instanceId, key, {
+            tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
+            agent_reasoning: call.agentReasoning, context: call.context,
+          }, o));
+        } catch (err) {
+          await opened; // before release() closes it
+          throw err;
+        }
+        const openErr = await opened;
+        if (openErr !== undefined) throw openErr;
         this.journal.append(key, 'requested', r.id, key);
       }
       if (r.state === 'pending') r = await this.wait(r, call.onPending, o.signal);
       return await this.execute(key, r, fn, o.signal);
     } finally {
+      this.journal.release(key);
       unlock();
     }
   }
@@ -198,6 +211,7 @@ export class Gate {
       this.journal.append(key, 'requested', request.id, key);
       return request;
     } finally {
+      this.journal.release(key);
       unlock();
     }
   }
@@ -304,13 +318,38 @@ export class Gate {
   }
 
   /**
-   * Claims the execution. The claim is journaled first; when its answer is
-   * lost, the request is read to learn whether it landed: if not, the claim
-   * is sent again; if so, nobody can tell whether it was this gate's, so the
-   * call does not start and is reported unknown.
+   * Claims the execution; resolves once the claim is granted and the
+   * "claiming" line is durable, so the call may start. The line is written
+   * before the claim is sent (it survives the process being killed) and
+   * fsynced while the claim is in flight (it survives a power cut once the
+   * call may start); see docs/sdks.md, "The journal", for each crash point.
    */
   private async claim(key: string, r: ApprovalRequest, signal?: AbortSignal): Promise<ApprovalRequest> {
     this.journal.append(key, 'claiming', r.id);
+    const synced = this.journal.durable(key).then(() => undefined, (err: unknown) => err ?? new Error('fsync failed'));
+    let got: ApprovalRequest;
+    try {
+      got = await this.sendClaim(key, r, signal);
+    } catch (err) {
+      await synced; // the fsync is done with the file before the gate releases it
+      throw err;
+    }
+    const syncErr = await synced;
+    if (syncErr !== undefined) {
+      // Without a durable record a power cut during the run would go unnoticed: do not start.
+      await this.report(key, got, 'failed', 'not started: the gate could not write its journal', false);
+      throw new Error(`airlock gate: not started: ${(syncErr as Error).message}`, { cause: syncErr });
+    }
+    return got;
+  }
+
+  /**
+   * Sends the claim. When its answer is lost, the request is read to learn
+   * whether it landed: if not, the claim is sent again; if so, nobody can
+   * tell whether it was this gate's, so the call does not start and is
+   * reported unknown.
+   */
+  private async sendClaim(key: string, r: ApprovalRequest, signal?: AbortSignal): Promise<ApprovalRequest> {
     let lastErr: unknown;
     for (let attempt = 0; attempt < this.client.retry.attempts; attempt++) {
       if (attempt > 0) {
@@ -416,6 +455,7 @@ export class Gate {
           this.journal.append(e.key, 'refused', r.id, 'unsent');
         }
       } finally {
+        this.journal.release(e0.key);
         unlock();
       }
     }

@@ -6,8 +6,8 @@ import type { ReportStatus } from './types.js';
 // The journal is what a Gate keeps on disk so that a call runs at most once
 // even across restarts, and so that a run a crash interrupted is reported
 // unknown instead of being run again. It is a directory with one small
-// append-only file per call (named by a hash of the call's idempotency key);
-// each line is one step, written and fsynced before the gate goes on:
+// append-only file per call (named by a hash of the call's idempotency key,
+// as the Go gate's); each line is one step:
 //
 //   requested <request id> <key>    the request exists (after create)
 //   claiming  <request id>          about to claim the execution
@@ -17,14 +17,20 @@ import type { ReportStatus } from './types.js';
 //   reported  <request id> <status> the server has the outcome
 //
 // Every line is written before the gate goes on, so it survives the process
-// being killed. The "claiming" line is also fsynced (with its file's
-// directory entry) before the claim is sent, so it survives the machine
-// losing power too: a restart that finds it, and an execution on the
-// server, reports unknown and never runs the call; the server grants one
-// claim only, so nothing else decides whether the call can run twice. The
-// other lines only make the report more precise (started or not, succeeded
-// rather than unknown); they are fsynced as well with syncEveryStep, which
-// costs about a millisecond per line on a typical disk.
+// being killed. The "claiming" line is written before the claim is sent and
+// made durable (fsynced, with the journal directory) while the claim is in
+// flight; the call starts only once both are done, so a call never starts
+// without a record that survives the machine losing power too. A restart
+// that finds it, and an execution on the server, reports unknown and never
+// runs the call; the server grants one claim only, so nothing else decides
+// whether the call can run twice (docs/sdks.md, "The journal", walks
+// through each crash point). The other lines only make the report more
+// precise (started or not, succeeded rather than unknown); syncEveryStep
+// fsyncs each of them before the gate goes on, which costs about a
+// millisecond per line on a typical disk.
+//
+// A call's file stays open while the gate works on that call (release()
+// closes it), so a call opens its file once, not once per line.
 //
 // A last line without its newline was torn by a crash and never counted. The
 // directory is locked while a gate has it open (a lock file holding the
@@ -55,9 +61,19 @@ export function settled(e: Entry): boolean {
 const LOCK = '.lock';
 
 export class Journal {
+  /** The open file of each call the gate is working on, by path. */
+  private readonly fds = new Map<string, number>();
+  /** Files this process created, and how many of them the last directory fsync covered. */
+  private created = 0;
+  private dirSynced = 0;
+  /** The last directory fsync started. */
+  private dirSync: Promise<void> | undefined;
+  /** The fsync durable() uses; tests replace it to slow it down or make it fail. */
+  fsync: (fd: number) => Promise<void> = fsyncAsync;
+
   private constructor(readonly dir: string, private readonly lockPath: string, private readonly syncEveryStep: boolean) {}
 
-  /** Creates (if needed) and locks dir. */
+  /** Creates (if needed) and locks dir; fsyncs the directory, so the files an earlier process left are durable. */
   static open(dir: string, syncEveryStep = false): Journal {
     if (!dir) throw new TypeError('airlock gate: a journal directory is required: it is how a call runs at most once across restarts');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -87,6 +103,8 @@ export class Journal {
   }
 
   close(): void {
+    for (const fd of this.fds.values()) closeQuietly(fd);
+    this.fds.clear();
     if (readOr(this.lockPath, '').trim() === String(process.pid)) fs.rmSync(this.lockPath, { force: true });
   }
 
@@ -94,19 +112,102 @@ export class Journal {
     return path.join(this.dir, createHash('sha256').update(key).digest('hex').slice(0, 32) + '.log');
   }
 
-  /** Writes one line for key; fsynced (the claiming line always) before returning. */
+  /**
+   * Writes one line for key before returning (it survives the process being
+   * killed); with syncEveryStep it is fsynced too, with its file's directory
+   * entry. durable() makes it survive a power cut.
+   */
   append(key: string, kind: RecKind, requestId: string, ...more: string[]): void {
-    const p = this.file(key);
-    const isNew = !fs.existsSync(p);
-    const line = [kind, requestId, ...more, new Date().toISOString()].join(' ') + '\n';
-    const fd = fs.openSync(p, 'a', 0o600);
-    try {
-      fs.writeSync(fd, line);
-      if (kind === 'claiming' || this.syncEveryStep) fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
+    const fd = this.openFile(key);
+    fs.writeSync(fd, [kind, requestId, ...more, new Date().toISOString()].join(' ') + '\n');
+    if (this.syncEveryStep) {
+      fs.fsyncSync(fd);
+      if (this.dirSynced < this.created) {
+        const upto = this.created;
+        syncDir(this.dir); // a new file is durable only once its directory entry is
+        this.dirSynced = Math.max(this.dirSynced, upto);
+      }
     }
-    if (isNew) syncDir(this.dir); // a new file is durable only once its directory entry is
+  }
+
+  /**
+   * Opens key's file on the thread pool, creating it if needed. The gate
+   * calls it as it sends the request's creation, so that it overlaps the
+   * round trip, and awaits it before its first line. An empty file is an
+   * entry with nothing in it. (The new directory entry is fsynced by
+   * durable(), together with the file: started together, the two fsyncs
+   * share one journal commit on ext4; a directory fsync started earlier
+   * makes the file's wait for a second one.)
+   */
+  prepare(key: string): Promise<void> {
+    const p = this.file(key);
+    if (this.fds.has(p)) return Promise.resolve();
+    const isNew = !fs.existsSync(p);
+    return new Promise<void>((resolve, reject) => {
+      fs.open(p, 'a', 0o600, (err, fd) => {
+        if (err) return reject(err);
+        if (this.fds.has(p)) {
+          closeQuietly(fd); // opened meanwhile
+          return resolve();
+        }
+        this.adopt(p, fd, isNew);
+        resolve();
+      });
+    });
+  }
+
+  /** key's open file, opened (and created) now if it is not. */
+  private openFile(key: string): number {
+    const p = this.file(key);
+    const fd = this.fds.get(p);
+    if (fd !== undefined) return fd;
+    const isNew = !fs.existsSync(p);
+    const opened = fs.openSync(p, 'a', 0o600);
+    this.adopt(p, opened, isNew);
+    return opened;
+  }
+
+  private adopt(p: string, fd: number, isNew: boolean): void {
+    this.fds.set(p, fd);
+    if (isNew) this.created++;
+  }
+
+  /** Starts a directory fsync covering every file created so far, unless one is in flight that does. */
+  private syncDirSoon(): Promise<void> {
+    if (this.dirSynced >= this.created) return Promise.resolve();
+    const upto = this.created;
+    const run: Promise<void> = (this.dirSync ?? Promise.resolve()).catch(() => {}).then(async () => {
+      if (this.dirSynced >= upto) return;
+      await syncDirAsync(this.dir);
+      this.dirSynced = Math.max(this.dirSynced, upto);
+    });
+    this.dirSync = run;
+    return run;
+  }
+
+  /**
+   * Makes key's lines durable: fsyncs its file and, when this process
+   * created a file since the last time, the directory (a new file is
+   * durable only once its directory entry is). Asynchronous, so the gate
+   * sends its claim meanwhile. Resolves once both are done; the caller
+   * awaits it before release().
+   */
+  async durable(key: string): Promise<void> {
+    if (this.syncEveryStep) return; // append did it
+    const fd = this.fds.get(this.file(key));
+    if (fd === undefined) throw new Error(`airlock gate: journal: nothing written for ${key}`);
+    const jobs: Promise<void>[] = [this.fsync(fd), this.syncDirSoon()];
+    const failed = (await Promise.allSettled(jobs)).find((s) => s.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** Closes key's file: the gate is done with the call for now. */
+  release(key: string): void {
+    const p = this.file(key);
+    const fd = this.fds.get(p);
+    if (fd === undefined) return;
+    this.fds.delete(p);
+    closeQuietly(fd);
   }
 
   /** The entry of key; an empty one when there is none. */
@@ -172,6 +273,30 @@ function syncDir(dir: string): void {
     if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/** fsync on libuv's thread pool: the event loop goes on meanwhile. */
+function fsyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.fsync(fd, (err) => (err ? reject(err) : resolve())));
+}
+
+async function syncDirAsync(dir: string): Promise<void> {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    await fsyncAsync(fd);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err; // some filesystems cannot sync a directory
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    fs.closeSync(fd);
+  } catch {
+    // already closed
   }
 }
 

@@ -28,6 +28,7 @@ const operations = {
   createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
   createGrant: 'createGrant', listGrants: 'listGrants', getGrant: 'getGrant', revokeGrant: 'revokeGrant',
+  enableWebhook: 'enableWebhook',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -317,6 +318,9 @@ test('webhooks: create (secret once), list, get, a signed test delivery to a rea
     assert.equal(read.secret, undefined);
     assert.deepEqual({ ...read }, (({ secret, ...rest }) => rest)(wh));
     await assert.rejects(ws.reviewer.listWebhooks(), (e) => e.code === 'forbidden' && e.status === 403);
+    // Enabling an enabled endpoint changes nothing (the server's tests disable one first).
+    assert.deepEqual({ ...(await ws.admin.enableWebhook(wh.id)) }, { ...read });
+    await assert.rejects(ws.reviewer.enableWebhook(wh.id), (e) => e.code === 'forbidden' && e.status === 403);
 
     const queued = await ws.admin.testWebhook(wh.id);
     assert.match(queued.id, /^dlv_/);

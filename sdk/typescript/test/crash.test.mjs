@@ -50,10 +50,36 @@ function runs(path) {
 const cases = [
   // crash point, tool runs before the crash, outcome of running the same call again, started, server's final status
   ['claim-answer', 0, 'interrupted', false, 'unknown'],
+  ['claim-unsynced', 0, 'interrupted', false, 'unknown'],
   ['after-claim', 0, 'interrupted', true, 'unknown'],
   ['during-run', 1, 'interrupted', true, 'unknown'],
   ['after-run', 1, 'already_executed', false, 'succeeded'],
 ];
+
+// Killed with the "claiming" line written but the claim not sent: the claim
+// never landed, so the restart claims and runs the call, once.
+for (const recover of [false, true]) {
+  test(`crash claim-unsent, restart ${recover ? 'recovers first' : 'runs the call again'}: runs once`, async () => {
+    const inst = await srv.agent.registerInstance(`crash claim-unsent ${recover}`);
+    const dir = tempDir('airlock-crash-');
+    try {
+      const h = { instance: inst.id, journal: join(dir, 'journal'), count: join(dir, 'count'), mode: 'claim-unsent', recover: false };
+      assert.ok((await runHelper(h)).killed, 'the helper was not killed before the claim');
+      assert.equal(runs(h.count), 0);
+      Object.assign(h, { mode: 'none', recover });
+      let { res } = await runHelper(h);
+      if (recover) assert.deepEqual(res.recover, [], 'nothing to report: the claim never landed');
+      assert.equal(res.outcome, 'ok', JSON.stringify(res));
+      assert.equal(runs(h.count), 1);
+      assert.equal((await srv.agent.getRequest(res.request_id)).execution?.status, 'succeeded');
+      ({ res } = await runHelper(h));
+      assert.equal(runs(h.count), 1, 'run again after it ran');
+      assert.deepEqual([res.outcome, res.here, res.status], ['already_executed', true, 'succeeded']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
 
 for (const [crash, wantRuns, outcome, started, status] of cases) {
   for (const recover of [false, true]) {

@@ -203,3 +203,76 @@ test('a journal that lost its last lines to a power cut converges on what the se
   assert.equal(runs, 1);
   g2.close();
 });
+
+test('the claim is sent while the claiming line is fsynced; the call starts only once both are done', async () => {
+  const gate = await newGate();
+  let release;
+  const fsynced = new Promise((resolve) => { release = resolve; });
+  const realFsync = gate.journal.fsync;
+  let calls = 0;
+  gate.journal.fsync = async (fd) => { calls++; await fsynced; return realFsync(fd); };
+  let runs = 0;
+  let id;
+  const call = decidedBy((r) => { id = r.id; return srv.reviewer.approve(r.id); }, { tool: 'overlap' });
+  const running = gate.run(call, () => { runs++; return 'ran'; });
+  // The claim lands on the server while the fsync is held back; the call has not started.
+  for (let i = 0; ; i++) {
+    if (id && (await srv.agent.getRequest(id)).execution) break;
+    assert.ok(i < 500, 'the claim was not sent while the journal was being fsynced');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(runs, 0, 'the call started before its claiming line was durable');
+  assert.equal(calls, 1);
+  release();
+  const out = await running;
+  assert.deepEqual([out.value, runs, out.request.execution.status], ['ran', 1, 'succeeded']);
+  gate.close();
+});
+
+test('a claiming line that cannot be fsynced: the call never starts, and the claim is reported failed', async () => {
+  const gate = await newGate();
+  gate.journal.fsync = async () => { throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }); };
+  let runs = 0;
+  const call = decidedBy((r) => srv.reviewer.approve(r.id), { tool: 'eio' });
+  const err = await gate.run(call, () => { runs++; }).catch((e) => e);
+  assert.match(String(err), /not started: EIO/);
+  assert.equal(runs, 0);
+  const r = await srv.agent.getRequest(gate.journal.read(gate.key(call)).requestId);
+  assert.deepEqual([r.execution.status, r.execution.detail], ['failed', 'not started: the gate could not write its journal']);
+  gate.close();
+});
+
+test('a power cut took the claiming line after the claim landed: the restart does not run the call', async () => {
+  // The window the overlap opens: the claim was granted, its "claiming" line
+  // not yet durable, and the machine lost power. The call had not started
+  // (it waits for the fsync); the journal says only "requested".
+  const inst = await srv.agent.registerInstance('lost claiming');
+  const dir = tempDir('airlock-lost-');
+  dirs.push(dir);
+  const g1 = new Gate({ client: srv.agent, instanceId: inst.id, journalDir: dir, pollWaitMs: 5000 });
+  const call = { tool: 'lost_claiming', arguments: { n: 1 }, timeout: '5m' };
+  const asked = await g1.ask(call);
+  await srv.reviewer.approve(asked.id);
+  await srv.agent.claimExecution(asked.id); // the claim that landed
+  g1.close();
+
+  const g2 = new Gate({ client: srv.agent, instanceId: inst.id, journalDir: dir, pollWaitMs: 5000 });
+  assert.equal(g2.outstanding(), 0, 'nothing the journal knows is unsettled');
+  assert.deepEqual(await g2.recover(), []);
+  let runs = 0;
+  const again = await g2.run(call, () => { runs++; }).catch((e) => e);
+  assert.ok(again instanceof AlreadyExecutedError && !again.here, String(again));
+  assert.equal(runs, 0);
+  g2.close();
+});
+
+test('syncEveryStep fsyncs every line as it is written', async () => {
+  const gate = await newGate({ syncEveryStep: true });
+  let asyncFsyncs = 0;
+  gate.journal.fsync = async () => { asyncFsyncs++; };
+  const call = decidedBy((r) => srv.reviewer.approve(r.id), { tool: 'every_step' });
+  const out = await gate.run(call, () => 'ok');
+  assert.equal(out.request.execution.status, 'succeeded');
+  assert.equal(asyncFsyncs, 0, 'with syncEveryStep the lines are fsynced as they are written, not in the background');
+  gate.close();
+});

@@ -14,17 +14,27 @@ const die = () => {
 };
 
 // killFetch kills the process at the HTTP-level crash points: when the
-// claim's answer arrives, and when the report is about to be sent.
+// claim is about to be sent (its "claiming" line written), when the claim's
+// answer arrives, and when the report is about to be sent.
+let claimAnswered;
+const answered = new Promise((resolve) => { claimAnswered = resolve; });
 const killFetch = async (url, init) => {
   const execution = new URL(url).pathname.endsWith('/execution');
   if (crash === 'after-run' && execution && init?.method === 'PUT') await die();
+  if (crash === 'claim-unsent' && execution && init?.method === 'POST') await die();
   const res = await fetch(url, init);
-  if (crash === 'claim-answer' && execution && init?.method === 'POST' && res.status === 200) await die();
+  if (execution && init?.method === 'POST' && res.status === 200) {
+    if (crash === 'claim-answer') await die();
+    claimAnswered();
+  }
   return res;
 };
 
 const client = new AirlockClient({ baseUrl: env('URL'), token: env('TOKEN'), fetch: killFetch });
 const gate = new Gate({ client, instanceId: env('INSTANCE'), journalDir: env('JOURNAL'), pollWaitMs: 1000 });
+// claim-unsynced: the claim landed and its answer arrived while the
+// "claiming" line's fsync was still in flight; killed before it completes.
+if (crash === 'claim-unsynced') gate.journal.fsync = async () => { await answered; await die(); };
 const res = {};
 if (env('RECOVER')) {
   res.recover = (await gate.recover()).map((r) => ({ request_id: r.requestId, status: r.status ?? '', error: r.error ? String(r.error) : '' }));
