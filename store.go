@@ -29,6 +29,17 @@ type NewRequestParams struct {
 	// Initial, when set, is a decision made at creation by a policy: the
 	// request is created already terminal.
 	Initial *InitialDecision
+	// Grant, when set (and Initial is not), asks the store to approve the
+	// request by the first of Grant.IDs that still covers it when the
+	// store writes: live (unrevoked, unexpired, a use left, its creator's
+	// token unrevoked, its instance not deleted), for the request's tool
+	// and scope, of another principal than the request's creator, and for
+	// a same_arguments grant with the same arguments. The use is counted
+	// in the same transaction as the insert, so a grant of N uses approves
+	// at most N requests, whatever the races between processes. When no
+	// grant still covers it, the request is created pending. The decision
+	// is GrantActor(id)'s, valid for the grant's Validity.
+	Grant *GrantUse
 }
 
 // InitialDecision is a policy's decision at creation.
@@ -82,6 +93,12 @@ func (p NewRequestParams) Validate() error {
 		return Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
 	case p.Initial != nil && p.Initial.Status == StateApproved && !r.MayApproveAtCreation():
 		return Invalid("question", "a question cannot be approved at creation; a person must answer it")
+	case p.Grant != nil && p.Initial != nil:
+		return Invalid("grant", "a request decided at creation by a policy is not also approved by a grant")
+	case p.Grant != nil && p.Grant.Principal == "":
+		return Invalid("grant", "a grant's use needs the principal of the request's creator")
+	case p.Grant != nil && (r.Kind != KindToolCall || !r.MayApproveAtCreation()):
+		return Invalid("grant", "grants approve tool calls only, never a command or a question")
 	}
 	if d := p.Initial; d != nil {
 		if d.Status != StateApproved && d.Status != StateDenied {
@@ -281,6 +298,7 @@ type Store interface {
 	BoardStore
 	NotifyStore
 	ReviewerStore
+	GrantStore
 
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)

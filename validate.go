@@ -278,6 +278,19 @@ type DecisionInput struct {
 	Note     string `json:"note"`
 	Answer   string `json:"answer"`
 	ValidFor string `json:"valid_for"`
+	// Grant, with an approval, also makes a grant from the request
+	// approved (docs/policy.md, "Grants").
+	Grant *DecisionGrant `json:"grant,omitempty"`
+}
+
+// DecisionGrant is the grant a reviewer makes with an approval: for the
+// approved request's tool, on its instance (or, with scope "agent", for
+// its agent), matching its arguments (or a CEL expression).
+type DecisionGrant struct {
+	Match     string `json:"match,omitempty"` // "same_arguments" (default) or a CEL expression
+	Scope     string `json:"scope,omitempty"` // "instance" (default) or "agent"
+	Uses      *int   `json:"uses,omitempty"`
+	ExpiresIn string `json:"expires_in"`
 }
 
 // Validate checks a decision on its own; CheckAnswer checks it against the
@@ -294,6 +307,12 @@ func (in *DecisionInput) Validate() error {
 	}
 	if err := checkText("valid_for", in.ValidFor, 0, MaxTimeoutLen); err != nil {
 		return err
+	}
+	if in.Status == StateDenied && in.Grant != nil {
+		return Invalid("grant", "a grant is made only with an approval")
+	}
+	if g := in.Grant; g != nil && g.Scope != "" && g.Scope != "instance" && g.Scope != "agent" {
+		return Invalid("grant", "a grant's scope is \"instance\" or \"agent\"")
 	}
 	if in.Status == StateDenied && in.ValidFor != "" {
 		return Invalid("valid_for", "valid_for applies only to approvals")

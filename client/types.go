@@ -57,6 +57,8 @@ type ApprovalRequest struct {
 	Proposal      *Proposal      `json:"proposal,omitempty"`
 	Question      *Question      `json:"question,omitempty"`
 	CommandResult *CommandResult `json:"command_result,omitempty"`
+	// Grant is set only in the answer to a decision that made a grant.
+	Grant *Grant `json:"grant,omitempty"`
 }
 
 // Decision is a request's terminal outcome; Status equals its State.
@@ -176,6 +178,9 @@ type DecisionInput struct {
 	// ValidFor is how long an approved call may start, a Go or ISO 8601
 	// duration; "" takes the server's default (5m).
 	ValidFor string `json:"valid_for,omitempty"`
+	// Grant, with an approval of a tool call, also makes a grant for the
+	// same call: the answer's Grant.
+	Grant *airlock.DecisionGrant `json:"grant,omitempty"`
 }
 
 // Token is a bearer credential as listed (never with its secret).

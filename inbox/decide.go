@@ -34,6 +34,12 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	case "approve":
 		in.Status = airlock.StateApproved
 		in.ValidFor = r.PostForm.Get("valid_for")
+		if g, ok := grantChoice(r.PostForm.Get("grant")); ok {
+			in.Grant = g
+		} else {
+			h.errorPage(w, r, http.StatusBadRequest, "Bad form", "The form asked for a grant this inbox does not offer; nothing was recorded.")
+			return
+		}
 	case "deny":
 		in.Status = airlock.StateDenied
 		in.Answer = ""
@@ -43,7 +49,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Note = strings.ReplaceAll(in.Note, "\r\n", "\n")
 	in.Answer = strings.ReplaceAll(in.Answer, "\r\n", "\n")
-	req, err := h.svc.Decide(r.Context(), v.caller, id, in)
+	req, grant, err := h.svc.DecideGrant(r.Context(), v.caller, id, in)
 	if err != nil {
 		var e *airlock.Error
 		if !errors.As(err, &e) || e.Code == airlock.CodeInternal || e.Code == airlock.CodeUnavailable {
@@ -58,7 +64,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	h.sessions.setFlash(v.sess, recorded(req))
+	f := recorded(req)
+	if grant != nil {
+		f.Message += " The same call is allowed " + grantPhrase(grant) + " (see Grants)."
+	}
+	h.sessions.setFlash(v.sess, f)
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 

@@ -525,3 +525,57 @@ func TestSessionsPageStale(t *testing.T) {
 		t.Fatalf("sessions page groups wrongly:\n%s", page)
 	}
 }
+
+// TestGrantsInInbox: the decision form offers "approve and allow the same
+// for …" on a tool call (never on a question); choosing it makes a grant
+// that approves the next same call; the grants page lists it with its
+// uses left and revokes it (with the session's CSRF token only).
+func TestGrantsInInbox(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "adapter")
+	c := b.newClient(t)
+	token := c.signin(t, b.reviewer)
+	same := map[string]string{"Sec-Fetch-Site": "same-origin"}
+	args := map[string]any{"table": "users"}
+	id := b.toolCall(t, inst, "export_table", args, "")
+	if page := c.do(t, "GET", "/requests/"+id, nil, nil).body; !strings.Contains(page, `name="grant"`) || !strings.Contains(page, "for 1 hour, 5 more times") {
+		t.Fatalf("the decision form offers no grant:\n%s", page)
+	}
+	q := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which?", Proposal: &airlock.Proposal{Mode: "advisory"},
+		Question: &airlock.Question{Choices: []string{"a", "b"}}, IdempotencyKey: "q-grant"})
+	if page := c.do(t, "GET", "/requests/"+q.ID, nil, nil).body; strings.Contains(page, `name="grant"`) {
+		t.Fatal("a question's form offers a grant")
+	}
+	if r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"99h/1"}}, same); r.status != http.StatusBadRequest {
+		t.Fatalf("a grant the form does not offer: status %d", r.status)
+	}
+	r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"1h/5"}}, same)
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("approve with a grant: status %d", r.status)
+	}
+	if page := c.do(t, "GET", "/requests/"+id, nil, nil).body; !strings.Contains(page, "The same call is allowed until") || !strings.Contains(page, "5 more times") {
+		t.Fatalf("the page does not say a grant was made:\n%s", page)
+	}
+	next := b.get(t, b.toolCall(t, inst, "export_table", args, ""))
+	gid, ok := next.Decision.GrantID()
+	if next.State != airlock.StateApproved || !ok {
+		t.Fatalf("the next same call: %s %+v", next.State, next.Decision)
+	}
+	page := c.do(t, "GET", "/grants", nil, nil).body
+	if !strings.Contains(page, gid) || !strings.Contains(page, "4 of 5") || !strings.Contains(page, "Revoke") {
+		t.Fatalf("grants page:\n%s", page)
+	}
+	if r := c.do(t, "POST", "/grants/"+gid+"/revoke", url.Values{"csrf": {"forged"}}, same); r.status != http.StatusForbidden {
+		t.Fatalf("revoke with a forged token: status %d", r.status)
+	}
+	if r := c.do(t, "POST", "/grants/"+gid+"/revoke", url.Values{"csrf": {token}}, same); r.status != http.StatusSeeOther {
+		t.Fatalf("revoke: status %d", r.status)
+	}
+	if page := c.do(t, "GET", "/grants", nil, nil).body; !strings.Contains(page, "revoked") || !strings.Contains(page, "approves nothing more") {
+		t.Fatalf("grants page after the revocation:\n%s", page)
+	}
+	if s := b.get(t, b.toolCall(t, inst, "export_table", args, "")).State; s != airlock.StatePending {
+		t.Fatalf("after the revocation: %s", s)
+	}
+}

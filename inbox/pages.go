@@ -253,15 +253,18 @@ type requestBody struct {
 	Choices      []option
 	FreeText     bool
 	Validities   []option
-	Warnings     []string
-	Decision     *airlock.Decision
-	DecNote      []segment
-	DecAnswer    []segment
-	ValidUntil   string
-	Execution    *airlock.Execution
-	ExecDetail   []segment
-	Command      *airlock.CommandResult
-	CmdDetail    []segment
+	// Grants are the "approve and allow the same for …" choices, for a
+	// tool call a grant may cover; empty otherwise.
+	Grants     []option
+	Warnings   []string
+	Decision   *airlock.Decision
+	DecNote    []segment
+	DecAnswer  []segment
+	ValidUntil string
+	Execution  *airlock.Execution
+	ExecDetail []segment
+	Command    *airlock.CommandResult
+	CmdDetail  []segment
 }
 
 func (h *handler) request(w http.ResponseWriter, r *http.Request) {
@@ -325,6 +328,9 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		if d <= lim.MaxApprovalValidity && d != def {
 			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: visible(shortDuration(d))})
 		}
+	}
+	if req.Kind == airlock.KindToolCall && req.MayApproveAtCreation() {
+		b.Grants = grantChoices
 	}
 	if d := req.Decision; d != nil {
 		b.Decision = d

@@ -132,13 +132,20 @@ func newApprovalOut(r airlock.Request) approvalOut {
 		if d.ExpiresAt != nil {
 			out.Decision.ExpiresAt = formatTime(*d.ExpiresAt)
 		}
-		if airlock.DecidedByPolicy(d.DecidedBy) {
+		if decidedByRule(d.DecidedBy) {
 			out.Decision.DecidedBy = d.DecidedBy
 		}
 		out.Answer = d.Answer
 	}
 	out.Next = approvalNext(r)
 	return out
+}
+
+// decidedByRule reports whether actor is no person: a policy rule or a
+// reviewer's grant, which the agent is told of.
+func decidedByRule(actor string) bool {
+	_, grant := airlock.GrantOf(actor)
+	return grant || airlock.DecidedByPolicy(actor)
 }
 
 // approvalNext tells the agent where a request stands and what to do.
@@ -178,6 +185,9 @@ func approvalNext(r airlock.Request) string {
 		}
 		if r.Decision != nil && airlock.DecidedByPolicy(r.Decision.DecidedBy) {
 			s += " The server's policy approved it (decision.decidedBy names the rule); no person has seen it."
+		}
+		if _, ok := r.Decision.GrantID(); ok {
+			s += " A reviewer's standing grant approved it (decision.decidedBy names the grant); no person has seen this request."
 		}
 		if r.Decision != nil && r.Decision.Note != "" {
 			s += " Read decision.note: it informs you but changes nothing that was approved."

@@ -110,7 +110,7 @@ const (
         "note": {"type": "string", "description": "The reviewer's note: it informs, and changes nothing that was approved"},
         "answer": {"type": "string"},
         "decidedAt": {"type": "string", "format": "date-time"},
-        "decidedBy": {"type": "string", "description": "Set when no person decided: policy:<rule> for a rule of the server's policy"},
+        "decidedBy": {"type": "string", "description": "Set when no person decided: policy:<rule> for a rule of the server's policy, grant:<id> for a reviewer's standing grant"},
         "decidedByName": {"type": "string", "description": "Who decided: the reviewer token's name, or a system actor such as system:expiry"},
         "expiresAt": {"type": "string", "format": "date-time", "description": "An approval's permission to start acting ends at this time"}
       },

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -431,7 +432,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
 	}
 	var err error
-	if p.Initial == nil {
+	if p.Initial == nil && p.Grant == nil {
 		// A pending request: one round trip, the insert and its event sent
 		// with COMMIT. Nothing inserted (a replay, a conflict, no such
 		// instance) committed nothing, and is told apart below.
@@ -456,20 +457,37 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	} else {
 		err = s.write(ctx, func(ctx context.Context, t *tx) error {
 			out, created = airlock.Request{}, false
+			d, args := p.Initial, args
+			if p.Grant != nil {
+				var err error
+				if d, err = s.useGrant(ctx, t, p.Grant, in); err != nil {
+					return err
+				}
+				args = maps.Clone(args)
+				if d != nil {
+					args["state"], args["decided"], args["decided_by"], args["validity"] = string(d.Status), true, d.DecidedBy, d.Validity
+				}
+			}
 			r, err := scanRequest(t.QueryRow(ctx, createSQL, args))
 			switch {
 			case err == nil:
 				out, created = r, true
 				t.requestEvent(airlock.EventRequestCreated, p.Actor, r.CreatedAt, r)
 				if r.State.Terminal() {
-					t.policyEvent(airlock.StateEvent(r.State), p.Initial, r)
+					t.policyEvent(airlock.StateEvent(r.State), d, r)
 				}
 				return nil
 			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
+			if p.Grant != nil && d != nil {
+				return errGrantUnused
+			}
 			return nil
 		})
+		if errors.Is(err, errGrantUnused) {
+			err = nil
+		}
 	}
 	switch {
 	case err != nil:

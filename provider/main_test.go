@@ -60,7 +60,7 @@ type options struct {
 
 // setup opens a fresh SQLite store and a service over it. By default both
 // run on a fake clock stopped at epoch.
-func setup(t *testing.T, opt options) *bundle {
+func setup(t testing.TB, opt options) *bundle {
 	t.Helper()
 	b := &bundle{}
 	var clock airlock.Clock
@@ -109,7 +109,7 @@ func setup(t *testing.T, opt options) *bundle {
 
 // mint creates a token, with scopes when given, through the service and
 // authenticates with its secret, as a real caller would.
-func (b *bundle) mint(t *testing.T, role airlock.Role, principal string, scopes ...string) airlock.Caller {
+func (b *bundle) mint(t testing.TB, role airlock.Role, principal string, scopes ...string) airlock.Caller {
 	t.Helper()
 	_, secret, err := b.svc.CreateToken(t.Context(), b.admin, airlock.NewTokenInput{
 		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,
@@ -125,7 +125,7 @@ func (b *bundle) mint(t *testing.T, role airlock.Role, principal string, scopes 
 }
 
 // instance registers an instance of agent.
-func (b *bundle) instance(t *testing.T, agent airlock.Caller) airlock.Instance {
+func (b *bundle) instance(t testing.TB, agent airlock.Caller) airlock.Instance {
 	t.Helper()
 	in, err := b.svc.RegisterInstance(t.Context(), agent, airlock.InstanceInput{Name: "adapter"})
 	if err != nil {

@@ -92,6 +92,8 @@ type Service struct {
 	sweep sweeper
 	// overdue coalesces the expiries of requests readers found overdue.
 	overdue overdueExpiries
+	// expressions caches the compiled expressions of cel grants.
+	expressions expressions
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
@@ -276,9 +278,11 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 	return s.create(ctx, s.storeFor(c), c, airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }
 
-// create asks the policy, then stores the request in st. The policy's
-// approval is never applied to a request that only a person may approve
-// (Request.MayApproveAtCreation), whatever the policy says.
+// create asks the policy, then, when no rule decided, looks for live
+// grants covering the request, then stores the request in st. The
+// policy's approval is never applied to a request that only a person may
+// approve (Request.MayApproveAtCreation), whatever the policy says, and a
+// grant covers tool calls only.
 func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (airlock.Request, bool, error) {
 	v := s.policy.Evaluate(ctx, airlock.PolicyInput{
 		Request: p.Request, Window: p.Window, Agent: c.Token,
@@ -301,6 +305,15 @@ func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller
 	if v.Initial == nil && v.Window > 0 && v.Window < p.Window {
 		// A rule may shorten a request's window, never below the shortest.
 		p.Window = max(v.Window, s.limits.MinTimeout)
+	}
+	if v.Initial == nil {
+		// No rule decided: a live grant may approve it, before a person is
+		// asked.
+		use, err := s.grantsFor(ctx, st, c, p)
+		if err != nil {
+			return airlock.Request{}, false, err
+		}
+		p.Grant = use
 	}
 	return s.insert(ctx, st, p)
 }

@@ -126,6 +126,20 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST /v1/webhooks/{id}/test", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/test"}
 		}, [7]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth}},
+		{"POST /v1/grants", func(t *testing.T) req {
+			inst, _ := b.pending(t, "10m")
+			return req{method: "POST", path: "/v1/grants",
+				body: `{"tool":"issue_refund","arguments":{"amount":4900},"instance_id":"` + inst + `","expires_in":"1h"}`}
+		}, [7]int{forbid, forbid, created, forbid, created, unauth, unauth}},
+		{"GET /v1/grants", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/grants"}
+		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		{"GET /v1/grants/{id}", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/grants/" + b.grant(t)}
+		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		{"DELETE /v1/grants/{id}", func(t *testing.T) req {
+			return req{method: "DELETE", path: "/v1/grants/" + b.grant(t)}
+		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
 		{"POST /v1/webhooks/{id}/enable", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/enable"}
 		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},

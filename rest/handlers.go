@@ -438,8 +438,8 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, c airlock.Calle
 	if !ok {
 		return
 	}
-	req, err := h.svc.Decide(r.Context(), c, r.PathValue("id"), in)
-	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequest(b, req) })
+	req, g, err := h.svc.DecideGrant(r.Context(), c, r.PathValue("id"), in)
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequestWith(b, req, g) })
 }
 
 func (h *handler) claim(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

@@ -94,7 +94,11 @@ func formatTime(t time.Time) string {
 }
 
 // writeRequest writes an ApprovalRequest resource.
-func writeRequest(b *bytes.Buffer, r airlock.Request) {
+func writeRequest(b *bytes.Buffer, r airlock.Request) { writeRequestWith(b, r, nil) }
+
+// writeRequestWith writes an ApprovalRequest resource with, when g is set,
+// the grant its decision made.
+func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 	o := beginObject(b)
 	o.always("id", r.ID)
 	o.always("instance_id", r.InstanceID)
@@ -164,6 +168,10 @@ func writeRequest(b *bytes.Buffer, r airlock.Request) {
 			qo.always("choices", q.Choices)
 		}
 		qo.end()
+	}
+	if g != nil {
+		o.key("grant")
+		writeGrant(b, *g)
 	}
 	o.end()
 }

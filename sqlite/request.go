@@ -283,6 +283,14 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		created bool
 	)
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		p := p
+		if p.Grant != nil {
+			d, err := useGrant(ctx, tx, now, p.Grant, in)
+			if err != nil {
+				return err
+			}
+			p.Initial = d
+		}
 		state := airlock.StatePending
 		var decidedAt, decidedBy, expiresAt any
 		note := ""
@@ -347,6 +355,10 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 			switch {
 			case err == nil:
 				out, err = p.Replay(prev)
+				if err == nil && p.Grant != nil && p.Initial != nil {
+					// A use of a grant was counted for nothing: undo it.
+					return replayed{out}
+				}
 				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
@@ -354,11 +366,20 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 		}
 		return airlock.NotFound("instance", in.InstanceID)
 	})
+	if rp, ok := errors.AsType[replayed](err); ok {
+		return rp.r, false, nil
+	}
 	if err != nil {
 		return airlock.Request{}, false, translate(err, "request", in.ID)
 	}
 	return out, created, nil
 }
+
+// replayed rolls back a create that found its replay after counting a
+// grant's use, and carries the request replayed.
+type replayed struct{ r airlock.Request }
+
+func (replayed) Error() string { return "sqlite: a replayed create undoes its grant's use" }
 
 // insertedRequest is the row CreateRequest's INSERT wrote, as a read
 // returns it: the INSERT returns only seq, since scanning every column back

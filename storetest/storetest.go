@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Names", s.testNames},
 		{"Notify", s.testNotify},
 		{"Reviewers", s.testReviewers},
+		{"Grants", s.testGrants},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

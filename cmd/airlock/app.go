@@ -44,6 +44,7 @@ func init() {
 	commands = []command{serveCommand, mcpCommand, gateCommand, hookCommand,
 		requestsCommand,
 		tokensCommand,
+		grantsCommand,
 		webhooksCommand,
 		reviewersCommand,
 		instancesCommand,

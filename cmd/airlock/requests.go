@@ -312,7 +312,7 @@ func init() {
 	requestSubcommands = []subcommand{
 		{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests: pending (the default) soonest deadline first, others newest first", runRequestsList},
 		{"show", "<id>", "show one request: what would run, exactly, and the agent's claim apart", runRequestsShow},
-		{"approve", "<id> [--valid-for D] [--note N] [--answer A]", "approve a pending request (or answer its question)", runRequestsApprove},
+		{"approve", "<id> [--valid-for D] [--note N] [--answer A] [--grant D [--grant-uses N] [--grant-scope instance|agent] [--grant-match EXPR]]", "approve a pending request (or answer its question); --grant also allows the same call for D", runRequestsApprove},
 		{"deny", "<id> [--note N]", "deny a pending request, with a note for the agent", runRequestsDeny},
 		{"watch", "[--prompt]", "stream new pending requests; on a terminal, decide each one as it comes", runRequestsWatch},
 	}
@@ -556,11 +556,25 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	validFor := fs.String("valid-for", "", "how long the approved call may start, such as 15m (default: the server's, 5m)")
 	note := fs.String("note", "", "a note for the agent")
 	answer := fs.String("answer", "", "the answer, for a request that asks a question")
+	grant := fs.String("grant", "", "also approve the same call, for this long (such as 1h): a grant (docs/policy.md)")
+	grantUses := fs.Int("grant-uses", 0, "with --grant: how many calls it may approve (default: no limit until it expires)")
+	grantScope := fs.String("grant-scope", "", "with --grant: instance (the default: calls on this request's instance) or agent (the agent's calls on any instance)")
+	grantMatch := fs.String("grant-match", "", "with --grant: a CEL expression the calls must match, instead of the same arguments")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
 	}
-	return decide(ctx, r, pos[0], client.DecisionInput{Status: airlock.StateApproved, ValidFor: *validFor, Note: *note, Answer: *answer})
+	in := client.DecisionInput{Status: airlock.StateApproved, ValidFor: *validFor, Note: *note, Answer: *answer}
+	switch {
+	case *grant != "":
+		in.Grant = &airlock.DecisionGrant{ExpiresIn: *grant, Scope: *grantScope, Match: *grantMatch}
+		if *grantUses != 0 {
+			in.Grant.Uses = grantUses
+		}
+	case *grantUses != 0 || *grantScope != "" || *grantMatch != "":
+		return usageErrorf("--grant-uses, --grant-scope and --grant-match go with --grant")
+	}
+	return decide(ctx, r, pos[0], in)
 }
 
 func runRequestsDeny(ctx context.Context, a *App, args []string) error {
@@ -588,6 +602,14 @@ func decide(ctx context.Context, r *remote, id string, in client.DecisionInput) 
 		return r.printJSON(q)
 	}
 	fmt.Fprintln(r.out, outcome(q))
+	if g := q.Grant; g != nil {
+		uses := "any number of calls"
+		if g.Uses != nil {
+			uses = fmt.Sprintf("%d more calls", *g.Uses)
+		}
+		fmt.Fprintf(r.out, "Granted %s: %s of %s like it approved until %s (airlock grants revoke %s to end it).\n",
+			g.ID, uses, g.Tool, g.ExpiresAt.UTC().Format(time.RFC3339), g.ID)
+	}
 	return nil
 }
 

@@ -273,9 +273,14 @@ class Client:
         return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/cancel", retry=True)
 
     def decide(self, request_id: str, status: str, *, note: Optional[str] = None, answer: Optional[str] = None,
-               valid_for: Optional[str] = None) -> JsonObject:
-        """Records a reviewer's decision (approved or denied). Not retried: read the request to learn what holds."""
-        body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for}.items() if v is not None}
+               valid_for: Optional[str] = None, grant: Optional[JsonObject] = None) -> JsonObject:
+        """Records a reviewer's decision (approved or denied). Not retried: read the request to learn what holds.
+
+        ``grant`` (approvals of tool calls only), e.g. ``{"uses": 10, "expires_in": "1h"}``,
+        also makes a grant for the same call; it is in the answer's ``grant``.
+        """
+        body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for,
+                                  "grant": grant}.items() if v is not None}
         return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body)
 
     def approve(self, request_id: str, note: Optional[str] = None) -> JsonObject:
@@ -424,6 +429,29 @@ class Client:
     def revoke_token(self, token_id: str) -> JsonObject:
         """Revokes a token (admins); it stops working at once."""
         return self._do("DELETE", f"/v1/tokens/{_q(token_id)}", retry=True)
+
+    # Grants (reviewers and admins; docs/policy.md).
+
+    def create_grant(self, tool: str, expires_in: str, *, arguments: Optional[JsonObject] = None,
+                     match: Optional[str] = None, instance_id: Optional[str] = None, agent: Optional[str] = None,
+                     uses: Optional[int] = None, valid_for: Optional[str] = None) -> JsonObject:
+        """Makes a grant: exactly one of instance_id and agent; arguments for a same_arguments grant,
+        or match, a CEL expression. Not retried on a network error: that could make two."""
+        body = {k: v for k, v in {"tool": tool, "expires_in": expires_in, "arguments": arguments, "match": match,
+                                  "instance_id": instance_id, "agent": agent, "uses": uses,
+                                  "valid_for": valid_for}.items() if v is not None}
+        return self._do("POST", "/v1/grants", body=body, want=(201,))
+
+    def list_grants(self, *, state: Optional[str] = None, tool: Optional[str] = None) -> List[JsonObject]:
+        """Grants, newest first, with their uses left; state="live" for the live ones only."""
+        return self._do("GET", "/v1/grants", query={"state": state, "tool": tool}, retry=True)["items"]
+
+    def get_grant(self, grant_id: str) -> JsonObject:
+        return self._do("GET", f"/v1/grants/{_q(grant_id)}", retry=True)
+
+    def revoke_grant(self, grant_id: str) -> JsonObject:
+        """Revokes a grant; it approves nothing more. Revoking twice keeps the first revocation."""
+        return self._do("DELETE", f"/v1/grants/{_q(grant_id)}", retry=True)
 
     # Webhooks (admins; docs/notifications.md).
 

@@ -43,6 +43,7 @@ OPERATIONS = {
     "metrics": "metrics", "openapi": "openapi",
     "createWebhook": "create_webhook", "listWebhooks": "list_webhooks", "getWebhook": "get_webhook",
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
+    "createGrant": "create_grant", "listGrants": "list_grants", "getGrant": "get_grant", "revokeGrant": "revoke_grant",
     "enableWebhook": "enable_webhook",
     "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer",
 }
@@ -293,6 +294,22 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(proxy.accepted, 3, "it reconnected after each cut")
         first = next(iter(srv.reviewer.events(seen[1])))
         self.assertEqual(first["event"]["id"], seen[2])
+
+    def test_grants(self) -> None:
+        inst = srv.agent.register_instance("py grants")
+        a, _ = srv.agent.create_request(inst["id"], "py-grant-1", "py_grant_tool", {"n": 1})
+        d = srv.reviewer.decide(a["id"], "approved", grant={"uses": 1, "expires_in": "1h"})
+        g = d["grant"]
+        self.assertRegex(g["id"], r"^grt_")
+        self.assertEqual((g["uses_left"], g["request_id"], g["state"]), (1, a["id"], "live"))
+        b, _ = srv.agent.create_request(inst["id"], "py-grant-2", "py_grant_tool", {"n": 1})
+        self.assertEqual((b["state"], b["decision"]["decided_by"]), ("approved", "grant:" + g["id"]))
+        self.assertEqual(srv.reviewer.get_grant(g["id"])["state"], "used_up")
+        made = srv.reviewer.create_grant("py_grant_tool", "10m", arguments={"n": 2}, instance_id=inst["id"])
+        self.assertIn(made["id"], [x["id"] for x in srv.reviewer.list_grants(state="live", tool="py_grant_tool")])
+        self.assertEqual(srv.reviewer.revoke_grant(made["id"])["state"], "revoked")
+        c, _ = srv.agent.create_request(inst["id"], "py-grant-3", "py_grant_tool", {"n": 2})
+        self.assertEqual(c["state"], "pending")
 
     def test_webhooks(self) -> None:
         # Without --webhook-allow-private a loopback receiver is refused at creation.

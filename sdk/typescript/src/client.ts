@@ -1,7 +1,7 @@
 import { AirlockError, NetworkError } from './errors.js';
 import type {
-  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateRequestInput, CreateTokenInput,
-  CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Health, Instance, JsonObject,
+  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
+  CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
   ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session, State, Token,
   Webhook, WorkItem,
   WorkItemUpdate,
@@ -387,6 +387,28 @@ export class AirlockClient {
   /** Revokes a token (admins); it stops working at once. Revoking twice keeps the first time. */
   async revokeToken(id: string, o?: CallOptions): Promise<Token> {
     return this.do({ method: 'DELETE', path: `/v1/tokens/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  // Grants (reviewers and admins; docs/policy.md).
+
+  /** Makes a grant. Not retried on a network error: that could make two. */
+  async createGrant(input: CreateGrantInput, o?: CallOptions): Promise<Grant> {
+    return this.do({ method: 'POST', path: '/v1/grants', body: JSON.stringify(input), want: [201], signal: o?.signal });
+  }
+
+  /** Lists grants, newest first, with their uses left: only the live ones with { state: 'live' }. */
+  async listGrants(opts: { state?: 'live' | 'all'; tool?: string } = {}, o?: CallOptions): Promise<Grant[]> {
+    return (await this.do<{ items: Grant[] }>({ method: 'GET', path: '/v1/grants', query: { state: opts.state, tool: opts.tool }, retry: true, signal: o?.signal })).items;
+  }
+
+  /** Reads a grant. */
+  async getGrant(id: string, o?: CallOptions): Promise<Grant> {
+    return this.do({ method: 'GET', path: `/v1/grants/${enc(id)}`, retry: true, signal: o?.signal });
+  }
+
+  /** Revokes a grant; it approves nothing more. Revoking twice keeps the first revocation. */
+  async revokeGrant(id: string, o?: CallOptions): Promise<Grant> {
+    return this.do({ method: 'DELETE', path: `/v1/grants/${enc(id)}`, retry: true, signal: o?.signal });
   }
 
   // Webhooks (admins; docs/notifications.md).

@@ -97,6 +97,8 @@ export interface ApprovalRequest {
   proposal?: Proposal;
   question?: { choices?: string[] };
   command_result?: { status: 'applied'; detail?: string; applied_at?: string };
+  /** Only in the answer to a decision that made a grant. */
+  grant?: Grant;
 }
 
 export interface CreateRequestInput {
@@ -119,6 +121,52 @@ export interface DecisionInput {
   answer?: string;
   /** Approvals only: how long the call may start (Go or ISO 8601 duration). */
   valid_for?: string;
+  /** Approvals of tool calls only: also make a grant for the same call (docs/policy.md). */
+  grant?: DecisionGrant;
+}
+
+/** The grant an approval makes: for the request's tool, on its instance (or for its agent). */
+export interface DecisionGrant {
+  /** 'same_arguments' (the default) or a CEL expression. */
+  match?: string;
+  scope?: 'instance' | 'agent';
+  /** How many calls it may approve; absent for no limit until it expires. */
+  uses?: number;
+  /** How long it lasts (Go or ISO 8601 duration, 1s to 720h). */
+  expires_in: string;
+}
+
+/** POST /v1/grants: exactly one of instance_id and agent. */
+export interface CreateGrantInput {
+  tool: string;
+  /** 'same_arguments' (the default), which needs arguments, or a CEL expression. */
+  match?: string;
+  arguments?: JsonObject;
+  instance_id?: string;
+  agent?: string;
+  uses?: number;
+  expires_in: string;
+  valid_for?: string;
+}
+
+/** A standing approval: new tool calls it covers are approved at creation, decided_by "grant:<id>". */
+export interface Grant {
+  id: string;
+  tool: string;
+  /** 'same_arguments' or the CEL expression. */
+  match: string;
+  instance_id?: string;
+  agent?: string;
+  uses?: number;
+  uses_left?: number;
+  valid_for: string;
+  state: 'live' | 'revoked' | 'creator_revoked' | 'instance_deleted' | 'used_up' | 'expired';
+  created_at: string;
+  expires_at: string;
+  created_by: string;
+  request_id?: string;
+  revoked_at?: string;
+  revoked_by?: string;
 }
 
 export interface ListRequestsOptions {

@@ -27,6 +27,7 @@ const operations = {
   metrics: 'metrics', openapi: 'openapi',
   createWebhook: 'createWebhook', listWebhooks: 'listWebhooks', getWebhook: 'getWebhook', deleteWebhook: 'deleteWebhook',
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
+  createGrant: 'createGrant', listGrants: 'listGrants', getGrant: 'getGrant', revokeGrant: 'revokeGrant',
   enableWebhook: 'enableWebhook',
   listReviewers: 'listReviewers', linkReviewer: 'linkReviewer',
 };
@@ -359,4 +360,20 @@ test('webhooks: create (secret once), list, get, a signed test delivery to a rea
     await rc.close();
     await ws.stop();
   }
+});
+
+test('grants: an approval with a grant approves the next same call; list, read, revoke', async () => {
+  const inst = await srv.agent.registerInstance('ts grants');
+  const first = (await srv.agent.createRequest(inst.id, 'ts-grant-1', { tool: 'ts_grant_tool', arguments: { n: 1 } })).request;
+  const d = await srv.reviewer.decide(first.id, { status: 'approved', grant: { uses: 1, expires_in: '1h' } });
+  assert.match(d.grant.id, /^grt_/);
+  assert.deepEqual([d.grant.uses_left, d.grant.request_id, d.grant.state], [1, first.id, 'live']);
+  const next = (await srv.agent.createRequest(inst.id, 'ts-grant-2', { tool: 'ts_grant_tool', arguments: { n: 1 } })).request;
+  assert.deepEqual([next.state, next.decision.decided_by], ['approved', `grant:${d.grant.id}`]);
+  assert.equal((await srv.reviewer.getGrant(d.grant.id)).state, 'used_up');
+  const made = await srv.reviewer.createGrant({ tool: 'ts_grant_tool', arguments: { n: 2 }, instance_id: inst.id, expires_in: '10m' });
+  assert.ok((await srv.reviewer.listGrants({ state: 'live', tool: 'ts_grant_tool' })).some((g) => g.id === made.id));
+  assert.equal((await srv.reviewer.revokeGrant(made.id)).state, 'revoked');
+  const after = (await srv.agent.createRequest(inst.id, 'ts-grant-3', { tool: 'ts_grant_tool', arguments: { n: 2 } })).request;
+  assert.equal(after.state, 'pending');
 });

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/airlockhq/airlock/client"
+)
+
+var grantsCommand = command{
+	name:    "grants",
+	args:    "list|revoke [flags]",
+	summary: "List and revoke grants, the standing approvals reviewers give (reviewers and admins), on a running server.",
+	run:     runGrants,
+}
+
+// grantSubcommands is filled in init (see requestSubcommands).
+var grantSubcommands []subcommand
+
+func init() {
+	grantSubcommands = []subcommand{
+		{"list", "[--all] [--tool T]", "list the live grants (every grant with --all), newest first, with their uses left", runGrantsList},
+		{"revoke", "<id>", "revoke a grant: it approves nothing more", runGrantsRevoke},
+	}
+}
+
+func runGrants(ctx context.Context, a *App, args []string) error {
+	return runSubcommand(ctx, a, "grants", "Grants on a running server, for reviewers and admins (docs/policy.md).", grantSubcommands, args)
+}
+
+func runGrantsList(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(grantSubcommands, "list")
+	fs, r := a.apiFlagSet("grants", "list", syn, sum)
+	all := fs.Bool("all", false, "list every grant, ended ones too")
+	tool := fs.String("tool", "", "only the grants of this tool")
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	gs, err := c.ListGrants(ctx, !*all, *tool)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		if gs == nil {
+			gs = []client.Grant{}
+		}
+		return r.printJSON(map[string]any{"items": gs})
+	}
+	now := time.Now()
+	var rows [][]string
+	for _, g := range gs {
+		left := "unlimited"
+		if g.UsesLeft != nil {
+			left = strconv.Itoa(*g.UsesLeft) + " of " + strconv.Itoa(*g.Uses)
+		}
+		scope := "instance " + g.InstanceID
+		if g.Agent != "" {
+			scope = "agent " + g.Agent
+		}
+		ends := until(now, g.ExpiresAt)
+		rows = append(rows, []string{g.ID, g.Tool, clip(g.Match, 40), scope, left, string(g.State), ends, g.CreatedBy})
+	}
+	table(r.out, "ID\tTOOL\tMATCH\tSCOPE\tUSES LEFT\tSTATE\tEXPIRES\tBY", rows)
+	return nil
+}
+
+func runGrantsRevoke(ctx context.Context, a *App, args []string) error {
+	id, r, c, err := a.idCommand("grants", grantSubcommands, "revoke", args)
+	if err != nil {
+		return err
+	}
+	g, err := c.RevokeGrant(ctx, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(g)
+	}
+	fmt.Fprintf(r.out, "Revoked %s (%s): it approves nothing more.\n", g.ID, g.Tool)
+	return nil
+}

@@ -1,0 +1,276 @@
+package airlock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PrefixGrant starts a grant's ID.
+const PrefixGrant = "grt_"
+
+// Grant is a standing approval a reviewer gives (docs/policy.md,
+// "Grants"): new tool calls it covers are approved at creation, decided by
+// GrantActor(id), each using one of its uses. It ends at its expiry, its
+// last use, its revocation, its instance's deletion or its creator's
+// token's revocation. It never covers a command or a question.
+type Grant struct {
+	ID   string
+	Tool string
+	// Match says which calls of Tool it covers.
+	Match GrantMatch
+	// Scope: exactly one is set. InstanceID covers the calls made on that
+	// instance; AgentID the calls made by that agent token.
+	InstanceID string
+	AgentID    string
+	// Uses is how many calls it may approve; nil for as many as come
+	// before it ends. UsesLeft counts down with each approval.
+	Uses     *int
+	UsesLeft *int
+	// Validity is how long each approval it gives lets the call start
+	// (the decision's expires_at - decided_at).
+	Validity  time.Duration
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// CreatedBy is the token that made it, CreatedByPrincipal that token's
+	// principal: no call of an agent of the same principal is covered.
+	CreatedBy          string
+	CreatedByPrincipal string
+	// RequestID is the request whose approval made it, when one did.
+	RequestID string
+	RevokedAt *time.Time
+	RevokedBy string
+	// State is filled on reads, judged by the store's clock.
+	State GrantState
+}
+
+// GrantMatch says which calls of a grant's tool it covers.
+type GrantMatch struct {
+	Kind GrantMatchKind
+	// ArgumentsFingerprint is ArgumentsFingerprint(tool, arguments) of the
+	// arguments a same_arguments grant covers.
+	ArgumentsFingerprint string
+	// Expression is a CEL match expression (the policy file's language,
+	// docs/policy.md) of a cel grant.
+	Expression string
+}
+
+// GrantMatchKind is how a grant matches calls.
+type GrantMatchKind string
+
+// Grant match kinds.
+const (
+	// MatchSameArguments covers calls with the same arguments, compared in
+	// their canonical form.
+	MatchSameArguments GrantMatchKind = "same_arguments"
+	// MatchCEL covers calls for which a CEL expression is true.
+	MatchCEL GrantMatchKind = "cel"
+)
+
+// GrantState is where a grant stands, as a read finds it.
+type GrantState string
+
+// Grant states: live until one of the others holds. The first that holds,
+// in this order, is the one reported.
+const (
+	GrantLive            GrantState = "live"
+	GrantRevoked         GrantState = "revoked"
+	GrantCreatorRevoked  GrantState = "creator_revoked"
+	GrantInstanceDeleted GrantState = "instance_deleted"
+	GrantUsedUp          GrantState = "used_up"
+	GrantExpired         GrantState = "expired"
+)
+
+// grantActorPrefix starts the actor of a decision made by a grant.
+const grantActorPrefix = "grant:"
+
+// GrantActor is the decided_by of a decision made by grant id.
+func GrantActor(id string) string { return grantActorPrefix + id }
+
+// GrantOf returns the ID of the grant that decided, when actor is a
+// grant's, and whether it is.
+func GrantOf(actor string) (string, bool) {
+	return strings.CutPrefix(actor, grantActorPrefix)
+}
+
+// GrantID returns the ID of the grant that made d, and whether one did;
+// d may be nil.
+func (d *Decision) GrantID() (string, bool) {
+	if d == nil {
+		return "", false
+	}
+	return GrantOf(d.DecidedBy)
+}
+
+// ArgumentsFingerprint is the hash a same_arguments grant compares calls
+// by: of the tool and the canonical form of its arguments.
+func ArgumentsFingerprint(tool string, arguments []byte) (string, error) {
+	args := []byte("null")
+	if len(arguments) > 0 {
+		var err error
+		if args, err = Canonical(arguments); err != nil {
+			return "", fmt.Errorf("canonical arguments: %w", err)
+		}
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte("grant_arguments/v1"), []byte(tool), args} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Grant limits.
+const (
+	// MaxGrantLifetime is the longest expires_in a grant may ask.
+	MaxGrantLifetime = 30 * 24 * time.Hour
+	// MaxGrantUses is the most uses a grant may be given.
+	MaxGrantUses = 1_000_000
+	// MaxGrantExpressionLen bounds a cel grant's expression.
+	MaxGrantExpressionLen = 4096
+	// MaxLiveGrantsPerTool is the most live grants a create looks at for
+	// its tool.
+	MaxLiveGrantsPerTool = 100
+)
+
+// GrantInput is what a reviewer submits to make a grant: the body of
+// POST /v1/grants, and the grant object of a decision (where Tool, scope
+// and arguments come from the request decided).
+type GrantInput struct {
+	Tool       string          `json:"tool,omitempty"`
+	Match      string          `json:"match,omitempty"`       // "same_arguments" (default) or a CEL expression
+	Arguments  json.RawMessage `json:"arguments,omitempty"`   // for same_arguments
+	InstanceID string          `json:"instance_id,omitempty"` // scope: one of these two
+	Agent      string          `json:"agent,omitempty"`
+	Uses       *int            `json:"uses,omitempty"`
+	ExpiresIn  string          `json:"expires_in"`
+	ValidFor   string          `json:"valid_for,omitempty"`
+}
+
+// Validate checks what can be checked of a grant without the store: the
+// tool, one scope, the uses and the lifetime. The match is checked by
+// the provider, which compiles expressions.
+func (in GrantInput) Validate() error {
+	if !ToolNamePattern.MatchString(in.Tool) {
+		return Invalid("tool", "tool must match %s: letters, digits, '_', '.', '-', 1 to 128 characters", ToolNamePattern)
+	}
+	if (in.InstanceID == "") == (in.Agent == "") {
+		return Invalid("instance_id", "a grant needs exactly one scope: instance_id or agent")
+	}
+	if in.Uses != nil && (*in.Uses < 1 || *in.Uses > MaxGrantUses) {
+		return Invalid("uses", "uses must be between 1 and %d, or left out for no limit until the grant expires", MaxGrantUses)
+	}
+	if len(in.Match) > MaxGrantExpressionLen {
+		return Invalid("match", "match must be at most %d bytes", MaxGrantExpressionLen)
+	}
+	_, err := in.Lifetime()
+	return err
+}
+
+// Lifetime is in.ExpiresIn parsed: required, at least 1s, at most
+// MaxGrantLifetime.
+func (in GrantInput) Lifetime() (time.Duration, error) {
+	if in.ExpiresIn == "" {
+		return 0, Invalid("expires_in", "a grant needs expires_in (for example \"1h\"): grants always end")
+	}
+	d, err := ParseDuration(in.ExpiresIn)
+	if err != nil {
+		return 0, Invalid("expires_in", "expires_in: %v", err)
+	}
+	if d < time.Second || d > MaxGrantLifetime {
+		return 0, Invalid("expires_in", "expires_in must be between 1s and %s", MaxGrantLifetime)
+	}
+	return d, nil
+}
+
+// NewGrantParams asks a store to create a grant. The store sets
+// CreatedAt to its now and ExpiresAt = CreatedAt + Lifetime, and refuses
+// (not_found) a grant scoped to an instance that does not exist or was
+// deleted.
+type NewGrantParams struct {
+	Grant    Grant // ID, Tool, Match, scope, Uses, Validity, CreatedBy, CreatedByPrincipal, RequestID
+	Lifetime time.Duration
+}
+
+// Validate refuses a grant no store may keep.
+func (p NewGrantParams) Validate() error {
+	g := p.Grant
+	switch {
+	case !strings.HasPrefix(g.ID, PrefixGrant):
+		return Invalid("id", "a grant's ID starts with %s", PrefixGrant)
+	case g.Tool == "":
+		return Invalid("tool", "a grant needs a tool")
+	case (g.InstanceID == "") == (g.AgentID == ""):
+		return Invalid("instance_id", "a grant needs exactly one scope: instance_id or agent")
+	case g.Uses != nil && *g.Uses < 1:
+		return Invalid("uses", "uses must be at least 1")
+	case p.Lifetime < time.Microsecond:
+		return Invalid("expires_in", "a grant needs a lifetime")
+	case g.CreatedBy == "" || g.CreatedByPrincipal == "":
+		return Invalid("created_by", "a grant needs its creator and the creator's principal")
+	}
+	if err := checkValidity(g.Validity); err != nil {
+		return err
+	}
+	switch g.Match.Kind {
+	case MatchSameArguments:
+		if g.Match.ArgumentsFingerprint == "" {
+			return Invalid("match", "a same_arguments grant needs the arguments' fingerprint")
+		}
+	case MatchCEL:
+		if g.Match.Expression == "" {
+			return Invalid("match", "a cel grant needs an expression")
+		}
+	default:
+		return Invalid("match", "unknown match kind %q", g.Match.Kind)
+	}
+	return nil
+}
+
+// GrantFilter selects grants to list, newest first.
+type GrantFilter struct {
+	// Live lists only live grants.
+	Live bool
+	Tool string
+	// Limit is the page size (DefaultListLimit when unset, at most
+	// MaxListLimit).
+	Limit int
+}
+
+// GrantUse asks a store to approve a new request by a grant
+// (NewRequestParams.Grant).
+type GrantUse struct {
+	// IDs are the grants the provider found covering the request, best
+	// first. The store uses the first that still covers it when it writes.
+	IDs []string
+	// ArgumentsFingerprint is ArgumentsFingerprint of the request's tool
+	// and arguments, which a same_arguments grant must equal.
+	ArgumentsFingerprint string
+	// Principal is the principal of the token creating the request: a
+	// grant of the same principal's does not cover it.
+	Principal string
+}
+
+// GrantStore keeps grants. Every change is one conditional write.
+type GrantStore interface {
+	// CreateGrant stores a new grant and its grant.created event;
+	// not_found when it is scoped to an instance that is not live.
+	CreateGrant(ctx context.Context, p NewGrantParams) (Grant, error)
+	// GetGrant reads a grant with its State; not_found.
+	GetGrant(ctx context.Context, id string) (Grant, error)
+	// ListGrants lists grants matching f, newest first.
+	ListGrants(ctx context.Context, f GrantFilter) ([]Grant, error)
+	// RevokeGrant ends a grant and appends grant.revoked; revoking twice
+	// keeps the first time. not_found.
+	RevokeGrant(ctx context.Context, id, actor string) (Grant, error)
+}
+
+// Grant audit events: the event's Subject is the grant's ID.
+const (
+	EventGrantCreated EventType = "grant.created"
+	EventGrantRevoked EventType = "grant.revoked"
+)

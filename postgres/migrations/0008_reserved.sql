@@ -1,3 +1,0 @@
--- 0008: reserved for the grants branch, which replaces this file with its
--- own 0008 when it merges. Migrations must be numbered without gaps.
-SELECT 1;
