@@ -24,7 +24,13 @@ import (
 // and the 99th percentile per call (docs/performance.md: p99 ≤ 50 ms).
 //
 //	go test -run '^$' -bench BenchmarkHookDecided -benchtime 200x ./cmd/airlock/
-func BenchmarkHookDecided(b *testing.B) {
+func BenchmarkHookDecided(b *testing.B) { benchmarkHook(b, false) }
+
+// BenchmarkHookGranted is the same for a call a grant covers: the create
+// is approved by the grant in its own write, then the hook claims it.
+func BenchmarkHookGranted(b *testing.B) { benchmarkHook(b, true) }
+
+func benchmarkHook(b *testing.B, granted bool) {
 	dir := b.TempDir()
 	srv := startProcess(b, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"),
 		"--admin-token", testAdmin, "--log-level", "error", "--rate-limit", "1000000")
@@ -78,6 +84,17 @@ func BenchmarkHookDecided(b *testing.B) {
 
 	// One call first, so the hook has remembered the session's instance.
 	approve(stdin(-1))
+	if granted {
+		var inst string
+		for _, it := range c.call("GET", "/v1/instances", agent, "").want(b, 200, "instances").Body["items"].([]any) {
+			if m := it.(map[string]any); m["name"] == hook.InstanceName("claude-code", session) {
+				inst = m["id"].(string)
+			}
+		}
+		c.call("POST", "/v1/grants", reviewer, `{"tool":"Bash","instance_id":"`+inst+`","arguments":{"command":"go test ./..."},"expires_in":"1h"}`).
+			want(b, 201, "grant")
+		approve = func([]byte) {}
+	}
 	if out, _ := run(stdin(-1)); !strings.Contains(out, `"allow"`) {
 		b.Fatalf("warm-up answer %s", out)
 	}
