@@ -156,6 +156,49 @@ type compiled struct {
 	// map, filter): only those run long enough to need EvalTimeout's
 	// check, which costs a context per evaluation.
 	loops bool
+	// reads is which of the request's JSON documents the expression may
+	// read, so that a request is decoded only for rules that look.
+	reads documents
+}
+
+// documents are the request's decoded JSON documents, which cost a parse
+// per request: its arguments and its context.
+type documents struct {
+	arguments, context bool
+}
+
+func (d documents) or(e documents) documents {
+	return documents{arguments: d.arguments || e.arguments, context: d.context || e.context}
+}
+
+// documentsRead finds which documents an expression may read. A field
+// selected on request by name says which; request used any other way
+// (request["arguments"], a whole-request comparison, a loop variable of
+// that name) may read either, so it counts as both.
+func documentsRead(e celast.Expr) documents {
+	var (
+		d                 documents
+		idents, selectors int
+	)
+	celast.PostOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.IdentKind:
+			if e.AsIdent() == "request" {
+				idents++
+			}
+		case celast.SelectKind:
+			sel := e.AsSelect()
+			if op := sel.Operand(); op.Kind() == celast.IdentKind && op.AsIdent() == "request" {
+				selectors++
+				d.arguments = d.arguments || sel.FieldName() == "arguments"
+				d.context = d.context || sel.FieldName() == "context"
+			}
+		}
+	}))
+	if idents > selectors {
+		return documents{arguments: true, context: true}
+	}
+	return d
 }
 
 // compile checks a rule's match expression: it must parse, type-check,
@@ -189,5 +232,5 @@ func compile(r Rule) (compiled, error) {
 			loops = true
 		}
 	}))
-	return compiled{prg: prg, loops: loops}, nil
+	return compiled{prg: prg, loops: loops, reads: documentsRead(ast.NativeRep().Expr())}, nil
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,6 +153,47 @@ func BenchmarkDecide100(b *testing.B) {
 	for b.Loop() {
 		if out := s.Decide(b.Context(), in); out.Action != ActionAsk || out.Rule != "" {
 			b.Fatalf("outcome %+v", out)
+		}
+	}
+}
+
+// TestDocumentsRead checks which of a request's JSON documents a rule may
+// read (request is a typed object, so a field is named or the whole is
+// used), and that a set decodes what its rules read: each rule below
+// matches only if it saw the arguments or the context.
+func TestDocumentsRead(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]documents{
+		`request.tool == "shell"`:                                              {},
+		`request.arguments.command.contains("rm")`:                             {arguments: true},
+		`has(request.context.cwd)`:                                             {context: true},
+		`request.arguments.exists(k, k == "x") && request.kind == "tool_call"`: {arguments: true},
+		`[request].size() == 1`:                                                {arguments: true, context: true},
+		`[1].exists(request, request > 0)`:                                     {arguments: true, context: true},
+		`agent.name == "ci bot" && instance.name == "laptop"`:                  {},
+	} {
+		c, err := compile(Rule{Match: expr})
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		if c.reads != want {
+			t.Errorf("%s reads %+v, want %+v", expr, c.reads, want)
+		}
+	}
+
+	in := toolCall("shell", `{"command":"ls"}`)
+	in.Request.Context = json.RawMessage(`{"cwd":"/srv"}`)
+	for _, match := range []string{
+		`request.arguments.command == "ls"`,
+		`request.context.cwd == "/srv"`,
+		`request.tool == "shell" && request.arguments.command == "ls"`,
+	} {
+		s, err := Compile([]byte("rules:\n  - {name: r, match: '" + match + "', action: deny}\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", match, err)
+		}
+		if out := s.Decide(t.Context(), in); out.Rule != "r" || out.Action != ActionDeny {
+			t.Errorf("%s: outcome %+v, want rule r to deny", match, out)
 		}
 	}
 }

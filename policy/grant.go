@@ -30,5 +30,5 @@ func (e *Expression) Matches(ctx context.Context, in airlock.PolicyInput) (bool,
 	ctx, cancel := context.WithTimeout(ctx, EvalTimeout)
 	defer cancel()
 	r := compiledRule{compiled: e.c}
-	return r.eval(ctx, newActivation(ctx, in))
+	return r.eval(ctx, newActivation(ctx, in, e.c.reads))
 }

@@ -31,6 +31,8 @@ type Set struct {
 	Hash string
 	// evalTimeout is EvalTimeout, shorter in tests.
 	evalTimeout time.Duration
+	// reads is what any rule may read of the request's JSON documents.
+	reads documents
 }
 
 type compiledRule struct {
@@ -68,6 +70,7 @@ func Compile(data []byte) (*Set, error) {
 			return nil, &FileError{Rule: r.Name, Index: i + 1, Line: r.Line, Column: r.Column, Msg: err.Error()}
 		}
 		s.rules[i] = compiledRule{Rule: r, compiled: c, stats: new(ruleStats)}
+		s.reads = s.reads.or(c.reads)
 	}
 	return s, nil
 }
@@ -130,7 +133,7 @@ type RuleError struct {
 // failure is recorded and passed over). allow never approves a command
 // proposal or a question: such a request is asked.
 func (s *Set) Decide(ctx context.Context, in airlock.PolicyInput) Outcome {
-	act := newActivation(ctx, in)
+	act := newActivation(ctx, in, s.reads)
 	ctx, cancel := context.WithTimeout(ctx, s.evalTimeout)
 	defer cancel()
 	var out Outcome
@@ -200,15 +203,23 @@ func (r *compiledRule) eval(ctx context.Context, act interpreter.Activation) (bo
 }
 
 // newActivation is the three variables as maps. The instance is read
-// only if a rule looks at it, and then once.
-func newActivation(ctx context.Context, in airlock.PolicyInput) interpreter.Activation {
+// only if a rule looks at it, and then once; the arguments and context
+// are decoded only if a rule may read them (reads).
+func newActivation(ctx context.Context, in airlock.PolicyInput, reads documents) interpreter.Activation {
 	r := in.Request
-	req := map[string]any{
-		"tool": r.Tool, "kind": string(r.Kind), "title": r.Title, "timeout": in.Window,
-		"arguments": decodeJSON(r.Arguments), "context": decodeJSON(r.Context),
-	}
+	args := r.Arguments
 	if r.Proposal != nil && r.Proposal.Command != nil {
-		req["tool"], req["arguments"] = r.Proposal.Command.Method, decodeJSON(r.Proposal.Command.Input)
+		args = r.Proposal.Command.Input
+	}
+	req := map[string]any{"tool": r.Tool, "kind": string(r.Kind), "title": r.Title, "timeout": in.Window}
+	if r.Proposal != nil && r.Proposal.Command != nil {
+		req["tool"] = r.Proposal.Command.Method
+	}
+	if reads.arguments {
+		req["arguments"] = decodeJSON(args)
+	}
+	if reads.context {
+		req["context"] = decodeJSON(r.Context)
 	}
 	scopes := in.Agent.Scopes
 	if scopes == nil {
