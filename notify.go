@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -341,6 +342,24 @@ func (p AttemptParams) State() (DeliveryState, error) {
 		return DeliveryPending, nil
 	}
 	return "", Invalid("outcome", "unknown delivery outcome %q", p.Outcome)
+}
+
+// AttemptsJSON checks each attempt's outcome and encodes its Attempt as
+// the JSON the stores keep in a delivery's attempt log, one per attempt,
+// before any is written.
+func AttemptsJSON(ps []AttemptParams) ([]string, error) {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		if _, err := p.State(); err != nil {
+			return nil, err
+		}
+		js, err := json.Marshal(p.Attempt)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(js)
+	}
+	return out, nil
 }
 
 // RemindBefore says when a reminder of a pending request is due: Fraction

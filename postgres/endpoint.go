@@ -326,19 +326,12 @@ func (s *Store) RecordAttempt(ctx context.Context, p airlock.AttemptParams) (air
 
 // RecordAttempts records attempts in one transaction.
 func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) ([]airlock.Delivery, error) {
-	attempts := make([]string, len(ps))
-	for i, p := range ps {
-		if _, err := p.State(); err != nil {
-			return nil, err
-		}
-		js, err := json.Marshal(p.Attempt)
-		if err != nil {
-			return nil, err
-		}
-		attempts[i] = string(js)
+	attempts, err := airlock.AttemptsJSON(ps)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]airlock.Delivery, len(ps))
-	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+	err = s.write(ctx, func(ctx context.Context, t *tx) error {
 		for i, p := range ps {
 			d, err := s.recordAttempt(ctx, t, p, attempts[i])
 			if err != nil {
