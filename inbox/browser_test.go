@@ -280,3 +280,11 @@ func (tb *tab) bodyText() string {
 }
 
 func contains(haystack, needle string) bool { return strings.Contains(haystack, needle) }
+
+// waitLive waits until the pending page says its live updates are on. A
+// page still being parsed after a sign-in's redirect may not have the
+// status element yet, so its absence is waited out, not an error.
+func (tb *tab) waitLive() {
+	tb.t.Helper()
+	tb.waitFor(`(function () { var s = document.getElementById("live-status"); return s !== null && s.textContent.indexOf("Live") === 0; })()`)
+}

@@ -30,7 +30,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 	inst := b.instance(t, "payments-adapter")
 	tb := b.tab(t)
 	tb.signin(b.reviewer)
-	tb.waitFor(`document.getElementById("live-status").textContent.indexOf("Live") === 0`)
+	tb.waitLive()
 	eval[int](tb, "window.__sameDocument = 42")
 
 	status, out := b.createREST(t, inst, map[string]any{"tool": "issue_refund", "arguments": refundArgs, "timeout": "30m",
@@ -75,7 +75,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 	}
 
 	tb.open("/")
-	tb.waitFor(`document.getElementById("live-status").textContent.indexOf("Live") === 0`)
+	tb.waitLive()
 	if eval[bool](tb, `document.querySelector('.row[data-id="`+id+`"]') !== null`) {
 		t.Fatal("the approved request is still listed")
 	}

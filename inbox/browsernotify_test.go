@@ -63,7 +63,7 @@ func TestBrowserNotifications(t *testing.T) {
 		t.Fatalf("Browser.grantPermissions: %v", err)
 	}
 	tb.signin(b.reviewer)
-	tb.waitFor(`document.getElementById("live-status").textContent.indexOf("Live") === 0`)
+	tb.waitLive()
 	if got := eval[string](tb, "Notification.permission"); got != "granted" {
 		t.Fatalf("permission %q after Browser.grantPermissions", got)
 	}

@@ -187,7 +187,7 @@ func TestBrowserXSS(t *testing.T) {
 	}
 
 	tb.open("/")
-	tb.waitFor(`document.getElementById("live-status").textContent.indexOf("Live") === 0`)
+	tb.waitLive()
 	shown("pending list", payloads[len(payloads)/2:]...)
 
 	tb.open("/requests/" + toolCall)

@@ -78,7 +78,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	tb := b.tab(t)
 	tb.signin(b.reviewer)
 	tb.open("/")
-	tb.waitFor(`document.getElementById("live-status").textContent.indexOf("Live") === 0`)
+	tb.waitLive()
 	tb.do(chromedp.KeyEvent("j"))
 	tb.screenshot("list")
 	tb.open("/requests/" + refund)
