@@ -290,6 +290,11 @@ const (
 type QueueParams struct {
 	After, Upto int64
 	Deliveries  []Delivery // ID, EndpointID, EventID, MessageID, Type, RequestID, Payload, LeaseHolder
+	// Listed are the IDs of the enabled endpoints the fan-out read before
+	// it read the events. An endpoint created or enabled since, whose
+	// start is before Upto, would miss events: the store then queues
+	// nothing, and the fan-out reads the endpoints again.
+	Listed []string
 	// LeaseFor is how long a delivery with a LeaseHolder is queued leased
 	// to it, as LeaseDeliveries would have leased it: the process fanning
 	// it out attempts it without another write, and should that process
@@ -444,7 +449,9 @@ type NotifyStore interface {
 	// QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
 	// inserts p.Deliveries of endpoints that exist and are enabled, in one
 	// transaction. It returns false, inserting nothing, when the cursor
-	// was not at p.After: another process queued those events.
+	// was not at p.After (another process queued those events) or when an
+	// enabled endpoint not in p.Listed starts before p.Upto (the caller's
+	// list is stale: it lists the endpoints again and retries).
 	QueueDeliveries(ctx context.Context, p QueueParams) (bool, error)
 	// AddDelivery queues one delivery outside the fan-out (a test);
 	// not_found when its endpoint does not exist.

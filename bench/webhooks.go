@@ -292,7 +292,7 @@ func runDrain(ctx context.Context, cfg Config) (*DrainReport, error) {
 			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev,
 				MessageID: airlock.MessageIDFor(ev), Type: airlock.NotifyCreated, RequestID: fmt.Sprintf("apr_bench%d", i), Payload: payload(i)})
 		}
-		if _, err := st.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: cursor, Deliveries: ds}); err != nil {
+		if _, err := st.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: cursor, Deliveries: ds, Listed: []string{ep.ID}}); err != nil {
 			return nil, err
 		}
 	}

@@ -217,13 +217,19 @@ func (e *Engine) pass(ctx context.Context) bool {
 		}
 		return true
 	}
+	// listed are every enabled endpoint; enabled, those this process can
+	// send to. The store refuses a fan-out that leaves out an endpoint it
+	// did not list.
+	var listed []string
 	enabled := eps[:0:0]
 	disabled := 0
 	for _, ep := range eps {
 		if ep.DisabledAt != nil {
 			disabled++
+			continue
 		}
-		if ep.DisabledAt == nil && e.cfg.Senders[ep.Kind] != nil {
+		listed = append(listed, ep.ID)
+		if e.cfg.Senders[ep.Kind] != nil {
 			enabled = append(enabled, ep)
 		}
 	}
@@ -233,7 +239,7 @@ func (e *Engine) pass(ctx context.Context) bool {
 		return false
 	}
 	for ctx.Err() == nil {
-		queued, more, err := e.fanOut(ctx, enabled)
+		queued, more, err := e.fanOut(ctx, enabled, listed)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("notifications: fan out events", "err", err)
@@ -250,10 +256,10 @@ func (e *Engine) pass(ctx context.Context) bool {
 	return true
 }
 
-// fanOut queues the deliveries of one batch of events after the cursor.
-// It returns the endpoints that got deliveries, and whether more events
-// may wait.
-func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string]bool, bool, error) {
+// fanOut queues the deliveries of one batch of events after the cursor
+// to eps, listed being every enabled endpoint. It returns the endpoints
+// that got deliveries, and whether more events may wait.
+func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []string) (map[string]bool, bool, error) {
 	cursor, err := e.cfg.Store.FanOutCursor(ctx)
 	if err != nil {
 		return nil, false, err
@@ -318,7 +324,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 		}
 	}
 	moved, err := e.cfg.Store.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: evs[len(evs)-1].ID, Deliveries: ds,
-		LeaseFor: e.handLease()})
+		Listed: listed, LeaseFor: e.handLease()})
 	if err != nil {
 		return nil, false, err
 	}
@@ -337,7 +343,9 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint) (map[string
 	if !moved {
 		// Another process queued them; its workers (and ours, at the next
 		// poll) send them. The next change or poll reads on from where it
-		// left the cursor: racing it now would only repeat its reads.
+		// left the cursor: racing it now would only repeat its reads. Or
+		// an endpoint was created since eps were read: the next pass
+		// reads them again.
 		return nil, false, nil
 	}
 	return queued, len(evs) == fanOutBatch, nil

@@ -501,3 +501,45 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// listHook calls after, once, right after the first ListEndpoints: what
+// happens between the engine reading the endpoints and reading the events.
+type listHook struct {
+	notify.Store
+	once  sync.Once
+	after func()
+}
+
+func (h *listHook) ListEndpoints(ctx context.Context, kind airlock.EndpointKind) ([]airlock.Endpoint, error) {
+	eps, err := h.Store.ListEndpoints(ctx, kind)
+	h.once.Do(h.after)
+	return eps, err
+}
+
+// TestEndpointCreatedDuringFanOut: an endpoint created after a pass read
+// the endpoints, and before it read the events, still gets every event
+// committed after its creation (the first request's, here).
+func TestEndpointCreatedDuringFanOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first, late := newReceiver(t, nil), newReceiver(t, nil)
+	b.endpoint(t, first)
+	var r airlock.Request
+	hook := &listHook{Store: b.store, after: func() {
+		b.endpoint(t, late)
+		r = b.request(t, time.Hour)
+	}}
+	sender := notify.NewWebhookSender(notify.WebhookConfig{AllowPrivate: true})
+	t.Cleanup(sender.Close)
+	e := notify.New(notify.Config{Store: hook, Render: rest.RequestJSON, PollEvery: 10 * time.Millisecond,
+		Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: sender}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, rc := range []*receiver{first, late} {
+		if got := decode(t, rc.next(t).body); got.Type != "approval_request.created" || got.Data.ID != r.ID {
+			t.Fatalf("got %+v; want %s created", got, r.ID)
+		}
+	}
+}

@@ -228,13 +228,20 @@ func deliveriesArgs(s *Store, ds []airlock.Delivery, leaseFor time.Duration) nam
 }
 
 // QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
-// queues p.Deliveries, in one transaction. Replicas fanning out at once
+// queues p.Deliveries, in one transaction, unless an endpoint the caller
+// did not list would miss some of the events. Replicas fanning out at once
 // meet at the cursor's row: the second waits for the first's commit and
 // then finds the cursor moved.
 func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (bool, error) {
 	var moved bool
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		moved = false
+		var stale bool
+		if err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM endpoints e
+	WHERE e.disabled_at IS NULL AND e.after_event < @upto AND NOT (e.id = ANY(@listed::text[])))`,
+			named{"upto": p.Upto, "listed": append([]string{}, p.Listed...)}).Scan(&stale); err != nil || stale {
+			return err
+		}
 		tag, err := t.Exec(ctx, `UPDATE fanout_cursor SET event_id = @upto WHERE id = 1 AND event_id = @after`,
 			named{"upto": p.Upto, "after": p.After})
 		if err != nil || tag.RowsAffected() == 0 {

@@ -226,11 +226,15 @@ func deliveryArgs(d airlock.Delivery, now time.Time, leaseFor time.Duration) []a
 }
 
 // QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
-// queues p.Deliveries, in one transaction.
+// queues p.Deliveries, in one transaction, unless an endpoint the caller
+// did not list would miss some of the events.
 func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (bool, error) {
 	var moved bool
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		moved = false
+		if stale, err := unlistedEndpoint(ctx, tx, p); err != nil || stale {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE fanout_cursor SET event_id = ? WHERE id = 1 AND event_id = ?`, p.Upto, p.After)
 		if err != nil {
 			return err
@@ -247,6 +251,27 @@ func (s *Store) QueueDeliveries(ctx context.Context, p airlock.QueueParams) (boo
 		return nil
 	})
 	return moved, translate(err, "deliveries", "queue")
+}
+
+// unlistedEndpoint reports whether an enabled endpoint that p does not
+// list starts before p.Upto: one created or enabled after the fan-out read
+// the endpoints, which its deliveries would leave out.
+func unlistedEndpoint(ctx context.Context, tx *txn, p airlock.QueueParams) (bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM endpoints WHERE disabled_at IS NULL AND after_event < ?`, p.Upto)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return false, err
+		}
+		if !slices.Contains(p.Listed, id) {
+			return true, nil
+		}
+	}
+	return false, rows.Err()
 }
 
 // AddDelivery queues one delivery outside the fan-out.

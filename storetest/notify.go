@@ -31,6 +31,21 @@ func delivery(e airlock.Endpoint, ev airlock.Event) airlock.Delivery {
 		MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: []byte(`{"n":` + fmt.Sprint(ev.ID) + `}`)}
 }
 
+// listed returns the IDs of the enabled endpoints, as the fan-out lists
+// them before it reads the events.
+func (b *bundle) listed(t *testing.T) []string {
+	t.Helper()
+	eps, err := b.store.ListEndpoints(b.ctx, "")
+	wantOK(t, err)
+	var ids []string
+	for _, e := range eps {
+		if e.DisabledAt == nil {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
+}
+
 // queueAll queues the deliveries of every event after the cursor to every
 // endpoint in eps that wants it, as the fan-out does.
 func (b *bundle) queueAll(t *testing.T, eps ...airlock.Endpoint) []airlock.Delivery {
@@ -51,7 +66,7 @@ func (b *bundle) queueAll(t *testing.T, eps ...airlock.Endpoint) []airlock.Deliv
 			}
 		}
 	}
-	moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds})
+	moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds})
 	wantOK(t, err)
 	if !moved {
 		t.Fatalf("QueueDeliveries from the cursor's own position %d did not move it", after)
@@ -179,9 +194,9 @@ func (s *suite) testNotify(t *testing.T) {
 		}
 		upto := evs[len(evs)-1].ID
 		// A replica that read the cursor at the same time loses.
-		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: upto, Deliveries: ds})
+		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: upto, Deliveries: ds})
 		wantOK(t, err)
-		again, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: upto, Deliveries: ds})
+		again, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: upto, Deliveries: ds})
 		wantOK(t, err)
 		if !moved || again {
 			t.Fatalf("QueueDeliveries from %d = %v, then %v; want true, then false", after, moved, again)
@@ -192,7 +207,7 @@ func (s *suite) testNotify(t *testing.T) {
 		// Queueing the same event for an endpoint twice keeps the first.
 		dup := delivery(all, evs[len(evs)-1])
 		dup.Payload = []byte(`"second"`)
-		moved, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: upto, Upto: upto, Deliveries: []airlock.Delivery{dup}})
+		moved, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: upto, Upto: upto, Deliveries: []airlock.Delivery{dup}})
 		wantOK(t, err)
 		if !moved {
 			t.Fatal("QueueDeliveries from the cursor's position did not move it")
@@ -210,7 +225,7 @@ func (s *suite) testNotify(t *testing.T) {
 		// A delivery to an endpoint that is gone is not queued.
 		wantOK(t, b.store.DeleteEndpoint(b.ctx, created.ID, admin))
 		gone := delivery(created, evs[len(evs)-1])
-		if _, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: upto, Upto: upto, Deliveries: []airlock.Delivery{gone}}); err != nil {
+		if _, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: upto, Upto: upto, Deliveries: []airlock.Delivery{gone}}); err != nil {
 			t.Fatalf("QueueDeliveries to a deleted endpoint: %v, want it skipped", err)
 		}
 		_, err = b.store.AddDelivery(b.ctx, gone)
@@ -226,11 +241,12 @@ func (s *suite) testNotify(t *testing.T) {
 		wantOK(t, err)
 		evs, err := b.store.ListEvents(b.ctx, after, 1000)
 		wantOK(t, err)
+		listed := b.listed(t)
 		var won atomic.Int32
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
-				moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID,
+				moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: listed, After: after, Upto: evs[len(evs)-1].ID,
 					Deliveries: []airlock.Delivery{delivery(e, evs[len(evs)-1])}})
 				if err != nil {
 					t.Errorf("QueueDeliveries: %v", err)
@@ -245,6 +261,42 @@ func (s *suite) testNotify(t *testing.T) {
 		wantOK(t, err)
 		if won.Load() != 1 || len(ds) != 1 {
 			t.Fatalf("%d of 8 fan-outs moved the cursor, %d deliveries; want 1 and 1", won.Load(), len(ds))
+		}
+	})
+
+	t.Run("a fan-out that did not list an endpoint queues nothing", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		first := b.endpoint(t)
+		listed := b.listed(t) // the fan-out reads the endpoints,
+		late := b.endpoint(t) // one is created,
+		b.create(t)           // and an event it wants is committed
+		after, err := b.store.FanOutCursor(b.ctx)
+		wantOK(t, err)
+		evs, err := b.store.ListEvents(b.ctx, after, 1000)
+		wantOK(t, err)
+		upto := evs[len(evs)-1].ID
+		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: listed, After: after, Upto: upto,
+			Deliveries: []airlock.Delivery{delivery(first, evs[len(evs)-1])}})
+		wantOK(t, err)
+		if cur, _ := b.store.FanOutCursor(b.ctx); moved || cur != after {
+			t.Fatalf("QueueDeliveries without %s = %v, cursor %d; want false, cursor still %d", late.ID, moved, cur, after)
+		}
+		if ds, _, _ := b.store.ListDeliveries(b.ctx, first.ID, 0, 10); len(ds) != 0 {
+			t.Fatalf("queued %s though the fan-out was refused", show(ds))
+		}
+		// Listed again, it queues; an endpoint created after the events
+		// were read starts after them and does not hold it back.
+		listed = b.listed(t)
+		b.endpoint(t)
+		moved, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: listed, After: after, Upto: upto,
+			Deliveries: []airlock.Delivery{delivery(first, evs[len(evs)-1]), delivery(late, evs[len(evs)-1])}})
+		wantOK(t, err)
+		if !moved {
+			t.Fatal("QueueDeliveries with every endpoint listed did not move the cursor")
+		}
+		if ds, _, _ := b.store.ListDeliveries(b.ctx, late.ID, 0, 10); len(ds) != 1 {
+			t.Fatalf("the late endpoint has %s; want its delivery", show(ds))
 		}
 	})
 
@@ -537,7 +589,7 @@ func (s *suite) testNotify(t *testing.T) {
 			t.Fatalf("the test built %d deliveries", len(ds))
 		}
 		ds[0].LeaseHolder = "rep_a" // handed to rep_a; the others wait for a lease
-		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds,
+		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds,
 			LeaseFor: time.Minute})
 		wantOK(t, err)
 		if !moved {
@@ -563,7 +615,7 @@ func (s *suite) testNotify(t *testing.T) {
 		wantOK(t, err)
 		d = delivery(e, evs[len(evs)-1])
 		d.LeaseHolder = "rep_a"
-		_, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{After: after, Upto: evs[len(evs)-1].ID,
+		_, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: evs[len(evs)-1].ID,
 			Deliveries: []airlock.Delivery{d}, LeaseFor: time.Minute})
 		wantOK(t, err)
 		if got := b.lease(t, e, "rep_b", 10); len(got) != 0 {
