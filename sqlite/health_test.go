@@ -170,3 +170,29 @@ func TestUnavailableCodes(t *testing.T) {
 		t.Errorf("a write on a closed store = %v, want unavailable", err)
 	}
 }
+
+// TestOpenBesideBusyWriter: a file whose schema is current opens in a
+// second process while the first holds the write lock (docs/operations.md:
+// a second process on the same file works): opening only reads.
+func TestOpenBesideBusyWriter(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx := t.Context()
+	conn, err := s.write.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, `ROLLBACK`)
+	other, err := Open(ctx, s.path, WithBusyTimeout(10*time.Millisecond))
+	if err != nil {
+		t.Fatalf("open beside a held write lock: %v", err)
+	}
+	defer other.Close()
+	if _, err := other.ListEvents(ctx, 0, 10); err != nil {
+		t.Fatalf("read beside a held write lock: %v", err)
+	}
+}

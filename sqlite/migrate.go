@@ -17,7 +17,7 @@ var migrationFiles embed.FS
 // transaction each, and records each in schema_migrations. Each transaction
 // starts with BEGIN IMMEDIATE (the write pool's DSN) and re-checks the
 // version inside it, so two processes opening one new file at once apply
-// each migration exactly once.
+// each migration exactly once. A file already up to date is only read.
 func applyMigrations(ctx context.Context, db *sql.DB, now func() time.Time) error {
 	ms, err := migrate.Load(migrationFiles, "migrations")
 	if err != nil {
@@ -38,6 +38,11 @@ func applyMigrations(ctx context.Context, db *sql.DB, now func() time.Time) erro
 		// A newer binary migrated this file; running old queries on a schema
 		// they do not know could corrupt it.
 		return fmt.Errorf("database schema version %d is newer than this build knows (%d); upgrade airlock", newest, len(ms))
+	}
+	if newest == len(ms) {
+		// Up to date: opening takes no write lock, so a second process
+		// opens the file however busy the first one's writer is.
+		return nil
 	}
 	for _, m := range ms {
 		if err := apply(ctx, db, m, now); err != nil {
