@@ -30,8 +30,8 @@ func applyMigrations(ctx context.Context, db *sql.DB, now func() time.Time) erro
 	) STRICT`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+	var newest, applied int
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0), COUNT(*) FROM schema_migrations`).Scan(&newest, &applied); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if newest > len(ms) {
@@ -39,8 +39,8 @@ func applyMigrations(ctx context.Context, db *sql.DB, now func() time.Time) erro
 		// they do not know could corrupt it.
 		return fmt.Errorf("database schema version %d is newer than this build knows (%d); upgrade airlock", newest, len(ms))
 	}
-	if newest == len(ms) {
-		// Up to date: opening takes no write lock, so a second process
+	if applied == len(ms) {
+		// Up to date (versions are unique and none is newer): opening takes no write lock, so a second process
 		// opens the file however busy the first one's writer is.
 		return nil
 	}
