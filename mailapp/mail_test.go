@@ -131,12 +131,29 @@ func setup(t *testing.T) (airlock.Store, airlock.Instance) {
 	}
 	t.Cleanup(func() { st.Close() })
 	ctx := t.Context()
+	// Mailed: bob and carol, live reviewers with an address. Not mailed:
+	// dave (no address), erin (her reviewer token revoked), frank (an
+	// agent, not a reviewer), grace (a reviewer, but the agent that asks
+	// is hers).
 	for _, l := range []airlock.ReviewerLink{{Principal: "bob", Email: "bob@example.com"}, {Principal: "carol", Email: "carol@example.com", SlackUserID: "U0CAROL"},
-		{Principal: "dave", SlackUserID: "U0DAVE"}} {
+		{Principal: "dave", SlackUserID: "U0DAVE"}, {Principal: "erin", Email: "erin@example.com"}, {Principal: "frank", Email: "frank@example.com"},
+		{Principal: "grace", Email: "grace@example.com"}} {
 		l.UpdatedBy = "tok_admin"
 		if _, err := st.PutReviewerLink(ctx, l); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, tok := range []airlock.Token{{ID: "tok_bob", Role: airlock.RoleReviewer, Principal: "bob"}, {ID: "tok_carol", Role: airlock.RoleReviewer, Principal: "carol"},
+		{ID: "tok_dave", Role: airlock.RoleReviewer, Principal: "dave"}, {ID: "tok_erin", Role: airlock.RoleReviewer, Principal: "erin"},
+		{ID: "tok_frank", Role: airlock.RoleAgent, Principal: "frank"}, {ID: "tok_grace", Role: airlock.RoleReviewer, Principal: "grace"},
+		{ID: "tok_agent", Role: airlock.RoleAgent, Principal: "grace"}} {
+		tok.Name, tok.Hash, tok.CreatedBy = tok.Principal, []byte(tok.ID), "tok_admin"
+		if err := st.CreateToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.RevokeToken(ctx, "tok_erin", "tok_admin"); err != nil {
+		t.Fatal(err)
 	}
 	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci box"}, "tok_agent")
 	if err != nil {
@@ -156,7 +173,7 @@ func create(t *testing.T, st airlock.Store, inst airlock.Instance, tool string) 
 }
 
 // TestEmail: a pending request is mailed once, over STARTTLS with AUTH,
-// to every linked reviewer with an address, with its facts and a link to
+// to every live reviewer with an address but its creator, with its facts and a link to
 // its page and no link that decides; a request decided before its mail
 // goes out is not mailed.
 func TestEmail(t *testing.T) {

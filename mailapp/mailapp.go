@@ -89,8 +89,9 @@ func (s *Sender) DefaultPublicURL(u string) {
 	}
 }
 
-// Send mails d's request to every linked reviewer with an address, while
-// it is pending; a request already decided needs no mail.
+// Send mails d's request to every reviewer who may decide it and has an
+// address (recipients), while it is pending; a request already decided
+// needs no mail.
 func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Delivery) (int, error) {
 	if d.RequestID == "" {
 		return 0, nil
@@ -105,15 +106,9 @@ func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Deliver
 	if r.State != airlock.StatePending {
 		return 0, nil
 	}
-	links, err := s.cfg.Store.ListReviewerLinks(ctx)
+	to, err := s.recipients(ctx, r)
 	if err != nil {
-		return 0, fmt.Errorf("read reviewer links: %w", err)
-	}
-	var to []string
-	for _, l := range links {
-		if l.Email != "" {
-			to = append(to, l.Email)
-		}
+		return 0, err
 	}
 	if len(to) == 0 {
 		return 0, nil
@@ -121,6 +116,37 @@ func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Deliver
 	sort.Strings(to)
 	msg := Compose(r, d, s.cfg.From, s.cfg.PublicURL, time.Now())
 	return 250, s.send(ctx, to, msg)
+}
+
+// recipients are the addresses of the principals who may decide r: linked
+// to an address, holding a live reviewer token, and not r's creator. A
+// reviewer whose tokens were all revoked gets no more mail.
+func (s *Sender) recipients(ctx context.Context, r airlock.Request) ([]string, error) {
+	links, err := s.cfg.Store.ListReviewerLinks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read reviewer links: %w", err)
+	}
+	toks, err := s.cfg.Store.ListTokens(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	live := map[string]bool{}
+	creator := ""
+	for _, t := range toks {
+		if t.ID == r.OwnerID {
+			creator = t.Principal
+		}
+		if t.Role == airlock.RoleReviewer && t.RevokedAt == nil {
+			live[t.Principal] = true
+		}
+	}
+	var to []string
+	for _, l := range links {
+		if l.Email != "" && live[l.Principal] && l.Principal != creator {
+			to = append(to, l.Email)
+		}
+	}
+	return to, nil
 }
 
 // send runs one SMTP session: STARTTLS (required: credentials and
