@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"time"
@@ -31,14 +32,12 @@ func runGrants(ctx context.Context, a *App, args []string) error {
 }
 
 func runGrantsList(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(grantSubcommands, "list")
-	fs, r := a.apiFlagSet("grants", "list", syn, sum)
-	all := fs.Bool("all", false, "list every grant, ended ones too")
-	tool := fs.String("tool", "", "only the grants of this tool")
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return err
-	}
-	c, err := r.client()
+	var all *bool
+	var tool *string
+	r, c, err := a.listCommand("grants", grantSubcommands, args, func(fs *flag.FlagSet) {
+		all = fs.Bool("all", false, "list every grant, ended ones too")
+		tool = fs.String("tool", "", "only the grants of this tool")
+	})
 	if err != nil {
 		return err
 	}
@@ -46,15 +45,8 @@ func runGrantsList(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return apiError(err)
 	}
-	if r.json {
-		if gs == nil {
-			gs = []client.Grant{}
-		}
-		return r.printJSON(map[string]any{"items": gs})
-	}
 	now := time.Now()
-	var rows [][]string
-	for _, g := range gs {
+	return printItems(r, gs, "ID\tTOOL\tMATCH\tSCOPE\tUSES LEFT\tSTATE\tEXPIRES\tBY", func(g client.Grant) []string {
 		left := "unlimited"
 		if g.UsesLeft != nil {
 			left = strconv.Itoa(*g.UsesLeft) + " of " + strconv.Itoa(*g.Uses)
@@ -63,11 +55,8 @@ func runGrantsList(ctx context.Context, a *App, args []string) error {
 		if g.Agent != "" {
 			scope = "agent " + g.Agent
 		}
-		ends := until(now, g.ExpiresAt)
-		rows = append(rows, []string{g.ID, g.Tool, clip(g.Match, 40), scope, left, string(g.State), ends, g.CreatedBy})
-	}
-	table(r.out, "ID\tTOOL\tMATCH\tSCOPE\tUSES LEFT\tSTATE\tEXPIRES\tBY", rows)
-	return nil
+		return []string{g.ID, g.Tool, clip(g.Match, 40), scope, left, string(g.State), until(now, g.ExpiresAt), g.CreatedBy}
+	})
 }
 
 func runGrantsRevoke(ctx context.Context, a *App, args []string) error {

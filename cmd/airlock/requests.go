@@ -163,6 +163,41 @@ func (a *App) idCommand(cmd string, subs []subcommand, sub string, args []string
 	return pos[0], r, c, nil
 }
 
+// listCommand parses a list subcommand's flags (flags adds its own) and
+// returns the remote and its client.
+func (a *App) listCommand(cmd string, subs []subcommand, args []string, flags func(*flag.FlagSet)) (*remote, *client.Client, error) {
+	syn, sum := subUsage(subs, "list")
+	fs, r := a.apiFlagSet(cmd, "list", syn, sum)
+	if flags != nil {
+		flags(fs)
+	}
+	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
+		return nil, nil, err
+	}
+	c, err := r.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, c, nil
+}
+
+// printItems prints what a list command got: {"items": […]} with --json,
+// otherwise a table with header's columns and a row per item.
+func printItems[T any](r *remote, items []T, header string, row func(T) []string) error {
+	if r.json {
+		if items == nil {
+			items = []T{}
+		}
+		return r.printJSON(map[string]any{"items": items})
+	}
+	rows := make([][]string, 0, len(items))
+	for _, it := range items {
+		rows = append(rows, row(it))
+	}
+	table(r.out, header, rows)
+	return nil
+}
+
 func (r *remote) client() (*client.Client, error) {
 	c, err := client.New(r.url, r.token, client.WithUserAgent("airlock-cli/"+version), client.WithTimeout(30*time.Second))
 	if err != nil {

@@ -30,12 +30,7 @@ func runReviewers(ctx context.Context, a *App, args []string) error {
 }
 
 func runReviewersList(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(reviewerSubcommands, "list")
-	fs, r := a.apiFlagSet("reviewers", "list", syn, sum)
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return err
-	}
-	c, err := r.client()
+	r, c, err := a.listCommand("reviewers", reviewerSubcommands, args, nil)
 	if err != nil {
 		return err
 	}
@@ -43,18 +38,9 @@ func runReviewersList(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return apiError(err)
 	}
-	if r.json {
-		if rs == nil {
-			rs = []client.Reviewer{}
-		}
-		return r.printJSON(map[string]any{"items": rs})
-	}
-	var rows [][]string
-	for _, rv := range rs {
-		rows = append(rows, []string{clip(rv.Principal, 32), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email)})
-	}
-	table(r.out, "PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL", rows)
-	return nil
+	return printItems(r, rs, "PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL", func(rv client.Reviewer) []string {
+		return []string{clip(rv.Principal, 32), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email)}
+	})
 }
 
 func runReviewersLink(ctx context.Context, a *App, args []string) error {

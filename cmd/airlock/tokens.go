@@ -69,12 +69,7 @@ func runTokensCreate(ctx context.Context, a *App, args []string) error {
 }
 
 func runTokensList(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(tokenSubcommands, "list")
-	fs, r := a.apiFlagSet("tokens", "list", syn, sum)
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return err
-	}
-	c, err := r.client()
+	r, c, err := a.listCommand("tokens", tokenSubcommands, args, nil)
 	if err != nil {
 		return err
 	}
@@ -82,23 +77,14 @@ func runTokensList(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return apiError(err)
 	}
-	if r.json {
-		if ts == nil {
-			ts = []client.Token{}
-		}
-		return r.printJSON(map[string]any{"items": ts})
-	}
 	now := time.Now()
-	var rows [][]string
-	for _, t := range ts {
+	return printItems(r, ts, "ID\tNAME\tROLE\tSCOPES\tPRINCIPAL\tCREATED\tREVOKED", func(t client.Token) []string {
 		revoked := "-"
 		if t.RevokedAt != nil {
 			revoked = since(now, *t.RevokedAt)
 		}
-		rows = append(rows, []string{t.ID, clip(t.Name, 32), string(t.Role), dash(strings.Join(t.Scopes, ",")), dash(clip(t.Principal, 24)), since(now, t.CreatedAt), revoked})
-	}
-	table(r.out, "ID\tNAME\tROLE\tSCOPES\tPRINCIPAL\tCREATED\tREVOKED", rows)
-	return nil
+		return []string{t.ID, clip(t.Name, 32), string(t.Role), dash(strings.Join(t.Scopes, ",")), dash(clip(t.Principal, 24)), since(now, t.CreatedAt), revoked}
+	})
 }
 
 func runTokensRevoke(ctx context.Context, a *App, args []string) error {

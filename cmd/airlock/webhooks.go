@@ -104,12 +104,7 @@ func webhookState(w client.Webhook) string {
 }
 
 func runWebhooksList(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(webhookSubcommands, "list")
-	fs, r := a.apiFlagSet("webhooks", "list", syn, sum)
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return err
-	}
-	c, err := r.client()
+	r, c, err := a.listCommand("webhooks", webhookSubcommands, args, nil)
 	if err != nil {
 		return err
 	}
@@ -117,19 +112,10 @@ func runWebhooksList(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return apiError(err)
 	}
-	if r.json {
-		if ws == nil {
-			ws = []client.Webhook{}
-		}
-		return r.printJSON(map[string]any{"items": ws})
-	}
 	now := time.Now()
-	var rows [][]string
-	for _, w := range ws {
-		rows = append(rows, []string{w.ID, clip(w.URL, 48), clip(eventsText(w.Events), 40), webhookState(w), since(now, w.CreatedAt)})
-	}
-	table(r.out, "ID\tURL\tEVENTS\tSTATE\tCREATED", rows)
-	return nil
+	return printItems(r, ws, "ID\tURL\tEVENTS\tSTATE\tCREATED", func(w client.Webhook) []string {
+		return []string{w.ID, clip(w.URL, 48), clip(eventsText(w.Events), 40), webhookState(w), since(now, w.CreatedAt)}
+	})
 }
 
 func runWebhooksShow(ctx context.Context, a *App, args []string) error {
