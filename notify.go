@@ -1,6 +1,7 @@
 package airlock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -311,6 +312,15 @@ type Backlog struct {
 	// Unqueued counts the events after the fan-out cursor: committed, not
 	// yet fanned out (events no endpoint wants included).
 	Unqueued int64
+}
+
+// CompareDue orders deliveries as a lease returns them: by when they are
+// due, then in the order they were queued.
+func CompareDue(a, b Delivery) int {
+	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Seq, b.Seq)
 }
 
 // LeaseParams asks a store for due deliveries of one endpoint.

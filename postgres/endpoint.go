@@ -114,21 +114,9 @@ func (s *Store) GetEndpoint(ctx context.Context, id string) (airlock.Endpoint, e
 
 // ListEndpoints lists the endpoints of kind (all when empty), oldest first.
 func (s *Store) ListEndpoints(ctx context.Context, kind airlock.EndpointKind) ([]airlock.Endpoint, error) {
-	rows, err := s.query(ctx, `SELECT `+endpointCols+` FROM endpoints e WHERE @kind = '' OR e.kind = @kind ORDER BY e.seq`,
-		named{"kind": string(kind)})
-	if err != nil {
-		return nil, translate(err, "endpoints", "list")
-	}
-	defer rows.Close()
-	var out []airlock.Endpoint
-	for rows.Next() {
-		e, err := scanEndpoint(rows)
-		if err != nil {
-			return nil, translate(err, "endpoints", "list")
-		}
-		out = append(out, e)
-	}
-	return out, translate(rows.Err(), "endpoints", "list")
+	out, err := queryAll(ctx, checked{s}, func(r pgx.Row) (airlock.Endpoint, error) { return scanEndpoint(r) },
+		`SELECT `+endpointCols+` FROM endpoints e WHERE @kind = '' OR e.kind = @kind ORDER BY e.seq`, named{"kind": string(kind)})
+	return out, translate(err, "endpoints", "list")
 }
 
 // DeleteEndpoint deletes an endpoint with its deliveries.
@@ -281,8 +269,8 @@ func (s *Store) LeaseDeliveries(ctx context.Context, p airlock.LeaseParams) ([]a
 	limit := max(p.Limit, 1)
 	var out []airlock.Delivery
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		out = out[:0]
-		rows, err := t.Query(ctx, tickCTE+`, due AS (
+		var err error
+		out, err = queryAll(ctx, t, func(r pgx.Row) (airlock.Delivery, error) { return scanDelivery(r, true) }, tickCTE+`, due AS (
 	SELECT d.seq FROM deliveries d, tick
 	WHERE d.endpoint_id = @endpoint AND d.state = 'pending' AND d.next_attempt_at <= tick.now
 		AND (d.lease_until IS NULL OR d.lease_until <= tick.now)
@@ -293,28 +281,12 @@ UPDATE deliveries d SET lease_holder = @holder, lease_until = tick.now + @for_us
 FROM due, tick WHERE d.seq = due.seq
 RETURNING `+deliveryCols, named{"now": s.now(), "endpoint": p.EndpointID, "limit": limit, "holder": p.Holder,
 			"for_us": p.For.Microseconds()})
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows, true)
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return nil, translate(err, "deliveries", "lease")
 	}
-	slices.SortFunc(out, func(a, b airlock.Delivery) int {
-		if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-			return c
-		}
-		return int(a.Seq - b.Seq)
-	})
+	slices.SortFunc(out, airlock.CompareDue)
 	return out, nil
 }
 
@@ -407,26 +379,14 @@ WHERE endpoint_id = @id AND state = 'pending'`, named{"id": out.EndpointID}); er
 // their payloads.
 func (s *Store) ListDeliveries(ctx context.Context, endpointID string, beforeSeq int64, limit int) ([]airlock.Delivery, bool, error) {
 	limit = airlock.RequestFilter{Limit: limit}.PageSize()
-	rows, err := s.query(ctx, `SELECT `+deliveryColsNoPayload+` FROM deliveries d
+	out, err := queryAll(ctx, checked{s}, func(r pgx.Row) (airlock.Delivery, error) { return scanDelivery(r, false) },
+		`SELECT `+deliveryColsNoPayload+` FROM deliveries d
 WHERE d.endpoint_id = @endpoint AND (@before::bigint <= 0 OR d.seq < @before::bigint) ORDER BY d.seq DESC LIMIT @limit`,
 		named{"endpoint": endpointID, "before": beforeSeq, "limit": limit + 1})
 	if err != nil {
 		return nil, false, translate(err, "deliveries", "list")
 	}
-	defer rows.Close()
-	var out []airlock.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows, false)
-		if err != nil {
-			return nil, false, translate(err, "deliveries", "list")
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, translate(err, "deliveries", "list")
-	}
-	more := len(out) > limit
-	return out[:min(len(out), limit)], more, nil
+	return out[:min(len(out), limit)], len(out) > limit, nil
 }
 
 // RemindDue records and announces the reminders that are due. Replicas

@@ -111,20 +111,8 @@ func (s *Store) GetEndpoint(ctx context.Context, id string) (airlock.Endpoint, e
 
 // ListEndpoints lists the endpoints of kind (all when empty), oldest first.
 func (s *Store) ListEndpoints(ctx context.Context, kind airlock.EndpointKind) ([]airlock.Endpoint, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+endpointCols+` FROM endpoints WHERE ? = '' OR kind = ? ORDER BY seq`, kind, kind)
-	if err != nil {
-		return nil, translate(err, "endpoints", "list")
-	}
-	defer rows.Close()
-	var out []airlock.Endpoint
-	for rows.Next() {
-		e, err := scanEndpoint(rows)
-		if err != nil {
-			return nil, translate(err, "endpoints", "list")
-		}
-		out = append(out, e)
-	}
-	return out, translate(rows.Err(), "endpoints", "list")
+	out, err := queryAll(ctx, s.read, scanEndpoint, `SELECT `+endpointCols+` FROM endpoints WHERE ? = '' OR kind = ? ORDER BY seq`, kind, kind)
+	return out, translate(err, "endpoints", "list")
 }
 
 // DeleteEndpoint deletes an endpoint with its deliveries.
@@ -300,8 +288,9 @@ func (s *Store) LeaseDeliveries(ctx context.Context, p airlock.LeaseParams) ([]a
 	}
 	var out []airlock.Delivery
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
-		out = out[:0]
-		rows, err := tx.QueryContext(ctx, `UPDATE deliveries SET lease_holder = @holder, lease_until = @until
+		var err error
+		out, err = queryAll(ctx, tx, func(sc scanner) (airlock.Delivery, error) { return scanDelivery(sc, true) },
+			`UPDATE deliveries SET lease_holder = @holder, lease_until = @until
 WHERE id IN (SELECT d.id FROM deliveries d
 	WHERE d.endpoint_id = @endpoint AND d.state = 'pending' AND d.next_attempt_at <= @now
 		AND (d.lease_until IS NULL OR d.lease_until <= @now)
@@ -310,32 +299,13 @@ WHERE id IN (SELECT d.id FROM deliveries d
 RETURNING `+deliveryCols,
 			sql.Named("holder", p.Holder), sql.Named("until", micros(now.Add(p.For))), sql.Named("endpoint", p.EndpointID),
 			sql.Named("now", micros(now)), sql.Named("limit", limit))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			d, err := scanDelivery(rows, true)
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return nil, translate(err, "deliveries", "lease")
 	}
-	slices.SortFunc(out, compareDue)
+	slices.SortFunc(out, airlock.CompareDue)
 	return out, nil
-}
-
-// compareDue orders deliveries as they were due.
-func compareDue(a, b airlock.Delivery) int {
-	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-		return c
-	}
-	return int(a.Seq - b.Seq)
 }
 
 // RecordAttempt records an attempt of a delivery still leased by
@@ -423,25 +393,13 @@ WHERE endpoint_id = ? AND state = 'pending'`, out.EndpointID); err != nil {
 // their payloads.
 func (s *Store) ListDeliveries(ctx context.Context, endpointID string, beforeSeq int64, limit int) ([]airlock.Delivery, bool, error) {
 	limit = airlock.RequestFilter{Limit: limit}.PageSize()
-	rows, err := s.read.QueryContext(ctx, `SELECT `+deliveryColsNoPayload+` FROM deliveries
+	out, err := queryAll(ctx, s.read, func(sc scanner) (airlock.Delivery, error) { return scanDelivery(sc, false) },
+		`SELECT `+deliveryColsNoPayload+` FROM deliveries
 WHERE endpoint_id = ? AND (? <= 0 OR seq < ?) ORDER BY seq DESC LIMIT ?`, endpointID, beforeSeq, beforeSeq, limit+1)
 	if err != nil {
 		return nil, false, translate(err, "deliveries", "list")
 	}
-	defer rows.Close()
-	var out []airlock.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows, false)
-		if err != nil {
-			return nil, false, translate(err, "deliveries", "list")
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, false, translate(err, "deliveries", "list")
-	}
-	more := len(out) > limit
-	return out[:min(len(out), limit)], more, nil
+	return out[:min(len(out), limit)], len(out) > limit, nil
 }
 
 // RemindDue records and announces the reminders that are due.
