@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 )
 
 // padded returns a create body of exactly n bytes.
@@ -71,7 +72,10 @@ func TestBodyLimit(t *testing.T) {
 // with Retry-After, and other tokens are unaffected.
 func TestRateLimitPerToken(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *options) { o.rateLimit = 0.5; o.rateBurst = 3 })
+	// The limiter's clock stands still: a slow machine taking seconds
+	// over the burst refills nothing.
+	frozen := time.Now()
+	b := setup(t, func(o *options) { o.limiter = ratelimit.New(0.5, 3, func() time.Time { return frozen }) })
 	list := req{method: "GET", path: "/v1/approval-requests", token: b.reviewer}
 	for i := range 3 {
 		if r := b.do(t, list); r.status != http.StatusOK {

@@ -58,6 +58,7 @@ type bundle struct {
 type options struct {
 	rateLimit float64
 	rateBurst int
+	limiter   *ratelimit.Limiter // instead of one from rateLimit and rateBurst
 	maxWait   time.Duration
 	maxBody   int64
 	heartbeat time.Duration
@@ -120,7 +121,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	shutdown, stop := context.WithCancel(ctx)
 	b.stop = stop
 	h := New(Config{
-		Service: svc, Logger: logger, Registry: reg, RateLimit: o.rateLimit, RateBurst: o.rateBurst,
+		Service: svc, Logger: logger, Registry: reg, RateLimit: o.rateLimit, RateBurst: o.rateBurst, Limiter: o.limiter,
 		MaxBodyBytes: o.maxBody, Context: shutdown, Heartbeat: o.heartbeat, AuthGuard: o.guard,
 	})
 	if o.validate {
