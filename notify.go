@@ -51,7 +51,7 @@ const SlackEndpointID = PrefixEndpoint + "slack"
 
 // SlackTypes are the notifications the Slack endpoint takes: a request to
 // post, and the ends that update its message.
-var SlackTypes = []NotifyType{NotifyCreated, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled}
+var SlackTypes = []NotifyType{NotifyCreated, NotifyReminder, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled}
 
 // PrefixEndpoint starts every endpoint ID; PrefixDelivery every delivery
 // ID; PrefixMessage every webhook-id of a test delivery.

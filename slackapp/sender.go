@@ -121,6 +121,8 @@ func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Deliver
 		// Posted by an earlier attempt whose record was lost: the updates
 		// of the outcome take it from here.
 		return http.StatusOK, nil
+	case d.Type == airlock.NotifyReminder:
+		return s.remind(ctx, r, m)
 	}
 	text, blocks := Render(r, s.cfg.PublicURL)
 	_, _, _, err = s.api.UpdateMessageContext(ctx, m.Channel, m.TS, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...))
@@ -138,6 +140,36 @@ func (s *Sender) post(ctx context.Context, r airlock.Request) (int, error) {
 		return http.StatusOK, fmt.Errorf("posted as %s/%s but could not record it: %w", channel, ts, err)
 	}
 	return http.StatusOK, nil
+}
+
+// remind answers r's message, while r is pending, with a reply also sent
+// to the channel: the deadline is near. Decided meanwhile, it needs none.
+// A retried reminder whose first reply went through but was not recorded
+// is sent again: reminders, like webhooks, come at least once.
+func (s *Sender) remind(ctx context.Context, r airlock.Request, m airlock.SlackMessage) (int, error) {
+	if r.State != airlock.StatePending {
+		return http.StatusOK, nil
+	}
+	text, blocks := RenderReminder(r, s.cfg.PublicURL)
+	_, _, err := s.api.PostMessageContext(ctx, m.Channel, slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...),
+		slack.MsgOptionTS(m.TS), slack.MsgOptionBroadcast())
+	return status(err)
+}
+
+// RenderReminder returns the reply that reminds the channel of pending
+// request r: what waits, its deadline, and the way to the message's
+// buttons and the inbox page.
+func RenderReminder(r airlock.Request, publicURL string) (string, []slack.Block) {
+	what := r.Tool
+	if r.Title != "" {
+		what = r.Title
+	}
+	what = clip(what, maxTitle)
+	text := "Still waiting for a decision: " + what
+	line := fmt.Sprintf(":alarm_clock: *%s* still waits for a decision, due <!date^%d^{date_short_pretty} {time_secs}|%s>. "+
+		"Decide with the buttons above or <%s|in Airlock>.", esc(what), r.DeadlineAt.Unix(), r.DeadlineAt.UTC().Format(time.RFC3339),
+		strings.TrimSuffix(publicURL, "/")+"/requests/"+r.ID)
+	return text, []slack.Block{slack.NewSectionBlock(mrkdwn(line), nil, nil)}
 }
 
 // status turns a Web API call's error into an attempt's status and error.

@@ -2,6 +2,7 @@ package slackapp_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -139,5 +140,88 @@ func testRetries(t *testing.T, st airlock.Store) {
 	defer f.mu.Unlock()
 	if f.posts != 1 {
 		t.Errorf("%d posts, want 1", f.posts)
+	}
+}
+
+// TestSlackReminder: with reminders on, a pending request's message gets
+// one reply, also sent to the channel, naming the deadline and the way to
+// decide; a request decided before its reminder goes out gets none.
+func TestSlackReminder(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t)
+	t.Cleanup(func() { st.Close() })
+	ctx := t.Context()
+	f := newFakeSlack(t)
+	if _, err := slackapp.EnsureEndpoint(ctx, st, channelID); err != nil {
+		t.Fatal(err)
+	}
+	sender := slackapp.NewSender(slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/",
+		PublicURL: "https://airlock.example.com", Store: st})
+	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci"}, "tok_agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(tool string) airlock.Request {
+		r, _, err := st.CreateRequest(ctx, airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+			InstanceID: inst.ID, OwnerID: "tok_agent", Tool: tool, Arguments: []byte(`{}`)}, Window: 30 * time.Minute, Actor: "tok_agent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	waiting := create("deploy")
+	decided := create("rollback")
+	if _, err := st.Decide(ctx, airlock.DecideParams{ID: decided.ID, Status: airlock.StateDenied, Actor: "tok_bob"}); err != nil {
+		t.Fatal(err)
+	}
+	// Reminders an hour before the deadline: due at once for both.
+	eng := notify.New(notify.Config{Store: st, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointSlack: sender},
+		Render: rest.RequestJSON, PollEvery: 20 * time.Millisecond, Remind: airlock.RemindBefore{Before: time.Hour},
+		RemindEvery: 10 * time.Millisecond, Schedule: []time.Duration{10 * time.Millisecond}, Jitter: func(d time.Duration) time.Duration { return d }})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); eng.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	f.await(t, "the reminder reply", func() bool { m := f.message(waiting.ID); return m != nil && len(m.replies) > 0 })
+	// Every delivery recorded, so nothing more is coming.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ds, _, err := st.ListDeliveries(ctx, airlock.SlackEndpointID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := 0
+		for _, d := range ds {
+			if d.State == airlock.DeliveryPending {
+				pending++
+			}
+		}
+		if pending == 0 && len(ds) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries still pending: %+v", ds)
+		}
+		select { // a call to the fake, or the engine recording on its own
+		case <-f.changed:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.message(waiting.ID)
+	if len(m.replies) != 1 || !m.broadcast[0] {
+		t.Fatalf("%d replies (broadcast %v); want one, sent to the channel too", len(m.replies), m.broadcast)
+	}
+	reply, _ := m.replies[0].blocks[0]["text"].(map[string]any)["text"].(string)
+	for _, want := range []string{"still waits for a decision", fmt.Sprintf("<!date^%d^", waiting.DeadlineAt.Unix()),
+		"https://airlock.example.com/requests/" + waiting.ID} {
+		if !strings.Contains(reply, want) {
+			t.Errorf("the reminder lacks %q: %s", want, reply)
+		}
+	}
+	if d := f.message(decided.ID); d == nil || len(d.replies) != 0 {
+		t.Fatalf("the decided request's message: %+v; want posted, no reminder", d)
 	}
 }

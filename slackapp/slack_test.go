@@ -40,10 +40,16 @@ type message struct {
 	channel, ts, text string
 	blocks            []map[string]any
 	updates           int
+	// replies are the thread's replies (thread_ts = ts), and broadcast
+	// whether each was also sent to the channel (reply_broadcast).
+	replies   []*message
+	broadcast []bool
 }
 
 // fakeSlack speaks the two Web API methods Airlock calls, as Slack
-// documents them: form-encoded POSTs authenticated by the bot token,
+// documents them (chat.postMessage, with thread_ts and reply_broadcast
+// for a reply, and chat.update): form-encoded POSTs authenticated by the
+// bot token,
 // answering {"ok": true, "channel", "ts", "message"} or {"ok": false,
 // "error"}. It also takes response_url posts.
 type fakeSlack struct {
@@ -129,6 +135,19 @@ func (f *fakeSlack) serve(w http.ResponseWriter, r *http.Request) {
 		f.posts++
 		ts := fmt.Sprintf("1700000000.%06d", f.posts)
 		m := &message{channel: channelID, ts: ts, text: text, blocks: blocks}
+		if parent := r.PostForm.Get("thread_ts"); parent != "" {
+			// A reply in the thread of parent, which must exist.
+			p := f.msg[parent]
+			if p == nil {
+				f.answer(w, map[string]any{"ok": false, "error": "thread_not_found"})
+				return
+			}
+			p.replies = append(p.replies, m)
+			p.broadcast = append(p.broadcast, r.PostForm.Get("reply_broadcast") == "true")
+			f.answer(w, map[string]any{"ok": true, "channel": channelID, "ts": ts,
+				"message": map[string]any{"type": "message", "text": text, "bot_id": "B0AIRLOCK", "ts": ts, "thread_ts": parent}})
+			return
+		}
 		f.msg[ts] = m
 		if id := requestOf(blocks); id != "" {
 			if prev, ok := f.byRequest[id]; ok {
