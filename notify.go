@@ -470,18 +470,15 @@ type NotifyStore interface {
 	// p.EndpointID that are due and not leased (or whose lease lapsed),
 	// oldest first, leasing them to p.Holder for p.For.
 	LeaseDeliveries(ctx context.Context, p LeaseParams) ([]Delivery, error)
-	// RecordAttempt records an attempt of a delivery p.Holder still
-	// leases, releasing the lease; not_found when the delivery is gone or
+	// RecordAttempts records attempts of deliveries their p.Holder still
+	// leases, in order, in one write (a worker's batch shares one commit),
+	// releasing the leases. The delivery at index i is what ps[i]
+	// recorded, or the zero Delivery when ps[i]'s delivery is gone or
 	// another holder took it over (what it sent stands; the new holder
 	// sends again, with the same message ID). A failure marks the
 	// endpoint failing and, past p.DisableAfter, disables it (appending
 	// endpoint.disabled) and fails its pending deliveries; a success
 	// clears its failing mark.
-	RecordAttempt(ctx context.Context, p AttemptParams) (Delivery, error)
-	// RecordAttempts records several attempts, in order, in one write, as
-	// RecordAttempt would one by one: a worker's batch shares one commit.
-	// The delivery at index i is what ps[i] recorded, or the zero Delivery
-	// when ps[i]'s delivery is gone or its lease was taken over.
 	RecordAttempts(ctx context.Context, ps []AttemptParams) ([]Delivery, error)
 	// ListDeliveries lists an endpoint's deliveries, newest first, with
 	// Seq < beforeSeq when beforeSeq > 0; more reports whether older ones

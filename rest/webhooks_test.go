@@ -92,10 +92,10 @@ func TestEnableWebhook(t *testing.T) {
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("lease: %v, %v", ds, err)
 		}
-		if _, err := b.store.RecordAttempt(t.Context(), airlock.AttemptParams{DeliveryID: ds[0].ID, Holder: "rep_t",
+		if got, err := b.store.RecordAttempts(t.Context(), []airlock.AttemptParams{{DeliveryID: ds[0].ID, Holder: "rep_t",
 			Attempt: airlock.DeliveryAttempt{At: time.Now(), Status: 502, Error: "HTTP 502"}, Outcome: airlock.OutcomeRetry,
-			DisableAfter: time.Nanosecond}); err != nil {
-			t.Fatal(err)
+			DisableAfter: time.Nanosecond}}); err != nil || got[0].ID == "" {
+			t.Fatalf("record: %v, %v", got, err)
 		}
 		time.Sleep(time.Millisecond) // the second failure must come after the first's microsecond
 	}

@@ -308,19 +308,6 @@ RETURNING `+deliveryCols,
 	return out, nil
 }
 
-// RecordAttempt records an attempt of a delivery still leased by
-// p.Holder, and what it means for its endpoint.
-func (s *Store) RecordAttempt(ctx context.Context, p airlock.AttemptParams) (airlock.Delivery, error) {
-	ds, err := s.RecordAttempts(ctx, []airlock.AttemptParams{p})
-	if err != nil {
-		return airlock.Delivery{}, err
-	}
-	if ds[0].ID == "" {
-		return airlock.Delivery{}, airlock.NotFound("delivery", p.DeliveryID)
-	}
-	return ds[0], nil
-}
-
 // RecordAttempts records attempts in one transaction.
 func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) ([]airlock.Delivery, error) {
 	attempts, err := airlock.AttemptsJSON(ps)

@@ -82,9 +82,22 @@ func (b *bundle) lease(t *testing.T, e airlock.Endpoint, holder string, n int) [
 }
 
 func (b *bundle) record(holder, id string, outcome airlock.DeliveryOutcome, retryIn time.Duration, status int) (airlock.Delivery, error) {
-	return b.store.RecordAttempt(b.ctx, airlock.AttemptParams{DeliveryID: id, Holder: holder, Outcome: outcome, RetryIn: retryIn,
+	return b.recordOne(airlock.AttemptParams{DeliveryID: id, Holder: holder, Outcome: outcome, RetryIn: retryIn,
 		Attempt:      airlock.DeliveryAttempt{At: b.clock.Now().Truncate(time.Microsecond), Status: status, Latency: 3 * time.Millisecond, Error: errText(status)},
 		DisableAfter: 24 * time.Hour})
+}
+
+// recordOne records one attempt: not_found when its delivery is gone or
+// leased by another holder.
+func (b *bundle) recordOne(p airlock.AttemptParams) (airlock.Delivery, error) {
+	ds, err := b.store.RecordAttempts(b.ctx, []airlock.AttemptParams{p})
+	if err != nil {
+		return airlock.Delivery{}, err
+	}
+	if ds[0].ID == "" {
+		return airlock.Delivery{}, airlock.NotFound("delivery", p.DeliveryID)
+	}
+	return ds[0], nil
 }
 
 func errText(status int) string {
@@ -565,7 +578,7 @@ func (s *suite) testNotify(t *testing.T) {
 		if got.FailingSince != nil || got.DisabledAt != nil {
 			t.Fatalf("after a success: %s; want not failing", show(got))
 		}
-		_, err = b.store.RecordAttempt(b.ctx, airlock.AttemptParams{DeliveryID: ds[0].ID, Holder: "rep_a", Outcome: "maybe"})
+		_, err = b.recordOne(airlock.AttemptParams{DeliveryID: ds[0].ID, Holder: "rep_a", Outcome: "maybe"})
 		wantErr(t, err, airlock.CodeInvalidRequest, "")
 	})
 
