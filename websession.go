@@ -82,7 +82,12 @@ type WebSessionStore interface {
 	// WebSessionByID looks a session up by the raw ID its cookie carries,
 	// with its token, in one indexed read. not_found when there is no such
 	// session or it is over (idle or absolute); unauthorized when its
-	// token was revoked or its secret replaced since the sign-in.
+	// token was revoked or its secret replaced since the sign-in: such a
+	// session is refused from the revocation on, on every replica, and
+	// stays until DeleteWebSession or a sweep removes it, so that the
+	// browser can be told why it was signed out. PutToken deletes the
+	// sessions of a secret it replaces or of a revoked token it brings
+	// back, which never serve again.
 	WebSessionByID(ctx context.Context, id string) (WebSession, Token, error)
 	// TouchWebSession records activity: when the session is live and was
 	// last seen at least every ago, it sets LastSeenAt to the store's now
@@ -95,8 +100,7 @@ type WebSessionStore interface {
 	// none.
 	DeleteWebSession(ctx context.Context, id string) error
 	// DeleteWebSessions ends every session matching f and returns how
-	// many; f must name a token or a principal. RevokeToken ends the
-	// token's sessions itself, in its transaction.
+	// many; f must name a token or a principal.
 	DeleteWebSessions(ctx context.Context, f WebSessionFilter) (int, error)
 	// SweepWebSessions deletes up to limit sessions that are over and
 	// returns how many.

@@ -77,6 +77,15 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, loc
 				return err
 			}
 		}
+		if lockID {
+			// Inbox sessions of a secret this put replaces, or of a revoked
+			// token it brings back, end: they were over, and stay so.
+			if _, err := tx.Exec(ctx, `DELETE FROM web_sessions ws USING tokens t
+WHERE ws.token_id = @id AND t.id = @id AND (ws.token_hash <> @hash OR t.revoked_at IS NOT NULL)`,
+				named{"id": t.ID, "hash": t.Hash}); err != nil {
+				return err
+			}
+		}
 		var at time.Time
 		if err := tx.QueryRow(ctx, query, named{
 			"now": s.now(), "id": t.ID, "name": t.Name, "role": string(t.Role), "scopes": scopes,
@@ -86,11 +95,6 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, loc
 		}
 		tx.event(airlock.Event{Type: airlock.EventTokenCreated, At: at.UTC(), Actor: t.CreatedBy, TokenID: t.ID})
 		if lockID {
-			// Inbox sessions signed in with a secret this put replaced end.
-			if _, err := tx.Exec(ctx, `DELETE FROM web_sessions WHERE token_id = @id AND token_hash <> @hash`,
-				named{"id": t.ID, "hash": t.Hash}); err != nil {
-				return err
-			}
 			// PutToken may have replaced the token's secret: its waiters
 			// on every replica re-check it.
 			tx.changed = append(tx.changed, t.ID)
@@ -132,10 +136,6 @@ WHERE t.id = @id AND t.revoked_at IS NULL RETURNING `+tokenCols+`, tick.now`,
 			named{"now": s.now(), "id": id}), &at)
 		if err == nil {
 			out = t
-			// Its inbox sessions end with it, on every replica.
-			if _, err := tx.Exec(ctx, `DELETE FROM web_sessions WHERE token_id = @id`, named{"id": id}); err != nil {
-				return err
-			}
 			tx.event(airlock.Event{Type: airlock.EventTokenRevoked, At: at.UTC(), Actor: actor, TokenID: id})
 			tx.changed = append(tx.changed, id) // every replica's waiters with this token re-check it
 			return nil

@@ -83,14 +83,16 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, rep
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-			return err
-		}
 		if replace {
-			// Inbox sessions signed in with a secret this put replaced end.
-			if _, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE token_id = ? AND token_hash <> ?`, t.ID, t.Hash); err != nil {
+			// Inbox sessions of a secret this put replaces, or of a revoked
+			// token it brings back, end: they were over, and stay so.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE token_id = ?1
+	AND (token_hash <> ?2 OR EXISTS (SELECT 1 FROM tokens WHERE id = ?1 AND revoked_at IS NOT NULL))`, t.ID, t.Hash); err != nil {
 				return err
 			}
+		}
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+			return err
 		}
 		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventTokenCreated, Actor: t.CreatedBy, TokenID: t.ID})
 	})
@@ -133,10 +135,6 @@ func (s *Store) RevokeToken(ctx context.Context, id, actor string) (airlock.Toke
 			micros(now), id))
 		if err == nil {
 			out = t
-			// Its inbox sessions end with it.
-			if _, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE token_id = ?`, id); err != nil {
-				return err
-			}
 			return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventTokenRevoked, Actor: actor, TokenID: id})
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
