@@ -122,7 +122,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	var under airlock.Store = store
+	under := store
 	if o.wrapStore != nil {
 		under = o.wrapStore(store)
 	}
