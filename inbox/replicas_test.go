@@ -2,10 +2,14 @@ package inbox
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
@@ -57,10 +61,14 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 		t.Fatalf("A's page after B recorded the decision does not say so:\n%s", page)
 	}
 
-	// Sign-out on B ends the session on A.
+	// Sign-out on B ends the session on A, even for a browser that kept
+	// the cookie (or a thief who copied it).
+	id = ca.sessionID(t)
 	if r := cb.do(t, "POST", "/signout", url.Values{"csrf": {token}}, sameOrigin); r.status != http.StatusSeeOther {
 		t.Fatalf("sign-out on B: %d", r.status)
 	}
+	u, _ := url.Parse(a.srv.URL)
+	ca.client.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: id, Path: "/"}})
 	if r := ca.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin" {
 		t.Fatalf("A after sign-out on B: %d %q", r.status, r.header.Get("Location"))
 	}
@@ -78,5 +86,40 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	}
 	if r := ca.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
 		t.Fatalf("A after revocation: %d", r.status)
+	}
+}
+
+// TestFlashCookieIsTheSessions: the message a decision's next page shows
+// travels in a cookie signed with the session's CSRF token: shown once
+// for that session, never for another one, never once changed.
+func TestFlashCookieIsTheSessions(t *testing.T) {
+	t.Parallel()
+	h := &handler{}
+	mine, other := &session{csrf: "csrf-mine"}, &session{csrf: "csrf-other"}
+	long := strings.Repeat("é", 3000)
+	rec := httptest.NewRecorder()
+	h.setFlash(rec, httptest.NewRequest("POST", "/", nil), mine, flash{OK: true, Title: "Approved.", Message: long})
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 || cookies[0].Name != flashCookie || len(cookies[0].Value) > 4000 || !cookies[0].HttpOnly {
+		t.Fatalf("flash cookies %+v: want one HttpOnly cookie under 4000 bytes", cookies)
+	}
+	take := func(s *session, value string) *flash {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.AddCookie(&http.Cookie{Name: flashCookie, Value: value})
+		return h.takeFlash(httptest.NewRecorder(), r, s)
+	}
+	f := take(mine, cookies[0].Value)
+	if f == nil || f.Title != "Approved." || !f.OK || !strings.HasSuffix(f.Message, "…") || !utf8.ValidString(f.Message) {
+		t.Fatalf("the session's own flash = %+v", f)
+	}
+	if f := take(other, cookies[0].Value); f != nil {
+		t.Fatalf("another session's flash was shown: %+v", f)
+	}
+	enc, mac, _ := strings.Cut(cookies[0].Value, ".")
+	forged, _ := json.Marshal(flash{OK: true, Title: "Approved.", Message: "forged"})
+	for _, v := range []string{base64.RawURLEncoding.EncodeToString(forged) + "." + mac, enc, enc + ".", "x.y"} {
+		if f := take(mine, v); f != nil {
+			t.Fatalf("flash cookie %q was shown: %+v", v, f)
+		}
 	}
 }
