@@ -279,7 +279,8 @@ func CompareSweepOrder(a, b Request) int {
 }
 
 // Store keeps instances, requests, audit events and tokens, MCP sessions
-// (SessionStore) and the work board (BoardStore). Every state change is
+// (SessionStore), the work board (BoardStore) and the inbox's sign-ins
+// (WebSessionStore). Every state change is
 // one conditional write decided by the store, never a read followed by a
 // write in Go; every change appends its audit event in the same
 // transaction.
@@ -299,6 +300,7 @@ type Store interface {
 	NotifyStore
 	ReviewerStore
 	GrantStore
+	WebSessionStore
 
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)

@@ -20,27 +20,43 @@ type signinBody struct {
 }
 
 // signedIn returns the reviewer behind the request's session cookie,
-// re-authenticating the session's token against the store, so a revoked
-// token stops here at once. Without one it redirects a page to sign-in
-// and answers false.
+// looked up in the store with its token, so a sign-out on any replica or a
+// revoked token stops here at once. Without one it redirects a page to
+// sign-in and answers false.
 func (h *handler) signedIn(w http.ResponseWriter, r *http.Request) (*view, bool) {
-	s := h.sessions.get(r)
-	if s == nil {
+	s, c, err := h.lookup(r)
+	switch airlock.ErrorCode(err) {
+	case "":
+	case airlock.CodeNotFound:
+		if sessionID(r) != "" {
+			h.setCookie(w, r, sessionCookie, "", -1)
+		}
 		h.toSignin(w, r, "")
 		return nil, false
-	}
-	c, err := h.svc.AuthenticateHash(r.Context(), s.tokenHash)
-	if err != nil {
-		if airlock.ErrorCode(err) == airlock.CodeUnauthorized {
-			h.sessions.end(s)
-			h.setCookie(w, r, sessionCookie, "", -1)
-			h.toSignin(w, r, "revoked")
-			return nil, false
-		}
+	case airlock.CodeUnauthorized:
+		h.endRevoked(r)
+		h.setCookie(w, r, sessionCookie, "", -1)
+		h.toSignin(w, r, "revoked")
+		return nil, false
+	default:
 		h.fail(w, r, err)
 		return nil, false
 	}
+	if !h.touch(r, s) {
+		h.setCookie(w, r, sessionCookie, "", -1)
+		h.toSignin(w, r, "")
+		return nil, false
+	}
 	return &view{caller: c, sess: s}, true
+}
+
+// endRevoked deletes the session of the request's cookie, which its
+// token's revocation ended: the store refuses it already, and keeps it
+// only so that the browser could be told why.
+func (h *handler) endRevoked(r *http.Request) {
+	if err := h.svc.EndWebSession(r.Context(), sessionID(r)); err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
+		h.log.Warn("inbox: deleting the session of a revoked token", "err", err)
+	}
 }
 
 // toSignin redirects to the sign-in page, coming back here afterwards.
@@ -73,8 +89,8 @@ func localPath(next string) string {
 }
 
 func (h *handler) signinForm(w http.ResponseWriter, r *http.Request) {
-	if s := h.sessions.get(r); s != nil {
-		if _, err := h.svc.AuthenticateHash(r.Context(), s.tokenHash); err == nil {
+	if sessionID(r) != "" {
+		if _, _, err := h.lookup(r); err == nil {
 			http.Redirect(w, r, localPath(r.URL.Query().Get("next")), http.StatusSeeOther)
 			return
 		}
@@ -135,24 +151,52 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 			Problem: "That is an " + string(caller.Role) + " token. The inbox is for people: sign in with a reviewer token (an admin token can look but not decide)."})
 		return
 	}
-	s := h.sessions.start(caller.Token)
+	id, _, err := h.svc.StartWebSession(r.Context(), caller, h.sessionIdle, h.sessionMax)
+	if err != nil {
+		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+			h.fail(w, r, err)
+			return
+		}
+		h.signinPage(w, r, http.StatusUnauthorized, signinBody{Next: next,
+			Problem: "That token is unknown or revoked. Paste a reviewer token (it starts with airlock_)."})
+		return
+	}
+	// Sessions that are over leave the store a few at a time, at sign-ins.
+	if _, err := h.svc.SweepWebSessions(r.Context(), sweepBatch); err != nil {
+		h.log.Warn("inbox: sweeping sessions that are over", "err", err)
+	}
 	h.setCookie(w, r, signinCookie, "", -1)
-	h.setCookie(w, r, sessionCookie, s.id, int(h.sessions.lifetime.Seconds()))
+	h.setCookie(w, r, sessionCookie, id, int(h.sessionMax.Seconds()))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// sweepBatch is how many sessions that are over a sign-in deletes at most.
+const sweepBatch = 100
+
 func (h *handler) signout(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	s := h.sessions.get(r)
-	if s == nil {
+	s, _, err := h.lookup(r)
+	switch airlock.ErrorCode(err) {
+	case "":
+	case airlock.CodeNotFound, airlock.CodeUnauthorized:
+		if airlock.ErrorCode(err) == airlock.CodeUnauthorized {
+			h.endRevoked(r)
+		}
+		h.setCookie(w, r, sessionCookie, "", -1)
 		http.Redirect(w, r, "/signin?why=out", http.StatusSeeOther)
+		return
+	default:
+		h.fail(w, r, err)
 		return
 	}
 	if err := r.ParseForm(); err != nil || !sameSecret(r.PostForm.Get("csrf"), s.csrf) {
 		h.errorPage(w, r, http.StatusForbidden, "Refused", "The sign-out form did not come from this inbox's page. Reload and try again.")
 		return
 	}
-	h.sessions.end(s)
+	if err := h.svc.EndWebSession(r.Context(), s.id); err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
+		h.fail(w, r, err)
+		return
+	}
 	h.setCookie(w, r, sessionCookie, "", -1)
 	http.Redirect(w, r, "/signin?why=out", http.StatusSeeOther)
 }

@@ -60,7 +60,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
-		h.sessions.setFlash(v.sess, refusal(e))
+		h.setFlash(w, r, v.sess, refusal(e))
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
@@ -68,7 +68,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	if grant != nil {
 		f.Message += " The same call is allowed " + grantPhrase(grant) + " (see Grants)."
 	}
-	h.sessions.setFlash(v.sess, f)
+	h.setFlash(w, r, v.sess, f)
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 

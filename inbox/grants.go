@@ -109,6 +109,6 @@ func (h *handler) revokeGrant(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	h.sessions.setFlash(v.sess, flash{OK: true, Title: "Revoked.", Message: "Grant " + g.ID + " approves nothing more."})
+	h.setFlash(w, r, v.sess, flash{OK: true, Title: "Revoked.", Message: "Grant " + g.ID + " approves nothing more."})
 	http.Redirect(w, r, "/grants", http.StatusSeeOther)
 }

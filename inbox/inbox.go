@@ -9,8 +9,8 @@
 // agent or adapter is escaped by html/template and shown with its invisible
 // and bidirectional characters as visible markers; every response carries
 // a strict Content-Security-Policy (no inline script, no framing);
-// sign-in makes an HttpOnly, SameSite=Strict cookie naming a server-side
-// session that re-authenticates the reviewer's token on every request;
+// sign-in makes an HttpOnly, SameSite=Strict cookie naming a session kept
+// in the store (by its hash), looked up with its token on every request;
 // every state-changing form is checked by http.CrossOriginProtection and a
 // per-session CSRF token; the Host header must name this server.
 package inbox
@@ -44,8 +44,9 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // Defaults of Config.
 const (
-	DefaultSessionLifetime = 12 * time.Hour
-	DefaultHeartbeat       = 15 * time.Second
+	DefaultSessionIdle = 12 * time.Hour
+	DefaultSessionMax  = 7 * 24 * time.Hour
+	DefaultHeartbeat   = 15 * time.Second
 )
 
 // Patterns are the ServeMux patterns the inbox serves. `airlock serve`
@@ -67,13 +68,18 @@ type Config struct {
 	// Context, when set, ends live streams when it is done, so a server
 	// shutdown is not held up by them.
 	Context context.Context
-	// SessionLifetime is how long a sign-in lasts (default 12h).
-	SessionLifetime time.Duration
+	// SessionIdle is how long a sign-in lasts without a page of the inbox
+	// opened (default 12h); SessionMax how long it lasts at most, however
+	// busy (default 7 days). Sign-ins live in the store, which judges both
+	// by its own clock.
+	SessionIdle time.Duration
+	SessionMax  time.Duration
 	// SecureCookies marks cookies Secure even on plain HTTP connections:
 	// set it when a TLS proxy sits in front. Cookies on TLS connections
 	// are always Secure.
 	SecureCookies bool
-	// Now is the clock of sign-in expiry and countdowns (default time.Now).
+	// Now is the clock of countdowns and of when a session's activity is
+	// due to be recorded (default time.Now).
 	Now func() time.Time
 	// Heartbeat is how often a live stream re-reads and sends a keep-alive
 	// (default 15s); tests shorten it.
@@ -95,7 +101,8 @@ type handler struct {
 	now           func() time.Time
 	heartbeat     time.Duration
 	guard         *ratelimit.Guard
-	sessions      *sessions
+	sessionIdle   time.Duration
+	sessionMax    time.Duration
 	pages         map[string]*template.Template
 	static        http.Handler
 	mux           *http.ServeMux
@@ -112,8 +119,11 @@ func New(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.SessionLifetime <= 0 {
-		cfg.SessionLifetime = DefaultSessionLifetime
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionMax <= 0 {
+		cfg.SessionMax = DefaultSessionMax
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -126,7 +136,8 @@ func New(cfg Config) http.Handler {
 	}
 	h := &handler{
 		svc: cfg.Service, log: cfg.Logger, shutdown: cfg.Context, secureCookies: cfg.SecureCookies,
-		now: cfg.Now, heartbeat: cfg.Heartbeat, guard: cfg.AuthGuard, sessions: newSessions(cfg.SessionLifetime, cfg.Now),
+		now: cfg.Now, heartbeat: cfg.Heartbeat, guard: cfg.AuthGuard,
+		sessionIdle: cfg.SessionIdle, sessionMax: cfg.SessionMax,
 		pages: parsePages(), mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(),
 	}
 	for _, host := range cfg.AllowedHosts {

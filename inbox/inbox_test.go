@@ -130,8 +130,10 @@ func TestSignIn(t *testing.T) {
 		if r.status != http.StatusForbidden {
 			t.Fatalf("status %d, want 403", r.status)
 		}
-		if n := b.inbox.sessions.count(); n > 2 {
-			t.Fatalf("%d sessions", n)
+		for _, ck := range (&http.Response{Header: r.header}).Cookies() {
+			if ck.Name == sessionCookie && ck.Value != "" {
+				t.Fatalf("a refused sign-in set a session cookie: %+v", ck)
+			}
 		}
 	})
 }
@@ -169,8 +171,10 @@ func TestRevokedTokenEndsSession(t *testing.T) {
 	}
 }
 
-// TestSessionExpiresAndSignOut: a sign-in lasts SessionLifetime; signing
-// out needs the CSRF token and ends the session.
+// TestSessionExpiresAndSignOut: a sign-in ends after SessionIdle without
+// a page, and after SessionMax however busy, judged by the store's clock;
+// pages record activity at most once a minute; signing out needs the CSRF
+// token and ends the session.
 func TestSessionExpiresAndSignOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -178,14 +182,46 @@ func TestSessionExpiresAndSignOut(t *testing.T) {
 	b.clock.set(start)
 	c := b.newClient(t)
 	c.signin(t, b.reviewer)
-	b.clock.set(start.Add(DefaultSessionLifetime - time.Second))
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusOK {
-		t.Fatalf("before the end of its lifetime: %d", r.status)
+	lastSeen := func() time.Time {
+		t.Helper()
+		ws, _, err := b.svc.WebSession(context.Background(), c.sessionID(t))
+		if err != nil {
+			t.Fatalf("session: %v", err)
+		}
+		return ws.LastSeenAt
 	}
-	b.clock.set(start.Add(DefaultSessionLifetime))
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("after its lifetime: %d", r.status)
+	page := func(at time.Time, want int) {
+		t.Helper()
+		b.clock.set(at)
+		if r := c.do(t, "GET", "/", nil, nil); r.status != want {
+			t.Fatalf("page at start+%v: %d, want %d", at.Sub(start), r.status, want)
+		}
 	}
+
+	// Activity is recorded once a minute, not once a page.
+	page(start.Add(30*time.Second), http.StatusOK)
+	if got := lastSeen(); !got.Equal(start) {
+		t.Fatalf("last seen %v after a page within the minute, want the sign-in's %v", got, start)
+	}
+	page(start.Add(time.Minute), http.StatusOK)
+	if got := lastSeen(); !got.Equal(start.Add(time.Minute)) {
+		t.Fatalf("last seen %v, want the page's %v", got, start.Add(time.Minute))
+	}
+	// Idle: each page moves the end; without one for SessionIdle it ends.
+	seen := start.Add(time.Minute)
+	page(seen.Add(DefaultSessionIdle-time.Second), http.StatusOK)
+	seen = seen.Add(DefaultSessionIdle - time.Second)
+	page(seen.Add(DefaultSessionIdle-time.Second), http.StatusOK)
+	seen = seen.Add(DefaultSessionIdle - time.Second)
+	page(seen.Add(DefaultSessionIdle), http.StatusSeeOther)
+
+	// Absolute: a page every 6 hours keeps it until SessionMax, no longer.
+	b.clock.set(start)
+	c.signin(t, b.reviewer)
+	for at := start.Add(6 * time.Hour); at.Before(start.Add(DefaultSessionMax)); at = at.Add(6 * time.Hour) {
+		page(at, http.StatusOK)
+	}
+	page(start.Add(DefaultSessionMax), http.StatusSeeOther)
 
 	b.clock.set(start)
 	token := c.signin(t, b.reviewer)

@@ -21,17 +21,16 @@ import (
 //     open request page shows a decision made elsewhere at once.
 //
 // It waits on Service.Changes, taken before each read so no change is
-// missed, re-authenticates the session on every wake (a revoked token or a
-// sign-out ends the stream), and re-reads on a heartbeat too, which also
+// missed, looks the session up again on every wake (a revoked token or a
+// sign-out on any replica ends the stream), and re-reads on a heartbeat too, which also
 // catches changes made by other replicas.
 func (h *handler) live(w http.ResponseWriter, r *http.Request) {
-	s := h.sessions.get(r)
-	if s == nil {
-		h.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to follow the inbox live.")
-		return
-	}
-	c, err := h.svc.AuthenticateHash(r.Context(), s.tokenHash)
+	s, c, err := h.lookup(r)
 	if err != nil {
+		if code := airlock.ErrorCode(err); code != airlock.CodeNotFound && code != airlock.CodeUnauthorized {
+			h.fail(w, r, err)
+			return
+		}
 		h.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to follow the inbox live.")
 		return
 	}
@@ -100,10 +99,10 @@ func (h *handler) live(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		}
-		if h.sessions.get(r) == nil {
-			return
-		}
-		if _, err := h.svc.AuthenticateHash(ctx, s.tokenHash); err != nil {
+		// The session, looked up again: a sign-out on any replica or a
+		// revoked token ends the stream. A stream does not touch it: an
+		// open tab is not a reviewer's activity.
+		if _, _, err := h.svc.WebSession(ctx, s.id); err != nil {
 			return
 		}
 		changes = h.svc.Changes()

@@ -83,7 +83,7 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, v *
 		p.Who = v.caller.Name
 		p.CanDecide = v.caller.Role == airlock.RoleReviewer
 		p.CSRF = v.sess.csrf
-		p.Flash = h.sessions.takeFlash(v.sess)
+		p.Flash = h.takeFlash(w, r, v.sess)
 		if n, err := h.svc.PendingCount(r.Context()); err == nil {
 			p.PendingCount = n
 		}

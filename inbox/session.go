@@ -1,35 +1,42 @@
 package inbox
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 )
 
 // Cookie names. The session cookie carries only a random session ID; the
-// pre-session cookie protects the sign-in form before there is a session.
+// pre-session cookie protects the sign-in form before there is a session;
+// the flash cookie carries the outcome of the last decision to the page
+// it redirected to, whichever replica serves that page.
 const (
 	sessionCookie = "airlock_session"
 	signinCookie  = "airlock_signin"
+	flashCookie   = "airlock_flash"
 )
 
-// session is one signed-in browser. It keeps the SHA-256 of the reviewer's
-// token, never the token: every request re-authenticates that hash against
-// the store, so a revoked token ends the session at its next request.
+// touchEvery is how often a busy reviewer's session records activity in
+// the store, moving its idle end: once a minute, not once a page.
+const touchEvery = time.Minute
+
+// session is one signed-in browser, as the store keeps it
+// (airlock.WebSession): the store has only the hash of id, and checks the
+// token it was signed in with on every lookup, so a sign-out or a revoked
+// token ends it on every replica at its next request.
 type session struct {
-	id        string
-	tokenHash []byte
-	tokenID   string
-	csrf      string
-	expires   time.Time
-	// flash is the outcome of the last decision, shown once on the page
-	// the decision redirected to.
-	flash *flash
+	id       string // the raw ID, from the cookie
+	csrf     string // the CSRF token bound to the session
+	lastSeen time.Time
 }
 
 // flash is a one-time message about what just happened.
@@ -39,20 +46,6 @@ type flash struct {
 	Message string
 }
 
-// sessions holds the signed-in browsers of this process, in memory: a
-// restart signs everyone out, and behind a load balancer each replica
-// knows only its own sign-ins (docs/inbox.md).
-type sessions struct {
-	mu       sync.Mutex
-	byID     map[string]*session
-	lifetime time.Duration
-	now      func() time.Time
-}
-
-func newSessions(lifetime time.Duration, now func() time.Time) *sessions {
-	return &sessions{byID: map[string]*session{}, lifetime: lifetime, now: now}
-}
-
 // randomString returns 32 random bytes, base64url-encoded.
 func randomString() string {
 	var b [32]byte
@@ -60,68 +53,45 @@ func randomString() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// start creates a session for the token and forgets expired ones.
-func (ss *sessions) start(t airlock.Token) *session {
-	now := ss.now()
-	s := &session{id: randomString(), tokenHash: t.Hash, tokenID: t.ID, csrf: randomString(), expires: now.Add(ss.lifetime)}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for id, old := range ss.byID {
-		if !now.Before(old.expires) {
-			delete(ss.byID, id)
-		}
-	}
-	ss.byID[s.id] = s
-	return s
-}
-
-// get returns the live session of the request's cookie, or nil.
-func (ss *sessions) get(r *http.Request) *session {
+// sessionID returns the session ID of the request's cookie, or "".
+func sessionID(r *http.Request) string {
 	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" {
-		return nil
+	if err != nil {
+		return ""
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s := ss.byID[c.Value]
-	if s == nil {
-		return nil
+	return c.Value
+}
+
+// lookup returns the request's live session and its reviewer: one read of
+// the store. Its error is not_found without a live session, unauthorized
+// when the session's token was revoked.
+func (h *handler) lookup(r *http.Request) (*session, airlock.Caller, error) {
+	id := sessionID(r)
+	ws, c, err := h.svc.WebSession(r.Context(), id)
+	if err != nil {
+		return nil, airlock.Caller{}, err
 	}
-	if !ss.now().Before(s.expires) {
-		delete(ss.byID, s.id)
-		return nil
+	return &session{id: id, csrf: ws.CSRF, lastSeen: ws.LastSeenAt}, c, nil
+}
+
+// touch records the session's activity when it is due (touchEvery), so
+// the idle lifetime counts from the reviewer's last page. It reports
+// false when the session ended meanwhile.
+func (h *handler) touch(r *http.Request, s *session) bool {
+	if h.now().Sub(s.lastSeen) < touchEvery {
+		return true
 	}
-	return s
-}
-
-// end forgets a session.
-func (ss *sessions) end(s *session) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.byID, s.id)
-}
-
-// setFlash stores the message the next page of s shows.
-func (ss *sessions) setFlash(s *session, f flash) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s.flash = &f
-}
-
-// takeFlash returns and clears the message of s.
-func (ss *sessions) takeFlash(s *session) *flash {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	f := s.flash
-	s.flash = nil
-	return f
-}
-
-// count returns how many sessions are live, for tests.
-func (ss *sessions) count() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.byID)
+	_, _, err := h.svc.TouchWebSession(r.Context(), s.id, touchEvery)
+	switch {
+	case err == nil:
+		return true
+	case airlock.ErrorCode(err) == airlock.CodeNotFound:
+		return false
+	default:
+		// The page can still be served; the next request tries again.
+		h.log.Warn("inbox: recording a session's activity", "err", err)
+		return true
+	}
 }
 
 // sameSecret compares a submitted CSRF token with the expected one in
@@ -138,4 +108,53 @@ func (h *handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 		Name: name, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || h.secureCookies,
 	})
+}
+
+// maxFlashMessage bounds the message a flash cookie carries, so that the
+// cookie stays well under the 4 KiB browsers keep.
+const maxFlashMessage = 1500
+
+// setFlash sends f to the next page of s in a short-lived cookie, signed
+// with the session's CSRF token: another replica can show it, and nobody
+// without the session can make the inbox say something it did not.
+func (h *handler) setFlash(w http.ResponseWriter, r *http.Request, s *session, f flash) {
+	if len(f.Message) > maxFlashMessage {
+		m := f.Message[:maxFlashMessage]
+		for !utf8.ValidString(m) {
+			m = m[:len(m)-1]
+		}
+		f.Message = m + "…"
+	}
+	data, _ := json.Marshal(f)
+	h.setCookie(w, r, flashCookie, base64.RawURLEncoding.EncodeToString(data)+"."+flashMAC(s, data), 60)
+}
+
+// takeFlash returns the message of s's flash cookie and deletes the
+// cookie, or nil when there is none, or it is not of this session.
+func (h *handler) takeFlash(w http.ResponseWriter, r *http.Request, s *session) *flash {
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return nil
+	}
+	h.setCookie(w, r, flashCookie, "", -1)
+	enc, mac, ok := strings.Cut(c.Value, ".")
+	if !ok {
+		return nil
+	}
+	data, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil || !hmac.Equal([]byte(mac), []byte(flashMAC(s, data))) {
+		return nil
+	}
+	var f flash
+	if json.Unmarshal(data, &f) != nil {
+		return nil
+	}
+	return &f
+}
+
+// flashMAC signs a flash cookie's data with the session's CSRF token.
+func flashMAC(s *session, data []byte) string {
+	m := hmac.New(sha256.New, []byte("airlock flash\x00"+s.csrf))
+	m.Write(data)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

@@ -40,7 +40,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// clock is a settable clock for sign-in expiry.
+// clock is a settable clock for sign-in expiry: the inbox's and the
+// store's. Unset, it is the real clock.
 type clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -54,6 +55,9 @@ func (c *clock) now() time.Time {
 	}
 	return c.t
 }
+
+// Now is the store's reading: UTC, to the microsecond.
+func (c *clock) Now() time.Time { return c.now().UTC().Truncate(time.Microsecond) }
 
 func (c *clock) set(t time.Time) {
 	c.mu.Lock()
@@ -87,6 +91,9 @@ type options struct {
 	pageBytes int
 	// wrapStore, when set, wraps the store the provider is given.
 	wrapStore func(airlock.Store) airlock.Store
+	// openStore, when set, opens the store instead of a fresh SQLite
+	// file, judging time by clock.
+	openStore func(t testing.TB, clock airlock.Clock) airlock.Store
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -96,9 +103,16 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		f(&o)
 	}
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
+	clk := &clock{}
+	var store airlock.Store
+	if o.openStore != nil {
+		store = o.openStore(t, clk)
+	} else {
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clk))
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		store = st
 	}
 	t.Cleanup(func() { store.Close() })
 	logs := &logRecorder{}
@@ -108,7 +122,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	var under airlock.Store = store
+	under := store
 	if o.wrapStore != nil {
 		under = o.wrapStore(store)
 	}
@@ -119,7 +133,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	testkit.Go(t, svc.Run)
 
 	shutdown, stop := context.WithCancel(ctx)
-	b := &bundle{svc: svc, clock: &clock{}, logs: logs, callers: map[string]airlock.Caller{}}
+	b := &bundle{svc: svc, clock: clk, logs: logs, callers: map[string]airlock.Caller{}}
 	ib := New(Config{
 		Service: svc, Logger: logger, Context: shutdown, Now: b.clock.now,
 		AllowedHosts: o.allowedHosts, Heartbeat: 200 * time.Millisecond, AuthGuard: o.guard,
@@ -290,6 +304,19 @@ func (c *browserless) do(t testing.TB, method, path string, form url.Values, hea
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
 	return reply{status: res.StatusCode, header: res.Header, body: string(data)}
+}
+
+// sessionID returns the session ID of the client's cookie.
+func (c *browserless) sessionID(t testing.TB) string {
+	t.Helper()
+	u, _ := url.Parse(c.b.srv.URL)
+	for _, ck := range c.client.Jar.Cookies(u) {
+		if ck.Name == sessionCookie {
+			return ck.Value
+		}
+	}
+	t.Fatal("no session cookie")
+	return ""
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)

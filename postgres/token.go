@@ -77,6 +77,15 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, loc
 				return err
 			}
 		}
+		if lockID {
+			// Inbox sessions of a secret this put replaces, or of a revoked
+			// token it brings back, end: they were over, and stay so.
+			if _, err := tx.Exec(ctx, `DELETE FROM web_sessions ws USING tokens t
+WHERE ws.token_id = @id AND t.id = @id AND (ws.token_hash <> @hash OR t.revoked_at IS NOT NULL)`,
+				named{"id": t.ID, "hash": t.Hash}); err != nil {
+				return err
+			}
+		}
 		var at time.Time
 		if err := tx.QueryRow(ctx, query, named{
 			"now": s.now(), "id": t.ID, "name": t.Name, "role": string(t.Role), "scopes": scopes,

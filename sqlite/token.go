@@ -83,6 +83,14 @@ func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, rep
 		if err != nil {
 			return err
 		}
+		if replace {
+			// Inbox sessions of a secret this put replaces, or of a revoked
+			// token it brings back, end: they were over, and stay so.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE token_id = ?1
+	AND (token_hash <> ?2 OR EXISTS (SELECT 1 FROM tokens WHERE id = ?1 AND revoked_at IS NOT NULL))`, t.ID, t.Hash); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
 			return err
 		}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Notify", s.testNotify},
 		{"Reviewers", s.testReviewers},
 		{"Grants", s.testGrants},
+		{"WebSessions", s.testWebSessions},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/mailapp"
@@ -82,6 +83,12 @@ type Config struct {
 	// heartbeat before reviewers see it as stale. Stale is for display
 	// only: it cancels and refuses nothing. Default 5m.
 	SessionStaleAfter time.Duration
+	// InboxSessionIdle is how long an inbox sign-in lasts without a page
+	// opened; InboxSessionMax how long it lasts at most, however busy.
+	// Sign-ins live in the store, so every replica serves them. Defaults
+	// 12h and 168h.
+	InboxSessionIdle time.Duration
+	InboxSessionMax  time.Duration
 	// ShutdownGrace is how long, on SIGINT or SIGTERM, in-flight requests
 	// (long-polls included) may take to finish before they are cut. Default 10s.
 	ShutdownGrace time.Duration
@@ -137,6 +144,8 @@ func DefaultConfig() Config {
 		LogLevel:              "info",
 		LogFormat:             "text",
 		SessionStaleAfter:     airlock.DefaultStaleAfter,
+		InboxSessionIdle:      inbox.DefaultSessionIdle,
+		InboxSessionMax:       inbox.DefaultSessionMax,
 		ShutdownGrace:         server.DefaultShutdownGrace,
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
@@ -169,6 +178,8 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.MaxApprovalValidity, d.MaxApprovalValidity)
 	setDur(&c.ShutdownGrace, d.ShutdownGrace)
 	setDur(&c.SessionStaleAfter, d.SessionStaleAfter)
+	setDur(&c.InboxSessionIdle, d.InboxSessionIdle)
+	setDur(&c.InboxSessionMax, d.InboxSessionMax)
 	setDur(&c.WebhookTimeout, d.WebhookTimeout)
 	set(&c.SlackAPIURL, d.SlackAPIURL)
 	if c.RateLimit == 0 {
@@ -255,6 +266,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionStaleAfter < 0 {
 		return fmt.Errorf("--session-stale-after must be positive")
+	}
+	if c.InboxSessionIdle < 0 || c.InboxSessionMax < 0 {
+		return fmt.Errorf("--inbox-session-idle and --inbox-session-max must be positive")
 	}
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative")
@@ -376,6 +390,8 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
+	durationVar(fs, &c.InboxSessionIdle, "inbox-session-idle", d.InboxSessionIdle, "how long an inbox sign-in lasts without a page opened; sign-ins live in the store, so any replica serves them")
+	durationVar(fs, &c.InboxSessionMax, "inbox-session-max", d.InboxSessionMax, "how long an inbox sign-in lasts at most, however busy the reviewer")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
 	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")

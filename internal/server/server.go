@@ -82,6 +82,10 @@ type Config struct {
 	// SessionStaleAfter is how long an MCP session may go without a
 	// heartbeat before reviewers see it as stale.
 	SessionStaleAfter time.Duration
+	// InboxSessionIdle and InboxSessionMax are an inbox sign-in's idle and
+	// absolute lifetimes (default inbox.DefaultSessionIdle and
+	// inbox.DefaultSessionMax).
+	InboxSessionIdle, InboxSessionMax time.Duration
 	// MaxHeavyReads and MaxHeavyReadsPerToken bound the heavy reads (lists
 	// and searches) in progress, in all and per token.
 	MaxHeavyReads, MaxHeavyReadsPerToken int
@@ -315,6 +319,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// The reviewer inbox at / (its own paths); everything else is the API's.
 	ib := inbox.New(inbox.Config{
 		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: hosts, AuthGuard: s.guard,
+		SessionIdle: cfg.InboxSessionIdle, SessionMax: cfg.InboxSessionMax,
 	})
 	for _, p := range inbox.Patterns {
 		mux.Handle(p, ib)

@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/jackc/pgx/v5"
+)
+
+// The inbox's sign-ins (docs/inbox.md, "Sessions").
+
+const webSessionCols = `ws.id_hash, ws.token_id, ws.principal, ws.name, ws.csrf, ws.created_at, ws.last_seen_at,
+	(extract(epoch FROM ws.idle) * 1000000)::bigint, ws.idle_expires_at, ws.expires_at`
+
+// webSessionScan scans webSessionCols; finish converts what it scanned.
+type webSessionScan struct {
+	ws   airlock.WebSession
+	idle int64
+}
+
+func (w *webSessionScan) dest() []any {
+	return []any{&w.ws.IDHash, &w.ws.TokenID, &w.ws.Principal, &w.ws.Name, &w.ws.CSRF, &w.ws.CreatedAt, &w.ws.LastSeenAt,
+		&w.idle, &w.ws.IdleExpiresAt, &w.ws.ExpiresAt}
+}
+
+func (w *webSessionScan) finish() airlock.WebSession {
+	ws := w.ws
+	ws.Idle = time.Duration(w.idle) * time.Microsecond
+	ws.CreatedAt, ws.LastSeenAt = ws.CreatedAt.UTC(), ws.LastSeenAt.UTC()
+	ws.IdleExpiresAt, ws.ExpiresAt = ws.IdleExpiresAt.UTC(), ws.ExpiresAt.UTC()
+	return ws
+}
+
+func scanWebSession(row pgx.Row) (airlock.WebSession, error) {
+	var w webSessionScan
+	if err := row.Scan(w.dest()...); err != nil {
+		return airlock.WebSession{}, err
+	}
+	return w.finish(), nil
+}
+
+// CreateWebSession stores a session for a live token. The token's row is
+// read FOR SHARE: a revocation committing meanwhile is waited for, and
+// then refuses the sign-in, rather than leaving a session behind it.
+func (s *Store) CreateWebSession(ctx context.Context, p airlock.NewWebSessionParams) (airlock.WebSession, error) {
+	if err := p.Validate(); err != nil {
+		return airlock.WebSession{}, err
+	}
+	var out airlock.WebSession
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		var err error
+		out, err = scanWebSession(t.QueryRow(ctx, tickCTE+`INSERT INTO web_sessions AS ws (id_hash, token_id, token_hash, principal, name, csrf,
+	created_at, last_seen_at, idle, idle_expires_at, expires_at)
+SELECT @hash::bytea, t.id, t.hash, t.principal, t.name, @csrf::text, tick.now, tick.now, @idle::interval,
+	least(tick.now + @idle::interval, tick.now + @max::interval), tick.now + @max::interval
+FROM tokens t, tick
+WHERE t.id = @token AND t.hash = @token_hash AND t.revoked_at IS NULL
+FOR SHARE OF t
+RETURNING `+webSessionCols, named{"now": s.now(), "hash": airlock.WebSessionIDHash(p.ID), "csrf": p.CSRF,
+			"idle": p.Idle, "max": p.Max, "token": p.Token.ID, "token_hash": p.Token.Hash}))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return airlock.TokenRefused()
+		}
+		return err
+	})
+	return out, translate(err, "web session", "new")
+}
+
+// WebSessionByID reads a live session with its token: one read by the
+// primary key, joined to the token by its primary key.
+func (s *Store) WebSessionByID(ctx context.Context, id string) (airlock.WebSession, airlock.Token, error) {
+	var (
+		w         webSessionScan
+		tokenHash []byte
+	)
+	tok, err := scanToken(s.queryRow(ctx, tickCTE+`SELECT `+tokenCols+`, `+webSessionCols+`, ws.token_hash
+FROM web_sessions ws JOIN tokens t ON t.id = ws.token_id, tick
+WHERE ws.id_hash = @hash AND ws.idle_expires_at > tick.now`,
+		named{"now": s.now(), "hash": airlock.WebSessionIDHash(id)}), append(w.dest(), &tokenHash)...)
+	if err != nil {
+		return airlock.WebSession{}, airlock.Token{}, translate(err, "web session", "of this cookie")
+	}
+	ws := w.finish()
+	if tok.RevokedAt != nil || !bytes.Equal(tok.Hash, tokenHash) {
+		return airlock.WebSession{}, airlock.Token{}, airlock.TokenRefused()
+	}
+	return ws, tok, nil
+}
+
+// TouchWebSession moves a live session's idle end, at most once per
+// every: the UPDATE's conditions are re-checked on the row's newest
+// version, so a touch that waited for a sign-out's DELETE finds no row.
+func (s *Store) TouchWebSession(ctx context.Context, id string, every time.Duration) (airlock.WebSession, bool, error) {
+	var (
+		out     airlock.WebSession
+		touched bool
+	)
+	hash := airlock.WebSessionIDHash(id)
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		var err error
+		out, err = scanWebSession(t.QueryRow(ctx, tickCTE+`UPDATE web_sessions ws
+SET last_seen_at = tick.now, idle_expires_at = least(tick.now + ws.idle, ws.expires_at)
+FROM tick
+WHERE ws.id_hash = @hash AND ws.idle_expires_at > tick.now AND ws.last_seen_at <= tick.now - @every::interval
+RETURNING `+webSessionCols, named{"now": s.now(), "hash": hash, "every": every}))
+		if err == nil {
+			touched = true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		out, err = scanWebSession(t.QueryRow(ctx, tickCTE+`SELECT `+webSessionCols+` FROM web_sessions ws, tick
+WHERE ws.id_hash = @hash AND ws.idle_expires_at > tick.now`, named{"now": s.now(), "hash": hash}))
+		return err
+	})
+	if err != nil {
+		return airlock.WebSession{}, false, translate(err, "web session", "of this cookie")
+	}
+	return out, touched, nil
+}
+
+// DeleteWebSession ends one session.
+func (s *Store) DeleteWebSession(ctx context.Context, id string) error {
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		tag, err := t.Exec(ctx, `DELETE FROM web_sessions WHERE id_hash = @hash`, named{"hash": airlock.WebSessionIDHash(id)})
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return pgx.ErrNoRows
+		}
+		return nil
+	})
+	return translate(err, "web session", "of this cookie")
+}
+
+// DeleteWebSessions ends the sessions of a token or a principal.
+func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilter) (int, error) {
+	if f.TokenID == "" && f.Principal == "" {
+		return 0, airlock.Invalid("filter", "name a token or a principal whose web sessions to end")
+	}
+	var n int
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		tag, err := t.Exec(ctx, `DELETE FROM web_sessions
+WHERE (@token::text = '' OR token_id = @token) AND (@principal::text = '' OR principal = @principal)`,
+			named{"token": f.TokenID, "principal": f.Principal})
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, translate(err, "web sessions", f.TokenID+f.Principal)
+}
+
+// SweepWebSessions deletes up to limit sessions that are over. Rows a
+// touch or a sign-out holds are skipped, for a later sweep.
+func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		limit = airlock.DefaultExpireBatch
+	}
+	var n int
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		tag, err := t.Exec(ctx, tickCTE+`DELETE FROM web_sessions WHERE id_hash IN (
+	SELECT w.id_hash FROM web_sessions w, tick WHERE w.idle_expires_at <= tick.now
+	ORDER BY w.idle_expires_at LIMIT @limit FOR UPDATE OF w SKIP LOCKED)`, named{"now": s.now(), "limit": limit})
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, translate(err, "web sessions", "sweep")
+}
