@@ -119,8 +119,8 @@ type Outcome struct {
 	Errors []RuleError
 	// Verdict is the outcome as the provider applies it.
 	Verdict airlock.PolicyVerdict
-	// hits are the rules' counters this outcome adds one to (matched,
-	// shadow-matched, errors), by count.
+	// hits are the rules' counters (matched, shadow-matched, errors) that
+	// count adds one to.
 	hits []*atomic.Uint64
 }
 
