@@ -35,6 +35,13 @@ type PolicyVerdict struct {
 	// Window, when positive and shorter than the request's, is the window
 	// to ask a person with.
 	Window time.Duration
+	// Record, when set, counts and logs what the rules did (per-rule
+	// metrics, shadow matches, rules that failed). The provider calls it
+	// once the request is stored as new: a replayed create (an
+	// Idempotency-Key seen before) answers with the original and a
+	// refused one stores nothing, so neither is a request the rules
+	// decided, and neither counts.
+	Record func()
 }
 
 // NoPolicy leaves every request to a person.

@@ -37,17 +37,21 @@ const (
 	Expiry = "expiry"
 	// MCP is approval_request tool calls through the /mcp endpoint.
 	MCP = "mcp"
+	// Grant is a create a reviewer's grant approves at once, then the
+	// execution claim, per client in a loop (docs/policy.md, "Grants").
+	Grant = "grant"
 	// Raw is the raw baseline alone: a lifecycle's durable work in direct SQL.
 	Raw = "raw"
 )
 
 // Scenarios lists the scenarios, in the order help shows them.
-var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP}
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant}
 
 // Bounds of a run: no flag can make it unbounded.
 const (
 	MaxDuration = time.Hour
-	// MaxOps bounds the operations of lifecycle, create, mcp and raw runs.
+	// MaxOps bounds the operations of lifecycle, create, mcp, grant and
+	// raw runs.
 	MaxOps = 10_000_000
 	// MaxWaiters bounds the wait scenario's waiters.
 	MaxWaiters = 50_000
@@ -63,7 +67,8 @@ const (
 const (
 	DefaultClients  = 8
 	DefaultDuration = 10 * time.Second
-	// DefaultOps is the count bound of lifecycle, create, mcp and raw runs.
+	// DefaultOps is the count bound of lifecycle, create, mcp, grant and
+	// raw runs.
 	DefaultOps = 1_000_000
 	// DefaultWaiters is the wait scenario's waiters when Clients is unset.
 	DefaultWaiters = 100
@@ -92,28 +97,29 @@ type Config struct {
 	// Replicas is how many in-process servers share the store (PostgreSQL
 	// only). Default 1.
 	Replicas int
-	// Clients is how many clients run at once (default 8); for the wait
-	// scenario, how many long-poll waiters (default 100).
+	// Clients is how many clients run at once (default 8; 1 for the grant
+	// scenario, whose target is at one client); for the wait scenario, how
+	// many long-poll waiters (default 100).
 	Clients int
 	// Duration bounds the measured part of the run (default 10s, at most
 	// MaxDuration). Setting up (creating the requests the wait and expiry
 	// scenarios need) has its own bound, proportional to Count.
 	Duration time.Duration
-	// Count bounds the operations: lifecycle, create, mcp and raw stop at
-	// Count operations or Duration, whichever comes first (default
-	// DefaultOps); wait runs Count decision rounds (default
+	// Count bounds the operations: lifecycle, create, mcp, grant and raw
+	// stop at Count operations or Duration, whichever comes first
+	// (default DefaultOps); wait runs Count decision rounds (default
 	// DefaultRounds); expiry creates Count pending requests (default
 	// DefaultPending).
 	Count int
-	// Rate, when positive, paces lifecycle, create and mcp operations at
-	// Rate per second in all (open loop), to measure latency at a given
-	// load — at half the maximum throughput, say — instead of at the
-	// maximum. Latency then runs from when each operation was due.
+	// Rate, when positive, paces lifecycle, create, mcp and grant
+	// operations at Rate per second in all (open loop), to measure latency
+	// at a given load — at half the maximum throughput, say — instead of
+	// at the maximum. Latency then runs from when each operation was due.
 	Rate float64
-	// HalfMax runs lifecycle, create or mcp twice: as fast as the clients
-	// go, to find the maximum, then paced at half of that maximum (the
-	// load of the latency target), so that both come from one run on one
-	// machine in one state. The report's Result is the paced run; Max is
+	// HalfMax runs lifecycle, create, mcp or grant twice: as fast as the
+	// clients go, to find the maximum, then paced at half of that maximum
+	// (the load of the latency target), so that both come from one run on
+	// one machine in one state. The report's Result is the paced run; Max is
 	// the first.
 	HalfMax bool
 	// Baseline runs the raw baseline after a lifecycle run, in the same
@@ -142,6 +148,12 @@ type Config struct {
 	Backlog int
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
+
+	// grantTool and grantUses, set by tests only, make the grant
+	// scenario's grants cover another tool than the one its creates call,
+	// or fewer uses than the run needs, so that creates go unapproved.
+	grantTool string
+	grantUses int
 }
 
 // withDefaults fills in the zero fields.
@@ -153,9 +165,13 @@ func (c Config) withDefaults() Config {
 		c.Replicas = 1
 	}
 	if c.Clients == 0 {
-		c.Clients = DefaultClients
-		if c.Scenario == Wait {
+		switch c.Scenario {
+		case Wait:
 			c.Clients = DefaultWaiters
+		case Grant:
+			c.Clients = 1
+		default:
+			c.Clients = DefaultClients
 		}
 	}
 	if c.Duration == 0 {
@@ -187,7 +203,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
-	case Lifecycle, Create, Wait, Expiry, MCP, Raw:
+	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -227,10 +243,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
 	}
 	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
-		return fmt.Errorf("--rate paces lifecycle, create and mcp; %s has its own pace", c.Scenario)
+		return fmt.Errorf("--rate paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
-		return fmt.Errorf("--half-max paces lifecycle, create and mcp; %s has its own pace", c.Scenario)
+		return fmt.Errorf("--half-max paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && c.Rate > 0 {
 		return fmt.Errorf("--half-max sets the rate itself (half the maximum it measures first); drop --rate %g", c.Rate)
@@ -369,7 +385,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Target, rep.Store, rep.Replicas = tgt.describe(), tgt.store, len(tgt.urls)
 
 	switch cfg.Scenario {
-	case Lifecycle, Create, MCP:
+	case Lifecycle, Create, MCP, Grant:
 		err = runLoadScenario(ctx, cfg, tgt, rep)
 	case Wait:
 		err = runWait(ctx, cfg, tgt, rep)

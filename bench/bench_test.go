@@ -436,3 +436,60 @@ func TestWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// TestGrant runs the grant scenario on SQLite and on PostgreSQL: every
+// create approved by the run's grant (the server counted one use per
+// operation) and claimed. Then twice with creates the grant does not
+// approve, which must be reported as errors, never measured: a grant of
+// another tool (every create left pending: the run fails, saying why),
+// and a grant of fewer uses than the run's operations.
+func TestGrant(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{Scenario: Grant, Duration: 20 * time.Second, Count: 12}
+			if store == "postgres" {
+				cfg.DB = testkit.PostgresURL(t)
+			}
+			rep := run(t, cfg)
+			checkResult(t, "grant", rep.Result, cfg.Count)
+			if rep.Clients != 1 || rep.Store != store || rep.Ops != int64(cfg.Count) {
+				t.Errorf("%d ops at %d clients on %s, want %d at 1 on %s", rep.Ops, rep.Clients, rep.Store, cfg.Count, store)
+			}
+			if g := rep.Grant; g == nil || g.Grants != 1 || g.UsesCounted == nil || *g.UsesCounted != rep.Ops {
+				t.Errorf("grant report %+v, want 1 grant with %d uses counted", g, rep.Ops)
+			}
+			var table bytes.Buffer
+			rep.WriteTable(&table)
+			for _, want := range []string{"airlock grant", "uses the server counted on them: 12"} {
+				if !strings.Contains(table.String(), want) {
+					t.Errorf("table lacks %q:\n%s", want, table.String())
+				}
+			}
+		})
+	}
+	t.Run("another tool", func(t *testing.T) {
+		t.Parallel()
+		cfg := Config{Scenario: Grant, Duration: 20 * time.Second, Count: 12, grantTool: "payments.charge", Progress: &bytes.Buffer{}}
+		rep, err := Run(t.Context(), cfg)
+		if err == nil || !strings.Contains(err.Error(), "not approved by the grant") || !strings.Contains(err.Error(), "is pending") {
+			t.Errorf("run whose grant covers another tool = %+v, %v; want it failed, every create pending and not approved by the grant", rep, err)
+		}
+	})
+	t.Run("too few uses", func(t *testing.T) {
+		t.Parallel()
+		rep := run(t, Config{Scenario: Grant, Duration: 20 * time.Second, Count: 12, grantUses: 5})
+		if rep.Ops != 5 || rep.Errors != 7 || rep.ErrorKinds["not approved by the grant"] != 7 {
+			t.Errorf("a grant of 5 uses over 12 operations: %d ops, %d errors %v; want 5 and 7 not approved by the grant", rep.Ops, rep.Errors, rep.ErrorKinds)
+		}
+		if g := rep.Grant; g == nil || g.Grants != 1 || g.UsesCounted == nil || *g.UsesCounted != 5 {
+			t.Errorf("grant report %+v, want 1 grant with 5 uses counted", g)
+		}
+		var table bytes.Buffer
+		rep.WriteTable(&table)
+		if !strings.Contains(table.String(), "errors: not approved by the grant ×7") {
+			t.Errorf("table does not report the unapproved creates:\n%s", table.String())
+		}
+	})
+}

@@ -146,11 +146,13 @@ func hint(err error) string {
 	return ""
 }
 
-// runLoadScenario runs lifecycle, create or mcp.
+// runLoadScenario runs lifecycle, create, mcp or grant.
 func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	// run names this scenario's keys; phase, the runLoad call (--half-max
 	// makes two), so that no key is used twice.
 	run, phase := randomHex(4), 0
+	// grants are the grant scenario's grants, by phase.
+	grants := map[int][]string{}
 	var prepare func(ctx context.Context, i int) (clientOp, func(), error)
 	switch cfg.Scenario {
 	case Lifecycle, Create:
@@ -180,6 +182,15 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 				}
 				return err
 			}, nil, nil
+		}
+	case Grant:
+		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
+			ph := phase
+			op, done, id, err := prepareGrant(ctx, cfg, t, i, run, ph)
+			if err == nil {
+				grants[ph] = append(grants[ph], id)
+			}
+			return op, done, err
 		}
 	case MCP:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
@@ -238,6 +249,11 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		return err
 	}
 	rep.Result = res
+	if cfg.Scenario == Grant {
+		if rep.Grant, err = grantReport(ctx, t, grants[phase]); err != nil {
+			return err
+		}
+	}
 	if cfg.Webhooks > 0 {
 		return runWebhooks(ctx, cfg, t, rep, func(rate float64) (Result, error) {
 			phase++

@@ -45,7 +45,9 @@ type Report struct {
 	Expiry  *ExpiryReport `json:"expiry,omitempty"`
 	// Webhooks is what Config.Webhooks measured.
 	Webhooks *WebhookReport `json:"webhooks,omitempty"`
-	Machine  Machine        `json:"machine"`
+	// Grant is what the grant scenario's grants counted.
+	Grant   *GrantReport `json:"grant,omitempty"`
+	Machine Machine      `json:"machine"`
 }
 
 // Bounds are the limits the run was given.
@@ -266,6 +268,13 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		tw.Flush()
 		writeErrors(w, r.ErrorKinds)
+		if g := r.Grant; g != nil {
+			fmt.Fprintf(w, "\ngrants: %d (one per client's instance); each operation: a create the grant approves, then the execution claim", g.Grants)
+			if g.UsesCounted != nil {
+				fmt.Fprintf(w, "; uses the server counted on them: %d", *g.UsesCounted)
+			}
+			fmt.Fprintln(w)
+		}
 		if r.Raw != nil {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
 		}

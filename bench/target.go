@@ -434,6 +434,8 @@ func (e *httpError) Error() string {
 func kind(err error) string {
 	var he *httpError
 	switch {
+	case errors.Is(err, errNotGranted):
+		return errNotGranted.Error()
 	case errors.As(err, &he) && he.code != "":
 		return fmt.Sprintf("http %d %s", he.status, he.code)
 	case errors.As(err, &he):
@@ -502,6 +504,12 @@ type apiRequest struct {
 	ID         string    `json:"id"`
 	State      string    `json:"state"`
 	DeadlineAt time.Time `json:"deadline_at"`
+	Decision   *struct {
+		DecidedBy string `json:"decided_by"`
+	} `json:"decision"`
+	Execution *struct {
+		Status string `json:"status"`
+	} `json:"execution"`
 }
 
 func (t *target) newInstance(ctx context.Context, base, name string) (string, error) {

@@ -74,18 +74,27 @@ func (e *Engine) install(s *Set, data []byte) {
 // Current returns the rules in force.
 func (e *Engine) Current() *Set { return e.cur.Load() }
 
-// Evaluate decides a new request by the rules in force (Set.Decide),
-// logging what shadow rules would have done and the rules that failed.
+// Evaluate decides a new request by the rules in force (Set.Decide). The
+// verdict's Record counts what the rules did and logs what shadow rules
+// would have done and the rules that failed: the provider calls it once
+// the request is stored, so that a replay counts nothing.
 func (e *Engine) Evaluate(ctx context.Context, in airlock.PolicyInput) airlock.PolicyVerdict {
 	s := e.cur.Load()
 	out := s.Decide(ctx, in)
-	for _, name := range out.Shadowed {
-		e.log.Info("policy shadow rule matched; it decided nothing", "rule", name, "request", in.Request.ID, "tool", in.Request.Tool)
+	v := out.Verdict
+	if len(out.hits) > 0 {
+		id, tool := in.Request.ID, in.Request.Tool
+		v.Record = func() {
+			out.count()
+			for _, name := range out.Shadowed {
+				e.log.Info("policy shadow rule matched; it decided nothing", "rule", name, "request", id, "tool", tool)
+			}
+			for _, re := range out.Errors {
+				e.log.Warn("policy rule failed to evaluate; asking a person", "rule", re.Rule, "request", id, "err", re.Err)
+			}
+		}
 	}
-	for _, re := range out.Errors {
-		e.log.Warn("policy rule failed to evaluate; asking a person", "rule", re.Rule, "request", in.Request.ID, "err", re.Err)
-	}
-	return out.Verdict
+	return v
 }
 
 // Reload reads the file again and, if it compiles, puts its rules in

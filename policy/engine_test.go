@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"log/slog"
@@ -49,14 +50,25 @@ func TestStartRefusesABadFile(t *testing.T) {
 
 // A reload that does not compile keeps the rules in force, and is logged
 // and counted; a good one replaces them, and the counters of a rule that
-// keeps its name go on.
+// keeps its name go on. A verdict counts only when recorded.
 func TestReload(t *testing.T) {
 	t.Parallel()
 	e, path, _ := newEngine(t, allowLs)
 	old := e.Current()
-	if v := e.Evaluate(t.Context(), toolCall("ls", `{}`)); v.Initial == nil {
+	// Each verdict is recorded, as the provider records a new request's;
+	// one more, not recorded (a replay's), must count nothing.
+	evaluate := func() airlock.PolicyVerdict {
+		v := e.Evaluate(t.Context(), toolCall("ls", `{}`))
+		if v.Record == nil {
+			t.Fatal("a verdict a rule decided has nothing to record")
+		}
+		v.Record()
+		return v
+	}
+	if v := evaluate(); v.Initial == nil {
 		t.Fatal("ls not allowed")
 	}
+	e.Evaluate(t.Context(), toolCall("ls", `{}`))
 	writeFile(t, path, "rules:\n  - {name: ls, match: 'request.tool ==', action: allow}\n")
 	if err := e.Reload(); err == nil || !strings.Contains(err.Error(), `rule "ls"`) {
 		t.Fatalf("Reload of a bad file: %v", err)
@@ -64,14 +76,14 @@ func TestReload(t *testing.T) {
 	if e.Current() != old {
 		t.Fatal("a refused reload replaced the rules")
 	}
-	if v := e.Evaluate(t.Context(), toolCall("ls", `{}`)); v.Initial == nil || v.Initial.PolicyHash != old.Hash {
+	if v := evaluate(); v.Initial == nil || v.Initial.PolicyHash != old.Hash {
 		t.Fatalf("after a refused reload: %+v, want the old rules deciding", v)
 	}
 	writeFile(t, path, "rules:\n  - {name: ls, match: 'request.tool == \"ls\"', action: deny}\n")
 	if err := e.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if v := e.Evaluate(t.Context(), toolCall("ls", `{}`)); v.Initial == nil || v.Initial.Status != "denied" || v.Initial.PolicyHash == old.Hash {
+	if v := evaluate(); v.Initial == nil || v.Initial.Status != "denied" || v.Initial.PolicyHash == old.Hash {
 		t.Fatalf("after a reload: %+v, want the new rule deciding", v)
 	}
 	reg := prometheus.NewPedanticRegistry()

@@ -119,6 +119,16 @@ type Outcome struct {
 	Errors []RuleError
 	// Verdict is the outcome as the provider applies it.
 	Verdict airlock.PolicyVerdict
+	// hits are the rules' counters (matched, shadow-matched, errors) that
+	// count adds one to.
+	hits []*atomic.Uint64
+}
+
+// count adds the outcome to its rules' counters.
+func (o Outcome) count() {
+	for _, h := range o.hits {
+		h.Add(1)
+	}
 }
 
 // RuleError is a rule whose evaluation failed.
@@ -132,6 +142,9 @@ type RuleError struct {
 // tried. A rule whose evaluation fails decides ask (a shadow rule's
 // failure is recorded and passed over). allow never approves a command
 // proposal or a question: such a request is asked.
+//
+// Decide counts nothing: the outcome's count does, once the request it
+// judged is stored (Engine.Evaluate's Verdict.Record).
 func (s *Set) Decide(ctx context.Context, in airlock.PolicyInput) Outcome {
 	act := newActivation(ctx, in, s.reads)
 	ctx, cancel := context.WithTimeout(ctx, s.evalTimeout)
@@ -141,7 +154,7 @@ func (s *Set) Decide(ctx context.Context, in airlock.PolicyInput) Outcome {
 		r := &s.rules[i]
 		matched, err := r.eval(ctx, act)
 		if err != nil {
-			r.stats.errors.Add(1)
+			out.hits = append(out.hits, &r.stats.errors)
 			out.Errors = append(out.Errors, RuleError{Rule: r.Name, Err: err})
 			if r.Shadow {
 				continue
@@ -154,11 +167,11 @@ func (s *Set) Decide(ctx context.Context, in airlock.PolicyInput) Outcome {
 			continue
 		}
 		if r.Shadow {
-			r.stats.shadowMatched.Add(1)
+			out.hits = append(out.hits, &r.stats.shadowMatched)
 			out.Shadowed = append(out.Shadowed, r.Name)
 			continue
 		}
-		r.stats.matched.Add(1)
+		out.hits = append(out.hits, &r.stats.matched)
 		out.Rule, out.Action = r.Name, r.Action
 		switch r.Action {
 		case ActionAllow:

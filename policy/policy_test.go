@@ -117,11 +117,20 @@ rules:
 		len(out.Shadowed) != 1 || out.Shadowed[0] != "try deny shell" || len(out.Errors) != 1 {
 		t.Fatalf("outcome = %+v, want the shadow recorded, its error passed over, and the ask rule deciding", out)
 	}
+	// Deciding counts nothing until the outcome is counted (the engine
+	// counts it once the provider stored the request).
+	if got := s.rules[0].stats.shadowMatched.Load() + s.rules[1].stats.errors.Load() + s.rules[2].stats.matched.Load(); got != 0 {
+		t.Fatalf("%d counted before the outcome was, want none", got)
+	}
+	out.count()
 	if got := s.rules[0].stats.shadowMatched.Load(); got != 1 {
 		t.Fatalf("shadow matches = %d, want 1", got)
 	}
 	if got := s.rules[1].stats.errors.Load(); got != 1 {
 		t.Fatalf("errors = %d, want 1", got)
+	}
+	if got := s.rules[2].stats.matched.Load(); got != 1 {
+		t.Fatalf("matches of the rule that decided = %d, want 1", got)
 	}
 }
 

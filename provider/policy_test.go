@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +93,56 @@ func TestPolicyWindowAndDenial(t *testing.T) {
 	if r.State != airlock.StateDenied || r.Decision.DecidedBy != "policy:deny" || r.Decision.Note != "no" {
 		t.Fatalf("denial: %s %+v", r.State, r.Decision)
 	}
+}
+
+// recorded is a policy that decides nothing and counts how many of its
+// verdicts the provider recorded.
+type recorded struct{ n atomic.Int64 }
+
+func (p *recorded) Evaluate(context.Context, airlock.PolicyInput) airlock.PolicyVerdict {
+	return airlock.PolicyVerdict{Record: func() { p.n.Add(1) }}
+}
+
+// A policy's verdict is recorded (its rules' counters, its logs) for a
+// request stored as new, never for a replay, which answers with the
+// original, nor for a create refused.
+func TestPolicyRecordedOncePerRequest(t *testing.T) {
+	t.Parallel()
+	pol := &recorded{}
+	b := setup(t, options{policy: pol})
+	ctx := t.Context()
+	want := func(n int64, after string) {
+		t.Helper()
+		if got := pol.n.Load(); got != n {
+			t.Fatalf("after %s: %d verdicts recorded, want %d", after, got, n)
+		}
+	}
+	key := newKey()
+	if _, created, err := b.svc.CreateRequest(ctx, b.agent, b.inst.ID, key, call("")); err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	want(1, "a create")
+	if _, created, err := b.svc.CreateRequest(ctx, b.agent, b.inst.ID, key, call("")); err != nil || created {
+		t.Fatalf("replay: created=%v %v, want the original", created, err)
+	}
+	want(1, "its replay")
+	other := call("")
+	other.Tool = "cancel_order"
+	if _, _, err := b.svc.CreateRequest(ctx, b.agent, b.inst.ID, key, other); airlock.ErrorCode(err) != airlock.CodeIdempotencyConflict {
+		t.Fatalf("same key, another call: %v, want idempotency_conflict", err)
+	}
+	want(1, "a conflicting create")
+	if _, _, err := b.svc.CreateRequest(ctx, b.agent, "ins_none", newKey(), call("")); airlock.ErrorCode(err) != airlock.CodeNotFound {
+		t.Fatalf("create on no instance: %v, want not_found", err)
+	}
+	want(1, "a create on no instance")
+
+	in := airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Read the logs",
+		Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, IdempotencyKey: newKey()}
+	for i := range 2 {
+		if _, created, err := b.svc.CreateMCPRequest(ctx, b.agent, in); err != nil || created != (i == 0) {
+			t.Fatalf("MCP create %d: created=%v %v", i, created, err)
+		}
+	}
+	want(2, "an MCP create and its replay")
 }

@@ -315,7 +315,13 @@ func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller
 		}
 		p.Grant = use
 	}
-	return s.insert(ctx, st, p)
+	r, created, err := s.insert(ctx, st, p)
+	if created && v.Record != nil {
+		// Only a new request counts for the rules: a replay is answered
+		// with the original, which they counted when it was made.
+		v.Record()
+	}
+	return r, created, err
 }
 
 // insert stores a request in st and wakes whoever cares. A replay answers

@@ -11,7 +11,7 @@ import (
 
 var benchCommand = command{
 	name:    "bench",
-	args:    "[--scenario lifecycle|create|wait|expiry|mcp] [flags]",
+	args:    "[--scenario lifecycle|create|wait|expiry|mcp|grant] [flags]",
 	summary: "Measure Airlock under load (ops/s, latency, errors), against the same durable work in direct SQL.",
 	run:     runBench,
 }
@@ -23,17 +23,17 @@ var benchCommand = command{
 // or --json) to stdout.
 func runBench(ctx context.Context, a *App, args []string) error {
 	fs := a.newFlagSet("bench")
-	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together) or mcp (approval_request over /mcp)")
+	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together), mcp (approval_request over /mcp) or grant (a create a reviewer's grant approves → claim)")
 	urls := fs.String("url", "", "drive running servers at these URLs (comma-separated replicas) instead of one started in-process")
 	token := fs.String("token", "", "an admin token of the --url server: the run mints an agent and a reviewer token with it and revokes them after")
 	db := fs.String("db", "", "store of the in-process server and of the raw baseline: a SQLite file path that does not exist yet (default a temporary file), or a postgres:// URL (the run uses a fresh schema and drops it)")
 	replicas := fs.Int("replicas", 1, "in-process servers sharing the store (PostgreSQL only); clients take them in turn")
-	clients := fs.Int("clients", 0, "concurrent clients (default 8); for wait, the number of idle long-poll waiters (default 100)")
+	clients := fs.Int("clients", 0, "concurrent clients (default 8; grant: 1); for wait, the number of idle long-poll waiters (default 100)")
 	var duration time.Duration
 	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run")
-	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp: default 1000000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
-	rate := fs.Float64("rate", 0, "pace lifecycle, create or mcp at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
-	halfMax := fs.Bool("half-max", false, "lifecycle, create or mcp: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
+	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp, grant: default 1000000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
+	rate := fs.Float64("rate", 0, "pace lifecycle, create, mcp or grant at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
+	halfMax := fs.Bool("half-max", false, "lifecycle, create, mcp or grant: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
 	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")
 	baseline := fs.Bool("baseline", true, "with lifecycle, also run the raw baseline in the same process and report ratio_to_raw")
 	httpBaseline := fs.Bool("http-baseline", false, "with the raw baseline, also run it over HTTP (its statements behind a minimal handler, driven by the same HTTP client) and report raw_http_to_raw (what HTTP costs) and ratio_to_raw_http (what Airlock adds)")

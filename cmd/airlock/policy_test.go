@@ -118,6 +118,22 @@ func TestServePolicy(t *testing.T) {
 		t.Fatalf("advisory request: %v", a)
 	}
 
+	// Replays (the same Idempotency-Key and body) answer with the
+	// originals and are new requests to no rule: the counters stay.
+	for _, k := range []struct{ key, body, state string }{
+		{"k1", `{"tool":"read_file","arguments":{"path":"README.md"}}`, "approved"},
+		{"k2", `{"tool":"shell","arguments":{"command":"rm -rf /"}}`, "denied"},
+		{"k3", `{"tool":"shell","arguments":{"command":"ls"}}`, "pending"},
+	} {
+		r := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, k.body, "Idempotency-Key", k.key).want(t, 200, "replay")
+		if r.Str("state") != k.state {
+			t.Fatalf("replay of %s: %s, want %s", k.key, r.Raw, k.state)
+		}
+	}
+	if again := call(map[string]any{"kind": "agent_request", "title": "Read the logs", "proposal": map[string]any{"mode": "advisory"}, "idempotencyKey": "a1"}); again["status"] != "approved" {
+		t.Fatalf("MCP replay: %v", again)
+	}
+
 	metrics := c.call("GET", "/metrics", "", "").Raw
 	for _, want := range []string{
 		`airlock_policy_rule_matches_total{rule="read-only tools"} 3`, // the question too: matched, and asked
