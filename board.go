@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -21,8 +22,11 @@ const (
 )
 
 // ColumnKeyPattern is the shape of a column key: short, lowercase, safe to
-// put in a URL or a message without quoting surprises.
-var ColumnKeyPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+// put in a URL or a message without quoting surprises. It is compiled on
+// first use, not at start-up: a bounded repetition compiles to a large
+// program, and every process, the hook's included, would pay for it
+// (docs/performance.md).
+var ColumnKeyPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_-]{1,64}$`) })
 
 // Column is one column of the work board. Position orders the columns
 // (the store appends a new column after the last); Items are filled by
@@ -39,8 +43,8 @@ func (c Column) Validate() error {
 	if c.Key == "" {
 		return Invalid("key", "key is required")
 	}
-	if !ColumnKeyPattern.MatchString(c.Key) {
-		return Invalid("key", "key must match %s: lowercase letters, digits, '_' and '-', 1 to 64 characters", ColumnKeyPattern)
+	if !ColumnKeyPattern().MatchString(c.Key) {
+		return Invalid("key", "key must match %s: lowercase letters, digits, '_' and '-', 1 to 64 characters", ColumnKeyPattern())
 	}
 	return checkText("name", c.Name, 1, MaxColumnNameLen)
 }
@@ -135,8 +139,8 @@ func checkColumnKey(field, key string) error {
 	if key == "" {
 		return Invalid(field, "%s is required", field)
 	}
-	if !ColumnKeyPattern.MatchString(key) {
-		return Invalid(field, "%s must be a column key (%s)", field, ColumnKeyPattern)
+	if !ColumnKeyPattern().MatchString(key) {
+		return Invalid(field, "%s must be a column key (%s)", field, ColumnKeyPattern())
 	}
 	return nil
 }

@@ -155,8 +155,8 @@ type GrantInput struct {
 // tool, one scope, the uses and the lifetime. The match is checked by
 // the provider, which compiles expressions.
 func (in GrantInput) Validate() error {
-	if !ToolNamePattern.MatchString(in.Tool) {
-		return Invalid("tool", "tool must match %s: letters, digits, '_', '.', '-', 1 to 128 characters", ToolNamePattern)
+	if !ToolNamePattern().MatchString(in.Tool) {
+		return Invalid("tool", "tool must match %s: letters, digits, '_', '.', '-', 1 to 128 characters", ToolNamePattern())
 	}
 	if (in.InstanceID == "") == (in.Agent == "") {
 		return Invalid("instance_id", "a grant needs exactly one scope: instance_id or agent")

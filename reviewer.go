@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/mail"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -39,8 +40,8 @@ const EventReviewerLinked EventType = "reviewer.linked"
 const MaxEmailLen = 254
 
 // slackUserID matches Slack's user IDs: U… or W… (Enterprise Grid), upper
-// case letters and digits.
-var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,31}$`)
+// case letters and digits. It is compiled on first use, not at start-up.
+var slackUserID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UW][A-Z0-9]{2,31}$`) })
 
 // Validate refuses a link no channel could use: a principal that is
 // empty or too long, a Slack user ID that is not one, an email address
@@ -49,7 +50,7 @@ func (in ReviewerLinkInput) Validate(principal string) error {
 	if err := checkText("principal", principal, 1, MaxPrincipalLen); err != nil {
 		return err
 	}
-	if in.SlackUserID != "" && !slackUserID.MatchString(in.SlackUserID) {
+	if in.SlackUserID != "" && !slackUserID().MatchString(in.SlackUserID) {
 		return Invalid("slack_user_id", "slack_user_id %q is not a Slack user ID (U… or W…, as Slack shows in a profile's \"Copy member ID\")", in.SlackUserID)
 	}
 	if in.Email != "" {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -31,9 +32,9 @@ func ParseDuration(s string) (time.Duration, error) {
 		d, err = time.ParseDuration(s)
 		switch {
 		case err == nil:
-		case goDurationSyntax.MatchString(s) && s[0] == '-':
+		case goDurationSyntax().MatchString(s) && s[0] == '-':
 			err = fmt.Errorf("%q must be positive", s)
-		case goDurationSyntax.MatchString(s):
+		case goDurationSyntax().MatchString(s):
 			// time.ParseDuration fails on well-formed input only when it
 			// overflows.
 			err = fmt.Errorf("%q is too long; the longest duration is %s", s, time.Duration(math.MaxInt64))
@@ -50,8 +51,11 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// goDurationSyntax is the grammar time.ParseDuration accepts.
-var goDurationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+// goDurationSyntax is the grammar time.ParseDuration accepts, compiled on
+// first use (only to explain an error), not at start-up.
+var goDurationSyntax = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+})
 
 // isoUnit is one ISO 8601 duration component.
 type isoUnit struct {

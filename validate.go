@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -36,7 +37,8 @@ const (
 // ToolNamePattern is the shape every tool name must have. Anything else
 // (spaces, control, bidirectional or look-alike characters) is refused at
 // creation, so a reviewer never has to tell two tool names apart by eye.
-var ToolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+// Like ColumnKeyPattern it is compiled on first use, not at start-up.
+var ToolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // providerFields are names a client may never send: the provider sets them.
 var providerFields = []string{
@@ -186,8 +188,8 @@ func (in *CreateRequestInput) Validate() error {
 	if in.Tool == "" {
 		return Invalid("tool", "tool is required")
 	}
-	if !ToolNamePattern.MatchString(in.Tool) {
-		return Invalid("tool", "tool must match %s: letters, digits, '_', '.', '-', 1 to 128 characters", ToolNamePattern)
+	if !ToolNamePattern().MatchString(in.Tool) {
+		return Invalid("tool", "tool must match %s: letters, digits, '_', '.', '-', 1 to 128 characters", ToolNamePattern())
 	}
 	if isNull(in.Arguments) {
 		return Invalid("arguments", "arguments is required: the exact arguments of the intercepted call, as a JSON object")

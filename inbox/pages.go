@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/confusables"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/mtibben/confusables"
 )
 
 // row is one request in a list.

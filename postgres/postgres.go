@@ -165,7 +165,10 @@ func WithClock(c airlock.Clock) Option {
 	return func(cfg *config) { cfg.clock = c }
 }
 
-var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+// schemaName is a schema name WithSchema accepts. It is compiled on first
+// use, not at start-up, which every airlock process (the hook's included)
+// would pay for (docs/performance.md).
+var schemaName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`) })
 
 // Open connects to the PostgreSQL database at url (postgres://user:password@
 // host:5432/dbname?sslmode=…), applies the embedded migrations it lacks, and
@@ -182,7 +185,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if cfg.statementTimeout != nil && *cfg.statementTimeout < 0 {
 		return nil, fmt.Errorf("postgres: the statement timeout must not be negative (got %s)", *cfg.statementTimeout)
 	}
-	if cfg.schema != "" && !schemaName.MatchString(cfg.schema) {
+	if cfg.schema != "" && !schemaName().MatchString(cfg.schema) {
 		return nil, fmt.Errorf("postgres: schema name %q must be letters, digits and underscores, not starting with a digit, at most 63 long", cfg.schema)
 	}
 	pc, err := pgxpool.ParseConfig(url)

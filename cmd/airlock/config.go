@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -322,7 +323,7 @@ func (c Config) Remind() airlock.RemindBefore {
 // isPostgres reports whether --db names a PostgreSQL database, by URL or
 // by libpq keyword string, rather than a SQLite file.
 func isPostgres(db string) bool {
-	return isPostgresURL(db) || keywordDSN.MatchString(db)
+	return isPostgresURL(db) || keywordDSN().MatchString(db)
 }
 
 // isPostgresURL reports whether --db is a PostgreSQL URL.
@@ -331,19 +332,25 @@ func isPostgresURL(db string) bool {
 }
 
 // keywordDSN matches the start of a libpq keyword/value connection string
-// (host=db.internal dbname=airlock …), as psql accepts.
-var keywordDSN = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=`)
+// (host=db.internal dbname=airlock …), as psql accepts. Like the other
+// patterns of this command it is compiled on first use, so commands that
+// never read --db (the hook, version) do not pay for it at start-up.
+var keywordDSN = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*=`)
+})
 
 // keywordPassword matches the password of a keyword string, quoted or not.
-var keywordPassword = regexp.MustCompile(`(\bpassword\s*=\s*)('(?:\\.|[^'\\])*'|\S+)`)
+var keywordPassword = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(\bpassword\s*=\s*)('(?:\\.|[^'\\])*'|\S+)`)
+})
 
 // redactDB returns --db fit for notices and logs: a PostgreSQL URL or
 // keyword string with its password (in a URL's user part, or a password=
 // parameter) replaced by xxxxx. SQLite paths are returned as they are.
 func redactDB(db string) string {
 	if !isPostgresURL(db) {
-		if keywordDSN.MatchString(db) {
-			return keywordPassword.ReplaceAllString(db, "${1}xxxxx")
+		if keywordDSN().MatchString(db) {
+			return keywordPassword().ReplaceAllString(db, "${1}xxxxx")
 		}
 		return db
 	}
