@@ -70,10 +70,14 @@ func Build(t testing.TB, pkg string, race bool) string {
 			return
 		}
 		args := []string{"build", "-o", b.path}
+		cmd := exec.Command("go")
 		if race {
-			args = append(args, "-race")
+			args = append(args, "-race") // built as the environment says
+		} else {
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // the static build the README recommends
 		}
-		out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
+		cmd.Args = append(append(cmd.Args, args...), pkg)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
