@@ -46,7 +46,7 @@ func TestCommands(t *testing.T) {
 		{name: "help serve says --db takes a PostgreSQL URL", args: []string{"help", "serve"},
 			stdout: "or a postgres:// URL (or host=… dbname=… string) of a PostgreSQL database that several replicas may share"},
 		{name: "help bench leaves out zero defaults its flags explain", args: []string{"help", "bench"},
-			stdout: "concurrent clients (default 8); for wait, the number of idle long-poll waiters (default 100)\n", without: "(default 0)"},
+			stdout: "concurrent clients (default 8; grant: 1); for wait, the number of idle long-poll waiters (default 100)\n", without: "(default 0)"},
 		{name: "help bench leaves out false defaults", args: []string{"help", "bench"},
 			stdout: "in-process servers sharing the store (PostgreSQL only); clients take them in turn (default 1)\n", without: "(default false)"},
 	}
