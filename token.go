@@ -61,6 +61,11 @@ type Caller struct {
 	// call's first statement (TokenChecker.Checking). Only the provider
 	// sets it; it is nil for a token the store was asked for.
 	Check *TokenCheck
+	// Groups are the reviewer groups the caller belongs to (docs/teams.md):
+	// from the configured groups for a token's principal, and from the
+	// identity provider's groups claim for an OIDC sign-in. A request
+	// routed to groups may be decided only by a caller in one of them.
+	Groups []string
 }
 
 // TokenSecretPrefix starts every secret, so that secret scanners and people
