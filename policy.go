@@ -35,6 +35,11 @@ type PolicyVerdict struct {
 	// Window, when positive and shorter than the request's, is the window
 	// to ask a person with.
 	Window time.Duration
+	// Reviewers and Approvals, for a request asked of a person, are the
+	// groups that may decide it and how many approvals it needs
+	// (Request.Reviewers, Request.Approvals).
+	Reviewers []string
+	Approvals int
 	// Record, when set, counts and logs what the rules did (per-rule
 	// metrics, shadow matches, rules that failed). The provider calls it
 	// once the request is stored as new: a replayed create (an
@@ -42,6 +47,13 @@ type PolicyVerdict struct {
 	// refused one stores nothing, so neither is a request the rules
 	// decided, and neither counts.
 	Record func()
+}
+
+// GroupDirectory tells which configured reviewer groups a principal is in
+// (docs/teams.md). The policy engine is one: groups are configured in the
+// policy file and reloaded with its rules.
+type GroupDirectory interface {
+	GroupsOf(principal string) []string
 }
 
 // NoPolicy leaves every request to a person.

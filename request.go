@@ -106,6 +106,18 @@ type Request struct {
 	// in the same transaction that recorded the approval.
 	CommandResult *CommandResult
 
+	// Reviewers are the groups whose members may decide the request (a
+	// policy rule's reviewers); empty: any reviewer may.
+	Reviewers []string
+	// Approvals is how many approvals from distinct principals the request
+	// needs (a policy rule's approvals); 0 and 1 both mean one decision
+	// decides. When more are needed, every decision is a vote.
+	Approvals int
+	// Votes are the votes cast on a request that needs several approvals,
+	// in the order they were cast, read with the request by GetRequest and
+	// Decide. Lists leave them out: a summary has ApprovedVotes.
+	Votes []Vote
+
 	// Seq orders requests by creation; it backs cursor pagination.
 	Seq int64
 }
@@ -140,6 +152,11 @@ type RequestSummary struct {
 	// ArgumentsCut reports that more follows.
 	ArgumentsHead string
 	ArgumentsCut  bool
+	// Reviewers, Approvals: as Request's. ApprovedVotes counts the
+	// approving votes so far.
+	Reviewers     []string
+	Approvals     int
+	ApprovedVotes int
 }
 
 // ArgumentsHeadLen is how many characters of the arguments a summary
@@ -167,6 +184,7 @@ func (r Request) Summary() RequestSummary {
 		State: r.State, Kind: r.Kind,
 		Tool: r.Tool, Title: r.Title, SessionID: r.SessionID, CreatedAt: r.CreatedAt, DeadlineAt: r.DeadlineAt,
 		Decision: r.Decision, Question: r.Question,
+		Reviewers: r.Reviewers, Approvals: r.Approvals, ApprovedVotes: r.ApprovedVotes(),
 	}
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		s.CommandMethod = r.Proposal.Command.Method

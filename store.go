@@ -99,6 +99,17 @@ func (p NewRequestParams) Validate() error {
 		return Invalid("grant", "a grant's use needs the principal of the request's creator")
 	case p.Grant != nil && (r.Kind != KindToolCall || !r.MayApproveAtCreation()):
 		return Invalid("grant", "grants approve tool calls only, never a command or a question")
+	case p.Grant != nil && (len(r.Reviewers) > 0 || r.NeedsQuorum()):
+		return Invalid("grant", "a request routed to reviewer groups or needing several approvals is never approved by a grant")
+	case r.Approvals < 0 || r.Approvals > MaxApprovals:
+		return Invalid("approvals", "a request needs between 1 and %d approvals, not %d", MaxApprovals, r.Approvals)
+	case len(r.Reviewers) > MaxReviewerGroups:
+		return Invalid("reviewers", "a request may be routed to at most %d groups, not %d", MaxReviewerGroups, len(r.Reviewers))
+	}
+	for _, g := range r.Reviewers {
+		if err := CheckGroupName(g); err != nil {
+			return Invalid("reviewers", "%v", err)
+		}
 	}
 	if d := p.Initial; d != nil {
 		if d.Status != StateApproved && d.Status != StateDenied {
@@ -146,8 +157,21 @@ type DecideParams struct {
 	Actor    string
 	// Principal is the deciding reviewer's principal (stores default a
 	// token's principal to its ID, so it is never empty for a real token);
-	// empty skips the self-approval rule.
+	// empty skips the self-approval rule. On a request that needs several
+	// approvals it is who votes (Actor when empty): a principal votes once.
 	Principal string
+	// Groups are the deciding caller's reviewer groups: a request routed
+	// to groups (Request.Reviewers) is decided only by a member of one.
+	Groups []string
+}
+
+// VotePrincipal is who a decision votes as on a request that needs
+// several approvals: the principal, or the actor when there is none.
+func (p DecideParams) VotePrincipal() string {
+	if p.Principal != "" {
+		return p.Principal
+	}
+	return p.Actor
 }
 
 // Validate refuses a decision no store may record, before the store
@@ -165,11 +189,16 @@ func (p DecideParams) Validate() error {
 }
 
 // Check applies the rules a decision must pass against the request it
-// decides: a reviewer never decides a request made by a token of their own
-// principal, and an approval answers exactly when the request asks a
-// question (DecisionInput.CheckAnswer). creatorPrincipal is the principal of
-// the token that created r, empty when that token is unknown.
+// decides: only a member of one of the request's reviewer groups decides a
+// routed request, a reviewer never decides (nor votes on) a request made
+// by a token of their own principal, and an approval answers exactly when
+// the request asks a question (DecisionInput.CheckAnswer).
+// creatorPrincipal is the principal of the token that created r, empty
+// when that token is unknown.
 func (p DecideParams) Check(r Request, creatorPrincipal string) error {
+	if !r.MayDecide(p.Groups) {
+		return r.RoutingRefusal()
+	}
 	if p.Principal != "" && creatorPrincipal == p.Principal {
 		return Errorf(CodeForbidden, "you cannot decide a request made by your own token or principal; ask another reviewer")
 	}
@@ -334,7 +363,18 @@ type Store interface {
 	// Decide records a decision if the request is pending and its deadline
 	// is after the store's now. Otherwise not_pending (State: what holds), or
 	// deadline_passed when the deadline has come (the request is expired in
-	// the same call, so State is expired); not_found.
+	// the same call, so State is expired); not_found. DecideParams.Check's
+	// refusals (routing, self-approval) change nothing.
+	//
+	// On a request that needs several approvals (Request.NeedsQuorum) a
+	// decision is a vote of p.VotePrincipal(), kept with the request: a
+	// denial decides denied; an approval decides approved when it is the
+	// last one needed, and otherwise leaves the request pending with one
+	// more vote (event request.voted). The count and the state change are
+	// one conditional write on the request's row, so concurrent votes on
+	// any number of processes complete the quorum exactly once. A second
+	// vote by one principal is forbidden (DuplicateVote) and changes
+	// nothing. The completing vote's note and validity are the decision's.
 	Decide(ctx context.Context, p DecideParams) (Request, error)
 	// Cancel withdraws a pending request before its deadline; errors as Decide.
 	Cancel(ctx context.Context, id, actor string) (Request, error)

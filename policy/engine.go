@@ -71,6 +71,11 @@ func (e *Engine) install(s *Set, data []byte) {
 	e.cur.Store(s)
 }
 
+// GroupsOf returns the reviewer groups the policy file in force lists
+// principal in (airlock.GroupDirectory): a map lookup, so a call costs
+// no read of the store.
+func (e *Engine) GroupsOf(principal string) []string { return e.cur.Load().GroupsOf(principal) }
+
 // Current returns the rules in force.
 func (e *Engine) Current() *Set { return e.cur.Load() }
 

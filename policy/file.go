@@ -3,9 +3,11 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/airlockhq/airlock"
 	"go.yaml.in/yaml/v3"
@@ -26,6 +28,10 @@ const (
 	MaxMatchBytes = 4096
 	// MaxNoteBytes bounds a rule's note, as a reviewer's is bounded.
 	MaxNoteBytes = 4096
+	// MaxGroups is the most groups a file may configure.
+	MaxGroups = 1000
+	// MaxGroupMembers is the most principals one group may list.
+	MaxGroupMembers = 10000
 )
 
 // Action is what a matching rule does.
@@ -48,8 +54,9 @@ type Rule struct {
 	ValidFor time.Duration // allow: how long the approval lasts (0: the server's default)
 	Timeout  time.Duration // ask: a shorter decision window (0: the request's own)
 	Shadow   bool
-	// Reviewers and Approvals are kept for reviewer routing, which needs
-	// teams; until then a file that sets them is refused.
+	// Reviewers are the groups whose members alone may decide what an ask
+	// rule asks (docs/teams.md); empty: any reviewer. Approvals is how many
+	// approvals from distinct principals it needs (0: one decision).
 	Reviewers []string
 	Approvals int
 
@@ -85,52 +92,106 @@ func errAt(n *yaml.Node, format string, args ...any) *FileError {
 	return &FileError{Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)}
 }
 
-// parseFile reads the rules of a policy file, refusing what is not a
-// policy: too large, too deep, anchors and aliases (the YAML bombs), unknown
-// or repeated keys, duplicate rule names, values of the wrong type.
-func parseFile(data []byte) ([]Rule, error) {
+// Groups are a policy file's reviewer groups: each group's name and the
+// principals in it. A group listed with no principals gets its members
+// from sign-in (the identity provider's groups claim) only.
+type Groups map[string][]string
+
+// parseFile reads the rules and groups of a policy file, refusing what is
+// not a policy: too large, too deep, anchors and aliases (the YAML bombs),
+// unknown or repeated keys, duplicate rule names, values of the wrong
+// type, groups with bad names, rules naming groups the file does not
+// list, and rules needing more approvals than their groups have members.
+func parseFile(data []byte) ([]Rule, Groups, error) {
+	rules, groups, err := parseDoc(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, r := range rules {
+		if err := checkRouting(r, groups); err != nil {
+			err.Rule, err.Index = r.Name, i+1
+			return nil, nil, err
+		}
+	}
+	return rules, groups, nil
+}
+
+// checkRouting refuses a rule whose reviewers name a group the file does
+// not list, or whose approvals exceed the distinct principals of its
+// groups, when every one of them lists its members.
+func checkRouting(r Rule, groups Groups) *FileError {
+	at := func(format string, args ...any) *FileError {
+		return &FileError{Line: r.Line, Column: r.Column, Msg: fmt.Sprintf(format, args...)}
+	}
+	members := map[string]bool{}
+	fromSignIn := false
+	for _, g := range r.Reviewers {
+		ps, ok := groups[g]
+		if !ok {
+			return at("reviewers names group %q, which the file's groups: does not list; list it there (with no members when they come from sign-in)", g)
+		}
+		fromSignIn = fromSignIn || len(ps) == 0
+		for _, p := range ps {
+			members[p] = true
+		}
+	}
+	if r.Approvals > 1 && len(r.Reviewers) > 0 && !fromSignIn && r.Approvals > len(members) {
+		return at("approvals is %d, but its groups (%s) have %d members: the request could never be approved", r.Approvals, strings.Join(r.Reviewers, ", "), len(members))
+	}
+	return nil
+}
+
+func parseDoc(data []byte) ([]Rule, Groups, error) {
 	if len(data) > MaxFileBytes {
-		return nil, &FileError{Msg: fmt.Sprintf("the file is %d bytes; a policy file may have at most %d", len(data), MaxFileBytes)}
+		return nil, nil, &FileError{Msg: fmt.Sprintf("the file is %d bytes; a policy file may have at most %d", len(data), MaxFileBytes)}
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &FileError{Msg: "not valid YAML: " + err.Error()}
+		return nil, nil, &FileError{Msg: "not valid YAML: " + err.Error()}
 	}
 	if doc.Kind == 0 {
-		return nil, &FileError{Msg: "the file is empty; write a top-level rules: list (an empty list asks a person for everything)"}
+		return nil, nil, &FileError{Msg: "the file is empty; write a top-level rules: list (an empty list asks a person for everything)"}
 	}
 	if err := checkTree(&doc, 0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		root = root.Content[0]
 	}
 	if root.Kind != yaml.MappingNode {
-		return nil, errAt(root, "the file must be a mapping with a top-level rules: list")
+		return nil, nil, errAt(root, "the file must be a mapping with a top-level rules: list")
 	}
-	var list *yaml.Node
+	var (
+		list   *yaml.Node
+		groups Groups
+	)
 	err := eachKey(root, func(key string, k, v *yaml.Node) error {
-		if key != "rules" {
-			return errAt(k, "unknown key %q; a policy file has only rules:", key)
+		switch key {
+		case "rules":
+			list = v
+			return nil
+		case "groups":
+			var err error
+			groups, err = parseGroups(v)
+			return err
 		}
-		list = v
-		return nil
+		return errAt(k, "unknown key %q; a policy file has rules: and groups:", key)
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if list == nil {
-		return nil, errAt(root, "missing rules: list")
+		return nil, nil, errAt(root, "missing rules: list")
 	}
 	if list.Kind != yaml.SequenceNode {
 		if list.Tag == "!!null" {
-			return nil, nil
+			return nil, groups, nil
 		}
-		return nil, errAt(list, "rules must be a list")
+		return nil, nil, errAt(list, "rules must be a list")
 	}
 	if len(list.Content) > MaxRules {
-		return nil, errAt(list, "%d rules; a policy file may have at most %d", len(list.Content), MaxRules)
+		return nil, nil, errAt(list, "%d rules; a policy file may have at most %d", len(list.Content), MaxRules)
 	}
 	rules := make([]Rule, 0, len(list.Content))
 	seen := make(map[string]int, len(list.Content))
@@ -138,16 +199,59 @@ func parseFile(data []byte) ([]Rule, error) {
 		r, err := parseRule(n)
 		if err != nil {
 			err.Index = i + 1
-			return nil, err
+			return nil, nil, err
 		}
 		if prev, ok := seen[r.Name]; ok {
-			return nil, &FileError{Rule: r.Name, Index: i + 1, Line: n.Line, Column: n.Column,
+			return nil, nil, &FileError{Rule: r.Name, Index: i + 1, Line: n.Line, Column: n.Column,
 				Msg: fmt.Sprintf("the name is already used by rule %d; rule names must be unique (they label decisions and metrics)", prev)}
 		}
 		seen[r.Name] = i + 1
 		rules = append(rules, r)
 	}
-	return rules, nil
+	return rules, groups, nil
+}
+
+// parseGroups reads the groups: mapping, each group's name to a list of
+// principals.
+func parseGroups(n *yaml.Node) (Groups, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, errAt(n, "groups must be a mapping of group names to lists of principals")
+	}
+	if len(n.Content)/2 > MaxGroups {
+		return nil, errAt(n, "%d groups; a policy file may have at most %d", len(n.Content)/2, MaxGroups)
+	}
+	groups := Groups{}
+	err := eachKey(n, func(name string, k, v *yaml.Node) error {
+		if err := airlock.CheckGroupName(name); err != nil {
+			return errAt(k, "%v", err)
+		}
+		ps := []string{}
+		switch {
+		case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+		case v.Kind != yaml.SequenceNode:
+			return errAt(v, "group %q must be a list of principals ([] when its members come from sign-in)", name)
+		case len(v.Content) > MaxGroupMembers:
+			return errAt(v, "group %q has %d principals; at most %d", name, len(v.Content), MaxGroupMembers)
+		}
+		seen := map[string]bool{}
+		for _, c := range v.Content {
+			p, err := str(c, "a principal", airlock.MaxPrincipalLen)
+			if err != nil {
+				return err
+			}
+			if p == "" || strings.IndexFunc(p, unicode.IsControl) >= 0 {
+				return errAt(c, "group %q: principal %q is empty or has a control character", name, p)
+			}
+			if seen[p] {
+				return errAt(c, "group %q lists %q twice", name, p)
+			}
+			seen[p] = true
+			ps = append(ps, p)
+		}
+		groups[name] = ps
+		return nil
+	})
+	return groups, err
 }
 
 // checkTree refuses anchors, aliases and nesting deeper than MaxDepth.
@@ -191,7 +295,7 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 	if n.Kind != yaml.MappingNode {
 		return r, errAt(n, "a rule must be a mapping with name, match and action")
 	}
-	var valid, timeout *yaml.Node
+	var valid, timeout, reviewers, approvals *yaml.Node
 	err := eachKey(n, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -220,23 +324,35 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 			}
 			r.Shadow = v.Value == "true"
 		case "reviewers":
-			if v.Kind != yaml.SequenceNode {
-				return errAt(v, "reviewers must be a list of principals")
+			reviewers = v
+			names := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				names = v.Content
 			}
-			for _, c := range v.Content {
-				s, err := str(c, key, MaxNameBytes)
+			if len(names) == 0 || len(names) > airlock.MaxReviewerGroups {
+				return errAt(v, "reviewers must name from 1 to %d groups", airlock.MaxReviewerGroups)
+			}
+			for _, c := range names {
+				g, err := str(c, "a reviewer group", airlock.MaxGroupNameLen)
 				if err != nil {
 					return err
 				}
-				r.Reviewers = append(r.Reviewers, s)
+				if err := airlock.CheckGroupName(g); err != nil {
+					return errAt(c, "%v", err)
+				}
+				if slices.Contains(r.Reviewers, g) {
+					return errAt(c, "reviewers names %q twice", g)
+				}
+				r.Reviewers = append(r.Reviewers, g)
 			}
 		case "approvals":
+			approvals = v
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
 				return errAt(v, "approvals must be a whole number")
 			}
 			r.Approvals, err = strconv.Atoi(v.Value)
-			if err != nil || r.Approvals < 1 {
-				return errAt(v, "approvals must be a whole number of at least 1")
+			if err != nil || r.Approvals < 1 || r.Approvals > airlock.MaxApprovals {
+				return errAt(v, "approvals must be a whole number from 1 to %d", airlock.MaxApprovals)
 			}
 		default:
 			return errAt(k, "unknown key %q; a rule has name, match, action, note, valid_for, timeout, shadow, reviewers and approvals", key)
@@ -264,10 +380,10 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 		return fail(errAt(valid, "valid_for applies to allow only"))
 	case timeout != nil && r.Action != ActionAsk:
 		return fail(errAt(timeout, "timeout applies to ask only"))
-	case len(r.Reviewers) > 0 || r.Approvals > 0:
-		// Kept for the teams work: refused, not ignored, so that nobody
-		// believes a rule routes to reviewers when it does not.
-		return fail(errAt(n, "reviewers and approvals need reviewer teams, which this version of Airlock does not have; remove them"))
+	case reviewers != nil && r.Action != ActionAsk:
+		return fail(errAt(reviewers, "reviewers applies to ask only: allow and deny decide without a person"))
+	case approvals != nil && r.Action != ActionAsk:
+		return fail(errAt(approvals, "approvals applies to ask only: allow and deny decide without a person"))
 	}
 	return r, nil
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +34,18 @@ type Set struct {
 	evalTimeout time.Duration
 	// reads is what any rule may read of the request's JSON documents.
 	reads documents
+	// groups are the file's reviewer groups, and memberOf each
+	// principal's groups, sorted.
+	groups   Groups
+	memberOf map[string][]string
 }
+
+// Groups returns the file's reviewer groups.
+func (s *Set) Groups() Groups { return s.groups }
+
+// GroupsOf returns the groups the file lists principal in, sorted; nil
+// when none. The slice is shared: callers must not change it.
+func (s *Set) GroupsOf(principal string) []string { return s.memberOf[principal] }
 
 type compiledRule struct {
 	Rule
@@ -58,12 +70,21 @@ func (s *Set) Rules() []Rule {
 // Compile parses and compiles a policy file. Its errors are *FileError,
 // naming the rule and where it is.
 func Compile(data []byte) (*Set, error) {
-	rules, err := parseFile(data)
+	rules, groups, err := parseFile(data)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	s := &Set{Hash: hex.EncodeToString(sum[:]), rules: make([]compiledRule, len(rules)), evalTimeout: EvalTimeout}
+	s := &Set{Hash: hex.EncodeToString(sum[:]), rules: make([]compiledRule, len(rules)), evalTimeout: EvalTimeout,
+		groups: groups, memberOf: map[string][]string{}}
+	for g, ps := range groups {
+		for _, p := range ps {
+			s.memberOf[p] = append(s.memberOf[p], g)
+		}
+	}
+	for _, gs := range s.memberOf {
+		slices.Sort(gs)
+	}
 	for i, r := range rules {
 		c, err := compile(r)
 		if err != nil {
@@ -187,6 +208,7 @@ func (s *Set) Decide(ctx context.Context, in airlock.PolicyInput) Outcome {
 				DecidedBy: airlock.PolicyActor(r.Name), PolicyHash: s.Hash}
 		case ActionAsk:
 			out.Verdict.Window = r.Timeout
+			out.Verdict.Reviewers, out.Verdict.Approvals = r.Reviewers, r.Approvals
 		}
 		return out
 	}

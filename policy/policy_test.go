@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,8 +194,17 @@ func TestCompileRefuses(t *testing.T) {
 		{"valid_for on deny", "rules:\n  - {name: a, match: 'true', action: deny, valid_for: 2m}\n", []string{"valid_for applies to allow only"}},
 		{"timeout on allow", "rules:\n  - {name: a, match: 'true', action: allow, timeout: 2m}\n", []string{"timeout applies to ask only"}},
 		{"bad duration", "rules:\n  - {name: a, match: 'true', action: allow, valid_for: soon}\n", []string{"valid_for"}},
-		{"reviewers", "rules:\n  - {name: a, match: 'true', action: ask, reviewers: [bob]}\n", []string{`rule "a"`, "reviewer teams"}},
-		{"approvals", "rules:\n  - {name: a, match: 'true', action: ask, approvals: 2}\n", []string{"reviewer teams"}},
+		{"reviewers naming an unlisted group", "rules:\n  - {name: a, match: 'true', action: ask, reviewers: [bob]}\n", []string{`rule "a"`, `names group "bob"`, "does not list"}},
+		{"approvals larger than the group", "groups: {payments: [ada, grace]}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: payments, approvals: 3}\n", []string{`rule "a"`, "approvals is 3, but its groups (payments) have 2 members"}},
+		{"approvals over the limit", "rules:\n  - {name: a, match: 'true', action: ask, approvals: 21}\n", []string{"from 1 to 20"}},
+		{"approvals of zero", "rules:\n  - {name: a, match: 'true', action: ask, approvals: 0}\n", []string{"from 1 to 20"}},
+		{"reviewers on allow", "groups: {payments: [ada]}\nrules:\n  - {name: a, match: 'true', action: allow, reviewers: payments}\n", []string{"reviewers applies to ask only"}},
+		{"approvals on deny", "rules:\n  - {name: a, match: 'true', action: deny, approvals: 2}\n", []string{"approvals applies to ask only"}},
+		{"a group name with a control character", "groups: {\"pay\\x1bments\": [ada]}\nrules: []\n", []string{"control character"}},
+		{"a group name too long", "groups: {" + strings.Repeat("g", 101) + ": [ada]}\nrules: []\n", []string{"at most 100"}},
+		{"a principal listed twice", "groups: {payments: [ada, ada]}\nrules: []\n", []string{`lists "ada" twice`}},
+		{"a group that is not a list", "groups: {payments: ada}\nrules: []\n", []string{"must be a list of principals"}},
+		{"a reviewer group named twice", "groups: {payments: []}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: [payments, payments]}\n", []string{"twice"}},
 		{"constructing a request", "rules:\n  - {name: a, match: 'airlock.Request{tool: \"x\"}.tool == \"x\"', action: allow}\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -285,5 +295,42 @@ func TestDocsExample(t *testing.T) {
 	}
 	if out := s.Decide(t.Context(), prod); out.Verdict.Window != 10*time.Minute {
 		t.Errorf("production deploy: window %s, want 10m", out.Verdict.Window)
+	}
+}
+
+// Groups come from the file: an ask rule's reviewers and approvals reach
+// the verdict, and the engine tells each principal's groups.
+func TestGroupsAndRouting(t *testing.T) {
+	t.Parallel()
+	src := `groups:
+  payments: [ada, grace, linus]
+  sre: [grace]
+  oncall: []
+rules:
+  - {name: pay, match: 'request.tool == "pay"', action: ask, reviewers: payments, approvals: 2}
+  - {name: page, match: 'request.tool == "page"', action: ask, reviewers: [sre, oncall], approvals: 5}
+`
+	s, err := Compile([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.GroupsOf("grace"); !slices.Equal(got, []string{"payments", "sre"}) {
+		t.Fatalf("GroupsOf(grace) = %q, want [payments sre]", got)
+	}
+	if got := s.GroupsOf("nobody"); got != nil {
+		t.Fatalf("GroupsOf(nobody) = %q, want none", got)
+	}
+	for tool, want := range map[string]struct {
+		reviewers []string
+		approvals int
+	}{
+		"pay":  {[]string{"payments"}, 2},
+		"page": {[]string{"sre", "oncall"}, 5}, // oncall's members come from sign-in: no size check
+		"ls":   {nil, 0},
+	} {
+		out := s.Decide(t.Context(), airlock.PolicyInput{Request: airlock.Request{Tool: tool}})
+		if out.Action != ActionAsk || !slices.Equal(out.Verdict.Reviewers, want.reviewers) || out.Verdict.Approvals != want.approvals {
+			t.Errorf("%s: %s for %q needing %d; want ask for %q needing %d", tool, out.Action, out.Verdict.Reviewers, out.Verdict.Approvals, want.reviewers, want.approvals)
+		}
 	}
 }

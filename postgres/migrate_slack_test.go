@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/airlockhq/airlock/internal/testkit"
@@ -15,7 +16,14 @@ func TestSlackEndpointGainsReminders(t *testing.T) {
 	s := open(t, schema)
 	storetest.SlackReminders.Before(t, s)
 	s.Close()
-	if _, err := conn(t, schema).Exec(t.Context(), `DELETE FROM schema_migrations WHERE version = 11`); err != nil {
+	// Run the migration's SQL again: the migrator applies only versions
+	// after the newest applied, so deleting its row would not re-run it
+	// once later migrations exist.
+	migration, err := os.ReadFile("migrations/0011_slack_reminders.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn(t, schema).Exec(t.Context(), string(migration)); err != nil {
 		t.Fatal(err)
 	}
 	storetest.SlackReminders.After(t, open(t, schema))

@@ -25,6 +25,7 @@ const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.
 	r.idempotency_key, r.fingerprint, r.title, r.description, r.target_type, r.target_id, r.session_id,
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
+	r.reviewers, r.approvals,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -57,8 +58,7 @@ const (
 	// decideSQL returns, after the instant, the principal of the token
 	// that created the request, for DecideParams.Check.
 	decideSQL = lockedTickCTE + `UPDATE requests r
-SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = @answer,
-	expires_at = tick.now + @validity::interval
+SET ` + voteSetSQL + `
 FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
 RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
@@ -70,8 +70,7 @@ RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
 	approvePlainSQL = `WITH locked AS MATERIALIZED (SELECT l.id FROM requests l WHERE l.id = @id AND l.command_method IS NULL FOR UPDATE),
 tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now FROM locked)
 UPDATE requests r
-SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = @answer,
-	expires_at = tick.now + @validity::interval
+SET ` + voteSetSQL + `
 FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
 RETURNING ` + requestCols + `, tick.now, ` + creatorPrincipalCol
@@ -90,6 +89,7 @@ SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, an
 	expires_at = tick.now + @validity::interval
 FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now AND coalesce(r.session_id, '') = ''
+	AND r.reviewers = '' AND r.approvals <= 1
 	AND (@state::text = 'denied' OR (r.question IS NULL AND r.command_method IS NULL))
 	AND (@principal::text = '' OR coalesce(` + creatorPrincipalCol + `, '') <> @principal::text)
 RETURNING ` + requestCols + `, tick.now AS decided_now),
@@ -97,6 +97,36 @@ gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(@class, @lock) FROM up
 ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state)
 	SELECT @event::text, upd.decided_now, @actor::text, upd.id, upd.instance_id, upd.state FROM upd, gate)
 SELECT * FROM upd`
+
+	// voteSetSQL is the SET of decideSQL and approvePlainSQL. It counts an
+	// approval (approved_votes) and ends the request only when the
+	// decision decides (decidesSQL): a denial, or the approval that
+	// completes the approvals needed (1 for most requests). Otherwise the
+	// decision is one more vote and the request stays pending. SET reads
+	// the row as the last writer left it (the row is locked first), so
+	// votes on any replica are counted one after the other.
+	voteSetSQL = `approved_votes = r.approved_votes + CASE WHEN @state::text = 'approved' AND r.approvals > 1 THEN 1 ELSE 0 END,
+	state = CASE WHEN ` + decidesSQL + ` THEN @state::text ELSE r.state END,
+	decided_at = CASE WHEN ` + decidesSQL + ` THEN tick.now END,
+	decided_by = CASE WHEN ` + decidesSQL + ` THEN @actor::text END,
+	note = CASE WHEN ` + decidesSQL + ` THEN @note::text ELSE r.note END,
+	answer = CASE WHEN ` + decidesSQL + ` THEN @answer::text ELSE r.answer END,
+	expires_at = CASE WHEN ` + decidesSQL + ` THEN tick.now + @validity::interval END`
+
+	// decidesSQL tells, in voteSetSQL, whether a decision ends the request.
+	decidesSQL = `(@state::text = 'denied' OR r.approved_votes + 1 >= r.approvals)`
+
+	// insertVoteSQL records a vote; a principal's second vote on a request
+	// inserts nothing. It runs after the decision's write, which holds the
+	// request's row lock, so one request's votes are inserted one at a time.
+	insertVoteSQL = `INSERT INTO votes (request_id, principal, actor, status, note, at)
+VALUES (@id, @principal, @actor, @state, @note, @at)
+ON CONFLICT (request_id, principal) DO NOTHING`
+
+	// selectVotesSQL reads a request's votes in the order they were cast,
+	// with the names of the tokens they came through.
+	selectVotesSQL = `SELECT v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+FROM votes v WHERE v.request_id = $1 ORDER BY v.seq`
 
 	// creatorPrincipalCol is the principal of the token that created r,
 	// NULL when that token is unknown.
@@ -227,13 +257,13 @@ INSERT INTO requests AS r (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question, command_observed)
+	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals)
 SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text, @arguments::text, @timeout::text,
 	@reasoning::text, @context::text,
 	tick.now, tick.now + @window::interval,
 	CASE WHEN @decided::boolean THEN tick.now END, @decided_by::text, @note::text, tick.now + @validity::interval,
 	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
-	@mode::text, @method::text, @input::text, @question::text, @observed::text
+	@mode::text, @method::text, @input::text, @question::text, @observed::text, @reviewers::text, @approvals::integer
 FROM inst, tick
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
@@ -250,6 +280,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		note, answer, detail, cmdDetail             string
 		cmdAppliedAt                                *time.Time
 		instName, ownerName, deciderName            *string
+		reviewers                                   string
 	)
 	dest := []any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &r.CreatedAt, &r.DeadlineAt,
@@ -258,6 +289,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
 		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt,
+		&reviewers, &r.Approvals,
 		&instName, &ownerName, &deciderName}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return airlock.Request{}, err
@@ -269,6 +301,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		r.IdempotencyKey = *key
 	}
 	r.InstanceName, r.OwnerName = deref(instName), deref(ownerName)
+	r.Reviewers = airlock.SplitGroups(reviewers)
 	if decidedAt != nil {
 		r.Decision = &airlock.Decision{
 			Status:        r.State,
@@ -430,6 +463,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		"title": in.Title, "description": in.Description,
 		"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
 		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
+		"reviewers": airlock.JoinGroups(in.Reviewers), "approvals": in.Approvals,
 	}
 	var err error
 	if p.Initial == nil && p.Grant == nil {
@@ -522,7 +556,38 @@ func (s *Store) notCreated(ctx context.Context, p airlock.NewRequestParams) (air
 // GetRequest reads a request.
 func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
 	r, err := scanRequest(s.queryRow(ctx, selectRequestSQL, named{"id": id}))
+	if err == nil && r.NeedsQuorum() {
+		r.Votes, err = s.readVotes(ctx, id)
+	}
 	return r, translate(err, "request", id)
+}
+
+// readVotes reads request id's votes, in the order they were cast.
+func (s *Store) readVotes(ctx context.Context, id string) ([]airlock.Vote, error) {
+	rows, err := s.query(ctx, selectVotesSQL, id)
+	if err != nil {
+		return nil, err
+	}
+	return scanVotes(rows)
+}
+
+// scanVotes reads the rows of selectVotesSQL and closes them.
+func scanVotes(rows pgx.Rows) ([]airlock.Vote, error) {
+	defer rows.Close()
+	var out []airlock.Vote
+	for rows.Next() {
+		var (
+			v      airlock.Vote
+			name   *string
+			status string
+		)
+		if err := rows.Scan(&v.Principal, &v.Actor, &name, &status, &v.Note, &v.At); err != nil {
+			return nil, err
+		}
+		v.Status, v.Name, v.At = airlock.State(status), airlock.DeciderName(v.Actor, deref(name)), v.At.UTC()
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // storedBytesSQL is airlock.Request.StoredBytes in SQL. octet_length of
@@ -538,7 +603,7 @@ const storedBytesSQL = `coalesce(octet_length(r.arguments), 0) + coalesce(octet_
 // (airlock.ArgumentsHeadLen, 200), to tell whether more follow.
 const summaryCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.title, r.session_id,
 	r.created_at, r.deadline_at, r.decided_at, r.decided_by, r.note, r.answer, r.expires_at, r.question, r.command_method,
-	left(r.arguments, 201), ` + namesCols
+	left(r.arguments, 201), r.reviewers, r.approvals, r.approved_votes, ` + namesCols
 
 // ListRequests lists requests matching f, newest first. One statement
 // picks the page by seq and the stored size of each candidate (cut), and
@@ -651,13 +716,14 @@ func scanSummary(row pgx.Row) (airlock.RequestSummary, error) {
 		decidedBy, question, method *string
 		head                        *string
 		names                       [3]*string
-		note, answer                string
+		note, answer, reviewers     string
 	)
 	if err := row.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &r.Title, &r.SessionID,
 		&r.CreatedAt, &r.DeadlineAt, &decidedAt, &decidedBy, &note, &answer, &expiresAt, &question, &method,
-		&head, &names[0], &names[1], &names[2]); err != nil {
+		&head, &reviewers, &r.Approvals, &r.ApprovedVotes, &names[0], &names[1], &names[2]); err != nil {
 		return airlock.RequestSummary{}, err
 	}
+	r.Reviewers = airlock.SplitGroups(reviewers)
 	r.State, r.Kind = airlock.State(state), airlock.Kind(kind)
 	r.CreatedAt, r.DeadlineAt = r.CreatedAt.UTC(), r.DeadlineAt.UTC()
 	r.CommandMethod = deref(method)
@@ -694,7 +760,25 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 			return r, translate(err, "request", p.ID)
 		}
 	}
-	st := step{check: p.Check}
+	st := step{check: p.Check, vote: func(ctx context.Context, t *tx, r airlock.Request, at time.Time) (airlock.Request, error) {
+		if !r.NeedsQuorum() {
+			return r, nil
+		}
+		tag, err := t.Exec(ctx, insertVoteSQL, named{"id": r.ID, "principal": p.VotePrincipal(), "actor": p.Actor,
+			"state": string(p.Status), "note": p.Note, "at": at})
+		if err != nil {
+			return r, err
+		}
+		if tag.RowsAffected() == 0 {
+			return r, r.DuplicateVote(p.VotePrincipal())
+		}
+		rows, err := t.Query(ctx, selectVotesSQL, r.ID)
+		if err != nil {
+			return r, err
+		}
+		r.Votes, err = scanVotes(rows)
+		return r, err
+	}}
 	if p.Status == airlock.StateApproved {
 		// An approval runs the request's command, if it proposes one, in
 		// its transaction. Most requests propose none: approvePlainSQL
@@ -786,6 +870,27 @@ type step struct {
 	// the principal of its creator (the cas SQL returns it after the
 	// instant); an error rolls the transition back and is its answer.
 	check func(r airlock.Request, creatorPrincipal string) error
+	// vote, when set, runs right after a compare-and-set (plain or not)
+	// that won and passed check: it records a decision's vote, when the
+	// request takes votes. An error rolls the transition back.
+	vote func(ctx context.Context, t *tx, r airlock.Request, at time.Time) (airlock.Request, error)
+}
+
+// won finishes a compare-and-set that changed request r at at: its vote,
+// then its event, of type event unless the request stayed pending (the
+// change was a vote that did not decide: request.voted).
+func (st step) won(ctx context.Context, t *tx, event airlock.EventType, actor string, r airlock.Request, at time.Time) (airlock.Request, error) {
+	if st.vote != nil {
+		var err error
+		if r, err = st.vote(ctx, t, r, at); err != nil {
+			return r, err
+		}
+	}
+	if r.State == airlock.StatePending {
+		event = airlock.EventRequestVoted
+	}
+	t.requestEvent(event, actor, at, r)
+	return r, nil
 }
 
 // scan reads a compare-and-set's RETURNING row and applies st.check.
@@ -821,9 +926,8 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 			args["now"] = s.now()
 			r, at, err := st.scan(t.QueryRow(ctx, st.plain, args))
 			if err == nil {
-				out = r
-				t.requestEvent(event, actor, at, r)
-				return nil
+				out, err = st.won(ctx, t, event, actor, r, at)
+				return err
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
@@ -837,8 +941,10 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 		args["now"] = s.now()
 		r, at, err := st.scan(t.QueryRow(ctx, casSQL, args))
 		if err == nil {
+			if r, err = st.won(ctx, t, event, actor, r, at); err != nil {
+				return err
+			}
 			out = r
-			t.requestEvent(event, actor, at, r)
 			if st.then != nil {
 				out, err = st.then(ctx, t, r, at)
 			}

@@ -165,6 +165,9 @@ func (s *Service) DecideGrant(ctx context.Context, c airlock.Caller, id string, 
 	if pre.Kind != airlock.KindToolCall || !pre.MayApproveAtCreation() {
 		return airlock.Request{}, nil, airlock.Invalid("grant", "grants cover tool calls only, never a command or a question; approve this one without a grant")
 	}
+	if len(pre.Reviewers) > 0 || pre.NeedsQuorum() {
+		return airlock.Request{}, nil, airlock.Invalid("grant", "request %s is routed to reviewer groups or needs several approvals: a grant would let its calls through without them; approve this one without a grant", pre.ID)
+	}
 	match, err := s.grantMatch(in.Grant.Match, pre.Tool, pre.Arguments, "grant")
 	if err != nil {
 		return airlock.Request{}, nil, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,7 +24,11 @@ type Config struct {
 	Clock  airlock.Clock  // default airlock.SystemClock{}
 	Limits airlock.Limits // default airlock.DefaultLimits()
 	Policy airlock.Policy // default airlock.NoPolicy{}
-	Logger *slog.Logger   // default slog.Default()
+	// Groups tells each principal's configured reviewer groups (the policy
+	// engine); nil: none are configured. A caller's groups are these and
+	// the ones its sign-in brought (airlock.Caller.Groups).
+	Groups airlock.GroupDirectory
+	Logger *slog.Logger // default slog.Default()
 	// Metrics, when set, receives transitions, decision latency and expiry lag.
 	Metrics *Metrics
 	// MaxWait bounds a long-poll (default 60s).
@@ -64,6 +69,7 @@ type Service struct {
 	clock   airlock.Clock
 	limits  airlock.Limits
 	policy  airlock.Policy
+	groups  airlock.GroupDirectory
 	log     *slog.Logger
 	metrics *Metrics
 	maxWait time.Duration
@@ -143,7 +149,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.Logger.Info("store extras",
 		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
-		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
+		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy, groups: cfg.Groups,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
@@ -302,13 +308,17 @@ func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller
 		}
 	}
 	p.Initial = v.Initial
+	if v.Initial == nil {
+		p.Request.Reviewers, p.Request.Approvals = v.Reviewers, v.Approvals
+	}
 	if v.Initial == nil && v.Window > 0 && v.Window < p.Window {
 		// A rule may shorten a request's window, never below the shortest.
 		p.Window = max(v.Window, s.limits.MinTimeout)
 	}
-	if v.Initial == nil {
-		// No rule decided: a live grant may approve it, before a person is
-		// asked.
+	if v.Initial == nil && len(v.Reviewers) == 0 && v.Approvals <= 1 {
+		// No rule decided, nor routed the request to groups or asked for
+		// several approvals: a live grant may approve it, before a person
+		// is asked.
 		use, err := s.grantsFor(ctx, st, c, p)
 		if err != nil {
 			return airlock.Request{}, false, err
@@ -516,7 +526,7 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	st := s.storeFor(c)
 	p := airlock.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
-		Actor: c.ID, Principal: c.Principal,
+		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c),
 	}
 	validity, verr := s.limits.Validity(in.ValidFor)
 	if verr != nil {
@@ -539,6 +549,33 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 		}
 	}
 	return r, err
+}
+
+// GroupsOf returns c's reviewer groups: those its sign-in brought
+// (c.Groups) and those the configuration lists its principal in. Every
+// decision is judged by them (DecideParams.Groups); surfaces call it to
+// show a request read-only to a caller who may not decide it.
+func (s *Service) GroupsOf(c airlock.Caller) []string {
+	if s.groups == nil {
+		return c.Groups
+	}
+	conf := s.groups.GroupsOf(principalOf(c.Token))
+	if len(c.Groups) == 0 {
+		return conf
+	}
+	out := slices.Clone(c.Groups)
+	for _, g := range conf {
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// MayDecide reports whether c may decide r: a reviewer, in one of r's
+// groups when r is routed to some.
+func (s *Service) MayDecide(c airlock.Caller, r airlock.Request) bool {
+	return c.Role == airlock.RoleReviewer && r.MayDecide(s.GroupsOf(c))
 }
 
 // checkDecision reads request p.ID and its creator's token from st, and
@@ -571,7 +608,9 @@ func (s *Service) transition(r airlock.Request, err error) (airlock.Request, err
 	var e *airlock.Error
 	switch {
 	case err == nil:
-		s.metrics.entered(r)
+		if r.State != airlock.StatePending { // a vote that did not decide changed no state
+			s.metrics.entered(r)
+		}
 		s.hub.publish(r.ID)
 	case errors.As(err, &e) && e.Code == airlock.CodeDeadlinePassed:
 		s.hub.publish(r.ID)

@@ -24,6 +24,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
+	reviewers, approvals,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -41,10 +42,34 @@ const (
 	// decideSQL returns, after the request, the principal of the token
 	// that created it (NULL for an unknown token), for DecideParams.Check.
 	decideSQL = `UPDATE requests
-SET state = @state, decided_at = @now, decided_by = @actor, note = @note, answer = @answer, expires_at = @expires
+SET approved_votes = approved_votes + (@state = 'approved' AND approvals > 1),
+	state = CASE WHEN ` + decidesSQL + ` THEN @state ELSE state END,
+	decided_at = CASE WHEN ` + decidesSQL + ` THEN @now END,
+	decided_by = CASE WHEN ` + decidesSQL + ` THEN @actor END,
+	note = CASE WHEN ` + decidesSQL + ` THEN @note ELSE note END,
+	answer = CASE WHEN ` + decidesSQL + ` THEN @answer ELSE answer END,
+	expires_at = CASE WHEN ` + decidesSQL + ` THEN @expires END
 WHERE id = @id AND state = 'pending' AND deadline_at > @now
 RETURNING ` + requestCols + `,
 	(SELECT t.principal FROM tokens t WHERE t.id = requests.owner_id)`
+
+	// decidesSQL tells, in decideSQL's SET (which reads the row as it was),
+	// whether the decision ends the request: a denial does, and so does
+	// the approval that completes the approvals needed (1 for most
+	// requests). Otherwise the decision is one more vote on a request that
+	// stays pending.
+	decidesSQL = `(@state = 'denied' OR approved_votes + 1 >= approvals)`
+
+	// insertVoteSQL records a vote; a principal's second vote on a request
+	// inserts nothing.
+	insertVoteSQL = `INSERT INTO votes (request_id, principal, actor, status, note, at)
+VALUES (@id, @principal, @actor, @state, @note, @now)
+ON CONFLICT (request_id, principal) DO NOTHING`
+
+	// selectVotesSQL reads a request's votes in the order they were cast,
+	// with the names of the tokens they came through.
+	selectVotesSQL = `SELECT v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+FROM votes v WHERE v.request_id = ? ORDER BY v.seq`
 
 	cancelSQL = `UPDATE requests
 SET state = 'cancelled', decided_at = @now, decided_by = @actor
@@ -139,6 +164,7 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 		observed                                    []byte
 		cmdAppliedAt                                sql.NullInt64
 		instName, ownerName, deciderName            sql.NullString
+		reviewers                                   string
 	)
 	dest := append([]any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &created, &deadline,
@@ -147,6 +173,7 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
 		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt,
+		&reviewers, &r.Approvals,
 		&instName, &ownerName, &deciderName}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return airlock.Request{}, err
@@ -155,6 +182,7 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 	r.CreatedAt, r.DeadlineAt = fromMicros(created), fromMicros(deadline)
 	r.IdempotencyKey = key.String
 	r.InstanceName, r.OwnerName = instName.String, ownerName.String
+	r.Reviewers = airlock.SplitGroups(reviewers)
 	if decidedAt.Valid {
 		r.Decision = &airlock.Decision{
 			Status:        r.State,
@@ -308,11 +336,11 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question, command_observed)
+	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals)
 SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reasoning, @context,
 	@now, @deadline, @decided_at, @decided_by, @note, @expires_at,
 	@key, @fingerprint, @title, @description, @target_type, @target_id, @session_id,
-	@mode, @method, @input, @question, @observed
+	@mode, @method, @input, @question, @observed, @reviewers, @approvals
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
@@ -330,7 +358,8 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
 			sql.Named("session_id", in.SessionID),
 			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
-			sql.Named("question", question), sql.Named("observed", observed)).Scan(&seq, &instName, &ownerName)
+			sql.Named("question", question), sql.Named("observed", observed),
+			sql.Named("reviewers", airlock.JoinGroups(in.Reviewers)), sql.Named("approvals", in.Approvals)).Scan(&seq, &instName, &ownerName)
 		switch {
 		case err == nil:
 			r := insertedRequest(in, seq, state, now, p, note)
@@ -391,6 +420,7 @@ func insertedRequest(in airlock.Request, seq int64, state airlock.State, now tim
 	r.CreatedAt, r.DeadlineAt = fromMicros(micros(now)), fromMicros(micros(now.Add(p.Window)))
 	r.Arguments, r.Context = nilIfEmpty(in.Arguments), nilIfEmpty(in.Context)
 	r.Decision, r.Execution, r.CommandResult = nil, nil, nil
+	r.Reviewers, r.Votes = slices.Clone(in.Reviewers), nil
 	if d := p.Initial; d != nil {
 		r.Decision = &airlock.Decision{Status: state, Note: note, DecidedAt: r.CreatedAt, DecidedBy: d.DecidedBy,
 			DecidedByName: airlock.DeciderName(d.DecidedBy, "")}
@@ -425,6 +455,9 @@ func nilIfEmpty(raw json.RawMessage) json.RawMessage {
 // GetRequest reads a request.
 func (s *Store) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
 	r, err := queryRequest(ctx, s.read, selectRequestSQL, sql.Named("id", id))
+	if err == nil && r.NeedsQuorum() {
+		r.Votes, err = readVotes(ctx, s.read, id)
+	}
 	return r, translate(err, "request", id)
 }
 
@@ -441,6 +474,7 @@ const storedBytesSQL = `coalesce(octet_length(arguments), 0) + coalesce(octet_le
 // (airlock.ArgumentsHeadLen, 200), to tell whether more follow.
 const summaryCols = `seq, id, instance_id, owner_id, state, kind, tool, title, session_id, created_at, deadline_at,
 	decided_at, decided_by, note, answer, expires_at, question, command_method, substr(arguments, 1, 201),
+	reviewers, approvals, approved_votes,
 	` + namesCols
 
 // ListRequests lists requests matching f, newest first. One statement
@@ -558,12 +592,15 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 		question, head    sql.NullString
 		note, answer      string
 		names             [3]sql.NullString
+		reviewers         string
 	)
 	if err := sc.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &r.Title, &r.SessionID,
 		&created, &deadline, &decidedAt, &decidedBy, &note, &answer, &expAt, &question, &method, &head,
+		&reviewers, &r.Approvals, &r.ApprovedVotes,
 		&names[0], &names[1], &names[2]); err != nil {
 		return airlock.RequestSummary{}, err
 	}
+	r.Reviewers = airlock.SplitGroups(reviewers)
 	r.CreatedAt, r.DeadlineAt = fromMicros(created), fromMicros(deadline)
 	r.CommandMethod = method.String
 	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(head.String)
@@ -584,7 +621,11 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 	return r, nil
 }
 
-// Decide records a reviewer's decision with one compare-and-set.
+// Decide records a reviewer's decision with one compare-and-set. On a
+// request that needs several approvals the same write counts the vote and
+// ends the request only when it completes the quorum (decidesSQL); the
+// vote's row, whose key refuses a principal's second vote, is inserted in
+// the same transaction.
 func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Request, error) {
 	if err := p.Validate(); err != nil {
 		return airlock.Request{}, err
@@ -603,8 +644,46 @@ func (s *Store) Decide(ctx context.Context, p airlock.DecideParams) (airlock.Req
 		}
 		// A refused check fails the operation: its savepoint rolls the
 		// decision back.
-		return r, p.Check(r, creator.String)
+		if err := p.Check(r, creator.String); err != nil {
+			return r, err
+		}
+		if !r.NeedsQuorum() {
+			return r, nil
+		}
+		res, err := tx.ExecContext(ctx, insertVoteSQL, sql.Named("id", p.ID), sql.Named("principal", p.VotePrincipal()),
+			sql.Named("actor", p.Actor), sql.Named("state", p.Status), sql.Named("note", p.Note), sql.Named("now", micros(now)))
+		if err != nil {
+			return r, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return r, cmp.Or(err, error(r.DuplicateVote(p.VotePrincipal())))
+		}
+		r.Votes, err = readVotes(ctx, tx, r.ID)
+		return r, err
 	}, s.applyApprovedCommand, airlock.Request.DecisionConflict)
+}
+
+// readVotes reads request id's votes, in the order they were cast.
+func readVotes(ctx context.Context, q queryer, id string) ([]airlock.Vote, error) {
+	rows, err := q.QueryContext(ctx, selectVotesSQL, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []airlock.Vote
+	for rows.Next() {
+		var (
+			v    airlock.Vote
+			name sql.NullString
+			at   int64
+		)
+		if err := rows.Scan(&v.Principal, &v.Actor, &name, &v.Status, &v.Note, &at); err != nil {
+			return nil, err
+		}
+		v.Name, v.At = airlock.DeciderName(v.Actor, name.String), fromMicros(at)
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // Cancel withdraws a pending request with one compare-and-set.
@@ -651,6 +730,10 @@ func (s *Store) transitionThen(ctx context.Context, id, actor string, event airl
 		r, err := cas(ctx, tx, now)
 		if err == nil {
 			out = r
+			if r.State == airlock.StatePending {
+				// The cas counted a vote and left the request pending.
+				event = airlock.EventRequestVoted
+			}
 			if err := appendRequestEvent(ctx, tx, now, airlock.Event{Type: event, Actor: actor,
 				RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r); err != nil {
 				return err

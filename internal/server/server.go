@@ -200,9 +200,12 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var pol airlock.Policy = airlock.NoPolicy{}
+	var (
+		pol    airlock.Policy = airlock.NoPolicy{}
+		groups airlock.GroupDirectory
+	)
 	if cfg.Policy != nil {
-		pol = cfg.Policy
+		pol, groups = cfg.Policy, cfg.Policy
 		reg.MustRegister(cfg.Policy)
 	}
 	if cfg.PolicyWatchEvery <= 0 {
@@ -210,7 +213,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var engine *notify.Engine // set below, before anything is served
 	svc, err := provider.New(provider.Config{
-		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol,
+		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol, Groups: groups,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },

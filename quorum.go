@@ -1,0 +1,127 @@
+package airlock
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of reviewer groups (docs/teams.md, "Groups, routing and quorum").
+const (
+	// MaxGroupNameLen bounds a group's name, which every surface shows.
+	MaxGroupNameLen = 100
+	// MaxReviewerGroups is the most groups one request may be routed to.
+	MaxReviewerGroups = 20
+	// MaxApprovals is the most approvals a request may need.
+	MaxApprovals = 20
+)
+
+// EventRequestVoted is the audit event of a vote on a request that needs
+// several approvals (Request.Approvals > 1) and that did not end it: the
+// vote that completes the quorum, or a denial, is the request's
+// request.approved or request.denied event.
+const EventRequestVoted EventType = "request.voted"
+
+// Vote is one reviewer's vote on a request that needs several approvals.
+type Vote struct {
+	// Principal is who voted; a principal votes once per request.
+	Principal string
+	// Actor is the token (or sign-in) the vote came through, and Name the
+	// name people read it by (Actor itself when it names no token).
+	Actor  string
+	Name   string
+	Status State // approved or denied
+	Note   string
+	At     time.Time
+}
+
+// CheckGroupName refuses a group name no surface can show safely: empty,
+// longer than MaxGroupNameLen bytes, not UTF-8, with a control character,
+// a space at either end, or a comma (CLI flags list groups with commas).
+func CheckGroupName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("a group name may not be empty")
+	case len(name) > MaxGroupNameLen:
+		return fmt.Errorf("group name %.20q… is %d bytes; at most %d", name, len(name), MaxGroupNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("group name %q is not valid UTF-8", name)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("group name %q starts or ends with a space", name)
+	case strings.ContainsRune(name, ','):
+		return fmt.Errorf("group name %q has a comma; name groups without one", name)
+	}
+	for _, c := range name {
+		if unicode.IsControl(c) {
+			return fmt.Errorf("group name %q has a control character; names are shown to people and must be printable", name)
+		}
+	}
+	return nil
+}
+
+// NeedsQuorum reports whether r is decided by votes: it needs more than one
+// approval.
+func (r Request) NeedsQuorum() bool { return r.Approvals > 1 }
+
+// ApprovalsRequired is how many approvals r needs: at least 1.
+func (r Request) ApprovalsRequired() int { return max(r.Approvals, 1) }
+
+// ApprovedVotes counts the approving votes in r.Votes.
+func (r Request) ApprovedVotes() int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Status == StateApproved {
+			n++
+		}
+	}
+	return n
+}
+
+// MayDecide reports whether a caller in groups may decide r: r is routed
+// to no group, or groups has one of r's.
+func (r Request) MayDecide(groups []string) bool {
+	if len(r.Reviewers) == 0 {
+		return true
+	}
+	for _, g := range groups {
+		if slices.Contains(r.Reviewers, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// RoutingRefusal is the error of a decision by a caller in none of r's
+// reviewer groups.
+func (r Request) RoutingRefusal() *Error {
+	return Errorf(CodeForbidden, "request %s is for %s: only members of %s may decide it; others may read it",
+		r.ID, strings.Join(r.Reviewers, ", "), groupWord(len(r.Reviewers)))
+}
+
+func groupWord(n int) string {
+	if n == 1 {
+		return "that group"
+	}
+	return "those groups"
+}
+
+// DuplicateVote is the error of a second vote by one principal on r.
+func (r Request) DuplicateVote(principal string) *Error {
+	return Errorf(CodeForbidden,
+		"%s has already voted on request %s; each reviewer votes once, and %d approvals from different people are needed", principal, r.ID, r.ApprovalsRequired())
+}
+
+// JoinGroups is how stores keep a request's reviewer groups in one text
+// column: one name a line (names have no control characters).
+func JoinGroups(groups []string) string { return strings.Join(groups, "\n") }
+
+// SplitGroups reads what JoinGroups wrote.
+func SplitGroups(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
