@@ -125,3 +125,25 @@ func SplitGroups(s string) []string {
 	}
 	return strings.Split(s, "\n")
 }
+
+// QuorumProgress says how far a request needing need approvals has come,
+// as every surface shows it: "1 of 2 approvals (Ada)", naming who
+// approved, in the order they did.
+func QuorumProgress(need int, approvedBy []string) string {
+	s := fmt.Sprintf("%d of %d approvals", len(approvedBy), need)
+	if len(approvedBy) > 0 {
+		s += " (" + strings.Join(approvedBy, ", ") + ")"
+	}
+	return s
+}
+
+// QuorumProgress is QuorumProgress for r's votes.
+func (r Request) QuorumProgress() string {
+	var names []string
+	for _, v := range r.Votes {
+		if v.Status == StateApproved {
+			names = append(names, v.Name)
+		}
+	}
+	return QuorumProgress(r.ApprovalsRequired(), names)
+}

@@ -59,6 +59,21 @@ type ApprovalRequest struct {
 	CommandResult *CommandResult `json:"command_result,omitempty"`
 	// Grant is set only in the answer to a decision that made a grant.
 	Grant *Grant `json:"grant,omitempty"`
+	// Reviewers are the groups whose members alone may decide the request.
+	Reviewers []string `json:"reviewers,omitempty"`
+	// Approvals and Votes are set when the request needs several
+	// approvals: how many, and the votes cast so far.
+	Approvals int    `json:"approvals,omitempty"`
+	Votes     []Vote `json:"votes,omitempty"`
+}
+
+// Vote is one reviewer's vote on a request needing several approvals.
+type Vote struct {
+	Principal string        `json:"principal"`
+	Name      string        `json:"name"`
+	Status    airlock.State `json:"status"`
+	Note      string        `json:"note,omitempty"`
+	At        time.Time     `json:"at"`
 }
 
 // Decision is a request's terminal outcome; Status equals its State.
@@ -77,6 +92,8 @@ type Decision struct {
 	// ExpiresAt, for approvals only, is when permission to start the call
 	// ends. Re-reads and replays never extend it.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Votes are the votes that decided a request needing several approvals.
+	Votes []Vote `json:"votes,omitempty"`
 }
 
 // Execution is the one execution attempt of an approved request.

@@ -31,6 +31,12 @@ type approvalOut struct {
 	Question   *questionOut `json:"question,omitempty"`
 	CreatedAt  string       `json:"createdAt"`
 	DeadlineAt string       `json:"deadlineAt"`
+	// Reviewers are the groups whose members alone may decide the request.
+	Reviewers []string `json:"reviewers,omitempty"`
+	// ApprovalsRequired and Votes are set when the request needs several
+	// approvals: how many, and the votes cast so far.
+	ApprovalsRequired int       `json:"approvalsRequired,omitempty"`
+	Votes             []voteOut `json:"votes,omitempty"`
 	// Decision is set once the request is terminal.
 	Decision *decisionOut `json:"decision,omitempty"`
 	// Answer is the reviewer's answer to the question, when there is one.
@@ -70,6 +76,28 @@ type decisionOut struct {
 	DecidedByName string `json:"decidedByName,omitempty"`
 	// ExpiresAt ends an approval's permission to start acting on it.
 	ExpiresAt string `json:"expiresAt,omitempty"`
+	// Votes are the votes that decided a request needing several approvals.
+	Votes []voteOut `json:"votes,omitempty"`
+}
+
+// voteOut is one reviewer's vote on a request needing several approvals.
+type voteOut struct {
+	Principal string `json:"principal"`
+	Name      string `json:"name"`
+	Status    string `json:"status"`
+	Note      string `json:"note,omitempty"`
+	At        string `json:"at"`
+}
+
+func newVotesOut(vs []airlock.Vote) []voteOut {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]voteOut, len(vs))
+	for i, v := range vs {
+		out[i] = voteOut{Principal: v.Principal, Name: v.Name, Status: string(v.Status), Note: v.Note, At: formatTime(v.At)}
+	}
+	return out
 }
 
 // Command outcome statuses.
@@ -127,8 +155,13 @@ func newApprovalOut(r airlock.Request) approvalOut {
 	if q := r.Question; q != nil {
 		out.Question = &questionOut{Choices: q.Choices}
 	}
+	out.Reviewers = r.Reviewers
+	if r.NeedsQuorum() {
+		out.ApprovalsRequired, out.Votes = r.Approvals, newVotesOut(r.Votes)
+	}
 	if d := r.Decision; d != nil {
 		out.Decision = &decisionOut{Status: string(d.Status), Note: d.Note, Answer: d.Answer, DecidedAt: formatTime(d.DecidedAt), DecidedByName: d.DecidedByName}
+		out.Decision.Votes = newVotesOut(r.Votes)
 		if d.ExpiresAt != nil {
 			out.Decision.ExpiresAt = formatTime(*d.ExpiresAt)
 		}

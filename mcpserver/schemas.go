@@ -112,10 +112,14 @@ const (
         "decidedAt": {"type": "string", "format": "date-time"},
         "decidedBy": {"type": "string", "description": "Set when no person decided: policy:<rule> for a rule of the server's policy, grant:<id> for a reviewer's standing grant"},
         "decidedByName": {"type": "string", "description": "Who decided: the reviewer token's name, or a system actor such as system:expiry"},
-        "expiresAt": {"type": "string", "format": "date-time", "description": "An approval's permission to start acting ends at this time"}
+        "expiresAt": {"type": "string", "format": "date-time", "description": "An approval's permission to start acting ends at this time"},
+        "votes": {"type": "array", "description": "The votes that decided a request needing several approvals", "items": {"type": "object", "properties": {"principal": {"type": "string"}, "name": {"type": "string"}, "status": {"enum": ["approved", "denied"]}, "note": {"type": "string"}, "at": {"type": "string", "format": "date-time"}}, "required": ["principal", "name", "status", "at"]}}
       },
       "required": ["status", "decidedAt"]
     },
+    "reviewers": {"type": "array", "items": {"type": "string"}, "description": "The reviewer groups whose members alone may decide this request"},
+    "approvalsRequired": {"type": "integer", "description": "How many approvals from different reviewers this request needs; any denial decides"},
+    "votes": {"type": "array", "description": "The votes cast so far", "items": {"type": "object", "properties": {"principal": {"type": "string"}, "name": {"type": "string"}, "status": {"enum": ["approved", "denied"]}, "note": {"type": "string"}, "at": {"type": "string", "format": "date-time"}}, "required": ["principal", "name", "status", "at"]}},
     "answer": {"type": "string", "description": "The reviewer's answer to the question"},
     "commandOutcome": {
       "type": "object",

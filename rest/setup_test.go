@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/getkin/kin-openapi/openapi3"
@@ -78,6 +79,8 @@ type options struct {
 	pageBytes int
 	// wrapStore, when set, wraps the store the provider is given.
 	wrapStore func(airlock.Store) airlock.Store
+	// policy, when set, is the provider's policy and group directory.
+	policy *policy.Engine
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -105,8 +108,15 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.wrapStore != nil {
 		under = o.wrapStore(store)
 	}
+	var (
+		pol    airlock.Policy
+		groups airlock.GroupDirectory
+	)
+	if o.policy != nil {
+		pol, groups = o.policy, o.policy
+	}
 	svc, err := provider.New(provider.Config{
-		Store: under, Limits: limits, Logger: logger, MaxWait: o.maxWait,
+		Store: under, Limits: limits, Logger: logger, MaxWait: o.maxWait, Policy: pol, Groups: groups,
 		Metrics:       provider.NewMetrics(reg, nil),
 		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
 	})

@@ -123,7 +123,19 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 		do.str("decided_by", d.DecidedBy)
 		do.str("decided_by_name", d.DecidedByName)
 		do.timePtr("expires_at", d.ExpiresAt)
+		if len(r.Votes) > 0 {
+			do.key("votes")
+			writeVotes(b, r.Votes)
+		}
 		do.end()
+	}
+	if len(r.Reviewers) > 0 {
+		o.always("reviewers", r.Reviewers)
+	}
+	if r.NeedsQuorum() {
+		o.always("approvals", r.Approvals)
+		o.key("votes")
+		writeVotes(b, r.Votes)
 	}
 	if e := r.Execution; e != nil {
 		o.key("execution")
@@ -174,6 +186,25 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 		writeGrant(b, *g)
 	}
 	o.end()
+}
+
+// writeVotes writes the votes on a request needing several approvals, as
+// a list (empty when none was cast).
+func writeVotes(b *bytes.Buffer, vs []airlock.Vote) {
+	b.WriteByte('[')
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		vo := beginObject(b)
+		vo.always("principal", v.Principal)
+		vo.always("name", v.Name)
+		vo.always("status", string(v.Status))
+		vo.str("note", v.Note)
+		vo.time("at", v.At)
+		vo.end()
+	}
+	b.WriteByte(']')
 }
 
 // writeInstance writes an Instance resource.

@@ -552,6 +552,22 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	}
 	line("Session", q.SessionID)
 	line("Asked", q.CreatedAt.UTC().Format(time.RFC3339)+" ("+since(now, q.CreatedAt)+")")
+	if len(q.Reviewers) > 0 {
+		line("For", inbox.Visible(strings.Join(q.Reviewers, ", "))+" (only members may decide)")
+	}
+	if q.Approvals > 1 {
+		var approvedBy []string
+		for _, v := range q.Votes {
+			if v.Status == airlock.StateApproved {
+				approvedBy = append(approvedBy, inbox.Visible(v.Name))
+			}
+		}
+		line("Approvals", airlock.QuorumProgress(q.Approvals, approvedBy))
+		for _, v := range q.Votes {
+			line("Vote", strings.TrimSpace(fmt.Sprintf("%s by %s at %s %s", v.Status, inbox.Visible(v.Name),
+				v.At.UTC().Format(time.RFC3339), inbox.Visible(v.Note))))
+		}
+	}
 	if q.State == airlock.StatePending {
 		line("Deadline", q.DeadlineAt.UTC().Format(time.RFC3339)+" ("+until(now, q.DeadlineAt)+")")
 	}
