@@ -76,6 +76,8 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 func recorded(r airlock.Request) flash {
 	d := r.Decision
 	switch {
+	case d == nil && r.NeedsQuorum():
+		return flash{OK: true, Title: "Your vote is counted.", Message: r.QuorumProgress() + " so far; the request stays pending until enough reviewers approve."}
 	case d == nil:
 		return flash{OK: true, Title: "Recorded."}
 	case d.Status == airlock.StateDenied:

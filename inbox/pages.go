@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -46,6 +47,11 @@ type row struct {
 	// LookAlike marks a history search hit found only through look-alike
 	// characters (a confusable skeleton).
 	LookAlike bool
+	// For names the reviewer groups the request is for, when routed.
+	For []segment
+	// Quorum says how far a request needing several approvals has come:
+	// "1 of 2 approvals" in a list, with who approved on its page.
+	Quorum string
 }
 
 // argsSummaryLen is how many characters of the arguments a row shows at
@@ -100,6 +106,12 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	out.Owner, out.OwnerID = visible(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
 	if r.ArgumentsHead != "" {
 		out.Args = visible(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
+	}
+	if len(r.Reviewers) > 0 {
+		out.For = visible(strings.Join(r.Reviewers, ", "))
+	}
+	if r.Approvals > 1 {
+		out.Quorum = fmt.Sprintf("%d of %d approvals", r.ApprovedVotes, r.Approvals)
 	}
 	if d := r.Decision; d != nil {
 		out.HasDecision = true
@@ -230,11 +242,23 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, v, "pending", "Pending", body)
 }
 
+// voteRow is one vote as the request page lists it.
+type voteRow struct {
+	Name   []segment
+	Status airlock.State
+	Note   []segment
+	At     time.Time
+}
+
 // requestBody is the request page's data.
 type requestBody struct {
 	row
-	Pending      bool
-	CanDecide    bool
+	Pending   bool
+	CanDecide bool
+	// NotForYou is set for a reviewer outside the groups a pending
+	// request is for: the page is read-only and says why.
+	NotForYou    bool
+	Votes        []voteRow
 	OwnRequest   bool
 	Title        []segment
 	Description  []segment
@@ -294,7 +318,14 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		TargetType: visible(req.TargetType), TargetID: visible(req.TargetID), SessionID: req.SessionID,
 		Reasoning: visibleText(req.AgentReasoning), Timeout: req.Timeout,
 	}
-	b.CanDecide = b.Pending && v.caller.Role == airlock.RoleReviewer
+	b.CanDecide = b.Pending && h.svc.MayDecide(v.caller, req)
+	b.NotForYou = b.Pending && v.caller.Role == airlock.RoleReviewer && !b.CanDecide
+	if req.NeedsQuorum() {
+		b.Quorum = req.QuorumProgress()
+		for _, vt := range req.Votes {
+			b.Votes = append(b.Votes, voteRow{Name: visible(vt.Name), Status: vt.Status, Note: visibleText(vt.Note), At: vt.At})
+		}
+	}
 	if req.Proposal != nil {
 		b.ProposalMode = req.Proposal.Mode
 	}
@@ -329,7 +360,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: visible(shortDuration(d))})
 		}
 	}
-	if req.Kind == airlock.KindToolCall && req.MayApproveAtCreation() {
+	if req.Kind == airlock.KindToolCall && req.MayApproveAtCreation() && len(req.Reviewers) == 0 && !req.NeedsQuorum() {
 		b.Grants = grantChoices
 	}
 	if d := req.Decision; d != nil {

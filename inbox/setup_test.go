@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
@@ -94,6 +95,8 @@ type options struct {
 	// openStore, when set, opens the store instead of a fresh SQLite
 	// file, judging time by clock.
 	openStore func(t testing.TB, clock airlock.Clock) airlock.Store
+	// policy, when set, is the provider's policy file (rules and groups).
+	policy string
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -126,7 +129,19 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.wrapStore != nil {
 		under = o.wrapStore(store)
 	}
-	svc, err := provider.New(provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes})
+	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes}
+	if o.policy != "" {
+		path := filepath.Join(t.TempDir(), "policy.yaml")
+		if err := os.WriteFile(path, []byte(o.policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e, err := policy.NewEngine(path, logger)
+		if err != nil {
+			t.Fatalf("policy: %v", err)
+		}
+		cfg.Policy, cfg.Groups = e, e
+	}
+	svc, err := provider.New(cfg)
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}

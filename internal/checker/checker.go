@@ -77,6 +77,17 @@ type Op struct {
 	DeadlineAt time.Time
 	// DecidedAt is the recorded decision time of a successful transition.
 	DecidedAt time.Time
+
+	// Principal is, for a decision, who voted (the caller's principal);
+	// for a create, the principal of the creating token, which never
+	// votes.
+	Principal string
+	// Approvals is, when the call returned the request, how many
+	// approvals it needs (0 or 1: one decision decides); ApprovedVotes
+	// how many approving votes it holds after the call. With them a
+	// decision on a request needing several approvals is a vote, and an
+	// approval that leaves the request pending counted one.
+	Approvals, ApprovedVotes int
 }
 
 // String describes the op for violation messages.
@@ -109,6 +120,7 @@ func (o *Op) SetResult(r airlock.Request, err error) {
 	o.State = r.State
 	o.Claimed = r.Execution != nil
 	o.DeadlineAt = r.DeadlineAt
+	o.Approvals, o.ApprovedVotes = r.Approvals, r.ApprovedVotes()
 	if r.Decision != nil {
 		o.DecidedAt = r.Decision.DecidedAt
 	}
@@ -185,6 +197,10 @@ const (
 	// RuleLinearizable: the history is linearizable against the sequential
 	// model of one request's lifecycle.
 	RuleLinearizable Rule = "linearizable"
+	// RuleQuorum: on a request needing N approvals, no principal's vote
+	// counts twice, the creator's principal never counts, and an approval
+	// decides only with N approving votes from distinct principals.
+	RuleQuorum Rule = "quorum"
 )
 
 // Violation is one broken rule on one request.
@@ -248,8 +264,9 @@ func (r Report) Broke(rule Rule) bool {
 // expectedCodes are the refusals a race between legitimate calls produces.
 var expectedCodes = map[Kind][]airlock.Code{
 	Create:  {airlock.CodeNotFound, airlock.CodeIdempotencyConflict},
-	Approve: {airlock.CodeNotPending, airlock.CodeDeadlinePassed},
-	Deny:    {airlock.CodeNotPending, airlock.CodeDeadlinePassed},
+	// forbidden: a second vote, or one by the creator's principal.
+	Approve: {airlock.CodeNotPending, airlock.CodeDeadlinePassed, airlock.CodeForbidden},
+	Deny:    {airlock.CodeNotPending, airlock.CodeDeadlinePassed, airlock.CodeForbidden},
 	Cancel:  {airlock.CodeNotPending, airlock.CodeDeadlinePassed},
 	Claim:   {airlock.CodeNotApproved, airlock.CodeAlreadyExecuted, airlock.CodeApprovalExpired},
 }
@@ -317,6 +334,9 @@ func (r *Report) checkRequest(id string, h []Op, opts Options) {
 				winners = append(winners, o)
 			}
 		case Approve, Deny, Cancel, Expire:
+			if o.State == airlock.StatePending {
+				continue // a vote that did not decide
+			}
 			winners = append(winners, o)
 		case Claim:
 			claims = append(claims, o)
@@ -398,6 +418,8 @@ func (r *Report) checkRequest(id string, h []Op, opts Options) {
 		}
 	}
 
+	r.checkQuorum(id, h, won, len(winners) == 1)
+
 	// Linearizable against the sequential lifecycle.
 	pops := make([]porcupine.Operation, 0, len(h))
 	for _, o := range h {
@@ -409,7 +431,7 @@ func (r *Report) checkRequest(id string, h []Op, opts Options) {
 			ClientId: max(o.Client, 0),
 			Input:    o.Kind,
 			Call:     o.Call.UnixNano(),
-			Output:   result{Code: o.Code, State: o.State, Claimed: o.Claimed},
+			Output:   result{Code: o.Code, State: o.State, Claimed: o.Claimed, Approvals: o.Approvals, Votes: o.ApprovedVotes},
 			Return:   ret.UnixNano(),
 		})
 	}
@@ -426,18 +448,70 @@ func (r *Report) checkRequest(id string, h []Op, opts Options) {
 	}
 }
 
+// checkQuorum applies RuleQuorum to the ops of one request: the votes that
+// succeeded, by principal; the creator's principal among them; and, when
+// the request needs several approvals and ended approved, that exactly
+// that many distinct principals approved.
+func (r *Report) checkQuorum(id string, h []Op, won airlock.State, decided bool) {
+	need, creator := 0, ""
+	for _, o := range h {
+		if o.Kind == Create && o.Code == "" {
+			need, creator = o.Approvals, o.Principal
+		}
+		if o.Approvals > need {
+			need = o.Approvals
+		}
+	}
+	if need <= 1 {
+		return
+	}
+	counted := map[string]int{}
+	approvers := map[string]bool{}
+	for _, o := range h {
+		if o.Code != "" || (o.Kind != Approve && o.Kind != Deny) {
+			continue
+		}
+		if o.Principal == "" {
+			r.add(RuleQuorum, id, "a vote with no principal: %s", o)
+			continue
+		}
+		counted[o.Principal]++
+		if o.Kind == Approve {
+			approvers[o.Principal] = true
+		}
+		if o.Principal == creator {
+			r.add(RuleQuorum, id, "the creator's principal %s voted: %s", o.Principal, o)
+		}
+		if o.Kind == Approve && o.State == airlock.StateApproved && o.ApprovedVotes != need {
+			r.add(RuleQuorum, id, "an approval decided with %d of %d approving votes: %s", o.ApprovedVotes, need, o)
+		}
+	}
+	for p, n := range counted {
+		if n > 1 {
+			r.add(RuleQuorum, id, "principal %s counted %d times", p, n)
+		}
+	}
+	if decided && won == airlock.StateApproved && len(approvers) != need {
+		r.add(RuleQuorum, id, "approved with %d distinct approvers, %d needed", len(approvers), need)
+	}
+}
+
 // result is an op's output as the model sees it.
 type result struct {
 	Code    airlock.Code
 	State   airlock.State
 	Claimed bool
+	// Approvals and Votes are Op.Approvals and Op.ApprovedVotes.
+	Approvals, Votes int
 }
 
 // lifecycle is the model's state of one request: its state ("" before it
-// exists) and whether its execution was claimed.
+// exists), whether its execution was claimed, how many approvals it
+// needs and how many approving votes it holds.
 type lifecycle struct {
-	State   airlock.State
-	Claimed bool
+	State         airlock.State
+	Claimed       bool
+	Need, Approve int
 }
 
 // Model is the sequential specification of one request's lifecycle, for
@@ -471,11 +545,26 @@ func step(st lifecycle, kind Kind, out result) (bool, lifecycle) {
 		if out.Code != "" {
 			return true, st
 		}
-		return st.State == "" && out.State.Valid(), lifecycle{State: out.State}
+		return st.State == "" && out.State.Valid(), lifecycle{State: out.State, Need: out.Approvals}
 	case Approve, Deny, Cancel:
 		switch out.Code {
 		case "":
-			return st.State == airlock.StatePending && out.State == kind.target(), lifecycle{State: kind.target()}
+			if st.State != airlock.StatePending {
+				return false, st
+			}
+			if kind == Approve && st.Need > 1 {
+				// A vote: the request ends exactly when it brings the
+				// approving votes to the number needed.
+				next := st
+				next.Approve++
+				if next.Approve >= st.Need {
+					next.State = airlock.StateApproved
+				}
+				return out.State == next.State && out.Votes == next.Approve, next
+			}
+			next := st
+			next.State = kind.target()
+			return out.State == kind.target(), next
 		case airlock.CodeNotPending:
 			return st.State.Terminal() && out.State == st.State, st
 		case airlock.CodeDeadlinePassed:
@@ -483,11 +572,15 @@ func step(st lifecycle, kind Kind, out result) (bool, lifecycle) {
 		}
 		return true, st
 	case Expire:
-		return st.State == airlock.StatePending, lifecycle{State: airlock.StateExpired}
+		next := st
+		next.State = airlock.StateExpired
+		return st.State == airlock.StatePending, next
 	case Claim:
 		switch out.Code {
 		case "":
-			return st.State == airlock.StateApproved && !st.Claimed, lifecycle{State: st.State, Claimed: true}
+			next := st
+			next.Claimed = true
+			return st.State == airlock.StateApproved && !st.Claimed, next
 		case airlock.CodeAlreadyExecuted:
 			return st.Claimed, st
 		case airlock.CodeNotApproved:

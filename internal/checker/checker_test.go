@@ -229,3 +229,71 @@ func TestRecorderAndExpiryOps(t *testing.T) {
 		t.Fatalf("recorded history refused: %v", err)
 	}
 }
+
+// quorumHist is a request needing need approvals, created by alice.
+func quorumHist(id string, need int) *hist {
+	h := newHist(id)
+	h.ops[0].Approvals, h.ops[0].Principal = need, "alice"
+	return h
+}
+
+// vote records principal's successful vote of kind k over [from, to] ms,
+// returning the request's state and approving votes after it.
+func (h *hist) vote(client int, principal string, k Kind, from, to float64, state airlock.State, votes int) *hist {
+	o := Op{Client: client, Kind: k, RequestID: h.id, Call: ms(from), Return: ms(to), DeadlineAt: ms(50),
+		Principal: principal, State: state, Approvals: h.ops[0].Approvals, ApprovedVotes: votes}
+	if state.Terminal() {
+		o.DecidedAt = ms((from + to) / 2)
+	}
+	h.ops = append(h.ops, o)
+	return h
+}
+
+// TestCheckerQuorum: a 2-of-3 history with concurrent votes, a refused
+// second vote and a refused creator's vote passes; the checker catches a
+// principal counted twice, the creator's vote counted, an approval that
+// decided short of the quorum, and a vote that ended a request it should
+// have left pending.
+func TestCheckerQuorum(t *testing.T) {
+	t.Parallel()
+	good := quorumHist("apr_q", 2).
+		vote(1, "ada", Approve, 2, 6, airlock.StatePending, 1).
+		vote(2, "grace", Approve, 3, 7, airlock.StateApproved, 2).
+		fail(3, Approve, 4, 8, airlock.CodeNotPending, airlock.StateApproved).
+		fail(1, Approve, 5, 6, airlock.CodeForbidden, "").
+		fail(4, Approve, 2, 3, airlock.CodeForbidden, "")
+	if err := Check(good.ops, Options{Complete: true}).Err(); err != nil {
+		t.Fatalf("a good quorum history was refused: %v", err)
+	}
+	denied := quorumHist("apr_d", 2).
+		vote(1, "ada", Approve, 2, 4, airlock.StatePending, 1).
+		vote(2, "linus", Deny, 3, 5, airlock.StateDenied, 1).
+		fail(3, Approve, 3, 6, airlock.CodeNotPending, airlock.StateDenied)
+	if err := Check(denied.ops, Options{Complete: true}).Err(); err != nil {
+		t.Fatalf("a denial racing the last approval was refused: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		h    *hist
+		rule Rule
+	}{
+		{"a double-counted vote: ada's two approvals both counted", quorumHist("apr_1", 2).
+			vote(1, "ada", Approve, 2, 3, airlock.StatePending, 1).
+			vote(2, "ada", Approve, 4, 5, airlock.StateApproved, 2), RuleQuorum},
+		{"the creator's vote counted", quorumHist("apr_2", 2).
+			vote(1, "alice", Approve, 2, 3, airlock.StatePending, 1).
+			vote(2, "ada", Approve, 4, 5, airlock.StateApproved, 2), RuleQuorum},
+		{"decided short of the quorum", quorumHist("apr_3", 3).
+			vote(1, "ada", Approve, 2, 3, airlock.StatePending, 1).
+			vote(2, "grace", Approve, 4, 5, airlock.StateApproved, 2), RuleQuorum},
+		{"two votes both told they were the first", quorumHist("apr_4", 3).
+			vote(1, "ada", Approve, 2, 3, airlock.StatePending, 1).
+			vote(2, "grace", Approve, 4, 5, airlock.StatePending, 1), RuleLinearizable},
+	} {
+		rep := Check(tc.h.ops, Options{})
+		if !rep.Broke(tc.rule) {
+			t.Errorf("%s: not caught as %q; violations: %v", tc.name, tc.rule, rep.Violations)
+		}
+	}
+}
