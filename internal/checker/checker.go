@@ -263,7 +263,7 @@ func (r Report) Broke(rule Rule) bool {
 
 // expectedCodes are the refusals a race between legitimate calls produces.
 var expectedCodes = map[Kind][]airlock.Code{
-	Create:  {airlock.CodeNotFound, airlock.CodeIdempotencyConflict},
+	Create: {airlock.CodeNotFound, airlock.CodeIdempotencyConflict},
 	// forbidden: a second vote, or one by the creator's principal.
 	Approve: {airlock.CodeNotPending, airlock.CodeDeadlinePassed, airlock.CodeForbidden},
 	Deny:    {airlock.CodeNotPending, airlock.CodeDeadlinePassed, airlock.CodeForbidden},
