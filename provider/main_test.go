@@ -56,6 +56,8 @@ type options struct {
 	pageBytes, heavyReads, heavyPerToken int
 	// policy is Config.Policy.
 	policy airlock.Policy
+	// groups is Config.Groups.
+	groups airlock.GroupDirectory
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -84,7 +86,7 @@ func setup(t testing.TB, opt options) *bundle {
 	t.Cleanup(func() { store.Close() })
 	b.store = store
 	b.svc, err = New(Config{
-		Store: store, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy,
+		Store: store, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
 	})
