@@ -228,6 +228,12 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 	if r.AgentReasoning != "" {
 		fmt.Fprintf(&body, "Agent's claim (unverified): %s\n\n", clip(r.AgentReasoning, 1000))
 	}
+	if len(r.Reviewers) > 0 {
+		fmt.Fprintf(&body, "For: %s (only its members decide)\n", strings.Join(r.Reviewers, ", "))
+	}
+	if r.NeedsQuorum() {
+		fmt.Fprintf(&body, "Needs: %s so far, from different reviewers; any denial decides\n", r.QuorumProgress())
+	}
 	fmt.Fprintf(&body, "Decide by: %s\n\nOpen it in Airlock to approve or deny:\n%s\n\n", r.DeadlineAt.UTC().Format(time.RFC1123), link)
 	body.WriteString("This mail cannot approve or deny anything; only a signed-in reviewer can, in the inbox.\n")
 

@@ -152,6 +152,9 @@ func (h *Interactions) act(ctx context.Context, cb slack.InteractionCallback) (s
 		return h.refusal(log, err)
 	}
 	log.Info("decided in Slack", "principal", caller.Principal, "state", r.State)
+	if r.State == airlock.StatePending {
+		return fmt.Sprintf("Your vote is counted: %s. The request waits for more approvals.", r.QuorumProgress()), http.StatusOK
+	}
 	return fmt.Sprintf("%s. The message will show it in a moment.", outcomeWord(r)), http.StatusOK
 }
 

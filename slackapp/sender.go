@@ -232,6 +232,12 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 	blocks = append(blocks, slack.NewContextBlock("facts", ctx...))
 	if r.State == airlock.StatePending {
 		deadline := fmt.Sprintf("Decide by <!date^%d^{date_short_pretty} {time_secs}|%s>", r.DeadlineAt.Unix(), r.DeadlineAt.UTC().Format(time.RFC3339))
+		if len(r.Reviewers) > 0 {
+			deadline += " · for *" + esc(strings.Join(r.Reviewers, ", ")) + "* (only its members decide)"
+		}
+		if r.NeedsQuorum() {
+			deadline += " · " + esc(r.QuorumProgress())
+		}
 		blocks = append(blocks, slack.NewContextBlock("deadline", mrkdwn(deadline)))
 		approve := slack.NewButtonBlockElement(ActionApprove, r.ID, plain("Approve")).WithStyle(slack.StylePrimary).
 			WithConfirm(slack.NewConfirmationBlockObject(plain("Approve this call?"), plain(clip("Approve "+what+"? The agent may run it once.", 300)), plain("Approve"), plain("Cancel")))
