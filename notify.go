@@ -43,15 +43,15 @@ const EmailEndpointID = PrefixEndpoint + "email"
 
 // EmailTypes are the notifications mailed: a request to decide, and its
 // reminder.
-var EmailTypes = []NotifyType{NotifyCreated, NotifyReminder}
+var EmailTypes = []NotifyType{NotifyCreated, NotifyReminder, NotifyEscalated}
 
 // SlackEndpointID is the ID of the one Slack endpoint. A fixed ID makes
 // replicas starting together create it once.
 const SlackEndpointID = PrefixEndpoint + "slack"
 
 // SlackTypes are the notifications the Slack endpoint takes: a request to
-// post, and the ends that update its message.
-var SlackTypes = []NotifyType{NotifyCreated, NotifyReminder, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled}
+// post, and the ends and escalations that update its message.
+var SlackTypes = []NotifyType{NotifyCreated, NotifyReminder, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled, NotifyEscalated}
 
 // PrefixEndpoint starts every endpoint ID; PrefixDelivery every delivery
 // ID; PrefixMessage every webhook-id of a test delivery.
@@ -77,6 +77,7 @@ const (
 	NotifyExpired           NotifyType = "approval_request.expired"
 	NotifyCancelled         NotifyType = "approval_request.cancelled"
 	NotifyReminder          NotifyType = "approval_request.reminder"
+	NotifyEscalated         NotifyType = "approval_request.escalated"
 	NotifyExecutionClaimed  NotifyType = "approval_request.execution_claimed"
 	NotifyExecutionReported NotifyType = "approval_request.execution_reported"
 	// NotifyTest is what POST /v1/webhooks/{id}/test sends; every endpoint
@@ -87,7 +88,7 @@ const (
 // NotifyTypes lists the types an endpoint may subscribe to, in order.
 var NotifyTypes = []NotifyType{
 	NotifyCreated, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled,
-	NotifyReminder, NotifyExecutionClaimed, NotifyExecutionReported,
+	NotifyReminder, NotifyExecutionClaimed, NotifyExecutionReported, NotifyEscalated,
 }
 
 // EventRequestReminder is appended once per request, when a reminder of
@@ -121,6 +122,8 @@ func NotifyTypeOf(t EventType) (NotifyType, bool) {
 		return NotifyCancelled, true
 	case EventRequestReminder:
 		return NotifyReminder, true
+	case EventRequestEscalated:
+		return NotifyEscalated, true
 	case EventExecutionClaimed:
 		return NotifyExecutionClaimed, true
 	case EventExecutionReported:

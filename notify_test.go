@@ -70,7 +70,7 @@ func TestNotifyTypeOf(t *testing.T) {
 	seen := map[airlock.NotifyType]bool{}
 	for _, e := range []airlock.EventType{airlock.EventRequestCreated, airlock.EventRequestApproved, airlock.EventRequestDenied,
 		airlock.EventRequestExpired, airlock.EventRequestCancelled, airlock.EventRequestReminder, airlock.EventExecutionClaimed,
-		airlock.EventExecutionReported} {
+		airlock.EventExecutionReported, airlock.EventRequestEscalated} {
 		typ, ok := airlock.NotifyTypeOf(e)
 		if !ok || seen[typ] {
 			t.Fatalf("NotifyTypeOf(%s) = %s, %v", e, typ, ok)
@@ -80,7 +80,7 @@ func TestNotifyTypeOf(t *testing.T) {
 	if len(seen) != len(airlock.NotifyTypes) {
 		t.Fatalf("%d types from events, %d subscribable", len(seen), len(airlock.NotifyTypes))
 	}
-	for _, e := range []airlock.EventType{airlock.EventTokenCreated, airlock.EventEndpointCreated, airlock.EventInstanceDeleted} {
+	for _, e := range []airlock.EventType{airlock.EventTokenCreated, airlock.EventEndpointCreated, airlock.EventInstanceDeleted, airlock.EventRequestVoted} {
 		if _, ok := airlock.NotifyTypeOf(e); ok {
 			t.Errorf("%s gives a notification", e)
 		}

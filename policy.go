@@ -40,6 +40,10 @@ type PolicyVerdict struct {
 	// (Request.Reviewers, Request.Approvals).
 	Reviewers []string
 	Approvals int
+	// EscalateTo and EscalateAfter widen such a request to more groups
+	// when it waits that long (Request.EscalateTo).
+	EscalateTo    []string
+	EscalateAfter time.Duration
 	// Record, when set, counts and logs what the rules did (per-rule
 	// metrics, shadow matches, rules that failed). The provider calls it
 	// once the request is stored as new: a replayed create (an

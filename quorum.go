@@ -25,6 +25,13 @@ const (
 // request.approved or request.denied event.
 const EventRequestVoted EventType = "request.voted"
 
+// EventRequestEscalated is appended once, when a pending request routed to
+// groups is widened to its escalation groups (Store.EscalateDue).
+const EventRequestEscalated EventType = "request.escalated"
+
+// ActorEscalation is the actor of an escalation.
+const ActorEscalation = "system:escalation"
+
 // Vote is one reviewer's vote on a request that needs several approvals.
 type Vote struct {
 	// Principal is who voted; a principal votes once per request.

@@ -113,6 +113,13 @@ type Request struct {
 	// needs (a policy rule's approvals); 0 and 1 both mean one decision
 	// decides. When more are needed, every decision is a vote.
 	Approvals int
+	// EscalateTo are the groups the request is widened to when it is
+	// still pending EscalateAfter after its creation (a policy rule's
+	// escalate_to and escalate_after); EscalatedAt is when it was, nil
+	// before.
+	EscalateTo    []string
+	EscalateAfter time.Duration
+	EscalatedAt   *time.Time
 	// Votes are the votes cast on a request that needs several approvals,
 	// in the order they were cast, read with the request by GetRequest and
 	// Decide. Lists leave them out: a summary has ApprovedVotes.

@@ -3,6 +3,7 @@ package airlock
 import (
 	"cmp"
 	"context"
+	"slices"
 	"time"
 )
 
@@ -105,8 +106,16 @@ func (p NewRequestParams) Validate() error {
 		return Invalid("approvals", "a request needs between 1 and %d approvals, not %d", MaxApprovals, r.Approvals)
 	case len(r.Reviewers) > MaxReviewerGroups:
 		return Invalid("reviewers", "a request may be routed to at most %d groups, not %d", MaxReviewerGroups, len(r.Reviewers))
+	case len(r.EscalateTo) > MaxReviewerGroups:
+		return Invalid("escalate_to", "a request may be escalated to at most %d groups, not %d", MaxReviewerGroups, len(r.EscalateTo))
+	case (len(r.EscalateTo) > 0) != (r.EscalateAfter > 0):
+		return Invalid("escalate_after", "escalate_after and escalate_to go together")
+	case len(r.EscalateTo) > 0 && len(r.Reviewers) == 0:
+		return Invalid("escalate_to", "only a request routed to reviewer groups is escalated to others")
+	case r.EscalateAfter < 0:
+		return Invalid("escalate_after", "escalate_after may not be negative")
 	}
-	for _, g := range r.Reviewers {
+	for _, g := range append(slices.Clone(r.Reviewers), r.EscalateTo...) {
 		if err := CheckGroupName(g); err != nil {
 			return Invalid("reviewers", "%v", err)
 		}
@@ -376,6 +385,13 @@ type Store interface {
 	// vote by one principal is forbidden (DuplicateVote) and changes
 	// nothing. The completing vote's note and validity are the decision's.
 	Decide(ctx context.Context, p DecideParams) (Request, error)
+	// EscalateDue widens up to limit pending requests whose escalation is
+	// due (CreatedAt + EscalateAfter at or before the store's now, before
+	// the deadline, never escalated) to their EscalateTo groups, sets
+	// EscalatedAt and appends request.escalated, in one conditional write
+	// per request, so that each is escalated once across replicas. It
+	// returns the IDs of the requests escalated.
+	EscalateDue(ctx context.Context, limit int) ([]string, error)
 	// Cancel withdraws a pending request before its deadline; errors as Decide.
 	Cancel(ctx context.Context, id, actor string) (Request, error)
 	// ExpireDue expires up to limit pending requests whose deadline is at or

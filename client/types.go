@@ -65,6 +65,10 @@ type ApprovalRequest struct {
 	// approvals: how many, and the votes cast so far.
 	Approvals int    `json:"approvals,omitempty"`
 	Votes     []Vote `json:"votes,omitempty"`
+	// EscalateTo are the groups the request is widened to when it waits;
+	// EscalatedAt is when it was.
+	EscalateTo  []string   `json:"escalate_to,omitempty"`
+	EscalatedAt *time.Time `json:"escalated_at,omitempty"`
 }
 
 // Vote is one reviewer's vote on a request needing several approvals.

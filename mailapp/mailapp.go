@@ -211,8 +211,11 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 		what = r.Title
 	}
 	subject := "Approval requested: " + clip(what, 120)
-	if d.Type == airlock.NotifyReminder {
+	switch d.Type {
+	case airlock.NotifyReminder:
 		subject = "Reminder: " + clip(what, 120) + " is waiting for a decision"
+	case airlock.NotifyEscalated:
+		subject = "Escalated: " + clip(what, 120) + " now needs " + clip(strings.Join(r.EscalateTo, ", "), 120)
 	}
 	var body bytes.Buffer
 	who := r.InstanceName

@@ -59,6 +59,10 @@ type Rule struct {
 	// approvals from distinct principals it needs (0: one decision).
 	Reviewers []string
 	Approvals int
+	// EscalateTo are the groups the request is widened to when it is still
+	// pending EscalateAfter after it was made (both or neither).
+	EscalateTo    []string
+	EscalateAfter time.Duration
 
 	Line, Column int
 }
@@ -122,6 +126,11 @@ func parseFile(data []byte) ([]Rule, Groups, error) {
 func checkRouting(r Rule, groups Groups) *FileError {
 	at := func(format string, args ...any) *FileError {
 		return &FileError{Line: r.Line, Column: r.Column, Msg: fmt.Sprintf(format, args...)}
+	}
+	for _, g := range r.EscalateTo {
+		if _, ok := groups[g]; !ok {
+			return at("escalate_to names group %q, which the file's groups: does not list; list it there (with no members when they come from sign-in)", g)
+		}
 	}
 	members := map[string]bool{}
 	fromSignIn := false
@@ -295,7 +304,7 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 	if n.Kind != yaml.MappingNode {
 		return r, errAt(n, "a rule must be a mapping with name, match and action")
 	}
-	var valid, timeout, reviewers, approvals *yaml.Node
+	var valid, timeout, reviewers, approvals, escalateTo, escalateAfter *yaml.Node
 	err := eachKey(n, func(key string, k, v *yaml.Node) error {
 		var err error
 		switch key {
@@ -325,25 +334,15 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 			r.Shadow = v.Value == "true"
 		case "reviewers":
 			reviewers = v
-			names := []*yaml.Node{v}
-			if v.Kind == yaml.SequenceNode {
-				names = v.Content
-			}
-			if len(names) == 0 || len(names) > airlock.MaxReviewerGroups {
-				return errAt(v, "reviewers must name from 1 to %d groups", airlock.MaxReviewerGroups)
-			}
-			for _, c := range names {
-				g, err := str(c, "a reviewer group", airlock.MaxGroupNameLen)
-				if err != nil {
-					return err
-				}
-				if err := airlock.CheckGroupName(g); err != nil {
-					return errAt(c, "%v", err)
-				}
-				if slices.Contains(r.Reviewers, g) {
-					return errAt(c, "reviewers names %q twice", g)
-				}
-				r.Reviewers = append(r.Reviewers, g)
+			r.Reviewers, err = groupList(v, key)
+		case "escalate_to":
+			escalateTo = v
+			r.EscalateTo, err = groupList(v, key)
+		case "escalate_after":
+			escalateAfter = v
+			r.EscalateAfter, err = duration(v, key)
+			if err == nil && r.EscalateAfter < time.Second {
+				err = errAt(v, "escalate_after must be at least 1s")
 			}
 		case "approvals":
 			approvals = v
@@ -355,7 +354,7 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 				return errAt(v, "approvals must be a whole number from 1 to %d", airlock.MaxApprovals)
 			}
 		default:
-			return errAt(k, "unknown key %q; a rule has name, match, action, note, valid_for, timeout, shadow, reviewers and approvals", key)
+			return errAt(k, "unknown key %q; a rule has name, match, action, note, valid_for, timeout, shadow, reviewers, approvals, escalate_after and escalate_to", key)
 		}
 		return err
 	})
@@ -384,8 +383,44 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 		return fail(errAt(reviewers, "reviewers applies to ask only: allow and deny decide without a person"))
 	case approvals != nil && r.Action != ActionAsk:
 		return fail(errAt(approvals, "approvals applies to ask only: allow and deny decide without a person"))
+	case (escalateTo == nil) != (escalateAfter == nil):
+		return fail(errAt(n, "escalate_to and escalate_after go together: whom to widen the request to, and after how long"))
+	case escalateTo != nil && reviewers == nil:
+		return fail(errAt(escalateTo, "escalate_to widens a request routed to reviewers; set reviewers too"))
+	}
+	for _, g := range r.EscalateTo {
+		if slices.Contains(r.Reviewers, g) {
+			return fail(errAt(escalateTo, "escalate_to names %q, which reviewers already has", g))
+		}
 	}
 	return r, nil
+}
+
+// groupList reads a group name or a list of them: at most
+// airlock.MaxReviewerGroups, each a valid name, none twice.
+func groupList(v *yaml.Node, key string) ([]string, error) {
+	names := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		names = v.Content
+	}
+	if len(names) == 0 || len(names) > airlock.MaxReviewerGroups {
+		return nil, errAt(v, "%s must name from 1 to %d groups", key, airlock.MaxReviewerGroups)
+	}
+	var out []string
+	for _, c := range names {
+		g, err := str(c, "a reviewer group", airlock.MaxGroupNameLen)
+		if err != nil {
+			return nil, err
+		}
+		if err := airlock.CheckGroupName(g); err != nil {
+			return nil, errAt(c, "%v", err)
+		}
+		if slices.Contains(out, g) {
+			return nil, errAt(c, "%s names %q twice", key, g)
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 func str(v *yaml.Node, key string, limit int) (string, error) {

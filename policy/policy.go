@@ -209,6 +209,7 @@ func (s *Set) Decide(ctx context.Context, in airlock.PolicyInput) Outcome {
 		case ActionAsk:
 			out.Verdict.Window = r.Timeout
 			out.Verdict.Reviewers, out.Verdict.Approvals = r.Reviewers, r.Approvals
+			out.Verdict.EscalateTo, out.Verdict.EscalateAfter = r.EscalateTo, r.EscalateAfter
 		}
 		return out
 	}

@@ -204,6 +204,11 @@ func TestCompileRefuses(t *testing.T) {
 		{"a group name too long", "groups: {" + strings.Repeat("g", 101) + ": [ada]}\nrules: []\n", []string{"at most 100"}},
 		{"a principal listed twice", "groups: {payments: [ada, ada]}\nrules: []\n", []string{`lists "ada" twice`}},
 		{"a group that is not a list", "groups: {payments: ada}\nrules: []\n", []string{"must be a list of principals"}},
+		{"escalate_to without escalate_after", "groups: {payments: [], sre: []}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: payments, escalate_to: sre}\n", []string{"go together"}},
+		{"escalation without reviewers", "groups: {sre: []}\nrules:\n  - {name: a, match: 'true', action: ask, escalate_to: sre, escalate_after: 10m}\n", []string{"set reviewers too"}},
+		{"escalation to an unlisted group", "groups: {payments: []}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: payments, escalate_to: sre, escalate_after: 10m}\n", []string{`escalate_to names group "sre"`}},
+		{"escalation to a group already deciding", "groups: {payments: []}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: payments, escalate_to: payments, escalate_after: 10m}\n", []string{"already has"}},
+		{"escalation too soon", "groups: {payments: [], sre: []}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: payments, escalate_to: sre, escalate_after: 10ms}\n", []string{"at least 1s"}},
 		{"a reviewer group named twice", "groups: {payments: []}\nrules:\n  - {name: a, match: 'true', action: ask, reviewers: [payments, payments]}\n", []string{"twice"}},
 		{"constructing a request", "rules:\n  - {name: a, match: 'airlock.Request{tool: \"x\"}.tool == \"x\"', action: allow}\n", nil},
 	} {

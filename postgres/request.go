@@ -25,7 +25,7 @@ const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.
 	r.idempotency_key, r.fingerprint, r.title, r.description, r.target_type, r.target_id, r.session_id,
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
-	r.reviewers, r.approvals,
+	r.reviewers, r.approvals, r.escalate_to, r.escalate_after, r.escalated_at,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -257,13 +257,14 @@ INSERT INTO requests AS r (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals)
+	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals, escalate_to, escalate_after)
 SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text, @arguments::text, @timeout::text,
 	@reasoning::text, @context::text,
 	tick.now, tick.now + @window::interval,
 	CASE WHEN @decided::boolean THEN tick.now END, @decided_by::text, @note::text, tick.now + @validity::interval,
 	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
-	@mode::text, @method::text, @input::text, @question::text, @observed::text, @reviewers::text, @approvals::integer
+	@mode::text, @method::text, @input::text, @question::text, @observed::text, @reviewers::text, @approvals::integer,
+	@escalate_to::text, @escalate_after::interval
 FROM inst, tick
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
@@ -280,7 +281,9 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		note, answer, detail, cmdDetail             string
 		cmdAppliedAt                                *time.Time
 		instName, ownerName, deciderName            *string
-		reviewers                                   string
+		reviewers, escalateTo                       string
+		escalateAfter                               time.Duration
+		escalatedAt                                 *time.Time
 	)
 	dest := []any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &r.CreatedAt, &r.DeadlineAt,
@@ -289,7 +292,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
 		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt,
-		&reviewers, &r.Approvals,
+		&reviewers, &r.Approvals, &escalateTo, &escalateAfter, &escalatedAt,
 		&instName, &ownerName, &deciderName}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return airlock.Request{}, err
@@ -302,6 +305,7 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	}
 	r.InstanceName, r.OwnerName = deref(instName), deref(ownerName)
 	r.Reviewers = airlock.SplitGroups(reviewers)
+	r.EscalateTo, r.EscalateAfter, r.EscalatedAt = airlock.SplitGroups(escalateTo), escalateAfter, utc(escalatedAt)
 	if decidedAt != nil {
 		r.Decision = &airlock.Decision{
 			Status:        r.State,
@@ -464,6 +468,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
 		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
 		"reviewers": airlock.JoinGroups(in.Reviewers), "approvals": in.Approvals,
+		"escalate_to": airlock.JoinGroups(in.EscalateTo), "escalate_after": in.EscalateAfter,
 	}
 	var err error
 	if p.Initial == nil && p.Grant == nil {
@@ -826,6 +831,55 @@ func (s *Store) decideOnce(ctx context.Context, p airlock.DecideParams, validity
 		return nil
 	})
 	return r, ok, err
+}
+
+// escalateDueSQL widens the due requests it locks (SKIP LOCKED: replicas
+// sweeping at once take disjoint rows, and a row a decision is writing is
+// left for the next sweep) to their escalation groups, once: the outer
+// WHERE repeats the condition on the locked row.
+const escalateDueSQL = tickCTE + `, due AS (
+	SELECT d.seq FROM requests d, tick
+	WHERE d.state = 'pending' AND d.escalate_to <> '' AND d.escalated_at IS NULL
+		AND d.created_at + d.escalate_after <= tick.now AND d.deadline_at > tick.now
+	ORDER BY d.seq LIMIT @limit
+	FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE requests r
+SET reviewers = r.reviewers || E'\n' || r.escalate_to, escalated_at = tick.now
+FROM due, tick
+WHERE r.seq = due.seq AND r.state = 'pending' AND r.escalated_at IS NULL
+RETURNING r.id, r.instance_id, tick.now`
+
+// EscalateDue widens the requests whose escalation is due, once across
+// replicas, and appends request.escalated for each.
+func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = airlock.DefaultExpireBatch
+	}
+	var ids []string
+	err := s.write(ctx, func(ctx context.Context, t *tx) error {
+		ids = ids[:0]
+		rows, err := t.Query(ctx, escalateDueSQL, named{"now": s.now(), "limit": limit})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				id, inst string
+				at       time.Time
+			)
+			if err := rows.Scan(&id, &inst, &at); err != nil {
+				return err
+			}
+			t.event(airlock.Event{Type: airlock.EventRequestEscalated, At: at.UTC(), Actor: airlock.ActorEscalation,
+				RequestID: id, InstanceID: inst, State: airlock.StatePending})
+			t.changed = append(t.changed, id)
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	return ids, translate(err, "requests", "escalate")
 }
 
 // Cancel withdraws a pending request with one compare-and-set.

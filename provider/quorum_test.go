@@ -21,9 +21,11 @@ import (
 const quorumRules = `groups:
   payments: [bob, dave, erin]
   wide: [bob, dave, erin, frank, gina]
+  leads: [frank]
 rules:
   - {name: refunds, match: 'request.tool == "issue_refund"', action: ask, reviewers: payments, approvals: 2}
   - {name: three, match: 'request.tool == "three"', action: ask, reviewers: wide, approvals: 3}
+  - {name: escalating, match: 'request.tool == "deploy"', action: ask, reviewers: payments, escalate_after: 10m, escalate_to: leads}
 `
 
 // quorumSetup is setup with quorumRules in force, from a real file.
@@ -56,8 +58,8 @@ func TestGroupsFromConfiguration(t *testing.T) {
 	}
 	signedIn := frank
 	signedIn.Groups = []string{"sre"}
-	if got := b.svc.GroupsOf(signedIn); !slices.Equal(got, []string{"sre", "wide"}) {
-		t.Fatalf("GroupsOf(frank signed in with sre) = %q, want [sre wide]", got)
+	if got := b.svc.GroupsOf(signedIn); !slices.Equal(got, []string{"sre", "leads", "wide"}) {
+		t.Fatalf("GroupsOf(frank signed in with sre) = %q, want [sre leads wide]", got)
 	}
 
 	// A grant that would cover the call is not used: the request is routed.
@@ -198,4 +200,36 @@ func BenchmarkQuorumLifecycle(b *testing.B) {
 	b.ReportMetric(float64(n)/one.Seconds(), "1-vote/s")
 	b.ReportMetric(float64(n)/two.Seconds(), "2-vote/s")
 	b.ReportMetric(one.Seconds()/two.Seconds(), "ratio")
+}
+
+// TestEscalation: a request routed to payments that waits its
+// escalate_after is widened to leads, once; then a lead may decide it.
+func TestEscalation(t *testing.T) {
+	t.Parallel()
+	b := quorumSetup(t, options{})
+	ctx := t.Context()
+	frank := b.mint(t, airlock.RoleReviewer, "frank")
+	in := call("1h")
+	in.Tool = "deploy"
+	r, _, err := b.svc.CreateRequest(ctx, b.agent, b.inst.ID, newKey(), in)
+	if err != nil || !slices.Equal(r.EscalateTo, []string{"leads"}) || r.EscalateAfter != 10*time.Minute {
+		t.Fatalf("create: %v, escalate to %q after %s", err, r.EscalateTo, r.EscalateAfter)
+	}
+	if n, err := b.svc.EscalateDue(ctx); n != 0 || err != nil {
+		t.Fatalf("EscalateDue before it is due = %d, %v", n, err)
+	}
+	if _, err := b.svc.Decide(ctx, frank, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("a lead before the escalation: %v, want forbidden", err)
+	}
+	b.clock.Advance(10 * time.Minute)
+	if n, err := b.svc.EscalateDue(ctx); n != 1 || err != nil {
+		t.Fatalf("EscalateDue when due = %d, %v; want 1", n, err)
+	}
+	if n, err := b.svc.EscalateDue(ctx); n != 0 || err != nil {
+		t.Fatalf("EscalateDue again = %d, %v; want 0", n, err)
+	}
+	got, err := b.svc.Decide(ctx, frank, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
+	if err != nil || got.State != airlock.StateApproved || !slices.Equal(got.Reviewers, []string{"payments", "leads"}) || got.EscalatedAt == nil {
+		t.Fatalf("a lead after the escalation: %v, %s for %q", err, got.State, got.Reviewers)
+	}
 }

@@ -59,6 +59,14 @@ func (s *Service) Run(ctx context.Context) error {
 			s.watchTokenStamp(ctx)
 		}()
 	}
+	{
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			s.escalateLoop(ctx)
+		}()
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -90,6 +98,38 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}
 		timer.Reset(sleep)
+	}
+}
+
+// escalateLoop widens the requests whose escalation is due every
+// escalateEvery, until ctx ends (EscalateDue).
+func (s *Service) escalateLoop(ctx context.Context) {
+	t := time.NewTicker(s.escalateEvery)
+	defer t.Stop()
+	for {
+		if _, err := s.EscalateDue(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("escalate due requests", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// EscalateDue widens every pending request whose escalation is due to its
+// escalation groups, once across replicas, and wakes whoever watches them;
+// it returns how many it escalated.
+func (s *Service) EscalateDue(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		ids, err := s.system.EscalateDue(ctx, airlock.DefaultExpireBatch)
+		n += len(ids)
+		s.hub.publish(ids...)
+		if err != nil || len(ids) < airlock.DefaultExpireBatch {
+			return n, err
+		}
 	}
 }
 

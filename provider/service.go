@@ -41,6 +41,9 @@ type Config struct {
 	// before it shows as stale (default airlock.DefaultStaleAfter, 5m).
 	// Stale is display only: it cancels and refuses nothing.
 	StaleAfter time.Duration
+	// EscalateEvery is how often Run widens the requests whose escalation
+	// is due (default 1s): an escalation comes at most this late.
+	EscalateEvery time.Duration
 	// ListPageBytes ends a page of ListRequests early once its requests
 	// hold this many bytes of arguments and other large fields
 	// (airlock.Request.StoredBytes; default DefaultListPageBytes, 4 MiB).
@@ -65,16 +68,18 @@ type Service struct {
 	// system is the store for the work no caller asks for: the scheduler,
 	// authentication, the bootstrap token, readiness. A caller's calls go
 	// through storeFor(c), which makes a remembered token's check.
-	system  airlock.Store
-	clock   airlock.Clock
-	limits  airlock.Limits
-	policy  airlock.Policy
-	groups  airlock.GroupDirectory
-	log     *slog.Logger
-	metrics *Metrics
-	maxWait time.Duration
-	batch   int
-	stale   time.Duration
+	system airlock.Store
+	clock  airlock.Clock
+	limits airlock.Limits
+	policy airlock.Policy
+	groups airlock.GroupDirectory
+	// escalateEvery is Config.EscalateEvery.
+	escalateEvery time.Duration
+	log           *slog.Logger
+	metrics       *Metrics
+	maxWait       time.Duration
+	batch         int
+	stale         time.Duration
 	// pageBytes is Config.ListPageBytes.
 	pageBytes int
 	// heavy bounds the heavy reads in progress (HeavyRead).
@@ -131,6 +136,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ExpiryBatch <= 0 {
 		cfg.ExpiryBatch = 100
 	}
+	if cfg.EscalateEvery <= 0 {
+		cfg.EscalateEvery = time.Second
+	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = airlock.DefaultStaleAfter
 	}
@@ -150,7 +158,7 @@ func New(cfg Config) (*Service, error) {
 		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
 		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy, groups: cfg.Groups,
-		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
+		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter, escalateEvery: cfg.EscalateEvery,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
@@ -310,6 +318,7 @@ func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller
 	p.Initial = v.Initial
 	if v.Initial == nil {
 		p.Request.Reviewers, p.Request.Approvals = v.Reviewers, v.Approvals
+		p.Request.EscalateTo, p.Request.EscalateAfter = v.EscalateTo, v.EscalateAfter
 	}
 	if v.Initial == nil && v.Window > 0 && v.Window < p.Window {
 		// A rule may shorten a request's window, never below the shortest.

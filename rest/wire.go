@@ -132,6 +132,10 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 	if len(r.Reviewers) > 0 {
 		o.always("reviewers", r.Reviewers)
 	}
+	if len(r.EscalateTo) > 0 {
+		o.always("escalate_to", r.EscalateTo)
+	}
+	o.timePtr("escalated_at", r.EscalatedAt)
 	if r.NeedsQuorum() {
 		o.always("approvals", r.Approvals)
 		o.key("votes")

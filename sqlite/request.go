@@ -24,7 +24,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
-	reviewers, approvals,
+	reviewers, approvals, escalate_to, escalate_after, escalated_at,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -164,7 +164,9 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 		observed                                    []byte
 		cmdAppliedAt                                sql.NullInt64
 		instName, ownerName, deciderName            sql.NullString
-		reviewers                                   string
+		reviewers, escalateTo                       string
+		escalateAfter                               int64
+		escalatedAt                                 sql.NullInt64
 	)
 	dest := append([]any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &r.State, &r.Kind, &r.Tool, &args, &r.Timeout,
 		&r.AgentReasoning, &rctx, &created, &deadline,
@@ -173,7 +175,7 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 		&key, &r.Fingerprint, &r.Title, &r.Description, &r.TargetType, &r.TargetID, &r.SessionID,
 		&mode, &method, &cmdInput, &question,
 		&observed, &cmdStatus, &cmdDetail, &cmdAppliedAt,
-		&reviewers, &r.Approvals,
+		&reviewers, &r.Approvals, &escalateTo, &escalateAfter, &escalatedAt,
 		&instName, &ownerName, &deciderName}, extra...)
 	if err := sc.Scan(dest...); err != nil {
 		return airlock.Request{}, err
@@ -183,6 +185,7 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 	r.IdempotencyKey = key.String
 	r.InstanceName, r.OwnerName = instName.String, ownerName.String
 	r.Reviewers = airlock.SplitGroups(reviewers)
+	r.EscalateTo, r.EscalateAfter, r.EscalatedAt = airlock.SplitGroups(escalateTo), time.Duration(escalateAfter)*time.Microsecond, nullMicros(escalatedAt)
 	if decidedAt.Valid {
 		r.Decision = &airlock.Decision{
 			Status:        r.State,
@@ -336,11 +339,11 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals)
+	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals, escalate_to, escalate_after)
 SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reasoning, @context,
 	@now, @deadline, @decided_at, @decided_by, @note, @expires_at,
 	@key, @fingerprint, @title, @description, @target_type, @target_id, @session_id,
-	@mode, @method, @input, @question, @observed, @reviewers, @approvals
+	@mode, @method, @input, @question, @observed, @reviewers, @approvals, @escalate_to, @escalate_after
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
@@ -359,7 +362,8 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 			sql.Named("session_id", in.SessionID),
 			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
 			sql.Named("question", question), sql.Named("observed", observed),
-			sql.Named("reviewers", airlock.JoinGroups(in.Reviewers)), sql.Named("approvals", in.Approvals)).Scan(&seq, &instName, &ownerName)
+			sql.Named("reviewers", airlock.JoinGroups(in.Reviewers)), sql.Named("approvals", in.Approvals),
+			sql.Named("escalate_to", airlock.JoinGroups(in.EscalateTo)), sql.Named("escalate_after", in.EscalateAfter.Microseconds())).Scan(&seq, &instName, &ownerName)
 		switch {
 		case err == nil:
 			r := insertedRequest(in, seq, state, now, p, note)
@@ -421,6 +425,7 @@ func insertedRequest(in airlock.Request, seq int64, state airlock.State, now tim
 	r.Arguments, r.Context = nilIfEmpty(in.Arguments), nilIfEmpty(in.Context)
 	r.Decision, r.Execution, r.CommandResult = nil, nil, nil
 	r.Reviewers, r.Votes = slices.Clone(in.Reviewers), nil
+	r.EscalateTo, r.EscalateAfter, r.EscalatedAt = slices.Clone(in.EscalateTo), in.EscalateAfter.Truncate(time.Microsecond), nil
 	if d := p.Initial; d != nil {
 		r.Decision = &airlock.Decision{Status: state, Note: note, DecidedAt: r.CreatedAt, DecidedBy: d.DecidedBy,
 			DecidedByName: airlock.DeciderName(d.DecidedBy, "")}
@@ -684,6 +689,51 @@ func readVotes(ctx context.Context, q queryer, id string) ([]airlock.Vote, error
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// EscalateDue widens the requests whose escalation is due to their
+// escalation groups, in one UPDATE whose WHERE keeps each to once, and
+// appends request.escalated for each.
+func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
+	if limit <= 0 {
+		limit = airlock.DefaultExpireBatch
+	}
+	var ids []string
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		ids = ids[:0]
+		rows, err := tx.QueryContext(ctx, `UPDATE requests
+SET reviewers = reviewers || char(10) || escalate_to, escalated_at = @now
+WHERE seq IN (SELECT seq FROM requests
+	WHERE state = 'pending' AND escalate_to <> '' AND escalated_at IS NULL
+		AND created_at + escalate_after <= @now AND deadline_at > @now
+	ORDER BY seq LIMIT @limit)
+RETURNING id, instance_id`, sql.Named("now", micros(now)), sql.Named("limit", limit))
+		if err != nil {
+			return err
+		}
+		var due [][2]string
+		for rows.Next() {
+			var d [2]string
+			if err := rows.Scan(&d[0], &d[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			due = append(due, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, d := range due {
+			if err := insertEvent(ctx, tx, now, airlock.Event{Type: airlock.EventRequestEscalated, Actor: airlock.ActorEscalation,
+				RequestID: d[0], InstanceID: d[1], State: airlock.StatePending}); err != nil {
+				return err
+			}
+			ids = append(ids, d[0])
+		}
+		return nil
+	})
+	return ids, translate(err, "requests", "escalate")
 }
 
 // Cancel withdraws a pending request with one compare-and-set.

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Grants", s.testGrants},
 		{"WebSessions", s.testWebSessions},
 		{"Quorum", s.testQuorum},
+		{"Escalation", s.testEscalation},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

@@ -555,6 +555,13 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	if len(q.Reviewers) > 0 {
 		line("For", inbox.Visible(strings.Join(q.Reviewers, ", "))+" (only members may decide)")
 	}
+	if len(q.EscalateTo) > 0 {
+		if q.EscalatedAt != nil {
+			line("Escalated", "to "+inbox.Visible(strings.Join(q.EscalateTo, ", "))+" at "+q.EscalatedAt.UTC().Format(time.RFC3339))
+		} else if q.State == airlock.StatePending {
+			line("Escalates", "to "+inbox.Visible(strings.Join(q.EscalateTo, ", "))+" if still pending")
+		}
+	}
 	if q.Approvals > 1 {
 		var approvedBy []string
 		for _, v := range q.Votes {
