@@ -405,4 +405,15 @@ func TestPrintRequestWarns(t *testing.T) {
 			t.Errorf("show lacks %q:\n%s", want, b.String())
 		}
 	}
+	b.Reset()
+	q = &client.ApprovalRequest{ID: "apr_3", State: "pending", Kind: "tool_call", Tool: "refund", CreatedAt: time.Now(), DeadlineAt: time.Now().Add(time.Minute),
+		Reviewers: []string{"payments"}, Approvals: 2, EscalateTo: []string{"leads"},
+		Votes: []client.Vote{{Principal: "ada", Name: "Ada", Status: airlock.StateApproved, Note: "fine", At: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}}}
+	printRequest(&b, q, nil, time.Now())
+	for _, want := range []string{"For:          payments (only members may decide)", "Escalates:    to leads if still pending",
+		"Approvals:    1 of 2 approvals (Ada)", "Vote:         approved by Ada at 2030-01-02T03:04:05Z fine"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("show lacks %q:\n%s", want, b.String())
+		}
+	}
 }
