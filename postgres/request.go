@@ -654,7 +654,46 @@ ORDER BY r.seq DESC`
 	if err := rows.Err(); err != nil {
 		return nil, false, translate(err, "requests", "list")
 	}
+	rows.Close()
+	if err := s.fillVotes(ctx, out); err != nil {
+		return nil, false, translate(err, "votes", "list")
+	}
 	return out, found > int64(len(out)), nil
+}
+
+// fillVotes reads, in one query, the votes of those of rs that need
+// several approvals.
+func (s *Store) fillVotes(ctx context.Context, rs []airlock.Request) error {
+	at := map[string]int{}
+	var ids []string
+	for i, r := range rs {
+		if r.NeedsQuorum() {
+			at[r.ID] = i
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := s.query(ctx, `SELECT v.request_id, v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+FROM votes v WHERE v.request_id = ANY($1) ORDER BY v.seq`, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, status string
+			v          airlock.Vote
+			name       *string
+		)
+		if err := rows.Scan(&id, &v.Principal, &v.Actor, &name, &status, &v.Note, &v.At); err != nil {
+			return err
+		}
+		v.Status, v.Name, v.At = airlock.State(status), airlock.DeciderName(v.Actor, deref(name)), v.At.UTC()
+		rs[at[id]].Votes = append(rs[at[id]].Votes, v)
+	}
+	return rows.Err()
 }
 
 // ListRequestSummaries lists requests matching f as summaries, newest

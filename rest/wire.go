@@ -138,8 +138,10 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 	o.timePtr("escalated_at", r.EscalatedAt)
 	if r.NeedsQuorum() {
 		o.always("approvals", r.Approvals)
-		o.key("votes")
-		writeVotes(b, r.Votes)
+		if len(r.Votes) > 0 {
+			o.key("votes")
+			writeVotes(b, r.Votes)
+		}
 	}
 	if e := r.Execution; e != nil {
 		o.key("execution")

@@ -527,7 +527,51 @@ ORDER BY seq DESC`
 	if err := rows.Err(); err != nil {
 		return nil, false, translate(err, "requests", "list")
 	}
+	rows.Close()
+	if err := fillVotes(ctx, s.read, out); err != nil {
+		return nil, false, translate(err, "votes", "list")
+	}
 	return out, found > len(out), nil
+}
+
+// fillVotes reads, in one query, the votes of those of rs that need
+// several approvals.
+func fillVotes(ctx context.Context, q queryer, rs []airlock.Request) error {
+	at := map[string]int{}
+	var ids []string
+	for i, r := range rs {
+		if r.NeedsQuorum() {
+			at[r.ID] = i
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	js, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	rows, err := q.QueryContext(ctx, `SELECT v.request_id, v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+FROM votes v WHERE v.request_id IN (SELECT value FROM json_each(?)) ORDER BY v.seq`, string(js))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id   string
+			v    airlock.Vote
+			name sql.NullString
+			t    int64
+		)
+		if err := rows.Scan(&id, &v.Principal, &v.Actor, &name, &v.Status, &v.Note, &t); err != nil {
+			return err
+		}
+		v.Name, v.At = airlock.DeciderName(v.Actor, name.String), fromMicros(t)
+		rs[at[id]].Votes = append(rs[at[id]].Votes, v)
+	}
+	return rows.Err()
 }
 
 // ListRequestSummaries lists requests matching f as summaries, newest

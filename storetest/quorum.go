@@ -89,12 +89,17 @@ func (s *suite) testQuorum(t *testing.T) {
 		wantErr(t, err, airlock.CodeNotPending, airlock.StateApproved)
 	})
 
-	t.Run("lists count the approvals", func(t *testing.T) {
+	t.Run("lists carry the votes, summaries count the approvals", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)
 		r := b.create(t, quorum(3))
 		_, err := b.vote(r.ID, "ada", airlock.StateApproved)
 		wantOK(t, err)
+		full, _, err := b.store.ListRequests(b.ctx, airlock.RequestFilter{})
+		wantOK(t, err)
+		if len(full) != 1 || len(full[0].Votes) != 1 || full[0].Votes[0].Principal != "ada" {
+			t.Fatalf("listed requests = %s; want one with ada's vote", show(full))
+		}
 		rs, _, err := b.store.ListRequestSummaries(b.ctx, airlock.RequestFilter{})
 		wantOK(t, err)
 		if len(rs) != 1 || rs[0].ApprovedVotes != 1 || rs[0].Approvals != 3 || !slices.Equal(rs[0].Reviewers, []string{"payments"}) {
