@@ -412,20 +412,6 @@ type StoreExtras struct {
 	// Feed announces every committed change, made by any process sharing
 	// the store (PostgreSQL), so that waiters on every replica wake.
 	Feed ChangeFeed
-	// GrantStamp tells, without a query, whether any grant was created
-	// (SQLite): the provider then remembers which tools have no live
-	// grant, and skips reading grants at their creates.
-	GrantStamp GrantStamper
-}
-
-// GrantStamper tells without a query whether any grant was created since
-// an earlier stamp, in this process or in another one on the same
-// database. The stamp changes once a creation has committed, before the
-// call that made it returns. Only a creation can make a create covered
-// that was not, so a caller that read a stamp before finding no live grant
-// for a tool may skip the read for that tool until the stamp changes.
-type GrantStamper interface {
-	GrantStamp() (uint64, error)
 }
 
 // TokenStamper tells without a query whether any token was revoked or

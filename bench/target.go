@@ -224,7 +224,7 @@ func sqlitePath(db, name string) (string, func(), error) {
 }
 
 func removeDB(path string) {
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal", sqlite.TokenStampSuffix, sqlite.GrantStampSuffix} {
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal", sqlite.TokenStampSuffix} {
 		os.Remove(path + suffix)
 	}
 }

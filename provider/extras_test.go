@@ -10,8 +10,8 @@ import (
 )
 
 // TestNewLogsStoreExtras: the provider says once, when it is built, which
-// optional parts of its store it runs with; over SQLite, the token and
-// grant stamps.
+// optional parts of its store it runs with; over SQLite, the token stamp
+// alone.
 func TestNewLogsStoreExtras(t *testing.T) {
 	t.Parallel()
 	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
@@ -23,7 +23,7 @@ func TestNewLogsStoreExtras(t *testing.T) {
 	if _, err := New(Config{Store: store, Logger: rec.Logger()}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"store extras token_stamp=true token_check=false change_feed=false grant_stamp=true"}
+	want := []string{"store extras token_stamp=true token_check=false change_feed=false"}
 	if got := rec.Take(); !slices.Equal(got, want) {
 		t.Errorf("New logged %q, want %q", got, want)
 	}

@@ -75,7 +75,6 @@ func (s *Service) CreateGrant(ctx context.Context, c airlock.Caller, in airlock.
 		return airlock.Grant{}, errOwnGrant()
 	}
 	lifetime, _ := in.Lifetime()
-	defer s.noGrants.forget()
 	return st.CreateGrant(ctx, airlock.NewGrantParams{Grant: g, Lifetime: lifetime})
 }
 
@@ -187,7 +186,6 @@ func (s *Service) DecideGrant(ctx context.Context, c airlock.Caller, id string, 
 		g.InstanceID = r.InstanceID
 	}
 	made, err := st.CreateGrant(ctx, airlock.NewGrantParams{Grant: g, Lifetime: lifetime})
-	s.noGrants.forget()
 	if err != nil {
 		return r, nil, fmt.Errorf("request %s was approved, but its grant was not made: %w", r.ID, err)
 	}
@@ -203,15 +201,8 @@ func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Cal
 	if r.Kind != airlock.KindToolCall || !r.MayApproveAtCreation() {
 		return nil, nil
 	}
-	stamp, stamped := s.noGrants.current()
-	if stamped && s.noGrants.none(r.Tool, stamp) {
-		return nil, nil
-	}
 	gs, err := st.ListGrants(ctx, airlock.GrantFilter{Live: true, Tool: r.Tool, Limit: airlock.MaxLiveGrantsPerTool})
 	if err != nil || len(gs) == 0 {
-		if err == nil && stamped {
-			s.noGrants.remember(r.Tool, stamp)
-		}
 		return nil, err
 	}
 	fp, err := airlock.ArgumentsFingerprint(r.Tool, r.Arguments)
@@ -251,68 +242,6 @@ func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Cal
 		return nil, nil
 	}
 	return use, nil
-}
-
-// toolsWithoutGrants remembers the tools for which a read of live grants
-// found none, under the grant stamp read before that read
-// (airlock.GrantStamper), so that creates of those tools skip the read
-// until a grant is made anywhere. Only a new grant can cover a create that
-// was not covered; a grant that ends only makes a remembered list shorter.
-// Without a stamper it remembers nothing, and every create reads.
-type toolsWithoutGrants struct {
-	stamp airlock.GrantStamper // nil: remember nothing
-	mu    sync.Mutex
-	at    uint64 // the stamp the tools were found under
-	tools map[string]struct{}
-}
-
-// maxToolsWithoutGrants bounds the memory; it starts over when full.
-const maxToolsWithoutGrants = 4096
-
-// current reads the stamp; false when there is no stamper or it failed.
-func (t *toolsWithoutGrants) current() (uint64, bool) {
-	if t.stamp == nil {
-		return 0, false
-	}
-	n, err := t.stamp.GrantStamp()
-	return n, err == nil
-}
-
-// none reports whether tool had no live grant under stamp. A caller
-// presenting another stamp than the one remembered starts the memory over
-// under its stamp: an entry serves only callers that read the same stamp.
-func (t *toolsWithoutGrants) none(tool string, stamp uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.at != stamp {
-		t.at = stamp
-		clear(t.tools)
-		return false
-	}
-	_, ok := t.tools[tool]
-	return ok
-}
-
-// remember records that a read begun under stamp found no live grant for
-// tool, unless the memory has moved to another stamp meanwhile.
-func (t *toolsWithoutGrants) remember(tool string, stamp uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.at != stamp {
-		return
-	}
-	if t.tools == nil || len(t.tools) >= maxToolsWithoutGrants {
-		t.tools = make(map[string]struct{})
-	}
-	t.tools[tool] = struct{}{}
-}
-
-// forget starts the memory over: this process made a grant (whether or not
-// the stamp moved).
-func (t *toolsWithoutGrants) forget() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	clear(t.tools)
 }
 
 // expressions caches the compiled expressions of cel grants by their

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,12 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
 )
 
 // grant makes a grant as the reviewer, failing the test if it cannot.
@@ -419,74 +416,4 @@ func BenchmarkCreateByGrant(b *testing.B) {
 			b.ReportMetric(float64(percentile(took, 50).Microseconds())/1000, "p50-ms")
 		})
 	}
-}
-
-// grantReads counts the reads of live grants a service makes.
-type grantReads struct {
-	airlock.Store
-	n atomic.Int64
-}
-
-func (g *grantReads) ListGrants(ctx context.Context, f airlock.GrantFilter) ([]airlock.Grant, error) {
-	g.n.Add(1)
-	return g.Store.ListGrants(ctx, f)
-}
-
-// A create reads the live grants of its tool only until a read finds none:
-// then creates of that tool skip the read until a grant is made, in this
-// process or in another one on the same file (the grant stamp), and the
-// grant made covers the next create at once.
-func TestCreateSkipsGrantReadsUntilAGrant(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "airlock.db")
-	reads := &grantReads{}
-	b := setup(t, options{path: path, wrap: func(s airlock.Store) airlock.Store { reads.Store = s; return reads }})
-	for range 3 {
-		if r := b.create(t, ""); r.State != airlock.StatePending {
-			t.Fatalf("create with no grant: %s, want pending", r.State)
-		}
-	}
-	if n := reads.n.Load(); n != 1 {
-		t.Fatalf("three creates with no grant read grants %d times, want once", n)
-	}
-
-	// Another process on the same file makes a grant.
-	other, err := sqlite.Open(t.Context(), path, sqlite.WithClock(b.clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	fp, err := airlock.ArgumentsFingerprint("issue_refund", call("").Arguments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := other.CreateGrant(t.Context(), airlock.NewGrantParams{Grant: airlock.Grant{
-		ID: airlock.NewID(airlock.PrefixGrant), Tool: "issue_refund", InstanceID: b.inst.ID,
-		Match:    airlock.GrantMatch{Kind: airlock.MatchSameArguments, ArgumentsFingerprint: fp},
-		Validity: time.Minute, CreatedBy: b.reviewer.ID, CreatedByPrincipal: "bob",
-	}, Lifetime: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantGrantDecision(t, b.create(t, ""), g)
-
-	// A grant this process makes is seen at once too, after another tool's
-	// creates remembered it has none.
-	before := reads.n.Load()
-	other2 := call("")
-	other2.Tool = "send_email"
-	for range 2 {
-		if r, _, err := b.svc.CreateRequest(t.Context(), b.agent, b.inst.ID, newKey(), other2); err != nil || r.State != airlock.StatePending {
-			t.Fatalf("send_email with no grant: %v %v", r.State, err)
-		}
-	}
-	if n := reads.n.Load() - before; n != 1 {
-		t.Fatalf("two send_email creates read grants %d times, want once", n)
-	}
-	g2 := b.grant(t, airlock.GrantInput{Tool: "send_email", Arguments: other2.Arguments, InstanceID: b.inst.ID, ExpiresIn: "1h"})
-	r, _, err := b.svc.CreateRequest(t.Context(), b.agent, b.inst.ID, newKey(), other2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantGrantDecision(t, r, g2)
 }

@@ -94,8 +94,6 @@ type Service struct {
 	overdue overdueExpiries
 	// expressions caches the compiled expressions of cel grants.
 	expressions expressions
-	// noGrants remembers the tools no live grant covers (GrantStamp).
-	noGrants toolsWithoutGrants
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
@@ -143,13 +141,12 @@ func New(cfg Config) (*Service, error) {
 	// Said once, so that an operator (and a benchmark) can tell which of
 	// the store's optional parts this server runs with.
 	cfg.Logger.Info("store extras",
-		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil,
-		"grant_stamp", extras.GrantStamp != nil)
+		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
 		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
-		tokens: newTokenCache(extras.TokenStamp), noGrants: toolsWithoutGrants{stamp: extras.GrantStamp}, remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
+		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
 	}, nil

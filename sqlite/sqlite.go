@@ -83,7 +83,7 @@ var _ airlock.Store = (*Store)(nil)
 // Extras implements airlock.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.
 func (s *Store) Extras() airlock.StoreExtras {
-	return airlock.StoreExtras{TokenStamp: s, GrantStamp: s}
+	return airlock.StoreExtras{TokenStamp: s}
 }
 
 // Option configures Open.

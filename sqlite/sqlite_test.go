@@ -26,15 +26,14 @@ func TestStore(t *testing.T) {
 	})
 }
 
-// TestExtras: a SQLite store has a token stamp and a grant stamp, which
-// the conformance suite checks (Extras/TokenStamp, Extras/GrantStamp), and
-// neither a change feed nor a token check of its own: one process serves
-// its file.
+// TestExtras: a SQLite store has a token stamp, which the conformance
+// suite checks (Extras/TokenStamp), and neither a change feed nor a token
+// check of its own: one process serves its file.
 func TestExtras(t *testing.T) {
 	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "airlock.db"))
-	if x := s.Extras(); x.TokenStamp == nil || x.GrantStamp == nil || x.TokenCheck != nil || x.Feed != nil {
-		t.Errorf("Extras = %+v, want the token and grant stamps alone", x)
+	if x := s.Extras(); x.TokenStamp == nil || x.TokenCheck != nil || x.Feed != nil {
+		t.Errorf("Extras = %+v, want the token stamp alone", x)
 	}
 }
 

@@ -73,42 +73,6 @@ func (s *suite) testExtras(t *testing.T) {
 	if x.Feed != nil {
 		t.Run("Feed", s.testFeed)
 	}
-	if x.GrantStamp != nil {
-		t.Run("GrantStamp", s.testGrantStamp)
-	}
-}
-
-// testGrantStamp: the stamp moves when a grant is created, before the call
-// returns, and holds still through reads, uses and revocations, which
-// never make a create covered that was not.
-func (s *suite) testGrantStamp(t *testing.T) {
-	t.Parallel()
-	b := s.setup(t)
-	stamp := b.store.Extras().GrantStamp
-	read := func() uint64 {
-		t.Helper()
-		v, err := stamp.GrantStamp()
-		wantOK(t, err)
-		return v
-	}
-	before := read()
-	g := b.grant(t)
-	made := read()
-	if made == before {
-		t.Fatal("the stamp held still across a grant's creation")
-	}
-	_, err := b.store.ListGrants(b.ctx, airlock.GrantFilter{Live: true, Tool: g.Tool})
-	wantOK(t, err)
-	b.create(t, byGrant(t, g.ID))
-	_, err = b.store.RevokeGrant(b.ctx, g.ID, granter)
-	wantOK(t, err)
-	if after := read(); after != made {
-		t.Fatalf("the stamp moved from %d to %d with no grant created", made, after)
-	}
-	b.grant(t)
-	if read() == made {
-		t.Fatal("the stamp held still across a second grant's creation")
-	}
 }
 
 // testTokenStamp: the stamp moves when a token is revoked or replaced,
