@@ -152,10 +152,9 @@ export class Gate {
    * OutcomeUnknownError); when fn did not run, with DeniedError (with the
    * reviewer's note), ExpiredError, CancelledError (withdrawn, or the signal
    * aborted while asking or waiting: the gate then cancels the request),
-   * LapsedError
-   * (approved, but permission to start ended first), AlreadyExecutedError,
-   * InterruptedError (an earlier run was cut short by a crash; reported
-   * unknown, not re-run), or an error reaching Airlock.
+   * LapsedError (approved, but permission to start ended first),
+   * AlreadyExecutedError, InterruptedError (an earlier run was cut short by
+   * a crash; reported unknown, not re-run), or an error reaching Airlock.
    */
   async run<T>(call: GateCall, fn: ToolFn<T>, o: CallOptions = {}): Promise<Outcome<T>> {
     if (typeof fn !== 'function') throw new TypeError('airlock gate: run needs a function to run');
