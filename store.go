@@ -3,6 +3,7 @@ package airlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"time"
 )
 
@@ -40,7 +41,27 @@ type NewRequestParams struct {
 	// grant still covers it, the request is created pending. The decision
 	// is GrantActor(id)'s, valid for the grant's Validity.
 	Grant *GrantUse
+	// UnlessGranted, when set (and Initial and Grant are not), makes the
+	// create conditional: the store creates the request only when no live
+	// grant could cover it, that is none of its tool, in its scope (its
+	// instance, or its owner as an agent), made by another principal than
+	// UnlessGranted.Principal, whatever the grant's match. When one could,
+	// the store creates nothing and answers ErrGrantMayCover; the caller
+	// then reads the grants, matches them, and creates again with Grant.
+	// So a create no grant could cover needs no read of grants before it.
+	// A replay is answered as a replay whatever the grants.
+	UnlessGranted *GrantScope
 }
+
+// GrantScope names the creator of a request for UnlessGranted: grants
+// made by this principal never cover the request.
+type GrantScope struct {
+	Principal string
+}
+
+// ErrGrantMayCover is a store's answer to a create with UnlessGranted
+// when a live grant could cover the request: nothing was created.
+var ErrGrantMayCover = errors.New("airlock: a live grant may cover this request: read the grants and create again with the covering ones")
 
 // InitialDecision is a policy's decision at creation.
 type InitialDecision struct {
@@ -99,6 +120,10 @@ func (p NewRequestParams) Validate() error {
 		return Invalid("grant", "a grant's use needs the principal of the request's creator")
 	case p.Grant != nil && (r.Kind != KindToolCall || !r.MayApproveAtCreation()):
 		return Invalid("grant", "grants approve tool calls only, never a command or a question")
+	case p.UnlessGranted != nil && (p.Grant != nil || p.Initial != nil):
+		return Invalid("grant", "a create either checks for grants (UnlessGranted) or uses them (Grant), and never when decided at creation")
+	case p.UnlessGranted != nil && p.UnlessGranted.Principal == "":
+		return Invalid("grant", "a create unless granted needs the principal of the request's creator")
 	}
 	if d := p.Initial; d != nil {
 		if d.Status != StateApproved && d.Status != StateDenied {

@@ -235,6 +235,7 @@ SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text
 	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
 	@mode::text, @method::text, @input::text, @question::text, @observed::text
 FROM inst, tick
+WHERE @unless_granted::text IS NULL OR NOT EXISTS (` + grantMayCoverSQL + `)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
 
@@ -430,6 +431,10 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		"title": in.Title, "description": in.Description,
 		"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
 		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
+		"unless_granted": nil,
+	}
+	if p.UnlessGranted != nil {
+		args["unless_granted"] = p.UnlessGranted.Principal
 	}
 	var err error
 	if p.Initial == nil && p.Grant == nil {
@@ -514,6 +519,17 @@ func (s *Store) notCreated(ctx context.Context, p airlock.NewRequestParams) (air
 			return p.Replay(prev)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return airlock.Request{}, err
+		}
+	}
+	if p.UnlessGranted != nil {
+		// The instance may be live: then a grant could cover the request.
+		var live bool
+		if err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM instances
+WHERE id = @instance AND owner_id = @owner AND deleted_at IS NULL)`, named{"instance": in.InstanceID, "owner": in.OwnerID}).Scan(&live); err != nil {
+			return airlock.Request{}, err
+		}
+		if live {
+			return airlock.Request{}, airlock.ErrGrantMayCover
 		}
 	}
 	return airlock.Request{}, airlock.NotFound("instance", in.InstanceID)

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -192,15 +193,33 @@ func (s *Service) DecideGrant(ctx context.Context, c airlock.Caller, id string, 
 	return r, &made, nil
 }
 
-// grantsFor finds the live grants that cover a new request of c's, best
+// insertOrGrant stores a request no policy rule decided. A live grant may
+// approve it before a person is asked, so the create is made unless a
+// grant could cover it (airlock.NewRequestParams.UnlessGranted): when
+// none could, as is usual, that one write is all, with no read of grants
+// before it. When one could, the grants are read and matched, and the
+// request is created again with those that cover it.
+func (s *Service) insertOrGrant(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	if p.Initial != nil || p.Request.Kind != airlock.KindToolCall || !p.Request.MayApproveAtCreation() {
+		return s.insert(ctx, st, p)
+	}
+	unless := p
+	unless.UnlessGranted = &airlock.GrantScope{Principal: principalOf(c.Token)}
+	r, created, err := s.insert(ctx, st, unless)
+	if !errors.Is(err, airlock.ErrGrantMayCover) {
+		return r, created, err
+	}
+	if p.Grant, err = s.grantsFor(ctx, st, c, p); err != nil {
+		return airlock.Request{}, false, err
+	}
+	return s.insert(ctx, st, p)
+}
+
+// grantsFor finds the live grants that cover a new tool call of c's, best
 // first: for its tool, in its scope, of another principal, whose match
-// holds. It returns nil when none does, or when r may not be approved by
-// a grant (not a tool call, a command, a question).
+// holds. It returns nil when none does.
 func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (*airlock.GrantUse, error) {
 	r := p.Request
-	if r.Kind != airlock.KindToolCall || !r.MayApproveAtCreation() {
-		return nil, nil
-	}
 	gs, err := st.ListGrants(ctx, airlock.GrantFilter{Live: true, Tool: r.Tool, Limit: airlock.MaxLiveGrantsPerTool})
 	if err != nil || len(gs) == 0 {
 		return nil, err

@@ -278,6 +278,10 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		}
 	}
 
+	var unlessGranted any
+	if p.UnlessGranted != nil {
+		unlessGranted = p.UnlessGranted.Principal
+	}
 	var (
 		out     airlock.Request
 		created bool
@@ -315,6 +319,7 @@ SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reaso
 	@mode, @method, @input, @question, @observed
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
+	AND (@unless_granted IS NULL OR NOT EXISTS (`+grantMayCoverSQL+`))
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id),
 	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id)`,
@@ -330,7 +335,8 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
 			sql.Named("session_id", in.SessionID),
 			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
-			sql.Named("question", question), sql.Named("observed", observed)).Scan(&seq, &instName, &ownerName)
+			sql.Named("question", question), sql.Named("observed", observed),
+			sql.Named("unless_granted", unlessGranted)).Scan(&seq, &instName, &ownerName)
 		switch {
 		case err == nil:
 			r := insertedRequest(in, seq, state, now, p, note)
@@ -362,6 +368,17 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
+			}
+		}
+		if p.UnlessGranted != nil {
+			// The instance may be live: then a grant could cover the request.
+			var live bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances
+WHERE id = ? AND owner_id = ? AND deleted_at IS NULL)`, in.InstanceID, in.OwnerID).Scan(&live); err != nil {
+				return err
+			}
+			if live {
+				return airlock.ErrGrantMayCover
 			}
 		}
 		return airlock.NotFound("instance", in.InstanceID)
