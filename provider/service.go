@@ -94,6 +94,8 @@ type Service struct {
 	overdue overdueExpiries
 	// expressions caches the compiled expressions of cel grants.
 	expressions expressions
+	// grantedTools are the tools that had live grants when last looked at.
+	grantedTools toolSet
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
