@@ -1,0 +1,31 @@
+-- 0012: OIDC sign-in to the inbox (docs/teams.md).
+--
+-- A web session may belong to a reviewer the identity provider signed in,
+-- with no token: token_id is '' and token_hash empty, and email and
+-- groups (newline-joined; no group name holds a newline) come from the
+-- provider's claims.
+ALTER TABLE web_sessions ADD COLUMN email text NOT NULL DEFAULT '';
+ALTER TABLE web_sessions ADD COLUMN groups text NOT NULL DEFAULT '';
+
+-- The reviewer directory: each OIDC reviewer as of their last sign-in,
+-- by which every surface names them (decided_by_name) once their session
+-- is over.
+CREATE TABLE reviewer_profiles (
+    principal    text        PRIMARY KEY,
+    name         text        NOT NULL,
+    email        text        NOT NULL,
+    groups       text        NOT NULL,
+    signed_in_at timestamptz NOT NULL
+);
+
+-- Sign-ins in progress: one row from the redirect to the identity
+-- provider to its callback, on any replica. Only hashes are kept: of the
+-- state parameter, and of the browser's cookie secret the PKCE verifier
+-- and nonce derive from.
+CREATE TABLE oidc_logins (
+    state_hash   bytea       PRIMARY KEY,
+    binding_hash bytea       NOT NULL,
+    next         text        NOT NULL,
+    expires_at   timestamptz NOT NULL
+);
+CREATE INDEX oidc_logins_expires ON oidc_logins (expires_at);
