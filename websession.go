@@ -121,7 +121,9 @@ type WebSessionStore interface {
 	// none.
 	DeleteWebSession(ctx context.Context, id string) error
 	// DeleteWebSessions ends every session matching f and returns how
-	// many; f must name a token or a principal.
+	// many; f must name a token or a principal. For a principal alone it
+	// also sets the EndedAt of its reviewer profile, if any, in the same
+	// transaction.
 	DeleteWebSessions(ctx context.Context, f WebSessionFilter) (int, error)
 	// SweepWebSessions deletes up to limit sessions that are over and
 	// returns how many.
@@ -216,7 +218,14 @@ type ReviewerProfile struct {
 	Email      string
 	Groups     []string
 	SignedInAt time.Time // the last sign-in
+	// EndedAt is when an admin last ended the principal's sessions
+	// (DeleteWebSessions by principal); nil when never.
+	EndedAt *time.Time
 }
+
+// Active reports whether the reviewer signed in since an admin last ended
+// their sessions: only then do they get mail (docs/teams.md).
+func (p ReviewerProfile) Active() bool { return p.EndedAt == nil || p.SignedInAt.After(*p.EndedAt) }
 
 // OIDCLogin is a sign-in in progress (docs/teams.md): created when the
 // inbox sends a browser to the identity provider, taken once when the

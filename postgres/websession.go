@@ -189,6 +189,10 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 WHERE (@token::text = '' OR token_id = @token) AND (@principal::text = '' OR principal = @principal)`,
 			named{"token": f.TokenID, "principal": f.Principal})
 		n = int(tag.RowsAffected())
+		if err == nil && f.TokenID == "" {
+			_, err = t.Exec(ctx, tickCTE+`UPDATE reviewer_profiles p SET ended_at = tick.now FROM tick WHERE p.principal = @principal`,
+				named{"now": s.now(), "principal": f.Principal})
+		}
 		return err
 	})
 	return n, translate(err, "web sessions", f.TokenID+f.Principal)
@@ -264,11 +268,11 @@ func (s *Store) ListReviewerProfiles(ctx context.Context) ([]airlock.ReviewerPro
 			p      airlock.ReviewerProfile
 			groups string
 		)
-		if err := row.Scan(&p.Principal, &p.Name, &p.Email, &groups, &p.SignedInAt); err != nil {
+		if err := row.Scan(&p.Principal, &p.Name, &p.Email, &groups, &p.SignedInAt, &p.EndedAt); err != nil {
 			return p, err
 		}
-		p.Groups, p.SignedInAt = airlock.SplitGroups(groups), p.SignedInAt.UTC()
+		p.Groups, p.SignedInAt, p.EndedAt = airlock.SplitGroups(groups), p.SignedInAt.UTC(), utc(p.EndedAt)
 		return p, nil
-	}, `SELECT principal, name, email, groups, signed_in_at FROM reviewer_profiles ORDER BY principal`)
+	}, `SELECT principal, name, email, groups, signed_in_at, ended_at FROM reviewer_profiles ORDER BY principal`)
 	return out, translate(err, "reviewer profiles", "list")
 }

@@ -205,7 +205,10 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 			return err
 		}
 		n, _ = res.RowsAffected()
-		return nil
+		if f.TokenID == "" {
+			_, err = tx.ExecContext(ctx, `UPDATE reviewer_profiles SET ended_at = ? WHERE principal = ?`, micros(now), f.Principal)
+		}
+		return err
 	})
 	return int(n), translate(err, "web sessions", f.TokenID+f.Principal)
 }
@@ -274,7 +277,7 @@ RETURNING state_hash, binding_hash, next, expires_at`, stateHash, micros(now)).S
 
 // ListReviewerProfiles lists the reviewer directory by principal.
 func (s *Store) ListReviewerProfiles(ctx context.Context) ([]airlock.ReviewerProfile, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT principal, name, email, groups, signed_in_at FROM reviewer_profiles ORDER BY principal`)
+	rows, err := s.read.QueryContext(ctx, `SELECT principal, name, email, groups, signed_in_at, ended_at FROM reviewer_profiles ORDER BY principal`)
 	if err != nil {
 		return nil, translate(err, "reviewer profiles", "")
 	}
@@ -285,11 +288,12 @@ func (s *Store) ListReviewerProfiles(ctx context.Context) ([]airlock.ReviewerPro
 			p      airlock.ReviewerProfile
 			groups string
 			at     int64
+			ended  sql.NullInt64
 		)
-		if err := rows.Scan(&p.Principal, &p.Name, &p.Email, &groups, &at); err != nil {
+		if err := rows.Scan(&p.Principal, &p.Name, &p.Email, &groups, &at, &ended); err != nil {
 			return nil, translate(err, "reviewer profiles", "")
 		}
-		p.Groups, p.SignedInAt = airlock.SplitGroups(groups), fromMicros(at)
+		p.Groups, p.SignedInAt, p.EndedAt = airlock.SplitGroups(groups), fromMicros(at), nullMicros(ended)
 		out = append(out, p)
 	}
 	return out, translate(rows.Err(), "reviewer profiles", "")

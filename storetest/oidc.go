@@ -58,6 +58,13 @@ func (s *suite) testOIDC(t *testing.T) {
 		if n != 2 {
 			t.Fatalf("DeleteWebSessions ended %d sessions, want 2", n)
 		}
+		// Her profile stays, to name her decisions, but is no longer active
+		// (no mail) until she signs in again.
+		ps, err := b.store.ListReviewerProfiles(b.ctx)
+		wantOK(t, err)
+		if len(ps) != 1 || ps[0].EndedAt == nil || !ps[0].EndedAt.Equal(at.Add(time.Hour/2)) || ps[0].Active() {
+			t.Fatalf("profile after her sessions were ended: %s", show(ps))
+		}
 		for _, raw := range []string{id, other} {
 			_, _, err = b.store.WebSessionByID(b.ctx, raw)
 			wantErr(t, err, airlock.CodeNotFound, "")
@@ -69,6 +76,13 @@ func (s *suite) testOIDC(t *testing.T) {
 		wantOK(t, err)
 		if got.Email != "" || got.Groups != nil {
 			t.Fatalf("bare session = %s", show(got))
+		}
+		b.clock.Set(at.Add(time.Hour))
+		b.oidcSignIn(t, adaOIDC)
+		ps, err = b.store.ListReviewerProfiles(b.ctx)
+		wantOK(t, err)
+		if len(ps) != 2 || !ps[0].Active() || ps[0].EndedAt == nil {
+			t.Fatalf("profile after she signed in again: %s", show(ps))
 		}
 	})
 

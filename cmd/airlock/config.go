@@ -127,6 +127,22 @@ type Config struct {
 	// address; SMTPFrom is the sender (default airlock@ the SMTP host).
 	SMTPURL  string
 	SMTPFrom string
+
+	// OIDCIssuer, OIDCClientID, OIDCClientSecret and OIDCRedirectURL sign
+	// reviewers in to the inbox with an identity provider (docs/teams.md);
+	// OIDCAllowedDomains (comma-separated) admits only emails at those
+	// domains, and OIDCGroupsClaim names the claim listing a reviewer's
+	// groups. Default: no OIDC sign-in.
+	OIDCIssuer         string
+	OIDCClientID       string
+	OIDCClientSecret   string
+	OIDCRedirectURL    string
+	OIDCAllowedDomains string
+	OIDCGroupsClaim    string
+	// InboxTokenSignIn lets reviewers sign in to the inbox with a token.
+	// Default true; false (with OIDC) leaves OIDC the only way in. Tokens
+	// work for the API and CLI either way.
+	InboxTokenSignIn bool
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -147,6 +163,7 @@ func DefaultConfig() Config {
 		SessionStaleAfter:     airlock.DefaultStaleAfter,
 		InboxSessionIdle:      inbox.DefaultSessionIdle,
 		InboxSessionMax:       inbox.DefaultSessionMax,
+		InboxTokenSignIn:      true,
 		ShutdownGrace:         server.DefaultShutdownGrace,
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
@@ -286,6 +303,16 @@ func (c Config) Validate() error {
 	if c.SlackSigningSecret != "" && c.SlackBotToken == "" {
 		return fmt.Errorf("--slack-signing-secret takes the clicks of buttons that only --slack-bot-token and --slack-channel post")
 	}
+	if o := c.OIDC(); o != nil {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+	} else if c.OIDCClientID != "" || c.OIDCClientSecret != "" || c.OIDCRedirectURL != "" || c.OIDCAllowedDomains != "" || c.OIDCGroupsClaim != "" {
+		return fmt.Errorf("the --oidc-* flags need --oidc-issuer, the identity provider's issuer URL (docs/teams.md)")
+	}
+	if !c.InboxTokenSignIn && c.OIDCIssuer == "" {
+		return fmt.Errorf("--inbox-token-signin=false needs OIDC sign-in (--oidc-issuer and the other --oidc-* flags): otherwise nobody could sign in to the inbox")
+	}
 	if c.SMTPURL != "" {
 		if _, _, _, _, err := mailapp.ParseURL(c.SMTPURL); err != nil {
 			return err
@@ -303,6 +330,21 @@ func (c Config) Validate() error {
 }
 
 // Email returns the mailer's configuration. c must have passed Validate.
+// OIDC returns the inbox's OIDC sign-in, or nil without --oidc-issuer.
+func (c Config) OIDC() *inbox.OIDCConfig {
+	if c.OIDCIssuer == "" {
+		return nil
+	}
+	o := &inbox.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret,
+		RedirectURL: c.OIDCRedirectURL, GroupsClaim: c.OIDCGroupsClaim}
+	for _, d := range strings.Split(c.OIDCAllowedDomains, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			o.AllowedDomains = append(o.AllowedDomains, d)
+		}
+	}
+	return o
+}
+
 func (c Config) Email() mailapp.Config {
 	return mailapp.Config{URL: c.SMTPURL, From: c.SMTPFrom, PublicURL: c.PublicURL}
 }
@@ -410,6 +452,13 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.SlackAPIURL, "slack-api-url", slackapp.DefaultAPIURL, "Slack's Web API base URL (tests point it elsewhere)")
 	fs.StringVar(&c.SMTPURL, "smtp-url", "", "SMTP server, smtp://user:password@host:587 (STARTTLS required): mail each pending request and its reminder to reviewers linked to an address")
 	fs.StringVar(&c.SMTPFrom, "smtp-from", "", "sender address of those mails (default airlock@ the SMTP host)")
+	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "identity provider's issuer URL: reviewers sign in to the inbox with it (docs/teams.md)")
+	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "the inbox's OIDC client ID at the identity provider")
+	fs.StringVar(&c.OIDCClientSecret, "oidc-client-secret", "", "the inbox's OIDC client secret; prefer AIRLOCK_OIDC_CLIENT_SECRET, which ps does not show")
+	fs.StringVar(&c.OIDCRedirectURL, "oidc-redirect-url", "", "the inbox's OIDC callback as browsers reach it: https://<host>"+inbox.OIDCCallbackPath+", registered at the identity provider")
+	fs.StringVar(&c.OIDCAllowedDomains, "oidc-allowed-domains", "", "comma-separated email domains OIDC reviewers must be at (email verified); default any")
+	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "", "ID token claim listing a reviewer's groups, such as groups; default none")
+	fs.BoolVar(&c.InboxTokenSignIn, "inbox-token-signin", d.InboxTokenSignIn, "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 }
 

@@ -9,13 +9,15 @@ ALTER TABLE web_sessions ADD COLUMN groups text NOT NULL DEFAULT '';
 
 -- The reviewer directory: each OIDC reviewer as of their last sign-in,
 -- by which every surface names them (decided_by_name) once their session
--- is over.
+-- is over. ended_at is when an admin last ended the principal's sessions
+-- (revocation): mail stops until a sign-in after it.
 CREATE TABLE reviewer_profiles (
     principal    text        PRIMARY KEY,
     name         text        NOT NULL,
     email        text        NOT NULL,
     groups       text        NOT NULL,
-    signed_in_at timestamptz NOT NULL
+    signed_in_at timestamptz NOT NULL,
+    ended_at     timestamptz
 );
 
 -- Sign-ins in progress: one row from the redirect to the identity

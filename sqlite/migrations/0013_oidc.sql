@@ -9,13 +9,16 @@ ALTER TABLE web_sessions ADD COLUMN groups TEXT NOT NULL DEFAULT '';
 
 -- The reviewer directory: each OIDC reviewer as of their last sign-in,
 -- by which every surface names them (decided_by_name) once their session
--- is over. signed_in_at is in microseconds.
+-- is over. ended_at is when an admin last ended the principal's sessions
+-- (revocation): mail stops until a sign-in after it. Times are in
+-- microseconds.
 CREATE TABLE reviewer_profiles (
     principal    TEXT    PRIMARY KEY,
     name         TEXT    NOT NULL,
     email        TEXT    NOT NULL,
     groups       TEXT    NOT NULL,
-    signed_in_at INTEGER NOT NULL
+    signed_in_at INTEGER NOT NULL,
+    ended_at     INTEGER
 ) STRICT, WITHOUT ROWID;
 
 -- Sign-ins in progress: one row from the redirect to the identity
