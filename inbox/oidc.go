@@ -417,4 +417,3 @@ func (o *oidcSignin) label() string {
 	}
 	return o.cfg.Issuer
 }
-

@@ -107,7 +107,7 @@ const webSessionTokenCols = `coalesce(t.id, ''), coalesce(t.name, ''), coalesce(
 
 // WebSessionByID reads a live session with its token: one read by the
 // primary key, joined to the token by its primary key. An OIDC
-// reviewer's session has no token (token_id ''), and the zero Token.
+// reviewer's session has no token (token_id ”), and the zero Token.
 func (s *Store) WebSessionByID(ctx context.Context, id string) (airlock.WebSession, airlock.Token, error) {
 	var (
 		w         webSessionScan

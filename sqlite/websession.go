@@ -114,7 +114,7 @@ ON CONFLICT (principal) DO UPDATE SET name = excluded.name, email = excluded.ema
 
 // WebSessionByID reads a live session with its token: one read by the
 // primary key, joined to the token by its primary key. An OIDC
-// reviewer's session has no token (token_id ''), and the zero Token.
+// reviewer's session has no token (token_id ”), and the zero Token.
 func (s *Store) WebSessionByID(ctx context.Context, id string) (airlock.WebSession, airlock.Token, error) {
 	var (
 		w         webSessionScan
