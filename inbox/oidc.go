@@ -255,9 +255,10 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	h.setCookie(w, r, signinCookie, "", -1)
 	h.setCookie(w, r, sessionCookie, sid, int(h.sessionMax.Seconds()))
-	// The session cookie is SameSite=Strict, and a browser does not send
-	// it on a redirect that another site's navigation started: a page of
-	// this site moves on instead.
+	// The session cookie is SameSite=Strict, and a browser that judges a
+	// redirect chain by its cross-site start (the identity provider's)
+	// would not send it on a redirect from here: a page of this site
+	// moves on instead, a same-site navigation in every browser.
 	h.render(w, r, http.StatusOK, nil, "continue", "Signed in", continueBody{Next: login.Next})
 }
 
