@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"html/template"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -34,7 +35,17 @@ type idp struct {
 
 	mu     sync.Mutex
 	tamper func(idToken string) string
+	// loginPage, when set, has the authorization endpoint show a page
+	// whose button the person clicks to go on, as a provider's sign-in
+	// page does (mockoidc itself authorizes at once).
+	loginPage bool
 }
+
+// loginPageHTML is the provider's sign-in page: a form that sends the
+// authorization request again, confirmed.
+var loginPageHTML = template.Must(template.New("login").Parse(`<!doctype html><title>Identity provider</title>
+<form method="get" action="{{.Action}}">{{range $k, $v := .Query}}<input type="hidden" name="{{$k}}" value="{{index $v 0}}">{{end}}
+<input type="hidden" name="confirmed" value="1"><button id="idp-continue" type="submit">Continue as Ada</button></form>`))
 
 func startIDP(t testing.TB) *idp {
 	t.Helper()
@@ -46,8 +57,13 @@ func startIDP(t testing.TB) *idp {
 	m.AddMiddleware(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.mu.Lock()
-			tamper := p.tamper
+			tamper, login := p.tamper, p.loginPage
 			p.mu.Unlock()
+			if login && r.URL.Path == mockoidc.AuthorizationEndpoint && r.URL.Query().Get("confirmed") == "" {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				loginPageHTML.Execute(w, map[string]any{"Action": mockoidc.AuthorizationEndpoint, "Query": r.URL.Query()})
+				return
+			}
 			if tamper == nil || r.URL.Path != mockoidc.TokenEndpoint {
 				next.ServeHTTP(w, r)
 				return
