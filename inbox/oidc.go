@@ -69,7 +69,8 @@ type OIDCConfig struct {
 	// GroupsClaim names the ID token claim that lists the reviewer's
 	// groups ("" for none).
 	GroupsClaim string
-	// Scopes are requested besides openid (default email and profile).
+	// Scopes are requested besides openid (default email and profile;
+	// some providers send groups only for a "groups" scope).
 	Scopes []string
 	// HTTPClient reaches the identity provider (default
 	// http.DefaultClient).
@@ -123,7 +124,7 @@ func newOIDCSignin(cfg OIDCConfig) *oidcSignin {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
 	}
-	if cfg.Scopes == nil {
+	if len(cfg.Scopes) == 0 {
 		cfg.Scopes = []string{"email", "profile"}
 	}
 	o := &oidcSignin{cfg: cfg}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -139,10 +140,13 @@ type Config struct {
 	OIDCRedirectURL    string
 	OIDCAllowedDomains string
 	OIDCGroupsClaim    string
-	// InboxTokenSignIn lets reviewers sign in to the inbox with a token.
-	// Default true; false (with OIDC) leaves OIDC the only way in. Tokens
-	// work for the API and CLI either way.
-	InboxTokenSignIn bool
+	// OIDCScopes are the scopes asked besides openid (space- or
+	// comma-separated). Default "email profile".
+	OIDCScopes string
+	// NoInboxTokenSignIn (--inbox-token-signin=false) turns the inbox's
+	// token sign-in off, leaving OIDC the only way in. Default false:
+	// tokens sign in. Tokens work for the API and CLI either way.
+	NoInboxTokenSignIn bool
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -163,7 +167,6 @@ func DefaultConfig() Config {
 		SessionStaleAfter:     airlock.DefaultStaleAfter,
 		InboxSessionIdle:      inbox.DefaultSessionIdle,
 		InboxSessionMax:       inbox.DefaultSessionMax,
-		InboxTokenSignIn:      true,
 		ShutdownGrace:         server.DefaultShutdownGrace,
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
@@ -307,10 +310,11 @@ func (c Config) Validate() error {
 		if err := o.Validate(); err != nil {
 			return err
 		}
-	} else if c.OIDCClientID != "" || c.OIDCClientSecret != "" || c.OIDCRedirectURL != "" || c.OIDCAllowedDomains != "" || c.OIDCGroupsClaim != "" {
+	} else if c.OIDCClientID != "" || c.OIDCClientSecret != "" || c.OIDCRedirectURL != "" || c.OIDCAllowedDomains != "" || c.OIDCGroupsClaim != "" ||
+		c.OIDCScopes != "" {
 		return fmt.Errorf("the --oidc-* flags need --oidc-issuer, the identity provider's issuer URL (docs/teams.md)")
 	}
-	if !c.InboxTokenSignIn && c.OIDCIssuer == "" {
+	if c.NoInboxTokenSignIn && c.OIDCIssuer == "" {
 		return fmt.Errorf("--inbox-token-signin=false needs OIDC sign-in (--oidc-issuer and the other --oidc-* flags): otherwise nobody could sign in to the inbox")
 	}
 	if c.SMTPURL != "" {
@@ -337,6 +341,11 @@ func (c Config) OIDC() *inbox.OIDCConfig {
 	}
 	o := &inbox.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret,
 		RedirectURL: c.OIDCRedirectURL, GroupsClaim: c.OIDCGroupsClaim}
+	for _, sc := range strings.FieldsFunc(c.OIDCScopes, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if sc != "openid" {
+			o.Scopes = append(o.Scopes, sc)
+		}
+	}
 	for _, d := range strings.Split(c.OIDCAllowedDomains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
 			o.AllowedDomains = append(o.AllowedDomains, d)
@@ -458,8 +467,31 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.OIDCRedirectURL, "oidc-redirect-url", "", "the inbox's OIDC callback as browsers reach it: https://<host>"+inbox.OIDCCallbackPath+", registered at the identity provider")
 	fs.StringVar(&c.OIDCAllowedDomains, "oidc-allowed-domains", "", "comma-separated email domains OIDC reviewers must be at (email verified); default any")
 	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "", "ID token claim listing a reviewer's groups, such as groups; default none")
-	fs.BoolVar(&c.InboxTokenSignIn, "inbox-token-signin", d.InboxTokenSignIn, "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
+	fs.StringVar(&c.OIDCScopes, "oidc-scopes", "", "OIDC scopes asked besides openid, such as \"email profile groups\"; default email profile")
+	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
+}
+
+// notBool is a boolean flag, default true, stored as its negation, so
+// that the Config field's zero value is the default.
+type notBool struct{ off *bool }
+
+func (v notBool) IsBoolFlag() bool { return true }
+
+func (v notBool) String() string {
+	if v.off == nil || !*v.off {
+		return "true"
+	}
+	return "false"
+}
+
+func (v notBool) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*v.off = !on
+	return nil
 }
 
 // durationValue is a flag that reads Go durations (30m) and ISO 8601 ones
