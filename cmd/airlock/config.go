@@ -333,7 +333,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Email returns the mailer's configuration. c must have passed Validate.
 // OIDC returns the inbox's OIDC sign-in, or nil without --oidc-issuer.
 func (c Config) OIDC() *inbox.OIDCConfig {
 	if c.OIDCIssuer == "" {
@@ -354,6 +353,7 @@ func (c Config) OIDC() *inbox.OIDCConfig {
 	return o
 }
 
+// Email returns the mailer's configuration. c must have passed Validate.
 func (c Config) Email() mailapp.Config {
 	return mailapp.Config{URL: c.SMTPURL, From: c.SMTPFrom, PublicURL: c.PublicURL}
 }
