@@ -85,7 +85,16 @@ func WebSessionIDHash(id string) []byte { return HashSecret(id) }
 type WebSessionFilter struct {
 	TokenID   string
 	Principal string
+	// Actor, when set with a principal alone, is the admin ending the
+	// principal's sessions: the store appends EventReviewerSessionsEnded
+	// (Subject the principal) in the same transaction.
+	Actor string
 }
+
+// EventReviewerSessionsEnded is appended when an admin ends a principal's
+// inbox sessions (docs/teams.md, "Revoking a reviewer"); Subject is the
+// principal.
+const EventReviewerSessionsEnded EventType = "reviewer.sessions_ended"
 
 // WebSessionStore keeps the inbox's sign-ins (docs/inbox.md, "Sessions").
 // Every method judges expiry by the store's clock: a session is over once

@@ -189,11 +189,20 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 WHERE (@token::text = '' OR token_id = @token) AND (@principal::text = '' OR principal = @principal)`,
 			named{"token": f.TokenID, "principal": f.Principal})
 		n = int(tag.RowsAffected())
-		if err == nil && f.TokenID == "" {
-			_, err = t.Exec(ctx, tickCTE+`UPDATE reviewer_profiles p SET ended_at = tick.now FROM tick WHERE p.principal = @principal`,
-				named{"now": s.now(), "principal": f.Principal})
+		if err != nil || f.TokenID != "" {
+			return err
 		}
-		return err
+		var at time.Time
+		if err := t.QueryRow(ctx, tickCTE+`, ended AS (
+	UPDATE reviewer_profiles p SET ended_at = tick.now FROM tick WHERE p.principal = @principal
+)
+SELECT now FROM tick`, named{"now": s.now(), "principal": f.Principal}).Scan(&at); err != nil {
+			return err
+		}
+		if f.Actor != "" {
+			t.event(airlock.Event{Type: airlock.EventReviewerSessionsEnded, At: at.UTC(), Actor: f.Actor, Subject: f.Principal})
+		}
+		return nil
 	})
 	return n, translate(err, "web sessions", f.TokenID+f.Principal)
 }

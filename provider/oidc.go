@@ -49,8 +49,8 @@ func (s *Service) TakeOIDCLogin(ctx context.Context, state string) (airlock.OIDC
 
 // EndReviewerSessions ends every inbox session of a principal (admins
 // only), on every replica at its next request: an OIDC reviewer's
-// revocation, since they have no token to revoke. It returns how many
-// sessions it ended.
+// revocation, since they have no token to revoke. It appends
+// reviewer.sessions_ended, and returns how many sessions it ended.
 func (s *Service) EndReviewerSessions(ctx context.Context, c airlock.Caller, principal string) (int, error) {
 	if c.Role != airlock.RoleAdmin {
 		return 0, forbidden("only admin tokens end reviewers' sessions")
@@ -58,5 +58,5 @@ func (s *Service) EndReviewerSessions(ctx context.Context, c airlock.Caller, pri
 	if principal == "" || len(principal) > airlock.MaxPrincipalLen {
 		return 0, airlock.Invalid("principal", "name the principal whose sessions to end (1 to %d bytes)", airlock.MaxPrincipalLen)
 	}
-	return s.storeFor(c).DeleteWebSessions(ctx, airlock.WebSessionFilter{Principal: principal})
+	return s.storeFor(c).DeleteWebSessions(ctx, airlock.WebSessionFilter{Principal: principal, Actor: c.ID})
 }

@@ -205,10 +205,16 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 			return err
 		}
 		n, _ = res.RowsAffected()
-		if f.TokenID == "" {
-			_, err = tx.ExecContext(ctx, `UPDATE reviewer_profiles SET ended_at = ? WHERE principal = ?`, micros(now), f.Principal)
+		if f.TokenID != "" {
+			return nil
 		}
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE reviewer_profiles SET ended_at = ? WHERE principal = ?`, micros(now), f.Principal); err != nil {
+			return err
+		}
+		if f.Actor == "" {
+			return nil
+		}
+		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventReviewerSessionsEnded, Actor: f.Actor, Subject: f.Principal})
 	})
 	return int(n), translate(err, "web sessions", f.TokenID+f.Principal)
 }

@@ -53,10 +53,20 @@ func (s *suite) testOIDC(t *testing.T) {
 		// An admin ends the principal's sessions: on every replica at once,
 		// since every one reads the store.
 		other, _ := b.oidcSignIn(t, adaOIDC)
-		n, err := b.store.DeleteWebSessions(b.ctx, airlock.WebSessionFilter{Principal: adaOIDC.Principal})
+		n, err := b.store.DeleteWebSessions(b.ctx, airlock.WebSessionFilter{Principal: adaOIDC.Principal, Actor: "tok_admin"})
 		wantOK(t, err)
 		if n != 2 {
 			t.Fatalf("DeleteWebSessions ended %d sessions, want 2", n)
+		}
+		// The admin's act is in the audit log.
+		var ended []airlock.Event
+		for _, ev := range b.events(t) {
+			if ev.Type == airlock.EventReviewerSessionsEnded {
+				ended = append(ended, ev)
+			}
+		}
+		if len(ended) != 1 || ended[0].Actor != "tok_admin" || ended[0].Subject != adaOIDC.Principal || !ended[0].At.Equal(at.Add(time.Hour/2)) {
+			t.Fatalf("reviewer.sessions_ended events: %s", show(ended))
 		}
 		// Her profile stays, to name her decisions, but is no longer active
 		// (no mail) until she signs in again.
