@@ -305,7 +305,8 @@ func CompareSweepOrder(a, b Request) int {
 
 // Store keeps instances, requests, audit events and tokens, MCP sessions
 // (SessionStore), the work board (BoardStore) and the inbox's sign-ins
-// (WebSessionStore). Every state change is
+// (WebSessionStore) with the OIDC sign-ins in progress (OIDCLoginStore).
+// Every state change is
 // one conditional write decided by the store, never a read followed by a
 // write in Go; every change appends its audit event in the same
 // transaction.
@@ -326,6 +327,7 @@ type Store interface {
 	ReviewerStore
 	GrantStore
 	WebSessionStore
+	OIDCLoginStore
 
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)

@@ -29,10 +29,12 @@ const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.
 
 // namesCols are the names people read a request by, looked up with it
 // (each by primary key): its instance's, its creator token's and its
-// deciding token's. Every query that selects requestCols names the table r.
+// deciding token's, or for a decider with no token (an OIDC reviewer) its
+// name in the reviewer directory. Every query that selects requestCols names the table r.
 const namesCols = `(SELECT i.name FROM instances i WHERE i.id = r.instance_id) AS instance_name,
 	(SELECT t.name FROM tokens t WHERE t.id = r.owner_id) AS owner_name,
-	(SELECT t.name FROM tokens t WHERE t.id = r.decided_by) AS decided_by_name`
+	coalesce((SELECT t.name FROM tokens t WHERE t.id = r.decided_by),
+		(SELECT p.name FROM reviewer_profiles p WHERE p.principal = r.decided_by)) AS decided_by_name`
 
 // lockedTickCTE starts a compare-and-set on the request @id: it locks the
 // row, and only then reads the clock. Under READ COMMITTED an UPDATE that

@@ -28,11 +28,13 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 
 // namesCols are the names people read a request by, looked up with it
 // (each by primary key): its instance's, its creator token's and its
-// deciding token's. Every query that selects requestCols has the table
+// deciding token's, or for a decider with no token (an OIDC reviewer) its
+// name in the reviewer directory. Every query that selects requestCols has the table
 // unaliased as requests, so the lookups can name it.
 const namesCols = `(SELECT i.name FROM instances i WHERE i.id = requests.instance_id),
 	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id),
-	(SELECT t.name FROM tokens t WHERE t.id = requests.decided_by)`
+	coalesce((SELECT t.name FROM tokens t WHERE t.id = requests.decided_by),
+		(SELECT p.name FROM reviewer_profiles p WHERE p.principal = requests.decided_by))`
 
 // The compare-and-set writes of the lifecycle. Each changes a row only if
 // it is still in the state the change starts from, judged against @now;

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Reviewers", s.testReviewers},
 		{"Grants", s.testGrants},
 		{"WebSessions", s.testWebSessions},
+		{"OIDC", s.testOIDC},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
