@@ -172,13 +172,8 @@ func writeString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 }
 
-// formatTime writes a time as RFC 3339 UTC at microsecond precision, the
-// precision both stores keep.
-func formatTime(t time.Time) string {
-	return string(appendTime(nil, t))
-}
-
-// appendTime appends formatTime's text of t to dst.
+// appendTime appends t to dst as RFC 3339 in UTC at microsecond
+// precision, the precision both stores keep.
 func appendTime(dst []byte, t time.Time) []byte {
 	return t.UTC().Truncate(time.Microsecond).AppendFormat(dst, time.RFC3339Nano)
 }
