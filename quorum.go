@@ -5,16 +5,16 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Limits of reviewer groups (docs/teams.md, "Groups, routing and quorum").
 const (
-	// MaxGroupNameLen bounds a group's name, which every surface shows.
-	MaxGroupNameLen = 100
-	// MaxReviewerGroups is the most groups one request may be routed to.
-	MaxReviewerGroups = 20
+	// MaxGroupNameLen bounds a group's name, which every surface shows:
+	// the same bound as a group an identity provider brings.
+	MaxGroupNameLen = MaxReviewerGroupLen
+	// MaxRoutedGroups is the most groups one request may be routed (or
+	// escalated) to.
+	MaxRoutedGroups = 20
 	// MaxApprovals is the most approvals a request may need.
 	MaxApprovals = 20
 )
@@ -45,26 +45,18 @@ type Vote struct {
 	At     time.Time
 }
 
-// CheckGroupName refuses a group name no surface can show safely: empty,
-// longer than MaxGroupNameLen bytes, not UTF-8, with a control character,
-// a space at either end, or a comma (CLI flags list groups with commas).
+// CheckGroupName refuses a group name no surface can show safely, as
+// ValidGroupName judges it (the same rule as for the groups an identity
+// provider brings): empty, over MaxGroupNameLen bytes, not UTF-8, or with
+// a control, invisible or bidirectional character.
 func CheckGroupName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("a group name may not be empty")
 	case len(name) > MaxGroupNameLen:
 		return fmt.Errorf("group name %.20q… is %d bytes; at most %d", name, len(name), MaxGroupNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("group name %q is not valid UTF-8", name)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("group name %q starts or ends with a space", name)
-	case strings.ContainsRune(name, ','):
-		return fmt.Errorf("group name %q has a comma; name groups without one", name)
-	}
-	for _, c := range name {
-		if unicode.IsControl(c) {
-			return fmt.Errorf("group name %q has a control character; names are shown to people and must be printable", name)
-		}
+	case !ValidGroupName(name):
+		return fmt.Errorf("group name %q is not valid UTF-8 or has a control, invisible or bidirectional character; names are shown to people and must read as what they are", name)
 	}
 	return nil
 }
@@ -119,18 +111,6 @@ func groupWord(n int) string {
 func (r Request) DuplicateVote(principal string) *Error {
 	return Errorf(CodeForbidden,
 		"%s has already voted on request %s; each reviewer votes once, and %d approvals from different people are needed", principal, r.ID, r.ApprovalsRequired())
-}
-
-// JoinGroups is how stores keep a request's reviewer groups in one text
-// column: one name a line (names have no control characters).
-func JoinGroups(groups []string) string { return strings.Join(groups, "\n") }
-
-// SplitGroups reads what JoinGroups wrote.
-func SplitGroups(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
 }
 
 // QuorumProgress says how far a request needing need approvals has come,

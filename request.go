@@ -229,16 +229,18 @@ type Decision struct {
 	// DecidedBy is the token that decided, or a system actor such as
 	// ActorExpiry or ActorPolicy.
 	DecidedBy string
-	// DecidedByName is the deciding token's name, read by the store with
-	// the request; for a decider that is no token (a system actor, a
+	// DecidedByName is the deciding token's name, or the OIDC reviewer's
+	// (docs/teams.md), read by the store with the request; for a decider
+	// that is neither (a system actor, a
 	// policy rule, a grant) it is DecidedBy itself.
 	DecidedByName string
 	ExpiresAt     *time.Time
 }
 
 // DeciderName is the name people read a decider by: the deciding token's
-// name, read by a store with the request, or, when decidedBy names no
-// token (a system actor, a policy rule, a grant), decidedBy as it is.
+// name, read by a store with the request, or an OIDC reviewer's name from
+// the reviewer directory (ReviewerProfile), or, when decidedBy names
+// neither (a system actor, a policy rule, a grant), decidedBy as it is.
 func DeciderName(decidedBy, tokenName string) string {
 	if tokenName != "" {
 		return tokenName

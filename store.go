@@ -3,6 +3,7 @@ package airlock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -41,7 +42,27 @@ type NewRequestParams struct {
 	// grant still covers it, the request is created pending. The decision
 	// is GrantActor(id)'s, valid for the grant's Validity.
 	Grant *GrantUse
+	// UnlessGranted, when set (and Initial and Grant are not), makes the
+	// create conditional: the store creates the request only when no live
+	// grant could cover it, that is none of its tool, in its scope (its
+	// instance, or its owner as an agent), made by another principal than
+	// UnlessGranted.Principal, whatever the grant's match. When one could,
+	// the store creates nothing and answers ErrGrantMayCover; the caller
+	// then reads the grants, matches them, and creates again with Grant.
+	// So a create no grant could cover needs no read of grants before it.
+	// A replay is answered as a replay whatever the grants.
+	UnlessGranted *GrantScope
 }
+
+// GrantScope names the creator of a request for UnlessGranted: grants
+// made by this principal never cover the request.
+type GrantScope struct {
+	Principal string
+}
+
+// ErrGrantMayCover is a store's answer to a create with UnlessGranted
+// when a live grant could cover the request: nothing was created.
+var ErrGrantMayCover = errors.New("airlock: a live grant may cover this request: read the grants and create again with the covering ones")
 
 // InitialDecision is a policy's decision at creation.
 type InitialDecision struct {
@@ -104,16 +125,20 @@ func (p NewRequestParams) Validate() error {
 		return Invalid("grant", "a request routed to reviewer groups or needing several approvals is never approved by a grant")
 	case r.Approvals < 0 || r.Approvals > MaxApprovals:
 		return Invalid("approvals", "a request needs between 1 and %d approvals, not %d", MaxApprovals, r.Approvals)
-	case len(r.Reviewers) > MaxReviewerGroups:
-		return Invalid("reviewers", "a request may be routed to at most %d groups, not %d", MaxReviewerGroups, len(r.Reviewers))
-	case len(r.EscalateTo) > MaxReviewerGroups:
-		return Invalid("escalate_to", "a request may be escalated to at most %d groups, not %d", MaxReviewerGroups, len(r.EscalateTo))
+	case len(r.Reviewers) > MaxRoutedGroups:
+		return Invalid("reviewers", "a request may be routed to at most %d groups, not %d", MaxRoutedGroups, len(r.Reviewers))
+	case len(r.EscalateTo) > MaxRoutedGroups:
+		return Invalid("escalate_to", "a request may be escalated to at most %d groups, not %d", MaxRoutedGroups, len(r.EscalateTo))
 	case (len(r.EscalateTo) > 0) != (r.EscalateAfter > 0):
 		return Invalid("escalate_after", "escalate_after and escalate_to go together")
 	case len(r.EscalateTo) > 0 && len(r.Reviewers) == 0:
 		return Invalid("escalate_to", "only a request routed to reviewer groups is escalated to others")
 	case r.EscalateAfter < 0:
 		return Invalid("escalate_after", "escalate_after may not be negative")
+	case p.UnlessGranted != nil && (p.Grant != nil || p.Initial != nil):
+		return Invalid("grant", "a create either checks for grants (UnlessGranted) or uses them (Grant), and never when decided at creation")
+	case p.UnlessGranted != nil && p.UnlessGranted.Principal == "":
+		return Invalid("grant", "a create unless granted needs the principal of the request's creator")
 	}
 	for _, g := range append(slices.Clone(r.Reviewers), r.EscalateTo...) {
 		if err := CheckGroupName(g); err != nil {
@@ -318,7 +343,8 @@ func CompareSweepOrder(a, b Request) int {
 
 // Store keeps instances, requests, audit events and tokens, MCP sessions
 // (SessionStore), the work board (BoardStore) and the inbox's sign-ins
-// (WebSessionStore). Every state change is
+// (WebSessionStore) with the OIDC sign-ins in progress (OIDCLoginStore).
+// Every state change is
 // one conditional write decided by the store, never a read followed by a
 // write in Go; every change appends its audit event in the same
 // transaction.
@@ -339,6 +365,7 @@ type Store interface {
 	ReviewerStore
 	GrantStore
 	WebSessionStore
+	OIDCLoginStore
 
 	// CreateInstance stores a new instance.
 	CreateInstance(ctx context.Context, in Instance, actor string) (Instance, error)

@@ -196,10 +196,17 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 		if timeout == "" {
 			timeout = g.timeout
 		}
-		r, _, err = g.c.CreateRequest(ctx, g.instance, key, CreateRequestInput{
+		in := CreateRequestInput{
 			Tool: call.Tool, Arguments: call.Arguments, Timeout: timeout,
 			AgentReasoning: call.AgentReasoning, Context: call.Context,
-		})
+		}
+		r, _, err = g.c.CreateRequest(ctx, g.instance, key, in)
+		if err != nil && ctx.Err() != nil {
+			// ctx ended while asking: the request may stand on the server
+			// all the same. The same key finds it (or makes it), and it is
+			// withdrawn, so nobody approves a call that will not run.
+			return nil, g.withdrawAsked(ctx, key, in)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("airlock gate: ask for approval of %s: %w", call.Tool, err)
 		}
@@ -228,15 +235,44 @@ func (g *Gate) wait(ctx context.Context, r *ApprovalRequest, onPending func(*App
 	if ctx.Err() == nil {
 		return nil, fmt.Errorf("airlock gate: wait for a decision on %s: %w", r.ID, err)
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	cctx, cancel := withdrawContext(ctx)
 	defer cancel()
-	ce := &CancelledError{Request: r, Abandoned: true, Err: ctx.Err()}
-	if cr, err := g.c.CancelRequest(cctx, r.ID); err == nil {
+	return nil, g.withdraw(cctx, r, ctx.Err())
+}
+
+// withdrawContext is the context a withdrawal runs in once the caller's
+// ctx has ended: ctx's values, no cancellation, 15 seconds.
+func withdrawContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+}
+
+// withdraw cancels r for a caller whose context ended with cause, and
+// returns the abandoned call's *CancelledError.
+func (g *Gate) withdraw(ctx context.Context, r *ApprovalRequest, cause error) error {
+	ce := &CancelledError{Request: r, Abandoned: true, Err: cause}
+	if cr, err := g.c.CancelRequest(ctx, r.ID); err == nil {
 		ce.Request = cr
 	} else if !IsCode(err, airlock.CodeNotPending, airlock.CodeDeadlinePassed) {
 		ce.CancelErr = err
 	}
-	return nil, ce
+	return ce
+}
+
+// withdrawAsked withdraws a request whose creation ctx cut short: the
+// server may have made it without the answer arriving. Asking again with
+// the same key returns it, or makes it when the first ask never arrived,
+// and either way it is cancelled at once.
+func (g *Gate) withdrawAsked(ctx context.Context, key string, in CreateRequestInput) error {
+	cctx, cancel := withdrawContext(ctx)
+	defer cancel()
+	r, _, err := g.c.CreateRequest(cctx, g.instance, key, in)
+	if err != nil {
+		return &CancelledError{Request: &ApprovalRequest{Tool: in.Tool}, Abandoned: true, Err: ctx.Err(), CancelErr: err}
+	}
+	if r.State != airlock.StatePending {
+		return &CancelledError{Request: r, Abandoned: true, Err: ctx.Err()}
+	}
+	return g.withdraw(cctx, r, ctx.Err())
 }
 
 // resume handles a call the journal has seen. done is false when the call

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,6 +145,26 @@ func TestGateOutcomesWithoutRunning(t *testing.T) {
 			t.Fatalf("got %v, want an abandoned CancelledError", err)
 		}
 		if r, err := b.agent.GetRequest(ctx, id); err != nil || r.State != airlock.StateCancelled {
+			t.Fatalf("request after giving up: %+v %v, want cancelled", r, err)
+		}
+	})
+	t.Run("caller gives up while the create is answered: the gate withdraws the request", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		lost := &cancelAfterCreate{next: b.hc.Transport, cancel: cancel}
+		agent, err := client.New(b.url, b.agentSecret, client.WithHTTPClient(&http.Client{Transport: lost}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ga := b.gate(t, agent)
+		_, err = ga.Run(cctx, client.Call{Tool: "delete_repo", Arguments: []byte(`{"repo":"s"}`)}, tool.run)
+		var ce *client.CancelledError
+		if !errors.As(err, &ce) || !ce.Abandoned || !errors.Is(err, context.Canceled) || ce.CancelErr != nil || ce.Request.ID == "" {
+			t.Fatalf("got %v, want an abandoned CancelledError naming the request", err)
+		}
+		if lost.created.Load() != 2 {
+			t.Fatalf("the gate asked %d times, want twice: the ask cut short, then the same key to find it", lost.created.Load())
+		}
+		if r, err := b.agent.GetRequest(ctx, ce.Request.ID); err != nil || r.State != airlock.StateCancelled {
 			t.Fatalf("request after giving up: %+v %v, want cancelled", r, err)
 		}
 	})
@@ -451,4 +473,30 @@ func TestGateSameCallConcurrently(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("blocked run: %v", err)
 	}
+}
+
+// cancelAfterCreate lets the first create reach the server, then ends the
+// caller's context before the answer is read: the request stands on the
+// server, and the caller never learns its ID.
+type cancelAfterCreate struct {
+	next    http.RoundTripper
+	cancel  context.CancelFunc
+	created atomic.Int64
+}
+
+func (c *cancelAfterCreate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/approval-requests") {
+		return c.next.RoundTrip(req)
+	}
+	if c.created.Add(1) > 1 {
+		return c.next.RoundTrip(req)
+	}
+	res, err := c.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	c.cancel()
+	return nil, context.Canceled
 }

@@ -50,6 +50,9 @@ type CancelledError struct {
 }
 
 func (e *CancelledError) Error() string {
+	if e.Abandoned && e.Request.ID == "" {
+		return fmt.Sprintf("airlock: gave up asking for approval of %s: %v; withdrawing failed (%v): if the request was made, it will expire", e.Request.Tool, e.Err, e.CancelErr)
+	}
 	if e.Abandoned {
 		msg := fmt.Sprintf("airlock: gave up waiting for a decision on %s (request %s): %v; the request was withdrawn", e.Request.Tool, e.Request.ID, e.Err)
 		if e.CancelErr != nil {

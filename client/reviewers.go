@@ -13,7 +13,8 @@ import (
 // Reviewer is a reviewer principal with its link to Slack and email.
 type Reviewer struct {
 	Principal string `json:"principal"`
-	// Name is the name of the principal's newest live reviewer token.
+	// Name is the name of the principal's newest live reviewer token, or
+	// an OIDC reviewer's name.
 	Name string `json:"name,omitempty"`
 	// Tokens counts the principal's live reviewer tokens; a link decides
 	// nothing while it is 0.
@@ -22,6 +23,30 @@ type Reviewer struct {
 	Email       string     `json:"email,omitempty"`
 	LinkedAt    *time.Time `json:"linked_at,omitempty"`
 	LinkedBy    string     `json:"linked_by,omitempty"`
+	// Groups and SignedInAt are an OIDC reviewer's, as of their last
+	// sign-in (docs/teams.md).
+	Groups     []string   `json:"groups,omitempty"`
+	SignedInAt *time.Time `json:"signed_in_at,omitempty"`
+}
+
+// EndReviewerSessions ends every inbox session of principal, on every
+// replica (admins), and returns how many it ended. Ending them again
+// ends none, so it is retried.
+func (c *Client) EndReviewerSessions(ctx context.Context, principal string) (int, error) {
+	body, err := marshal(struct {
+		Principal string `json:"principal"`
+	}{principal})
+	if err != nil {
+		return 0, fmt.Errorf("end reviewer sessions: %w", err)
+	}
+	var out struct {
+		Ended int `json:"ended"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/reviewers/end-sessions", body: body,
+		want: []int{http.StatusOK}, retry: true}, &out); err != nil {
+		return 0, err
+	}
+	return out.Ended, nil
 }
 
 // ListReviewers lists the reviewer principals with their links (admins).

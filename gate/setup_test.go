@@ -115,7 +115,11 @@ func (s *server) pending(t *testing.T, tool string) *client.ApprovalRequest {
 // waitState polls a request until it is in state.
 func (s *server) waitState(t *testing.T, id string, state airlock.State) *client.ApprovalRequest {
 	t.Helper()
-	r, err := s.agent.WaitRequest(context.Background(), id, &client.WaitOptions{PollWait: 5 * time.Second})
+	// A minute, not the request's deadline: a request left pending by a
+	// bug fails the test now rather than when it expires.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := s.agent.WaitRequest(ctx, id, &client.WaitOptions{PollWait: 5 * time.Second})
 	if err != nil || r.State != state {
 		t.Fatalf("request %s: %+v %v, want %s", id, r, err, state)
 	}

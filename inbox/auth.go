@@ -17,6 +17,12 @@ type signinBody struct {
 	Token   string // the pre-session CSRF token of the form
 	Problem string
 	Notice  string
+	// OIDC names the identity provider to sign in with ("" without one),
+	// OIDCStart the link that starts it; TokenForm is whether the token
+	// form is shown.
+	OIDC      string
+	OIDCStart string
+	TokenForm bool
 }
 
 // signedIn returns the reviewer behind the request's session cookie,
@@ -109,6 +115,11 @@ func (h *handler) signinForm(w http.ResponseWriter, r *http.Request) {
 // cookie the form must echo (there is no session yet to hold it).
 func (h *handler) signinPage(w http.ResponseWriter, r *http.Request, status int, body signinBody) {
 	body.Token = randomString()
+	body.TokenForm = !h.noTokenSignIn
+	if h.oidc != nil {
+		body.OIDC = h.oidc.label()
+		body.OIDCStart = "/signin/oidc?" + url.Values{"next": {body.Next}}.Encode()
+	}
 	h.setCookie(w, r, signinCookie, body.Token, 600)
 	h.render(w, r, status, nil, "signin", "Sign in", body)
 }
@@ -120,6 +131,11 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
+	if h.noTokenSignIn {
+		h.signinPage(w, r, http.StatusForbidden, signinBody{Next: next,
+			Problem: "Token sign-in is off for this inbox: sign in with your identity provider."})
+		return
+	}
 	c, err := r.Cookie(signinCookie)
 	if err != nil || !sameSecret(r.PostForm.Get("csrf"), c.Value) {
 		h.signinPage(w, r, http.StatusForbidden, signinBody{Next: next,

@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -52,7 +53,7 @@ const (
 // Patterns are the ServeMux patterns the inbox serves. `airlock serve`
 // mounts the inbox on these, beside the REST API (/v1, /healthz, …) and
 // /mcp, so that every other path keeps the API's own answers.
-var Patterns = []string{"/{$}", "/signin", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/live", "/static/"}
+var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/live", "/static/"}
 
 // Config configures the inbox. Zero fields take the documented defaults.
 type Config struct {
@@ -84,6 +85,14 @@ type Config struct {
 	// Heartbeat is how often a live stream re-reads and sends a keep-alive
 	// (default 15s); tests shorten it.
 	Heartbeat time.Duration
+	// OIDC, when set, signs reviewers in with an identity provider
+	// (docs/teams.md). New panics when it does not validate: the caller
+	// validates it first (OIDCConfig.Validate).
+	OIDC *OIDCConfig
+	// NoTokenSignIn turns the token sign-in form off, and ends the inbox
+	// sessions of tokens at their next request: reviewers sign in with
+	// OIDC only. Tokens still work for the REST API, /mcp and the CLI.
+	NoTokenSignIn bool
 	// AuthGuard throttles failed sign-ins per client address and overall
 	// (429 with Retry-After), and logs them; airlock serve shares one with
 	// the REST API and /mcp. Default: one of the inbox's own, with
@@ -103,6 +112,8 @@ type handler struct {
 	guard         *ratelimit.Guard
 	sessionIdle   time.Duration
 	sessionMax    time.Duration
+	oidc          *oidcSignin // nil without OIDC sign-in
+	noTokenSignIn bool
 	pages         map[string]*template.Template
 	static        http.Handler
 	mux           *http.ServeMux
@@ -140,6 +151,20 @@ func New(cfg Config) http.Handler {
 		sessionIdle: cfg.SessionIdle, sessionMax: cfg.SessionMax,
 		pages: parsePages(), mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(),
 	}
+	if cfg.OIDC != nil {
+		if err := cfg.OIDC.Validate(); err != nil {
+			panic("inbox: " + err.Error())
+		}
+		h.oidc = newOIDCSignin(*cfg.OIDC)
+		// The identity provider sends the browser back to this host.
+		if u, err := url.Parse(cfg.OIDC.RedirectURL); err == nil {
+			cfg.AllowedHosts = append(cfg.AllowedHosts, u.Host)
+		}
+	}
+	if cfg.NoTokenSignIn && cfg.OIDC == nil {
+		panic("inbox: NoTokenSignIn without OIDC leaves no way to sign in")
+	}
+	h.noTokenSignIn = cfg.NoTokenSignIn
 	for _, host := range cfg.AllowedHosts {
 		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
 	}
@@ -160,6 +185,10 @@ func New(cfg Config) http.Handler {
 	h.mux.HandleFunc("GET /signin", h.signinForm)
 	h.mux.Handle("POST /signin", post(h.signin))
 	h.mux.Handle("POST /signout", post(h.signout))
+	if h.oidc != nil {
+		h.mux.HandleFunc("GET /signin/oidc", h.oidcStart)
+		h.mux.HandleFunc("GET "+OIDCCallbackPath, h.oidcCallback)
+	}
 	h.mux.HandleFunc("GET /requests/{id}", h.request)
 	h.mux.Handle("POST /requests/{id}/decide", post(h.decide))
 	h.mux.HandleFunc("GET /history", h.history)

@@ -71,6 +71,10 @@ func (h *handler) lookup(r *http.Request) (*session, airlock.Caller, error) {
 	if err != nil {
 		return nil, airlock.Caller{}, err
 	}
+	if h.noTokenSignIn && ws.TokenID != "" {
+		// A token's session from before token sign-in was turned off.
+		return nil, airlock.Caller{}, airlock.NotFound("web session", "of this cookie")
+	}
 	return &session{id: id, csrf: ws.CSRF, lastSeen: ws.LastSeenAt}, c, nil
 }
 

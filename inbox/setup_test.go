@@ -97,6 +97,10 @@ type options struct {
 	openStore func(t testing.TB, clock airlock.Clock) airlock.Store
 	// policy, when set, is the provider's policy file (rules and groups).
 	policy string
+	// oidc, when set, configures OIDC sign-in, given the server's URL.
+	oidc func(serverURL string) *OIDCConfig
+	// noTokenSignIn turns the token sign-in off.
+	noTokenSignIn bool
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -149,20 +153,30 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 
 	shutdown, stop := context.WithCancel(ctx)
 	b := &bundle{svc: svc, clock: clk, logs: logs, callers: map[string]airlock.Caller{}}
+	mux := http.NewServeMux()
+	b.srv = httptest.NewUnstartedServer(mux)
+	scheme := "http://"
+	if o.tls {
+		scheme = "https://"
+	}
+	var oidcCfg *OIDCConfig
+	if o.oidc != nil {
+		oidcCfg = o.oidc(scheme + b.srv.Listener.Addr().String())
+	}
 	ib := New(Config{
 		Service: svc, Logger: logger, Context: shutdown, Now: b.clock.now,
 		AllowedHosts: o.allowedHosts, Heartbeat: 200 * time.Millisecond, AuthGuard: o.guard,
+		OIDC: oidcCfg, NoTokenSignIn: o.noTokenSignIn,
 	})
 	b.inbox = ib.(*handler)
-	mux := http.NewServeMux()
 	for _, p := range Patterns {
 		mux.Handle(p, ib)
 	}
 	mux.Handle("/", BrowserNotFound(ib, rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown, RateLimit: 1e6, RateBurst: 1e6, AuthGuard: o.guard})))
 	if o.tls {
-		b.srv = httptest.NewTLSServer(mux)
+		b.srv.StartTLS()
 	} else {
-		b.srv = httptest.NewServer(mux)
+		b.srv.Start()
 	}
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(stop) // runs first: ends live streams so Close can return

@@ -155,6 +155,18 @@ func setup(t *testing.T) (airlock.Store, airlock.Instance) {
 	if _, err := st.RevokeToken(ctx, "tok_erin", "tok_admin"); err != nil {
 		t.Fatal(err)
 	}
+	// OIDC reviewers (no token): mailed, hana, signed in; not mailed, ivy,
+	// whose sessions an admin ended after her sign-in.
+	for _, id := range []airlock.ReviewerIdentity{{Principal: "oidc:https://id.example.com#hana", Name: "Hana", Email: "hana@example.com"},
+		{Principal: "oidc:https://id.example.com#ivy", Name: "Ivy", Email: "ivy@example.com"}} {
+		if _, err := st.CreateWebSession(ctx, airlock.NewWebSessionParams{ID: airlock.NewTokenSecret(), Reviewer: &id, CSRF: "c",
+			Idle: time.Hour, Max: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.DeleteWebSessions(ctx, airlock.WebSessionFilter{Principal: "oidc:https://id.example.com#ivy"}); err != nil {
+		t.Fatal(err)
+	}
 	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci box"}, "tok_agent")
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +185,9 @@ func create(t *testing.T, st airlock.Store, inst airlock.Instance, tool string) 
 }
 
 // TestEmail: a pending request is mailed once, over STARTTLS with AUTH,
-// to every live reviewer with an address but its creator, with its facts and a link to
+// to every live reviewer with an address but its creator (an OIDC
+// reviewer at the identity provider's address, until an admin ends their
+// sessions), with its facts and a link to
 // its page and no link that decides; a request decided before its mail
 // goes out is not mailed.
 func TestEmail(t *testing.T) {
@@ -230,7 +244,7 @@ func TestEmail(t *testing.T) {
 		t.Fatalf("%d mails, want 1 (the decided request is not mailed)", len(srv.got))
 	}
 	m := srv.got[0]
-	if !m.tls || m.from != "airlock@example.com" || strings.Join(m.to, ",") != "bob@example.com,carol@example.com" {
+	if !m.tls || m.from != "airlock@example.com" || strings.Join(m.to, ",") != "bob@example.com,carol@example.com,hana@example.com" {
 		t.Fatalf("mail: tls=%v from=%s to=%v", m.tls, m.from, m.to)
 	}
 	head, body, _ := strings.Cut(m.data, "\r\n\r\n")

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/smtp"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -118,9 +119,12 @@ func (s *Sender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Deliver
 	return 250, s.send(ctx, to, msg)
 }
 
-// recipients are the addresses of the principals who may decide r: linked
-// to an address, holding a live reviewer token, and not r's creator. A
-// reviewer whose tokens were all revoked gets no more mail.
+// recipients are the addresses of the principals who may decide r, never
+// r's creator's: those linked to an address and holding a live reviewer
+// token, and the OIDC reviewers active in the reviewer directory (at the
+// link's address when linked, else the identity provider's). A reviewer
+// whose tokens were all revoked, or an OIDC reviewer whose sessions an
+// admin ended, gets no more mail.
 func (s *Sender) recipients(ctx context.Context, r airlock.Request) ([]string, error) {
 	links, err := s.cfg.Store.ListReviewerLinks(ctx)
 	if err != nil {
@@ -141,12 +145,41 @@ func (s *Sender) recipients(ctx context.Context, r airlock.Request) ([]string, e
 		}
 	}
 	var to []string
+	linked := map[string]bool{}
 	for _, l := range links {
 		if l.Email != "" && live[l.Principal] && l.Principal != creator {
 			to = append(to, l.Email)
 		}
+		if l.Email != "" {
+			linked[l.Principal] = true
+		}
 	}
-	return to, nil
+	// OIDC reviewers (docs/teams.md) at their identity provider's address,
+	// unless an admin linked another one, or ended their sessions since
+	// their last sign-in.
+	profiles, err := s.cfg.Store.ListReviewerProfiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read reviewer profiles: %w", err)
+	}
+	for _, p := range profiles {
+		if p.Email == "" || !p.Active() || p.Principal == creator {
+			continue
+		}
+		if linked[p.Principal] {
+			if !live[p.Principal] {
+				// The link's address was not mailed for want of a live
+				// token; an active OIDC reviewer needs none.
+				for _, l := range links {
+					if l.Principal == p.Principal {
+						to = append(to, l.Email)
+					}
+				}
+			}
+			continue
+		}
+		to = append(to, p.Email)
+	}
+	return slices.Compact(slices.Sorted(slices.Values(to))), nil
 }
 
 // send runs one SMTP session: STARTTLS (required: credentials and

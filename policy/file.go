@@ -397,14 +397,14 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 }
 
 // groupList reads a group name or a list of them: at most
-// airlock.MaxReviewerGroups, each a valid name, none twice.
+// airlock.MaxRoutedGroups, each a valid name, none twice.
 func groupList(v *yaml.Node, key string) ([]string, error) {
 	names := []*yaml.Node{v}
 	if v.Kind == yaml.SequenceNode {
 		names = v.Content
 	}
-	if len(names) == 0 || len(names) > airlock.MaxReviewerGroups {
-		return nil, errAt(v, "%s must name from 1 to %d groups", key, airlock.MaxReviewerGroups)
+	if len(names) == 0 || len(names) > airlock.MaxRoutedGroups {
+		return nil, errAt(v, "%s must name from 1 to %d groups", key, airlock.MaxRoutedGroups)
 	}
 	var out []string
 	for _, c := range names {

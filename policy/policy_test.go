@@ -200,7 +200,7 @@ func TestCompileRefuses(t *testing.T) {
 		{"approvals of zero", "rules:\n  - {name: a, match: 'true', action: ask, approvals: 0}\n", []string{"from 1 to 20"}},
 		{"reviewers on allow", "groups: {payments: [ada]}\nrules:\n  - {name: a, match: 'true', action: allow, reviewers: payments}\n", []string{"reviewers applies to ask only"}},
 		{"approvals on deny", "rules:\n  - {name: a, match: 'true', action: deny, approvals: 2}\n", []string{"approvals applies to ask only"}},
-		{"a group name with a control character", "groups: {\"pay\\x1bments\": [ada]}\nrules: []\n", []string{"control character"}},
+		{"a group name with a control character", "groups: {\"pay\\x1bments\": [ada]}\nrules: []\n", []string{"has a control"}},
 		{"a group name too long", "groups: {" + strings.Repeat("g", 101) + ": [ada]}\nrules: []\n", []string{"at most 100"}},
 		{"a principal listed twice", "groups: {payments: [ada, ada]}\nrules: []\n", []string{`lists "ada" twice`}},
 		{"a group that is not a list", "groups: {payments: ada}\nrules: []\n", []string{"must be a list of principals"}},

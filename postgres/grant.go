@@ -25,6 +25,14 @@ const grantLiveSQL = `g.revoked_at IS NULL AND g.expires_at > tick.now AND (g.us
 	AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
 	AND (g.instance_id = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL))`
 
+// grantMayCoverSQL selects the live grants that could cover a request
+// being created (airlock.NewRequestParams.UnlessGranted): of its tool, in
+// its scope, made by another principal than @unless_granted, whatever
+// their match. It reads tick.now and inst, as createInsertSQL has them.
+const grantMayCoverSQL = `SELECT 1 FROM grants g
+	WHERE g.tool = @tool::text AND (g.instance_id = inst.id OR g.agent_id = inst.owner_id)
+	AND g.created_by_principal <> @unless_granted::text AND ` + grantLiveSQL
+
 // grantCols is what every grant query selects, in scanGrant's order.
 const grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expression, g.instance_id, g.agent_id,
 	g.uses, g.uses_left, (extract(epoch FROM g.validity) * 1000000)::bigint, g.created_at, g.expires_at,

@@ -30,10 +30,12 @@ const requestCols = `r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.
 
 // namesCols are the names people read a request by, looked up with it
 // (each by primary key): its instance's, its creator token's and its
-// deciding token's. Every query that selects requestCols names the table r.
+// deciding token's, or for a decider with no token (an OIDC reviewer) its
+// name in the reviewer directory. Every query that selects requestCols names the table r.
 const namesCols = `(SELECT i.name FROM instances i WHERE i.id = r.instance_id) AS instance_name,
 	(SELECT t.name FROM tokens t WHERE t.id = r.owner_id) AS owner_name,
-	(SELECT t.name FROM tokens t WHERE t.id = r.decided_by) AS decided_by_name`
+	coalesce((SELECT t.name FROM tokens t WHERE t.id = r.decided_by),
+		(SELECT p.name FROM reviewer_profiles p WHERE p.principal = r.decided_by)) AS decided_by_name`
 
 // lockedTickCTE starts a compare-and-set on the request @id: it locks the
 // row, and only then reads the clock. Under READ COMMITTED an UPDATE that
@@ -125,7 +127,7 @@ ON CONFLICT (request_id, principal) DO NOTHING`
 
 	// selectVotesSQL reads a request's votes in the order they were cast,
 	// with the names of the tokens they came through.
-	selectVotesSQL = `SELECT v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+	selectVotesSQL = `SELECT v.principal, v.actor, coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor), (SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at
 FROM votes v WHERE v.request_id = $1 ORDER BY v.seq`
 
 	// creatorPrincipalCol is the principal of the token that created r,
@@ -266,6 +268,7 @@ SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text
 	@mode::text, @method::text, @input::text, @question::text, @observed::text, @reviewers::text, @approvals::integer,
 	@escalate_to::text, @escalate_after::interval
 FROM inst, tick
+WHERE @unless_granted::text IS NULL OR NOT EXISTS (` + grantMayCoverSQL + `)
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING`
 )
 
@@ -469,6 +472,10 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
 		"reviewers": airlock.JoinGroups(in.Reviewers), "approvals": in.Approvals,
 		"escalate_to": airlock.JoinGroups(in.EscalateTo), "escalate_after": in.EscalateAfter,
+		"unless_granted": nil,
+	}
+	if p.UnlessGranted != nil {
+		args["unless_granted"] = p.UnlessGranted.Principal
 	}
 	var err error
 	if p.Initial == nil && p.Grant == nil {
@@ -553,6 +560,17 @@ func (s *Store) notCreated(ctx context.Context, p airlock.NewRequestParams) (air
 			return p.Replay(prev)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return airlock.Request{}, err
+		}
+	}
+	if p.UnlessGranted != nil {
+		// The instance may be live: then a grant could cover the request.
+		var live bool
+		if err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM instances
+WHERE id = @instance AND owner_id = @owner AND deleted_at IS NULL)`, named{"instance": in.InstanceID, "owner": in.OwnerID}).Scan(&live); err != nil {
+			return airlock.Request{}, err
+		}
+		if live {
+			return airlock.Request{}, airlock.ErrGrantMayCover
 		}
 	}
 	return airlock.Request{}, airlock.NotFound("instance", in.InstanceID)
@@ -675,7 +693,7 @@ func (s *Store) fillVotes(ctx context.Context, rs []airlock.Request) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := s.query(ctx, `SELECT v.request_id, v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+	rows, err := s.query(ctx, `SELECT v.request_id, v.principal, v.actor, coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor), (SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at
 FROM votes v WHERE v.request_id = ANY($1) ORDER BY v.seq`, ids)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -195,24 +196,90 @@ func (s *Service) DecideGrant(ctx context.Context, c airlock.Caller, id string, 
 	return r, &made, nil
 }
 
-// grantsFor finds the live grants that cover a new request of c's, best
-// first: for its tool, in its scope, of another principal, whose match
-// holds. It returns nil when none does, or when r may not be approved by
-// a grant (not a tool call, a command, a question).
-func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (*airlock.GrantUse, error) {
-	r := p.Request
-	if r.Kind != airlock.KindToolCall || !r.MayApproveAtCreation() {
-		return nil, nil
+// insertOrGrant stores a request no policy rule decided. A live grant may
+// approve it before a person is asked, so the create is made unless a
+// grant could cover it (airlock.NewRequestParams.UnlessGranted): when
+// none could, as is usual, that one write is all, with no read of grants
+// before it. When one could, the grants are read and matched, and the
+// request is created again with those that cover it.
+func (s *Service) insertOrGrant(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+	if p.Initial != nil || p.Request.Kind != airlock.KindToolCall || !p.Request.MayApproveAtCreation() ||
+		len(p.Request.Reviewers) > 0 || p.Request.NeedsQuorum() {
+		// A request routed to groups or needing several approvals is
+		// never approved by a grant: it would skip the group.
+		return s.insert(ctx, st, p)
 	}
+	tool := p.Request.Tool
+	if !s.grantedTools.has(tool) {
+		unless := p
+		unless.UnlessGranted = &airlock.GrantScope{Principal: principalOf(c.Token)}
+		r, created, err := s.insert(ctx, st, unless)
+		if !errors.Is(err, airlock.ErrGrantMayCover) {
+			return r, created, err
+		}
+		s.grantedTools.add(tool)
+	}
+	use, live, err := s.grantsFor(ctx, st, c, p)
+	if err != nil {
+		return airlock.Request{}, false, err
+	}
+	if !live {
+		s.grantedTools.remove(tool)
+	}
+	p.Grant = use
+	return s.insert(ctx, st, p)
+}
+
+// toolSet is a set of tool names: those that had live grants when last
+// looked at, whose creates go straight to reading grants rather than first
+// trying a create that only a grant would stop. A name in it that no
+// longer has grants costs one read, then leaves it; a name missing from it
+// costs one refused write. Neither changes what is decided.
+type toolSet struct {
+	mu    sync.Mutex
+	tools map[string]struct{}
+}
+
+// maxGrantedTools bounds the set; it starts over when full.
+const maxGrantedTools = 1024
+
+func (t *toolSet) has(tool string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.tools[tool]
+	return ok
+}
+
+func (t *toolSet) add(tool string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tools == nil || len(t.tools) >= maxGrantedTools {
+		t.tools = make(map[string]struct{})
+	}
+	t.tools[tool] = struct{}{}
+}
+
+func (t *toolSet) remove(tool string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.tools, tool)
+}
+
+// grantsFor finds the live grants that cover a new tool call of c's, best
+// first: for its tool, in its scope, of another principal, whose match
+// holds. It returns nil when none does; live tells whether the tool has
+// live grants at all.
+func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (use *airlock.GrantUse, live bool, err error) {
+	r := p.Request
 	gs, err := st.ListGrants(ctx, airlock.GrantFilter{Live: true, Tool: r.Tool, Limit: airlock.MaxLiveGrantsPerTool})
 	if err != nil || len(gs) == 0 {
-		return nil, err
+		return nil, false, err
 	}
 	fp, err := airlock.ArgumentsFingerprint(r.Tool, r.Arguments)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
-	use := &airlock.GrantUse{Principal: principalOf(c.Token), ArgumentsFingerprint: fp}
+	use = &airlock.GrantUse{Principal: principalOf(c.Token), ArgumentsFingerprint: fp}
 	for _, g := range gs {
 		if (g.InstanceID != r.InstanceID && g.AgentID != r.OwnerID) || g.CreatedByPrincipal == use.Principal {
 			continue
@@ -242,9 +309,9 @@ func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Cal
 		use.IDs = append(use.IDs, g.ID)
 	}
 	if len(use.IDs) == 0 {
-		return nil, nil
+		return nil, true, nil
 	}
-	return use, nil
+	return use, true, nil
 }
 
 // expressions caches the compiled expressions of cel grants by their

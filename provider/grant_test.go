@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,5 +417,50 @@ func BenchmarkCreateByGrant(b *testing.B) {
 			b.ReportMetric(float64(percentile(took, 99).Microseconds())/1000, "p99-ms")
 			b.ReportMetric(float64(percentile(took, 50).Microseconds())/1000, "p50-ms")
 		})
+	}
+}
+
+// grantReads counts the reads of grants a service makes.
+type grantReads struct {
+	airlock.Store
+	n atomic.Int64
+}
+
+func (g *grantReads) ListGrants(ctx context.Context, f airlock.GrantFilter) ([]airlock.Grant, error) {
+	g.n.Add(1)
+	return g.Store.ListGrants(ctx, f)
+}
+
+// A create reads grants only when a live grant could cover it: the create
+// is conditional on there being none, so the usual create is one write.
+// A grant of the tool makes the next create read, and approve by it when
+// its match holds; creates of a tool that had grants read at once, until
+// a read finds none live.
+func TestCreateReadsGrantsOnlyWhenOneCouldCover(t *testing.T) {
+	t.Parallel()
+	reads := &grantReads{}
+	b := setup(t, options{wrap: func(s airlock.Store) airlock.Store { reads.Store = s; return reads }})
+	for range 3 {
+		if r := b.create(t, ""); r.State != airlock.StatePending {
+			t.Fatalf("create with no grant: %s, want pending", r.State)
+		}
+	}
+	if n := reads.n.Load(); n != 0 {
+		t.Fatalf("three creates with no grant read grants %d times, want never", n)
+	}
+	g := b.grant(t, b.refundGrant(1))
+	wantGrantDecision(t, b.create(t, ""), g)
+	if n := reads.n.Load(); n != 1 {
+		t.Fatalf("a create a grant covers read grants %d times, want once", n)
+	}
+	// Used up. The next create reads, as the tool had grants; finding
+	// none live, the creates after it read no more.
+	for range 3 {
+		if r := b.create(t, ""); r.State != airlock.StatePending {
+			t.Fatalf("create after the grant's last use: %s, want pending", r.State)
+		}
+	}
+	if n := reads.n.Load(); n != 2 {
+		t.Fatalf("three creates after the grant's last use: %d reads of grants in all, want 2", n)
 	}
 }

@@ -58,6 +58,8 @@ type options struct {
 	policy airlock.Policy
 	// groups is Config.Groups.
 	groups airlock.GroupDirectory
+	// wrap, when set, wraps the store the service is given.
+	wrap func(airlock.Store) airlock.Store
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -85,8 +87,12 @@ func setup(t testing.TB, opt options) *bundle {
 	}
 	t.Cleanup(func() { store.Close() })
 	b.store = store
+	var served airlock.Store = store
+	if opt.wrap != nil {
+		served = opt.wrap(store)
+	}
 	b.svc, err = New(Config{
-		Store: store, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,
+		Store: served, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
 	})

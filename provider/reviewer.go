@@ -14,18 +14,26 @@ import (
 // Slack user decides as that principal.
 
 // Reviewer is a principal that reviews: one with a live reviewer token,
-// or one with a link.
+// one with a link, or one the identity provider signed in (an OIDC
+// reviewer, in the reviewer directory).
 type Reviewer struct {
 	Principal string
-	// Name is the name of the principal's newest live reviewer token;
-	// empty when it has none (a link kept for a principal whose tokens
-	// were revoked: it decides nothing until it has one again).
+	// Name is the name of the principal's newest live reviewer token, or
+	// an OIDC reviewer's name at their last sign-in; empty when it has
+	// neither (a link kept for a principal whose tokens were revoked: it
+	// decides nothing until it has one again).
 	Name        string
 	Tokens      int // live reviewer tokens of the principal
 	SlackUserID string
-	Email       string
-	LinkedAt    *time.Time
-	LinkedBy    string
+	// Email is the link's address, or else an OIDC reviewer's, from the
+	// identity provider's claims.
+	Email    string
+	LinkedAt *time.Time
+	LinkedBy string
+	// Groups are an OIDC reviewer's groups at their last sign-in, and
+	// SignedInAt when that was; nil for others.
+	Groups     []string
+	SignedInAt *time.Time
 }
 
 func adminReviewers(c airlock.Caller) error {
@@ -78,7 +86,15 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 	if err != nil {
 		return nil, err
 	}
+	profiles, err := st.ListReviewerProfiles(ctx)
+	if err != nil {
+		return nil, err
+	}
 	by := map[string]*Reviewer{}
+	for _, p := range profiles {
+		at := p.SignedInAt
+		by[p.Principal] = &Reviewer{Principal: p.Principal, Name: p.Name, Email: p.Email, Groups: p.Groups, SignedInAt: &at}
+	}
 	for _, t := range toks {
 		if t.Role != airlock.RoleReviewer || t.RevokedAt != nil {
 			continue
@@ -87,6 +103,9 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 		if r == nil {
 			r = &Reviewer{Principal: t.Principal, Name: t.Name}
 			by[t.Principal] = r
+		}
+		if r.Tokens == 0 && r.Name == "" {
+			r.Name = t.Name
 		}
 		r.Tokens++
 	}
@@ -97,7 +116,10 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 			by[l.Principal] = r
 		}
 		at := l.UpdatedAt
-		r.SlackUserID, r.Email, r.LinkedAt, r.LinkedBy = l.SlackUserID, l.Email, &at, l.UpdatedBy
+		r.SlackUserID, r.LinkedAt, r.LinkedBy = l.SlackUserID, &at, l.UpdatedBy
+		if l.Email != "" {
+			r.Email = l.Email
+		}
 	}
 	out := make([]Reviewer, 0, len(by))
 	for _, r := range by {

@@ -105,6 +105,8 @@ type Service struct {
 	overdue overdueExpiries
 	// expressions caches the compiled expressions of cel grants.
 	expressions expressions
+	// grantedTools are the tools that had live grants when last looked at.
+	grantedTools toolSet
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
@@ -324,17 +326,7 @@ func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller
 		// A rule may shorten a request's window, never below the shortest.
 		p.Window = max(v.Window, s.limits.MinTimeout)
 	}
-	if v.Initial == nil && len(v.Reviewers) == 0 && v.Approvals <= 1 {
-		// No rule decided, nor routed the request to groups or asked for
-		// several approvals: a live grant may approve it, before a person
-		// is asked.
-		use, err := s.grantsFor(ctx, st, c, p)
-		if err != nil {
-			return airlock.Request{}, false, err
-		}
-		p.Grant = use
-	}
-	r, created, err := s.insert(ctx, st, p)
+	r, created, err := s.insertOrGrant(ctx, st, c, p)
 	if created && v.Record != nil {
 		// Only a new request counts for the rules: a replay is answered
 		// with the original, which they counted when it was made.

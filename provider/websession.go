@@ -30,7 +30,9 @@ func (s *Service) StartWebSession(ctx context.Context, c airlock.Caller, idle, m
 
 // WebSession looks up the live session of a raw ID and its reviewer, in
 // one read of the store, on every inbox request: not_found when there is
-// none or it is over, unauthorized when its token was revoked.
+// none or it is over, unauthorized when its token was revoked. An OIDC
+// reviewer's session has no token: its caller is a reviewer named by the
+// session's principal, with the session's groups.
 func (s *Service) WebSession(ctx context.Context, id string) (airlock.WebSession, airlock.Caller, error) {
 	if id == "" {
 		return airlock.WebSession{}, airlock.Caller{}, airlock.NotFound("web session", "of this cookie")
@@ -38,6 +40,9 @@ func (s *Service) WebSession(ctx context.Context, id string) (airlock.WebSession
 	ws, tok, err := s.system.WebSessionByID(ctx, id)
 	if err != nil {
 		return airlock.WebSession{}, airlock.Caller{}, err
+	}
+	if ws.TokenID == "" {
+		return ws, oidcCaller(ws), nil
 	}
 	return ws, airlock.Caller{Token: tok}, nil
 }

@@ -178,6 +178,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"PUT /v1/reviewers/{principal}/link", func(t *testing.T) req {
 			return req{method: "PUT", path: "/v1/reviewers/carol/link", body: `{"email":"carol@example.com"}`}
 		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/reviewers/end-sessions", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/reviewers/end-sessions", body: `{"principal":"oidc:https://id.example.com#ada"}`}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
 		// Slack's requests carry no token but Slack's signature; without
 		// --slack-signing-secret the route is not there (TestSlack* in
 		// slackapp check the signed requests).

@@ -14,6 +14,7 @@ func init() {
 	routes = append(routes,
 		route{"GET /v1/reviewers", true, (*handler).listReviewers},
 		route{"PUT /v1/reviewers/{principal}/link", true, (*handler).linkReviewer},
+		route{"POST /v1/reviewers/end-sessions", true, (*handler).endReviewerSessions},
 		route{"POST /slack/interactions", false, (*handler).slackInteractions},
 	)
 }
@@ -46,6 +47,35 @@ func (h *handler) linkReviewer(w http.ResponseWriter, r *http.Request, c airlock
 	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeReviewer(b, rv) })
 }
 
+// endReviewerSessions ends a principal's inbox sessions on every replica
+// (docs/teams.md, "Revoking a reviewer"). The principal is in the body, not
+// the path: an OIDC principal holds "//" and "#".
+func (h *handler) endReviewerSessions(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	body, err := h.readJSON(w, r)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	var in struct {
+		Principal string `json:"principal"`
+	}
+	if err := airlock.DecodeObject(body, &in); err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	n, err := h.svc.EndReviewerSessions(r.Context(), c, in.Principal)
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	reply(w, http.StatusOK, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.always("principal", in.Principal)
+		o.always("ended", n)
+		o.end()
+	})
+}
+
 // writeReviewer writes a Reviewer resource.
 func writeReviewer(b *bytes.Buffer, rv provider.Reviewer) {
 	o := beginObject(b)
@@ -56,6 +86,10 @@ func writeReviewer(b *bytes.Buffer, rv provider.Reviewer) {
 	o.str("email", rv.Email)
 	o.timePtr("linked_at", rv.LinkedAt)
 	o.str("linked_by", rv.LinkedBy)
+	if rv.Groups != nil {
+		o.always("groups", rv.Groups)
+	}
+	o.timePtr("signed_in_at", rv.SignedInAt)
 	o.end()
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/provider"
@@ -38,7 +39,7 @@ func (o *object) key(k string) {
 		o.b.WriteByte(',')
 	}
 	o.n++
-	writeValue(o.b, k)
+	writeString(o.b, k)
 	o.b.WriteByte(':')
 }
 
@@ -46,7 +47,7 @@ func (o *object) key(k string) {
 func (o *object) str(k, v string) {
 	if v != "" {
 		o.key(k)
-		writeValue(o.b, v)
+		writeString(o.b, v)
 	}
 }
 
@@ -60,7 +61,9 @@ func (o *object) always(k string, v any) {
 func (o *object) time(k string, t time.Time) {
 	if !t.IsZero() {
 		o.key(k)
-		writeValue(o.b, formatTime(t))
+		o.b.WriteByte('"')
+		o.b.Write(appendTime(o.b.AvailableBuffer(), t))
+		o.b.WriteByte('"')
 	}
 }
 
@@ -81,16 +84,98 @@ func (o *object) raw(k string, v json.RawMessage) {
 // writeValue encodes a plain Go value (strings, numbers, string slices)
 // without HTML escaping, so text reads as the caller wrote it.
 func writeValue(b *bytes.Buffer, v any) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)       // only strings, numbers and []string reach here
-	b.Truncate(b.Len() - 1) // Encode's newline
+	switch v := v.(type) {
+	case string:
+		writeString(b, v)
+	case int:
+		b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(v), 10))
+	case int64:
+		b.Write(strconv.AppendInt(b.AvailableBuffer(), v, 10))
+	case bool:
+		b.Write(strconv.AppendBool(b.AvailableBuffer(), v))
+	case []string:
+		b.WriteByte('[')
+		for i, s := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, s)
+		}
+		b.WriteByte(']')
+	default:
+		enc := json.NewEncoder(b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v)       // other plain values: numbers of other types
+		b.Truncate(b.Len() - 1) // Encode's newline
+	}
 }
 
-// formatTime writes a time as RFC 3339 UTC at microsecond precision, the
-// precision both stores keep.
-func formatTime(t time.Time) string {
-	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+// writeString writes s as a JSON string exactly as encoding/json does with
+// HTML escaping off (TestWriteStringMatchesEncodingJSON), without its
+// encoder's allocations: the answer to every call writes dozens of them.
+// Control characters, quotes and backslashes are escaped, U+2028 and
+// U+2029 too (JavaScript reads them as line ends), and invalid UTF-8
+// becomes U+FFFD.
+func writeString(b *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b.WriteString(s[start:i])
+			switch c {
+			case '"', '\\':
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			case '\b':
+				b.WriteString(`\b`)
+			case '\f':
+				b.WriteString(`\f`)
+			case '\n':
+				b.WriteString(`\n`)
+			case '\r':
+				b.WriteString(`\r`)
+			case '\t':
+				b.WriteString(`\t`)
+			default:
+				b.WriteString(`\u00`)
+				b.WriteByte(hex[c>>4])
+				b.WriteByte(hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString(s[start:i])
+			b.WriteString(`\ufffd`)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b.WriteString(s[start:i])
+			b.WriteString(`\u202`)
+			b.WriteByte(hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}
+
+// appendTime appends t to dst as RFC 3339 in UTC at microsecond
+// precision, the precision both stores keep.
+func appendTime(dst []byte, t time.Time) []byte {
+	return t.UTC().Truncate(time.Microsecond).AppendFormat(dst, time.RFC3339Nano)
 }
 
 // writeRequest writes an ApprovalRequest resource.

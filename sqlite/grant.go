@@ -25,6 +25,14 @@ const grantLiveSQL = `g.revoked_at IS NULL AND g.expires_at > @now AND (g.uses_l
 	AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
 	AND (g.instance_id = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL))`
 
+// grantMayCoverSQL selects the live grants that could cover a request
+// being created (airlock.NewRequestParams.UnlessGranted): of its tool, in
+// its scope, made by another principal than @unless_granted, whatever
+// their match.
+const grantMayCoverSQL = `SELECT 1 FROM grants g
+	WHERE g.tool = @tool AND (g.instance_id = @instance OR g.agent_id = @owner)
+	AND g.created_by_principal <> @unless_granted AND ` + grantLiveSQL
+
 // grantCols is what every grant query selects, in scanGrant's order.
 const grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expression, g.instance_id, g.agent_id,
 	g.uses, g.uses_left, g.validity, g.created_at, g.expires_at, g.created_by, g.created_by_principal,

@@ -29,11 +29,13 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 
 // namesCols are the names people read a request by, looked up with it
 // (each by primary key): its instance's, its creator token's and its
-// deciding token's. Every query that selects requestCols has the table
+// deciding token's, or for a decider with no token (an OIDC reviewer) its
+// name in the reviewer directory. Every query that selects requestCols has the table
 // unaliased as requests, so the lookups can name it.
 const namesCols = `(SELECT i.name FROM instances i WHERE i.id = requests.instance_id),
 	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id),
-	(SELECT t.name FROM tokens t WHERE t.id = requests.decided_by)`
+	coalesce((SELECT t.name FROM tokens t WHERE t.id = requests.decided_by),
+		(SELECT p.name FROM reviewer_profiles p WHERE p.principal = requests.decided_by))`
 
 // The compare-and-set writes of the lifecycle. Each changes a row only if
 // it is still in the state the change starts from, judged against @now;
@@ -68,7 +70,7 @@ ON CONFLICT (request_id, principal) DO NOTHING`
 
 	// selectVotesSQL reads a request's votes in the order they were cast,
 	// with the names of the tokens they came through.
-	selectVotesSQL = `SELECT v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+	selectVotesSQL = `SELECT v.principal, v.actor, coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor), (SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at
 FROM votes v WHERE v.request_id = ? ORDER BY v.seq`
 
 	cancelSQL = `UPDATE requests
@@ -309,6 +311,10 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		}
 	}
 
+	var unlessGranted any
+	if p.UnlessGranted != nil {
+		unlessGranted = p.UnlessGranted.Principal
+	}
 	var (
 		out     airlock.Request
 		created bool
@@ -346,6 +352,7 @@ SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reaso
 	@mode, @method, @input, @question, @observed, @reviewers, @approvals, @escalate_to, @escalate_after
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
+	AND (@unless_granted IS NULL OR NOT EXISTS (`+grantMayCoverSQL+`))
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING
 RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id),
 	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id)`,
@@ -363,7 +370,8 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
 			sql.Named("question", question), sql.Named("observed", observed),
 			sql.Named("reviewers", airlock.JoinGroups(in.Reviewers)), sql.Named("approvals", in.Approvals),
-			sql.Named("escalate_to", airlock.JoinGroups(in.EscalateTo)), sql.Named("escalate_after", in.EscalateAfter.Microseconds())).Scan(&seq, &instName, &ownerName)
+			sql.Named("escalate_to", airlock.JoinGroups(in.EscalateTo)), sql.Named("escalate_after", in.EscalateAfter.Microseconds()),
+			sql.Named("unless_granted", unlessGranted)).Scan(&seq, &instName, &ownerName)
 		switch {
 		case err == nil:
 			r := insertedRequest(in, seq, state, now, p, note)
@@ -395,6 +403,17 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 				return err
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
+			}
+		}
+		if p.UnlessGranted != nil {
+			// The instance may be live: then a grant could cover the request.
+			var live bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances
+WHERE id = ? AND owner_id = ? AND deleted_at IS NULL)`, in.InstanceID, in.OwnerID).Scan(&live); err != nil {
+				return err
+			}
+			if live {
+				return airlock.ErrGrantMayCover
 			}
 		}
 		return airlock.NotFound("instance", in.InstanceID)
@@ -552,7 +571,7 @@ func fillVotes(ctx context.Context, q queryer, rs []airlock.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := q.QueryContext(ctx, `SELECT v.request_id, v.principal, v.actor, (SELECT t.name FROM tokens t WHERE t.id = v.actor), v.status, v.note, v.at
+	rows, err := q.QueryContext(ctx, `SELECT v.request_id, v.principal, v.actor, coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor), (SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at
 FROM votes v WHERE v.request_id IN (SELECT value FROM json_each(?)) ORDER BY v.seq`, string(js))
 	if err != nil {
 		return err

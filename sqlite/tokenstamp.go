@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -30,8 +31,12 @@ func (s *Store) TokenStamp() (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: token stamp: %w", err)
 	}
+	// Hashed from binary, not formatted text: this runs on every call.
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(fi.Size()))
+	binary.LittleEndian.PutUint64(b[8:], uint64(fi.ModTime().UnixNano()))
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d %d", fi.Size(), fi.ModTime().UnixNano())
+	h.Write(b[:])
 	return h.Sum64() | 1, nil // never 0: 0 is "no file"
 }
 

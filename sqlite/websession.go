@@ -14,7 +14,7 @@ import (
 // The inbox's sign-ins (docs/inbox.md, "Sessions").
 
 const webSessionCols = `ws.id_hash, ws.token_id, ws.principal, ws.name, ws.csrf, ws.created_at, ws.last_seen_at,
-	ws.idle, ws.idle_expires_at, ws.expires_at`
+	ws.idle, ws.idle_expires_at, ws.expires_at, ws.email, ws.groups`
 
 // webSessionReturning is webSessionCols for a RETURNING clause, which in
 // SQLite names the table's columns without an alias.
@@ -24,11 +24,12 @@ var webSessionReturning = strings.ReplaceAll(webSessionCols, "ws.", "")
 type webSessionScan struct {
 	ws                                   airlock.WebSession
 	created, seen, idle, idleEnd, maxEnd int64
+	groups                               string
 }
 
 func (w *webSessionScan) dest() []any {
 	return []any{&w.ws.IDHash, &w.ws.TokenID, &w.ws.Principal, &w.ws.Name, &w.ws.CSRF, &w.created, &w.seen,
-		&w.idle, &w.idleEnd, &w.maxEnd}
+		&w.idle, &w.idleEnd, &w.maxEnd, &w.ws.Email, &w.groups}
 }
 
 func (w *webSessionScan) finish() airlock.WebSession {
@@ -36,6 +37,7 @@ func (w *webSessionScan) finish() airlock.WebSession {
 	ws.CreatedAt, ws.LastSeenAt = fromMicros(w.created), fromMicros(w.seen)
 	ws.Idle = time.Duration(w.idle) * time.Microsecond
 	ws.IdleExpiresAt, ws.ExpiresAt = fromMicros(w.idleEnd), fromMicros(w.maxEnd)
+	ws.Groups = airlock.SplitGroups(w.groups)
 	return ws
 }
 
@@ -63,6 +65,9 @@ func (s *Store) CreateWebSession(ctx context.Context, p airlock.NewWebSessionPar
 	if err := p.Validate(); err != nil {
 		return airlock.WebSession{}, err
 	}
+	if p.Reviewer != nil {
+		return s.createReviewerSession(ctx, p)
+	}
 	var out airlock.WebSession
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		at, idle, max := micros(now), p.Idle.Microseconds(), p.Max.Microseconds()
@@ -81,21 +86,53 @@ RETURNING `+webSessionReturning, airlock.WebSessionIDHash(p.ID), p.CSRF, at, at,
 	return out, translate(err, "web session", "new")
 }
 
+// createReviewerSession stores an OIDC reviewer's session and upserts
+// their profile in the reviewer directory, in one transaction.
+func (s *Store) createReviewerSession(ctx context.Context, p airlock.NewWebSessionParams) (airlock.WebSession, error) {
+	rv := p.Reviewer
+	groups := airlock.JoinGroups(rv.Groups)
+	var out airlock.WebSession
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		at, idle, max := micros(now), p.Idle.Microseconds(), p.Max.Microseconds()
+		var err error
+		out, err = scanWebSession(tx.QueryRowContext(ctx, `INSERT INTO web_sessions (id_hash, token_id, token_hash, principal, name, csrf,
+	created_at, last_seen_at, idle, idle_expires_at, expires_at, email, groups)
+VALUES (?, '', X'', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING `+webSessionReturning, airlock.WebSessionIDHash(p.ID), rv.Principal, rv.Name, p.CSRF, at, at, idle, at+min(idle, max), at+max,
+			rv.Email, groups))
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO reviewer_profiles (principal, name, email, groups, signed_in_at)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (principal) DO UPDATE SET name = excluded.name, email = excluded.email, groups = excluded.groups,
+	signed_in_at = excluded.signed_in_at`, rv.Principal, rv.Name, rv.Email, groups, at)
+		return err
+	})
+	return out, translate(err, "web session", "new")
+}
+
 // WebSessionByID reads a live session with its token: one read by the
-// primary key, joined to the token by its primary key.
+// primary key, joined to the token by its primary key. An OIDC
+// reviewer's session has no token (token_id ”), and the zero Token.
 func (s *Store) WebSessionByID(ctx context.Context, id string) (airlock.WebSession, airlock.Token, error) {
 	var (
 		w         webSessionScan
 		tokenHash []byte
 	)
-	q := `SELECT t.id, t.name, t.role, t.scopes, t.principal, t.hash, t.created_at, t.created_by, t.revoked_at, ` + webSessionCols + `, ws.token_hash
-FROM web_sessions ws JOIN tokens t ON t.id = ws.token_id
+	q := `SELECT coalesce(t.id, ''), coalesce(t.name, ''), coalesce(t.role, ''), coalesce(t.scopes, '[]'),
+	coalesce(t.principal, ''), coalesce(t.hash, X''), coalesce(t.created_at, 0), coalesce(t.created_by, ''), t.revoked_at,
+	` + webSessionCols + `, ws.token_hash
+FROM web_sessions ws LEFT JOIN tokens t ON t.id = ws.token_id
 WHERE ws.id_hash = ? AND ws.idle_expires_at > ?`
 	tok, err := scanToken(withExtra{s.read.QueryRowContext(ctx, q, airlock.WebSessionIDHash(id), micros(s.now())), append(w.dest(), &tokenHash)})
 	if err != nil {
 		return airlock.WebSession{}, airlock.Token{}, translate(err, "web session", "of this cookie")
 	}
-	if tok.RevokedAt != nil || !bytes.Equal(tok.Hash, tokenHash) {
+	if w.ws.TokenID == "" {
+		return w.finish(), airlock.Token{}, nil
+	}
+	if tok.ID == "" || tok.RevokedAt != nil || !bytes.Equal(tok.Hash, tokenHash) {
 		return airlock.WebSession{}, airlock.Token{}, airlock.TokenRefused()
 	}
 	return w.finish(), tok, nil
@@ -168,7 +205,16 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 			return err
 		}
 		n, _ = res.RowsAffected()
-		return nil
+		if f.TokenID != "" {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE reviewer_profiles SET ended_at = ? WHERE principal = ?`, micros(now), f.Principal); err != nil {
+			return err
+		}
+		if f.Actor == "" {
+			return nil
+		}
+		return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventReviewerSessionsEnded, Actor: f.Actor, Subject: f.Principal})
 	})
 	return int(n), translate(err, "web sessions", f.TokenID+f.Principal)
 }
@@ -189,4 +235,72 @@ func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
 		return nil
 	})
 	return int(n), translate(err, "web sessions", "sweep")
+}
+
+// PutOIDCLogin stores a sign-in in progress, sweeping a few that are over
+// first, unless maxLive are in progress.
+func (s *Store) PutOIDCLogin(ctx context.Context, l airlock.OIDCLogin, ttl time.Duration, maxLive int) error {
+	if len(l.StateHash) == 0 || len(l.BindingHash) == 0 || ttl < time.Microsecond {
+		return airlock.Invalid("login", "an OIDC login needs a state hash, a binding hash and a lifetime")
+	}
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		at := micros(now)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oidc_logins WHERE state_hash IN (
+	SELECT state_hash FROM oidc_logins WHERE expires_at <= ? ORDER BY expires_at LIMIT 100)`, at); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO oidc_logins (state_hash, binding_hash, next, expires_at)
+SELECT ?, ?, ?, ? WHERE (SELECT count(*) FROM oidc_logins WHERE expires_at > ?) < ?`,
+			l.StateHash, l.BindingHash, l.Next, at+ttl.Microseconds(), at, maxLive)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return airlock.Unavailable(nil, "too many sign-ins are in progress (%d); try again in a few minutes", maxLive)
+		}
+		return nil
+	})
+	return translate(err, "oidc login", "new")
+}
+
+// TakeOIDCLogin deletes and returns the live login of a state hash.
+func (s *Store) TakeOIDCLogin(ctx context.Context, stateHash []byte) (airlock.OIDCLogin, error) {
+	var (
+		out     airlock.OIDCLogin
+		expires int64
+	)
+	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+		err := tx.QueryRowContext(ctx, `DELETE FROM oidc_logins WHERE state_hash = ? AND expires_at > ?
+RETURNING state_hash, binding_hash, next, expires_at`, stateHash, micros(now)).Scan(&out.StateHash, &out.BindingHash, &out.Next, &expires)
+		return err
+	})
+	if err != nil {
+		return airlock.OIDCLogin{}, translate(err, "oidc login", "of this state")
+	}
+	out.ExpiresAt = fromMicros(expires)
+	return out, nil
+}
+
+// ListReviewerProfiles lists the reviewer directory by principal.
+func (s *Store) ListReviewerProfiles(ctx context.Context) ([]airlock.ReviewerProfile, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT principal, name, email, groups, signed_in_at, ended_at FROM reviewer_profiles ORDER BY principal`)
+	if err != nil {
+		return nil, translate(err, "reviewer profiles", "")
+	}
+	defer rows.Close()
+	var out []airlock.ReviewerProfile
+	for rows.Next() {
+		var (
+			p      airlock.ReviewerProfile
+			groups string
+			at     int64
+			ended  sql.NullInt64
+		)
+		if err := rows.Scan(&p.Principal, &p.Name, &p.Email, &groups, &at, &ended); err != nil {
+			return nil, translate(err, "reviewer profiles", "")
+		}
+		p.Groups, p.SignedInAt, p.EndedAt = airlock.SplitGroups(groups), fromMicros(at), nullMicros(ended)
+		out = append(out, p)
+	}
+	return out, translate(rows.Err(), "reviewer profiles", "")
 }

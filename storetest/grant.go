@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -177,6 +178,69 @@ func (s *suite) testGrants(t *testing.T) {
 			Validity: validity, CreatedBy: granter, CreatedByPrincipal: granterPrincipal,
 		}, Lifetime: time.Hour})
 		wantErr(t, err, airlock.CodeNotFound, "")
+	})
+
+	t.Run("a create unless granted is made only when no live grant could cover it", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		unless := func(p *airlock.NewRequestParams) { p.UnlessGranted = &airlock.GrantScope{Principal: agentPrincipal} }
+		wantPending(t, b.create(t, unless))
+
+		// A live grant of the tool in the request's scope, whatever its
+		// match: nothing is created, and the same key is free afterwards.
+		g := b.grant(t, func(p *airlock.NewGrantParams) { p.Grant.Match.ArgumentsFingerprint = "other arguments" })
+		p := b.params(unless)
+		r, created, err := b.store.CreateRequest(b.ctx, p)
+		if !errors.Is(err, airlock.ErrGrantMayCover) || created {
+			t.Fatalf("create unless granted, with a grant of the tool = %s, created %v, %v; want ErrGrantMayCover", show(r), created, err)
+		}
+		_, err = b.store.GetRequest(b.ctx, p.Request.ID)
+		wantErr(t, err, airlock.CodeNotFound, "")
+		p.UnlessGranted, p.Grant = nil, &airlock.GrantUse{IDs: []string{g.ID}, ArgumentsFingerprint: grantFP(t), Principal: agentPrincipal}
+		r, created, err = b.store.CreateRequest(b.ctx, p)
+		wantOK(t, err)
+		if !created {
+			t.Fatal("the same key after ErrGrantMayCover was taken")
+		}
+		wantPending(t, r) // the grant's match is for other arguments
+		// A replay is a replay, grants or not.
+		p.Grant, p.UnlessGranted = nil, &airlock.GrantScope{Principal: agentPrincipal}
+		again, created, err := b.store.CreateRequest(b.ctx, p)
+		wantOK(t, err)
+		if created || again.ID != r.ID {
+			t.Fatalf("replay unless granted = %s, created %v; want the original %s", show(again), created, r.ID)
+		}
+
+		// Grants that could not cover it: the creator's own, another tool's,
+		// another agent's, a revoked one, an expired one.
+		_, err = b.store.RevokeGrant(b.ctx, g.ID, granter)
+		wantOK(t, err)
+		b.grant(t, func(p *airlock.NewGrantParams) { p.Grant.CreatedByPrincipal = agentPrincipal })
+		b.grant(t, func(p *airlock.NewGrantParams) { p.Grant.Tool = "fs.read" })
+		b.grant(t, func(p *airlock.NewGrantParams) { p.Grant.InstanceID, p.Grant.AgentID = "", ownerB })
+		b.grant(t, func(p *airlock.NewGrantParams) { p.Lifetime = time.Second })
+		b.clock.Advance(2 * time.Second)
+		wantPending(t, b.create(t, unless))
+		// An agent-wide grant covers the agent's instances.
+		b.grant(t, func(p *airlock.NewGrantParams) { p.Grant.InstanceID, p.Grant.AgentID = "", b.inst.OwnerID })
+		_, _, err = b.store.CreateRequest(b.ctx, b.params(unless))
+		if !errors.Is(err, airlock.ErrGrantMayCover) {
+			t.Fatalf("create unless granted, with an agent-wide grant = %v; want ErrGrantMayCover", err)
+		}
+
+		// No live instance: not_found, as any create.
+		_, err = b.store.DeleteInstance(b.ctx, b.inst.ID, b.inst.OwnerID)
+		wantOK(t, err)
+		_, _, err = b.store.CreateRequest(b.ctx, b.params(unless))
+		wantErr(t, err, airlock.CodeNotFound, "")
+
+		// UnlessGranted goes with neither Grant nor a decision at creation.
+		_, _, err = b.store.CreateRequest(b.ctx, b.params(unless, byGrant(t, g.ID)))
+		wantErr(t, err, airlock.CodeInvalidRequest, "")
+		_, _, err = b.store.CreateRequest(b.ctx, b.params(func(p *airlock.NewRequestParams) {
+			p.UnlessGranted = &airlock.GrantScope{}
+		}))
+		wantErr(t, err, airlock.CodeInvalidRequest, "")
 	})
 
 	t.Run("a create covered by a grant is approved by it and uses it", func(t *testing.T) {

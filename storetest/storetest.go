@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"WebSessions", s.testWebSessions},
 		{"Quorum", s.testQuorum},
 		{"Escalation", s.testEscalation},
+		{"OIDC", s.testOIDC},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

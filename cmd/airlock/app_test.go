@@ -199,6 +199,41 @@ func TestConfigWithDefaults(t *testing.T) {
 	}
 }
 
+// TestOIDCFlags: the --oidc-* flags are checked at start, naming the
+// flag to fix; token sign-in can be turned off only with OIDC.
+func TestOIDCFlags(t *testing.T) {
+	t.Parallel()
+	ok := Config{OIDCIssuer: "https://id.example.com", OIDCClientID: "airlock", OIDCRedirectURL: "https://airlock.example.com/signin/oidc/callback"}
+	with := func(f func(*Config)) Config { c := ok; f(&c); return c }
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string // "" when valid
+	}{
+		{"complete", ok, ""},
+		{"OIDC only", with(func(c *Config) { c.NoInboxTokenSignIn = true; c.OIDCAllowedDomains = "example.com, example.org" }), ""},
+		{"token sign-in off without OIDC", Config{NoInboxTokenSignIn: true}, "--inbox-token-signin=false"},
+		{"a client without an issuer", Config{OIDCClientID: "airlock"}, "--oidc-issuer"},
+		{"an http issuer", with(func(c *Config) { c.OIDCIssuer = "http://id.example.com" }), "--oidc-issuer"},
+		{"no client", with(func(c *Config) { c.OIDCClientID = "" }), "--oidc-client-id"},
+		{"a redirect elsewhere", with(func(c *Config) { c.OIDCRedirectURL = "https://airlock.example.com/callback" }), "--oidc-redirect-url"},
+		{"no redirect", with(func(c *Config) { c.OIDCRedirectURL = "" }), "--oidc-redirect-url"},
+		{"an address for a domain", with(func(c *Config) { c.OIDCAllowedDomains = "ada@example.com" }), "--oidc-allowed-domains"},
+	} {
+		err := c.cfg.WithDefaults().Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	o := with(func(c *Config) {
+		c.OIDCAllowedDomains = " example.com,,example.org "
+		c.OIDCScopes = "openid email, profile groups"
+	}).OIDC()
+	if strings.Join(o.AllowedDomains, "|") != "example.com|example.org" || strings.Join(o.Scopes, "|") != "email|profile|groups" {
+		t.Errorf("OIDC() = %+v", o)
+	}
+}
+
 const testAdmin = "test-admin-token-0123456789"
 
 // TestServeLifecycle runs a request's whole life over HTTP against the

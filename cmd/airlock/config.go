@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +128,25 @@ type Config struct {
 	// address; SMTPFrom is the sender (default airlock@ the SMTP host).
 	SMTPURL  string
 	SMTPFrom string
+
+	// OIDCIssuer, OIDCClientID, OIDCClientSecret and OIDCRedirectURL sign
+	// reviewers in to the inbox with an identity provider (docs/teams.md);
+	// OIDCAllowedDomains (comma-separated) admits only emails at those
+	// domains, and OIDCGroupsClaim names the claim listing a reviewer's
+	// groups. Default: no OIDC sign-in.
+	OIDCIssuer         string
+	OIDCClientID       string
+	OIDCClientSecret   string
+	OIDCRedirectURL    string
+	OIDCAllowedDomains string
+	OIDCGroupsClaim    string
+	// OIDCScopes are the scopes asked besides openid (space- or
+	// comma-separated). Default "email profile".
+	OIDCScopes string
+	// NoInboxTokenSignIn (--inbox-token-signin=false) turns the inbox's
+	// token sign-in off, leaving OIDC the only way in. Default false:
+	// tokens sign in. Tokens work for the API and CLI either way.
+	NoInboxTokenSignIn bool
 }
 
 // DefaultConfig returns the defaults the README's Configuration table lists.
@@ -286,6 +306,17 @@ func (c Config) Validate() error {
 	if c.SlackSigningSecret != "" && c.SlackBotToken == "" {
 		return fmt.Errorf("--slack-signing-secret takes the clicks of buttons that only --slack-bot-token and --slack-channel post")
 	}
+	if o := c.OIDC(); o != nil {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+	} else if c.OIDCClientID != "" || c.OIDCClientSecret != "" || c.OIDCRedirectURL != "" || c.OIDCAllowedDomains != "" || c.OIDCGroupsClaim != "" ||
+		c.OIDCScopes != "" {
+		return fmt.Errorf("the --oidc-* flags need --oidc-issuer, the identity provider's issuer URL (docs/teams.md)")
+	}
+	if c.NoInboxTokenSignIn && c.OIDCIssuer == "" {
+		return fmt.Errorf("--inbox-token-signin=false needs OIDC sign-in (--oidc-issuer and the other --oidc-* flags): otherwise nobody could sign in to the inbox")
+	}
 	if c.SMTPURL != "" {
 		if _, _, _, _, err := mailapp.ParseURL(c.SMTPURL); err != nil {
 			return err
@@ -300,6 +331,26 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// OIDC returns the inbox's OIDC sign-in, or nil without --oidc-issuer.
+func (c Config) OIDC() *inbox.OIDCConfig {
+	if c.OIDCIssuer == "" {
+		return nil
+	}
+	o := &inbox.OIDCConfig{Issuer: c.OIDCIssuer, ClientID: c.OIDCClientID, ClientSecret: c.OIDCClientSecret,
+		RedirectURL: c.OIDCRedirectURL, GroupsClaim: c.OIDCGroupsClaim}
+	for _, sc := range strings.FieldsFunc(c.OIDCScopes, func(r rune) bool { return r == ',' || r == ' ' }) {
+		if sc != "openid" {
+			o.Scopes = append(o.Scopes, sc)
+		}
+	}
+	for _, d := range strings.Split(c.OIDCAllowedDomains, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			o.AllowedDomains = append(o.AllowedDomains, d)
+		}
+	}
+	return o
 }
 
 // Email returns the mailer's configuration. c must have passed Validate.
@@ -410,7 +461,37 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.SlackAPIURL, "slack-api-url", slackapp.DefaultAPIURL, "Slack's Web API base URL (tests point it elsewhere)")
 	fs.StringVar(&c.SMTPURL, "smtp-url", "", "SMTP server, smtp://user:password@host:587 (STARTTLS required): mail each pending request and its reminder to reviewers linked to an address")
 	fs.StringVar(&c.SMTPFrom, "smtp-from", "", "sender address of those mails (default airlock@ the SMTP host)")
+	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "identity provider's issuer URL: reviewers sign in to the inbox with it (docs/teams.md)")
+	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "the inbox's OIDC client ID at the identity provider")
+	fs.StringVar(&c.OIDCClientSecret, "oidc-client-secret", "", "the inbox's OIDC client secret; prefer AIRLOCK_OIDC_CLIENT_SECRET, which ps does not show")
+	fs.StringVar(&c.OIDCRedirectURL, "oidc-redirect-url", "", "the inbox's OIDC callback as browsers reach it: https://<host>"+inbox.OIDCCallbackPath+", registered at the identity provider")
+	fs.StringVar(&c.OIDCAllowedDomains, "oidc-allowed-domains", "", "comma-separated email domains OIDC reviewers must be at (email verified); default any")
+	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "", "ID token claim listing a reviewer's groups, such as groups; default none")
+	fs.StringVar(&c.OIDCScopes, "oidc-scopes", "", "OIDC scopes asked besides openid, such as \"email profile groups\"; default email profile")
+	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
+}
+
+// notBool is a boolean flag, default true, stored as its negation, so
+// that the Config field's zero value is the default.
+type notBool struct{ off *bool }
+
+func (v notBool) IsBoolFlag() bool { return true }
+
+func (v notBool) String() string {
+	if v.off == nil || !*v.off {
+		return "true"
+	}
+	return "false"
+}
+
+func (v notBool) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*v.off = !on
+	return nil
 }
 
 // durationValue is a flag that reads Go durations (30m) and ISO 8601 ones

@@ -79,6 +79,7 @@ func TestReadmeTour(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the tour failed: %v\n%s\nserver output:\n%s", err, out, srv.Out)
 	}
+	checkTourOutputs(t, string(readme), string(out))
 	for _, want := range []string{
 		`"role":"agent"`, `"role":"reviewer"`, `"name":"billing-bot on laptop"`,
 		`"state":"pending","kind":"tool_call","tool":"issue_refund","arguments":{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}`,
@@ -90,6 +91,64 @@ func TestReadmeTour(t *testing.T) {
 			t.Errorf("the tour's output lacks %s; output:\n%s", want, out)
 		}
 	}
+}
+
+// jsonKey finds the keys of a line of JSON, at every depth, in order.
+var jsonKey = regexp.MustCompile(`"([a-z_]+)":`)
+
+// checkTourOutputs holds each line of the tour's ```json blocks (what the
+// README says a command prints) to the tour's real output: some line of
+// the output has the same keys in the same order, or, for a line the
+// README shortens with "…", has its keys among its own in that order. IDs,
+// times and secrets differ from run to run; the shape may not.
+func checkTourOutputs(t *testing.T, readme, out string) {
+	t.Helper()
+	_, section, _ := strings.Cut(readme, "\n## A five-minute tour\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	var got [][]string
+	for line := range strings.Lines(out) {
+		got = append(got, keysOf(line))
+	}
+	shown := 0
+	for _, m := range regexp.MustCompile("(?s)\n```json\n(.*?)```\n").FindAllStringSubmatch(section, -1) {
+		for line := range strings.Lines(m[1]) {
+			want := keysOf(line)
+			if len(want) == 0 {
+				continue
+			}
+			shown++
+			shortened := strings.Contains(line, "…")
+			if !slices.ContainsFunc(got, func(keys []string) bool {
+				if shortened {
+					return isSubsequence(want, keys)
+				}
+				return slices.Equal(want, keys)
+			}) {
+				t.Errorf("the README shows a command printing\n%s\nbut no line the tour printed has those keys in that order; output:\n%s", line, out)
+			}
+		}
+	}
+	if shown < 5 {
+		t.Errorf("the tour shows %d lines of JSON output; want what each step prints", shown)
+	}
+}
+
+func keysOf(line string) []string {
+	var keys []string
+	for _, m := range jsonKey.FindAllStringSubmatch(line, -1) {
+		keys = append(keys, m[1])
+	}
+	return keys
+}
+
+// isSubsequence reports whether sub's elements appear in s in order.
+func isSubsequence(sub, s []string) bool {
+	for _, k := range s {
+		if len(sub) > 0 && sub[0] == k {
+			sub = sub[1:]
+		}
+	}
+	return len(sub) == 0
 }
 
 // TestReadmeMatchesBinary keeps the README's start-up notice and

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
@@ -10,7 +11,7 @@ import (
 
 var reviewersCommand = command{
 	name:    "reviewers",
-	args:    "list|link [flags]",
+	args:    "list|link|end-sessions [flags]",
 	summary: "List reviewer principals and link them to Slack users and email addresses (admins).",
 	run:     runReviewers,
 }
@@ -22,6 +23,7 @@ func init() {
 	reviewerSubcommands = []subcommand{
 		{"list", "", "list reviewer principals with their Slack user and email address", runReviewersList},
 		{"link", "<principal> [--slack-user U…] [--email ADDRESS]", "link a principal (replacing its link; neither flag removes it)", runReviewersLink},
+		{"end-sessions", "<principal>", "sign a principal out of the inbox on every replica (an OIDC reviewer's revocation)", runReviewersEndSessions},
 	}
 }
 
@@ -38,8 +40,9 @@ func runReviewersList(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return apiError(err)
 	}
-	return printItems(r, rs, "PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL", func(rv client.Reviewer) []string {
-		return []string{clip(rv.Principal, 32), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email)}
+	return printItems(r, rs, "PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL\tGROUPS", func(rv client.Reviewer) []string {
+		return []string{clip(rv.Principal, 48), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email),
+			dash(clip(strings.Join(rv.Groups, ","), 40))}
 	})
 }
 
@@ -71,5 +74,27 @@ func runReviewersLink(ctx context.Context, a *App, args []string) error {
 	if rv.Tokens == 0 {
 		fmt.Fprintf(r.out, "Note: %s has no live reviewer token, so it decides nothing until it has one.\n", rv.Principal)
 	}
+	return nil
+}
+
+func runReviewersEndSessions(ctx context.Context, a *App, args []string) error {
+	syn, sum := subUsage(reviewerSubcommands, "end-sessions")
+	fs, r := a.apiFlagSet("reviewers", "end-sessions", syn, sum)
+	pos, err := a.parseAPIArgs(fs, r, args, "<principal>")
+	if err != nil {
+		return err
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	n, err := c.EndReviewerSessions(ctx, pos[0])
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(map[string]any{"principal": pos[0], "ended": n})
+	}
+	fmt.Fprintf(r.out, "Ended %d inbox session(s) of %s, on every replica.\n", n, pos[0])
 	return nil
 }

@@ -78,6 +78,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		Store: store, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		InboxSessionIdle: cfg.InboxSessionIdle, InboxSessionMax: cfg.InboxSessionMax,
+		OIDC: cfg.OIDC(), NoInboxTokenSignIn: cfg.NoInboxTokenSignIn,
 		MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
 		Policy: pol, PolicyReload: policyReload(pol),

@@ -86,6 +86,11 @@ type Config struct {
 	// absolute lifetimes (default inbox.DefaultSessionIdle and
 	// inbox.DefaultSessionMax).
 	InboxSessionIdle, InboxSessionMax time.Duration
+	// OIDC, when set, signs reviewers in to the inbox with an identity
+	// provider (docs/teams.md); New refuses one that does not validate.
+	// NoInboxTokenSignIn turns the inbox's token sign-in off.
+	OIDC               *inbox.OIDCConfig
+	NoInboxTokenSignIn bool
 	// MaxHeavyReads and MaxHeavyReadsPerToken bound the heavy reads (lists
 	// and searches) in progress, in all and per token.
 	MaxHeavyReads, MaxHeavyReadsPerToken int
@@ -183,6 +188,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}()
 	if cfg.Store == nil {
 		return nil, errors.New("server: Config.Store is required")
+	}
+	if cfg.OIDC != nil {
+		if err := cfg.OIDC.Validate(); err != nil {
+			return nil, err
+		}
+	} else if cfg.NoInboxTokenSignIn {
+		return nil, errors.New("server: NoInboxTokenSignIn needs OIDC, or nobody could sign in to the inbox")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -323,6 +335,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	ib := inbox.New(inbox.Config{
 		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: hosts, AuthGuard: s.guard,
 		SessionIdle: cfg.InboxSessionIdle, SessionMax: cfg.InboxSessionMax,
+		OIDC: cfg.OIDC, NoTokenSignIn: cfg.NoInboxTokenSignIn,
 	})
 	for _, p := range inbox.Patterns {
 		mux.Handle(p, ib)

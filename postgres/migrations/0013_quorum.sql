@@ -8,13 +8,14 @@
 -- request.
 --
 -- votes keeps each vote of a request that needs several approvals; its
--- primary key lets a principal vote once per request.
+-- primary key lets a principal vote once per request. Every statement may
+-- run again (IF NOT EXISTS): a test re-applies the migrations after 0011.
 
-ALTER TABLE requests ADD COLUMN reviewers text NOT NULL DEFAULT '';
-ALTER TABLE requests ADD COLUMN approvals integer NOT NULL DEFAULT 0 CHECK (approvals >= 0);
-ALTER TABLE requests ADD COLUMN approved_votes integer NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS reviewers text NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS approvals integer NOT NULL DEFAULT 0 CHECK (approvals >= 0);
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS approved_votes integer NOT NULL DEFAULT 0;
 
-CREATE TABLE votes (
+CREATE TABLE IF NOT EXISTS votes (
     request_id text        NOT NULL,
     principal  text        NOT NULL,
     actor      text        NOT NULL,

@@ -10,8 +10,8 @@ import time
 import unittest
 from typing import Any, Callable, Dict, List
 
-from airlock import (AlreadyExecutedError, Call, CancelledError, DeniedError, ExpiredError, Gate, LapsedError,
-                     OutcomeUnknown, ToolError, describe_outcome)
+from airlock import (AlreadyExecutedError, Call, CancelledError, Client, DeniedError, ExpiredError, Gate, LapsedError,
+                     OutcomeUnknown, Retry, ToolError, describe_outcome)
 from tests.support import Server
 
 srv: Server
@@ -85,6 +85,41 @@ class GateTest(unittest.TestCase):
         self.assertTrue(cm.exception.abandoned)
         self.assertEqual(srv.agent.get_request(cm.exception.request["id"])["state"], "cancelled")
         self.assertEqual(runs, [])
+
+    def test_cancel_set_while_the_create_is_answered_withdraws_the_request(self) -> None:
+        # The create is not given the cancel event: it runs to its answer
+        # (retried with the same key when the answer is lost), and the wait
+        # then sees the event and withdraws the request. So the request is
+        # always known, unlike in the Go and TypeScript gates, whose create
+        # the caller's context or signal can cut short.
+        for lose in (False, True):
+            with self.subTest(answer_lost=lose):
+                give_up = threading.Event()
+                base = Client(srv.url, srv.agent_token)._send
+                creates: List[int] = []
+
+                def cancel_after_create(method: str, url: str, headers: Dict[str, str], body: Any, timeout: float) -> Any:
+                    if method != "POST" or not url.endswith("/approval-requests"):
+                        return base(method, url, headers, body, timeout)
+                    creates.append(1)
+                    out = base(method, url, headers, body, timeout)
+                    if len(creates) == 1:
+                        give_up.set()
+                        if lose:
+                            raise ConnectionResetError("the answer was lost")
+                    return out
+
+                inst = srv.agent.register_instance("py gate")
+                d = tempfile.mkdtemp(prefix="airlock-py-gate-")
+                self.addCleanup(shutil.rmtree, d, True)
+                client = Client(srv.url, srv.agent_token, transport=cancel_after_create, retry=Retry(min_backoff=0.001, max_backoff=0.002))
+                with Gate(client, inst["id"], d, poll_wait=5) as g:
+                    with self.assertRaises(CancelledError) as cm:
+                        g.run(Call("delete_repo", {"repo": "s"}, timeout="5m"), lambda: None, cancel=give_up)
+                self.assertTrue(cm.exception.abandoned)
+                self.assertIsNone(cm.exception.cancel_error)
+                self.assertEqual(len(creates), 2 if lose else 1)
+                self.assertEqual(srv.agent.get_request(cm.exception.request["id"])["state"], "cancelled")
 
     def test_lapsed(self) -> None:
         skew = [0.0]

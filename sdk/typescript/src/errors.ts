@@ -103,14 +103,19 @@ export class ExpiredError extends GateError {
 
 /**
  * The request was withdrawn, so the call did not run: the caller's signal
- * aborted while it waited (`abandoned`; the gate then cancelled the request
- * itself), or someone else cancelled it or deleted the instance.
+ * aborted while the gate asked or waited (`abandoned`; the gate then
+ * cancelled the request itself), or someone else cancelled it or deleted
+ * the instance. When the signal aborted while asking and the gate could not
+ * find the request to withdraw it, `request.id` is "" and `cancelError`
+ * says why: the request, if it was made, expires at its deadline.
  */
 export class CancelledError extends GateError {
   override name = 'CancelledError';
   readonly outcome = 'cancelled' as const;
   constructor(request: ApprovalRequest, readonly abandoned = false, readonly cancelError?: unknown) {
-    super(abandoned
+    super(abandoned && !request.id
+      ? `airlock: gave up asking for approval of ${request.tool}; withdrawing failed (${describe(cancelError)}): if the request was made, it will expire`
+      : abandoned
       ? `airlock: gave up waiting for a decision on ${request.tool} (request ${request.id}); the request was withdrawn` +
         (cancelError ? ` (withdrawing failed: ${describe(cancelError)}; it will expire)` : '')
       : `airlock: the request for ${request.tool} was cancelled (request ${request.id}); it did not run`, request);

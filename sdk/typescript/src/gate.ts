@@ -5,7 +5,7 @@ import {
   OutcomeUnknownError, ToolError, isCode,
 } from './errors.js';
 import { Journal, settled, type Entry } from './journal.js';
-import type { ApprovalRequest, ExecutionStatus, JsonObject, ReportStatus } from './types.js';
+import type { ApprovalRequest, CreateRequestInput, ExecutionStatus, JsonObject, ReportStatus } from './types.js';
 
 export interface GateOptions {
   /** Talks to Airlock with an agent token. */
@@ -151,10 +151,10 @@ export class Gate {
    * ToolError when fn threw (after reporting failed, or unknown for an
    * OutcomeUnknownError); when fn did not run, with DeniedError (with the
    * reviewer's note), ExpiredError, CancelledError (withdrawn, or the signal
-   * aborted while waiting: the gate then cancels the request), LapsedError
-   * (approved, but permission to start ended first), AlreadyExecutedError,
-   * InterruptedError (an earlier run was cut short by a crash; reported
-   * unknown, not re-run), or an error reaching Airlock.
+   * aborted while asking or waiting: the gate then cancels the request),
+   * LapsedError (approved, but permission to start ended first),
+   * AlreadyExecutedError, InterruptedError (an earlier run was cut short by
+   * a crash; reported unknown, not re-run), or an error reaching Airlock.
    */
   async run<T>(call: GateCall, fn: ToolFn<T>, o: CallOptions = {}): Promise<Outcome<T>> {
     if (typeof fn !== 'function') throw new TypeError('airlock gate: run needs a function to run');
@@ -171,13 +171,18 @@ export class Gate {
       } else {
         // The file is created on the thread pool while the request is.
         const opened = this.journal.prepare(key).then(() => undefined, (err: unknown) => err ?? new Error('open failed'));
+        const input: CreateRequestInput = {
+          tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
+          agent_reasoning: call.agentReasoning, context: call.context,
+        };
         try {
-          ({ request: r } = await this.client.createRequest(this.instanceId, key, {
-            tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
-            agent_reasoning: call.agentReasoning, context: call.context,
-          }, o));
+          ({ request: r } = await this.client.createRequest(this.instanceId, key, input, o));
         } catch (err) {
           await opened; // before release() closes it
+          // The signal aborted while asking: the request may stand on the
+          // server all the same. The same key finds it (or makes it), and
+          // it is withdrawn, so nobody approves a call that will not run.
+          if (o.signal?.aborted) throw await this.withdrawAsked(key, input);
           throw err;
         }
         const openErr = await opened;
@@ -204,6 +209,12 @@ export class Gate {
     try {
       const e = this.journal.read(key);
       if (e.requestId) return await this.client.getRequest(e.requestId, o);
+      // Unlike run(), an ask whose signal aborts while the create is in
+      // flight does not withdraw the request it may have made. ask() never
+      // withdraws: the request it makes is meant to outlive it (run(), or
+      // the deadline, settles it), and a caller that aborted an ask (its own
+      // timeout, say) and asks again must find the same pending request
+      // under the same key, not a cancelled one.
       const { request } = await this.client.createRequest(this.instanceId, key, {
         tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
         agent_reasoning: call.agentReasoning, context: call.context,
@@ -223,15 +234,38 @@ export class Gate {
       return await this.client.waitRequest(r.id, { pollWaitMs: this.pollWaitMs, onPending, signal });
     } catch (err) {
       if (!signal?.aborted) throw err;
-      let withdrawn = r;
-      let cancelError: unknown;
-      try {
-        withdrawn = await this.client.cancelRequest(r.id, { signal: AbortSignal.timeout(15_000) });
-      } catch (cerr) {
-        if (!isCode(cerr, 'not_pending', 'deadline_passed')) cancelError = cerr;
-      }
-      throw new CancelledError(withdrawn, true, cancelError);
+      throw await this.withdraw(r, AbortSignal.timeout(WITHDRAW_MS));
     }
+  }
+
+  /** Cancels r for a caller whose signal aborted, and returns the abandoned call's CancelledError. */
+  private async withdraw(r: ApprovalRequest, signal: AbortSignal): Promise<CancelledError> {
+    let withdrawn = r;
+    let cancelError: unknown;
+    try {
+      withdrawn = await this.client.cancelRequest(r.id, { signal });
+    } catch (cerr) {
+      if (!isCode(cerr, 'not_pending', 'deadline_passed')) cancelError = cerr;
+    }
+    return new CancelledError(withdrawn, true, cancelError);
+  }
+
+  /**
+   * Withdraws a request whose creation the caller's signal cut short: the
+   * server may have made it without the answer arriving. Asking again with
+   * the same key, without the caller's signal, returns it, or makes it when
+   * the first ask never arrived, and either way it is cancelled at once.
+   */
+  private async withdrawAsked(key: string, input: CreateRequestInput): Promise<CancelledError> {
+    const signal = AbortSignal.timeout(WITHDRAW_MS);
+    let r: ApprovalRequest;
+    try {
+      ({ request: r } = await this.client.createRequest(this.instanceId, key, input, { signal }));
+    } catch (err) {
+      return new CancelledError(unknownRequest(input.tool), true, err);
+    }
+    if (r.state !== 'pending') return new CancelledError(r, true);
+    return this.withdraw(r, signal);
   }
 
   /** Handles a call the journal has seen: the error to end with, or undefined when it may go on as if new (its claim never landed). */
@@ -494,6 +528,14 @@ export class Gate {
       release();
     };
   }
+}
+
+/** How long a withdrawal may take once the caller's signal has aborted. */
+const WITHDRAW_MS = 15_000;
+
+/** Stands for a request the gate asked for but never saw: only its tool is known. */
+function unknownRequest(tool: string): ApprovalRequest {
+  return { id: '', tool } as ApprovalRequest;
 }
 
 /** JSON with object keys sorted, so equal arguments give equal keys whatever their order. */

@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   Gate, DeniedError, ExpiredError, CancelledError, LapsedError, AlreadyExecutedError, ToolError,
-  OutcomeUnknownError, describeOutcome,
+  OutcomeUnknownError, describeOutcome, AirlockClient, NetworkError,
 } from '../dist/index.js';
 import { startServer, tempDir } from './support/server.mjs';
 
@@ -85,6 +85,57 @@ test('cancelled: withdrawn by the owner elsewhere, or abandoned by the caller', 
   assert.equal((await srv.agent.getRequest(err2.request.id)).state, 'cancelled', 'the gate withdrew the abandoned request');
   assert.equal(runs, 0);
   assert.equal(describeOutcome(err2).outcome, 'cancelled');
+  gate.close();
+});
+
+/**
+ * A fetch that lets the first create reach the server and reads its answer,
+ * then aborts the caller's signal as if the answer had not arrived yet: the
+ * request stands on the server, and the caller never learns its ID. Later
+ * creates go through, or fail with no answer when failLater is set.
+ */
+function abortAfterCreate(ac, { failLater = false } = {}) {
+  const f = async (url, init) => {
+    if (init?.method !== 'POST' || !new URL(url).pathname.endsWith('/approval-requests')) return fetch(url, init);
+    if (++f.creates > 1) {
+      if (failLater) throw new TypeError('fetch failed: connection refused');
+      return fetch(url, init);
+    }
+    const res = await fetch(url, init);
+    await res.text();
+    ac.abort();
+    throw init.signal.reason;
+  };
+  f.creates = 0;
+  return f;
+}
+
+test('abandoned while the create is answered: the gate finds the request with the same key and withdraws it', async () => {
+  const ac = new AbortController();
+  const lost = abortAfterCreate(ac);
+  const client = new AirlockClient({ baseUrl: srv.url, token: srv.agentToken, fetch: lost });
+  const gate = await newGate({ client });
+  let runs = 0;
+  const err = await gate.run({ tool: 'delete_repo', arguments: { repo: 's' }, timeout: '5m' }, () => { runs++; }, { signal: ac.signal }).catch((e) => e);
+  assert.ok(err instanceof CancelledError && err.abandoned && err.cancelError === undefined && err.request.id, String(err));
+  assert.equal(lost.creates, 2, 'the gate asks twice: the ask cut short, then the same key to find it');
+  assert.equal((await srv.agent.getRequest(err.request.id)).state, 'cancelled', 'the gate withdrew the request');
+  assert.equal(runs, 0);
+  assert.equal(describeOutcome(err).outcome, 'cancelled');
+  gate.close();
+});
+
+test('abandoned while the create is answered, and the ask again gets no answer: the request, if made, will expire', async () => {
+  const ac = new AbortController();
+  const lost = abortAfterCreate(ac, { failLater: true });
+  const client = new AirlockClient({ baseUrl: srv.url, token: srv.agentToken, fetch: lost, retry: { attempts: 2, minBackoffMs: 1, maxBackoffMs: 2 } });
+  const gate = await newGate({ client });
+  const err = await gate.run({ tool: 'unreachable_withdraw', arguments: {}, timeout: '5m' }, () => {}, { signal: ac.signal }).catch((e) => e);
+  assert.ok(err instanceof CancelledError && err.abandoned && err.request.id === '' && err.cancelError instanceof NetworkError, String(err));
+  assert.match(err.message, /gave up asking for approval of unreachable_withdraw; withdrawing failed \(.*connection refused.*\): if the request was made, it will expire/);
+  assert.equal(lost.creates, 3, 'the ask cut short, then the same key twice (the client\'s retries)');
+  const left = (await srv.agent.listRequests({ state: 'pending', tool: 'unreachable_withdraw' })).items;
+  assert.equal(left.length, 1, 'the first ask made the request; nothing could withdraw it');
   gate.close();
 });
 
