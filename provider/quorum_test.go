@@ -233,3 +233,22 @@ func TestEscalation(t *testing.T) {
 		t.Fatalf("a lead after the escalation: %v, %s for %q", err, got.State, got.Reviewers)
 	}
 }
+
+// TestOIDCReviewerGroups: an OIDC reviewer's groups come from the
+// identity provider's claim: one in payments votes on a request routed
+// there; one signed in without it is refused.
+func TestOIDCReviewerGroups(t *testing.T) {
+	t.Parallel()
+	b := quorumSetup(t, options{})
+	ctx := t.Context()
+	r := b.create(t, "10m")
+	olga := oidcCaller(airlock.WebSession{Principal: "oidc:https://idp.example#olga", Name: "Olga", Groups: []string{"payments"}})
+	oscar := oidcCaller(airlock.WebSession{Principal: "oidc:https://idp.example#oscar", Name: "Oscar", Groups: []string{"marketing"}})
+	if _, err := b.svc.Decide(ctx, oscar, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("oscar (marketing) voting: %v, want forbidden", err)
+	}
+	got, err := b.svc.Decide(ctx, olga, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
+	if err != nil || got.State != airlock.StatePending || len(got.Votes) != 1 || got.Votes[0].Principal != olga.Principal {
+		t.Fatalf("olga (payments) voting: %v, %s, %+v", err, got.State, got.Votes)
+	}
+}
