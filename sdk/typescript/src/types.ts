@@ -54,6 +54,19 @@ export interface Decision {
   decided_by_name?: string;
   /** Approvals only: permission to start the call ends then. */
   expires_at?: string;
+  /** For a request that needed several approvals, the votes that decided it. */
+  votes?: Vote[];
+}
+
+/** One reviewer's vote on a request that needs several approvals (docs/teams.md). */
+export interface Vote {
+  /** Who voted; each principal votes once. */
+  principal: string;
+  /** The voter's name, for people to read. */
+  name: string;
+  status: 'approved' | 'denied';
+  note?: string;
+  at: string;
 }
 
 export interface Execution {
@@ -99,6 +112,16 @@ export interface ApprovalRequest {
   command_result?: { status: 'applied'; detail?: string; applied_at?: string };
   /** Only in the answer to a decision that made a grant. */
   grant?: Grant;
+  /** The reviewer groups whose members alone may decide it (a policy rule's `reviewers`). */
+  reviewers?: string[];
+  /** Present when it needs several approvals, from different principals: how many. */
+  approvals?: number;
+  /** With approvals: the votes cast so far, in order (absent before the first). */
+  votes?: Vote[];
+  /** The groups it is widened to when it waits too long (a policy rule's `escalate_to`). */
+  escalate_to?: string[];
+  /** When it was widened to escalate_to. */
+  escalated_at?: string;
 }
 
 export interface CreateRequestInput {
@@ -193,6 +216,8 @@ export interface Event {
   token_id?: string;
   state?: State;
   subject?: string;
+  /** On the decision of a request a policy rule decided at creation: the policy file's SHA-256. */
+  policy_sha256?: string;
 }
 
 export interface EventData {
@@ -218,7 +243,7 @@ export interface Token {
   revoked_at?: string;
 }
 
-export interface CreatedToken extends Token {
+export interface CreatedToken extends Omit<Token, 'revoked_at'> {
   /** The secret; shown in this answer only. */
   secret: string;
 }
@@ -350,6 +375,10 @@ export interface Reviewer {
   email?: string;
   linked_at?: string;
   linked_by?: string;
+  /** An OIDC reviewer's groups, from the identity provider's claim at their last sign-in. */
+  groups?: string[];
+  /** An OIDC reviewer's last sign-in. */
+  signed_in_at?: string;
 }
 
 /** What PUT /v1/reviewers/{principal}/link takes. */
