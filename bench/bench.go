@@ -1,10 +1,11 @@
 // Package bench is the load generator behind `airlock bench`: it drives an
-// Airlock server (a running one, or one it starts in-process on a temporary
-// store) with a scenario's operations from concurrent clients, and measures
-// throughput, latency and errors — and, for lifecycles, the same durable
-// work done with direct SQL on the same kind of store (the raw baseline),
-// so that every report says how close Airlock comes to the storage
-// engine's own ceiling.
+// Airlock server (a running one, or one it starts on a temporary store, in
+// a child process so that the server's CPU is measured apart from the
+// clients') with a scenario's operations from concurrent clients, and
+// measures throughput, latency, CPU and errors — and, for lifecycles, the
+// same durable work done with direct SQL on the same kind of store (the
+// raw baseline), so that every report says how close Airlock comes to the
+// storage engine's own ceiling.
 //
 // Every run is bounded in count and in time, and refuses targets beyond
 // this machine unless told otherwise: a load generator pointed at the
@@ -84,7 +85,8 @@ type Config struct {
 	// Default Lifecycle.
 	Scenario string
 	// URLs are running servers to drive (clients take them in turn); empty
-	// starts Replicas servers in-process on a temporary store.
+	// starts Replicas servers on a temporary store, in child processes or
+	// in this one (serversApart).
 	URLs []string
 	// Token is an admin token of the servers at URLs: the run mints an
 	// agent and a reviewer token with it and revokes them afterwards.
