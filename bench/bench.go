@@ -1,10 +1,11 @@
 // Package bench is the load generator behind `airlock bench`: it drives an
-// Airlock server (a running one, or one it starts in-process on a temporary
-// store) with a scenario's operations from concurrent clients, and measures
-// throughput, latency and errors — and, for lifecycles, the same durable
-// work done with direct SQL on the same kind of store (the raw baseline),
-// so that every report says how close Airlock comes to the storage
-// engine's own ceiling.
+// Airlock server (a running one, or one it starts on a temporary store, in
+// a child process so that the server's CPU is measured apart from the
+// clients') with a scenario's operations from concurrent clients, and
+// measures throughput, latency, CPU and errors — and, for lifecycles, the
+// same durable work done with direct SQL on the same kind of store (the
+// raw baseline), so that every report says how close Airlock comes to the
+// storage engine's own ceiling.
 //
 // Every run is bounded in count and in time, and refuses targets beyond
 // this machine unless told otherwise: a load generator pointed at the
@@ -84,7 +85,8 @@ type Config struct {
 	// Default Lifecycle.
 	Scenario string
 	// URLs are running servers to drive (clients take them in turn); empty
-	// starts Replicas servers in-process on a temporary store.
+	// starts Replicas servers on a temporary store, in child processes or
+	// in this one (serversApart).
 	URLs []string
 	// Token is an admin token of the servers at URLs: the run mints an
 	// agent and a reviewer token with it and revokes them afterwards.
@@ -146,6 +148,11 @@ type Config struct {
 	// one endpoint, then drained (default DefaultBacklog; at most
 	// MaxBacklog).
 	Backlog int
+	// ServerPID, with URLs, is the process ID of the server there (on this
+	// machine): the run reads its CPU time from /proc, as it does an
+	// in-process run's server's, and reports the server's CPU per
+	// operation apart from the clients'. Linux only.
+	ServerPID int
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
 
@@ -154,6 +161,22 @@ type Config struct {
 	// or fewer uses than the run needs, so that creates go unapproved.
 	grantTool string
 	grantUses int
+	// onChild, set by tests only, hears the process ID of every server
+	// the run starts in a child process.
+	onChild func(pid int)
+}
+
+// serversApart reports whether the run's own servers (no URLs) go in
+// child processes: for the scenarios that only drive them over HTTP, so
+// that their CPU is measured apart from the clients'. The wait, expiry and
+// webhook runs look inside their servers (waiter counts, sweeps, the
+// delivery backlog), and keep them in this process.
+func (c Config) serversApart() bool {
+	switch c.Scenario {
+	case Lifecycle, Create, MCP, Grant:
+		return len(c.URLs) == 0 && c.Webhooks == 0
+	}
+	return false
 }
 
 // withDefaults fills in the zero fields.
@@ -270,6 +293,11 @@ func (c Config) validate() error {
 			}
 		}
 	}
+	if c.ServerPID != 0 {
+		if err := c.validateServerPID(); err != nil {
+			return err
+		}
+	}
 	if c.Replicas > 1 && !isPostgres(c.DB) {
 		return errors.New("--replicas needs a shared PostgreSQL store: give --db postgres://…")
 	}
@@ -281,6 +309,30 @@ func (c Config) validate() error {
 		if _, err := os.Stat(c.DB); err == nil {
 			return fmt.Errorf("--db %s already exists: the run creates a fresh SQLite file there and removes it after, so name a path that does not exist (or leave --db unset for a temporary one)", c.DB)
 		}
+	}
+	return nil
+}
+
+// validateServerPID checks --server-pid: a process on this machine whose
+// CPU time can be read, serving the --url the run drives.
+func (c Config) validateServerPID() error {
+	switch {
+	case len(c.URLs) == 0:
+		return fmt.Errorf("--server-pid %d goes with --url: a run without --url starts its own server and measures its CPU itself", c.ServerPID)
+	case c.ServerPID < 0:
+		return fmt.Errorf("--server-pid must be a process ID, not %d", c.ServerPID)
+	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant:
+		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp and grant, not of %s", c.Scenario)
+	case !procCPUAvailable():
+		return fmt.Errorf("--server-pid reads the server's CPU time from /proc, which %s does not have: leave it out", runtime.GOOS)
+	}
+	for _, u := range c.URLs {
+		if err := checkTarget("--url", u, false); err != nil {
+			return fmt.Errorf("--server-pid reads a process on this machine, but %w", err)
+		}
+	}
+	if _, err := procCPU(c.ServerPID); err != nil {
+		return fmt.Errorf("--server-pid %d: cannot read its CPU time (%v); give the process ID of the server at --url, running on this machine (pgrep -f 'airlock serve')", c.ServerPID, err)
 	}
 	return nil
 }
@@ -358,6 +410,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// Child servers write their warnings to progress while the run does.
+	cfg.Progress = &lockedWriter{w: cfg.Progress}
 	rep := &Report{
 		Scenario: cfg.Scenario, Clients: cfg.Clients, Machine: machine(),
 		Bounds: Bounds{DurationS: cfg.Duration.Seconds(), Count: cfg.Count, Rate: cfg.Rate},
@@ -395,8 +449,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ws := tgt.writeStats(); ws != nil {
-		rep.Commits = ws
+	if rep.Commits, err = tgt.writeStats(); err != nil {
+		return nil, err
 	}
 	if cfg.Scenario == Lifecycle && cfg.Baseline {
 		fmt.Fprintf(cfg.Progress, "raw baseline: the same durable work in direct SQL, %s\n", cfg.Duration)
@@ -433,6 +487,9 @@ func runHTTPBaseline(ctx context.Context, cfg Config, rep *Report, raw *RawRepor
 	}
 	if cfg.Scenario != Raw && rh.OpsPerS > 0 {
 		rep.RatioToRawHTTP = round(rep.OpsPerS/rh.OpsPerS, 3)
+	}
+	if cfg.Scenario != Raw && rep.ServerCPUPerOpUS > 0 && rh.ServerCPUPerOpUS > 0 {
+		rep.ServerCPURatioToRawHTTP = round(rep.ServerCPUPerOpUS/rh.ServerCPUPerOpUS, 3)
 	}
 	return nil
 }

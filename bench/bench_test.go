@@ -15,6 +15,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A run re-executes this test binary as its server, and the tests of
+	// child processes as the processes they need.
+	switch {
+	case IsChild():
+		os.Exit(ChildMain())
+	case os.Getenv(burnEnv) != "":
+		os.Exit(burnMain())
+	case os.Getenv(runEnv) != "":
+		os.Exit(runMain())
+	}
 	testkit.Main(m)
 }
 
@@ -58,7 +68,11 @@ func checkResult(t *testing.T, name string, res Result, maxOps int) {
 // CPU per operation across runs, which other tests in the process would add to.
 func TestLifecycleWithBaseline(t *testing.T) {
 	cfg := short(Lifecycle)
+	// Enough lifecycles for each server to use some clock ticks of CPU.
+	cfg.Count = 40
 	cfg.Baseline, cfg.HTTPBaseline = true, true
+	var pids []int // set before Run returns, read after
+	cfg.onChild = func(pid int) { pids = append(pids, pid) }
 	rep := run(t, cfg)
 	checkResult(t, "lifecycle", rep.Result, cfg.Count)
 	if rep.Ops != int64(cfg.Count) {
@@ -104,7 +118,9 @@ func TestLifecycleWithBaseline(t *testing.T) {
 		"raw.ops_per_s", "raw.connections", "raw.latency_ms.p99", "ratio_to_raw", "commits.ops_per_commit",
 		"machine.cpus", "machine.load_before", "machine.load_after",
 		"process_cpu_us_per_op", "raw.process_cpu_us_per_op",
-		"raw_http.ops_per_s", "raw_http.transport", "raw_http_to_raw", "ratio_to_raw_http"} {
+		"raw_http.ops_per_s", "raw_http.transport", "raw_http_to_raw", "ratio_to_raw_http",
+		"server_cpu_us_per_op", "client_cpu_us_per_op", "raw_http.server_cpu_us_per_op", "raw_http.client_cpu_us_per_op",
+		"server_cpu_ratio_to_raw_http"} {
 		if lookup(m, path) == nil {
 			t.Errorf("JSON report has no %s:\n%s", path, b)
 		}
@@ -115,16 +131,42 @@ func TestLifecycleWithBaseline(t *testing.T) {
 
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	// Each lifecycle is three HTTP calls and two commits in this process:
-	// it cannot take less CPU than the raw one, which is its SQL alone.
-	if rep.CPUPerOpUS <= rep.Raw.CPUPerOpUS {
-		t.Errorf("CPU per lifecycle %.1f µs, not above the raw baseline's %.1f µs", rep.CPUPerOpUS, rep.Raw.CPUPerOpUS)
+	// Airlock's server and the raw baseline's over HTTP ran in processes
+	// of their own, measured apart from the clients, and stopped with
+	// the run; the direct raw baseline has no server.
+	if len(pids) != 2 {
+		t.Errorf("the run started %d server processes, want 2 (Airlock, raw over HTTP)", len(pids))
+	}
+	for _, pid := range pids {
+		if procCPUAvailable() && !gone(pid) {
+			t.Errorf("the server process %d outlived its run", pid)
+		}
+	}
+	if procCPUAvailable() {
+		for name, res := range map[string]Result{"lifecycle": rep.Result, "raw over HTTP": rep.RawHTTP.Result} {
+			if res.ServerCPUPerOpUS <= 0 || res.ClientCPUPerOpUS <= 0 || res.ClientCPUPerOpUS != res.CPUPerOpUS {
+				t.Errorf("%s: server CPU %.1f µs/op, client %.1f µs/op (process %.1f); want both measured, the client's the process's",
+					name, res.ServerCPUPerOpUS, res.ClientCPUPerOpUS, res.CPUPerOpUS)
+			}
+		}
+		if want := round(rep.ServerCPUPerOpUS/rep.RawHTTP.ServerCPUPerOpUS, 3); rep.ServerCPURatioToRawHTTP != want {
+			t.Errorf("server_cpu_ratio_to_raw_http %v, want %v", rep.ServerCPURatioToRawHTTP, want)
+		}
+	}
+	if rep.Raw.ServerCPUPerOpUS != 0 || rep.Raw.ClientCPUPerOpUS != 0 {
+		t.Errorf("the direct raw baseline, with no server, has server CPU %v and client CPU %v", rep.Raw.ServerCPUPerOpUS, rep.Raw.ClientCPUPerOpUS)
+	}
+	// Each lifecycle is three HTTP calls and two commits: it cannot take
+	// less CPU, server and clients together, than the raw one, which is
+	// its SQL alone.
+	if all := rep.CPUPerOpUS + rep.ServerCPUPerOpUS; all <= rep.Raw.CPUPerOpUS {
+		t.Errorf("CPU per lifecycle %.1f µs, not above the raw baseline's %.1f µs", all, rep.Raw.CPUPerOpUS)
 	}
 	// The same statements behind HTTP cost the statements and the HTTP.
-	if rep.RawHTTP.CPUPerOpUS <= rep.Raw.CPUPerOpUS {
-		t.Errorf("CPU per raw lifecycle over HTTP %.1f µs, not above the direct one's %.1f µs", rep.RawHTTP.CPUPerOpUS, rep.Raw.CPUPerOpUS)
+	if all := rep.RawHTTP.CPUPerOpUS + rep.RawHTTP.ServerCPUPerOpUS; all <= rep.Raw.CPUPerOpUS {
+		t.Errorf("CPU per raw lifecycle over HTTP %.1f µs, not above the direct one's %.1f µs", all, rep.Raw.CPUPerOpUS)
 	}
-	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "raw over HTTP (1 conn, 2 clients)", "ratio to raw", "what Airlock adds", "p99 ms", "CPU µs/op"} {
+	for _, want := range []string{"airlock lifecycle", "raw (1 conn)", "raw over HTTP (1 conn, 2 clients)", "ratio to raw", "what Airlock adds", "p99 ms", "CPU µs/op", "server µs/op", "server CPU per op, airlock ÷ raw over HTTP"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -301,8 +343,15 @@ func TestRemoteServer(t *testing.T) {
 
 	cfg := short(Lifecycle)
 	cfg.URLs, cfg.Token = []string{srv.urls[0] + "/"}, srv.admin
+	if procCPUAvailable() {
+		cfg.ServerPID = srv.children[0].pid
+	}
 	rep := run(t, cfg)
 	checkResult(t, "lifecycle over --url", rep.Result, cfg.Count)
+	if procCPUAvailable() && (rep.ServerCPUPerOpUS <= 0 || rep.ClientCPUPerOpUS != rep.CPUPerOpUS) {
+		t.Errorf("over --url with --server-pid: server CPU %.1f µs/op, client %.1f µs/op (process %.1f); want the server's measured",
+			rep.ServerCPUPerOpUS, rep.ClientCPUPerOpUS, rep.CPUPerOpUS)
+	}
 	if rep.Target != srv.urls[0] || rep.Store != "remote" || rep.Commits != nil {
 		t.Errorf("report on %q, store %q, commits %v", rep.Target, rep.Store, rep.Commits)
 	}
@@ -331,7 +380,7 @@ func TestRemoteServer(t *testing.T) {
 		t.Errorf("bench tokens after the run: %d live, %d revoked; want the server's 2 live and the run's 2 revoked", live, revoked)
 	}
 
-	cfg.Token = srv.agent
+	cfg.Token, cfg.ServerPID = srv.agent, 0
 	if _, err := Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "admin token") {
 		t.Errorf("run with an agent token = %v, want an error asking for an admin token", err)
 	}
@@ -371,6 +420,10 @@ func TestRefusals(t *testing.T) {
 		{"too many webhooks", Config{Webhooks: MaxWebhooks + 1}, "--webhooks"},
 		{"webhooks to a remote server", Config{URLs: []string{"http://127.0.0.1:1"}, Token: "x", Webhooks: 1}, "--webhooks"},
 		{"too large a backlog", Config{Webhooks: 1, Backlog: MaxBacklog + 1}, "--backlog"},
+		{"server PID without a URL", Config{ServerPID: os.Getpid()}, "--server-pid"},
+		{"server PID of no process", Config{URLs: []string{"http://127.0.0.1:1"}, Token: "x", ServerPID: 1 << 30}, "--server-pid 1073741824: cannot read its CPU time"},
+		{"negative server PID", Config{URLs: []string{"http://127.0.0.1:1"}, Token: "x", ServerPID: -4}, "--server-pid must be a process ID"},
+		{"server PID with waiters", Config{Scenario: Wait, URLs: []string{"http://127.0.0.1:1"}, Token: "x", ServerPID: os.Getpid()}, "--server-pid"},
 	} {
 		err := tt.cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

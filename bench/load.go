@@ -18,6 +18,10 @@ import (
 // run's bounds are reached.
 type clientOp func(ctx context.Context, n int64) error
 
+// cpuReader reads the CPU time (user and system) a server apart from this
+// process has used so far.
+type cpuReader func() (time.Duration, error)
+
 // giveUpAfter is how many errors, with not one success, stop a run: the
 // target is refusing everything, and the report would measure nothing.
 const giveUpAfter = 200
@@ -33,7 +37,12 @@ const giveUpAfter = 200
 // that falls behind shows it in the latency rather than by slowing the
 // schedule (no coordinated omission). The clients must be enough to keep
 // up; an operation that starts late still counts its wait.
-func runLoad(ctx context.Context, clients int, duration time.Duration, count int, rate float64,
+//
+// server, when set, reads the CPU time of a server in another process:
+// read at the start and the end of the measured window, as this process's
+// own is, it splits the CPU per operation between the server and the
+// clients.
+func runLoad(ctx context.Context, clients int, duration time.Duration, count int, rate float64, server cpuReader,
 	prepare func(ctx context.Context, i int) (clientOp, func(), error),
 ) (Result, error) {
 	ops := make([]clientOp, clients)
@@ -57,6 +66,13 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var srv0 time.Duration
+	if server != nil {
+		var err error
+		if srv0, err = server(); err != nil {
+			return Result{}, err
+		}
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	end := start.Add(duration)
@@ -117,6 +133,13 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	var srv1 time.Duration
+	if server != nil {
+		var err error
+		if srv1, err = server(); err != nil {
+			return Result{}, err
+		}
+	}
 	if ok.Load() == 0 && failed.Load() > 0 {
 		return Result{}, fmt.Errorf("every operation failed (%d), the first with: %w%s", failed.Load(), firstErr, hint(firstErr))
 	}
@@ -133,6 +156,12 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	}
 	if cpu0 >= 0 && cpu1 >= cpu0 && res.Ops > 0 {
 		res.CPUPerOpUS = round(float64((cpu1-cpu0).Microseconds())/float64(res.Ops), 1)
+		if server != nil {
+			res.ClientCPUPerOpUS = res.CPUPerOpUS
+		}
+	}
+	if server != nil && srv1 >= srv0 && res.Ops > 0 {
+		res.ServerCPUPerOpUS = round(float64((srv1-srv0).Microseconds())/float64(res.Ops), 1)
 	}
 	return res, nil
 }
@@ -227,7 +256,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	if cfg.HalfMax {
 		fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, as fast as they go for up to %s or %d operations, to find the maximum\n",
 			cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count)
-		maxRes, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, prepare)
+		maxRes, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, t.serverCPU(), prepare)
 		if err != nil {
 			return err
 		}
@@ -244,7 +273,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		paced = fmt.Sprintf(", paced at %g/s", rate)
 	}
 	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations%s\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count, paced)
-	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, prepare)
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, t.serverCPU(), prepare)
 	if err != nil {
 		return err
 	}
@@ -257,7 +286,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	if cfg.Webhooks > 0 {
 		return runWebhooks(ctx, cfg, t, rep, func(rate float64) (Result, error) {
 			phase++
-			return runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, prepare)
+			return runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, t.serverCPU(), prepare)
 		})
 	}
 	return nil

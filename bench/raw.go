@@ -101,7 +101,7 @@ func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
 	defer rs.close()
 	run := randomHex(4)
 	fmt.Fprintf(cfg.Progress, "raw: %s, %d clients, up to %s or %d lifecycles\n", rs.describe, rs.clients, cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, rs.clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
+	res, err := runLoad(ctx, rs.clients, cfg.Duration, cfg.Count, 0, nil, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("raw_%s_%d", run, n)
 			if err := rs.insert(ctx, id, "key-"+id, rawArguments); err != nil {
@@ -123,20 +123,43 @@ func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
 	return &RawReport{Store: rs.kind, Connections: rs.connections, Clients: rs.clients, Result: res}, nil
 }
 
-func openRawSQLite(ctx context.Context, cfg Config, name string) (_ *rawStore, err error) {
+// rawSQLitePath returns where a raw SQLite store goes, and how to remove
+// it.
+func rawSQLitePath(cfg Config, name string) (string, func(), error) {
 	db := cfg.DB
 	if db != "" && (cfg.Scenario != Raw || name != "raw") {
 		db += "." + name // beside the file --db names, which another run uses
 	}
-	path, remove, err := sqlitePath(db, name+".db")
+	return sqlitePath(db, name+".db")
+}
+
+func openRawSQLite(ctx context.Context, cfg Config, name string) (*rawStore, error) {
+	path, remove, err := rawSQLitePath(cfg, name)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			remove()
-		}
-	}()
+	rs, err := openRawSQLiteAt(ctx, path)
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	closeConn := rs.close
+	rs.close = func() { closeConn(); remove() }
+	return rs, nil
+}
+
+// openRawAt opens the raw store spec names, which the run made (and will
+// remove): a SQLite file, or a schema in which it creates its table, with
+// connections connections.
+func openRawAt(ctx context.Context, spec storeSpec, connections int) (*rawStore, error) {
+	if spec.Postgres != "" {
+		return openRawPostgresIn(ctx, spec.Postgres, spec.Schema, connections)
+	}
+	return openRawSQLiteAt(ctx, spec.SQLite)
+}
+
+// openRawSQLiteAt opens the raw store at path; its close leaves the file.
+func openRawSQLiteAt(ctx context.Context, path string) (_ *rawStore, err error) {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "synchronous(FULL)")
@@ -189,7 +212,7 @@ WHERE id = ?2 AND state = 'pending' AND deadline_at > ?1`)
 		read: func(ctx context.Context, id string) (rawRow, error) {
 			return scanRaw(sel.QueryRowContext(ctx, id))
 		},
-		close: func() { conn.Close(); remove() },
+		close: func() { conn.Close() },
 	}, nil
 }
 
@@ -215,37 +238,58 @@ func updated(n int64, err error) error {
 	return err
 }
 
-func openRawPostgres(ctx context.Context, cfg Config) (_ *rawStore, err error) {
+// createRawSchema creates a fresh schema for a raw PostgreSQL store, and
+// returns it with how to drop it.
+func createRawSchema(ctx context.Context, cfg Config) (string, func(), error) {
 	schema := "airlock_bench_raw_" + randomHex(6)
-	pc, err := pgxpool.ParseConfig(cfg.DB)
-	if err != nil {
-		return nil, fmt.Errorf("raw PostgreSQL: read the URL: %w", err)
-	}
-	pc.MaxConns = int32(cfg.Clients)
-	pc.MinConns = int32(cfg.Clients)
-	pc.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	admin, err := connectAdmin(ctx, cfg.DB)
 	if err != nil {
-		return nil, fmt.Errorf("raw PostgreSQL: connect: %w", err)
+		return "", nil, fmt.Errorf("raw PostgreSQL: connect: %w", err)
 	}
 	defer admin.Close(context.WithoutCancel(ctx))
 	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return nil, fmt.Errorf("raw PostgreSQL: create schema %s: %w", schema, err)
+		return "", nil, fmt.Errorf("raw PostgreSQL: create schema %s: %w", schema, err)
 	}
-	drop := func() { dropSchema(context.WithoutCancel(ctx), cfg.DB, schema, cfg.Progress) }
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	return schema, func() { dropSchema(context.WithoutCancel(ctx), cfg.DB, schema, cfg.Progress) }, nil
+}
+
+func openRawPostgres(ctx context.Context, cfg Config) (*rawStore, error) {
+	schema, drop, err := createRawSchema(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := openRawPostgresIn(ctx, cfg.DB, schema, cfg.Clients)
 	if err != nil {
 		drop()
+		return nil, err
+	}
+	closePool := rs.close
+	rs.close = func() { closePool(); drop() }
+	return rs, nil
+}
+
+// openRawPostgresIn opens a raw store of connections connections in
+// schema, which exists, and creates its table; its close leaves the
+// schema.
+func openRawPostgresIn(ctx context.Context, db, schema string, connections int) (*rawStore, error) {
+	pc, err := pgxpool.ParseConfig(db)
+	if err != nil {
+		return nil, fmt.Errorf("raw PostgreSQL: read the URL: %w", err)
+	}
+	pc.MaxConns = int32(connections)
+	pc.MinConns = int32(connections)
+	pc.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
 		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
 	}
 	if _, err := pool.Exec(ctx, rawPostgresSchema); err != nil {
 		pool.Close()
-		drop()
 		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
 	}
 	return &rawStore{
-		kind: "postgres", connections: cfg.Clients, clients: cfg.Clients,
-		describe: fmt.Sprintf("PostgreSQL, %d connections", cfg.Clients),
+		kind: "postgres", connections: connections, clients: connections,
+		describe: fmt.Sprintf("PostgreSQL, %d connections", connections),
 		insert: func(ctx context.Context, id, key, arguments string) error {
 			_, err := pool.Exec(ctx, `INSERT INTO raw_requests (id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at)
 VALUES ($1, 'tok_raw', $2, 'pending', 'payments.refund', $3, clock_timestamp(), clock_timestamp() + interval '1 hour')`,
@@ -260,6 +304,6 @@ WHERE id = $1 AND state = 'pending' AND deadline_at > clock_timestamp()`, id)
 		read: func(ctx context.Context, id string) (rawRow, error) {
 			return scanRaw(pool.QueryRow(ctx, `SELECT `+rawCols+` FROM raw_requests WHERE id = $1`, id))
 		},
-		close: func() { pool.Close(); drop() },
+		close: func() { pool.Close() },
 	}, nil
 }

@@ -136,26 +136,50 @@ func serveRaw(rs *rawStore) (base string, stop func(), err error) {
 }
 
 // runRawHTTP runs the raw baseline over HTTP: each lifecycle is three
-// HTTP calls, as Airlock's, each one statement of the raw baseline.
+// HTTP calls, as Airlock's, each one statement of the raw baseline. Its
+// server runs in a child process, as Airlock's does, so that the two
+// servers' CPU per lifecycle can be compared apart from their clients'.
 func runRawHTTP(ctx context.Context, cfg Config) (*RawReport, error) {
-	rs, err := openRaw(ctx, cfg, "rawhttp")
-	if err != nil {
-		return nil, err
+	spec := childSpec{Kind: childRawHTTP, Connections: cfg.Clients}
+	if isPostgres(cfg.DB) {
+		schema, drop, err := createRawSchema(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer drop()
+		spec.Store = storeSpec{Postgres: cfg.DB, Schema: schema}
+	} else {
+		path, remove, err := rawSQLitePath(cfg, "rawhttp")
+		if err != nil {
+			return nil, err
+		}
+		defer remove()
+		spec.Store = storeSpec{SQLite: path}
 	}
-	defer rs.close()
-	base, stop, err := serveRaw(rs)
+	srv, err := startChild(ctx, spec, cfg.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("raw over HTTP: %w", err)
 	}
-	defer stop()
+	if cfg.onChild != nil {
+		cfg.onChild(srv.pid)
+	}
+	defer srv.stop(context.WithoutCancel(ctx))
+	base, kind := srv.hello.URL, "sqlite"
+	if spec.Store.Postgres != "" {
+		kind = "postgres"
+	}
+	var server cpuReader
+	if procCPUAvailable() {
+		server = childrenCPU(srv)
+	}
 	// As many clients as Airlock's lifecycle had: over HTTP they overlap
 	// their calls' HTTP work even where the store has one connection.
 	clients := cfg.Clients
 	api := &target{hc: newHTTPClient(clients)} // only its HTTP client, for target.call
 	defer api.hc.CloseIdleConnections()
 	run := randomHex(4)
-	fmt.Fprintf(cfg.Progress, "raw over HTTP: %s behind a minimal handler at %s, %d clients, up to %s or %d lifecycles\n", rs.describe, base, clients, cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, clients, cfg.Duration, cfg.Count, 0, func(context.Context, int) (clientOp, func(), error) {
+	fmt.Fprintf(cfg.Progress, "raw over HTTP: %s behind a minimal handler at %s (process %d), %d clients, up to %s or %d lifecycles\n", srv.hello.Describe, base, srv.pid, clients, cfg.Duration, cfg.Count)
+	res, err := runLoad(ctx, clients, cfg.Duration, cfg.Count, 0, server, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("rawhttp_%s_%d", run, n)
 			var r rawRow
@@ -175,7 +199,7 @@ func runRawHTTP(ctx context.Context, cfg Config) (*RawReport, error) {
 		}, nil, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("raw over HTTP, %s: %w", rs.kind, err)
+		return nil, fmt.Errorf("raw over HTTP, %s: %w", kind, err)
 	}
-	return &RawReport{Store: rs.kind, Transport: "http", Connections: rs.connections, Clients: clients, Result: res}, nil
+	return &RawReport{Store: kind, Transport: "http", Connections: srv.hello.Connections, Clients: clients, Result: res}, nil
 }

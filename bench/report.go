@@ -38,6 +38,11 @@ type Report struct {
 	RawHTTP        *RawReport `json:"raw_http,omitempty"`
 	RawHTTPToRaw   float64    `json:"raw_http_to_raw,omitempty"`
 	RatioToRawHTTP float64    `json:"ratio_to_raw_http,omitempty"`
+	// ServerCPURatioToRawHTTP is this run's server CPU per operation over
+	// the raw baseline over HTTP's server's: what Airlock's server spends
+	// on a lifecycle against the least an HTTP server can, for the same
+	// durable work.
+	ServerCPURatioToRawHTTP float64 `json:"server_cpu_ratio_to_raw_http,omitempty"`
 	// Commits counts the in-process SQLite store's write transactions:
 	// ops per commit is how well group commit shared them.
 	Commits *Commits      `json:"commits,omitempty"`
@@ -69,10 +74,22 @@ type Result struct {
 	LatencyMS  Latency          `json:"latency_ms"`
 	// CPUPerOpUS is this process's CPU time (user and system) during the
 	// run, per successful operation, in microseconds: the clients', and
-	// with an in-process server also the server's and (SQLite) the
-	// database engine's; not a remote server's or PostgreSQL's. 0 where the
-	// platform cannot tell.
+	// with a server in this process (the wait, expiry and webhook runs,
+	// and the direct raw baseline) also the server's and (SQLite) the
+	// database engine's; never a server's in another process or
+	// PostgreSQL's. 0 where the platform cannot tell.
 	CPUPerOpUS float64 `json:"process_cpu_us_per_op,omitempty"`
+	// ServerCPUPerOpUS is the CPU time (user and system) of the server in
+	// another process, per successful operation, in microseconds: the
+	// child process a run starts for its own server (all replicas'
+	// together), or --server-pid's; on SQLite the database engine's with
+	// it, never PostgreSQL's. Read from /proc before and after the run, to
+	// one clock tick (10 ms in all). 0 where not measured.
+	ServerCPUPerOpUS float64 `json:"server_cpu_us_per_op,omitempty"`
+	// ClientCPUPerOpUS is, when ServerCPUPerOpUS is measured, this
+	// process's CPU per operation (CPUPerOpUS): the load generator's
+	// alone. It is left out where the server shares this process.
+	ClientCPUPerOpUS float64 `json:"client_cpu_us_per_op,omitempty"`
 	// StartLagMS, in a paced run, is how late operations started after
 	// they were due: waiting for a free client. Latency counts it (it is
 	// what a caller arriving then would see of a server that fell behind),
@@ -246,10 +263,14 @@ func (r *Report) WriteTable(w io.Writer) {
 
 	if r.Scenario != Wait && r.Scenario != Expiry {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tCPU µs/op\t")
+		fmt.Fprintln(tw, "\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tCPU µs/op\tserver µs/op\t")
 		row := func(name string, res Result) {
 			l := res.LatencyMS
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t\n", name, res.Ops, res.OpsPerS, l.P50, l.P90, l.P99, l.Max, res.Errors, res.CPUPerOpUS)
+			server := "-"
+			if res.ServerCPUPerOpUS > 0 {
+				server = fmt.Sprintf("%.0f", res.ServerCPUPerOpUS)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.0f\t%s\t\n", name, res.Ops, res.OpsPerS, l.P50, l.P90, l.P99, l.Max, res.Errors, res.CPUPerOpUS, server)
 		}
 		name := "airlock " + r.Scenario
 		if r.Scenario == Raw {
@@ -284,11 +305,15 @@ func (r *Report) WriteTable(w io.Writer) {
 				fmt.Fprintf(w, "; airlock ÷ raw over HTTP: %.2f (what Airlock adds)", r.RatioToRawHTTP)
 			}
 			fmt.Fprintln(w)
+			if r.ServerCPURatioToRawHTTP > 0 {
+				fmt.Fprintf(w, "server CPU per op, airlock ÷ raw over HTTP: %.2f (%.0f µs ÷ %.0f µs)\n", r.ServerCPURatioToRawHTTP, r.ServerCPUPerOpUS, r.RawHTTP.ServerCPUPerOpUS)
+			}
 		}
 		if l := r.StartLagMS; l != nil {
 			fmt.Fprintf(w, "paced: operations started %.2f ms (p50), %.2f ms (p99), %.2f ms (max) after they were due, waiting for a free client; when that is most of the latency, raise --clients\n", l.P50, l.P99, l.Max)
 		}
-		fmt.Fprintln(w, "CPU µs/op: this process's CPU per operation (the clients', and an in-process server's and SQLite's; not PostgreSQL's)")
+		fmt.Fprintln(w, "CPU µs/op: this process's CPU per operation: the clients', and a server's in this process (the direct raw baseline's) with SQLite's")
+		fmt.Fprintln(w, "server µs/op: the server process's CPU per operation (a child of this run, or --server-pid), with SQLite's; never PostgreSQL's")
 	}
 	if c := r.Commits; c != nil {
 		fmt.Fprintf(w, "\nSQLite write transactions: %d ops in %d commits (%.2f per commit, largest batch %d)\n", c.Ops, c.Commits, c.OpsPerCommit, c.MaxBatch)

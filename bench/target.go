@@ -45,7 +45,13 @@ type target struct {
 	minted                 []string
 
 	servers []*replica
-	sweeps  *sweepLog
+	// children are the servers the run started in child processes
+	// (Config.serversApart), in place of servers.
+	children []*child
+	// serverPID is a server at urls whose CPU the run reads
+	// (Config.ServerPID).
+	serverPID int
+	sweeps    *sweepLog
 	// batches are the in-process SQLite store's write transactions.
 	batches *batchLog
 	// lite is the in-process SQLite store, for its write counters.
@@ -70,7 +76,7 @@ type replica struct {
 }
 
 func (t *target) describe() string {
-	if len(t.servers) > 0 {
+	if len(t.servers) > 0 || len(t.children) > 0 {
 		return "in-process"
 	}
 	return strings.Join(t.urls, ",")
@@ -79,17 +85,66 @@ func (t *target) describe() string {
 // base returns the URL client i talks to: replicas are taken in turn.
 func (t *target) base(i int) string { return t.urls[i%len(t.urls)] }
 
-// writeStats returns the in-process SQLite store's write counters.
-func (t *target) writeStats() *Commits {
-	if t.lite == nil {
-		return nil
+// writeStats returns the in-process SQLite store's write counters, asking
+// the first child when the servers run in children.
+func (t *target) writeStats() (*Commits, error) {
+	var s sqlite.WriteStats
+	switch {
+	case t.lite != nil:
+		s = t.lite.WriteStats()
+	case len(t.children) > 0:
+		cs, err := t.children[0].stats()
+		if err != nil || !cs.SQLite {
+			return nil, err
+		}
+		s = sqlite.WriteStats{Ops: cs.Ops, Commits: cs.Commits, MaxBatch: cs.MaxBatch}
+	default:
+		return nil, nil
 	}
-	s := t.lite.WriteStats()
 	c := &Commits{Ops: s.Ops, Commits: s.Commits, MaxBatch: s.MaxBatch}
 	if s.Commits > 0 {
 		c.OpsPerCommit = round(float64(s.Ops)/float64(s.Commits), 2)
 	}
-	return c
+	return c, nil
+}
+
+// serverCPU returns how to read the CPU time the servers have used, when
+// they run apart from this process: the children's, summed over replicas,
+// or --server-pid's. It returns nil when the servers are in this process,
+// or the system has no /proc to read.
+func (t *target) serverCPU() cpuReader {
+	if !procCPUAvailable() {
+		return nil
+	}
+	switch {
+	case len(t.children) > 0:
+		return childrenCPU(t.children...)
+	case t.serverPID > 0:
+		pid := t.serverPID
+		return func() (time.Duration, error) {
+			d, err := procCPU(pid)
+			if err != nil {
+				return 0, fmt.Errorf("read the CPU time of --server-pid %d: %w", pid, err)
+			}
+			return d, nil
+		}
+	}
+	return nil
+}
+
+// childrenCPU reads the CPU time of children, summed.
+func childrenCPU(children ...*child) cpuReader {
+	return func() (time.Duration, error) {
+		var sum time.Duration
+		for _, c := range children {
+			d, err := c.cpu()
+			if err != nil {
+				return 0, err
+			}
+			sum += d
+		}
+		return sum, nil
+	}
 }
 
 // openTarget connects to cfg's servers, or starts them in-process on a
@@ -102,7 +157,7 @@ func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 		}
 	}()
 	if len(cfg.URLs) > 0 {
-		t.urls, t.store, t.admin = cfg.URLs, "remote", cfg.Token
+		t.urls, t.store, t.admin, t.serverPID = cfg.URLs, "remote", cfg.Token, cfg.ServerPID
 		for i, u := range t.urls {
 			t.urls[i] = strings.TrimRight(u, "/")
 		}
@@ -134,28 +189,44 @@ func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 	return t, nil
 }
 
-// startServers opens the store and starts cfg.Replicas servers on it.
+// startServers prepares the store and starts cfg.Replicas servers on it:
+// in child processes where cfg's scenario only drives the servers over
+// HTTP (serversApart), so that their CPU is measured apart from the
+// clients'; in this process where the scenario looks inside them.
 func (t *target) startServers(ctx context.Context, cfg Config) error {
 	log := slog.New(slog.NewTextHandler(cfg.Progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	open, err := t.openStores(ctx, cfg)
+	spec, err := t.prepareStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	t.admin = "bench-admin-" + randomHex(16)
 	for i := range cfg.Replicas {
-		store, err := open()
+		// The first replica sets the run's admin token; the others find
+		// it stored, as replicas of `airlock serve` do.
+		admin := ""
+		if i == 0 {
+			admin = t.admin
+		}
+		if cfg.serversApart() {
+			c, err := startChild(ctx, childSpec{Kind: childAirlock, Store: spec, Admin: admin, Policy: cfg.Policy}, cfg.Progress)
+			if err != nil {
+				return err
+			}
+			if cfg.onChild != nil {
+				cfg.onChild(c.pid)
+			}
+			t.cleanup = append(t.cleanup, c.stop)
+			t.children = append(t.children, c)
+			t.urls = append(t.urls, c.hello.URL)
+			continue
+		}
+		store, err := openStore(ctx, spec, t.batches)
 		if err != nil {
 			return err
 		}
 		if i == 0 {
 			t.lite, _ = store.(*sqlite.Store)
 			t.notifyStore = store
-		}
-		// The first replica sets the run's admin token; the others find
-		// it stored, as replicas of `airlock serve` do.
-		admin := ""
-		if i == 0 {
-			admin = t.admin
 		}
 		var pol *policy.Engine
 		if cfg.Policy != "" {
@@ -175,35 +246,44 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// openStores prepares the run's store: a fresh SQLite file, or a fresh
-// schema in the PostgreSQL database; it returns how to open one handle on
-// it (one per replica). Cleanup removes the file or drops the schema.
-func (t *target) openStores(ctx context.Context, cfg Config) (func() (airlock.Store, error), error) {
+// prepareStore says where the run's store goes: a fresh SQLite file, or a
+// fresh schema in the PostgreSQL database. Cleanup removes the file or
+// drops the schema, after the servers have stopped.
+func (t *target) prepareStore(ctx context.Context, cfg Config) (storeSpec, error) {
 	if isPostgres(cfg.DB) {
 		t.store = "postgres"
 		schema := "airlock_bench_" + randomHex(6)
 		t.cleanup = append(t.cleanup, func(ctx context.Context) { dropSchema(ctx, cfg.DB, schema, cfg.Progress) })
-		return func() (airlock.Store, error) {
-			s, err := postgres.Open(ctx, cfg.DB, postgres.WithSchema(schema))
-			if err != nil {
-				return nil, fmt.Errorf("open the PostgreSQL store (schema %s): %w", schema, err)
-			}
-			return s, nil
-		}, nil
+		return storeSpec{Postgres: cfg.DB, Schema: schema}, nil
 	}
 	t.store = "sqlite"
 	path, remove, err := sqlitePath(cfg.DB, "airlock.db")
 	if err != nil {
-		return nil, err
+		return storeSpec{}, err
 	}
 	t.cleanup = append(t.cleanup, func(context.Context) { remove() })
-	return func() (airlock.Store, error) {
-		s, err := sqlite.Open(ctx, path, sqlite.WithBatchObserver(t.batches.add))
+	return storeSpec{SQLite: path}, nil
+}
+
+// openStore opens one handle on the store spec names (one per replica);
+// batches, when set, keeps a SQLite store's write transactions.
+func openStore(ctx context.Context, spec storeSpec, batches *batchLog) (airlock.Store, error) {
+	if spec.Postgres != "" {
+		s, err := postgres.Open(ctx, spec.Postgres, postgres.WithSchema(spec.Schema))
 		if err != nil {
-			return nil, fmt.Errorf("open the SQLite store %s: %w", path, err)
+			return nil, fmt.Errorf("open the PostgreSQL store (schema %s): %w", spec.Schema, err)
 		}
 		return s, nil
-	}, nil
+	}
+	var opts []sqlite.Option
+	if batches != nil {
+		opts = append(opts, sqlite.WithBatchObserver(batches.add))
+	}
+	s, err := sqlite.Open(ctx, spec.SQLite, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open the SQLite store %s: %w", spec.SQLite, err)
+	}
+	return s, nil
 }
 
 // sqlitePath returns where a run's SQLite file goes — db when given (it

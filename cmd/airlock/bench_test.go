@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -24,7 +25,10 @@ func TestBenchJSON(t *testing.T) {
 		Errors     int     `json:"errors"`
 		OpsPerS    float64 `json:"ops_per_s"`
 		RatioToRaw float64 `json:"ratio_to_raw"`
-		LatencyMS  struct {
+		// The server runs in a process of its own, measured apart.
+		ServerCPU float64 `json:"server_cpu_us_per_op"`
+		ClientCPU float64 `json:"client_cpu_us_per_op"`
+		LatencyMS struct {
 			P50, P90, P99, Max float64
 		} `json:"latency_ms"`
 		Raw *struct {
@@ -50,6 +54,8 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("latency %+v", rep.LatencyMS)
 	case rep.Bounds.DurationS != 30 || rep.Bounds.Count != 6:
 		t.Errorf("bounds %+v, want 30s and 6", rep.Bounds)
+	case runtime.GOOS == "linux" && (rep.ServerCPU <= 0 || rep.ClientCPU <= 0):
+		t.Errorf("server CPU %v µs/op, client %v µs/op: want both measured\n%s", rep.ServerCPU, rep.ClientCPU, stdout.String())
 	}
 	if !strings.Contains(stderr.String(), "raw baseline") {
 		t.Errorf("progress on stderr does not mention the raw baseline:\n%s", stderr.String())
@@ -90,6 +96,8 @@ func TestBenchRefusals(t *testing.T) {
 		{[]string{"--count", "20000000"}, nil, "--count"},
 		{[]string{"--scenario", "soak"}, nil, "--scenario"},
 		{[]string{"--url", "http://127.0.0.1:1"}, nil, "--token"},
+		{[]string{"--url", "http://127.0.0.1:1", "--token", "x", "--server-pid", "1073741824"}, nil, "--server-pid 1073741824: cannot read its CPU time"},
+		{[]string{"--server-pid", "1"}, nil, "--server-pid 1 goes with --url"},
 	} {
 		var stderr bytes.Buffer
 		app := &App{Stdout: &bytes.Buffer{}, Stderr: &stderr, LookupEnv: mapEnv(tt.env)}
@@ -111,7 +119,7 @@ func TestBenchHelp(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"help", "bench"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--scenario", "--url", "--token", "--db", "--clients", "--duration", "--count", "--rate", "--raw", "--json", "--allow-remote", "AIRLOCK_DURATION"} {
+	for _, flag := range []string{"--scenario", "--url", "--token", "--db", "--clients", "--duration", "--count", "--rate", "--raw", "--json", "--allow-remote", "--server-pid", "AIRLOCK_DURATION"} {
 		if !strings.Contains(stdout.String(), flag) {
 			t.Errorf("help bench does not mention %s:\n%s", flag, stdout.String())
 		}

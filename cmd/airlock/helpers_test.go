@@ -7,15 +7,24 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/bench"
 	"github.com/airlockhq/airlock/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+func TestMain(m *testing.M) {
+	// `airlock bench`, run in-process by the tests, re-executes this test
+	// binary as its server, as it does the airlock binary (main).
+	if bench.IsChild() {
+		os.Exit(bench.ChildMain())
+	}
+	testkit.Main(m)
+}
 
 // binary builds the real airlock binary once per test run (with -race when
 // the tests run with it) and returns its path.

@@ -8,11 +8,18 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/airlockhq/airlock/bench"
 )
 
 // main only wires the process to an App and maps its error to an exit code;
 // everything else lives in App so tests can run it in-process.
 func main() {
+	// `airlock bench` re-executes this binary as its server, to measure
+	// the server's CPU apart from its own.
+	if bench.IsChild() {
+		os.Exit(bench.ChildMain())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app := &App{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LookupEnv: os.LookupEnv}

@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
+)
+
+// The test binary, re-executed with one of these set, is a process a test
+// needs (TestMain).
+const (
+	// burnEnv makes it burn that much CPU (a duration), say so on stdout,
+	// and wait for its stdin to end.
+	burnEnv = "AIRLOCK_BENCH_TEST_BURN"
+	// runEnv makes it a run: it starts a raw-over-HTTP server in a child
+	// process on the SQLite file the variable names, prints the child's
+	// process ID, and waits for its stdin to end.
+	runEnv = "AIRLOCK_BENCH_TEST_RUN"
+)
+
+// burnMain burns CPU until this process has used what burnEnv says.
+func burnMain() int {
+	want, err := time.ParseDuration(os.Getenv(burnEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	x := uint64(1)
+	for cpuTime() < want {
+		for range 1 << 16 {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	fmt.Printf("burnt %d\n", x&1)
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// runMain starts a child server, as a run does, and waits.
+func runMain() int {
+	c, err := startChild(context.Background(), childSpec{Kind: childRawHTTP, Store: storeSpec{SQLite: os.Getenv(runEnv)}}, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(c.pid)
+	io.Copy(io.Discard, os.Stdin)
+	c.stop(context.Background())
+	return 0
+}
+
+// gone reports whether process pid has ended: it is no longer in /proc, or
+// is a zombie its new parent has not reaped yet.
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	end := bytes.LastIndexByte(b, ')')
+	return err == nil && end >= 0 && strings.HasPrefix(string(b[end+1:]), " Z")
+}
+
+func needProc(t *testing.T) {
+	t.Helper()
+	if !procCPUAvailable() {
+		t.Skipf("no /proc/<pid>/stat on %s", runtime.GOOS)
+	}
+}
+
+// TestParseProcStat reads utime and stime from stat lines, also when the
+// command name holds spaces and parentheses, and refuses lines that are
+// not one.
+func TestParseProcStat(t *testing.T) {
+	t.Parallel()
+	const rest = " S 1 2 3 0 -1 4194560 100 0 0 0 %d %d 5 6 20 0 9 0 1234 1000000 200 18446744073709551615"
+	for _, tt := range []struct {
+		name         string
+		comm         string
+		utime, stime int
+		want         time.Duration
+	}{
+		{"plain", "airlock", 150, 25, 1750 * time.Millisecond},
+		{"spaces and parentheses in the name", "a) (b c) S 9", 3, 4, 70 * time.Millisecond},
+		{"no CPU yet", "bench.test", 0, 0, 0},
+	} {
+		line := fmt.Sprintf("4242 (%s)"+rest+"\n", tt.comm, tt.utime, tt.stime)
+		got, err := parseProcStat([]byte(line))
+		if err != nil || got != tt.want {
+			t.Errorf("%s: parseProcStat(%q) = %v, %v; want %v", tt.name, line, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "4242 airlock S 1 2", "4242 (airlock) S 1 2 3", "4242 (airlock) S 1 2 3 0 -1 4194560 100 0 0 0 x 7 5"} {
+		if got, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+// TestProcCPU reads the CPU time of a real child process that burnt at
+// least 300 ms of it: at least that much (less a tick), and no more than
+// the kernel counts it once it has exited.
+func TestProcCPU(t *testing.T) {
+	needProc(t)
+	t.Parallel()
+	const burn = 300 * time.Millisecond
+	cmd := exec.CommandContext(t.Context(), os.Args[0])
+	cmd.Env = append(os.Environ(), burnEnv+"="+burn.String())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	if l, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(l, "burnt") {
+		t.Fatalf("the burner said %q, %v", l, err)
+	}
+	got, err := procCPU(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < burn-time.Second/userHZ {
+		t.Errorf("procCPU of a process that burnt %s = %s", burn, got)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if final := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(); got > final+time.Second/userHZ {
+		t.Errorf("procCPU read %s before the process exited, more than the %s the kernel counted at its exit", got, final)
+	}
+	if _, err := procCPU(1 << 30); err == nil {
+		t.Error("procCPU of a process ID past any pid_max succeeded")
+	}
+}
+
+// TestChildDiesWithRun kills a run (a process that started a server in a
+// child, as `airlock bench` does) with SIGKILL, which it cannot catch: its
+// server process must end too, not serve on.
+func TestChildDiesWithRun(t *testing.T) {
+	needProc(t)
+	t.Parallel()
+	run := exec.Command(os.Args[0])
+	run.Env = append(os.Environ(), runEnv+"="+filepath.Join(t.TempDir(), "raw.db"))
+	var stderr bytes.Buffer
+	run.Stderr = &stderr
+	stdin, err := run.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := run.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := bufio.NewReader(stdout).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(l))
+	if err != nil || perr != nil {
+		run.Process.Kill()
+		run.Wait()
+		t.Fatalf("the run printed %q (%v), not its server's process ID; stderr:\n%s", l, err, stderr.String())
+	}
+	if gone(pid) {
+		t.Fatalf("the server process %d is not running before the run dies", pid)
+	}
+	if err := run.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	run.Wait()
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("the server process %d to end with its run", pid), func() bool { return gone(pid) })
+}
+
+// TestServersStopWithTheRun checks that the server processes of a run
+// that ends early (its context cancelled as the measuring starts) are
+// stopped before Run returns.
+func TestServersStopWithTheRun(t *testing.T) {
+	needProc(t)
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		pids []int
+	)
+	cfg := Config{Scenario: Lifecycle, Clients: 2, Duration: time.Minute, Count: MaxOps,
+		Progress: cancelOn{"lifecycle: 2 clients", cancel},
+		onChild: func(pid int) {
+			mu.Lock()
+			defer mu.Unlock()
+			pids = append(pids, pid)
+		},
+	}
+	if _, err := Run(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run cancelled as it measured = %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pids) != 1 {
+		t.Fatalf("the run started %d server processes, want 1", len(pids))
+	}
+	if !gone(pids[0]) {
+		t.Errorf("the server process %d outlived its run", pids[0])
+	}
+}
+
+// cancelOn cancels when progress says what it waits for.
+type cancelOn struct {
+	say    string
+	cancel func()
+}
+
+func (c cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.say) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// TestChildStartFailure checks that a server process that cannot start
+// says why, and leaves no process behind.
+func TestChildStartFailure(t *testing.T) {
+	needProc(t)
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		spec childSpec
+		want string
+	}{
+		{"unknown kind", childSpec{Kind: "soak", Store: storeSpec{SQLite: filepath.Join(t.TempDir(), "a.db")}}, `unknown kind of server "soak"`},
+		{"store it cannot open", childSpec{Kind: childAirlock, Store: storeSpec{SQLite: filepath.Join(t.TempDir(), "no", "such", "dir", "a.db")}}, "open the SQLite store"},
+		{"policy it cannot read", childSpec{Kind: childAirlock, Store: storeSpec{SQLite: filepath.Join(t.TempDir(), "b.db")}, Policy: filepath.Join(t.TempDir(), "none.yaml")}, "policy"},
+	} {
+		c, err := startChild(t.Context(), tt.spec, io.Discard)
+		if err == nil {
+			c.stop(t.Context())
+			t.Errorf("%s: the server process started", tt.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error naming %s", tt.name, err, tt.want)
+		}
+	}
+}
