@@ -30,8 +30,10 @@ type Reviewer struct {
 	Email    string
 	LinkedAt *time.Time
 	LinkedBy string
-	// Groups are an OIDC reviewer's groups at their last sign-in, and
-	// SignedInAt when that was; nil for others.
+	// Groups are the reviewer's groups, sorted: an OIDC reviewer's at
+	// their last sign-in and those the policy file lists the principal in
+	// (docs/teams.md), the groups its decisions are judged by; nil when
+	// none. SignedInAt is an OIDC reviewer's last sign-in; nil for others.
 	Groups     []string
 	SignedInAt *time.Time
 }
@@ -123,6 +125,9 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 	}
 	out := make([]Reviewer, 0, len(by))
 	for _, r := range by {
+		if gs := s.GroupsOf(airlock.Caller{Token: airlock.Token{Principal: r.Principal}, Groups: r.Groups}); len(gs) > 0 {
+			r.Groups = slices.Compact(slices.Sorted(slices.Values(gs)))
+		}
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b Reviewer) int { return strings.Compare(a.Principal, b.Principal) })

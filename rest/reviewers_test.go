@@ -153,3 +153,37 @@ func TestRefuseUncleanPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewersGroups: GET /v1/reviewers shows the groups the policy file
+// lists a token's principal in, and an OIDC reviewer's claim groups
+// merged with the file's, sorted.
+func TestReviewersGroups(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withPolicy(t, `groups:
+  payments: [carol, "oidc:https://id.example.com#ada-1815"]
+  leads: [carol]
+  oncall: []
+rules:
+  - {name: payments, match: 'request.tool == "issue_refund"', action: ask, reviewers: payments}
+`))
+	principal := "oidc:https://id.example.com#ada-1815"
+	if _, _, err := b.svc.StartOIDCWebSession(t.Context(), airlock.ReviewerIdentity{Principal: principal, Name: "Ada",
+		Groups: []string{"oncall", "payments"}}, time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r := b.do(t, req{method: "GET", path: "/v1/reviewers", token: b.admin})
+	want(t, r, http.StatusOK, "")
+	groups := map[string]string{}
+	for _, it := range r.obj(t)["items"].([]any) {
+		m := it.(map[string]any)
+		var gs []string
+		raw, _ := m["groups"].([]any)
+		for _, g := range raw {
+			gs = append(gs, g.(string))
+		}
+		groups[m["principal"].(string)] = strings.Join(gs, ",")
+	}
+	if groups["carol"] != "leads,payments" || groups[principal] != "oncall,payments" {
+		t.Fatalf("groups = %v, want carol in leads,payments and Ada in oncall,payments: %s", groups, r.body)
+	}
+}
