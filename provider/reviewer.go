@@ -30,10 +30,11 @@ type Reviewer struct {
 	Email    string
 	LinkedAt *time.Time
 	LinkedBy string
-	// Groups are the reviewer's groups, sorted: an OIDC reviewer's at
-	// their last sign-in and those the policy file lists the principal in
-	// (docs/teams.md), the groups its decisions are judged by; nil when
-	// none. SignedInAt is an OIDC reviewer's last sign-in; nil for others.
+	// Groups are the reviewer's groups, as its decisions are judged: an
+	// OIDC reviewer's at their last sign-in, in the claim's order, then
+	// those the policy file lists the principal in (docs/teams.md), each
+	// once; nil when none. SignedInAt is an OIDC reviewer's last sign-in;
+	// nil for others.
 	Groups     []string
 	SignedInAt *time.Time
 }
@@ -126,7 +127,7 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 	out := make([]Reviewer, 0, len(by))
 	for _, r := range by {
 		if gs := s.GroupsOf(airlock.Caller{Token: airlock.Token{Principal: r.Principal}, Groups: r.Groups}); len(gs) > 0 {
-			r.Groups = slices.Compact(slices.Sorted(slices.Values(gs)))
+			r.Groups = gs
 		}
 		out = append(out, *r)
 	}
