@@ -213,9 +213,16 @@ func (e *NetworkError) Unwrap() error { return e.Err }
 // error: *Error for an answer that is not a success, *NetworkError when no
 // answer came.
 func (c *Client) once(ctx context.Context, cl call) (int, []byte, error) {
+	// cl.path is escaped (a principal's "/" as %2F): it joins the escaped
+	// base path, and Path is its unescaped form, so the server reads each
+	// segment exactly as escaped.
 	u := *c.base
-	u.Path += cl.path
-	u.RawPath = ""
+	u.RawPath = u.EscapedPath() + cl.path
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", cl.method, cl.path, err)
+	}
+	u.Path = p
 	if len(cl.query) > 0 {
 		u.RawQuery = cl.query.Encode()
 	}

@@ -20,7 +20,8 @@ rules:
 // approvals says so in the list and on its page; Carol's approval is a
 // vote, after which the page reads "1 of 2 approvals (Carol (reviewer))";
 // Dan, who is not in the group, sees the request read-only, with no
-// decision form.
+// decision form, and his page, open before Carol voted, shows her vote
+// live.
 func TestBrowserQuorum(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) { o.policy = quorumPolicy })
@@ -41,6 +42,13 @@ func TestBrowserQuorum(t *testing.T) {
 	if got := tb.text(row + " .badge.quorum"); got != "0 of 2 approvals" {
 		t.Errorf("list quorum %q, want “0 of 2 approvals”", got)
 	}
+	dan := b.tab(t)
+	dan.signin(b.reviewerB)
+	dan.open("/requests/" + id)
+	if got := dan.text("#quorum"); got != "0 of 2 approvals" {
+		t.Errorf("non-member's quorum line before any vote %q", got)
+	}
+
 	tb.open("/requests/" + id)
 	if got := tb.text("#for-badge"); got != "for payments" {
 		t.Errorf("page badge %q", got)
@@ -61,9 +69,8 @@ func TestBrowserQuorum(t *testing.T) {
 		t.Fatalf("after one vote: %s with %d votes", r.State, len(r.Votes))
 	}
 
-	dan := b.tab(t)
-	dan.signin(b.reviewerB)
-	dan.open("/requests/" + id)
+	dan.waitFor(`document.getElementById("quorum").textContent === "1 of 2 approvals (Carol (reviewer))" &&
+		document.getElementById("votes") !== null && document.getElementById("votes").textContent.indexOf("approved by Carol (reviewer)") >= 0`)
 	if got := dan.text("#read-only"); !strings.Contains(got, "This request is for payments: only members decide it. You can read it.") {
 		t.Errorf("read-only panel %q", got)
 	}

@@ -15,10 +15,12 @@ import (
 //   - /live?kind=…&tool=…&instance=…&session=… sends "pending" events whose
 //     data is the pending list (the same HTML the page has, rendered by
 //     html/template), each time it changes;
-//   - /live?request=apr_… sends a "state" event while the request is
-//     pending and, once it is not, "outcome" events whose data is the
-//     request page's Outcome panel (who decided, when, the note), so an
-//     open request page shows a decision made elsewhere at once.
+//   - /live?request=apr_… sends, while the request is pending, a "state"
+//     event or, for a request needing several approvals, "votes" events
+//     whose data is its quorum line and Votes panel, at each vote; once it
+//     is not pending, "outcome" events whose data is the request page's
+//     Outcome panel (who decided, when, the note), so an open request page
+//     shows votes and a decision made elsewhere at once.
 //
 // It waits on Service.Changes, taken before each read so no change is
 // missed, looks the session up again on every wake (a revoked token or a
@@ -47,8 +49,15 @@ func (h *handler) live(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return "", "", err
 			}
-			if req.State == airlock.StatePending {
+			if req.State == airlock.StatePending && !req.NeedsQuorum() {
 				return "state", string(req.State), nil
+			}
+			if req.State == airlock.StatePending {
+				var buf bytes.Buffer
+				if err := h.pages["request"].ExecuteTemplate(&buf, "tally", h.requestBody(ctx, v, req)); err != nil {
+					return "", "", err
+				}
+				return "votes", buf.String(), nil
 			}
 			var buf bytes.Buffer
 			if err := h.pages["request"].ExecuteTemplate(&buf, "outcome", h.requestBody(ctx, v, req)); err != nil {

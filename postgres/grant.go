@@ -9,11 +9,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// A grant's creator is revoked when the token that made it is, or, for
+// an OIDC reviewer's grant (created_by is their principal), when an admin
+// ended their sessions at or after it was made (docs/policy.md, "Grants").
+//
 // grantStateSQL is a grant's airlock.GrantState, judged at tick.now; the
 // table is aliased g.
 const grantStateSQL = `CASE
 	WHEN g.revoked_at IS NOT NULL THEN 'revoked'
-	WHEN EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL) THEN 'creator_revoked'
+	WHEN EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
+		OR EXISTS (SELECT 1 FROM reviewer_profiles p WHERE p.principal = g.created_by AND p.ended_at >= g.created_at) THEN 'creator_revoked'
 	WHEN g.instance_id <> '' AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL) THEN 'instance_deleted'
 	WHEN g.uses_left = 0 THEN 'used_up'
 	WHEN g.expires_at <= tick.now THEN 'expired'
@@ -23,6 +28,7 @@ const grantStateSQL = `CASE
 // 'live'.
 const grantLiveSQL = `g.revoked_at IS NULL AND g.expires_at > tick.now AND (g.uses_left IS NULL OR g.uses_left > 0)
 	AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
+	AND NOT EXISTS (SELECT 1 FROM reviewer_profiles p WHERE p.principal = g.created_by AND p.ended_at >= g.created_at)
 	AND (g.instance_id = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL))`
 
 // grantMayCoverSQL selects the live grants that could cover a request

@@ -30,8 +30,11 @@ type Reviewer struct {
 	Email    string
 	LinkedAt *time.Time
 	LinkedBy string
-	// Groups are an OIDC reviewer's groups at their last sign-in, and
-	// SignedInAt when that was; nil for others.
+	// Groups are the reviewer's groups, as its decisions are judged: an
+	// OIDC reviewer's at their last sign-in, in the claim's order, then
+	// those the policy file lists the principal in (docs/teams.md), each
+	// once; nil when none. SignedInAt is an OIDC reviewer's last sign-in;
+	// nil for others.
 	Groups     []string
 	SignedInAt *time.Time
 }
@@ -123,6 +126,9 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 	}
 	out := make([]Reviewer, 0, len(by))
 	for _, r := range by {
+		if gs := s.GroupsOf(airlock.Caller{Token: airlock.Token{Principal: r.Principal}, Groups: r.Groups}); len(gs) > 0 {
+			r.Groups = gs
+		}
 		out = append(out, *r)
 	}
 	slices.SortFunc(out, func(a, b Reviewer) int { return strings.Compare(a.Principal, b.Principal) })
@@ -130,9 +136,11 @@ func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, 
 }
 
 // SlackReviewer returns the caller a Slack user decides as: the newest
-// live reviewer token of the principal the user is linked to. A user who
-// is not linked, or whose principal has no live reviewer token, is
-// forbidden.
+// live reviewer token of the principal the user is linked to, or else the
+// principal itself when it is an active OIDC reviewer (in the reviewer
+// directory, signed in since an admin last ended their sessions: the rule
+// mail follows), with the groups of their last sign-in. A user who is not
+// linked, or whose principal is neither, is forbidden.
 func (s *Service) SlackReviewer(ctx context.Context, slackUserID string) (airlock.Caller, error) {
 	l, err := s.system.ReviewerLinkBySlackUser(ctx, slackUserID)
 	if airlock.ErrorCode(err) == airlock.CodeNotFound {
@@ -150,5 +158,21 @@ func (s *Service) SlackReviewer(ctx context.Context, slackUserID string) (airloc
 			return airlock.Caller{Token: t}, nil
 		}
 	}
-	return airlock.Caller{}, forbidden("the reviewer your Slack account is linked to (%s) has no live reviewer token", l.Principal)
+	profiles, err := s.system.ListReviewerProfiles(ctx)
+	if err != nil {
+		return airlock.Caller{}, err
+	}
+	for _, p := range profiles {
+		if p.Principal != l.Principal {
+			continue
+		}
+		if !p.Active() {
+			return airlock.Caller{}, forbidden("an admin ended the sessions of the reviewer your Slack account is linked to (%s); they decide again after their next sign-in to the inbox", l.Principal)
+		}
+		return airlock.Caller{
+			Token:  airlock.Token{ID: p.Principal, Name: p.Name, Role: airlock.RoleReviewer, Principal: p.Principal, CreatedAt: p.SignedInAt},
+			Groups: p.Groups,
+		}, nil
+	}
+	return airlock.Caller{}, forbidden("the reviewer your Slack account is linked to (%s) has no live reviewer token and has not signed in to the inbox", l.Principal)
 }

@@ -233,12 +233,18 @@ func checkQuery(raw string) error {
 // a redirect may turn a POST into a GET, and an API answers problems, not
 // pages. airlock serve wraps its whole mux in it, so /mcp and the inbox
 // answer alike.
+//
+// It looks at the escaped path, as http.ServeMux does when it routes and
+// cleans: a segment may hold an escaped slash (%2F), so that an OIDC
+// principal, "oidc:https://…#…", fits in one path segment; the mux
+// matches segments escaped and hands a wildcard its unescaped value.
 func RefuseUncleanPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if clean := cleanPath(r.URL.Path); clean != r.URL.Path && r.Method != http.MethodConnect {
+		p := r.URL.EscapedPath()
+		if clean := cleanPath(p); clean != p && r.Method != http.MethodConnect {
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			writeProblemStatus(w, http.StatusNotFound, titles[airlock.CodeNotFound], airlock.CodeNotFound,
-				&airlock.Error{Message: "no such endpoint " + r.URL.Path + ": paths are not cleaned; use " + clean})
+				&airlock.Error{Message: "no such endpoint " + p + ": paths are not cleaned; use " + clean})
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -239,17 +239,21 @@ type stack struct {
 	hc    *http.Client
 }
 
-func start(t *testing.T, store airlock.Store) *stack {
+func start(t *testing.T, store airlock.Store, opts ...func(*server.Config)) *stack {
 	t.Helper()
 	f := newFakeSlack(t)
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
+	cfg := server.Config{
 		Store: store, Addr: "127.0.0.1:0", AdminToken: adminSecret, Limits: airlock.DefaultLimits(),
 		Slack:              slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/"},
 		SlackSigningSecret: signingSecret,
 		Logger:             slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -290,7 +294,7 @@ func (s *stack) token(t *testing.T, name, role, principal string) string {
 
 func (s *stack) link(t *testing.T, principal, slackUser string) {
 	t.Helper()
-	if r := s.call(t, "PUT", "/v1/reviewers/"+principal+"/link", adminSecret, fmt.Sprintf(`{"slack_user_id":%q}`, slackUser)); r.Status != http.StatusOK {
+	if r := s.call(t, "PUT", "/v1/reviewers/"+url.PathEscape(principal)+"/link", adminSecret, fmt.Sprintf(`{"slack_user_id":%q}`, slackUser)); r.Status != http.StatusOK {
 		t.Fatalf("link %s: %d %s", principal, r.Status, r.Raw)
 	}
 }

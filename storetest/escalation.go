@@ -67,6 +67,44 @@ func (s *suite) testEscalation(t *testing.T) {
 		}
 	})
 
+	t.Run("Slack and email endpoints made before escalations existed get approval_request.escalated", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		old := []airlock.NotifyType{airlock.NotifyCreated, airlock.NotifyReminder, airlock.NotifyApproved, airlock.NotifyDenied,
+			airlock.NotifyExpired, airlock.NotifyCancelled}
+		for _, e := range []airlock.Endpoint{
+			{ID: airlock.SlackEndpointID, Kind: airlock.EndpointSlack, URL: "slack:C0X", Events: old},
+			{ID: airlock.EmailEndpointID, Kind: airlock.EndpointEmail, URL: "smtp:", Events: old[:2]},
+			{ID: airlock.NewID(airlock.PrefixEndpoint), Kind: airlock.EndpointWebhook, URL: "https://example.com/h", Events: old},
+		} {
+			e.Secret, e.CreatedBy = airlock.NewWebhookSecret(), admin
+			_, err := b.store.CreateEndpoint(b.ctx, e)
+			wantOK(t, err)
+		}
+		// As the fan-out does: the endpoints as the store reads them back.
+		eps, err := b.store.ListEndpoints(b.ctx, "")
+		wantOK(t, err)
+		if len(eps) != 3 {
+			t.Fatalf("ListEndpoints = %s", show(eps))
+		}
+		r := b.create(t, escalating)
+		b.clock.Advance(time.Minute)
+		ids, err := b.store.EscalateDue(b.ctx, 0)
+		wantOK(t, err)
+		if !slices.Equal(ids, []string{r.ID}) {
+			t.Fatalf("escalated %v, want %s", ids, r.ID)
+		}
+		got := map[string]bool{}
+		for _, d := range b.queueAll(t, eps...) {
+			if d.Type == airlock.NotifyEscalated && d.RequestID == r.ID {
+				got[d.EndpointID] = true
+			}
+		}
+		if len(got) != 2 || !got[airlock.SlackEndpointID] || !got[airlock.EmailEndpointID] {
+			t.Fatalf("approval_request.escalated queued for %v, want the Slack and email endpoints only (the webhook lists its types)", got)
+		}
+	})
+
 	t.Run("sweeps at once escalate each request once", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)

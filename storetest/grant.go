@@ -358,6 +358,47 @@ func (s *suite) testGrants(t *testing.T) {
 		}
 	})
 
+	t.Run("an OIDC reviewer's grant ends when an admin ends their sessions, as a token's at its revocation", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		b.oidcSignIn(t, adaOIDC)
+		oidcGrant := func() airlock.Grant {
+			return b.grant(t, func(p *airlock.NewGrantParams) {
+				p.Grant.CreatedBy, p.Grant.CreatedByPrincipal = adaOIDC.Principal, adaOIDC.Principal
+			})
+		}
+		before := oidcGrant()
+		wantByGrant(t, b.create(t, byGrant(t, before.ID)), before.ID)
+		// A token whose principal is hers is not her: its grant outlives
+		// the end of her sessions.
+		tok := airlock.Token{ID: airlock.NewID(airlock.PrefixToken), Name: "ada's token", Role: airlock.RoleReviewer,
+			Principal: adaOIDC.Principal, Hash: airlock.HashSecret(airlock.NewTokenSecret())}
+		wantOK(t, b.store.CreateToken(b.ctx, tok))
+		byToken := b.grant(t, func(p *airlock.NewGrantParams) {
+			p.Grant.CreatedBy, p.Grant.CreatedByPrincipal = tok.ID, adaOIDC.Principal
+		})
+
+		b.clock.Advance(time.Minute)
+		_, err := b.store.DeleteWebSessions(b.ctx, airlock.WebSessionFilter{Principal: adaOIDC.Principal, Actor: "tok_admin"})
+		wantOK(t, err)
+		wantPending(t, b.create(t, byGrant(t, before.ID)))
+		wantGrant(t, b.getGrant(t, before.ID), airlock.GrantCreatorRevoked, 2)
+		wantGrant(t, b.getGrant(t, byToken.ID), airlock.GrantLive, 3)
+		live, err := b.store.ListGrants(b.ctx, airlock.GrantFilter{Live: true})
+		wantOK(t, err)
+		if len(live) != 1 || live[0].ID != byToken.ID {
+			t.Fatalf("live grants = %+v, want the token's only", live)
+		}
+
+		// Signed in again, a grant she makes then is live; her next sign-in
+		// does not bring back the one that ended.
+		b.clock.Advance(time.Minute)
+		b.oidcSignIn(t, adaOIDC)
+		after := oidcGrant()
+		wantByGrant(t, b.create(t, byGrant(t, after.ID)), after.ID)
+		wantGrant(t, b.getGrant(t, before.ID), airlock.GrantCreatorRevoked, 2)
+	})
+
 	t.Run("a replay uses no grant", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)

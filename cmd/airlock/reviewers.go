@@ -71,8 +71,8 @@ func runReviewersLink(ctx context.Context, a *App, args []string) error {
 		return nil
 	}
 	fmt.Fprintf(r.out, "Linked reviewer %s: Slack %s, email %s.\n", rv.Principal, dash(rv.SlackUserID), dash(rv.Email))
-	if rv.Tokens == 0 {
-		fmt.Fprintf(r.out, "Note: %s has no live reviewer token, so it decides nothing until it has one.\n", rv.Principal)
+	if rv.Tokens == 0 && rv.SignedInAt == nil {
+		fmt.Fprintf(r.out, "Note: %s has no live reviewer token and has not signed in with OIDC, so it decides nothing until it does.\n", rv.Principal)
 	}
 	return nil
 }

@@ -38,4 +38,14 @@ func TestCLIReviewers(t *testing.T) {
 	if out := s.cli(t, testAdmin, "reviewers", "link", principal).want(t, 0, "unlink").stdout; !strings.Contains(out, "Unlinked reviewer "+principal) {
 		t.Fatalf("unlink printed:\n%s", out)
 	}
+	// An OIDC principal holds "//" and "#": the client escapes it in the
+	// path once, and the server links that very principal.
+	oidc := "oidc:https://accounts.example.com#1815"
+	out = s.cli(t, testAdmin, "reviewers", "link", oidc, "--slack-user", "U0ADA").want(t, 0, "link oidc").stdout
+	if !strings.Contains(out, "Linked reviewer "+oidc+": Slack U0ADA") {
+		t.Fatalf("link of an OIDC principal printed:\n%s", out)
+	}
+	if out := s.cli(t, testAdmin, "reviewers", "list", "--json").want(t, 0, "list --json").stdout; !strings.Contains(out, `"principal": "`+oidc+`"`) {
+		t.Fatalf("list --json after linking an OIDC principal printed:\n%s", out)
+	}
 }

@@ -171,6 +171,22 @@
   var art = document.querySelector('article.request');
   if (page === 'request' && art && art.dataset.state === 'pending' && window.EventSource) {
     var res = new EventSource('/live?request=' + encodeURIComponent(art.dataset.id));
+    // A vote cast elsewhere on a request needing several approvals: the
+    // quorum line and the Votes panel are replaced by the fresh ones.
+    res.addEventListener('votes', function (ev) {
+      var doc = new DOMParser().parseFromString(ev.data, 'text/html');
+      var q = doc.getElementById('quorum');
+      var oldQ = document.getElementById('quorum');
+      if (q && oldQ) oldQ.textContent = q.textContent;
+      var v = doc.getElementById('votes');
+      if (!v) return;
+      var node = document.adoptNode(v);
+      var oldV = document.getElementById('votes');
+      var outcome = document.getElementById('outcome');
+      if (oldV) oldV.replaceWith(node);
+      else if (outcome) art.insertBefore(node, outcome);
+      else art.appendChild(node);
+    });
     res.addEventListener('outcome', function (ev) {
       res.close();
       var doc = new DOMParser().parseFromString(ev.data, 'text/html');
