@@ -65,6 +65,19 @@ func CheckGroupName(name string) error {
 // approval.
 func (r Request) NeedsQuorum() bool { return r.Approvals > 1 }
 
+// QuorumRequests finds those of rs that need several approvals: their IDs,
+// and where each is in rs. A store reads their votes in one query.
+func QuorumRequests(rs []Request) (ids []string, at map[string]int) {
+	at = map[string]int{}
+	for i, r := range rs {
+		if r.NeedsQuorum() {
+			at[r.ID] = i
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, at
+}
+
 // ApprovalsRequired is how many approvals r needs: at least 1.
 func (r Request) ApprovalsRequired() int { return max(r.Approvals, 1) }
 

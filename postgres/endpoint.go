@@ -388,7 +388,6 @@ func (s *Store) RemindDue(ctx context.Context, r airlock.RemindBefore, limit int
 	}
 	var ids []string
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		ids = ids[:0]
 		rows, err := t.Query(ctx, tickCTE+`, due AS (
 	SELECT r.id FROM requests r, tick
 	WHERE r.state = 'pending' AND r.deadline_at > tick.now
@@ -402,20 +401,8 @@ RETURNING m.request_id, (SELECT r.instance_id FROM requests r WHERE r.id = m.req
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				id, inst string
-				at       time.Time
-			)
-			if err := rows.Scan(&id, &inst, &at); err != nil {
-				return err
-			}
-			t.event(airlock.Event{Type: airlock.EventRequestReminder, At: at.UTC(), Actor: airlock.ActorNotify,
-				RequestID: id, InstanceID: inst, State: airlock.StatePending})
-			ids = append(ids, id)
-		}
-		return rows.Err()
+		ids, err = t.pendingEvents(rows, airlock.EventRequestReminder, airlock.ActorNotify)
+		return err
 	})
 	return ids, translate(err, "reminders", "record")
 }

@@ -682,14 +682,7 @@ ORDER BY r.seq DESC`
 // fillVotes reads, in one query, the votes of those of rs that need
 // several approvals.
 func (s *Store) fillVotes(ctx context.Context, rs []airlock.Request) error {
-	at := map[string]int{}
-	var ids []string
-	for i, r := range rs {
-		if r.NeedsQuorum() {
-			at[r.ID] = i
-			ids = append(ids, r.ID)
-		}
-	}
+	ids, at := airlock.QuorumRequests(rs)
 	if len(ids) == 0 {
 		return nil
 	}
@@ -915,28 +908,35 @@ func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
 	}
 	var ids []string
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
-		ids = ids[:0]
 		rows, err := t.Query(ctx, escalateDueSQL, named{"now": s.now(), "limit": limit})
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				id, inst string
-				at       time.Time
-			)
-			if err := rows.Scan(&id, &inst, &at); err != nil {
-				return err
-			}
-			t.event(airlock.Event{Type: airlock.EventRequestEscalated, At: at.UTC(), Actor: airlock.ActorEscalation,
-				RequestID: id, InstanceID: inst, State: airlock.StatePending})
-			t.changed = append(t.changed, id)
-			ids = append(ids, id)
-		}
-		return rows.Err()
+		ids, err = t.pendingEvents(rows, airlock.EventRequestEscalated, airlock.ActorEscalation)
+		t.changed = append(t.changed, ids...)
+		return err
 	})
 	return ids, translate(err, "requests", "escalate")
+}
+
+// pendingEvents appends an event of typ by actor for each row of rows —
+// a pending request's ID, its instance's and the time — and returns the
+// requests' IDs. It closes rows.
+func (t *tx) pendingEvents(rows pgx.Rows, typ airlock.EventType, actor string) ([]string, error) {
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var (
+			id, inst string
+			at       time.Time
+		)
+		if err := rows.Scan(&id, &inst, &at); err != nil {
+			return ids, err
+		}
+		t.event(airlock.Event{Type: typ, At: at.UTC(), Actor: actor, RequestID: id, InstanceID: inst, State: airlock.StatePending})
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // Cancel withdraws a pending request with one compare-and-set.

@@ -31,15 +31,7 @@ rules:
 // are refused until they sign in again.
 func TestSlackOIDCReviewer(t *testing.T) {
 	t.Parallel()
-	for _, db := range []struct {
-		name string
-		open func(*testing.T) airlock.Store
-	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
-		t.Run(db.name, func(t *testing.T) {
-			t.Parallel()
-			testOIDCReviewer(t, db.open(t))
-		})
-	}
+	onEachStore(t, testOIDCReviewer)
 }
 
 func testOIDCReviewer(t *testing.T, store airlock.Store) {

@@ -22,15 +22,7 @@ import (
 // decided at creation is not posted.
 func TestSlackRetries(t *testing.T) {
 	t.Parallel()
-	for _, db := range []struct {
-		name string
-		open func(*testing.T) airlock.Store
-	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
-		t.Run(db.name, func(t *testing.T) {
-			t.Parallel()
-			testRetries(t, db.open(t))
-		})
-	}
+	onEachStore(t, testRetries)
 }
 
 func testRetries(t *testing.T, st airlock.Store) {

@@ -357,6 +357,20 @@ func (s *stack) state(t *testing.T, id, token string) string {
 	return s.call(t, "GET", "/v1/approval-requests/"+id, token, "").Str("state")
 }
 
+// onEachStore runs test on a SQLite file and on PostgreSQL, in parallel.
+func onEachStore(t *testing.T, test func(*testing.T, airlock.Store)) {
+	t.Helper()
+	for _, db := range []struct {
+		name string
+		open func(*testing.T) airlock.Store
+	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, db.open(t))
+		})
+	}
+}
+
 func openSQLite(t *testing.T) airlock.Store {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
@@ -380,15 +394,7 @@ func openPostgres(t *testing.T) airlock.Store {
 // true outcome without buttons; no secret reaches the logs.
 func TestSlackInteractions(t *testing.T) {
 	t.Parallel()
-	for _, db := range []struct {
-		name string
-		open func(*testing.T) airlock.Store
-	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
-		t.Run(db.name, func(t *testing.T) {
-			t.Parallel()
-			testInteractions(t, db.open(t))
-		})
-	}
+	onEachStore(t, testInteractions)
 }
 
 func testInteractions(t *testing.T, store airlock.Store) {

@@ -556,14 +556,7 @@ ORDER BY seq DESC`
 // fillVotes reads, in one query, the votes of those of rs that need
 // several approvals.
 func fillVotes(ctx context.Context, q queryer, rs []airlock.Request) error {
-	at := map[string]int{}
-	var ids []string
-	for i, r := range rs {
-		if r.NeedsQuorum() {
-			at[r.ID] = i
-			ids = append(ids, r.ID)
-		}
-	}
+	ids, at := airlock.QuorumRequests(rs)
 	if len(ids) == 0 {
 		return nil
 	}

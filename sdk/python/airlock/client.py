@@ -511,6 +511,13 @@ class Client:
         if email:
             body["email"] = email
         return self._do("PUT", f"/v1/reviewers/{_q(principal)}/link", body=body, retry=True)
+
+    def end_reviewer_sessions(self, principal: str) -> JsonObject:
+        """Ends every inbox session of a principal on every replica (admins): the revocation of
+        a reviewer who signed in with OIDC (docs/teams.md). Ending them again ends nothing
+        more, so it is retried. Returns {"principal", "ended"}."""
+        return self._do("POST", "/v1/reviewers/end-sessions", body={"principal": principal}, retry=True)
+
     def healthz(self) -> JsonObject:
         return self._do("GET", "/healthz", retry=True)
 

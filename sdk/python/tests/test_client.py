@@ -45,7 +45,7 @@ OPERATIONS = {
     "deleteWebhook": "delete_webhook", "listWebhookDeliveries": "list_webhook_deliveries", "testWebhook": "test_webhook",
     "createGrant": "create_grant", "listGrants": "list_grants", "getGrant": "get_grant", "revokeGrant": "revoke_grant",
     "enableWebhook": "enable_webhook",
-    "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer",
+    "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer", "endReviewerSessions": "end_reviewer_sessions",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -257,6 +257,9 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(srv.agent.get_work_item(item["id"])["version"], item["version"] + 1)
         self.assertEqual([c["key"] for c in srv.agent.board()["columns"]], ["todo", "done"])
         self.assertIsInstance(srv.reviewer.list_sessions(), list)
+        # An OIDC principal that never signed in: nothing to end, and no error.
+        self.assertEqual(srv.admin.end_reviewer_sessions("oidc:https://idp.example#nobody"),
+                         {"principal": "oidc:https://idp.example#nobody", "ended": 0})
         tok = srv.admin.create_token("short-lived", "agent")
         self.assertTrue(tok["secret"].startswith("airlock_"))
         self.assertIn(tok["id"], [t["id"] for t in srv.admin.list_tokens()])

@@ -468,6 +468,14 @@ export class AirlockClient {
     return this.do({ method: 'PUT', path: `/v1/reviewers/${enc(principal)}/link`, body: JSON.stringify(input), retry: true, signal: o?.signal });
   }
 
+  /**
+   * Ends every inbox session of a principal on every replica: the revocation of a reviewer who
+   * signed in with OIDC (docs/teams.md). Ending them again ends nothing more, so it is retried.
+   */
+  async endReviewerSessions(principal: string, o?: CallOptions): Promise<{ principal: string; ended: number }> {
+    return this.do({ method: 'POST', path: '/v1/reviewers/end-sessions', body: JSON.stringify({ principal }), retry: true, signal: o?.signal });
+  }
+
   // Operations.
 
   /** Liveness: resolves while the process serves. */

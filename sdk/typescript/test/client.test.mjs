@@ -29,7 +29,7 @@ const operations = {
   listWebhookDeliveries: 'listWebhookDeliveries', testWebhook: 'testWebhook',
   createGrant: 'createGrant', listGrants: 'listGrants', getGrant: 'getGrant', revokeGrant: 'revokeGrant',
   enableWebhook: 'enableWebhook',
-  listReviewers: 'listReviewers', linkReviewer: 'linkReviewer',
+  listReviewers: 'listReviewers', linkReviewer: 'linkReviewer', endReviewerSessions: 'endReviewerSessions',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -176,6 +176,9 @@ test('board, work items, sessions, tokens and operations', async () => {
   assert.equal((await srv.agent.getWorkItem(item.id)).version, item.version + 1);
   assert.deepEqual((await srv.agent.board()).columns.map((c) => c.key), ['todo', 'done']);
   assert.ok(Array.isArray(await srv.reviewer.listSessions()));
+  // An OIDC principal that never signed in: nothing to end, and no error.
+  assert.deepEqual(await srv.admin.endReviewerSessions('oidc:https://idp.example#nobody'),
+    { principal: 'oidc:https://idp.example#nobody', ended: 0 });
 
   const tok = await srv.admin.createToken({ name: 'short-lived', role: 'agent' });
   assert.match(tok.secret, /^airlock_/);
