@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -424,9 +423,7 @@ func TestApprovalCancelAndStatus(t *testing.T) {
 	go func() {
 		done <- cl.ok(ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60})
 	}()
-	// The long-poll registers inside the provider, which offers nothing
-	// to wait on: poll, with a deadline.
-	testkit.Eventually(t, 30*time.Second, "approval_status with waitSeconds to start waiting", func() bool { return b.svc.Waiters() > 0 })
+	awaitWaiters(t, b, 1)
 	if _, err := b.decide(t, id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +447,7 @@ func TestApprovalStatusWaitOfRevokedToken(t *testing.T) {
 	id := str(cl.ok(ToolApprovalRequest, requestArgs("revoked", nil)), "approvalId")
 	done := make(chan string, 1)
 	go func() { done <- cl.fail(ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60}) }()
-	testkit.Eventually(t, 30*time.Second, "approval_status with waitSeconds to start waiting", func() bool { return b.svc.Waiters() > 0 })
+	awaitWaiters(t, b, 1)
 	if _, err := b.svc.RevokeToken(t.Context(), b.admin, b.agent.ID); err != nil {
 		t.Fatal(err)
 	}
