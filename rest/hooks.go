@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,12 +78,8 @@ func (h *handler) claudeCodeHook(w http.ResponseWriter, r *http.Request, _ airlo
 
 	// A server shutting down ends the wait like the request's end does;
 	// the gate then withdraws what it asked.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	if h.shutdown != nil {
-		stop := context.AfterFunc(h.shutdown, cancel)
-		defer stop()
-	}
+	ctx, done := h.untilShutdown(r.Context())
+	defer done()
 	gate.Backend = h.svc.HookBackend(c)
 
 	switch event {
