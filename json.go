@@ -537,11 +537,17 @@ func Canonical(data []byte) ([]byte, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	return EncodeJSON(v)
+}
+
+// EncodeJSON encodes v as compact JSON without HTML escaping: <, > and &
+// stay as they are, so text goes out as its author wrote it.
+func EncodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

@@ -74,6 +74,21 @@ type SlackMessage struct {
 	PostedAt  time.Time
 }
 
+// Validate checks what a store needs of m before it writes it: a request
+// ID, a channel and a ts.
+func (m SlackMessage) Validate() error {
+	if m.RequestID == "" || m.Channel == "" || m.TS == "" {
+		return Invalid("slack_message", "a Slack message needs a request ID, a channel and a ts")
+	}
+	return nil
+}
+
+// SlackUserTaken is the error of linking Slack user to one principal while
+// principal holds it.
+func SlackUserTaken(user, principal string) error {
+	return Invalid("slack_user_id", "Slack user %s is linked to principal %q already; unlink it there first", user, principal)
+}
+
 // ReviewerStore keeps reviewer links and the Slack messages posted.
 type ReviewerStore interface {
 	// PutReviewerLink replaces l.Principal's link (SlackUserID, Email,

@@ -49,6 +49,15 @@ type Token struct {
 	RevokedAt *time.Time
 }
 
+// Validate checks what a store needs of t before it writes it: an ID and
+// a hash.
+func (t Token) Validate() error {
+	if t.ID == "" || len(t.Hash) == 0 {
+		return Invalid("token", "a token needs an ID and a hash")
+	}
+	return nil
+}
+
 // HasScope reports whether t carries scope.
 func (t Token) HasScope(scope string) bool { return slices.Contains(t.Scopes, scope) }
 

@@ -91,6 +91,15 @@ type WebSessionFilter struct {
 	Actor string
 }
 
+// Validate checks that f names a token or a principal: a filter naming
+// neither would end every session.
+func (f WebSessionFilter) Validate() error {
+	if f.TokenID == "" && f.Principal == "" {
+		return Invalid("filter", "name a token or a principal whose web sessions to end")
+	}
+	return nil
+}
+
 // EventReviewerSessionsEnded is appended when an admin ends a principal's
 // inbox sessions (docs/teams.md, "Revoking a reviewer"); Subject is the
 // principal.
@@ -247,6 +256,15 @@ type OIDCLogin struct {
 	BindingHash []byte
 	Next        string // the inbox path to return to
 	ExpiresAt   time.Time
+}
+
+// Validate checks what a store needs of l, to keep it for ttl: both
+// hashes and a lifetime of at least the stores' microsecond.
+func (l OIDCLogin) Validate(ttl time.Duration) error {
+	if len(l.StateHash) == 0 || len(l.BindingHash) == 0 || ttl < time.Microsecond {
+		return Invalid("login", "an OIDC login needs a state hash, a binding hash and a lifetime")
+	}
+	return nil
 }
 
 // OIDCLoginStore keeps sign-ins in progress.

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/airlockhq/airlock"
 )
 
 // CreateToken mints a token (admins). The secret is in this answer only.
 // It is not retried on network errors, which could mint two.
 func (c *Client) CreateToken(ctx context.Context, in CreateTokenInput) (*CreatedToken, error) {
-	body, err := marshal(in)
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("create token: %w", err)
 	}
@@ -41,7 +43,7 @@ func (c *Client) Board(ctx context.Context) (*Board, error) {
 
 // CreateColumn appends a column to the board (reviewers, admins).
 func (c *Client) CreateColumn(ctx context.Context, key, name string) (*Column, error) {
-	body, err := marshal(struct {
+	body, err := airlock.EncodeJSON(struct {
 		Key  string `json:"key"`
 		Name string `json:"name"`
 	}{key, name})
@@ -53,7 +55,7 @@ func (c *Client) CreateColumn(ctx context.Context, key, name string) (*Column, e
 
 // CreateWorkItem adds a work item to a column (reviewers, admins).
 func (c *Client) CreateWorkItem(ctx context.Context, title, columnKey string) (*WorkItem, error) {
-	body, err := marshal(struct {
+	body, err := airlock.EncodeJSON(struct {
 		Title     string `json:"title"`
 		ColumnKey string `json:"column_key"`
 	}{title, columnKey})
@@ -72,7 +74,7 @@ func (c *Client) GetWorkItem(ctx context.Context, id string) (*WorkItem, error) 
 // IfVersion it applies only at that version. It is not retried on network
 // errors; read the item to learn whether a lost change landed.
 func (c *Client) UpdateWorkItem(ctx context.Context, id string, in WorkItemUpdate) (*WorkItem, error) {
-	body, err := marshal(in)
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("update work item %s: %w", id, err)
 	}

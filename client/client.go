@@ -295,17 +295,5 @@ func fetch[T any](ctx context.Context, c *Client, cl call) (*T, error) {
 	return &v, nil
 }
 
-// marshal encodes v as JSON without HTML escaping, so text goes out as the
-// caller wrote it.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
-
 // itoa is strconv.Itoa, for query values.
 func itoa(n int) string { return strconv.Itoa(n) }

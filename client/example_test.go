@@ -91,23 +91,20 @@ func ExampleClient_CreateRequest() {
 	defer stop()
 	ctx := context.Background()
 
-	req, created, err := agent.CreateRequest(ctx, instanceID, "refund-payment_123-1", client.CreateRequestInput{
+	refund := client.CreateRequestInput{
 		Tool:           "issue_refund",
 		Arguments:      json.RawMessage(`{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}`),
 		Timeout:        "30m",
 		AgentReasoning: "The customer was charged twice.",
-	})
+	}
+	req, created, err := agent.CreateRequest(ctx, instanceID, "refund-payment_123-1", refund)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(req.State, created, string(req.Arguments))
 
-	again, created, err := agent.CreateRequest(ctx, instanceID, "refund-payment_123-1", client.CreateRequestInput{
-		Tool:           "issue_refund",
-		Arguments:      json.RawMessage(`{"payment_id": "payment_123", "amount": 4900, "currency": "GBP"}`),
-		Timeout:        "30m",
-		AgentReasoning: "The customer was charged twice.",
-	})
+	// A retry: the same key and body.
+	again, created, err := agent.CreateRequest(ctx, instanceID, "refund-payment_123-1", refund)
 	if err != nil {
 		log.Fatal(err)
 	}

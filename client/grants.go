@@ -38,7 +38,7 @@ type Grant struct {
 // CreateGrant makes a grant (reviewers and admins). It is not retried on
 // network errors, which could make two.
 func (c *Client) CreateGrant(ctx context.Context, in airlock.GrantInput) (*Grant, error) {
-	body, err := marshal(in)
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("create grant: %w", err)
 	}

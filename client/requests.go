@@ -18,7 +18,7 @@ import (
 // It is not retried on network errors: a lost answer could leave a second
 // instance behind. metadata may be nil.
 func (c *Client) RegisterInstance(ctx context.Context, name string, metadata json.RawMessage) (*Instance, error) {
-	body, err := marshal(struct {
+	body, err := airlock.EncodeJSON(struct {
 		Name     string          `json:"name"`
 		Metadata json.RawMessage `json:"metadata,omitempty"`
 	}{name, metadata})
@@ -100,7 +100,7 @@ func createBody(in CreateRequestInput) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	str := func(s string) {
-		v, _ := marshal(s) // a string always encodes
+		v, _ := airlock.EncodeJSON(s) // a string always encodes
 		b.Write(v)
 	}
 	b.WriteString(`{"tool":`)
@@ -264,7 +264,7 @@ func (c *Client) CancelRequest(ctx context.Context, id string) (*ApprovalRequest
 // errors (a lost answer may have been a decision); read the request to
 // learn what holds.
 func (c *Client) Decide(ctx context.Context, id string, in DecisionInput) (*ApprovalRequest, error) {
-	body, err := marshal(in)
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("decide %s: %w", id, err)
 	}
@@ -296,7 +296,7 @@ func (c *Client) ClaimExecution(ctx context.Context, id string) (*ApprovalReques
 // failed or unknown. Reporting the same outcome again is harmless, so it
 // is retried on network errors; a different one is CodeAlreadyExecuted.
 func (c *Client) ReportExecution(ctx context.Context, id string, status airlock.ExecutionStatus, detail string) (*ApprovalRequest, error) {
-	body, err := marshal(struct {
+	body, err := airlock.EncodeJSON(struct {
 		Status airlock.ExecutionStatus `json:"status"`
 		Detail string                  `json:"detail,omitempty"`
 	}{status, detail})

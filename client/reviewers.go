@@ -33,7 +33,7 @@ type Reviewer struct {
 // replica (admins), and returns how many it ended. Ending them again
 // ends none, so it is retried.
 func (c *Client) EndReviewerSessions(ctx context.Context, principal string) (int, error) {
-	body, err := marshal(struct {
+	body, err := airlock.EncodeJSON(struct {
 		Principal string `json:"principal"`
 	}{principal})
 	if err != nil {
@@ -64,7 +64,7 @@ func (c *Client) ListReviewers(ctx context.Context) ([]Reviewer, error) {
 // address (admins); both empty removes it. Putting the same link again
 // changes nothing, so it is retried.
 func (c *Client) LinkReviewer(ctx context.Context, principal string, in airlock.ReviewerLinkInput) (*Reviewer, error) {
-	body, err := marshal(in)
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("link reviewer: %w", err)
 	}

@@ -71,7 +71,7 @@ type DeliveryPage struct {
 // in this answer only. It is not retried on network errors, which could
 // create two.
 func (c *Client) CreateWebhook(ctx context.Context, in airlock.WebhookInput) (*CreatedWebhook, error) {
-	body, err := marshal(in)
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("create webhook: %w", err)
 	}

@@ -151,15 +151,20 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 			"Too many failed sign-ins from your address (%s). Try again in %d seconds.", attempt.Address(), secs)})
 		return
 	}
-	caller, err := h.svc.Authenticate(r.Context(), token)
-	attempt.Done(err)
-	if err != nil {
+	// refused answers a token the store does not know (or no longer
+	// knows, by the time the session starts) with the sign-in page.
+	refused := func(err error) {
 		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
 			h.fail(w, r, err)
 			return
 		}
 		h.signinPage(w, r, http.StatusUnauthorized, signinBody{Next: next,
 			Problem: "That token is unknown or revoked. Paste a reviewer token (it starts with airlock_)."})
+	}
+	caller, err := h.svc.Authenticate(r.Context(), token)
+	attempt.Done(err)
+	if err != nil {
+		refused(err)
 		return
 	}
 	if caller.Role != airlock.RoleReviewer && caller.Role != airlock.RoleAdmin {
@@ -169,12 +174,7 @@ func (h *handler) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _, err := h.svc.StartWebSession(r.Context(), caller, h.sessionIdle, h.sessionMax)
 	if err != nil {
-		if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
-			h.fail(w, r, err)
-			return
-		}
-		h.signinPage(w, r, http.StatusUnauthorized, signinBody{Next: next,
-			Problem: "That token is unknown or revoked. Paste a reviewer token (it starts with airlock_)."})
+		refused(err)
 		return
 	}
 	// Sessions that are over leave the store a few at a time, at sign-ins.

@@ -105,6 +105,24 @@ func (tb *tab) viewport(width, height int64, opts ...chromedp.EmulateViewportOpt
 	tb.do(chromedp.EmulateViewport(width, height, opts...))
 }
 
+// phoneAndDesktop runs run as two subtests on tb: "phone", a 390 × 844
+// mobile screen, then "desktop", 1440 × 900. It passes run the width.
+func (tb *tab) phoneAndDesktop(t *testing.T, run func(t *testing.T, width int64)) {
+	t.Helper()
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		opts          []chromedp.EmulateViewportOption
+	}{{"phone", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateMobile}}, {"desktop", 1440, 900, nil}} {
+		t.Run(size.name, func(t *testing.T) {
+			tb.t = t
+			tb.do(chromedp.EmulateViewport(size.width, size.height, size.opts...))
+			run(t, size.width)
+		})
+	}
+	tb.t = t
+}
+
 // hookScript runs before any script of every page: calls of alert,
 // confirm, prompt and console.log, and a payload's own marker, all leave a
 // trace in window.__xss.

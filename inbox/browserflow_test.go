@@ -304,54 +304,41 @@ func TestBrowserLongClaimFolds(t *testing.T) {
 	}
 	tb := b.tab(t)
 	tb.signin(b.reviewer)
-	for _, size := range []struct {
-		name          string
-		width, height int64
-		mobile        bool
-	}{{"phone", 390, 844, true}, {"desktop", 1440, 900, false}} {
-		t.Run(size.name, func(t *testing.T) {
-			tb.t = t
-			if size.mobile {
-				tb.do(chromedp.EmulateViewport(size.width, size.height, chromedp.EmulateMobile))
-			} else {
-				tb.do(chromedp.EmulateViewport(size.width, size.height))
-			}
-			id := b.toolCall(t, inst, "issue_refund", refundArgs, reasoning)
-			tb.open("/requests/" + id)
-			if h := eval[float64](tb, `document.getElementById("reasoning").getBoundingClientRect().height`); h > 250 {
-				t.Errorf("the folded claim is %.0f px tall", h)
-			}
-			if eval[bool](tb, `document.getElementById("reasoning-more").hidden`) {
-				t.Fatal("no Show all for a long claim")
-			}
-			inView := `(function (id) { var r = document.getElementById(id).getBoundingClientRect();
+	tb.phoneAndDesktop(t, func(t *testing.T, _ int64) {
+		id := b.toolCall(t, inst, "issue_refund", refundArgs, reasoning)
+		tb.open("/requests/" + id)
+		if h := eval[float64](tb, `document.getElementById("reasoning").getBoundingClientRect().height`); h > 250 {
+			t.Errorf("the folded claim is %.0f px tall", h)
+		}
+		if eval[bool](tb, `document.getElementById("reasoning-more").hidden`) {
+			t.Fatal("no Show all for a long claim")
+		}
+		inView := `(function (id) { var r = document.getElementById(id).getBoundingClientRect();
 				return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight && r.left >= 0 && r.right <= document.documentElement.clientWidth; })`
-			// The decide bar, or, when the Decide form is on screen (the bar
-			// then steps aside), the form's own buttons.
-			reach := `(` + inView + `("bar-approve") && ` + inView + `("bar-deny")) || (function () {
+		// The decide bar, or, when the Decide form is on screen (the bar
+		// then steps aside), the form's own buttons.
+		reach := `(` + inView + `("bar-approve") && ` + inView + `("bar-deny")) || (function () {
 				var r = document.querySelector("#approve-form button.approve").getBoundingClientRect();
 				return r.top >= 0 && r.bottom <= window.innerHeight; })()`
-			if !eval[bool](tb, reach) {
-				t.Errorf("no decision control is within the screen: %v", eval[any](tb, `JSON.stringify(document.getElementById("bar-approve").getBoundingClientRect())`))
-			}
-			tb.do(chromedp.Click(chromedp.ID("reasoning-more")))
-			tb.lastVisible("#reasoning", "END")
-			// Scrolled half-way, the bar is still within reach.
-			eval[bool](tb, `(window.scrollTo(0, document.documentElement.scrollHeight / 3), true)`)
-			tb.waitFor(inView + `("bar-approve")`)
-			tb.do(chromedp.Click(chromedp.ID("bar-approve")))
-			tb.waitFor(`document.getElementById("confirm").open`)
-			if got := tb.text("#confirm-tool"); got != "issue_refund" {
-				t.Errorf("the bar's confirmation names %q", got)
-			}
-			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-			tb.waitFor(`!document.getElementById("confirm").open`)
-			if s := b.get(t, id).State; s != airlock.StatePending {
-				t.Fatalf("cancelled, yet %s", s)
-			}
-		})
-	}
-	tb.t = t
+		if !eval[bool](tb, reach) {
+			t.Errorf("no decision control is within the screen: %v", eval[any](tb, `JSON.stringify(document.getElementById("bar-approve").getBoundingClientRect())`))
+		}
+		tb.do(chromedp.Click(chromedp.ID("reasoning-more")))
+		tb.lastVisible("#reasoning", "END")
+		// Scrolled half-way, the bar is still within reach.
+		eval[bool](tb, `(window.scrollTo(0, document.documentElement.scrollHeight / 3), true)`)
+		tb.waitFor(inView + `("bar-approve")`)
+		tb.do(chromedp.Click(chromedp.ID("bar-approve")))
+		tb.waitFor(`document.getElementById("confirm").open`)
+		if got := tb.text("#confirm-tool"); got != "issue_refund" {
+			t.Errorf("the bar's confirmation names %q", got)
+		}
+		tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+		tb.waitFor(`!document.getElementById("confirm").open`)
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("cancelled, yet %s", s)
+		}
+	})
 }
 
 // TestBrowserDecidedElsewhere: a request page open while another reviewer

@@ -88,38 +88,25 @@ func TestBrowserLongStringsWrap(t *testing.T) {
 
 	tb := b.tab(t)
 	tb.signin(b.reviewer)
-	for _, size := range []struct {
-		name          string
-		width, height int64
-		mobile        bool
-	}{{"phone", 390, 844, true}, {"desktop", 1440, 900, false}} {
-		t.Run(size.name, func(t *testing.T) {
-			tb.t = t
-			if size.mobile {
-				tb.do(chromedp.EmulateViewport(size.width, size.height, chromedp.EmulateMobile))
-			} else {
-				tb.do(chromedp.EmulateViewport(size.width, size.height))
-			}
-			tb.open("/requests/" + id)
-			tb.do(chromedp.Click(chromedp.ID("reasoning-more"))) // a long claim folds; unfolded, it is whole
-			tb.lastVisible("#reasoning", "Ѣ")
-			tb.lastVisible("#arguments", "Ω")
-			tb.lastVisible("#arguments", "Ж")
-			tb.lastVisible("#reasoning", "Ц")
-			tb.lastVisible(`section[aria-labelledby="source-h"]`, "Ň")
-			tb.open("/requests/" + mcp.ID)
-			tb.lastVisible("#req-h", "Ŧ")
-			tb.lastVisible("#description", "Đ")
-			tb.open("/")
-			tb.lastVisible(`.row[data-id="`+mcp.ID+`"] .headline`, "Ŧ")
-			tb.lastVisible(`.row[data-id="`+id+`"] .from`, "Ň")
-			tb.open("/requests/" + decided)
-			tb.lastVisible("#decision-note", "Ž")
-			tb.open("/history")
-			tb.lastVisible(`.row[data-id="`+decided+`"] .row-note`, "Ž")
-		})
-	}
-	tb.t = t
+	tb.phoneAndDesktop(t, func(t *testing.T, _ int64) {
+		tb.open("/requests/" + id)
+		tb.do(chromedp.Click(chromedp.ID("reasoning-more"))) // a long claim folds; unfolded, it is whole
+		tb.lastVisible("#reasoning", "Ѣ")
+		tb.lastVisible("#arguments", "Ω")
+		tb.lastVisible("#arguments", "Ж")
+		tb.lastVisible("#reasoning", "Ц")
+		tb.lastVisible(`section[aria-labelledby="source-h"]`, "Ň")
+		tb.open("/requests/" + mcp.ID)
+		tb.lastVisible("#req-h", "Ŧ")
+		tb.lastVisible("#description", "Đ")
+		tb.open("/")
+		tb.lastVisible(`.row[data-id="`+mcp.ID+`"] .headline`, "Ŧ")
+		tb.lastVisible(`.row[data-id="`+id+`"] .from`, "Ň")
+		tb.open("/requests/" + decided)
+		tb.lastVisible("#decision-note", "Ž")
+		tb.open("/history")
+		tb.lastVisible(`.row[data-id="`+decided+`"] .row-note`, "Ž")
+	})
 }
 
 // TestBrowserPendingRowSummaries: a pending row shows, besides the tool,
@@ -136,46 +123,33 @@ func TestBrowserPendingRowSummaries(t *testing.T) {
 
 	tb := b.tab(t)
 	tb.signin(b.reviewer)
-	for _, size := range []struct {
-		name   string
-		width  int64
-		mobile bool
-	}{{"phone", 390, true}, {"desktop", 1440, false}} {
-		t.Run(size.name, func(t *testing.T) {
-			tb.t = t
-			if size.mobile {
-				tb.do(chromedp.EmulateViewport(size.width, 844, chromedp.EmulateMobile))
-			} else {
-				tb.do(chromedp.EmulateViewport(size.width, 900))
-			}
-			tb.open("/")
-			row := func(id string) string { return `.row[data-id="` + id + `"]` }
-			if a, b := tb.text(row(ana)+" .row-args"), tb.text(row(ben)+" .row-args"); a == b || !contains(a, "ana@example.com") || !contains(b, "ben@example.com") {
-				t.Errorf("the two send_email rows read %q and %q", a, b)
-			}
-			if got := tb.text(row(ana) + " .from"); got != "from crm-adapter" {
-				t.Errorf("row instance %q", got)
-			}
-			if got := tb.text(row(ben) + " .from"); got != "from mail-adapter" {
-				t.Errorf("row instance %q", got)
-			}
-			args := row(long) + " .row-args"
-			if got := tb.text(args); !strings.HasSuffix(got, "…") || len([]rune(got)) > argsSummaryLen+1 {
-				t.Errorf("long arguments summarized as %q, want at most %d characters and a closing …", got, argsSummaryLen)
-			}
-			// One line; where it does not fit, the browser's ellipsis marks the cut.
-			state := eval[string](tb, `(function () { var e = document.querySelector('`+args+`'), s = getComputedStyle(e);
+	tb.phoneAndDesktop(t, func(t *testing.T, width int64) {
+		tb.open("/")
+		row := func(id string) string { return `.row[data-id="` + id + `"]` }
+		if a, b := tb.text(row(ana)+" .row-args"), tb.text(row(ben)+" .row-args"); a == b || !contains(a, "ana@example.com") || !contains(b, "ben@example.com") {
+			t.Errorf("the two send_email rows read %q and %q", a, b)
+		}
+		if got := tb.text(row(ana) + " .from"); got != "from crm-adapter" {
+			t.Errorf("row instance %q", got)
+		}
+		if got := tb.text(row(ben) + " .from"); got != "from mail-adapter" {
+			t.Errorf("row instance %q", got)
+		}
+		args := row(long) + " .row-args"
+		if got := tb.text(args); !strings.HasSuffix(got, "…") || len([]rune(got)) > argsSummaryLen+1 {
+			t.Errorf("long arguments summarized as %q, want at most %d characters and a closing …", got, argsSummaryLen)
+		}
+		// One line; where it does not fit, the browser's ellipsis marks the cut.
+		state := eval[string](tb, `(function () { var e = document.querySelector('`+args+`'), s = getComputedStyle(e);
 				var lines = Math.round(e.getBoundingClientRect().height / parseFloat(s.lineHeight === 'normal' ? 1.2 * parseFloat(s.fontSize) : s.lineHeight));
 				if (lines !== 1) return 'lines ' + lines;
 				if (e.scrollWidth > e.clientWidth && s.textOverflow !== 'ellipsis') return 'cut without a marker';
 				return ''; })()`)
-			if state != "" {
-				t.Errorf("the summary line: %s", state)
-			}
-			if w := eval[int](tb, "document.documentElement.scrollWidth"); w > int(size.width) {
-				t.Errorf("the list scrolls sideways: %d px", w)
-			}
-		})
-	}
-	tb.t = t
+		if state != "" {
+			t.Errorf("the summary line: %s", state)
+		}
+		if w := eval[int](tb, "document.documentElement.scrollWidth"); w > int(width) {
+			t.Errorf("the list scrolls sideways: %d px", w)
+		}
+	})
 }

@@ -423,12 +423,7 @@ func TestOIDCRefusals(t *testing.T) {
 		attacker := p.start(t, b.newClient(t), ada())
 		c := b.newClient(t)
 		victim := p.start(t, c, ada())
-		au, _ := url.Parse(attacker.callback)
-		vu, _ := url.Parse(victim.callback)
-		q := vu.Query()
-		q.Set("code", au.Query().Get("code"))
-		vu.RawQuery = q.Encode()
-		victim.callback = vu.RequestURI()
+		victim.callback = withCodeOf(victim.callback, attacker.callback)
 		refused(t, c, victim.finish(t), http.StatusUnauthorized, "refused the sign-in")
 	})
 	t.Run("a replayed callback and a replayed code", func(t *testing.T) {
@@ -444,12 +439,7 @@ func TestOIDCRefusals(t *testing.T) {
 		// a code once.
 		again := b.newClient(t)
 		g := p.start(t, again, ada())
-		gu, _ := url.Parse(g.callback)
-		fu, _ := url.Parse(f.callback)
-		q := gu.Query()
-		q.Set("code", fu.Query().Get("code"))
-		gu.RawQuery = q.Encode()
-		g.callback = gu.RequestURI()
+		g.callback = withCodeOf(g.callback, f.callback)
 		refused(t, again, g.finish(t), http.StatusUnauthorized, "refused the sign-in")
 	})
 }
@@ -587,4 +577,15 @@ func TestOIDCAcrossReplicas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withCodeOf returns callback with the authorization code of other, as an
+// attacker who got hold of other's code would send it.
+func withCodeOf(callback, other string) string {
+	u, _ := url.Parse(callback)
+	o, _ := url.Parse(other)
+	q := u.Query()
+	q.Set("code", o.Query().Get("code"))
+	u.RawQuery = q.Encode()
+	return u.RequestURI()
 }

@@ -139,6 +139,15 @@ func move(itemID, col string) map[string]any {
 		"method": "work_move", "input": map[string]any{"itemId": itemID, "columnKey": col}}}
 }
 
+// moveArgs are approval_request arguments with key: a work_change that
+// proposes moving itemID to col.
+func moveArgs(key, itemID, col string) map[string]any {
+	return requestArgs(key, func(m map[string]any) {
+		m["kind"] = "work_change"
+		m["proposal"] = move(itemID, col)
+	})
+}
+
 // TestWorkMove: a work_move command executes in the step that records the
 // approval; denied, expired and stale commands never execute.
 func TestWorkMove(t *testing.T) {
@@ -149,10 +158,7 @@ func TestWorkMove(t *testing.T) {
 		b := setup(t)
 		item := b.board(t)
 		cl := b.connect(t, b.agent)
-		req := cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
-			m["kind"] = "work_change"
-			m["proposal"] = move(item.ID, "done")
-		}))
+		req := cl.ok(ToolApprovalRequest, moveArgs("mv", item.ID, "done"))
 		id := str(req, "approvalId")
 		if str(req, "commandOutcome.status") != "awaiting_decision" || str(req, "commandOutcome.observed.fromColumnKey") != "todo" ||
 			!strings.Contains(str(req, "next"), "the command runs only if approved") {
@@ -417,13 +423,7 @@ func TestApprovalCancelAndStatus(t *testing.T) {
 	go func() {
 		done <- cl.ok(ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60})
 	}()
-	// The long-poll registers inside the provider, which offers nothing
-	// to wait on: poll, with a deadline.
-	for deadline := time.Now().Add(30 * time.Second); b.svc.Waiters() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("approval_status with waitSeconds never started waiting")
-		}
-	}
+	awaitWaiters(t, b, 1)
 	if _, err := b.decide(t, id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
 		t.Fatal(err)
 	}
@@ -447,11 +447,7 @@ func TestApprovalStatusWaitOfRevokedToken(t *testing.T) {
 	id := str(cl.ok(ToolApprovalRequest, requestArgs("revoked", nil)), "approvalId")
 	done := make(chan string, 1)
 	go func() { done <- cl.fail(ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60}) }()
-	for deadline := time.Now().Add(30 * time.Second); b.svc.Waiters() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("approval_status with waitSeconds never started waiting")
-		}
-	}
+	awaitWaiters(t, b, 1)
 	if _, err := b.svc.RevokeToken(t.Context(), b.admin, b.agent.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -518,17 +514,11 @@ func TestWorkMoveCreateErrors(t *testing.T) {
 		b := setup(t)
 		item := b.board(t)
 		cl := b.connect(t, b.agent)
-		first := cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
-			m["kind"] = "work_change"
-			m["proposal"] = move(item.ID, "done")
-		}))
+		first := cl.ok(ToolApprovalRequest, moveArgs("mv", item.ID, "done"))
 		if str(first, "approvalId") == "" {
 			t.Fatalf("first proposal: %v", first)
 		}
-		got := cl.fail(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
-			m["kind"] = "work_change"
-			m["proposal"] = move(item.ID, "doing")
-		}))
+		got := cl.fail(ToolApprovalRequest, moveArgs("mv", item.ID, "doing"))
 		if !strings.HasPrefix(got, "idempotency_conflict: ") {
 			t.Errorf("same key, another move: %q", got)
 		}

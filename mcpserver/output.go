@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -378,18 +377,6 @@ func formatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
-}
-
-// marshal encodes a result without HTML escaping, so text reads as the
-// caller wrote it.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 // plural returns "1 one" or "n many".

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/airlockhq/airlock"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -194,7 +196,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data,omitempty"`
 	}
-	body, _ := marshal(struct {
+	body, _ := airlock.EncodeJSON(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   rpcError        `json:"error"`

@@ -182,7 +182,7 @@ func (s *Server) handler(t tool) mcp.ToolHandler {
 		if err != nil {
 			return s.errorResult(t.def.Name, err), nil
 		}
-		text, err := marshal(out)
+		text, err := airlock.EncodeJSON(out)
 		if err != nil {
 			return s.errorResult(t.def.Name, fmt.Errorf("encode %s result: %w", t.def.Name, err)), nil
 		}

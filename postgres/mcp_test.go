@@ -645,33 +645,14 @@ func TestWorkMoveJudgedAfterItsLocks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := conn(t, schema)
-			var holderPID int32
-			if err := c.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&holderPID); err != nil {
-				t.Fatal(err)
-			}
-			holder, err := c.Begin(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Rollback(context.Background())
-			if _, err := holder.Exec(t.Context(), tc.lock, item.ID); err != nil {
-				t.Fatal(err)
-			}
+			holder, holderPID := holdLock(t, conn(t, schema), tc.lock, item.ID)
 			done := make(chan error, 1)
 			go func() {
 				_, err := approve(s, t.Context(), r.ID)
 				done <- err
 			}()
 			watcher := conn(t, schema)
-			testkit.Eventually(t, 10*time.Second, "the approval to wait for the lock", func() bool {
-				var n int
-				if err := watcher.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				return n > 0
-			})
+			waitBlocked(t, watcher, holderPID, "the approval to wait for the lock")
 			if dbNow(t, watcher).After(r.DeadlineAt) {
 				holder.Rollback(t.Context())
 				<-done

@@ -350,32 +350,14 @@ func TestDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Another session holds the row, as a replica stalled mid-write would.
-		var holderPID int32
-		if err := c.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&holderPID); err != nil {
-			t.Fatal(err)
-		}
-		holder, err := c.Begin(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Rollback(context.Background())
-		if _, err := holder.Exec(t.Context(), `SELECT 1 FROM requests WHERE id = $1 FOR UPDATE`, r.ID); err != nil {
-			t.Fatal(err)
-		}
+		holder, holderPID := holdLock(t, c, `SELECT 1 FROM requests WHERE id = $1 FOR UPDATE`, r.ID)
 		done := make(chan error, 1)
 		go func() {
 			_, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"})
 			done <- err
 		}()
 		watcher := conn(t, schema)
-		testkit.Eventually(t, 10*time.Second, "the decision to wait for the row lock", func() bool {
-			var n int
-			if err := watcher.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n > 0
-		})
+		waitBlocked(t, watcher, holderPID, "the decision to wait for the row lock")
 		if dbNow(t, watcher).After(r.DeadlineAt) {
 			t.Skip("the machine was too slow to start the decision before the deadline")
 		}
@@ -387,6 +369,40 @@ WHERE $1 = ANY (pg_blocking_pids(pid))`, holderPID).Scan(&n); err != nil {
 		if e, ok := errors.AsType[*airlock.Error](err); !ok || e.Code != airlock.CodeDeadlinePassed || e.State != airlock.StateExpired {
 			t.Fatalf("decision that got the lock after the deadline = %v, want deadline_passed (expired)", err)
 		}
+	})
+}
+
+// holdLock runs lock (a statement that locks rows, with args) in a
+// transaction of its own on c, which it returns with c's backend PID; the
+// transaction is rolled back when t ends, if it has not been before.
+func holdLock(t *testing.T, c *pgx.Conn, lock string, args ...any) (pgx.Tx, int32) {
+	t.Helper()
+	var pid int32
+	if err := c.QueryRow(t.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := c.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(t.Context(), lock, args...); err != nil {
+		t.Fatal(err)
+	}
+	return tx, pid
+}
+
+// waitBlocked waits, watching on watcher, until some session waits for a
+// lock that backend pid holds.
+func waitBlocked(t *testing.T, watcher *pgx.Conn, pid int32, what string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, what, func() bool {
+		var n int
+		if err := watcher.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
 	})
 }
 

@@ -56,7 +56,7 @@ func (s *Store) PutReviewerLink(ctx context.Context, l airlock.ReviewerLink) (ai
 				named{"slack": l.SlackUserID, "principal": l.Principal}).Scan(&other)
 			switch {
 			case err == nil:
-				return slackTaken(l.SlackUserID, other)
+				return airlock.SlackUserTaken(l.SlackUserID, other)
 			case !errors.Is(err, pgx.ErrNoRows):
 				return err
 			}
@@ -69,7 +69,7 @@ ON CONFLICT (principal) DO UPDATE SET slack_user_id = excluded.slack_user_id, em
 RETURNING `+linkCols, named{"now": s.now(), "principal": l.Principal, "slack": nullText(l.SlackUserID),
 			"email": nullText(l.Email), "by": l.UpdatedBy}))
 		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" && pe.ConstraintName == "reviewer_links_slack" {
-			return slackTaken(l.SlackUserID, "another principal")
+			return airlock.SlackUserTaken(l.SlackUserID, "another principal")
 		}
 		if err != nil {
 			return err
@@ -78,10 +78,6 @@ RETURNING `+linkCols, named{"now": s.now(), "principal": l.Principal, "slack": n
 		return nil
 	})
 	return out, translate(err, "reviewer link", l.Principal)
-}
-
-func slackTaken(user, principal string) error {
-	return airlock.Invalid("slack_user_id", "Slack user %s is linked to principal %q already; unlink it there first", user, principal)
 }
 
 // ListReviewerLinks lists every link by principal.
@@ -111,8 +107,8 @@ func scanSlack(row pgx.Row) (airlock.SlackMessage, error) {
 // PutSlackMessage records where a request's message was posted, unless
 // one is recorded: the primary key decides between replicas.
 func (s *Store) PutSlackMessage(ctx context.Context, m airlock.SlackMessage) (airlock.SlackMessage, bool, error) {
-	if m.RequestID == "" || m.Channel == "" || m.TS == "" {
-		return airlock.SlackMessage{}, false, airlock.Invalid("slack_message", "a Slack message needs a request ID, a channel and a ts")
+	if err := m.Validate(); err != nil {
+		return airlock.SlackMessage{}, false, err
 	}
 	var (
 		out     airlock.SlackMessage

@@ -59,8 +59,8 @@ RETURNING (SELECT now FROM tick)`, true)
 }
 
 func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, lockID bool) error {
-	if t.ID == "" || len(t.Hash) == 0 {
-		return airlock.Invalid("token", "a token needs an ID and a hash")
+	if err := t.Validate(); err != nil {
+		return err
 	}
 	scopes := t.Scopes
 	if scopes == nil {

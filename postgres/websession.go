@@ -180,8 +180,8 @@ func (s *Store) DeleteWebSession(ctx context.Context, id string) error {
 
 // DeleteWebSessions ends the sessions of a token or a principal.
 func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilter) (int, error) {
-	if f.TokenID == "" && f.Principal == "" {
-		return 0, airlock.Invalid("filter", "name a token or a principal whose web sessions to end")
+	if err := f.Validate(); err != nil {
+		return 0, err
 	}
 	var n int
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
@@ -228,8 +228,8 @@ func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
 // first, unless about maxLive are in progress (concurrent starts may each
 // see one short of it).
 func (s *Store) PutOIDCLogin(ctx context.Context, l airlock.OIDCLogin, ttl time.Duration, maxLive int) error {
-	if len(l.StateHash) == 0 || len(l.BindingHash) == 0 || ttl < time.Microsecond {
-		return airlock.Invalid("login", "an OIDC login needs a state hash, a binding hash and a lifetime")
+	if err := l.Validate(ttl); err != nil {
+		return err
 	}
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		args := named{"now": s.now(), "state": l.StateHash, "binding": l.BindingHash, "next": l.Next, "ttl": ttl, "max": maxLive}

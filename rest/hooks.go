@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -51,13 +50,18 @@ func (h *handler) claudeCodeHook(w http.ResponseWriter, r *http.Request, _ airlo
 		answer(gate.FallbackAnswer(err.Error()))
 		return
 	}
-	c, err := h.hookCaller(w, r)
-	if err != nil {
+	// fallback answers a call that cannot be asked about: the verdict
+	// before a tool runs, nothing for any other event.
+	fallback := func(err error) {
 		if event != "pre-tool-use" {
 			writeHook(w, hook.Nothing)
 			return
 		}
 		answer(gate.FallbackAnswer(err.Error()))
+	}
+	c, err := h.hookCaller(w, r)
+	if err != nil {
+		fallback(err)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, hook.MaxPayload))
@@ -68,22 +72,14 @@ func (h *handler) claudeCodeHook(w http.ResponseWriter, r *http.Request, _ airlo
 		err = fmt.Errorf("the hook input could not be read (over %d bytes?): %v", hook.MaxPayload, err)
 	}
 	if err != nil {
-		if event != "pre-tool-use" {
-			writeHook(w, hook.Nothing)
-			return
-		}
-		answer(gate.FallbackAnswer(err.Error()))
+		fallback(err)
 		return
 	}
 
 	// A server shutting down ends the wait like the request's end does;
 	// the gate then withdraws what it asked.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	if h.shutdown != nil {
-		stop := context.AfterFunc(h.shutdown, cancel)
-		defer stop()
-	}
+	ctx, done := h.untilShutdown(r.Context())
+	defer done()
 	gate.Backend = h.svc.HookBackend(c)
 
 	switch event {

@@ -94,14 +94,7 @@ func writeValue(b *bytes.Buffer, v any) {
 	case bool:
 		b.Write(strconv.AppendBool(b.AvailableBuffer(), v))
 	case []string:
-		b.WriteByte('[')
-		for i, s := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeString(b, s)
-		}
-		b.WriteByte(']')
+		writeArray(b, v, writeString)
 	default:
 		enc := json.NewEncoder(b)
 		enc.SetEscapeHTML(false)
@@ -282,11 +275,7 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 // writeVotes writes the votes on a request needing several approvals, as
 // a list (empty when none was cast).
 func writeVotes(b *bytes.Buffer, vs []airlock.Vote) {
-	b.WriteByte('[')
-	for i, v := range vs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
+	writeArray(b, vs, func(b *bytes.Buffer, v airlock.Vote) {
 		vo := beginObject(b)
 		vo.always("principal", v.Principal)
 		vo.always("name", v.Name)
@@ -294,8 +283,7 @@ func writeVotes(b *bytes.Buffer, vs []airlock.Vote) {
 		vo.str("note", v.Note)
 		vo.time("at", v.At)
 		vo.end()
-	}
-	b.WriteByte(']')
+	})
 }
 
 // writeInstance writes an Instance resource.

@@ -47,7 +47,7 @@ func (s *Store) PutReviewerLink(ctx context.Context, l airlock.ReviewerLink) (ai
 				l.SlackUserID, l.Principal).Scan(&other)
 			switch {
 			case err == nil:
-				return airlock.Invalid("slack_user_id", "Slack user %s is linked to principal %q already; unlink it there first", l.SlackUserID, other)
+				return airlock.SlackUserTaken(l.SlackUserID, other)
 			case err != sql.ErrNoRows:
 				return err
 			}
@@ -106,8 +106,8 @@ func scanSlack(sc scanner) (airlock.SlackMessage, error) {
 // PutSlackMessage records where a request's message was posted, unless
 // one is recorded.
 func (s *Store) PutSlackMessage(ctx context.Context, m airlock.SlackMessage) (airlock.SlackMessage, bool, error) {
-	if m.RequestID == "" || m.Channel == "" || m.TS == "" {
-		return airlock.SlackMessage{}, false, airlock.Invalid("slack_message", "a Slack message needs a request ID, a channel and a ts")
+	if err := m.Validate(); err != nil {
+		return airlock.SlackMessage{}, false, err
 	}
 	var (
 		out     airlock.SlackMessage

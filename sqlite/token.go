@@ -75,8 +75,8 @@ ON CONFLICT (id) DO UPDATE SET name = excluded.name, role = excluded.role, scope
 }
 
 func (s *Store) putToken(ctx context.Context, t airlock.Token, query string, replace bool) error {
-	if t.ID == "" || len(t.Hash) == 0 {
-		return airlock.Invalid("token", "a token needs an ID and a hash")
+	if err := t.Validate(); err != nil {
+		return err
 	}
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		args, err := tokenArgs(t, now)

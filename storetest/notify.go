@@ -46,17 +46,19 @@ func (b *bundle) listed(t *testing.T) []string {
 	return ids
 }
 
-// queueAll queues the deliveries of every event after the cursor to every
-// endpoint in eps that wants it, as the fan-out does.
-func (b *bundle) queueAll(t *testing.T, eps ...airlock.Endpoint) []airlock.Delivery {
+// unfanned returns the fan-out cursor and the events after it.
+func (b *bundle) unfanned(t *testing.T) (int64, []airlock.Event) {
 	t.Helper()
 	after, err := b.store.FanOutCursor(b.ctx)
 	wantOK(t, err)
 	evs, err := b.store.ListEvents(b.ctx, after, 1000)
 	wantOK(t, err)
-	if len(evs) == 0 {
-		return nil
-	}
+	return after, evs
+}
+
+// deliveries builds the deliveries of evs to every endpoint in eps that
+// wants them, as the fan-out does.
+func deliveries(evs []airlock.Event, eps ...airlock.Endpoint) []airlock.Delivery {
 	var ds []airlock.Delivery
 	for _, ev := range evs {
 		typ, ok := airlock.NotifyTypeOf(ev.Type)
@@ -66,6 +68,18 @@ func (b *bundle) queueAll(t *testing.T, eps ...airlock.Endpoint) []airlock.Deliv
 			}
 		}
 	}
+	return ds
+}
+
+// queueAll queues the deliveries of every event after the cursor to every
+// endpoint in eps that wants it, as the fan-out does.
+func (b *bundle) queueAll(t *testing.T, eps ...airlock.Endpoint) []airlock.Delivery {
+	t.Helper()
+	after, evs := b.unfanned(t)
+	if len(evs) == 0 {
+		return nil
+	}
+	ds := deliveries(evs, eps...)
 	moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: evs[len(evs)-1].ID, Deliveries: ds})
 	wantOK(t, err)
 	if !moved {
@@ -184,19 +198,8 @@ func (s *suite) testNotify(t *testing.T) {
 		_, err := b.deny(r.ID)
 		wantOK(t, err)
 
-		after, err := b.store.FanOutCursor(b.ctx)
-		wantOK(t, err)
-		evs, err := b.store.ListEvents(b.ctx, after, 1000)
-		wantOK(t, err)
-		var ds []airlock.Delivery
-		for _, ev := range evs {
-			typ, ok := airlock.NotifyTypeOf(ev.Type)
-			for _, e := range []airlock.Endpoint{created, all} {
-				if ok && e.Wants(typ) && ev.ID > e.AfterEvent {
-					ds = append(ds, delivery(e, ev))
-				}
-			}
-		}
+		after, evs := b.unfanned(t)
+		ds := deliveries(evs, created, all)
 		if len(ds) != 3 {
 			t.Fatalf("the test built %d deliveries, want 3 (created to both, denied to one)", len(ds))
 		}
@@ -250,10 +253,7 @@ func (s *suite) testNotify(t *testing.T) {
 		b := s.setup(t)
 		e := b.endpoint(t)
 		b.create(t)
-		after, err := b.store.FanOutCursor(b.ctx)
-		wantOK(t, err)
-		evs, err := b.store.ListEvents(b.ctx, after, 1000)
-		wantOK(t, err)
+		after, evs := b.unfanned(t)
 		listed := b.listed(t)
 		var won atomic.Int32
 		var wg sync.WaitGroup
@@ -284,10 +284,7 @@ func (s *suite) testNotify(t *testing.T) {
 		listed := b.listed(t) // the fan-out reads the endpoints,
 		late := b.endpoint(t) // one is created,
 		b.create(t)           // and an event it wants is committed
-		after, err := b.store.FanOutCursor(b.ctx)
-		wantOK(t, err)
-		evs, err := b.store.ListEvents(b.ctx, after, 1000)
-		wantOK(t, err)
+		after, evs := b.unfanned(t)
 		upto := evs[len(evs)-1].ID
 		moved, err := b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: listed, After: after, Upto: upto,
 			Deliveries: []airlock.Delivery{delivery(first, evs[len(evs)-1])}})
@@ -588,10 +585,7 @@ func (s *suite) testNotify(t *testing.T) {
 		e := b.endpoint(t)
 		b.create(t)
 		b.create(t)
-		after, err := b.store.FanOutCursor(b.ctx)
-		wantOK(t, err)
-		evs, err := b.store.ListEvents(b.ctx, after, 1000)
-		wantOK(t, err)
+		after, evs := b.unfanned(t)
 		var ds []airlock.Delivery
 		for _, ev := range evs {
 			if _, ok := airlock.NotifyTypeOf(ev.Type); ok {
@@ -622,10 +616,7 @@ func (s *suite) testNotify(t *testing.T) {
 		}
 		// Had rep_a died, its lease would lapse and another take it over.
 		b.create(t)
-		after, err = b.store.FanOutCursor(b.ctx)
-		wantOK(t, err)
-		evs, err = b.store.ListEvents(b.ctx, after, 1000)
-		wantOK(t, err)
+		after, evs = b.unfanned(t)
 		d = delivery(e, evs[len(evs)-1])
 		d.LeaseHolder = "rep_a"
 		_, err = b.store.QueueDeliveries(b.ctx, airlock.QueueParams{Listed: b.listed(t), After: after, Upto: evs[len(evs)-1].ID,
@@ -652,10 +643,7 @@ func (s *suite) testNotify(t *testing.T) {
 		}
 		b.create(t)
 		b.create(t)
-		cursor, err := b.store.FanOutCursor(b.ctx)
-		wantOK(t, err)
-		evs, err := b.store.ListEvents(b.ctx, cursor, 1000)
-		wantOK(t, err)
+		_, evs := b.unfanned(t)
 		bl, err = b.store.DeliveryBacklog(b.ctx)
 		wantOK(t, err)
 		if bl != (airlock.Backlog{Unqueued: int64(len(evs))}) {

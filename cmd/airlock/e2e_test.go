@@ -259,13 +259,7 @@ func TestKillRestart(t *testing.T) {
 				}
 			}()
 		}
-		select {
-		case <-enough:
-		case <-srv.Exited:
-			t.Fatalf("the server exited under load:\n%s", srv.Out)
-		case <-time.After(time.Minute):
-			t.Fatalf("fewer than %d operations acknowledged in a minute", perCycle)
-		}
+		srv.AwaitLoad(t, enough, fmt.Sprintf("%d operations acknowledged", perCycle))
 		// A request that falls due while the server is down.
 		r := c.call("POST", "/v1/instances/"+overdueInst+"/approval-requests", agent,
 			fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -60,17 +61,9 @@ func runGrantsList(ctx context.Context, a *App, args []string) error {
 }
 
 func runGrantsRevoke(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("grants", grantSubcommands, "revoke", args)
-	if err != nil {
-		return err
-	}
-	g, err := c.RevokeGrant(ctx, id)
-	if err != nil {
-		return apiError(err)
-	}
-	if r.json {
-		return r.printJSON(g)
-	}
-	fmt.Fprintf(r.out, "Revoked %s (%s): it approves nothing more.\n", g.ID, g.Tool)
-	return nil
+	return idAction(ctx, a, "grants", grantSubcommands, "revoke", args,
+		func(c *client.Client, id string) (*client.Grant, error) { return c.RevokeGrant(ctx, id) },
+		func(w io.Writer, _ string, g *client.Grant) {
+			fmt.Fprintf(w, "Revoked %s (%s): it approves nothing more.\n", g.ID, g.Tool)
+		})
 }

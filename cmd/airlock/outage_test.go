@@ -34,7 +34,7 @@ func logLines(out string, re *regexp.Regexp) int {
 // bearerTransport adds a bearer token to every request.
 type bearerTransport struct {
 	token string
-	next  *http.Transport
+	next  http.RoundTripper
 }
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {

@@ -30,14 +30,6 @@ rules:
     action: allow
 `
 
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // A server with --policy decides by its rules at creation, names the rule
 // in decided_by and the file's hash on the event, never approves a
 // question, and tells an MCP agent who decided.
@@ -95,7 +87,7 @@ func TestServePolicy(t *testing.T) {
 	// MCP: a question matches the allow rule, and is asked all the same;
 	// an advisory request is approved, and the agent is told by whom.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t27", Version: "v0"}, nil).Connect(t.Context(),
-		&mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{agent}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{agent, http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,6 @@ func (a *App) parseAPIArgs(fs *flag.FlagSet, r *remote, args []string, names ...
 	return pos, nil
 }
 
-// client returns an API client for r.
 // idCommand parses `airlock <cmd> <sub> [flags] <id>`, a subcommand of subs
 // with only the common flags, and returns the id, the remote and its
 // client.
@@ -161,6 +160,25 @@ func (a *App) idCommand(cmd string, subs []subcommand, sub string, args []string
 		return "", nil, nil, err
 	}
 	return pos[0], r, c, nil
+}
+
+// idAction runs `airlock <cmd> <sub> <id>`: it calls the API on the id
+// and prints the result, as JSON with --json, otherwise as text writes it.
+func idAction[T any](ctx context.Context, a *App, cmd string, subs []subcommand, sub string, args []string,
+	call func(c *client.Client, id string) (T, error), text func(w io.Writer, id string, v T)) error {
+	id, r, c, err := a.idCommand(cmd, subs, sub, args)
+	if err != nil {
+		return err
+	}
+	v, err := call(c, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(v)
+	}
+	text(r.out, id, v)
+	return nil
 }
 
 // listCommand parses a list subcommand's flags (flags adds its own) and
@@ -198,6 +216,7 @@ func printItems[T any](r *remote, items []T, header string, row func(T) []string
 	return nil
 }
 
+// client returns an API client for r.
 func (r *remote) client() (*client.Client, error) {
 	c, err := client.New(r.url, r.token, client.WithUserAgent("airlock-cli/"+version), client.WithTimeout(30*time.Second))
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -88,19 +89,11 @@ func runTokensList(ctx context.Context, a *App, args []string) error {
 }
 
 func runTokensRevoke(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("tokens", tokenSubcommands, "revoke", args)
-	if err != nil {
-		return err
-	}
-	t, err := c.RevokeToken(ctx, id)
-	if err != nil {
-		return apiError(err)
-	}
-	if r.json {
-		return r.printJSON(t)
-	}
-	fmt.Fprintf(r.out, "Revoked %s (%s): it stops working at its next request.\n", t.ID, clip(t.Name, 60))
-	return nil
+	return idAction(ctx, a, "tokens", tokenSubcommands, "revoke", args,
+		func(c *client.Client, id string) (*client.Token, error) { return c.RevokeToken(ctx, id) },
+		func(w io.Writer, _ string, t *client.Token) {
+			fmt.Fprintf(w, "Revoked %s (%s): it stops working at its next request.\n", t.ID, clip(t.Name, 60))
+		})
 }
 
 // dash stands in for an empty table cell.

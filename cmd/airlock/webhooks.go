@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -119,43 +120,30 @@ func runWebhooksList(ctx context.Context, a *App, args []string) error {
 }
 
 func runWebhooksShow(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "show", args)
-	if err != nil {
-		return err
-	}
-	w, err := c.GetWebhook(ctx, id)
-	if err != nil {
-		return apiError(err)
-	}
-	if r.json {
-		return r.printJSON(w)
-	}
-	fmt.Fprintf(r.out, "%s → %s\n  events: %s\n  state: %s\n", w.ID, w.URL, eventsText(w.Events), webhookState(*w))
-	if w.Description != "" {
-		fmt.Fprintf(r.out, "  description: %s\n", w.Description)
-	}
-	if w.FailingSince != nil {
-		fmt.Fprintf(r.out, "  failing since: %s\n", w.FailingSince.Format(time.RFC3339))
-	}
-	if w.DisabledAt != nil {
-		fmt.Fprintf(r.out, "  disabled at %s: %s\n", w.DisabledAt.Format(time.RFC3339), w.DisabledReason)
-	}
-	return nil
+	return idAction(ctx, a, "webhooks", webhookSubcommands, "show", args,
+		func(c *client.Client, id string) (*client.Webhook, error) { return c.GetWebhook(ctx, id) },
+		func(out io.Writer, _ string, w *client.Webhook) {
+			fmt.Fprintf(out, "%s → %s\n  events: %s\n  state: %s\n", w.ID, w.URL, eventsText(w.Events), webhookState(*w))
+			if w.Description != "" {
+				fmt.Fprintf(out, "  description: %s\n", w.Description)
+			}
+			if w.FailingSince != nil {
+				fmt.Fprintf(out, "  failing since: %s\n", w.FailingSince.Format(time.RFC3339))
+			}
+			if w.DisabledAt != nil {
+				fmt.Fprintf(out, "  disabled at %s: %s\n", w.DisabledAt.Format(time.RFC3339), w.DisabledReason)
+			}
+		})
 }
 
 func runWebhooksDelete(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "delete", args)
-	if err != nil {
-		return err
-	}
-	if err := c.DeleteWebhook(ctx, id); err != nil {
-		return apiError(err)
-	}
-	if r.json {
-		return r.printJSON(map[string]string{"deleted": id})
-	}
-	fmt.Fprintf(r.out, "Deleted webhook %s and its deliveries.\n", id)
-	return nil
+	return idAction(ctx, a, "webhooks", webhookSubcommands, "delete", args,
+		func(c *client.Client, id string) (map[string]string, error) {
+			return map[string]string{"deleted": id}, c.DeleteWebhook(ctx, id)
+		},
+		func(out io.Writer, id string, _ map[string]string) {
+			fmt.Fprintf(out, "Deleted webhook %s and its deliveries.\n", id)
+		})
 }
 
 func runWebhooksDeliveries(ctx context.Context, a *App, args []string) error {
@@ -203,33 +191,17 @@ func nonZero(n int) string {
 }
 
 func runWebhooksTest(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "test", args)
-	if err != nil {
-		return err
-	}
-	d, err := c.TestWebhook(ctx, id)
-	if err != nil {
-		return apiError(err)
-	}
-	if r.json {
-		return r.printJSON(d)
-	}
-	fmt.Fprintf(r.out, "Queued test delivery %s (webhook-id %s); see `airlock webhooks deliveries %s`.\n", d.ID, d.MessageID, id)
-	return nil
+	return idAction(ctx, a, "webhooks", webhookSubcommands, "test", args,
+		func(c *client.Client, id string) (*client.Delivery, error) { return c.TestWebhook(ctx, id) },
+		func(out io.Writer, id string, d *client.Delivery) {
+			fmt.Fprintf(out, "Queued test delivery %s (webhook-id %s); see `airlock webhooks deliveries %s`.\n", d.ID, d.MessageID, id)
+		})
 }
 
 func runWebhooksEnable(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("webhooks", webhookSubcommands, "enable", args)
-	if err != nil {
-		return err
-	}
-	w, err := c.EnableWebhook(ctx, id)
-	if err != nil {
-		return apiError(err)
-	}
-	if r.json {
-		return r.printJSON(w)
-	}
-	fmt.Fprintf(r.out, "Enabled webhook %s → %s; deliveries its failures failed are attempted again (see `airlock webhooks deliveries %s`).\n", w.ID, w.URL, id)
-	return nil
+	return idAction(ctx, a, "webhooks", webhookSubcommands, "enable", args,
+		func(c *client.Client, id string) (*client.Webhook, error) { return c.EnableWebhook(ctx, id) },
+		func(out io.Writer, id string, w *client.Webhook) {
+			fmt.Fprintf(out, "Enabled webhook %s → %s; deliveries its failures failed are attempted again (see `airlock webhooks deliveries %s`).\n", w.ID, w.URL, id)
+		})
 }

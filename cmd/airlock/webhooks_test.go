@@ -15,6 +15,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/webhooktest"
 	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/storetest"
 )
 
 // receivers starts one receiver of each behavior, closed when t ends.
@@ -122,13 +123,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 				}
 			})
 		}
-		select {
-		case <-enough:
-		case <-srv.Exited:
-			t.Fatalf("the server exited under load:\n%s", srv.Out)
-		case <-time.After(time.Minute):
-			t.Fatalf("fewer than %d lifecycles in a minute", perCycle)
-		}
+		srv.AwaitLoad(t, enough, fmt.Sprintf("%d lifecycles", perCycle))
 		srv.Kill() // mid-load, and mid-delivery to the slow and hung receivers
 		close(stop)
 		wg.Wait()
@@ -140,34 +135,13 @@ func TestWebhooksKillRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []airlock.Event
-	for after := int64(0); ; {
-		es, err := st.ListEvents(context.Background(), after, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(es) == 0 {
-			break
-		}
-		evs = append(evs, es...)
-		after = es[len(es)-1].ID
-	}
+	evs := storetest.AllEvents(t, st)
 	st.Close()
 	want := webhooktest.ExpectedFrom(evs, 0)
 	loaded := time.Now()
 	webhooktest.CheckAll(t, rcs, want, 2*time.Minute, nil)
 	t.Logf("the receivers had everything %s after the last restart", time.Since(loaded).Round(time.Millisecond))
-	for _, rc := range rcs {
-		if rc.Behavior == webhooktest.Hang {
-			continue
-		}
-		types := rc.TypesByRequest()
-		for _, id := range rolledBack {
-			if got := types[id]; !slices.Equal(got, []string{"approval_request.created"}) {
-				t.Errorf("%s got %v for %s, whose only decision was refused and rolled back", rc.Name, got, id)
-			}
-		}
-	}
+	webhooktest.CheckRolledBack(t, rcs, rolledBack)
 	t.Logf("%d kill -9 restarts, %d requests, %d committed webhook events, %d decisions rolled back", restarts, created.Load(), len(want), len(rolledBack))
 }
 

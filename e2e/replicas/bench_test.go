@@ -38,7 +38,7 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 			r, err := cl.c.do(context.Background(), "GET", waiter.URL, "/v1/approval-requests/"+id+"?wait=30s", cl.agent, "")
 			got <- polled{r, err, time.Now()}
 		}()
-		awaitWaitersB(b, cl, waiter.URL)
+		cl.awaitWaiters(b, waiter.URL, 1)
 		b.StartTimer()
 		start := time.Now()
 		if r := cl.c.call(b, "POST", decider.URL, "/v1/approval-requests/"+id+"/decision", cl.reviewer, `{"status":"approved"}`); !r.want(b, 200, "decide") {
@@ -56,19 +56,6 @@ func BenchmarkLongPollAcrossReplicas(b *testing.B) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// awaitWaitersB polls a replica's metrics until one long-poll waits on it.
-func awaitWaitersB(b *testing.B, cl *cluster, base string) {
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := waitingRE.FindStringSubmatch(cl.c.call(b, "GET", base, "/metrics", "", "").Raw); m != nil && m[1] == "1" {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the long-poll did not reach %s within 10s", base)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
 
 // benchClients is how many clients run lifecycles at once, against Airlock
 // and against the database directly.

@@ -26,18 +26,13 @@ var waitingRE = regexp.MustCompile(`(?m)^airlock_long_polls_waiting (\d+)$`)
 // awaitWaiters polls a replica's metrics until n long-polls wait on it:
 // only the server knows when a long-poll has reached it. The poll has a
 // deadline.
-func (cl *cluster) awaitWaiters(t *testing.T, base string, n int) {
+func (cl *cluster) awaitWaiters(t testing.TB, base string, n int) {
 	t.Helper()
 	want := fmt.Sprint(n)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").Raw); m != nil && m[1] == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d long-polls did not reach %s within 10s", n, base)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d long-polls to reach %s", n, base), func() bool {
+		m := waitingRE.FindStringSubmatch(cl.c.call(t, "GET", base, "/metrics", "", "").Raw)
+		return m != nil && m[1] == want
+	})
 }
 
 // polled is what a long-poll got, and when.
@@ -178,12 +173,7 @@ func TestLongPollAfterDroppedListen(t *testing.T) {
 	id := r.Str("id")
 	// A listens from its start; wait until its listening connection shows.
 	listen := appA + " listen"
-	for deadline := time.Now().Add(10 * time.Second); countBackends(t, listen) != 1; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no database session named %q within 10s", listen)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("a database session named %q", listen), func() bool { return countBackends(t, listen) == 1 })
 	got := cl.longPoll(t, a.URL, id)
 
 	if err := testkit.ExecSQL(testkit.PostgresURL(t), fmt.Sprintf(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '%s'`, listen)); err != nil {

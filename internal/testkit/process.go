@@ -137,6 +137,20 @@ func TryServe(t testing.TB, bin, dir string, env []string, args ...string) (*Pro
 	return p, nil
 }
 
+// AwaitLoad waits until done is closed, as a load test does before it
+// kills the process mid-load. It fails t when the process exits first or
+// a minute passes; what says what done counts, for the message.
+func (p *Process) AwaitLoad(t testing.TB, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-p.Exited:
+		t.Fatalf("the server exited under load:\n%s", p.Out)
+	case <-time.After(time.Minute):
+		t.Fatalf("fewer than %s in a minute", what)
+	}
+}
+
 // Kill kills the process with SIGKILL (kill -9) and reaps it.
 func (p *Process) Kill() {
 	p.Cmd.Process.Kill()

@@ -291,5 +291,23 @@ func CheckAll(t testing.TB, rcs []*Receiver, want map[string]Expected, within ti
 	}
 }
 
+// CheckRolledBack checks that every receiver but a hung one got only
+// approval_request.created for each request in rolledBack: requests whose
+// one decision was refused and rolled back, so nothing else was committed.
+func CheckRolledBack(t testing.TB, rcs []*Receiver, rolledBack []string) {
+	t.Helper()
+	for _, rc := range rcs {
+		if rc.Behavior == Hang {
+			continue
+		}
+		types := rc.TypesByRequest()
+		for _, id := range rolledBack {
+			if got := types[id]; !slices.Equal(got, []string{"approval_request.created"}) {
+				t.Errorf("%s got %v for %s, whose only decision was refused and rolled back", rc.Name, got, id)
+			}
+		}
+	}
+}
+
 // TypesOf returns the types rc accepted for request id.
 func (rc *Receiver) TypesOf(id string) []string { return rc.TypesByRequest()[id] }
