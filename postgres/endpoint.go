@@ -313,8 +313,9 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	return out, nil
 }
 
-// recordAttempt records one attempt in t; the zero Delivery when the
-// delivery is gone or no longer p.Holder's.
+// recordAttempt records one attempt in t and returns the delivery without
+// its payload; the zero Delivery when the delivery is gone or no longer
+// p.Holder's.
 func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
 	state, _ := p.State()
 	var now time.Time
@@ -322,8 +323,8 @@ func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParam
 	attempts = d.attempts || jsonb_build_array(@attempt::jsonb),
 	next_attempt_at = tick.now + @retry_us * interval '1 microsecond', lease_holder = '', lease_until = NULL
 FROM tick WHERE d.id = @id AND d.lease_holder = @holder AND d.state = 'pending'
-RETURNING `+deliveryCols+`, tick.now`, named{"now": s.now(), "state": string(state), "attempt": attempt,
-		"retry_us": p.RetryIn.Microseconds(), "id": p.DeliveryID, "holder": p.Holder}), true, &now)
+RETURNING `+deliveryColsNoPayload+`, tick.now`, named{"now": s.now(), "state": string(state), "attempt": attempt,
+		"retry_us": p.RetryIn.Microseconds(), "id": p.DeliveryID, "holder": p.Holder}), false, &now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Delivery{}, nil
 	}

@@ -331,15 +331,16 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	return out, nil
 }
 
-// recordAttempt records one attempt in tx; the zero Delivery when the
-// delivery is gone or no longer p.Holder's.
+// recordAttempt records one attempt in tx and returns the delivery without
+// its payload (the writer would copy it for no one); the zero Delivery
+// when the delivery is gone or no longer p.Holder's.
 func recordAttempt(ctx context.Context, tx *txn, now time.Time, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
 	state, _ := p.State()
 	out, err := scanDelivery(tx.QueryRowContext(ctx, `UPDATE deliveries SET state = @state,
 	attempts = json_insert(attempts, '$[#]', json(@attempt)), next_attempt_at = @next, lease_holder = '', lease_until = NULL
-WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deliveryCols,
+WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deliveryColsNoPayload,
 		sql.Named("state", string(state)), sql.Named("attempt", attempt), sql.Named("next", micros(now.Add(p.RetryIn))),
-		sql.Named("id", p.DeliveryID), sql.Named("holder", p.Holder)), true)
+		sql.Named("id", p.DeliveryID), sql.Named("holder", p.Holder)), false)
 	if errors.Is(err, sql.ErrNoRows) {
 		return airlock.Delivery{}, nil
 	}
