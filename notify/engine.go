@@ -283,6 +283,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 		return nil, false, err
 	}
 	var ds []airlock.Delivery
+	now := e.cfg.Now()
 	queued := map[string]bool{}
 	perEndpoint := map[string]int{}
 	rendered := map[string][]byte{} // a request's events in one batch share one read
@@ -315,7 +316,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 				}
 				payload = Body(typ, ev.At, data)
 			}
-			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev.ID,
+			ds = append(ds, airlock.Delivery{ID: airlock.NewClockID(airlock.PrefixDelivery, now), EndpointID: ep.ID, EventID: ev.ID,
 				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
 			queued[ep.ID] = true
 			perEndpoint[ep.ID]++

@@ -298,8 +298,9 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	}
 	out := make([]airlock.Delivery, len(ps))
 	err = s.write(ctx, func(ctx context.Context, t *tx) error {
+		cleared := map[string]bool{}
 		for i, p := range ps {
-			d, err := s.recordAttempt(ctx, t, p, attempts[i])
+			d, err := s.recordAttempt(ctx, t, p, attempts[i], cleared)
 			if err != nil {
 				return err
 			}
@@ -315,8 +316,10 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 
 // recordAttempt records one attempt in t and returns the delivery without
 // its payload; the zero Delivery when the delivery is gone or no longer
-// p.Holder's.
-func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
+// p.Holder's. cleared holds the endpoints whose failing mark this
+// transaction cleared with no failure since: a batch of successes clears
+// it once.
+func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string, cleared map[string]bool) (airlock.Delivery, error) {
 	state, _ := p.State()
 	var now time.Time
 	out, err := scanDelivery(t.QueryRow(ctx, tickCTE+`UPDATE deliveries d SET state = @state,
@@ -332,10 +335,15 @@ RETURNING `+deliveryColsNoPayload+`, tick.now`, named{"now": s.now(), "state": s
 		return airlock.Delivery{}, err
 	}
 	if p.Outcome == airlock.OutcomeDelivered {
+		if cleared[out.EndpointID] {
+			return out, nil
+		}
 		_, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = @id AND failing_since IS NOT NULL`,
 			named{"id": out.EndpointID})
+		cleared[out.EndpointID] = err == nil
 		return out, err
 	}
+	cleared[out.EndpointID] = false
 	if _, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = @now WHERE id = @id AND failing_since IS NULL`,
 		named{"now": now, "id": out.EndpointID}); err != nil {
 		return airlock.Delivery{}, err
