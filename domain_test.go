@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -233,6 +234,31 @@ func TestTokenHasScope(t *testing.T) {
 }
 
 var idPattern = regexp.MustCompile(`^[a-z]{3}_[a-z2-7]{24}$`)
+
+// Clock IDs look like any other, are unique, and those made in the same
+// second share their leading characters, which keeps them together in an
+// index.
+func TestNewClockID(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for i := range 2000 {
+		id := airlock.NewClockID(airlock.PrefixDelivery, at.Add(time.Duration(i)*time.Millisecond/4))
+		if !strings.HasPrefix(id, airlock.PrefixDelivery) || !idPattern.MatchString(id) {
+			t.Fatalf("NewClockID = %q, want %s followed by 24 base32 characters", id, airlock.PrefixDelivery)
+		}
+		if seen[id] {
+			t.Fatalf("NewClockID repeated %q", id)
+		}
+		seen[id] = true
+	}
+	a := airlock.NewClockID(airlock.PrefixDelivery, at)
+	b := airlock.NewClockID(airlock.PrefixDelivery, at.Add(999*time.Millisecond))
+	c := airlock.NewClockID(airlock.PrefixDelivery, at.Add(time.Hour))
+	if n := len(airlock.PrefixDelivery) + 6; a[:n] != b[:n] || a[:n] == c[:n] {
+		t.Fatalf("IDs a second apart %q, %q and an hour apart %q: want the first two, and only them, to share %d characters", a, b, c, n)
+	}
+}
 
 // IDs are opaque, prefixed and unique.
 func TestNewID(t *testing.T) {

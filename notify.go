@@ -489,7 +489,8 @@ type NotifyStore interface {
 	// RecordAttempts records attempts of deliveries their p.Holder still
 	// leases, in order, in one write (a worker's batch shares one commit),
 	// releasing the leases. The delivery at index i is what ps[i]
-	// recorded, or the zero Delivery when ps[i]'s delivery is gone or
+	// recorded (without its payload), or the zero Delivery when ps[i]'s
+	// delivery is gone or
 	// another holder took it over (what it sent stands; the new holder
 	// sends again, with the same message ID). A failure marks the
 	// endpoint failing and, past p.DisableAfter, disables it (appending

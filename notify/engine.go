@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -103,6 +104,13 @@ type worker struct {
 	// to it: the worker attempts them before leasing any.
 	mu     sync.Mutex
 	handed []airlock.Delivery
+
+	// unleased is set when the queue may hold due deliveries not handed
+	// to the worker: at its start, when the fan-out queued some without
+	// handing them, at Wake and at each poll. Otherwise a lease would be
+	// a write that finds nothing, and a busy writer's time is what limits
+	// the whole server.
+	unleased atomic.Bool
 }
 
 // take returns the deliveries handed to w, emptying its hand.
@@ -275,6 +283,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 		return nil, false, err
 	}
 	var ds []airlock.Delivery
+	now := e.cfg.Now()
 	queued := map[string]bool{}
 	perEndpoint := map[string]int{}
 	rendered := map[string][]byte{} // a request's events in one batch share one read
@@ -307,7 +316,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 				}
 				payload = Body(typ, ev.At, data)
 			}
-			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev.ID,
+			ds = append(ds, airlock.Delivery{ID: airlock.NewClockID(airlock.PrefixDelivery, now), EndpointID: ep.ID, EventID: ev.ID,
 				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
 			queued[ep.ID] = true
 			perEndpoint[ep.ID]++
@@ -327,6 +336,9 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 		Listed: listed, LeaseFor: e.handLease()})
 	if err != nil {
 		return nil, false, err
+	}
+	if moved {
+		e.markUnleased(queued, hand)
 	}
 	if moved && len(hand) > 0 {
 		// A delivery whose endpoint was disabled or deleted meanwhile was
@@ -365,6 +377,18 @@ func (e *Engine) handable(count map[string]int) map[string]*worker {
 	return out
 }
 
+// markUnleased tells the workers of the endpoints in queued but not in
+// hand that due deliveries wait for them in the queue.
+func (e *Engine) markUnleased(queued map[string]bool, hand map[string]*worker) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id := range queued {
+		if w := e.workers[id]; w != nil && hand[id] == nil {
+			w.unleased.Store(true)
+		}
+	}
+}
+
 // handLease is how long deliveries handed to a worker are leased: twice a
 // batch's lease, since they may wait for the batch the worker is busy
 // with before their own.
@@ -394,6 +418,7 @@ func (e *Engine) Wake() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, w := range e.workers {
+		w.unleased.Store(true)
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -425,6 +450,7 @@ func (e *Engine) syncWorkers(ctx context.Context, eps []airlock.Endpoint) {
 		}
 		wctx, stop := context.WithCancel(ctx)
 		w := &worker{wake: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+		w.unleased.Store(true)
 		w.wake <- struct{}{}
 		e.workers[ep.ID] = w
 		go func() {
@@ -466,15 +492,18 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, w *worker) {
 	// leased to this worker until it commits, so none is leased twice.
 	var recording sync.WaitGroup
 	defer recording.Wait()
+	// full is whether the last lease took a whole batch: more may be due.
+	full := false
 	for {
 		ds := w.take()
-		if len(ds) == 0 {
+		if len(ds) == 0 && (w.unleased.Swap(false) || full) {
 			var err error
 			ds, err = e.cfg.Store.LeaseDeliveries(ctx, airlock.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
 				Limit: e.cfg.LeaseBatch})
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("notifications: lease deliveries", "endpoint", ep.ID, "err", err)
 			}
+			full = len(ds) == e.cfg.LeaseBatch
 		}
 		if len(ds) > 0 {
 			next := make(chan airlock.Delivery, len(ds))
@@ -510,6 +539,9 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, w *worker) {
 			return
 		case <-w.wake:
 		case <-t.C:
+			// Retries falling due, and deliveries other processes
+			// queued, are found at each poll.
+			w.unleased.Store(true)
 		}
 	}
 }

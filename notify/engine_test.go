@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -543,5 +544,56 @@ func TestEndpointCreatedDuringFanOut(t *testing.T) {
 		if got := decode(t, rc.next(t).body); got.Type != "approval_request.created" || got.Data.ID != r.ID {
 			t.Fatalf("got %+v; want %s created", got, r.ID)
 		}
+	}
+}
+
+// leaseCounter counts a store's lease writes.
+type leaseCounter struct {
+	notify.Store
+	leases atomic.Int64
+}
+
+func (s *leaseCounter) LeaseDeliveries(ctx context.Context, p airlock.LeaseParams) ([]airlock.Delivery, error) {
+	s.leases.Add(1)
+	return s.Store.LeaseDeliveries(ctx, p)
+}
+
+// A worker fed by its own fan-out makes no lease writes: each one is a
+// write on the store's one writer, and would find nothing.
+func TestHandedDeliveriesNeedNoLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rc := newReceiver(t, nil)
+	b.endpoint(t, rc)
+	st := &leaseCounter{Store: b.store}
+	var mu sync.Mutex
+	changed := make(chan struct{})
+	change := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		close(changed)
+		changed = make(chan struct{})
+	}
+	sender := notify.NewWebhookSender(notify.WebhookConfig{AllowPrivate: true})
+	t.Cleanup(sender.Close)
+	// No poll within the test: every pass comes from a change.
+	e := notify.New(notify.Config{Store: st, Render: rest.RequestJSON, PollEvery: time.Hour,
+		Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: sender},
+		Changed: func() <-chan struct{} { mu.Lock(); defer mu.Unlock(); return changed }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// The worker leases once at its start, which may come before or
+	// after its first handed deliveries.
+	for range 10 {
+		r := b.request(t, time.Hour)
+		change()
+		if got := decode(t, rc.next(t).body); got.Data.ID != r.ID {
+			t.Fatalf("delivered %s, want %s", got.Data.ID, r.ID)
+		}
+	}
+	if n := st.leases.Load(); n > 1 {
+		t.Fatalf("%d lease writes for 10 handed deliveries, want the worker's first alone", n)
 	}
 }

@@ -298,8 +298,9 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	}
 	out := make([]airlock.Delivery, len(ps))
 	err = s.write(ctx, func(ctx context.Context, t *tx) error {
+		cleared := map[string]bool{}
 		for i, p := range ps {
-			d, err := s.recordAttempt(ctx, t, p, attempts[i])
+			d, err := s.recordAttempt(ctx, t, p, attempts[i], cleared)
 			if err != nil {
 				return err
 			}
@@ -313,17 +314,20 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	return out, nil
 }
 
-// recordAttempt records one attempt in t; the zero Delivery when the
-// delivery is gone or no longer p.Holder's.
-func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
+// recordAttempt records one attempt in t and returns the delivery without
+// its payload; the zero Delivery when the delivery is gone or no longer
+// p.Holder's. cleared holds the endpoints whose failing mark this
+// transaction cleared with no failure since: a batch of successes clears
+// it once.
+func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string, cleared map[string]bool) (airlock.Delivery, error) {
 	state, _ := p.State()
 	var now time.Time
 	out, err := scanDelivery(t.QueryRow(ctx, tickCTE+`UPDATE deliveries d SET state = @state,
 	attempts = d.attempts || jsonb_build_array(@attempt::jsonb),
 	next_attempt_at = tick.now + @retry_us * interval '1 microsecond', lease_holder = '', lease_until = NULL
 FROM tick WHERE d.id = @id AND d.lease_holder = @holder AND d.state = 'pending'
-RETURNING `+deliveryCols+`, tick.now`, named{"now": s.now(), "state": string(state), "attempt": attempt,
-		"retry_us": p.RetryIn.Microseconds(), "id": p.DeliveryID, "holder": p.Holder}), true, &now)
+RETURNING `+deliveryColsNoPayload+`, tick.now`, named{"now": s.now(), "state": string(state), "attempt": attempt,
+		"retry_us": p.RetryIn.Microseconds(), "id": p.DeliveryID, "holder": p.Holder}), false, &now)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return airlock.Delivery{}, nil
 	}
@@ -331,10 +335,15 @@ RETURNING `+deliveryCols+`, tick.now`, named{"now": s.now(), "state": string(sta
 		return airlock.Delivery{}, err
 	}
 	if p.Outcome == airlock.OutcomeDelivered {
+		if cleared[out.EndpointID] {
+			return out, nil
+		}
 		_, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = @id AND failing_since IS NOT NULL`,
 			named{"id": out.EndpointID})
+		cleared[out.EndpointID] = err == nil
 		return out, err
 	}
+	cleared[out.EndpointID] = false
 	if _, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = @now WHERE id = @id AND failing_since IS NULL`,
 		named{"now": now, "id": out.EndpointID}); err != nil {
 		return airlock.Delivery{}, err

@@ -316,8 +316,9 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	}
 	out := make([]airlock.Delivery, len(ps))
 	err = s.inTx(ctx, func(tx *txn, now time.Time) error {
+		cleared := map[string]bool{}
 		for i, p := range ps {
-			d, err := recordAttempt(ctx, tx, now, p, attempts[i])
+			d, err := recordAttempt(ctx, tx, now, p, attempts[i], cleared)
 			if err != nil {
 				return err
 			}
@@ -331,15 +332,18 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	return out, nil
 }
 
-// recordAttempt records one attempt in tx; the zero Delivery when the
-// delivery is gone or no longer p.Holder's.
-func recordAttempt(ctx context.Context, tx *txn, now time.Time, p airlock.AttemptParams, attempt string) (airlock.Delivery, error) {
+// recordAttempt records one attempt in tx and returns the delivery without
+// its payload (the writer would copy it for no one); the zero Delivery
+// when the delivery is gone or no longer p.Holder's. cleared holds the
+// endpoints whose failing mark this transaction cleared with no failure
+// since: a batch of successes clears it once.
+func recordAttempt(ctx context.Context, tx *txn, now time.Time, p airlock.AttemptParams, attempt string, cleared map[string]bool) (airlock.Delivery, error) {
 	state, _ := p.State()
 	out, err := scanDelivery(tx.QueryRowContext(ctx, `UPDATE deliveries SET state = @state,
 	attempts = json_insert(attempts, '$[#]', json(@attempt)), next_attempt_at = @next, lease_holder = '', lease_until = NULL
-WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deliveryCols,
+WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deliveryColsNoPayload,
 		sql.Named("state", string(state)), sql.Named("attempt", attempt), sql.Named("next", micros(now.Add(p.RetryIn))),
-		sql.Named("id", p.DeliveryID), sql.Named("holder", p.Holder)), true)
+		sql.Named("id", p.DeliveryID), sql.Named("holder", p.Holder)), false)
 	if errors.Is(err, sql.ErrNoRows) {
 		return airlock.Delivery{}, nil
 	}
@@ -347,9 +351,14 @@ WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deli
 		return airlock.Delivery{}, err
 	}
 	if p.Outcome == airlock.OutcomeDelivered {
+		if cleared[out.EndpointID] {
+			return out, nil
+		}
 		_, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, out.EndpointID)
+		cleared[out.EndpointID] = err == nil
 		return out, err
 	}
+	cleared[out.EndpointID] = false
 	if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL`,
 		micros(now), out.EndpointID); err != nil {
 		return airlock.Delivery{}, err
