@@ -19,7 +19,8 @@ PACKAGE = "airlock"
 
 
 def _project():
-    text = open(os.path.join(HERE, "pyproject.toml"), encoding="utf-8").read()
+    with open(os.path.join(HERE, "pyproject.toml"), encoding="utf-8") as f:
+        text = f.read()
     table = text.split("[project]", 1)[1].split("\n[", 1)[0]
     fields = dict(re.findall(r'^(\w[\w-]*)\s*=\s*"([^"]*)"', table, re.M))
     return fields["name"], fields["version"], fields.get("description", ""), fields.get("requires-python", "")
