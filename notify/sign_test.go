@@ -69,6 +69,9 @@ func TestVerify(t *testing.T) {
 		{"no signature", specSecret, headers(specID, specTS, ""), specBody, at, false},
 		{"timestamp not a number", specSecret, http.Header{"Webhook-Id": {specID}, "Webhook-Timestamp": {"soon"}, "Webhook-Signature": {specSig}}, specBody, at, false},
 		{"secret without prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", headers(specID, specTS, specSig), specBody, at, false},
+		// The same MAC with the last character's unused bits set: it
+		// decodes to the signed bytes, but it is not what was signed.
+		{"signature not in canonical base64", specSecret, headers(specID, specTS, strings.TrimSuffix(specSig, "E=")+"F="), specBody, at, false},
 	} {
 		err := notify.Verify(c.secret, c.h, []byte(c.body), c.now, notify.DefaultTolerance)
 		if (err == nil) != c.ok {
