@@ -91,7 +91,9 @@ func Verify(secret string, h http.Header, body []byte, now time.Time, tolerance 
 	// base64 decoding ignores a last character's unused bits, so several
 	// strings decode to one MAC, and only the one Sign writes may pass.
 	want := []byte(base64.StdEncoding.EncodeToString(mac(key, id, ts, body)))
-	for sig := range strings.FieldsSeq(sigs) {
+	// Signatures are separated by single spaces, as the specification
+	// and its reference libraries split them: no other whitespace.
+	for sig := range strings.SplitSeq(sigs, " ") {
 		v, b64, ok := strings.Cut(sig, ",")
 		if ok && v == "v1" && hmac.Equal([]byte(b64), want) {
 			return nil

@@ -71,6 +71,7 @@ func TestVerify(t *testing.T) {
 		{"secret without prefix", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", headers(specID, specTS, specSig), specBody, at, false},
 		// The same MAC with the last character's unused bits set: it
 		// decodes to the signed bytes, but it is not what was signed.
+		{"signature after a form feed, not a space", specSecret, headers(specID, specTS, "\f"+specSig), specBody, at, false},
 		{"signature not in canonical base64", specSecret, headers(specID, specTS, strings.TrimSuffix(specSig, "E=")+"F="), specBody, at, false},
 	} {
 		err := notify.Verify(c.secret, c.h, []byte(c.body), c.now, notify.DefaultTolerance)
