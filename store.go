@@ -302,6 +302,19 @@ func (r Request) DecisionConflict() *Error {
 	return Conflict(CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
 }
 
+// OwnerOnly wraps refuse for a change only the request's owning agent may
+// make (Cancel, ClaimExecution). The change's compare-and-set names the
+// owner, so another agent's call changes nothing, and this answers it
+// not_found: an agent learns nothing of requests it does not own.
+func OwnerOnly(actor string, refuse func(Request) *Error) func(Request) *Error {
+	return func(r Request) *Error {
+		if r.OwnerID != actor {
+			return NotFound("approval request", r.ID)
+		}
+		return refuse(r)
+	}
+}
+
 // ClaimConflict is the error of a claim of r's execution that lost: r is
 // not approved, its one attempt was claimed already, or its approval
 // lapsed.
@@ -318,11 +331,14 @@ func (r Request) ClaimConflict() *Error {
 	}
 }
 
-// ReportConflict is the error of a report of status that found no claimed
-// execution of r to finish, or nil when r already records status: a
-// retried report, whose answer is r as it is.
-func (r Request) ReportConflict(status ExecutionStatus) error {
+// ReportConflict is the error of actor's report of status that found no
+// claimed execution of r to finish, or nil when r already records status:
+// a retried report, whose answer is r as it is. Another agent's request is
+// not_found, as in OwnerOnly.
+func (r Request) ReportConflict(actor string, status ExecutionStatus) error {
 	switch {
+	case r.OwnerID != actor:
+		return NotFound("approval request", r.ID)
 	case r.State != StateApproved:
 		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; nothing ran", r.ID, r.State)
 	case r.Execution == nil:
@@ -419,7 +435,10 @@ type Store interface {
 	// per request, so that each is escalated once across replicas. It
 	// returns the IDs of the requests escalated.
 	EscalateDue(ctx context.Context, limit int) ([]string, error)
-	// Cancel withdraws a pending request before its deadline; errors as Decide.
+	// Cancel withdraws a pending request before its deadline; errors as
+	// Decide. Cancel, ClaimExecution and ReportExecution are the owning
+	// agent's: actor is its token's ID, and another's request is not_found
+	// (OwnerOnly), decided in the change's own write with no read before it.
 	Cancel(ctx context.Context, id, actor string) (Request, error)
 	// ExpireDue expires up to limit pending requests whose deadline is at or
 	// before the store's now, the earliest second of deadlines first and,

@@ -137,7 +137,7 @@ FROM votes v WHERE v.request_id = $1 ORDER BY v.seq`
 	cancelSQL = lockedTickCTE + `UPDATE requests r
 SET state = 'cancelled', decided_at = tick.now, decided_by = @actor
 FROM tick
-WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now
+WHERE r.id = @id AND r.owner_id = @actor AND r.state = 'pending' AND r.deadline_at > tick.now
 RETURNING ` + requestCols + `, tick.now`
 
 	// An expired request's decision is dated at its deadline, not at
@@ -210,13 +210,13 @@ WHERE d.state = 'pending' AND ` + deadlineSecond + ` = (
 	claimSQL = lockedTickCTE + `UPDATE requests r
 SET claimed_at = tick.now, claimed_by = @actor, exec_status = 'claimed'
 FROM tick
-WHERE r.id = @id AND r.state = 'approved' AND r.claimed_at IS NULL AND r.expires_at > tick.now
+WHERE r.id = @id AND r.owner_id = @actor AND r.state = 'approved' AND r.claimed_at IS NULL AND r.expires_at > tick.now
 RETURNING ` + requestCols + `, tick.now`
 
 	reportSQL = lockedTickCTE + `UPDATE requests r
 SET exec_status = @status, finished_at = tick.now, exec_detail = @detail
 FROM tick
-WHERE r.id = @id AND r.exec_status = 'claimed'
+WHERE r.id = @id AND r.owner_id = @actor AND r.exec_status = 'claimed'
 RETURNING ` + requestCols + `, tick.now`
 
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests r WHERE r.id = @id`
@@ -942,13 +942,13 @@ func (t *tx) pendingEvents(rows pgx.Rows, typ airlock.EventType, actor string) (
 // Cancel withdraws a pending request with one compare-and-set.
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, cancelSQL,
-		named{"id": id, "actor": actor}, airlock.Request.DecisionConflict)
+		named{"id": id, "actor": actor}, airlock.OwnerOnly(actor, airlock.Request.DecisionConflict))
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, claimSQL,
-		named{"id": id, "actor": actor}, airlock.Request.ClaimConflict)
+		named{"id": id, "actor": actor}, airlock.OwnerOnly(actor, airlock.Request.ClaimConflict))
 }
 
 // transition runs one compare-and-set (casSQL with args) on request id and
@@ -1105,7 +1105,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 	var out airlock.Request
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		r, at, err := scanStamped(t.QueryRow(ctx, reportSQL, named{
-			"now": s.now(), "id": id, "status": string(in.Status), "detail": in.Detail}))
+			"now": s.now(), "id": id, "status": string(in.Status), "detail": in.Detail, "actor": actor}))
 		if err == nil {
 			out = r
 			t.requestEvent(airlock.EventExecutionReported, actor, at, r)
@@ -1118,7 +1118,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if err != nil {
 			return err
 		}
-		if err := cur.ReportConflict(in.Status); err != nil {
+		if err := cur.ReportConflict(actor, in.Status); err != nil {
 			return err
 		}
 		out = cur

@@ -501,8 +501,10 @@ func (m *modelRun) cancel() error {
 	switch {
 	case who != "agent" && who != "other-agent":
 		return expect(err, airlock.CodeForbidden, "")
-	case r == nil || who == "other-agent":
+	case r == nil:
 		return expect(err, airlock.CodeNotFound, "")
+	case who == "other-agent":
+		return m.notOwner(r, err)
 	}
 	if e := m.settle(r, err); e != nil || err != nil {
 		return e
@@ -510,6 +512,20 @@ func (m *modelRun) cancel() error {
 	r.state, r.decidedAt, r.decidedBy = airlock.StateCancelled, m.now, c.ID
 	if err := m.checkReq(r, got); err != nil {
 		return err
+	}
+	return m.checkStored(r)
+}
+
+// notOwner checks another agent's cancel or claim of r: not_found, as if r
+// did not exist. The store judges ownership in the change's own write, and
+// a write that changed nothing settles the request like any refused one: a
+// pending request past its deadline is expired.
+func (m *modelRun) notOwner(r *mRequest, err error) error {
+	if r.state == airlock.StatePending && !m.now.Before(r.deadline) {
+		m.expire(r)
+	}
+	if e := expect(err, airlock.CodeNotFound, ""); e != nil {
+		return e
 	}
 	return m.checkStored(r)
 }
@@ -522,8 +538,10 @@ func (m *modelRun) claim() error {
 	switch {
 	case who != "agent" && who != "other-agent":
 		return expect(err, airlock.CodeForbidden, "")
-	case r == nil || who == "other-agent":
+	case r == nil:
 		return expect(err, airlock.CodeNotFound, "")
+	case who == "other-agent":
+		return m.notOwner(r, err)
 	case r.state != airlock.StateApproved:
 		// A refused claim settles the request first, like a refused
 		// decision: a pending request past its deadline is expired.

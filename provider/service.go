@@ -489,25 +489,20 @@ func listFilter(c airlock.Caller, q ListQuery) (airlock.RequestFilter, error) {
 // request with seq: ListQuery.Cursor takes it.
 func CursorAfter(seq int64) string { return "c" + strconv.FormatInt(seq, 10) }
 
-// owned returns the request if the caller owns it: reviewers and admins are
-// forbidden, other agents get not_found.
-func (s *Service) owned(ctx context.Context, c airlock.Caller, id, action string) (airlock.Request, error) {
+// agentOnly refuses reviewers and admins an action only a request's owning
+// agent may take. Whether the agent owns the request is the store's to
+// say, in the action's own write: another agent's request is not_found
+// (airlock.OwnerOnly), and no read comes before the write.
+func agentOnly(c airlock.Caller, action string) error {
 	if c.Role != airlock.RoleAgent {
-		return airlock.Request{}, forbidden("only the owning agent can %s", action)
+		return forbidden("only the owning agent can %s", action)
 	}
-	r, err := s.storeFor(c).GetRequest(ctx, id)
-	if err != nil {
-		return r, err
-	}
-	if r.OwnerID != c.ID {
-		return airlock.Request{}, airlock.NotFound("approval request", id)
-	}
-	return r, nil
+	return nil
 }
 
 // Cancel withdraws a pending request of the caller's.
 func (s *Service) Cancel(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
-	if _, err := s.owned(ctx, c, id, "cancel a request"); err != nil {
+	if err := agentOnly(c, "cancel a request"); err != nil {
 		return airlock.Request{}, err
 	}
 	return s.transition(s.storeFor(c).Cancel(ctx, id, c.ID))
@@ -621,7 +616,7 @@ func (s *Service) transition(r airlock.Request, err error) (airlock.Request, err
 
 // Claim claims the one execution attempt of the caller's approved request.
 func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
-	if _, err := s.owned(ctx, c, id, "claim an execution"); err != nil {
+	if err := agentOnly(c, "claim an execution"); err != nil {
 		return airlock.Request{}, err
 	}
 	r, err := s.storeFor(c).ClaimExecution(ctx, id, c.ID)
@@ -636,7 +631,7 @@ func (s *Service) Report(ctx context.Context, c airlock.Caller, id string, in ai
 	if err := in.Validate(); err != nil {
 		return airlock.Request{}, err
 	}
-	if _, err := s.owned(ctx, c, id, "report an execution"); err != nil {
+	if err := agentOnly(c, "report an execution"); err != nil {
 		return airlock.Request{}, err
 	}
 	r, err := s.storeFor(c).ReportExecution(ctx, id, in, c.ID)

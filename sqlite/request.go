@@ -75,7 +75,7 @@ FROM votes v WHERE v.request_id = ? ORDER BY v.seq`
 
 	cancelSQL = `UPDATE requests
 SET state = 'cancelled', decided_at = @now, decided_by = @actor
-WHERE id = @id AND state = 'pending' AND deadline_at > @now
+WHERE id = @id AND owner_id = @actor AND state = 'pending' AND deadline_at > @now
 RETURNING ` + requestCols
 
 	// An expired request's decision is dated at its deadline, not at
@@ -134,12 +134,12 @@ RETURNING ` + expiredCols
 
 	claimSQL = `UPDATE requests
 SET claimed_at = @now, claimed_by = @actor, exec_status = 'claimed'
-WHERE id = @id AND state = 'approved' AND claimed_at IS NULL AND expires_at > @now
+WHERE id = @id AND owner_id = @actor AND state = 'approved' AND claimed_at IS NULL AND expires_at > @now
 RETURNING ` + requestCols
 
 	reportSQL = `UPDATE requests
 SET exec_status = @status, finished_at = @now, exec_detail = @detail
-WHERE id = @id AND exec_status = 'claimed'
+WHERE id = @id AND owner_id = @actor AND exec_status = 'claimed'
 RETURNING ` + requestCols
 
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests WHERE id = @id`
@@ -796,14 +796,14 @@ RETURNING id, instance_id`, sql.Named("now", micros(now)), sql.Named("limit", li
 func (s *Store) Cancel(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventRequestCancelled, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, cancelSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
-	}, airlock.Request.DecisionConflict)
+	}, airlock.OwnerOnly(actor, airlock.Request.DecisionConflict))
 }
 
 // ClaimExecution claims the one execution attempt with one compare-and-set.
 func (s *Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
 	return s.transition(ctx, id, actor, airlock.EventExecutionClaimed, func(ctx context.Context, tx *txn, now time.Time) (airlock.Request, error) {
 		return queryRequest(ctx, tx, claimSQL, sql.Named("id", id), sql.Named("now", micros(now)), sql.Named("actor", actor))
-	}, airlock.Request.ClaimConflict)
+	}, airlock.OwnerOnly(actor, airlock.Request.ClaimConflict))
 }
 
 // transition runs one compare-and-set (cas) on request id and appends an
@@ -893,7 +893,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 	var out airlock.Request
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		r, err := queryRequest(ctx, tx, reportSQL, sql.Named("id", id), sql.Named("now", micros(now)),
-			sql.Named("status", in.Status), sql.Named("detail", in.Detail))
+			sql.Named("status", in.Status), sql.Named("detail", in.Detail), sql.Named("actor", actor))
 		if err == nil {
 			out = r
 			return appendEvent(ctx, tx, now, airlock.Event{Type: airlock.EventExecutionReported, Actor: actor,
@@ -906,7 +906,7 @@ func (s *Store) ReportExecution(ctx context.Context, id string, in airlock.Repor
 		if err != nil {
 			return err
 		}
-		if err := cur.ReportConflict(in.Status); err != nil {
+		if err := cur.ReportConflict(actor, in.Status); err != nil {
 			return err
 		}
 		out = cur

@@ -11,6 +11,25 @@ import (
 // testExecution checks the one execution attempt of an approval
 // (docs/protocol.md L8): claimed once, reported once.
 func (s *suite) testExecution(t *testing.T) {
+	t.Run("only the owning agent cancels, claims or reports", func(t *testing.T) {
+		t.Parallel()
+		b := s.setup(t)
+		pending := b.into(t, airlock.StatePending)
+		_, err := b.store.Cancel(b.ctx, pending.ID, ownerB)
+		wantMessage(t, err, airlock.CodeNotFound, "", airlock.NotFound("approval request", pending.ID).Message)
+		sameRequest(t, "a pending request another agent tried to cancel", b.get(t, pending.ID), pending)
+
+		approved := b.into(t, airlock.StateApproved)
+		_, err = b.store.ClaimExecution(b.ctx, approved.ID, ownerB)
+		wantErr(t, err, airlock.CodeNotFound, "")
+		sameRequest(t, "an approved request another agent tried to claim", b.get(t, approved.ID), approved)
+
+		claimed, err := b.claim(approved.ID)
+		wantOK(t, err)
+		_, err = b.store.ReportExecution(b.ctx, approved.ID, airlock.ReportInput{Status: airlock.ExecSucceeded}, ownerB)
+		wantErr(t, err, airlock.CodeNotFound, "")
+		sameRequest(t, "a claimed request another agent tried to report", b.get(t, approved.ID), claimed)
+	})
 	t.Run("claim then report", func(t *testing.T) {
 		t.Parallel()
 		b := s.setup(t)

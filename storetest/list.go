@@ -45,7 +45,7 @@ func (s *suite) testList(t *testing.T) {
 			case airlock.StateDenied:
 				_, err = b.deny(r.ID)
 			case airlock.StateCancelled:
-				_, err = b.cancel(r.ID)
+				_, err = b.store.Cancel(b.ctx, r.ID, r.OwnerID)
 			}
 			wantOK(t, err)
 			all = slices.Insert(all, 0, b.get(t, r.ID))
