@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
 // requestCols is the column list every request query selects or returns,
@@ -189,40 +190,20 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 	r.Reviewers = airlock.SplitGroups(reviewers)
 	r.EscalateTo, r.EscalateAfter, r.EscalatedAt = airlock.SplitGroups(escalateTo), time.Duration(escalateAfter)*time.Microsecond, nullMicros(escalatedAt)
 	if decidedAt.Valid {
-		r.Decision = &airlock.Decision{
-			Status:        r.State,
-			Note:          note,
-			Answer:        answer,
-			DecidedAt:     fromMicros(decidedAt.Int64),
-			DecidedBy:     decidedBy.String,
-			DecidedByName: airlock.DeciderName(decidedBy.String, deciderName.String),
-			ExpiresAt:     nullMicros(expiresAt),
-		}
+		r.Decision = sqlstore.Decision(r.State, note, answer, fromMicros(decidedAt.Int64), decidedBy.String, deciderName.String, nullMicros(expiresAt))
 	}
 	if claimedAt.Valid {
-		r.Execution = &airlock.Execution{
-			ClaimedAt:  fromMicros(claimedAt.Int64),
-			ClaimedBy:  claimedBy.String,
-			Status:     airlock.ExecutionStatus(execStatus.String),
-			FinishedAt: nullMicros(finishedAt),
-			Detail:     detail,
-		}
+		r.Execution = sqlstore.Execution(fromMicros(claimedAt.Int64), claimedBy.String, execStatus.String, nullMicros(finishedAt), detail)
 	}
-	if mode.Valid {
-		r.Proposal = &airlock.Proposal{Mode: mode.String}
-		if method.Valid {
-			r.Proposal.Command = &airlock.Command{Method: method.String, Input: cmdInput, Observed: observed}
-		}
-	}
+	r.Proposal = sqlstore.Proposal(mode.String, mode.Valid, method.String, method.Valid, cmdInput, observed)
 	if cmdStatus.Valid {
 		r.CommandResult = &airlock.CommandResult{Status: cmdStatus.String, Detail: cmdDetail, AppliedAt: fromMicros(cmdAppliedAt.Int64)}
 	}
-	if question.Valid {
-		r.Question = new(airlock.Question)
-		if err := json.Unmarshal([]byte(question.String), r.Question); err != nil {
-			return airlock.Request{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
-		}
+	q, err := sqlstore.Question(r.ID, question.String, question.Valid)
+	if err != nil {
+		return airlock.Request{}, err
 	}
+	r.Question = q
 	return r, nil
 }
 
@@ -245,15 +226,7 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, erro
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func() (T, error) { return scan(rows) })
 }
 
 // updateRequests runs an UPDATE … RETURNING of many requests and returns
@@ -263,23 +236,6 @@ func updateRequests(ctx context.Context, tx *txn, query string, args ...any) ([]
 	rs, err := queryRequests(ctx, tx, query, args...)
 	slices.SortFunc(rs, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
 	return rs, err
-}
-
-// text binds raw JSON as TEXT holding its exact bytes (a []byte would bind
-// as a BLOB, which a STRICT TEXT column refuses), and absent JSON as NULL.
-func text(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
-}
-
-// nullString binds "" as NULL.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // CreateRequest creates a request in one INSERT … SELECT that finds the
@@ -294,21 +250,9 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		return airlock.Request{}, false, err
 	}
 	in := p.Request
-	var question any
-	if in.Question != nil {
-		b, err := json.Marshal(in.Question)
-		if err != nil {
-			return airlock.Request{}, false, fmt.Errorf("sqlite: request %s: question: %w", in.ID, err)
-		}
-		question = string(b)
-	}
-	var mode, method, cmdInput, observed any
-	if in.Proposal != nil {
-		mode = in.Proposal.Mode
-		if in.Proposal.Command != nil {
-			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
-			observed = text(in.Proposal.Command.Observed)
-		}
+	cols, err := sqlstore.BindRequest(in)
+	if err != nil {
+		return airlock.Request{}, false, fmt.Errorf("sqlite: %w", err)
 	}
 
 	var unlessGranted any
@@ -319,7 +263,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		out     airlock.Request
 		created bool
 	)
-	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+	err = s.inTx(ctx, func(tx *txn, now time.Time) error {
 		p := p
 		if p.Grant != nil {
 			d, err := useGrant(ctx, tx, now, p.Grant, in)
@@ -358,17 +302,17 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id)`,
 			sql.Named("id", in.ID), sql.Named("instance", in.InstanceID), sql.Named("owner", in.OwnerID),
 			sql.Named("state", state), sql.Named("kind", in.Kind), sql.Named("tool", in.Tool),
-			sql.Named("arguments", text(in.Arguments)), sql.Named("timeout", in.Timeout),
-			sql.Named("reasoning", in.AgentReasoning), sql.Named("context", text(in.Context)),
+			sql.Named("arguments", sqlstore.Text(in.Arguments)), sql.Named("timeout", in.Timeout),
+			sql.Named("reasoning", in.AgentReasoning), sql.Named("context", sqlstore.Text(in.Context)),
 			sql.Named("now", micros(now)), sql.Named("deadline", micros(now.Add(p.Window))),
 			sql.Named("decided_at", decidedAt), sql.Named("decided_by", decidedBy),
 			sql.Named("note", note), sql.Named("expires_at", expiresAt),
-			sql.Named("key", nullString(in.IdempotencyKey)), sql.Named("fingerprint", in.Fingerprint),
+			sql.Named("key", sqlstore.NullString(in.IdempotencyKey)), sql.Named("fingerprint", in.Fingerprint),
 			sql.Named("title", in.Title), sql.Named("description", in.Description),
 			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
 			sql.Named("session_id", in.SessionID),
-			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
-			sql.Named("question", question), sql.Named("observed", observed),
+			sql.Named("mode", cols.Mode), sql.Named("method", cols.Method), sql.Named("input", cols.Input),
+			sql.Named("question", cols.Question), sql.Named("observed", cols.Observed),
 			sql.Named("reviewers", airlock.JoinGroups(in.Reviewers)), sql.Named("approvals", in.Approvals),
 			sql.Named("escalate_to", airlock.JoinGroups(in.EscalateTo)), sql.Named("escalate_after", in.EscalateAfter.Microseconds()),
 			sql.Named("unless_granted", unlessGranted)).Scan(&seq, &instName, &ownerName)
@@ -667,18 +611,13 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(head.String)
 	r.InstanceName, r.OwnerName = names[0].String, names[1].String
 	if decidedAt.Valid {
-		r.Decision = &airlock.Decision{
-			Status: r.State, Note: note, Answer: answer,
-			DecidedAt: fromMicros(decidedAt.Int64), DecidedBy: decidedBy.String, ExpiresAt: nullMicros(expAt),
-			DecidedByName: airlock.DeciderName(decidedBy.String, names[2].String),
-		}
+		r.Decision = sqlstore.Decision(r.State, note, answer, fromMicros(decidedAt.Int64), decidedBy.String, names[2].String, nullMicros(expAt))
 	}
-	if question.Valid {
-		r.Question = new(airlock.Question)
-		if err := json.Unmarshal([]byte(question.String), r.Question); err != nil {
-			return airlock.RequestSummary{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
-		}
+	q, err := sqlstore.Question(r.ID, question.String, question.Valid)
+	if err != nil {
+		return airlock.RequestSummary{}, err
 	}
+	r.Question = q
 	return r, nil
 }
 
@@ -934,7 +873,7 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 		return airlock.Request{}, err
 	}
 	r.DeadlineAt = fromMicros(deadline)
-	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: fromMicros(decidedAt), DecidedBy: decidedBy, DecidedByName: airlock.DeciderName(decidedBy, "")}
+	r.Decision = sqlstore.Decision(r.State, "", "", fromMicros(decidedAt), decidedBy, "", nil)
 	return r, nil
 }
 
