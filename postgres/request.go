@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -221,7 +220,10 @@ WHERE r.id = @id AND r.exec_status = 'claimed'
 RETURNING ` + requestCols + `, tick.now`
 
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests r WHERE r.id = @id`
+)
 
+// The statements of a create: variables, as they hold grantMayCoverSQL.
+var (
 	// createSQL inserts a request for a live instance of its owner, or
 	// yields to an existing row with the same owner and key. It locks the
 	// instance row FOR SHARE, and reads the clock after that lock.
@@ -390,15 +392,11 @@ func utc(t *time.Time) *time.Time {
 // missing instance, told apart by reading the key's row. An empty key makes
 // no replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	p = p.WithDefaults()
-	if err := p.Validate(); err != nil {
+	p, cols, err := sqlstore.NewRequest("postgres", p)
+	if err != nil {
 		return airlock.Request{}, false, err
 	}
 	in := p.Request
-	cols, err := sqlstore.BindRequest(in)
-	if err != nil {
-		return airlock.Request{}, false, fmt.Errorf("postgres: %w", err)
-	}
 	state, decided, decidedBy, note := airlock.StatePending, false, any(nil), ""
 	var validity any
 	if d := p.Initial; d != nil {

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -245,15 +244,11 @@ func updateRequests(ctx context.Context, tx *txn, query string, args ...any) ([]
 // reading the key's row in the same transaction. An empty key makes no
 // replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	p = p.WithDefaults()
-	if err := p.Validate(); err != nil {
+	p, cols, err := sqlstore.NewRequest("sqlite", p)
+	if err != nil {
 		return airlock.Request{}, false, err
 	}
 	in := p.Request
-	cols, err := sqlstore.BindRequest(in)
-	if err != nil {
-		return airlock.Request{}, false, fmt.Errorf("sqlite: %w", err)
-	}
 
 	var unlessGranted any
 	if p.UnlessGranted != nil {

@@ -48,23 +48,31 @@ type RequestColumns struct {
 	Mode, Method, Input, Observed any // proposal_mode, command_method, command_input, command_observed
 }
 
-// BindRequest is in's question and proposal as column values.
-func BindRequest(in airlock.Request) (RequestColumns, error) {
+// NewRequest is how a driver's CreateRequest starts: p with its defaults,
+// refused when invalid, and its request's question and proposal as column
+// values. driver ("sqlite", "postgres") prefixes an error that is the
+// store's rather than the caller's, as the driver's own errors are.
+func NewRequest(driver string, p airlock.NewRequestParams) (airlock.NewRequestParams, RequestColumns, error) {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return p, RequestColumns{}, err
+	}
 	var c RequestColumns
+	in := p.Request
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
 		if err != nil {
-			return RequestColumns{}, fmt.Errorf("request %s: question: %w", in.ID, err)
+			return p, RequestColumns{}, fmt.Errorf("%s: request %s: question: %w", driver, in.ID, err)
 		}
 		c.Question = string(b)
 	}
-	if p := in.Proposal; p != nil {
-		c.Mode = p.Mode
-		if p.Command != nil {
-			c.Method, c.Input, c.Observed = p.Command.Method, Text(p.Command.Input), Text(p.Command.Observed)
+	if pr := in.Proposal; pr != nil {
+		c.Mode = pr.Mode
+		if pr.Command != nil {
+			c.Method, c.Input, c.Observed = pr.Command.Method, Text(pr.Command.Input), Text(pr.Command.Observed)
 		}
 	}
-	return c, nil
+	return p, c, nil
 }
 
 // Question reads request id's stored question (the question column's
