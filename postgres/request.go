@@ -676,39 +676,24 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 }
 
 // listWhere is the WHERE clause, with its named arguments, that selects
-// f's requests; empty when f selects every request.
+// f's requests (sqlstore.RequestFilterConds); empty when f selects every
+// request.
 func listWhere(f airlock.RequestFilter) (string, named, error) {
 	if err := f.Validate(); err != nil {
 		return "", nil, err
 	}
-	var where []string
+	var (
+		where strings.Builder
+		sep   = ` WHERE `
+	)
 	args := named{}
-	add := func(cond, name string, arg any) {
-		where = append(where, cond)
-		args[name] = arg
-	}
-	if f.OwnerID != "" {
-		add("r.owner_id = @owner", "owner", f.OwnerID)
-	}
-	if f.State != "" {
-		add("r.state = @state", "state", string(f.State))
-	}
-	if f.InstanceID != "" {
-		add("r.instance_id = @instance", "instance", f.InstanceID)
-	}
-	if f.Tool != "" {
-		add("r.tool = @tool", "tool", f.Tool)
-	}
-	if f.Kind != "" {
-		add("r.kind = @kind", "kind", string(f.Kind))
-	}
-	if f.BeforeSeq > 0 {
-		add("r.seq < @before", "before", f.BeforeSeq)
-	}
-	if len(where) == 0 {
-		return "", args, nil
-	}
-	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+	sqlstore.RequestFilterConds(f, func(column, op, name string, arg any) {
+		for _, part := range [...]string{sep, "r.", column, " ", op, " @", name} {
+			where.WriteString(part)
+		}
+		sep, args[name] = ` AND `, arg
+	})
+	return where.String(), args, nil
 }
 
 // scanSummary reads one row of summaryCols.

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -120,14 +119,7 @@ WHERE ws.id_hash = @hash AND ws.idle_expires_at > tick.now`,
 	if err != nil {
 		return airlock.WebSession{}, airlock.Token{}, translate(err, "web session", "of this cookie")
 	}
-	ws := w.finish()
-	if ws.TokenID == "" {
-		return ws, airlock.Token{}, nil
-	}
-	if tok.ID == "" || tok.RevokedAt != nil || !bytes.Equal(tok.Hash, tokenHash) {
-		return airlock.WebSession{}, airlock.Token{}, airlock.TokenRefused()
-	}
-	return ws, tok, nil
+	return w.finish().WithToken(tok, tokenHash)
 }
 
 // TouchWebSession moves a live session's idle end, at most once per

@@ -545,41 +545,24 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 }
 
 // listWhere is the WHERE clause, with its arguments, that selects f's
-// requests; empty when f selects every request.
+// requests (sqlstore.RequestFilterConds); empty when f selects every
+// request.
 func listWhere(f airlock.RequestFilter) (string, []any, error) {
 	if err := f.Validate(); err != nil {
 		return "", nil, err
 	}
 	var (
-		where []string
+		where strings.Builder
+		sep   = ` WHERE `
 		args  []any
 	)
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
-	if f.OwnerID != "" {
-		add("owner_id = ?", f.OwnerID)
-	}
-	if f.State != "" {
-		add("state = ?", f.State)
-	}
-	if f.InstanceID != "" {
-		add("instance_id = ?", f.InstanceID)
-	}
-	if f.Tool != "" {
-		add("tool = ?", f.Tool)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.BeforeSeq > 0 {
-		add("seq < ?", f.BeforeSeq)
-	}
-	if len(where) == 0 {
-		return "", nil, nil
-	}
-	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+	sqlstore.RequestFilterConds(f, func(column, op, _ string, arg any) {
+		for _, part := range [...]string{sep, column, " ", op, " ?"} {
+			where.WriteString(part)
+		}
+		sep, args = ` AND `, append(args, arg)
+	})
+	return where.String(), args, nil
 }
 
 // scanSummary reads one row of summaryCols.

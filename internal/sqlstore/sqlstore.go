@@ -145,3 +145,28 @@ func Collect[T any](rows Rows, scan func() (T, error)) ([]T, error) {
 	}
 	return out, rows.Err()
 }
+
+// RequestFilterConds calls cond with each condition f sets, in one order
+// for both drivers: the requests column it compares, how ("=", or "<" for
+// the seq of a page's cursor), the argument's name (for named
+// parameters) and the argument. The caller has validated f.
+func RequestFilterConds(f airlock.RequestFilter, cond func(column, op, name string, arg any)) {
+	if f.OwnerID != "" {
+		cond("owner_id", "=", "owner", f.OwnerID)
+	}
+	if f.State != "" {
+		cond("state", "=", "state", string(f.State))
+	}
+	if f.InstanceID != "" {
+		cond("instance_id", "=", "instance", f.InstanceID)
+	}
+	if f.Tool != "" {
+		cond("tool", "=", "tool", f.Tool)
+	}
+	if f.Kind != "" {
+		cond("kind", "=", "kind", string(f.Kind))
+	}
+	if f.BeforeSeq > 0 {
+		cond("seq", "<", "before", f.BeforeSeq)
+	}
+}
