@@ -832,9 +832,7 @@ RETURNING r.id, r.instance_id, tick.now`
 // EscalateDue widens the requests whose escalation is due, once across
 // replicas, and appends request.escalated for each.
 func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var ids []string
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		rows, err := t.Query(ctx, escalateDueSQL, named{"now": s.now(), "limit": limit})
@@ -1083,9 +1081,7 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 // once and no sweeper waits for another. It returns each with the fields
 // of expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	return s.expire(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry}, limit)
 }
 

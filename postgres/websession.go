@@ -202,9 +202,7 @@ SELECT now FROM tick`, named{"now": s.now(), "principal": f.Principal}).Scan(&at
 // SweepWebSessions deletes up to limit sessions that are over. Rows a
 // touch or a sign-out holds are skipped, for a later sweep.
 func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var n int
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		tag, err := t.Exec(ctx, tickCTE+`DELETE FROM web_sessions WHERE id_hash IN (

@@ -668,9 +668,7 @@ func readVotes(ctx context.Context, q queryer, id string) ([]airlock.Vote, error
 // escalation groups, in one UPDATE whose WHERE keeps each to once, and
 // appends request.escalated for each.
 func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var ids []string
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		ids = ids[:0]
@@ -861,9 +859,7 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 // within a second, and appends an event for each. It returns each with the fields of
 // expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	return s.expire(ctx, expiredEventsSQL, expireDueSQL, limit, sql.Named("limit", limit))
 }
 

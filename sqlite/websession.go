@@ -214,9 +214,7 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 
 // SweepWebSessions deletes up to limit sessions that are over.
 func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var n int64
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE id_hash IN (
