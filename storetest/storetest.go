@@ -188,8 +188,13 @@ func (b *bundle) events(t *testing.T) []airlock.Event {
 // eventsOf is the events of type typ in the log, in order.
 func (b *bundle) eventsOf(t *testing.T, typ airlock.EventType) []airlock.Event {
 	t.Helper()
+	return ofType(b.events(t), typ)
+}
+
+// ofType is those of evs of type typ, in order.
+func ofType(evs []airlock.Event, typ airlock.EventType) []airlock.Event {
 	var out []airlock.Event
-	for _, e := range b.events(t) {
+	for _, e := range evs {
 		if e.Type == typ {
 			out = append(out, e)
 		}
