@@ -134,11 +134,7 @@ func errText(status int) string {
 }
 
 func deliveryIDs(ds []airlock.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	return out
+	return mapped(ds, func(d airlock.Delivery) string { return d.ID })
 }
 
 // testNotify checks the notification queue (docs/notifications.md):

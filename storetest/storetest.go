@@ -324,9 +324,14 @@ func show(v any) string {
 
 // ids returns the IDs of rs, in order.
 func ids(rs []airlock.Request) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
+	return mapped(rs, func(r airlock.Request) string { return r.ID })
+}
+
+// mapped is f of each of xs, in order.
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
 	return out
 }
