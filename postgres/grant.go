@@ -12,21 +12,21 @@ import (
 
 // grantStateSQL and grantLiveSQL are a grant's state and its liveness,
 // judged at tick.now; the table is aliased g.
-var (
-	grantStateSQL = sqlstore.GrantStateSQL("tick.now")
-	grantLiveSQL  = sqlstore.GrantLiveSQL("tick.now")
+const (
+	grantStateSQL = sqlstore.GrantStateBeforeClock + "tick.now" + sqlstore.GrantStateAfterClock
+	grantLiveSQL  = sqlstore.GrantLiveBeforeClock + "tick.now" + sqlstore.GrantLiveAfterClock
 )
 
 // grantMayCoverSQL selects the live grants that could cover a request
 // being created (airlock.NewRequestParams.UnlessGranted): of its tool, in
 // its scope, made by another principal than @unless_granted, whatever
 // their match. It reads tick.now and inst, as createInsertSQL has them.
-var grantMayCoverSQL = `SELECT 1 FROM grants g
+const grantMayCoverSQL = `SELECT 1 FROM grants g
 	WHERE g.tool = @tool::text AND (g.instance_id = inst.id OR g.agent_id = inst.owner_id)
 	AND g.created_by_principal <> @unless_granted::text AND ` + grantLiveSQL
 
 // grantCols is what every grant query selects, in scanGrant's order.
-var grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expression, g.instance_id, g.agent_id,
+const grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expression, g.instance_id, g.agent_id,
 	g.uses, g.uses_left, (extract(epoch FROM g.validity) * 1000000)::bigint, g.created_at, g.expires_at,
 	g.created_by, g.created_by_principal, g.request_id, g.revoked_at, g.revoked_by, ` + grantStateSQL
 
@@ -36,7 +36,7 @@ var grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expressi
 // microseconds. No row: it does not cover the request now. Two creates
 // racing for a grant's last use serialize on its row lock, and the second
 // re-checks uses_left once the first commits, so it finds none left.
-var useGrantSQL = tickCTE + `UPDATE grants AS g SET uses_left = g.uses_left - 1 FROM tick
+const useGrantSQL = tickCTE + `UPDATE grants AS g SET uses_left = g.uses_left - 1 FROM tick
 WHERE g.id = @grant AND g.tool = @tool AND (g.instance_id = @instance OR g.agent_id = @owner)
 	AND g.created_by_principal <> @principal
 	AND (g.match_kind <> 'same_arguments' OR g.arguments_fingerprint = @args)
@@ -71,7 +71,7 @@ func scanGrant(row pgx.Row) (airlock.Grant, error) {
 	return g, nil
 }
 
-var selectGrantSQL = tickCTE + `SELECT ` + grantCols + ` FROM grants g, tick WHERE g.id = @id`
+const selectGrantSQL = tickCTE + `SELECT ` + grantCols + ` FROM grants g, tick WHERE g.id = @id`
 
 // CreateGrant stores a new grant, if its instance (when it is scoped to
 // one) is live, with its grant.created event.

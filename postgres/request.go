@@ -220,10 +220,7 @@ WHERE r.id = @id AND r.exec_status = 'claimed'
 RETURNING ` + requestCols + `, tick.now`
 
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests r WHERE r.id = @id`
-)
 
-// The statements of a create: variables, as they hold grantMayCoverSQL.
-var (
 	// createSQL inserts a request for a live instance of its owner, or
 	// yields to an existing row with the same owner and key. It locks the
 	// instance row FOR SHARE, and reads the clock after that lock.

@@ -12,21 +12,21 @@ import (
 
 // grantStateSQL and grantLiveSQL are a grant's state and its liveness,
 // judged at @now; the table is aliased g.
-var (
-	grantStateSQL = sqlstore.GrantStateSQL("@now")
-	grantLiveSQL  = sqlstore.GrantLiveSQL("@now")
+const (
+	grantStateSQL = sqlstore.GrantStateBeforeClock + "@now" + sqlstore.GrantStateAfterClock
+	grantLiveSQL  = sqlstore.GrantLiveBeforeClock + "@now" + sqlstore.GrantLiveAfterClock
 )
 
 // grantMayCoverSQL selects the live grants that could cover a request
 // being created (airlock.NewRequestParams.UnlessGranted): of its tool, in
 // its scope, made by another principal than @unless_granted, whatever
 // their match.
-var grantMayCoverSQL = `SELECT 1 FROM grants g
+const grantMayCoverSQL = `SELECT 1 FROM grants g
 	WHERE g.tool = @tool AND (g.instance_id = @instance OR g.agent_id = @owner)
 	AND g.created_by_principal <> @unless_granted AND ` + grantLiveSQL
 
 // grantCols is what every grant query selects, in scanGrant's order.
-var grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expression, g.instance_id, g.agent_id,
+const grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expression, g.instance_id, g.agent_id,
 	g.uses, g.uses_left, g.validity, g.created_at, g.expires_at, g.created_by, g.created_by_principal,
 	g.request_id, g.revoked_at, g.revoked_by, ` + grantStateSQL
 
@@ -34,7 +34,7 @@ var grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expressi
 // request being created (its tool, its scope, another principal's, the
 // same arguments for a same_arguments grant), and returns its validity.
 // No row: it does not cover the request now.
-var useGrantSQL = `UPDATE grants AS g SET uses_left = g.uses_left - 1
+const useGrantSQL = `UPDATE grants AS g SET uses_left = g.uses_left - 1
 WHERE g.id = @grant AND g.tool = @tool AND (g.instance_id = @instance OR g.agent_id = @owner)
 	AND g.created_by_principal <> @principal
 	AND (g.match_kind <> 'same_arguments' OR g.arguments_fingerprint = @args)
