@@ -1,10 +1,11 @@
 // Package sqlstore is the Go that both SQL store drivers (sqlite,
 // postgres) run alike: binding domain values to column values, building
-// them back from scanned columns, and the steps of a command's approval
-// around the driver's own effect. It holds no SQL and does no I/O: each
-// dialect's statements stay in its driver, and a change to the mapping
-// here is a change to both stores at once, as the conformance suite
-// (storetest) expects.
+// them back from scanned columns, the bookkeeping of a batch of delivery
+// attempts, and the steps of a command's approval around the driver's own
+// effect. It does no I/O, and holds no statements: each dialect's SQL
+// stays in its driver, but for the grant-state fragments both write alike
+// (grant.go). A change here is a change to both stores at once, as the
+// conformance suite (storetest) expects.
 package sqlstore
 
 import (
@@ -16,7 +17,8 @@ import (
 )
 
 // Text binds raw JSON as text holding its exact bytes (a []byte would bind
-// as bytes, which a text column refuses), and absent JSON as NULL.
+// as bytes, a BLOB that SQLite's STRICT TEXT columns refuse), and absent
+// JSON as NULL.
 func Text(raw []byte) any {
 	if len(raw) == 0 {
 		return nil
