@@ -162,6 +162,17 @@ type Endpoint struct {
 	DisabledReason string
 }
 
+// FailedSince is when the run of failures that disabled e began: its
+// FailingSince, or when it was disabled if it has none. Enabling e queues
+// again the deliveries that run failed (EnableEndpoint). It is for a
+// disabled endpoint only (DisabledAt set).
+func (e Endpoint) FailedSince() time.Time {
+	if e.FailingSince != nil {
+		return *e.FailingSince
+	}
+	return *e.DisabledAt
+}
+
 // Wants reports whether e subscribes to t. The Slack and email
 // endpoints want the types of today's SlackTypes and EmailTypes, not the
 // list stored when they were created: an endpoint made before a type

@@ -278,6 +278,16 @@ func (f RequestFilter) PageSize() int {
 // limit is not positive.
 const DefaultExpireBatch = 100
 
+// Batch is limit, or DefaultExpireBatch when limit is not positive: how
+// many rows one run of a sweep (ExpireDue, EscalateDue, RemindDue,
+// SweepWebSessions) takes.
+func Batch(limit int) int {
+	if limit <= 0 {
+		return DefaultExpireBatch
+	}
+	return limit
+}
+
 // Validate refuses a filter no store can apply: an unknown state or kind.
 func (f RequestFilter) Validate() error {
 	if f.State != "" && !f.State.Valid() {

@@ -1,6 +1,7 @@
 package airlock
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"time"
@@ -75,6 +76,22 @@ func (p NewWebSessionParams) Validate() error {
 		return p.Reviewer.Validate()
 	}
 	return nil
+}
+
+// WithToken is what a read of web session ws yields, given tok, its
+// token as the store holds it now (the zero Token when that row is gone),
+// and hash, the token's hash the session recorded at sign-in. An OIDC
+// reviewer's session has no token, and yields the zero Token. A token's
+// session ends with the token: once it is revoked, deleted or its secret
+// changed (a new hash), the session is refused.
+func (ws WebSession) WithToken(tok Token, hash []byte) (WebSession, Token, error) {
+	if ws.TokenID == "" {
+		return ws, Token{}, nil
+	}
+	if tok.ID == "" || tok.RevokedAt != nil || !bytes.Equal(tok.Hash, hash) {
+		return WebSession{}, Token{}, TokenRefused()
+	}
+	return ws, tok, nil
 }
 
 // WebSessionIDHash is the hash a store keeps of a web session's ID.

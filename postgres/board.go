@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -145,13 +146,7 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 	if err := p.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	var title, column any
-	if p.Title != nil {
-		title = *p.Title
-	}
-	if p.ColumnKey != nil {
-		column = *p.ColumnKey
-	}
+	title, column := sqlstore.Value(p.Title), sqlstore.Value(p.ColumnKey)
 	var out airlock.WorkItem
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		var err error

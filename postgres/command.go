@@ -8,19 +8,16 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
 // Fault points of WithFaultHook: where, inside the transaction that
 // records an approval of a command proposal, a test may make it fail. The
-// same points as the SQLite driver's.
+// same points as the SQLite driver's (sqlstore.FaultAfterApproval).
 const (
-	// FaultAfterApproval is after the approval is written and before the
-	// command's effect.
-	FaultAfterApproval = "decide.after_approval"
-	// FaultAfterEffect is after the command's effect and before its result
-	// is written on the request.
-	FaultAfterEffect = "decide.after_effect"
+	FaultAfterApproval = sqlstore.FaultAfterApproval
+	FaultAfterEffect   = sqlstore.FaultAfterEffect
 )
 
 // WithFaultHook installs a test hook called at each fault point (the
@@ -35,23 +32,7 @@ func WithFaultHook(hook func(point string) error) Option {
 
 // faultError is an error a fault hook injected. It is never retried,
 // whatever it wraps (a test may inject a lost connection).
-type faultError struct {
-	point string
-	err   error
-}
-
-func (e *faultError) Error() string { return "fault injected at " + e.point + ": " + e.err.Error() }
-func (e *faultError) Unwrap() error { return e.err }
-
-func (s *Store) injectFault(point string) error {
-	if s.fault == nil {
-		return nil
-	}
-	if err := s.fault(point); err != nil {
-		return &faultError{point: point, err: err}
-	}
-	return nil
-}
+type faultError = sqlstore.FaultError
 
 // lockedCommand is what an approval of a command proposal locked before
 // its compare-and-set read the clock: the requesting token (FOR SHARE, so
@@ -128,23 +109,8 @@ func (s *Store) applyApprovedCommand(ctx context.Context, t *tx, locked *lockedC
 		// approved as one: a stored command never changes, so this is a bug.
 		return r, fmt.Errorf("request %s: its command was not locked before its approval", r.ID)
 	}
-	if err := s.injectFault(FaultAfterApproval); err != nil {
-		return r, err
-	}
-	var (
-		detail string
-		err    error
-	)
-	switch r.Proposal.Command.Method {
-	case airlock.MethodWorkMove:
-		detail, err = workMove(ctx, t, locked, r, at)
-	default:
-		err = airlock.UnknownCommand(r)
-	}
+	detail, err := sqlstore.ApplyCommand(r, s.fault, func() (string, error) { return workMove(ctx, t, locked, r, at) })
 	if err != nil {
-		return r, err
-	}
-	if err := s.injectFault(FaultAfterEffect); err != nil {
 		return r, err
 	}
 	return scanRequest(t.QueryRow(ctx, `UPDATE requests r
@@ -173,13 +139,7 @@ WHERE w.id = @id AND w.column_key = @from
 RETURNING `+workItemCols, named{"id": m.Input.ItemID, "from": m.Observed.FromColumnKey, "to": m.Input.ColumnKey, "now": at}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, err := scanWorkItem(t.QueryRow(ctx, `SELECT `+workItemCols+` FROM work_items w WHERE w.id = @id`, named{"id": m.Input.ItemID}))
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return "", m.Lost(nil)
-		case err != nil:
-			return "", err
-		}
-		return "", m.Lost(&cur)
+		return "", sqlstore.MoveLost(m, cur, err)
 	}
 	if err != nil {
 		return "", err

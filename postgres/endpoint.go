@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -146,10 +147,7 @@ func (s *Store) EnableEndpoint(ctx context.Context, id, actor string) (airlock.E
 			out = e
 			return err
 		}
-		since := *e.DisabledAt
-		if e.FailingSince != nil {
-			since = *e.FailingSince
-		}
+		since := e.FailedSince()
 		var at time.Time
 		if err := t.QueryRow(ctx, tickCTE+`, requeued AS (UPDATE deliveries d SET state = 'pending', next_attempt_at = tick.now,
 	lease_holder = '', lease_until = NULL
@@ -296,17 +294,12 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]airlock.Delivery, len(ps))
-	err = s.write(ctx, func(ctx context.Context, t *tx) error {
-		cleared := map[string]bool{}
-		for i, p := range ps {
-			d, err := s.recordAttempt(ctx, t, p, attempts[i], cleared)
-			if err != nil {
-				return err
-			}
-			out[i] = d
-		}
-		return nil
+	var out []airlock.Delivery
+	err = s.write(ctx, func(ctx context.Context, t *tx) (err error) {
+		out, err = sqlstore.RecordAttempts(ps, attempts, func(p airlock.AttemptParams, attempt string, cleared sqlstore.FailingMarks) (airlock.Delivery, error) {
+			return s.recordAttempt(ctx, t, p, attempt, cleared)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, translate(err, "deliveries", "record attempts")
@@ -317,9 +310,8 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 // recordAttempt records one attempt in t and returns the delivery without
 // its payload; the zero Delivery when the delivery is gone or no longer
 // p.Holder's. cleared holds the endpoints whose failing mark this
-// transaction cleared with no failure since: a batch of successes clears
-// it once.
-func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string, cleared map[string]bool) (airlock.Delivery, error) {
+// transaction cleared with no failure since.
+func (s *Store) recordAttempt(ctx context.Context, t *tx, p airlock.AttemptParams, attempt string, cleared sqlstore.FailingMarks) (airlock.Delivery, error) {
 	state, _ := p.State()
 	var now time.Time
 	out, err := scanDelivery(t.QueryRow(ctx, tickCTE+`UPDATE deliveries d SET state = @state,
@@ -335,15 +327,13 @@ RETURNING `+deliveryColsNoPayload+`, tick.now`, named{"now": s.now(), "state": s
 		return airlock.Delivery{}, err
 	}
 	if p.Outcome == airlock.OutcomeDelivered {
-		if cleared[out.EndpointID] {
-			return out, nil
-		}
-		_, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = @id AND failing_since IS NOT NULL`,
-			named{"id": out.EndpointID})
-		cleared[out.EndpointID] = err == nil
-		return out, err
+		return out, cleared.Delivered(out.EndpointID, func() error {
+			_, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = @id AND failing_since IS NOT NULL`,
+				named{"id": out.EndpointID})
+			return err
+		})
 	}
-	cleared[out.EndpointID] = false
+	cleared.Failed(out.EndpointID)
 	if _, err := t.Exec(ctx, `UPDATE endpoints SET failing_since = @now WHERE id = @id AND failing_since IS NULL`,
 		named{"now": now, "id": out.EndpointID}); err != nil {
 		return airlock.Delivery{}, err
@@ -392,9 +382,7 @@ func (s *Store) RemindDue(ctx context.Context, r airlock.RemindBefore, limit int
 	if r.IsZero() {
 		return nil, nil
 	}
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var ids []string
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		rows, err := t.Query(ctx, tickCTE+`, due AS (

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -164,15 +165,7 @@ func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, erro
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func() (T, error) { return scan(rows) })
 }
 
 // ListEvents returns up to limit events with ID > after, oldest first

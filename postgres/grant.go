@@ -6,30 +6,16 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
-// A grant's creator is revoked when the token that made it is, or, for
-// an OIDC reviewer's grant (created_by is their principal), when an admin
-// ended their sessions at or after it was made (docs/policy.md, "Grants").
-//
-// grantStateSQL is a grant's airlock.GrantState, judged at tick.now; the
-// table is aliased g.
-const grantStateSQL = `CASE
-	WHEN g.revoked_at IS NOT NULL THEN 'revoked'
-	WHEN EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
-		OR EXISTS (SELECT 1 FROM reviewer_profiles p WHERE p.principal = g.created_by AND p.ended_at >= g.created_at) THEN 'creator_revoked'
-	WHEN g.instance_id <> '' AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL) THEN 'instance_deleted'
-	WHEN g.uses_left = 0 THEN 'used_up'
-	WHEN g.expires_at <= tick.now THEN 'expired'
-	ELSE 'live' END`
-
-// grantLiveSQL holds when grant g is live at tick.now: grantStateSQL is
-// 'live'.
-const grantLiveSQL = `g.revoked_at IS NULL AND g.expires_at > tick.now AND (g.uses_left IS NULL OR g.uses_left > 0)
-	AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
-	AND NOT EXISTS (SELECT 1 FROM reviewer_profiles p WHERE p.principal = g.created_by AND p.ended_at >= g.created_at)
-	AND (g.instance_id = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL))`
+// grantStateSQL and grantLiveSQL are a grant's state and its liveness,
+// judged at tick.now; the table is aliased g.
+const (
+	grantStateSQL = sqlstore.GrantStateBeforeClock + "tick.now" + sqlstore.GrantStateAfterClock
+	grantLiveSQL  = sqlstore.GrantLiveBeforeClock + "tick.now" + sqlstore.GrantLiveAfterClock
+)
 
 // grantMayCoverSQL selects the live grants that could cover a request
 // being created (airlock.NewRequestParams.UnlessGranted): of its tool, in
@@ -94,10 +80,6 @@ func (s *Store) CreateGrant(ctx context.Context, p airlock.NewGrantParams) (airl
 		return airlock.Grant{}, err
 	}
 	g := p.Grant
-	var uses any
-	if g.Uses != nil {
-		uses = *g.Uses
-	}
 	var out airlock.Grant
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		var at time.Time
@@ -110,7 +92,7 @@ WHERE @instance::text = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = @in
 RETURNING created_at`,
 			named{"now": s.now(), "id": g.ID, "tool": g.Tool, "kind": string(g.Match.Kind),
 				"args": g.Match.ArgumentsFingerprint, "expr": g.Match.Expression,
-				"instance": g.InstanceID, "agent": g.AgentID, "uses": uses,
+				"instance": g.InstanceID, "agent": g.AgentID, "uses": sqlstore.Value(g.Uses),
 				"validity": g.Validity, "lifetime": p.Lifetime, "by": g.CreatedBy,
 				"principal": g.CreatedByPrincipal, "request": g.RequestID}).Scan(&at)
 		switch {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,7 +43,7 @@ func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor s
 		if err := t.QueryRow(ctx, tickCTE+`INSERT INTO instances (id, owner_id, name, metadata, created_at, kind)
 SELECT @id::text, @owner::text, @name::text, @metadata::text, tick.now, @kind::text FROM tick
 RETURNING created_at`, named{
-			"now": s.now(), "id": in.ID, "owner": in.OwnerID, "name": in.Name, "metadata": text(in.Metadata),
+			"now": s.now(), "id": in.ID, "owner": in.OwnerID, "name": in.Name, "metadata": sqlstore.Text(in.Metadata),
 			"kind": string(in.Kind),
 		}).Scan(&at); err != nil {
 			return err

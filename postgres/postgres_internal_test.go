@@ -93,7 +93,7 @@ func TestTransient(t *testing.T) {
 		{"domain refusal", airlock.Conflict(airlock.CodeNotPending, airlock.StateApproved, "x"), false},
 		{"unavailable, translated, wrapping a lost connection", translate(fmt.Errorf("query: %w", io.ErrUnexpectedEOF), "request", "apr_1"), true},
 		{"command_failed", airlock.Conflict(airlock.CodeCommandFailed, airlock.StatePending, "x"), false},
-		{"injected fault wrapping a lost connection", fmt.Errorf("decide: %w", &faultError{FaultAfterApproval, io.ErrUnexpectedEOF}), false},
+		{"injected fault wrapping a lost connection", fmt.Errorf("decide: %w", &faultError{Point: FaultAfterApproval, Err: io.ErrUnexpectedEOF}), false},
 		{"cancelled", context.Canceled, false},
 		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), false},
 		{"nil", nil, false},

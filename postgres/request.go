@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -310,40 +310,20 @@ func scanRequest(row pgx.Row, extra ...any) (airlock.Request, error) {
 	r.Reviewers = airlock.SplitGroups(reviewers)
 	r.EscalateTo, r.EscalateAfter, r.EscalatedAt = airlock.SplitGroups(escalateTo), escalateAfter, utc(escalatedAt)
 	if decidedAt != nil {
-		r.Decision = &airlock.Decision{
-			Status:        r.State,
-			Note:          note,
-			Answer:        answer,
-			DecidedAt:     decidedAt.UTC(),
-			DecidedBy:     deref(decidedBy),
-			DecidedByName: airlock.DeciderName(deref(decidedBy), deref(deciderName)),
-			ExpiresAt:     utc(expiresAt),
-		}
+		r.Decision = sqlstore.Decision(r.State, note, answer, decidedAt.UTC(), deref(decidedBy), deref(deciderName), utc(expiresAt))
 	}
 	if claimedAt != nil {
-		r.Execution = &airlock.Execution{
-			ClaimedAt:  claimedAt.UTC(),
-			ClaimedBy:  deref(claimedBy),
-			Status:     airlock.ExecutionStatus(deref(execStatus)),
-			FinishedAt: utc(finishedAt),
-			Detail:     detail,
-		}
+		r.Execution = sqlstore.Execution(claimedAt.UTC(), deref(claimedBy), deref(execStatus), utc(finishedAt), detail)
 	}
-	if mode != nil {
-		r.Proposal = &airlock.Proposal{Mode: *mode}
-		if method != nil {
-			r.Proposal.Command = &airlock.Command{Method: *method, Input: cmdInput, Observed: observed}
-		}
-	}
+	r.Proposal = sqlstore.Proposal(deref(mode), mode != nil, deref(method), method != nil, cmdInput, observed)
 	if cmdStatus != nil && cmdAppliedAt != nil {
 		r.CommandResult = &airlock.CommandResult{Status: *cmdStatus, Detail: cmdDetail, AppliedAt: cmdAppliedAt.UTC()}
 	}
-	if question != nil {
-		r.Question = new(airlock.Question)
-		if err := json.Unmarshal([]byte(*question), r.Question); err != nil {
-			return airlock.Request{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
-		}
+	q, err := sqlstore.Question(r.ID, deref(question), question != nil)
+	if err != nil {
+		return airlock.Request{}, err
 	}
+	r.Question = q
 	return r, nil
 }
 
@@ -388,23 +368,6 @@ func raw(s *string) json.RawMessage {
 	return json.RawMessage(*s)
 }
 
-// text binds raw JSON as text holding its exact bytes, and absent JSON as
-// NULL.
-func text(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return string(b)
-}
-
-// nullString binds "" as NULL.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -426,27 +389,11 @@ func utc(t *time.Time) *time.Time {
 // missing instance, told apart by reading the key's row. An empty key makes
 // no replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	p = p.WithDefaults()
-	if err := p.Validate(); err != nil {
+	p, cols, err := sqlstore.NewRequest("postgres", p)
+	if err != nil {
 		return airlock.Request{}, false, err
 	}
 	in := p.Request
-	var question any
-	if in.Question != nil {
-		b, err := json.Marshal(in.Question)
-		if err != nil {
-			return airlock.Request{}, false, fmt.Errorf("postgres: request %s: question: %w", in.ID, err)
-		}
-		question = string(b)
-	}
-	var mode, method, cmdInput, observed any
-	if in.Proposal != nil {
-		mode = in.Proposal.Mode
-		if in.Proposal.Command != nil {
-			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
-			observed = text(in.Proposal.Command.Observed)
-		}
-	}
 	state, decided, decidedBy, note := airlock.StatePending, false, any(nil), ""
 	var validity any
 	if d := p.Initial; d != nil {
@@ -463,13 +410,13 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	args := named{
 		"now": s.now(), "id": in.ID, "instance": in.InstanceID, "owner": in.OwnerID,
 		"state": string(state), "kind": string(in.Kind), "tool": in.Tool,
-		"arguments": text(in.Arguments), "timeout": in.Timeout,
-		"reasoning": in.AgentReasoning, "context": text(in.Context),
+		"arguments": sqlstore.Text(in.Arguments), "timeout": in.Timeout,
+		"reasoning": in.AgentReasoning, "context": sqlstore.Text(in.Context),
 		"window": p.Window, "decided": decided, "decided_by": decidedBy, "note": note, "validity": validity,
-		"key": nullString(in.IdempotencyKey), "fingerprint": in.Fingerprint,
+		"key": sqlstore.NullString(in.IdempotencyKey), "fingerprint": in.Fingerprint,
 		"title": in.Title, "description": in.Description,
 		"target_type": in.TargetType, "target_id": in.TargetID, "session_id": in.SessionID,
-		"mode": mode, "method": method, "input": cmdInput, "question": question, "observed": observed,
+		"mode": cols.Mode, "method": cols.Method, "input": cols.Input, "question": cols.Question, "observed": cols.Observed,
 		"reviewers": airlock.JoinGroups(in.Reviewers), "approvals": in.Approvals,
 		"escalate_to": airlock.JoinGroups(in.EscalateTo), "escalate_after": in.EscalateAfter,
 		"unless_granted": nil,
@@ -477,7 +424,6 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 	if p.UnlessGranted != nil {
 		args["unless_granted"] = p.UnlessGranted.Principal
 	}
-	var err error
 	if p.Initial == nil && p.Grant == nil {
 		// A pending request: one round trip, the insert and its event sent
 		// with COMMIT. Nothing inserted (a replay, a conflict, no such
@@ -727,39 +673,24 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 }
 
 // listWhere is the WHERE clause, with its named arguments, that selects
-// f's requests; empty when f selects every request.
+// f's requests (sqlstore.RequestFilterConds); empty when f selects every
+// request.
 func listWhere(f airlock.RequestFilter) (string, named, error) {
 	if err := f.Validate(); err != nil {
 		return "", nil, err
 	}
-	var where []string
+	var (
+		where strings.Builder
+		sep   = ` WHERE `
+	)
 	args := named{}
-	add := func(cond, name string, arg any) {
-		where = append(where, cond)
-		args[name] = arg
-	}
-	if f.OwnerID != "" {
-		add("r.owner_id = @owner", "owner", f.OwnerID)
-	}
-	if f.State != "" {
-		add("r.state = @state", "state", string(f.State))
-	}
-	if f.InstanceID != "" {
-		add("r.instance_id = @instance", "instance", f.InstanceID)
-	}
-	if f.Tool != "" {
-		add("r.tool = @tool", "tool", f.Tool)
-	}
-	if f.Kind != "" {
-		add("r.kind = @kind", "kind", string(f.Kind))
-	}
-	if f.BeforeSeq > 0 {
-		add("r.seq < @before", "before", f.BeforeSeq)
-	}
-	if len(where) == 0 {
-		return "", args, nil
-	}
-	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+	sqlstore.RequestFilterConds(f, func(column, op, name string, arg any) {
+		for _, part := range [...]string{sep, "r.", column, " ", op, " @", name} {
+			where.WriteString(part)
+		}
+		sep, args[name] = ` AND `, arg
+	})
+	return where.String(), args, nil
 }
 
 // scanSummary reads one row of summaryCols.
@@ -785,18 +716,13 @@ func scanSummary(row pgx.Row) (airlock.RequestSummary, error) {
 	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(deref(head))
 	r.InstanceName, r.OwnerName = deref(names[0]), deref(names[1])
 	if decidedAt != nil {
-		r.Decision = &airlock.Decision{
-			Status: r.State, Note: note, Answer: answer,
-			DecidedAt: decidedAt.UTC(), DecidedBy: deref(decidedBy), ExpiresAt: utc(expiresAt),
-			DecidedByName: airlock.DeciderName(deref(decidedBy), deref(names[2])),
-		}
+		r.Decision = sqlstore.Decision(r.State, note, answer, decidedAt.UTC(), deref(decidedBy), deref(names[2]), utc(expiresAt))
 	}
-	if question != nil {
-		r.Question = new(airlock.Question)
-		if err := json.Unmarshal([]byte(*question), r.Question); err != nil {
-			return airlock.RequestSummary{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
-		}
+	q, err := sqlstore.Question(r.ID, deref(question), question != nil)
+	if err != nil {
+		return airlock.RequestSummary{}, err
 	}
+	r.Question = q
 	return r, nil
 }
 
@@ -903,9 +829,7 @@ RETURNING r.id, r.instance_id, tick.now`
 // EscalateDue widens the requests whose escalation is due, once across
 // replicas, and appends request.escalated for each.
 func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var ids []string
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		rows, err := t.Query(ctx, escalateDueSQL, named{"now": s.now(), "limit": limit})
@@ -1142,7 +1066,7 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 		return airlock.Request{}, time.Time{}, err
 	}
 	r.DeadlineAt = deadline.UTC()
-	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: decided.UTC(), DecidedBy: decidedBy, DecidedByName: airlock.DeciderName(decidedBy, "")}
+	r.Decision = sqlstore.Decision(r.State, "", "", decided.UTC(), decidedBy, "", nil)
 	return r, at.UTC(), nil
 }
 
@@ -1154,9 +1078,7 @@ func scanExpired(row pgx.Row) (airlock.Request, time.Time, error) {
 // once and no sweeper waits for another. It returns each with the fields
 // of expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	return s.expire(ctx, expireDueSQL, named{"now": s.now(), "limit": limit, "actor": airlock.ActorExpiry}, limit)
 }
 

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -120,14 +119,7 @@ WHERE ws.id_hash = @hash AND ws.idle_expires_at > tick.now`,
 	if err != nil {
 		return airlock.WebSession{}, airlock.Token{}, translate(err, "web session", "of this cookie")
 	}
-	ws := w.finish()
-	if ws.TokenID == "" {
-		return ws, airlock.Token{}, nil
-	}
-	if tok.ID == "" || tok.RevokedAt != nil || !bytes.Equal(tok.Hash, tokenHash) {
-		return airlock.WebSession{}, airlock.Token{}, airlock.TokenRefused()
-	}
-	return ws, tok, nil
+	return w.finish().WithToken(tok, tokenHash)
 }
 
 // TouchWebSession moves a live session's idle end, at most once per
@@ -210,9 +202,7 @@ SELECT now FROM tick`, named{"now": s.now(), "principal": f.Principal}).Scan(&at
 // SweepWebSessions deletes up to limit sessions that are over. Rows a
 // touch or a sign-out holds are skipped, for a later sweep.
 func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var n int
 	err := s.write(ctx, func(ctx context.Context, t *tx) error {
 		tag, err := t.Exec(ctx, tickCTE+`DELETE FROM web_sessions WHERE id_hash IN (

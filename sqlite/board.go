@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
 // workItemCols is the column list every work item query selects or
@@ -136,13 +137,7 @@ func (s *Store) UpdateWorkItem(ctx context.Context, p airlock.WorkItemPatch, act
 	if err := p.Validate(); err != nil {
 		return airlock.WorkItem{}, err
 	}
-	var title, column any
-	if p.Title != nil {
-		title = *p.Title
-	}
-	if p.ColumnKey != nil {
-		column = *p.ColumnKey
-	}
+	title, column := sqlstore.Value(p.Title), sqlstore.Value(p.ColumnKey)
 	var out airlock.WorkItem
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		var err error

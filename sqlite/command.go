@@ -4,21 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
 // Fault points of WithFaultHook: where, inside the transaction that
-// records an approval of a command proposal, a test may make it fail.
+// records an approval of a command proposal, a test may make it fail. The
+// same points as the PostgreSQL driver's (sqlstore.FaultAfterApproval).
 const (
-	// FaultAfterApproval is after the approval is written and before the
-	// command's effect.
-	FaultAfterApproval = "decide.after_approval"
-	// FaultAfterEffect is after the command's effect and before its result
-	// is written on the request.
-	FaultAfterEffect = "decide.after_effect"
+	FaultAfterApproval = sqlstore.FaultAfterApproval
+	FaultAfterEffect   = sqlstore.FaultAfterEffect
 )
 
 // WithFaultHook installs a test hook called at each fault point (the
@@ -30,16 +27,6 @@ func WithFaultHook(hook func(point string) error) Option {
 	return func(cfg *config) { cfg.fault = hook }
 }
 
-func (s *Store) injectFault(point string) error {
-	if s.fault == nil {
-		return nil
-	}
-	if err := s.fault(point); err != nil {
-		return fmt.Errorf("fault injected at %s: %w", point, err)
-	}
-	return nil
-}
-
 // applyApprovedCommand runs, in the transaction that has just approved r,
 // the command r proposes, re-checking at this moment that the requesting
 // token may still run it and that the target is as it was when requested;
@@ -49,23 +36,8 @@ func (s *Store) applyApprovedCommand(ctx context.Context, tx *txn, now time.Time
 	if r.State != airlock.StateApproved || r.Proposal == nil || r.Proposal.Command == nil {
 		return r, nil
 	}
-	if err := s.injectFault(FaultAfterApproval); err != nil {
-		return r, err
-	}
-	var (
-		detail string
-		err    error
-	)
-	switch r.Proposal.Command.Method {
-	case airlock.MethodWorkMove:
-		detail, err = workMove(ctx, tx, now, r)
-	default:
-		err = airlock.UnknownCommand(r)
-	}
+	detail, err := sqlstore.ApplyCommand(r, s.fault, func() (string, error) { return workMove(ctx, tx, now, r) })
 	if err != nil {
-		return r, err
-	}
-	if err := s.injectFault(FaultAfterEffect); err != nil {
 		return r, err
 	}
 	return queryRequest(ctx, tx, `UPDATE requests
@@ -102,13 +74,7 @@ RETURNING `+workItemCols,
 		sql.Named("id", m.Input.ItemID), sql.Named("from", m.Observed.FromColumnKey), sql.Named("to", m.Input.ColumnKey), sql.Named("now", micros(now))))
 	if errors.Is(err, sql.ErrNoRows) {
 		cur, err := scanWorkItem(tx.QueryRowContext(ctx, `SELECT `+workItemCols+` FROM work_items WHERE id = ?`, m.Input.ItemID))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return "", m.Lost(nil)
-		case err != nil:
-			return "", err
-		}
-		return "", m.Lost(&cur)
+		return "", sqlstore.MoveLost(m, cur, err)
 	}
 	if err != nil {
 		return "", err

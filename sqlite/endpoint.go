@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
 // Notifications (docs/notifications.md): endpoints, the delivery queue
@@ -143,10 +144,7 @@ func (s *Store) EnableEndpoint(ctx context.Context, id, actor string) (airlock.E
 			out = e
 			return err
 		}
-		since := *e.DisabledAt
-		if e.FailingSince != nil {
-			since = *e.FailingSince
-		}
+		since := e.FailedSince()
 		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET state = 'pending', next_attempt_at = @now, lease_holder = '', lease_until = NULL
 WHERE endpoint_id = @id AND state = 'failed' AND (next_attempt_at >= @since OR attempts = '[]')`,
 			sql.Named("now", micros(now)), sql.Named("id", id), sql.Named("since", micros(since))); err != nil {
@@ -314,17 +312,12 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]airlock.Delivery, len(ps))
-	err = s.inTx(ctx, func(tx *txn, now time.Time) error {
-		cleared := map[string]bool{}
-		for i, p := range ps {
-			d, err := recordAttempt(ctx, tx, now, p, attempts[i], cleared)
-			if err != nil {
-				return err
-			}
-			out[i] = d
-		}
-		return nil
+	var out []airlock.Delivery
+	err = s.inTx(ctx, func(tx *txn, now time.Time) (err error) {
+		out, err = sqlstore.RecordAttempts(ps, attempts, func(p airlock.AttemptParams, attempt string, cleared sqlstore.FailingMarks) (airlock.Delivery, error) {
+			return recordAttempt(ctx, tx, now, p, attempt, cleared)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, translate(err, "deliveries", "record attempts")
@@ -337,7 +330,7 @@ func (s *Store) RecordAttempts(ctx context.Context, ps []airlock.AttemptParams) 
 // when the delivery is gone or no longer p.Holder's. cleared holds the
 // endpoints whose failing mark this transaction cleared with no failure
 // since: a batch of successes clears it once.
-func recordAttempt(ctx context.Context, tx *txn, now time.Time, p airlock.AttemptParams, attempt string, cleared map[string]bool) (airlock.Delivery, error) {
+func recordAttempt(ctx context.Context, tx *txn, now time.Time, p airlock.AttemptParams, attempt string, cleared sqlstore.FailingMarks) (airlock.Delivery, error) {
 	state, _ := p.State()
 	out, err := scanDelivery(tx.QueryRowContext(ctx, `UPDATE deliveries SET state = @state,
 	attempts = json_insert(attempts, '$[#]', json(@attempt)), next_attempt_at = @next, lease_holder = '', lease_until = NULL
@@ -351,14 +344,12 @@ WHERE id = @id AND lease_holder = @holder AND state = 'pending' RETURNING `+deli
 		return airlock.Delivery{}, err
 	}
 	if p.Outcome == airlock.OutcomeDelivered {
-		if cleared[out.EndpointID] {
-			return out, nil
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, out.EndpointID)
-		cleared[out.EndpointID] = err == nil
-		return out, err
+		return out, cleared.Delivered(out.EndpointID, func() error {
+			_, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL`, out.EndpointID)
+			return err
+		})
 	}
-	cleared[out.EndpointID] = false
+	cleared.Failed(out.EndpointID)
 	if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET failing_since = ? WHERE id = ? AND failing_since IS NULL`,
 		micros(now), out.EndpointID); err != nil {
 		return airlock.Delivery{}, err
@@ -403,9 +394,7 @@ func (s *Store) RemindDue(ctx context.Context, r airlock.RemindBefore, limit int
 	if r.IsZero() {
 		return nil, nil
 	}
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var ids []string
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		ids = ids[:0]

@@ -7,29 +7,15 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
-// A grant's creator is revoked when the token that made it is, or, for
-// an OIDC reviewer's grant (created_by is their principal), when an admin
-// ended their sessions at or after it was made (docs/policy.md, "Grants").
-//
-// grantStateSQL is a grant's airlock.GrantState, judged at @now; the
-// table is aliased g.
-const grantStateSQL = `CASE
-	WHEN g.revoked_at IS NOT NULL THEN 'revoked'
-	WHEN EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
-		OR EXISTS (SELECT 1 FROM reviewer_profiles p WHERE p.principal = g.created_by AND p.ended_at >= g.created_at) THEN 'creator_revoked'
-	WHEN g.instance_id <> '' AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL) THEN 'instance_deleted'
-	WHEN g.uses_left = 0 THEN 'used_up'
-	WHEN g.expires_at <= @now THEN 'expired'
-	ELSE 'live' END`
-
-// grantLiveSQL holds when grant g is live at @now: grantStateSQL is
-// 'live', written out so the conditions on g's own columns come first.
-const grantLiveSQL = `g.revoked_at IS NULL AND g.expires_at > @now AND (g.uses_left IS NULL OR g.uses_left > 0)
-	AND NOT EXISTS (SELECT 1 FROM tokens t WHERE t.id = g.created_by AND t.revoked_at IS NOT NULL)
-	AND NOT EXISTS (SELECT 1 FROM reviewer_profiles p WHERE p.principal = g.created_by AND p.ended_at >= g.created_at)
-	AND (g.instance_id = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = g.instance_id AND i.deleted_at IS NULL))`
+// grantStateSQL and grantLiveSQL are a grant's state and its liveness,
+// judged at @now; the table is aliased g.
+const (
+	grantStateSQL = sqlstore.GrantStateBeforeClock + "@now" + sqlstore.GrantStateAfterClock
+	grantLiveSQL  = sqlstore.GrantLiveBeforeClock + "@now" + sqlstore.GrantLiveAfterClock
+)
 
 // grantMayCoverSQL selects the live grants that could cover a request
 // being created (airlock.NewRequestParams.UnlessGranted): of its tool, in
@@ -88,10 +74,6 @@ func (s *Store) CreateGrant(ctx context.Context, p airlock.NewGrantParams) (airl
 		return airlock.Grant{}, err
 	}
 	g := p.Grant
-	var uses any
-	if g.Uses != nil {
-		uses = *g.Uses
-	}
 	var out airlock.Grant
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO grants (id, tool, match_kind, arguments_fingerprint, expression,
@@ -100,7 +82,7 @@ SELECT @id, @tool, @kind, @args, @expr, @instance, @agent, @uses, @uses, @validi
 WHERE @instance = '' OR EXISTS (SELECT 1 FROM instances i WHERE i.id = @instance AND i.deleted_at IS NULL)`,
 			sql.Named("id", g.ID), sql.Named("tool", g.Tool), sql.Named("kind", string(g.Match.Kind)),
 			sql.Named("args", g.Match.ArgumentsFingerprint), sql.Named("expr", g.Match.Expression),
-			sql.Named("instance", g.InstanceID), sql.Named("agent", g.AgentID), sql.Named("uses", uses),
+			sql.Named("instance", g.InstanceID), sql.Named("agent", g.AgentID), sql.Named("uses", sqlstore.Value(g.Uses)),
 			sql.Named("validity", g.Validity.Microseconds()), sql.Named("now", micros(now)),
 			sql.Named("expires", micros(now.Add(p.Lifetime))), sql.Named("by", g.CreatedBy),
 			sql.Named("principal", g.CreatedByPrincipal), sql.Named("request", g.RequestID))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
 // instanceCols selects an instance with its count of pending requests,
@@ -39,7 +40,7 @@ func (s *Store) CreateInstance(ctx context.Context, in airlock.Instance, actor s
 	}
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO instances (id, owner_id, name, metadata, created_at, kind) VALUES (?, ?, ?, ?, ?, ?)`,
-			in.ID, in.OwnerID, in.Name, text(in.Metadata), micros(now), in.Kind); err != nil {
+			in.ID, in.OwnerID, in.Name, sqlstore.Text(in.Metadata), micros(now), in.Kind); err != nil {
 			return err
 		}
 		in.CreatedAt, in.PendingCount, in.LastSeenAt, in.ClosedAt = now, 0, nil, nil

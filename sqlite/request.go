@@ -6,13 +6,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/sqlstore"
 )
 
 // requestCols is the column list every request query selects or returns,
@@ -189,40 +189,20 @@ func scanRequest(sc scanner, extra ...any) (airlock.Request, error) {
 	r.Reviewers = airlock.SplitGroups(reviewers)
 	r.EscalateTo, r.EscalateAfter, r.EscalatedAt = airlock.SplitGroups(escalateTo), time.Duration(escalateAfter)*time.Microsecond, nullMicros(escalatedAt)
 	if decidedAt.Valid {
-		r.Decision = &airlock.Decision{
-			Status:        r.State,
-			Note:          note,
-			Answer:        answer,
-			DecidedAt:     fromMicros(decidedAt.Int64),
-			DecidedBy:     decidedBy.String,
-			DecidedByName: airlock.DeciderName(decidedBy.String, deciderName.String),
-			ExpiresAt:     nullMicros(expiresAt),
-		}
+		r.Decision = sqlstore.Decision(r.State, note, answer, fromMicros(decidedAt.Int64), decidedBy.String, deciderName.String, nullMicros(expiresAt))
 	}
 	if claimedAt.Valid {
-		r.Execution = &airlock.Execution{
-			ClaimedAt:  fromMicros(claimedAt.Int64),
-			ClaimedBy:  claimedBy.String,
-			Status:     airlock.ExecutionStatus(execStatus.String),
-			FinishedAt: nullMicros(finishedAt),
-			Detail:     detail,
-		}
+		r.Execution = sqlstore.Execution(fromMicros(claimedAt.Int64), claimedBy.String, execStatus.String, nullMicros(finishedAt), detail)
 	}
-	if mode.Valid {
-		r.Proposal = &airlock.Proposal{Mode: mode.String}
-		if method.Valid {
-			r.Proposal.Command = &airlock.Command{Method: method.String, Input: cmdInput, Observed: observed}
-		}
-	}
+	r.Proposal = sqlstore.Proposal(mode.String, mode.Valid, method.String, method.Valid, cmdInput, observed)
 	if cmdStatus.Valid {
 		r.CommandResult = &airlock.CommandResult{Status: cmdStatus.String, Detail: cmdDetail, AppliedAt: fromMicros(cmdAppliedAt.Int64)}
 	}
-	if question.Valid {
-		r.Question = new(airlock.Question)
-		if err := json.Unmarshal([]byte(question.String), r.Question); err != nil {
-			return airlock.Request{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
-		}
+	q, err := sqlstore.Question(r.ID, question.String, question.Valid)
+	if err != nil {
+		return airlock.Request{}, err
 	}
+	r.Question = q
 	return r, nil
 }
 
@@ -245,15 +225,7 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, erro
 		return nil, err
 	}
 	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return sqlstore.Collect(rows, func() (T, error) { return scan(rows) })
 }
 
 // updateRequests runs an UPDATE … RETURNING of many requests and returns
@@ -265,23 +237,6 @@ func updateRequests(ctx context.Context, tx *txn, query string, args ...any) ([]
 	return rs, err
 }
 
-// text binds raw JSON as TEXT holding its exact bytes (a []byte would bind
-// as a BLOB, which a STRICT TEXT column refuses), and absent JSON as NULL.
-func text(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
-}
-
-// nullString binds "" as NULL.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // CreateRequest creates a request in one INSERT … SELECT that finds the
 // instance (live, and owned by the request's owner) and yields to an
 // existing row with the same owner and idempotency key. Zero rows inserted
@@ -289,27 +244,11 @@ func nullString(s string) any {
 // reading the key's row in the same transaction. An empty key makes no
 // replay: the request is always new.
 func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (airlock.Request, bool, error) {
-	p = p.WithDefaults()
-	if err := p.Validate(); err != nil {
+	p, cols, err := sqlstore.NewRequest("sqlite", p)
+	if err != nil {
 		return airlock.Request{}, false, err
 	}
 	in := p.Request
-	var question any
-	if in.Question != nil {
-		b, err := json.Marshal(in.Question)
-		if err != nil {
-			return airlock.Request{}, false, fmt.Errorf("sqlite: request %s: question: %w", in.ID, err)
-		}
-		question = string(b)
-	}
-	var mode, method, cmdInput, observed any
-	if in.Proposal != nil {
-		mode = in.Proposal.Mode
-		if in.Proposal.Command != nil {
-			method, cmdInput = in.Proposal.Command.Method, text(in.Proposal.Command.Input)
-			observed = text(in.Proposal.Command.Observed)
-		}
-	}
 
 	var unlessGranted any
 	if p.UnlessGranted != nil {
@@ -319,7 +258,7 @@ func (s *Store) CreateRequest(ctx context.Context, p airlock.NewRequestParams) (
 		out     airlock.Request
 		created bool
 	)
-	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
+	err = s.inTx(ctx, func(tx *txn, now time.Time) error {
 		p := p
 		if p.Grant != nil {
 			d, err := useGrant(ctx, tx, now, p.Grant, in)
@@ -358,17 +297,17 @@ RETURNING seq, (SELECT i.name FROM instances i WHERE i.id = requests.instance_id
 	(SELECT t.name FROM tokens t WHERE t.id = requests.owner_id)`,
 			sql.Named("id", in.ID), sql.Named("instance", in.InstanceID), sql.Named("owner", in.OwnerID),
 			sql.Named("state", state), sql.Named("kind", in.Kind), sql.Named("tool", in.Tool),
-			sql.Named("arguments", text(in.Arguments)), sql.Named("timeout", in.Timeout),
-			sql.Named("reasoning", in.AgentReasoning), sql.Named("context", text(in.Context)),
+			sql.Named("arguments", sqlstore.Text(in.Arguments)), sql.Named("timeout", in.Timeout),
+			sql.Named("reasoning", in.AgentReasoning), sql.Named("context", sqlstore.Text(in.Context)),
 			sql.Named("now", micros(now)), sql.Named("deadline", micros(now.Add(p.Window))),
 			sql.Named("decided_at", decidedAt), sql.Named("decided_by", decidedBy),
 			sql.Named("note", note), sql.Named("expires_at", expiresAt),
-			sql.Named("key", nullString(in.IdempotencyKey)), sql.Named("fingerprint", in.Fingerprint),
+			sql.Named("key", sqlstore.NullString(in.IdempotencyKey)), sql.Named("fingerprint", in.Fingerprint),
 			sql.Named("title", in.Title), sql.Named("description", in.Description),
 			sql.Named("target_type", in.TargetType), sql.Named("target_id", in.TargetID),
 			sql.Named("session_id", in.SessionID),
-			sql.Named("mode", mode), sql.Named("method", method), sql.Named("input", cmdInput),
-			sql.Named("question", question), sql.Named("observed", observed),
+			sql.Named("mode", cols.Mode), sql.Named("method", cols.Method), sql.Named("input", cols.Input),
+			sql.Named("question", cols.Question), sql.Named("observed", cols.Observed),
 			sql.Named("reviewers", airlock.JoinGroups(in.Reviewers)), sql.Named("approvals", in.Approvals),
 			sql.Named("escalate_to", airlock.JoinGroups(in.EscalateTo)), sql.Named("escalate_after", in.EscalateAfter.Microseconds()),
 			sql.Named("unless_granted", unlessGranted)).Scan(&seq, &instName, &ownerName)
@@ -606,41 +545,24 @@ func (s *Store) ListRequestSummaries(ctx context.Context, f airlock.RequestFilte
 }
 
 // listWhere is the WHERE clause, with its arguments, that selects f's
-// requests; empty when f selects every request.
+// requests (sqlstore.RequestFilterConds); empty when f selects every
+// request.
 func listWhere(f airlock.RequestFilter) (string, []any, error) {
 	if err := f.Validate(); err != nil {
 		return "", nil, err
 	}
 	var (
-		where []string
+		where strings.Builder
+		sep   = ` WHERE `
 		args  []any
 	)
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
-	if f.OwnerID != "" {
-		add("owner_id = ?", f.OwnerID)
-	}
-	if f.State != "" {
-		add("state = ?", f.State)
-	}
-	if f.InstanceID != "" {
-		add("instance_id = ?", f.InstanceID)
-	}
-	if f.Tool != "" {
-		add("tool = ?", f.Tool)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.BeforeSeq > 0 {
-		add("seq < ?", f.BeforeSeq)
-	}
-	if len(where) == 0 {
-		return "", nil, nil
-	}
-	return ` WHERE ` + strings.Join(where, ` AND `), args, nil
+	sqlstore.RequestFilterConds(f, func(column, op, _ string, arg any) {
+		for _, part := range [...]string{sep, column, " ", op, " ?"} {
+			where.WriteString(part)
+		}
+		sep, args = ` AND `, append(args, arg)
+	})
+	return where.String(), args, nil
 }
 
 // scanSummary reads one row of summaryCols.
@@ -667,18 +589,13 @@ func scanSummary(sc scanner) (airlock.RequestSummary, error) {
 	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(head.String)
 	r.InstanceName, r.OwnerName = names[0].String, names[1].String
 	if decidedAt.Valid {
-		r.Decision = &airlock.Decision{
-			Status: r.State, Note: note, Answer: answer,
-			DecidedAt: fromMicros(decidedAt.Int64), DecidedBy: decidedBy.String, ExpiresAt: nullMicros(expAt),
-			DecidedByName: airlock.DeciderName(decidedBy.String, names[2].String),
-		}
+		r.Decision = sqlstore.Decision(r.State, note, answer, fromMicros(decidedAt.Int64), decidedBy.String, names[2].String, nullMicros(expAt))
 	}
-	if question.Valid {
-		r.Question = new(airlock.Question)
-		if err := json.Unmarshal([]byte(question.String), r.Question); err != nil {
-			return airlock.RequestSummary{}, fmt.Errorf("request %s: stored question: %w", r.ID, err)
-		}
+	q, err := sqlstore.Question(r.ID, question.String, question.Valid)
+	if err != nil {
+		return airlock.RequestSummary{}, err
 	}
+	r.Question = q
 	return r, nil
 }
 
@@ -751,9 +668,7 @@ func readVotes(ctx context.Context, q queryer, id string) ([]airlock.Vote, error
 // escalation groups, in one UPDATE whose WHERE keeps each to once, and
 // appends request.escalated for each.
 func (s *Store) EscalateDue(ctx context.Context, limit int) ([]string, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var ids []string
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		ids = ids[:0]
@@ -934,7 +849,7 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 		return airlock.Request{}, err
 	}
 	r.DeadlineAt = fromMicros(deadline)
-	r.Decision = &airlock.Decision{Status: r.State, DecidedAt: fromMicros(decidedAt), DecidedBy: decidedBy, DecidedByName: airlock.DeciderName(decidedBy, "")}
+	r.Decision = sqlstore.Decision(r.State, "", "", fromMicros(decidedAt), decidedBy, "", nil)
 	return r, nil
 }
 
@@ -944,9 +859,7 @@ func scanExpired(sc scanner) (airlock.Request, error) {
 // within a second, and appends an event for each. It returns each with the fields of
 // expiredCols only.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]airlock.Request, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	return s.expire(ctx, expiredEventsSQL, expireDueSQL, limit, sql.Named("limit", limit))
 }
 

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -129,13 +128,7 @@ WHERE ws.id_hash = ? AND ws.idle_expires_at > ?`
 	if err != nil {
 		return airlock.WebSession{}, airlock.Token{}, translate(err, "web session", "of this cookie")
 	}
-	if w.ws.TokenID == "" {
-		return w.finish(), airlock.Token{}, nil
-	}
-	if tok.ID == "" || tok.RevokedAt != nil || !bytes.Equal(tok.Hash, tokenHash) {
-		return airlock.WebSession{}, airlock.Token{}, airlock.TokenRefused()
-	}
-	return w.finish(), tok, nil
+	return w.finish().WithToken(tok, tokenHash)
 }
 
 // TouchWebSession moves a live session's idle end, at most once per
@@ -221,9 +214,7 @@ func (s *Store) DeleteWebSessions(ctx context.Context, f airlock.WebSessionFilte
 
 // SweepWebSessions deletes up to limit sessions that are over.
 func (s *Store) SweepWebSessions(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		limit = airlock.DefaultExpireBatch
-	}
+	limit = airlock.Batch(limit)
 	var n int64
 	err := s.inTx(ctx, func(tx *txn, now time.Time) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM web_sessions WHERE id_hash IN (

@@ -168,9 +168,7 @@ func (s *suite) testCreate(t *testing.T) {
 func (s *suite) testIdempotency(t *testing.T) {
 	t.Run("replay returns the original", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		p := b.params()
-		orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		b, p, orig := s.replayable(t)
 		b.clock.Advance(time.Minute)
 		p.Request.ID = airlock.NewID(airlock.PrefixRequest) // a retry mints a new ID
 		got, created, err := b.store.CreateRequest(b.ctx, p)
@@ -184,23 +182,9 @@ func (s *suite) testIdempotency(t *testing.T) {
 	for _, state := range []airlock.State{airlock.StateApproved, airlock.StateDenied, airlock.StateExpired, airlock.StateCancelled} {
 		t.Run("replay of a "+string(state)+" request", func(t *testing.T) {
 			t.Parallel()
-			b := s.setup(t)
-			p := b.params()
-			orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+			b, p, orig := s.replayable(t)
 			b.clock.Set(orig.DeadlineAt.Add(-time.Second))
-			var err error
-			switch state {
-			case airlock.StateApproved:
-				_, err = b.approve(orig.ID)
-			case airlock.StateDenied:
-				_, err = b.deny(orig.ID)
-			case airlock.StateCancelled:
-				_, err = b.cancel(orig.ID)
-			case airlock.StateExpired:
-				b.clock.Set(orig.DeadlineAt)
-				_, err = b.store.ExpireDue(b.ctx, 10)
-			}
-			wantOK(t, err)
+			wantOK(t, b.moveTo(orig, state))
 			decided := b.get(t, orig.ID)
 			// Replaying later never extends deadline_at or expires_at.
 			b.clock.Advance(time.Hour)
@@ -215,9 +199,7 @@ func (s *suite) testIdempotency(t *testing.T) {
 
 	t.Run("same key, different body", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		p := b.params()
-		orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		b, p, orig := s.replayable(t)
 		p.Request.ID = airlock.NewID(airlock.PrefixRequest)
 		p.Request.Arguments = json.RawMessage(`{"cmd":"rm -rf /"}`)
 		p.Request.Fingerprint = "fp_other"
@@ -232,9 +214,7 @@ func (s *suite) testIdempotency(t *testing.T) {
 
 	t.Run("same key from another owner", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		p := b.params()
-		a := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		b, p, a := s.replayable(t)
 		other := b.instance(t, ownerB)
 		p.Request.ID = airlock.NewID(airlock.PrefixRequest)
 		p.Request.InstanceID, p.Request.OwnerID, p.Actor = other.ID, other.OwnerID, other.OwnerID
@@ -296,9 +276,7 @@ func (s *suite) testIdempotency(t *testing.T) {
 
 	t.Run("replay after the instance is deleted", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		p := b.params()
-		orig := b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+		b, p, orig := s.replayable(t)
 		_, err := b.store.DeleteInstance(b.ctx, b.inst.ID, ownerA)
 		wantOK(t, err)
 		got, created, err := b.store.CreateRequest(b.ctx, p)

@@ -24,44 +24,35 @@ func (s *suite) testEvents(t *testing.T) {
 		}
 		wants := []want{{airlock.EventInstanceCreated, ownerA, "", "", epoch.Truncate(time.Microsecond)}}
 
-		at := tick()
-		r := b.create(t)
-		wants = append(wants, want{airlock.EventRequestCreated, ownerA, r.ID, airlock.StatePending, at})
-		at = tick()
-		_, err := b.approve(r.ID)
-		wantOK(t, err)
-		wants = append(wants, want{airlock.EventRequestApproved, reviewer, r.ID, airlock.StateApproved, at})
-		at = tick()
-		_, err = b.claim(r.ID)
-		wantOK(t, err)
-		wants = append(wants, want{airlock.EventExecutionClaimed, ownerA, r.ID, airlock.StateApproved, at})
-		at = tick()
-		_, err = b.store.ReportExecution(b.ctx, r.ID, airlock.ReportInput{Status: airlock.ExecFailed}, ownerA)
-		wantOK(t, err)
-		wants = append(wants, want{airlock.EventExecutionReported, ownerA, r.ID, airlock.StateApproved, at})
+		// created creates a request at the next tick, and change makes a
+		// change to one then; each wants its event.
+		created := func() airlock.Request {
+			at := tick()
+			r := b.create(t)
+			wants = append(wants, want{airlock.EventRequestCreated, ownerA, r.ID, airlock.StatePending, at})
+			return r
+		}
+		change := func(typ airlock.EventType, actor string, r airlock.Request, state airlock.State, do func(id string) (airlock.Request, error)) {
+			t.Helper()
+			at := tick()
+			_, err := do(r.ID)
+			wantOK(t, err)
+			wants = append(wants, want{typ, actor, r.ID, state, at})
+		}
 
-		at = tick()
-		d := b.create(t)
-		wants = append(wants, want{airlock.EventRequestCreated, ownerA, d.ID, airlock.StatePending, at})
-		at = tick()
-		_, err = b.deny(d.ID)
-		wantOK(t, err)
-		wants = append(wants, want{airlock.EventRequestDenied, reviewer, d.ID, airlock.StateDenied, at})
+		r := created()
+		change(airlock.EventRequestApproved, reviewer, r, airlock.StateApproved, b.approve)
+		change(airlock.EventExecutionClaimed, ownerA, r, airlock.StateApproved, b.claim)
+		change(airlock.EventExecutionReported, ownerA, r, airlock.StateApproved, func(id string) (airlock.Request, error) {
+			return b.store.ReportExecution(b.ctx, id, airlock.ReportInput{Status: airlock.ExecFailed}, ownerA)
+		})
+		change(airlock.EventRequestDenied, reviewer, created(), airlock.StateDenied, b.deny)
+		change(airlock.EventRequestCancelled, ownerA, created(), airlock.StateCancelled, b.cancel)
 
-		at = tick()
-		c := b.create(t)
-		wants = append(wants, want{airlock.EventRequestCreated, ownerA, c.ID, airlock.StatePending, at})
-		at = tick()
-		_, err = b.cancel(c.ID)
-		wantOK(t, err)
-		wants = append(wants, want{airlock.EventRequestCancelled, ownerA, c.ID, airlock.StateCancelled, at})
-
-		at = tick()
-		e := b.create(t)
-		wants = append(wants, want{airlock.EventRequestCreated, ownerA, e.ID, airlock.StatePending, at})
+		e := created()
 		b.clock.Set(e.DeadlineAt)
-		at = e.DeadlineAt
-		_, err = b.store.ExpireDue(b.ctx, 10)
+		at := e.DeadlineAt
+		_, err := b.store.ExpireDue(b.ctx, 10)
 		wantOK(t, err)
 		wants = append(wants, want{airlock.EventRequestExpired, airlock.ActorExpiry, e.ID, airlock.StateExpired, at})
 

@@ -168,9 +168,5 @@ func (s *suite) testInstances(t *testing.T) {
 }
 
 func instanceIDs(ins []airlock.Instance) []string {
-	out := make([]string, len(ins))
-	for i, in := range ins {
-		out[i] = in.ID
-	}
-	return out
+	return mapped(ins, func(in airlock.Instance) string { return in.ID })
 }

@@ -286,11 +286,7 @@ func (s *suite) testList(t *testing.T) {
 
 // summaryIDs returns the IDs of rs, in order.
 func summaryIDs(rs []airlock.RequestSummary) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
-	}
-	return out
+	return mapped(rs, func(r airlock.RequestSummary) string { return r.ID })
 }
 
 // sameSummary fails t unless got and want are identical.

@@ -205,11 +205,5 @@ func (b *mcpBundle) allEvents(t *testing.T) []airlock.Event { return AllEvents(t
 // eventsOf returns the audit events of type typ.
 func (b *mcpBundle) eventsOf(t *testing.T, typ airlock.EventType) []airlock.Event {
 	t.Helper()
-	var out []airlock.Event
-	for _, e := range b.allEvents(t) {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
+	return ofType(b.allEvents(t), typ)
 }

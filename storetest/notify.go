@@ -71,6 +71,18 @@ func deliveries(evs []airlock.Event, eps ...airlock.Endpoint) []airlock.Delivery
 	return ds
 }
 
+// endpointWith sets up a bundle with an endpoint subscribed to every event,
+// then creates n requests after it, so that it wants their events.
+func (s *suite) endpointWith(t *testing.T, n int) (*bundle, airlock.Endpoint) {
+	t.Helper()
+	b := s.setup(t)
+	e := b.endpoint(t)
+	for range n {
+		b.create(t)
+	}
+	return b, e
+}
+
 // queueAll queues the deliveries of every event after the cursor to every
 // endpoint in eps that wants it, as the fan-out does.
 func (b *bundle) queueAll(t *testing.T, eps ...airlock.Endpoint) []airlock.Delivery {
@@ -122,11 +134,7 @@ func errText(status int) string {
 }
 
 func deliveryIDs(ds []airlock.Delivery) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	return out
+	return mapped(ds, func(d airlock.Delivery) string { return d.ID })
 }
 
 // testNotify checks the notification queue (docs/notifications.md):
@@ -171,20 +179,9 @@ func (s *suite) testNotify(t *testing.T) {
 		if ds, _, err := b.store.ListDeliveries(b.ctx, e.ID, 0, 10); err != nil || len(ds) != 0 {
 			t.Fatalf("deliveries of a deleted endpoint = %v, %v; want none", ds, err)
 		}
-		var created, deleted int
-		for _, ev := range b.events(t) {
-			switch ev.Type {
-			case airlock.EventEndpointCreated:
-				created++
-			case airlock.EventEndpointDeleted:
-				deleted++
-				if ev.Subject != e.ID || ev.Actor != admin {
-					t.Fatalf("endpoint.deleted = %+v", ev)
-				}
-			}
-		}
-		if created != 2 || deleted != 1 {
-			t.Fatalf("%d endpoint.created and %d endpoint.deleted events, want 2 and 1", created, deleted)
+		created, deleted := b.eventsOf(t, airlock.EventEndpointCreated), b.eventsOf(t, airlock.EventEndpointDeleted)
+		if len(created) != 2 || len(deleted) != 1 || deleted[0].Subject != e.ID || deleted[0].Actor != admin {
+			t.Fatalf("%d endpoint.created events and endpoint.deleted %+v; want 2, and one of %s by %s", len(created), deleted, e.ID, admin)
 		}
 	})
 
@@ -250,9 +247,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("concurrent fan-outs from one cursor: exactly one queues", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		b.create(t)
+		b, e := s.endpointWith(t, 1)
 		after, evs := b.unfanned(t)
 		listed := b.listed(t)
 		var won atomic.Int32
@@ -312,11 +307,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("leases: one holder at a time, taken over when it lapses", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		for range 3 {
-			b.create(t)
-		}
+		b, e := s.endpointWith(t, 3)
 		queued := b.queueAll(t, e)
 		first := b.lease(t, e, "rep_a", 2)
 		if !slices.Equal(deliveryIDs(first), deliveryIDs(queued[:2])) || first[0].LeaseHolder != "rep_a" || first[0].LeaseUntil == nil ||
@@ -356,11 +347,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("concurrent leases never share a delivery", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		for range 20 {
-			b.create(t)
-		}
+		b, e := s.endpointWith(t, 20)
 		b.queueAll(t, e)
 		var (
 			mu   sync.Mutex
@@ -398,10 +385,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("retries come due after their delay; a failing endpoint is disabled", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		b.create(t)
-		b.create(t)
+		b, e := s.endpointWith(t, 2)
 		queued := b.queueAll(t, e)
 		ds := b.lease(t, e, "rep_a", 1)
 		start := b.clock.Now().Truncate(time.Microsecond)
@@ -464,11 +448,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("enable: a disabled endpoint resumes with what its last failures failed", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		b.create(t)
-		b.create(t)
-		b.create(t)
+		b, e := s.endpointWith(t, 3)
 		q := b.queueAll(t, e)
 		if len(q) != 3 {
 			t.Fatalf("the test queued %d", len(q))
@@ -557,10 +537,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("a success clears the failing mark; give-up fails the delivery", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		b.create(t)
-		b.create(t)
+		b, e := s.endpointWith(t, 2)
 		b.queueAll(t, e)
 		ds := b.lease(t, e, "rep_a", 2)
 		d, err := b.record("rep_a", ds[0].ID, airlock.OutcomeFailed, 0, 410)
@@ -581,10 +558,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("the fan-out queues deliveries leased to their holder", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		b.create(t)
-		b.create(t)
+		b, e := s.endpointWith(t, 2)
 		after, evs := b.unfanned(t)
 		var ds []airlock.Delivery
 		for _, ev := range evs {
@@ -669,11 +643,7 @@ func (s *suite) testNotify(t *testing.T) {
 
 	t.Run("a batch of attempts in one write, skipping a lost lease", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		e := b.endpoint(t)
-		for range 3 {
-			b.create(t)
-		}
+		b, e := s.endpointWith(t, 3)
 		b.queueAll(t, e)
 		ds := b.lease(t, e, "rep_a", 3)
 		if len(ds) != 3 {

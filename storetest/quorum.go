@@ -32,11 +32,7 @@ func (b *bundle) vote(id, principal string, status airlock.State) (airlock.Reque
 
 // principals lists the principals of votes, in order.
 func principals(vs []airlock.Vote) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = v.Principal
-	}
-	return out
+	return mapped(vs, func(v airlock.Vote) string { return v.Principal })
 }
 
 func (s *suite) testQuorum(t *testing.T) {

@@ -185,6 +185,23 @@ func (b *bundle) events(t *testing.T) []airlock.Event {
 	return evs
 }
 
+// eventsOf is the events of type typ in the log, in order.
+func (b *bundle) eventsOf(t *testing.T, typ airlock.EventType) []airlock.Event {
+	t.Helper()
+	return ofType(b.events(t), typ)
+}
+
+// ofType is those of evs of type typ, in order.
+func ofType(evs []airlock.Event, typ airlock.EventType) []airlock.Event {
+	var out []airlock.Event
+	for _, e := range evs {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (b *bundle) approve(id string) (airlock.Request, error) {
 	return b.store.Decide(b.ctx, airlock.DecideParams{ID: id, Status: airlock.StateApproved, Note: "go ahead", Validity: validity, Actor: reviewer})
 }
@@ -201,15 +218,12 @@ func (b *bundle) claim(id string) (airlock.Request, error) {
 	return b.store.ClaimExecution(b.ctx, id, ownerA)
 }
 
-// into creates a request and brings it to state by the ordinary route. An
-// expired request leaves the clock at its deadline.
-func (b *bundle) into(t *testing.T, state airlock.State) airlock.Request {
-	t.Helper()
-	r := b.create(t)
+// moveTo brings pending request r to state by the ordinary route: a
+// decision, a cancellation, or a sweep at its deadline (leaving the clock
+// there).
+func (b *bundle) moveTo(r airlock.Request, state airlock.State) error {
 	var err error
 	switch state {
-	case airlock.StatePending:
-		return r
 	case airlock.StateApproved:
 		_, err = b.approve(r.ID)
 	case airlock.StateDenied:
@@ -220,7 +234,27 @@ func (b *bundle) into(t *testing.T, state airlock.State) airlock.Request {
 		b.clock.Set(r.DeadlineAt)
 		_, err = b.store.ExpireDue(b.ctx, 100)
 	}
-	if err != nil {
+	return err
+}
+
+// replayable sets up a bundle and creates a request from its params,
+// which it returns for a replay.
+func (s *suite) replayable(t *testing.T) (*bundle, airlock.NewRequestParams, airlock.Request) {
+	t.Helper()
+	b := s.setup(t)
+	p := b.params()
+	return b, p, b.create(t, func(q *airlock.NewRequestParams) { *q = p })
+}
+
+// into creates a request and brings it to state by the ordinary route. An
+// expired request leaves the clock at its deadline.
+func (b *bundle) into(t *testing.T, state airlock.State) airlock.Request {
+	t.Helper()
+	r := b.create(t)
+	if state == airlock.StatePending {
+		return r
+	}
+	if err := b.moveTo(r, state); err != nil {
 		t.Fatalf("bringing %s to %s: %v", r.ID, state, err)
 	}
 	r = b.get(t, r.ID)
@@ -290,9 +324,14 @@ func show(v any) string {
 
 // ids returns the IDs of rs, in order.
 func ids(rs []airlock.Request) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
+	return mapped(rs, func(r airlock.Request) string { return r.ID })
+}
+
+// mapped is f of each of xs, in order.
+func mapped[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
 	return out
 }

@@ -36,13 +36,46 @@ func (b *bundle) signIn(t *testing.T, tok airlock.Token) (string, airlock.WebSes
 	return id, ws
 }
 
+// wantSignedOut checks that the session of cookie id is over: neither
+// read nor touched (a touch must not bring it back).
+func (b *bundle) wantSignedOut(t *testing.T, id string) {
+	t.Helper()
+	_, _, err := b.store.WebSessionByID(b.ctx, id)
+	wantErr(t, err, airlock.CodeNotFound, "")
+	_, _, err = b.store.TouchWebSession(b.ctx, id, 0)
+	wantErr(t, err, airlock.CodeNotFound, "")
+}
+
+// errorList collects the unexpected errors of concurrent calls.
+type errorList struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+// add keeps err, unless it is nil.
+func (l *errorList) add(err error) {
+	if err == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+// webSetup sets up a bundle with a reviewer token of ada's (tok_ada), and
+// returns it with the store's now to the microsecond, as stores keep it.
+func (s *suite) webSetup(t *testing.T) (*bundle, airlock.Token, time.Time) {
+	t.Helper()
+	b := s.setup(t)
+	tok := b.webReviewer(t, "tok_ada", "ada")
+	return b, tok, b.clock.Now().Truncate(time.Microsecond)
+}
+
 // testWebSessions checks the inbox's sign-ins (WebSessionStore).
 func (s *suite) testWebSessions(t *testing.T) {
 	t.Run("create and look up", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		tok := b.webReviewer(t, "tok_ada", "ada")
-		at := b.clock.Now().Truncate(time.Microsecond)
+		b, tok, at := s.webSetup(t)
 		id, ws := b.signIn(t, tok)
 		sum := sha256.Sum256([]byte(id))
 		if !bytes.Equal(ws.IDHash, sum[:]) || ws.TokenID != "tok_ada" || ws.Principal != "ada" || ws.Name != "Ada of ada" ||
@@ -89,9 +122,7 @@ func (s *suite) testWebSessions(t *testing.T) {
 
 	t.Run("idle and absolute expiry", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		tok := b.webReviewer(t, "tok_ada", "ada")
-		start := b.clock.Now().Truncate(time.Microsecond)
+		b, tok, start := s.webSetup(t)
 		idle, _ := b.signIn(t, tok)
 		busy, _ := b.signIn(t, tok)
 
@@ -105,11 +136,7 @@ func (s *suite) testWebSessions(t *testing.T) {
 			t.Fatalf("touch = %v, %s", touched, show(ws))
 		}
 		b.clock.Set(start.Add(webIdle))
-		_, _, err = b.store.WebSessionByID(b.ctx, idle)
-		wantErr(t, err, airlock.CodeNotFound, "")
-		// A touch does not bring it back.
-		_, _, err = b.store.TouchWebSession(b.ctx, idle, 0)
-		wantErr(t, err, airlock.CodeNotFound, "")
+		b.wantSignedOut(t, idle)
 		_, _, err = b.store.WebSessionByID(b.ctx, busy)
 		wantOK(t, err)
 
@@ -130,17 +157,12 @@ func (s *suite) testWebSessions(t *testing.T) {
 		_, _, err = b.store.WebSessionByID(b.ctx, busy)
 		wantOK(t, err)
 		b.clock.Set(start.Add(webMax))
-		_, _, err = b.store.WebSessionByID(b.ctx, busy)
-		wantErr(t, err, airlock.CodeNotFound, "")
-		_, _, err = b.store.TouchWebSession(b.ctx, busy, 0)
-		wantErr(t, err, airlock.CodeNotFound, "")
+		b.wantSignedOut(t, busy)
 	})
 
 	t.Run("a touch writes at most once per interval", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		tok := b.webReviewer(t, "tok_ada", "ada")
-		start := b.clock.Now().Truncate(time.Microsecond)
+		b, tok, start := s.webSetup(t)
 		id, first := b.signIn(t, tok)
 		b.clock.Advance(time.Minute - time.Microsecond)
 		ws, touched, err := b.store.TouchWebSession(b.ctx, id, time.Minute)
@@ -174,15 +196,12 @@ func (s *suite) testWebSessions(t *testing.T) {
 		b2, _ := b.signIn(t, bob)
 
 		wantOK(t, b.store.DeleteWebSession(b.ctx, a1))
-		_, _, err := b.store.WebSessionByID(b.ctx, a1)
-		wantErr(t, err, airlock.CodeNotFound, "")
+		b.wantSignedOut(t, a1)
 		wantErr(t, b.store.DeleteWebSession(b.ctx, a1), airlock.CodeNotFound, "")
-		_, _, err = b.store.TouchWebSession(b.ctx, a1, 0)
-		wantErr(t, err, airlock.CodeNotFound, "")
 
 		// Revoking a token ends its sessions at once, and no other's; they
 		// are refused as unauthorized, so the browser can be told why.
-		_, err = b.store.RevokeToken(b.ctx, ada.ID, "tok_admin")
+		_, err := b.store.RevokeToken(b.ctx, ada.ID, "tok_admin")
 		wantOK(t, err)
 		_, _, err = b.store.WebSessionByID(b.ctx, a2)
 		wantErr(t, err, airlock.CodeUnauthorized, "")
@@ -250,8 +269,7 @@ func (s *suite) testWebSessions(t *testing.T) {
 
 	t.Run("sweep", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		tok := b.webReviewer(t, "tok_ada", "ada")
+		b, tok, _ := s.webSetup(t)
 		var old []string
 		for range 3 {
 			id, _ := b.signIn(t, tok)
@@ -279,41 +297,27 @@ func (s *suite) testWebSessions(t *testing.T) {
 
 	t.Run("touches racing sign-out", func(t *testing.T) {
 		t.Parallel()
-		b := s.setup(t)
-		tok := b.webReviewer(t, "tok_ada", "ada")
+		b, tok, _ := s.webSetup(t)
 		for round := range 5 {
 			id, _ := b.signIn(t, tok)
 			var (
 				wg   sync.WaitGroup
-				mu   sync.Mutex
-				errs []error
+				errs errorList
 			)
 			for range 6 {
 				wg.Go(func() {
-					_, _, err := b.store.TouchWebSession(b.ctx, id, 0)
-					if err != nil && airlock.ErrorCode(err) != airlock.CodeNotFound {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
+					if _, _, err := b.store.TouchWebSession(b.ctx, id, 0); airlock.ErrorCode(err) != airlock.CodeNotFound {
+						errs.add(err)
 					}
 				})
 			}
-			wg.Go(func() {
-				if err := b.store.DeleteWebSession(b.ctx, id); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			})
+			wg.Go(func() { errs.add(b.store.DeleteWebSession(b.ctx, id)) })
 			wg.Wait()
-			if len(errs) > 0 {
-				t.Fatalf("round %d: %v", round, errs)
+			if len(errs.errs) > 0 {
+				t.Fatalf("round %d: %v", round, errs.errs)
 			}
 			// No touch brought the session back after its sign-out.
-			_, _, err := b.store.WebSessionByID(b.ctx, id)
-			wantErr(t, err, airlock.CodeNotFound, "")
-			_, _, err = b.store.TouchWebSession(b.ctx, id, 0)
-			wantErr(t, err, airlock.CodeNotFound, "")
+			b.wantSignedOut(t, id)
 		}
 	})
 
@@ -324,34 +328,31 @@ func (s *suite) testWebSessions(t *testing.T) {
 			tok := b.webReviewer(t, "tok_r"+string(rune('a'+round)), "ada")
 			var (
 				wg   sync.WaitGroup
-				mu   sync.Mutex
+				mu   sync.Mutex // guards ids
 				ids  []string
-				errs []error
+				errs errorList
 			)
 			for range 6 {
 				wg.Go(func() {
 					id := airlock.NewTokenSecret()
 					_, err := b.store.CreateWebSession(b.ctx, airlock.NewWebSessionParams{ID: id, Token: tok, CSRF: "c", Idle: webIdle, Max: webMax})
-					mu.Lock()
-					defer mu.Unlock()
 					switch {
 					case err == nil:
+						mu.Lock()
 						ids = append(ids, id)
+						mu.Unlock()
 					case airlock.ErrorCode(err) != airlock.CodeUnauthorized:
-						errs = append(errs, err)
+						errs.add(err)
 					}
 				})
 			}
 			wg.Go(func() {
-				if _, err := b.store.RevokeToken(b.ctx, tok.ID, "tok_admin"); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
+				_, err := b.store.RevokeToken(b.ctx, tok.ID, "tok_admin")
+				errs.add(err)
 			})
 			wg.Wait()
-			if len(errs) > 0 {
-				t.Fatalf("round %d: %v", round, errs)
+			if len(errs.errs) > 0 {
+				t.Fatalf("round %d: %v", round, errs.errs)
 			}
 			// Every sign-in was refused, or its session is refused now.
 			for _, id := range ids {
