@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
@@ -87,46 +89,30 @@ func TestWebhooksKillRestart(t *testing.T) {
 		if cycle == restarts {
 			break
 		}
-		stop := make(chan struct{})
-		enough := make(chan struct{})
-		var ops atomic.Int64
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Go(func() {
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					r, err := c.try("POST", "/v1/instances/"+inst+"/approval-requests", agent,
-						fmt.Sprintf(`{"tool":"load","arguments":{"n":%d},"timeout":"1h"}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
-					if err != nil || r.Status != 201 {
-						continue
-					}
-					created.Add(1)
-					id := r.Str("id")
-					if n%5 == 0 {
-						// Refused: rolled back, stays pending.
-						if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.Status == 403 {
-							mu.Lock()
-							rolledBack = append(rolledBack, id)
-							mu.Unlock()
-						}
-					} else {
-						status := []string{"approved", "denied"}[n%2]
-						c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
-					}
-					if ops.Add(1) == int64(perCycle) {
-						close(enough)
-					}
+		burst := testkit.StartBurst(4, int64(perCycle), uint64(cycle), func(_ *rand.Rand, w, n int) bool {
+			r, err := c.try("POST", "/v1/instances/"+inst+"/approval-requests", agent,
+				fmt.Sprintf(`{"tool":"load","arguments":{"n":%d},"timeout":"1h"}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
+			if err != nil || r.Status != 201 {
+				return false
+			}
+			created.Add(1)
+			id := r.Str("id")
+			if n%5 == 0 {
+				// Refused: rolled back, stays pending.
+				if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.Status == 403 {
+					mu.Lock()
+					rolledBack = append(rolledBack, id)
+					mu.Unlock()
 				}
-			})
-		}
-		srv.AwaitLoad(t, enough, fmt.Sprintf("%d lifecycles", perCycle))
+			} else {
+				status := []string{"approved", "denied"}[n%2]
+				c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
+			}
+			return true
+		})
+		srv.AwaitLoad(t, burst.Enough, fmt.Sprintf("%d lifecycles", perCycle))
 		srv.Kill() // mid-load, and mid-delivery to the slow and hung receivers
-		close(stop)
-		wg.Wait()
+		burst.Stop()
 		c.hc.CloseIdleConnections()
 	}
 
