@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"database/sql"
-	"path/filepath"
 	"testing"
 
 	"github.com/airlockhq/airlock/storetest"
@@ -12,8 +11,7 @@ import (
 // created before reminders reached Slack approval_request.reminder.
 func TestSlackEndpointGainsReminders(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "airlock.db")
-	s := open(t, path)
+	s, path := openTemp(t)
 	storetest.SlackReminders.Before(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

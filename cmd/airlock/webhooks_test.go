@@ -136,9 +136,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 // private URL is refused without --webhook-allow-private.
 func TestCLIWebhooks(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--webhook-allow-private")
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t, "--webhook-allow-private")
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
 	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
@@ -198,8 +196,8 @@ func TestCLIWebhooks(t *testing.T) {
 	s.cli(t, testAdmin, "webhooks", "show", id).want(t, 3, "show a deleted webhook")
 
 	// Without --webhook-allow-private, loopback URLs are refused.
-	strict := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "b.db"), "--admin-token", testAdmin)
-	r := newAPI(t, strict.url).call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
+	_, strict := serveNew(t)
+	r := strict.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
 	if r.Status != 400 || !strings.Contains(r.Raw, "--webhook-allow-private") {
 		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.Status, r.Raw)
 	}
