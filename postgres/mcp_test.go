@@ -183,12 +183,7 @@ func TestHeartbeatsAcrossReplicas(t *testing.T) {
 			t.Fatalf("request %s was delivered %d times, want exactly once", r.ID, got[r.ID])
 		}
 	}
-	delivered := 0
-	for _, e := range storetest.AllEvents(t, a) {
-		if e.Type == airlock.EventInstructionDelivered {
-			delivered++
-		}
-	}
+	delivered := countEvents(t, a, airlock.EventInstructionDelivered)
 	if n := decided + swept; len(got) != n || len(ists) != n || delivered != n {
 		t.Fatalf("%d requests, %d instruction IDs, %d delivered events; want %d each", len(got), len(ists), delivered, n)
 	}
@@ -601,12 +596,7 @@ func TestWorkMoveRacesMovesAcrossReplicas(t *testing.T) {
 			t.Fatalf("item %s is in %s, its last change put it in %s", w.ID, cur.ColumnKey, h[cur.Version].to)
 		}
 	}
-	moved := 0
-	for _, e := range storetest.AllEvents(t, a) {
-		if e.Type == airlock.EventWorkItemMoved {
-			moved++
-		}
-	}
+	moved := countEvents(t, a, airlock.EventWorkItemMoved)
 	if approved == 0 || failed == 0 || moved != approved {
 		t.Fatalf("%d approved, %d command_failed, %d work_item.moved events; want some of each and one event per approval", approved, failed, moved)
 	}

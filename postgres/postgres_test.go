@@ -315,6 +315,18 @@ func dbNow(t testing.TB, c *pgx.Conn) time.Time {
 	return now
 }
 
+// countEvents counts the events of type typ in s's audit log.
+func countEvents(t testing.TB, s airlock.Store, typ airlock.EventType) int {
+	t.Helper()
+	n := 0
+	for _, e := range storetest.AllEvents(t, s) {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
 // TestDatabaseClock checks that, without a test clock, the database's
 // clock_timestamp() judges and stamps: times come from it, and a decision
 // that had to wait for a row lock past the deadline is refused — it is
@@ -625,12 +637,7 @@ func TestConcurrentSweep(t *testing.T) {
 			t.Fatalf("%s expired %d times, want once", r.ID, expired[r.ID])
 		}
 	}
-	events := 0
-	for _, e := range storetest.AllEvents(t, b) {
-		if e.Type == airlock.EventRequestExpired {
-			events++
-		}
-	}
+	events := countEvents(t, b, airlock.EventRequestExpired)
 	if events != n {
 		t.Fatalf("%d request.expired events, want %d", events, n)
 	}

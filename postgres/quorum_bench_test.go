@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/callertest"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
@@ -34,23 +35,9 @@ func BenchmarkQuorumLifecycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := b.Context()
-	const adminSecret = "admin secret for the quorum benchmark"
-	if err := svc.BootstrapAdmin(ctx, adminSecret); err != nil {
-		b.Fatal(err)
-	}
-	admin, err := svc.Authenticate(ctx, adminSecret)
-	if err != nil {
-		b.Fatal(err)
-	}
+	admin := callertest.Admin(b, svc, "admin secret for the quorum benchmark")
 	mint := func(principal string, role airlock.Role) airlock.Caller {
-		_, secret, err := svc.CreateToken(ctx, admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := svc.Authenticate(ctx, secret)
-		if err != nil {
-			b.Fatal(err)
-		}
+		c, _ := callertest.Mint(b, svc, admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
 		return c
 	}
 	agent, dave, erin := mint("agent", airlock.RoleAgent), mint("dave", airlock.RoleReviewer), mint("erin", airlock.RoleReviewer)
