@@ -160,13 +160,10 @@ func TestCLIWebhooks(t *testing.T) {
 		t.Fatalf("show printed:\n%s", out)
 	}
 	req := s.create(t, `{"tool":"deploy","arguments":{}}`)
-	for rc.Received() == 0 {
-		time.Sleep(5 * time.Millisecond) // the server delivers on its own time
-	}
+	// The server delivers on its own time.
+	testkit.Eventually(t, time.Minute, "the created event's delivery", func() bool { return rc.Received() > 0 })
 	s.cli(t, testAdmin, "webhooks", "test", id).want(t, 0, "test")
-	for rc.Received() < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, "the test event's delivery", func() bool { return rc.Received() >= 2 })
 	if rep := rc.Check(nil); len(rep.Bad) != 0 {
 		t.Fatalf("unverified webhooks: %v", rep.Bad)
 	}
