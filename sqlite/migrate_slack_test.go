@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"path/filepath"
 	"testing"
 
 	"github.com/airlockhq/airlock/storetest"
@@ -11,7 +12,8 @@ import (
 // created before reminders reached Slack approval_request.reminder.
 func TestSlackEndpointGainsReminders(t *testing.T) {
 	t.Parallel()
-	s, path := openTemp(t)
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	s := open(t, path)
 	storetest.SlackReminders.Before(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

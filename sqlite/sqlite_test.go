@@ -31,7 +31,7 @@ func TestStore(t *testing.T) {
 // check of its own: one process serves its file.
 func TestExtras(t *testing.T) {
 	t.Parallel()
-	s, _ := openTemp(t)
+	s := open(t, filepath.Join(t.TempDir(), "airlock.db"))
 	if x := s.Extras(); x.TokenStamp == nil || x.TokenCheck != nil || x.Feed != nil {
 		t.Errorf("Extras = %+v, want the token stamp alone", x)
 	}
@@ -46,14 +46,6 @@ func open(t testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
-}
-
-// openTemp opens a store on a new file in a temporary folder, closed when
-// t ends, and returns the file's path too.
-func openTemp(t testing.TB, opts ...sqlite.Option) (*sqlite.Store, string) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "airlock.db")
-	return open(t, path, opts...), path
 }
 
 func TestReopenKeepsData(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 // its log holds the raw ID anywhere.
 func TestWebSessionIDNotStored(t *testing.T) {
 	t.Parallel()
-	s, path := openTemp(t)
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	s := open(t, path)
 	tok := airlock.Token{ID: "tok_ada", Name: "Ada", Role: airlock.RoleReviewer, Hash: airlock.HashSecret("secret"), CreatedBy: "tok_admin"}
 	if err := s.CreateToken(t.Context(), tok); err != nil {
 		t.Fatal(err)
