@@ -65,14 +65,6 @@ func BenchmarkQuorumLifecycle(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var one, two time.Duration
-	n := 0
-	for b.Loop() {
-		one += lifecycle("one", dave)
-		two += lifecycle("two", dave, erin)
-		n++
-	}
-	b.ReportMetric(float64(n)/one.Seconds(), "1-vote/s")
-	b.ReportMetric(float64(n)/two.Seconds(), "2-vote/s")
-	b.ReportMetric(one.Seconds()/two.Seconds(), "ratio")
+	testkit.Alternate(b, "1-vote/s", func() time.Duration { return lifecycle("one", dave) },
+		"2-vote/s", func() time.Duration { return lifecycle("two", dave, erin) })
 }
