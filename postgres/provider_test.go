@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/callertest"
 	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/callers"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -40,7 +40,7 @@ func TestRememberedTokenRevokedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	admin := callertest.Admin(t, a, "admin secret for the remembered-token test")
+	admin := callers.Admin(t, a, "admin secret for the remembered-token test")
 	secrets := map[string]string{}
 	mint := func(name string, role airlock.Role, scopes ...string) airlock.Caller {
 		t.Helper()

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/callertest"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/callers"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 )
@@ -35,9 +35,9 @@ func BenchmarkQuorumLifecycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := b.Context()
-	admin := callertest.Admin(b, svc, "admin secret for the quorum benchmark")
+	admin := callers.Admin(b, svc, "admin secret for the quorum benchmark")
 	mint := func(principal string, role airlock.Role) airlock.Caller {
-		c, _ := callertest.Mint(b, svc, admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
+		c, _ := callers.Mint(b, svc, admin, airlock.NewTokenInput{Name: principal, Role: role, Principal: principal})
 		return c
 	}
 	agent, dave, erin := mint("agent", airlock.RoleAgent), mint("dave", airlock.RoleReviewer), mint("erin", airlock.RoleReviewer)

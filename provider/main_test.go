@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/callertest"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/callers"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
 )
@@ -100,7 +100,7 @@ func setup(t testing.TB, opt options) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.admin = callertest.Admin(t, b.svc, "bootstrap-secret-for-tests-"+airlock.NewID(""))
+	b.admin = callers.Admin(t, b.svc, "bootstrap-secret-for-tests-"+airlock.NewID(""))
 	b.agent = b.mint(t, airlock.RoleAgent, "alice")
 	b.otherAgent = b.mint(t, airlock.RoleAgent, "carol")
 	b.reviewer = b.mint(t, airlock.RoleReviewer, "bob")
@@ -113,7 +113,7 @@ func setup(t testing.TB, opt options) *bundle {
 // authenticates with its secret, as a real caller would.
 func (b *bundle) mint(t testing.TB, role airlock.Role, principal string, scopes ...string) airlock.Caller {
 	t.Helper()
-	c, _ := callertest.Mint(t, b.svc, b.admin, airlock.NewTokenInput{
+	c, _ := callers.Mint(t, b.svc, b.admin, airlock.NewTokenInput{
 		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,
 	})
 	return c

@@ -1,10 +1,11 @@
-// Package callertest gives a test the callers of a service as real clients
+// Package callers gives a test the callers of a service as real clients
 // get them: the bootstrap admin, and tokens the admin creates, each
 // authenticated with its secret.
 //
-// It imports no package of Airlock's but the root, so that the provider's
-// own tests may use it too.
-package callertest
+// Unlike testkit, it imports the root package, for its types; it imports
+// no other package of Airlock's, so that the provider's own tests may use
+// it too.
+package callers
 
 import (
 	"context"
