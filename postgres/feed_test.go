@@ -91,6 +91,15 @@ func (h *holder) release() {
 	})
 }
 
+// heldReplicas opens two stores on a new schema, as two replicas: h holds
+// a's writes before their COMMIT when asked to, and never b's.
+func heldReplicas(t *testing.T) (h *holder, a, b *postgres.Store) {
+	t.Helper()
+	schema := testkit.SchemaName(t, "t_")
+	h = newHolder(t, schema)
+	return h, open(t, schema, h.option()), open(t, schema)
+}
+
 // TestHeldWriteIsOnePipeline: a write held before its COMMIT runs the
 // path production runs — its statements, its COMMIT and the holding
 // statement between them in one pipeline, one round trip — so the tests
@@ -141,9 +150,7 @@ WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::
 // until A has committed, then lists both, in ID order.
 func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	h := newHolder(t, schema)
-	a, b := open(t, schema, h.option()), open(t, schema)
+	h, a, b := heldReplicas(t)
 	in := instance(t, b, "tok_a")
 	start := storetest.AllEvents(t, b)
 	after := start[len(start)-1].ID
@@ -210,9 +217,7 @@ func TestHeldCommitHoldsBackLaterEvents(t *testing.T) {
 // frozen one.
 func TestHeldCommitDoesNotStallWriters(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	h := newHolder(t, schema)
-	a, b := open(t, schema, h.option()), open(t, schema)
+	h, a, b := heldReplicas(t)
 	in := instance(t, b, "tok_a")
 	aDone := h.hold(t, func() (airlock.Request, error) {
 		r, _, err := a.CreateRequest(context.Background(), params(in))

@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
-	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -21,7 +19,6 @@ import (
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
 )
 
@@ -102,8 +99,7 @@ func approve(s airlock.Store, ctx context.Context, id string) (airlock.Request, 
 // is delivered exactly once, with one instruction.delivered event.
 func TestHeartbeatsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	sess := openSession(t, a, "tok_a")
 	const decided, swept, beaters = 60, 20, 8
 	reqs := seed(t, a, sess, decided, linked(sess))
@@ -187,12 +183,7 @@ func TestHeartbeatsAcrossReplicas(t *testing.T) {
 			t.Fatalf("request %s was delivered %d times, want exactly once", r.ID, got[r.ID])
 		}
 	}
-	delivered := 0
-	for _, e := range storetest.AllEvents(t, a) {
-		if e.Type == airlock.EventInstructionDelivered {
-			delivered++
-		}
-	}
+	delivered := countEvents(t, a, airlock.EventInstructionDelivered)
 	if n := decided + swept; len(got) != n || len(ists) != n || delivered != n {
 		t.Fatalf("%d requests, %d instruction IDs, %d delivered events; want %d each", len(got), len(ists), delivered, n)
 	}
@@ -222,8 +213,7 @@ func startedOrDone(started chan struct{}, wg *sync.WaitGroup) bool {
 // close, and every heartbeat asked after the close returned is not_found.
 func TestHeartbeatRacesClose(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	for round := range 12 {
 		sess := openSession(t, a, "tok_a")
 		pending, _, err := a.CreateRequest(t.Context(), params(sess, linked(sess)))
@@ -381,8 +371,7 @@ func TestDefaultInstanceAcrossReplicas(t *testing.T) {
 // positions.
 func TestBoardAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	stores := []airlock.BoardStore{a, b}
 	items := board(t, a, "todo", "done")
 	columns := []string{"todo", "done"}
@@ -492,8 +481,7 @@ func TestBoardAcrossReplicas(t *testing.T) {
 // named, and nothing else changed an item.
 func TestWorkMoveRacesMovesAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	agentToken(t, a, "tok_a")
 	in := instance(t, a, "tok_a")
 	cols := []string{"a", "b", "c"}
@@ -608,12 +596,7 @@ func TestWorkMoveRacesMovesAcrossReplicas(t *testing.T) {
 			t.Fatalf("item %s is in %s, its last change put it in %s", w.ID, cur.ColumnKey, h[cur.Version].to)
 		}
 	}
-	moved := 0
-	for _, e := range storetest.AllEvents(t, a) {
-		if e.Type == airlock.EventWorkItemMoved {
-			moved++
-		}
-	}
+	moved := countEvents(t, a, airlock.EventWorkItemMoved)
 	if approved == 0 || failed == 0 || moved != approved {
 		t.Fatalf("%d approved, %d command_failed, %d work_item.moved events; want some of each and one event per approval", approved, failed, moved)
 	}
@@ -635,8 +618,7 @@ func TestWorkMoveJudgedAfterItsLocks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			schema := testkit.SchemaName(t, "t_")
-			s := open(t, schema)
+			s, schema := openFresh(t)
 			agentToken(t, s, "tok_a")
 			in := instance(t, s, "tok_a")
 			item := board(t, s, "todo", "done")[0]
@@ -645,27 +627,10 @@ func TestWorkMoveJudgedAfterItsLocks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			holder, holderPID := holdLock(t, conn(t, schema), tc.lock, item.ID)
-			done := make(chan error, 1)
-			go func() {
+			judgedAfterLock(t, schema, tc.lock, item.ID, r.DeadlineAt, "approval", func() error {
 				_, err := approve(s, t.Context(), r.ID)
-				done <- err
-			}()
-			watcher := conn(t, schema)
-			waitBlocked(t, watcher, holderPID, "the approval to wait for the lock")
-			if dbNow(t, watcher).After(r.DeadlineAt) {
-				holder.Rollback(t.Context())
-				<-done
-				t.Skip("the machine was too slow to start the approval before the deadline")
-			}
-			testkit.Eventually(t, 10*time.Second, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
-			if err := holder.Rollback(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			err = <-done
-			if e, ok := errors.AsType[*airlock.Error](err); !ok || e.Code != airlock.CodeDeadlinePassed || e.State != airlock.StateExpired {
-				t.Fatalf("approval that got its lock after the deadline = %v, want deadline_passed (expired)", err)
-			}
+				return err
+			})
 			if got, err := s.GetWorkItem(t.Context(), item.ID); err != nil || got.Version != 1 || got.ColumnKey != "todo" {
 				t.Fatalf("item after a refused approval = %s, %v; want unchanged", show(got), err)
 			}
@@ -736,8 +701,7 @@ func TestCommandFailuresAreNotRetried(t *testing.T) {
 // command's result, a second live default MCP instance.
 func TestSchemaGuardsMCP(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	agentToken(t, s, "tok_a")
 	sess := openSession(t, s, "tok_a")
 	item := board(t, s, "todo", "done")[0]
@@ -775,24 +739,7 @@ func TestSchemaGuardsMCP(t *testing.T) {
 // requires the same answers, value for value, errors' messages included.
 func TestAgreesWithSQLiteMCP(t *testing.T) {
 	t.Parallel()
-	clockPG := storetest.NewFakeClock(agreeEpoch)
-	pg := open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clockPG))
-	clockLite := storetest.NewFakeClock(agreeEpoch)
-	lite, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clockLite))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lite.Close() })
-
-	got, want := agreeMCPScript(t, pg, clockPG), agreeMCPScript(t, lite, clockLite)
-	if len(got) != len(want) {
-		t.Fatalf("PostgreSQL made %d observations, SQLite %d", len(got), len(want))
-	}
-	for i := range want {
-		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Errorf("observation %d (%s):\n postgres %s\n sqlite   %s", i, want[i].what, show(got[i].value), show(want[i].value))
-		}
-	}
+	agree(t, agreeMCPScript)
 }
 
 // agreeMCPScript runs the MCP edge cases on s and returns what it saw,

@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/storetest"
 )
 
@@ -13,8 +12,7 @@ import (
 // 11 on is forgotten, and those after 11 must be safe to run again.
 func TestSlackEndpointGainsReminders(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	storetest.SlackReminders.Before(t, s)
 	s.Close()
 	if _, err := conn(t, schema).Exec(t.Context(), `DELETE FROM schema_migrations WHERE version >= 11`); err != nil {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/postgres"
 	"github.com/jackc/pgx/v5"
 )
@@ -18,8 +17,8 @@ import (
 // analyzed, make the planner choose as it would in a real backlog.
 func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	in := instance(t, open(t, schema), "tok_a")
+	s, schema := openFresh(t)
+	in := instance(t, s, "tok_a")
 	conn := conn(t, schema)
 	if _, err := conn.Exec(t.Context(), `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, timeout,
 	agent_reasoning, created_at, deadline_at, fingerprint)

@@ -41,6 +41,22 @@ func open(t testing.TB, schema string, opts ...postgres.Option) *postgres.Store 
 	return s
 }
 
+// openFresh opens a store on a new schema, and names the schema, for
+// connections of the test's own to it.
+func openFresh(t testing.TB, opts ...postgres.Option) (*postgres.Store, string) {
+	t.Helper()
+	schema := testkit.SchemaName(t, "t_")
+	return open(t, schema, opts...), schema
+}
+
+// replicas opens two stores on one new schema, as two replicas of one
+// database are.
+func replicas(t testing.TB) (a, b *postgres.Store) {
+	t.Helper()
+	schema := testkit.SchemaName(t, "t_")
+	return open(t, schema), open(t, schema)
+}
+
 // TestStore is T01 and the rest of the conformance suite on PostgreSQL.
 func TestStore(t *testing.T) {
 	t.Parallel()
@@ -121,25 +137,14 @@ func params(in airlock.Instance, mods ...func(*airlock.NewRequestParams)) airloc
 func seed(t testing.TB, s airlock.Store, in airlock.Instance, n int, mods ...func(*airlock.NewRequestParams)) []airlock.Request {
 	t.Helper()
 	out := make([]airlock.Request, n)
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range 8 {
-		wg.Go(func() {
-			for i := range next {
-				r, created, err := s.CreateRequest(t.Context(), params(in, mods...))
-				if err != nil || !created {
-					t.Errorf("CreateRequest = created %v, %v", created, err)
-					continue
-				}
-				out[i] = r
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	testkit.ForEach(n, 8, func(_, i int) {
+		r, created, err := s.CreateRequest(t.Context(), params(in, mods...))
+		if err != nil || !created {
+			t.Errorf("CreateRequest = created %v, %v", created, err)
+			return
+		}
+		out[i] = r
+	})
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -211,8 +216,7 @@ func TestOpenTogether(t *testing.T) {
 // migrate, everything still there.
 func TestReopenKeepsData(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	in := instance(t, s, "tok_a")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -272,8 +276,7 @@ func TestOpenErrors(t *testing.T) {
 // approve at or after the deadline, or touch the audit log.
 func TestSchemaGuards(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	in := instance(t, s, "tok_a")
 	r, _, err := s.CreateRequest(t.Context(), params(in))
 	if err != nil {
@@ -312,6 +315,18 @@ func dbNow(t testing.TB, c *pgx.Conn) time.Time {
 	return now
 }
 
+// countEvents counts the events of type typ in s's audit log.
+func countEvents(t testing.TB, s airlock.Store, typ airlock.EventType) int {
+	t.Helper()
+	n := 0
+	for _, e := range storetest.AllEvents(t, s) {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
 // TestDatabaseClock checks that, without a test clock, the database's
 // clock_timestamp() judges and stamps: times come from it, and a decision
 // that had to wait for a row lock past the deadline is refused — it is
@@ -319,8 +334,7 @@ func dbNow(t testing.TB, c *pgx.Conn) time.Time {
 // transaction, as now() would) began.
 func TestDatabaseClock(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	c := conn(t, schema)
 	in := instance(t, s, "tok_a")
 
@@ -350,26 +364,39 @@ func TestDatabaseClock(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Another session holds the row, as a replica stalled mid-write would.
-		holder, holderPID := holdLock(t, c, `SELECT 1 FROM requests WHERE id = $1 FOR UPDATE`, r.ID)
-		done := make(chan error, 1)
-		go func() {
+		judgedAfterLock(t, schema, `SELECT 1 FROM requests WHERE id = $1 FOR UPDATE`, r.ID, r.DeadlineAt, "decision", func() error {
 			_, err := s.Decide(t.Context(), airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"})
-			done <- err
-		}()
-		watcher := conn(t, schema)
-		waitBlocked(t, watcher, holderPID, "the decision to wait for the row lock")
-		if dbNow(t, watcher).After(r.DeadlineAt) {
-			t.Skip("the machine was too slow to start the decision before the deadline")
-		}
-		testkit.Eventually(t, 10*time.Second, "the deadline", func() bool { return !dbNow(t, watcher).Before(r.DeadlineAt) })
-		if err := holder.Rollback(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		err = <-done
-		if e, ok := errors.AsType[*airlock.Error](err); !ok || e.Code != airlock.CodeDeadlinePassed || e.State != airlock.StateExpired {
-			t.Fatalf("decision that got the lock after the deadline = %v, want deadline_passed (expired)", err)
-		}
+			return err
+		})
 	})
+}
+
+// judgedAfterLock runs write while another session of schema holds lock
+// (a statement that locks a row, with arg), until the database's clock has
+// passed deadline; then it releases the lock. write, judged when it gets
+// the lock, must be refused deadline_passed (expired). It skips t when the
+// machine was too slow to start write before the deadline; what names the
+// write, for messages.
+func judgedAfterLock(t *testing.T, schema, lock, arg string, deadline time.Time, what string, write func() error) {
+	t.Helper()
+	holder, holderPID := holdLock(t, conn(t, schema), lock, arg)
+	done := make(chan error, 1)
+	go func() { done <- write() }()
+	watcher := conn(t, schema)
+	waitBlocked(t, watcher, holderPID, "the "+what+" to wait for the lock")
+	if dbNow(t, watcher).After(deadline) {
+		holder.Rollback(t.Context())
+		<-done
+		t.Skip("the machine was too slow to start the " + what + " before the deadline")
+	}
+	testkit.Eventually(t, 10*time.Second, "the deadline", func() bool { return !dbNow(t, watcher).Before(deadline) })
+	if err := holder.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err := <-done
+	if e, ok := errors.AsType[*airlock.Error](err); !ok || e.Code != airlock.CodeDeadlinePassed || e.State != airlock.StateExpired {
+		t.Fatalf("%s that got its lock after the deadline = %v, want deadline_passed (expired)", what, err)
+	}
 }
 
 // holdLock runs lock (a statement that locks rows, with args) in a
@@ -509,8 +536,7 @@ func ids(rs []airlock.Request) []string {
 // signal to re-read whatever was missed meanwhile.
 func TestListenAfterADroppedConnection(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	c := conn(t, schema)
 	heard := make(chan []string, 16)
 	errs := make(chan error, 1)
@@ -572,8 +598,7 @@ func channelOf(t testing.TB, c *pgx.Conn) string {
 // exactly one event.
 func TestConcurrentSweep(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	in := instance(t, a, "tok_a")
 	const n = 1000
 	rs := seed(t, a, in, n, func(p *airlock.NewRequestParams) { p.Window = time.Microsecond }) // due at once
@@ -612,12 +637,7 @@ func TestConcurrentSweep(t *testing.T) {
 			t.Fatalf("%s expired %d times, want once", r.ID, expired[r.ID])
 		}
 	}
-	events := 0
-	for _, e := range storetest.AllEvents(t, b) {
-		if e.Type == airlock.EventRequestExpired {
-			events++
-		}
-	}
+	events := countEvents(t, b, airlock.EventRequestExpired)
 	if events != n {
 		t.Fatalf("%d request.expired events, want %d", events, n)
 	}
@@ -629,8 +649,7 @@ func TestConcurrentSweep(t *testing.T) {
 // 7,000 are refused already_executed.
 func TestClaimRaceAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	in := instance(t, a, "tok_a")
 	const n, claimers = 1000, 8
 	rs := seed(t, a, in, n, func(p *airlock.NewRequestParams) {
@@ -682,8 +701,7 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 // no approval lands after the delete, by the clock or by the call order.
 func TestDeleteInstanceWhileApproving(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	in := instance(t, a, "tok_a")
 	const n = 1000
 	rs := seed(t, a, in, n)
@@ -788,8 +806,7 @@ func TestDeleteInstanceWhileApproving(t *testing.T) {
 // would be skipped.
 func TestEventsResumeAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	in := instance(t, a, "tok_a")
 	seen := map[int64]bool{}
 	stop := make(chan struct{})
@@ -858,6 +875,14 @@ func TestEventsResumeAcrossReplicas(t *testing.T) {
 // from nanoseconds, decisions, executions, tokens and the audit log.
 func TestAgreesWithSQLite(t *testing.T) {
 	t.Parallel()
+	agree(t, agreeScript)
+}
+
+// agree runs script on a PostgreSQL store and on a SQLite store, each on
+// a fake clock started at agreeEpoch, and requires the same observations
+// of both, value for value.
+func agree(t *testing.T, script func(*testing.T, airlock.Store, *storetest.FakeClock) []observation) {
+	t.Helper()
 	clockPG := storetest.NewFakeClock(agreeEpoch)
 	pg := open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clockPG))
 	clockLite := storetest.NewFakeClock(agreeEpoch)
@@ -867,7 +892,7 @@ func TestAgreesWithSQLite(t *testing.T) {
 	}
 	t.Cleanup(func() { lite.Close() })
 
-	got, want := agreeScript(t, pg, clockPG), agreeScript(t, lite, clockLite)
+	got, want := script(t, pg, clockPG), script(t, lite, clockLite)
 	if len(got) != len(want) {
 		t.Fatalf("PostgreSQL made %d observations, SQLite %d", len(got), len(want))
 	}
@@ -1048,8 +1073,7 @@ func agreeScript(t *testing.T, s airlock.Store, clock *storetest.FakeClock) []ob
 // on a deleted instance.
 func TestCreateRacesDelete(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	a, b := open(t, schema), open(t, schema)
+	a, b := replicas(t)
 	for round := range 30 {
 		in := instance(t, a, "tok_a")
 		start := make(chan struct{})
@@ -1103,8 +1127,7 @@ func TestCreateRacesDelete(t *testing.T) {
 // times) and commit once.
 func TestRetriesTransientFailures(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	insert := func(ctx context.Context, tx postgres.TxForTest, id string) error {
 		_, err := tx.Exec(ctx, `INSERT INTO instances (id, owner_id, name, created_at) VALUES ($1, 'tok_a', 'x', now())`, id)
 		return err

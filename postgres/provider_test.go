@@ -10,6 +10,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/callers"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -39,14 +40,7 @@ func TestRememberedTokenRevokedElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	const adminSecret = "admin secret for the remembered-token test"
-	if err := a.BootstrapAdmin(ctx, adminSecret); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := a.Authenticate(ctx, adminSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := callers.Admin(t, a, "admin secret for the remembered-token test")
 	secrets := map[string]string{}
 	mint := func(name string, role airlock.Role, scopes ...string) airlock.Caller {
 		t.Helper()

@@ -8,15 +8,13 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestWebSessionIDNotStored: the store keeps a web session's ID only as
 // its SHA-256; no column of the row holds the raw ID.
 func TestWebSessionIDNotStored(t *testing.T) {
 	t.Parallel()
-	schema := testkit.SchemaName(t, "t_")
-	s := open(t, schema)
+	s, schema := openFresh(t)
 	tok := airlock.Token{ID: "tok_ada", Name: "Ada", Role: airlock.RoleReviewer, Hash: airlock.HashSecret("secret"), CreatedBy: "tok_admin"}
 	if err := s.CreateToken(t.Context(), tok); err != nil {
 		t.Fatal(err)

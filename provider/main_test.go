@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/callers"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
 )
@@ -99,14 +100,7 @@ func setup(t testing.TB, opt options) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := t.Context()
-	secret := "bootstrap-secret-for-tests-" + airlock.NewID("")
-	if err := b.svc.BootstrapAdmin(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	if b.admin, err = b.svc.Authenticate(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
+	b.admin = callers.Admin(t, b.svc, "bootstrap-secret-for-tests-"+airlock.NewID(""))
 	b.agent = b.mint(t, airlock.RoleAgent, "alice")
 	b.otherAgent = b.mint(t, airlock.RoleAgent, "carol")
 	b.reviewer = b.mint(t, airlock.RoleReviewer, "bob")
@@ -119,16 +113,9 @@ func setup(t testing.TB, opt options) *bundle {
 // authenticates with its secret, as a real caller would.
 func (b *bundle) mint(t testing.TB, role airlock.Role, principal string, scopes ...string) airlock.Caller {
 	t.Helper()
-	_, secret, err := b.svc.CreateToken(t.Context(), b.admin, airlock.NewTokenInput{
+	c, _ := callers.Mint(t, b.svc, b.admin, airlock.NewTokenInput{
 		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := b.svc.Authenticate(t.Context(), secret)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return c
 }
 

@@ -146,14 +146,7 @@ func TestCreateMCPRequest(t *testing.T) {
 		if err != nil || !created {
 			t.Fatal(created, err)
 		}
-		again, created, err := b.svc.CreateMCPRequest(ctx, b.agent, in)
-		if err != nil || created || again.ID != first.ID {
-			t.Fatalf("replay = %s created=%v %v, want %s not created", again.ID, created, err, first.ID)
-		}
-		changed := in
-		changed.Title = "Remember my anniversary"
-		_, _, err = b.svc.CreateMCPRequest(ctx, b.agent, changed)
-		wantCode(t, err, airlock.CodeIdempotencyConflict, "")
+		b.wantReplayed(t, b.agent, in, first, "replay")
 		// The same key is independent for another agent.
 		if _, created, err := b.svc.CreateMCPRequest(ctx, b.otherAgent, advisory(func(x *airlock.MCPRequestInput) { x.IdempotencyKey = in.IdempotencyKey })); err != nil || !created {
 			t.Fatalf("another agent's same key: created=%v %v", created, err)
@@ -166,6 +159,21 @@ func TestCreateMCPRequest(t *testing.T) {
 			t.Fatalf("replay after close = %s %s created=%v %v, want the original, cancelled", after.ID, after.State, created, err)
 		}
 	})
+}
+
+// wantReplayed checks that agent's in, made again, answers with first and
+// creates nothing, and that in with another title is an idempotency
+// conflict; what names the replay, for messages.
+func (b *bundle) wantReplayed(t *testing.T, agent airlock.Caller, in airlock.MCPRequestInput, first airlock.Request, what string) {
+	t.Helper()
+	again, created, err := b.svc.CreateMCPRequest(t.Context(), agent, in)
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("%s = %s created=%v %v, want the original %s not created", what, again.ID, created, err, first.ID)
+	}
+	changed := in
+	changed.Title = "something else"
+	_, _, err = b.svc.CreateMCPRequest(t.Context(), agent, changed)
+	wantCode(t, err, airlock.CodeIdempotencyConflict, "")
 }
 
 // wantField fails the test unless err is invalid_request naming field with
@@ -217,14 +225,7 @@ func TestWorkMoveRequest(t *testing.T) {
 	if _, err := b.svc.UpdateWorkItem(ctx, b.reviewer, airlock.WorkItemPatch{ID: b.item.ID, ColumnKey: &todo}); err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := b.svc.CreateMCPRequest(ctx, b.mover, in)
-	if err != nil || created || again.ID != first.ID {
-		t.Fatalf("replay after the item moved = %s created=%v %v, want the original %s", again.ID, created, err, first.ID)
-	}
-	other := in
-	other.Title = "something else"
-	_, _, err = b.svc.CreateMCPRequest(ctx, b.mover, other)
-	wantCode(t, err, airlock.CodeIdempotencyConflict, "")
+	b.wantReplayed(t, b.mover, in, first, "replay after the item moved")
 }
 
 // TestWorkMoveDecision checks that an approval applies the move in its
@@ -270,38 +271,40 @@ func TestWorkMoveDecision(t *testing.T) {
 		}
 	})
 
-	t.Run("token revoked meanwhile", func(t *testing.T) {
-		t.Parallel()
-		b := setupBoard(t, options{})
-		r := b.propose(t, "done")
-		if _, err := b.svc.RevokeToken(t.Context(), b.admin, b.mover.ID); err != nil {
-			t.Fatal(err)
-		}
-		_, err := b.svc.Decide(t.Context(), b.reviewer, r.ID, approve)
-		wantCode(t, err, airlock.CodeCommandFailed, airlock.StatePending)
-		if item, _ := b.store.GetWorkItem(t.Context(), b.item.ID); item.ColumnKey != "doing" {
-			t.Fatalf("item moved to %s for a revoked token", item.ColumnKey)
-		}
-	})
-
-	t.Run("token lost work:write meanwhile", func(t *testing.T) {
-		t.Parallel()
-		b := setupBoard(t, options{})
-		r := b.propose(t, "done")
-		tok, err := b.store.GetToken(t.Context(), b.mover.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok.Scopes = nil
-		if err := b.store.PutToken(t.Context(), tok); err != nil {
-			t.Fatal(err)
-		}
-		_, err = b.svc.Decide(t.Context(), b.reviewer, r.ID, approve)
-		wantCode(t, err, airlock.CodeCommandFailed, airlock.StatePending)
-		if item, _ := b.store.GetWorkItem(t.Context(), b.item.ID); item.ColumnKey != "doing" {
-			t.Fatalf("item moved to %s for a token without work:write", item.ColumnKey)
-		}
-	})
+	// The mover's token changes between the proposal and the approval: the
+	// command fails and the item stays where it was.
+	for _, tc := range []struct {
+		name, token string
+		change      func(t *testing.T, b *boardBundle)
+	}{
+		{"token revoked meanwhile", "a revoked token", func(t *testing.T, b *boardBundle) {
+			if _, err := b.svc.RevokeToken(t.Context(), b.admin, b.mover.ID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"token lost work:write meanwhile", "a token without work:write", func(t *testing.T, b *boardBundle) {
+			tok, err := b.store.GetToken(t.Context(), b.mover.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok.Scopes = nil
+			if err := b.store.PutToken(t.Context(), tok); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupBoard(t, options{})
+			r := b.propose(t, "done")
+			tc.change(t, b)
+			_, err := b.svc.Decide(t.Context(), b.reviewer, r.ID, approve)
+			wantCode(t, err, airlock.CodeCommandFailed, airlock.StatePending)
+			if item, _ := b.store.GetWorkItem(t.Context(), b.item.ID); item.ColumnKey != "doing" {
+				t.Fatalf("item moved to %s for %s", item.ColumnKey, tc.token)
+			}
+		})
+	}
 
 	t.Run("denied and expired commands never execute", func(t *testing.T) {
 		t.Parallel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/checker"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
 )
 
@@ -190,16 +191,8 @@ func BenchmarkQuorumLifecycle(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	var one, two time.Duration
-	n := 0
-	for b.Loop() {
-		one += lifecycle("one", dave)
-		two += lifecycle("issue_refund", dave, bb.reviewer)
-		n++
-	}
-	b.ReportMetric(float64(n)/one.Seconds(), "1-vote/s")
-	b.ReportMetric(float64(n)/two.Seconds(), "2-vote/s")
-	b.ReportMetric(one.Seconds()/two.Seconds(), "ratio")
+	testkit.Alternate(b, "1-vote/s", func() time.Duration { return lifecycle("one", dave) },
+		"2-vote/s", func() time.Duration { return lifecycle("issue_refund", dave, bb.reviewer) })
 }
 
 // TestEscalation: a request routed to payments that waits its

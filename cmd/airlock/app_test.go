@@ -240,9 +240,7 @@ const testAdmin = "test-admin-token-0123456789"
 // in-process server, and checks that its expiry scheduler runs.
 func TestServeLifecycle(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--min-timeout", "10ms")
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t, "--min-timeout", "10ms")
 
 	c.call("GET", "/healthz", "", "").want(t, 200, "healthz")
 	c.call("GET", "/readyz", "", "").want(t, 200, "readyz")
@@ -400,9 +398,7 @@ func TestListenFailureKeepsFirstRun(t *testing.T) {
 // long-poll (which answers with the state as it is) or an event stream.
 func TestShutdownIsPrompt(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin)
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t)
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
 	inst := c.call("POST", "/v1/instances", agent, `{"name":"x"}`).want(t, 201, "instance").Str("id")
@@ -450,7 +446,7 @@ func TestShutdownIsPrompt(t *testing.T) {
 // inbox alike, never a redirect (which a client may follow as a GET).
 func TestUncleanPathsAnswerProblems(t *testing.T) {
 	t.Parallel()
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "airlock.db"), "--admin-token", testAdmin)
+	srv, _ := serveNew(t)
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(hc.CloseIdleConnections)
 	for path, clean := range map[string]string{

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,10 +14,7 @@ import (
 // address.
 func TestServeThrottlesFailedAuthentication(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,
-		"--auth-failure-limit", "3", "--trusted-proxies", "127.0.0.1", "--log-level", "warn")
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t, "--auth-failure-limit", "3", "--trusted-proxies", "127.0.0.1", "--log-level", "warn")
 	agent := c.mintToken(testAdmin, "agent", "agent")
 	const attacker = "203.0.113.7"
 	mcpInit := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`

@@ -10,8 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,31 +233,10 @@ func TestKillRestart(t *testing.T) {
 		}
 
 		// A burst of load; the kill lands while it runs.
-		stop := make(chan struct{})
-		enough := make(chan struct{})
-		var ops atomic.Int64
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if !load.Step(t, call, rng, w%2 == 1, loadInst, agent, reviewer, fmt.Sprintf("c%d-w%d-%d", cycle, w, n), n) {
-						continue
-					}
-					if ops.Add(1) == perCycle {
-						close(enough)
-					}
-				}
-			}()
-		}
-		srv.AwaitLoad(t, enough, fmt.Sprintf("%d operations acknowledged", perCycle))
+		burst := testkit.StartBurst(workers, perCycle, uint64(cycle), func(rng *rand.Rand, w, n int) bool {
+			return load.Step(t, call, rng, w%2 == 1, loadInst, agent, reviewer, fmt.Sprintf("c%d-w%d-%d", cycle, w, n), n)
+		})
+		srv.AwaitLoad(t, burst.Enough, fmt.Sprintf("%d operations acknowledged", perCycle))
 		// A request that falls due while the server is down.
 		r := c.call("POST", "/v1/instances/"+overdueInst+"/approval-requests", agent,
 			fmt.Sprintf(`{"tool":"overdue","arguments":{},"timeout":"%s"}`, overdueWindow),
@@ -273,8 +250,7 @@ func TestKillRestart(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Logf("cycle %d: killed after the overdue request's deadline; its check proves less this time", cycle)
 		}
-		close(stop)
-		wg.Wait()
+		burst.Stop()
 		c.hc.CloseIdleConnections()
 		// The scenario needs the deadlines to pass while the server is down.
 		time.Sleep(time.Until(deadline.Add(10 * time.Millisecond)))

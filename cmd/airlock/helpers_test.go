@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -31,6 +32,16 @@ func TestMain(m *testing.M) {
 func binary(t testing.TB) string {
 	t.Helper()
 	return testkit.Airlock(t, testkit.Race)
+}
+
+// serveNew runs `airlock serve` in-process, as startApp does, on a new
+// database in a temporary folder with testAdmin as the admin token and
+// flags added, and returns it with an API client for it.
+func serveNew(t *testing.T, flags ...string) (*running, *api) {
+	t.Helper()
+	srv := startApp(t, nil, append([]string{"--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "airlock.db"),
+		"--admin-token", testAdmin}, flags...)...)
+	return srv, newAPI(t, srv.url)
 }
 
 // running is an App serving in-process.

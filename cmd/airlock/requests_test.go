@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,9 +29,7 @@ type cliServer struct {
 
 func startCLIServer(t *testing.T) *cliServer {
 	t.Helper()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--min-timeout", "10ms")
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t, "--min-timeout", "10ms")
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
 	s.reviewer = c.mintToken(testAdmin, "cli reviewer", "reviewer")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,9 +10,7 @@ import (
 // a reviewer may not link.
 func TestCLIReviewers(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin)
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t)
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	reviewer := c.mintToken(testAdmin, "Carol", "reviewer")
 	principal := c.call("GET", "/v1/reviewers", testAdmin, "").want(t, 200, "list").Body["items"].([]any)[0].(map[string]any)["principal"].(string)

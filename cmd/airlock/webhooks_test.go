@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
 	"github.com/airlockhq/airlock/sqlite"
 	"github.com/airlockhq/airlock/storetest"
@@ -87,46 +89,30 @@ func TestWebhooksKillRestart(t *testing.T) {
 		if cycle == restarts {
 			break
 		}
-		stop := make(chan struct{})
-		enough := make(chan struct{})
-		var ops atomic.Int64
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Go(func() {
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					r, err := c.try("POST", "/v1/instances/"+inst+"/approval-requests", agent,
-						fmt.Sprintf(`{"tool":"load","arguments":{"n":%d},"timeout":"1h"}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
-					if err != nil || r.Status != 201 {
-						continue
-					}
-					created.Add(1)
-					id := r.Str("id")
-					if n%5 == 0 {
-						// Refused: rolled back, stays pending.
-						if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.Status == 403 {
-							mu.Lock()
-							rolledBack = append(rolledBack, id)
-							mu.Unlock()
-						}
-					} else {
-						status := []string{"approved", "denied"}[n%2]
-						c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
-					}
-					if ops.Add(1) == int64(perCycle) {
-						close(enough)
-					}
+		burst := testkit.StartBurst(4, int64(perCycle), uint64(cycle), func(_ *rand.Rand, w, n int) bool {
+			r, err := c.try("POST", "/v1/instances/"+inst+"/approval-requests", agent,
+				fmt.Sprintf(`{"tool":"load","arguments":{"n":%d},"timeout":"1h"}`, n), "Idempotency-Key", fmt.Sprintf("c%d-w%d-%d", cycle, w, n))
+			if err != nil || r.Status != 201 {
+				return false
+			}
+			created.Add(1)
+			id := r.Str("id")
+			if n%5 == 0 {
+				// Refused: rolled back, stays pending.
+				if r, err := c.try("POST", "/v1/approval-requests/"+id+"/decision", self, `{"status":"approved"}`); err == nil && r.Status == 403 {
+					mu.Lock()
+					rolledBack = append(rolledBack, id)
+					mu.Unlock()
 				}
-			})
-		}
-		srv.AwaitLoad(t, enough, fmt.Sprintf("%d lifecycles", perCycle))
+			} else {
+				status := []string{"approved", "denied"}[n%2]
+				c.try("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"`+status+`"}`)
+			}
+			return true
+		})
+		srv.AwaitLoad(t, burst.Enough, fmt.Sprintf("%d lifecycles", perCycle))
 		srv.Kill() // mid-load, and mid-delivery to the slow and hung receivers
-		close(stop)
-		wg.Wait()
+		burst.Stop()
 		c.hc.CloseIdleConnections()
 	}
 
@@ -150,9 +136,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 // private URL is refused without --webhook-allow-private.
 func TestCLIWebhooks(t *testing.T) {
 	t.Parallel()
-	db := filepath.Join(t.TempDir(), "airlock.db")
-	srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--webhook-allow-private")
-	c := newAPI(t, srv.url)
+	srv, c := serveNew(t, "--webhook-allow-private")
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
 	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
@@ -176,13 +160,10 @@ func TestCLIWebhooks(t *testing.T) {
 		t.Fatalf("show printed:\n%s", out)
 	}
 	req := s.create(t, `{"tool":"deploy","arguments":{}}`)
-	for rc.Received() == 0 {
-		time.Sleep(5 * time.Millisecond) // the server delivers on its own time
-	}
+	// The server delivers on its own time.
+	testkit.Eventually(t, time.Minute, "the created event's delivery", func() bool { return rc.Received() > 0 })
 	s.cli(t, testAdmin, "webhooks", "test", id).want(t, 0, "test")
-	for rc.Received() < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, "the test event's delivery", func() bool { return rc.Received() >= 2 })
 	if rep := rc.Check(nil); len(rep.Bad) != 0 {
 		t.Fatalf("unverified webhooks: %v", rep.Bad)
 	}
@@ -212,8 +193,8 @@ func TestCLIWebhooks(t *testing.T) {
 	s.cli(t, testAdmin, "webhooks", "show", id).want(t, 3, "show a deleted webhook")
 
 	// Without --webhook-allow-private, loopback URLs are refused.
-	strict := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "b.db"), "--admin-token", testAdmin)
-	r := newAPI(t, strict.url).call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
+	_, strict := serveNew(t)
+	r := strict.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
 	if r.Status != 400 || !strings.Contains(r.Raw, "--webhook-allow-private") {
 		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.Status, r.Raw)
 	}

@@ -30,28 +30,17 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 	// Create and approve the requests, eight at a time, on rotating
 	// replicas (approved on another replica than the one that created).
 	ids := make([]string, requests)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range next {
-				on := cl.replicas[i%3]
-				r := cl.c.call(t, "POST", on.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
-					fmt.Sprintf(`{"tool":"pay","arguments":{"n":%d}}`, i), "Idempotency-Key", "claim-"+strconv.Itoa(i))
-				if !r.want(t, 201, "create") {
-					continue
-				}
-				ids[i] = r.Str("id")
-				r = cl.c.call(t, "POST", cl.replicas[(i+1)%3].URL, "/v1/approval-requests/"+ids[i]+"/decision", cl.reviewer, `{"status":"approved"}`)
-				r.want(t, 200, "approve")
-			}
-		})
-	}
-	for i := range requests {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	testkit.ForEach(requests, 8, func(_, i int) {
+		on := cl.replicas[i%3]
+		r := cl.c.call(t, "POST", on.URL, "/v1/instances/"+inst+"/approval-requests", cl.agent,
+			fmt.Sprintf(`{"tool":"pay","arguments":{"n":%d}}`, i), "Idempotency-Key", "claim-"+strconv.Itoa(i))
+		if !r.want(t, 201, "create") {
+			return
+		}
+		ids[i] = r.Str("id")
+		r = cl.c.call(t, "POST", cl.replicas[(i+1)%3].URL, "/v1/approval-requests/"+ids[i]+"/decision", cl.reviewer, `{"status":"approved"}`)
+		r.want(t, 200, "approve")
+	})
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -60,6 +49,7 @@ func TestClaimRaceAcrossReplicas(t *testing.T) {
 	var claimed, already, other atomic.Int64
 	start := make(chan struct{})
 	began := time.Now()
+	var wg sync.WaitGroup
 	for k := range claimers {
 		on := cl.replicas[k%3]
 		wg.Go(func() {

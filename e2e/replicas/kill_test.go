@@ -59,36 +59,20 @@ func TestKilledReplica(t *testing.T) {
 	)
 	for cycle := range restarts {
 		victim := cycle % 3
-		stop := make(chan struct{})
-		enough := make(chan struct{})
-		var ops atomic.Int64
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(cycle), uint64(w)))
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					on := pick(rng)
-					call := func(method, path, token, body string, header ...string) (testkit.Reply, error) {
-						r, err := cl.c.do(context.Background(), method, on, path, token, body, header...)
-						return r.Reply, err
-					}
-					if !load.Step(t, call, rng, w%2 == 1, loadInst, cl.agent, cl.reviewer, fmt.Sprintf("c%d-w%d-%d", cycle, w, n), n) {
-						refused.Add(1)
-						continue
-					}
-					if ops.Add(1) == perCycle {
-						close(enough)
-					}
-				}
-			})
-		}
+		burst := testkit.StartBurst(workers, perCycle, uint64(cycle), func(rng *rand.Rand, w, n int) bool {
+			on := pick(rng)
+			call := func(method, path, token, body string, header ...string) (testkit.Reply, error) {
+				r, err := cl.c.do(context.Background(), method, on, path, token, body, header...)
+				return r.Reply, err
+			}
+			if !load.Step(t, call, rng, w%2 == 1, loadInst, cl.agent, cl.reviewer, fmt.Sprintf("c%d-w%d-%d", cycle, w, n), n) {
+				refused.Add(1)
+				return false
+			}
+			return true
+		})
 		select {
-		case <-enough:
+		case <-burst.Enough:
 		case <-time.After(time.Minute):
 			t.Fatalf("fewer than %d operations acknowledged in a minute:\n%s", perCycle, cl.outputs())
 		}
@@ -115,8 +99,7 @@ func TestKilledReplica(t *testing.T) {
 		// The survivors, still under load, expire them.
 		survivor := cl.replicas[(victim+1)%3].URL
 		maps.Copy(overdueDeadlines, checkExpiredWithin(t, cl, survivor, overdueInst, ids, expiryBound))
-		close(stop)
-		wg.Wait()
+		burst.Stop()
 
 		restarted := startReplica(t, cl.db)
 		cl.replicas[victim] = restarted
