@@ -163,11 +163,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	}
 	args := []string{"gate", "--url", s.url, "--journal", journal, "--progress-interval", "50ms", "--log-level", "info"}
 	if o.rules != "" {
-		file := filepath.Join(dir, "rules.json")
-		if err := os.WriteFile(file, []byte(o.rules), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "--rules", file)
+		args = append(args, "--rules", testkit.TempFile(t, "rules.json", o.rules))
 	}
 	if o.upstreamURL != "" {
 		args = append(args, "--upstream-url", o.upstreamURL)

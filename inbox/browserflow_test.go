@@ -156,11 +156,7 @@ func TestBrowserDenyWithNote(t *testing.T) {
 	tb.open("/requests/" + id2)
 	tb.do(chromedp.KeyEvent("d"))
 	tb.waitFor(`document.getElementById("confirm").open`)
-	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-	tb.waitFor(`!document.getElementById("confirm").open`)
-	if s := b.get(t, id2).State; s != airlock.StatePending {
-		t.Fatalf("a cancelled confirmation recorded %s", s)
-	}
+	tb.cancelConfirm(b, id2)
 }
 
 // TestBrowserConfirmEveryDecision: a click or tap on Approve or Deny asks
@@ -198,11 +194,7 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 					t.Errorf("%s shows %q, want %q", sel, got, want)
 				}
 			}
-			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-			tb.waitFor(`!document.getElementById("confirm").open`)
-			if got := b.get(t, id).State; got != airlock.StatePending {
-				t.Fatalf("a cancelled confirmation recorded %s", got)
-			}
+			tb.cancelConfirm(b, id)
 
 			// Deny by click: the same dialog, with the deny note.
 			tb.do(chromedp.SendKeys(chromedp.ID("deny-note"), "not this week"))
@@ -214,8 +206,7 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 			if got := tb.text("#confirm-tool"); got != "issue_refund" {
 				t.Errorf("deny confirmation shows the tool %q", got)
 			}
-			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-			tb.waitFor(`!document.getElementById("confirm").open`)
+			tb.cancelConfirm(b, id)
 
 			// Approve by click, confirmed: what the dialog said is recorded.
 			tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))
@@ -333,11 +324,7 @@ func TestBrowserLongClaimFolds(t *testing.T) {
 		if got := tb.text("#confirm-tool"); got != "issue_refund" {
 			t.Errorf("the bar's confirmation names %q", got)
 		}
-		tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-		tb.waitFor(`!document.getElementById("confirm").open`)
-		if s := b.get(t, id).State; s != airlock.StatePending {
-			t.Fatalf("cancelled, yet %s", s)
-		}
+		tb.cancelConfirm(b, id)
 	})
 }
 

@@ -162,13 +162,8 @@ func TestRevokedTokenEndsSession(t *testing.T) {
 	if _, err := b.svc.RevokeToken(context.Background(), b.callers["admin"], b.callers["Carol (reviewer)"].ID); err != nil {
 		t.Fatal(err)
 	}
-	r := c.do(t, "GET", "/", nil, nil)
-	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=revoked" {
-		t.Fatalf("status %d, Location %q", r.status, r.header.Get("Location"))
-	}
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("the session lived on: %d", r.status)
-	}
+	c.signedOut(t, "after the revocation", "/signin?why=revoked")
+	c.signedOut(t, "the next page", "")
 }
 
 // TestSessionExpiresAndSignOut: a sign-in ends after SessionIdle without
@@ -232,9 +227,7 @@ func TestSessionExpiresAndSignOut(t *testing.T) {
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=out" {
 		t.Fatalf("sign-out: %d %q", r.status, r.header.Get("Location"))
 	}
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("after sign-out: %d", r.status)
-	}
+	c.signedOut(t, "after sign-out", "")
 }
 
 // TestDecisionForms: approve (with a validity), deny with a note, answer;

@@ -288,9 +288,7 @@ func TestOIDCSignIn(t *testing.T) {
 	if !bytes.Contains(ended, []byte(`"ended":1`)) {
 		t.Fatalf("end-sessions: %s", ended)
 	}
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin" {
-		t.Fatalf("after her sessions were ended: %d %q", r.status, r.header.Get("Location"))
-	}
+	c.signedOut(t, "after her sessions were ended", "/signin")
 }
 
 // restCall calls the REST API as the admin and returns the body of a 200.
@@ -501,9 +499,7 @@ func TestOIDCOnly(t *testing.T) {
 	b := setup(t, func(o *options) { o.openStore = open; o.oidc = p.config(); o.noTokenSignIn = true })
 	c := b.newClient(t)
 	c.client.Jar = old.client.Jar
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("a token's session with token sign-in off: %d", r.status)
-	}
+	c.signedOut(t, "a token's session with token sign-in off", "")
 	page := c.do(t, "GET", "/signin", nil, nil)
 	if strings.Contains(page.body, `id="signin-form"`) || !strings.Contains(page.body, `id="signin-oidc"`) {
 		t.Fatalf("sign-in page with token sign-in off:\n%s", page.body)
@@ -572,9 +568,7 @@ func TestOIDCAcrossReplicas(t *testing.T) {
 			}
 			u, _ := url.Parse(a.srv.URL)
 			ca.client.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: id, Path: "/"}})
-			if r := ca.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin" {
-				t.Fatalf("A after sign-out on B: %d %q", r.status, r.header.Get("Location"))
-			}
+			ca.signedOut(t, "A after sign-out on B", "/signin")
 		})
 	}
 }

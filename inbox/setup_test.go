@@ -135,11 +135,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes}
 	if o.policy != "" {
-		path := filepath.Join(t.TempDir(), "policy.yaml")
-		if err := os.WriteFile(path, []byte(o.policy), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		e, err := policy.NewEngine(path, logger)
+		e, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", o.policy), logger)
 		if err != nil {
 			t.Fatalf("policy: %v", err)
 		}
@@ -358,6 +354,17 @@ func csrf(t testing.TB, page string) string {
 		t.Fatalf("no csrf field in page:\n%s", page)
 	}
 	return m[1]
+}
+
+// signedOut checks that c's session is over: the pending page sends it to
+// sign-in, to location when that is not "". what names the moment, for the
+// failure.
+func (c *browserless) signedOut(t testing.TB, what, location string) {
+	t.Helper()
+	r := c.do(t, "GET", "/", nil, nil)
+	if r.status != http.StatusSeeOther || location != "" && r.header.Get("Location") != location {
+		t.Fatalf("%s: GET / answered %d %q, want a redirect to sign-in %s", what, r.status, r.header.Get("Location"), location)
+	}
 }
 
 // signin signs the client in with token and returns the session's CSRF token.

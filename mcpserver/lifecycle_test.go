@@ -148,6 +148,23 @@ func moveArgs(key, itemID, col string) map[string]any {
 	})
 }
 
+// askToMove starts a server with a board and asks, as the agent, to move
+// its item to done; extra, when set, adjusts the request's arguments. It
+// returns what the test needs next, and the request's ID.
+func askToMove(t *testing.T, extra func(map[string]any)) (*bundle, airlock.WorkItem, *client, string) {
+	t.Helper()
+	b := setup(t)
+	item := b.board(t)
+	cl := b.connect(t, b.agent)
+	id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
+		m["proposal"] = move(item.ID, "done")
+		if extra != nil {
+			extra(m)
+		}
+	})), "approvalId")
+	return b, item, cl, id
+}
+
 // TestWorkMove: a work_move command executes in the step that records the
 // approval; denied, expired and stale commands never execute.
 func TestWorkMove(t *testing.T) {
@@ -183,10 +200,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("denied: not executed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
-		id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) { m["proposal"] = move(item.ID, "done") })), "approvalId")
+		b, item, cl, id := askToMove(t, nil)
 		if _, err := b.decide(t, id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "not yet"}); err != nil {
 			t.Fatal(err)
 		}
@@ -201,13 +215,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("expired: not executed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
-		id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
-			m["proposal"] = move(item.ID, "done")
-			m["expiresInMinutes"] = 5
-		})), "approvalId")
+		b, item, cl, id := askToMove(t, func(m map[string]any) { m["expiresInMinutes"] = 5 })
 		b.clock.Advance(5 * time.Minute)
 		st := cl.ok(ToolApprovalStatus, map[string]any{"approvalId": id})
 		if str(st, "status") != "expired" || str(st, "commandOutcome.status") != "not_executed" {
@@ -223,10 +231,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("item moved since: command_failed, nothing recorded", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
-		id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) { m["proposal"] = move(item.ID, "done") })), "approvalId")
+		b, item, cl, id := askToMove(t, nil)
 		doing := "doing"
 		if _, err := b.svc.UpdateWorkItem(t.Context(), b.reviewer, airlock.WorkItemPatch{ID: item.ID, ColumnKey: &doing}); err != nil {
 			t.Fatal(err)

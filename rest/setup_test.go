@@ -377,7 +377,10 @@ var (
 	specErr    error
 )
 
-func loadSpec() (*openapi3.T, routers.Router, error) {
+// loadSpec returns the document and its router; it fails t when the
+// document does not load or is not valid.
+func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
 	specOnce.Do(func() {
 		loader := openapi3.NewLoader()
 		specDoc, specErr = loader.LoadFromData(OpenAPI)
@@ -390,7 +393,10 @@ func loadSpec() (*openapi3.T, routers.Router, error) {
 		openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
 		specRouter, specErr = gorillamux.NewRouter(specDoc)
 	})
-	return specDoc, specRouter, specErr
+	if specErr != nil {
+		t.Fatalf("load OpenAPI document: %v", specErr)
+	}
+	return specDoc, specRouter
 }
 
 // validated wraps h so each request and response is checked against the
@@ -398,10 +404,7 @@ func loadSpec() (*openapi3.T, routers.Router, error) {
 // checked before the client sees them, except streams (once flushed), whose
 // status and headers are checked at the first flush.
 func validated(t testing.TB, h http.Handler) http.Handler {
-	doc, router, err := loadSpec()
-	if err != nil {
-		t.Fatalf("load OpenAPI document: %v", err)
-	}
+	doc, router := loadSpec(t)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		invalidOK := r.Header.Get(expectInvalidRequest) != ""
 		r.Header.Del(expectInvalidRequest)
