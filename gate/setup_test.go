@@ -18,8 +18,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/internal/apitest"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/apitest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -159,6 +158,14 @@ func (b *bundle) tab(t *testing.T) *tab {
 	return tb
 }
 
+// signedInTab opens a tab signed in with token.
+func (b *bundle) signedInTab(t *testing.T, token string) *tab {
+	t.Helper()
+	tb := b.tab(t)
+	tb.signin(token)
+	return tb
+}
+
 // stepTimeout bounds one browser step: generous, since the test machines
 // are shared and a loaded one takes seconds to start a page.
 const stepTimeout = 45 * time.Second
@@ -290,18 +297,6 @@ func (tb *tab) screenshot(name string) {
 func (tb *tab) text(selector string) string {
 	tb.t.Helper()
 	return eval[string](tb, fmt.Sprintf(`(function(){ var e = document.querySelector(%q); return e ? e.textContent : "<missing " + %q + ">"; })()`, selector, selector))
-}
-
-// cancelConfirm answers the open confirmation dialog with Cancel, waits
-// for it to close, and checks that it recorded nothing: request id is
-// still pending.
-func (tb *tab) cancelConfirm(b *bundle, id string) {
-	tb.t.Helper()
-	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-	tb.waitFor(`!document.getElementById("confirm").open`)
-	if s := b.get(tb.t, id).State; s != airlock.StatePending {
-		tb.t.Fatalf("a cancelled confirmation recorded %s", s)
-	}
 }
 
 // bodyText is the whole page's text, as the DOM holds it.

@@ -295,6 +295,14 @@ func (b *bundle) newClient(t testing.TB) *browserless {
 	return &browserless{b: b, client: &c}
 }
 
+// signedInClient returns a client signed in with token, and its session's
+// CSRF token.
+func (b *bundle) signedInClient(t testing.TB, token string) (*browserless, string) {
+	t.Helper()
+	c := b.newClient(t)
+	return c, c.signin(t, token)
+}
+
 // page is a finished exchange.
 type reply struct {
 	status int

@@ -107,9 +107,7 @@ func TestQuestionFreeTextAndDeclined(t *testing.T) {
 // decision and changes nothing on the board.
 func TestAdvisoryExecutesNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	item := b.board(t)
-	cl := b.connect(t, b.agent)
+	b, item, cl := setupBoard(t)
 	req := cl.ok(ToolApprovalRequest, requestArgs("adv", func(m map[string]any) {
 		m["kind"] = "work_change"
 		m["title"] = "Move the release notes to done"
@@ -153,9 +151,7 @@ func moveArgs(key, itemID, col string) map[string]any {
 // returns what the test needs next, and the request's ID.
 func askToMove(t *testing.T, extra func(map[string]any)) (*bundle, airlock.WorkItem, *client, string) {
 	t.Helper()
-	b := setup(t)
-	item := b.board(t)
-	cl := b.connect(t, b.agent)
+	b, item, cl := setupBoard(t)
 	id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
 		m["proposal"] = move(item.ID, "done")
 		if extra != nil {
@@ -172,9 +168,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("approved: applied with the approval", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
+		b, item, cl := setupBoard(t)
 		req := cl.ok(ToolApprovalRequest, moveArgs("mv", item.ID, "done"))
 		id := str(req, "approvalId")
 		if str(req, "commandOutcome.status") != "awaiting_decision" || str(req, "commandOutcome.observed.fromColumnKey") != "todo" ||
@@ -516,9 +510,7 @@ func TestWorkMoveCreateErrors(t *testing.T) {
 
 	t.Run("reused idempotencyKey with another body", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
+		_, item, cl := setupBoard(t)
 		first := cl.ok(ToolApprovalRequest, moveArgs("mv", item.ID, "done"))
 		if str(first, "approvalId") == "" {
 			t.Fatalf("first proposal: %v", first)
@@ -531,9 +523,7 @@ func TestWorkMoveCreateErrors(t *testing.T) {
 
 	t.Run("session closed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
+		_, item, cl := setupBoard(t)
 		sess := cl.ok(ToolSessionOpen, map[string]any{"name": "release"})
 		sid := str(sess, "sessionId")
 		cl.ok(ToolSessionClose, map[string]any{"sessionId": sid})

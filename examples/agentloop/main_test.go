@@ -10,8 +10,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/internal/apitest"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/internal/testkit/apitest"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
