@@ -74,7 +74,7 @@ type bundle struct {
 	srv   *httptest.Server
 	inbox *handler
 	clock *clock
-	logs  *logRecorder
+	logs  *testkit.ErrorLog
 
 	admin, agent, agentB, reviewer, reviewerB string
 	callers                                   map[string]airlock.Caller
@@ -122,7 +122,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		store = st
 	}
 	t.Cleanup(func() { store.Close() })
-	logs := &logRecorder{}
+	logs := &testkit.ErrorLog{}
 	logger := slog.New(logs)
 	if o.guard == nil {
 		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})
@@ -176,11 +176,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(stop) // runs first: ends live streams so Close can return
-	t.Cleanup(func() {
-		if errs := logs.errors(); len(errs) > 0 {
-			t.Errorf("errors were logged:\n%s", strings.Join(errs, "\n"))
-		}
-	})
+	logs.FailOnErrors(t)
 
 	b.admin = "admin-secret-0123456789"
 	if err := svc.BootstrapAdmin(ctx, b.admin); err != nil {
@@ -390,28 +386,3 @@ func (c *browserless) signin(t testing.TB, token string) string {
 	return csrf(t, home.body)
 }
 
-// logRecorder keeps log records so tests can fail on logged errors.
-type logRecorder struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelError {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		var b strings.Builder
-		b.WriteString(r.Message)
-		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-		l.errs = append(l.errs, b.String())
-	}
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-func (l *logRecorder) errors() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.errs...)
-}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -46,7 +45,7 @@ type bundle struct {
 	srv    *httptest.Server
 	client *http.Client
 	reg    *prometheus.Registry
-	logs   *logRecorder
+	logs   *testkit.ErrorLog
 	// stop ends the handler's Context, as a server shutdown would.
 	stop context.CancelFunc
 
@@ -96,7 +95,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	t.Cleanup(func() { store.Close() })
 
-	logs := &logRecorder{}
+	logs := &testkit.ErrorLog{}
 	logger := slog.New(logs)
 	if o.guard == nil {
 		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})
@@ -144,11 +143,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(stop) // runs first: ends streams and long polls so Close can return
-	t.Cleanup(func() {
-		if errs := logs.errors(); len(errs) > 0 {
-			t.Errorf("errors were logged:\n%s", strings.Join(errs, "\n"))
-		}
-	})
+	logs.FailOnErrors(t)
 
 	b.admin = "admin-secret-0123456789"
 	if err := svc.BootstrapAdmin(ctx, b.admin); err != nil {
@@ -329,44 +324,6 @@ func (b *bundle) claimed(t testing.TB) string {
 		t.Fatalf("claim: %v", err)
 	}
 	return id
-}
-
-// logRecorder is a slog handler that keeps error records, so a test fails
-// when the API logs an internal error it did not expect.
-type logRecorder struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (l *logRecorder) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	if r.Level < slog.LevelError {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-	l.mu.Lock()
-	l.errs = append(l.errs, b.String())
-	l.mu.Unlock()
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// take returns the errors logged so far and forgets them.
-func (l *logRecorder) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	errs := l.errs
-	l.errs = nil
-	return errs
-}
-
-func (l *logRecorder) errors() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.errs...)
 }
 
 // The OpenAPI document, loaded once for every test.
