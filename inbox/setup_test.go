@@ -385,4 +385,3 @@ func (c *browserless) signin(t testing.TB, token string) string {
 	}
 	return csrf(t, home.body)
 }
-
