@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit/apitest"
 )
 
 // TestRequestLifecycle drives every approval-request endpoint through the
@@ -109,7 +110,7 @@ func TestRequestLifecycle(t *testing.T) {
 // network failures, and returns the decision once made.
 func TestWaitRequest(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *options) { o.maxWait = 30 * time.Millisecond })
+	b := setupWith(t, apitest.Config{MaxWait: 30 * time.Millisecond})
 	ctx := context.Background()
 	r := b.create(t, "wait", `{"amount":1}`)
 
@@ -214,7 +215,7 @@ func TestRetrySameKey(t *testing.T) {
 // nothing), after its Retry-After.
 func TestRateLimitRetry(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(o *options) { o.rateLimit, o.rateBurst = 1, 1 })
+	b := setupWith(t, apitest.Config{RateLimit: 1, RateBurst: 1})
 	ctx := context.Background()
 	noRetry := b.client(t, b.agentSecret, client.WithRetry(client.Retry{Attempts: 1}))
 	// The setup used the agent's one request of burst; the next is refused.

@@ -41,22 +41,19 @@ type bundle struct {
 	pid int
 }
 
-// options adjusts a bundle.
-type options struct {
-	maxWait   time.Duration
-	rateLimit float64
-	rateBurst int
+// setup starts a server in process and populates it.
+func setup(t testing.TB) *bundle {
+	t.Helper()
+	return setupWith(t, apitest.Config{})
 }
 
-// setup starts a server in process and populates it.
-func setup(t testing.TB, opts ...func(*options)) *bundle {
+// setupWith is setup with the server adjusted by cfg (its clock is the
+// bundle's).
+func setupWith(t testing.TB, cfg apitest.Config) *bundle {
 	t.Helper()
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
 	clock := &shiftedClock{}
-	s := apitest.Start(t, apitest.Config{Clock: clock, MaxWait: o.maxWait, RateLimit: o.rateLimit, RateBurst: o.rateBurst})
+	cfg.Clock = clock
+	s := apitest.Start(t, cfg)
 	b := &bundle{url: s.URL, hc: s.HTTP, clock: clock}
 	b.populate(t)
 	return b
