@@ -294,29 +294,18 @@ func TestOIDCSignIn(t *testing.T) {
 // restCall calls the REST API as the admin and returns the body of a 200.
 func restCall(t *testing.T, b *bundle, method, path string, body any) []byte {
 	t.Helper()
-	var rd *bytes.Reader
+	var data []byte
 	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	} else {
-		rd = bytes.NewReader(nil)
+		data, _ = json.Marshal(body)
 	}
-	req, _ := http.NewRequest(method, b.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+b.admin)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := b.srv.Client().Do(req)
+	r, err := testkit.Call(t.Context(), b.srv.Client(), method, b.srv.URL+path, b.admin, string(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	var out bytes.Buffer
-	out.ReadFrom(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, out.String())
+	if r.Status != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Raw)
 	}
-	return out.Bytes()
+	return []byte(r.Raw)
 }
 
 // unsigned returns an ID token's claims as a token with alg "none".

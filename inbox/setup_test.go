@@ -222,18 +222,12 @@ func (b *bundle) createREST(t testing.TB, instanceID string, body any) (int, map
 	if err := enc.Encode(body); err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	req, _ := http.NewRequest("POST", b.srv.URL+"/v1/instances/"+instanceID+"/approval-requests", &buf)
-	req.Header.Set("Authorization", "Bearer "+b.agent)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", airlock.NewID("k_"))
-	res, err := b.srv.Client().Do(req)
+	r, err := testkit.Call(context.Background(), b.srv.Client(), "POST", b.srv.URL+"/v1/instances/"+instanceID+"/approval-requests",
+		b.agent, buf.String(), "Idempotency-Key", airlock.NewID("k_"))
 	if err != nil {
 		t.Fatalf("create over REST: %v", err)
 	}
-	defer res.Body.Close()
-	var out map[string]any
-	json.NewDecoder(res.Body).Decode(&out)
-	return res.StatusCode, out
+	return r.Status, r.Body
 }
 
 // toolCall creates a pending tool call over REST and returns its ID.
