@@ -50,9 +50,9 @@ type server struct {
 func newServer(t *testing.T) *server {
 	t.Helper()
 	s := apitest.Start(t, apitest.Config{})
-	agent := s.Mint(t, "gate", airlock.RoleAgent, "alice")
-	rev := s.Mint(t, "reviewer", airlock.RoleReviewer, "carol")
-	return &server{url: s.URL, agent: s.Client(t, agent.Secret), reviewer: s.Client(t, rev.Secret), agentSecret: agent.Secret}
+	agent, agentSecret := s.Mint(t, "gate", airlock.RoleAgent, "alice")
+	reviewer, _ := s.Mint(t, "reviewer", airlock.RoleReviewer, "carol")
+	return &server{url: s.URL, agent: agent, reviewer: reviewer, agentSecret: agentSecret}
 }
 
 // pending waits until a pending request for tool appears and returns it.
@@ -117,9 +117,9 @@ func (g *gateProc) tools(t *testing.T) ([]*mcp.Tool, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
+	names := make([]string, len(res.Tools))
+	for i, tl := range res.Tools {
+		names[i] = tl.Name
 	}
 	return res.Tools, names
 }

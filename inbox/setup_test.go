@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
@@ -74,7 +75,7 @@ type bundle struct {
 	srv   *httptest.Server
 	inbox *handler
 	clock *clock
-	logs  *testkit.ErrorLog
+	logs  *logtest.Errors
 
 	admin, agent, agentB, reviewer, reviewerB string
 	callers                                   map[string]airlock.Caller
@@ -122,7 +123,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		store = st
 	}
 	t.Cleanup(func() { store.Close() })
-	logs := &testkit.ErrorLog{}
+	logs := &logtest.Errors{}
 	logger := slog.New(logs)
 	if o.guard == nil {
 		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})

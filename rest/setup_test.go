@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
@@ -45,7 +46,7 @@ type bundle struct {
 	srv    *httptest.Server
 	client *http.Client
 	reg    *prometheus.Registry
-	logs   *testkit.ErrorLog
+	logs   *logtest.Errors
 	// stop ends the handler's Context, as a server shutdown would.
 	stop context.CancelFunc
 
@@ -95,7 +96,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	t.Cleanup(func() { store.Close() })
 
-	logs := &testkit.ErrorLog{}
+	logs := &logtest.Errors{}
 	logger := slog.New(logs)
 	if o.guard == nil {
 		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})

@@ -80,7 +80,7 @@ func TestAgentLoop(t *testing.T) {
 func setup(t *testing.T) (agent, reviewer *client.Client) {
 	t.Helper()
 	s := apitest.Start(t, apitest.Config{})
-	agent = s.Client(t, s.Mint(t, "agent", airlock.RoleAgent, "bot").Secret)
-	reviewer = s.Client(t, s.Mint(t, "reviewer", airlock.RoleReviewer, "ada").Secret)
+	agent, _ = s.Mint(t, "agent", airlock.RoleAgent, "bot")
+	reviewer, _ = s.Mint(t, "reviewer", airlock.RoleReviewer, "ada")
 	return agent, reviewer
 }

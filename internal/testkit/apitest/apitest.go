@@ -98,6 +98,17 @@ func Start(t testing.TB, cfg Config) *Server {
 	return s
 }
 
+// Mint creates a token as the admin, and returns a client with it and
+// its secret.
+func (s *Server) Mint(t testing.TB, name string, role airlock.Role, principal string) (*client.Client, string) {
+	t.Helper()
+	tok, err := s.admin.CreateToken(context.Background(), client.CreateTokenInput{Name: name, Role: role, Principal: principal})
+	if err != nil {
+		t.Fatalf("mint %s: %v", name, err)
+	}
+	return s.Client(t, tok.Secret), tok.Secret
+}
+
 // Client returns a client of the server with secret, over s.HTTP, with
 // opts after that.
 func (s *Server) Client(t testing.TB, secret string, opts ...client.Option) *client.Client {
@@ -107,14 +118,4 @@ func (s *Server) Client(t testing.TB, secret string, opts ...client.Option) *cli
 		t.Fatalf("client.New: %v", err)
 	}
 	return c
-}
-
-// Mint creates a token as the admin.
-func (s *Server) Mint(t testing.TB, name string, role airlock.Role, principal string) *client.CreatedToken {
-	t.Helper()
-	tok, err := s.admin.CreateToken(context.Background(), client.CreateTokenInput{Name: name, Role: role, Principal: principal})
-	if err != nil {
-		t.Fatalf("mint %s: %v", name, err)
-	}
-	return tok
 }
