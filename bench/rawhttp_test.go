@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestRawHandler drives the raw baseline's HTTP handler by hand: a
@@ -28,29 +30,14 @@ func TestRawHandler(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	call := func(method, path, token, body string, header ...string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(body))
+		r, err := testkit.Call(t.Context(), hc, method, base+path, token, body, header...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		if len(r.Raw) > 4096 {
+			r.Raw = r.Raw[:4096] + "…"
 		}
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(b) > 4096 {
-			b = append(b[:4096], "…"...)
-		}
-		return resp.StatusCode, string(b)
+		return r.Status, r.Raw
 	}
 	key := []string{"Idempotency-Key", "key-1"}
 	body := requestBody(1, "1h")

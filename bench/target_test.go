@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/sqlite"
 )
@@ -86,16 +86,11 @@ func TestInProcessServerIsServes(t *testing.T) {
 	defer tgt.close(context.WithoutCancel(t.Context()))
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := tgt.hc.Get(tgt.urls[0] + path)
+		r, err := testkit.Call(t.Context(), tgt.hc, "GET", tgt.urls[0]+path, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
+		return r.Status, r.Raw
 	}
 	if status, body := get("/signin"); status != http.StatusOK || !strings.Contains(body, "<form") {
 		t.Errorf("GET /signin: %d %.200s; want the inbox's sign-in page", status, body)

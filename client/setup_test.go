@@ -3,11 +3,8 @@ package client_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +13,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/internal/testkit/apitest"
 )
 
 func TestMain(m *testing.M) {
@@ -35,8 +30,7 @@ func TestMain(m *testing.M) {
 type bundle struct {
 	url      string
 	hc       *http.Client
-	svc      *provider.Service // nil for a server binary
-	clock    *shiftedClock     // nil for a server binary
+	clock    *shiftedClock // nil for a server binary
 	admin    *client.Client
 	agent    *client.Client
 	reviewer *client.Client
@@ -47,54 +41,26 @@ type bundle struct {
 	pid int
 }
 
-// options adjusts a bundle.
-type options struct {
-	maxWait   time.Duration
-	rateLimit float64
-	rateBurst int
+// setup starts a server in process and populates it.
+func setup(t testing.TB) *bundle {
+	t.Helper()
+	return setupWith(t, apitest.Config{})
 }
 
-func setup(t testing.TB, opts ...func(*options)) *bundle {
+// setupWith is setup with the server adjusted by cfg (its clock is the
+// bundle's).
+func setupWith(t testing.TB, cfg apitest.Config) *bundle {
 	t.Helper()
-	o := options{rateLimit: 1e6, rateBurst: 1e6}
-	for _, f := range opts {
-		f(&o)
-	}
-	ctx := context.Background()
 	clock := &shiftedClock{}
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clock))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	limits := airlock.DefaultLimits()
-	limits.MinTimeout = time.Millisecond
-	svc, err := provider.New(provider.Config{Store: store, Clock: clock, Limits: limits, Logger: logger, MaxWait: o.maxWait})
-	if err != nil {
-		t.Fatalf("provider: %v", err)
-	}
-	testkit.Go(t, svc.Run)
-
-	shutdown, stop := context.WithCancel(ctx)
-	srv := httptest.NewServer(rest.New(rest.Config{
-		Service: svc, Logger: logger, RateLimit: o.rateLimit, RateBurst: o.rateBurst, Context: shutdown,
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(stop) // runs first: ends streams and long polls so Close returns
-
-	if err := svc.BootstrapAdmin(ctx, adminSecret); err != nil {
-		t.Fatalf("bootstrap admin: %v", err)
-	}
-	hc := srv.Client()
-	hc.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
-	b := &bundle{url: srv.URL, hc: hc, svc: svc, clock: clock}
+	cfg.Clock = clock
+	s := apitest.Start(t, cfg)
+	b := &bundle{url: s.URL, hc: s.HTTP, clock: clock}
 	b.populate(t)
 	return b
 }
 
 // adminSecret is the bootstrap admin token of every test server.
-const adminSecret = "admin-secret-for-client-tests"
+const adminSecret = apitest.AdminSecret
 
 // populate mints the agent and reviewer and registers the agent's instance.
 func (b *bundle) populate(t testing.TB) {

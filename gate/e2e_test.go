@@ -39,13 +39,8 @@ func TestGateEndToEnd(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("mirrors tools, resources, templates and prompts", func(t *testing.T) {
-		tools, err := g.cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tl := range tools.Tools {
-			names = append(names, tl.Name)
+		tools, names := g.tools(t)
+		for _, tl := range tools {
 			if tl.Name == "echo" && (tl.Annotations == nil || !tl.Annotations.ReadOnlyHint) {
 				t.Errorf("echo lost its readOnlyHint: %+v", tl.Annotations)
 			}
@@ -348,7 +343,7 @@ func TestGateUpstreamExits(t *testing.T) {
 	bin, _ := binaries(t)
 	cmd := exec.Command(bin, "gate", "--url", s.url, "--journal", t.TempDir(), "--", "sh", "-c", "exit 3")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_TOKEN=" + s.agentSecret}
-	stderr := &lockedBuffer{}
+	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	stdin, stdout := testkit.Pipes(t, cmd)
 	if err := cmd.Start(); err != nil {

@@ -47,14 +47,7 @@ func TestGateNPMFilesystem(t *testing.T) {
 	g := s.startGate(t, gateOptions{upstream: []string{node, entry, root}})
 	ctx := context.Background()
 
-	tools, err := g.cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range tools.Tools {
-		names = append(names, tl.Name)
-	}
+	_, names := g.tools(t)
 	for _, want := range []string{"read_text_file", "write_file", "move_file", "list_allowed_directories"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("tools %v lack %s", names, want)

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +19,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/internal/testkit/apitest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,45 +49,10 @@ type server struct {
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	limits := airlock.DefaultLimits()
-	limits.MinTimeout = time.Millisecond
-	logger := slog.New(slog.DiscardHandler)
-	svc, err := provider.New(provider.Config{Store: store, Limits: limits, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Go(t, svc.Run)
-	shutdown, stopHTTP := context.WithCancel(ctx)
-	srv := httptest.NewServer(rest.New(rest.Config{Service: svc, Logger: logger, RateLimit: 1e6, RateBurst: 1e6, Context: shutdown}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(stopHTTP)
-	const admin = "admin-secret-for-gate-tests"
-	if err := svc.BootstrapAdmin(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(secret string) *client.Client {
-		c, err := client.New(srv.URL, secret, client.WithHTTPClient(srv.Client()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	adm := mk(admin)
-	agent, err := adm.CreateToken(ctx, client.CreateTokenInput{Name: "gate", Role: airlock.RoleAgent, Principal: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev, err := adm.CreateToken(ctx, client.CreateTokenInput{Name: "reviewer", Role: airlock.RoleReviewer, Principal: "carol"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &server{url: srv.URL, agent: mk(agent.Secret), reviewer: mk(rev.Secret), agentSecret: agent.Secret}
+	s := apitest.Start(t, apitest.Config{})
+	agent, agentSecret := s.Mint(t, "gate", airlock.RoleAgent, "alice")
+	reviewer, _ := s.Mint(t, "reviewer", airlock.RoleReviewer, "carol")
+	return &server{url: s.URL, agent: agent, reviewer: reviewer, agentSecret: agentSecret}
 }
 
 // pending waits until a pending request for tool appears and returns it.
@@ -133,7 +94,7 @@ type gateProc struct {
 	stdin    io.WriteCloser
 	client   *mcp.Client
 	cs       *mcp.ClientSession
-	stderr   *lockedBuffer
+	stderr   *testkit.Buffer
 	badLines chan string // stdout lines that are not JSON-RPC
 	progress chan *mcp.ProgressNotificationParams
 	changed  chan struct{} // a tools/list_changed notification arrived
@@ -147,6 +108,21 @@ type gateProc struct {
 
 // Stop stops the gate once (see stop).
 func (g *gateProc) Stop() { g.stopOnce.Do(g.stop) }
+
+// tools lists the gate's tools (the first page) and their names, in the
+// order the gate gave them.
+func (g *gateProc) tools(t *testing.T) ([]*mcp.Tool, []string) {
+	t.Helper()
+	res, err := g.cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(res.Tools))
+	for i, tl := range res.Tools {
+		names[i] = tl.Name
+	}
+	return res.Tools, names
+}
 
 // gateOptions configures startGate.
 type gateOptions struct {
@@ -187,11 +163,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	}
 	args := []string{"gate", "--url", s.url, "--journal", journal, "--progress-interval", "50ms", "--log-level", "info"}
 	if o.rules != "" {
-		file := filepath.Join(dir, "rules.json")
-		if err := os.WriteFile(file, []byte(o.rules), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "--rules", file)
+		args = append(args, "--rules", testkit.TempFile(t, "rules.json", o.rules))
 	}
 	if o.upstreamURL != "" {
 		args = append(args, "--upstream-url", o.upstreamURL)
@@ -201,7 +173,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	} else {
 		args = append(append(args, "--"), o.upstream...)
 	}
-	g := &gateProc{t: t, stderr: &lockedBuffer{}, badLines: make(chan string, 100),
+	g := &gateProc{t: t, stderr: &testkit.Buffer{}, badLines: make(chan string, 100),
 		progress: make(chan *mcp.ProgressNotificationParams, 1000), changed: make(chan struct{}, 10),
 		log: filepath.Join(dir, "upstream.log"), init: filepath.Join(dir, "upstream-init.json"), wire: &wire{}, done: make(chan struct{})}
 	g.cmd = exec.Command(bin, args...)
@@ -408,22 +380,4 @@ type recordingWriter struct {
 func (r *recordingWriter) Write(p []byte) (int, error) {
 	r.wire.add(&r.wire.toGate, p)
 	return r.WriteCloser.Write(p)
-}
-
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -158,6 +158,14 @@ func (b *bundle) tab(t *testing.T) *tab {
 	return tb
 }
 
+// signedInTab opens a tab signed in with token.
+func (b *bundle) signedInTab(t *testing.T, token string) *tab {
+	t.Helper()
+	tb := b.tab(t)
+	tb.signin(token)
+	return tb
+}
+
 // stepTimeout bounds one browser step: generous, since the test machines
 // are shared and a loaded one takes seconds to start a page.
 const stepTimeout = 45 * time.Second

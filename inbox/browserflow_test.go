@@ -28,8 +28,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	inst := b.instance(t, "payments-adapter")
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.waitLive()
 	eval[int](tb, "window.__sameDocument = 42")
 
@@ -101,8 +100,7 @@ func TestBrowserQuestion(t *testing.T) {
 	r := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which environment should I deploy the hotfix to first?",
 		Description: "The fix for the login timeout is ready (PR #311). Staging is 2 versions behind production.",
 		Question:    &airlock.Question{Choices: []string{"Staging", "Production", "Both at once"}}})
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + r.ID)
 	if n := eval[int](tb, `document.querySelectorAll("button.choice").length`); n != 3 {
 		t.Fatalf("%d choice buttons, want 3", n)
@@ -131,8 +129,7 @@ func TestBrowserDenyWithNote(t *testing.T) {
 	b := setup(t)
 	inst := b.instance(t, "infra-adapter")
 	id := b.toolCall(t, inst, "drop_table", map[string]any{"database": "prod", "table": "sessions"}, "The sessions table is unused.")
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + id)
 	tb.do(chromedp.SendKeys(chromedp.ID("deny-note"), "Not on production. Open a ticket first."))
 	eval[bool](tb, "(document.activeElement.blur(), true)")
@@ -156,11 +153,7 @@ func TestBrowserDenyWithNote(t *testing.T) {
 	tb.open("/requests/" + id2)
 	tb.do(chromedp.KeyEvent("d"))
 	tb.waitFor(`document.getElementById("confirm").open`)
-	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-	tb.waitFor(`!document.getElementById("confirm").open`)
-	if s := b.get(t, id2).State; s != airlock.StatePending {
-		t.Fatalf("a cancelled confirmation recorded %s", s)
-	}
+	tb.cancelConfirm(id2)
 }
 
 // TestBrowserConfirmEveryDecision: a click or tap on Approve or Deny asks
@@ -171,8 +164,7 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	inst := b.instance(t, "payments-adapter")
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	for _, size := range []struct {
 		name   string
 		mobile bool
@@ -198,11 +190,7 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 					t.Errorf("%s shows %q, want %q", sel, got, want)
 				}
 			}
-			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-			tb.waitFor(`!document.getElementById("confirm").open`)
-			if got := b.get(t, id).State; got != airlock.StatePending {
-				t.Fatalf("a cancelled confirmation recorded %s", got)
-			}
+			tb.cancelConfirm(id)
 
 			// Deny by click: the same dialog, with the deny note.
 			tb.do(chromedp.SendKeys(chromedp.ID("deny-note"), "not this week"))
@@ -214,8 +202,7 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 			if got := tb.text("#confirm-tool"); got != "issue_refund" {
 				t.Errorf("deny confirmation shows the tool %q", got)
 			}
-			tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-			tb.waitFor(`!document.getElementById("confirm").open`)
+			tb.cancelConfirm(id)
 
 			// Approve by click, confirmed: what the dialog said is recorded.
 			tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))
@@ -257,8 +244,7 @@ func TestBrowserNames(t *testing.T) {
 	danID := b.callers["Dan (reviewer)"].ID
 	botID := b.callers["release bot"].ID
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + id)
 	if got := tb.text("#decided-by"); got != "Dan (reviewer)" {
 		t.Errorf("outcome: decided by %q, want the token's name", got)
@@ -302,8 +288,7 @@ func TestBrowserLongClaimFolds(t *testing.T) {
 	if len(reasoning) < 4000 {
 		t.Fatalf("reasoning is %d bytes, want 4 KB", len(reasoning))
 	}
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.phoneAndDesktop(t, func(t *testing.T, _ int64) {
 		id := b.toolCall(t, inst, "issue_refund", refundArgs, reasoning)
 		tb.open("/requests/" + id)
@@ -333,11 +318,7 @@ func TestBrowserLongClaimFolds(t *testing.T) {
 		if got := tb.text("#confirm-tool"); got != "issue_refund" {
 			t.Errorf("the bar's confirmation names %q", got)
 		}
-		tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-		tb.waitFor(`!document.getElementById("confirm").open`)
-		if s := b.get(t, id).State; s != airlock.StatePending {
-			t.Fatalf("cancelled, yet %s", s)
-		}
+		tb.cancelConfirm(id)
 	})
 }
 
@@ -349,8 +330,7 @@ func TestBrowserDecidedElsewhere(t *testing.T) {
 	b := setup(t)
 	inst := b.instance(t, "payments-adapter")
 	id := b.toolCall(t, inst, "issue_refund", refundArgs, refundReasoning)
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + id)
 	eval[int](tb, "window.__sameDocument = 7")
 	// Decided before or after the page's stream opens, the page learns
@@ -412,8 +392,7 @@ func TestBrowserHistoryLookAlikes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/history?q=PayPal")
 	ids := eval[[]string](tb, `Array.prototype.map.call(document.querySelectorAll("#history-list .row"), function (r) { return r.dataset.id; })`)
 	if len(ids) != 2 || !slices.Contains(ids, spoof) || !slices.Contains(ids, real) {
@@ -429,5 +408,17 @@ func TestBrowserHistoryLookAlikes(t *testing.T) {
 	tb.open("/history?q=p%D0%B0ypal")
 	if n := eval[int](tb, `document.querySelectorAll("#history-list .row").length`); n != 2 {
 		t.Errorf("searching the look-alike found %d, want 2", n)
+	}
+}
+
+// cancelConfirm answers the open confirmation dialog with Cancel, waits
+// for it to close, and checks that it recorded nothing: request id is
+// still pending.
+func (tb *tab) cancelConfirm(id string) {
+	tb.t.Helper()
+	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+	tb.waitFor(`!document.getElementById("confirm").open`)
+	if s := tb.b.get(tb.t, id).State; s != airlock.StatePending {
+		tb.t.Fatalf("a cancelled confirmation recorded %s", s)
 	}
 }

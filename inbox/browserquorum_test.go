@@ -32,8 +32,7 @@ func TestBrowserQuorum(t *testing.T) {
 	}
 	id := out["id"].(string)
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	row := `.row[data-id="` + id + `"]`
 	tb.waitFor(`document.querySelector('` + row + `') !== null`)
 	if got := tb.text(row + " .badge.for"); got != "for payments" {
@@ -42,8 +41,7 @@ func TestBrowserQuorum(t *testing.T) {
 	if got := tb.text(row + " .badge.quorum"); got != "0 of 2 approvals" {
 		t.Errorf("list quorum %q, want “0 of 2 approvals”", got)
 	}
-	dan := b.tab(t)
-	dan.signin(b.reviewerB)
+	dan := b.signedInTab(t, b.reviewerB)
 	dan.open("/requests/" + id)
 	if got := dan.text("#quorum"); got != "0 of 2 approvals" {
 		t.Errorf("non-member's quorum line before any vote %q", got)

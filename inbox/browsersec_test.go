@@ -174,8 +174,7 @@ func TestBrowserXSS(t *testing.T) {
 		}
 	}
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	shown := func(where string, want ...string) {
 		t.Helper()
 		text := tb.bodyText()
@@ -263,8 +262,7 @@ func TestBrowserUnicode(t *testing.T) {
 	}, "Routine\u2066 transfer\u2069.\nSecond line\u2028third.")
 	mcp := b.mcp(t, airlock.MCPRequestInput{Title: "Approve\u202E the\nnew plan\uFEFF", TargetID: "doc\u00A0id"})
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + id)
 	text := tb.bodyText()
 	for _, want := range []string{"invoice⟨U+202E⟩fdp.exe", "admin⟨U+200B⟩@example.com", "ok⟨U+E0041⟩⟨U+E0042⟩", "Routine⟨U+2066⟩ transfer⟨U+2069⟩.", "Second line⟨U+2028⟩third.", "adapter⟨U+200B⟩", "mixes Latin and Cyrillic letters"} {
@@ -321,8 +319,7 @@ func TestBrowserCSRFAndFraming(t *testing.T) {
 	}))
 	t.Cleanup(evil.Close)
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + id)
 	token := eval[string](tb, `document.querySelector('#approve-form input[name="csrf"]').value`)
 

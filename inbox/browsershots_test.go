@@ -75,8 +75,7 @@ func TestBrowserScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/")
 	tb.waitLive()
 	tb.do(chromedp.KeyEvent("j"))
@@ -92,8 +91,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	eval[bool](tb, `(document.querySelector("#approve-form button.approve").click(), true)`)
 	tb.waitFor(`document.getElementById("confirm").open`)
 	tb.screenshot("confirm")
-	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
-	tb.waitFor(`!document.getElementById("confirm").open`)
+	tb.cancelConfirm(refund)
 	tb.open("/requests/" + move.ID)
 	tb.screenshot("command")
 	tb.open("/requests/" + question.ID)

@@ -42,8 +42,7 @@ func TestBrowserSmallThings(t *testing.T) {
 	inst := b.instance(t, "payments-adapter")
 	id := b.toolCall(t, inst, "issue_refund", refundArgs, refundReasoning)
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 
 	t.Run("dark mode", func(t *testing.T) {
 		tb.t = t

@@ -86,8 +86,7 @@ func TestBrowserLongStringsWrap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.phoneAndDesktop(t, func(t *testing.T, _ int64) {
 		tb.open("/requests/" + id)
 		tb.do(chromedp.Click(chromedp.ID("reasoning-more"))) // a long claim folds; unfolded, it is whole
@@ -121,8 +120,7 @@ func TestBrowserPendingRowSummaries(t *testing.T) {
 	ben := b.toolCall(t, mail, "send_email", map[string]any{"to": "ben@example.com", "subject": "Your refund"}, "")
 	long := b.toolCall(t, mail, "send_email", map[string]any{"to": "all@example.com", "body": strings.Repeat("word ", 200)}, "")
 
-	tb := b.tab(t)
-	tb.signin(b.reviewer)
+	tb := b.signedInTab(t, b.reviewer)
 	tb.phoneAndDesktop(t, func(t *testing.T, width int64) {
 		tb.open("/")
 		row := func(id string) string { return `.row[data-id="` + id + `"]` }

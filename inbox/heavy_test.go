@@ -44,8 +44,7 @@ func TestListPagesReadSummaries(t *testing.T) {
 	if _, err := b.svc.Decide(context.Background(), b.callers["Carol (reviewer)"], decided, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
 		t.Fatal(err)
 	}
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	for _, tc := range []struct{ path, shows string }{
 		{"/", "/requests/" + pending},
 		{"/?tool=issue_refund", "/requests/" + pending},
@@ -90,8 +89,7 @@ func TestHistorySearchBoundedByBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	first := c.do(t, "GET", "/history?q=needle-far-back", nil, nil)
 	// 16 pages of 16 KiB is 256 KiB: the search stops after the 14th
 	// request of 20,000 bytes.
@@ -115,8 +113,7 @@ func TestHistorySearchBoundedByBytes(t *testing.T) {
 func TestListPagesBusy(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	reviewer := b.callers["Carol (reviewer)"]
 	var releases []func()
 	for range 2 {

@@ -42,8 +42,7 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 	wantHeaders(t, "POST /signout anonymous", anon.do(t, "POST", "/signout", url.Values{}, nil))
 	wantHeaders(t, "bad host", anon.do(t, "GET", "/", nil, map[string]string{"Host": "evil.example"}))
 
-	c := b.newClient(t)
-	token := c.signin(t, b.reviewer)
+	c, token := b.signedInClient(t, b.reviewer)
 	for _, p := range []string{"/", "/history", "/history?q=ls", "/sessions", "/board", "/requests/" + id, "/requests/apr_nope", "/?kind=nope"} {
 		r := c.do(t, "GET", p, nil, nil)
 		wantHeaders(t, "GET "+p, r)
@@ -157,18 +156,12 @@ func TestSecureCookieOnTLS(t *testing.T) {
 func TestRevokedTokenEndsSession(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	if _, err := b.svc.RevokeToken(context.Background(), b.callers["admin"], b.callers["Carol (reviewer)"].ID); err != nil {
 		t.Fatal(err)
 	}
-	r := c.do(t, "GET", "/", nil, nil)
-	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=revoked" {
-		t.Fatalf("status %d, Location %q", r.status, r.header.Get("Location"))
-	}
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("the session lived on: %d", r.status)
-	}
+	c.signedOut(t, "after the revocation", "/signin?why=revoked")
+	c.signedOut(t, "the next page", "")
 }
 
 // TestSessionExpiresAndSignOut: a sign-in ends after SessionIdle without
@@ -180,8 +173,7 @@ func TestSessionExpiresAndSignOut(t *testing.T) {
 	b := setup(t)
 	start := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
 	b.clock.set(start)
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	lastSeen := func() time.Time {
 		t.Helper()
 		ws, _, err := b.svc.WebSession(context.Background(), c.sessionID(t))
@@ -232,9 +224,7 @@ func TestSessionExpiresAndSignOut(t *testing.T) {
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=out" {
 		t.Fatalf("sign-out: %d %q", r.status, r.header.Get("Location"))
 	}
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("after sign-out: %d", r.status)
-	}
+	c.signedOut(t, "after sign-out", "")
 }
 
 // TestDecisionForms: approve (with a validity), deny with a note, answer;
@@ -244,8 +234,7 @@ func TestDecisionForms(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	inst := b.instance(t, "adapter")
-	c := b.newClient(t)
-	token := c.signin(t, b.reviewer)
+	c, token := b.signedInClient(t, b.reviewer)
 	decide := func(id string, form url.Values, header map[string]string) reply {
 		return c.do(t, "POST", "/requests/"+id+"/decide", form, header)
 	}
@@ -344,8 +333,7 @@ func TestDecisionForms(t *testing.T) {
 	})
 	t.Run("admins look but do not decide", func(t *testing.T) {
 		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
-		admin := b.newClient(t)
-		at := admin.signin(t, b.admin)
+		admin, at := b.signedInClient(t, b.admin)
 		page := admin.do(t, "GET", "/requests/"+id, nil, nil).body
 		if strings.Contains(page, `id="approve-form"`) || !strings.Contains(page, "Only reviewer tokens decide") {
 			t.Fatalf("admin page offers a decision:\n%s", page)
@@ -403,8 +391,7 @@ func TestPagesShowWhatMatters(t *testing.T) {
 	inst := b.instance(t, "payments adapter")
 	id := b.toolCall(t, inst, "issue_refund", map[string]any{"amount": 4900}, "The customer was charged twice.")
 
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 
 	page := c.do(t, "GET", "/requests/"+move.ID, nil, nil).body
 	for _, want := range []string{"Move item “Fix login” from Doing to Done", "work_move", "deploy work"} {
@@ -461,8 +448,7 @@ func TestLiveStream(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	inst := b.instance(t, "adapter")
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	if r := b.newClient(t).do(t, "GET", "/live", nil, nil); r.status != http.StatusUnauthorized {
 		t.Fatalf("anonymous stream: %d", r.status)
 	}
@@ -552,8 +538,7 @@ func TestSessionsPageStale(t *testing.T) {
 	if _, err := b.svc.CloseSession(ctx, agent, gone.ID); err != nil {
 		t.Fatal(err)
 	}
-	c := b.newClient(t)
-	c.signin(t, b.reviewer)
+	c, _ := b.signedInClient(t, b.reviewer)
 	page := c.do(t, "GET", "/sessions", nil, nil).body
 	stale := page[strings.Index(page, `id="s-stale"`):strings.Index(page, `id="s-closed"`)]
 	closed := page[strings.Index(page, `id="s-closed"`):]
@@ -570,8 +555,7 @@ func TestGrantsInInbox(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	inst := b.instance(t, "adapter")
-	c := b.newClient(t)
-	token := c.signin(t, b.reviewer)
+	c, token := b.signedInClient(t, b.reviewer)
 	same := map[string]string{"Sec-Fetch-Site": "same-origin"}
 	args := map[string]any{"table": "users"}
 	id := b.toolCall(t, inst, "export_table", args, "")

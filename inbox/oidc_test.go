@@ -288,37 +288,24 @@ func TestOIDCSignIn(t *testing.T) {
 	if !bytes.Contains(ended, []byte(`"ended":1`)) {
 		t.Fatalf("end-sessions: %s", ended)
 	}
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin" {
-		t.Fatalf("after her sessions were ended: %d %q", r.status, r.header.Get("Location"))
-	}
+	c.signedOut(t, "after her sessions were ended", "/signin")
 }
 
 // restCall calls the REST API as the admin and returns the body of a 200.
 func restCall(t *testing.T, b *bundle, method, path string, body any) []byte {
 	t.Helper()
-	var rd *bytes.Reader
+	var data []byte
 	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	} else {
-		rd = bytes.NewReader(nil)
+		data, _ = json.Marshal(body)
 	}
-	req, _ := http.NewRequest(method, b.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+b.admin)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := b.srv.Client().Do(req)
+	r, err := testkit.Call(t.Context(), b.srv.Client(), method, b.srv.URL+path, b.admin, string(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	var out bytes.Buffer
-	out.ReadFrom(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, out.String())
+	if r.Status != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Raw)
 	}
-	return out.Bytes()
+	return []byte(r.Raw)
 }
 
 // unsigned returns an ID token's claims as a token with alg "none".
@@ -501,9 +488,7 @@ func TestOIDCOnly(t *testing.T) {
 	b := setup(t, func(o *options) { o.openStore = open; o.oidc = p.config(); o.noTokenSignIn = true })
 	c := b.newClient(t)
 	c.client.Jar = old.client.Jar
-	if r := c.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("a token's session with token sign-in off: %d", r.status)
-	}
+	c.signedOut(t, "a token's session with token sign-in off", "")
 	page := c.do(t, "GET", "/signin", nil, nil)
 	if strings.Contains(page.body, `id="signin-form"`) || !strings.Contains(page.body, `id="signin-oidc"`) {
 		t.Fatalf("sign-in page with token sign-in off:\n%s", page.body)
@@ -572,9 +557,7 @@ func TestOIDCAcrossReplicas(t *testing.T) {
 			}
 			u, _ := url.Parse(a.srv.URL)
 			ca.client.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: id, Path: "/"}})
-			if r := ca.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin" {
-				t.Fatalf("A after sign-out on B: %d %q", r.status, r.header.Get("Location"))
-			}
+			ca.signedOut(t, "A after sign-out on B", "/signin")
 		})
 	}
 }

@@ -69,9 +69,7 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	}
 	u, _ := url.Parse(a.srv.URL)
 	ca.client.Jar.SetCookies(u, []*http.Cookie{{Name: sessionCookie, Value: id, Path: "/"}})
-	if r := ca.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin" {
-		t.Fatalf("A after sign-out on B: %d %q", r.status, r.header.Get("Location"))
-	}
+	ca.signedOut(t, "A after sign-out on B", "/signin")
 
 	// Revocation through A ends the session on B.
 	ca.signin(t, a.reviewer)
@@ -81,12 +79,8 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 	if _, err := a.svc.RevokeToken(context.Background(), a.callers["admin"], a.callers["Carol (reviewer)"].ID); err != nil {
 		t.Fatal(err)
 	}
-	if r := cb.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/signin?why=revoked" {
-		t.Fatalf("B after revocation on A: %d %q", r.status, r.header.Get("Location"))
-	}
-	if r := ca.do(t, "GET", "/", nil, nil); r.status != http.StatusSeeOther {
-		t.Fatalf("A after revocation: %d", r.status)
-	}
+	cb.signedOut(t, "B after revocation on A", "/signin?why=revoked")
+	ca.signedOut(t, "A after revocation", "")
 }
 
 // TestFlashCookieIsTheSessions: the message a decision's next page shows

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
@@ -74,7 +75,7 @@ type bundle struct {
 	srv   *httptest.Server
 	inbox *handler
 	clock *clock
-	logs  *logRecorder
+	logs  *logtest.Errors
 
 	admin, agent, agentB, reviewer, reviewerB string
 	callers                                   map[string]airlock.Caller
@@ -122,7 +123,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		store = st
 	}
 	t.Cleanup(func() { store.Close() })
-	logs := &logRecorder{}
+	logs := &logtest.Errors{}
 	logger := slog.New(logs)
 	if o.guard == nil {
 		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})
@@ -135,11 +136,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes}
 	if o.policy != "" {
-		path := filepath.Join(t.TempDir(), "policy.yaml")
-		if err := os.WriteFile(path, []byte(o.policy), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		e, err := policy.NewEngine(path, logger)
+		e, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", o.policy), logger)
 		if err != nil {
 			t.Fatalf("policy: %v", err)
 		}
@@ -180,11 +177,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(stop) // runs first: ends live streams so Close can return
-	t.Cleanup(func() {
-		if errs := logs.errors(); len(errs) > 0 {
-			t.Errorf("errors were logged:\n%s", strings.Join(errs, "\n"))
-		}
-	})
+	logs.FailOnErrors(t)
 
 	b.admin = "admin-secret-0123456789"
 	if err := svc.BootstrapAdmin(ctx, b.admin); err != nil {
@@ -230,18 +223,12 @@ func (b *bundle) createREST(t testing.TB, instanceID string, body any) (int, map
 	if err := enc.Encode(body); err != nil {
 		t.Fatalf("encode: %v", err)
 	}
-	req, _ := http.NewRequest("POST", b.srv.URL+"/v1/instances/"+instanceID+"/approval-requests", &buf)
-	req.Header.Set("Authorization", "Bearer "+b.agent)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", airlock.NewID("k_"))
-	res, err := b.srv.Client().Do(req)
+	r, err := testkit.Call(context.Background(), b.srv.Client(), "POST", b.srv.URL+"/v1/instances/"+instanceID+"/approval-requests",
+		b.agent, buf.String(), "Idempotency-Key", airlock.NewID("k_"))
 	if err != nil {
 		t.Fatalf("create over REST: %v", err)
 	}
-	defer res.Body.Close()
-	var out map[string]any
-	json.NewDecoder(res.Body).Decode(&out)
-	return res.StatusCode, out
+	return r.Status, r.Body
 }
 
 // toolCall creates a pending tool call over REST and returns its ID.
@@ -297,6 +284,14 @@ func (b *bundle) newClient(t testing.TB) *browserless {
 	c.Jar = jar
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &browserless{b: b, client: &c}
+}
+
+// signedInClient returns a client signed in with token, and its session's
+// CSRF token.
+func (b *bundle) signedInClient(t testing.TB, token string) (*browserless, string) {
+	t.Helper()
+	c := b.newClient(t)
+	return c, c.signin(t, token)
 }
 
 // page is a finished exchange.
@@ -360,6 +355,17 @@ func csrf(t testing.TB, page string) string {
 	return m[1]
 }
 
+// signedOut checks that c's session is over: the pending page sends it to
+// sign-in, to location when that is not "". what names the moment, for the
+// failure.
+func (c *browserless) signedOut(t testing.TB, what, location string) {
+	t.Helper()
+	r := c.do(t, "GET", "/", nil, nil)
+	if r.status != http.StatusSeeOther || location != "" && r.header.Get("Location") != location {
+		t.Fatalf("%s: GET / answered %d %q, want a redirect to sign-in %s", what, r.status, r.header.Get("Location"), location)
+	}
+}
+
 // signin signs the client in with token and returns the session's CSRF token.
 func (c *browserless) signin(t testing.TB, token string) string {
 	t.Helper()
@@ -373,30 +379,4 @@ func (c *browserless) signin(t testing.TB, token string) string {
 		t.Fatalf("after sign-in, / answered %d", home.status)
 	}
 	return csrf(t, home.body)
-}
-
-// logRecorder keeps log records so tests can fail on logged errors.
-type logRecorder struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelError {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		var b strings.Builder
-		b.WriteString(r.Message)
-		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-		l.errs = append(l.errs, b.String())
-	}
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-func (l *logRecorder) errors() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.errs...)
 }

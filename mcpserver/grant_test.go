@@ -13,7 +13,7 @@ import (
 // keeps its token ID from the agent.
 func TestGrantDecisionTold(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := epoch
 	exp := now.Add(time.Minute)
 	r := airlock.Request{ID: "apr_x", State: airlock.StateApproved, Kind: airlock.KindToolCall, Tool: "t",
 		CreatedAt: now, DeadlineAt: now.Add(time.Hour),

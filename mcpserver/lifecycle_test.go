@@ -107,9 +107,7 @@ func TestQuestionFreeTextAndDeclined(t *testing.T) {
 // decision and changes nothing on the board.
 func TestAdvisoryExecutesNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	item := b.board(t)
-	cl := b.connect(t, b.agent)
+	b, item, cl := setupBoard(t)
 	req := cl.ok(ToolApprovalRequest, requestArgs("adv", func(m map[string]any) {
 		m["kind"] = "work_change"
 		m["title"] = "Move the release notes to done"
@@ -148,6 +146,21 @@ func moveArgs(key, itemID, col string) map[string]any {
 	})
 }
 
+// askToMove starts a server with a board and asks, as the agent, to move
+// its item to done; extra, when set, adjusts the request's arguments. It
+// returns what the test needs next, and the request's ID.
+func askToMove(t *testing.T, extra func(map[string]any)) (*bundle, airlock.WorkItem, *client, string) {
+	t.Helper()
+	b, item, cl := setupBoard(t)
+	id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
+		m["proposal"] = move(item.ID, "done")
+		if extra != nil {
+			extra(m)
+		}
+	})), "approvalId")
+	return b, item, cl, id
+}
+
 // TestWorkMove: a work_move command executes in the step that records the
 // approval; denied, expired and stale commands never execute.
 func TestWorkMove(t *testing.T) {
@@ -155,9 +168,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("approved: applied with the approval", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
+		b, item, cl := setupBoard(t)
 		req := cl.ok(ToolApprovalRequest, moveArgs("mv", item.ID, "done"))
 		id := str(req, "approvalId")
 		if str(req, "commandOutcome.status") != "awaiting_decision" || str(req, "commandOutcome.observed.fromColumnKey") != "todo" ||
@@ -183,10 +194,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("denied: not executed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
-		id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) { m["proposal"] = move(item.ID, "done") })), "approvalId")
+		b, item, cl, id := askToMove(t, nil)
 		if _, err := b.decide(t, id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "not yet"}); err != nil {
 			t.Fatal(err)
 		}
@@ -201,13 +209,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("expired: not executed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
-		id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) {
-			m["proposal"] = move(item.ID, "done")
-			m["expiresInMinutes"] = 5
-		})), "approvalId")
+		b, item, cl, id := askToMove(t, func(m map[string]any) { m["expiresInMinutes"] = 5 })
 		b.clock.Advance(5 * time.Minute)
 		st := cl.ok(ToolApprovalStatus, map[string]any{"approvalId": id})
 		if str(st, "status") != "expired" || str(st, "commandOutcome.status") != "not_executed" {
@@ -223,10 +225,7 @@ func TestWorkMove(t *testing.T) {
 
 	t.Run("item moved since: command_failed, nothing recorded", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
-		id := str(cl.ok(ToolApprovalRequest, requestArgs("mv", func(m map[string]any) { m["proposal"] = move(item.ID, "done") })), "approvalId")
+		b, item, cl, id := askToMove(t, nil)
 		doing := "doing"
 		if _, err := b.svc.UpdateWorkItem(t.Context(), b.reviewer, airlock.WorkItemPatch{ID: item.ID, ColumnKey: &doing}); err != nil {
 			t.Fatal(err)
@@ -511,9 +510,7 @@ func TestWorkMoveCreateErrors(t *testing.T) {
 
 	t.Run("reused idempotencyKey with another body", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
+		_, item, cl := setupBoard(t)
 		first := cl.ok(ToolApprovalRequest, moveArgs("mv", item.ID, "done"))
 		if str(first, "approvalId") == "" {
 			t.Fatalf("first proposal: %v", first)
@@ -526,9 +523,7 @@ func TestWorkMoveCreateErrors(t *testing.T) {
 
 	t.Run("session closed", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
-		item := b.board(t)
-		cl := b.connect(t, b.agent)
+		_, item, cl := setupBoard(t)
 		sess := cl.ok(ToolSessionOpen, map[string]any{"name": "release"})
 		sid := str(sess, "sessionId")
 		cl.ok(ToolSessionClose, map[string]any{"sessionId": sid})

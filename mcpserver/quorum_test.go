@@ -13,7 +13,7 @@ import (
 // approvals it needs and the votes so far; once decided, decision.votes.
 func TestApprovalOutQuorum(t *testing.T) {
 	t.Parallel()
-	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := epoch
 	ada := airlock.Vote{Principal: "ada", Name: "Ada", Actor: "tok_ada", Status: airlock.StateApproved, Note: "ok", At: at}
 	r := airlock.Request{ID: "apr_q", State: airlock.StatePending, Kind: airlock.KindAgentRequest, CreatedAt: at, DeadlineAt: at.Add(time.Hour),
 		Reviewers: []string{"payments"}, Approvals: 2, Votes: []airlock.Vote{ada}}
@@ -22,7 +22,7 @@ func TestApprovalOutQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`"reviewers":["payments"]`, `"approvalsRequired":2`,
-		`"votes":[{"principal":"ada","name":"Ada","status":"approved","note":"ok","at":"2030-01-02T03:04:05Z"}]`} {
+		`"votes":[{"principal":"ada","name":"Ada","status":"approved","note":"ok","at":"2030-03-04T05:06:07Z"}]`} {
 		if !strings.Contains(string(js), want) {
 			t.Errorf("pending output lacks %s: %s", want, js)
 		}

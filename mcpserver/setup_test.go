@@ -102,6 +102,15 @@ func (b *bundle) mint(t *testing.T, role airlock.Role, principal string, scopes 
 	return c
 }
 
+// setupBoard is setup with a board holding one item (b.board) and the
+// agent connected.
+func setupBoard(t *testing.T) (*bundle, airlock.WorkItem, *client) {
+	t.Helper()
+	b := setup(t)
+	item := b.board(t)
+	return b, item, b.connect(t, b.agent)
+}
+
 // client is a Go SDK client session connected in memory as one caller,
 // with the output schemas tools/list gave, to check every result against.
 type client struct {

@@ -114,9 +114,7 @@ func TestBriefSchemaEmbedded(t *testing.T) {
 // whose text names the field and the rule, and stores nothing.
 func TestApprovalRequestValidation(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	item := b.board(t)
-	cl := b.connect(t, b.agent)
+	b, item, cl := setupBoard(t)
 	move := func(itemID, col string) map[string]any {
 		return map[string]any{"mode": "command", "command": map[string]any{
 			"method": "work_move", "input": map[string]any{"itemId": itemID, "columnKey": col}}}

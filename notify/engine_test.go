@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/sqlite"
@@ -86,9 +87,10 @@ type bundle struct {
 	inst  airlock.Instance
 }
 
-func setup(t testing.TB) *bundle {
+// setup opens a fresh SQLite store, with opts, holding one instance.
+func setup(t testing.TB, opts ...sqlite.Option) *bundle {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +472,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	rc.mu.Lock()
 	rc.secret = e.Secret
 	rc.mu.Unlock()
-	var logs syncBuffer
+	var logs testkit.Buffer
 	b.run(t, notify.Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Schedule: []time.Duration{time.Millisecond}})
 	b.request(t, time.Hour)
@@ -485,24 +487,6 @@ func TestSecretsNeverLogged(t *testing.T) {
 	if strings.Contains(out, key) || strings.Contains(out, "query-secret-123") {
 		t.Fatalf("a secret reached the log:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // listHook calls after, once, right after the first ListEndpoints: what

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,16 +71,8 @@ func (rc *outageReceiver) attemptCount() int {
 func TestReceiverDownThenBack(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewFakeClock(time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC))
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"), sqlite.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	b := &bundle{ctx: t.Context(), store: st}
-	b.inst, err = st.CreateInstance(b.ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "x"}, "tok_agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := setup(t, sqlite.WithClock(clock))
+	st := b.store
 	rc := newOutageReceiver(t)
 	rc.down.Store(true)
 	ep, err := st.CreateEndpoint(b.ctx, airlock.Endpoint{ID: airlock.NewID(airlock.PrefixEndpoint), Kind: airlock.EndpointWebhook,

@@ -114,10 +114,7 @@ func decodeEventData(t *testing.T, e sseEvent) map[string]any {
 	if err := json.Unmarshal([]byte(e.data), &data); err != nil {
 		t.Fatalf("event %s data is not JSON: %v: %q", e.id, err, e.data)
 	}
-	doc, _, err := loadSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc, _ := loadSpec(t)
 	var v any
 	json.Unmarshal([]byte(e.data), &v)
 	if err := doc.Components.Schemas["EventData"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {

@@ -151,7 +151,7 @@ func TestReadiness(t *testing.T) {
 	if r.obj(t)["detail"] != "internal error" {
 		t.Fatalf("internal problem: %s", r.body)
 	}
-	if errs := b.logs.take(); len(errs) != 1 || !strings.Contains(errs[0], "internal error") {
+	if errs := b.logs.Take(); len(errs) != 1 || !strings.Contains(errs[0], "internal error") {
 		t.Fatalf("logged %q, want the internal error once", errs)
 	}
 }

@@ -3,12 +3,11 @@ package rest
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
 )
 
@@ -22,11 +21,7 @@ rules:
 
 func withPolicy(t testing.TB, src string) func(*options) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e, err := policy.NewEngine(path, nil)
+	e, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
@@ -46,7 +46,7 @@ type bundle struct {
 	srv    *httptest.Server
 	client *http.Client
 	reg    *prometheus.Registry
-	logs   *logRecorder
+	logs   *logtest.Errors
 	// stop ends the handler's Context, as a server shutdown would.
 	stop context.CancelFunc
 
@@ -96,7 +96,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	t.Cleanup(func() { store.Close() })
 
-	logs := &logRecorder{}
+	logs := &logtest.Errors{}
 	logger := slog.New(logs)
 	if o.guard == nil {
 		o.guard = ratelimit.NewGuard(ratelimit.GuardConfig{AddressBurst: 1e6, OverallBurst: 1e6, Logger: logger})
@@ -144,11 +144,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b.client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 	t.Cleanup(b.srv.Close)
 	t.Cleanup(stop) // runs first: ends streams and long polls so Close can return
-	t.Cleanup(func() {
-		if errs := logs.errors(); len(errs) > 0 {
-			t.Errorf("errors were logged:\n%s", strings.Join(errs, "\n"))
-		}
-	})
+	logs.FailOnErrors(t)
 
 	b.admin = "admin-secret-0123456789"
 	if err := svc.BootstrapAdmin(ctx, b.admin); err != nil {
@@ -331,44 +327,6 @@ func (b *bundle) claimed(t testing.TB) string {
 	return id
 }
 
-// logRecorder is a slog handler that keeps error records, so a test fails
-// when the API logs an internal error it did not expect.
-type logRecorder struct {
-	mu   sync.Mutex
-	errs []string
-}
-
-func (l *logRecorder) Enabled(_ context.Context, lv slog.Level) bool { return lv >= slog.LevelWarn }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	if r.Level < slog.LevelError {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-	l.mu.Lock()
-	l.errs = append(l.errs, b.String())
-	l.mu.Unlock()
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// take returns the errors logged so far and forgets them.
-func (l *logRecorder) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	errs := l.errs
-	l.errs = nil
-	return errs
-}
-
-func (l *logRecorder) errors() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.errs...)
-}
-
 // The OpenAPI document, loaded once for every test.
 var (
 	specOnce   sync.Once
@@ -377,7 +335,10 @@ var (
 	specErr    error
 )
 
-func loadSpec() (*openapi3.T, routers.Router, error) {
+// loadSpec returns the document and its router; it fails t when the
+// document does not load or is not valid.
+func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
 	specOnce.Do(func() {
 		loader := openapi3.NewLoader()
 		specDoc, specErr = loader.LoadFromData(OpenAPI)
@@ -390,7 +351,10 @@ func loadSpec() (*openapi3.T, routers.Router, error) {
 		openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
 		specRouter, specErr = gorillamux.NewRouter(specDoc)
 	})
-	return specDoc, specRouter, specErr
+	if specErr != nil {
+		t.Fatalf("load OpenAPI document: %v", specErr)
+	}
+	return specDoc, specRouter
 }
 
 // validated wraps h so each request and response is checked against the
@@ -398,10 +362,7 @@ func loadSpec() (*openapi3.T, routers.Router, error) {
 // checked before the client sees them, except streams (once flushed), whose
 // status and headers are checked at the first flush.
 func validated(t testing.TB, h http.Handler) http.Handler {
-	doc, router, err := loadSpec()
-	if err != nil {
-		t.Fatalf("load OpenAPI document: %v", err)
-	}
+	doc, router := loadSpec(t)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		invalidOK := r.Header.Get(expectInvalidRequest) != ""
 		r.Header.Del(expectInvalidRequest)

@@ -3,14 +3,13 @@ package slackapp_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/slackapp"
 )
@@ -35,11 +34,7 @@ func TestSlackOIDCReviewer(t *testing.T) {
 }
 
 func testOIDCReviewer(t *testing.T, store airlock.Store) {
-	path := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(path, []byte(oidcPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.NewEngine(path, nil)
+	pol, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", oidcPolicy), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

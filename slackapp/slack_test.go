@@ -1,7 +1,6 @@
 package slackapp_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -219,30 +218,17 @@ func hasButtons(m *message) bool {
 
 func blocksJSON(m *message) string { b, _ := json.Marshal(m.blocks); return string(b) }
 
-// syncBuffer is a log destination read while the server writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 type stack struct {
 	base  string
 	slack *fakeSlack
-	logs  *syncBuffer
+	logs  *testkit.Buffer
 	hc    *http.Client
 }
 
 func start(t *testing.T, store airlock.Store, opts ...func(*server.Config)) *stack {
 	t.Helper()
 	f := newFakeSlack(t)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := server.Config{
 		Store: store, Addr: "127.0.0.1:0", AdminToken: adminSecret, Limits: airlock.DefaultLimits(),

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +11,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/internal/testkit/apitest"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -83,40 +79,8 @@ func TestAgentLoop(t *testing.T) {
 // setup starts Airlock in process and returns an agent's and a reviewer's client.
 func setup(t *testing.T) (agent, reviewer *client.Client) {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	logger := slog.New(slog.DiscardHandler)
-	svc, err := provider.New(provider.Config{Store: store, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shutdown, stop := context.WithCancel(ctx)
-	srv := httptest.NewServer(rest.New(rest.Config{Service: svc, Logger: logger, Context: shutdown}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(stop)
-	const admin = "admin-secret-for-the-example"
-	if err := svc.BootstrapAdmin(ctx, admin); err != nil {
-		t.Fatal(err)
-	}
-	mk := func(secret string) *client.Client {
-		c, err := client.New(srv.URL, secret, client.WithHTTPClient(srv.Client()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	a := mk(admin)
-	at, err := a.CreateToken(ctx, client.CreateTokenInput{Name: "agent", Role: airlock.RoleAgent, Principal: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := a.CreateToken(ctx, client.CreateTokenInput{Name: "reviewer", Role: airlock.RoleReviewer, Principal: "ada"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mk(at.Secret), mk(rt.Secret)
+	s := apitest.Start(t, apitest.Config{})
+	agent, _ = s.Mint(t, "agent", airlock.RoleAgent, "bot")
+	reviewer, _ = s.Mint(t, "reviewer", airlock.RoleReviewer, "ada")
+	return agent, reviewer
 }

@@ -1,5 +1,5 @@
-// Package logtest is a slog.Handler for tests that check what was logged:
-// it keeps every record as one line of text.
+// Package logtest has slog.Handlers for tests that check what was logged:
+// Recorder keeps every record as one line of text, Errors the errors only.
 package logtest
 
 import (

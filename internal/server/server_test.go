@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -44,23 +43,11 @@ func openSQLite(t *testing.T, path string) *closeRecorder {
 
 func get(t *testing.T, url, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	r, err := testkit.Call(t.Context(), http.DefaultClient, "GET", url, token, "")
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return r.Status, r.Raw
 }
 
 // TestRunServesEveryListenerAndReleasesAll: the server answers the API

@@ -97,6 +97,17 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class ModuleServer(Server):
+    """The one server of a test module, started before its first test and stopped after its last.
+    A module shares it with ``srv = ModuleServer()`` and ``setUpModule, tearDownModule = srv.start, srv.stop``."""
+
+    def __init__(self) -> None:
+        """Starts nothing yet: start does, when the module's tests begin."""
+
+    def start(self) -> None:
+        super().__init__()
+
+
 class CuttingProxy:
     """A TCP proxy in front of the server whose connections the test can cut, to break an event stream for real."""
 

@@ -16,18 +16,10 @@ import urllib.request
 from typing import Any, Dict, List, Mapping
 
 from airlock import AirlockError, Client, NetworkError, Retry, is_code
-from tests.support import REPO, CuttingProxy, Server
+from tests.support import REPO, CuttingProxy, ModuleServer, Server
 
-srv: Server
-
-
-def setUpModule() -> None:
-    global srv
-    srv = Server()
-
-
-def tearDownModule() -> None:
-    srv.stop()
+srv = ModuleServer()
+setUpModule, tearDownModule = srv.start, srv.stop
 
 
 # Each operation of rest/openapi.yaml, and the client method that calls it.

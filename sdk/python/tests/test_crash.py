@@ -12,18 +12,10 @@ import tempfile
 import unittest
 from typing import Any, Dict, Tuple
 
-from tests.support import HERE, Server
+from tests.support import HERE, ModuleServer
 
-srv: Server
-
-
-def setUpModule() -> None:
-    global srv
-    srv = Server()
-
-
-def tearDownModule() -> None:
-    srv.stop()
+srv = ModuleServer()
+setUpModule, tearDownModule = srv.start, srv.stop
 
 
 CASES = [

@@ -12,18 +12,10 @@ from typing import Any, Callable, Dict, List
 
 from airlock import (AlreadyExecutedError, Call, CancelledError, Client, DeniedError, ExpiredError, Gate, LapsedError,
                      OutcomeUnknown, Retry, ToolError, describe_outcome)
-from tests.support import Server
+from tests.support import ModuleServer
 
-srv: Server
-
-
-def setUpModule() -> None:
-    global srv
-    srv = Server()
-
-
-def tearDownModule() -> None:
-    srv.stop()
+srv = ModuleServer()
+setUpModule, tearDownModule = srv.start, srv.stop
 
 
 class GateTest(unittest.TestCase):
