@@ -2,7 +2,6 @@ package rest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"math"
@@ -377,16 +376,6 @@ func waitParam(r *http.Request, maxWait time.Duration) (time.Duration, error) {
 //go:noinline
 func replyRequest(w http.ResponseWriter, req *airlock.Request) {
 	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, *req) })
-}
-
-// untilShutdown returns ctx ended also when the server's Context is done.
-func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	if h.shutdown == nil {
-		return ctx, cancel
-	}
-	stop := context.AfterFunc(h.shutdown, cancel)
-	return ctx, func() { stop(); cancel() }
 }
 
 func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
