@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Sleep waits for d or until ctx ends, and then returns ctx's error.
+// Sleep waits for d and returns nil, or returns ctx's error if ctx ends
+// first.
 func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
