@@ -68,6 +68,19 @@ func (e *Error) Error() string {
 // the store said.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Problem is the RFC 9457 body of an error answer of the REST API
+// (docs/protocol.md): the server writes it and the Go client reads it, so
+// both use this one type. Field and State are omitted when empty.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+	Field  string `json:"field,omitempty"`
+	State  string `json:"state,omitempty"`
+}
+
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

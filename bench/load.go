@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -224,7 +225,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	case MCP:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
 			ph := phase
-			hc := &http.Client{Transport: bearer{token: t.agent, next: t.hc.Transport}}
+			hc := &http.Client{Transport: mcpsdk.Bearer{Token: t.agent, Next: t.hc.Transport}}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "v1"}, nil).
 				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.base(i) + "/mcp", HTTPClient: hc}, nil)
 			if err != nil {
@@ -295,16 +296,4 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 // requestBody is a CreateApprovalRequest like an adapter's.
 func requestBody(n int64, timeout string) string {
 	return fmt.Sprintf(`{"tool":"payments.refund","arguments":{"payment_id":"pay_%d","amount":4900,"currency":"GBP"},"timeout":%q,"agent_reasoning":"The customer was charged twice.","context":{"bench":true}}`, n, timeout)
-}
-
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }

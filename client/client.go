@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // Client talks to one Airlock server with one bearer token. It is safe for
@@ -154,7 +155,7 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 			if errors.As(lastErr, &ae) && ae.retryAfter > 0 {
 				pause = min(ae.retryAfter, 30*time.Second)
 			}
-			if err := sleep(ctx, pause); err != nil {
+			if err := ctxwait.Sleep(ctx, pause); err != nil {
 				return 0, fmt.Errorf("%s %s: %w (last error: %v)", cl.method, cl.path, err, lastErr)
 			}
 		}
@@ -272,18 +273,6 @@ func (c *Client) once(ctx context.Context, cl call) (int, []byte, error) {
 		}
 	}
 	return 0, nil, decodeError(cl.method, cl.path, res, data)
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // fetch makes the call cl and decodes its answer into a new T.

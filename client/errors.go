@@ -66,17 +66,6 @@ func IsCode(err error, codes ...airlock.Code) bool {
 	return false
 }
 
-// problem is the RFC 9457 body the server sends.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-	Field  string `json:"field"`
-	State  string `json:"state"`
-}
-
 // decodeError turns a non-success answer into an *Error.
 func decodeError(method, path string, res *http.Response, body []byte) *Error {
 	e := &Error{Status: res.StatusCode, Method: method, Path: path}
@@ -86,7 +75,7 @@ func decodeError(method, path string, res *http.Response, body []byte) *Error {
 		}
 	}
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
-	var p problem
+	var p airlock.Problem
 	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(body, &p) == nil && p.Code != "" {
 		e.Code = airlock.Code(p.Code)
 		e.Message = p.Detail

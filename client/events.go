@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // Events streams the audit events after the event with ID after (0: from
@@ -39,7 +41,7 @@ func (c *Client) Events(ctx context.Context, after int64) iter.Seq2[EventData, e
 				yield(EventData{}, err)
 				return
 			}
-			if sleep(ctx, c.retry.backoff(failures)) != nil {
+			if ctxwait.Sleep(ctx, c.retry.backoff(failures)) != nil {
 				return
 			}
 			failures++

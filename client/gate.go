@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // Gate runs tool calls only with a valid approval, and each at most once
@@ -398,7 +399,7 @@ func (g *Gate) claim(ctx context.Context, key string, r *ApprovalRequest) (*Appr
 	var lastErr error
 	for attempt := 0; attempt < g.c.retry.Attempts; attempt++ {
 		if attempt > 0 {
-			if err := sleep(ctx, g.c.retry.backoff(attempt-1)); err != nil {
+			if err := ctxwait.Sleep(ctx, g.c.retry.backoff(attempt-1)); err != nil {
 				break
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // RegisterInstance registers this adapter as an instance (agent tokens).
@@ -184,7 +185,7 @@ func (c *Client) WaitRequest(ctx context.Context, id string, opts *WaitOptions) 
 			return nil, err
 		}
 		// LongPollRequest has already retried; keep waiting, more slowly.
-		if serr := sleep(ctx, c.retry.backoff(failures+c.retry.Attempts)); serr != nil {
+		if serr := ctxwait.Sleep(ctx, c.retry.backoff(failures+c.retry.Attempts)); serr != nil {
 			return nil, fmt.Errorf("wait for %s: %w (last error: %v)", id, serr, err)
 		}
 		failures++

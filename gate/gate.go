@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -173,7 +174,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	p := &proxy{
 		cfg: cfg, log: cfg.Logger,
-		sdk:      slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
+		sdk:      mcpsdk.Logger(cfg.Logger.Handler()),
 		idPrefix: "airlock-gate-" + rand.Text()[:8] + "-",
 		tools:    map[string]*upstreamTool{}, progress: map[string]*progressRoute{},
 		clientReady: make(chan struct{}), upReady: make(chan *mcp.ClientSession, 1), upFailed: make(chan error, 1),
@@ -338,23 +339,6 @@ func (p *proxy) closeJournal() {
 	if err == nil && n == 0 {
 		os.RemoveAll(filepath.Join(p.cfg.JournalDir, p.inst))
 	}
-}
-
-// levelFloor drops records below a level: the SDK logs every session's
-// start and end at info, which is noise on a gate's stderr.
-type levelFloor struct {
-	slog.Handler
-	floor slog.Level
-}
-
-func (l levelFloor) Enabled(ctx context.Context, lv slog.Level) bool {
-	return lv >= l.floor && l.Handler.Enabled(ctx, lv)
-}
-func (l levelFloor) WithAttrs(a []slog.Attr) slog.Handler {
-	return levelFloor{l.Handler.WithAttrs(a), l.floor}
-}
-func (l levelFloor) WithGroup(n string) slog.Handler {
-	return levelFloor{l.Handler.WithGroup(n), l.floor}
 }
 
 // eofReader calls onEnd when its reader ends or fails.

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // Verdict is the hook's answer to the agent.
@@ -462,14 +463,7 @@ func transient(err error) bool {
 // pause waits a growing while (100ms doubling to 2s) or until ctx ends.
 func pause(ctx context.Context, d *time.Duration) error {
 	*d = min(max(2**d, 100*time.Millisecond), 2*time.Second)
-	t := time.NewTimer(*d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ctxwait.Sleep(ctx, *d)
 }
 
 // describe words an error for the agent's person in a few words.

@@ -253,16 +253,6 @@ func (h *handler) recoverPanic(w http.ResponseWriter, r *http.Request) {
 // rebinding protection, shared with the other browser-reachable endpoint).
 func (h *handler) hostAllowed(hostport string) bool { return hostcheck.Allowed(hostport, h.allowed) }
 
-// untilShutdown returns ctx ended also when the server's Context is done.
-func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	if h.shutdown == nil {
-		return ctx, cancel
-	}
-	stop := context.AfterFunc(h.shutdown, cancel)
-	return ctx, func() { stop(); cancel() }
-}
-
 // statusRecorder captures the mux's own answer for an unmatched request.
 type statusRecorder struct {
 	header http.Header

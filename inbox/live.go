@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // live streams server-sent events to an inbox page, authenticated by its
@@ -36,7 +37,7 @@ func (h *handler) live(w http.ResponseWriter, r *http.Request) {
 		h.errorPage(w, r, http.StatusUnauthorized, "Signed out", "Sign in again to follow the inbox live.")
 		return
 	}
-	ctx, stop := h.untilShutdown(r.Context())
+	ctx, stop := ctxwait.WithStop(r.Context(), h.shutdown)
 	defer stop()
 	id := r.URL.Query().Get("request")
 	f := readFilter(r.URL.Query())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 	"github.com/airlockhq/airlock/internal/hostcheck"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -211,10 +212,8 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	ctx := withCaller(r.Context(), c)
 	if h.shutdown != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(h.shutdown, cancel)
+		var stop func()
+		ctx, stop = ctxwait.WithStop(ctx, h.shutdown)
 		defer stop()
 	}
 	r = r.WithContext(ctx)

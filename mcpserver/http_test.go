@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
+	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,7 +45,7 @@ func setupHTTP(t *testing.T, edit func(*Config)) *httpBundle {
 // sdkClient connects the Go SDK client over HTTP with a token's secret.
 func (h *httpBundle) sdkClient(t *testing.T, c airlock.Caller) *client {
 	t.Helper()
-	hc := &http.Client{Transport: bearerTransport{token: h.secrets[c.ID]}}
+	hc := &http.Client{Transport: mcpsdk.Bearer{Token: h.secrets[c.ID]}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
 		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: h.url, HTTPClient: hc}, nil)
 	if err != nil {

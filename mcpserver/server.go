@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,9 +103,7 @@ func New(cfg Config) *Server {
 		cfg.Version = "dev"
 	}
 	s := &Server{svc: cfg.Service, log: cfg.Logger, cfg: cfg}
-	// The SDK logs every session's start and end at info; only its
-	// warnings and errors belong in Airlock's log.
-	s.sdkLog = slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn})
+	s.sdkLog = mcpsdk.Logger(cfg.Logger.Handler())
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "Airlock", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions:              instructions,
 		Logger:                    s.sdkLog,
@@ -265,22 +264,4 @@ func errorText(e *airlock.Error) string {
 		text += " (the request is " + string(e.State) + ")"
 	}
 	return text
-}
-
-// levelFloor is a slog.Handler that drops records below a level.
-type levelFloor struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min && h.Handler.Enabled(ctx, l)
-}
-
-func (h levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return levelFloor{h.Handler.WithAttrs(attrs), h.min}
-}
-
-func (h levelFloor) WithGroup(name string) slog.Handler {
-	return levelFloor{h.Handler.WithGroup(name), h.min}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -81,7 +82,7 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
 	}
 	client := *cfg.HTTPClient
-	client.Transport = bearerTransport{token: cfg.Token, next: cfg.HTTPClient.Transport}
+	client.Transport = mcpsdk.Bearer{Token: cfg.Token, Next: cfg.HTTPClient.Transport}
 
 	up := &upstream{endpoint: endpoint, http: &client, log: cfg.Logger, version: cfg.Version}
 	cs, err := up.session(ctx)
@@ -103,7 +104,7 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 		impl = init.ServerInfo
 	}
 	opts := &mcp.ServerOptions{
-		Logger:                    slog.New(levelFloor{cfg.Logger.Handler(), slog.LevelWarn}),
+		Logger:                    mcpsdk.Logger(cfg.Logger.Handler()),
 		SupportedProtocolVersions: ProtocolVersions,
 		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	}
@@ -154,7 +155,7 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 		return u.cs, nil
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "airlock-mcp-stdio", Version: u.version}, &mcp.ClientOptions{
-		Logger: slog.New(levelFloor{u.log.Handler(), slog.LevelWarn}),
+		Logger: mcpsdk.Logger(u.log.Handler()),
 	})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: u.endpoint, HTTPClient: u.http,
@@ -246,22 +247,6 @@ func unreachable(err error) *mcp.CallToolResult {
 			err.Error() + "); the call may or may not have taken effect: retry it (approval_request with the same idempotencyKey is safe to retry)"}},
 		IsError: true,
 	}
-}
-
-// bearerTransport adds the bearer token to every request.
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
-	next := t.next
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	return next.RoundTrip(r)
 }
 
 type nopWriteCloser struct{ io.Writer }

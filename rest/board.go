@@ -70,12 +70,7 @@ func (h *handler) createWorkItem(w http.ResponseWriter, r *http.Request, c airlo
 		return
 	}
 	item, err := h.svc.CreateWorkItem(r.Context(), c, in.Title, in.ColumnKey)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	w.Header().Set("Location", "/v1/work-items/"+item.ID)
-	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeWorkItem(b, item) })
+	h.answerCreated(w, r, err, "/v1/work-items/"+item.ID, func(b *bytes.Buffer) { writeWorkItem(b, item) })
 }
 
 func (h *handler) getWorkItem(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // eventBatch is how many audit events one store read returns.
@@ -28,7 +29,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request, c airlock.Calle
 		h.problem(w, r, err)
 		return
 	}
-	ctx, stop := h.untilShutdown(r.Context())
+	ctx, stop := ctxwait.WithStop(r.Context(), h.shutdown)
 	defer stop()
 	changes := h.svc.Changes()
 	evs, err := h.svc.Events(ctx, c, after, eventBatch)

@@ -23,12 +23,7 @@ func (h *handler) createGrant(w http.ResponseWriter, r *http.Request, c airlock.
 		return
 	}
 	g, err := h.svc.CreateGrant(r.Context(), c, in)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	w.Header().Set("Location", "/v1/grants/"+g.ID)
-	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeGrant(b, g) })
+	h.answerCreated(w, r, err, "/v1/grants/"+g.ID, func(b *bytes.Buffer) { writeGrant(b, g) })
 }
 
 func (h *handler) listGrants(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

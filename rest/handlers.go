@@ -2,7 +2,6 @@ package rest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"math"
@@ -195,6 +194,18 @@ func (h *handler) answerOK(w http.ResponseWriter, r *http.Request, err error, wr
 	reply(w, http.StatusOK, write)
 }
 
+// answerCreated answers 201 with what write writes and the new resource's
+// URL as Location, or the problem that err is: the end of the handlers
+// that create a resource and name its URL.
+func (h *handler) answerCreated(w http.ResponseWriter, r *http.Request, err error, location string, write func(*bytes.Buffer)) {
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", location)
+	reply(w, http.StatusCreated, write)
+}
+
 // decodeBody reads the request's JSON body into a T, strictly
 // (airlock.DecodeObject). When it cannot, it answers the problem and
 // reports false.
@@ -267,12 +278,7 @@ func (h *handler) createInstance(w http.ResponseWriter, r *http.Request, c airlo
 		return
 	}
 	inst, err := h.svc.RegisterInstance(r.Context(), c, in)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	w.Header().Set("Location", "/v1/instances/"+inst.ID)
-	reply(w, http.StatusCreated, func(b *bytes.Buffer) { writeInstance(b, inst) })
+	h.answerCreated(w, r, err, "/v1/instances/"+inst.ID, func(b *bytes.Buffer) { writeInstance(b, inst) })
 }
 
 func (h *handler) getInstance(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
@@ -370,16 +376,6 @@ func waitParam(r *http.Request, maxWait time.Duration) (time.Duration, error) {
 //go:noinline
 func replyRequest(w http.ResponseWriter, req *airlock.Request) {
 	reply(w, http.StatusOK, func(b *bytes.Buffer) { writeRequest(b, *req) })
-}
-
-// untilShutdown returns ctx ended also when the server's Context is done.
-func (h *handler) untilShutdown(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	if h.shutdown == nil {
-		return ctx, cancel
-	}
-	stop := context.AfterFunc(h.shutdown, cancel)
-	return ctx, func() { stop(); cancel() }
 }
 
 func (h *handler) listRequests(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

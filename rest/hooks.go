@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/hook"
+	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
 // POST /v1/hooks/claude-code is Claude Code's `type: "http"` hook: the body
@@ -78,7 +79,7 @@ func (h *handler) claudeCodeHook(w http.ResponseWriter, r *http.Request, _ airlo
 
 	// A server shutting down ends the wait like the request's end does;
 	// the gate then withdraws what it asked.
-	ctx, done := h.untilShutdown(r.Context())
+	ctx, done := ctxwait.WithStop(r.Context(), h.shutdown)
 	defer done()
 	gate.Backend = h.svc.HookBackend(c)
 

@@ -53,17 +53,6 @@ var titles = map[airlock.Code]string{
 // ProblemTypePrefix starts every problem's type URI; the code follows it.
 const ProblemTypePrefix = "urn:airlock:problem:"
 
-// problem is the RFC 9457 body. Field and State are omitted when empty.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Code   string `json:"code"`
-	Field  string `json:"field,omitempty"`
-	State  string `json:"state,omitempty"`
-}
-
 // problem writes err as a problem. Errors that are not *airlock.Error are
 // internal: they are logged here, once, and the caller reads only
 // "internal error". An unavailable store is logged here too, with its
@@ -112,7 +101,7 @@ func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeProblemStatus writes a problem with an explicit status.
 func writeProblemStatus(w http.ResponseWriter, status int, title string, code airlock.Code, e *airlock.Error) {
-	p := problem{
+	p := airlock.Problem{
 		Type: ProblemTypePrefix + string(code), Title: title, Status: status,
 		Detail: e.Message, Code: string(code), Field: e.Field, State: string(e.State),
 	}

@@ -35,29 +35,23 @@ func runGrants(ctx context.Context, a *App, args []string) error {
 func runGrantsList(ctx context.Context, a *App, args []string) error {
 	var all *bool
 	var tool *string
-	r, c, err := a.listCommand("grants", grantSubcommands, args, func(fs *flag.FlagSet) {
+	flags := func(fs *flag.FlagSet) {
 		all = fs.Bool("all", false, "list every grant, ended ones too")
 		tool = fs.String("tool", "", "only the grants of this tool")
-	})
-	if err != nil {
-		return err
 	}
-	gs, err := c.ListGrants(ctx, !*all, *tool)
-	if err != nil {
-		return apiError(err)
-	}
-	now := time.Now()
-	return printItems(r, gs, "ID\tTOOL\tMATCH\tSCOPE\tUSES LEFT\tSTATE\tEXPIRES\tBY", func(g client.Grant) []string {
-		left := "unlimited"
-		if g.UsesLeft != nil {
-			left = strconv.Itoa(*g.UsesLeft) + " of " + strconv.Itoa(*g.Uses)
-		}
-		scope := "instance " + g.InstanceID
-		if g.Agent != "" {
-			scope = "agent " + g.Agent
-		}
-		return []string{g.ID, g.Tool, clip(g.Match, 40), scope, left, string(g.State), until(now, g.ExpiresAt), g.CreatedBy}
-	})
+	return listAction(a, "grants", grantSubcommands, args, flags,
+		func(c *client.Client) ([]client.Grant, error) { return c.ListGrants(ctx, !*all, *tool) },
+		"ID\tTOOL\tMATCH\tSCOPE\tUSES LEFT\tSTATE\tEXPIRES\tBY", func(g client.Grant, now time.Time) []string {
+			left := "unlimited"
+			if g.UsesLeft != nil {
+				left = strconv.Itoa(*g.UsesLeft) + " of " + strconv.Itoa(*g.Uses)
+			}
+			scope := "instance " + g.InstanceID
+			if g.Agent != "" {
+				scope = "agent " + g.Agent
+			}
+			return []string{g.ID, g.Tool, clip(g.Match, 40), scope, left, string(g.State), until(now, g.ExpiresAt), g.CreatedBy}
+		})
 }
 
 func runGrantsRevoke(ctx context.Context, a *App, args []string) error {

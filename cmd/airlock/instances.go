@@ -30,8 +30,7 @@ func runInstances(ctx context.Context, a *App, args []string) error {
 }
 
 func runInstancesList(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(instanceSubcommands, "list")
-	fs, r := a.apiFlagSet("instances", "list", syn, sum)
+	fs, r := a.apiFlagSet("instances", instanceSubcommands, "list")
 	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
 		return err
 	}

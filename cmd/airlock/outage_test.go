@@ -31,18 +31,6 @@ func logLines(out string, re *regexp.Regexp) int {
 	return n
 }
 
-// bearerTransport adds a bearer token to every request.
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // TestDatabaseDownAnswers503 cuts the network between a server and its
 // PostgreSQL (a proxy in the test resets every connection, old and new;
 // the database itself, which other tests share, is untouched). Calls

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -87,7 +88,7 @@ func TestServePolicy(t *testing.T) {
 	// MCP: a question matches the allow rule, and is asked all the same;
 	// an advisory request is approved, and the agent is told by whom.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t27", Version: "v0"}, nil).Connect(t.Context(),
-		&mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{agent, http.DefaultTransport}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: srv.url + "/mcp", HTTPClient: &http.Client{Transport: mcpsdk.Bearer{Token: agent, Next: http.DefaultTransport}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,9 +87,11 @@ type remote struct {
 	tty        bool // out is a terminal: escape what would reorder or hide text
 }
 
-// apiFlagSet returns the flag set of `airlock <cmd> <sub>`, with --url,
-// --token and --json, and a usage that says which read the environment.
-func (a *App) apiFlagSet(cmd, sub, synopsis, summary string) (*flag.FlagSet, *remote) {
+// apiFlagSet returns the flag set of `airlock <cmd> <sub>`, sub one of
+// subs, with --url, --token and --json, and a usage (sub's synopsis and
+// summary) that says which read the environment.
+func (a *App) apiFlagSet(cmd string, subs []subcommand, sub string) (*flag.FlagSet, *remote) {
+	synopsis, summary := subUsage(subs, sub)
 	r := &remote{out: a.Stdout, tty: isTerminal(a.Stdout)}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(a.Stderr)
@@ -149,17 +151,27 @@ func (a *App) parseAPIArgs(fs *flag.FlagSet, r *remote, args []string, names ...
 // with only the common flags, and returns the id, the remote and its
 // client.
 func (a *App) idCommand(cmd string, subs []subcommand, sub string, args []string) (string, *remote, *client.Client, error) {
-	syn, sum := subUsage(subs, sub)
-	fs, r := a.apiFlagSet(cmd, sub, syn, sum)
-	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
-	if err != nil {
-		return "", nil, nil, err
-	}
-	c, err := r.client()
+	fs, r := a.apiFlagSet(cmd, subs, sub)
+	pos, c, err := a.clientArgs(fs, r, args, "<id>")
 	if err != nil {
 		return "", nil, nil, err
 	}
 	return pos[0], r, c, nil
+}
+
+// clientArgs parses args as parseAPIArgs does and returns the positional
+// arguments with a client for r: what a subcommand that checks nothing of
+// its own before calling the API needs.
+func (a *App) clientArgs(fs *flag.FlagSet, r *remote, args []string, names ...string) ([]string, *client.Client, error) {
+	pos, err := a.parseAPIArgs(fs, r, args, names...)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := r.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, c, nil
 }
 
 // idAction runs `airlock <cmd> <sub> <id>`: it calls the API on the id
@@ -181,36 +193,34 @@ func idAction[T any](ctx context.Context, a *App, cmd string, subs []subcommand,
 	return nil
 }
 
-// listCommand parses a list subcommand's flags (flags adds its own) and
-// returns the remote and its client.
-func (a *App) listCommand(cmd string, subs []subcommand, args []string, flags func(*flag.FlagSet)) (*remote, *client.Client, error) {
-	syn, sum := subUsage(subs, "list")
-	fs, r := a.apiFlagSet(cmd, "list", syn, sum)
+// listAction runs `airlock <cmd> list` (flags adds its own flags): it
+// calls the API and prints the items it gets, {"items": […]} with --json,
+// otherwise a table with header's columns and a row per item. row is
+// given the time the list was read, for ages.
+func listAction[T any](a *App, cmd string, subs []subcommand, args []string, flags func(*flag.FlagSet),
+	call func(c *client.Client) ([]T, error), header string, row func(it T, now time.Time) []string) error {
+	fs, r := a.apiFlagSet(cmd, subs, "list")
 	if flags != nil {
 		flags(fs)
 	}
-	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
-		return nil, nil, err
-	}
-	c, err := r.client()
+	_, c, err := a.clientArgs(fs, r, args)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return r, c, nil
-}
-
-// printItems prints what a list command got: {"items": […]} with --json,
-// otherwise a table with header's columns and a row per item.
-func printItems[T any](r *remote, items []T, header string, row func(T) []string) error {
+	items, err := call(c)
+	if err != nil {
+		return apiError(err)
+	}
 	if r.json {
 		if items == nil {
 			items = []T{}
 		}
 		return r.printJSON(map[string]any{"items": items})
 	}
+	now := time.Now()
 	rows := make([][]string, 0, len(items))
 	for _, it := range items {
-		rows = append(rows, row(it))
+		rows = append(rows, row(it, now))
 	}
 	table(r.out, header, rows)
 	return nil
@@ -383,8 +393,7 @@ func subUsage(subs []subcommand, name string) (string, string) {
 }
 
 func runRequestsList(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(requestSubcommands, "list")
-	fs, r := a.apiFlagSet("requests", "list", syn, sum)
+	fs, r := a.apiFlagSet("requests", requestSubcommands, "list")
 	state := fs.String("state", "pending", "pending, approved, denied, expired, cancelled, or all")
 	kind := fs.String("kind", "", "only this kind: tool_call, work_change, memory_change, life_change, agent_request")
 	tool := fs.String("tool", "", "only this tool (exact name)")
@@ -628,8 +637,7 @@ func indent(s string) string {
 }
 
 func runRequestsApprove(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(requestSubcommands, "approve")
-	fs, r := a.apiFlagSet("requests", "approve", syn, sum)
+	fs, r := a.apiFlagSet("requests", requestSubcommands, "approve")
 	validFor := fs.String("valid-for", "", "how long the approved call may start, such as 15m (default: the server's, 5m)")
 	note := fs.String("note", "", "a note for the agent")
 	answer := fs.String("answer", "", "the answer, for a request that asks a question")
@@ -655,8 +663,7 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 }
 
 func runRequestsDeny(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(requestSubcommands, "deny")
-	fs, r := a.apiFlagSet("requests", "deny", syn, sum)
+	fs, r := a.apiFlagSet("requests", requestSubcommands, "deny")
 	note := fs.String("note", "", "why, for the agent")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
@@ -32,30 +33,19 @@ func runReviewers(ctx context.Context, a *App, args []string) error {
 }
 
 func runReviewersList(ctx context.Context, a *App, args []string) error {
-	r, c, err := a.listCommand("reviewers", reviewerSubcommands, args, nil)
-	if err != nil {
-		return err
-	}
-	rs, err := c.ListReviewers(ctx)
-	if err != nil {
-		return apiError(err)
-	}
-	return printItems(r, rs, "PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL\tGROUPS", func(rv client.Reviewer) []string {
-		return []string{clip(rv.Principal, 48), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email),
-			dash(clip(strings.Join(rv.Groups, ","), 40))}
-	})
+	return listAction(a, "reviewers", reviewerSubcommands, args, nil,
+		func(c *client.Client) ([]client.Reviewer, error) { return c.ListReviewers(ctx) },
+		"PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL\tGROUPS", func(rv client.Reviewer, _ time.Time) []string {
+			return []string{clip(rv.Principal, 48), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email),
+				dash(clip(strings.Join(rv.Groups, ","), 40))}
+		})
 }
 
 func runReviewersLink(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(reviewerSubcommands, "link")
-	fs, r := a.apiFlagSet("reviewers", "link", syn, sum)
+	fs, r := a.apiFlagSet("reviewers", reviewerSubcommands, "link")
 	slack := fs.String("slack-user", "", "the Slack member ID (U…; profile → Copy member ID)")
 	email := fs.String("email", "", "the email address notifications go to")
-	pos, err := a.parseAPIArgs(fs, r, args, "<principal>")
-	if err != nil {
-		return err
-	}
-	c, err := r.client()
+	pos, c, err := a.clientArgs(fs, r, args, "<principal>")
 	if err != nil {
 		return err
 	}
@@ -78,13 +68,8 @@ func runReviewersLink(ctx context.Context, a *App, args []string) error {
 }
 
 func runReviewersEndSessions(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(reviewerSubcommands, "end-sessions")
-	fs, r := a.apiFlagSet("reviewers", "end-sessions", syn, sum)
-	pos, err := a.parseAPIArgs(fs, r, args, "<principal>")
-	if err != nil {
-		return err
-	}
-	c, err := r.client()
+	fs, r := a.apiFlagSet("reviewers", reviewerSubcommands, "end-sessions")
+	pos, c, err := a.clientArgs(fs, r, args, "<principal>")
 	if err != nil {
 		return err
 	}

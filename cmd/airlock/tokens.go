@@ -40,8 +40,7 @@ func (s *scopes) String() string     { return strings.Join(*s, ",") }
 func (s *scopes) Set(v string) error { *s = append(*s, v); return nil }
 
 func runTokensCreate(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(tokenSubcommands, "create")
-	fs, r := a.apiFlagSet("tokens", "create", syn, sum)
+	fs, r := a.apiFlagSet("tokens", tokenSubcommands, "create")
 	name := fs.String("name", "", "what the token is for, such as \"release bot\" (required)")
 	role := fs.String("role", "", "agent, reviewer or admin (required)")
 	principal := fs.String("principal", "", "who holds it; a reviewer cannot decide requests of a token with the same principal (default: the token's ID)")
@@ -70,22 +69,15 @@ func runTokensCreate(ctx context.Context, a *App, args []string) error {
 }
 
 func runTokensList(ctx context.Context, a *App, args []string) error {
-	r, c, err := a.listCommand("tokens", tokenSubcommands, args, nil)
-	if err != nil {
-		return err
-	}
-	ts, err := c.ListTokens(ctx)
-	if err != nil {
-		return apiError(err)
-	}
-	now := time.Now()
-	return printItems(r, ts, "ID\tNAME\tROLE\tSCOPES\tPRINCIPAL\tCREATED\tREVOKED", func(t client.Token) []string {
-		revoked := "-"
-		if t.RevokedAt != nil {
-			revoked = since(now, *t.RevokedAt)
-		}
-		return []string{t.ID, clip(t.Name, 32), string(t.Role), dash(strings.Join(t.Scopes, ",")), dash(clip(t.Principal, 24)), since(now, t.CreatedAt), revoked}
-	})
+	return listAction(a, "tokens", tokenSubcommands, args, nil,
+		func(c *client.Client) ([]client.Token, error) { return c.ListTokens(ctx) },
+		"ID\tNAME\tROLE\tSCOPES\tPRINCIPAL\tCREATED\tREVOKED", func(t client.Token, now time.Time) []string {
+			revoked := "-"
+			if t.RevokedAt != nil {
+				revoked = since(now, *t.RevokedAt)
+			}
+			return []string{t.ID, clip(t.Name, 32), string(t.Role), dash(strings.Join(t.Scopes, ",")), dash(clip(t.Principal, 24)), since(now, t.CreatedAt), revoked}
+		})
 }
 
 func runTokensRevoke(ctx context.Context, a *App, args []string) error {

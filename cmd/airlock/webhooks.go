@@ -58,16 +58,11 @@ func (e *eventTypes) Set(v string) error {
 }
 
 func runWebhooksCreate(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(webhookSubcommands, "create")
-	fs, r := a.apiFlagSet("webhooks", "create", syn, sum)
+	fs, r := a.apiFlagSet("webhooks", webhookSubcommands, "create")
 	desc := fs.String("description", "", "what the endpoint is for")
 	var events eventTypes
 	fs.Var(&events, "event", "an event type to receive, such as approval_request.created (repeat, or comma-separate; default all)")
-	pos, err := a.parseAPIArgs(fs, r, args, "<receiver-url>")
-	if err != nil {
-		return err
-	}
-	c, err := r.client()
+	pos, c, err := a.clientArgs(fs, r, args, "<receiver-url>")
 	if err != nil {
 		return err
 	}
@@ -105,18 +100,11 @@ func webhookState(w client.Webhook) string {
 }
 
 func runWebhooksList(ctx context.Context, a *App, args []string) error {
-	r, c, err := a.listCommand("webhooks", webhookSubcommands, args, nil)
-	if err != nil {
-		return err
-	}
-	ws, err := c.ListWebhooks(ctx)
-	if err != nil {
-		return apiError(err)
-	}
-	now := time.Now()
-	return printItems(r, ws, "ID\tURL\tEVENTS\tSTATE\tCREATED", func(w client.Webhook) []string {
-		return []string{w.ID, clip(w.URL, 48), clip(eventsText(w.Events), 40), webhookState(w), since(now, w.CreatedAt)}
-	})
+	return listAction(a, "webhooks", webhookSubcommands, args, nil,
+		func(c *client.Client) ([]client.Webhook, error) { return c.ListWebhooks(ctx) },
+		"ID\tURL\tEVENTS\tSTATE\tCREATED", func(w client.Webhook, now time.Time) []string {
+			return []string{w.ID, clip(w.URL, 48), clip(eventsText(w.Events), 40), webhookState(w), since(now, w.CreatedAt)}
+		})
 }
 
 func runWebhooksShow(ctx context.Context, a *App, args []string) error {
@@ -147,14 +135,9 @@ func runWebhooksDelete(ctx context.Context, a *App, args []string) error {
 }
 
 func runWebhooksDeliveries(ctx context.Context, a *App, args []string) error {
-	syn, sum := subUsage(webhookSubcommands, "deliveries")
-	fs, r := a.apiFlagSet("webhooks", "deliveries", syn, sum)
+	fs, r := a.apiFlagSet("webhooks", webhookSubcommands, "deliveries")
 	limit := fs.Int("limit", 20, "how many of the newest deliveries to show (1..500)")
-	rest, err := a.parseAPIArgs(fs, r, args, "<id>")
-	if err != nil {
-		return err
-	}
-	c, err := r.client()
+	rest, c, err := a.clientArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
 	}
