@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"sync"
@@ -166,27 +165,6 @@ const (
 	// moves an item; its RequestID names the request.
 	EventWorkItemMoved EventType = "work_item.moved"
 )
-
-// BoardStore is the part of Store that keeps the work board. Every
-// change is one conditional write that bumps the item's Version and
-// appends an audit event in the same transaction.
-type BoardStore interface {
-	// Board returns every column in position order, each with its items
-	// oldest first.
-	Board(ctx context.Context) ([]Column, error)
-	// CreateColumn appends a column after the last one; invalid_request
-	// when the key is taken.
-	CreateColumn(ctx context.Context, c Column, actor string) (Column, error)
-	// CreateWorkItem stores a new item at version 1 (an empty ID gets a
-	// fresh "wi_" one); invalid_request when its column does not exist.
-	CreateWorkItem(ctx context.Context, w WorkItem, actor string) (WorkItem, error)
-	// UpdateWorkItem applies a patch and bumps the version; not_found for
-	// an unknown item, invalid_request when the destination column does
-	// not exist or IfVersion is not the item's version.
-	UpdateWorkItem(ctx context.Context, p WorkItemPatch, actor string) (WorkItem, error)
-	// GetWorkItem reads one item; not_found.
-	GetWorkItem(ctx context.Context, id string) (WorkItem, error)
-}
 
 // DescribeWorkMove says a work_move in plain words, with the board's
 // column names: "Move item “Fix login” from Doing to Done". input and

@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -187,18 +186,10 @@ func (in GrantInput) Lifetime() (time.Duration, error) {
 	return d, nil
 }
 
-// NewGrantParams asks a store to create a grant. The store sets
-// CreatedAt to its now and ExpiresAt = CreatedAt + Lifetime, and refuses
-// (not_found) a grant scoped to an instance that does not exist or was
-// deleted.
-type NewGrantParams struct {
-	Grant    Grant // ID, Tool, Match, scope, Uses, Validity, CreatedBy, CreatedByPrincipal, RequestID
-	Lifetime time.Duration
-}
-
-// Validate refuses a grant no store may keep.
-func (p NewGrantParams) Validate() error {
-	g := p.Grant
+// CheckStorable refuses a grant no store may keep: without a tool, a
+// creator or exactly one scope, with fewer than one use, an approval valid
+// under 1µs, or a match that is unknown or lacks what it matches by.
+func (g Grant) CheckStorable() error {
 	switch {
 	case !strings.HasPrefix(g.ID, PrefixGrant):
 		return Invalid("id", "a grant's ID starts with %s", PrefixGrant)
@@ -208,12 +199,10 @@ func (p NewGrantParams) Validate() error {
 		return Invalid("instance_id", "a grant needs exactly one scope: instance_id or agent")
 	case g.Uses != nil && *g.Uses < 1:
 		return Invalid("uses", "uses must be at least 1")
-	case p.Lifetime < time.Microsecond:
-		return Invalid("expires_in", "a grant needs a lifetime")
 	case g.CreatedBy == "" || g.CreatedByPrincipal == "":
 		return Invalid("created_by", "a grant needs its creator and the creator's principal")
 	}
-	if err := checkValidity(g.Validity); err != nil {
+	if err := CheckValidity(g.Validity); err != nil {
 		return err
 	}
 	switch g.Match.Kind {
@@ -229,44 +218,6 @@ func (p NewGrantParams) Validate() error {
 		return Invalid("match", "unknown match kind %q", g.Match.Kind)
 	}
 	return nil
-}
-
-// GrantFilter selects grants to list, newest first.
-type GrantFilter struct {
-	// Live lists only live grants.
-	Live bool
-	Tool string
-	// Limit is the page size (DefaultListLimit when unset, at most
-	// MaxListLimit).
-	Limit int
-}
-
-// GrantUse asks a store to approve a new request by a grant
-// (NewRequestParams.Grant).
-type GrantUse struct {
-	// IDs are the grants the provider found covering the request, best
-	// first. The store uses the first that still covers it when it writes.
-	IDs []string
-	// ArgumentsFingerprint is ArgumentsFingerprint of the request's tool
-	// and arguments, which a same_arguments grant must equal.
-	ArgumentsFingerprint string
-	// Principal is the principal of the token creating the request: a
-	// grant of the same principal's does not cover it.
-	Principal string
-}
-
-// GrantStore keeps grants. Every change is one conditional write.
-type GrantStore interface {
-	// CreateGrant stores a new grant and its grant.created event;
-	// not_found when it is scoped to an instance that is not live.
-	CreateGrant(ctx context.Context, p NewGrantParams) (Grant, error)
-	// GetGrant reads a grant with its State; not_found.
-	GetGrant(ctx context.Context, id string) (Grant, error)
-	// ListGrants lists grants matching f, newest first.
-	ListGrants(ctx context.Context, f GrantFilter) ([]Grant, error)
-	// RevokeGrant ends a grant and appends grant.revoked; revoking twice
-	// keeps the first time. not_found.
-	RevokeGrant(ctx context.Context, id, actor string) (Grant, error)
 }
 
 // Grant audit events: the event's Subject is the grant's ID.

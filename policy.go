@@ -53,6 +53,20 @@ type PolicyVerdict struct {
 	Record func()
 }
 
+// InitialDecision is a policy's decision at creation.
+type InitialDecision struct {
+	Status   State // approved or denied
+	Note     string
+	Validity time.Duration // for approvals
+	// DecidedBy is the decision's actor: PolicyActor(rule) for a
+	// policy rule; ActorPolicy when empty.
+	DecidedBy string
+	// PolicyHash is the hex SHA-256 of the policy file whose rule decided,
+	// recorded on the decision's event so an audit can tell which version
+	// of the rules was in force.
+	PolicyHash string
+}
+
 // GroupDirectory tells which configured reviewer groups a principal is in
 // (docs/teams.md). The policy engine is one: groups are configured in the
 // policy file and reloaded with its rules.

@@ -1,7 +1,9 @@
 package airlock
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -373,4 +375,190 @@ type Event struct {
 	// PolicyHash is the hex SHA-256 of the policy file whose rule made
 	// this decision; empty for every other event.
 	PolicyHash string
+}
+
+// Clock tells the time. Stores judge deadlines by their own clock: the
+// SQLite driver by the Clock it is given, the PostgreSQL driver by the
+// database's clock_timestamp().
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the real clock, truncated to the microsecond that both
+// drivers store.
+type SystemClock struct{}
+
+// Now returns the current UTC time truncated to the microsecond.
+func (SystemClock) Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// CheckStorable refuses a request no store may keep with a decision window
+// of window: an unknown kind, a window under the stores' microsecond, an
+// idempotency key without a fingerprint, or routing outside its bounds.
+// The provider validates a caller's input first, so this guards every
+// store's invariants against a caller's bug, the same way in each.
+func (r Request) CheckStorable(window time.Duration) error {
+	switch {
+	case !r.Kind.Valid():
+		return Invalid("kind", "unknown kind %q", r.Kind)
+	case window < time.Microsecond:
+		// Stores keep microseconds: a shorter window would make the
+		// deadline the creation instant, or before it.
+		return Invalid("timeout", "a request needs a decision window of at least 1µs, so that deadline_at is after created_at")
+	case r.Fingerprint == "" && r.IdempotencyKey != "":
+		return Invalid("fingerprint", "an idempotent request needs a fingerprint to compare replays by")
+	case r.Approvals < 0 || r.Approvals > MaxApprovals:
+		return Invalid("approvals", "a request needs between 1 and %d approvals, not %d", MaxApprovals, r.Approvals)
+	case len(r.Reviewers) > MaxRoutedGroups:
+		return Invalid("reviewers", "a request may be routed to at most %d groups, not %d", MaxRoutedGroups, len(r.Reviewers))
+	case len(r.EscalateTo) > MaxRoutedGroups:
+		return Invalid("escalate_to", "a request may be escalated to at most %d groups, not %d", MaxRoutedGroups, len(r.EscalateTo))
+	case (len(r.EscalateTo) > 0) != (r.EscalateAfter > 0):
+		return Invalid("escalate_after", "escalate_after and escalate_to go together")
+	case len(r.EscalateTo) > 0 && len(r.Reviewers) == 0:
+		return Invalid("escalate_to", "only a request routed to reviewer groups is escalated to others")
+	case r.EscalateAfter < 0:
+		return Invalid("escalate_after", "escalate_after may not be negative")
+	}
+	for _, g := range append(slices.Clone(r.Reviewers), r.EscalateTo...) {
+		if err := CheckGroupName(g); err != nil {
+			return Invalid("reviewers", "%v", err)
+		}
+	}
+	return nil
+}
+
+// CheckDecidedAtCreation refuses a decision of status, made by a policy
+// when r is created, that no person saw: a command proposal or the
+// approval of a question, a status other than approved or denied, or an
+// approval valid for less than 1µs.
+func (r Request) CheckDecidedAtCreation(status State, validity time.Duration) error {
+	switch {
+	case r.Proposal != nil && r.Proposal.Command != nil:
+		return Invalid("proposal", "a command proposal cannot be decided at creation; a person must approve it")
+	case status == StateApproved && !r.MayApproveAtCreation():
+		return Invalid("question", "a question cannot be approved at creation; a person must answer it")
+	case status == StateApproved:
+		return CheckValidity(validity)
+	case status != StateDenied:
+		return Invalid("status", "a decision at creation must be approved or denied, not %q", status)
+	}
+	return nil
+}
+
+// CheckGrantable refuses the approval of r by a grant: grants approve tool
+// calls only, never a command, a question, a request routed to reviewer
+// groups or one needing several approvals.
+func (r Request) CheckGrantable() error {
+	switch {
+	case r.Kind != KindToolCall || !r.MayApproveAtCreation():
+		return Invalid("grant", "grants approve tool calls only, never a command or a question")
+	case len(r.Reviewers) > 0 || r.NeedsQuorum():
+		return Invalid("grant", "a request routed to reviewer groups or needing several approvals is never approved by a grant")
+	}
+	return nil
+}
+
+// Replay answers a create of r that inserted nothing because prev, a
+// request of the same owner and idempotency key, exists: prev itself when
+// it was made by the same call (the same fingerprint), else
+// idempotency_conflict.
+func (r Request) Replay(prev Request) (Request, error) {
+	if prev.Fingerprint != r.Fingerprint {
+		return Request{}, Errorf(CodeIdempotencyConflict,
+			"idempotency key %q was already used for a different request (%s); use a new key for a new call", r.IdempotencyKey, prev.ID)
+	}
+	return prev, nil
+}
+
+// CheckValidity refuses an approval's validity under 1µs: stores keep
+// microseconds, and expires_at must come after decided_at.
+func CheckValidity(d time.Duration) error {
+	if d < time.Microsecond {
+		return Invalid("valid_for", "an approval needs a validity of at least 1µs, so that expires_at is after decided_at")
+	}
+	return nil
+}
+
+// CheckDecider applies the rules on who decides r: only a member of one of
+// its reviewer groups decides a routed request, and a reviewer never
+// decides (nor votes on) a request made by a token of their own principal.
+// principal and groups are the decider's (an empty principal skips the
+// self-approval rule); creatorPrincipal is the principal of the token that
+// created r, empty when that token is unknown.
+func (r Request) CheckDecider(principal string, groups []string, creatorPrincipal string) error {
+	if !r.MayDecide(groups) {
+		return r.RoutingRefusal()
+	}
+	if principal != "" && creatorPrincipal == principal {
+		return Errorf(CodeForbidden, "you cannot decide a request made by your own token or principal; ask another reviewer")
+	}
+	return nil
+}
+
+// DecisionConflict is the error of a change that needs r pending (Decide,
+// Cancel) and lost to the state r is in. An expired request refuses with
+// deadline_passed, whether it expired in this call or earlier: the
+// deadline is the reason either way, and the answer does not depend on
+// whether a scheduler got there first. Anything else is not_pending.
+func (r Request) DecisionConflict() *Error {
+	if r.State == StateExpired {
+		return Conflict(CodeDeadlinePassed, r.State,
+			"request %s expired at its deadline %s; no decision can be recorded", r.ID, r.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return Conflict(CodeNotPending, r.State, "request %s is already %s", r.ID, r.State)
+}
+
+// OwnerOnly wraps refuse for a change only the request's owning agent may
+// make (Cancel, ClaimExecution). The change's compare-and-set names the
+// owner, so another agent's call changes nothing, and this answers it
+// not_found: an agent learns nothing of requests it does not own.
+func OwnerOnly(actor string, refuse func(Request) *Error) func(Request) *Error {
+	return func(r Request) *Error {
+		if r.OwnerID != actor {
+			return NotFound("approval request", r.ID)
+		}
+		return refuse(r)
+	}
+}
+
+// ClaimConflict is the error of a claim of r's execution that lost: r is
+// not approved, its one attempt was claimed already, or its approval
+// lapsed.
+func (r Request) ClaimConflict() *Error {
+	switch {
+	case r.State != StateApproved:
+		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
+	case r.Execution != nil:
+		return Conflict(CodeAlreadyExecuted, r.State,
+			"request %s was already claimed at %s; an approval permits one attempt", r.ID, r.Execution.ClaimedAt.Format(time.RFC3339Nano))
+	default:
+		return Conflict(CodeApprovalExpired, r.State,
+			"the approval of request %s lapsed at %s; ask again with a new request", r.ID, r.Decision.ExpiresAt.Format(time.RFC3339Nano))
+	}
+}
+
+// ReportConflict is the error of actor's report of status that found no
+// claimed execution of r to finish, or nil when r already records status:
+// a retried report, whose answer is r as it is. Another agent's request is
+// not_found, as in OwnerOnly.
+func (r Request) ReportConflict(actor string, status ExecutionStatus) error {
+	switch {
+	case r.OwnerID != actor:
+		return NotFound("approval request", r.ID)
+	case r.State != StateApproved:
+		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; nothing ran", r.ID, r.State)
+	case r.Execution == nil:
+		return Invalid("status", "request %s has no claimed execution; claim it before reporting", r.ID)
+	case r.Execution.Status == status:
+		return nil
+	default:
+		return Conflict(CodeAlreadyExecuted, r.State, "request %s's execution was already reported as %s", r.ID, r.Execution.Status)
+	}
+}
+
+// CompareSweepOrder orders requests as ExpireDue takes them: the earliest
+// second of deadlines first, then in creation order (Seq). Drivers sort
+// what a sweep's UPDATE returned by it, since RETURNING has no order.
+func CompareSweepOrder(a, b Request) int {
+	return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
 }

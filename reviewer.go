@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"context"
 	"net/mail"
 	"regexp"
 	"sync"
@@ -87,27 +86,4 @@ func (m SlackMessage) Validate() error {
 // principal holds it.
 func SlackUserTaken(user, principal string) error {
 	return Invalid("slack_user_id", "Slack user %s is linked to principal %q already; unlink it there first", user, principal)
-}
-
-// ReviewerStore keeps reviewer links and the Slack messages posted.
-type ReviewerStore interface {
-	// PutReviewerLink replaces l.Principal's link (SlackUserID, Email,
-	// UpdatedBy), setting UpdatedAt to the store's now, and appends
-	// reviewer.linked; with both fields empty it removes the link
-	// (not_found when there was none). A Slack user ID linked to another
-	// principal is invalid_request: one Slack user decides as one
-	// principal.
-	PutReviewerLink(ctx context.Context, l ReviewerLink) (ReviewerLink, error)
-	// ListReviewerLinks lists every link by principal.
-	ListReviewerLinks(ctx context.Context) ([]ReviewerLink, error)
-	// ReviewerLinkBySlackUser finds the link of a Slack user; not_found.
-	ReviewerLinkBySlackUser(ctx context.Context, slackUserID string) (ReviewerLink, error)
-
-	// PutSlackMessage records where m.RequestID's message was posted,
-	// unless one is recorded already; it returns the one recorded, and
-	// whether it is m.
-	PutSlackMessage(ctx context.Context, m SlackMessage) (SlackMessage, bool, error)
-	// GetSlackMessage reads where a request's message was posted;
-	// not_found.
-	GetSlackMessage(ctx context.Context, requestID string) (SlackMessage, error)
 }

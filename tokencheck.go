@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"context"
 	"sync/atomic"
 )
 
@@ -48,24 +47,6 @@ func (c *TokenCheck) Fail() error {
 func (c *TokenCheck) Outcome() (made, passed bool) {
 	s := c.state.Load()
 	return s != checkPending, s == checkPassed
-}
-
-// TokenChecker is the part of a store (StoreExtras.TokenCheck) that
-// checks a token the provider took from memory within a call's first
-// round trip.
-type TokenChecker interface {
-	// Checking returns the store as a call with check pending sees it: the
-	// first round trip of its calls makes check, before any of their
-	// effects, and fails the call with TokenRefused when the token is not
-	// live; once the check is made, its calls are the store's own. It is
-	// the same store: closing it closes the store. (A wrapper around a
-	// store that must see every call wraps these views too, in the
-	// TokenChecker its Extras returns.)
-	Checking(check *TokenCheck) Store
-	// CheckToken makes check now, in a round trip of its own, for a call
-	// that made no other; nil when check is not pending, TokenRefused
-	// when the token is not live.
-	CheckToken(ctx context.Context, check *TokenCheck) error
 }
 
 // TokenRefused is the error of a call whose token is unknown or revoked.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/policy"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // A run's server goes in a child process (the same binary, re-executed),

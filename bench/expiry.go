@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // Expiry scenario parameters.

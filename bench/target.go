@@ -22,9 +22,10 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/policy"
-	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -57,7 +58,7 @@ type target struct {
 	// lite is the in-process SQLite store, for its write counters.
 	lite *sqlite.Store
 	// notifyStore is the in-process store, for the delivery backlog.
-	notifyStore airlock.NotifyStore
+	notifyStore store.Notify
 	// webhooks are the endpoints a --webhooks run created.
 	webhooks []string
 	// cleanup undoes what openTarget made, last first.
@@ -220,22 +221,22 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 			t.urls = append(t.urls, c.hello.URL)
 			continue
 		}
-		store, err := openStore(ctx, spec, t.batches)
+		st, err := openStore(ctx, spec, t.batches)
 		if err != nil {
 			return err
 		}
 		if i == 0 {
-			t.lite, _ = store.(*sqlite.Store)
-			t.notifyStore = store
+			t.lite, _ = st.(*sqlite.Store)
+			t.notifyStore = st
 		}
 		var pol *policy.Engine
 		if cfg.Policy != "" {
 			if pol, err = policy.NewEngine(cfg.Policy, log); err != nil {
-				store.Close()
+				st.Close()
 				return fmt.Errorf("policy %s: %w", cfg.Policy, err)
 			}
 		}
-		srv, stop, err := startServer(ctx, timeSweeps(store, t.sweeps), admin, pol, log)
+		srv, stop, err := startServer(ctx, timeSweeps(st, t.sweeps), admin, pol, log)
 		if err != nil {
 			return err
 		}
@@ -267,7 +268,7 @@ func (t *target) prepareStore(ctx context.Context, cfg Config) (storeSpec, error
 
 // openStore opens one handle on the store spec names (one per replica);
 // batches, when set, keeps a SQLite store's write transactions.
-func openStore(ctx context.Context, spec storeSpec, batches *batchLog) (airlock.Store, error) {
+func openStore(ctx context.Context, spec storeSpec, batches *batchLog) (store.Store, error) {
 	if spec.Postgres != "" {
 		s, err := postgres.Open(ctx, spec.Postgres, postgres.WithSchema(spec.Schema))
 		if err != nil {
@@ -341,10 +342,10 @@ func connectAdmin(ctx context.Context, url string) (*pgx.Conn, error) {
 // function that stops it (and closes the store). What differs is
 // configuration: no rate limit worth the name, long-polls up to
 // inProcessMaxWait, and a second listener of in-memory pipes.
-func startServer(ctx context.Context, store airlock.Store, admin string, pol *policy.Engine, log *slog.Logger) (*replica, func(context.Context), error) {
+func startServer(ctx context.Context, st store.Store, admin string, pol *policy.Engine, log *slog.Logger) (*replica, func(context.Context), error) {
 	pipe := newPipeListener()
 	srv, err := server.New(ctx, server.Config{
-		Store: store, StoreName: "bench", Addr: "127.0.0.1:0", Listeners: []net.Listener{pipe}, AdminToken: admin,
+		Store: st, StoreName: "bench", Addr: "127.0.0.1:0", Listeners: []net.Listener{pipe}, AdminToken: admin,
 		MaxWait: inProcessMaxWait, RateLimit: 1e12, RateBurst: 1 << 30, ShutdownGrace: 5 * time.Second,
 		Policy: pol, Logger: log, Version: "bench",
 		// --webhooks's receivers are on this machine's loopback.
@@ -390,7 +391,7 @@ func (t *target) close(ctx context.Context) {
 // timedStore; sweeps and overdue expiries are made for no caller, so
 // every one is timed.
 type timedStore struct {
-	airlock.Store
+	store.Store
 	sweeps *sweepLog
 }
 
@@ -416,8 +417,8 @@ func (s *timedStore) ExpireRequests(ctx context.Context, ids []string) ([]airloc
 }
 
 // timeSweeps wraps store to time its sweeps.
-func timeSweeps(store airlock.Store, sweeps *sweepLog) airlock.Store {
-	return &timedStore{Store: store, sweeps: sweeps}
+func timeSweeps(st store.Store, sweeps *sweepLog) store.Store {
+	return &timedStore{Store: st, sweeps: sweeps}
 }
 
 // sweep is one expiry transaction that expired rows.

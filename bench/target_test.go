@@ -12,7 +12,8 @@ import (
 	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // TestTimeSweepsKeepsExtras checks that the in-process server sees the
@@ -46,14 +47,14 @@ func TestTimeSweepsKeepsExtras(t *testing.T) {
 
 // sharedStore is a store that says it has every optional part, as a
 // store shared by replicas does (PostgreSQL).
-type sharedStore struct{ airlock.Store }
+type sharedStore struct{ store.Store }
 
-func (s sharedStore) Extras() airlock.StoreExtras {
-	return airlock.StoreExtras{TokenStamp: s, TokenCheck: s, Feed: s}
+func (s sharedStore) Extras() store.Extras {
+	return store.Extras{TokenStamp: s, TokenCheck: s, Feed: s}
 }
 
 func (sharedStore) TokenStamp() (uint64, error)                           { return 1, nil }
-func (s sharedStore) Checking(*airlock.TokenCheck) airlock.Store          { return s }
+func (s sharedStore) Checking(*airlock.TokenCheck) store.Store            { return s }
 func (sharedStore) CheckToken(context.Context, *airlock.TokenCheck) error { return nil }
 func (sharedStore) Listen(context.Context, func(ids []string)) error      { return nil }
 

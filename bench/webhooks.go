@@ -15,9 +15,10 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/notify"
-	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // Bounds and defaults of the webhook part of a lifecycle run.
@@ -292,7 +293,7 @@ func runDrain(ctx context.Context, cfg Config) (*DrainReport, error) {
 			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev,
 				MessageID: airlock.MessageIDFor(ev), Type: airlock.NotifyCreated, RequestID: fmt.Sprintf("apr_bench%d", i), Payload: payload(i)})
 		}
-		if _, err := st.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: cursor, Deliveries: ds, Listed: []string{ep.ID}}); err != nil {
+		if _, err := st.QueueDeliveries(ctx, store.QueueParams{After: cursor, Upto: cursor, Deliveries: ds, Listed: []string{ep.ID}}); err != nil {
 			return nil, err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // exampleServer starts what `airlock serve` runs, in this process on a

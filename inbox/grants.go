@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Grants in the inbox (docs/policy.md, "Grants"): the "approve and allow
@@ -67,7 +68,7 @@ func (h *handler) grantsPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	gs, err := h.svc.Grants(r.Context(), v.caller, airlock.GrantFilter{Limit: airlock.MaxListLimit})
+	gs, err := h.svc.Grants(r.Context(), v.caller, store.GrantFilter{Limit: store.MaxListLimit})
 	if err != nil {
 		h.fail(w, r, err)
 		return

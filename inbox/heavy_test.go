@@ -9,21 +9,22 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // countingLists is a store that counts the lists of full requests and of
 // summaries it is asked for.
 type countingLists struct {
-	airlock.Store
+	store.Store
 	full, summaries atomic.Int64
 }
 
-func (s *countingLists) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, bool, error) {
+func (s *countingLists) ListRequests(ctx context.Context, f store.RequestFilter) ([]airlock.Request, bool, error) {
 	s.full.Add(1)
 	return s.Store.ListRequests(ctx, f)
 }
 
-func (s *countingLists) ListRequestSummaries(ctx context.Context, f airlock.RequestFilter) ([]airlock.RequestSummary, bool, error) {
+func (s *countingLists) ListRequestSummaries(ctx context.Context, f store.RequestFilter) ([]airlock.RequestSummary, bool, error) {
 	s.summaries.Add(1)
 	return s.Store.ListRequestSummaries(ctx, f)
 }
@@ -34,9 +35,9 @@ func (s *countingLists) ListRequestSummaries(ctx context.Context, f airlock.Requ
 // still finds a word that only they hold.
 func TestListPagesReadSummaries(t *testing.T) {
 	t.Parallel()
-	store := &countingLists{}
+	db := &countingLists{}
 	b := setup(t, func(o *options) {
-		o.wrapStore = func(s airlock.Store) airlock.Store { store.Store = s; return store }
+		o.wrapStore = func(s store.Store) store.Store { db.Store = s; return db }
 	})
 	inst := b.instance(t, "payments adapter")
 	pending := b.toolCall(t, inst, "issue_refund", map[string]any{"payment": "pay_quokka"}, "a refund")
@@ -56,8 +57,8 @@ func TestListPagesReadSummaries(t *testing.T) {
 			t.Fatalf("GET %s: status %d, page without %s", tc.path, r.status, tc.shows)
 		}
 	}
-	if n := store.full.Load(); n != 0 || store.summaries.Load() == 0 {
-		t.Fatalf("the pending page and the history read %d lists of whole requests (and %d of summaries); want summaries only", n, store.summaries.Load())
+	if n := db.full.Load(); n != 0 || db.summaries.Load() == 0 {
+		t.Fatalf("the pending page and the history read %d lists of whole requests (and %d of summaries); want summaries only", n, db.summaries.Load())
 	}
 	r := c.do(t, "GET", "/history?q=ACCT_WOMBAT", nil, nil)
 	if !strings.Contains(r.body, "/requests/"+decided) {

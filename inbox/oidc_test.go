@@ -20,8 +20,9 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/postgres"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 )
@@ -474,7 +475,7 @@ func TestOIDCOnly(t *testing.T) {
 	t.Parallel()
 	p := startIDP(t)
 	dir := t.TempDir()
-	open := func(t testing.TB, clk airlock.Clock) airlock.Store {
+	open := func(t testing.TB, clk airlock.Clock) store.Store {
 		s, err := sqlite.Open(context.Background(), filepath.Join(dir, "airlock.db"), sqlite.WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
@@ -508,10 +509,10 @@ func TestOIDCAcrossReplicas(t *testing.T) {
 	for _, db := range []string{"postgres", "sqlite"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
-			var open func(t testing.TB, clk airlock.Clock) airlock.Store
+			var open func(t testing.TB, clk airlock.Clock) store.Store
 			if db == "postgres" {
 				schema := testkit.SchemaName(t, "inbox_oidc_")
-				open = func(t testing.TB, _ airlock.Clock) airlock.Store {
+				open = func(t testing.TB, _ airlock.Clock) store.Store {
 					s, err := postgres.Open(context.Background(), testkit.PostgresURL(t), postgres.WithSchema(schema))
 					if err != nil {
 						t.Fatalf("open postgres: %v", err)
@@ -520,7 +521,7 @@ func TestOIDCAcrossReplicas(t *testing.T) {
 				}
 			} else {
 				dir := t.TempDir()
-				open = func(t testing.TB, clk airlock.Clock) airlock.Store {
+				open = func(t testing.TB, clk airlock.Clock) store.Store {
 					s, err := sqlite.Open(context.Background(), filepath.Join(dir, "airlock.db"), sqlite.WithClock(clk))
 					if err != nil {
 						t.Fatal(err)

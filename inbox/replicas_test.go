@@ -13,7 +13,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
 )
 
 // TestSessionsAcrossReplicas: two inbox servers over one PostgreSQL
@@ -24,7 +25,7 @@ import (
 func TestSessionsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	schema := testkit.SchemaName(t, "inbox_")
-	open := func(t testing.TB, _ airlock.Clock) airlock.Store {
+	open := func(t testing.TB, _ airlock.Clock) store.Store {
 		s, err := postgres.Open(context.Background(), testkit.PostgresURL(t), postgres.WithSchema(schema))
 		if err != nil {
 			t.Fatalf("open postgres: %v", err)

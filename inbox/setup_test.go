@@ -26,7 +26,8 @@ import (
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"go.uber.org/goleak"
 )
 
@@ -92,10 +93,10 @@ type options struct {
 	// pageBytes is the provider's ListPageBytes.
 	pageBytes int
 	// wrapStore, when set, wraps the store the provider is given.
-	wrapStore func(airlock.Store) airlock.Store
+	wrapStore func(store.Store) store.Store
 	// openStore, when set, opens the store instead of a fresh SQLite
 	// file, judging time by clock.
-	openStore func(t testing.TB, clock airlock.Clock) airlock.Store
+	openStore func(t testing.TB, clock airlock.Clock) store.Store
 	// policy, when set, is the provider's policy file (rules and groups).
 	policy string
 	// oidc, when set, configures OIDC sign-in, given the server's URL.
@@ -112,17 +113,17 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	ctx := context.Background()
 	clk := &clock{}
-	var store airlock.Store
+	var st store.Store
 	if o.openStore != nil {
-		store = o.openStore(t, clk)
+		st = o.openStore(t, clk)
 	} else {
-		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clk))
+		db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clk))
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}
-		store = st
+		st = db
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { st.Close() })
 	logs := &logtest.Errors{}
 	logger := slog.New(logs)
 	if o.guard == nil {
@@ -130,9 +131,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	under := store
+	under := st
 	if o.wrapStore != nil {
-		under = o.wrapStore(store)
+		under = o.wrapStore(st)
 	}
 	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes}
 	if o.policy != "" {

@@ -19,7 +19,8 @@ import (
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
@@ -124,7 +125,7 @@ func startSMTP(t *testing.T, withTLS bool) (*server, *x509.CertPool) {
 	return s, pool
 }
 
-func setup(t *testing.T) (airlock.Store, airlock.Instance) {
+func setup(t *testing.T) (store.Store, airlock.Instance) {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -159,12 +160,12 @@ func setup(t *testing.T) (airlock.Store, airlock.Instance) {
 	// whose sessions an admin ended after her sign-in.
 	for _, id := range []airlock.ReviewerIdentity{{Principal: "oidc:https://id.example.com#hana", Name: "Hana", Email: "hana@example.com"},
 		{Principal: "oidc:https://id.example.com#ivy", Name: "Ivy", Email: "ivy@example.com"}} {
-		if _, err := st.CreateWebSession(ctx, airlock.NewWebSessionParams{ID: airlock.NewTokenSecret(), Reviewer: &id, CSRF: "c",
+		if _, err := st.CreateWebSession(ctx, store.NewWebSessionParams{ID: airlock.NewTokenSecret(), Reviewer: &id, CSRF: "c",
 			Idle: time.Hour, Max: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.DeleteWebSessions(ctx, airlock.WebSessionFilter{Principal: "oidc:https://id.example.com#ivy"}); err != nil {
+	if _, err := st.DeleteWebSessions(ctx, store.WebSessionFilter{Principal: "oidc:https://id.example.com#ivy"}); err != nil {
 		t.Fatal(err)
 	}
 	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci box"}, "tok_agent")
@@ -174,8 +175,8 @@ func setup(t *testing.T) (airlock.Store, airlock.Instance) {
 	return st, inst
 }
 
-func create(t *testing.T, st airlock.Store, inst airlock.Instance, tool string) airlock.Request {
-	r, _, err := st.CreateRequest(t.Context(), airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+func create(t *testing.T, st store.Store, inst airlock.Instance, tool string) airlock.Request {
+	r, _, err := st.CreateRequest(t.Context(), store.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
 		InstanceID: inst.ID, OwnerID: "tok_agent", Tool: tool, Arguments: []byte(`{"env":"prod"}`), AgentReasoning: "routine, honest"},
 		Window: time.Hour, Actor: "tok_agent"})
 	if err != nil {
@@ -204,7 +205,7 @@ func TestEmail(t *testing.T) {
 		t.Fatal(err)
 	}
 	decided := create(t, st, inst, "drop_table")
-	if _, err := st.Decide(ctx, airlock.DecideParams{ID: decided.ID, Status: airlock.StateDenied, Actor: "tok_bob"}); err != nil {
+	if _, err := st.Decide(ctx, store.DecideParams{ID: decided.ID, Status: airlock.StateDenied, Actor: "tok_bob"}); err != nil {
 		t.Fatal(err)
 	}
 	r := create(t, st, inst, "deploy")

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Config configures the mailer.
@@ -35,12 +36,21 @@ type Config struct {
 	From string
 	// PublicURL starts the links to the inbox's pages.
 	PublicURL string
-	Store     airlock.Store
+	Store     Store
 	// Timeout bounds one SMTP session (default 10s).
 	Timeout time.Duration
 	// RootCAs, when set, are the CAs the server's certificate must chain
 	// to (tests); default the system's.
 	RootCAs *x509.CertPool
+}
+
+// Store is what the mailer needs of a store: each request as it is, and
+// who its reviewers are (links, tokens and the reviewer directory).
+type Store interface {
+	store.Reviewers
+	store.Tokens
+	store.OIDCLogins
+	GetRequest(ctx context.Context, id string) (airlock.Request, error)
 }
 
 // Sender mails deliveries; the notify.Sender of the email endpoint.
@@ -299,7 +309,7 @@ func clip(s string, n int) string {
 }
 
 // EnsureEndpoint makes sure the email endpoint exists, as the Slack one.
-func EnsureEndpoint(ctx context.Context, st airlock.Store) (airlock.Endpoint, error) {
+func EnsureEndpoint(ctx context.Context, st store.Notify) (airlock.Endpoint, error) {
 	e, err := st.GetEndpoint(ctx, airlock.EmailEndpointID)
 	if err == nil {
 		return e, nil

@@ -10,7 +10,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -498,7 +499,7 @@ func TestWorkBoard(t *testing.T) {
 // failingCreates is a store whose inserts fail as a database would.
 type failingCreates struct{ *sqlite.Store }
 
-func (failingCreates) CreateRequest(context.Context, airlock.NewRequestParams) (airlock.Request, bool, error) {
+func (failingCreates) CreateRequest(context.Context, store.NewRequestParams) (airlock.Request, bool, error) {
 	return airlock.Request{}, false, errors.New("disk I/O error")
 }
 
@@ -539,7 +540,7 @@ func TestWorkMoveCreateErrors(t *testing.T) {
 
 	t.Run("database error", func(t *testing.T) {
 		t.Parallel()
-		b := setupWith(t, func(s *sqlite.Store) airlock.Store { return failingCreates{s} })
+		b := setupWith(t, func(s *sqlite.Store) store.Store { return failingCreates{s} })
 		item := b.board(t)
 		cl := b.connect(t, b.agent)
 		for _, proposal := range []any{move(item.ID, "done"), map[string]any{"mode": "advisory"}} {

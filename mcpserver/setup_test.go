@@ -15,8 +15,9 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
+	"github.com/airlockhq/airlock/store/storetest"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -51,18 +52,18 @@ func setup(t *testing.T) *bundle {
 
 // setupWith is setup with the provider over wrap(store), for tests that
 // put a faulty store between the provider and SQLite; nil means none.
-func setupWith(t *testing.T, wrap func(*sqlite.Store) airlock.Store) *bundle {
+func setupWith(t *testing.T, wrap func(*sqlite.Store) store.Store) *bundle {
 	t.Helper()
 	b := &bundle{clock: storetest.NewFakeClock(epoch), secrets: map[string]string{}}
-	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(b.clock))
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(b.clock))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	b.store = store
-	var under airlock.Store = store
+	t.Cleanup(func() { db.Close() })
+	b.store = db
+	var under store.Store = db
 	if wrap != nil {
-		under = wrap(store)
+		under = wrap(db)
 	}
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b.svc, err = provider.New(provider.Config{Store: under, Clock: b.clock, Logger: discard})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // DefaultSchedule is how long after each failed attempt the next one is
@@ -33,7 +34,7 @@ const (
 
 // Store is what the engine needs of a store.
 type Store interface {
-	airlock.NotifyStore
+	store.Notify
 	ListEvents(ctx context.Context, after int64, limit int) ([]airlock.Event, error)
 	GetRequest(ctx context.Context, id string) (airlock.Request, error)
 }
@@ -332,7 +333,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 			ds[i].LeaseHolder = e.cfg.Holder
 		}
 	}
-	moved, err := e.cfg.Store.QueueDeliveries(ctx, airlock.QueueParams{After: cursor, Upto: evs[len(evs)-1].ID, Deliveries: ds,
+	moved, err := e.cfg.Store.QueueDeliveries(ctx, store.QueueParams{After: cursor, Upto: evs[len(evs)-1].ID, Deliveries: ds,
 		Listed: listed, LeaseFor: e.handLease()})
 	if err != nil {
 		return nil, false, err
@@ -498,7 +499,7 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, w *worker) {
 		ds := w.take()
 		if len(ds) == 0 && (w.unleased.Swap(false) || full) {
 			var err error
-			ds, err = e.cfg.Store.LeaseDeliveries(ctx, airlock.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
+			ds, err = e.cfg.Store.LeaseDeliveries(ctx, store.LeaseParams{EndpointID: ep.ID, Holder: e.cfg.Holder, For: e.lease,
 				Limit: e.cfg.LeaseBatch})
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("notifications: lease deliveries", "endpoint", ep.ID, "err", err)
@@ -514,7 +515,7 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, w *worker) {
 			var (
 				wg      sync.WaitGroup
 				mu      sync.Mutex
-				records []airlock.AttemptParams
+				records []store.AttemptParams
 			)
 			for range min(e.cfg.PerEndpoint, len(ds)) {
 				wg.Go(func() {
@@ -549,7 +550,7 @@ func (e *Engine) work(ctx context.Context, ep airlock.Endpoint, w *worker) {
 // record records a batch's attempts in one write: they share its commit.
 // An attempt whose lease was taken over meanwhile is not recorded; what it
 // sent stands, and the new holder sends again with the same webhook-id.
-func (e *Engine) record(ctx context.Context, ps []airlock.AttemptParams) {
+func (e *Engine) record(ctx context.Context, ps []store.AttemptParams) {
 	if len(ps) == 0 {
 		return
 	}
@@ -563,17 +564,17 @@ func (e *Engine) record(ctx context.Context, ps []airlock.AttemptParams) {
 // attempt sends d once and returns the record of what came of it; false
 // when it was cut short by shutdown (the lease lapses and the delivery is
 // attempted again).
-func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) (airlock.AttemptParams, bool) {
+func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) (store.AttemptParams, bool) {
 	start := e.cfg.Now()
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	status, err := sender.Send(actx, ep, d)
 	cancel()
 	if ctx.Err() != nil {
-		return airlock.AttemptParams{}, false
+		return store.AttemptParams{}, false
 	}
 	end := e.cfg.Now()
 	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: end.Sub(start)}
-	p := airlock.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
+	p := store.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
 		DisableAfter: e.cfg.DisableAfter}
 	if err != nil {
 		p.Attempt.Error = err.Error()
@@ -596,14 +597,14 @@ func (e *Engine) remindLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for {
-			ids, err := e.cfg.Store.RemindDue(ctx, e.cfg.Remind, airlock.DefaultExpireBatch)
+			ids, err := e.cfg.Store.RemindDue(ctx, e.cfg.Remind, store.DefaultExpireBatch)
 			if err != nil {
 				if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 					e.log.Warn("notifications: record reminders", "err", err)
 				}
 				break
 			}
-			if len(ids) < airlock.DefaultExpireBatch {
+			if len(ids) < store.DefaultExpireBatch {
 				break
 			}
 		}

@@ -19,7 +19,8 @@ import (
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/rest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"go.uber.org/goleak"
 )
 
@@ -139,7 +140,7 @@ func (b *bundle) endpoint(t *testing.T, rc *receiver, events ...airlock.NotifyTy
 func (b *bundle) request(t *testing.T, window time.Duration) airlock.Request {
 	t.Helper()
 	key := airlock.NewID("key_")
-	r, _, err := b.store.CreateRequest(b.ctx, airlock.NewRequestParams{Request: airlock.Request{
+	r, _, err := b.store.CreateRequest(b.ctx, store.NewRequestParams{Request: airlock.Request{
 		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: b.inst.ID, OwnerID: b.inst.OwnerID, Kind: airlock.KindToolCall,
 		Tool: "shell.exec", Arguments: json.RawMessage(`{"cmd":"ls"}`), Timeout: window.String(), IdempotencyKey: key, Fingerprint: key,
 	}, Window: window, Actor: b.inst.OwnerID})
@@ -179,7 +180,7 @@ func TestDeliversSignedEvents(t *testing.T) {
 	b.endpoint(t, only, airlock.NotifyApproved)
 	b.run(t, notify.Config{})
 	r := b.request(t, time.Hour)
-	if _, err := b.store.Decide(b.ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_rev"}); err != nil {
+	if _, err := b.store.Decide(b.ctx, store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_rev"}); err != nil {
 		t.Fatal(err)
 	}
 	first, second := rc.next(t), rc.next(t)
@@ -537,7 +538,7 @@ type leaseCounter struct {
 	leases atomic.Int64
 }
 
-func (s *leaseCounter) LeaseDeliveries(ctx context.Context, p airlock.LeaseParams) ([]airlock.Delivery, error) {
+func (s *leaseCounter) LeaseDeliveries(ctx context.Context, p store.LeaseParams) ([]airlock.Delivery, error) {
 	s.leases.Add(1)
 	return s.Store.LeaseDeliveries(ctx, p)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,7 +23,7 @@ type Metrics struct {
 // NewMetrics registers the engine's series with reg. The backlog gauges
 // read st when scraped, so they count the work of every process sharing
 // the store.
-func NewMetrics(reg prometheus.Registerer, st airlock.NotifyStore) *Metrics {
+func NewMetrics(reg prometheus.Registerer, st store.Notify) *Metrics {
 	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_webhook_attempts_total",

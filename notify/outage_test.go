@@ -13,8 +13,9 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/notify"
-	"github.com/airlockhq/airlock/sqlite"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // outageReceiver is a real HTTP receiver that, while down, drops every
@@ -126,7 +127,7 @@ func TestReceiverDownThenBack(t *testing.T) {
 		r := b.request(t, 24*time.Hour)
 		reqs = append(reqs, r)
 		if len(reqs)%2 == 0 {
-			if _, err := st.Decide(b.ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_rev"}); err != nil {
+			if _, err := st.Decide(b.ctx, store.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_rev"}); err != nil {
 				t.Fatal(err)
 			}
 		}

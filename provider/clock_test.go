@@ -3,7 +3,7 @@ package provider
 import (
 	"time"
 
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // fakeClock is the conformance suite's clock: it moves only when a test

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock/internal/logtest"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // TestNewLogsStoreExtras: the provider says once, when it is built, which

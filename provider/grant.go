@@ -9,12 +9,13 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/policy"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Grants (docs/policy.md, "Grants"): standing approvals reviewers give.
 // A new tool call that no policy rule decided, and that a live grant
 // covers, is approved at creation by that grant, which counts the use in
-// the same write (airlock.NewRequestParams.Grant).
+// the same write (store.NewRequestParams.Grant).
 
 // mayGrant refuses callers other than reviewers and admins.
 func mayGrant(c airlock.Caller) error {
@@ -76,7 +77,7 @@ func (s *Service) CreateGrant(ctx context.Context, c airlock.Caller, in airlock.
 		return airlock.Grant{}, errOwnGrant()
 	}
 	lifetime, _ := in.Lifetime()
-	return st.CreateGrant(ctx, airlock.NewGrantParams{Grant: g, Lifetime: lifetime})
+	return st.CreateGrant(ctx, store.NewGrantParams{Grant: g, Lifetime: lifetime})
 }
 
 // principalOf is a token's principal, its ID when it has none.
@@ -108,7 +109,7 @@ func (s *Service) grantMatch(match, tool string, args json.RawMessage, field str
 }
 
 // Grants lists grants, newest first.
-func (s *Service) Grants(ctx context.Context, c airlock.Caller, f airlock.GrantFilter) ([]airlock.Grant, error) {
+func (s *Service) Grants(ctx context.Context, c airlock.Caller, f store.GrantFilter) ([]airlock.Grant, error) {
 	if err := mayGrant(c); err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (s *Service) DecideGrant(ctx context.Context, c airlock.Caller, id string, 
 	} else {
 		g.InstanceID = r.InstanceID
 	}
-	made, err := st.CreateGrant(ctx, airlock.NewGrantParams{Grant: g, Lifetime: lifetime})
+	made, err := st.CreateGrant(ctx, store.NewGrantParams{Grant: g, Lifetime: lifetime})
 	if err != nil {
 		return r, nil, fmt.Errorf("request %s was approved, but its grant was not made: %w", r.ID, err)
 	}
@@ -198,11 +199,11 @@ func (s *Service) DecideGrant(ctx context.Context, c airlock.Caller, id string, 
 
 // insertOrGrant stores a request no policy rule decided. A live grant may
 // approve it before a person is asked, so the create is made unless a
-// grant could cover it (airlock.NewRequestParams.UnlessGranted): when
+// grant could cover it (store.NewRequestParams.UnlessGranted): when
 // none could, as is usual, that one write is all, with no read of grants
 // before it. When one could, the grants are read and matched, and the
 // request is created again with those that cover it.
-func (s *Service) insertOrGrant(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+func (s *Service) insertOrGrant(ctx context.Context, st store.Store, c airlock.Caller, p store.NewRequestParams) (airlock.Request, bool, error) {
 	if p.Initial != nil || p.Request.Kind != airlock.KindToolCall || !p.Request.MayApproveAtCreation() ||
 		len(p.Request.Reviewers) > 0 || p.Request.NeedsQuorum() {
 		// A request routed to groups or needing several approvals is
@@ -212,9 +213,9 @@ func (s *Service) insertOrGrant(ctx context.Context, st airlock.Store, c airlock
 	tool := p.Request.Tool
 	if !s.grantedTools.has(tool) {
 		unless := p
-		unless.UnlessGranted = &airlock.GrantScope{Principal: principalOf(c.Token)}
+		unless.UnlessGranted = &store.GrantScope{Principal: principalOf(c.Token)}
 		r, created, err := s.insert(ctx, st, unless)
-		if !errors.Is(err, airlock.ErrGrantMayCover) {
+		if !errors.Is(err, store.ErrGrantMayCover) {
 			return r, created, err
 		}
 		s.grantedTools.add(tool)
@@ -269,9 +270,9 @@ func (t *toolSet) remove(tool string) {
 // first: for its tool, in its scope, of another principal, whose match
 // holds. It returns nil when none does; live tells whether the tool has
 // live grants at all.
-func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (use *airlock.GrantUse, live bool, err error) {
+func (s *Service) grantsFor(ctx context.Context, st store.Store, c airlock.Caller, p store.NewRequestParams) (use *store.GrantUse, live bool, err error) {
 	r := p.Request
-	gs, err := st.ListGrants(ctx, airlock.GrantFilter{Live: true, Tool: r.Tool, Limit: airlock.MaxLiveGrantsPerTool})
+	gs, err := st.ListGrants(ctx, store.GrantFilter{Live: true, Tool: r.Tool, Limit: airlock.MaxLiveGrantsPerTool})
 	if err != nil || len(gs) == 0 {
 		return nil, false, err
 	}
@@ -279,7 +280,7 @@ func (s *Service) grantsFor(ctx context.Context, st airlock.Store, c airlock.Cal
 	if err != nil {
 		return nil, true, err
 	}
-	use = &airlock.GrantUse{Principal: principalOf(c.Token), ArgumentsFingerprint: fp}
+	use = &store.GrantUse{Principal: principalOf(c.Token), ArgumentsFingerprint: fp}
 	for _, g := range gs {
 		if (g.InstanceID != r.InstanceID && g.AgentID != r.OwnerID) || g.CreatedByPrincipal == use.Principal {
 			continue

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // grant makes a grant as the reviewer, failing the test if it cannot.
@@ -216,7 +217,7 @@ func TestGrantEnds(t *testing.T) {
 	if err != nil || got.State != airlock.GrantInstanceDeleted {
 		t.Fatalf("after the instance's deletion: %+v %v", got, err)
 	}
-	live, err := b.svc.Grants(ctx, b.reviewer, airlock.GrantFilter{Live: true})
+	live, err := b.svc.Grants(ctx, b.reviewer, store.GrantFilter{Live: true})
 	if err != nil || len(live) != 0 {
 		t.Fatalf("live grants: %+v %v", live, err)
 	}
@@ -422,11 +423,11 @@ func BenchmarkCreateByGrant(b *testing.B) {
 
 // grantReads counts the reads of grants a service makes.
 type grantReads struct {
-	airlock.Store
+	store.Store
 	n atomic.Int64
 }
 
-func (g *grantReads) ListGrants(ctx context.Context, f airlock.GrantFilter) ([]airlock.Grant, error) {
+func (g *grantReads) ListGrants(ctx context.Context, f store.GrantFilter) ([]airlock.Grant, error) {
 	g.n.Add(1)
 	return g.Store.ListGrants(ctx, f)
 }
@@ -439,7 +440,7 @@ func (g *grantReads) ListGrants(ctx context.Context, f airlock.GrantFilter) ([]a
 func TestCreateReadsGrantsOnlyWhenOneCouldCover(t *testing.T) {
 	t.Parallel()
 	reads := &grantReads{}
-	b := setup(t, options{wrap: func(s airlock.Store) airlock.Store { reads.Store = s; return reads }})
+	b := setup(t, options{wrap: func(s store.Store) store.Store { reads.Store = s; return reads }})
 	for range 3 {
 		if r := b.create(t, ""); r.State != airlock.StatePending {
 			t.Fatalf("create with no grant: %s, want pending", r.State)

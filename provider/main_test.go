@@ -16,8 +16,9 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/testkit/callers"
-	"github.com/airlockhq/airlock/sqlite"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 func TestMain(m *testing.M) {
@@ -60,7 +61,7 @@ type options struct {
 	// groups is Config.Groups.
 	groups airlock.GroupDirectory
 	// wrap, when set, wraps the store the service is given.
-	wrap func(airlock.Store) airlock.Store
+	wrap func(store.Store) store.Store
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -82,15 +83,15 @@ func setup(t testing.TB, opt options) *bundle {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "airlock.db")
 	}
-	store, err := sqlite.Open(t.Context(), path, sqlite.WithClock(clock))
+	db, err := sqlite.Open(t.Context(), path, sqlite.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	b.store = store
-	var served airlock.Store = store
+	t.Cleanup(func() { db.Close() })
+	b.store = db
+	var served store.Store = db
 	if opt.wrap != nil {
-		served = opt.wrap(store)
+		served = opt.wrap(db)
 	}
 	b.svc, err = New(Config{
 		Store: served, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // CreateMCPRequest creates the request of an MCP approval_request call,
@@ -45,7 +46,7 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 		Proposal: &airlock.Proposal{Mode: in.Proposal.Mode}, Question: in.Question,
 		IdempotencyKey: in.IdempotencyKey, Fingerprint: fp,
 	}
-	p := airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID}
+	p := store.NewRequestParams{Request: r, Window: window, Actor: c.ID}
 	var (
 		out     airlock.Request
 		created bool
@@ -67,7 +68,7 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in air
 // it before the write is safe. A closed session is returned too: a replay
 // of a request made before the close must find the original, and the
 // store refuses a new request in it.
-func (s *Service) mcpInstance(ctx context.Context, st airlock.Store, c airlock.Caller, sessionID string) (string, error) {
+func (s *Service) mcpInstance(ctx context.Context, st store.Store, c airlock.Caller, sessionID string) (string, error) {
 	if sessionID == "" {
 		inst, err := st.MCPInstance(ctx, c.ID, c.ID)
 		if err != nil {
@@ -91,7 +92,7 @@ func (s *Service) mcpInstance(ctx context.Context, st airlock.Store, c airlock.C
 // always goes to a person: no policy decides it at creation. When the
 // target has changed since the original was made, a replay still answers
 // with the original.
-func (s *Service) createCommand(ctx context.Context, st airlock.Store, c airlock.Caller, cmd *airlock.Command, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+func (s *Service) createCommand(ctx context.Context, st store.Store, c airlock.Caller, cmd *airlock.Command, p store.NewRequestParams) (airlock.Request, bool, error) {
 	observed, err := s.observeCommand(ctx, st, c, cmd)
 	if err != nil {
 		prev, ok, rerr := replayOf(ctx, st, c.ID, p.Request.IdempotencyKey, p.Request.Fingerprint)
@@ -128,7 +129,7 @@ func (s *Service) mcpWindow(in airlock.MCPRequestInput) (time.Duration, error) {
 // replayOf returns the request the owner made with key when its
 // fingerprint is fp (ok), idempotency_conflict when it differs, and
 // nothing when there is none.
-func replayOf(ctx context.Context, st airlock.Store, ownerID, key, fp string) (airlock.Request, bool, error) {
+func replayOf(ctx context.Context, st store.Store, ownerID, key, fp string) (airlock.Request, bool, error) {
 	prev, err := st.RequestByKey(ctx, ownerID, key)
 	switch {
 	case airlock.ErrorCode(err) == airlock.CodeNotFound:
@@ -145,7 +146,7 @@ func replayOf(ctx context.Context, st airlock.Store, ownerID, key, fp string) (a
 // observeCommand checks a command proposal against the caller's scopes and
 // the current board, and returns what it observed, to be re-checked when
 // the command is approved.
-func (s *Service) observeCommand(ctx context.Context, st airlock.Store, c airlock.Caller, cmd *airlock.Command) (json.RawMessage, error) {
+func (s *Service) observeCommand(ctx context.Context, st store.Store, c airlock.Caller, cmd *airlock.Command) (json.RawMessage, error) {
 	if cmd.Method != airlock.MethodWorkMove {
 		return nil, airlock.Invalid("proposal.command.method", "proposal.command.method must be work_move, the only supported command")
 	}

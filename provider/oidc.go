@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // OIDC reviewers (docs/teams.md): people the identity provider signs in
@@ -17,7 +18,7 @@ import (
 // session with its raw ID, which only the browser's cookie keeps.
 func (s *Service) StartOIDCWebSession(ctx context.Context, id airlock.ReviewerIdentity, idle, max time.Duration) (string, airlock.WebSession, error) {
 	raw := randomSecret()
-	ws, err := s.system.CreateWebSession(ctx, airlock.NewWebSessionParams{ID: raw, Reviewer: &id, CSRF: randomSecret(), Idle: idle, Max: max})
+	ws, err := s.system.CreateWebSession(ctx, store.NewWebSessionParams{ID: raw, Reviewer: &id, CSRF: randomSecret(), Idle: idle, Max: max})
 	if err != nil {
 		return "", airlock.WebSession{}, err
 	}
@@ -58,5 +59,5 @@ func (s *Service) EndReviewerSessions(ctx context.Context, c airlock.Caller, pri
 	if principal == "" || len(principal) > airlock.MaxPrincipalLen {
 		return 0, airlock.Invalid("principal", "name the principal whose sessions to end (1 to %d bytes)", airlock.MaxPrincipalLen)
 	}
-	return s.storeFor(c).DeleteWebSessions(ctx, airlock.WebSessionFilter{Principal: principal, Actor: c.ID})
+	return s.storeFor(c).DeleteWebSessions(ctx, store.WebSessionFilter{Principal: principal, Actor: c.ID})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/checker"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/store"
 )
 
 // raceRounds is how many rounds TestRacesOneProcess runs: 2,000 (the T03
@@ -173,7 +174,7 @@ func raceRound(t *testing.T, ctx context.Context, b *bundle, rec *checker.Record
 func finalReads(t *testing.T, b *bundle) []checker.Op {
 	t.Helper()
 	var ops []checker.Op
-	f := airlock.RequestFilter{Limit: 500}
+	f := store.RequestFilter{Limit: 500}
 	for {
 		call := time.Now()
 		rs, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), f)

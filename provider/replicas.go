@@ -14,7 +14,7 @@ import (
 // not stampede the database — after any change is published, local or
 // from the feed; the scheduler then expires what is due and re-reads the
 // next deadline. With nothing changing it makes no queries. A store that
-// is not shared (no airlock.StoreExtras.Feed) has no other replicas to
+// is not shared (no store.Extras.Feed) has no other replicas to
 // follow: FollowReplicas then returns at once.
 func (s *Service) FollowReplicas(ctx context.Context, every time.Duration) {
 	if s.feed == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Reviewers and their links (docs/notifications.md, "Slack"): admins link
@@ -80,7 +81,7 @@ func (s *Service) Reviewers(ctx context.Context, c airlock.Caller) ([]Reviewer, 
 	return s.reviewers(ctx, s.storeFor(c))
 }
 
-func (s *Service) reviewers(ctx context.Context, st airlock.Store) ([]Reviewer, error) {
+func (s *Service) reviewers(ctx context.Context, st store.Store) ([]Reviewer, error) {
 	toks, err := st.ListTokens(ctx) // newest first
 	if err != nil {
 		return nil, err

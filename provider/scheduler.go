@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // idleRecheck is how long the scheduler sleeps when nothing is pending. It
@@ -124,10 +125,10 @@ func (s *Service) escalateLoop(ctx context.Context) {
 func (s *Service) EscalateDue(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		ids, err := s.system.EscalateDue(ctx, airlock.DefaultExpireBatch)
+		ids, err := s.system.EscalateDue(ctx, store.DefaultExpireBatch)
 		n += len(ids)
 		s.hub.publish(ids...)
-		if err != nil || len(ids) < airlock.DefaultExpireBatch {
+		if err != nil || len(ids) < store.DefaultExpireBatch {
 			return n, err
 		}
 	}
@@ -135,7 +136,7 @@ func (s *Service) EscalateDue(ctx context.Context) (int, error) {
 
 // listen relays other replicas' changes to this one's waiters, and keeps
 // listening across errors until ctx ends.
-func (s *Service) listen(ctx context.Context, feed airlock.ChangeFeed) {
+func (s *Service) listen(ctx context.Context, feed store.ChangeFeed) {
 	for ctx.Err() == nil {
 		err := feed.Listen(ctx, func(ids []string) {
 			if ids == nil {

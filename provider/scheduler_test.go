@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // waitFor waits until cond holds, re-checking at every change the service
@@ -33,7 +34,7 @@ func (b *bundle) waitFor(t *testing.T, timeout time.Duration, what string, cond 
 // counting does not expire anything itself.
 func (b *bundle) pending(t *testing.T) int {
 	t.Helper()
-	rs, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending, Limit: 500})
+	rs, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), store.RequestFilter{State: airlock.StatePending, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

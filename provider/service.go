@@ -16,11 +16,12 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Config configures a Service. Zero fields take the documented defaults.
 type Config struct {
-	Store  airlock.Store  // required
+	Store  store.Store    // required
 	Clock  airlock.Clock  // default airlock.SystemClock{}
 	Limits airlock.Limits // default airlock.DefaultLimits()
 	Policy airlock.Policy // default airlock.NoPolicy{}
@@ -68,7 +69,7 @@ type Service struct {
 	// system is the store for the work no caller asks for: the scheduler,
 	// authentication, the bootstrap token, readiness. A caller's calls go
 	// through storeFor(c), which makes a remembered token's check.
-	system airlock.Store
+	system store.Store
 	clock  airlock.Clock
 	limits airlock.Limits
 	policy airlock.Policy
@@ -91,11 +92,11 @@ type Service struct {
 	// otherwise.
 	tokens *tokenCache
 	// remembered keeps the tokens callers presented when the store checks
-	// tokens itself (airlock.StoreExtras.TokenCheck); nil otherwise.
+	// tokens itself (store.Extras.TokenCheck); nil otherwise.
 	remembered *rememberedTokens
 	// feed announces other replicas' changes when the store is shared
-	// (airlock.StoreExtras.Feed); nil otherwise.
-	feed airlock.ChangeFeed
+	// (store.Extras.Feed); nil otherwise.
+	feed store.ChangeFeed
 	// nextWake is the deadline (unix µs) the scheduler sleeps until; 0 when
 	// it sleeps with nothing due. A create with an earlier deadline kicks it.
 	nextWake atomic.Int64
@@ -291,7 +292,7 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
 	}
-	return s.create(ctx, s.storeFor(c), c, airlock.NewRequestParams{Request: r, Window: window, Actor: c.ID})
+	return s.create(ctx, s.storeFor(c), c, store.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }
 
 // create asks the policy, then, when no rule decided, looks for live
@@ -299,7 +300,7 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 // policy's approval is never applied to a request that only a person may
 // approve (Request.MayApproveAtCreation), whatever the policy says, and a
 // grant covers tool calls only.
-func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+func (s *Service) create(ctx context.Context, st store.Store, c airlock.Caller, p store.NewRequestParams) (airlock.Request, bool, error) {
 	v := s.policy.Evaluate(ctx, airlock.PolicyInput{
 		Request: p.Request, Window: p.Window, Agent: c.Token,
 		Instance: func(ctx context.Context) (airlock.Instance, error) { return st.GetInstance(ctx, p.Request.InstanceID) },
@@ -338,7 +339,7 @@ func (s *Service) create(ctx context.Context, st airlock.Store, c airlock.Caller
 // insert stores a request in st and wakes whoever cares. A replay answers
 // like a read: a request whose deadline has come is shown expired, never
 // pending.
-func (s *Service) insert(ctx context.Context, st airlock.Store, p airlock.NewRequestParams) (airlock.Request, bool, error) {
+func (s *Service) insert(ctx context.Context, st store.Store, p store.NewRequestParams) (airlock.Request, bool, error) {
 	r, created, err := st.CreateRequest(ctx, p)
 	if err != nil {
 		return airlock.Request{}, false, err
@@ -378,7 +379,7 @@ func (s *Service) read(ctx context.Context, c airlock.Caller, id string) (airloc
 // the reader waiting seconds for requests not its own), in a round shared
 // with the readers who ask at once (expireOverdue); it reads r again from
 // st.
-func (s *Service) expireIfDue(ctx context.Context, st airlock.Store, r airlock.Request) (airlock.Request, error) {
+func (s *Service) expireIfDue(ctx context.Context, st store.Store, r airlock.Request) (airlock.Request, error) {
 	if r.State != airlock.StatePending || s.clock.Now().Before(r.DeadlineAt) {
 		return r, nil
 	}
@@ -461,8 +462,8 @@ func (s *Service) ListSummaries(ctx context.Context, c airlock.Caller, q ListQue
 }
 
 // listFilter checks a list query and turns it into the store's filter.
-func listFilter(c airlock.Caller, q ListQuery) (airlock.RequestFilter, error) {
-	f := airlock.RequestFilter{State: q.State, InstanceID: q.InstanceID, Tool: q.Tool, Kind: q.Kind, Limit: q.Limit}
+func listFilter(c airlock.Caller, q ListQuery) (store.RequestFilter, error) {
+	f := store.RequestFilter{State: q.State, InstanceID: q.InstanceID, Tool: q.Tool, Kind: q.Kind, Limit: q.Limit}
 	if c.Role == airlock.RoleAgent {
 		f.OwnerID = c.ID
 	}
@@ -471,7 +472,7 @@ func listFilter(c airlock.Caller, q ListQuery) (airlock.RequestFilter, error) {
 	}
 	switch {
 	case f.Limit == 0:
-		f.Limit = airlock.DefaultListLimit
+		f.Limit = store.DefaultListLimit
 	case f.Limit < 1 || f.Limit > MaxPageSize:
 		return f, airlock.Invalid("limit", "limit must be between 1 and %d", MaxPageSize)
 	}
@@ -520,7 +521,7 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 		return airlock.Request{}, err
 	}
 	st := s.storeFor(c)
-	p := airlock.DecideParams{
+	p := store.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
 		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c),
 	}
@@ -577,7 +578,7 @@ func (s *Service) MayDecide(c airlock.Caller, r airlock.Request) bool {
 // checkDecision reads request p.ID and its creator's token from st, and
 // applies p.Check: the refusals a decision gets whatever the request's
 // state. Only the paths that refuse anyway pay for these reads.
-func (s *Service) checkDecision(ctx context.Context, st airlock.Store, p airlock.DecideParams) error {
+func (s *Service) checkDecision(ctx context.Context, st store.Store, p store.DecideParams) error {
 	r, err := st.GetRequest(ctx, p.ID)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // TestExpireDueConcurrent runs many ExpireDue calls at once: they take
@@ -33,7 +34,7 @@ func TestExpireDueConcurrent(t *testing.T) {
 				return
 			}
 			counts[i] = n
-			left, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), airlock.RequestFilter{State: airlock.StatePending})
+			left, _, err := b.store.ListRequests(context.WithoutCancel(t.Context()), store.RequestFilter{State: airlock.StatePending})
 			if err != nil || len(left) != 0 {
 				t.Errorf("ExpireDue returned %d with %d still pending (%v)", n, len(left), err)
 			}
@@ -56,7 +57,7 @@ func TestExpireDueConcurrent(t *testing.T) {
 // gatedExpiries is a store whose ExpireRequests calls are counted and whose
 // first one waits for release, so that a test can queue readers behind it.
 type gatedExpiries struct {
-	airlock.Store
+	store.Store
 	release chan struct{}
 	entered chan struct{} // receives once, when the first call starts
 	calls   atomic.Int64

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // tokenCache keeps the live tokens callers presented, by secret hash, for
-// stores with a token stamp (airlock.StoreExtras.TokenStamp): every call reads the stamp (a
+// stores with a token stamp (store.Extras.TokenStamp): every call reads the stamp (a
 // stat of a file on SQLite, about a microsecond) instead of looking its
 // token up (a query), and the whole cache is dropped whenever the stamp
 // moves, that is after any token was revoked or replaced, in this process
@@ -19,7 +20,7 @@ import (
 // committing a revocation and moving the stamp, the others stop accepting
 // the token within that time even if nobody retries the revocation.
 type tokenCache struct {
-	stamp airlock.TokenStamper
+	stamp store.TokenStamper
 	now   func() time.Time
 
 	mu      sync.Mutex
@@ -38,7 +39,7 @@ const (
 	tokenCacheMax = 10_000
 )
 
-func newTokenCache(stamp airlock.TokenStamper) *tokenCache {
+func newTokenCache(stamp store.TokenStamper) *tokenCache {
 	if stamp == nil {
 		return nil
 	}

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // countingStore counts token lookups; the SQLite store's TokenStamp is
@@ -111,7 +112,7 @@ func TestTokenCacheReplacedToken(t *testing.T) {
 
 // fakeStamp is a TokenStamp the test moves by hand.
 type fakeStamp struct {
-	airlock.Store
+	store.Store
 	mark atomic.Uint64
 	err  error
 }

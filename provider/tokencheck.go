@@ -5,17 +5,18 @@ import (
 	"sync"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // rememberedTokens keeps the tokens callers presented, by secret hash, for
-// a store that checks tokens itself (airlock.StoreExtras.TokenCheck). Unlike
+// a store that checks tokens itself (store.Extras.TokenCheck). Unlike
 // tokenCache it never vouches for a token: a caller authenticated from it
 // carries an airlock.TokenCheck, which the store makes with the call's
 // first statement, in the same round trip, before the call's effects. So
 // remembering saves the lookup's round trip, not the check, and a token
 // revoked on any replica fails at its next call on every one.
 type rememberedTokens struct {
-	checker airlock.TokenChecker
+	checker store.TokenChecker
 
 	mu      sync.Mutex
 	entries map[[32]byte]airlock.Token
@@ -24,7 +25,7 @@ type rememberedTokens struct {
 // rememberedMax bounds the tokens remembered; at it, they start over.
 const rememberedMax = 10_000
 
-func newRememberedTokens(checker airlock.TokenChecker) *rememberedTokens {
+func newRememberedTokens(checker store.TokenChecker) *rememberedTokens {
 	if checker == nil {
 		return nil
 	}
@@ -117,7 +118,7 @@ func (s *Service) FinishTokenCheck(ctx context.Context, c airlock.Caller) error 
 // the call's first statement; for any other, the store. Every call made
 // for a caller goes through it; s.system serves the work no caller asks
 // for.
-func (s *Service) storeFor(c airlock.Caller) airlock.Store {
+func (s *Service) storeFor(c airlock.Caller) store.Store {
 	if c.Check == nil || s.remembered == nil {
 		return s.system
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // The inbox's sign-ins (docs/inbox.md, "Sessions"), kept in the store so
@@ -21,7 +22,7 @@ func (s *Service) StartWebSession(ctx context.Context, c airlock.Caller, idle, m
 		return "", airlock.WebSession{}, forbidden("only reviewer and admin tokens sign in to the inbox")
 	}
 	id := randomSecret()
-	ws, err := s.system.CreateWebSession(ctx, airlock.NewWebSessionParams{ID: id, Token: c.Token, CSRF: randomSecret(), Idle: idle, Max: max})
+	ws, err := s.system.CreateWebSession(ctx, store.NewWebSessionParams{ID: id, Token: c.Token, CSRF: randomSecret(), Idle: idle, Max: max})
 	if err != nil {
 		return "", airlock.WebSession{}, err
 	}

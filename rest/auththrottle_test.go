@@ -11,7 +11,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // TestFailedAuthenticationThrottled: 300 wrong tokens from one address

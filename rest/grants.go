@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Grants (docs/policy.md, "Grants"): reviewers and admins.
@@ -28,7 +29,7 @@ func (h *handler) createGrant(w http.ResponseWriter, r *http.Request, c airlock.
 
 func (h *handler) listGrants(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	q := r.URL.Query()
-	f := airlock.GrantFilter{Tool: q.Get("tool"), Limit: airlock.MaxListLimit}
+	f := store.GrantFilter{Tool: q.Get("tool"), Limit: store.MaxListLimit}
 	switch q.Get("state") {
 	case "", "all":
 	case "live":

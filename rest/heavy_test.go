@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // TestListPagesByBytes checks that a page of GET /v1/approval-requests
@@ -87,12 +88,12 @@ func TestListPagesByBytes(t *testing.T) {
 // entered, waits until release is closed or its caller gives up: the list
 // then holds its slot for as long as the test needs.
 type blockingLists struct {
-	airlock.Store
+	store.Store
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (s *blockingLists) ListRequests(ctx context.Context, f airlock.RequestFilter) ([]airlock.Request, bool, error) {
+func (s *blockingLists) ListRequests(ctx context.Context, f store.RequestFilter) ([]airlock.Request, bool, error) {
 	select {
 	case <-s.release:
 		return s.Store.ListRequests(ctx, f)
@@ -117,13 +118,13 @@ func (s *blockingLists) ListRequests(ctx context.Context, f airlock.RequestFilte
 // back when its list is answered, and when its client goes away first.
 func TestListConcurrencyBound(t *testing.T) {
 	t.Parallel()
-	store := &blockingLists{entered: make(chan struct{}), release: make(chan struct{})}
+	lists := &blockingLists{entered: make(chan struct{}), release: make(chan struct{})}
 	b := setup(t, func(o *options) {
 		o.heavyReads, o.heavyPerToken = 3, 2
-		o.wrapStore = func(s airlock.Store) airlock.Store { store.Store = s; return store }
+		o.wrapStore = func(s store.Store) store.Store { lists.Store = s; return lists }
 	})
 	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(store.release) }) }
+	releaseAll := func() { releaseOnce.Do(func() { close(lists.release) }) }
 	t.Cleanup(releaseAll) // a failed test must not leave lists waiting in the store
 	list := func(token string) req { return req{method: "GET", path: "/v1/approval-requests", token: token} }
 	var wg sync.WaitGroup
@@ -144,7 +145,7 @@ func TestListConcurrencyBound(t *testing.T) {
 			res.Body.Close()
 			results <- resp{status: res.StatusCode}
 		}()
-		<-store.entered
+		<-lists.entered
 	}
 	refused := func(token, says string) {
 		t.Helper()

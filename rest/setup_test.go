@@ -21,7 +21,8 @@ import (
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -78,7 +79,7 @@ type options struct {
 	// pageBytes is the provider's ListPageBytes.
 	pageBytes int
 	// wrapStore, when set, wraps the store the provider is given.
-	wrapStore func(airlock.Store) airlock.Store
+	wrapStore func(store.Store) store.Store
 	// policy, when set, is the provider's policy and group directory.
 	policy *policy.Engine
 }
@@ -90,11 +91,11 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		f(&o)
 	}
 	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
-	t.Cleanup(func() { store.Close() })
+	t.Cleanup(func() { st.Close() })
 
 	logs := &logtest.Errors{}
 	logger := slog.New(logs)
@@ -104,9 +105,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	reg := prometheus.NewRegistry()
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	var under airlock.Store = store
+	var under store.Store = st
 	if o.wrapStore != nil {
-		under = o.wrapStore(store)
+		under = o.wrapStore(st)
 	}
 	var (
 		pol    airlock.Policy
@@ -127,7 +128,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		testkit.Go(t, svc.Run)
 	}
 
-	b := &bundle{store: store, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
+	b := &bundle{store: st, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
 	shutdown, stop := context.WithCancel(ctx)
 	b.stop = stop
 	h := New(Config{

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // Webhook endpoints (docs/notifications.md): admins create, list, read and
@@ -88,8 +89,8 @@ func (h *handler) listDeliveries(w http.ResponseWriter, r *http.Request, c airlo
 	var limit int
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > airlock.MaxListLimit {
-			h.problem(w, r, airlock.Invalid("limit", "limit must be a whole number between 1 and %d", airlock.MaxListLimit))
+		if err != nil || n < 1 || n > store.MaxListLimit {
+			h.problem(w, r, airlock.Invalid("limit", "limit must be a whole number between 1 and %d", store.MaxListLimit))
 			return
 		}
 		limit = n

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // webhook creates a webhook endpoint as the admin and returns its ID.
@@ -88,11 +89,11 @@ func TestEnableWebhook(t *testing.T) {
 	want(t, r, http.StatusAccepted, "")
 	// Two failed attempts, the second past DisableAfter, disable it.
 	for range 2 {
-		ds, err := b.store.LeaseDeliveries(t.Context(), airlock.LeaseParams{EndpointID: id, Holder: "rep_t", For: time.Minute, Limit: 1})
+		ds, err := b.store.LeaseDeliveries(t.Context(), store.LeaseParams{EndpointID: id, Holder: "rep_t", For: time.Minute, Limit: 1})
 		if err != nil || len(ds) != 1 {
 			t.Fatalf("lease: %v, %v", ds, err)
 		}
-		if got, err := b.store.RecordAttempts(t.Context(), []airlock.AttemptParams{{DeliveryID: ds[0].ID, Holder: "rep_t",
+		if got, err := b.store.RecordAttempts(t.Context(), []store.AttemptParams{{DeliveryID: ds[0].ID, Holder: "rep_t",
 			Attempt: airlock.DeliveryAttempt{At: time.Now(), Status: 502, Error: "HTTP 502"}, Outcome: airlock.OutcomeRetry,
 			DisableAfter: time.Nanosecond}}); err != nil || got[0].ID == "" {
 			t.Fatalf("record: %v, %v", got, err)

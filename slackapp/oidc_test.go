@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/slackapp"
+	"github.com/airlockhq/airlock/store"
 )
 
 // oidcPolicy routes refunds to payments, whose members come from sign-in
@@ -33,17 +34,17 @@ func TestSlackOIDCReviewer(t *testing.T) {
 	onEachStore(t, testOIDCReviewer)
 }
 
-func testOIDCReviewer(t *testing.T, store airlock.Store) {
+func testOIDCReviewer(t *testing.T, db store.Store) {
 	pol, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", oidcPolicy), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, store, func(c *server.Config) { c.Policy = pol })
+	s := start(t, db, func(c *server.Config) { c.Policy = pol })
 	ctx := context.Background()
 	const ada, bea = "oidc:https://id.example.com#ada-1815", "oidc:https://id.example.com#bea-1900"
 	signIn := func(principal, name string, groups ...string) {
 		t.Helper()
-		_, err := store.CreateWebSession(ctx, airlock.NewWebSessionParams{ID: "session-" + strings.Repeat(name, 4) + time.Now().Format("150405.000000"),
+		_, err := db.CreateWebSession(ctx, store.NewWebSessionParams{ID: "session-" + strings.Repeat(name, 4) + time.Now().Format("150405.000000"),
 			Reviewer: &airlock.ReviewerIdentity{Principal: principal, Name: name, Groups: groups},
 			CSRF:     "csrf-token-of-" + name, Idle: time.Hour, Max: time.Hour})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 	"github.com/slack-go/slack"
 )
 
@@ -48,7 +49,7 @@ type Config struct {
 	// the inbox's pages.
 	PublicURL string
 	// Store is read for each request's current state and its message.
-	Store airlock.Store
+	Store Store
 	// Timeout bounds one Web API call (default 10s).
 	Timeout time.Duration
 }
@@ -58,7 +59,14 @@ type Config struct {
 type Sender struct {
 	api   *slack.Client
 	cfg   Config
-	store airlock.Store
+	store Store
+}
+
+// Store is what the sender needs of a store: each request as it is, and
+// where its message was posted.
+type Store interface {
+	store.Reviewers
+	GetRequest(ctx context.Context, id string) (airlock.Request, error)
 }
 
 // NewSender returns the sender cfg describes.
@@ -328,7 +336,7 @@ func clipBytes(s string, n int) (_ string, cut bool) {
 // receives the requests created after. Replicas starting together create
 // it once (its ID is fixed). It returns the endpoint; a disabled one (it
 // failed for days) is returned as it is, for the caller to warn of.
-func EnsureEndpoint(ctx context.Context, st airlock.Store, channel string) (airlock.Endpoint, error) {
+func EnsureEndpoint(ctx context.Context, st store.Notify, channel string) (airlock.Endpoint, error) {
 	e, err := st.GetEndpoint(ctx, airlock.SlackEndpointID)
 	if err == nil {
 		return e, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/slackapp"
+	"github.com/airlockhq/airlock/store"
 )
 
 // TestSlackRetries: Slack failing (HTTP 500, then 429 with Retry-After)
@@ -25,7 +26,7 @@ func TestSlackRetries(t *testing.T) {
 	onEachStore(t, testRetries)
 }
 
-func testRetries(t *testing.T, st airlock.Store) {
+func testRetries(t *testing.T, st store.Store) {
 	t.Cleanup(func() { st.Close() })
 	ctx := t.Context()
 	f := newFakeSlack(t)
@@ -62,18 +63,18 @@ func testRetries(t *testing.T, st airlock.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := st.CreateRequest(ctx, airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+	r, _, err := st.CreateRequest(ctx, store.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
 		InstanceID: inst.ID, OwnerID: "tok_agent", Tool: "deploy", Arguments: []byte(`{"env":"prod"}`)}, Window: time.Hour, Actor: "tok_agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Decided before the engine runs: the post and the outcome are both
 	// queued, and the outcome must wait for the post.
-	if _, err := st.Decide(ctx, airlock.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_bob"}); err != nil {
+	if _, err := st.Decide(ctx, store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_bob"}); err != nil {
 		t.Fatal(err)
 	}
 	// Decided by a policy rule at creation: no person needs to see it.
-	if _, _, err := st.CreateRequest(ctx, airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+	if _, _, err := st.CreateRequest(ctx, store.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
 		InstanceID: inst.ID, OwnerID: "tok_agent", Tool: "ls", Arguments: []byte(`{}`)}, Window: time.Hour, Actor: "tok_agent",
 		Initial: &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Minute, DecidedBy: airlock.PolicyActor("reads")}}); err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func TestSlackReminder(t *testing.T) {
 		t.Fatal(err)
 	}
 	create := func(tool string) airlock.Request {
-		r, _, err := st.CreateRequest(ctx, airlock.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
+		r, _, err := st.CreateRequest(ctx, store.NewRequestParams{Request: airlock.Request{ID: airlock.NewID(airlock.PrefixRequest),
 			InstanceID: inst.ID, OwnerID: "tok_agent", Tool: tool, Arguments: []byte(`{}`)}, Window: 30 * time.Minute, Actor: "tok_agent"})
 		if err != nil {
 			t.Fatal(err)
@@ -163,7 +164,7 @@ func TestSlackReminder(t *testing.T) {
 	}
 	waiting := create("deploy")
 	decided := create("rollback")
-	if _, err := st.Decide(ctx, airlock.DecideParams{ID: decided.ID, Status: airlock.StateDenied, Actor: "tok_bob"}); err != nil {
+	if _, err := st.Decide(ctx, store.DecideParams{ID: decided.ID, Status: airlock.StateDenied, Actor: "tok_bob"}); err != nil {
 		t.Fatal(err)
 	}
 	// Reminders an hour before the deadline: due at once for both.

@@ -22,9 +22,10 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/postgres"
 	"github.com/airlockhq/airlock/slackapp"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 const (
@@ -225,13 +226,13 @@ type stack struct {
 	hc    *http.Client
 }
 
-func start(t *testing.T, store airlock.Store, opts ...func(*server.Config)) *stack {
+func start(t *testing.T, st store.Store, opts ...func(*server.Config)) *stack {
 	t.Helper()
 	f := newFakeSlack(t)
 	logs := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := server.Config{
-		Store: store, Addr: "127.0.0.1:0", AdminToken: adminSecret, Limits: airlock.DefaultLimits(),
+		Store: st, Addr: "127.0.0.1:0", AdminToken: adminSecret, Limits: airlock.DefaultLimits(),
 		Slack:              slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/"},
 		SlackSigningSecret: signingSecret,
 		Logger:             slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -344,11 +345,11 @@ func (s *stack) state(t *testing.T, id, token string) string {
 }
 
 // onEachStore runs test on a SQLite file and on PostgreSQL, in parallel.
-func onEachStore(t *testing.T, test func(*testing.T, airlock.Store)) {
+func onEachStore(t *testing.T, test func(*testing.T, store.Store)) {
 	t.Helper()
 	for _, db := range []struct {
 		name string
-		open func(*testing.T) airlock.Store
+		open func(*testing.T) store.Store
 	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
@@ -357,7 +358,7 @@ func onEachStore(t *testing.T, test func(*testing.T, airlock.Store)) {
 	}
 }
 
-func openSQLite(t *testing.T) airlock.Store {
+func openSQLite(t *testing.T) store.Store {
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +366,7 @@ func openSQLite(t *testing.T) airlock.Store {
 	return st
 }
 
-func openPostgres(t *testing.T) airlock.Store {
+func openPostgres(t *testing.T) store.Store {
 	st, err := postgres.Open(t.Context(), testkit.SchemaURL(t, testkit.CreateSchema(t, "t_slack_"), "pool_max_conns", "4"))
 	if err != nil {
 		t.Fatal(err)
@@ -383,8 +384,8 @@ func TestSlackInteractions(t *testing.T) {
 	onEachStore(t, testInteractions)
 }
 
-func testInteractions(t *testing.T, store airlock.Store) {
-	s := start(t, store)
+func testInteractions(t *testing.T, st store.Store) {
+	s := start(t, st)
 	agent := s.token(t, "alice's agent", "agent", "alice")
 	bob := s.token(t, "Bob", "reviewer", "bob")
 	s.token(t, "Alice", "reviewer", "alice") // alice reviews too, but not her own agent's calls

@@ -15,7 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 func TestCommands(t *testing.T) {

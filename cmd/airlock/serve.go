@@ -11,11 +11,11 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/policy"
-	"github.com/airlockhq/airlock/postgres"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 var serveCommand = command{
@@ -70,12 +70,12 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 			return nil, usageErrorf("--policy %s: %v", cfg.Policy, err)
 		}
 	}
-	store, err := openStore(ctx, cfg.DB)
+	st, err := openStore(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", redactDB(cfg.DB), err)
 	}
 	srv, err := server.New(ctx, server.Config{
-		Store: store, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
+		Store: st, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		InboxSessionIdle: cfg.InboxSessionIdle, InboxSessionMax: cfg.InboxSessionMax,
 		OIDC: cfg.OIDC(), NoInboxTokenSignIn: cfg.NoInboxTokenSignIn,
@@ -111,7 +111,7 @@ func policyReload(pol *policy.Engine) <-chan os.Signal {
 // postgresql:// URL or a keyword string (its search_path parameter, when
 // given, picks the schema), a SQLite file otherwise. Both apply their
 // migrations.
-func openStore(ctx context.Context, db string) (airlock.Store, error) {
+func openStore(ctx context.Context, db string) (store.Store, error) {
 	if isPostgres(db) {
 		s, err := postgres.Open(ctx, db)
 		if err != nil {

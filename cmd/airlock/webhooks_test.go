@@ -16,8 +16,8 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
-	"github.com/airlockhq/airlock/sqlite"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/sqlite"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // receivers starts one receiver of each behavior, closed when t ends.

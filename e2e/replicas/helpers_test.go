@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/postgres"
+	"github.com/airlockhq/airlock/store/postgres"
 )
 
 // adminToken is every replica's bootstrap admin token (--admin-token), so

@@ -14,7 +14,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // TestKilledReplica is T08 for a replica: three `airlock serve` processes

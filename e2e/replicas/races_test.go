@@ -14,7 +14,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/checker"
 	"github.com/airlockhq/airlock/internal/testkit"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // recordHTTP fills op's result from a REST reply: on success the request

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // TestRevocationAcrossReplicas: a token revoked on one replica stops at
@@ -82,7 +83,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	if err != nil || got.State != airlock.StatePending {
 		t.Errorf("the request after refused calls: %s, %v; want still pending", got.State, err)
 	}
-	all, _, err := s.ListRequests(context.Background(), airlock.RequestFilter{})
+	all, _, err := s.ListRequests(context.Background(), store.RequestFilter{})
 	if err != nil || len(all) != 1 {
 		t.Errorf("%d requests after a refused create (%v), want 1", len(all), err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // TestWebhooksAcrossReplicas is T24 on PostgreSQL: three replicas deliver

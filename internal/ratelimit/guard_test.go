@@ -12,7 +12,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
-	"github.com/airlockhq/airlock/storetest"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // guardBundle is a Guard on a fake clock with its log.

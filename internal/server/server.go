@@ -28,6 +28,7 @@ import (
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/slackapp"
+	"github.com/airlockhq/airlock/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -58,7 +59,7 @@ const (
 type Config struct {
 	// Store is the open store to serve. Required. New takes it over: the
 	// server closes it when Run returns, or when New fails.
-	Store airlock.Store
+	Store store.Store
 	// StoreName names the store in logs (a --db with its password
 	// redacted).
 	StoreName string
@@ -149,7 +150,7 @@ type Server struct {
 	grace     time.Duration
 	generated string
 
-	store airlock.Store
+	store store.Store
 	svc   *provider.Service
 	// notify delivers webhooks and records reminders; webhooks is its
 	// webhook sender, closed after it stops.
@@ -386,9 +387,9 @@ func registerGauges(reg *prometheus.Registry, svc *provider.Service) {
 // bootstrapAdmin sets the bootstrap admin token to secret when one is
 // given. Otherwise, at the first start (no bootstrap token stored yet), it
 // generates one and returns it so it can be shown, once.
-func bootstrapAdmin(ctx context.Context, store airlock.Store, svc *provider.Service, secret string) (generated string, err error) {
+func bootstrapAdmin(ctx context.Context, st store.Store, svc *provider.Service, secret string) (generated string, err error) {
 	if secret == "" {
-		_, err := store.GetToken(ctx, provider.BootstrapTokenID)
+		_, err := st.GetToken(ctx, provider.BootstrapTokenID)
 		switch {
 		case err == nil:
 			return "", nil // shown at an earlier start

@@ -14,7 +14,8 @@ import (
 	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/provider"
-	"github.com/airlockhq/airlock/sqlite"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 func TestMain(m *testing.M) {
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 
 // closeRecorder is a store that counts its Close calls.
 type closeRecorder struct {
-	airlock.Store
+	store.Store
 	closed atomic.Int32
 }
 
@@ -58,14 +59,14 @@ func get(t *testing.T, url, token string) (int, string) {
 func TestRunServesEveryListenerAndReleasesAll(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "airlock.db")
-	store := openSQLite(t, path)
+	st := openSQLite(t, path)
 	extra, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var log logtest.Recorder
 	srv, err := New(t.Context(), Config{
-		Store: store, StoreName: "test.db", Addr: "127.0.0.1:0", Listeners: []net.Listener{extra}, Logger: log.Logger(),
+		Store: st, StoreName: "test.db", Addr: "127.0.0.1:0", Listeners: []net.Listener{extra}, Logger: log.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +92,7 @@ func TestRunServesEveryListenerAndReleasesAll(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("Run returned %v; want nil", err)
 	}
-	if n := store.closed.Load(); n != 1 {
+	if n := st.closed.Load(); n != 1 {
 		t.Errorf("the store was closed %d times; want once", n)
 	}
 	for _, addr := range []string{srv.Addr(), extra.Addr().String()} {
@@ -133,12 +134,12 @@ func TestNewReleasesWhatItTookOnFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "airlock.db")
-	store := openSQLite(t, path)
-	_, err = New(t.Context(), Config{Store: store, Addr: busy.Addr().String(), Listeners: []net.Listener{extra}})
+	st := openSQLite(t, path)
+	_, err = New(t.Context(), Config{Store: st, Addr: busy.Addr().String(), Listeners: []net.Listener{extra}})
 	if err == nil || !strings.Contains(err.Error(), "--addr") {
 		t.Fatalf("New on a busy address returned %v; want an error naming --addr", err)
 	}
-	if n := store.closed.Load(); n != 1 {
+	if n := st.closed.Load(); n != 1 {
 		t.Errorf("the store was closed %d times; want once", n)
 	}
 	if _, err := extra.Accept(); !errors.Is(err, net.ErrClosed) {

@@ -1,0 +1,40 @@
+package postgres_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
+)
+
+// TestWebSessionIDNotStored: the store keeps a web session's ID only as
+// its SHA-256; no column of the row holds the raw ID.
+func TestWebSessionIDNotStored(t *testing.T) {
+	t.Parallel()
+	s, schema := openFresh(t)
+	tok := airlock.Token{ID: "tok_ada", Name: "Ada", Role: airlock.RoleReviewer, Hash: airlock.HashSecret("secret"), CreatedBy: "tok_admin"}
+	if err := s.CreateToken(t.Context(), tok); err != nil {
+		t.Fatal(err)
+	}
+	id := airlock.NewTokenSecret()
+	if _, err := s.CreateWebSession(t.Context(), store.NewWebSessionParams{ID: id, Token: tok, CSRF: "csrf", Idle: time.Hour, Max: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		hash []byte
+		row  string
+	)
+	if err := conn(t, schema).QueryRow(t.Context(), `SELECT id_hash, row_to_json(ws)::text FROM web_sessions ws`).Scan(&hash, &row); err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256([]byte(id)); !bytes.Equal(hash, sum[:]) {
+		t.Fatalf("id_hash = %x, want the SHA-256 of the ID, %x", hash, sum)
+	}
+	if strings.Contains(row, id) {
+		t.Fatalf("the row holds the raw session ID: %s", row)
+	}
+}

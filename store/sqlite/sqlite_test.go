@@ -1,0 +1,192 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlite"
+	"github.com/airlockhq/airlock/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	testkit.Main(m)
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, clock airlock.Clock) store.Store {
+		return open(t, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clock))
+	})
+}
+
+// TestExtras: a SQLite store has a token stamp, which the conformance
+// suite checks (Extras/TokenStamp), and neither a change feed nor a token
+// check of its own: one process serves its file.
+func TestExtras(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "airlock.db"))
+	if x := s.Extras(); x.TokenStamp == nil || x.TokenCheck != nil || x.Feed != nil {
+		t.Errorf("Extras = %+v, want the token stamp alone", x)
+	}
+}
+
+// open opens a store that is closed when t ends.
+func open(t testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), path, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a b?c#d%.db") // characters a DSN could misread
+	s := open(t, path)
+	in, err := s.CreateInstance(t.Context(), airlock.Instance{OwnerID: "tok_a", Name: "x"}, "tok_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+
+	s = open(t, path) // migrations already applied: nothing to do
+	if _, err := s.GetInstance(t.Context(), in.ID); err != nil {
+		t.Fatalf("after reopening: %v", err)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	open(t, path).Close()
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	_, err = sqlite.Open(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("Open on a newer schema = %v, want an error saying it is newer", err)
+	}
+}
+
+func TestRefusesMemory(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"", ":memory:"} {
+		if s, err := sqlite.Open(t.Context(), path); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", path)
+		}
+	}
+}
+
+// TestTwoProcesses opens one file twice, as two airlock processes would:
+// their writes contend for SQLite's lock, and busy_timeout with BEGIN
+// IMMEDIATE must absorb it — no caller sees SQLITE_BUSY.
+func TestTwoProcesses(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	stores := []*sqlite.Store{open(t, path), open(t, path)}
+	in, err := stores[0].CreateInstance(t.Context(), airlock.Instance{OwnerID: "tok_a", Name: "x"}, "tok_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const perWorker = 10
+	var wg sync.WaitGroup
+	for w := range 8 {
+		s := stores[w%2]
+		wg.Go(func() {
+			for range perWorker {
+				key := airlock.NewID("key_")
+				r, _, err := s.CreateRequest(t.Context(), store.NewRequestParams{
+					Request: airlock.Request{InstanceID: in.ID, OwnerID: "tok_a", Tool: "t", Arguments: json.RawMessage(`{}`),
+						IdempotencyKey: key, Fingerprint: key},
+					Window: time.Hour, Actor: "tok_a",
+				})
+				if err != nil {
+					t.Errorf("CreateRequest: %v", err)
+					return
+				}
+				if _, err := s.Decide(t.Context(), store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+					t.Errorf("Decide: %v", err)
+					return
+				}
+				if _, err := stores[0].GetRequest(t.Context(), r.ID); err != nil {
+					t.Errorf("GetRequest: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rs, _, err := stores[1].ListRequests(t.Context(), store.RequestFilter{State: airlock.StateApproved, Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 8*perWorker {
+		t.Fatalf("%d approved requests, want %d", len(rs), 8*perWorker)
+	}
+}
+
+// BenchmarkCreateDecideGet measures one request's whole round: create,
+// approve, read back.
+func BenchmarkCreateDecideGet(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
+	ctx := b.Context()
+	in, err := s.CreateInstance(ctx, airlock.Instance{OwnerID: "tok_a", Name: "bench"}, "tok_a")
+	if err != nil {
+		b.Fatal(err)
+	}
+	round := func() error {
+		key := airlock.NewID("key_")
+		r, _, err := s.CreateRequest(ctx, store.NewRequestParams{
+			Request: airlock.Request{InstanceID: in.ID, OwnerID: "tok_a", Tool: "shell.exec",
+				Arguments: json.RawMessage(`{"cmd":"ls -la","cwd":"/srv"}`), IdempotencyKey: key, Fingerprint: key},
+			Window: time.Hour, Actor: "tok_a",
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := s.Decide(ctx, store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"}); err != nil {
+			return err
+		}
+		_, err = s.GetRequest(ctx, r.ID)
+		return err
+	}
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			if err := round(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := round(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
