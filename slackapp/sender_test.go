@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/slacktest"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/slackapp"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 )
 
 // TestSlackRetries: Slack failing (HTTP 500, then 429 with Retry-After)
@@ -29,8 +34,8 @@ func TestSlackRetries(t *testing.T) {
 func testRetries(t *testing.T, st store.Store) {
 	t.Cleanup(func() { st.Close() })
 	ctx := t.Context()
-	f := newFakeSlack(t)
-	f.fail = func(method string, n int, w http.ResponseWriter) bool {
+	f := slacktest.New(t)
+	f.Fail = func(method string, n int, w http.ResponseWriter) bool {
 		if method != "chat.postMessage" {
 			return false
 		}
@@ -45,14 +50,14 @@ func testRetries(t *testing.T, st store.Store) {
 		}
 		return false
 	}
-	ep, err := slackapp.EnsureEndpoint(ctx, st, channelID)
+	ep, err := slackapp.EnsureEndpoint(ctx, st, slacktest.Channel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := slackapp.EnsureEndpoint(ctx, st, channelID); err != nil || again.ID != ep.ID || ep.ID != airlock.SlackEndpointID {
+	if again, err := slackapp.EnsureEndpoint(ctx, st, slacktest.Channel); err != nil || again.ID != ep.ID || ep.ID != airlock.SlackEndpointID {
 		t.Fatalf("EnsureEndpoint again = %v, %v", again, err)
 	}
-	sender := slackapp.NewSender(slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/",
+	sender := slackapp.NewSender(slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL(),
 		PublicURL: "https://airlock.example.com", Store: st})
 	eng := notify.New(notify.Config{Store: st, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointSlack: sender},
 		Render: rest.RequestJSON, PollEvery: 20 * time.Millisecond, Schedule: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond,
@@ -84,9 +89,9 @@ func testRetries(t *testing.T, st store.Store) {
 	go func() { defer close(done); eng.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
-	f.await(t, "the message showing the approval", func() bool {
-		m := f.message(r.ID)
-		return m != nil && !hasButtons(m) && strings.Contains(blocksJSON(m), "*Approved*")
+	f.Await(t, "the message showing the approval", func() bool {
+		m := f.Message(r.ID)
+		return m != nil && !m.HasButtons() && strings.Contains(m.BlocksJSON(), "*Approved*")
 	})
 	// All four deliveries (two per request) end delivered, with the
 	// failures recorded.
@@ -110,7 +115,7 @@ func testRetries(t *testing.T, st store.Store) {
 			t.Fatalf("deliveries = %+v", ds)
 		}
 		select { // the engine records attempts after the calls: look again soon
-		case <-f.changed:
+		case <-f.Changed():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -126,13 +131,11 @@ func testRetries(t *testing.T, st store.Store) {
 			t.Errorf("the attempts' errors lack %q:\n%s", want, all)
 		}
 	}
-	if strings.Contains(all, botToken) {
+	if strings.Contains(all, slacktest.BotToken) {
 		t.Error("an attempt's error shows the bot token")
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.posts != 1 {
-		t.Errorf("%d posts, want 1", f.posts)
+	if n := f.Posts(); n != 1 {
+		t.Errorf("%d posts, want 1", n)
 	}
 }
 
@@ -144,11 +147,11 @@ func TestSlackReminder(t *testing.T) {
 	st := openSQLite(t)
 	t.Cleanup(func() { st.Close() })
 	ctx := t.Context()
-	f := newFakeSlack(t)
-	if _, err := slackapp.EnsureEndpoint(ctx, st, channelID); err != nil {
+	f := slacktest.New(t)
+	if _, err := slackapp.EnsureEndpoint(ctx, st, slacktest.Channel); err != nil {
 		t.Fatal(err)
 	}
-	sender := slackapp.NewSender(slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/",
+	sender := slackapp.NewSender(slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL(),
 		PublicURL: "https://airlock.example.com", Store: st})
 	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci"}, "tok_agent")
 	if err != nil {
@@ -176,7 +179,7 @@ func TestSlackReminder(t *testing.T) {
 	go func() { defer close(done); eng.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
-	f.await(t, "the reminder reply", func() bool { m := f.message(waiting.ID); return m != nil && len(m.replies) > 0 })
+	f.Await(t, "the reminder reply", func() bool { m := f.Message(waiting.ID); return m != nil && len(m.Replies) > 0 })
 	// Every delivery recorded, so nothing more is coming.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -197,24 +200,52 @@ func TestSlackReminder(t *testing.T) {
 			t.Fatalf("deliveries still pending: %+v", ds)
 		}
 		select { // a call to the fake, or the engine recording on its own
-		case <-f.changed:
+		case <-f.Changed():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m := f.message(waiting.ID)
-	if len(m.replies) != 1 || !m.broadcast[0] {
-		t.Fatalf("%d replies (broadcast %v); want one, sent to the channel too", len(m.replies), m.broadcast)
+	m := f.Message(waiting.ID)
+	if len(m.Replies) != 1 || !m.Broadcast[0] {
+		t.Fatalf("%d replies (broadcast %v); want one, sent to the channel too", len(m.Replies), m.Broadcast)
 	}
-	reply, _ := m.replies[0].blocks[0]["text"].(map[string]any)["text"].(string)
+	reply, _ := m.Replies[0].Blocks[0]["text"].(map[string]any)["text"].(string)
 	for _, want := range []string{"still waits for a decision", fmt.Sprintf("<!date^%d^", waiting.DeadlineAt.Unix()),
 		"https://airlock.example.com/requests/" + waiting.ID} {
 		if !strings.Contains(reply, want) {
 			t.Errorf("the reminder lacks %q: %s", want, reply)
 		}
 	}
-	if d := f.message(decided.ID); d == nil || len(d.replies) != 0 {
+	if d := f.Message(decided.ID); d == nil || len(d.Replies) != 0 {
 		t.Fatalf("the decided request's message: %+v; want posted, no reminder", d)
 	}
+}
+
+// onEachStore runs test on a SQLite file and on PostgreSQL, in parallel.
+func onEachStore(t *testing.T, test func(*testing.T, store.Store)) {
+	t.Helper()
+	for _, db := range []struct {
+		name string
+		open func(*testing.T) store.Store
+	}{{"sqlite", openSQLite}, {"postgres", openPostgres}} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, db.open(t))
+		})
+	}
+}
+
+func openSQLite(t *testing.T) store.Store {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func openPostgres(t *testing.T) store.Store {
+	st, err := postgres.Open(t.Context(), testkit.SchemaURL(t, testkit.CreateSchema(t, "t_slack_"), "pool_max_conns", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlockhq/airlock/bench"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/bench"
 )
 
 var benchCommand = command{

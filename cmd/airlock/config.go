@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
-	"github.com/airlockhq/airlock/internal/server"
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
 	"github.com/airlockhq/airlock/provider"

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlockhq/airlock/bench"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/bench"
 	"github.com/airlockhq/airlock/internal/testkit"
 )
 

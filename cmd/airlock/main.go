@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/airlockhq/airlock/bench"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/bench"
 )
 
 // main only wires the process to an App and maps its error to an exit code;

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/postgres"

@@ -1,4 +1,4 @@
-package slackapp_test
+package server_test
 
 import (
 	"context"
@@ -10,17 +10,16 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
+	"github.com/airlockhq/airlock/internal/slacktest"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/slackapp"
 	"github.com/airlockhq/airlock/store"
@@ -28,212 +27,31 @@ import (
 	"github.com/airlockhq/airlock/store/sqlite"
 )
 
+// signingSecret signs the fake Slack's interactions; adminSecret is the
+// server's admin token.
 const (
-	botToken      = "xoxb-1111-2222-secretbottoken"
 	signingSecret = "8f742231b10e8888abcd99yyyzzz85a5"
-	channelID     = "C0AIRLOCK"
 	adminSecret   = "admin-secret-for-slack-tests"
 )
 
-// message is one Slack message as the fake Web API keeps it.
-type message struct {
-	channel, ts, text string
-	blocks            []map[string]any
-	updates           int
-	// replies are the thread's replies (thread_ts = ts), and broadcast
-	// whether each was also sent to the channel (reply_broadcast).
-	replies   []*message
-	broadcast []bool
-}
-
-// fakeSlack speaks the two Web API methods Airlock calls, as Slack
-// documents them (chat.postMessage, with thread_ts and reply_broadcast
-// for a reply, and chat.update): form-encoded POSTs authenticated by the
-// bot token,
-// answering {"ok": true, "channel", "ts", "message"} or {"ok": false,
-// "error"}. It also takes response_url posts.
-type fakeSlack struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	msg map[string]*message // by ts
-	// byRequest maps a request ID (the buttons' value, or found in the
-	// link) to its message's ts.
-	byRequest map[string]string
-	posts     int
-	replies   []string
-	changed   chan struct{}
-	t         *testing.T
-	// fail, when set, may answer the n-th call (from 1) of a method
-	// itself, returning true.
-	fail  func(method string, n int, w http.ResponseWriter) bool
-	calls map[string]int
-}
-
-func newFakeSlack(t *testing.T) *fakeSlack {
-	f := &fakeSlack{msg: map[string]*message{}, byRequest: map[string]string{}, changed: make(chan struct{}, 1000), t: t,
-		calls: map[string]int{}}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeSlack) answer(w http.ResponseWriter, v map[string]any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	json.NewEncoder(w).Encode(v)
-}
-
-func (f *fakeSlack) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/hooks/response" {
-		var v map[string]any
-		json.NewDecoder(r.Body).Decode(&v)
-		f.mu.Lock()
-		f.replies = append(f.replies, fmt.Sprint(v["text"]))
-		f.mu.Unlock()
-		return
-	}
-	if r.Method != http.MethodPost || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		http.Error(w, "want a form POST", http.StatusBadRequest)
-		return
-	}
-	f.mu.Lock()
-	f.calls[r.URL.Path]++
-	n, fail := f.calls[r.URL.Path], f.fail
-	f.mu.Unlock()
-	if fail != nil && fail(strings.TrimPrefix(r.URL.Path, "/api/"), n, w) {
-		f.changed <- struct{}{}
-		return
-	}
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if tok == "" {
-		tok = r.PostForm.Get("token")
-	}
-	if tok != botToken {
-		f.answer(w, map[string]any{"ok": false, "error": "invalid_auth"})
-		return
-	}
-	var blocks []map[string]any
-	if err := json.Unmarshal([]byte(r.PostForm.Get("blocks")), &blocks); err != nil || len(blocks) == 0 || len(blocks) > 50 {
-		f.answer(w, map[string]any{"ok": false, "error": "invalid_blocks"})
-		return
-	}
-	text := r.PostForm.Get("text")
-	f.mu.Lock()
-	defer func() {
-		f.mu.Unlock()
-		f.changed <- struct{}{}
-	}()
-	switch r.URL.Path {
-	case "/api/chat.postMessage":
-		if r.PostForm.Get("channel") != channelID {
-			f.answer(w, map[string]any{"ok": false, "error": "channel_not_found"})
-			return
-		}
-		f.posts++
-		ts := fmt.Sprintf("1700000000.%06d", f.posts)
-		m := &message{channel: channelID, ts: ts, text: text, blocks: blocks}
-		if parent := r.PostForm.Get("thread_ts"); parent != "" {
-			// A reply in the thread of parent, which must exist.
-			p := f.msg[parent]
-			if p == nil {
-				f.answer(w, map[string]any{"ok": false, "error": "thread_not_found"})
-				return
-			}
-			p.replies = append(p.replies, m)
-			p.broadcast = append(p.broadcast, r.PostForm.Get("reply_broadcast") == "true")
-			f.answer(w, map[string]any{"ok": true, "channel": channelID, "ts": ts,
-				"message": map[string]any{"type": "message", "text": text, "bot_id": "B0AIRLOCK", "ts": ts, "thread_ts": parent}})
-			return
-		}
-		f.msg[ts] = m
-		if id := requestOf(blocks); id != "" {
-			if prev, ok := f.byRequest[id]; ok {
-				f.t.Errorf("request %s posted twice: %s and %s", id, prev, ts)
-			}
-			f.byRequest[id] = ts
-		}
-		f.answer(w, map[string]any{"ok": true, "channel": channelID, "ts": ts,
-			"message": map[string]any{"type": "message", "subtype": "bot_message", "text": text, "bot_id": "B0AIRLOCK", "ts": ts}})
-	case "/api/chat.update":
-		m := f.msg[r.PostForm.Get("ts")]
-		if m == nil || r.PostForm.Get("channel") != m.channel {
-			f.answer(w, map[string]any{"ok": false, "error": "message_not_found"})
-			return
-		}
-		m.text, m.blocks = text, blocks
-		m.updates++
-		f.answer(w, map[string]any{"ok": true, "channel": m.channel, "ts": m.ts, "text": text,
-			"message": map[string]any{"type": "message", "text": text, "bot_id": "B0AIRLOCK"}})
-	default:
-		f.answer(w, map[string]any{"ok": false, "error": "unknown_method"})
-	}
-}
-
-// requestOf finds the request a message shows, by the link to its page.
-func requestOf(blocks []map[string]any) string {
-	b, _ := json.Marshal(blocks)
-	s := string(b)
-	i := strings.Index(s, "/requests/apr_")
-	if i < 0 {
-		return ""
-	}
-	s = s[i+len("/requests/"):]
-	if j := strings.IndexAny(s, `|">\`); j > 0 {
-		s = s[:j]
-	}
-	return s
-}
-
-// await waits until cond holds of the fake's messages.
-func (f *fakeSlack) await(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		f.mu.Lock()
-		ok := cond()
-		f.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-f.changed:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
-func (f *fakeSlack) message(id string) *message { return f.msg[f.byRequest[id]] }
-
-func hasButtons(m *message) bool {
-	for _, b := range m.blocks {
-		if b["type"] == "actions" {
-			return true
-		}
-	}
-	return false
-}
-
-func blocksJSON(m *message) string { b, _ := json.Marshal(m.blocks); return string(b) }
-
+// stack is a server with Slack on, posting to a fake Slack.
 type stack struct {
 	base  string
-	slack *fakeSlack
+	slack *slacktest.Slack
 	logs  *testkit.Buffer
 	hc    *http.Client
 }
 
+// start runs a server over st with Slack on, posting to a fake Slack,
+// until t ends; then no secret may be in its logs.
 func start(t *testing.T, st store.Store, opts ...func(*server.Config)) *stack {
 	t.Helper()
-	f := newFakeSlack(t)
+	f := slacktest.New(t)
 	logs := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := server.Config{
 		Store: st, Addr: "127.0.0.1:0", AdminToken: adminSecret, Limits: airlock.DefaultLimits(),
-		Slack:              slackapp.Config{BotToken: botToken, Channel: channelID, APIURL: f.srv.URL + "/api/"},
+		Slack:              slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL()},
 		SlackSigningSecret: signingSecret,
 		Logger:             slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -252,7 +70,7 @@ func start(t *testing.T, st store.Store, opts ...func(*server.Config)) *stack {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		for _, secret := range []string{botToken, signingSecret} {
+		for _, secret := range []string{slacktest.BotToken, signingSecret} {
 			if strings.Contains(logs.String(), secret) {
 				t.Errorf("a secret is in the logs:\n%s", logs.String())
 			}
@@ -293,8 +111,8 @@ func interaction(user, actionID, id, responseURL string) string {
 		"type": "block_actions", "user": map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T0TEAM"},
 		"api_app_id": "A0AIRLOCK", "token": "legacy-verification-token", "trigger_id": "1.2.3",
 		"team":         map[string]any{"id": "T0TEAM", "domain": "example"},
-		"container":    map[string]any{"type": "message", "message_ts": "1700000000.000001", "channel_id": channelID, "is_ephemeral": false},
-		"channel":      map[string]any{"id": channelID, "name": "approvals"},
+		"container":    map[string]any{"type": "message", "message_ts": "1700000000.000001", "channel_id": slacktest.Channel, "is_ephemeral": false},
+		"channel":      map[string]any{"id": slacktest.Channel, "name": "approvals"},
 		"response_url": responseURL,
 		"actions": []map[string]any{{"action_id": actionID, "block_id": "decide", "type": "button", "value": id,
 			"text": map[string]any{"type": "plain_text", "text": "Approve"}, "action_ts": "1700000001.000000"}},
@@ -404,12 +222,10 @@ func testInteractions(t *testing.T, st store.Store) {
 		return r.Str("id")
 	}
 	r1, r2, r3 := create("k1", "deploy", "10m"), create("k2", "drop_table", "10m"), create("k3", "send_mail", "10m")
-	s.slack.await(t, "three posts", func() bool { return len(s.slack.byRequest) == 3 })
+	s.slack.Await(t, "three posts", func() bool { return s.slack.Requests() == 3 })
 
-	s.slack.mu.Lock()
-	m := s.slack.message(r1)
-	js := blocksJSON(m)
-	s.slack.mu.Unlock()
+	m := s.slack.Message(r1)
+	js := m.BlocksJSON()
 	for _, want := range []string{
 		`"action_id":"airlock_approve"`, `"action_id":"airlock_deny"`, `"value":"` + r1 + `"`, `"confirm":`,
 		`"style":"primary"`, `"style":"danger"`, `rich_text_preformatted`, `Agent's claim (unverified): *trust me* \u003c@U0BOB\u003e`,
@@ -422,11 +238,11 @@ func testInteractions(t *testing.T, st store.Store) {
 	if strings.Contains(js, long) {
 		t.Error("the arguments were not shortened")
 	}
-	if !strings.Contains(m.text, "deploy") {
-		t.Errorf("notification text = %q", m.text)
+	if !strings.Contains(m.Text, "deploy") {
+		t.Errorf("notification text = %q", m.Text)
 	}
 
-	approve := interaction("U0BOB", slackapp.ActionApprove, r1, s.slack.srv.URL+"/hooks/response")
+	approve := interaction("U0BOB", slackapp.ActionApprove, r1, s.slack.ResponseURL())
 	now := time.Now().Unix()
 	// Refused before anything is read: 401, and r1 stays pending.
 	sig, stamp := sign(signingSecret, now, approve)
@@ -460,7 +276,7 @@ func testInteractions(t *testing.T, st store.Store) {
 	for _, c := range []struct{ name, body, want string }{
 		{"unknown action", interaction("U0BOB", "airlock_launch", r1, ""), "does not know"},
 		{"not a request", interaction("U0BOB", slackapp.ActionApprove, "tok_bootstrap", ""), "does not know"},
-		{"unlinked user", interaction("U0EVE", slackapp.ActionApprove, r1, s.slack.srv.URL+"/hooks/response"), "not linked"},
+		{"unlinked user", interaction("U0EVE", slackapp.ActionApprove, r1, s.slack.ResponseURL()), "not linked"},
 		{"self-approval", interaction("U0ALICE", slackapp.ActionApprove, r1, ""), "your own"},
 		{"unknown request", interaction("U0BOB", slackapp.ActionApprove, "apr_nope", ""), "no such request"},
 	} {
@@ -505,24 +321,22 @@ func testInteractions(t *testing.T, st store.Store) {
 	r4 := create("k4", "rotate_keys", "1s")
 
 	outcome := map[string]string{r1: "Approved", r2: "Denied", r3: "Cancelled", r4: "Expired"}
-	s.slack.await(t, "every message showing its outcome without buttons", func() bool {
+	s.slack.Await(t, "every message showing its outcome without buttons", func() bool {
 		for id, word := range outcome {
-			m := s.slack.message(id)
-			if m == nil || hasButtons(m) || !strings.Contains(blocksJSON(m), "*"+word+"*") {
+			m := s.slack.Message(id)
+			if m == nil || m.HasButtons() || !strings.Contains(m.BlocksJSON(), "*"+word+"*") {
 				return false
 			}
 		}
 		return true
 	})
-	s.slack.mu.Lock()
-	defer s.slack.mu.Unlock()
-	if s.slack.posts != 4 {
-		t.Errorf("%d messages posted for 4 requests", s.slack.posts)
+	if n := s.slack.Posts(); n != 4 {
+		t.Errorf("%d messages posted for 4 requests", n)
 	}
-	if js := blocksJSON(s.slack.message(r1)); !strings.Contains(js, "by Bob") {
+	if js := s.slack.Message(r1).BlocksJSON(); !strings.Contains(js, "by Bob") {
 		t.Errorf("r1's message does not say who approved: %s", js)
 	}
-	if js := blocksJSON(s.slack.message(r2)); !strings.Contains(js, "not today") {
+	if js := s.slack.Message(r2).BlocksJSON(); !strings.Contains(js, "not today") {
 		t.Errorf("r2's message lacks the note: %s", js)
 	}
 }

@@ -58,7 +58,7 @@ const (
 
 // Kinds of child.
 const (
-	childAirlock = "airlock" // `airlock serve`'s assembly (internal/server)
+	childAirlock = "airlock" // `airlock serve`'s assembly (cmd/airlock/internal/server)
 	childRawHTTP = "rawhttp" // the raw baseline over HTTP (rawhttp.go)
 )
 

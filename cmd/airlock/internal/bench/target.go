@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/internal/server"
+	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/store"
@@ -66,7 +66,7 @@ type target struct {
 }
 
 // replica is one in-process `airlock serve`: the same assembly
-// (internal/server), without a rate limit.
+// (cmd/airlock/internal/server), without a rate limit.
 type replica struct {
 	svc *provider.Service
 	url string
