@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/airlockhq/airlock"
 )
 
@@ -78,32 +80,38 @@ type GuardConfig struct {
 // A token this process has accepted before is never held back: Admit lets
 // it through before any budget is looked at, from any address, whatever the
 // attack. Any other attempt — a wrong token, or a token this process has not
-// seen yet — takes one failure from its address's budget and from the
-// overall one before the store is asked; an attempt that succeeds gives it
-// back. When either budget is empty, the attempt is refused (429 with
-// Retry-After) without a lookup. So an attacker guessing tokens gets
-// AddressBurst guesses, then AddressRate a second, and learns nothing from
-// a refusal; the cost is that a token never used on this server, sent from
-// an address under attack (or while the overall budget is spent), waits
-// like a wrong one.
+// seen yet — holds one failure of its address's budget and of the overall
+// one before the store is asked (so attempts in flight at once cannot
+// overdraw them); if it fails, the failure is taken, and if it succeeds,
+// let go. When either budget holds no failure beyond those held, the
+// attempt is refused (429 with Retry-After) without a lookup. So an
+// attacker guessing tokens gets AddressBurst guesses, then AddressRate a
+// second, and learns nothing from a refusal; the cost is that a token
+// never used on this server, sent from an address under attack (or while
+// the overall budget is spent), waits like a wrong one.
 //
 // Each failure is logged with its address: one line per address per
 // LogEvery at most, counting the failures and refusals since the last
 // line about it.
 type Guard struct {
-	addrRate, addrBurst float64
-	allRate, allBurst   float64
-	trusted             []netip.Prefix
-	log                 *slog.Logger
-	every               time.Duration
-	now                 func() time.Time
+	addrRate  rate.Limit
+	addrBurst int
+	trusted   []netip.Prefix
+	log       *slog.Logger
+	every     time.Duration
+	now       func() time.Time
 
+	// mu guards what follows, and orders the calls on each budget by the
+	// clock (read under it), so no budget sees time run backwards.
 	mu    sync.Mutex
 	addrs map[string]*address
 	// pruneAt is how many addresses may be tracked before idle ones are
 	// dropped.
 	pruneAt int
-	all     bucket
+	// all is the overall budget, and allPending the attempts admitted
+	// against it and not yet done.
+	all        *rate.Limiter
+	allPending int
 	// allRefused counts the attempts the overall budget refused since
 	// allLogged, when that was last logged.
 	allRefused int
@@ -118,7 +126,12 @@ type Guard struct {
 
 // address is the state of one client address.
 type address struct {
-	bucket
+	budget *rate.Limiter
+	// pending counts the attempts admitted and not yet done. Each holds a
+	// failure of the budget while its lookup runs, so that attempts in
+	// flight at once cannot overdraw it: a failure then takes it from the
+	// budget, a success or an unchecked attempt lets it go.
+	pending         int
 	failed, refused int       // since the last line about the address
 	logged          time.Time // when that line was written; zero: never
 }
@@ -153,11 +166,10 @@ func NewGuard(cfg GuardConfig) *Guard {
 		cfg.Now = time.Now
 	}
 	return &Guard{
-		addrRate: cfg.AddressRate, addrBurst: float64(cfg.AddressBurst),
-		allRate: cfg.OverallRate, allBurst: float64(cfg.OverallBurst),
+		addrRate: rate.Limit(cfg.AddressRate), addrBurst: cfg.AddressBurst,
 		trusted: cfg.TrustedProxies, log: cfg.Logger, every: cfg.LogEvery, now: cfg.Now,
 		addrs: map[string]*address{}, pruneAt: pruneFloor,
-		all:   bucket{tokens: float64(cfg.OverallBurst), last: cfg.Now()},
+		all:   rate.NewLimiter(rate.Limit(cfg.OverallRate), cfg.OverallBurst),
 		known: map[[sha256.Size]byte]struct{}{},
 	}
 }
@@ -168,8 +180,8 @@ type Attempt struct {
 	g    *Guard // nil: nothing to report (no token was sent)
 	addr string
 	hash [sha256.Size]byte
-	// reserved is set when the attempt took a failure from the budgets,
-	// to give back if it succeeds.
+	// reserved is set when the attempt holds a failure of the budgets
+	// (address.pending), to take if it fails and let go otherwise.
 	reserved bool
 }
 
@@ -197,34 +209,34 @@ func (g *Guard) Admit(r *http.Request, secret string) (Attempt, time.Duration, b
 		return a, 0, true
 	}
 	a.g, a.hash = g, sha256.Sum256([]byte(secret))
-	now := g.now()
 	var out []line
 	defer func() { g.write(out) }()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := g.now()
 	if _, ok := g.known[a.hash]; ok {
 		return a, 0, true
 	}
+	// The budgets must hold a failure for this attempt besides those the
+	// attempts in flight hold.
 	st := g.addrs[a.addr]
 	if st != nil {
-		st.refill(now, g.addrRate, g.addrBurst)
-		if st.tokens < 1 {
+		if d := wait(st.budget, now, st.pending+1); d > 0 {
 			st.refused++
 			out = g.noteLocked(out, a.addr, st, now)
-			return a, st.wait(g.addrRate), false
+			return a, d, false
 		}
 	}
-	g.all.refill(now, g.allRate, g.allBurst)
-	if g.all.tokens < 1 {
+	if d := wait(g.all, now, g.allPending+1); d > 0 {
 		g.allRefused++
 		out = g.noteOverallLocked(out, now)
-		return a, g.all.wait(g.allRate), false
+		return a, d, false
 	}
 	if st == nil {
 		st = g.trackLocked(a.addr, now)
 	}
-	st.tokens--
-	g.all.tokens--
+	st.pending++
+	g.allPending++
 	a.reserved = true
 	return a, 0, true
 }
@@ -244,7 +256,7 @@ func (a Attempt) Done(err error) {
 		a.g.failed(a.addr, a.hash, a.reserved)
 	default:
 		a.g.mu.Lock()
-		a.g.giveBackLocked(a)
+		a.g.releaseLocked(a.addr, a.reserved)
 		a.g.mu.Unlock()
 	}
 }
@@ -262,7 +274,7 @@ func (g *Guard) Refused(r *http.Request, secret string) {
 func (g *Guard) accepted(a Attempt) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.giveBackLocked(a)
+	g.releaseLocked(a.addr, a.reserved)
 	if _, ok := g.known[a.hash]; !ok {
 		if len(g.known) >= knownMax {
 			clear(g.known)
@@ -271,38 +283,37 @@ func (g *Guard) accepted(a Attempt) {
 	}
 }
 
-// giveBackLocked returns what a succeeded or unchecked attempt took from
-// the budgets.
-func (g *Guard) giveBackLocked(a Attempt) {
-	if !a.reserved {
+// releaseLocked lets go of the failure an attempt from addr held, if it
+// held one (reserved), now that its lookup is done.
+func (g *Guard) releaseLocked(addr string, reserved bool) {
+	if !reserved {
 		return
 	}
-	if st := g.addrs[a.addr]; st != nil {
-		st.tokens = min(g.addrBurst, st.tokens+1)
+	if st := g.addrs[addr]; st != nil && st.pending > 0 {
+		st.pending--
 	}
-	g.all.tokens = min(g.allBurst, g.all.tokens+1)
+	g.allPending = max(0, g.allPending-1)
 }
 
 // failed counts a failed authentication from addr with the secret whose
-// digest is hash. An attempt that did not take from the budgets when it
-// was admitted (a token accepted before) takes now, if they hold any.
+// digest is hash: it takes one failure from the budgets, if they hold
+// one. An attempt admitted with a reservation (reserved) found the budgets
+// holding it then; one that was not (a token accepted before) may find
+// them empty, and takes nothing.
 func (g *Guard) failed(addr string, hash [sha256.Size]byte, reserved bool) {
-	now := g.now()
 	var out []line
 	defer func() { g.write(out) }()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := g.now()
 	delete(g.known, hash)
+	g.releaseLocked(addr, reserved)
 	st := g.addrs[addr]
 	if st == nil {
 		st = g.trackLocked(addr, now)
 	}
-	if !reserved {
-		st.refill(now, g.addrRate, g.addrBurst)
-		st.take(g.addrRate)
-		g.all.refill(now, g.allRate, g.allBurst)
-		g.all.take(g.allRate)
-	}
+	st.budget.AllowN(now, 1)
+	g.all.AllowN(now, 1)
 	st.failed++
 	out = g.noteLocked(out, addr, st, now)
 }
@@ -313,17 +324,18 @@ func (g *Guard) trackLocked(addr string, now time.Time) *address {
 	if len(g.addrs) >= g.pruneAt {
 		g.pruneLocked(now)
 	}
-	st := &address{bucket: bucket{tokens: g.addrBurst, last: now}}
+	st := &address{budget: rate.NewLimiter(g.addrRate, g.addrBurst)}
 	g.addrs[addr] = st
 	return st
 }
 
 // pruneLocked drops the addresses whose budget is full again and that
-// have nothing left to log: they are as good as new.
+// have no attempt in flight and nothing left to log: they are as good as
+// new.
 func (g *Guard) pruneLocked(now time.Time) {
 	for k, st := range g.addrs {
-		st.refill(now, g.addrRate, g.addrBurst)
-		if st.tokens >= g.addrBurst && st.failed == 0 && st.refused == 0 {
+		if st.pending == 0 && st.failed == 0 && st.refused == 0 &&
+			st.budget.TokensAt(now) >= float64(g.addrBurst) {
 			delete(g.addrs, k)
 		}
 	}
@@ -382,11 +394,11 @@ func overallLine(refused int) line {
 // named at most once per LogEvery), summing the addresses beyond the lines
 // allowed into one, and stops tracking the addresses that are idle again.
 func (g *Guard) Flush() {
-	now := g.now()
 	var out []line
 	defer func() { g.write(out) }()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := g.now()
 	var more, moreFailed, moreRefused int
 	for addr, st := range g.addrs {
 		if st.failed == 0 && st.refused == 0 || !st.logged.IsZero() && now.Sub(st.logged) < g.every {
