@@ -3,12 +3,18 @@
 // skeleton, so a history search for "paypal" also finds "pаypal" with a
 // Cyrillic "а".
 //
-// It is github.com/mtibben/confusables (BSD licence in LICENSE) with one
-// change: its table of 6,300 characters is built on the first Skeleton
-// rather than at start-up. As a package-level map it cost every airlock
-// process, the hook's included, about 220 KB and a millisecond or more
-// before main (docs/performance.md), though only the inbox's search uses it.
+// Skeleton is github.com/mtibben/confusables's (BSD licence in LICENSE).
+// Its table of 6,300 characters, tables.go, is generated from Unicode's
+// confusables.txt 13.0.0, committed beside it (Unicode's licence in
+// LICENSE-UNICODE), by internal/gen, whose test checks that the two
+// agree byte for byte; it is the table that package generated from the
+// same file. The table is built on the first Skeleton rather than at
+// start-up: as a package-level map it cost every airlock process, the
+// hook's included, about 220 KB and a millisecond or more before main
+// (docs/dependencies.md), though only the inbox's search uses it.
 package confusables
+
+//go:generate go run ./internal/gen -data confusables.txt -o tables.go
 
 import (
 	"strings"
