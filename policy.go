@@ -67,6 +67,25 @@ type InitialDecision struct {
 	PolicyHash string
 }
 
+// GrantExpressions compiles the CEL match expressions of grants
+// (docs/policy.md, "Grants") in the language of policy rules, so that a
+// grant judges a request as a rule would. The policy package compiles
+// (policy.Expressions); the provider only asks.
+type GrantExpressions interface {
+	// Compile returns expr compiled, or an error saying why it does not
+	// compile: it must parse, type-check, yield a boolean and stay under
+	// the policy's cost limit.
+	Compile(expr string) (GrantExpression, error)
+}
+
+// GrantExpression is a grant's match expression, compiled.
+type GrantExpression interface {
+	// Matches reports whether the expression covers a new request. An
+	// error is no match: a grant that cannot judge a request does not
+	// cover it, and a person is asked.
+	Matches(ctx context.Context, in PolicyInput) (bool, error)
+}
+
 // GroupDirectory tells which configured reviewer groups a principal is in
 // (docs/teams.md). The policy engine is one: groups are configured in the
 // policy file and reloaded with its rules.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"sync"
 
 	"github.com/airlockhq/airlock"
 )
@@ -31,4 +32,39 @@ func (e *Expression) Matches(ctx context.Context, in airlock.PolicyInput) (bool,
 	defer cancel()
 	r := compiledRule{compiled: e.c}
 	return r.eval(ctx, newActivation(ctx, in, e.c.reads))
+}
+
+// Expressions compiles grants' match expressions for the provider
+// (airlock.GrantExpressions), keeping those it compiled by their text: a
+// grant's expression never changes, and compiling costs far more than
+// evaluating. Its zero value is ready to use.
+type Expressions struct {
+	mu sync.Mutex
+	m  map[string]*Expression
+}
+
+// maxExpressions bounds the expressions Expressions keeps; it starts over
+// when full.
+const maxExpressions = 1024
+
+// Compile returns expr compiled (CompileExpression), from those compiled
+// before when it can.
+func (x *Expressions) Compile(expr string) (airlock.GrantExpression, error) {
+	x.mu.Lock()
+	e, ok := x.m[expr]
+	x.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	e, err := CompileExpression(expr)
+	if err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	if x.m == nil || len(x.m) >= maxExpressions {
+		x.m = make(map[string]*Expression)
+	}
+	x.m[expr] = e
+	x.mu.Unlock()
+	return e, nil
 }

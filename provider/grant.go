@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
 )
 
@@ -102,7 +101,10 @@ func (s *Service) grantMatch(match, tool string, args json.RawMessage, field str
 		}
 		return airlock.GrantMatch{Kind: airlock.MatchSameArguments, ArgumentsFingerprint: fp}, nil
 	}
-	if _, err := s.expressions.compile(match); err != nil {
+	if s.expressions == nil {
+		return airlock.GrantMatch{}, airlock.Invalid("match", "match must be \"same_arguments\": this server compiles no CEL expressions")
+	}
+	if _, err := s.expressions.Compile(match); err != nil {
 		return airlock.GrantMatch{}, airlock.Invalid("match", "match is neither \"same_arguments\" nor a CEL expression that compiles: %v", err)
 	}
 	return airlock.GrantMatch{Kind: airlock.MatchCEL, Expression: match}, nil
@@ -291,7 +293,11 @@ func (s *Service) grantsFor(ctx context.Context, st store.Store, c airlock.Calle
 				continue
 			}
 		case airlock.MatchCEL:
-			e, err := s.expressions.compile(g.Match.Expression)
+			if s.expressions == nil {
+				s.log.Warn("a grant has an expression, and this server compiles none; it covers nothing", "grant", g.ID)
+				continue
+			}
+			e, err := s.expressions.Compile(g.Match.Expression)
 			if err != nil {
 				s.log.Warn("a grant's expression no longer compiles; it covers nothing", "grant", g.ID, "err", err)
 				continue
@@ -313,35 +319,4 @@ func (s *Service) grantsFor(ctx context.Context, st store.Store, c airlock.Calle
 		return nil, true, nil
 	}
 	return use, true, nil
-}
-
-// expressions caches the compiled expressions of cel grants by their
-// text: a grant's expression never changes, and compiling costs far more
-// than evaluating.
-type expressions struct {
-	mu sync.Mutex
-	m  map[string]*policy.Expression
-}
-
-// maxExpressions bounds the cache; it starts over when full.
-const maxExpressions = 1024
-
-func (x *expressions) compile(expr string) (*policy.Expression, error) {
-	x.mu.Lock()
-	e, ok := x.m[expr]
-	x.mu.Unlock()
-	if ok {
-		return e, nil
-	}
-	e, err := policy.CompileExpression(expr)
-	if err != nil {
-		return nil, fmt.Errorf("%w", err)
-	}
-	x.mu.Lock()
-	if x.m == nil || len(x.m) >= maxExpressions {
-		x.m = make(map[string]*policy.Expression)
-	}
-	x.m[expr] = e
-	x.mu.Unlock()
-	return e, nil
 }

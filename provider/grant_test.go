@@ -122,6 +122,29 @@ func TestCELGrant(t *testing.T) {
 	}
 }
 
+// A service given no compiler of expressions takes grants of the same
+// arguments only: a CEL grant is refused, saying so, and one stored
+// anyway (by a server that compiles them, on the same database) covers
+// nothing.
+func TestCELGrantWithoutExpressions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{noExpressions: true})
+	in := airlock.GrantInput{Tool: "issue_refund", Match: "true", Agent: b.agent.ID, ExpiresIn: "10m"}
+	_, err := b.svc.CreateGrant(t.Context(), b.reviewer, in)
+	if airlock.ErrorCode(err) != airlock.CodeInvalidRequest || !strings.Contains(err.Error(), "compiles no CEL expressions") {
+		t.Fatalf("a CEL grant without a compiler: %v", err)
+	}
+	g := airlock.Grant{ID: airlock.NewID(airlock.PrefixGrant), Tool: "issue_refund", AgentID: b.agent.ID,
+		Match:    airlock.GrantMatch{Kind: airlock.MatchCEL, Expression: "true"},
+		Validity: time.Minute, CreatedBy: b.reviewer.ID, CreatedByPrincipal: "bob"}
+	if _, err := b.store.CreateGrant(t.Context(), store.NewGrantParams{Grant: g, Lifetime: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.create(t, ""); r.State != airlock.StatePending {
+		t.Fatalf("a call a stored CEL grant would cover: %s, want pending", r.State)
+	}
+}
+
 // No reviewer grants for requests of their own principal; agents cannot
 // grant; admins can; a grant needs an expiry and one scope.
 func TestGrantRefusals(t *testing.T) {

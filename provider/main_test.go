@@ -16,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/testkit/callers"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/airlockhq/airlock/store/storetest"
@@ -62,6 +63,8 @@ type options struct {
 	groups airlock.GroupDirectory
 	// wrap, when set, wraps the store the service is given.
 	wrap func(store.Store) store.Store
+	// noExpressions leaves Config.Expressions nil: no CEL grants.
+	noExpressions bool
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -93,8 +96,13 @@ func setup(t testing.TB, opt options) *bundle {
 	if opt.wrap != nil {
 		served = opt.wrap(db)
 	}
+	var expressions airlock.GrantExpressions = new(policy.Expressions)
+	if opt.noExpressions {
+		expressions = nil
+	}
 	b.svc, err = New(Config{
 		Store: served, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,
+		Expressions:   expressions,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
 	})

@@ -29,7 +29,12 @@ type Config struct {
 	// engine); nil: none are configured. A caller's groups are these and
 	// the ones its sign-in brought (airlock.Caller.Groups).
 	Groups airlock.GroupDirectory
-	Logger *slog.Logger // default slog.Default()
+	// Expressions compiles grants' CEL match expressions
+	// (policy.Expressions); nil: grants match the same arguments only,
+	// a grant with an expression is refused, and one stored covers
+	// nothing.
+	Expressions airlock.GrantExpressions
+	Logger      *slog.Logger // default slog.Default()
 	// Metrics, when set, receives transitions, decision latency and expiry lag.
 	Metrics *Metrics
 	// MaxWait bounds a long-poll (default 60s).
@@ -104,8 +109,8 @@ type Service struct {
 	sweep sweeper
 	// overdue coalesces the expiries of requests readers found overdue.
 	overdue overdueExpiries
-	// expressions caches the compiled expressions of cel grants.
-	expressions expressions
+	// expressions compiles the expressions of cel grants; nil: none.
+	expressions airlock.GrantExpressions
 	// grantedTools are the tools that had live grants when last looked at.
 	grantedTools toolSet
 
@@ -160,7 +165,7 @@ func New(cfg Config) (*Service, error) {
 	cfg.Logger.Info("store extras",
 		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
-		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy, groups: cfg.Groups,
+		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy, groups: cfg.Groups, expressions: cfg.Expressions,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter, escalateEvery: cfg.EscalateEvery,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,

@@ -118,6 +118,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	}
 	svc, err := provider.New(provider.Config{
 		Store: under, Limits: limits, Logger: logger, MaxWait: o.maxWait, Policy: pol, Groups: groups,
+		Expressions:   new(policy.Expressions),
 		Metrics:       provider.NewMetrics(reg, nil),
 		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
 	})

@@ -230,6 +230,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },
+		Expressions:     new(policy.Expressions),
 	})
 	if err != nil {
 		return nil, err
