@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/display"
 )
 
 // decide records the reviewer's decision from a request page's forms and
@@ -87,7 +88,7 @@ func recorded(r airlock.Request) flash {
 		}
 		return flash{OK: true, Title: "Denied.", Message: msg}
 	case d.Answer != "":
-		return flash{OK: true, Title: "Answered.", Message: "Your answer was sent to the agent: “" + plainText(visible(d.Answer)) + "”."}
+		return flash{OK: true, Title: "Answered.", Message: "Your answer was sent to the agent: “" + display.Visible(d.Answer) + "”."}
 	case r.CommandResult != nil:
 		return flash{OK: true, Title: "Approved and applied.", Message: "Airlock ran the command in the same step that recorded your approval."}
 	case d.ExpiresAt != nil:

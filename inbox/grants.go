@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/display"
 	"github.com/airlockhq/airlock/store"
 )
 
@@ -18,10 +19,10 @@ import (
 // grantChoices are the decision form's grant choices: value
 // "<expires_in>/<uses>" (uses empty for no limit), "" for none.
 var grantChoices = []option{
-	{Value: "", Label: visible("No: only this call"), Selected: true},
-	{Value: "1h/5", Label: visible("for 1 hour, 5 more times")},
-	{Value: "1h/", Label: visible("for 1 hour")},
-	{Value: "8h/", Label: visible("for 8 hours")},
+	{Value: "", Label: display.Line("No: only this call"), Selected: true},
+	{Value: "1h/5", Label: display.Line("for 1 hour, 5 more times")},
+	{Value: "1h/", Label: display.Line("for 1 hour")},
+	{Value: "8h/", Label: display.Line("for 8 hours")},
 }
 
 // grantChoice reads a decision form's grant field: nil for none, false

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/confusables"
+	"github.com/airlockhq/airlock/internal/display"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -23,9 +24,9 @@ type row struct {
 	ID          string
 	Kind        airlock.Kind
 	State       airlock.State
-	Headline    []segment // the tool for tool calls, the title for MCP requests
-	Tool        []segment // the tool or command method, when there is one
-	Instance    []segment
+	Headline    []display.Segment // the tool for tool calls, the title for MCP requests
+	Tool        []display.Segment // the tool or command method, when there is one
+	Instance    []display.Segment
 	InstanceID  string
 	Created     time.Time
 	CreatedAgo  string
@@ -33,22 +34,22 @@ type row struct {
 	Left        string
 	IsQuestion  bool
 	IsCommand   bool
-	Note        []segment
-	Answer      []segment
-	DecidedBy   string    // the decider's ID, secondary detail
-	DecidedName []segment // who decided, as people read it
+	Note        []display.Segment
+	Answer      []display.Segment
+	DecidedBy   string            // the decider's ID, secondary detail
+	DecidedName []display.Segment // who decided, as people read it
 	DecidedAt   time.Time
 	HasDecision bool
-	Owner       []segment // the name of the agent token that asked
+	Owner       []display.Segment // the name of the agent token that asked
 	OwnerID     string
 	// Args is a one-line summary of the arguments, ending in "…" when
 	// shortened, so that two calls of one tool can be told apart.
-	Args []segment
+	Args []display.Segment
 	// LookAlike marks a history search hit found only through look-alike
 	// characters (a confusable skeleton).
 	LookAlike bool
 	// For names the reviewer groups the request is for, when routed.
-	For []segment
+	For []display.Segment
 	// Quorum says how far a request needing several approvals has come:
 	// "1 of 2 approvals" in a list, with who approved on its page.
 	Quorum string
@@ -95,30 +96,30 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 		IsQuestion: r.Question != nil, IsCommand: r.CommandMethod != "",
 	}
 	if r.Tool != "" {
-		out.Tool = visible(r.Tool)
+		out.Tool = display.Line(r.Tool)
 	}
 	if r.Title != "" {
-		out.Headline = visible(r.Title)
+		out.Headline = display.Line(r.Title)
 	} else {
-		out.Headline = visible(r.Tool)
+		out.Headline = display.Line(r.Tool)
 	}
-	out.Instance = visible(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
-	out.Owner, out.OwnerID = visible(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	out.Instance = display.Line(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
+	out.Owner, out.OwnerID = display.Line(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
 	if r.ArgumentsHead != "" {
-		out.Args = visible(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
+		out.Args = display.Line(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
 	if len(r.Reviewers) > 0 {
-		out.For = visible(strings.Join(r.Reviewers, ", "))
+		out.For = display.Line(strings.Join(r.Reviewers, ", "))
 	}
 	if r.Approvals > 1 {
 		out.Quorum = fmt.Sprintf("%d of %d approvals", r.ApprovedVotes, r.Approvals)
 	}
 	if d := r.Decision; d != nil {
 		out.HasDecision = true
-		out.Note = visibleText(d.Note)
-		out.Answer = visibleText(d.Answer)
+		out.Note = display.Text(d.Note)
+		out.Answer = display.Text(d.Answer)
 		out.DecidedBy = d.DecidedBy
-		out.DecidedName = visible(cmp.Or(d.DecidedByName, d.DecidedBy))
+		out.DecidedName = display.Line(cmp.Or(d.DecidedByName, d.DecidedBy))
 		out.DecidedAt = d.DecidedAt
 	}
 	return out
@@ -127,7 +128,7 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 // option is one entry of a filter's select.
 type option struct {
 	Value    string
-	Label    []segment
+	Label    []display.Segment
 	Selected bool
 }
 
@@ -217,18 +218,18 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body.Tool = f.tool
-	body.Kinds = append(body.Kinds, option{Value: "", Label: visible("Any kind"), Selected: f.kind == ""})
+	body.Kinds = append(body.Kinds, option{Value: "", Label: display.Line("Any kind"), Selected: f.kind == ""})
 	for _, k := range airlock.Kinds {
-		body.Kinds = append(body.Kinds, option{Value: string(k), Label: visible(kindName(k)), Selected: f.kind == string(k)})
+		body.Kinds = append(body.Kinds, option{Value: string(k), Label: display.Line(kindName(k)), Selected: f.kind == string(k)})
 	}
-	body.Instances = []option{{Value: "", Label: visible("Any instance"), Selected: f.instance == ""}}
-	body.Sessions = []option{{Value: "", Label: visible("Any session"), Selected: f.session == ""}}
+	body.Instances = []option{{Value: "", Label: display.Line("Any instance"), Selected: f.instance == ""}}
+	body.Sessions = []option{{Value: "", Label: display.Line("Any session"), Selected: f.session == ""}}
 	if ins, err := h.svc.Instances(r.Context(), v.caller); err == nil {
 		for _, in := range ins {
 			if in.Kind == airlock.InstanceSession {
 				continue
 			}
-			body.Instances = append(body.Instances, option{Value: in.ID, Label: visible(in.Name + " (" + in.ID + ")"), Selected: f.instance == in.ID})
+			body.Instances = append(body.Instances, option{Value: in.ID, Label: display.Line(in.Name + " (" + in.ID + ")"), Selected: f.instance == in.ID})
 		}
 	}
 	if ss, err := h.svc.Sessions(r.Context(), v.caller); err == nil {
@@ -236,7 +237,7 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 			if s.ClosedAt != nil && f.session != s.ID {
 				continue
 			}
-			body.Sessions = append(body.Sessions, option{Value: s.ID, Label: visible(s.Name + " (" + s.ID + ")"), Selected: f.session == s.ID})
+			body.Sessions = append(body.Sessions, option{Value: s.ID, Label: display.Line(s.Name + " (" + s.ID + ")"), Selected: f.session == s.ID})
 		}
 	}
 	h.render(w, r, http.StatusOK, v, "pending", "Pending", body)
@@ -244,9 +245,9 @@ func (h *handler) pending(w http.ResponseWriter, r *http.Request) {
 
 // voteRow is one vote as the request page lists it.
 type voteRow struct {
-	Name   []segment
+	Name   []display.Segment
 	Status airlock.State
-	Note   []segment
+	Note   []display.Segment
 	At     time.Time
 }
 
@@ -260,20 +261,20 @@ type requestBody struct {
 	NotForYou    bool
 	Votes        []voteRow
 	OwnRequest   bool
-	Title        []segment
-	Description  []segment
-	TargetType   []segment
-	TargetID     []segment
+	Title        []display.Segment
+	Description  []display.Segment
+	TargetType   []display.Segment
+	TargetID     []display.Segment
 	SessionID    string
 	ProposalMode string
-	Arguments    []segment
+	Arguments    []display.Segment
 	HasArguments bool
 	Digest       string
-	Reasoning    []segment
-	Context      []segment
+	Reasoning    []display.Segment
+	Context      []display.Segment
 	Timeout      string
-	Preview      []segment // a command in plain words
-	PreviewNote  string    // what has changed since, if anything
+	Preview      []display.Segment // a command in plain words
+	PreviewNote  string            // what has changed since, if anything
 	Choices      []option
 	FreeText     bool
 	Validities   []option
@@ -282,13 +283,13 @@ type requestBody struct {
 	Grants     []option
 	Warnings   []string
 	Decision   *airlock.Decision
-	DecNote    []segment
-	DecAnswer  []segment
+	DecNote    []display.Segment
+	DecAnswer  []display.Segment
 	ValidUntil string
 	Execution  *airlock.Execution
-	ExecDetail []segment
+	ExecDetail []display.Segment
 	Command    *airlock.CommandResult
-	CmdDetail  []segment
+	CmdDetail  []display.Segment
 }
 
 func (h *handler) request(w http.ResponseWriter, r *http.Request) {
@@ -302,7 +303,7 @@ func (h *handler) request(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := h.requestBody(r.Context(), v, req)
-	title := plainText(body.Headline)
+	title := display.Join(body.Headline)
 	if len(title) > 80 {
 		title = title[:80] + "…"
 	}
@@ -314,16 +315,16 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	b := requestBody{
 		row:     h.row(req.Summary(), h.names(ctx, v.caller), now),
 		Pending: req.State == airlock.StatePending,
-		Title:   visible(req.Title), Description: visibleText(req.Description),
-		TargetType: visible(req.TargetType), TargetID: visible(req.TargetID), SessionID: req.SessionID,
-		Reasoning: visibleText(req.AgentReasoning), Timeout: req.Timeout,
+		Title:   display.Line(req.Title), Description: display.Text(req.Description),
+		TargetType: display.Line(req.TargetType), TargetID: display.Line(req.TargetID), SessionID: req.SessionID,
+		Reasoning: display.Text(req.AgentReasoning), Timeout: req.Timeout,
 	}
 	b.CanDecide = b.Pending && h.svc.MayDecide(v.caller, req)
 	b.NotForYou = b.Pending && v.caller.Role == airlock.RoleReviewer && !b.CanDecide
 	if req.NeedsQuorum() {
 		b.Quorum = req.QuorumProgress()
 		for _, vt := range req.Votes {
-			b.Votes = append(b.Votes, voteRow{Name: visible(vt.Name), Status: vt.Status, Note: visibleText(vt.Note), At: vt.At})
+			b.Votes = append(b.Votes, voteRow{Name: display.Line(vt.Name), Status: vt.Status, Note: display.Text(vt.Note), At: vt.At})
 		}
 	}
 	if req.Proposal != nil {
@@ -331,15 +332,15 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	}
 	if len(req.Arguments) > 0 {
 		b.HasArguments = true
-		b.Arguments = visibleText(prettyJSON(req.Arguments))
+		b.Arguments = display.Text(prettyJSON(req.Arguments))
 		sum := sha256.Sum256(req.Arguments)
 		b.Digest = hex.EncodeToString(sum[:])
 	}
 	if len(req.Context) > 0 {
-		b.Context = visibleText(prettyJSON(req.Context))
+		b.Context = display.Text(prettyJSON(req.Context))
 	}
 	for _, s := range []string{req.Title, req.TargetID, req.TargetType, string(req.Arguments), string(req.Context)} {
-		if w := lookAlike(s); w != "" && !slices.Contains(b.Warnings, w) {
+		if w := display.LookAlike(s); w != "" && !slices.Contains(b.Warnings, w) {
 			b.Warnings = append(b.Warnings, w)
 		}
 	}
@@ -349,15 +350,15 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	if q := req.Question; q != nil {
 		b.FreeText = len(q.Choices) == 0
 		for _, c := range q.Choices {
-			b.Choices = append(b.Choices, option{Value: c, Label: visible(c)})
+			b.Choices = append(b.Choices, option{Value: c, Label: display.Line(c)})
 		}
 	}
 	lim := h.svc.Limits()
 	def := lim.ApprovalValidity
-	b.Validities = append(b.Validities, option{Value: "", Label: visible("Default (" + shortDuration(def) + ")"), Selected: true})
+	b.Validities = append(b.Validities, option{Value: "", Label: display.Line("Default (" + shortDuration(def) + ")"), Selected: true})
 	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {
 		if d <= lim.MaxApprovalValidity && d != def {
-			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: visible(shortDuration(d))})
+			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: display.Line(shortDuration(d))})
 		}
 	}
 	if req.Kind == airlock.KindToolCall && req.MayApproveAtCreation() && len(req.Reviewers) == 0 && !req.NeedsQuorum() {
@@ -365,8 +366,8 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	}
 	if d := req.Decision; d != nil {
 		b.Decision = d
-		b.DecNote = visibleText(d.Note)
-		b.DecAnswer = visibleText(d.Answer)
+		b.DecNote = display.Text(d.Note)
+		b.DecAnswer = display.Text(d.Answer)
 		if d.ExpiresAt != nil {
 			b.ValidUntil = d.ExpiresAt.UTC().Format("2006-01-02 15:04:05 UTC")
 			if now.Before(*d.ExpiresAt) {
@@ -378,18 +379,18 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	}
 	if e := req.Execution; e != nil {
 		b.Execution = e
-		b.ExecDetail = visibleText(e.Detail)
+		b.ExecDetail = display.Text(e.Detail)
 	}
 	if cr := req.CommandResult; cr != nil {
 		b.Command = cr
-		b.CmdDetail = visibleText(cr.Detail)
+		b.CmdDetail = display.Text(cr.Detail)
 	}
 	return b
 }
 
 // workMovePreview says a work_move in plain words, with the board's column
 // names, and notes when approving would fail (airlock.DescribeWorkMove).
-func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]segment, string) {
+func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]display.Segment, string) {
 	board, err := h.svc.Board(ctx, c)
 	switch {
 	case err != nil:
@@ -398,7 +399,7 @@ func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *ai
 		board = []airlock.Column{} // read, and empty: the item is gone
 	}
 	text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
-	return visible(text), note
+	return display.Line(text), note
 }
 
 // historyBody is the history page's data.
@@ -442,9 +443,9 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 	if state != "" && (!state.Valid() || state == airlock.StatePending) {
 		state = ""
 	}
-	body.States = []option{{Value: "", Label: visible("Any outcome"), Selected: state == ""}}
+	body.States = []option{{Value: "", Label: display.Line("Any outcome"), Selected: state == ""}}
 	for _, s := range airlock.States[1:] {
-		body.States = append(body.States, option{Value: string(s), Label: visible(string(s)), Selected: state == s})
+		body.States = append(body.States, option{Value: string(s), Label: display.Line(string(s)), Selected: state == s})
 	}
 	names := h.names(r.Context(), v.caller)
 	now := h.now()
@@ -631,9 +632,9 @@ func containsMapped[T ~string | ~[]byte](text T, needle string, mapping func(str
 type sessionRow struct {
 	ID       string
 	ShowID   bool // the name does not already say the ID
-	Name     []segment
+	Name     []display.Segment
 	Status   airlock.SessionStatus
-	Owner    []segment // the agent token's name
+	Owner    []display.Segment // the agent token's name
 	OwnerID  string
 	Pending  int
 	Opened   time.Time
@@ -677,7 +678,7 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range ss {
 		st := h.svc.SessionStatus(s)
-		sr := sessionRow{ID: s.ID, ShowID: !strings.Contains(s.Name, s.ID), Name: visible(s.Name), Status: st, Owner: visible(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
+		sr := sessionRow{ID: s.ID, ShowID: !strings.Contains(s.Name, s.ID), Name: display.Line(s.Name), Status: st, Owner: display.Line(cmp.Or(tokenNames[s.OwnerID], s.OwnerID)), OwnerID: s.OwnerID, Pending: s.PendingCount, Opened: s.CreatedAt, LastSeen: "never"}
 		if s.LastSeenAt != nil {
 			sr.LastSeen = ago(now, *s.LastSeenAt)
 		}
@@ -696,14 +697,14 @@ func (h *handler) sessionsPage(w http.ResponseWriter, r *http.Request) {
 // boardColumn is one column on the board page.
 type boardColumn struct {
 	Key   string
-	Name  []segment
+	Name  []display.Segment
 	Items []boardItem
 }
 
 // boardItem is one work item, with the pending moves proposed for it.
 type boardItem struct {
 	ID      string
-	Title   []segment
+	Title   []display.Segment
 	Version int
 	Updated string
 	Moves   []string // IDs of pending work_move requests for it
@@ -730,9 +731,9 @@ func (h *handler) board(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	var out []boardColumn
 	for _, c := range cols {
-		bc := boardColumn{Key: c.Key, Name: visible(c.Name)}
+		bc := boardColumn{Key: c.Key, Name: display.Line(c.Name)}
 		for _, it := range c.Items {
-			bc.Items = append(bc.Items, boardItem{ID: it.ID, Title: visible(it.Title), Version: it.Version, Updated: ago(now, it.UpdatedAt), Moves: moves[it.ID]})
+			bc.Items = append(bc.Items, boardItem{ID: it.ID, Title: display.Line(it.Title), Version: it.Version, Updated: ago(now, it.UpdatedAt), Moves: moves[it.ID]})
 		}
 		out = append(out, bc)
 	}

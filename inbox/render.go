@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/display"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -20,13 +21,13 @@ var pageNames = []string{"pending", "request", "history", "sessions", "board", "
 // funcs are the templates' helpers. None returns template.HTML: every
 // value from data is escaped by html/template.
 var funcs = template.FuncMap{
-	"vis":       visible,
-	"visText":   visibleText,
+	"vis":       display.Line,
+	"visText":   display.Text,
 	"utc":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":     func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
 	"kindName":  kindName,
-	"plainText": plainText,
+	"plainText": display.Join,
 }
 
 func parsePages() map[string]*template.Template {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/inbox"
+	"github.com/airlockhq/airlock/internal/display"
 )
 
 // The API commands (requests, tokens, instances) talk to a running server
@@ -262,7 +262,7 @@ func (r *remote) printJSON(v any) error {
 func escapeHidden(doc []byte) []byte {
 	var b bytes.Buffer
 	for _, r := range string(doc) {
-		if r < utf8.RuneSelf || !inbox.HiddenInText(r) {
+		if r < utf8.RuneSelf || !display.Hidden(r, true) {
 			b.WriteRune(r)
 			continue
 		}
@@ -289,7 +289,7 @@ func table(w io.Writer, header string, rows [][]string) {
 // clip shortens a one-line text for a table cell, after making its hidden
 // characters visible.
 func clip(s string, n int) string {
-	s = inbox.Visible(s)
+	s = display.Visible(s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -532,29 +532,29 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	fmt.Fprintf(w, "%s  %s  %s\n", q.ID, strings.ToUpper(string(q.State)), q.Kind)
 	var warned []string
 	for _, s := range []string{q.Title, q.TargetType, q.TargetID, q.Tool, string(q.Arguments), string(q.Context)} {
-		if warn := inbox.LookAlike(s); warn != "" && !slices.Contains(warned, warn) {
+		if warn := display.LookAlike(s); warn != "" && !slices.Contains(warned, warn) {
 			warned = append(warned, warn)
 			fmt.Fprintf(w, "Warning:      %s\n", warn)
 		}
 	}
-	line("Title", inbox.Visible(q.Title))
-	line("Description", inbox.VisibleText(q.Description))
+	line("Title", display.Visible(q.Title))
+	line("Description", display.VisibleText(q.Description))
 	if q.TargetType != "" || q.TargetID != "" {
-		line("Target", strings.TrimSpace(inbox.Visible(q.TargetType)+" "+inbox.Visible(q.TargetID)))
+		line("Target", strings.TrimSpace(display.Visible(q.TargetType)+" "+display.Visible(q.TargetID)))
 	}
-	line("Tool", inbox.Visible(q.Tool))
+	line("Tool", display.Visible(q.Tool))
 	if len(q.Arguments) > 0 {
 		sum := sha256.Sum256(q.Arguments)
-		fmt.Fprintf(w, "Arguments (exactly as submitted; SHA-256 %s):\n%s\n", hex.EncodeToString(sum[:]), indent(inbox.VisibleText(indentJSON(q.Arguments))))
+		fmt.Fprintf(w, "Arguments (exactly as submitted; SHA-256 %s):\n%s\n", hex.EncodeToString(sum[:]), indent(display.VisibleText(indentJSON(q.Arguments))))
 	}
 	if p := q.Proposal; p != nil {
 		line("Proposal", p.Mode)
 		if cmd := p.Command; cmd != nil && cmd.Method == airlock.MethodWorkMove {
 			text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
-			line("Command", inbox.Visible(text))
+			line("Command", display.Visible(text))
 			line("Warning", note)
 		} else if cmd != nil {
-			line("Command", inbox.Visible(cmd.Method))
+			line("Command", display.Visible(cmd.Method))
 		}
 	}
 	if qu := q.Question; qu != nil {
@@ -563,56 +563,56 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		} else {
 			var cs []string
 			for _, c := range qu.Choices {
-				cs = append(cs, "“"+inbox.Visible(c)+"”")
+				cs = append(cs, "“"+display.Visible(c)+"”")
 			}
 			line("Question", "answer one of "+strings.Join(cs, ", "))
 		}
 	}
 	if q.AgentReasoning != "" {
-		fmt.Fprintf(w, "The agent's claim (unverified):\n%s\n", indent(inbox.VisibleText(q.AgentReasoning)))
+		fmt.Fprintf(w, "The agent's claim (unverified):\n%s\n", indent(display.VisibleText(q.AgentReasoning)))
 	}
 	if len(q.Context) > 0 {
-		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(inbox.VisibleText(indentJSON(q.Context))))
+		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(display.VisibleText(indentJSON(q.Context))))
 	}
-	line("Instance", inbox.Visible(instanceLabel(q)))
+	line("Instance", display.Visible(instanceLabel(q)))
 	if q.CreatedByName != "" {
-		line("Agent", inbox.Visible(q.CreatedByName))
+		line("Agent", display.Visible(q.CreatedByName))
 	}
 	line("Session", q.SessionID)
 	line("Asked", q.CreatedAt.UTC().Format(time.RFC3339)+" ("+since(now, q.CreatedAt)+")")
 	if len(q.Reviewers) > 0 {
-		line("For", inbox.Visible(strings.Join(q.Reviewers, ", "))+" (only members may decide)")
+		line("For", display.Visible(strings.Join(q.Reviewers, ", "))+" (only members may decide)")
 	}
 	if len(q.EscalateTo) > 0 {
 		if q.EscalatedAt != nil {
-			line("Escalated", "to "+inbox.Visible(strings.Join(q.EscalateTo, ", "))+" at "+q.EscalatedAt.UTC().Format(time.RFC3339))
+			line("Escalated", "to "+display.Visible(strings.Join(q.EscalateTo, ", "))+" at "+q.EscalatedAt.UTC().Format(time.RFC3339))
 		} else if q.State == airlock.StatePending {
-			line("Escalates", "to "+inbox.Visible(strings.Join(q.EscalateTo, ", "))+" if still pending")
+			line("Escalates", "to "+display.Visible(strings.Join(q.EscalateTo, ", "))+" if still pending")
 		}
 	}
 	if q.Approvals > 1 {
 		var approvedBy []string
 		for _, v := range q.Votes {
 			if v.Status == airlock.StateApproved {
-				approvedBy = append(approvedBy, inbox.Visible(v.Name))
+				approvedBy = append(approvedBy, display.Visible(v.Name))
 			}
 		}
 		line("Approvals", airlock.QuorumProgress(q.Approvals, approvedBy))
 		for _, v := range q.Votes {
-			line("Vote", strings.TrimSpace(fmt.Sprintf("%s by %s at %s %s", v.Status, inbox.Visible(v.Name),
-				v.At.UTC().Format(time.RFC3339), inbox.Visible(v.Note))))
+			line("Vote", strings.TrimSpace(fmt.Sprintf("%s by %s at %s %s", v.Status, display.Visible(v.Name),
+				v.At.UTC().Format(time.RFC3339), display.Visible(v.Note))))
 		}
 	}
 	if q.State == airlock.StatePending {
 		line("Deadline", q.DeadlineAt.UTC().Format(time.RFC3339)+" ("+until(now, q.DeadlineAt)+")")
 	}
 	if d := q.Decision; d != nil {
-		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), inbox.Visible(decider(d))))
+		line("Decided", fmt.Sprintf("%s %s by %s", d.Status, d.DecidedAt.UTC().Format(time.RFC3339), display.Visible(decider(d))))
 		if d.ExpiresAt != nil {
 			line("May start", "until "+d.ExpiresAt.UTC().Format(time.RFC3339))
 		}
-		line("Answer", inbox.VisibleText(d.Answer))
-		line("Note", inbox.VisibleText(d.Note))
+		line("Answer", display.VisibleText(d.Answer))
+		line("Note", display.VisibleText(d.Note))
 	}
 	if cr := q.CommandResult; cr != nil {
 		line("Command", cr.Status)
@@ -706,7 +706,7 @@ func outcome(q *client.ApprovalRequest) string {
 	case d.Status == airlock.StateDenied:
 		return fmt.Sprintf("denied %s", q.ID)
 	case d.Answer != "":
-		return fmt.Sprintf("answered %s: %s", q.ID, inbox.Visible(d.Answer))
+		return fmt.Sprintf("answered %s: %s", q.ID, display.Visible(d.Answer))
 	case q.CommandResult != nil:
 		return fmt.Sprintf("approved %s; the command was %s", q.ID, q.CommandResult.Status)
 	case d.ExpiresAt != nil:

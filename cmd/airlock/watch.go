@@ -11,7 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
-	"github.com/airlockhq/airlock/inbox"
+	"github.com/airlockhq/airlock/internal/display"
 )
 
 // `airlock requests watch` streams new pending requests. On a terminal
@@ -318,7 +318,7 @@ func (w *watcher) details(ctx context.Context, q *client.ApprovalRequest, in *cl
 	if in.Status == airlock.StateApproved {
 		if qu := q.Question; qu != nil {
 			for i, ch := range qu.Choices {
-				fmt.Fprintf(out, "  %d) %s\n", i+1, inbox.Visible(ch))
+				fmt.Fprintf(out, "  %d) %s\n", i+1, display.Visible(ch))
 			}
 			if a = w.read(ctx, q, "Answer: "); a.quit || a.ended != nil {
 				return false, a
@@ -380,7 +380,7 @@ func restate(q *client.ApprovalRequest, now time.Time) string {
 	if len(q.Arguments) > 0 {
 		what += " " + string(q.Arguments)
 	}
-	return fmt.Sprintf("%s  %s  from %s  deadline %s", q.ID, clip(what, 100), inbox.Visible(instanceLabel(q)), until(now, q.DeadlineAt))
+	return fmt.Sprintf("%s  %s  from %s  deadline %s", q.ID, clip(what, 100), display.Visible(instanceLabel(q)), until(now, q.DeadlineAt))
 }
 
 // confirmation says what is about to be recorded.
@@ -415,7 +415,7 @@ func endedElsewhere(q *client.ApprovalRequest) string {
 	if d == nil {
 		return fmt.Sprintf("%s is now %s; nothing was recorded here.", q.ID, q.State)
 	}
-	s := fmt.Sprintf("%s was %s elsewhere by %s at %s", q.ID, d.Status, inbox.Visible(decider(d)), d.DecidedAt.Local().Format(time.TimeOnly))
+	s := fmt.Sprintf("%s was %s elsewhere by %s at %s", q.ID, d.Status, display.Visible(decider(d)), d.DecidedAt.Local().Format(time.TimeOnly))
 	switch d.Status {
 	case airlock.StateExpired:
 		s = fmt.Sprintf("%s expired at %s: nobody decided before its deadline", q.ID, d.DecidedAt.Local().Format(time.TimeOnly))
@@ -423,7 +423,7 @@ func endedElsewhere(q *client.ApprovalRequest) string {
 		s = fmt.Sprintf("%s was cancelled by its agent at %s", q.ID, d.DecidedAt.Local().Format(time.TimeOnly))
 	}
 	if d.Note != "" {
-		s += ": “" + inbox.Visible(d.Note) + "”"
+		s += ": “" + display.Visible(d.Note) + "”"
 	}
 	return s + ". Nothing was recorded here."
 }
