@@ -10,10 +10,7 @@ package airlock_test
 // tests in every `go test`.
 
 import (
-	"bytes"
 	"encoding/json"
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +18,16 @@ import (
 
 	"github.com/airlockhq/airlock"
 )
+
+// nestObjects returns an object nested depth levels deep: depth 1 is {}.
+func nestObjects(depth int) string {
+	return strings.Repeat(`{"a":`, depth-1) + "{}" + strings.Repeat("}", depth-1)
+}
+
+// nestArrays returns an object holding arrays, depth levels in all.
+func nestArrays(depth int) string {
+	return `{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + "}"
+}
 
 // jsonSeeds are documents that sit on the edges of the strict parser.
 var jsonSeeds = []string{
@@ -189,91 +196,6 @@ func FuzzDecodeDecision(f *testing.F) {
 			t.Fatalf("validity %v outside [1s, %v]", d, limits.MaxApprovalValidity)
 		}
 	})
-}
-
-// strictReasons are the only reasons ParseObject may refuse a document that
-// json.Valid accepts: everything else it refuses must be invalid JSON.
-var strictReasons = []string{
-	"duplicate key", "differ only in case", "invalid UTF-8", "NUL character",
-	"unpaired surrogate", "nesting deeper than", "longer than 100 characters",
-	"must be a JSON object",
-}
-
-func FuzzParseObjectAgreesWithEncodingJSON(f *testing.F) {
-	for _, s := range jsonSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		members, err := airlock.ParseObject(data)
-		valid := json.Valid(data)
-		if err != nil {
-			if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
-				t.Fatalf("refused with %q, want invalid_request: %v", airlock.ErrorCode(err), err)
-			}
-			if valid && !slices.ContainsFunc(strictReasons, func(r string) bool { return strings.Contains(err.Error(), r) }) {
-				t.Fatalf("refused valid JSON %q for a reason that is not a strictness rule: %v", data, err)
-			}
-			return
-		}
-		if !valid {
-			t.Fatalf("accepted %q, which json.Valid refuses", data)
-		}
-		if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
-			t.Fatalf("accepted invalid UTF-8 or a NUL in %q", data)
-		}
-		if err := airlock.CheckJSON("", data); err != nil {
-			t.Fatalf("ParseObject accepts but CheckJSON refuses: %v", err)
-		}
-		// With no duplicates, encoding/json sees exactly our members.
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(data, &m); err != nil {
-			t.Fatalf("encoding/json refuses what ParseObject accepted: %v", err)
-		}
-		if len(m) != len(members) {
-			t.Fatalf("encoding/json sees %d keys (%q), ParseObject %d", len(m), slices.Collect(maps.Keys(m)), len(members))
-		}
-		for _, mem := range members {
-			if v, ok := m[mem.Key]; !ok || !bytes.Equal(v, mem.Value) {
-				t.Fatalf("member %q = %s, encoding/json has %s", mem.Key, mem.Value, v)
-			}
-			if err := airlock.CheckJSON(mem.Key, mem.Value); err != nil {
-				t.Fatalf("member %q value %s is not strict on its own: %v", mem.Key, mem.Value, err)
-			}
-		}
-		checkNoFoldedKeys(t, members)
-		c, err := airlock.Canonical(data)
-		if err != nil {
-			t.Fatalf("accepted document has no canonical form: %v", err)
-		}
-		if c2, err := airlock.Canonical(c); err != nil || !bytes.Equal(c, c2) {
-			t.Fatalf("Canonical is not idempotent: %s -> %s (%v)", c, c2, err)
-		}
-		if _, err := airlock.ParseObject(c); err != nil {
-			t.Fatalf("canonical form %s does not re-parse: %v", c, err)
-		}
-	})
-}
-
-// checkNoFoldedKeys fails t if two keys of an accepted object, or of an
-// object nested in it, match under strings.EqualFold: encoding/json matches
-// field names exactly that way (see its foldName), so it would read one key
-// as the other.
-func checkNoFoldedKeys(t *testing.T, members []airlock.Member) {
-	t.Helper()
-	for i, a := range members {
-		for _, b := range members[:i] {
-			if strings.EqualFold(a.Key, b.Key) {
-				t.Fatalf("accepted keys %q and %q, which encoding/json takes for one another", b.Key, a.Key)
-			}
-		}
-		if len(a.Value) > 0 && a.Value[0] == '{' {
-			nested, err := airlock.ParseObject(a.Value)
-			if err != nil {
-				t.Fatalf("member %q: accepted document holds an object ParseObject refuses: %v", a.Key, err)
-			}
-			checkNoFoldedKeys(t, nested)
-		}
-	}
 }
 
 func FuzzParseDuration(f *testing.F) {
