@@ -45,6 +45,8 @@ var jsonSeeds = []string{
 	`{"n":-0.5e-3}`,
 	`{"n":01}`,
 	`{"n":` + strings.Repeat("9", 101) + `}`,
+	`{"n":1e400}`,
+	`{"n":-2e-324}`,
 	`{"a":"\" \\ \/ \b \f \n \r \t \u00e9"}`,
 	"{\"a\":\"\t\"}",
 	`{"a":tru}`,
@@ -58,7 +60,7 @@ var jsonSeeds = []string{
 var strictReasons = []string{
 	"duplicate key", "differ only in case", "invalid UTF-8", "NUL character",
 	"unpaired surrogate", "nesting deeper than", "longer than 100 characters",
-	"must be a JSON object",
+	"must be a JSON object", "a 64-bit float",
 }
 
 func FuzzParseObjectAgreesWithEncodingJSON(f *testing.F) {
