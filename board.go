@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"encoding/json"
 	"regexp"
 	"sync"
 	"time"
@@ -45,7 +44,7 @@ func (c Column) Validate() error {
 	if !ColumnKeyPattern().MatchString(c.Key) {
 		return Invalid("key", "key must match %s: lowercase letters, digits, '_' and '-', 1 to 64 characters", ColumnKeyPattern())
 	}
-	return checkText("name", c.Name, 1, MaxColumnNameLen)
+	return CheckText("name", c.Name, 1, MaxColumnNameLen)
 }
 
 // WorkItem is one card on the board. Version starts at 1 and grows by one
@@ -63,7 +62,7 @@ type WorkItem struct {
 // Validate checks a new work item's title and column key (that the column
 // exists is the store's to check).
 func (w WorkItem) Validate() error {
-	if err := checkText("title", w.Title, 1, MaxWorkItemTitleLen); err != nil {
+	if err := CheckText("title", w.Title, 1, MaxWorkItemTitleLen); err != nil {
 		return err
 	}
 	return checkColumnKey("column_key", w.ColumnKey)
@@ -104,7 +103,7 @@ func (p WorkItemPatch) Validate() error {
 		return Invalid("", "nothing to change: send title, column_key or both")
 	}
 	if p.Title != nil {
-		if err := checkText("title", *p.Title, 1, MaxWorkItemTitleLen); err != nil {
+		if err := CheckText("title", *p.Title, 1, MaxWorkItemTitleLen); err != nil {
 			return err
 		}
 	}
@@ -165,50 +164,3 @@ const (
 	// moves an item; its RequestID names the request.
 	EventWorkItemMoved EventType = "work_item.moved"
 )
-
-// DescribeWorkMove says a work_move in plain words, with the board's
-// column names: "Move item “Fix login” from Doing to Done". input and
-// observed are the command's Input and Observed; board is the board as it
-// is now, or nil when it could not be read. note says when the item is no
-// longer where it was when the agent asked, so approving would fail. The
-// inbox and the CLI both show a work_move this way.
-func DescribeWorkMove(input, observed json.RawMessage, board []Column) (text, note string) {
-	mv, err := ParseWorkMove(input)
-	if err != nil {
-		return "work_move with input the server cannot read", ""
-	}
-	var obs WorkMoveObserved
-	_ = json.Unmarshal(observed, &obs) // unreadable: said without its origin
-	cols := map[string]string{}
-	var current *WorkItem
-	for _, col := range board {
-		cols[col.Key] = col.Name
-		for i, it := range col.Items {
-			if it.ID == mv.ItemID {
-				current = &col.Items[i]
-			}
-		}
-	}
-	colName := func(key string) string {
-		if n := cols[key]; n != "" {
-			return n
-		}
-		return key
-	}
-	title := obs.ItemTitle
-	if title == "" {
-		title = mv.ItemID
-	}
-	text = "Move item “" + title + "” to " + colName(mv.ColumnKey)
-	if obs.FromColumnKey != "" {
-		text = "Move item “" + title + "” from " + colName(obs.FromColumnKey) + " to " + colName(mv.ColumnKey)
-	}
-	switch {
-	case board == nil:
-	case current == nil:
-		note = "The item no longer exists on the board: approving will fail and record nothing."
-	case obs.FromColumnKey != "" && current.ColumnKey != obs.FromColumnKey:
-		note = "The item has moved since the agent asked (it is now in " + colName(current.ColumnKey) + "): approving will fail and record nothing."
-	}
-	return text, note
-}

@@ -60,9 +60,9 @@ func jsonError(err error) error {
 	return err
 }
 
-// clip shortens a text for an error message: a body may hold keys or
+// Clip shortens a text for an error message: a body may hold keys or
 // values of a megabyte, and echoing them back helps nobody.
-func clip(s string) string {
+func Clip(s string) string {
 	const shown = 64
 	if len(s) <= shown {
 		return s

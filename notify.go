@@ -234,10 +234,10 @@ func (in WebhookInput) Validate() error {
 			return Invalid("events", "event type %q is listed twice", t)
 		}
 	}
-	if err := checkText("url", in.URL, 1, MaxEndpointURL); err != nil {
+	if err := CheckText("url", in.URL, 1, MaxEndpointURL); err != nil {
 		return err
 	}
-	return checkText("description", in.Description, 0, MaxEndpointDescription)
+	return CheckText("description", in.Description, 0, MaxEndpointDescription)
 }
 
 // NewWebhookSecret returns a fresh signing secret: "whsec_" and 32 random

@@ -46,7 +46,7 @@ var slackUserID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompi
 // empty or too long, a Slack user ID that is not one, an email address
 // that is not a bare address.
 func (in ReviewerLinkInput) Validate(principal string) error {
-	if err := checkText("principal", principal, 1, MaxPrincipalLen); err != nil {
+	if err := CheckText("principal", principal, 1, MaxPrincipalLen); err != nil {
 		return err
 	}
 	if in.SlackUserID != "" && !slackUserID().MatchString(in.SlackUserID) {

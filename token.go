@@ -142,7 +142,7 @@ type NewTokenInput struct {
 
 // Validate checks a token request.
 func (in *NewTokenInput) Validate() error {
-	if err := checkText("name", in.Name, 1, MaxTokenNameLen); err != nil {
+	if err := CheckText("name", in.Name, 1, MaxTokenNameLen); err != nil {
 		return err
 	}
 	if !in.Role.Valid() {
@@ -154,7 +154,7 @@ func (in *NewTokenInput) Validate() error {
 		}
 	}
 	if in.Principal != "" {
-		if err := checkText("principal", in.Principal, 1, MaxPrincipalLen); err != nil {
+		if err := CheckText("principal", in.Principal, 1, MaxPrincipalLen); err != nil {
 			return err
 		}
 	}

@@ -63,7 +63,7 @@ func DecodeObject(data []byte, dst any) error {
 		if slices.Contains(providerFields, m.Key) {
 			return Invalid(m.Key, "field %q is set by the provider; remove it", m.Key)
 		}
-		key := clip(m.Key)
+		key := Clip(m.Key)
 		return Invalid(key, "unknown field %q; allowed fields are %s", key, strings.Join(allowed, ", "))
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
@@ -111,8 +111,8 @@ func jsonFieldNames(v any) []string {
 	return names
 }
 
-// checkText checks a string field's length and that it holds no NUL.
-func checkText(field, s string, minLen, maxLen int) error {
+// CheckText checks a string field's length and that it holds no NUL.
+func CheckText(field, s string, minLen, maxLen int) error {
 	if len(s) < minLen {
 		if minLen == 1 {
 			return Invalid(field, "%s is required", field)
@@ -204,10 +204,10 @@ func (in *CreateRequestInput) Validate() error {
 	if err := CheckJSON("arguments", in.Arguments); err != nil {
 		return err
 	}
-	if err := checkText("timeout", in.Timeout, 0, MaxTimeoutLen); err != nil {
+	if err := CheckText("timeout", in.Timeout, 0, MaxTimeoutLen); err != nil {
 		return err
 	}
-	if err := checkText("agent_reasoning", in.AgentReasoning, 0, MaxReasoningLen); err != nil {
+	if err := CheckText("agent_reasoning", in.AgentReasoning, 0, MaxReasoningLen); err != nil {
 		return err
 	}
 	if isNull(in.Context) {
@@ -258,7 +258,7 @@ type InstanceInput struct {
 
 // Validate checks an instance registration.
 func (in *InstanceInput) Validate() error {
-	if err := checkText("name", in.Name, 1, MaxInstanceNameLen); err != nil {
+	if err := CheckText("name", in.Name, 1, MaxInstanceNameLen); err != nil {
 		return err
 	}
 	if isNull(in.Metadata) {
@@ -301,13 +301,13 @@ func (in *DecisionInput) Validate() error {
 	if in.Status != StateApproved && in.Status != StateDenied {
 		return Invalid("status", "status must be approved or denied")
 	}
-	if err := checkText("note", in.Note, 0, MaxNoteLen); err != nil {
+	if err := CheckText("note", in.Note, 0, MaxNoteLen); err != nil {
 		return err
 	}
-	if err := checkText("answer", in.Answer, 0, MaxAnswerLen); err != nil {
+	if err := CheckText("answer", in.Answer, 0, MaxAnswerLen); err != nil {
 		return err
 	}
-	if err := checkText("valid_for", in.ValidFor, 0, MaxTimeoutLen); err != nil {
+	if err := CheckText("valid_for", in.ValidFor, 0, MaxTimeoutLen); err != nil {
 		return err
 	}
 	if in.Status == StateDenied && in.Grant != nil {
@@ -359,5 +359,5 @@ func (in *ReportInput) Validate() error {
 	if !in.Status.Valid() {
 		return Invalid("status", "status must be succeeded, failed or unknown")
 	}
-	return checkText("detail", in.Detail, 0, MaxDetailLen)
+	return CheckText("detail", in.Detail, 0, MaxDetailLen)
 }

@@ -93,16 +93,16 @@ type ReviewerIdentity struct {
 // too long or holds a control character (the OIDC sign-in drops such
 // names before they get here, and says so in its log).
 func (id ReviewerIdentity) Validate() error {
-	if err := checkText("principal", id.Principal, len(OIDCPrincipalPrefix)+1, MaxPrincipalLen); err != nil {
+	if err := CheckText("principal", id.Principal, len(OIDCPrincipalPrefix)+1, MaxPrincipalLen); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(id.Principal, OIDCPrincipalPrefix) {
 		return Invalid("principal", "an OIDC reviewer's principal starts with %q", OIDCPrincipalPrefix)
 	}
-	if err := checkText("name", id.Name, 1, MaxReviewerNameLen); err != nil {
+	if err := CheckText("name", id.Name, 1, MaxReviewerNameLen); err != nil {
 		return err
 	}
-	if err := checkText("email", id.Email, 0, MaxEmailLen); err != nil {
+	if err := CheckText("email", id.Email, 0, MaxEmailLen); err != nil {
 		return err
 	}
 	if len(id.Groups) > MaxReviewerGroups {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/chromedp/chromedp"
 )
 
@@ -97,7 +98,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 func TestBrowserQuestion(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	r := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which environment should I deploy the hotfix to first?",
+	r := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which environment should I deploy the hotfix to first?",
 		Description: "The fix for the login timeout is ready (PR #311). Staging is 2 versions behind production.",
 		Question:    &airlock.Question{Choices: []string{"Staging", "Production", "Both at once"}}})
 	tb := b.signedInTab(t, b.reviewer)

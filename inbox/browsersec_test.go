@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -156,9 +157,9 @@ func TestBrowserXSS(t *testing.T) {
 	}
 	var mcp []airlock.Request
 	for _, p := range payloads {
-		mcp = append(mcp, b.mcp(t, airlock.MCPRequestInput{Title: p, Description: p, TargetType: "doc", TargetID: p, SessionID: sess.ID}))
+		mcp = append(mcp, b.mcp(t, provider.MCPRequestInput{Title: p, Description: p, TargetType: "doc", TargetID: p, SessionID: sess.ID}))
 	}
-	question := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: payloads[3], Question: &airlock.Question{Choices: []string{payloads[4], payloads[5], payloads[8]}}})
+	question := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: payloads[3], Question: &airlock.Question{Choices: []string{payloads[4], payloads[5], payloads[8]}}})
 	// Half the MCP requests are denied with a payload as the note.
 	for i, r := range mcp[:len(mcp)/2] {
 		if _, err := b.svc.Decide(ctx, reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateDenied, Note: payloads[i]}); err != nil {
@@ -260,7 +261,7 @@ func TestBrowserUnicode(t *testing.T) {
 	id := b.toolCall(t, inst, "send_file", map[string]any{
 		"file": "invoice\u202Efdp.exe", "to": "admin\u200B@example.com", "tag": "ok\U000E0041\U000E0042", "host": "pаypal.com",
 	}, "Routine\u2066 transfer\u2069.\nSecond line\u2028third.")
-	mcp := b.mcp(t, airlock.MCPRequestInput{Title: "Approve\u202E the\nnew plan\uFEFF", TargetID: "doc\u00A0id"})
+	mcp := b.mcp(t, provider.MCPRequestInput{Title: "Approve\u202E the\nnew plan\uFEFF", TargetID: "doc\u00A0id"})
 
 	tb := b.signedInTab(t, b.reviewer)
 	tb.open("/requests/" + id)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
@@ -58,14 +59,14 @@ func TestBrowserScreenshots(t *testing.T) {
 	infra := b.instance(t, "infra-adapter")
 	refund := b.toolCall(t, payments, "issue_refund", refundArgs, refundReasoning)
 	b.toolCall(t, infra, "kubectl.scale", map[string]any{"namespace": "prod", "deployment": "api", "replicas": 6}, "Traffic is 3x the usual for a Monday; p99 latency is 1.8 s.")
-	move := b.mcp(t, airlock.MCPRequestInput{Title: "Move “Fix login timeout” to review", Description: "The fix is merged and deployed to staging; tests pass.",
+	move := b.mcp(t, provider.MCPRequestInput{Title: "Move “Fix login timeout” to review", Description: "The fix is merged and deployed to staging; tests pass.",
 		SessionID: deploy.ID, TargetType: "work_item", TargetID: items["Fix login timeout"].ID,
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{Method: airlock.MethodWorkMove,
 			Input: json.RawMessage(`{"itemId":"` + items["Fix login timeout"].ID + `","columnKey":"review"}`)}}})
-	question := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which environment should I deploy the hotfix to first?",
+	question := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which environment should I deploy the hotfix to first?",
 		Description: "The login-timeout fix (PR #311) is ready. Staging is two versions behind production.", SessionID: deploy.ID,
 		Question: &airlock.Question{Choices: []string{"Staging", "Production", "Both at once"}}})
-	b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindMemoryChange, Title: "Remember: the billing team owns refunds over €500", TargetType: "memory", TargetID: "team-ownership"})
+	b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindMemoryChange, Title: "Remember: the billing team owns refunds over €500", TargetType: "memory", TargetID: "team-ownership"})
 	done := b.toolCall(t, payments, "issue_refund", map[string]any{"customer_id": "cus_1207", "amount_cents": 129900, "currency": "EUR"}, "Customer asked nicely.")
 	if _, err := b.svc.Decide(ctx, reviewer, done, airlock.DecisionInput{Status: airlock.StateDenied, Note: "Over €500: billing team decides refunds this size."}); err != nil {
 		t.Fatal(err)

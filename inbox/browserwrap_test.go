@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/chromedp/chromedp"
 )
 
@@ -80,7 +81,7 @@ func TestBrowserLongStringsWrap(t *testing.T) {
 	if n := len(long); n < 10_000 {
 		t.Fatalf("the long string is %d bytes, want 10 kB", n)
 	}
-	mcp := b.mcp(t, airlock.MCPRequestInput{Title: strings.Repeat("t", 198) + "Ŧ", Description: strings.Repeat("d", 299) + "Đ"})
+	mcp := b.mcp(t, provider.MCPRequestInput{Title: strings.Repeat("t", 198) + "Ŧ", Description: strings.Repeat("d", 299) + "Đ"})
 	decided := b.toolCall(t, inst, "run_sql", map[string]any{"statement": token}, "")
 	if _, err := b.svc.Decide(context.Background(), b.callers["Dan (reviewer)"], decided, airlock.DecisionInput{Status: airlock.StateDenied, Note: strings.Repeat("z", 299) + "Ž"}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 )
 
 // wantHeaders fails unless r carries the inbox's security headers.
@@ -319,7 +320,7 @@ func TestDecisionForms(t *testing.T) {
 		}
 	})
 	t.Run("answer a question", func(t *testing.T) {
-		r := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which colour?", Question: &airlock.Question{Choices: []string{"red", "blue"}}})
+		r := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which colour?", Question: &airlock.Question{Choices: []string{"red", "blue"}}})
 		if rr := decide(r.ID, url.Values{"action": {"approve"}, "csrf": {token}, "answer": {"green"}}, nil); rr.status != http.StatusSeeOther {
 			t.Fatalf("status %d", rr.status)
 		}
@@ -386,7 +387,7 @@ func TestPagesShowWhatMatters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	move := b.mcp(t, airlock.MCPRequestInput{Title: "Finish login", SessionID: sess.ID, Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand,
+	move := b.mcp(t, provider.MCPRequestInput{Title: "Finish login", SessionID: sess.ID, Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand,
 		Command: &airlock.Command{Method: airlock.MethodWorkMove, Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"done"}`)}}})
 	inst := b.instance(t, "payments adapter")
 	id := b.toolCall(t, inst, "issue_refund", map[string]any{"amount": 4900}, "The customer was charged twice.")
@@ -562,7 +563,7 @@ func TestGrantsInInbox(t *testing.T) {
 	if page := c.do(t, "GET", "/requests/"+id, nil, nil).body; !strings.Contains(page, `name="grant"`) || !strings.Contains(page, "for 1 hour, 5 more times") {
 		t.Fatalf("the decision form offers no grant:\n%s", page)
 	}
-	q := b.mcp(t, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which?", Proposal: &airlock.Proposal{Mode: "advisory"},
+	q := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which?", Proposal: &airlock.Proposal{Mode: "advisory"},
 		Question: &airlock.Question{Choices: []string{"a", "b"}}, IdempotencyKey: "q-grant"})
 	if page := c.do(t, "GET", "/requests/"+q.ID, nil, nil).body; strings.Contains(page, `name="grant"`) {
 		t.Fatal("a question's form offers a grant")

@@ -389,7 +389,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 }
 
 // workMovePreview says a work_move in plain words, with the board's column
-// names, and notes when approving would fail (airlock.DescribeWorkMove).
+// names, and notes when approving would fail (display.WorkMove).
 func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *airlock.Command) ([]display.Segment, string) {
 	board, err := h.svc.Board(ctx, c)
 	switch {
@@ -398,7 +398,7 @@ func (h *handler) workMovePreview(ctx context.Context, c airlock.Caller, cmd *ai
 	case board == nil:
 		board = []airlock.Column{} // read, and empty: the item is gone
 	}
-	text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
+	text, note := display.WorkMove(cmd.Input, cmd.Observed, board)
 	return display.Line(text), note
 }
 

@@ -243,7 +243,7 @@ func (b *bundle) toolCall(t testing.TB, instanceID, tool string, args map[string
 }
 
 // mcp creates an MCP request as the agent.
-func (b *bundle) mcp(t testing.TB, in airlock.MCPRequestInput) airlock.Request {
+func (b *bundle) mcp(t testing.TB, in provider.MCPRequestInput) airlock.Request {
 	t.Helper()
 	if in.Kind == "" {
 		in.Kind = airlock.KindWorkChange

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
@@ -60,8 +61,8 @@ func checkSchema(data []byte, schema *jsonschema.Resolved) error {
 }
 
 // parseApprovalRequest reads approval_request's arguments.
-func parseApprovalRequest(args []byte, schema *jsonschema.Resolved) (airlock.MCPRequestInput, error) {
-	var in airlock.MCPRequestInput
+func parseApprovalRequest(args []byte, schema *jsonschema.Resolved) (provider.MCPRequestInput, error) {
+	var in provider.MCPRequestInput
 	data, err := objectArgs(args)
 	if err != nil {
 		return in, err

@@ -18,7 +18,7 @@ import (
 // A command proposal is checked now (the caller holds work:write, the item
 // and the destination column exist) and records what the provider saw, so
 // the approval applies it only while the item is still where it was.
-func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in airlock.MCPRequestInput) (airlock.Request, bool, error) {
+func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in MCPRequestInput) (airlock.Request, bool, error) {
 	if c.Role != airlock.RoleAgent {
 		return airlock.Request{}, false, forbidden("only agent tokens create approval requests")
 	}
@@ -114,7 +114,7 @@ func sessionNotFound(id, why string) error {
 // mcpWindow returns the decision window of an MCP request: expiresInMinutes
 // shortened to the provider's maximum, or the maximum when absent, so every
 // request has a deadline.
-func (s *Service) mcpWindow(in airlock.MCPRequestInput) (time.Duration, error) {
+func (s *Service) mcpWindow(in MCPRequestInput) (time.Duration, error) {
 	if in.ExpiresInMinutes == nil {
 		return s.limits.MaxTimeout, nil
 	}

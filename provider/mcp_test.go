@@ -36,8 +36,8 @@ func setupBoard(t *testing.T, opt options) *boardBundle {
 }
 
 // moveInput is a work_move approval_request of item to column.
-func moveInput(itemID, column string) airlock.MCPRequestInput {
-	return airlock.MCPRequestInput{
+func moveInput(itemID, column string) MCPRequestInput {
+	return MCPRequestInput{
 		Kind: airlock.KindWorkChange, Title: "Move to " + column, IdempotencyKey: newKey(),
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{
 			Method: airlock.MethodWorkMove, Input: json.RawMessage(`{"itemId":"` + itemID + `","columnKey":"` + column + `"}`)}},
@@ -63,8 +63,8 @@ func TestCreateMCPRequest(t *testing.T) {
 	b := setup(t, options{})
 	ctx := t.Context()
 	sess := b.openSession(t, b.agent)
-	advisory := func(mod func(*airlock.MCPRequestInput)) airlock.MCPRequestInput {
-		in := airlock.MCPRequestInput{
+	advisory := func(mod func(*MCPRequestInput)) MCPRequestInput {
+		in := MCPRequestInput{
 			Kind: airlock.KindMemoryChange, Title: "Remember my birthday", IdempotencyKey: newKey(),
 			Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory},
 		}
@@ -75,9 +75,9 @@ func TestCreateMCPRequest(t *testing.T) {
 	}
 
 	t.Run("the input's rules, by field", func(t *testing.T) {
-		_, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *airlock.MCPRequestInput) { in.ExpiresInMinutes = new(4) }))
+		_, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *MCPRequestInput) { in.ExpiresInMinutes = new(4) }))
 		wantField(t, err, "expiresInMinutes", "expiresInMinutes must be between 5 and 10080")
-		_, _, err = b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *airlock.MCPRequestInput) { in.Question = &airlock.Question{} }))
+		_, _, err = b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *MCPRequestInput) { in.Question = &airlock.Question{} }))
 		wantField(t, err, "question", "question is only allowed with kind agent_request and an advisory proposal")
 	})
 
@@ -107,7 +107,7 @@ func TestCreateMCPRequest(t *testing.T) {
 	})
 
 	t.Run("with a session: linked to it", func(t *testing.T) {
-		r, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *airlock.MCPRequestInput) { in.SessionID = sess.ID }))
+		r, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *MCPRequestInput) { in.SessionID = sess.ID }))
 		if err != nil || r.InstanceID != sess.ID || r.SessionID != sess.ID {
 			t.Fatalf("linked request = %+v, %v; want instance and session %s", r, err, sess.ID)
 		}
@@ -120,7 +120,7 @@ func TestCreateMCPRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range []string{theirs.ID, "ses_missing", closed.ID, b.inst.ID} {
-			_, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *airlock.MCPRequestInput) { in.SessionID = id }))
+			_, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *MCPRequestInput) { in.SessionID = id }))
 			wantCode(t, err, airlock.CodeNotFound, "")
 			if !strings.Contains(err.Error(), "session") {
 				t.Fatalf("sessionId %s: %q, want it to name the session", id, err)
@@ -129,7 +129,7 @@ func TestCreateMCPRequest(t *testing.T) {
 	})
 
 	t.Run("deadlines: as asked, the maximum when absent", func(t *testing.T) {
-		r, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *airlock.MCPRequestInput) { in.ExpiresInMinutes = new(30) }))
+		r, _, err := b.svc.CreateMCPRequest(ctx, b.agent, advisory(func(in *MCPRequestInput) { in.ExpiresInMinutes = new(30) }))
 		if err != nil || !r.DeadlineAt.Equal(r.CreatedAt.Add(30*time.Minute)) || r.Timeout != "30m" {
 			t.Fatalf("expiresInMinutes 30: deadline %v after %v, timeout %q, %v", r.DeadlineAt, r.CreatedAt, r.Timeout, err)
 		}
@@ -141,14 +141,14 @@ func TestCreateMCPRequest(t *testing.T) {
 
 	t.Run("idempotency: replay, conflict, and replay after the session closed", func(t *testing.T) {
 		s2 := b.openSession(t, b.agent)
-		in := advisory(func(in *airlock.MCPRequestInput) { in.SessionID = s2.ID; in.Description = "the 4th" })
+		in := advisory(func(in *MCPRequestInput) { in.SessionID = s2.ID; in.Description = "the 4th" })
 		first, created, err := b.svc.CreateMCPRequest(ctx, b.agent, in)
 		if err != nil || !created {
 			t.Fatal(created, err)
 		}
 		b.wantReplayed(t, b.agent, in, first, "replay")
 		// The same key is independent for another agent.
-		if _, created, err := b.svc.CreateMCPRequest(ctx, b.otherAgent, advisory(func(x *airlock.MCPRequestInput) { x.IdempotencyKey = in.IdempotencyKey })); err != nil || !created {
+		if _, created, err := b.svc.CreateMCPRequest(ctx, b.otherAgent, advisory(func(x *MCPRequestInput) { x.IdempotencyKey = in.IdempotencyKey })); err != nil || !created {
 			t.Fatalf("another agent's same key: created=%v %v", created, err)
 		}
 		if _, err := b.svc.CloseSession(ctx, b.agent, s2.ID); err != nil {
@@ -164,7 +164,7 @@ func TestCreateMCPRequest(t *testing.T) {
 // wantReplayed checks that agent's in, made again, answers with first and
 // creates nothing, and that in with another title is an idempotency
 // conflict; what names the replay, for messages.
-func (b *bundle) wantReplayed(t *testing.T, agent airlock.Caller, in airlock.MCPRequestInput, first airlock.Request, what string) {
+func (b *bundle) wantReplayed(t *testing.T, agent airlock.Caller, in MCPRequestInput, first airlock.Request, what string) {
 	t.Helper()
 	again, created, err := b.svc.CreateMCPRequest(t.Context(), agent, in)
 	if err != nil || created || again.ID != first.ID {

@@ -137,7 +137,7 @@ func TestPolicyRecordedOncePerRequest(t *testing.T) {
 	}
 	want(1, "a create on no instance")
 
-	in := airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Read the logs",
+	in := MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Read the logs",
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, IdempotencyKey: newKey()}
 	for i := range 2 {
 		if _, created, err := b.svc.CreateMCPRequest(ctx, b.agent, in); err != nil || created != (i == 0) {

@@ -251,7 +251,7 @@ func TestValidFor(t *testing.T) {
 // text when there are no choices), through the MCP create path.
 func (b *bundle) question(t *testing.T, choices ...string) airlock.Request {
 	t.Helper()
-	r, created, err := b.svc.CreateMCPRequest(t.Context(), b.agent, airlock.MCPRequestInput{
+	r, created, err := b.svc.CreateMCPRequest(t.Context(), b.agent, MCPRequestInput{
 		Kind: airlock.KindAgentRequest, Title: "Which colour?", Proposal: &airlock.Proposal{Mode: "advisory"},
 		Question: &airlock.Question{Choices: choices}, IdempotencyKey: newKey(),
 	})

@@ -26,7 +26,7 @@ func (b *bundle) openSession(t *testing.T, agent airlock.Caller) airlock.Instanc
 // cannot.
 func (b *bundle) ask(t *testing.T, agent airlock.Caller, sessionID string, choices ...string) airlock.Request {
 	t.Helper()
-	in := airlock.MCPRequestInput{
+	in := MCPRequestInput{
 		Kind: airlock.KindAgentRequest, Title: "Which colour?", SessionID: sessionID, IdempotencyKey: newKey(),
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, Question: &airlock.Question{Choices: choices},
 	}
@@ -188,7 +188,7 @@ func TestInstructions(t *testing.T) {
 	approved := b.ask(t, b.agent, sess.ID, "yes", "no")
 	denied := b.ask(t, b.agent, sess.ID)
 	cancelled := b.ask(t, b.agent, sess.ID)
-	expiring, _, err := b.svc.CreateMCPRequest(ctx, b.agent, airlock.MCPRequestInput{
+	expiring, _, err := b.svc.CreateMCPRequest(ctx, b.agent, MCPRequestInput{
 		Kind: airlock.KindLifeChange, Title: "Book the dentist", SessionID: sess.ID, IdempotencyKey: newKey(),
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, ExpiresInMinutes: new(5),
 	})

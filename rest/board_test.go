@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 )
 
 // TestBoardAuthorization is the authorization matrix of the board
@@ -156,7 +157,7 @@ func TestSessionsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.svc.CreateMCPRequest(ctx, a, airlock.MCPRequestInput{
+	if _, _, err := b.svc.CreateMCPRequest(ctx, a, provider.MCPRequestInput{
 		Kind: airlock.KindAgentRequest, Title: "May I?", SessionID: waiting.ID, IdempotencyKey: "k1",
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory},
 	}); err != nil {
@@ -234,7 +235,7 @@ func TestWorkMoveOverREST(t *testing.T) {
 	}
 	propose := func(key, to string) string {
 		t.Helper()
-		r, _, err := b.svc.CreateMCPRequest(ctx, mover, airlock.MCPRequestInput{
+		r, _, err := b.svc.CreateMCPRequest(ctx, mover, provider.MCPRequestInput{
 			Kind: airlock.KindWorkChange, Title: "Move to " + to, IdempotencyKey: key,
 			Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{
 				Method: airlock.MethodWorkMove, Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"` + to + `"}`)}},

@@ -550,7 +550,7 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	if p := q.Proposal; p != nil {
 		line("Proposal", p.Mode)
 		if cmd := p.Command; cmd != nil && cmd.Method == airlock.MethodWorkMove {
-			text, note := airlock.DescribeWorkMove(cmd.Input, cmd.Observed, board)
+			text, note := display.WorkMove(cmd.Input, cmd.Observed, board)
 			line("Command", display.Visible(text))
 			line("Warning", note)
 		} else if cmd != nil {

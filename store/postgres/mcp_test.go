@@ -1018,7 +1018,7 @@ func TestMCPThroughProviderReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := airlock.MCPRequestInput{Kind: airlock.KindWorkChange, Title: "Ship it", SessionID: sess.ID, IdempotencyKey: "move-1",
+	in := provider.MCPRequestInput{Kind: airlock.KindWorkChange, Title: "Ship it", SessionID: sess.ID, IdempotencyKey: "move-1",
 		Proposal: &airlock.Proposal{Mode: airlock.ProposalCommand, Command: &airlock.Command{Method: airlock.MethodWorkMove,
 			Input: json.RawMessage(`{"itemId":"` + item.ID + `","columnKey":"done"}`)}}}
 	r, created, err := a.CreateMCPRequest(ctx, asAgent, in)
@@ -1029,7 +1029,7 @@ func TestMCPThroughProviderReplicas(t *testing.T) {
 	if err != nil || created || again.ID != r.ID {
 		t.Fatalf("replay on B = %s, created %v, %v; want the original", again.ID, created, err)
 	}
-	q, _, err := a.CreateMCPRequest(ctx, asAgent, airlock.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Colour?",
+	q, _, err := a.CreateMCPRequest(ctx, asAgent, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Colour?",
 		IdempotencyKey: "q-1", Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}, Question: &airlock.Question{}})
 	if err != nil || q.InstanceID == sess.ID {
 		t.Fatalf("request without a session = %s, %v; want it on the agent's default instance", show(q), err)

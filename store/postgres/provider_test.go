@@ -143,7 +143,7 @@ func TestRememberedTokenRevokedElsewhere(t *testing.T) {
 		{"heartbeat", agent, func(c airlock.Caller) error { _, _, err := a.Heartbeat(ctx, c, sess.ID); return err }},
 		{"close a session", agent, func(c airlock.Caller) error { _, err := a.CloseSession(ctx, c, sess.ID); return err }},
 		{"create an MCP request", agent, func(c airlock.Caller) error {
-			_, _, err := a.CreateMCPRequest(ctx, c, airlock.MCPRequestInput{Kind: airlock.KindMemoryChange, Title: "remember",
+			_, _, err := a.CreateMCPRequest(ctx, c, provider.MCPRequestInput{Kind: airlock.KindMemoryChange, Title: "remember",
 				IdempotencyKey: "mcp-after", Proposal: &airlock.Proposal{Mode: airlock.ProposalAdvisory}})
 			return err
 		}},
