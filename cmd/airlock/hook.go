@@ -18,13 +18,6 @@ import (
 	"github.com/airlockhq/airlock/hook"
 )
 
-var hookCommand = command{
-	name:    "hook",
-	args:    "claude-code|codex|gemini [flags] < hook-input.json",
-	summary: "Answer a coding agent's tool-call hook with a reviewer's decision (docs/integrations/).",
-	run:     runHook,
-}
-
 // DefaultHookWait is how long a hook waits for a decision by default: well
 // under Claude Code's default command-hook timeout of 600 s, which the
 // settings raise above --wait anyway (docs/integrations/claude-code.md).
