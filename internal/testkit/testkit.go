@@ -28,14 +28,22 @@ func Short() bool { return testing.Short() && !InCI() }
 
 // Unavailable stops t because something it needs is missing (a database,
 // node, a browser): it skips with msg, or under CI, where every test is
-// mandatory, fails with it. msg should say what to install or set.
+// mandatory, fails with it. msg should say what to install or set. Every
+// test that skips for a missing part skips here, so that the test command
+// lists them all at the end of a run (MissingTag).
 func Unavailable(t testing.TB, msg string) {
 	t.Helper()
 	if InCI() {
 		t.Fatalf("%s (CI=true: this test is mandatory under CI)", msg)
 	}
-	t.Skip(msg)
+	t.Skip(MissingTag + msg)
 }
+
+// MissingTag begins the message of a test Unavailable skips. `go test`
+// shows no skip of a package that passes, so the README's test command
+// (internal/testkit/gotest) finds the tag in `go test -json` and names
+// each such test, and why, on one line at the end of the run.
+const MissingTag = "missing: "
 
 // Main runs a package's tests, then removes the binaries Airlock built and,
 // when every test passed, fails on leaked goroutines. A package's TestMain
