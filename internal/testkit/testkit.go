@@ -26,6 +26,16 @@ func InCI() bool { return os.Getenv("CI") == "true" }
 // never in CI, where every test runs its full size.
 func Short() bool { return testing.Short() && !InCI() }
 
+// Long marks t as one of the long end-to-end scenarios, which -short
+// skips outside CI so that `-short` is a quick run of everything else. CI,
+// and the README's test command without -short, run it.
+func Long(t testing.TB) {
+	t.Helper()
+	if Short() {
+		t.Skip("a long end-to-end scenario, skipped by -short; the full run (go run ./internal/testkit/gotest -race ./...) runs it")
+	}
+}
+
 // Unavailable stops t because something it needs is missing (a database,
 // node, a browser): it skips with msg, or under CI, where every test is
 // mandatory, fails with it. msg should say what to install or set. Every
