@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // gate returns a Gate of the bundle's agent with its own journal.
@@ -339,6 +340,7 @@ func TestGateJournalIsLocked(t *testing.T) {
 // It does not run in parallel with the package's other tests: alone, its
 // figure is also a measure (about 15 s under -race on 2 cores).
 func TestGateClaimRace(t *testing.T) {
+	testkit.Long(t)
 	const n = 1000
 	const gates = 8
 	b := setupBinary(t)

@@ -7,21 +7,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// The work board and sessions (docs/mcp.md): reviewers and admins
-// manage the board that agents' work_move commands act on; the inbox lists
-// sessions. The routes join the table of rest.go when the package starts,
-// so the OpenAPI route test covers them like every other.
-func init() {
-	routes = append(routes,
-		route{"GET /v1/board", true, (*handler).getBoard},
-		route{"POST /v1/board/columns", true, (*handler).createColumn},
-		route{"POST /v1/work-items", true, (*handler).createWorkItem},
-		route{"GET /v1/work-items/{id}", true, (*handler).getWorkItem},
-		route{"PATCH /v1/work-items/{id}", true, (*handler).updateWorkItem},
-		route{"GET /v1/sessions", true, (*handler).listSessions},
-	)
-}
-
 // columnInput is the body of POST /v1/board/columns (CreateColumn).
 type columnInput struct {
 	Key  string `json:"key"`

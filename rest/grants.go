@@ -8,16 +8,6 @@ import (
 	"github.com/airlockhq/airlock/store"
 )
 
-// Grants (docs/policy.md, "Grants"): reviewers and admins.
-func init() {
-	routes = append(routes,
-		route{"POST /v1/grants", true, (*handler).createGrant},
-		route{"GET /v1/grants", true, (*handler).listGrants},
-		route{"GET /v1/grants/{id}", true, (*handler).getGrant},
-		route{"DELETE /v1/grants/{id}", true, (*handler).revokeGrant},
-	)
-}
-
 func (h *handler) createGrant(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	in, ok := decodeBody[airlock.GrantInput](h, w, r)
 	if !ok {

@@ -14,21 +14,6 @@ import (
 	"github.com/airlockhq/airlock/internal/ctxwait"
 )
 
-// POST /v1/hooks/claude-code is Claude Code's `type: "http"` hook: the body
-// is the hook's JSON, as `airlock hook claude-code` reads it on stdin, and
-// the answer is what that command prints (docs/integrations/claude-code.md).
-//
-// Claude Code treats a non-2xx answer, a connection failure and a timeout
-// of an HTTP hook as a non-blocking error and runs the tool, so this
-// endpoint answers 200 with a decision on every path it reaches: a missing
-// or refused token, a rate limit, bad input and a failing store all answer
-// the ?on_timeout= verdict (ask or deny), never allow. It authenticates by
-// itself for that reason, instead of answering 401 and 429 as the other
-// endpoints do.
-func init() {
-	routes = append(routes, route{"POST /v1/hooks/claude-code", false, (*handler).claudeCodeHook})
-}
-
 // DefaultHTTPHookWait is the wait of the HTTP hook without ?wait=: under
 // the 30 s Claude Code gives an HTTP hook by default.
 const DefaultHTTPHookWait = 25 * time.Second
@@ -37,6 +22,18 @@ const DefaultHTTPHookWait = 25 * time.Second
 // above the wait in its settings.
 const MaxHTTPHookWait = time.Hour
 
+// claudeCodeHook serves POST /v1/hooks/claude-code, Claude Code's `type:
+// "http"` hook: the body is the hook's JSON, as `airlock hook claude-code`
+// reads it on stdin, and the answer is what that command prints
+// (docs/integrations/claude-code.md).
+//
+// Claude Code treats a non-2xx answer, a connection failure and a timeout
+// of an HTTP hook as a non-blocking error and runs the tool, so this
+// endpoint answers 200 with a decision on every path it reaches: a missing
+// or refused token, a rate limit, bad input and a failing store all answer
+// the ?on_timeout= verdict (ask or deny), never allow. It authenticates by
+// itself for that reason, instead of answering 401 and 429 as the other
+// endpoints do.
 func (h *handler) claudeCodeHook(w http.ResponseWriter, r *http.Request, _ airlock.Caller) {
 	gate := &hook.Gate{Wait: DefaultHTTPHookWait, Fallback: hook.Ask}
 	agent := hook.ClaudeCode

@@ -95,40 +95,6 @@ type handler struct {
 	slack    http.Handler
 }
 
-// route is one registered endpoint. The table is the single list of what the
-// API serves; a test compares it with the OpenAPI document.
-type route struct {
-	pattern string // Go 1.22 ServeMux pattern: "METHOD /path/{param}"
-	// auth is false for the unauthenticated operational endpoints.
-	auth bool
-	// call is the endpoint; c is the authenticated caller when auth is set.
-	call func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller)
-}
-
-// routes lists the endpoints of the REST API; board.go and instances_list.go
-// append theirs when the package starts. TestOpenAPIListsExactlyTheRoutes
-// holds the table and rest/openapi.yaml to the same set.
-var routes = []route{
-	{"POST /v1/instances", true, (*handler).createInstance},
-	{"GET /v1/instances/{id}", true, (*handler).getInstance},
-	{"DELETE /v1/instances/{id}", true, (*handler).deleteInstance},
-	{"POST /v1/instances/{id}/approval-requests", true, (*handler).createRequest},
-	{"GET /v1/approval-requests", true, (*handler).listRequests},
-	{"GET /v1/approval-requests/{id}", true, (*handler).getRequest},
-	{"POST /v1/approval-requests/{id}/cancel", true, (*handler).cancelRequest},
-	{"POST /v1/approval-requests/{id}/decision", true, (*handler).decide},
-	{"POST /v1/approval-requests/{id}/execution", true, (*handler).claim},
-	{"PUT /v1/approval-requests/{id}/execution", true, (*handler).report},
-	{"GET /v1/events", true, (*handler).events},
-	{"POST /v1/tokens", true, (*handler).createToken},
-	{"GET /v1/tokens", true, (*handler).listTokens},
-	{"DELETE /v1/tokens/{id}", true, (*handler).revokeToken},
-	{"GET /healthz", false, (*handler).healthz},
-	{"GET /readyz", false, (*handler).readyz},
-	{"GET /metrics", false, nil}, // served by promhttp
-	{"GET /openapi.yaml", false, (*handler).openapi},
-}
-
 // New returns the REST API handler for cfg. It panics when cfg.Service is
 // nil, a wiring mistake that no request could recover from.
 func New(cfg Config) http.Handler {

@@ -8,17 +8,6 @@ import (
 	"github.com/airlockhq/airlock/provider"
 )
 
-// Reviewers (docs/notifications.md, "Slack"): admins list the reviewer
-// principals and link each to a Slack user and an email address.
-func init() {
-	routes = append(routes,
-		route{"GET /v1/reviewers", true, (*handler).listReviewers},
-		route{"PUT /v1/reviewers/{principal}/link", true, (*handler).linkReviewer},
-		route{"POST /v1/reviewers/end-sessions", true, (*handler).endReviewerSessions},
-		route{"POST /slack/interactions", false, (*handler).slackInteractions},
-	)
-}
-
 func (h *handler) listReviewers(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	rs, err := h.svc.Reviewers(r.Context(), c)
 	if err != nil {

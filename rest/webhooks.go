@@ -9,20 +9,6 @@ import (
 	"github.com/airlockhq/airlock/store"
 )
 
-// Webhook endpoints (docs/notifications.md): admins create, list, read and
-// delete them, read their deliveries with each attempt, and send a test.
-func init() {
-	routes = append(routes,
-		route{"POST /v1/webhooks", true, (*handler).createWebhook},
-		route{"GET /v1/webhooks", true, (*handler).listWebhooks},
-		route{"GET /v1/webhooks/{id}", true, (*handler).getWebhook},
-		route{"DELETE /v1/webhooks/{id}", true, (*handler).deleteWebhook},
-		route{"GET /v1/webhooks/{id}/deliveries", true, (*handler).listDeliveries},
-		route{"POST /v1/webhooks/{id}/test", true, (*handler).testWebhook},
-		route{"POST /v1/webhooks/{id}/enable", true, (*handler).enableWebhook},
-	)
-}
-
 // RequestJSON writes a request as the API shows it: a webhook's data.
 func RequestJSON(r airlock.Request) []byte {
 	var b bytes.Buffer

@@ -26,42 +26,6 @@ type App struct {
 	LookupEnv func(key string) (string, bool)
 }
 
-// command is one subcommand. Each lives in its own file (serve.go,
-// version.go, …) and is listed in commands.
-type command struct {
-	name    string // what follows "airlock"
-	args    string // synopsis of its arguments, for help
-	summary string // one line, for help
-	run     func(ctx context.Context, a *App, args []string) error
-}
-
-// commands lists the subcommands in the order help shows them. To add one
-// (mcp, gate, requests, tokens, bench), write it in its own file and list
-// it here. It is filled in init because help reads it.
-var commands []command
-
-func init() {
-	commands = []command{serveCommand, mcpCommand, gateCommand, hookCommand,
-		requestsCommand,
-		tokensCommand,
-		grantsCommand,
-		webhooksCommand,
-		reviewersCommand,
-		instancesCommand,
-		policyCommand,
-		benchCommand,
-		versionCommand, helpCommand}
-}
-
-func findCommand(name string) (command, bool) {
-	for _, c := range commands {
-		if c.name == name {
-			return c, true
-		}
-	}
-	return command{}, false
-}
-
 // Run runs the subcommand named by args[0] with the rest of args. With no
 // arguments it prints the help. It returns when the command is done; for
 // serve, when ctx ends and the server has shut down.
@@ -92,7 +56,7 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	if !ok {
 		return usageErrorf("unknown command %q; run `airlock help` for the list", args[0])
 	}
-	return c.run(ctx, a, args[1:])
+	return c.exec(ctx, a, args[1:])
 }
 
 // env reads an environment variable; an empty value counts as unset, so
@@ -174,10 +138,8 @@ func (a *App) parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// newFlagSet returns a flag set for the named subcommand whose usage lists
-// each flag with its environment twin. (It takes the name, not the command,
-// because a command's run function referring to its own variable would be
-// an initialization cycle.)
+// newFlagSet returns a flag set for the named command whose usage lists
+// each flag with its environment twin.
 func (a *App) newFlagSet(name string) *flag.FlagSet {
 	c, _ := findCommand(name)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

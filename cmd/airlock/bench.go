@@ -9,13 +9,6 @@ import (
 	"github.com/airlockhq/airlock/cmd/airlock/internal/bench"
 )
 
-var benchCommand = command{
-	name:    "bench",
-	args:    "[--scenario lifecycle|create|wait|expiry|mcp|grant] [flags]",
-	summary: "Measure Airlock under load (ops/s, latency, errors), against the same durable work in direct SQL.",
-	run:     runBench,
-}
-
 // runBench is `airlock bench`: a load generator in the spirit of pgbench.
 // Without --url it starts a server in-process on a temporary store (a
 // SQLite file, or a fresh schema of the PostgreSQL database --db names)

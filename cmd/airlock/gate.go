@@ -19,13 +19,6 @@ import (
 	"github.com/airlockhq/airlock/gate"
 )
 
-var gateCommand = command{
-	name:    "gate",
-	args:    "[flags] -- <upstream MCP server command…> | [flags] --upstream-url URL [--header K:V]…",
-	summary: "Put Airlock's approval in front of any MCP server (stdio, or streamable HTTP): calls of the tools the rules select wait for a reviewer.",
-	run:     runGate,
-}
-
 // runGate is `airlock gate`: an MCP client starts it instead of the
 // upstream server; it starts the upstream itself and proxies, asking
 // Airlock before each selected tools/call. Stdout carries nothing but MCP

@@ -8,13 +8,6 @@ import (
 	"io"
 )
 
-var helpCommand = command{
-	name:    "help",
-	args:    "[command]",
-	summary: "List the commands, or describe one command and its flags.",
-	run:     runHelp,
-}
-
 func runHelp(ctx context.Context, a *App, args []string) error {
 	fs := a.newFlagSet("help")
 	if err := fs.Parse(args); err != nil {
@@ -36,7 +29,7 @@ func runHelp(ctx context.Context, a *App, args []string) error {
 		// the command's usage for -h; show it on stdout.
 		shown := *a
 		shown.Stderr = a.Stdout
-		if err := c.run(ctx, &shown, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		if err := c.exec(ctx, &shown, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 			return fmt.Errorf("help %s: %s did not print its usage for -h (%v)", c.name, c.name, err)
 		}
 		return nil
@@ -48,7 +41,7 @@ func runHelp(ctx context.Context, a *App, args []string) error {
 // printHelp lists every command with its summary.
 func printHelp(w io.Writer) {
 	fmt.Fprintf(w, "Airlock asks a person before an AI agent's tool call runs.\n\nUsage: airlock <command> [flags]\n\nCommands:\n")
-	for _, c := range commands {
+	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, "\nRun `airlock help <command>` for a command's flags.\n")

@@ -18,13 +18,6 @@ import (
 	"github.com/airlockhq/airlock/hook"
 )
 
-var hookCommand = command{
-	name:    "hook",
-	args:    "claude-code|codex|gemini [flags] < hook-input.json",
-	summary: "Answer a coding agent's tool-call hook with a reviewer's decision (docs/integrations/).",
-	run:     runHook,
-}
-
 // DefaultHookWait is how long a hook waits for a decision by default: well
 // under Claude Code's default command-hook timeout of 600 s, which the
 // settings raise above --wait anyway (docs/integrations/claude-code.md).
@@ -50,13 +43,6 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 			err = &exitError{exitUsage, fmt.Errorf("hook: internal error (%v); blocking this call", r)}
 		}
 	}()
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return usageErrorf("hook: name the agent: airlock hook claude-code|codex|gemini [flags]; blocking this call")
-	}
-	agent, ok := hook.Agents[args[0]]
-	if !ok {
-		return usageErrorf("hook: unknown agent %q: use claude-code, codex or gemini; blocking this call", args[0])
-	}
 	fs := a.newFlagSet("hook")
 	url := fs.String("url", "http://127.0.0.1:8080", "the Airlock server")
 	token := fs.String("token", "", "an agent token; prefer the environment variable, since other users can see command lines")
@@ -67,6 +53,19 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 	var match globList
 	fs.Var(&match, "match", "glob of the tools to gate, such as Bash or mcp__github__* (repeat, or separate with commas; default every tool)")
 	stateDir := fs.String("state-dir", defaultHookState(), "directory where the hook remembers each session's instance")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			// `airlock hook -h`, which `airlock help hook` runs: the
+			// usage, as `airlock hook claude-code -h` prints it.
+			fs.Usage()
+			return flag.ErrHelp
+		}
+		return usageErrorf("hook: name the agent: airlock hook claude-code|codex|gemini [flags]; blocking this call")
+	}
+	agent, ok := hook.Agents[args[0]]
+	if !ok {
+		return usageErrorf("hook: unknown agent %q: use claude-code, codex or gemini; blocking this call", args[0])
+	}
 	if err := a.parseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

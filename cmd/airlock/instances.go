@@ -8,29 +8,8 @@ import (
 	"github.com/airlockhq/airlock/client"
 )
 
-var instancesCommand = command{
-	name:    "instances",
-	args:    "list|delete [flags]",
-	summary: "List instances, or delete one and cancel its pending requests, on a running server.",
-	run:     runInstances,
-}
-
-// instanceSubcommands is filled in init (see requestSubcommands).
-var instanceSubcommands []subcommand
-
-func init() {
-	instanceSubcommands = []subcommand{
-		{"list", "", "list the instances your token may see, with their pending counts", runInstancesList},
-		{"delete", "<id>", "delete an instance (its owner or an admin), cancelling its pending requests in the same step", runInstancesDelete},
-	}
-}
-
-func runInstances(ctx context.Context, a *App, args []string) error {
-	return runSubcommand(ctx, a, "instances", "Adapter instances (and MCP sessions) on a running server.", instanceSubcommands, args)
-}
-
 func runInstancesList(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("instances", instanceSubcommands, "list")
+	fs, r := a.apiFlagSet("instances", "list")
 	if _, err := a.parseAPIArgs(fs, r, args); err != nil {
 		return err
 	}
@@ -64,7 +43,7 @@ func runInstancesList(ctx context.Context, a *App, args []string) error {
 }
 
 func runInstancesDelete(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("instances", instanceSubcommands, "delete", args)
+	id, r, c, err := a.idCommand("instances", "delete", args)
 	if err != nil {
 		return err
 	}

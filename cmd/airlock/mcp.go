@@ -9,13 +9,6 @@ import (
 	"github.com/airlockhq/airlock/mcpserver"
 )
 
-var mcpCommand = command{
-	name:    "mcp",
-	args:    "[flags]",
-	summary: "Serve Airlock's MCP tools over stdio, for an MCP client, relaying to a running server's /mcp.",
-	run:     runMCP,
-}
-
 // runMCP is `airlock mcp`: MCP over stdio (docs/mcp.md). An MCP
 // client starts it as a subprocess; it connects to a running `airlock
 // serve` over HTTP with an agent token and relays every tool call. Stdout

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestBoundedMemory checks that memory is bounded by bytes, not by rows
@@ -30,6 +32,7 @@ import (
 // kernel counts it, may grow by at most 128 MiB over what it was before
 // the reads, and must come back near it once they are over.
 func TestBoundedMemory(t *testing.T) {
+	testkit.Long(t)
 	t.Parallel()
 	for _, tc := range []struct {
 		name string

@@ -12,26 +12,6 @@ import (
 	"github.com/airlockhq/airlock/policy"
 )
 
-var policyCommand = command{
-	name:    "policy",
-	args:    "check|test FILE [REQUEST.json]",
-	summary: "Check a policy file, or show what it would do with a request, without a server (docs/policy.md).",
-	run:     runPolicy,
-}
-
-var policySubcommands []subcommand
-
-func init() {
-	policySubcommands = []subcommand{
-		{"check", "FILE", "compile a policy file: exit 0 when serve would load it, 1 (naming the rule and its place) when not", runPolicyCheck},
-		{"test", "[--expect allow|deny|ask] FILE REQUEST.json", "print the rule that decides the request and what would happen; exit 1 when the file does not compile or the outcome is not --expect", runPolicyTest},
-	}
-}
-
-func runPolicy(ctx context.Context, a *App, args []string) error {
-	return runSubcommand(ctx, a, "policy", "Policy files (docs/policy.md), checked and tried offline.", policySubcommands, args)
-}
-
 // loadPolicy compiles the policy file at path; a file that does not
 // compile is exit 1, with the rule and its place.
 func loadPolicy(path string) (*policy.Set, error) {

@@ -87,11 +87,12 @@ type remote struct {
 	tty        bool // out is a terminal: escape what would reorder or hide text
 }
 
-// apiFlagSet returns the flag set of `airlock <cmd> <sub>`, sub one of
-// subs, with --url, --token and --json, and a usage (sub's synopsis and
-// summary) that says which read the environment.
-func (a *App) apiFlagSet(cmd string, subs []subcommand, sub string) (*flag.FlagSet, *remote) {
-	synopsis, summary := subUsage(subs, sub)
+// apiFlagSet returns the flag set of `airlock <cmd> <sub>`, with --url,
+// --token and --json, and a usage (sub's synopsis and summary in the
+// command table) that says which read the environment.
+func (a *App) apiFlagSet(cmd, sub string) (*flag.FlagSet, *remote) {
+	s, _ := findSubcommand(cmd, sub)
+	synopsis, summary := s.synopsis, s.summary
 	r := &remote{out: a.Stdout, tty: isTerminal(a.Stdout)}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
 	fs.SetOutput(a.Stderr)
@@ -147,11 +148,10 @@ func (a *App) parseAPIArgs(fs *flag.FlagSet, r *remote, args []string, names ...
 	return pos, nil
 }
 
-// idCommand parses `airlock <cmd> <sub> [flags] <id>`, a subcommand of subs
-// with only the common flags, and returns the id, the remote and its
-// client.
-func (a *App) idCommand(cmd string, subs []subcommand, sub string, args []string) (string, *remote, *client.Client, error) {
-	fs, r := a.apiFlagSet(cmd, subs, sub)
+// idCommand parses `airlock <cmd> <sub> [flags] <id>`, a subcommand with
+// only the common flags, and returns the id, the remote and its client.
+func (a *App) idCommand(cmd, sub string, args []string) (string, *remote, *client.Client, error) {
+	fs, r := a.apiFlagSet(cmd, sub)
 	pos, c, err := a.clientArgs(fs, r, args, "<id>")
 	if err != nil {
 		return "", nil, nil, err
@@ -176,9 +176,9 @@ func (a *App) clientArgs(fs *flag.FlagSet, r *remote, args []string, names ...st
 
 // idAction runs `airlock <cmd> <sub> <id>`: it calls the API on the id
 // and prints the result, as JSON with --json, otherwise as text writes it.
-func idAction[T any](ctx context.Context, a *App, cmd string, subs []subcommand, sub string, args []string,
+func idAction[T any](ctx context.Context, a *App, cmd, sub string, args []string,
 	call func(c *client.Client, id string) (T, error), text func(w io.Writer, id string, v T)) error {
-	id, r, c, err := a.idCommand(cmd, subs, sub, args)
+	id, r, c, err := a.idCommand(cmd, sub, args)
 	if err != nil {
 		return err
 	}
@@ -197,9 +197,9 @@ func idAction[T any](ctx context.Context, a *App, cmd string, subs []subcommand,
 // calls the API and prints the items it gets, {"items": […]} with --json,
 // otherwise a table with header's columns and a row per item. row is
 // given the time the list was read, for ages.
-func listAction[T any](a *App, cmd string, subs []subcommand, args []string, flags func(*flag.FlagSet),
+func listAction[T any](a *App, cmd string, args []string, flags func(*flag.FlagSet),
 	call func(c *client.Client) ([]T, error), header string, row func(it T, now time.Time) []string) error {
-	fs, r := a.apiFlagSet(cmd, subs, "list")
+	fs, r := a.apiFlagSet(cmd, "list")
 	if flags != nil {
 		flags(fs)
 	}
@@ -324,76 +324,10 @@ func until(now, t time.Time) string {
 	return fmt.Sprintf("in %dd", int(d.Hours()/24))
 }
 
-// subcommands runs the subcommand args[0] of cmd, or prints cmd's usage.
-type subcommand struct {
-	name, synopsis, summary string
-	run                     func(ctx context.Context, a *App, args []string) error
-}
-
-func runSubcommand(ctx context.Context, a *App, cmd, summary string, subs []subcommand, args []string) error {
-	usage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: airlock %s <subcommand> [flags] [arguments]\n\n%s\n\nSubcommands:\n", cmd, summary)
-		for _, s := range subs {
-			fmt.Fprintf(w, "  %-8s %s\n", s.name, s.summary)
-		}
-		fmt.Fprintf(w, "\nRun `airlock %s <subcommand> -h` for its flags.\n%s", cmd, exitCodesHelp)
-	}
-	if len(args) == 0 {
-		usage(a.Stderr)
-		return usageErrorf("%s needs a subcommand", cmd)
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		usage(a.Stderr)
-		return flag.ErrHelp
-	}
-	for _, s := range subs {
-		if s.name == args[0] {
-			return s.run(ctx, a, args[1:])
-		}
-	}
-	return usageErrorf("unknown subcommand %q of %s; run `airlock %s -h` for the list", args[0], cmd, cmd)
-}
-
 // ---- airlock requests ----
 
-var requestsCommand = command{
-	name:    "requests",
-	args:    "list|show|approve|deny|watch [flags]",
-	summary: "List, show, approve, deny and watch approval requests (reviewers) on a running server.",
-	run:     runRequests,
-}
-
-func runRequests(ctx context.Context, a *App, args []string) error {
-	return runSubcommand(ctx, a, "requests", "Approval requests on a running server, for reviewers.", requestSubcommands, args)
-}
-
-// requestSubcommands is filled in init: its functions read it for their
-// usage, which a plain initializer would make a cycle.
-var requestSubcommands []subcommand
-
-func init() {
-	requestSubcommands = []subcommand{
-		{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests: pending (the default) soonest deadline first, others newest first", runRequestsList},
-		{"show", "<id>", "show one request: what would run, exactly, and the agent's claim apart", runRequestsShow},
-		{"approve", "<id> [--valid-for D] [--note N] [--answer A] [--grant D [--grant-uses N] [--grant-scope instance|agent] [--grant-match EXPR]]", "approve a pending request (or answer its question); --grant also allows the same call for D", runRequestsApprove},
-		{"deny", "<id> [--note N]", "deny a pending request, with a note for the agent", runRequestsDeny},
-		{"watch", "[--prompt]", "stream new pending requests; on a terminal, decide each one as it comes", runRequestsWatch},
-	}
-}
-
-// subUsage returns a subcommand's synopsis and summary, for its usage.
-func subUsage(subs []subcommand, name string) (string, string) {
-	for _, s := range subs {
-		if s.name == name {
-			return s.synopsis, s.summary
-		}
-	}
-	return "", ""
-}
-
 func runRequestsList(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("requests", requestSubcommands, "list")
+	fs, r := a.apiFlagSet("requests", "list")
 	state := fs.String("state", "pending", "pending, approved, denied, expired, cancelled, or all")
 	kind := fs.String("kind", "", "only this kind: tool_call, work_change, memory_change, life_change, agent_request")
 	tool := fs.String("tool", "", "only this tool (exact name)")
@@ -481,7 +415,7 @@ func headline(q client.ApprovalRequest) string {
 }
 
 func runRequestsShow(ctx context.Context, a *App, args []string) error {
-	id, r, c, err := a.idCommand("requests", requestSubcommands, "show", args)
+	id, r, c, err := a.idCommand("requests", "show", args)
 	if err != nil {
 		return err
 	}
@@ -637,7 +571,7 @@ func indent(s string) string {
 }
 
 func runRequestsApprove(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("requests", requestSubcommands, "approve")
+	fs, r := a.apiFlagSet("requests", "approve")
 	validFor := fs.String("valid-for", "", "how long the approved call may start, such as 15m (default: the server's, 5m)")
 	note := fs.String("note", "", "a note for the agent")
 	answer := fs.String("answer", "", "the answer, for a request that asks a question")
@@ -663,7 +597,7 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 }
 
 func runRequestsDeny(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("requests", requestSubcommands, "deny")
+	fs, r := a.apiFlagSet("requests", "deny")
 	note := fs.String("note", "", "why, for the agent")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {

@@ -10,30 +10,8 @@ import (
 	"github.com/airlockhq/airlock/client"
 )
 
-var reviewersCommand = command{
-	name:    "reviewers",
-	args:    "list|link|end-sessions [flags]",
-	summary: "List reviewer principals and link them to Slack users and email addresses (admins).",
-	run:     runReviewers,
-}
-
-// reviewerSubcommands is filled in init (see requestSubcommands).
-var reviewerSubcommands []subcommand
-
-func init() {
-	reviewerSubcommands = []subcommand{
-		{"list", "", "list reviewer principals with their Slack user and email address", runReviewersList},
-		{"link", "<principal> [--slack-user U…] [--email ADDRESS]", "link a principal (replacing its link; neither flag removes it)", runReviewersLink},
-		{"end-sessions", "<principal>", "sign a principal out of the inbox on every replica (an OIDC reviewer's revocation)", runReviewersEndSessions},
-	}
-}
-
-func runReviewers(ctx context.Context, a *App, args []string) error {
-	return runSubcommand(ctx, a, "reviewers", "Reviewer principals and their links, for admins.", reviewerSubcommands, args)
-}
-
 func runReviewersList(ctx context.Context, a *App, args []string) error {
-	return listAction(a, "reviewers", reviewerSubcommands, args, nil,
+	return listAction(a, "reviewers", args, nil,
 		func(c *client.Client) ([]client.Reviewer, error) { return c.ListReviewers(ctx) },
 		"PRINCIPAL\tNAME\tTOKENS\tSLACK\tEMAIL\tGROUPS", func(rv client.Reviewer, _ time.Time) []string {
 			return []string{clip(rv.Principal, 48), dash(clip(rv.Name, 32)), fmt.Sprint(rv.Tokens), dash(rv.SlackUserID), dash(rv.Email),
@@ -42,7 +20,7 @@ func runReviewersList(ctx context.Context, a *App, args []string) error {
 }
 
 func runReviewersLink(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("reviewers", reviewerSubcommands, "link")
+	fs, r := a.apiFlagSet("reviewers", "link")
 	slack := fs.String("slack-user", "", "the Slack member ID (U…; profile → Copy member ID)")
 	email := fs.String("email", "", "the email address notifications go to")
 	pos, c, err := a.clientArgs(fs, r, args, "<principal>")
@@ -68,7 +46,7 @@ func runReviewersLink(ctx context.Context, a *App, args []string) error {
 }
 
 func runReviewersEndSessions(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("reviewers", reviewerSubcommands, "end-sessions")
+	fs, r := a.apiFlagSet("reviewers", "end-sessions")
 	pos, c, err := a.clientArgs(fs, r, args, "<principal>")
 	if err != nil {
 		return err

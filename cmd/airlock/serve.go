@@ -18,13 +18,6 @@ import (
 	"github.com/airlockhq/airlock/store/sqlite"
 )
 
-var serveCommand = command{
-	name:    "serve",
-	args:    "[flags]",
-	summary: "Run the Airlock provider: the REST API, with its expiry scheduler, over a SQLite file or a PostgreSQL database.",
-	run:     runServe,
-}
-
 func runServe(ctx context.Context, a *App, args []string) error {
 	cfg, err := a.serveConfig(args)
 	if err != nil {

@@ -11,28 +11,6 @@ import (
 	"github.com/airlockhq/airlock/client"
 )
 
-var tokensCommand = command{
-	name:    "tokens",
-	args:    "create|list|revoke [flags]",
-	summary: "Mint, list and revoke tokens (admins) on a running server.",
-	run:     runTokens,
-}
-
-// tokenSubcommands is filled in init (see requestSubcommands).
-var tokenSubcommands []subcommand
-
-func init() {
-	tokenSubcommands = []subcommand{
-		{"create", "--name NAME --role agent|reviewer|admin [--scope S]... [--principal P]", "mint a token; its secret is shown this once", runTokensCreate},
-		{"list", "", "list every token (never their secrets)", runTokensList},
-		{"revoke", "<id>", "revoke a token: it stops working at its next request", runTokensRevoke},
-	}
-}
-
-func runTokens(ctx context.Context, a *App, args []string) error {
-	return runSubcommand(ctx, a, "tokens", "Tokens on a running server, for admins.", tokenSubcommands, args)
-}
-
 // scopes collects repeated --scope flags.
 type scopes []string
 
@@ -40,7 +18,7 @@ func (s *scopes) String() string     { return strings.Join(*s, ",") }
 func (s *scopes) Set(v string) error { *s = append(*s, v); return nil }
 
 func runTokensCreate(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("tokens", tokenSubcommands, "create")
+	fs, r := a.apiFlagSet("tokens", "create")
 	name := fs.String("name", "", "what the token is for, such as \"release bot\" (required)")
 	role := fs.String("role", "", "agent, reviewer or admin (required)")
 	principal := fs.String("principal", "", "who holds it; a reviewer cannot decide requests of a token with the same principal (default: the token's ID)")
@@ -69,7 +47,7 @@ func runTokensCreate(ctx context.Context, a *App, args []string) error {
 }
 
 func runTokensList(ctx context.Context, a *App, args []string) error {
-	return listAction(a, "tokens", tokenSubcommands, args, nil,
+	return listAction(a, "tokens", args, nil,
 		func(c *client.Client) ([]client.Token, error) { return c.ListTokens(ctx) },
 		"ID\tNAME\tROLE\tSCOPES\tPRINCIPAL\tCREATED\tREVOKED", func(t client.Token, now time.Time) []string {
 			revoked := "-"
@@ -81,7 +59,7 @@ func runTokensList(ctx context.Context, a *App, args []string) error {
 }
 
 func runTokensRevoke(ctx context.Context, a *App, args []string) error {
-	return idAction(ctx, a, "tokens", tokenSubcommands, "revoke", args,
+	return idAction(ctx, a, "tokens", "revoke", args,
 		func(c *client.Client, id string) (*client.Token, error) { return c.RevokeToken(ctx, id) },
 		func(w io.Writer, _ string, t *client.Token) {
 			fmt.Fprintf(w, "Revoked %s (%s): it stops working at its next request.\n", t.ID, clip(t.Name, 60))

@@ -11,12 +11,6 @@ import (
 // -ldflags "-X main.version=v1.2.3"; "dev" for local builds.
 var version = "dev"
 
-var versionCommand = command{
-	name:    "version",
-	summary: "Print airlock's version, the Go version it was built with and its source revision.",
-	run:     runVersion,
-}
-
 func runVersion(ctx context.Context, a *App, args []string) error {
 	fs := a.newFlagSet("version")
 	if err := a.parseFlags(fs, args); err != nil {

@@ -40,7 +40,7 @@ type watcher struct {
 }
 
 func runRequestsWatch(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("requests", requestSubcommands, "watch")
+	fs, r := a.apiFlagSet("requests", "watch")
 	prompt := fs.Bool("prompt", false, "ask for a decision on each request even when standard input is not a terminal")
 	validFor := fs.String("valid-for", "", "the validity offered when approving, such as 15m (default: the server's)")
 	if _, err := a.parseAPIArgs(fs, r, args); err != nil {

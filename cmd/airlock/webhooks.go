@@ -11,32 +11,6 @@ import (
 	"github.com/airlockhq/airlock/client"
 )
 
-var webhooksCommand = command{
-	name:    "webhooks",
-	args:    "create|list|show|delete|deliveries|test|enable [flags]",
-	summary: "Manage webhook endpoints (admins) on a running server: signed notifications of approval requests.",
-	run:     runWebhooks,
-}
-
-// webhookSubcommands is filled in init (see requestSubcommands).
-var webhookSubcommands []subcommand
-
-func init() {
-	webhookSubcommands = []subcommand{
-		{"create", "<receiver-url> [--event TYPE]... [--description TEXT]", "create an endpoint; its signing secret is shown this once", runWebhooksCreate},
-		{"list", "", "list the endpoints (never their secrets)", runWebhooksList},
-		{"show", "<id>", "show one endpoint", runWebhooksShow},
-		{"delete", "<id>", "delete an endpoint and its deliveries", runWebhooksDelete},
-		{"deliveries", "<id> [--limit N]", "list an endpoint's newest deliveries with their attempts", runWebhooksDeliveries},
-		{"test", "<id>", "send the endpoint a signed webhook.test delivery", runWebhooksTest},
-		{"enable", "<id>", "enable an endpoint disabled for failing; what its failures failed is attempted again", runWebhooksEnable},
-	}
-}
-
-func runWebhooks(ctx context.Context, a *App, args []string) error {
-	return runSubcommand(ctx, a, "webhooks", "Webhook endpoints on a running server, for admins.", webhookSubcommands, args)
-}
-
 // eventTypes collects repeated --event flags.
 type eventTypes []airlock.NotifyType
 
@@ -58,7 +32,7 @@ func (e *eventTypes) Set(v string) error {
 }
 
 func runWebhooksCreate(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("webhooks", webhookSubcommands, "create")
+	fs, r := a.apiFlagSet("webhooks", "create")
 	desc := fs.String("description", "", "what the endpoint is for")
 	var events eventTypes
 	fs.Var(&events, "event", "an event type to receive, such as approval_request.created (repeat, or comma-separate; default all)")
@@ -100,7 +74,7 @@ func webhookState(w client.Webhook) string {
 }
 
 func runWebhooksList(ctx context.Context, a *App, args []string) error {
-	return listAction(a, "webhooks", webhookSubcommands, args, nil,
+	return listAction(a, "webhooks", args, nil,
 		func(c *client.Client) ([]client.Webhook, error) { return c.ListWebhooks(ctx) },
 		"ID\tURL\tEVENTS\tSTATE\tCREATED", func(w client.Webhook, now time.Time) []string {
 			return []string{w.ID, clip(w.URL, 48), clip(eventsText(w.Events), 40), webhookState(w), since(now, w.CreatedAt)}
@@ -108,7 +82,7 @@ func runWebhooksList(ctx context.Context, a *App, args []string) error {
 }
 
 func runWebhooksShow(ctx context.Context, a *App, args []string) error {
-	return idAction(ctx, a, "webhooks", webhookSubcommands, "show", args,
+	return idAction(ctx, a, "webhooks", "show", args,
 		func(c *client.Client, id string) (*client.Webhook, error) { return c.GetWebhook(ctx, id) },
 		func(out io.Writer, _ string, w *client.Webhook) {
 			fmt.Fprintf(out, "%s → %s\n  events: %s\n  state: %s\n", w.ID, w.URL, eventsText(w.Events), webhookState(*w))
@@ -125,7 +99,7 @@ func runWebhooksShow(ctx context.Context, a *App, args []string) error {
 }
 
 func runWebhooksDelete(ctx context.Context, a *App, args []string) error {
-	return idAction(ctx, a, "webhooks", webhookSubcommands, "delete", args,
+	return idAction(ctx, a, "webhooks", "delete", args,
 		func(c *client.Client, id string) (map[string]string, error) {
 			return map[string]string{"deleted": id}, c.DeleteWebhook(ctx, id)
 		},
@@ -135,7 +109,7 @@ func runWebhooksDelete(ctx context.Context, a *App, args []string) error {
 }
 
 func runWebhooksDeliveries(ctx context.Context, a *App, args []string) error {
-	fs, r := a.apiFlagSet("webhooks", webhookSubcommands, "deliveries")
+	fs, r := a.apiFlagSet("webhooks", "deliveries")
 	limit := fs.Int("limit", 20, "how many of the newest deliveries to show (1..500)")
 	rest, c, err := a.clientArgs(fs, r, args, "<id>")
 	if err != nil {
@@ -174,7 +148,7 @@ func nonZero(n int) string {
 }
 
 func runWebhooksTest(ctx context.Context, a *App, args []string) error {
-	return idAction(ctx, a, "webhooks", webhookSubcommands, "test", args,
+	return idAction(ctx, a, "webhooks", "test", args,
 		func(c *client.Client, id string) (*client.Delivery, error) { return c.TestWebhook(ctx, id) },
 		func(out io.Writer, id string, d *client.Delivery) {
 			fmt.Fprintf(out, "Queued test delivery %s (webhook-id %s); see `airlock webhooks deliveries %s`.\n", d.ID, d.MessageID, id)
@@ -182,7 +156,7 @@ func runWebhooksTest(ctx context.Context, a *App, args []string) error {
 }
 
 func runWebhooksEnable(ctx context.Context, a *App, args []string) error {
-	return idAction(ctx, a, "webhooks", webhookSubcommands, "enable", args,
+	return idAction(ctx, a, "webhooks", "enable", args,
 		func(c *client.Client, id string) (*client.Webhook, error) { return c.EnableWebhook(ctx, id) },
 		func(out io.Writer, id string, w *client.Webhook) {
 			fmt.Fprintf(out, "Enabled webhook %s → %s; deliveries its failures failed are attempted again (see `airlock webhooks deliveries %s`).\n", w.ID, w.URL, id)

@@ -45,11 +45,9 @@ func receivers(t *testing.T) []*webhooktest.Receiver {
 // decision refused and rolled back sends nothing); the hung receiver
 // delays no other.
 func TestWebhooksKillRestart(t *testing.T) {
+	testkit.Long(t)
 	t.Parallel()
-	restarts, perCycle := 5, 40
-	if testing.Short() {
-		restarts, perCycle = 2, 20
-	}
+	const restarts, perCycle = 5, 40
 	dir := t.TempDir()
 	db := filepath.Join(dir, "airlock.db")
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,

@@ -26,14 +26,13 @@ import (
 // refused and rolled back send nothing); the hung receiver delays no
 // other, and its leases, like the killed replica's, are taken over.
 func TestWebhooksAcrossReplicas(t *testing.T) {
+	testkit.Long(t)
 	t.Parallel()
 	// CI runs 600 under the race detector; AIRLOCK_T24_LIFECYCLES=2000
 	// is the long run (docs/reliability.md).
 	lifecycles := 600
 	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_T24_LIFECYCLES")); err == nil && n > 0 {
 		lifecycles = n
-	} else if testkit.Short() {
-		lifecycles = 300
 	}
 	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "3s"}, "pool_max_conns", "4")
 	base := cl.replicas[0].URL

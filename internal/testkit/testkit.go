@@ -26,16 +26,34 @@ func InCI() bool { return os.Getenv("CI") == "true" }
 // never in CI, where every test runs its full size.
 func Short() bool { return testing.Short() && !InCI() }
 
+// Long marks t as one of the long end-to-end scenarios, which -short
+// skips outside CI so that `-short` is a quick run of everything else. CI,
+// and the README's test command without -short, run it.
+func Long(t testing.TB) {
+	t.Helper()
+	if Short() {
+		t.Skip("a long end-to-end scenario, skipped by -short; the full run (go run ./internal/testkit/gotest -race ./...) runs it")
+	}
+}
+
 // Unavailable stops t because something it needs is missing (a database,
 // node, a browser): it skips with msg, or under CI, where every test is
-// mandatory, fails with it. msg should say what to install or set.
+// mandatory, fails with it. msg should say what to install or set. Every
+// test that skips for a missing part skips here, so that the test command
+// lists them all at the end of a run (MissingTag).
 func Unavailable(t testing.TB, msg string) {
 	t.Helper()
 	if InCI() {
 		t.Fatalf("%s (CI=true: this test is mandatory under CI)", msg)
 	}
-	t.Skip(msg)
+	t.Skip(MissingTag + msg)
 }
+
+// MissingTag begins the message of a test Unavailable skips. `go test`
+// shows no skip of a package that passes, so the README's test command
+// (internal/testkit/gotest) finds the tag in `go test -json` and names
+// each such test, and why, on one line at the end of the run.
+const MissingTag = "missing: "
 
 // Main runs a package's tests, then removes the binaries Airlock built and,
 // when every test passed, fails on leaked goroutines. A package's TestMain
