@@ -216,22 +216,12 @@ func TestOpenTogether(t *testing.T) {
 	}
 }
 
-// TestReopenKeepsData closes a store and opens the schema again: nothing to
-// migrate, everything still there.
+// TestReopenKeepsData closes a store and opens the schema again: nothing
+// to migrate, everything still there.
 func TestReopenKeepsData(t *testing.T) {
 	t.Parallel()
-	s, schema := openFresh(t)
-	in := instance(t, s, "tok_a")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	s = open(t, schema)
-	if _, err := s.GetInstance(t.Context(), in.ID); err != nil {
-		t.Fatalf("after reopening: %v", err)
-	}
+	schema := testkit.SchemaName(t, "t_")
+	storetest.Reopen(t, func(t *testing.T) store.Store { return open(t, schema) })
 }
 
 func TestRefusesNewerSchema(t *testing.T) {

@@ -75,22 +75,51 @@ func (s *suite) instanceDefaults(t *testing.T) {
 	}
 }
 
+// pendingCount follows an instance's pending count, as read and as
+// listed, through every way a request enters or leaves pending: created
+// pending or decided at creation, approved, denied, cancelled, a decision
+// refused, one refused for its deadline (which expires its request), and a
+// sweep.
 func (s *suite) pendingCount(t *testing.T) {
 	b := s.setup(t)
-	b.create(t)
-	b.create(t)
-	b.into(t, airlock.StateApproved)
-	b.into(t, airlock.StateDenied)
-	in, err := b.store.GetInstance(b.ctx, b.inst.ID)
-	wantOK(t, err)
-	if in.PendingCount != 2 {
-		t.Fatalf("PendingCount = %d, want 2", in.PendingCount)
+	want := func(n int, after string) {
+		t.Helper()
+		in, err := b.store.GetInstance(b.ctx, b.inst.ID)
+		wantOK(t, err)
+		list, err := b.store.ListInstances(b.ctx, ownerA)
+		wantOK(t, err)
+		if in.PendingCount != n || list[0].PendingCount != n {
+			t.Fatalf("after %s: PendingCount %d, listed %d; want %d", after, in.PendingCount, list[0].PendingCount, n)
+		}
 	}
-	list, err := b.store.ListInstances(b.ctx, ownerA)
-	wantOK(t, err)
-	if list[0].PendingCount != 2 {
-		t.Fatalf("listed PendingCount = %d, want 2", list[0].PendingCount)
+	rs := make([]airlock.Request, 6)
+	for i := range rs {
+		rs[i] = b.create(t)
 	}
+	b.create(t, func(p *store.NewRequestParams) { p.Initial = &airlock.InitialDecision{Status: airlock.StateDenied} })
+	want(6, "6 pending creates and one denied at creation")
+	_, err := b.approve(rs[0].ID)
+	wantOK(t, err)
+	_, err = b.deny(rs[1].ID)
+	wantOK(t, err)
+	_, err = b.cancel(rs[2].ID)
+	wantOK(t, err)
+	_, err = b.deny(rs[2].ID)
+	wantErr(t, err, airlock.CodeNotPending, airlock.StateCancelled)
+	want(3, "an approval, a denial, a cancellation and a refused decision")
+
+	short := func(p *store.NewRequestParams) { p.Window = time.Second }
+	due, late := b.create(t, short), b.create(t, short)
+	b.clock.Advance(2 * time.Second)
+	_, err = b.approve(late.ID)
+	wantErr(t, err, airlock.CodeDeadlinePassed, airlock.StateExpired)
+	want(4, "a decision refused for its deadline, which expired its request")
+	rs, err = b.store.ExpireDue(b.ctx, 10)
+	wantOK(t, err)
+	if len(rs) != 1 || rs[0].ID != due.ID {
+		t.Fatalf("ExpireDue = %v, want %s", ids(rs), due.ID)
+	}
+	want(3, "a sweep")
 }
 
 func (s *suite) deleteCancelsPending(t *testing.T) {

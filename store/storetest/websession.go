@@ -47,6 +47,22 @@ func (b *bundle) wantSignedOut(t *testing.T, id string) {
 	wantErr(t, err, airlock.CodeNotFound, "")
 }
 
+// SignIn signs a reviewer in to st and returns the raw ID of the web
+// session, for a driver's test to check that its database keeps only the
+// ID's SHA-256 (WebSessionByID finds a session by that hash alone).
+func SignIn(t *testing.T, st store.Store) string {
+	t.Helper()
+	tok := airlock.Token{ID: "tok_ada", Name: "Ada", Role: airlock.RoleReviewer, Hash: airlock.HashSecret("secret"), CreatedBy: "tok_admin"}
+	if err := st.CreateToken(t.Context(), tok); err != nil {
+		t.Fatalf("CreateToken: %v", err)
+	}
+	id := airlock.NewTokenSecret()
+	if _, err := st.CreateWebSession(t.Context(), store.NewWebSessionParams{ID: id, Token: tok, CSRF: "csrf", Idle: time.Hour, Max: 2 * time.Hour}); err != nil {
+		t.Fatalf("CreateWebSession: %v", err)
+	}
+	return id
+}
+
 // errorList collects the unexpected errors of concurrent calls.
 type errorList struct {
 	mu   sync.Mutex
