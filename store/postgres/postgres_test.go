@@ -64,10 +64,10 @@ func TestStore(t *testing.T) {
 func TestReplicas(t *testing.T) {
 	t.Parallel()
 	testkit.PostgresURL(t)
-	storetest.RunReplicas(t, func(t *testing.T) (store.Store, store.Store) {
+	storetest.RunReplicas(t, storetest.Replicas{Open: func(t *testing.T) (store.Store, store.Store) {
 		schema := testkit.SchemaName(t, "t_")
 		return open(t, schema), open(t, schema)
-	})
+	}})
 }
 
 // TestExtras: a PostgreSQL store has a change feed and checks tokens

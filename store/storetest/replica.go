@@ -14,19 +14,31 @@ import (
 	"github.com/airlockhq/airlock/store"
 )
 
-// NewReplicas opens two stores on one fresh, empty database, as two
-// replicas of the service (or two processes on one SQLite file) share it:
-// each with its own connections, both judging time by the driver's own
-// clock. RunReplicas closes them.
-type NewReplicas func(t *testing.T) (a, b store.Store)
+// Replicas is what RunReplicas needs of a driver: two stores sharing one
+// database, and the size of the largest races.
+type Replicas struct {
+	// Open opens two stores on one fresh, empty database, as two replicas
+	// of the service (or two processes on one SQLite file) share it: each
+	// with its own connections, both judging time by the driver's own
+	// clock. RunReplicas closes them.
+	Open func(t *testing.T) (a, b store.Store)
+	// Requests is how many requests the largest races make (the sweeps,
+	// T06's claims, T13's approvals): 1,000, as docs/reliability.md has
+	// them, when zero. A driver whose two stores take turns on one lock
+	// (SQLite's processes on one file) may race fewer in its time.
+	Requests int
+}
 
 // RunReplicas runs the conformance suite of two stores sharing one
 // database: whatever the two race, each request still ends exactly once,
 // each approval runs once, each instruction is delivered once and no
 // change is lost. It is separate from Run because its stores share a
 // database and keep the driver's own clock.
-func RunReplicas(t *testing.T, newReplicas NewReplicas) {
-	s := &replicaSuite{newReplicas: newReplicas}
+func RunReplicas(t *testing.T, replicas Replicas) {
+	s := &replicaSuite{Replicas: replicas}
+	if s.Requests == 0 {
+		s.Requests = 1000
+	}
 	runAll(t, []test{
 		{"writes through both at once all succeed", s.writesThroughBoth},
 		{"sweeps through both expire each request once", s.sweepsThroughBoth},
@@ -46,7 +58,7 @@ func RunReplicas(t *testing.T, newReplicas NewReplicas) {
 }
 
 type replicaSuite struct {
-	newReplicas NewReplicas
+	Replicas
 }
 
 // replicas is what every test across two stores starts from: a bundle on
@@ -64,7 +76,7 @@ func (r *replicas) on(i int) store.Store { return r.stores[i%2] }
 // instance through the first.
 func (s *replicaSuite) setup(t *testing.T) *replicas {
 	t.Helper()
-	a, b := s.newReplicas(t)
+	a, b := s.Open(t)
 	for _, st := range []store.Store{a, b} {
 		t.Cleanup(func() {
 			if err := st.Close(); err != nil {
@@ -165,11 +177,11 @@ func (s *replicaSuite) writesThroughBoth(t *testing.T) {
 }
 
 // sweepsThroughBoth has four sweepers, two on each store, expire 1,000
-// due requests at once: each request expires exactly once, with exactly
-// one event.
+// due requests (s.Requests) at once: each request expires exactly once,
+// with exactly one event.
 func (s *replicaSuite) sweepsThroughBoth(t *testing.T) {
 	r := s.setup(t)
-	const n = 1000
+	n := s.Requests
 	rs := r.seed(t, n, func(p *store.NewRequestParams) { p.Window = time.Microsecond }) // due at once
 	expired := map[string]int{}
 	var mu sync.Mutex
@@ -210,12 +222,14 @@ func (s *replicaSuite) sweepsThroughBoth(t *testing.T) {
 	}
 }
 
-// claimsThroughBoth is T06 across two stores: 1,000 approved requests, 8
-// claimers split over the stores, each claiming every request: exactly
-// 1,000 claims succeed and 7,000 are refused already_executed.
+// claimsThroughBoth is T06 across two stores: 1,000 approved requests
+// (s.Requests), 8 claimers split over the stores, each claiming every
+// request: exactly 1,000 claims succeed and 7,000 are refused
+// already_executed.
 func (s *replicaSuite) claimsThroughBoth(t *testing.T) {
 	r := s.setup(t)
-	const n, claimers = 1000, 8
+	const claimers = 8
+	n := s.Requests
 	rs := r.seed(t, n, func(p *store.NewRequestParams) {
 		p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Hour}
 	})
@@ -380,13 +394,14 @@ type approval struct {
 }
 
 // deleteWhileApproving is T13 across two stores: an instance holding
-// 1,000 pending requests is deleted while four reviewers approve them
-// through both. Each ends approved (before the delete) or cancelled, none
-// pending; no approval lands after the delete, by the clock or by the call
-// order; each has exactly one terminal event.
+// 1,000 pending requests (s.Requests) is deleted, once a tenth are
+// approved, while four reviewers approve them through both. Each ends
+// approved (before the delete) or cancelled, none pending; no approval
+// lands after the delete, by the clock or by the call order; each has
+// exactly one terminal event.
 func (s *replicaSuite) deleteWhileApproving(t *testing.T) {
 	r := s.setup(t)
-	const n = 1000
+	n := s.Requests
 	rs := r.seed(t, n)
 	var (
 		mu        sync.Mutex
@@ -402,7 +417,7 @@ func (s *replicaSuite) deleteWhileApproving(t *testing.T) {
 			for i := w; i < n; i += 4 {
 				after := deleted.Load()
 				_, err := approveOn(r, r.on(w), order[i].ID)
-				if err == nil && approvals.Add(1) == 100 {
+				if err == nil && approvals.Add(1) == int64(n/10) {
 					close(started)
 				}
 				mu.Lock()
@@ -412,7 +427,7 @@ func (s *replicaSuite) deleteWhileApproving(t *testing.T) {
 		})
 	}
 	if !startedOrDone(started, &wg) {
-		t.Fatal("the reviewers made fewer than 100 approvals in all")
+		t.Fatalf("the reviewers made fewer than %d approvals in all", n/10)
 	}
 	cancelled, err := r.stores[1].DeleteInstance(r.ctx, r.inst.ID, "tok_admin")
 	deleted.Store(true)
