@@ -31,7 +31,8 @@ func TestStore(t *testing.T) {
 // share it: their writes contend for SQLite's lock, and busy_timeout with
 // BEGIN IMMEDIATE must absorb it. The two take turns on that lock, a
 // waiter sleeping in SQLite's busy handler, so the largest races make 200
-// requests rather than 1,000: at 1,000, T06 alone took over a minute.
+// requests rather than 1,000: at 1,000, T06 alone took 30 s to 110 s on
+// a 2-core machine under -race.
 func TestReplicas(t *testing.T) {
 	t.Parallel()
 	storetest.RunReplicas(t, storetest.Replicas{
