@@ -100,6 +100,7 @@ func (s *replicaSuite) heartbeatsThroughBoth(t *testing.T) {
 // returns waits for them and returns how many times each request's
 // instruction was delivered, and the instruction IDs delivered.
 func (r *replicas) heartbeaters(t *testing.T, id string, done chan struct{}) func() (map[string]int, map[string]bool) {
+	t.Helper()
 	var (
 		mu   sync.Mutex
 		got  = map[string]int{}
@@ -447,6 +448,7 @@ type itemHistory struct {
 }
 
 func (h *itemHistory) record(t *testing.T, item string, version int, c itemChange) {
+	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, dup := h.changes[item][version]; dup {
@@ -493,6 +495,7 @@ func (s *replicaSuite) workMovesRaceMoves(t *testing.T) {
 // approves them all at once through both stores while two reviewers move
 // random items directly, recording every change in h.
 func (r *replicas) moveRound(t *testing.T, h *itemHistory, rng *rand.Rand, items []airlock.WorkItem, cols []string) {
+	t.Helper()
 	var reqs []airlock.Request
 	for _, w := range items {
 		cur, err := r.store.GetWorkItem(r.ctx, w.ID)
@@ -523,6 +526,7 @@ func (r *replicas) moveRound(t *testing.T, h *itemHistory, rng *rand.Rand, items
 // approveMove approves work_move request req through st, and records the
 // move it made, if any, in h.
 func (r *replicas) approveMove(t *testing.T, h *itemHistory, st store.Store, req airlock.Request) {
+	t.Helper()
 	got, err := approveOn(r, st, req.ID)
 	h.mu.Lock()
 	switch {
