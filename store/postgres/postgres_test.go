@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -50,14 +49,6 @@ func openFresh(t testing.TB, opts ...postgres.Option) (*postgres.Store, string) 
 	return open(t, schema, opts...), schema
 }
 
-// replicas opens two stores on one new schema, as two replicas of one
-// database are.
-func replicas(t testing.TB) (a, b *postgres.Store) {
-	t.Helper()
-	schema := testkit.SchemaName(t, "t_")
-	return open(t, schema), open(t, schema)
-}
-
 // TestStore is T01 and the rest of the conformance suite on PostgreSQL.
 func TestStore(t *testing.T) {
 	t.Parallel()
@@ -65,6 +56,18 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, clock airlock.Clock) store.Store {
 		return open(t, testkit.SchemaName(t, "t_"), postgres.WithClock(clock))
 	})
+}
+
+// TestReplicas runs the suite of two stores sharing one database on two
+// stores on one schema, as two replicas share it: two pools, the
+// database's clock, its row locks and SKIP LOCKED sweeps.
+func TestReplicas(t *testing.T) {
+	t.Parallel()
+	testkit.PostgresURL(t)
+	storetest.RunReplicas(t, storetest.Replicas{Open: func(t *testing.T) (store.Store, store.Store) {
+		schema := testkit.SchemaName(t, "t_")
+		return open(t, schema), open(t, schema)
+	}})
 }
 
 // TestExtras: a PostgreSQL store has a change feed and checks tokens
@@ -213,22 +216,12 @@ func TestOpenTogether(t *testing.T) {
 	}
 }
 
-// TestReopenKeepsData closes a store and opens the schema again: nothing to
-// migrate, everything still there.
+// TestReopenKeepsData closes a store and opens the schema again: nothing
+// to migrate, everything still there.
 func TestReopenKeepsData(t *testing.T) {
 	t.Parallel()
-	s, schema := openFresh(t)
-	in := instance(t, s, "tok_a")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	s = open(t, schema)
-	if _, err := s.GetInstance(t.Context(), in.ID); err != nil {
-		t.Fatalf("after reopening: %v", err)
-	}
+	schema := testkit.SchemaName(t, "t_")
+	storetest.Reopen(t, func(t *testing.T) store.Store { return open(t, schema) })
 }
 
 func TestRefusesNewerSchema(t *testing.T) {
@@ -314,18 +307,6 @@ func dbNow(t testing.TB, c *pgx.Conn) time.Time {
 		t.Fatal(err)
 	}
 	return now
-}
-
-// countEvents counts the events of type typ in s's audit log.
-func countEvents(t testing.TB, s store.Store, typ airlock.EventType) int {
-	t.Helper()
-	n := 0
-	for _, e := range storetest.AllEvents(t, s) {
-		if e.Type == typ {
-			n++
-		}
-	}
-	return n
 }
 
 // TestDatabaseClock checks that, without a test clock, the database's
@@ -594,281 +575,6 @@ func channelOf(t testing.TB, c *pgx.Conn) string {
 	return fmt.Sprintf("airlock_changes_%08x", h.Sum32())
 }
 
-// TestConcurrentSweep has two replicas expire 1,000 due requests at once:
-// SKIP LOCKED splits the rows, so each request expires exactly once, with
-// exactly one event.
-func TestConcurrentSweep(t *testing.T) {
-	t.Parallel()
-	a, b := replicas(t)
-	in := instance(t, a, "tok_a")
-	const n = 1000
-	rs := seed(t, a, in, n, func(p *store.NewRequestParams) { p.Window = time.Microsecond }) // due at once
-
-	expired := map[string]int{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, s := range []*postgres.Store{a, b, a, b} {
-		wg.Go(func() {
-			for {
-				got, err := s.ExpireDue(t.Context(), 50)
-				if err != nil {
-					t.Errorf("ExpireDue: %v", err)
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				mu.Lock()
-				for _, r := range got {
-					expired[r.ID]++
-					if r.State != airlock.StateExpired {
-						t.Errorf("ExpireDue returned %s in state %s", r.ID, r.State)
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(expired) != n {
-		t.Fatalf("%d distinct requests expired, want %d", len(expired), n)
-	}
-	for _, r := range rs {
-		if expired[r.ID] != 1 {
-			t.Fatalf("%s expired %d times, want once", r.ID, expired[r.ID])
-		}
-	}
-	events := countEvents(t, b, airlock.EventRequestExpired)
-	if events != n {
-		t.Fatalf("%d request.expired events, want %d", events, n)
-	}
-}
-
-// TestClaimRaceAcrossReplicas is T06 across replicas: 1,000 approved
-// requests, 8 claimers split over two stores (two pools, as two replicas
-// have), each claiming every request: exactly 1,000 claims succeed and
-// 7,000 are refused already_executed.
-func TestClaimRaceAcrossReplicas(t *testing.T) {
-	t.Parallel()
-	a, b := replicas(t)
-	in := instance(t, a, "tok_a")
-	const n, claimers = 1000, 8
-	rs := seed(t, a, in, n, func(p *store.NewRequestParams) {
-		p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Hour}
-	})
-
-	var (
-		mu      sync.Mutex
-		ran     = map[string]int{}
-		refused int
-		wg      sync.WaitGroup
-	)
-	for c := range claimers {
-		s := []*postgres.Store{a, b}[c%2]
-		order := slices.Clone(rs)
-		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		wg.Go(func() {
-			for _, r := range order {
-				_, err := s.ClaimExecution(t.Context(), r.ID, "tok_a")
-				mu.Lock()
-				switch e, _ := errors.AsType[*airlock.Error](err); {
-				case err == nil:
-					ran[r.ID]++ // the tool runs
-				case e != nil && e.Code == airlock.CodeAlreadyExecuted && e.State == airlock.StateApproved:
-					refused++
-				default:
-					t.Errorf("claim %s: %v, want success or already_executed", r.ID, err)
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	runs := 0
-	for _, r := range rs {
-		if ran[r.ID] != 1 {
-			t.Fatalf("%s ran %d times, want once", r.ID, ran[r.ID])
-		}
-		runs++
-	}
-	if runs != n || refused != n*(claimers-1) {
-		t.Fatalf("%d runs and %d refusals, want %d and %d", runs, refused, n, n*(claimers-1))
-	}
-}
-
-// TestDeleteInstanceWhileApproving is T13 on PostgreSQL: an instance
-// holding 1,000 pending requests is deleted while four reviewers approve
-// them. Each ends approved (before the delete) or cancelled, none pending;
-// no approval lands after the delete, by the clock or by the call order.
-func TestDeleteInstanceWhileApproving(t *testing.T) {
-	t.Parallel()
-	a, b := replicas(t)
-	in := instance(t, a, "tok_a")
-	const n = 1000
-	rs := seed(t, a, in, n)
-
-	type result struct {
-		err          error
-		afterDelete  bool // the approval was asked after DeleteInstance returned
-		approvedByUs bool
-	}
-	var (
-		mu        sync.Mutex
-		results   = map[string]result{}
-		approvals atomic.Int64
-		deleted   atomic.Bool
-		started   = make(chan struct{})
-		wg        sync.WaitGroup
-	)
-	order := slices.Clone(rs)
-	mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	for w := range 4 {
-		s := []*postgres.Store{a, b}[w%2]
-		wg.Go(func() {
-			for i := w; i < n; i += 4 {
-				r := order[i]
-				after := deleted.Load()
-				_, err := s.Decide(t.Context(), store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: time.Minute, Actor: "tok_r"})
-				if err == nil && approvals.Add(1) == 100 {
-					close(started)
-				}
-				mu.Lock()
-				results[r.ID] = result{err: err, afterDelete: after, approvedByUs: err == nil}
-				mu.Unlock()
-			}
-		})
-	}
-	<-started
-	cancelled, err := b.DeleteInstance(t.Context(), in.ID, "tok_admin")
-	deleted.Store(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-
-	wasCancelled := map[string]bool{}
-	for _, id := range cancelled {
-		wasCancelled[id] = true
-	}
-	var deleteAt time.Time
-	approved := 0
-	for _, r := range rs {
-		got, err := a.GetRequest(t.Context(), r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := results[r.ID]
-		switch got.State {
-		case airlock.StateApproved:
-			approved++
-			if !res.approvedByUs || wasCancelled[r.ID] {
-				t.Fatalf("%s is approved, but its approval returned %v (cancelled by the delete: %v)", r.ID, res.err, wasCancelled[r.ID])
-			}
-		case airlock.StateCancelled:
-			if !wasCancelled[r.ID] || code(res.err) != "not_pending/cancelled" {
-				t.Fatalf("%s is cancelled (listed by the delete: %v), its approval returned %s; want listed and not_pending/cancelled",
-					r.ID, wasCancelled[r.ID], code(res.err))
-			}
-			deleteAt = got.Decision.DecidedAt
-		default:
-			t.Fatalf("%s ended %s, want approved or cancelled", r.ID, got.State)
-		}
-		if res.afterDelete && res.approvedByUs {
-			t.Fatalf("%s was approved by a call made after DeleteInstance returned", r.ID)
-		}
-	}
-	if approved+len(cancelled) != n || len(cancelled) == 0 {
-		t.Fatalf("%d approved + %d cancelled, want %d with some of each", approved, len(cancelled), n)
-	}
-	for _, r := range rs {
-		got, _ := a.GetRequest(t.Context(), r.ID)
-		if got.State == airlock.StateApproved && !got.Decision.DecidedAt.Before(deleteAt) {
-			t.Fatalf("%s approved at %v, not before the delete at %v", r.ID, got.Decision.DecidedAt, deleteAt)
-		}
-	}
-	terminal := map[string]int{}
-	for _, e := range storetest.AllEvents(t, a) {
-		if e.Type == airlock.EventRequestApproved || e.Type == airlock.EventRequestCancelled {
-			terminal[e.RequestID]++
-		}
-	}
-	for _, r := range rs {
-		if terminal[r.ID] != 1 {
-			t.Fatalf("%s has %d terminal events, want 1", r.ID, terminal[r.ID])
-		}
-	}
-	t.Logf("%d approved before the delete, %d cancelled by it", approved, len(cancelled))
-}
-
-// TestEventsResumeAcrossReplicas writes from two replicas at once while a
-// reader follows the audit log the way an event stream does (after the
-// last ID it saw): it must see every event. Event IDs are drawn before
-// commit, so without the commit-order lock a later-committing smaller ID
-// would be skipped.
-func TestEventsResumeAcrossReplicas(t *testing.T) {
-	t.Parallel()
-	a, b := replicas(t)
-	in := instance(t, a, "tok_a")
-	seen := map[int64]bool{}
-	stop := make(chan struct{})
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		var after int64
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			page, err := b.ListEvents(t.Context(), after, 1000)
-			if err != nil {
-				t.Errorf("ListEvents: %v", err)
-				return
-			}
-			for _, e := range page {
-				seen[e.ID] = true
-				after = e.ID
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	for w := range 8 {
-		s := []*postgres.Store{a, b}[w%2]
-		wg.Go(func() {
-			for range 40 {
-				r, _, err := s.CreateRequest(t.Context(), params(in))
-				if err != nil {
-					t.Errorf("CreateRequest: %v", err)
-					return
-				}
-				if _, err := s.Decide(t.Context(), store.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_r"}); err != nil {
-					t.Errorf("Decide: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	<-readerDone
-	// The reader's last pass may have ended before the last commits; what
-	// matters is that it never skipped past an event it had not seen.
-	all := storetest.AllEvents(t, a)
-	var last int64
-	for id := range seen {
-		last = max(last, id)
-	}
-	for _, e := range all {
-		if e.ID <= last && !seen[e.ID] {
-			t.Fatalf("the reader went past event %d (to %d) without seeing it", e.ID, last)
-		}
-	}
-	if len(all) != 1+8*40*2 {
-		t.Fatalf("%d events, want %d", len(all), 1+8*40*2)
-	}
-}
-
 // TestAgreesWithSQLite runs one script of edge cases through both drivers,
 // on the same fake clock, and requires the same answers, value for value:
 // JSON bytes (huge numbers, exponents, unicode, escapes, whitespace), text
@@ -1066,61 +772,6 @@ func agreeScript(t *testing.T, s store.Store, clock *storetest.FakeClock) []obse
 	evs, err := s.ListEvents(ctx, 0, 1000)
 	see("events", evs, err)
 	return obs
-}
-
-// TestCreateRacesDelete creates requests on an instance from two replicas
-// while a third deletes it: a create either lands before the delete (and
-// is cancelled by it) or finds no instance. No pending request is ever left
-// on a deleted instance.
-func TestCreateRacesDelete(t *testing.T) {
-	t.Parallel()
-	a, b := replicas(t)
-	for round := range 30 {
-		in := instance(t, a, "tok_a")
-		start := make(chan struct{})
-		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			created []string
-		)
-		for w := range 6 {
-			s := []*postgres.Store{a, b}[w%2]
-			wg.Go(func() {
-				<-start
-				for range 5 {
-					r, _, err := s.CreateRequest(t.Context(), params(in))
-					switch {
-					case err == nil:
-						mu.Lock()
-						created = append(created, r.ID)
-						mu.Unlock()
-					case airlock.ErrorCode(err) != airlock.CodeNotFound:
-						t.Errorf("CreateRequest: %v, want success or not_found", err)
-					}
-				}
-			})
-		}
-		var cancelled []string
-		wg.Go(func() {
-			<-start
-			var err error
-			if cancelled, err = b.DeleteInstance(t.Context(), in.ID, "tok_admin"); err != nil {
-				t.Errorf("DeleteInstance: %v", err)
-			}
-		})
-		close(start)
-		wg.Wait()
-		pending, _, err := a.ListRequests(t.Context(), store.RequestFilter{InstanceID: in.ID, State: airlock.StatePending})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pending) != 0 {
-			t.Fatalf("round %d: %d requests left pending on the deleted instance", round, len(pending))
-		}
-		if !slices.Equal(slices.Sorted(slices.Values(cancelled)), slices.Sorted(slices.Values(created))) {
-			t.Fatalf("round %d: the delete cancelled %d requests, %d were created", round, len(cancelled), len(created))
-		}
-	}
 }
 
 // TestRetriesTransientFailures breaks write transactions the ways a busy

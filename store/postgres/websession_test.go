@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // TestWebSessionIDNotStored: the store keeps a web session's ID only as
@@ -16,14 +14,7 @@ import (
 func TestWebSessionIDNotStored(t *testing.T) {
 	t.Parallel()
 	s, schema := openFresh(t)
-	tok := airlock.Token{ID: "tok_ada", Name: "Ada", Role: airlock.RoleReviewer, Hash: airlock.HashSecret("secret"), CreatedBy: "tok_admin"}
-	if err := s.CreateToken(t.Context(), tok); err != nil {
-		t.Fatal(err)
-	}
-	id := airlock.NewTokenSecret()
-	if _, err := s.CreateWebSession(t.Context(), store.NewWebSessionParams{ID: id, Token: tok, CSRF: "csrf", Idle: time.Hour, Max: 2 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
+	id := storetest.SignIn(t, s)
 	var (
 		hash []byte
 		row  string

@@ -7,10 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/storetest"
 )
 
 // TestWebSessionIDNotStored: the store keeps a web session's ID only as
@@ -19,15 +17,7 @@ import (
 func TestWebSessionIDNotStored(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "airlock.db")
-	s := open(t, path)
-	tok := airlock.Token{ID: "tok_ada", Name: "Ada", Role: airlock.RoleReviewer, Hash: airlock.HashSecret("secret"), CreatedBy: "tok_admin"}
-	if err := s.CreateToken(t.Context(), tok); err != nil {
-		t.Fatal(err)
-	}
-	id := airlock.NewTokenSecret()
-	if _, err := s.CreateWebSession(t.Context(), store.NewWebSessionParams{ID: id, Token: tok, CSRF: "csrf", Idle: time.Hour, Max: 2 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
+	id := storetest.SignIn(t, open(t, path))
 
 	db, err := sql.Open("sqlite", path)
 	if err != nil {

@@ -23,22 +23,14 @@ type NewMCPStore func(t *testing.T, clock airlock.Clock, fault func(point string
 // separate from Run because its stores take a fault hook.
 func RunMCP(t *testing.T, newStore NewMCPStore) {
 	s := &mcpSuite{newStore: newStore}
-	for _, g := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
+	runAll(t, []test{
 		{"Sessions", s.testSessions},
 		{"Instructions", s.testInstructions},
 		{"DefaultInstance", s.testDefaultInstance},
 		{"Board", s.testBoard},
 		{"Commands", s.testCommands},
 		{"T12_AtomicCommand", s.testAtomicCommand},
-	} {
-		t.Run(g.name, func(t *testing.T) {
-			t.Parallel()
-			g.run(t)
-		})
-	}
+	})
 }
 
 type mcpSuite struct {

@@ -36,10 +36,7 @@ type NewStore func(t *testing.T, clock airlock.Clock) store.Store
 // test is parallel and gets its own store and FakeClock.
 func Run(t *testing.T, newStore NewStore) {
 	s := &suite{newStore: newStore}
-	for _, g := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
+	runAll(t, []test{
 		{"T01_Lifecycle", s.testLifecycle},
 		{"T05_DeadlineBoundaries", s.testDeadlineBoundaries},
 		{"Races", s.testRaces},
@@ -62,10 +59,23 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Quorum", s.testQuorum},
 		{"Escalation", s.testEscalation},
 		{"OIDC", s.testOIDC},
-	} {
-		t.Run(g.name, func(t *testing.T) {
+	})
+}
+
+// test is one named test of the suite. Its name reads as the rule it
+// checks, so that a failure says which rule broke and docs/ can cite it.
+type test struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// runAll runs each of tests as a parallel subtest of t.
+func runAll(t *testing.T, tests []test) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			g.run(t)
+			tc.run(t)
 		})
 	}
 }
