@@ -35,6 +35,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +44,9 @@ import (
 // Store is an store.Store kept in a PostgreSQL database. It is safe for
 // concurrent use, and by any number of processes sharing the database.
 type Store struct {
+	// Core is what the store does as the SQLite store does, over this
+	// package's dialect (dialect.go) and statements.
+	sqlcore.Core
 	*shared
 	// check is the token check the calls of a view made by Checking send
 	// ahead of their first statement (tokencheck.go); nil on the store
@@ -98,6 +102,11 @@ type testHooks struct {
 }
 
 var _ store.Store = (*Store)(nil)
+
+// statements are the store's SQL, concern by concern.
+var statements = sqlcore.Statements{
+	Reviewers: reviewerSQL,
+}
 
 // Extras implements store.Store: a PostgreSQL store is shared by
 // replicas, so it has a change feed (Listen) and checks tokens within a
@@ -225,6 +234,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{shared: &shared{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
 		gate: newGate(), done: make(chan struct{})}}
+	s.Core = sqlcore.NewCore(dialect{s}, &statements)
 	if s.schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
@@ -450,7 +460,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 	if err != nil {
 		return err
 	}
-	t := &tx{conn: conn, check: s.check}
+	t := &tx{ctx: ctx, s: s, conn: conn, check: s.check}
 	defer t.end(context.WithoutCancel(ctx))
 	if err := fn(ctx, t); err != nil {
 		return err

@@ -128,16 +128,12 @@ func Execution(at time.Time, by, status string, finished *time.Time, detail stri
 	return &airlock.Execution{ClaimedAt: at, ClaimedBy: by, Status: airlock.ExecutionStatus(status), FinishedAt: finished, Detail: detail}
 }
 
-// Rows is what both drivers' result sets (*sql.Rows, pgx.Rows) offer for
-// reading them in order.
-type Rows interface {
+// Collect reads each of rows (*sql.Rows, pgx.Rows, Rows) with scan, in
+// the rows' order, and stops at the first error. The caller closes rows.
+func Collect[T any](rows interface {
 	Next() bool
 	Err() error
-}
-
-// Collect reads each of rows with scan, in the rows' order, and stops at
-// the first error. The caller closes rows.
-func Collect[T any](rows Rows, scan func() (T, error)) ([]T, error) {
+}, scan func() (T, error)) ([]T, error) {
 	var out []T
 	for rows.Next() {
 		v, err := scan()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -27,6 +28,10 @@ import (
 // Store is an store.Store kept in one SQLite file. It is safe for
 // concurrent use, and by several processes on the same file.
 type Store struct {
+	// Core is what the store does as the PostgreSQL store does, over this
+	// package's dialect (dialect.go) and statements.
+	sqlcore.Core
+
 	// write has exactly one connection: writers queue for it in Go, so
 	// SQLite's lock is only ever contended by other processes.
 	write *pool
@@ -81,6 +86,11 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// statements are the store's SQL, concern by concern.
+var statements = sqlcore.Statements{
+	Reviewers: reviewerSQL,
+}
+
 // Extras implements store.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.
 func (s *Store) Extras() store.Extras {
@@ -134,6 +144,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{path: path, clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
 		busyTimeout: cfg.busyTimeout, emptyLogAfter: cfg.emptyLogAfter, emptied: cfg.emptied,
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	s.Core = sqlcore.NewCore(dialect{s}, &statements)
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
 	if err != nil {

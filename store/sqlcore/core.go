@@ -1,0 +1,55 @@
+package sqlcore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+)
+
+// Core is the one implementation of the store.Store methods that both
+// drivers run alike, over a driver's Dialect and Statements. A driver's
+// Store embeds it, so that its methods are the store's; what only one
+// engine does (Ping, Close, Extras, the fast paths) stays the driver's.
+type Core struct {
+	d Dialect
+	q *Statements
+}
+
+// NewCore returns the Core of a driver's dialect and statements, to embed
+// in the driver's Store.
+func NewCore(d Dialect, q *Statements) Core { return Core{d: d, q: q} }
+
+// Statements are a dialect's SQL text, one field per operation, grouped
+// by concern. Each says what it takes (@name arguments; @now, the
+// statement's instant, is the dialect's: see Now) and what it yields, in
+// the order the scan that reads it expects. A statement a field calls
+// optional may be "": its engine needs no such step (SQLite's one writer
+// needs none of PostgreSQL's locks).
+type Statements struct {
+	Reviewers ReviewerSQL
+}
+
+// all runs a read and scans each of its rows with scan, in the read's
+// order.
+func all[T any](ctx context.Context, d Dialect, scan func(Row) (T, error), query string, args Args) ([]T, error) {
+	rows, err := d.Query(ctx, query, args)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return Collect(rows, func() (T, error) { return scan(rows) })
+}
+
+// txAll is all in a write transaction.
+func txAll[T any](tx Tx, scan func(Row) (T, error), query string, args Args) ([]T, error) {
+	rows, err := tx.Query(query, args)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return Collect(rows, func() (T, error) { return scan(rows) })
+}
+
+// noRows reports whether err says a statement yielded no row: pgx's
+// ErrNoRows is sql.ErrNoRows too.
+func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

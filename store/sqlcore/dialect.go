@@ -1,0 +1,131 @@
+package sqlcore
+
+import (
+	"context"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// Dialect is what a driver gives Core: its engine, its values and its
+// error translation. Its statements come beside it, in Statements.
+type Dialect interface {
+	// Write runs fn in one write transaction and returns once that
+	// transaction has committed (nil) or fn's writes were undone (fn's
+	// error, or the engine's). fn may run more than once (PostgreSQL
+	// retries a transaction that failed for a transient reason), so it
+	// sets its results afresh on every run and decides only with what the
+	// database answers, never with what an earlier run found.
+	Write(ctx context.Context, fn func(Tx) error) error
+	// Query runs a read outside any write: on SQLite's pool of read-only
+	// connections; on PostgreSQL's pool, behind a pending token check.
+	Query(ctx context.Context, query string, args Args) (Rows, error)
+	// QueryRow is Query for at most one row; a Row whose Scan returns
+	// sql.ErrNoRows (or an error wrapping it) when there is none.
+	QueryRow(ctx context.Context, query string, args Args) Row
+	// Translate is the driver's one translation of its errors into the
+	// store's (store.Store): sql.ErrNoRows becomes not_found naming what
+	// and id, an *airlock.Error passes through, a store that cannot serve
+	// now becomes unavailable, anything else an internal error.
+	Translate(err error, what, id string) error
+	// Violates reports whether err is a violation of the unique
+	// constraint named constraint: a race between writers that a
+	// statement's own conditions could not see (PostgreSQL). SQLite's one
+	// writer runs every write after the last one committed, so its reads
+	// see what it would violate, and it reports false.
+	Violates(err error, constraint string) bool
+	Values
+}
+
+// Values are the scan destinations of the columns the two engines keep in
+// different types. Each returns a destination that fills p once the row
+// is scanned: a time (SQLite: int64 microseconds; PostgreSQL:
+// timestamptz) in UTC, a nullable one (nil for NULL), a duration
+// (microseconds; interval) and a list of strings (JSON text; text[]).
+// Arguments of these types need no help: a dialect binds time.Time,
+// *time.Time, time.Duration and []string values as its engine keeps them.
+type Values interface {
+	Time(p *time.Time) any
+	NullTime(p *NullTime) any
+	Duration(p *time.Duration) any
+	Strings(p *[]string) any
+}
+
+// NullTime is a nullable time column, as Values.NullTime scans it.
+type NullTime struct {
+	Time  time.Time
+	Valid bool
+}
+
+// Ptr is t as an optional field: nil when NULL.
+func (t NullTime) Ptr() *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
+}
+
+// Row is one row of a result: *sql.Row and pgx.Row are.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows is a result read in order. Whoever runs a query reads its rows to
+// the end and closes them before the next statement of the transaction.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+	Close()
+}
+
+// Tx is a write transaction, as Dialect.Write hands it to fn. Its
+// statements run in the order they are called; some (PostgreSQL's
+// BEGIN, its events) are sent in one round trip with others.
+type Tx interface {
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(query string, args Args) (int64, error)
+	// QueryRow runs a statement that yields at most one row.
+	QueryRow(query string, args Args) Row
+	// Query runs a statement that yields rows.
+	Query(query string, args Args) (Rows, error)
+	// Event appends e to the audit log in this transaction, so that it
+	// exists exactly when the change commits. e.At is the instant of the
+	// statement that made the change, as that statement returned it.
+	Event(e airlock.Event) error
+	// TokenChanged tells the other processes on the store, once the
+	// transaction has committed, that token id was revoked or its secret
+	// replaced, so that none goes on accepting what it remembered of it
+	// (SQLite's token stamp, PostgreSQL's change feed).
+	TokenChanged(id string)
+}
+
+// Now is the argument a dialect adds to every statement that names @now
+// and is not given it: the instant the statement judges and stamps time
+// by. In a SQLite write it is the write's now, read from the injected
+// clock once the write lock is held, and in a SQLite read the clock's
+// now; in PostgreSQL it is NULL, so that the statement reads the
+// database's clock_timestamp() once (its tick), unless a test clock is
+// set. A statement that changes a row returns its instant, so that the
+// change and its audit event are dated alike.
+const Now = "now"
+
+// Arg is one named argument of a statement: @Name in its text.
+type Arg struct {
+	Name  string
+	Value any
+}
+
+// Args are a statement's named arguments, in any order. Each name a
+// statement uses must be given (but Now), and each given must be used.
+type Args []Arg
+
+// Lookup returns the value of the argument named name.
+func (a Args) Lookup(name string) (any, bool) {
+	for i := range a {
+		if a[i].Name == name {
+			return a[i].Value, true
+		}
+	}
+	return nil, false
+}
