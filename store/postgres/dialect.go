@@ -64,6 +64,14 @@ func (c coreTx) Query(query string, args sqlcore.Args) (sqlcore.Rows, error) {
 	return c.t.Query(c.t.ctx, query, &bound{args: args, s: c.t.s})
 }
 
+// Lock implements sqlcore.Tx with an advisory lock of the schema's,
+// held until the transaction ends.
+func (c coreTx) Lock(what string) error {
+	_, err := c.t.Exec(c.t.ctx, `SELECT pg_advisory_xact_lock(@class, @key)`,
+		named{"class": advisoryClass, "key": lockKey(c.t.s.schema, what)})
+	return err
+}
+
 // Event implements sqlcore.Tx: the event is queued, and appended in the
 // pipeline of the transaction's COMMIT (appendSQL).
 func (c coreTx) Event(e airlock.Event) error {

@@ -72,9 +72,6 @@ type shared struct {
 	gate *gate
 	// notes batches the announcements of committed changes (notifier).
 	notes notes
-	// columnsLock is the advisory lock key that orders board columns'
-	// positions (CreateColumn).
-	columnsLock int32
 	// fault is the test hook of WithFaultHook; nil in production.
 	fault func(point string) error
 	// hooks are the tests' other hooks (export_test.go); zero in production.
@@ -106,6 +103,7 @@ var _ store.Store = (*Store)(nil)
 // statements are the store's SQL, concern by concern.
 var statements = sqlcore.Statements{
 	Reviewers: reviewerSQL,
+	Board:     boardSQL,
 }
 
 // Extras implements store.Store: a PostgreSQL store is shared by
@@ -249,7 +247,6 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.channel = channelName(s.schema)
 	s.eventsLock = lockKey(s.schema, "events")
-	s.columnsLock = lockKey(s.schema, "board_columns")
 	if err := applyMigrations(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)

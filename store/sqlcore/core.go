@@ -27,6 +27,7 @@ func NewCore(d Dialect, q *Statements) Core { return Core{d: d, q: q} }
 // needs none of PostgreSQL's locks).
 type Statements struct {
 	Reviewers ReviewerSQL
+	Board     BoardSQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

@@ -89,9 +89,17 @@ type Tx interface {
 	QueryRow(query string, args Args) Row
 	// Query runs a statement that yields rows.
 	Query(query string, args Args) (Rows, error)
+	// Lock makes the writers that call it with the same what take
+	// turns, until their transactions end: PostgreSQL's writers, which
+	// run at once, take an advisory lock (in a statement of its own, so
+	// that the statements after it read what the one before committed);
+	// SQLite's writes take turns anyway.
+	Lock(what string) error
 	// Event appends e to the audit log in this transaction, so that it
 	// exists exactly when the change commits. e.At is the instant of the
-	// statement that made the change, as that statement returned it.
+	// statement that made the change, as that statement returned it; zero
+	// only where a statement may yield none for an engine whose writes
+	// each have one now (SQLite), which dates the event by it.
 	Event(e airlock.Event) error
 	// TokenChanged tells the other processes on the store, once the
 	// transaction has committed, that token id was revoked or its secret

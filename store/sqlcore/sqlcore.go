@@ -1,11 +1,44 @@
-// Package sqlcore is the Go that both SQL store drivers (sqlite,
-// postgres) run alike: binding domain values to column values, building
-// them back from scanned columns, the bookkeeping of a batch of delivery
-// attempts, and the steps of a command's approval around the driver's own
-// effect. It does no I/O, and holds no statements: each dialect's SQL
-// stays in its driver, but for the grant-state fragments both write alike
-// (grant.go). A change here is a change to both stores at once, as the
-// conformance suite (storetest) expects.
+// Package sqlcore is the one implementation of what both SQL store
+// drivers (store/sqlite, store/postgres) do alike: which statements a
+// store.Store method runs, in which order and in which transaction; how a
+// compare-and-set that changed no row is told apart ("someone else won":
+// read the row, name its state); which audit events a change appends; the
+// bookkeeping of votes and delivery attempts; the loops that read lists;
+// and how columns become domain values. Core holds it, and a driver's
+// Store embeds a Core.
+//
+// What differs between the engines is a driver's Dialect, and its
+// Statements:
+//
+//   - the statements: SQL text per operation, in one struct per concern
+//     (ReviewerSQL, BoardSQL, …), each naming its arguments @name;
+//   - the write engine (Dialect.Write, Tx): SQLite's one writer, whose
+//     concurrent writes share a transaction and its fsync (group commit),
+//     or PostgreSQL's transactions, pipelined so that a write is as few
+//     round trips as it can be and retried on transient failures; and the
+//     reads (Dialect.Query), on SQLite's read pool or behind PostgreSQL's
+//     pending token check;
+//   - values (Values, and the arguments a dialect binds): times as int64
+//     microseconds or timestamptz, durations as microseconds or
+//     intervals, lists as JSON text or text[];
+//   - error translation (Dialect.Translate), one function per driver.
+//
+// The clock is the statements': every statement that judges or stamps
+// time reads @now (Now), which the dialect supplies, and a statement that
+// changes a row returns the instant it used, so that the change and its
+// audit event carry the same time: SQLite's @now is the injected clock,
+// read once its one writer holds the write lock; PostgreSQL's is the
+// database's clock_timestamp(), read once per statement after its row
+// locks are held.
+//
+// A driver keeps in its own package only what is its engine's: the
+// statements, the write engine, the read pool, error translation, and
+// the fast paths only one engine has (docs/architecture.md lists them).
+// Where the two engines truly differ in what they do, not only in SQL,
+// the difference stays in the driver, with a comment that says why.
+//
+// A change here is a change to both stores at once, as the conformance
+// suite (storetest) expects.
 package sqlcore
 
 import (

@@ -94,6 +94,9 @@ func (t *txn) Query(query string, args sqlcore.Args) (sqlcore.Rows, error) {
 	return sqlRows{rows}, nil
 }
 
+// Lock implements sqlcore.Tx: the one writer's operations take turns.
+func (t *txn) Lock(string) error { return nil }
+
 // Event implements sqlcore.Tx: the event is inserted at once.
 func (t *txn) Event(e airlock.Event) error {
 	if e.At.IsZero() {

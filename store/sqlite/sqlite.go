@@ -89,6 +89,7 @@ var _ store.Store = (*Store)(nil)
 // statements are the store's SQL, concern by concern.
 var statements = sqlcore.Statements{
 	Reviewers: reviewerSQL,
+	Board:     boardSQL,
 }
 
 // Extras implements store.Store: a SQLite store has a token stamp
