@@ -79,6 +79,14 @@ func (c coreTx) Event(e airlock.Event) error {
 	return nil
 }
 
+// StateEvents implements sqlcore.Tx: the events are queued (requestEvent).
+func (c coreTx) StateEvents(actor string, at time.Time, rs []airlock.Request) error {
+	for _, r := range rs {
+		c.t.requestEvent(airlock.StateEvent(r.State), actor, at, r)
+	}
+	return nil
+}
+
 // TokenChanged implements sqlcore.Tx: the token is announced once the
 // transaction has committed, so every replica's waiters re-check it.
 func (c coreTx) TokenChanged(id string) { c.t.changed = append(c.t.changed, id) }

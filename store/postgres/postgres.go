@@ -104,6 +104,7 @@ var _ store.Store = (*Store)(nil)
 var statements = sqlcore.Statements{
 	Reviewers: reviewerSQL,
 	Board:     boardSQL,
+	Tokens:    tokenSQL,
 }
 
 // Extras implements store.Store: a PostgreSQL store is shared by

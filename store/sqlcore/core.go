@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"reflect"
 )
 
 // Core is the one implementation of the store.Store methods that both
@@ -16,8 +18,14 @@ type Core struct {
 }
 
 // NewCore returns the Core of a driver's dialect and statements, to embed
-// in the driver's Store.
-func NewCore(d Dialect, q *Statements) Core { return Core{d: d, q: q} }
+// in the driver's Store. It panics when a statement that is not optional
+// is missing: a driver's mistake, which any test of it finds.
+func NewCore(d Dialect, q *Statements) Core {
+	if err := q.check(); err != nil {
+		panic(err)
+	}
+	return Core{d: d, q: q}
+}
 
 // Statements are a dialect's SQL text, one field per operation, grouped
 // by concern. Each says what it takes (@name arguments; @now, the
@@ -28,6 +36,7 @@ func NewCore(d Dialect, q *Statements) Core { return Core{d: d, q: q} }
 type Statements struct {
 	Reviewers ReviewerSQL
 	Board     BoardSQL
+	Tokens    TokenSQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's
@@ -54,3 +63,19 @@ func txAll[T any](tx Tx, scan func(Row) (T, error), query string, args Args) ([]
 // noRows reports whether err says a statement yielded no row: pgx's
 // ErrNoRows is sql.ErrNoRows too.
 func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// check reports a statement missing from q: an empty field not tagged
+// `sql:"optional"`.
+func (q *Statements) check() error {
+	concerns := reflect.ValueOf(q).Elem()
+	for i := range concerns.NumField() {
+		c := concerns.Field(i)
+		for j := range c.NumField() {
+			f := c.Type().Field(j)
+			if f.Type.Kind() == reflect.String && c.Field(j).String() == "" && f.Tag.Get("sql") != "optional" {
+				return fmt.Errorf("sqlcore: the dialect has no statement %s.%s", concerns.Type().Field(i).Name, f.Name)
+			}
+		}
+	}
+	return nil
+}

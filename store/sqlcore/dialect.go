@@ -101,6 +101,14 @@ type Tx interface {
 	// only where a statement may yield none for an engine whose writes
 	// each have one now (SQLite), which dates the event by it.
 	Event(e airlock.Event) error
+	// StateEvents appends, in order, the event of each of rs's new state
+	// (airlock.StateEvent), by actor at at, and stores the instruction of
+	// each that became approved, denied or expired and is linked to a
+	// session: every path to those states appends their events through
+	// here or RequestEvent, so none forgets the instruction, and an
+	// instruction exists exactly when its decision does. The requests are
+	// announced as changed once the transaction commits.
+	StateEvents(actor string, at time.Time, rs []airlock.Request) error
 	// TokenChanged tells the other processes on the store, once the
 	// transaction has committed, that token id was revoked or its secret
 	// replaced, so that none goes on accepting what it remembered of it

@@ -107,6 +107,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(e.At), e.Actor, e.RequestID,
 	return err
 }
 
+// StateEvents implements sqlcore.Tx, in one INSERT (appendStateEvents).
+func (t *txn) StateEvents(actor string, at time.Time, rs []airlock.Request) error {
+	return appendStateEvents(t.ctx, t, at, actor, rs)
+}
+
 // TokenChanged implements sqlcore.Tx: Write moves the token stamp once the
 // operation has committed.
 func (t *txn) TokenChanged(string) { t.tokenChanged = true }

@@ -90,6 +90,7 @@ var _ store.Store = (*Store)(nil)
 var statements = sqlcore.Statements{
 	Reviewers: reviewerSQL,
 	Board:     boardSQL,
+	Tokens:    tokenSQL,
 }
 
 // Extras implements store.Store: a SQLite store has a token stamp
