@@ -102,9 +102,10 @@ var _ store.Store = (*Store)(nil)
 
 // statements are the store's SQL, concern by concern.
 var statements = sqlcore.Statements{
-	Reviewers: reviewerSQL,
-	Board:     boardSQL,
-	Tokens:    tokenSQL,
+	Reviewers:   reviewerSQL,
+	Board:       boardSQL,
+	Tokens:      tokenSQL,
+	WebSessions: webSessionSQL,
 }
 
 // Extras implements store.Store: a PostgreSQL store is shared by

@@ -37,6 +37,8 @@ type Statements struct {
 	Reviewers ReviewerSQL
 	Board     BoardSQL
 	Tokens    TokenSQL
+	// WebSessions are those of WebSessions and OIDCLogins.
+	WebSessions WebSessionSQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

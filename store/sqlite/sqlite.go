@@ -88,9 +88,10 @@ var _ store.Store = (*Store)(nil)
 
 // statements are the store's SQL, concern by concern.
 var statements = sqlcore.Statements{
-	Reviewers: reviewerSQL,
-	Board:     boardSQL,
-	Tokens:    tokenSQL,
+	Reviewers:   reviewerSQL,
+	Board:       boardSQL,
+	Tokens:      tokenSQL,
+	WebSessions: webSessionSQL,
 }
 
 // Extras implements store.Store: a SQLite store has a token stamp
