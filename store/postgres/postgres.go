@@ -105,6 +105,7 @@ var statements = sqlcore.Statements{
 	Reviewers:   reviewerSQL,
 	Board:       boardSQL,
 	Tokens:      tokenSQL,
+	Instances:   instanceSQL,
 	WebSessions: webSessionSQL,
 }
 

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -334,31 +333,6 @@ func scanStamped(row pgx.Row) (airlock.Request, time.Time, error) {
 	var at time.Time
 	r, err := scanRequest(row, &at)
 	return r, at.UTC(), err
-}
-
-// updateRequests runs an UPDATE … RETURNING requestCols, tick.now of many
-// requests and returns them in creation order (RETURNING has no order of
-// its own, and events appended from the result should read the same on
-// every run), with the statement's instant.
-func updateRequests(ctx context.Context, t *tx, query string, args named) ([]airlock.Request, time.Time, error) {
-	rows, err := t.Query(ctx, query, args)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	defer rows.Close()
-	var (
-		out []airlock.Request
-		at  time.Time
-	)
-	for rows.Next() {
-		r, now, err := scanStamped(rows)
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		out, at = append(out, r), now
-	}
-	slices.SortFunc(out, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
-	return out, at, rows.Err()
 }
 
 // raw reads stored JSON text back as its exact bytes; NULL is absent (nil).

@@ -37,6 +37,8 @@ type Statements struct {
 	Reviewers ReviewerSQL
 	Board     BoardSQL
 	Tokens    TokenSQL
+	// Instances are those of instances and sessions.
+	Instances InstanceSQL
 	// WebSessions are those of WebSessions and OIDCLogins.
 	WebSessions WebSessionSQL
 }

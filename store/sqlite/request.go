@@ -229,15 +229,6 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, erro
 	return sqlcore.Collect(rows, func() (T, error) { return scan(rows) })
 }
 
-// updateRequests runs an UPDATE … RETURNING of many requests and returns
-// them in creation order: RETURNING has no order of its own, and events
-// appended from the result should read the same on every run.
-func updateRequests(ctx context.Context, tx *txn, query string, args ...any) ([]airlock.Request, error) {
-	rs, err := queryRequests(ctx, tx, query, args...)
-	slices.SortFunc(rs, func(a, b airlock.Request) int { return cmp.Compare(a.Seq, b.Seq) })
-	return rs, err
-}
-
 // CreateRequest creates a request in one INSERT … SELECT that finds the
 // instance (live, and owned by the request's owner) and yields to an
 // existing row with the same owner and idempotency key. Zero rows inserted

@@ -91,6 +91,7 @@ var statements = sqlcore.Statements{
 	Reviewers:   reviewerSQL,
 	Board:       boardSQL,
 	Tokens:      tokenSQL,
+	Instances:   instanceSQL,
 	WebSessions: webSessionSQL,
 }
 
