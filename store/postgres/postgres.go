@@ -106,6 +106,8 @@ var statements = sqlcore.Statements{
 	Board:       boardSQL,
 	Tokens:      tokenSQL,
 	Instances:   instanceSQL,
+	Grants:      grantSQL,
+	Notify:      endpointSQL,
 	WebSessions: webSessionSQL,
 }
 

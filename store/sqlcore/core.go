@@ -39,6 +39,8 @@ type Statements struct {
 	Tokens    TokenSQL
 	// Instances are those of instances and sessions.
 	Instances InstanceSQL
+	Grants    GrantSQL
+	Notify    NotifySQL
 	// WebSessions are those of WebSessions and OIDCLogins.
 	WebSessions WebSessionSQL
 }
@@ -80,6 +82,9 @@ func (q *Statements) check() error {
 				return fmt.Errorf("sqlcore: the dialect has no statement %s.%s", concerns.Type().Field(i).Name, f.Name)
 			}
 		}
+	}
+	if q.Notify.InsertDelivery == "" && q.Notify.InsertDeliveries == "" {
+		return fmt.Errorf("sqlcore: the dialect has neither Notify.InsertDelivery nor Notify.InsertDeliveries")
 	}
 	return nil
 }
