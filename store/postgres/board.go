@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store/sqlcore"
-	"github.com/jackc/pgx/v5"
 )
 
 // workItemCols is the column list every work item query selects or
@@ -36,15 +34,4 @@ WHERE w.id = @id AND (@if_version::integer = 0 OR w.version = @if_version::integ
   AND (@column::text IS NULL OR EXISTS (SELECT 1 FROM board_columns c WHERE c.column_key = @column::text))
 RETURNING ` + workItemCols,
 	Item: `SELECT ` + workItemCols + ` FROM work_items w WHERE w.id = @id`,
-}
-
-// scanWorkItem reads one row of workItemCols (the command's effect,
-// command.go).
-func scanWorkItem(row pgx.Row) (airlock.WorkItem, error) {
-	var w airlock.WorkItem
-	if err := row.Scan(&w.ID, &w.Title, &w.ColumnKey, &w.Version, &w.CreatedAt, &w.UpdatedAt); err != nil {
-		return airlock.WorkItem{}, err
-	}
-	w.CreatedAt, w.UpdatedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC()
-	return w, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store/sqlcore"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -37,6 +38,17 @@ func (d dialect) QueryRow(ctx context.Context, query string, args sqlcore.Args) 
 
 // Translate implements sqlcore.Dialect.
 func (dialect) Translate(err error, what, id string) error { return translate(err, what, id) }
+
+// Settle implements sqlcore.Dialect with the gate (event.go): events up
+// to last are settled when a settling said so already; else it waits for
+// a settling begun now.
+func (d dialect) Settle(ctx context.Context, last int64) (int64, bool, error) {
+	if last <= d.s.gate.settled.Load() {
+		return last, false, nil
+	}
+	upto, err := d.s.settledUpTo(ctx)
+	return upto, true, err
+}
 
 // Violates implements sqlcore.Dialect.
 func (dialect) Violates(err error, constraint string) bool {
@@ -87,9 +99,40 @@ func (c coreTx) StateEvents(actor string, at time.Time, rs []airlock.Request) er
 	return nil
 }
 
-// TokenChanged implements sqlcore.Tx: the token is announced once the
-// transaction has committed, so every replica's waiters re-check it.
-func (c coreTx) TokenChanged(id string) { c.t.changed = append(c.t.changed, id) }
+// RequestEvent implements sqlcore.Tx: the event is queued (stateEvent).
+func (c coreTx) RequestEvent(e airlock.Event, r airlock.Request) error {
+	c.t.stateEvent(e, r)
+	return nil
+}
+
+// Instructions implements sqlcore.Tx: the instructions are queued, as
+// stateEvent queues them.
+func (c coreTx) Instructions(at time.Time, rs []airlock.Request) error {
+	for _, r := range rs {
+		c.t.changed = append(c.t.changed, r.ID)
+		switch r.State {
+		case airlock.StateApproved, airlock.StateDenied, airlock.StateExpired:
+			if r.SessionID != "" {
+				c.t.decided = append(c.t.decided, airlock.Event{RequestID: r.ID, At: at})
+			}
+		}
+	}
+	return nil
+}
+
+// Last implements sqlcore.Tx: the statement is sent in the pipeline of
+// COMMIT (tx.last).
+func (c coreTx) Last(query string, args sqlcore.Args, scan func(sqlcore.Row) error) error {
+	if c.t.last != nil {
+		return fmt.Errorf("a transaction runs one statement last, not two (%.60q)", query)
+	}
+	c.t.last = &lastStatement{sql: query, args: &bound{args: args, s: c.t.s}, scan: func(row pgx.Row) error { return scan(row) }}
+	return nil
+}
+
+// Changed implements sqlcore.Tx: the request or token is announced once
+// the transaction has committed, so every replica's waiters re-check it.
+func (c coreTx) Changed(id string) { c.t.changed = append(c.t.changed, id) }
 
 // Time implements sqlcore.Values.
 func (dialect) Time(p *time.Time) any { return (*utcTime)(p) }

@@ -1,14 +1,7 @@
 package postgres
 
 import (
-	"context"
-	"errors"
-	"time"
-
-	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/sqlcore"
-	"github.com/jackc/pgx/v5"
 )
 
 // grantStateSQL and grantLiveSQL are a grant's state and its liveness,
@@ -33,8 +26,7 @@ const grantCols = `g.id, g.tool, g.match_kind, g.arguments_fingerprint, g.expres
 
 // useGrantSQL counts one use of grant @grant if it is live and covers the
 // request being created (its tool, its scope, another principal's, the
-// same arguments for a same_arguments grant), and returns its validity in
-// microseconds. No row: it does not cover the request now. Two creates
+// same arguments for a same_arguments grant), and returns its validity. No row: it does not cover the request now. Two creates
 // racing for a grant's last use serialize on its row lock, and the second
 // re-checks uses_left once the first commits, so it finds none left.
 const useGrantSQL = tickCTE + `UPDATE grants AS g SET uses_left = g.uses_left - 1 FROM tick
@@ -42,7 +34,7 @@ WHERE g.id = @grant AND g.tool = @tool AND (g.instance_id = @instance OR g.agent
 	AND g.created_by_principal <> @principal
 	AND (g.match_kind <> 'same_arguments' OR g.arguments_fingerprint = @args)
 	AND ` + grantLiveSQL + `
-RETURNING (extract(epoch FROM g.validity) * 1000000)::bigint`
+RETURNING g.validity`
 
 // grantsSQL selects grants of tool @tool (any when ”), judged at tick.now.
 const grantsSQL = tickCTE + `SELECT ` + grantCols + ` FROM grants g, tick WHERE (@tool::text = '' OR g.tool = @tool::text)`
@@ -61,26 +53,3 @@ RETURNING created_at`,
 	Revoke: tickCTE + `UPDATE grants g SET revoked_at = tick.now, revoked_by = @actor FROM tick
 WHERE g.id = @id AND g.revoked_at IS NULL RETURNING g.instance_id, tick.now`,
 }
-
-// useGrant counts one use of the first of u.IDs that covers request in,
-// and returns the decision it makes; nil when none does.
-func (s *Store) useGrant(ctx context.Context, t *tx, u *store.GrantUse, in airlock.Request) (*airlock.InitialDecision, error) {
-	for _, id := range u.IDs {
-		var validity int64
-		err := t.QueryRow(ctx, useGrantSQL, named{"now": s.now(), "grant": id, "tool": in.Tool,
-			"instance": in.InstanceID, "owner": in.OwnerID, "principal": u.Principal,
-			"args": u.ArgumentsFingerprint}).Scan(&validity)
-		switch {
-		case err == nil:
-			return &airlock.InitialDecision{Status: airlock.StateApproved, DecidedBy: airlock.GrantActor(id),
-				Validity: time.Duration(validity) * time.Microsecond}, nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// errGrantUnused rolls back a create that inserted nothing after counting
-// a grant's use.
-var errGrantUnused = errors.New("postgres: a create that inserted nothing undoes its grant's use")

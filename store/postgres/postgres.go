@@ -109,6 +109,18 @@ var statements = sqlcore.Statements{
 	Grants:      grantSQL,
 	Notify:      endpointSQL,
 	WebSessions: webSessionSQL,
+	Requests:    requestSQL,
+}
+
+// statementsFor returns the statements of a store whose schema's events
+// lock has the key eventsLock: the package's, with the lock's keys in the
+// statements that append their own events.
+func statementsFor(eventsLock int32) *sqlcore.Statements {
+	q := statements
+	keys := fmt.Sprintf("%d, %d", advisoryClass, eventsLock)
+	q.Requests.CreatePending = strings.ReplaceAll(q.Requests.CreatePending, eventsLockArgs, keys)
+	q.Requests.DecideOnce = strings.ReplaceAll(q.Requests.DecideOnce, eventsLockArgs, keys)
+	return &q
 }
 
 // Extras implements store.Store: a PostgreSQL store is shared by
@@ -237,7 +249,6 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s := &Store{shared: &shared{pool: pool, clock: cfg.clock, schema: cfg.schema, fault: cfg.fault, hooks: cfg.hooks,
 		gate: newGate(), done: make(chan struct{})}}
-	s.Core = sqlcore.NewCore(dialect{s}, &statements)
 	if s.schema == "" {
 		var cur *string
 		if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
@@ -252,6 +263,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.channel = channelName(s.schema)
 	s.eventsLock = lockKey(s.schema, "events")
+	s.Core = sqlcore.NewCore(dialect{s}, statementsFor(s.eventsLock), cfg.fault)
 	if err := applyMigrations(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)
@@ -411,13 +423,6 @@ func transient(err error) bool {
 // and an instruction exists exactly when its decision does.
 func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r airlock.Request) {
 	t.stateEvent(airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
-}
-
-// policyEvent queues the event of r's decision at creation by d, with the
-// hash of the policy that made it.
-func (t *tx) policyEvent(typ airlock.EventType, d *airlock.InitialDecision, r airlock.Request) {
-	t.stateEvent(airlock.Event{Type: typ, At: r.CreatedAt, Actor: d.DecidedBy, RequestID: r.ID, InstanceID: r.InstanceID,
-		State: r.State, PolicyHash: d.PolicyHash}, r)
 }
 
 // stateEvent queues e, an event of request r, as requestEvent says.

@@ -2,11 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/airlockhq/airlock"
-	"github.com/jackc/pgx/v5"
 )
 
 // recordInstructionsSQL stores, for each request the transaction made
@@ -37,14 +35,4 @@ func recordInstructions(ctx context.Context, t *tx) error {
 	}
 	_, err := t.Exec(ctx, recordInstructionsSQL, named{"iids": iids, "requests": reqs, "ats": ats})
 	return err
-}
-
-// RequestByKey reads the request an owner created with an idempotency key.
-func (s *Store) RequestByKey(ctx context.Context, ownerID, key string) (airlock.Request, error) {
-	r, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests r WHERE r.owner_id = @owner AND r.idempotency_key = @key`,
-		named{"owner": ownerID, "key": key}))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return airlock.Request{}, airlock.Errorf(airlock.CodeNotFound, "no request with idempotency key %q", key)
-	}
-	return r, translate(err, "request with key", key)
 }

@@ -46,7 +46,7 @@ type tx struct {
 // lastStatement is a statement commit sends with COMMIT (tx.last).
 type lastStatement struct {
 	sql  string
-	args named
+	args pgx.QueryRewriter
 	scan func(pgx.Row) error
 }
 

@@ -15,16 +15,27 @@ import (
 type Core struct {
 	d Dialect
 	q *Statements
+	// fault is the drivers' test hook of WithFaultHook; nil in production.
+	fault func(point string) error
 }
 
 // NewCore returns the Core of a driver's dialect and statements, to embed
-// in the driver's Store. It panics when a statement that is not optional
-// is missing: a driver's mistake, which any test of it finds.
-func NewCore(d Dialect, q *Statements) Core {
+// in the driver's Store; fault is the test hook called at each fault
+// point of a command's approval (InjectFault), nil in production. It
+// panics when a statement that is not optional is missing: a driver's
+// mistake, which any test of it finds.
+func NewCore(d Dialect, q *Statements, fault func(point string) error) Core {
 	if err := q.check(); err != nil {
 		panic(err)
 	}
-	return Core{d: d, q: q}
+	return Core{d: d, q: q, fault: fault}
+}
+
+// With returns c over another dialect of the same driver: a view of the
+// store whose calls do something more (PostgreSQL's pending token check).
+func (c Core) With(d Dialect) Core {
+	c.d = d
+	return c
 }
 
 // Statements are a dialect's SQL text, one field per operation, grouped
@@ -41,6 +52,7 @@ type Statements struct {
 	Instances InstanceSQL
 	Grants    GrantSQL
 	Notify    NotifySQL
+	Requests  RequestSQL
 	// WebSessions are those of WebSessions and OIDCLogins.
 	WebSessions WebSessionSQL
 }

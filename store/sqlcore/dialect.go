@@ -34,6 +34,14 @@ type Dialect interface {
 	// writer runs every write after the last one committed, so its reads
 	// see what it would violate, and it reports false.
 	Violates(err error, constraint string) bool
+	// Settle is asked, once a read of the audit log found events up to
+	// last, whether every event up to last is settled: committed and
+	// visible, or never to be. When it is not, Settle waits until every
+	// ID up to some upto is, and returns upto with again set: the caller
+	// reads again, up to upto. SQLite's one writer commits IDs in order,
+	// so every visible one is settled; PostgreSQL's concurrent writers
+	// draw IDs before they commit.
+	Settle(ctx context.Context, last int64) (upto int64, again bool, err error)
 	Values
 }
 
@@ -109,11 +117,26 @@ type Tx interface {
 	// instruction exists exactly when its decision does. The requests are
 	// announced as changed once the transaction commits.
 	StateEvents(actor string, at time.Time, rs []airlock.Request) error
-	// TokenChanged tells the other processes on the store, once the
-	// transaction has committed, that token id was revoked or its secret
-	// replaced, so that none goes on accepting what it remembered of it
-	// (SQLite's token stamp, PostgreSQL's change feed).
-	TokenChanged(id string)
+	// RequestEvent appends e, the event of a change to request r (as the
+	// transaction holds it), as StateEvents does.
+	RequestEvent(e airlock.Event, r airlock.Request) error
+	// Instructions stores the instructions of those of rs that became
+	// approved, denied or expired at at and are linked to a session, and
+	// announces rs, for requests whose events a statement appended
+	// itself (RequestSQL.ExpireDueEvents).
+	Instructions(at time.Time, rs []airlock.Request) error
+	// Last runs query, a statement that appends its own events, as the
+	// transaction's last, and passes its row to scan: PostgreSQL sends it
+	// in the pipeline of COMMIT, so that a write of one statement is one
+	// round trip (its error then comes with the commit's); SQLite runs it
+	// at once. At most one statement of a transaction is run last.
+	Last(query string, args Args, scan func(Row) error) error
+	// Changed tells the other processes on the store, once the
+	// transaction has committed, that request or token id changed, so
+	// that waiters on the request wake and none goes on accepting what it
+	// remembered of the token (SQLite's token stamp, PostgreSQL's change
+	// feed). Events of requests announce their requests themselves.
+	Changed(id string)
 }
 
 // Now is the argument a dialect adds to every statement that names @now

@@ -84,11 +84,9 @@ type RequestColumns struct {
 	Mode, Method, Input, Observed any // proposal_mode, command_method, command_input, command_observed
 }
 
-// NewRequest is how a driver's CreateRequest starts: p with its defaults,
-// refused when invalid, and its request's question and proposal as column
-// values. driver ("sqlite", "postgres") prefixes an error that is the
-// store's rather than the caller's, as the driver's own errors are.
-func NewRequest(driver string, p store.NewRequestParams) (store.NewRequestParams, RequestColumns, error) {
+// NewRequest is how CreateRequest starts: p with its defaults, refused
+// when invalid, and its request's question and proposal as column values.
+func NewRequest(p store.NewRequestParams) (store.NewRequestParams, RequestColumns, error) {
 	p = p.WithDefaults()
 	if err := p.Validate(); err != nil {
 		return p, RequestColumns{}, err
@@ -98,7 +96,7 @@ func NewRequest(driver string, p store.NewRequestParams) (store.NewRequestParams
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
 		if err != nil {
-			return p, RequestColumns{}, fmt.Errorf("%s: request %s: question: %w", driver, in.ID, err)
+			return p, RequestColumns{}, fmt.Errorf("request %s: question: %w", in.ID, err)
 		}
 		c.Question = string(b)
 	}

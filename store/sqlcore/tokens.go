@@ -122,7 +122,7 @@ func (c *Core) putToken(ctx context.Context, t airlock.Token, replace bool) erro
 		}
 		if replace {
 			// The token's secret, role or revocation may have changed.
-			tx.TokenChanged(t.ID)
+			tx.Changed(t.ID)
 		}
 		return tx.Event(airlock.Event{Type: airlock.EventTokenCreated, At: at, Actor: t.CreatedBy, TokenID: t.ID})
 	})
@@ -162,14 +162,14 @@ func (c *Core) RevokeToken(ctx context.Context, id, actor string) (airlock.Token
 		switch {
 		case err == nil:
 			out = t
-			tx.TokenChanged(id)
+			tx.Changed(id)
 			return tx.Event(airlock.Event{Type: airlock.EventTokenRevoked, At: at, Actor: actor, TokenID: id})
 		case !noRows(err):
 			return err
 		}
 		out, err = c.scanToken(tx.QueryRow(q.ByID, Args{{"id", id}}))
 		if err == nil {
-			tx.TokenChanged(id)
+			tx.Changed(id)
 		}
 		return err
 	})

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store/sqlcore"
 )
 
@@ -28,18 +27,4 @@ WHERE id = @id AND (@if_version = 0 OR version = @if_version)
   AND (@column IS NULL OR EXISTS (SELECT 1 FROM board_columns WHERE column_key = @column))
 RETURNING ` + workItemCols,
 	Item: `SELECT ` + workItemCols + ` FROM work_items WHERE id = @id`,
-}
-
-// scanWorkItem reads one row of workItemCols (the command's effect,
-// command.go).
-func scanWorkItem(sc scanner) (airlock.WorkItem, error) {
-	var (
-		w                airlock.WorkItem
-		created, updated int64
-	)
-	if err := sc.Scan(&w.ID, &w.Title, &w.ColumnKey, &w.Version, &created, &updated); err != nil {
-		return airlock.WorkItem{}, err
-	}
-	w.CreatedAt, w.UpdatedAt = fromMicros(created), fromMicros(updated)
-	return w, nil
 }

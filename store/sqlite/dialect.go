@@ -59,6 +59,10 @@ func (dialect) Translate(err error, what, id string) error { return translate(er
 // Violates implements sqlcore.Dialect: the one writer never races another.
 func (dialect) Violates(error, string) bool { return false }
 
+// Settle implements sqlcore.Dialect: the one writer commits event IDs in
+// the order it draws them, so every visible one is settled.
+func (dialect) Settle(_ context.Context, last int64) (int64, bool, error) { return last, false, nil }
+
 // Exec implements sqlcore.Tx.
 func (t *txn) Exec(query string, args sqlcore.Args) (int64, error) {
 	q, values, err := t.s.bind(query, args, t)
@@ -112,9 +116,33 @@ func (t *txn) StateEvents(actor string, at time.Time, rs []airlock.Request) erro
 	return appendStateEvents(t.ctx, t, at, actor, rs)
 }
 
-// TokenChanged implements sqlcore.Tx: Write moves the token stamp once the
-// operation has committed.
-func (t *txn) TokenChanged(string) { t.tokenChanged = true }
+// RequestEvent implements sqlcore.Tx: the event is inserted at once, and
+// the instruction stored (appendRequestEvent).
+func (t *txn) RequestEvent(e airlock.Event, r airlock.Request) error {
+	if e.At.IsZero() {
+		e.At = t.now
+	}
+	return appendRequestEvent(t.ctx, t, e.At, e, r)
+}
+
+// Instructions implements sqlcore.Tx.
+func (t *txn) Instructions(at time.Time, rs []airlock.Request) error {
+	return recordInstructions(t.ctx, t, at, rs)
+}
+
+// Last implements sqlcore.Tx: the statement runs at once.
+func (t *txn) Last(query string, args sqlcore.Args, scan func(sqlcore.Row) error) error {
+	return scan(t.QueryRow(query, args))
+}
+
+// Changed implements sqlcore.Tx: a token's change moves the token stamp
+// once the operation has committed (Write); no one else hears of a
+// request's, since one process serves the file.
+func (t *txn) Changed(id string) {
+	if strings.HasPrefix(id, airlock.PrefixToken) {
+		t.tokenChanged = true
+	}
+}
 
 // sqlRows are *sql.Rows as sqlcore.Rows, whose Close reports nothing: an
 // error closing rows read to the end is the one Err reported.

@@ -1,13 +1,6 @@
 package sqlite
 
 import (
-	"context"
-	"database/sql"
-	"errors"
-	"time"
-
-	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/sqlcore"
 )
 
@@ -54,23 +47,4 @@ RETURNING @now`,
 ORDER BY g.seq DESC LIMIT @limit`,
 	Revoke: `UPDATE grants SET revoked_at = @now, revoked_by = @actor WHERE id = @id AND revoked_at IS NULL
 RETURNING instance_id, @now`,
-}
-
-// useGrant counts one use of the first of u.IDs that covers request in,
-// and returns the decision it makes; nil when none does.
-func useGrant(ctx context.Context, tx *txn, now time.Time, u *store.GrantUse, in airlock.Request) (*airlock.InitialDecision, error) {
-	for _, id := range u.IDs {
-		var validity int64
-		err := tx.QueryRowContext(ctx, useGrantSQL, sql.Named("grant", id), sql.Named("tool", in.Tool),
-			sql.Named("instance", in.InstanceID), sql.Named("owner", in.OwnerID), sql.Named("principal", u.Principal),
-			sql.Named("args", u.ArgumentsFingerprint), sql.Named("now", micros(now))).Scan(&validity)
-		switch {
-		case err == nil:
-			return &airlock.InitialDecision{Status: airlock.StateApproved, DecidedBy: airlock.GrantActor(id),
-				Validity: time.Duration(validity) * time.Microsecond}, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, err
-		}
-	}
-	return nil, nil
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -21,13 +20,4 @@ FROM requests r JOIN instances i ON i.id = r.session_id AND i.kind = 'session'
 WHERE r.id = @id AND r.state IN ('approved', 'denied', 'expired')`,
 		sql.Named("iid", airlock.NewID(airlock.PrefixInstruction)), sql.Named("id", requestID), sql.Named("now", micros(now)))
 	return err
-}
-
-// RequestByKey reads the request an owner created with an idempotency key.
-func (s *Store) RequestByKey(ctx context.Context, ownerID, key string) (airlock.Request, error) {
-	r, err := queryRequest(ctx, s.read, `SELECT `+requestCols+` FROM requests WHERE owner_id = ? AND idempotency_key = ?`, ownerID, key)
-	if errors.Is(err, sql.ErrNoRows) {
-		return airlock.Request{}, airlock.Errorf(airlock.CodeNotFound, "no request with idempotency key %q", key)
-	}
-	return r, translate(err, "request with key", key)
 }

@@ -94,6 +94,7 @@ var statements = sqlcore.Statements{
 	Instances:   instanceSQL,
 	Grants:      grantSQL,
 	Notify:      endpointSQL,
+	Requests:    requestSQL,
 	WebSessions: webSessionSQL,
 }
 
@@ -150,7 +151,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{path: path, clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
 		busyTimeout: cfg.busyTimeout, emptyLogAfter: cfg.emptyLogAfter, emptied: cfg.emptied,
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
-	s.Core = sqlcore.NewCore(dialect{s}, &statements)
+	s.Core = sqlcore.NewCore(dialect{s}, &statements, cfg.fault)
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
 	if err != nil {
@@ -299,12 +300,3 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 // fromMicros reads a stored time back, in UTC.
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
-
-// nullMicros reads a nullable stored time back.
-func nullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
-}
