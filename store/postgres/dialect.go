@@ -19,8 +19,6 @@ import (
 // a dialect of its own, so that its calls make its check.
 type dialect struct{ s *Store }
 
-var _ sqlcore.Dialect = dialect{}
-
 // Write implements sqlcore.Dialect with write.
 func (d dialect) Write(ctx context.Context, fn func(sqlcore.Tx) error) error {
 	return d.s.write(ctx, func(_ context.Context, t *tx) error { return fn(coreTx{t}) })

@@ -101,16 +101,8 @@ type testHooks struct {
 var _ store.Store = (*Store)(nil)
 
 // statements are the store's SQL, concern by concern.
-var statements = sqlcore.Statements{
-	Reviewers:   reviewerSQL,
-	Board:       boardSQL,
-	Tokens:      tokenSQL,
-	Instances:   instanceSQL,
-	Grants:      grantSQL,
-	Notify:      endpointSQL,
-	WebSessions: webSessionSQL,
-	Requests:    requestSQL,
-}
+var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
+	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL}
 
 // statementsFor returns the statements of a store whose schema's events
 // lock has the key eventsLock: the package's, with the lock's keys in the
@@ -323,39 +315,24 @@ func (s *Store) Close() error {
 }
 
 // translate is the one place where pgx and PostgreSQL errors become what
-// callers of store.Store see: a missing row becomes not_found naming what
-// and id; domain errors pass through; text PostgreSQL cannot store is the
-// caller's invalid_request; a database that cannot serve now (unavailable)
-// becomes unavailable, with pgx's error kept as its cause for the log;
-// everything else is wrapped with what was being done and stays an
-// internal error, which the edge logs.
-func translate(err error, what, id string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errors.AsType[*airlock.Error](err); ok {
-		return err
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return airlock.NotFound(what, id)
-	}
-	if why := unavailable(err); why != "" {
-		return airlock.Unavailable(fmt.Errorf("postgres: %s %s: %w", what, id, err), "%s", why)
-	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		switch {
-		case pe.Code == "22021" || pe.Code == "22P05":
+// callers of store.Store see (sqlcore.Translation). Text PostgreSQL
+// cannot store is the caller's invalid_request.
+func translate(err error, what, id string) error { return translation.Translate(err, what, id) }
+
+var translation = sqlcore.Translation{Driver: "postgres", Unavailable: unavailable,
+	Constraint: func(err error) bool {
+		pe, ok := errors.AsType[*pgconn.PgError](err)
+		return ok && strings.HasPrefix(pe.Code, "23")
+	},
+	Own: func(err error, what, id string) error {
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && (pe.Code == "22021" || pe.Code == "22P05") {
 			// character_not_in_repertoire, untranslatable_character: a NUL
 			// byte or invalid UTF-8 that validation should have refused.
 			return airlock.Errorf(airlock.CodeInvalidRequest,
 				"%s %s: a text field holds a NUL character or invalid UTF-8, which the store cannot keep; remove it", what, id)
-		case strings.HasPrefix(pe.Code, "23"):
-			// Inputs are validated and conflicts are decided by queries, so
-			// a violated constraint is a bug, not the caller's mistake.
-			return fmt.Errorf("postgres: %s %s: constraint violated: %w", what, id, err)
 		}
-	}
-	return fmt.Errorf("postgres: %s %s: %w", what, id, err)
+		return nil
+	},
 }
 
 // Transient failures are retried this many times in all, with a short,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -22,7 +23,7 @@ import (
 // c ahead of their first statement while it is pending.
 func (s *Store) Checking(c *airlock.TokenCheck) store.Store {
 	v := &Store{shared: s.shared, check: c}
-	v.Core = s.Core.With(dialect{v})
+	v.Core = sqlcore.WithDialect(s.Core, dialect{v})
 	return v
 }
 

@@ -31,9 +31,11 @@ func NewCore(d Dialect, q *Statements, fault func(point string) error) Core {
 	return Core{d: d, q: q, fault: fault}
 }
 
-// With returns c over another dialect of the same driver: a view of the
-// store whose calls do something more (PostgreSQL's pending token check).
-func (c Core) With(d Dialect) Core {
+// WithDialect returns c over another dialect of the same driver: a view
+// of the store whose calls do something more (PostgreSQL's pending token
+// check). It is a function, not a method, so that it is not one of the
+// driver's Store.
+func WithDialect(c Core, d Dialect) Core {
 	c.d = d
 	return c
 }

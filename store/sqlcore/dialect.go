@@ -48,7 +48,7 @@ type Dialect interface {
 // Values are the scan destinations of the columns the two engines keep in
 // different types. Each returns a destination that fills p once the row
 // is scanned: a time (SQLite: int64 microseconds; PostgreSQL:
-// timestamptz) in UTC, a nullable one (nil for NULL), a duration
+// timestamptz) in UTC, a nullable one (NullTime), a duration
 // (microseconds; interval) and a list of strings (JSON text; text[]).
 // Arguments of these types need no help: a dialect binds time.Time,
 // *time.Time, time.Duration and []string values as its engine keeps them.

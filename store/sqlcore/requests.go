@@ -182,9 +182,12 @@ type requestScan struct {
 	args, rctx, cmdInput, observed                            []byte // read once into their final bytes: arguments reach a mebibyte
 }
 
+// requestCols is how many RequestCols there are.
+const requestCols = 46
+
 func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 	r := &s.r
-	return append([]any{&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &s.state, &s.kind, &r.Tool, &s.args, &r.Timeout,
+	return append(append(make([]any, 0, requestCols+len(extra)), &r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &s.state, &s.kind, &r.Tool, &s.args, &r.Timeout,
 		&r.AgentReasoning, &s.rctx, c.d.Time(&r.CreatedAt), c.d.Time(&r.DeadlineAt),
 		c.d.NullTime(&s.decidedAt), &s.decidedBy, &s.note, &s.answer, c.d.NullTime(&s.expiresAt),
 		c.d.NullTime(&s.claimedAt), &s.claimedBy, &s.execStatus, c.d.NullTime(&s.finishedAt), &s.detail,
@@ -192,7 +195,7 @@ func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 		&s.mode, &s.method, &s.cmdInput, &s.question,
 		&s.observed, &s.cmdStatus, &s.cmdDetail, c.d.NullTime(&s.cmdAppliedAt),
 		&s.reviewers, &r.Approvals, &s.escalateTo, c.d.Duration(&r.EscalateAfter), c.d.NullTime(&s.escalatedAt),
-		&s.instName, &s.ownerName, &s.deciderName}, extra...)
+		&s.instName, &s.ownerName, &s.deciderName), extra...)
 }
 
 func (s *requestScan) request() (airlock.Request, error) {
@@ -260,13 +263,14 @@ func (c *Core) CreateRequest(ctx context.Context, p store.NewRequestParams) (air
 	}
 	q := &c.q.Requests
 	in := p.Request
-	args := Args{{"id", in.ID}, {"instance", in.InstanceID}, {"owner", in.OwnerID}, {"kind", string(in.Kind)}, {"tool", in.Tool},
+	// The arguments all creates share, with room for the few each adds.
+	args := append(make(Args, 0, 32), Args{{"id", in.ID}, {"instance", in.InstanceID}, {"owner", in.OwnerID}, {"kind", string(in.Kind)}, {"tool", in.Tool},
 		{"arguments", Text(in.Arguments)}, {"timeout", in.Timeout}, {"reasoning", in.AgentReasoning}, {"context", Text(in.Context)},
 		{"window", p.Window}, {"key", NullString(in.IdempotencyKey)}, {"fingerprint", in.Fingerprint},
 		{"title", in.Title}, {"description", in.Description}, {"target_type", in.TargetType}, {"target_id", in.TargetID},
 		{"session_id", in.SessionID}, {"mode", cols.Mode}, {"method", cols.Method}, {"input", cols.Input},
 		{"question", cols.Question}, {"observed", cols.Observed}, {"reviewers", airlock.JoinGroups(in.Reviewers)},
-		{"approvals", in.Approvals}, {"escalate_to", airlock.JoinGroups(in.EscalateTo)}, {"escalate_after", in.EscalateAfter}}
+		{"approvals", in.Approvals}, {"escalate_to", airlock.JoinGroups(in.EscalateTo)}, {"escalate_after", in.EscalateAfter}}...)
 	var unless any
 	if p.UnlessGranted != nil {
 		unless = p.UnlessGranted.Principal
@@ -318,7 +322,7 @@ func (c *Core) CreateRequest(ctx context.Context, p store.NewRequestParams) (air
 					validity = d.Validity
 				}
 			}
-			err := scan(tx.QueryRow(q.Create, append(args[:len(args):len(args)], Arg{"state", string(state)},
+			err := scan(tx.QueryRow(q.Create, append(args[:len(args):cap(args)], Arg{"state", string(state)},
 				Arg{"decided_by", decidedBy}, Arg{"note", note}, Arg{"validity", validity})), d)
 			switch {
 			case noRows(err) && p.Grant != nil && d != nil:

@@ -14,23 +14,6 @@ import (
 	"github.com/airlockhq/airlock/store/sqlcore"
 )
 
-// dialect is the store as sqlcore.Core sees it: the one writer (inTx) and
-// the read pool, times kept as int64 microseconds, and translate.
-type dialect struct{ s *Store }
-
-var _ sqlcore.Dialect = dialect{}
-
-// Write implements sqlcore.Dialect: fn runs as one operation of the one
-// writer (inTx), and a token it changed moves the token stamp once its
-// transaction has committed.
-func (d dialect) Write(ctx context.Context, fn func(sqlcore.Tx) error) error {
-	r := d.s.submit(ctx, &op{ctx: ctx, core: fn})
-	if r.err == nil && r.tokenChanged {
-		return d.s.bumpTokenStamp()
-	}
-	return r.err
-}
-
 // Query implements sqlcore.Dialect with the read pool.
 func (d dialect) Query(ctx context.Context, query string, args sqlcore.Args) (sqlcore.Rows, error) {
 	q, values, err := d.s.bind(query, args, nil)
@@ -62,6 +45,21 @@ func (dialect) Violates(error, string) bool { return false }
 // Settle implements sqlcore.Dialect: the one writer commits event IDs in
 // the order it draws them, so every visible one is settled.
 func (dialect) Settle(_ context.Context, last int64) (int64, bool, error) { return last, false, nil }
+
+// dialect is the store as sqlcore.Core sees it: the one writer (inTx) and
+// the read pool, times kept as int64 microseconds, and translate.
+type dialect struct{ s *Store }
+
+// Write implements sqlcore.Dialect: fn runs as one operation of the one
+// writer (inTx), and a token it changed moves the token stamp once its
+// transaction has committed.
+func (d dialect) Write(ctx context.Context, fn func(sqlcore.Tx) error) error {
+	r := d.s.submit(ctx, &op{ctx: ctx, core: fn})
+	if r.err == nil && r.tokenChanged {
+		return d.s.bumpTokenStamp()
+	}
+	return r.err
+}
 
 // Exec implements sqlcore.Tx.
 func (t *txn) Exec(query string, args sqlcore.Args) (int64, error) {

@@ -53,21 +53,6 @@ RETURNING ` + requestCols + `, @now,
 	// stays pending.
 	decidesSQL = `(@state = 'denied' OR approved_votes + 1 >= approvals)`
 
-	// insertVoteSQL records a vote; a principal's second vote on a request
-	// inserts nothing.
-	insertVoteSQL = `INSERT INTO votes (request_id, principal, actor, status, note, at)
-VALUES (@id, @principal, @actor, @state, @note, @now)
-ON CONFLICT (request_id, principal) DO NOTHING`
-
-	// selectVotesSQL reads a request's votes in the order they were cast,
-	// with the names of the tokens they came through.
-	selectVotesSQL = `SELECT ` + voteCols + ` FROM votes v WHERE v.request_id = @id ORDER BY v.seq`
-
-	// voteCols are a vote's columns, with the name of the token it came
-	// through, or of the actor's profile.
-	voteCols = `v.principal, v.actor, coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor),
-	(SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at`
-
 	cancelSQL = `UPDATE requests
 SET state = 'cancelled', decided_at = @now, decided_by = @actor
 WHERE id = @id AND owner_id = @actor AND state = 'pending' AND deadline_at > @now
@@ -140,6 +125,12 @@ RETURNING ` + requestCols + `, @now`
 	selectRequestSQL = `SELECT ` + requestCols + ` FROM requests WHERE id = @id`
 )
 
+// voteCols are a vote's columns, with the name of the token it came
+// through, or else of the actor's profile.
+const voteCols = `v.principal, v.actor,
+	coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor), (SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)),
+	v.status, v.note, v.at`
+
 // storedBytesSQL is airlock.Request.StoredBytes in SQL. octet_length
 // reads a value's length from its record's header, never the value, so a
 // page's sizes cost nothing to add up.
@@ -188,7 +179,7 @@ RETURNING seq, @now, ` + namesCols,
 WHERE id = @instance AND owner_id = @owner AND deleted_at IS NULL)`,
 	UseGrant: useGrantSQL,
 	Get:      selectRequestSQL,
-	Votes:    selectVotesSQL,
+	Votes:    `SELECT ` + voteCols + ` FROM votes v WHERE v.request_id = @id ORDER BY v.seq`,
 	VotesOf:  `SELECT v.request_id, ` + voteCols + ` FROM votes v WHERE v.request_id IN (SELECT value FROM json_each(@ids)) ORDER BY v.seq`,
 	List: `WITH page AS (
 	SELECT seq, ` + storedBytesSQL + ` AS size FROM requests/*where*/ ORDER BY seq DESC LIMIT @candidates
@@ -202,9 +193,14 @@ WHERE seq IN (SELECT seq FROM cut WHERE n <= @limit AND before < @budget)
 ORDER BY seq DESC`,
 	Summaries: `SELECT ` + summaryCols + ` FROM requests/*where*/ ORDER BY seq DESC LIMIT @candidates`,
 
+	Claim:        claimSQL,
+	Report:       reportSQL,
+	Cancel:       cancelSQL,
+	ExpireOne:    expireOneSQL,
 	Decide:       decideSQL + decidedSQL,
 	ApprovePlain: decideSQL + ` AND command_method IS NULL` + decidedSQL,
-	InsertVote:   insertVoteSQL,
+	InsertVote: `INSERT INTO votes (request_id, principal, actor, status, note, at) VALUES (@id, @principal, @actor, @state, @note, @now)
+ON CONFLICT (request_id, principal) DO NOTHING`,
 	CommandOf:    `SELECT owner_id, command_method, command_input FROM requests WHERE id = @id AND state = 'pending'`,
 	CommandToken: `SELECT ` + tokenCols + ` FROM tokens WHERE id = @id`,
 	CommandItem:  `SELECT ` + workItemCols + ` FROM work_items WHERE id = @id`,
@@ -217,10 +213,6 @@ RETURNING ` + workItemCols,
 SET command_status = @status, command_detail = @detail, command_applied_at = @now
 WHERE id = @id AND state = 'approved' AND command_status IS NULL
 RETURNING ` + requestCols,
-	Cancel:           cancelSQL,
-	ExpireOne:        expireOneSQL,
-	Claim:            claimSQL,
-	Report:           reportSQL,
 	ExpireDue:        expireDueSQL,
 	ExpireByID:       expireByIDSQL,
 	ExpireDueEvents:  expiredEventsSQL,

@@ -87,16 +87,8 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // statements are the store's SQL, concern by concern.
-var statements = sqlcore.Statements{
-	Reviewers:   reviewerSQL,
-	Board:       boardSQL,
-	Tokens:      tokenSQL,
-	Instances:   instanceSQL,
-	Grants:      grantSQL,
-	Notify:      endpointSQL,
-	Requests:    requestSQL,
-	WebSessions: webSessionSQL,
-}
+var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
+	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL}
 
 // Extras implements store.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.
@@ -240,33 +232,15 @@ func (s *Store) now() time.Time {
 }
 
 // translate is the one place where database/sql and driver errors become
-// what callers of store.Store see: a missing row becomes not_found naming
-// what and id; domain errors pass through; a store that cannot serve now (a
-// full disk, an I/O error, a file locked by another process: unavailable)
-// becomes unavailable, with the driver's error kept as its cause for the
-// log; everything else is wrapped with what was being done and stays an
-// internal error (airlock.ErrorCode maps any non-*airlock.Error to
-// internal), which the edge logs.
-func translate(err error, what, id string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errors.AsType[*airlock.Error](err); ok {
-		return err
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return airlock.NotFound(what, id)
-	}
-	if why := unavailable(err); why != "" {
-		return airlock.Unavailable(fmt.Errorf("sqlite: %s %s: %w", what, id, err), "%s", why)
-	}
-	if se, ok := errors.AsType[*msqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
-		// Inputs are validated and conflicts are decided by queries, so a
-		// violated constraint is a bug, not the caller's mistake.
-		return fmt.Errorf("sqlite: %s %s: constraint violated: %w", what, id, err)
-	}
-	return fmt.Errorf("sqlite: %s %s: %w", what, id, err)
-}
+// what callers of store.Store see (sqlcore.Translation). A store that
+// cannot serve now is one with a full disk, an I/O error, a file locked by
+// another process (unavailable).
+func translate(err error, what, id string) error { return translation.Translate(err, what, id) }
+
+var translation = sqlcore.Translation{Driver: "sqlite", Unavailable: unavailable, Constraint: func(err error) bool {
+	se, ok := errors.AsType[*msqlite.Error](err)
+	return ok && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}}
 
 // Close refuses new writes, lets the writer finish those already queued,
 // then closes both pools. It is safe to call more than once.
