@@ -3,8 +3,11 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"iter"
+	"maps"
 	"sync"
 
+	"github.com/airlockhq/airlock/store/sqlcore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -30,23 +33,10 @@ type marker string
 
 // RewriteQuery implements pgx.QueryRewriter.
 func (na named) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, args []any) (string, []any, error) {
-	p, ok := rewritten.Load(sql)
-	if !ok {
-		markers := make(pgx.StrictNamedArgs, len(na))
-		for name := range na {
-			markers[name] = marker(name)
-		}
-		newSQL, params, err := markers.RewriteQuery(ctx, conn, sql, args)
-		if err != nil {
-			return "", nil, err
-		}
-		pos := &positional{sql: newSQL, names: make([]string, len(params))}
-		for i, m := range params {
-			pos.names[i] = string(m.(marker))
-		}
-		p, _ = rewritten.LoadOrStore(sql, pos)
+	pos, err := positionalOf(ctx, conn, sql, maps.Keys(na))
+	if err != nil {
+		return "", nil, err
 	}
-	pos := p.(*positional)
 	if len(na) != len(pos.names) {
 		return "", nil, fmt.Errorf("query takes %d named arguments (%v), got %d", len(pos.names), pos.names, len(na))
 	}
@@ -57,6 +47,73 @@ func (na named) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, ar
 			return "", nil, fmt.Errorf("argument %s missing", name)
 		}
 		values[i] = v
+	}
+	return pos.sql, values, nil
+}
+
+// positionalOf returns sql rewritten, from its cache or by pgx once, with
+// the names given (those sql may use); an error when sql uses another.
+func positionalOf(ctx context.Context, conn *pgx.Conn, sql string, names iter.Seq[string]) (*positional, error) {
+	if p, ok := rewritten.Load(sql); ok {
+		return p.(*positional), nil
+	}
+	markers := pgx.NamedArgs{}
+	for name := range names {
+		markers[name] = marker(name)
+	}
+	newSQL, params, err := markers.RewriteQuery(ctx, conn, sql, nil)
+	if err != nil {
+		return nil, err
+	}
+	pos := &positional{sql: newSQL, names: make([]string, len(params))}
+	for i, m := range params {
+		name, ok := m.(marker)
+		if !ok {
+			return nil, fmt.Errorf("query names an argument not given (parameter $%d of %.60q)", i+1, sql)
+		}
+		pos.names[i] = string(name)
+	}
+	p, _ := rewritten.LoadOrStore(sql, pos)
+	return p.(*positional), nil
+}
+
+// bound are a statement's sqlcore.Args as pgx sends them, with @now
+// (sqlcore.Now) the store's when not given: NULL, so that the statement
+// reads clock_timestamp(), unless a test clock is set.
+type bound struct {
+	args sqlcore.Args
+	s    *Store
+}
+
+// RewriteQuery implements pgx.QueryRewriter.
+func (b *bound) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, _ []any) (string, []any, error) {
+	pos, err := positionalOf(ctx, conn, sql, func(yield func(string) bool) {
+		for _, a := range b.args {
+			if !yield(a.Name) {
+				return
+			}
+		}
+		yield(sqlcore.Now)
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	values := make([]any, len(pos.names))
+	used := 0
+	for i, name := range pos.names {
+		v, ok := b.args.Lookup(name)
+		switch {
+		case ok:
+			used++
+		case name == sqlcore.Now:
+			v = b.s.now()
+		default:
+			return "", nil, fmt.Errorf("statement needs argument @%s: %.60q", name, sql)
+		}
+		values[i] = v
+	}
+	if used != len(b.args) {
+		return "", nil, fmt.Errorf("statement takes arguments %v, got %d: %.60q", pos.names, len(b.args), sql)
 	}
 	return pos.sql, values, nil
 }

@@ -3,21 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/airlockhq/airlock"
-	"github.com/airlockhq/airlock/store/sqlcore"
-	"github.com/jackc/pgx/v5"
-)
-
-// Bounds for ListEvents, as in the SQLite driver.
-const (
-	defaultEventLimit = 100
-	maxEventLimit     = 1000
 )
 
 // How event IDs stay safe to resume after (SSE Last-Event-ID) without
@@ -150,66 +139,4 @@ func (s *Store) runSettle(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("settle event IDs: unexpected reply to %q", q)
 	}
 	return strconv.ParseInt(string(results[2].Rows[0][0]), 10, 64)
-}
-
-// querier is a pool or a connection.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// queryAll runs a query and scans each of its rows with scan, in the
-// query's order.
-func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	return sqlcore.Collect(rows, func() (T, error) { return scan(rows) })
-}
-
-// ListEvents returns up to limit events with ID > after, oldest first
-// (default 100, at most 1000). It returns only settled events (see gate),
-// so resuming after the last ID it returned never skips an event that
-// commits later, on this replica or another.
-func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlock.Event, error) {
-	if limit <= 0 {
-		limit = defaultEventLimit
-	}
-	limit = min(limit, maxEventLimit)
-	evs, err := readEvents(ctx, checked{s}, after, math.MaxInt64, limit)
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].ID <= s.gate.settled.Load() {
-		return evs, translate(err, "events", "list")
-	}
-	upto, err := s.settledUpTo(ctx)
-	if err != nil {
-		return nil, translate(err, "events", "list")
-	}
-	evs, err = readEvents(ctx, checked{s}, after, upto, limit)
-	return evs, translate(err, "events", "list")
-}
-
-// readEvents reads up to limit events with after < ID <= upto, oldest
-// first.
-func readEvents(ctx context.Context, q querier, after, upto int64, limit int) ([]airlock.Event, error) {
-	rows, err := q.Query(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash
-FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
-		named{"after": after, "upto": upto, "limit": limit})
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []airlock.Event
-	for rows.Next() {
-		var (
-			e          airlock.Event
-			typ, state string
-		)
-		if err := rows.Scan(&e.ID, &typ, &e.At, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash); err != nil {
-			return nil, err
-		}
-		e.Type, e.State, e.At = airlock.EventType(typ), airlock.State(state), e.At.UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,6 +44,9 @@ import (
 // Store is an store.Store kept in a PostgreSQL database. It is safe for
 // concurrent use, and by any number of processes sharing the database.
 type Store struct {
+	// Core is what the store does as the SQLite store does, over this
+	// package's dialect (dialect.go) and statements.
+	sqlcore.Core
 	*shared
 	// check is the token check the calls of a view made by Checking send
 	// ahead of their first statement (tokencheck.go); nil on the store
@@ -68,9 +72,6 @@ type shared struct {
 	gate *gate
 	// notes batches the announcements of committed changes (notifier).
 	notes notes
-	// columnsLock is the advisory lock key that orders board columns'
-	// positions (CreateColumn).
-	columnsLock int32
 	// fault is the test hook of WithFaultHook; nil in production.
 	fault func(point string) error
 	// hooks are the tests' other hooks (export_test.go); zero in production.
@@ -98,6 +99,21 @@ type testHooks struct {
 }
 
 var _ store.Store = (*Store)(nil)
+
+// statements are the store's SQL, concern by concern.
+var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
+	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL}
+
+// statementsFor returns the statements of a store whose schema's events
+// lock has the key eventsLock: the package's, with the lock's keys in the
+// statements that append their own events.
+func statementsFor(eventsLock int32) *sqlcore.Statements {
+	q := statements
+	keys := fmt.Sprintf("%d, %d", advisoryClass, eventsLock)
+	q.Requests.CreatePending = strings.ReplaceAll(q.Requests.CreatePending, eventsLockArgs, keys)
+	q.Requests.DecideOnce = strings.ReplaceAll(q.Requests.DecideOnce, eventsLockArgs, keys)
+	return &q
+}
 
 // Extras implements store.Store: a PostgreSQL store is shared by
 // replicas, so it has a change feed (Listen) and checks tokens within a
@@ -239,7 +255,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	s.channel = channelName(s.schema)
 	s.eventsLock = lockKey(s.schema, "events")
-	s.columnsLock = lockKey(s.schema, "board_columns")
+	s.Core = sqlcore.NewCore(dialect{s}, statementsFor(s.eventsLock), cfg.fault)
 	if err := applyMigrations(ctx, pool, s.schema, cfg.schema != "", s.now); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate %s (schema %s): %w", where, s.schema, err)
@@ -299,39 +315,24 @@ func (s *Store) Close() error {
 }
 
 // translate is the one place where pgx and PostgreSQL errors become what
-// callers of store.Store see: a missing row becomes not_found naming what
-// and id; domain errors pass through; text PostgreSQL cannot store is the
-// caller's invalid_request; a database that cannot serve now (unavailable)
-// becomes unavailable, with pgx's error kept as its cause for the log;
-// everything else is wrapped with what was being done and stays an
-// internal error, which the edge logs.
-func translate(err error, what, id string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errors.AsType[*airlock.Error](err); ok {
-		return err
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return airlock.NotFound(what, id)
-	}
-	if why := unavailable(err); why != "" {
-		return airlock.Unavailable(fmt.Errorf("postgres: %s %s: %w", what, id, err), "%s", why)
-	}
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		switch {
-		case pe.Code == "22021" || pe.Code == "22P05":
+// callers of store.Store see (sqlcore.Translation). Text PostgreSQL
+// cannot store is the caller's invalid_request.
+func translate(err error, what, id string) error { return translation.Translate(err, what, id) }
+
+var translation = sqlcore.Translation{Driver: "postgres", Unavailable: unavailable,
+	Constraint: func(err error) bool {
+		pe, ok := errors.AsType[*pgconn.PgError](err)
+		return ok && strings.HasPrefix(pe.Code, "23")
+	},
+	Own: func(err error, what, id string) error {
+		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && (pe.Code == "22021" || pe.Code == "22P05") {
 			// character_not_in_repertoire, untranslatable_character: a NUL
 			// byte or invalid UTF-8 that validation should have refused.
 			return airlock.Errorf(airlock.CodeInvalidRequest,
 				"%s %s: a text field holds a NUL character or invalid UTF-8, which the store cannot keep; remove it", what, id)
-		case strings.HasPrefix(pe.Code, "23"):
-			// Inputs are validated and conflicts are decided by queries, so
-			// a violated constraint is a bug, not the caller's mistake.
-			return fmt.Errorf("postgres: %s %s: constraint violated: %w", what, id, err)
 		}
-	}
-	return fmt.Errorf("postgres: %s %s: %w", what, id, err)
+		return nil
+	},
 }
 
 // Transient failures are retried this many times in all, with a short,
@@ -401,13 +402,6 @@ func (t *tx) requestEvent(typ airlock.EventType, actor string, at time.Time, r a
 	t.stateEvent(airlock.Event{Type: typ, At: at, Actor: actor, RequestID: r.ID, InstanceID: r.InstanceID, State: r.State}, r)
 }
 
-// policyEvent queues the event of r's decision at creation by d, with the
-// hash of the policy that made it.
-func (t *tx) policyEvent(typ airlock.EventType, d *airlock.InitialDecision, r airlock.Request) {
-	t.stateEvent(airlock.Event{Type: typ, At: r.CreatedAt, Actor: d.DecidedBy, RequestID: r.ID, InstanceID: r.InstanceID,
-		State: r.State, PolicyHash: d.PolicyHash}, r)
-}
-
 // stateEvent queues e, an event of request r, as requestEvent says.
 func (t *tx) stateEvent(e airlock.Event, r airlock.Request) {
 	typ := e.Type
@@ -450,7 +444,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 	if err != nil {
 		return err
 	}
-	t := &tx{conn: conn, check: s.check}
+	t := &tx{ctx: ctx, s: s, conn: conn, check: s.check}
 	defer t.end(context.WithoutCancel(ctx))
 	if err := fn(ctx, t); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -21,7 +22,9 @@ import (
 // Checking implements store.TokenChecker: a view of s whose calls send
 // c ahead of their first statement while it is pending.
 func (s *Store) Checking(c *airlock.TokenCheck) store.Store {
-	return &Store{shared: s.shared, check: c}
+	v := &Store{shared: s.shared, check: c}
+	v.Core = sqlcore.WithDialect(s.Core, dialect{v})
+	return v
 }
 
 // checkTokenSQL raises SQLSTATE tokenNotLive unless the token is live and
@@ -120,12 +123,4 @@ func (s *Store) query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 		return s.pool.Query(ctx, sql, args...)
 	}
 	return nextRows(br)
-}
-
-// checked is the pool as helpers that take a querier see it: Query with
-// s's pending token check.
-type checked struct{ s *Store }
-
-func (c checked) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return c.s.query(ctx, sql, args...)
 }

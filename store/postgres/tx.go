@@ -21,6 +21,10 @@ import (
 // one pipeline with COMMIT (commit). A write that decides with one
 // compare-and-set thus takes two round trips, not four.
 type tx struct {
+	// ctx and s are the write's context and store, for the statements of
+	// its sqlcore.Tx (coreTx).
+	ctx   context.Context
+	s     *Store
 	conn  *pgxpool.Conn
 	began bool // BEGIN has been sent
 	// check is the store's token check (Store.check), sent with the
@@ -42,7 +46,7 @@ type tx struct {
 // lastStatement is a statement commit sends with COMMIT (tx.last).
 type lastStatement struct {
 	sql  string
-	args named
+	args pgx.QueryRewriter
 	scan func(pgx.Row) error
 }
 

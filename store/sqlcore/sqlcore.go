@@ -1,11 +1,3 @@
-// Package sqlcore is the Go that both SQL store drivers (sqlite,
-// postgres) run alike: binding domain values to column values, building
-// them back from scanned columns, the bookkeeping of a batch of delivery
-// attempts, and the steps of a command's approval around the driver's own
-// effect. It does no I/O, and holds no statements: each dialect's SQL
-// stays in its driver, but for the grant-state fragments both write alike
-// (grant.go). A change here is a change to both stores at once, as the
-// conformance suite (storetest) expects.
 package sqlcore
 
 import (
@@ -51,11 +43,9 @@ type RequestColumns struct {
 	Mode, Method, Input, Observed any // proposal_mode, command_method, command_input, command_observed
 }
 
-// NewRequest is how a driver's CreateRequest starts: p with its defaults,
-// refused when invalid, and its request's question and proposal as column
-// values. driver ("sqlite", "postgres") prefixes an error that is the
-// store's rather than the caller's, as the driver's own errors are.
-func NewRequest(driver string, p store.NewRequestParams) (store.NewRequestParams, RequestColumns, error) {
+// NewRequest is how CreateRequest starts: p with its defaults, refused
+// when invalid, and its request's question and proposal as column values.
+func NewRequest(p store.NewRequestParams) (store.NewRequestParams, RequestColumns, error) {
 	p = p.WithDefaults()
 	if err := p.Validate(); err != nil {
 		return p, RequestColumns{}, err
@@ -65,7 +55,7 @@ func NewRequest(driver string, p store.NewRequestParams) (store.NewRequestParams
 	if in.Question != nil {
 		b, err := json.Marshal(in.Question)
 		if err != nil {
-			return p, RequestColumns{}, fmt.Errorf("%s: request %s: question: %w", driver, in.ID, err)
+			return p, RequestColumns{}, fmt.Errorf("request %s: question: %w", in.ID, err)
 		}
 		c.Question = string(b)
 	}
@@ -128,16 +118,12 @@ func Execution(at time.Time, by, status string, finished *time.Time, detail stri
 	return &airlock.Execution{ClaimedAt: at, ClaimedBy: by, Status: airlock.ExecutionStatus(status), FinishedAt: finished, Detail: detail}
 }
 
-// Rows is what both drivers' result sets (*sql.Rows, pgx.Rows) offer for
-// reading them in order.
-type Rows interface {
+// Collect reads each of rows (*sql.Rows, pgx.Rows, Rows) with scan, in
+// the rows' order, and stops at the first error. The caller closes rows.
+func Collect[T any](rows interface {
 	Next() bool
 	Err() error
-}
-
-// Collect reads each of rows with scan, in the rows' order, and stops at
-// the first error. The caller closes rows.
-func Collect[T any](rows Rows, scan func() (T, error)) ([]T, error) {
+}, scan func() (T, error)) ([]T, error) {
 	var out []T
 	for rows.Next() {
 		v, err := scan()

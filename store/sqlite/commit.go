@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/airlockhq/airlock/store/sqlcore"
 )
 
 // Bounds of one batch, so that no transaction holds the writer for long:
@@ -27,16 +29,20 @@ var errClosed = errors.New("sqlite: the store is closed; open it again to write"
 // does not interrupt it, since an interrupted statement can roll back the
 // whole shared transaction), and where its result goes.
 type op struct {
-	ctx  context.Context
-	fn   func(tx *txn, now time.Time) error
+	ctx context.Context
+	fn  func(tx *txn, now time.Time) error
+	// core, when set instead of fn, is a write of sqlcore.Core (Write).
+	core func(sqlcore.Tx) error
 	done chan result
 }
 
 // result is what the writer answers an op: its error (nil once committed),
-// or the value it panicked with, re-raised in the caller's goroutine.
+// or the value it panicked with, re-raised in the caller's goroutine; and
+// whether it changed a token (txn.TokenChanged).
 type result struct {
-	err      error
-	panicked any
+	err          error
+	panicked     any
+	tokenChanged bool
 }
 
 func (r result) failed() bool { return r.err != nil || r.panicked != nil }
@@ -94,14 +100,19 @@ type writeStats struct {
 // them all. A lone writer's operation runs at once, in its own transaction:
 // the writer never waits for company.
 func (s *Store) inTx(ctx context.Context, fn func(tx *txn, now time.Time) error) error {
+	return s.submit(ctx, &op{ctx: ctx, fn: fn}).err
+}
+
+// submit queues o for the writer, as inTx says, and returns its result.
+func (s *Store) submit(ctx context.Context, o *op) result {
 	if err := ctx.Err(); err != nil {
-		return err
+		return result{err: err}
 	}
-	o := &op{ctx: ctx, fn: fn, done: make(chan result, 1)}
+	o.done = make(chan result, 1)
 	s.qmu.Lock()
 	if s.closed {
 		s.qmu.Unlock()
-		return errClosed
+		return result{err: errClosed}
 	}
 	s.queue = append(s.queue, o)
 	s.qmu.Unlock()
@@ -117,7 +128,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *txn, now time.Time) error)
 	case r = <-o.done:
 	case <-ctx.Done():
 		if s.withdraw(o) {
-			return ctx.Err() // never taken: nothing was written
+			return result{err: ctx.Err()} // never taken: nothing was written
 		}
 		// Taken: the answer comes once its batch has committed or rolled
 		// back, so that an error from inTx always means not written.
@@ -126,7 +137,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *txn, now time.Time) error)
 	if r.panicked != nil {
 		panic(r.panicked)
 	}
-	return r.err
+	return r
 }
 
 // withdraw removes o from the queue if the writer has not taken it.
@@ -227,7 +238,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 	if err != nil {
 		return failAll(err)
 	}
-	t := &txn{Tx: tx, p: s.write, ctx: ctx}
+	t := &txn{Tx: tx, p: s.write, ctx: ctx, s: s}
 	multi := len(batch) > 1
 	ran := 0
 	for taken < len(batch) {
@@ -318,5 +329,10 @@ func (s *Store) run(t *txn, o *op) (r result) {
 		t.ctx = context.Background()
 	}()
 	t.ctx = context.WithoutCancel(o.ctx)
-	return result{err: o.fn(t, s.now())}
+	t.begin(s.now())
+	if o.core != nil {
+		err := o.core(t)
+		return result{err: err, tokenChanged: t.tokenChanged}
+	}
+	return result{err: o.fn(t, t.now)}
 }

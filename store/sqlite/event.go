@@ -9,12 +9,6 @@ import (
 	"github.com/airlockhq/airlock"
 )
 
-// Bounds for ListEvents.
-const (
-	defaultEventLimit = 100
-	maxEventLimit     = 1000
-)
-
 // appendEvent appends one audit event in the caller's transaction, so an
 // event exists exactly when its change committed.
 //
@@ -92,32 +86,4 @@ func recordInstructions(ctx context.Context, tx *txn, now time.Time, rs []airloc
 		}
 	}
 	return nil
-}
-
-// ListEvents returns up to limit events with ID > after, oldest first
-// (default 100, at most 1000).
-func (s *Store) ListEvents(ctx context.Context, after int64, limit int) ([]airlock.Event, error) {
-	if limit <= 0 {
-		limit = defaultEventLimit
-	}
-	limit = min(limit, maxEventLimit)
-	rows, err := s.read.QueryContext(ctx, `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash
-FROM events WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
-	if err != nil {
-		return nil, translate(err, "events", "list")
-	}
-	defer rows.Close()
-	var out []airlock.Event
-	for rows.Next() {
-		var (
-			e  airlock.Event
-			at int64
-		)
-		if err := rows.Scan(&e.ID, &e.Type, &at, &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &e.State, &e.Subject, &e.PolicyHash); err != nil {
-			return nil, translate(err, "events", "list")
-		}
-		e.At = fromMicros(at)
-		out = append(out, e)
-	}
-	return out, translate(rows.Err(), "events", "list")
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -27,6 +28,10 @@ import (
 // Store is an store.Store kept in one SQLite file. It is safe for
 // concurrent use, and by several processes on the same file.
 type Store struct {
+	// Core is what the store does as the PostgreSQL store does, over this
+	// package's dialect (dialect.go) and statements.
+	sqlcore.Core
+
 	// write has exactly one connection: writers queue for it in Go, so
 	// SQLite's lock is only ever contended by other processes.
 	write *pool
@@ -81,6 +86,10 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// statements are the store's SQL, concern by concern.
+var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
+	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL}
+
 // Extras implements store.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.
 func (s *Store) Extras() store.Extras {
@@ -134,6 +143,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{path: path, clock: cfg.clock, fault: cfg.fault, beforeCommit: cfg.beforeCommit, enqueued: cfg.enqueued, batchHold: cfg.batchHold, observe: cfg.observe,
 		busyTimeout: cfg.busyTimeout, emptyLogAfter: cfg.emptyLogAfter, emptied: cfg.emptied,
 		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	s.Core = sqlcore.NewCore(dialect{s}, &statements, cfg.fault)
 
 	wdb, err := sql.Open("sqlite", dsn(path, false, cfg.busyTimeout))
 	if err != nil {
@@ -222,33 +232,15 @@ func (s *Store) now() time.Time {
 }
 
 // translate is the one place where database/sql and driver errors become
-// what callers of store.Store see: a missing row becomes not_found naming
-// what and id; domain errors pass through; a store that cannot serve now (a
-// full disk, an I/O error, a file locked by another process: unavailable)
-// becomes unavailable, with the driver's error kept as its cause for the
-// log; everything else is wrapped with what was being done and stays an
-// internal error (airlock.ErrorCode maps any non-*airlock.Error to
-// internal), which the edge logs.
-func translate(err error, what, id string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := errors.AsType[*airlock.Error](err); ok {
-		return err
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return airlock.NotFound(what, id)
-	}
-	if why := unavailable(err); why != "" {
-		return airlock.Unavailable(fmt.Errorf("sqlite: %s %s: %w", what, id, err), "%s", why)
-	}
-	if se, ok := errors.AsType[*msqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
-		// Inputs are validated and conflicts are decided by queries, so a
-		// violated constraint is a bug, not the caller's mistake.
-		return fmt.Errorf("sqlite: %s %s: constraint violated: %w", what, id, err)
-	}
-	return fmt.Errorf("sqlite: %s %s: %w", what, id, err)
-}
+// what callers of store.Store see (sqlcore.Translation). A store that
+// cannot serve now is one with a full disk, an I/O error, a file locked by
+// another process (unavailable).
+func translate(err error, what, id string) error { return translation.Translate(err, what, id) }
+
+var translation = sqlcore.Translation{Driver: "sqlite", Unavailable: unavailable, Constraint: func(err error) bool {
+	se, ok := errors.AsType[*msqlite.Error](err)
+	return ok && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}}
 
 // Close refuses new writes, lets the writer finish those already queued,
 // then closes both pools. It is safe to call more than once.
@@ -282,12 +274,3 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 // fromMicros reads a stored time back, in UTC.
 func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
-
-// nullMicros reads a nullable stored time back.
-func nullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
-}

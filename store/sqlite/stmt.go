@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"sync"
+	"time"
 )
 
 // maxStmts bounds how many prepared statements one pool keeps. The store's
@@ -155,10 +156,26 @@ func (p *pool) Close() error {
 // its cancellation, whatever context a call site passes: several callers'
 // operations share one transaction (group commit), and a statement
 // interrupted by one caller's cancellation could roll back all of them.
+//
+// It is also the sqlcore.Tx of a Core write (dialect.go), with the
+// operation's now and what it changed.
 type txn struct {
 	*sql.Tx
 	p   *pool
 	ctx context.Context
+	s   *Store
+
+	// now is the current operation's (begin); nowArg is it as bound, once
+	// a statement has named it.
+	now    time.Time
+	nowArg any
+	// tokenChanged is whether the current operation changed a token.
+	tokenChanged bool
+}
+
+// begin starts the transaction's next operation, at now.
+func (t *txn) begin(now time.Time) {
+	t.now, t.nowArg, t.tokenChanged = now, nil, false
 }
 
 // stmt returns the transaction's copy of query's prepared statement, or

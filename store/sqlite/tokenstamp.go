@@ -40,10 +40,10 @@ func (s *Store) TokenStamp() (uint64, error) {
 	return h.Sum64() | 1, nil // never 0: 0 is "no file"
 }
 
-// bumpTokenStamp moves the stamp after a token change has committed. When
-// it fails, the change stands but other processes may go on accepting the
-// token they cached: the caller hears so, and can retry (a retried
-// revocation bumps again).
+// bumpTokenStamp moves the stamp after a token change has committed
+// (dialect.Write, for sqlcore.Tx.TokenChanged). When it fails, the change
+// stands but other processes may go on accepting the token they cached:
+// the caller hears so, and can retry (a retried revocation bumps again).
 func (s *Store) bumpTokenStamp() error {
 	f, err := os.OpenFile(s.path+TokenStampSuffix, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err == nil {
@@ -53,7 +53,7 @@ func (s *Store) bumpTokenStamp() error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("sqlite: the token change is committed, but other processes on this database may not see it until retried: %w", err)
+		return fmt.Errorf("the token change is committed, but other processes on this database may not see it until retried: %w", err)
 	}
 	return nil
 }
