@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -76,5 +77,36 @@ func TestLoadEmpty(t *testing.T) {
 	ms, err := migrate.Load(fstest.MapFS{}, "migrations")
 	if err != nil || len(ms) != 0 {
 		t.Fatalf("Load of no files = %v, %v; want none and no error", ms, err)
+	}
+}
+
+// sharedFrom is the first version both stores' migrations share a name
+// at: before it, SQLite's history had one migration more than
+// PostgreSQL's, and PostgreSQL's 0015 is the empty step that brought them
+// level.
+const sharedFrom = 16
+
+// TestDialectsShareVersions checks the rule that keeps the two stores'
+// migrations in step: both end at the same version, and from sharedFrom
+// on each version has the same name in both, so one number names one
+// change of the schema whichever store runs it.
+func TestDialectsShareVersions(t *testing.T) {
+	t.Parallel()
+	load := func(dir string) []migrate.Migration {
+		t.Helper()
+		ms, err := migrate.Load(os.DirFS(dir), "migrations")
+		if err != nil || len(ms) == 0 {
+			t.Fatalf("%s: %d migrations, %v", dir, len(ms), err)
+		}
+		return ms
+	}
+	sqlite, postgres := load("../../store/sqlite"), load("../../store/postgres")
+	if len(sqlite) != len(postgres) {
+		t.Fatalf("SQLite's migrations end at version %d, PostgreSQL's at %d: a change both stores need takes the same number in both", len(sqlite), len(postgres))
+	}
+	for i := sharedFrom - 1; i < len(sqlite); i++ {
+		if sqlite[i].Name != postgres[i].Name {
+			t.Errorf("version %d is %s in SQLite and %s in PostgreSQL: name one change alike in both", i+1, sqlite[i].Name, postgres[i].Name)
+		}
 	}
 }
