@@ -419,14 +419,4 @@ func jsonError(err error) error {
 
 // Clip shortens a text for an error message: a body may hold keys or
 // values of a megabyte, and echoing them back helps nobody.
-func Clip(s string) string {
-	const shown = 64
-	if len(s) <= shown {
-		return s
-	}
-	cut := shown - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+func Clip(s string) string { return strictjson.Clip(s) }

@@ -139,14 +139,14 @@ func (p *parser) pathString() string {
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(clip(s.key))
+		b.WriteString(Clip(s.key))
 	}
 	return b.String()
 }
 
-// clip shortens a key for an error message: a body may hold keys of a
+// Clip shortens a text for an error message: a body may hold keys of a
 // megabyte, and echoing them back helps nobody.
-func clip(s string) string {
+func Clip(s string) string {
 	const shown = 64
 	if len(s) <= shown {
 		return s
@@ -229,9 +229,9 @@ func (p *parser) object(depth int, members *[]Member) error {
 		folded := foldKey(key)
 		if prev, ok := seen[folded]; ok {
 			if prev == key {
-				return p.errorf("duplicate key %q", clip(key))
+				return p.errorf("duplicate key %q", Clip(key))
 			}
-			return p.errorf("keys %q and %q differ only in case; use one", clip(prev), clip(key))
+			return p.errorf("keys %q and %q differ only in case; use one", Clip(prev), Clip(key))
 		}
 		seen[folded] = key
 		p.skipSpace()
