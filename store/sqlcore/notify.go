@@ -428,8 +428,16 @@ func (c *Core) recordAttempt(tx Tx, p store.AttemptParams, attempt string, clear
 	if p.DisableAfter <= 0 {
 		return out, nil
 	}
+	// The stores keep microseconds: DisableAfter rounds up to one, so that
+	// "failing for at least DisableAfter" never holds sooner than asked (a
+	// nanosecond would otherwise round to nothing and disable at the
+	// first failure).
+	after := p.DisableAfter
+	if r := after % time.Microsecond; r != 0 {
+		after += time.Microsecond - r
+	}
 	var since time.Time
-	err = tx.QueryRow(q.Disable, Args{{"id", out.EndpointID}, {Now, at}, {"after", p.DisableAfter}, {"why", p.Attempt.Error}}).Scan(c.d.Time(&since))
+	err = tx.QueryRow(q.Disable, Args{{"id", out.EndpointID}, {Now, at}, {"after", after}, {"why", p.Attempt.Error}}).Scan(c.d.Time(&since))
 	if noRows(err) {
 		return out, nil
 	}

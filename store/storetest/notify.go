@@ -151,6 +151,7 @@ func (s *suite) testNotify(t *testing.T) {
 		{"concurrent leases never share a delivery", s.leaseRace},
 		{"retries come due after their delay; a failing endpoint is disabled", s.retryAndDisable},
 		{"enable: a disabled endpoint resumes with what its last failures failed", s.enableEndpoint},
+		{"a first failure never disables, however short DisableAfter", s.firstFailureKeepsEnabled},
 		{"a success clears the failing mark; give-up fails the delivery", s.successClearsFailing},
 		{"the fan-out queues deliveries leased to their holder", s.fanOutLeased},
 		{"the backlog counts unqueued events and pending deliveries", s.deliveryBacklog},
@@ -456,6 +457,26 @@ func (s *suite) retryAndDisable(t *testing.T) {
 	}
 	if disabled != 1 {
 		t.Fatalf("%d endpoint.disabled events, want 1", disabled)
+	}
+}
+
+func (s *suite) firstFailureKeepsEnabled(t *testing.T) {
+	b, e := s.endpointWith(t, 1)
+	b.queueAll(t, e)
+	ds := b.lease(t, e, "rep_a", 1)
+	// Stores keep microseconds: a nanosecond must not round down to
+	// nothing and disable an endpoint at the failure that starts its run.
+	_, err := b.recordOne(store.AttemptParams{DeliveryID: ds[0].ID, Holder: "rep_a", Outcome: airlock.OutcomeRetry,
+		Attempt:      airlock.DeliveryAttempt{At: b.clock.Now().Truncate(time.Microsecond), Status: 502, Error: errText(502)},
+		DisableAfter: time.Nanosecond})
+	wantOK(t, err)
+	got, err := b.store.GetEndpoint(b.ctx, e.ID)
+	wantOK(t, err)
+	if got.DisabledAt != nil || got.FailingSince == nil {
+		t.Fatalf("after one failure with DisableAfter 1ns: %s; want failing, not disabled", show(got))
+	}
+	if again := b.lease(t, e, "rep_a", 1); len(again) != 1 || again[0].ID != ds[0].ID {
+		t.Fatalf("lease after the first failure = %v, want %s again", deliveryIDs(again), ds[0].ID)
 	}
 }
 
