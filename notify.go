@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
@@ -321,26 +320,6 @@ func (o DeliveryOutcome) State() (DeliveryState, error) {
 		return DeliveryPending, nil
 	}
 	return "", Invalid("outcome", "unknown delivery outcome %q", o)
-}
-
-// Backlog is what the delivery engine has still to do, across every
-// process sharing the store.
-type Backlog struct {
-	// Pending counts deliveries queued and neither delivered nor failed
-	// (those waiting for a retry included).
-	Pending int64
-	// Unqueued counts the events after the fan-out cursor: committed, not
-	// yet fanned out (events no endpoint wants included).
-	Unqueued int64
-}
-
-// CompareDue orders deliveries as a lease returns them: by when they are
-// due, then in the order they were queued.
-func CompareDue(a, b Delivery) int {
-	if c := a.NextAttemptAt.Compare(b.NextAttemptAt); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Seq, b.Seq)
 }
 
 // RemindBefore says when a reminder of a pending request is due: Fraction

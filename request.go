@@ -1,7 +1,6 @@
 package airlock
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -556,13 +555,6 @@ func (r Request) ReportConflict(actor string, status ExecutionStatus) error {
 	default:
 		return Conflict(CodeAlreadyExecuted, r.State, "request %s's execution was already reported as %s", r.ID, r.Execution.Status)
 	}
-}
-
-// CompareSweepOrder orders requests as ExpireDue takes them: the earliest
-// second of deadlines first, then in creation order (Seq). Drivers sort
-// what a sweep's UPDATE returned by it, since RETURNING has no order.
-func CompareSweepOrder(a, b Request) int {
-	return cmp.Or(cmp.Compare(a.DeadlineAt.Unix(), b.DeadlineAt.Unix()), cmp.Compare(a.Seq, b.Seq))
 }
 
 // Limits of reviewer groups (docs/teams.md, "Groups, routing and quorum").

@@ -60,9 +60,6 @@ func (ws WebSession) WithToken(tok Token, hash []byte) (WebSession, Token, error
 	return ws, tok, nil
 }
 
-// WebSessionIDHash is the hash a store keeps of a web session's ID.
-func WebSessionIDHash(id string) []byte { return HashSecret(id) }
-
 // EventReviewerSessionsEnded is appended when an admin ends a principal's
 // inbox sessions (docs/teams.md, "Revoking a reviewer"); Subject is the
 // principal.
@@ -133,18 +130,6 @@ func ValidGroupName(g string) bool {
 		}
 	}
 	return true
-}
-
-// JoinGroups is how stores keep a list of groups in one column: joined by
-// newlines, which no valid group name holds (ValidGroupName).
-func JoinGroups(gs []string) string { return strings.Join(gs, "\n") }
-
-// SplitGroups reads a column JoinGroups wrote.
-func SplitGroups(s string) []string {
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
 }
 
 // ReviewerProfile is the reviewer directory's entry for an OIDC

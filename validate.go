@@ -364,12 +364,6 @@ func (in *ReportInput) Validate() error {
 	return CheckText("detail", in.Detail, 0, MaxDetailLen)
 }
 
-// MaxJSONDepth is the deepest nesting of objects and arrays accepted anywhere.
-const MaxJSONDepth = strictjson.MaxDepth
-
-// Member is one key of a JSON object with its raw value, in document order.
-type Member = strictjson.Member
-
 // ParseObject checks that data is one strict JSON object and returns its
 // top-level members with their raw values.
 //
@@ -377,10 +371,10 @@ type Member = strictjson.Member
 // duplicate keys and replaces invalid UTF-8 silently. A reviewer must see
 // exactly what will run, so anywhere in the document this rejects duplicate
 // keys, keys that differ only in case, invalid UTF-8, unpaired surrogate
-// escapes, NUL (raw or escaped), nesting deeper than MaxJSONDepth and
+// escapes, NUL (raw or escaped), nesting deeper than strictjson.MaxDepth and
 // numbers a 64-bit float cannot hold (internal/strictjson). A refusal is
 // invalid_request, its field the path that holds the fault.
-func ParseObject(data []byte) ([]Member, error) {
+func ParseObject(data []byte) ([]strictjson.Member, error) {
 	members, err := strictjson.ParseObject(data)
 	return members, jsonError(err)
 }

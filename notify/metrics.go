@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer, st store.Notify) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.attempts, m.latency, m.lag, m.disabled)
-	backlog := func(pick func(airlock.Backlog) int64) func() float64 {
+	backlog := func(pick func(store.Backlog) int64) func() float64 {
 		return func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -59,11 +59,11 @@ func NewMetrics(reg prometheus.Registerer, st store.Notify) *Metrics {
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_webhook_backlog_deliveries",
 		Help: "Deliveries queued and not yet delivered or failed (waiting retries included), across every replica.",
-	}, backlog(func(b airlock.Backlog) int64 { return b.Pending })))
+	}, backlog(func(b store.Backlog) int64 { return b.Pending })))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "airlock_webhook_backlog_events",
 		Help: "Events committed and not yet fanned out into deliveries, across every replica.",
-	}, backlog(func(b airlock.Backlog) int64 { return b.Unqueued })))
+	}, backlog(func(b store.Backlog) int64 { return b.Unqueued })))
 	return m
 }
 

@@ -99,7 +99,7 @@ type Notify interface {
 	FanOutCursor(ctx context.Context) (int64, error)
 	// DeliveryBacklog counts what is committed and not yet delivered:
 	// pending deliveries, and the events after the fan-out cursor.
-	DeliveryBacklog(ctx context.Context) (airlock.Backlog, error)
+	DeliveryBacklog(ctx context.Context) (Backlog, error)
 	// QueueDeliveries moves the fan-out cursor from p.After to p.Upto and
 	// inserts p.Deliveries of endpoints that exist and are enabled, in one
 	// transaction. It returns false, inserting nothing, when the cursor
@@ -135,4 +135,15 @@ type Notify interface {
 	// the same write so that it happens once across replicas. It returns
 	// the IDs of the requests reminded.
 	RemindDue(ctx context.Context, r airlock.RemindBefore, limit int) ([]string, error)
+}
+
+// Backlog is what the delivery engine has still to do, across every
+// process sharing the store.
+type Backlog struct {
+	// Pending counts deliveries queued and neither delivered nor failed
+	// (those waiting for a retry included).
+	Pending int64
+	// Unqueued counts the events after the fan-out cursor: committed, not
+	// yet fanned out (events no endpoint wants included).
+	Unqueued int64
 }

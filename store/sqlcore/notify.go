@@ -270,8 +270,8 @@ func (c *Core) FanOutCursor(ctx context.Context) (int64, error) {
 
 // DeliveryBacklog counts pending deliveries and the events not yet fanned
 // out, in one read.
-func (c *Core) DeliveryBacklog(ctx context.Context) (airlock.Backlog, error) {
-	var b airlock.Backlog
+func (c *Core) DeliveryBacklog(ctx context.Context) (store.Backlog, error) {
+	var b store.Backlog
 	err := c.d.QueryRow(ctx, c.q.Notify.Backlog, nil).Scan(&b.Pending, &b.Unqueued)
 	b.Unqueued = max(b.Unqueued, 0)
 	return b, c.d.Translate(err, "deliveries", "backlog")
@@ -377,7 +377,7 @@ func (c *Core) LeaseDeliveries(ctx context.Context, p store.LeaseParams) ([]airl
 	if err != nil {
 		return nil, c.d.Translate(err, "deliveries", "lease")
 	}
-	slices.SortFunc(out, airlock.CompareDue)
+	slices.SortFunc(out, compareDue)
 	return out, nil
 }
 

@@ -204,8 +204,8 @@ func (s *requestScan) request() (airlock.Request, error) {
 	r.Arguments, r.Context = s.args, s.rctx
 	r.IdempotencyKey = s.key.String
 	r.InstanceName, r.OwnerName = s.instName.String, s.ownerName.String
-	r.Reviewers = airlock.SplitGroups(s.reviewers)
-	r.EscalateTo, r.EscalatedAt = airlock.SplitGroups(s.escalateTo), s.escalatedAt.Ptr()
+	r.Reviewers = splitGroups(s.reviewers)
+	r.EscalateTo, r.EscalatedAt = splitGroups(s.escalateTo), s.escalatedAt.Ptr()
 	if s.decidedAt.Valid {
 		r.Decision = Decision(r.State, s.note, s.answer, s.decidedAt.Time, s.decidedBy.String, s.deciderName.String, s.expiresAt.Ptr())
 	}
@@ -269,8 +269,8 @@ func (c *Core) CreateRequest(ctx context.Context, p store.NewRequestParams) (air
 		{"window", p.Window}, {"key", NullString(in.IdempotencyKey)}, {"fingerprint", in.Fingerprint},
 		{"title", in.Title}, {"description", in.Description}, {"target_type", in.TargetType}, {"target_id", in.TargetID},
 		{"session_id", in.SessionID}, {"mode", cols.Mode}, {"method", cols.Method}, {"input", cols.Input},
-		{"question", cols.Question}, {"observed", cols.Observed}, {"reviewers", airlock.JoinGroups(in.Reviewers)},
-		{"approvals", in.Approvals}, {"escalate_to", airlock.JoinGroups(in.EscalateTo)}, {"escalate_after", in.EscalateAfter}}...)
+		{"question", cols.Question}, {"observed", cols.Observed}, {"reviewers", joinGroups(in.Reviewers)},
+		{"approvals", in.Approvals}, {"escalate_to", joinGroups(in.EscalateTo)}, {"escalate_after", in.EscalateAfter}}...)
 	var unless any
 	if p.UnlessGranted != nil {
 		unless = p.UnlessGranted.Principal
@@ -608,7 +608,7 @@ func (c *Core) scanSummary(row Row) (airlock.RequestSummary, error) {
 		return airlock.RequestSummary{}, err
 	}
 	r.State, r.Kind = airlock.State(state), airlock.Kind(kind)
-	r.Reviewers = airlock.SplitGroups(reviewers)
+	r.Reviewers = splitGroups(reviewers)
 	r.CommandMethod = method.String
 	r.ArgumentsHead, r.ArgumentsCut = airlock.ArgumentsHead(head.String)
 	r.InstanceName, r.OwnerName = names[0].String, names[1].String

@@ -440,7 +440,7 @@ func (c *Core) expire(ctx context.Context, events, update string, selection Args
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		slices.SortFunc(rs, airlock.CompareSweepOrder)
+		slices.SortFunc(rs, compareSweepOrder)
 		if events != "" {
 			err = tx.Instructions(at, rs)
 		} else {

@@ -82,7 +82,7 @@ func (c *Core) webSessionDest(w *webSessionScan) []any {
 
 func (w *webSessionScan) session() airlock.WebSession {
 	ws := w.ws
-	ws.Groups = airlock.SplitGroups(w.groups)
+	ws.Groups = splitGroups(w.groups)
 	return ws
 }
 
@@ -103,12 +103,12 @@ func (c *Core) CreateWebSession(ctx context.Context, p store.NewWebSessionParams
 		return airlock.WebSession{}, err
 	}
 	q := &c.q.WebSessions
-	args := Args{{"hash", airlock.WebSessionIDHash(p.ID)}, {"csrf", p.CSRF}, {"idle", p.Idle}, {"max", p.Max}}
+	args := Args{{"hash", webSessionIDHash(p.ID)}, {"csrf", p.CSRF}, {"idle", p.Idle}, {"max", p.Max}}
 	var out airlock.WebSession
 	err := c.d.Write(ctx, func(tx Tx) error {
 		var err error
 		if rv := p.Reviewer; rv != nil {
-			reviewer := Args{{"principal", rv.Principal}, {"name", rv.Name}, {"email", rv.Email}, {"groups", airlock.JoinGroups(rv.Groups)}}
+			reviewer := Args{{"principal", rv.Principal}, {"name", rv.Name}, {"email", rv.Email}, {"groups", joinGroups(rv.Groups)}}
 			if out, err = c.scanWebSession(tx.QueryRow(q.CreateForReviewer, append(reviewer, args...))); err != nil {
 				return err
 			}
@@ -136,7 +136,7 @@ func (c *Core) WebSessionByID(ctx context.Context, id string) (airlock.WebSessio
 		tokenHash []byte
 	)
 	dest := append(c.tokenDest(&t), c.webSessionDest(&w)...)
-	if err := c.d.QueryRow(ctx, c.q.WebSessions.ByID, Args{{"hash", airlock.WebSessionIDHash(id)}}).Scan(append(dest, &tokenHash)...); err != nil {
+	if err := c.d.QueryRow(ctx, c.q.WebSessions.ByID, Args{{"hash", webSessionIDHash(id)}}).Scan(append(dest, &tokenHash)...); err != nil {
 		return airlock.WebSession{}, airlock.Token{}, c.d.Translate(err, "web session", "of this cookie")
 	}
 	return w.session().WithToken(t.token(), tokenHash)
@@ -151,7 +151,7 @@ func (c *Core) TouchWebSession(ctx context.Context, id string, every time.Durati
 		out     airlock.WebSession
 		touched bool
 	)
-	hash := airlock.WebSessionIDHash(id)
+	hash := webSessionIDHash(id)
 	err := c.d.Write(ctx, func(tx Tx) error {
 		var err error
 		out, err = c.scanWebSession(tx.QueryRow(q.Touch, Args{{"hash", hash}, {"every", every}}))
@@ -171,7 +171,7 @@ func (c *Core) TouchWebSession(ctx context.Context, id string, every time.Durati
 // DeleteWebSession ends one session.
 func (c *Core) DeleteWebSession(ctx context.Context, id string) error {
 	err := c.d.Write(ctx, func(tx Tx) error {
-		n, err := tx.Exec(c.q.WebSessions.Delete, Args{{"hash", airlock.WebSessionIDHash(id)}})
+		n, err := tx.Exec(c.q.WebSessions.Delete, Args{{"hash", webSessionIDHash(id)}})
 		if err == nil && n == 0 {
 			return airlock.NotFound("web session", "of this cookie")
 		}
@@ -267,7 +267,7 @@ func (c *Core) ListReviewerProfiles(ctx context.Context) ([]airlock.ReviewerProf
 		if err := row.Scan(&p.Principal, &p.Name, &p.Email, &groups, c.d.Time(&p.SignedInAt), c.d.NullTime(&ended)); err != nil {
 			return airlock.ReviewerProfile{}, err
 		}
-		p.Groups, p.EndedAt = airlock.SplitGroups(groups), ended.Ptr()
+		p.Groups, p.EndedAt = splitGroups(groups), ended.Ptr()
 		return p, nil
 	}, c.q.WebSessions.Profiles, nil)
 	return out, c.d.Translate(err, "reviewer profiles", "list")

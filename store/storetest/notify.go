@@ -652,7 +652,7 @@ func (s *suite) deliveryBacklog(t *testing.T) {
 	b.queueAll(t, e) // the endpoint's own creation: nothing to deliver
 	bl, err := b.store.DeliveryBacklog(b.ctx)
 	wantOK(t, err)
-	if bl != (airlock.Backlog{}) {
+	if bl != (store.Backlog{}) {
 		t.Fatalf("backlog with nothing to do: %+v", bl)
 	}
 	b.create(t)
@@ -660,13 +660,13 @@ func (s *suite) deliveryBacklog(t *testing.T) {
 	_, evs := b.unfanned(t)
 	bl, err = b.store.DeliveryBacklog(b.ctx)
 	wantOK(t, err)
-	if bl != (airlock.Backlog{Unqueued: int64(len(evs))}) {
+	if bl != (store.Backlog{Unqueued: int64(len(evs))}) {
 		t.Fatalf("backlog after two creates: %+v; want %d unqueued", bl, len(evs))
 	}
 	ds := b.queueAll(t, e)
 	bl, err = b.store.DeliveryBacklog(b.ctx)
 	wantOK(t, err)
-	if bl != (airlock.Backlog{Pending: int64(len(ds))}) || len(ds) < 2 {
+	if bl != (store.Backlog{Pending: int64(len(ds))}) || len(ds) < 2 {
 		t.Fatalf("backlog after the fan-out of %d deliveries: %+v", len(ds), bl)
 	}
 	leased := b.lease(t, e, "rep_a", 2)
@@ -676,7 +676,7 @@ func (s *suite) deliveryBacklog(t *testing.T) {
 	wantOK(t, err)
 	bl, err = b.store.DeliveryBacklog(b.ctx)
 	wantOK(t, err)
-	if bl != (airlock.Backlog{Pending: int64(len(ds) - 1)}) {
+	if bl != (store.Backlog{Pending: int64(len(ds) - 1)}) {
 		t.Fatalf("backlog after one delivered and one retrying of %d: %+v", len(ds), bl)
 	}
 }
