@@ -469,10 +469,21 @@ func (c *Core) RemindDue(ctx context.Context, r airlock.RemindBefore, limit int)
 	if r.IsZero() {
 		return nil, nil
 	}
+	ids, err := c.eventPerChange(ctx, c.q.Notify.Remind, Args{{"before", r.Before}, {"frac", r.Fraction}, {"limit", store.Batch(limit)}},
+		airlock.EventRequestReminder, airlock.ActorNotify, false)
+	return ids, c.d.Translate(err, "reminders", "record")
+}
+
+// eventPerChange runs query, a write that changes pending requests and
+// yields them as pendingChange rows, and appends for each an event of typ
+// by actor in the same transaction. It returns their IDs. announce tells
+// waiters that each changed: an escalation widens who may decide it, while
+// a reminder changes nothing a waiter reads.
+func (c *Core) eventPerChange(ctx context.Context, query string, args Args, typ airlock.EventType, actor string, announce bool) ([]string, error) {
 	var ids []string
 	err := c.d.Write(ctx, func(tx Tx) error {
 		ids = nil
-		rows, err := tx.Query(c.q.Notify.Remind, Args{{"before", r.Before}, {"frac", r.Fraction}, {"limit", store.Batch(limit)}})
+		rows, err := tx.Query(query, args)
 		if err != nil {
 			return err
 		}
@@ -481,15 +492,18 @@ func (c *Core) RemindDue(ctx context.Context, r airlock.RemindBefore, limit int)
 			return err
 		}
 		for _, d := range due {
-			if err := tx.Event(airlock.Event{Type: airlock.EventRequestReminder, At: d.at, Actor: airlock.ActorNotify,
+			if err := tx.Event(airlock.Event{Type: typ, At: d.at, Actor: actor,
 				RequestID: d.id, InstanceID: d.instance, State: airlock.StatePending}); err != nil {
 				return err
+			}
+			if announce {
+				tx.Changed(d.id)
 			}
 			ids = append(ids, d.id)
 		}
 		return nil
 	})
-	return ids, c.d.Translate(err, "reminders", "record")
+	return ids, err
 }
 
 // pendingChange is a pending request a statement changed (a reminder

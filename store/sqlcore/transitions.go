@@ -456,26 +456,7 @@ func (c *Core) expire(ctx context.Context, events, update string, selection Args
 // escalation groups, once (across writers: a statement's WHERE keeps each
 // to once), and appends request.escalated for each.
 func (c *Core) EscalateDue(ctx context.Context, limit int) ([]string, error) {
-	var ids []string
-	err := c.d.Write(ctx, func(tx Tx) error {
-		ids = nil
-		rows, err := tx.Query(c.q.Requests.Escalate, Args{{"limit", store.Batch(limit)}})
-		if err != nil {
-			return err
-		}
-		due, err := pendingChanges(c, rows)
-		if err != nil {
-			return err
-		}
-		for _, d := range due {
-			if err := tx.Event(airlock.Event{Type: airlock.EventRequestEscalated, At: d.at, Actor: airlock.ActorEscalation,
-				RequestID: d.id, InstanceID: d.instance, State: airlock.StatePending}); err != nil {
-				return err
-			}
-			tx.Changed(d.id)
-			ids = append(ids, d.id)
-		}
-		return nil
-	})
+	ids, err := c.eventPerChange(ctx, c.q.Requests.Escalate, Args{{"limit", store.Batch(limit)}},
+		airlock.EventRequestEscalated, airlock.ActorEscalation, true)
 	return ids, c.d.Translate(err, "requests", "escalate")
 }
