@@ -14,8 +14,11 @@ import { z } from 'zod';
 import { AirlockClient, Gate, InterruptedError, MalformedAnswerError } from '../dist/index.js';
 import { airlockTool } from '../dist/adapters/ai.js';
 import { airlockNode } from '../dist/adapters/langgraph.js';
+import { airlockTool as agentsTool, approveWithAirlock } from '../dist/adapters/openai-agents.js';
+import { Agent, Usage, run, setTracingDisabled } from '@openai/agents';
 import { tempDir } from './support/server.mjs';
 
+setTracingDisabled(true);
 const ID = 'apr_fake0001';
 const INSTANCE = 'ins_fake0001';
 
@@ -174,4 +177,32 @@ test('the LangGraph adapter: a claim answered with HTML never runs the action', 
   await assert.rejects(node({}), /cannot be trusted/);
   g.close();
   assert.equal(runs, 0);
+});
+
+test('the OpenAI Agents SDK adapter: a claim answered with another request\'s id never runs the tool', async () => {
+  srv.claim = answers[7];
+  srv.readBack = request();
+  const g = gate();
+  let runs = 0;
+  const refund = agentsTool(g, {
+    name: 'refund', description: 'Refund an order', parameters: z.object({ order: z.string() }),
+    execute: async () => { runs++; return 'refunded'; },
+  });
+  let calls = 0;
+  const model = {
+    async getResponse() {
+      if (calls++ === 0) {
+        return { usage: new Usage(), output: [{ type: 'function_call', callId: 'call-1', name: 'refund', arguments: '{"order":"A-17"}', status: 'completed' }] };
+      }
+      return { usage: new Usage(), output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'done' }] }] };
+    },
+    async *getStreamedResponse() { throw new Error('not used'); },
+  };
+  const agent = new Agent({ name: 'clerk', instructions: 'refund', model, tools: [refund] });
+  const first = await run(agent, 'refund A-17');
+  const settled = await approveWithAirlock(first, g);
+  assert.deepEqual(settled.map((s) => s.approved), [true]); // the fake approved it
+  await run(agent, first.state).catch((e) => e);
+  g.close();
+  assert.equal(runs, 0, 'the tool ran');
 });
