@@ -15,11 +15,16 @@ import { startServer, tempDir } from './support/server.mjs';
 
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 let srv;
-const dirs = [];
-before(async () => { srv = await startServer(); });
+let codeRoot; // inside this package, where `@airlockhq/sdk` and the frameworks resolve
+let workRoot; // where the snippets run, as a user's folder
+before(async () => {
+  srv = await startServer();
+  codeRoot = mkdtempSync(join(pkg, '.snippet-'));
+  workRoot = tempDir('airlock-snippet-');
+});
 after(async () => {
   await srv?.stop();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const d of [codeRoot, workRoot]) if (d) rmSync(d, { recursive: true, force: true });
 });
 
 /**
@@ -28,9 +33,8 @@ after(async () => {
  * run(), which starts it in workDir and approves each request it asks.
  */
 function prepare(s) {
-  const dir = mkdtempSync(join(pkg, '.snippet-'));
-  const work = tempDir('airlock-snippet-');
-  dirs.push(dir, work);
+  const dir = mkdtempSync(join(codeRoot, 'code-'));
+  const work = mkdtempSync(join(workRoot, 'work-'));
   let code = s.code;
   if (s.lang === 'ts' || s.lang === 'typescript') {
     typeCheck(s, join(dir, 'snippet.ts'));
