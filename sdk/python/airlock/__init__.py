@@ -4,27 +4,32 @@ A client for every endpoint of the REST API, and a Gate that runs one tool
 call only with a person's valid approval, and only once, across restarts
 too (docs/protocol.md)::
 
-    from airlock import Client, Gate, Call, DeniedError
+    from airlock import Call, Client, Gate, GateError, describe_outcome
 
-    client = Client("http://127.0.0.1:8080", token)
-    instance = client.register_instance("billing-agent")
+    client = Client.from_env()  # AIRLOCK_URL and AIRLOCK_AGENT_TOKEN
+    instance = client.instance_named("billing-agent")  # the same one after a restart
     with Gate(client, instance["id"], journal_dir=".airlock-journal") as gate:
+        gate.recover()
         try:
-            out = gate.run(Call("refund", {"order": "A-17", "cents": 500}), lambda: refund("A-17", 500))
-        except DeniedError as e:
-            print("denied:", e.note)
+            out = gate.run(Call("refund", {"order": "A-17", "cents": 500}, attempt_key="refund-A-17"),
+                           lambda: refund("A-17", 500))
+        except GateError as e:
+            print(describe_outcome(e)["message"])
+
+The README's quick-start is the same, with a ``refund`` to run.
 """
 
 from .client import Client, Retry, WaitCancelled, check_idempotency_key, transient
 from .errors import (AirlockError, AlreadyExecutedError, CancelledError, DeniedError, ExpiredError, GateError,
-                     InterruptedRunError, LapsedError, NetworkError, OutcomeUnknown, ToolError, is_code)
+                     InterruptedRunError, LapsedError, MalformedAnswerError, NetworkError, OutcomeUnknown, ToolError,
+                     is_code)
 from .gate import Call, Gate, Outcome, Recovered, canonical_json, describe_outcome, parse_time
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Retry", "WaitCancelled", "check_idempotency_key", "transient",
-    "AirlockError", "NetworkError", "is_code", "GateError", "DeniedError", "ExpiredError", "CancelledError",
+    "AirlockError", "NetworkError", "MalformedAnswerError", "is_code", "GateError", "DeniedError", "ExpiredError", "CancelledError",
     "LapsedError", "AlreadyExecutedError", "InterruptedRunError", "ToolError", "OutcomeUnknown",
     "Call", "Gate", "Outcome", "Recovered", "canonical_json", "describe_outcome", "parse_time",
 ]

@@ -11,6 +11,7 @@ retried after the server's Retry-After.
 
 import http.client
 import json
+import os
 import random
 import re
 import select
@@ -20,10 +21,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
-from .errors import AirlockError, NetworkError
+from .errors import AirlockError, MalformedAnswerError, NetworkError
 
 JsonObject = Dict[str, Any]
 
@@ -174,6 +176,25 @@ class Client:
         self._opener = urllib.request.build_opener(*handlers)
         self._send = transport or (_urllib_transport(self._opener) if use_env_proxies else _KeepAlive(self.base_url))
 
+    @classmethod
+    def from_env(cls, env: Optional[Dict[str, str]] = None, **kw: Any) -> "Client":
+        """A client for an agent, configured as Airlock's own adapters are.
+
+        ``AIRLOCK_URL`` (default http://127.0.0.1:8080) and the agent token in
+        ``AIRLOCK_AGENT_TOKEN``. ``AIRLOCK_TOKEN``, its older name, still
+        works, with a DeprecationWarning: for the CLI it names a reviewer's or
+        admin's token, and one variable with two meanings is how the wrong
+        one gets used. Keyword arguments go to :class:`Client`.
+        """
+        env = os.environ if env is None else env
+        token = env.get("AIRLOCK_AGENT_TOKEN")
+        if not token and env.get("AIRLOCK_TOKEN"):
+            token = env["AIRLOCK_TOKEN"]
+            warnings.warn("AIRLOCK_TOKEN is deprecated for the agent token: set AIRLOCK_AGENT_TOKEN", DeprecationWarning, stacklevel=2)
+        if not token:
+            raise ValueError("airlock client: set AIRLOCK_AGENT_TOKEN to an agent token (airlock tokens create --role agent)")
+        return cls(env.get("AIRLOCK_URL") or "http://127.0.0.1:8080", token, **kw)
+
     # Instances.
 
     def register_instance(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
@@ -181,14 +202,35 @@ class Client:
         body: JsonObject = {"name": name}
         if metadata is not None:
             body["metadata"] = metadata
-        return self._do("POST", "/v1/instances", body=body, want=(201,))
+        return self._do("POST", "/v1/instances", body=body, want=(201,),
+                        check=lambda b: _id_is(b) or (None if b.get("name") == name else
+                                                      f"it names instance {b.get('name')!r}, not {name!r}"))
+
+    def instance_named(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
+        """This agent's instance called name, registered only when there is none.
+
+        A restarted agent keeps its instance, and with it the gate's
+        idempotency keys: a call asked before the restart finds its request
+        instead of asking again. Two processes that register at once settle
+        on the oldest instance of that name; the other deletes its own, still
+        empty, one. Hooks find their session's instance the same way.
+        """
+        found = _oldest_named(self.list_instances(), name)
+        if found is not None:
+            return found
+        mine = self.register_instance(name, metadata)
+        first = _oldest_named(self.list_instances(), name)
+        if first is not None and first["id"] != mine["id"]:
+            self.delete_instance(mine["id"])
+            return first
+        return mine
 
     def list_instances(self) -> List[JsonObject]:
         """The instances the caller may see, newest first, with their pending counts."""
-        return self._do("GET", "/v1/instances", retry=True)["items"]
+        return self._do("GET", "/v1/instances", retry=True, check=_items_are)["items"]
 
     def get_instance(self, instance_id: str) -> JsonObject:
-        return self._do("GET", f"/v1/instances/{_q(instance_id)}", retry=True)
+        return self._do("GET", f"/v1/instances/{_q(instance_id)}", retry=True, check=lambda b: _id_is(b, instance_id))
 
     def delete_instance(self, instance_id: str) -> int:
         """Deletes an instance, cancelling all its pending requests in one step; returns how many."""
@@ -211,7 +253,10 @@ class Client:
         status: List[int] = []
         r = self._do("POST", f"/v1/instances/{_q(instance_id)}/approval-requests",
                      raw=_create_body(tool, arguments, timeout, agent_reasoning, context),
-                     headers={"Idempotency-Key": idempotency_key}, retry=True, want=(201, 200), on_status=status.append)
+                     headers={"Idempotency-Key": idempotency_key}, retry=True, want=(201, 200), on_status=status.append,
+                     check=lambda b: _request_is(b) or (
+                         f"it belongs to instance {b.get('instance_id')!r}, not {instance_id!r}" if b.get("instance_id") != instance_id else
+                         f"it asks about tool {b.get('tool')!r}, not {tool!r}" if b.get("tool") != tool else None))
         return r, status[-1] == 201
 
     def get_request(self, request_id: str) -> JsonObject:
@@ -221,7 +266,8 @@ class Client:
     def long_poll_request(self, request_id: str, wait: float) -> JsonObject:
         """Reads a request, holding the answer until it is terminal or ``wait`` seconds have passed (0 reads at once)."""
         query = {"wait": f"{int(wait * 1000)}ms"} if wait > 0 else None
-        return self._do("GET", f"/v1/approval-requests/{_q(request_id)}", query=query, retry=True, extra=max(wait, 0))
+        return self._do("GET", f"/v1/approval-requests/{_q(request_id)}", query=query, retry=True, extra=max(wait, 0),
+                        check=lambda b: _request_is(b, request_id))
 
     def wait_request(self, request_id: str, *, poll_wait: Optional[float] = None,
                      on_pending: Optional[Callable[[JsonObject], None]] = None,
@@ -257,7 +303,7 @@ class Client:
         """One page of requests, newest first (reviewers all, agents their own): {items, next_cursor?}."""
         q = {"state": state, "instance_id": instance_id, "tool": tool, "kind": kind, "cursor": cursor,
              "limit": None if limit is None else str(limit)}
-        return self._do("GET", "/v1/approval-requests", query=q, retry=True)
+        return self._do("GET", "/v1/approval-requests", query=q, retry=True, check=_items_are)
 
     def all_requests(self, **filters: Any) -> Iterator[JsonObject]:
         """Iterates over every request the filter selects, page by page, newest first."""
@@ -270,7 +316,8 @@ class Client:
 
     def cancel_request(self, request_id: str) -> JsonObject:
         """Withdraws a pending request of the caller's."""
-        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/cancel", retry=True)
+        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/cancel", retry=True,
+                        check=lambda b: _request_is(b, request_id))
 
     def decide(self, request_id: str, status: str, *, note: Optional[str] = None, answer: Optional[str] = None,
                valid_for: Optional[str] = None, grant: Optional[JsonObject] = None) -> JsonObject:
@@ -281,7 +328,8 @@ class Client:
         """
         body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for,
                                   "grant": grant}.items() if v is not None}
-        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body)
+        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body,
+                        check=lambda b: _request_is(b, request_id))
 
     def approve(self, request_id: str, note: Optional[str] = None) -> JsonObject:
         return self.decide(request_id, "approved", note=note)
@@ -295,16 +343,21 @@ class Client:
         Refused at or after expires_at (approval_expired), a second time
         (already_executed) and unless approved (not_approved). Never retried:
         only one claim can succeed, so a retry could not tell a win from a
-        loss. The Gate handles that case.
+        loss. The Gate handles that case. A success whose body is not this
+        request, approved, with its execution claimed is a
+        :class:`MalformedAnswerError`: nothing may run on it.
         """
-        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/execution")
+        return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/execution",
+                        check=lambda b: claimed_is(b, request_id))
 
     def report_execution(self, request_id: str, status: str, detail: Optional[str] = None) -> JsonObject:
         """Records the claimed execution's outcome: succeeded, failed or unknown. Repeating it is harmless."""
         body: JsonObject = {"status": status}
         if detail:
             body["detail"] = detail
-        return self._do("PUT", f"/v1/approval-requests/{_q(request_id)}/execution", body=body, retry=True)
+        return self._do("PUT", f"/v1/approval-requests/{_q(request_id)}/execution", body=body, retry=True,
+                        check=lambda b: _request_is(b, request_id) or (
+                            None if isinstance(b.get("execution"), dict) else "it shows no execution"))
 
     # Events.
 
@@ -410,7 +463,7 @@ class Client:
         return self._do("PATCH", f"/v1/work-items/{_q(item_id)}", body=body)
 
     def list_sessions(self) -> List[JsonObject]:
-        return self._do("GET", "/v1/sessions", retry=True)["items"]
+        return self._do("GET", "/v1/sessions", retry=True, check=_items_are)["items"]
 
     # Tokens.
 
@@ -424,7 +477,7 @@ class Client:
         return self._do("POST", "/v1/tokens", body=body, want=(201,))
 
     def list_tokens(self) -> List[JsonObject]:
-        return self._do("GET", "/v1/tokens", retry=True)["items"]
+        return self._do("GET", "/v1/tokens", retry=True, check=_items_are)["items"]
 
     def revoke_token(self, token_id: str) -> JsonObject:
         """Revokes a token (admins); it stops working at once."""
@@ -444,7 +497,7 @@ class Client:
 
     def list_grants(self, *, state: Optional[str] = None, tool: Optional[str] = None) -> List[JsonObject]:
         """Grants, newest first, with their uses left; state="live" for the live ones only."""
-        return self._do("GET", "/v1/grants", query={"state": state, "tool": tool}, retry=True)["items"]
+        return self._do("GET", "/v1/grants", query={"state": state, "tool": tool}, retry=True, check=_items_are)["items"]
 
     def get_grant(self, grant_id: str) -> JsonObject:
         return self._do("GET", f"/v1/grants/{_q(grant_id)}", retry=True)
@@ -472,7 +525,7 @@ class Client:
 
     def list_webhooks(self) -> List[JsonObject]:
         """The webhook endpoints, oldest first, without secrets."""
-        return self._do("GET", "/v1/webhooks", retry=True)["items"]
+        return self._do("GET", "/v1/webhooks", retry=True, check=_items_are)["items"]
 
     def get_webhook(self, webhook_id: str) -> JsonObject:
         """Reads a webhook endpoint, without its secret."""
@@ -500,7 +553,7 @@ class Client:
 
     def list_reviewers(self) -> List[JsonObject]:
         """The reviewer principals with their Slack user and email address (admins)."""
-        return self._do("GET", "/v1/reviewers", retry=True)["items"]
+        return self._do("GET", "/v1/reviewers", retry=True, check=_items_are)["items"]
 
     def link_reviewer(self, principal: str, *, slack_user_id: Optional[str] = None, email: Optional[str] = None) -> JsonObject:
         """Replaces a principal's link (admins): a field left out is cleared, neither removes it.
@@ -538,7 +591,10 @@ class Client:
     def _do(self, method: str, path: str, *, body: Optional[JsonObject] = None, raw: Optional[str] = None,
             query: Optional[Dict[str, Optional[str]]] = None, headers: Optional[Dict[str, str]] = None,
             retry: bool = False, extra: float = 0.0, want: Tuple[int, ...] = (200,), text: bool = False,
-            on_status: Optional[Callable[[int], None]] = None) -> Any:
+            on_status: Optional[Callable[[int], None]] = None,
+            check: Optional[Callable[[JsonObject], Optional[str]]] = None) -> Any:
+        """Sends one call, with retries when ``retry``; a success's body is a JSON object (``check`` says
+        whether it is the resource asked for), the text with ``text``, or None for a 204 where one is wanted."""
         data: Optional[bytes] = None
         if body is not None:
             raw = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
@@ -571,6 +627,9 @@ class Client:
                     continue
                 raise last
             if status not in want:
+                if 200 <= status < 300:
+                    # Another success than the operation's is no answer to believe: a 204 to a claim ran nothing.
+                    raise MalformedAnswerError(method, path, status, f"the status is not {' or '.join(map(str, want))}")
                 last = _decode_error(method, path, status, rh, payload)
                 if _retryable(retry, last):
                     continue
@@ -579,12 +638,20 @@ class Client:
                 on_status(status)
             if text:
                 return payload.decode("utf-8")
-            if not payload:
+            if status == 204:
                 return None
+            if not payload.strip():
+                raise MalformedAnswerError(method, path, status, "the body is empty")
             try:
-                return json.loads(payload)
+                got = json.loads(payload)
             except ValueError as e:
-                raise ValueError(f"{method} {path}: decode {status} answer: {e}") from e
+                raise MalformedAnswerError(method, path, status, f"the body is not JSON ({e}): {_clip(payload)}") from None
+            if not isinstance(got, dict):
+                raise MalformedAnswerError(method, path, status, f"the body is not a JSON object: {_clip(payload)}")
+            wrong = check(got) if check is not None else None
+            if wrong is not None:
+                raise MalformedAnswerError(method, path, status, wrong)
+            return got
         assert last is not None
         raise last
 
@@ -682,3 +749,57 @@ def _sleep(seconds: float, cancel: Optional[threading.Event]) -> None:
         time.sleep(seconds)
     else:
         cancel.wait(seconds)
+
+
+_STATES = ("pending", "approved", "denied", "expired", "cancelled")
+
+
+def _clip(payload: bytes) -> str:
+    t = payload.decode("utf-8", "replace").strip()
+    return t[:120] + "…" if len(t) > 120 else t
+
+
+def _id_is(b: JsonObject, want: Optional[str] = None) -> Optional[str]:
+    """What is wrong with a resource's id: none, or not the one asked about."""
+    got = b.get("id")
+    if not isinstance(got, str) or not got:
+        return "it has no id"
+    if want is not None and got != want:
+        return f"it is {got!r}, not {want!r}"
+    return None
+
+
+def _request_is(b: JsonObject, want: Optional[str] = None) -> Optional[str]:
+    """What is wrong with an approval request: no id, another request's id, no known state."""
+    return _id_is(b, want) or (None if b.get("state") in _STATES else f"its state {b.get('state')!r} is not a request's state")
+
+
+def claimed_is(b: Any, want: str) -> Optional[str]:
+    """What is wrong with a claim's answer: it must be the same request, approved, with its execution claimed.
+
+    The Gate runs a call only on such an answer.
+    """
+    if not isinstance(b, dict):
+        return "it is not a request"
+    wrong = _request_is(b, want)
+    if wrong is not None:
+        return wrong
+    if b["state"] != "approved":
+        return f"it is {b['state']}, not approved"
+    ex = b.get("execution")
+    if not isinstance(ex, dict) or ex.get("status") != "claimed":
+        return "it does not show the execution claimed"
+    return None
+
+
+def _items_are(b: JsonObject) -> Optional[str]:
+    return None if isinstance(b.get("items"), list) else "it has no items list"
+
+
+def _oldest_named(items: List[JsonObject], name: str) -> Optional[JsonObject]:
+    """The oldest of the instances called name (the API lists only live ones)."""
+    from .gate import parse_time
+    found = [i for i in items if i.get("name") == name]
+    if not found:
+        return None
+    return min(found, key=lambda i: (parse_time(i["created_at"]), i["id"]))

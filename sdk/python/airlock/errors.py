@@ -43,6 +43,24 @@ class NetworkError(Exception):
         super().__init__(f"{method} {path}: no answer from the Airlock server: {cause}")
 
 
+class MalformedAnswerError(Exception):
+    """A success status whose body is not what the call expects.
+
+    Empty, not JSON (a proxy's HTML page), cut short, or another resource
+    than the one asked about (another request's id, a claim that does not
+    show the execution claimed). An adapter believes only what it can
+    check, so it acts on such an answer as on no answer: nothing is run or
+    approved on it.
+    """
+
+    def __init__(self, method: str, path: str, status: int, reason: str) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.reason = reason
+        super().__init__(f"{method} {path}: the server's {status} answer cannot be trusted: {reason}")
+
+
 def is_code(err: BaseException, *codes: str) -> bool:
     """Whether err is an answer of the server with one of codes."""
     return isinstance(err, AirlockError) and err.code is not None and err.code in codes

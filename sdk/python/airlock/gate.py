@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
-from .client import Client, WaitCancelled, check_idempotency_key
+from .client import Client, WaitCancelled, check_idempotency_key, claimed_is
 from .errors import (AirlockError, AlreadyExecutedError, CancelledError, DeniedError, ExpiredError,
-                     InterruptedRunError, LapsedError, OutcomeUnknown, ToolError, is_code)
+                     InterruptedRunError, LapsedError, MalformedAnswerError, OutcomeUnknown, ToolError, is_code)
 from .journal import Entry, Journal
 
 T = TypeVar("T")
@@ -256,7 +256,14 @@ class Gate:
         if self._now() >= expires:
             raise LapsedError(r)
 
+        rid = r["id"]
         r = self._claim(key, r)
+        # The call runs only on what the claim's answer shows: this request,
+        # approved, its execution claimed. The client checks it too; this is
+        # the last word before anything runs.
+        wrong = claimed_is(r, rid)
+        if wrong is not None:
+            raise MalformedAnswerError("POST", f"/v1/approval-requests/{rid}/execution", 200, wrong)
         try:
             self._journal.append(key, "claimed", r["id"])
         except OSError as err:
@@ -313,7 +320,8 @@ class Gate:
     def _send_claim(self, key: str, r: JsonObject) -> JsonObject:
         """Sends the claim.
 
-        When its answer is lost, the request is read to learn whether it
+        When its answer is lost, or is a success that cannot be trusted
+        (empty, not JSON, another request's), the request is read to learn whether it
         landed: if not, the claim is sent again; if so, nobody can tell
         whether it was this gate's, so the call does not start and is
         reported unknown.
@@ -329,7 +337,7 @@ class Gate:
                     self._journal.append(key, "refused", r["id"], err.code)
                     raise self._refusal(r, err) from None
                 last = err
-            except Exception as err:  # noqa: BLE001 - no answer: find out below whether it landed
+            except Exception as err:  # noqa: BLE001 - no answer, or none to believe: find out below whether it landed
                 last = err
             try:
                 now = self.client.get_request(r["id"])

@@ -378,6 +378,28 @@ class ClientTest(unittest.TestCase):
             self.assertEqual((cm.exception.code, cm.exception.status), ("not_found", 404))
         self.assertEqual(ws.admin.list_webhooks(), [])
 
+    def test_instance_named_registers_once_and_two_at_once_settle_on_one(self) -> None:
+        got: List[str] = []
+        ts = [threading.Thread(target=lambda: got.append(srv.agent.instance_named("py named twice")["id"])) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(len(set(got)), 1, got)
+        self.assertEqual(srv.agent.instance_named("py named twice")["id"], got[0])
+        self.assertEqual([i["id"] for i in srv.agent.list_instances() if i["name"] == "py named twice"], got[:1])
+
+    def test_from_env_reads_the_agent_token_and_the_old_name_with_a_warning(self) -> None:
+        c = Client.from_env({"AIRLOCK_URL": srv.url, "AIRLOCK_AGENT_TOKEN": srv.agent_token, "AIRLOCK_TOKEN": "wrong"})
+        self.assertEqual(c.base_url, srv.url)
+        self.assertIsInstance(c.list_instances(), list)
+        with self.assertWarnsRegex(DeprecationWarning, "set AIRLOCK_AGENT_TOKEN"):
+            old = Client.from_env({"AIRLOCK_URL": srv.url, "AIRLOCK_TOKEN": srv.agent_token})
+        self.assertIsInstance(old.list_instances(), list)
+        self.assertEqual(Client.from_env({"AIRLOCK_AGENT_TOKEN": "x"}).base_url, "http://127.0.0.1:8080")
+        with self.assertRaisesRegex(ValueError, "set AIRLOCK_AGENT_TOKEN"):
+            Client.from_env({})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,4 +1,4 @@
-import { AirlockError, NetworkError } from './errors.js';
+import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
   ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
   CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
@@ -63,8 +63,10 @@ interface Call {
   extraMs?: number;
   /** Success statuses (default [200]). */
   want?: number[];
-  /** How to read a success body (default json). */
+  /** How to read a success body (default json: an object, never empty). */
   as?: 'json' | 'text' | 'none';
+  /** Checks a JSON body is the resource asked for; returns what is wrong, or undefined. */
+  check?: (body: Record<string, unknown>) => string | undefined;
   signal?: AbortSignal;
 }
 
@@ -109,21 +111,61 @@ export class AirlockClient {
     this.userAgent = opts.userAgent ?? 'airlock-typescript-sdk';
   }
 
+  /**
+   * A client for an agent, configured as Airlock's own adapters are:
+   * AIRLOCK_URL (default http://127.0.0.1:8080) and the agent token in
+   * AIRLOCK_AGENT_TOKEN. AIRLOCK_TOKEN, its older name, still works, with
+   * a deprecation warning: for the CLI it names a reviewer's or admin's
+   * token, and one variable with two meanings is how the wrong one gets used.
+   */
+  static fromEnv(opts: Partial<ClientOptions> = {}, env: Record<string, string | undefined> = process.env): AirlockClient {
+    let token = env.AIRLOCK_AGENT_TOKEN;
+    if (!token && env.AIRLOCK_TOKEN) {
+      token = env.AIRLOCK_TOKEN;
+      process.emitWarning('AIRLOCK_TOKEN is deprecated for the agent token: set AIRLOCK_AGENT_TOKEN', 'DeprecationWarning');
+    }
+    if (!token) throw new TypeError('airlock client: set AIRLOCK_AGENT_TOKEN to an agent token (airlock tokens create --role agent)');
+    return new AirlockClient({ ...opts, baseUrl: opts.baseUrl ?? (env.AIRLOCK_URL || 'http://127.0.0.1:8080'), token });
+  }
+
   // Instances.
 
   /** Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second instance behind. */
   async registerInstance(name: string, metadata?: JsonObject, o?: CallOptions): Promise<Instance> {
-    return this.do<Instance>({ method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata }), want: [201], signal: o?.signal });
+    return this.do<Instance>({
+      method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata }), want: [201], signal: o?.signal,
+      check: (b) => idIs(b) ?? (b.name === name ? undefined : `it names instance ${JSON.stringify(b.name)}, not ${JSON.stringify(name)}`),
+    });
+  }
+
+  /**
+   * Returns this agent's instance called name, registering it only when
+   * there is none, so a restarted agent keeps its instance (and with it the
+   * gate's idempotency keys: a call asked before the restart finds its
+   * request instead of asking again). Two processes that register at once
+   * settle on the oldest instance of that name; the other deletes its own,
+   * still empty, one. Hooks find their session's instance the same way.
+   */
+  async instanceNamed(name: string, metadata?: JsonObject, o?: CallOptions): Promise<Instance> {
+    const found = oldestNamed(await this.listInstances(o), name);
+    if (found) return found;
+    const mine = await this.registerInstance(name, metadata, o);
+    const first = oldestNamed(await this.listInstances(o), name);
+    if (first && first.id !== mine.id) {
+      await this.deleteInstance(mine.id, o);
+      return first;
+    }
+    return mine;
   }
 
   /** Lists the instances the caller may see, newest first, with their pending counts. */
   async listInstances(o?: CallOptions): Promise<Instance[]> {
-    return (await this.do<{ items: Instance[] }>({ method: 'GET', path: '/v1/instances', retry: true, signal: o?.signal })).items;
+    return (await this.do<{ items: Instance[] }>({ method: 'GET', path: '/v1/instances', retry: true, signal: o?.signal, check: itemsAre })).items;
   }
 
   /** Reads an instance with its count of pending requests. */
   async getInstance(id: string, o?: CallOptions): Promise<Instance> {
-    return this.do({ method: 'GET', path: `/v1/instances/${enc(id)}`, retry: true, signal: o?.signal });
+    return this.do({ method: 'GET', path: `/v1/instances/${enc(id)}`, retry: true, signal: o?.signal, check: (b) => idIs(b, id) });
   }
 
   /** Deletes an instance, cancelling all its pending requests in one step; returns how many. */
@@ -145,6 +187,9 @@ export class AirlockClient {
     const request = await this.do<ApprovalRequest>({
       method: 'POST', path: `/v1/instances/${enc(instanceId)}/approval-requests`, body: createBody(input),
       headers: { 'Idempotency-Key': idempotencyKey }, retry: true, want: [201, 200], signal: o?.signal,
+      check: (b) => requestIs(b) ?? (b.instance_id !== instanceId
+        ? `it belongs to instance ${JSON.stringify(b.instance_id)}, not ${JSON.stringify(instanceId)}`
+        : b.tool !== input.tool ? `it asks about tool ${JSON.stringify(b.tool)}, not ${JSON.stringify(input.tool)}` : undefined),
     }, (s) => { status = s; });
     return { request, created: status === 201 };
   }
@@ -156,7 +201,7 @@ export class AirlockClient {
 
   /** Reads a request, holding the answer until it is terminal or waitMs has passed (0 reads at once). */
   async longPollRequest(id: string, waitMs: number, o?: CallOptions): Promise<ApprovalRequest> {
-    const call: Call = { method: 'GET', path: `/v1/approval-requests/${enc(id)}`, retry: true, signal: o?.signal };
+    const call: Call = { method: 'GET', path: `/v1/approval-requests/${enc(id)}`, retry: true, signal: o?.signal, check: (b) => requestIs(b, id) };
     if (waitMs > 0) {
       call.query = { wait: `${Math.ceil(waitMs)}ms` };
       call.extraMs = waitMs;
@@ -192,6 +237,7 @@ export class AirlockClient {
   async listRequests(opts: ListRequestsOptions = {}, o?: CallOptions): Promise<RequestPage> {
     return this.do({
       method: 'GET', path: '/v1/approval-requests', retry: true, signal: o?.signal,
+      check: itemsAre,
       query: {
         state: opts.state, instance_id: opts.instance_id, tool: opts.tool, kind: opts.kind, cursor: opts.cursor,
         limit: opts.limit === undefined ? undefined : String(opts.limit),
@@ -212,12 +258,12 @@ export class AirlockClient {
 
   /** Withdraws a pending request of the caller's. A retry whose first attempt landed answers not_pending with state cancelled. */
   async cancelRequest(id: string, o?: CallOptions): Promise<ApprovalRequest> {
-    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/cancel`, retry: true, signal: o?.signal });
+    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/cancel`, retry: true, signal: o?.signal, check: (b) => requestIs(b, id) });
   }
 
   /** Records a reviewer's decision. Not retried on network errors (a lost answer may have been a decision): read the request to learn what holds. */
   async decide(id: string, input: DecisionInput, o?: CallOptions): Promise<ApprovalRequest> {
-    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/decision`, body: JSON.stringify(input), signal: o?.signal });
+    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/decision`, body: JSON.stringify(input), signal: o?.signal, check: (b) => requestIs(b, id) });
   }
 
   async approve(id: string, note?: string, o?: CallOptions): Promise<ApprovalRequest> {
@@ -233,10 +279,12 @@ export class AirlockClient {
    * after expires_at (approval_expired), a second time (already_executed)
    * and unless approved (not_approved). Never retried on a network error:
    * only one claim can ever succeed, so a retry could not tell a win from a
-   * loss. The Gate handles that case.
+   * loss. The Gate handles that case. A success whose body is not this
+   * request, approved, with its execution claimed is a MalformedAnswerError:
+   * nothing may run on it.
    */
   async claimExecution(id: string, o?: CallOptions): Promise<ApprovalRequest> {
-    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/execution`, signal: o?.signal });
+    return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/execution`, signal: o?.signal, check: (b) => claimedIs(b, id) });
   }
 
   /** Records the claimed execution's outcome. Reporting the same outcome again is harmless, so it is retried. */
@@ -244,6 +292,7 @@ export class AirlockClient {
     return this.do({
       method: 'PUT', path: `/v1/approval-requests/${enc(id)}/execution`, retry: true, signal: o?.signal,
       body: JSON.stringify({ status, detail: detail || undefined }),
+      check: (b) => requestIs(b, id) ?? (isObject(b.execution) ? undefined : 'it shows no execution'),
     });
   }
 
@@ -372,7 +421,7 @@ export class AirlockClient {
   // Sessions and tokens.
 
   async listSessions(o?: CallOptions): Promise<Session[]> {
-    return (await this.do<{ items: Session[] }>({ method: 'GET', path: '/v1/sessions', retry: true, signal: o?.signal })).items;
+    return (await this.do<{ items: Session[] }>({ method: 'GET', path: '/v1/sessions', retry: true, signal: o?.signal, check: itemsAre })).items;
   }
 
   /** Mints a token (admins); the secret is in this answer only. Not retried: that could mint two. */
@@ -381,7 +430,7 @@ export class AirlockClient {
   }
 
   async listTokens(o?: CallOptions): Promise<Token[]> {
-    return (await this.do<{ items: Token[] }>({ method: 'GET', path: '/v1/tokens', retry: true, signal: o?.signal })).items;
+    return (await this.do<{ items: Token[] }>({ method: 'GET', path: '/v1/tokens', retry: true, signal: o?.signal, check: itemsAre })).items;
   }
 
   /** Revokes a token (admins); it stops working at once. Revoking twice keeps the first time. */
@@ -398,7 +447,7 @@ export class AirlockClient {
 
   /** Lists grants, newest first, with their uses left: only the live ones with { state: 'live' }. */
   async listGrants(opts: { state?: 'live' | 'all'; tool?: string } = {}, o?: CallOptions): Promise<Grant[]> {
-    return (await this.do<{ items: Grant[] }>({ method: 'GET', path: '/v1/grants', query: { state: opts.state, tool: opts.tool }, retry: true, signal: o?.signal })).items;
+    return (await this.do<{ items: Grant[] }>({ method: 'GET', path: '/v1/grants', query: { state: opts.state, tool: opts.tool }, retry: true, signal: o?.signal, check: itemsAre })).items;
   }
 
   /** Reads a grant. */
@@ -425,7 +474,7 @@ export class AirlockClient {
 
   /** Lists the webhook endpoints, oldest first, without secrets. */
   async listWebhooks(o?: CallOptions): Promise<Webhook[]> {
-    return (await this.do<{ items: Webhook[] }>({ method: 'GET', path: '/v1/webhooks', retry: true, signal: o?.signal })).items;
+    return (await this.do<{ items: Webhook[] }>({ method: 'GET', path: '/v1/webhooks', retry: true, signal: o?.signal, check: itemsAre })).items;
   }
 
   /** Reads a webhook endpoint, without its secret. */
@@ -460,7 +509,7 @@ export class AirlockClient {
 
   /** Lists the reviewer principals with their Slack user and email address. */
   async listReviewers(o?: CallOptions): Promise<Reviewer[]> {
-    return (await this.do<{ items: Reviewer[] }>({ method: 'GET', path: '/v1/reviewers', retry: true, signal: o?.signal })).items;
+    return (await this.do<{ items: Reviewer[] }>({ method: 'GET', path: '/v1/reviewers', retry: true, signal: o?.signal, check: itemsAre })).items;
   }
 
   /** Replaces a principal's link (a field left out is cleared; neither removes it). The same link put again changes nothing, so it is retried. */
@@ -549,16 +598,28 @@ export class AirlockClient {
       if (call.signal?.aborted) throw call.signal.reason ?? err;
       throw new NetworkError(call.method, call.path, err);
     }
-    if (!(call.want ?? [200]).includes(res.status)) {
+    const want = call.want ?? [200];
+    if (!want.includes(res.status)) {
+      // Another success than the operation's is no answer to believe: a 204 to a claim ran nothing.
+      if (res.status >= 200 && res.status < 300) {
+        throw new MalformedAnswerError(call.method, call.path, res.status, `the status is not ${want.join(' or ')}`);
+      }
       throw await decodeError(call.method, call.path, res, text);
     }
     if (call.as === 'text') return { status: res.status, body: text };
-    if (call.as === 'none' || text === '') return { status: res.status, body: undefined };
+    if (call.as === 'none') return { status: res.status, body: undefined };
+    const bad = (reason: string) => new MalformedAnswerError(call.method, call.path, res.status, reason);
+    if (text.trim() === '') throw bad('the body is empty');
+    let body: unknown;
     try {
-      return { status: res.status, body: JSON.parse(text) };
+      body = JSON.parse(text);
     } catch (err) {
-      throw new Error(`${call.method} ${call.path}: decode ${res.status} answer: ${(err as Error).message}`);
+      throw bad(`the body is not JSON (${(err as Error).message}): ${clip(text)}`);
     }
+    if (!isObject(body)) throw bad(`the body is not a JSON object: ${clip(text)}`);
+    const wrong = call.check?.(body);
+    if (wrong !== undefined) throw bad(wrong);
+    return { status: res.status, body };
   }
 }
 
@@ -616,6 +677,60 @@ async function decodeError(method: string, path: string, res: Response, text?: s
     status: res.status, method, path, retryAfterMs,
     detail: 'the server answered without a problem document: ' + (body || res.statusText || String(res.status)),
   });
+}
+
+const states = new Set<string>(['pending', 'approved', 'denied', 'expired', 'cancelled']);
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function clip(text: string): string {
+  const t = text.trim();
+  return t.length > 120 ? t.slice(0, 120) + '…' : t;
+}
+
+/** What is wrong with a resource's id: none, or not the one asked about. */
+function idIs(b: Record<string, unknown>, want?: string): string | undefined {
+  if (typeof b.id !== 'string' || b.id === '') return 'it has no id';
+  if (want !== undefined && b.id !== want) return `it is ${JSON.stringify(b.id)}, not ${JSON.stringify(want)}`;
+  return undefined;
+}
+
+/** What is wrong with an approval request: no id, another request's id, no known state. */
+function requestIs(b: Record<string, unknown>, want?: string): string | undefined {
+  return idIs(b, want) ?? (typeof b.state === 'string' && states.has(b.state) ? undefined : `its state ${JSON.stringify(b.state)} is not a request's state`);
+}
+
+/**
+ * What is wrong with a claim's answer: it must be the same request,
+ * approved, with its execution claimed. The Gate runs a call only on such
+ * an answer.
+ */
+export function claimedIs(b: unknown, want: string): string | undefined {
+  if (!isObject(b)) return 'it is not a request';
+  const wrong = requestIs(b, want);
+  if (wrong !== undefined) return wrong;
+  if (b.state !== 'approved') return `it is ${b.state}, not approved`;
+  const ex = b.execution;
+  if (!isObject(ex) || ex.status !== 'claimed') return 'it does not show the execution claimed';
+  return undefined;
+}
+
+function itemsAre(b: Record<string, unknown>): string | undefined {
+  return Array.isArray(b.items) ? undefined : 'it has no items list';
+}
+
+/** The oldest of the instances called name (the API lists only live ones). */
+function oldestNamed(list: Instance[], name: string): Instance | undefined {
+  let best: Instance | undefined;
+  for (const i of list) {
+    if (i.name !== name) continue;
+    const a = Date.parse(i.created_at);
+    const b = best ? Date.parse(best.created_at) : NaN;
+    if (!best || a < b || (a === b && i.id < best.id)) best = i;
+  }
+  return best;
 }
 
 /** Writes a create body so the arguments and context given as JSON text go out byte for byte. */

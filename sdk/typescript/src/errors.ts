@@ -44,6 +44,20 @@ export class NetworkError extends Error {
   }
 }
 
+/**
+ * A success status whose body is not what the call expects: empty, not JSON
+ * (a proxy's HTML page), cut short, or another resource than the one asked
+ * about (another request's id, a claim that does not show the execution
+ * claimed). An adapter believes only what it can check, so it acts on such
+ * an answer as on no answer: nothing is run or approved on it.
+ */
+export class MalformedAnswerError extends Error {
+  override name = 'MalformedAnswerError';
+  constructor(readonly method: string, readonly path: string, readonly status: number, readonly reason: string) {
+    super(`${method} ${path}: the server's ${status} answer cannot be trusted: ${reason}`);
+  }
+}
+
 /** Reports whether err is an answer of the server with one of codes. */
 export function isCode(err: unknown, ...codes: Code[]): boolean {
   return err instanceof AirlockError && err.code !== undefined && codes.includes(err.code);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { AirlockClient, checkIdempotencyKey, sleep, type CallOptions } from './client.js';
+import { AirlockClient, checkIdempotencyKey, claimedIs, sleep, type CallOptions } from './client.js';
 import {
-  AirlockError, AlreadyExecutedError, CancelledError, DeniedError, ExpiredError, InterruptedError, LapsedError,
+  AirlockError, AlreadyExecutedError, CancelledError, DeniedError, ExpiredError, InterruptedError, LapsedError, MalformedAnswerError,
   OutcomeUnknownError, ToolError, isCode,
 } from './errors.js';
 import { Journal, settled, type Entry } from './journal.js';
@@ -314,7 +314,13 @@ export class Gate {
     if (Number.isNaN(expiresAt)) throw new Error(`airlock gate: approved request ${r.id} has no expires_at`);
     if (this.now() >= expiresAt) throw new LapsedError(r);
 
+    const id = r.id;
     r = await this.claim(key, r, signal);
+    // The call runs only on what the claim's answer shows: this request,
+    // approved, its execution claimed. The client checks it too; this is
+    // the last word before anything runs.
+    const wrong = claimedIs(r, id);
+    if (wrong !== undefined) throw new MalformedAnswerError('POST', `/v1/approval-requests/${id}/execution`, 200, wrong);
     try {
       this.journal.append(key, 'claimed', r.id);
     } catch (err) {
@@ -378,7 +384,8 @@ export class Gate {
   }
 
   /**
-   * Sends the claim. When its answer is lost, the request is read to learn
+   * Sends the claim. When its answer is lost, or is a success that cannot
+   * be trusted (empty, not JSON, another request's), the request is read to learn
    * whether it landed: if not, the claim is sent again; if so, nobody can
    * tell whether it was this gate's, so the call does not start and is
    * reported unknown.
@@ -402,7 +409,7 @@ export class Gate {
         }
         lastErr = err;
       }
-      // No answer: did the claim land?
+      // No answer, or none to believe: did the claim land?
       const now = await this.client.getRequest(r.id, { signal: AbortSignal.timeout(30_000) }).catch((rerr: unknown) => {
         throw new Error(`airlock gate: claim ${r.id}: ${(lastErr as Error).message}; and reading it back: ${(rerr as Error).message}`, { cause: lastErr });
       });

@@ -4,7 +4,7 @@
 export { AirlockClient, transient, checkIdempotencyKey } from './client.js';
 export type { ClientOptions, RetryOptions, CallOptions, WaitOptions } from './client.js';
 export {
-  AirlockError, NetworkError, isCode, GateError, DeniedError, ExpiredError, CancelledError, LapsedError,
+  AirlockError, NetworkError, MalformedAnswerError, isCode, GateError, DeniedError, ExpiredError, CancelledError, LapsedError,
   AlreadyExecutedError, InterruptedError, ToolError, OutcomeUnknownError,
 } from './errors.js';
 export type { GateOutcome } from './errors.js';

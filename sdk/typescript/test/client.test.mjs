@@ -380,3 +380,23 @@ test('grants: an approval with a grant approves the next same call; list, read, 
   const after = (await srv.agent.createRequest(inst.id, 'ts-grant-3', { tool: 'ts_grant_tool', arguments: { n: 2 } })).request;
   assert.equal(after.state, 'pending');
 });
+
+test('instanceNamed: found by name, registered once; two at once settle on one instance', async () => {
+  const [a, b] = await Promise.all([srv.agent.instanceNamed('named twice'), srv.agent.instanceNamed('named twice')]);
+  assert.equal(a.id, b.id);
+  const again = await srv.agent.instanceNamed('named twice');
+  assert.equal(again.id, a.id);
+  assert.deepEqual((await srv.agent.listInstances()).filter((i) => i.name === 'named twice').map((i) => i.id), [a.id]);
+});
+
+test('fromEnv: AIRLOCK_URL and AIRLOCK_AGENT_TOKEN; AIRLOCK_TOKEN still works, with a warning', async () => {
+  const c = AirlockClient.fromEnv({}, { AIRLOCK_URL: srv.url, AIRLOCK_AGENT_TOKEN: srv.agentToken, AIRLOCK_TOKEN: 'wrong' });
+  assert.equal(c.baseUrl, srv.url);
+  assert.ok((await c.listInstances()) instanceof Array);
+  const warned = new Promise((r) => process.once('warning', r));
+  const old = AirlockClient.fromEnv({}, { AIRLOCK_URL: srv.url, AIRLOCK_TOKEN: srv.agentToken });
+  assert.match((await warned).message, /set AIRLOCK_AGENT_TOKEN/);
+  assert.ok((await old.listInstances()) instanceof Array);
+  assert.equal(AirlockClient.fromEnv({}, { AIRLOCK_AGENT_TOKEN: 'x' }).baseUrl, 'http://127.0.0.1:8080');
+  assert.throws(() => AirlockClient.fromEnv({}, {}), /set AIRLOCK_AGENT_TOKEN/);
+});

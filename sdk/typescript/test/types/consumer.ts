@@ -1,6 +1,7 @@
-// Type-checked (never run) by `npm test`'s pretest: the README's and
-// docs/sdks.md's examples, and each adapter's use, compile against the
-// package's shipped types through its exports map, as a user's code would.
+// Type-checked (never run) by `npm test`'s pretest: each adapter's use
+// compiles against the package's shipped types through its exports map, as
+// a user's code would. The README's and docs' snippets are type-checked and
+// run by test/snippets.test.mjs.
 import { AirlockClient, Gate, DeniedError, describeOutcome, type ApprovalRequest } from '@airlockhq/sdk';
 import { airlockTool as aiTool } from '@airlockhq/sdk/ai';
 import { airlockNode, resumeWhenDecided } from '@airlockhq/sdk/langgraph';
@@ -12,9 +13,9 @@ import { z } from 'zod';
 
 declare function refund(order: string, cents: number): Promise<string>;
 
-export async function readmeExample(): Promise<void> {
-  const client = new AirlockClient({ baseUrl: 'http://127.0.0.1:8080', token: process.env.AIRLOCK_TOKEN! });
-  const { id } = await client.registerInstance('billing-agent');
+export async function coreTypes(): Promise<void> {
+  const client = AirlockClient.fromEnv();
+  const { id } = await client.instanceNamed('billing-agent');
   const gate = new Gate({ client, instanceId: id, journalDir: '.airlock-journal' });
   try {
     const out = await gate.run({ tool: 'refund', arguments: { order: 'A-17', cents: 500 } }, () => refund('A-17', 500));
