@@ -3,8 +3,10 @@ package approvaltoken
 import (
 	"crypto"
 	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 
@@ -93,4 +95,40 @@ func (c Claims) check() error {
 		return fmt.Errorf("approval token expires (%d) at or before it is issued (%d)", c.Expiry, c.IssuedAt)
 	}
 	return nil
+}
+
+// FromSeed returns the key of a 32-byte Ed25519 seed, as the store keeps
+// it.
+func FromSeed(seed []byte) (Key, error) {
+	if len(seed) != ed25519.SeedSize {
+		return Key{}, fmt.Errorf("an Ed25519 seed has %d bytes, not %d", ed25519.SeedSize, len(seed))
+	}
+	return NewKey(ed25519.NewKeyFromSeed(seed))
+}
+
+// Generate returns a new random key.
+func Generate() (Key, error) {
+	_, private, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return Key{}, fmt.Errorf("generate an Ed25519 key: %w", err)
+	}
+	return NewKey(private)
+}
+
+// ParsePrivateKeyPEM reads an Ed25519 private key in PKCS #8 PEM, as
+// `openssl genpkey -algorithm ed25519` writes it.
+func ParsePrivateKeyPEM(data []byte) (Key, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return Key{}, errors.New(`not a PEM "PRIVATE KEY" block: make one with openssl genpkey -algorithm ed25519`)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return Key{}, fmt.Errorf("PKCS #8 private key: %w", err)
+	}
+	private, ok := parsed.(ed25519.PrivateKey)
+	if !ok {
+		return Key{}, fmt.Errorf("the key is %T, not Ed25519: make one with openssl genpkey -algorithm ed25519", parsed)
+	}
+	return NewKey(private)
 }

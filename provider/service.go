@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/store"
 )
 
@@ -66,6 +67,9 @@ type Config struct {
 	// DeliveryQueued, when set, is called after a delivery is queued
 	// outside the fan-out (a test), so that it goes out at once.
 	DeliveryQueued func()
+	// SigningKey, when set, is the one key approval tokens are signed
+	// with (--signing-key-file); the store's keys are then unused.
+	SigningKey *approvaltoken.Key
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -116,6 +120,9 @@ type Service struct {
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
+
+	// keys are the approval tokens' signing keys (signing.go).
+	keys signingKeys
 }
 
 // New returns a Service for cfg.
@@ -171,6 +178,7 @@ func New(cfg Config) (*Service, error) {
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
+		keys: signingKeys{fixed: cfg.SigningKey},
 	}, nil
 }
 
