@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -133,4 +134,74 @@ func signingKey(sk airlock.SigningKey) (approvaltoken.Key, error) {
 		return approvaltoken.Key{}, fmt.Errorf("%s: its seed makes key id %s: the stored key was changed", sk, k.ID)
 	}
 	return k, nil
+}
+
+// signClaim signs the approval token of a request just claimed: the
+// proof, for the tool server, that these arguments were approved for
+// this tool until the approval's expires_at.
+func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, error) {
+	if r.Decision == nil || r.Decision.ExpiresAt == nil || r.Execution == nil {
+		return "", fmt.Errorf("request %s has no approval to sign", r.ID)
+	}
+	if r.Approvals > 1 && len(r.Votes) == 0 {
+		// A quorum's token names every approving vote, which the claim's
+		// answer leaves out.
+		full, err := s.system.GetRequest(ctx, r.ID)
+		if err != nil {
+			return "", err
+		}
+		r.Votes = full.Votes
+	}
+	digest, err := approvaltoken.ArgsDigest(r.Arguments)
+	if err != nil {
+		return "", fmt.Errorf("request %s: %w", r.ID, err)
+	}
+	c := approvaltoken.Claims{
+		Issuer: s.issuer, Subject: r.ID, ID: airlock.NewID("jti_"),
+		IssuedAt: r.Execution.ClaimedAt.Unix(), Expiry: r.Decision.ExpiresAt.Unix(),
+		Tool: r.Tool, ArgsDigest: digest, InstanceID: r.InstanceID,
+		DecidedBy: deciders(r), DecisionSource: decisionSource(r.Decision.DecidedBy),
+	}
+	if c.Expiry <= c.IssuedAt {
+		// The approval ends within the second it was claimed in; a token
+		// of whole seconds cannot say so, and ends a second later.
+		c.Expiry = c.IssuedAt + 1
+	}
+	s.keys.mu.Lock()
+	key := s.keys.active
+	s.keys.mu.Unlock()
+	if key.ID == "" {
+		return "", errors.New("no signing key is loaded (Service.LoadSigningKeys)")
+	}
+	return approvaltoken.Sign(key, c)
+}
+
+// SetIssuer names the server in the tokens it signs (iss): its public
+// URL, else the address it listens on. Call it before serving.
+func (s *Service) SetIssuer(iss string) { s.issuer = iss }
+
+// deciders are the principals whose approval a token carries: every
+// approving vote of a quorum, else the one decider.
+func deciders(r airlock.Request) []approvaltoken.Decider {
+	var out []approvaltoken.Decider
+	for _, v := range r.Votes {
+		if v.Status == airlock.StateApproved {
+			out = append(out, approvaltoken.Decider{Principal: v.Principal, Name: v.Name})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, approvaltoken.Decider{Principal: r.Decision.DecidedBy, Name: r.Decision.DecidedByName})
+	}
+	return out
+}
+
+// decisionSource says who approved: a policy rule, a grant, or a person.
+func decisionSource(decidedBy string) string {
+	if airlock.DecidedByPolicy(decidedBy) {
+		return approvaltoken.SourcePolicy
+	}
+	if _, ok := airlock.GrantOf(decidedBy); ok {
+		return approvaltoken.SourceGrant
+	}
+	return approvaltoken.SourceHuman
 }

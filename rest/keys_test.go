@@ -63,3 +63,32 @@ func TestJWKSAndRotation(t *testing.T) {
 		t.Fatalf("signing keys %v; want the new one active, the old one published until a time", list)
 	}
 }
+
+// TestClaimReturnsApprovalToken: the claim's answer over REST carries a
+// token that verifies against the served key set for exactly the
+// approved call; reading the request again shows no token.
+func TestClaimReturnsApprovalToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.approved(t)
+	r := b.do(t, req{method: "POST", path: "/v1/approval-requests/" + id + "/execution", token: b.agentA})
+	if r.status != http.StatusOK {
+		t.Fatalf("claim: %d %s", r.status, r.body)
+	}
+	token, _ := r.obj(t)["execution"].(map[string]any)["approval_token"].(string)
+	set, err := approvaltoken.ParseKeySet(b.do(t, req{method: "GET", path: "/.well-known/jwks.json"}).body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := set.Verify(token, approvaltoken.Expect{Tool: "issue_refund", Args: []byte(`{"amount": 4900.0}`)})
+	if err != nil || c.Subject != id {
+		t.Fatalf("the claim's token %q: %+v, %v; want it to verify for %s", token, c, err, id)
+	}
+	if _, err := set.Verify(token, approvaltoken.Expect{Tool: "issue_refund", Args: []byte(`{"amount":4901}`)}); err == nil {
+		t.Fatal("the token verifies for other arguments")
+	}
+	again := b.do(t, req{method: "GET", path: "/v1/approval-requests/" + id, token: b.agentA})
+	if strings.Contains(string(again.body), "approval_token") {
+		t.Fatalf("a read shows the token again: %s", again.body)
+	}
+}

@@ -73,7 +73,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		return nil, fmt.Errorf("open database %s: %w", redactDB(cfg.DB), err)
 	}
 	srv, err := server.New(ctx, server.Config{
-		SigningKey: signingKey,
+		SigningKey: signingKey, PublicURL: cfg.PublicURL,
 		Store:      st, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		InboxSessionIdle: cfg.InboxSessionIdle, InboxSessionMax: cfg.InboxSessionMax,

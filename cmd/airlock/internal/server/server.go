@@ -140,6 +140,9 @@ type Config struct {
 	// SigningKey, when set, signs every approval token instead of the
 	// keys kept in the store (--signing-key-file).
 	SigningKey *approvaltoken.Key
+	// PublicURL names the server in the approval tokens it signs (iss);
+	// default the address it listens on.
+	PublicURL string
 
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -312,6 +315,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	if mailer != nil {
 		mailer.DefaultPublicURL("http://" + ln.Addr().String())
+	}
+	if cfg.PublicURL != "" {
+		svc.SetIssuer(cfg.PublicURL)
+	} else {
+		svc.SetIssuer("http://" + ln.Addr().String())
 	}
 	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
 	if err != nil {
