@@ -274,6 +274,10 @@ type Execution struct {
 	Status     ExecutionStatus
 	FinishedAt *time.Time
 	Detail     string
+	// ApprovalToken is the signed proof of the approval that the claim
+	// hands the tool server (docs/tokens.md). Only the claim's own answer
+	// carries it: it is never stored, so it is shown once.
+	ApprovalToken string
 }
 
 // Proposal is an MCP request's proposal: advisory (execute nothing) or a

@@ -106,6 +106,10 @@ type Execution struct {
 	Status     airlock.ExecutionStatus `json:"status"`
 	FinishedAt *time.Time              `json:"finished_at,omitempty"`
 	Detail     string                  `json:"detail,omitempty"`
+	// ApprovalToken is the signed proof of the approval for the tool
+	// server (docs/tokens.md): only the answer of ClaimExecution carries
+	// it.
+	ApprovalToken string `json:"approval_token,omitempty"`
 }
 
 // Proposal is an MCP request's proposal: advisory, or a command Airlock

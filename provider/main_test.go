@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/testkit/callers"
 	"github.com/airlockhq/airlock/policy"
@@ -65,6 +66,8 @@ type options struct {
 	wrap func(store.Store) store.Store
 	// noExpressions leaves Config.Expressions nil: no CEL grants.
 	noExpressions bool
+	// signingKey is Config.SigningKey.
+	signingKey *approvaltoken.Key
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -102,11 +105,14 @@ func setup(t testing.TB, opt options) *bundle {
 	}
 	b.svc, err = New(Config{
 		Store: served, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,
-		Expressions:   expressions,
+		Expressions: expressions, SigningKey: opt.signingKey,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.LoadSigningKeys(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	b.admin = callers.Admin(t, b.svc, "bootstrap-secret-for-tests-"+airlock.NewID(""))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/store"
 )
 
@@ -66,6 +67,12 @@ type Config struct {
 	// DeliveryQueued, when set, is called after a delivery is queued
 	// outside the fan-out (a test), so that it goes out at once.
 	DeliveryQueued func()
+	// SigningKey, when set, is the one key approval tokens are signed
+	// with (--signing-key-file); the store's keys are then unused.
+	SigningKey *approvaltoken.Key
+	// Issuer is the approval tokens' iss: the server's public URL
+	// (default "airlock"; see SetIssuer).
+	Issuer string
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -116,6 +123,11 @@ type Service struct {
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
+
+	// keys are the approval tokens' signing keys, and issuer the tokens'
+	// iss (signing.go).
+	keys   signingKeys
+	issuer string
 }
 
 // New returns a Service for cfg.
@@ -156,6 +168,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxHeavyReads <= 0 {
 		cfg.MaxHeavyReads = DefaultMaxHeavyReads
 	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = "airlock"
+	}
 	if cfg.MaxHeavyReadsPerToken <= 0 {
 		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
 	}
@@ -171,6 +186,7 @@ func New(cfg Config) (*Service, error) {
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
+		keys: signingKeys{fixed: cfg.SigningKey}, issuer: cfg.Issuer,
 	}, nil
 }
 
@@ -626,10 +642,20 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 		return airlock.Request{}, err
 	}
 	r, err := s.storeFor(c).ClaimExecution(ctx, id, c.ID)
-	if err == nil {
-		s.hub.publish(id)
+	if err != nil {
+		return r, err
 	}
-	return r, err
+	s.hub.publish(id)
+	token, err := s.signClaim(ctx, r)
+	if err != nil {
+		// The execution is claimed and cannot be claimed again; without
+		// its proof a tool server that checks refuses the call, which
+		// fails closed. Say so, and hand the claim back.
+		s.log.Error("approval token not signed; tool servers that verify tokens will refuse this call", "request", id, "err", err)
+		return r, nil
+	}
+	r.Execution.ApprovalToken = token
+	return r, nil
 }
 
 // Report records the outcome of the caller's claimed execution.

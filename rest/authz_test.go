@@ -192,6 +192,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /.well-known/jwks.json", func(t *testing.T) req { return req{method: "GET", path: "/.well-known/jwks.json"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /v1/signing-keys", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/signing-keys"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		{"POST /v1/signing-keys/rotate", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/signing-keys/rotate"}
+		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
 	}
 	covered := map[string]bool{}
 	unexpected2xx := 0

@@ -88,4 +88,10 @@ var routes = []route{
 	{"GET /v1/webhooks/{id}/deliveries", true, (*handler).listDeliveries}, // admins
 	{"POST /v1/webhooks/{id}/test", true, (*handler).testWebhook},         // admins
 	{"POST /v1/webhooks/{id}/enable", true, (*handler).enableWebhook},     // admins
+
+	// Approval tokens' keys (docs/tokens.md): the public key set for
+	// verifiers, and the admins' list and rotation.
+	{"GET /.well-known/jwks.json", false, (*handler).jwks},              // anyone
+	{"GET /v1/signing-keys", true, (*handler).listSigningKeys},          // admins
+	{"POST /v1/signing-keys/rotate", true, (*handler).rotateSigningKey}, // admins
 }

@@ -125,6 +125,9 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
+	if err := svc.LoadSigningKeys(ctx); err != nil {
+		t.Fatalf("signing keys: %v", err)
+	}
 	if !o.noScheduler {
 		testkit.Go(t, svc.Run)
 	}

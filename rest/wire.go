@@ -228,6 +228,7 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 		eo.always("status", string(e.Status))
 		eo.timePtr("finished_at", e.FinishedAt)
 		eo.str("detail", e.Detail)
+		eo.str("approval_token", e.ApprovalToken)
 		eo.end()
 	}
 	o.str("title", r.Title)

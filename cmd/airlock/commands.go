@@ -87,6 +87,16 @@ func commands() []command {
 			},
 		},
 		{
+			name:    "keys",
+			args:    "list|rotate [flags]",
+			summary: "List and rotate the keys approval tokens are signed with (admins), on a running server.",
+			about:   "Approval tokens' signing keys on a running server, for admins (docs/tokens.md).",
+			subs: []subcommand{
+				{"list", "", "list the published keys, the active one first (never their private halves)", runKeysList},
+				{"rotate", "", "sign with a new key from now on; the old one stays published until its tokens expire", runKeysRotate},
+			},
+		},
+		{
 			name:    "grants",
 			args:    "list|revoke [flags]",
 			summary: "List and revoke grants, the standing approvals reviewers give (reviewers and admins), on a running server.",

@@ -111,6 +111,11 @@ type Config struct {
 	// share of its window before it ("25%"). Default none.
 	RemindBefore string
 
+	// SigningKeyFile, when set, is an Ed25519 private key (PKCS #8 PEM)
+	// that signs every approval token instead of the keys kept in the
+	// store (docs/tokens.md).
+	SigningKeyFile string
+
 	// PublicURL is the server's address as reviewers reach it (behind a
 	// proxy, say), for the links notifications carry. Default the address
 	// listened on.
@@ -454,6 +459,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
 	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
+	fs.StringVar(&c.SigningKeyFile, "signing-key-file", "", "Ed25519 private key (PKCS #8 PEM, as openssl genpkey -algorithm ed25519 writes it) that signs approval tokens instead of the keys the database keeps; give every replica the same file")
 	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages (default the address listened on)")
 	fs.StringVar(&c.SlackBotToken, "slack-bot-token", "", "Slack bot token (xoxb-…): post each pending request to --slack-channel and update it to the outcome (docs/notifications.md)")
 	fs.StringVar(&c.SlackChannel, "slack-channel", "", "Slack channel ID (C…) requests are posted to; invite the app to it")

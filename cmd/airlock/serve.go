@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
@@ -63,12 +64,17 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 			return nil, usageErrorf("--policy %s: %v", cfg.Policy, err)
 		}
 	}
+	signingKey, err := readSigningKey(cfg.SigningKeyFile)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(ctx, cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", redactDB(cfg.DB), err)
 	}
 	srv, err := server.New(ctx, server.Config{
-		Store: st, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
+		SigningKey: signingKey, PublicURL: cfg.PublicURL,
+		Store:      st, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
 		Limits: cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,
 		InboxSessionIdle: cfg.InboxSessionIdle, InboxSessionMax: cfg.InboxSessionMax,
 		OIDC: cfg.OIDC(), NoInboxTokenSignIn: cfg.NoInboxTokenSignIn,
@@ -167,4 +173,21 @@ func newLogger(cfg Config, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// readSigningKey reads --signing-key-file; nil when it is not set, so the
+// store's keys sign.
+func readSigningKey(path string) (*approvaltoken.Key, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErrorf("--signing-key-file: %v", err)
+	}
+	k, err := approvaltoken.ParsePrivateKeyPEM(data)
+	if err != nil {
+		return nil, usageErrorf("--signing-key-file %s: %v", path, err)
+	}
+	return &k, nil
 }

@@ -102,7 +102,8 @@ var _ store.Store = (*Store)(nil)
 
 // statements are the store's SQL, concern by concern.
 var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
-	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL}
+	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL,
+	SigningKeys: signingKeySQL}
 
 // statementsFor returns the statements of a store whose schema's events
 // lock has the key eventsLock: the package's, with the lock's keys in the

@@ -57,6 +57,7 @@ type Statements struct {
 	Requests  RequestSQL
 	// WebSessions are those of WebSessions and OIDCLogins.
 	WebSessions WebSessionSQL
+	SigningKeys SigningKeySQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

@@ -54,6 +54,7 @@ func RunReplicas(t *testing.T, replicas Replicas) {
 		{"board: updates without if_version are never lost", s.boardNoLostUpdates},
 		{"board: concurrent columns get distinct positions", s.boardConcurrentColumns},
 		{"work_move approvals racing moves take the item from where it was observed", s.workMovesRaceMoves},
+		{"replicas starting at once sign with one key", s.signingKeyOnce},
 	})
 }
 

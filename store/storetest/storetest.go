@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Quorum", s.testQuorum},
 		{"Escalation", s.testEscalation},
 		{"OIDC", s.testOIDC},
+		{"SigningKeys", s.testSigningKeys},
 	})
 }
 

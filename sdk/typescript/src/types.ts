@@ -74,6 +74,8 @@ export interface Execution {
   status: ExecutionStatus;
   finished_at?: string;
   detail?: string;
+  /** The signed proof of the approval for the tool server (docs/tokens.md); only a claim's answer carries it. */
+  approval_token?: string;
 }
 
 export interface Proposal {

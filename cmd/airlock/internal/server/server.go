@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mailapp"
@@ -136,6 +137,13 @@ type Config struct {
 	// notifications.md, "Email"). Its Store is the server's.
 	Email mailapp.Config
 
+	// SigningKey, when set, signs every approval token instead of the
+	// keys kept in the store (--signing-key-file).
+	SigningKey *approvaltoken.Key
+	// PublicURL names the server in the approval tokens it signs (iss);
+	// default the address it listens on.
+	PublicURL string
+
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Version is the version /mcp reports at initialize.
@@ -231,8 +239,12 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },
 		Expressions:     new(policy.Expressions),
+		SigningKey:      cfg.SigningKey,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := svc.LoadSigningKeys(ctx); err != nil {
 		return nil, err
 	}
 	webhooks := notify.NewWebhookSender(notify.WebhookConfig{
@@ -303,6 +315,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	if mailer != nil {
 		mailer.DefaultPublicURL("http://" + ln.Addr().String())
+	}
+	if cfg.PublicURL != "" {
+		svc.SetIssuer(cfg.PublicURL)
+	} else {
+		svc.SetIssuer("http://" + ln.Addr().String())
 	}
 	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
 	if err != nil {

@@ -1,0 +1,307 @@
+package approvaltoken
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+var b64 = base64.RawURLEncoding
+
+// RFC 8037, Appendix A: the Ed25519 key, its RFC 7638 thumbprint and the
+// JWS of "Example of Ed25519 signing".
+const (
+	rfc8037D          = "nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A"
+	rfc8037X          = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+	rfc8037Thumbprint = "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+	rfc8037JWS        = "eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc.hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg"
+)
+
+func rfc8037Key(t testing.TB) ed25519.PrivateKey {
+	seed, err := b64.DecodeString(rfc8037D)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ed25519.NewKeyFromSeed(seed)
+}
+
+func TestRFC8037Vectors(t *testing.T) {
+	priv := rfc8037Key(t)
+	if got := b64.EncodeToString(priv.Public().(ed25519.PublicKey)); got != rfc8037X {
+		t.Fatalf("public key %s, want %s", got, rfc8037X)
+	}
+	k, err := NewKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.ID != rfc8037Thumbprint {
+		t.Errorf("key id %s, want the RFC's thumbprint %s", k.ID, rfc8037Thumbprint)
+	}
+	// The signer Sign uses, with the RFC's bare header: Ed25519 is
+	// deterministic, so the JWS must be the RFC's to the byte.
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: priv}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign([]byte("Example of Ed25519 signing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := jws.CompactSerialize(); got != rfc8037JWS {
+		t.Errorf("JWS\n got %s\nwant %s", got, rfc8037JWS)
+	}
+}
+
+// fixture is a signed token, its key and the call it approves.
+type fixture struct {
+	key    Key
+	set    *KeySet
+	claims Claims
+	args   string
+	token  string
+	now    time.Time
+}
+
+func newFixture(t testing.TB) fixture {
+	t.Helper()
+	key, err := NewKey(rfc8037Key(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := `{"path":"/srv/db","force":true,"n":1}`
+	digest, err := ArgsDigest([]byte(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	c := Claims{
+		Issuer: "https://airlock.example", Subject: "req_1", ID: "jti_1",
+		IssuedAt: now.Unix(), Expiry: now.Add(5 * time.Minute).Unix(),
+		Tool: "delete_database", ArgsDigest: digest, InstanceID: "ins_1",
+		DecidedBy:      []Decider{{Principal: "alice", Name: "Alice"}},
+		DecisionSource: SourceHuman,
+	}
+	token, err := Sign(key, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{key: key, set: NewKeySet(key.Public()), claims: c, args: args, token: token, now: now}
+}
+
+func (f fixture) expect() Expect {
+	return Expect{Tool: f.claims.Tool, Args: []byte(f.args), Now: f.now}
+}
+
+func TestSignVerify(t *testing.T) {
+	f := newFixture(t)
+	got, err := f.set.Verify(f.token, f.expect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Subject != "req_1" || got.ID != "jti_1" || got.DecidedBy[0].Name != "Alice" || got.DecisionSource != SourceHuman {
+		t.Errorf("claims %+v", got)
+	}
+	for _, args := range []string{`{"n":1.0,"force":true,"path":"/srv/db"}`, `{"path":"\/srv\/db","force":true,"n":1}`} {
+		want := f.expect()
+		want.Args = []byte(args)
+		if _, err := f.set.Verify(f.token, want); err != nil {
+			t.Errorf("arguments %s equal under RFC 8785 refused: %v", args, err)
+		}
+	}
+}
+
+// The token checked without go-jose: the signing input, the header and
+// the claims read by hand and the signature checked by crypto/ed25519.
+func TestTokenReadsWithoutJOSE(t *testing.T) {
+	f := newFixture(t)
+	parts := strings.Split(f.token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("%d parts", len(parts))
+	}
+	sig, err := b64.DecodeString(parts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := f.key.Private.Public().(ed25519.PublicKey)
+	if !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
+		t.Fatal("crypto/ed25519 does not verify the token's signature")
+	}
+	var h map[string]string
+	decodeSegment(t, parts[0], &h)
+	if h["alg"] != "EdDSA" || h["typ"] != Type || h["kid"] != f.key.ID || len(h) != 3 {
+		t.Errorf("header %v", h)
+	}
+	var c map[string]any
+	decodeSegment(t, parts[1], &c)
+	for _, name := range []string{"iss", "sub", "jti", "iat", "exp", "tool", "args_digest", "instance_id", "decided_by", "decision_source"} {
+		if _, ok := c[name]; !ok {
+			t.Errorf("claims lack %q: %v", name, c)
+		}
+	}
+	if _, ok := c["aud"]; ok {
+		t.Errorf("aud present without an audience: %v", c)
+	}
+}
+
+func decodeSegment(t *testing.T, seg string, v any) {
+	t.Helper()
+	raw, err := b64.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every forged and altered token is refused, each for its own reason.
+func TestVerifyRefuses(t *testing.T) {
+	f := newFixture(t)
+	parts := strings.Split(f.token, ".")
+	other, err := NewKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resign := func(k Key, mutate func(*Claims)) string {
+		c := f.claims
+		mutate(&c)
+		tok, err := Sign(k, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	withHeader := func(h string) string { return b64.EncodeToString([]byte(h)) + "." + parts[1] + "." + parts[2] }
+	pub := f.key.Private.Public().(ed25519.PublicKey)
+	hs256 := func() string {
+		in := b64.EncodeToString([]byte(`{"alg":"HS256","kid":"`+f.key.ID+`","typ":"`+Type+`"}`)) + "." + parts[1]
+		mac := hmac.New(sha256.New, pub)
+		mac.Write([]byte(in))
+		return in + "." + b64.EncodeToString(mac.Sum(nil))
+	}
+
+	cases := []struct {
+		name  string
+		token string
+		want  func(*Expect)
+		err   error
+	}{
+		{"payload changed", parts[0] + "." + b64.EncodeToString([]byte(strings.Replace(mustDecode(t, parts[1]), "req_1", "req_2", 1))) + "." + parts[2], nil, ErrSignature},
+		{"header kid changed", withHeader(`{"alg":"EdDSA","kid":"` + other.ID + `","typ":"` + Type + `"}`), nil, ErrUnknownKey},
+		{"header member added", withHeader(`{"alg":"EdDSA","crit":["exp"],"kid":"` + f.key.ID + `","typ":"` + Type + `"}`), nil, ErrMalformed},
+		{"typ changed", withHeader(`{"alg":"EdDSA","kid":"` + f.key.ID + `","typ":"JWT"}`), nil, ErrType},
+		{"other key", resign(Key{ID: f.key.ID, Private: other.Private}, func(*Claims) {}), nil, ErrSignature},
+		{"unknown key", resign(other, func(*Claims) {}), nil, ErrUnknownKey},
+		{"alg none", withHeader(`{"alg":"none","kid":"` + f.key.ID + `","typ":"` + Type + `"}`)[:len(parts[0])+len(parts[1])+2], nil, ErrAlgorithm},
+		{"alg none with signature", withHeader(`{"alg":"none","kid":"` + f.key.ID + `","typ":"` + Type + `"}`), nil, ErrAlgorithm},
+		{"HS256 with the public key", hs256(), nil, ErrAlgorithm},
+		{"expired", f.token, func(e *Expect) { e.Now = f.now.Add(5*time.Minute + DefaultLeeway + time.Second) }, ErrExpired},
+		{"issued in the future", f.token, func(e *Expect) { e.Now = f.now.Add(-time.Hour) }, ErrNotYet},
+		{"audience expected, none in token", f.token, func(e *Expect) { e.Audience = "tools.example" }, ErrAudience},
+		{"audience wrong", resign(f.key, func(c *Claims) { c.Audience = "other.example" }), func(e *Expect) { e.Audience = "tools.example" }, ErrAudience},
+		{"audience in token, none expected", resign(f.key, func(c *Claims) { c.Audience = "tools.example" }), nil, ErrAudience},
+		{"tool wrong", f.token, func(e *Expect) { e.Tool = "delete_databases" }, ErrTool},
+		{"one argument byte changed", f.token, func(e *Expect) { e.Args = []byte(`{"path":"/srv/dc","force":true,"n":1}`) }, ErrArgs},
+		{"arguments not JSON", f.token, func(e *Expect) { e.Args = []byte(`{"path":`) }, ErrArgs},
+		{"truncated", f.token[:len(f.token)-10], nil, ErrSignature},
+		{"two parts", parts[0] + "." + parts[1], nil, ErrMalformed},
+		{"empty", "", nil, ErrMalformed},
+		{"too long", strings.Repeat("a", MaxTokenBytes+1), nil, ErrMalformed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := f.expect()
+			if tc.want != nil {
+				tc.want(&want)
+			}
+			_, err := f.set.Verify(tc.token, want)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("Verify: %v; want %v", err, tc.err)
+			}
+		})
+	}
+}
+
+func mustDecode(t *testing.T, seg string) string {
+	raw, err := b64.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+func TestKeySetJSON(t *testing.T) {
+	f := newFixture(t)
+	data, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{f.key.Public()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), `"d"`) {
+		t.Fatalf("public key set holds a private member: %s", data)
+	}
+	set, err := ParseKeySet(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := set.Verify(f.token, f.expect()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseKeySet([]byte(`{"keys":[]}`)); err == nil {
+		t.Error("an empty key set parsed")
+	}
+	if kid, err := KeyIDOf(f.token); err != nil || kid != f.key.ID {
+		t.Errorf("KeyIDOf = %q, %v", kid, err)
+	}
+}
+
+func TestKeyNeverPrintsItsSecret(t *testing.T) {
+	f := newFixture(t)
+	seed := rfc8037D
+	for _, s := range []string{f.key.String(), f.key.GoString()} {
+		if strings.Contains(s, seed) || !strings.Contains(s, f.key.ID) {
+			t.Errorf("key prints as %q", s)
+		}
+	}
+}
+
+func TestReplayCache(t *testing.T) {
+	f := newFixture(t)
+	rc := NewReplayCache(2)
+	if err := rc.Use(f.claims, f.now); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Use(f.claims, f.now); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("second use: %v; want ErrReplayed", err)
+	}
+	c2, c3 := f.claims, f.claims
+	c2.ID, c3.ID = "jti_2", "jti_3"
+	if err := rc.Use(c2, f.now); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Use(c3, f.now); err == nil || errors.Is(err, ErrReplayed) {
+		t.Fatalf("full cache with live tokens: %v; want a refusal", err)
+	}
+	later := time.Unix(f.claims.Expiry, 0).Add(DefaultLeeway + time.Second)
+	if err := rc.Use(c3, later); err != nil {
+		t.Fatalf("after the others expired: %v", err)
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	f := newFixture(b)
+	want := f.expect()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.set.Verify(f.token, want); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

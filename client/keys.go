@@ -1,0 +1,35 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// SigningKey is a key approval tokens are signed with, as admins see it:
+// never its private half (docs/tokens.md).
+type SigningKey struct {
+	ID             string     `json:"id"`
+	Active         bool       `json:"active"`
+	CreatedAt      time.Time  `json:"created_at"`
+	RetiredAt      *time.Time `json:"retired_at,omitempty"`
+	PublishedUntil *time.Time `json:"published_until,omitempty"`
+}
+
+// ListSigningKeys lists the published signing keys, the active one first
+// (admins).
+func (c *Client) ListSigningKeys(ctx context.Context) ([]SigningKey, error) {
+	var out struct {
+		Items []SigningKey `json:"items"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/signing-keys", retry: true}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
+// RotateSigningKey starts signing with a new key and returns it (admins).
+// It is not retried on network errors, which could rotate twice.
+func (c *Client) RotateSigningKey(ctx context.Context) (*SigningKey, error) {
+	return fetch[SigningKey](ctx, c, call{method: http.MethodPost, path: "/v1/signing-keys/rotate"})
+}

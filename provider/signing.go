@@ -1,0 +1,207 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Approval tokens' signing keys (docs/tokens.md). Every replica signs with
+// the store's active key, created at the first start, unless the server
+// was given a key of its own (Config.SigningKey, --signing-key-file). The
+// public key set lists every key a live token may name.
+
+// signingKeys is the service's view of the keys.
+type signingKeys struct {
+	// fixed is Config.SigningKey: when set, the store's keys are unused.
+	fixed *approvaltoken.Key
+
+	mu     sync.Mutex
+	active approvaltoken.Key // the key LoadSigningKeys or a rotation last saw active
+}
+
+// LoadSigningKeys makes sure a signing key exists and takes the active
+// one: the fixed key when the server has one, else the store's, created
+// now if no replica made one before.
+func (s *Service) LoadSigningKeys(ctx context.Context) error {
+	if s.keys.fixed != nil {
+		s.keys.set(*s.keys.fixed)
+		return nil
+	}
+	candidate, err := approvaltoken.Generate()
+	if err != nil {
+		return err
+	}
+	stored, err := s.system.EnsureSigningKey(ctx, storedKey(candidate), "system:start")
+	if err != nil {
+		return fmt.Errorf("signing key: %w", err)
+	}
+	k, err := signingKey(stored)
+	if err != nil {
+		return err
+	}
+	s.keys.set(k)
+	return nil
+}
+
+func (k *signingKeys) set(key approvaltoken.Key) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.active = key
+}
+
+// PublicKeys returns the public half of every key a live token may name:
+// the fixed key, or the store's published keys, the active one first.
+func (s *Service) PublicKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
+	if s.keys.fixed != nil {
+		return []jose.JSONWebKey{s.keys.fixed.Public()}, nil
+	}
+	stored, err := s.system.ListSigningKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]jose.JSONWebKey, 0, len(stored))
+	for _, sk := range stored {
+		k, err := signingKey(sk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k.Public())
+	}
+	return out, nil
+}
+
+// SigningKeys lists the store's published keys, without their seeds
+// (admins only).
+func (s *Service) SigningKeys(ctx context.Context, c airlock.Caller) ([]airlock.SigningKey, error) {
+	if c.Role != airlock.RoleAdmin {
+		return nil, forbidden("only admin tokens manage signing keys")
+	}
+	if s.keys.fixed != nil {
+		return []airlock.SigningKey{{ID: s.keys.fixed.ID}}, nil
+	}
+	keys, err := s.storeFor(c).ListSigningKeys(ctx)
+	for i := range keys {
+		keys[i].Seed = nil
+	}
+	return keys, err
+}
+
+// RotateSigningKey starts signing with a new key (admins only). The old
+// key stays published until every token it signed has expired: approval
+// tokens expire with their approval, at most MaxApprovalValidity after
+// it, and verifiers allow the leeway.
+func (s *Service) RotateSigningKey(ctx context.Context, c airlock.Caller) (airlock.SigningKey, error) {
+	if c.Role != airlock.RoleAdmin {
+		return airlock.SigningKey{}, forbidden("only admin tokens manage signing keys")
+	}
+	if s.keys.fixed != nil {
+		return airlock.SigningKey{}, airlock.Errorf(airlock.CodeInvalidRequest,
+			"this server signs with the key of --signing-key-file: to rotate, publish the new key's file and restart")
+	}
+	next, err := approvaltoken.Generate()
+	if err != nil {
+		return airlock.SigningKey{}, err
+	}
+	keep := s.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway
+	stored, err := s.storeFor(c).RotateSigningKey(ctx, storedKey(next), keep, c.ID)
+	if err != nil {
+		return airlock.SigningKey{}, err
+	}
+	s.keys.set(next)
+	stored.Seed = nil
+	return stored, nil
+}
+
+// storedKey is k as the store keeps it.
+func storedKey(k approvaltoken.Key) airlock.SigningKey {
+	return airlock.SigningKey{ID: k.ID, Seed: k.Private.Seed()}
+}
+
+// signingKey is a stored key, checked against its id: a row whose seed
+// does not make its kid was changed outside Airlock.
+func signingKey(sk airlock.SigningKey) (approvaltoken.Key, error) {
+	k, err := approvaltoken.FromSeed(sk.Seed)
+	if err != nil {
+		return approvaltoken.Key{}, fmt.Errorf("%s: %w", sk, err)
+	}
+	if k.ID != sk.ID {
+		return approvaltoken.Key{}, fmt.Errorf("%s: its seed makes key id %s: the stored key was changed", sk, k.ID)
+	}
+	return k, nil
+}
+
+// signClaim signs the approval token of a request just claimed: the
+// proof, for the tool server, that these arguments were approved for
+// this tool until the approval's expires_at.
+func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, error) {
+	if r.Decision == nil || r.Decision.ExpiresAt == nil || r.Execution == nil {
+		return "", fmt.Errorf("request %s has no approval to sign", r.ID)
+	}
+	if r.Approvals > 1 && len(r.Votes) == 0 {
+		// A quorum's token names every approving vote, which the claim's
+		// answer leaves out.
+		full, err := s.system.GetRequest(ctx, r.ID)
+		if err != nil {
+			return "", err
+		}
+		r.Votes = full.Votes
+	}
+	digest, err := approvaltoken.ArgsDigest(r.Arguments)
+	if err != nil {
+		return "", fmt.Errorf("request %s: %w", r.ID, err)
+	}
+	c := approvaltoken.Claims{
+		Issuer: s.issuer, Subject: r.ID, ID: airlock.NewID("jti_"),
+		IssuedAt: r.Execution.ClaimedAt.Unix(), Expiry: r.Decision.ExpiresAt.Unix(),
+		Tool: r.Tool, ArgsDigest: digest, InstanceID: r.InstanceID,
+		DecidedBy: deciders(r), DecisionSource: decisionSource(r.Decision.DecidedBy),
+	}
+	if c.Expiry <= c.IssuedAt {
+		// The approval ends within the second it was claimed in; a token
+		// of whole seconds cannot say so, and ends a second later.
+		c.Expiry = c.IssuedAt + 1
+	}
+	s.keys.mu.Lock()
+	key := s.keys.active
+	s.keys.mu.Unlock()
+	if key.ID == "" {
+		return "", errors.New("no signing key is loaded (Service.LoadSigningKeys)")
+	}
+	return approvaltoken.Sign(key, c)
+}
+
+// SetIssuer names the server in the tokens it signs (iss): its public
+// URL, else the address it listens on. Call it before serving.
+func (s *Service) SetIssuer(iss string) { s.issuer = iss }
+
+// deciders are the principals whose approval a token carries: every
+// approving vote of a quorum, else the one decider.
+func deciders(r airlock.Request) []approvaltoken.Decider {
+	var out []approvaltoken.Decider
+	for _, v := range r.Votes {
+		if v.Status == airlock.StateApproved {
+			out = append(out, approvaltoken.Decider{Principal: v.Principal, Name: v.Name})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, approvaltoken.Decider{Principal: r.Decision.DecidedBy, Name: r.Decision.DecidedByName})
+	}
+	return out
+}
+
+// decisionSource says who approved: a policy rule, a grant, or a person.
+func decisionSource(decidedBy string) string {
+	if airlock.DecidedByPolicy(decidedBy) {
+		return approvaltoken.SourcePolicy
+	}
+	if _, ok := airlock.GrantOf(decidedBy); ok {
+		return approvaltoken.SourceGrant
+	}
+	return approvaltoken.SourceHuman
+}

@@ -1,0 +1,144 @@
+package provider
+
+import (
+	"crypto/ed25519"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
+)
+
+func TestSigningKeys(t *testing.T) {
+	b := setup(t, options{})
+	ctx := t.Context()
+	if err := b.svc.LoadSigningKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := b.svc.keys.active
+	// A second start, as another replica, signs with the same key.
+	if err := b.svc.LoadSigningKeys(ctx); err != nil || b.svc.keys.active.ID != first.ID {
+		t.Fatalf("second load: %v, key %s; want %s", err, b.svc.keys.active, first)
+	}
+	pub, err := b.svc.PublicKeys(ctx)
+	if err != nil || len(pub) != 1 || pub[0].KeyID != first.ID || !pub[0].IsPublic() {
+		t.Fatalf("PublicKeys = %v, %v; want the public half of %s", pub, err, first)
+	}
+
+	if _, err := b.svc.RotateSigningKey(ctx, b.reviewer); airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("a reviewer's rotation: %v; want forbidden", err)
+	}
+	next, err := b.svc.RotateSigningKey(ctx, b.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ID == first.ID || next.Seed != nil || b.svc.keys.active.ID != next.ID {
+		t.Fatalf("rotation gave %s (seed served: %v), signing with %s; want a new key", next, next.Seed != nil, b.svc.keys.active)
+	}
+	keys, err := b.svc.SigningKeys(ctx, b.admin)
+	if err != nil || len(keys) != 2 || keys[0].ID != next.ID || keys[1].ID != first.ID {
+		t.Fatalf("SigningKeys = %v, %v; want the new key, then the old", keys, err)
+	}
+	for _, k := range keys {
+		if k.Seed != nil {
+			t.Fatalf("SigningKeys serves the seed of %s", k)
+		}
+	}
+	// The old key is published until its last token expires.
+	want := epoch.Add(b.svc.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway)
+	if !keys[1].PublishedUntil.Equal(want) {
+		t.Fatalf("old key published until %s; want %s", keys[1].PublishedUntil, want)
+	}
+	b.clock.Advance(b.svc.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway + time.Microsecond)
+	if pub, err := b.svc.PublicKeys(ctx); err != nil || len(pub) != 1 || pub[0].KeyID != next.ID {
+		t.Fatalf("PublicKeys after the old key's tokens expired = %v, %v; want only %s", pub, err, next.ID)
+	}
+}
+
+func TestFixedSigningKey(t *testing.T) {
+	fixed, err := approvaltoken.NewKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, options{signingKey: &fixed})
+	ctx := t.Context()
+	if pub, err := b.svc.PublicKeys(ctx); err != nil || len(pub) != 1 || pub[0].KeyID != fixed.ID {
+		t.Fatalf("PublicKeys = %v, %v; want only the fixed key", pub, err)
+	}
+	if _, err := b.svc.RotateSigningKey(ctx, b.admin); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("rotation with a fixed key: %v; want invalid_request", err)
+	}
+	if stored, err := b.store.ListSigningKeys(ctx); err != nil || len(stored) != 0 {
+		t.Fatalf("a fixed key stored keys: %v, %v", stored, err)
+	}
+}
+
+// keySet is the service's public key set, as GET /.well-known/jwks.json
+// serves it.
+func (b *bundle) keySet(t *testing.T) *approvaltoken.KeySet {
+	t.Helper()
+	pub, err := b.svc.PublicKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return approvaltoken.NewKeySet(pub...)
+}
+
+// TestClaimSignsAnApprovalToken: the claim's answer carries a token that
+// verifies for exactly the approved call, naming the reviewer; it is not
+// stored, and a second claim gets none.
+func TestClaimSignsAnApprovalToken(t *testing.T) {
+	b := setup(t, options{})
+	b.svc.SetIssuer("https://airlock.example")
+	r := b.create(t, "10m")
+	b.approve(t, r.ID)
+	claimed, err := b.svc.Claim(t.Context(), b.agent, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := claimed.Execution.ApprovalToken
+	args := []byte(`{"currency":"GBP","amount":4900.0,"payment_id":"payment_123"}`) // the same value, respelt
+	c, err := b.keySet(t).Verify(token, approvaltoken.Expect{Tool: "issue_refund", Args: args, Now: epoch})
+	if err != nil {
+		t.Fatalf("the claim's token does not verify: %v", err)
+	}
+	approved := b.stored(t, r.ID)
+	if c.Issuer != "https://airlock.example" || c.Subject != r.ID || c.InstanceID != b.inst.ID || c.DecisionSource != approvaltoken.SourceHuman ||
+		c.Expiry != approved.Decision.ExpiresAt.Unix() || c.IssuedAt != epoch.Unix() || len(c.DecidedBy) != 1 || c.DecidedBy[0].Principal != b.reviewer.ID {
+		t.Fatalf("claims %+v; want iss, sub, instance, a human decider (%s) and the approval's expiry %s", c, b.reviewer.ID, approved.Decision.ExpiresAt)
+	}
+	if approved.Execution.ApprovalToken != "" {
+		t.Fatal("the token was stored")
+	}
+	if _, err := b.keySet(t).Verify(token, approvaltoken.Expect{Tool: "issue_refund", Args: []byte(`{"currency":"GBP","amount":4901,"payment_id":"payment_123"}`), Now: epoch}); err == nil {
+		t.Fatal("the token verifies for other arguments")
+	}
+	if again, err := b.svc.Claim(t.Context(), b.agent, r.ID); err == nil || again.Execution != nil && again.Execution.ApprovalToken != "" {
+		t.Fatalf("a second claim: %v with token %v; want already_executed and no token", err, again.Execution)
+	}
+}
+
+// TestQuorumTokenNamesEveryApprover: a quorum's token names each approving
+// vote; a grant's names the grant as its source.
+func TestQuorumTokenNamesEveryApprover(t *testing.T) {
+	b := quorumSetup(t, options{})
+	ctx := t.Context()
+	dave := b.mint(t, airlock.RoleReviewer, "dave")
+	r := b.create(t, "10m")
+	for _, c := range []airlock.Caller{dave, b.reviewer} {
+		if _, err := b.svc.Decide(ctx, c, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.DecidedBy) != 2 || c.DecidedBy[0].Principal != "dave" || c.DecidedBy[1].Principal != "bob" || c.DecidedBy[0].Name == "" {
+		t.Fatalf("decided_by %+v; want dave's and bob's votes, named", c.DecidedBy)
+	}
+}

@@ -1,0 +1,23 @@
+package postgres
+
+import "github.com/airlockhq/airlock/store/sqlcore"
+
+// The keys approval tokens are signed with (docs/tokens.md).
+
+const signingKeyCols = `k.id, k.seed, k.created_at, k.retired_at, k.published_until`
+
+var signingKeySQL = sqlcore.SigningKeySQL{
+	// Of replicas inserting at once, the unique index on the active key
+	// lets one row in; the others wait for it and insert nothing.
+	Insert: tickCTE + `INSERT INTO signing_keys (id, seed, created_at)
+SELECT @id::text, @seed::bytea, tick.now FROM tick
+WHERE NOT EXISTS (SELECT 1 FROM signing_keys WHERE retired_at IS NULL)
+ON CONFLICT DO NOTHING
+RETURNING created_at`,
+	Active: `SELECT ` + signingKeyCols + ` FROM signing_keys k WHERE k.retired_at IS NULL`,
+	Retire: tickCTE + `UPDATE signing_keys k SET retired_at = tick.now, published_until = tick.now + @keep::interval
+FROM tick WHERE k.retired_at IS NULL RETURNING k.id, k.retired_at`,
+	Published: tickCTE + `SELECT ` + signingKeyCols + ` FROM signing_keys k, tick
+WHERE k.retired_at IS NULL OR k.published_until > tick.now
+ORDER BY k.retired_at IS NOT NULL, k.created_at DESC`,
+}

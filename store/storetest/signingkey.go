@@ -1,0 +1,153 @@
+package storetest
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// signingKey is a key of the suite's: its seed is 32 copies of b.
+func signingKey(b byte) airlock.SigningKey {
+	return airlock.SigningKey{ID: fmt.Sprintf("kid-%c", b), Seed: bytes.Repeat([]byte{b}, airlock.SigningKeySeedSize)}
+}
+
+// testSigningKeys checks the keys approval tokens are signed with
+// (store.SigningKeys).
+func (s *suite) testSigningKeys(t *testing.T) {
+	runAll(t, []test{
+		{"the first key stays the active one", s.signingKeyFirstWins},
+		{"a rotation retires the active key and publishes it for a while", s.signingKeyRotation},
+		{"bad keys are refused", s.signingKeyRefused},
+	})
+}
+
+func (s *suite) signingKeyFirstWins(t *testing.T) {
+	b := s.setup(t)
+	keys, err := b.store.ListSigningKeys(b.ctx)
+	wantOK(t, err)
+	if len(keys) != 0 {
+		t.Fatalf("a new store lists keys %v", keys)
+	}
+	a, k := signingKey('a'), signingKey('k')
+	got, err := b.store.EnsureSigningKey(b.ctx, a, "system:start")
+	wantOK(t, err)
+	if got.ID != a.ID || !bytes.Equal(got.Seed, a.Seed) || !got.CreatedAt.Equal(b.clock.Now().Truncate(time.Microsecond)) || got.RetiredAt != nil || got.PublishedUntil != nil {
+		t.Fatalf("EnsureSigningKey = %#v %s %v; want %s, created now, active", got, got.CreatedAt, got.RetiredAt, a.ID)
+	}
+	again, err := b.store.EnsureSigningKey(b.ctx, k, "system:start")
+	wantOK(t, err)
+	if again.ID != a.ID || !bytes.Equal(again.Seed, a.Seed) {
+		t.Fatalf("a second EnsureSigningKey = %s; want the first key %s", again, a.ID)
+	}
+	keys, err = b.store.ListSigningKeys(b.ctx)
+	wantOK(t, err)
+	if len(keys) != 1 || keys[0].ID != a.ID {
+		t.Fatalf("ListSigningKeys = %v; want [%s]", keys, a.ID)
+	}
+	if got := signingKeyEvents(t, b); !slices.Equal(got, []string{"signing_key.created kid-a by system:start"}) {
+		t.Fatalf("events %q", got)
+	}
+}
+
+func (s *suite) signingKeyRotation(t *testing.T) {
+	b := s.setup(t)
+	a, k := signingKey('a'), signingKey('k')
+	_, err := b.store.EnsureSigningKey(b.ctx, a, "system:start")
+	wantOK(t, err)
+	b.clock.Advance(time.Minute)
+	at := b.clock.Now().Truncate(time.Microsecond)
+	got, err := b.store.RotateSigningKey(b.ctx, k, time.Hour, "tok_admin")
+	wantOK(t, err)
+	if got.ID != k.ID || !got.CreatedAt.Equal(at) || got.RetiredAt != nil {
+		t.Fatalf("RotateSigningKey = %s created %s retired %v; want %s created %s, active", got, got.CreatedAt, got.RetiredAt, k.ID, at)
+	}
+	keys, err := b.store.ListSigningKeys(b.ctx)
+	wantOK(t, err)
+	if len(keys) != 2 || keys[0].ID != k.ID || keys[1].ID != a.ID {
+		t.Fatalf("ListSigningKeys = %v; want the new key, then the old", keys)
+	}
+	if old := keys[1]; old.RetiredAt == nil || !old.RetiredAt.Equal(at) || old.PublishedUntil == nil || !old.PublishedUntil.Equal(at.Add(time.Hour)) {
+		t.Fatalf("retired key %s: retired %v, published until %v; want %s and an hour later", old, old.RetiredAt, old.PublishedUntil, at)
+	}
+	// A retired key never becomes active again, even by EnsureSigningKey.
+	active, err := b.store.EnsureSigningKey(b.ctx, a, "system:start")
+	wantOK(t, err)
+	if active.ID != k.ID {
+		t.Fatalf("EnsureSigningKey after a rotation = %s; want %s", active, k.ID)
+	}
+	b.clock.Advance(time.Hour)
+	keys, err = b.store.ListSigningKeys(b.ctx)
+	wantOK(t, err)
+	if len(keys) != 1 || keys[0].ID != k.ID {
+		t.Fatalf("ListSigningKeys after the old key's tokens expired = %v; want [%s]", keys, k.ID)
+	}
+	want := []string{"signing_key.created kid-a by system:start", "signing_key.retired kid-a by tok_admin", "signing_key.created kid-k by tok_admin"}
+	if got := signingKeyEvents(t, b); !slices.Equal(got, want) {
+		t.Fatalf("events %q; want %q", got, want)
+	}
+}
+
+func (s *suite) signingKeyRefused(t *testing.T) {
+	b := s.setup(t)
+	short := signingKey('a')
+	short.Seed = short.Seed[:31]
+	_, err := b.store.EnsureSigningKey(b.ctx, short, "system:start")
+	wantErr(t, err, airlock.CodeInvalidRequest, "")
+	_, err = b.store.RotateSigningKey(b.ctx, airlock.SigningKey{Seed: signingKey('a').Seed}, time.Hour, "tok_admin")
+	wantErr(t, err, airlock.CodeInvalidRequest, "")
+	keys, err := b.store.ListSigningKeys(b.ctx)
+	wantOK(t, err)
+	if len(keys) != 0 {
+		t.Fatalf("refused keys were stored: %v", keys)
+	}
+}
+
+// signingKeyEvents returns the store's signing-key events as "type subject
+// by actor".
+func signingKeyEvents(t *testing.T, b *bundle) []string {
+	var out []string
+	for _, e := range AllEvents(t, b.store) {
+		if e.Type == airlock.EventSigningKeyCreated || e.Type == airlock.EventSigningKeyRetired {
+			out = append(out, fmt.Sprintf("%s %s by %s", e.Type, e.Subject, e.Actor))
+		}
+	}
+	return out
+}
+
+// signingKeyOnce: replicas starting at once each offer a key; one wins
+// and every replica gets it.
+func (s *replicaSuite) signingKeyOnce(t *testing.T) {
+	r := s.setup(t)
+	const callers = 8
+	got := make([]airlock.SigningKey, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			<-start
+			k, err := r.on(c).EnsureSigningKey(r.ctx, signingKey(byte('a'+c)), "system:start")
+			if err != nil {
+				t.Errorf("EnsureSigningKey: %v", err)
+			}
+			got[c] = k
+		})
+	}
+	close(start)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for c := range callers {
+		if got[c].ID != got[0].ID || !bytes.Equal(got[c].Seed, got[0].Seed) {
+			t.Fatalf("replicas starting at once got keys %s and %s, want one", got[0], got[c])
+		}
+	}
+	if events := signingKeyEvents(t, r.bundle); len(events) != 1 {
+		t.Fatalf("events %q; want one signing_key.created", events)
+	}
+}
