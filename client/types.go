@@ -129,9 +129,8 @@ type Command struct {
 }
 
 // Question is an MCP agent's question; free text when Choices is empty.
-type Question struct {
-	Choices []string `json:"choices,omitempty"`
-}
+// The server sends it as the domain keeps it.
+type Question = airlock.Question
 
 // CommandResult is what an approved command did.
 type CommandResult struct {

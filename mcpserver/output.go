@@ -25,11 +25,13 @@ type approvalOut struct {
 	TargetType  string `json:"targetType,omitempty"`
 	TargetID    string `json:"targetId,omitempty"`
 	SessionID   string `json:"sessionId,omitempty"`
-	// Proposal is what was proposed, as submitted.
-	Proposal   *proposalOut `json:"proposal,omitempty"`
-	Question   *questionOut `json:"question,omitempty"`
-	CreatedAt  string       `json:"createdAt"`
-	DeadlineAt string       `json:"deadlineAt"`
+	// Proposal and Question are as submitted: the domain's types, whose
+	// JSON is the agent's input (a command's observed target, which the
+	// provider sets, is not part of it: CommandOutcome shows it).
+	Proposal   *airlock.Proposal `json:"proposal,omitempty"`
+	Question   *airlock.Question `json:"question,omitempty"`
+	CreatedAt  string            `json:"createdAt"`
+	DeadlineAt string            `json:"deadlineAt"`
 	// Reviewers are the groups whose members alone may decide the request.
 	Reviewers []string `json:"reviewers,omitempty"`
 	// ApprovalsRequired and Votes are set when the request needs several
@@ -46,20 +48,6 @@ type approvalOut struct {
 	// earlier call with the same idempotencyKey created.
 	Replayed bool   `json:"replayed,omitempty"`
 	Next     string `json:"next"`
-}
-
-type proposalOut struct {
-	Mode    string      `json:"mode"`
-	Command *commandOut `json:"command,omitempty"`
-}
-
-type commandOut struct {
-	Method string          `json:"method"`
-	Input  json.RawMessage `json:"input"`
-}
-
-type questionOut struct {
-	Choices []string `json:"choices,omitempty"`
 }
 
 type decisionOut struct {
@@ -122,12 +110,11 @@ func newApprovalOut(r airlock.Request) approvalOut {
 	out := approvalOut{
 		ApprovalID: r.ID, Status: string(r.State), Kind: string(r.Kind),
 		Title: r.Title, Description: r.Description, TargetType: r.TargetType, TargetID: r.TargetID,
-		SessionID: r.SessionID, CreatedAt: formatTime(r.CreatedAt), DeadlineAt: formatTime(r.DeadlineAt),
+		SessionID: r.SessionID, Proposal: r.Proposal, Question: r.Question,
+		CreatedAt: formatTime(r.CreatedAt), DeadlineAt: formatTime(r.DeadlineAt),
 	}
 	if p := r.Proposal; p != nil {
-		out.Proposal = &proposalOut{Mode: p.Mode}
 		if c := p.Command; c != nil {
-			out.Proposal.Command = &commandOut{Method: c.Method, Input: c.Input}
 			oc := &commandOutcomeOut{Observed: c.Observed}
 			switch {
 			case r.State == airlock.StatePending:
@@ -150,9 +137,6 @@ func newApprovalOut(r airlock.Request) approvalOut {
 			}
 			out.CommandOutcome = oc
 		}
-	}
-	if q := r.Question; q != nil {
-		out.Question = &questionOut{Choices: q.Choices}
 	}
 	out.Reviewers = r.Reviewers
 	if r.NeedsQuorum() {

@@ -304,8 +304,10 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 	if n.Kind != yaml.MappingNode {
 		return r, errAt(n, "a rule must be a mapping with name, match and action")
 	}
-	var valid, timeout, reviewers, approvals, escalateTo, escalateAfter *yaml.Node
+	// at holds where each key stood, for the checks across keys below.
+	at := map[string]*yaml.Node{}
 	err := eachKey(n, func(key string, k, v *yaml.Node) error {
+		at[key] = v
 		var err error
 		switch key {
 		case "name":
@@ -322,10 +324,8 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 		case "note":
 			r.Note, err = str(v, key, MaxNoteBytes)
 		case "valid_for":
-			valid = v
 			r.ValidFor, err = duration(v, key)
 		case "timeout":
-			timeout = v
 			r.Timeout, err = duration(v, key)
 		case "shadow":
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
@@ -333,19 +333,15 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 			}
 			r.Shadow = v.Value == "true"
 		case "reviewers":
-			reviewers = v
 			r.Reviewers, err = groupList(v, key)
 		case "escalate_to":
-			escalateTo = v
 			r.EscalateTo, err = groupList(v, key)
 		case "escalate_after":
-			escalateAfter = v
 			r.EscalateAfter, err = duration(v, key)
 			if err == nil && r.EscalateAfter < time.Second {
 				err = errAt(v, "escalate_after must be at least 1s")
 			}
 		case "approvals":
-			approvals = v
 			if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
 				return errAt(v, "approvals must be a whole number")
 			}
@@ -366,6 +362,8 @@ func parseRule(n *yaml.Node) (Rule, *FileError) {
 		fe.Rule = r.Name
 		return r, fe
 	}
+	valid, timeout, reviewers, approvals := at["valid_for"], at["timeout"], at["reviewers"], at["approvals"]
+	escalateTo, escalateAfter := at["escalate_to"], at["escalate_after"]
 	switch {
 	case err != nil:
 		return fail(err)

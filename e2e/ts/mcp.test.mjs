@@ -89,14 +89,15 @@ test('stdio: tools, a question answered once on the heartbeat, a clean exit', as
 
     const session = await call(client, 'session_open', { name: 'typescript e2e' });
     assert.match(session.sessionId, /^ses_/);
-    const req = await call(client, 'approval_request', {
+    const ask = {
       kind: 'agent_request',
       title: 'Which day should the release go out?',
       proposal: { mode: 'advisory' },
       sessionId: session.sessionId,
       question: { choices: ['Tuesday', 'Thursday'] },
       idempotencyKey: 'ts-e2e-question',
-    });
+    };
+    const req = await call(client, 'approval_request', ask);
     assert.equal(req.status, 'pending');
     assert.match(req.next, /^pending: a person will decide/);
 
@@ -123,14 +124,8 @@ test('stdio: tools, a question answered once on the heartbeat, a clean exit', as
     assert.equal(bad.isError, true);
     assert.match(bad.content[0].text, /expiresInMinutes must be between 5 and 10080/);
 
-    const replay = await call(client, 'approval_request', {
-      kind: 'agent_request',
-      title: 'Which day should the release go out?',
-      proposal: { mode: 'advisory' },
-      sessionId: session.sessionId,
-      question: { choices: ['Tuesday', 'Thursday'] },
-      idempotencyKey: 'ts-e2e-question',
-    });
+    // The same call again, key and all, replays the request.
+    const replay = await call(client, 'approval_request', ask);
     assert.equal(replay.approvalId, req.approvalId);
     assert.equal(replay.replayed, true);
 

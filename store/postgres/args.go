@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"maps"
 	"sync"
 
 	"github.com/airlockhq/airlock/store/sqlcore"
@@ -31,24 +30,14 @@ var rewritten sync.Map // query text → *positional
 // rewritten argument list names the parameters in order.
 type marker string
 
-// RewriteQuery implements pgx.QueryRewriter.
+// RewriteQuery implements pgx.QueryRewriter: the map's arguments are
+// bound as a statement's sqlcore.Args are (bound), without a default @now.
 func (na named) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, args []any) (string, []any, error) {
-	pos, err := positionalOf(ctx, conn, sql, maps.Keys(na))
-	if err != nil {
-		return "", nil, err
+	b := bound{args: make(sqlcore.Args, 0, len(na))}
+	for name, v := range na {
+		b.args = append(b.args, sqlcore.Arg{Name: name, Value: v})
 	}
-	if len(na) != len(pos.names) {
-		return "", nil, fmt.Errorf("query takes %d named arguments (%v), got %d", len(pos.names), pos.names, len(na))
-	}
-	values := make([]any, len(pos.names))
-	for i, name := range pos.names {
-		v, ok := na[name]
-		if !ok {
-			return "", nil, fmt.Errorf("argument %s missing", name)
-		}
-		values[i] = v
-	}
-	return pos.sql, values, nil
+	return b.RewriteQuery(ctx, conn, sql, args)
 }
 
 // positionalOf returns sql rewritten, from its cache or by pgx once, with
@@ -78,8 +67,9 @@ func positionalOf(ctx context.Context, conn *pgx.Conn, sql string, names iter.Se
 }
 
 // bound are a statement's sqlcore.Args as pgx sends them, with @now
-// (sqlcore.Now) the store's when not given: NULL, so that the statement
-// reads clock_timestamp(), unless a test clock is set.
+// (sqlcore.Now) s's when not given: NULL, so that the statement reads
+// clock_timestamp(), unless a test clock is set. With no s (the driver's
+// own statements, named), a statement that names @now must be given it.
 type bound struct {
 	args sqlcore.Args
 	s    *Store
@@ -93,7 +83,9 @@ func (b *bound) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, _ 
 				return
 			}
 		}
-		yield(sqlcore.Now)
+		if b.s != nil {
+			yield(sqlcore.Now)
+		}
 	})
 	if err != nil {
 		return "", nil, err
@@ -105,7 +97,7 @@ func (b *bound) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, _ 
 		switch {
 		case ok:
 			used++
-		case name == sqlcore.Now:
+		case name == sqlcore.Now && b.s != nil:
 			v = b.s.now()
 		default:
 			return "", nil, fmt.Errorf("statement needs argument @%s: %.60q", name, sql)

@@ -67,9 +67,9 @@ func WithBatchedNotificationsForTest() Option {
 }
 
 // The expiry statements, for TestExpiryPlans.
-const (
-	ExpireDueSQLForTest    = expireDueSQL
-	NextDeadlineSQLForTest = nextDeadlineSQL
+var (
+	ExpireDueSQLForTest    = statements.Requests.ExpireDue
+	NextDeadlineSQLForTest = statements.Requests.NextDeadline
 )
 
 // WithTracerForTest sees every query and batch the store's pool sends

@@ -100,22 +100,6 @@ type testHooks struct {
 
 var _ store.Store = (*Store)(nil)
 
-// statements are the store's SQL, concern by concern.
-var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
-	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL,
-	SigningKeys: signingKeySQL}
-
-// statementsFor returns the statements of a store whose schema's events
-// lock has the key eventsLock: the package's, with the lock's keys in the
-// statements that append their own events.
-func statementsFor(eventsLock int32) *sqlcore.Statements {
-	q := statements
-	keys := fmt.Sprintf("%d, %d", advisoryClass, eventsLock)
-	q.Requests.CreatePending = strings.ReplaceAll(q.Requests.CreatePending, eventsLockArgs, keys)
-	q.Requests.DecideOnce = strings.ReplaceAll(q.Requests.DecideOnce, eventsLockArgs, keys)
-	return &q
-}
-
 // Extras implements store.Store: a PostgreSQL store is shared by
 // replicas, so it has a change feed (Listen) and checks tokens within a
 // call's first round trip (CheckToken); it has no token stamp.
@@ -297,12 +281,6 @@ func (s *Store) now() any {
 	}
 	return s.clock.Now().UTC().Truncate(time.Microsecond)
 }
-
-// tickCTE starts every query that judges or stamps time: one reading of the
-// clock per statement (a MATERIALIZED CTE is evaluated once), so a decision
-// is checked against the deadline and stamped with the very same instant.
-const tickCTE = `WITH tick AS MATERIALIZED (SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now)
-`
 
 // Close stops any Listen, sends the notifications of changes already
 // committed, and closes the pool. It is safe to call more than once.

@@ -11,7 +11,9 @@
 // Statements:
 //
 //   - the statements: SQL text per operation, in one struct per concern
-//     (ReviewerSQL, BoardSQL, …), each naming its arguments @name;
+//     (ReviewerSQL, BoardSQL, …), each naming its arguments @name, written
+//     in Go or, where that reads better, in .sql files of named blocks
+//     that LoadStatements reads (PostgreSQL's);
 //   - the write engine (Dialect.Write, Tx): SQLite's one writer, whose
 //     concurrent writes share a transaction and its fsync (group commit),
 //     or PostgreSQL's transactions, pipelined so that a write is as few
