@@ -267,11 +267,12 @@ type requestBody struct {
 	TargetID     []display.Segment
 	SessionID    string
 	ProposalMode string
-	Arguments    []display.Segment
+	Arguments    []jsonPiece
 	HasArguments bool
+	ArgsSize     string // the arguments' size in bytes, for people: "1,234 bytes"
 	Digest       string
 	Reasoning    []display.Segment
-	Context      []display.Segment
+	Context      []jsonPiece
 	Timeout      string
 	Preview      []display.Segment // a command in plain words
 	PreviewNote  string            // what has changed since, if anything
@@ -332,12 +333,13 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	}
 	if len(req.Arguments) > 0 {
 		b.HasArguments = true
-		b.Arguments = display.Text(prettyJSON(req.Arguments))
+		b.Arguments = jsonPieces(req.Arguments)
+		b.ArgsSize = byteCount(len(req.Arguments))
 		sum := sha256.Sum256(req.Arguments)
 		b.Digest = hex.EncodeToString(sum[:])
 	}
 	if len(req.Context) > 0 {
-		b.Context = display.Text(prettyJSON(req.Context))
+		b.Context = jsonPieces(req.Context)
 	}
 	for _, s := range []string{req.Title, req.TargetID, req.TargetType, string(req.Arguments), string(req.Context)} {
 		if w := display.LookAlike(s); w != "" && !slices.Contains(b.Warnings, w) {

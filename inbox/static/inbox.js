@@ -338,6 +338,16 @@
     }
   }
 
+  // Arguments keep their lines: a line wider than its block scrolls
+  // sideways inside it, and a hint says so while one does.
+  var args = document.getElementById('arguments');
+  var wide = document.getElementById('arguments-wide');
+  if (args && wide) {
+    var showWide = function () { wide.hidden = args.scrollWidth <= args.clientWidth; };
+    window.addEventListener('resize', showWide);
+    showWide();
+  }
+
   // Long texts fold after a few lines, with a button to show them all.
   var folds = document.querySelectorAll('.collapsible');
   for (var f = 0; f < folds.length; f++) {
