@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -236,9 +237,38 @@ func TestDecisionForms(t *testing.T) {
 	b := setup(t)
 	inst := b.instance(t, "adapter")
 	c, token := b.signedInClient(t, b.reviewer)
+	// decide posts a form as the confirmation page sends it: confirmed.
 	decide := func(id string, form url.Values, header map[string]string) reply {
+		form.Set("confirmed", "yes")
 		return c.do(t, "POST", "/requests/"+id+"/decide", form, header)
 	}
+
+	t.Run("a form not yet confirmed records nothing and restates the call", func(t *testing.T) {
+		id := b.toolCall(t, inst, "drop_table", map[string]any{"table": "users", "cascade": true}, "")
+		form := url.Values{"action": {"approve"}, "csrf": {token}, "valid_for": {"15m"}, "note": {"once <b>"}, "grant": {"1h/5"}}
+		r := c.do(t, "POST", "/requests/"+id+"/decide", form, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("status %d, want the confirmation page", r.status)
+		}
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("an unconfirmed form recorded %s", s)
+		}
+		args := b.get(t, id).Arguments
+		for _, want := range []string{"Approve this request?", `id="confirm-tool">drop_table<`, "&#34;cascade&#34;: true", "&#34;table&#34;: &#34;users&#34;",
+			sha256hex(args), fmt.Sprintf("%d bytes", len(args)), "once &lt;b&gt;", "for 1 hour, 5 more times", ">15m<",
+			`name="confirmed" value="yes"`, `name="csrf" value="` + token + `"`, `name="grant" value="1h/5"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the confirmation page lacks %s:\n%s", want, r.body)
+			}
+		}
+		deny := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"deny"}, "csrf": {token}}, nil)
+		if deny.status != http.StatusOK || !strings.Contains(deny.body, "Deny this request?") {
+			t.Fatalf("deny, unconfirmed: status %d:\n%s", deny.status, deny.body)
+		}
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("an unconfirmed denial recorded %s", s)
+		}
+	})
 
 	t.Run("refused without the CSRF token", func(t *testing.T) {
 		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
@@ -339,7 +369,7 @@ func TestDecisionForms(t *testing.T) {
 		if strings.Contains(page, `id="approve-form"`) || !strings.Contains(page, "Only reviewer tokens decide") {
 			t.Fatalf("admin page offers a decision:\n%s", page)
 		}
-		admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}}, nil)
+		admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}, "confirmed": {"yes"}}, nil)
 		if s := b.get(t, id).State; s != airlock.StatePending {
 			t.Fatalf("state %s", s)
 		}
@@ -571,7 +601,7 @@ func TestGrantsInInbox(t *testing.T) {
 	if r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"99h/1"}}, same); r.status != http.StatusBadRequest {
 		t.Fatalf("a grant the form does not offer: status %d", r.status)
 	}
-	r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"1h/5"}}, same)
+	r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"1h/5"}, "confirmed": {"yes"}}, same)
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("approve with a grant: status %d", r.status)
 	}
