@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -579,6 +580,7 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	grantUses := fs.Int("grant-uses", 0, "with --grant: how many calls it may approve (default: no limit until it expires)")
 	grantScope := fs.String("grant-scope", "", "with --grant: instance (the default: calls on this request's instance) or agent (the agent's calls on any instance)")
 	grantMatch := fs.String("grant-match", "", "with --grant: a CEL expression the calls must match, instead of the same arguments")
+	yes := yesFlag(fs, "approve")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
@@ -593,24 +595,46 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	case *grantUses != 0 || *grantScope != "" || *grantMatch != "":
 		return usageErrorf("--grant-uses, --grant-scope and --grant-match go with --grant")
 	}
-	return decide(ctx, r, pos[0], in)
+	return a.decide(ctx, r, pos[0], in, *yes)
 }
 
 func runRequestsDeny(ctx context.Context, a *App, args []string) error {
 	fs, r := a.apiFlagSet("requests", "deny")
 	note := fs.String("note", "", "why, for the agent")
+	yes := yesFlag(fs, "deny")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
 	}
-	return decide(ctx, r, pos[0], client.DecisionInput{Status: airlock.StateDenied, Note: *note})
+	return a.decide(ctx, r, pos[0], client.DecisionInput{Status: airlock.StateDenied, Note: *note}, *yes)
 }
 
-// decide records a decision and says what happened.
-func decide(ctx context.Context, r *remote, id string, in client.DecisionInput) error {
+// yesFlag adds --yes to the flags of `requests approve` or `deny`.
+func yesFlag(fs *flag.FlagSet, verb string) *bool {
+	return fs.Bool("yes", false, verb+" without showing the call and asking first: for scripts, which have no terminal to ask on")
+}
+
+// decide records a decision and says what happened. Unless yes, it first
+// shows the call on the terminal and asks; with no terminal to ask on, it
+// refuses, so that nothing is decided unseen by accident.
+func (a *App) decide(ctx context.Context, r *remote, id string, in client.DecisionInput, yes bool) error {
+	verb := "approve"
+	if in.Status == airlock.StateDenied {
+		verb = "deny"
+	}
+	input, tty := watchInput()
+	if !yes && (!tty || !isTerminal(a.Stderr)) {
+		return usageErrorf("requests %s shows the call and asks before it records anything, and there is no terminal to ask on; "+
+			"run it in a terminal, or pass --yes to %s %s unseen (scripts)", verb, verb, id)
+	}
 	c, err := r.client()
 	if err != nil {
 		return err
+	}
+	if !yes {
+		if err := confirmOnTerminal(ctx, c, a.Stderr, input, id, in); err != nil {
+			return err
+		}
 	}
 	q, err := c.Decide(ctx, id, in)
 	if err != nil {
@@ -629,6 +653,35 @@ func decide(ctx context.Context, r *remote, id string, in client.DecisionInput) 
 			g.ID, uses, g.Tool, g.ExpiresAt.UTC().Format(time.RFC3339), g.ID)
 	}
 	return nil
+}
+
+// errNotConfirmed is the reviewer's "no" to a decision's confirmation.
+var errNotConfirmed = errors.New("not confirmed: nothing was recorded")
+
+// confirmOnTerminal shows request id on w as `requests show` does (tool,
+// arguments indented, the agent's claim labelled, context, where it comes
+// from), restates it with the decision in, and asks y/N on input. Only
+// "y" or "yes" goes on; a request no longer pending is a conflict.
+func confirmOnTerminal(ctx context.Context, c *client.Client, w io.Writer, input io.Reader, id string, in client.DecisionInput) error {
+	q, err := c.GetRequest(ctx, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if q.State != airlock.StatePending {
+		return &exitError{exitConflict, fmt.Errorf("%s is already %s: nothing was recorded", id, q.State)}
+	}
+	now := time.Now()
+	printRequest(w, q, boardFor(ctx, c, q), now)
+	fmt.Fprintf(w, "\n→ %s\n%s\nRecord this? [y/N]: ", restate(q, now), confirmation(q, in))
+	line, err := bufio.NewReader(input).ReadString('\n')
+	if err != nil && line == "" {
+		return errNotConfirmed
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return errNotConfirmed
 }
 
 // outcome says in one line what a decision did.

@@ -114,14 +114,14 @@ func TestCLIRequests(t *testing.T) {
 		t.Error("show printed an escape or bidi character raw")
 	}
 
-	s.cli(t, s.agent, "requests", "approve", id).want(t, exitAuth, "an agent approving")
+	s.cli(t, s.agent, "requests", "approve", id, "--yes").want(t, exitAuth, "an agent approving")
 	s.cli(t, "airlock_wrong", "requests", "list").want(t, exitAuth, "an unknown token")
 	s.cli(t, s.reviewer, "requests", "show", "apr_nope").want(t, exitNotFound, "show an unknown request")
-	approved := s.cli(t, s.reviewer, "requests", "approve", id, "--valid-for", "15m", "--note", "once").want(t, 0, "approve").stdout
+	approved := s.cli(t, s.reviewer, "requests", "approve", id, "--valid-for", "15m", "--note", "once", "--yes").want(t, 0, "approve").stdout
 	if !strings.Contains(approved, "approved "+id+"; the call may start until") {
 		t.Fatalf("approve said %q", approved)
 	}
-	again := s.cli(t, s.reviewer, "requests", "deny", id).want(t, exitConflict, "deny an approved request")
+	again := s.cli(t, s.reviewer, "requests", "deny", id, "--yes").want(t, exitConflict, "deny an approved request")
 	if !strings.Contains(again.stderr, "not_pending") || !strings.Contains(again.stderr, "approved") {
 		t.Fatalf("the conflict does not say what holds: %s", again.stderr)
 	}
@@ -142,7 +142,7 @@ func TestCLIRequests(t *testing.T) {
 		} `json:"decision"`
 	}
 	// Flags may follow the ID.
-	if err := json.Unmarshal([]byte(s.cli(t, s.reviewer, "requests", "deny", id2, "--note", "never on /", "--json").want(t, 0, "deny --json").stdout), &denied); err != nil {
+	if err := json.Unmarshal([]byte(s.cli(t, s.reviewer, "requests", "deny", id2, "--note", "never on /", "--json", "--yes").want(t, 0, "deny --json").stdout), &denied); err != nil {
 		t.Fatal(err)
 	}
 	if denied.State != "denied" || denied.Decision.Note != "never on /" {
@@ -348,7 +348,7 @@ func TestCLIRequestsList(t *testing.T) {
 	late := s.create(t, `{"tool":"late","arguments":{},"timeout":"50m"}`)
 	soon := s.create(t, `{"tool":"soon","arguments":{},"timeout":"5m"}`)
 	mid := s.create(t, `{"tool":"mid","arguments":{},"timeout":"20m"}`)
-	s.cli(t, s.reviewer, "requests", "deny", mid).want(t, 0, "deny mid")
+	s.cli(t, s.reviewer, "requests", "deny", mid, "--yes").want(t, 0, "deny mid")
 
 	out := s.cli(t, s.reviewer, "requests", "list").want(t, 0, "list").stdout
 	if i, j := strings.Index(out, soon), strings.Index(out, late); i < 0 || j < 0 || i > j {
