@@ -630,3 +630,45 @@ func TestGrantsInInbox(t *testing.T) {
 		t.Fatalf("after the revocation: %s", s)
 	}
 }
+
+// TestAgentWordsLabelled: an MCP request's title, description and question
+// are the agent's words: the list and the request page label them as the
+// agent's claim and name the agent (and its session), never "from mcp".
+func TestAgentWordsLabelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	plain := b.mcp(t, provider.MCPRequestInput{Title: "Rotate the production keys", Description: "Routine, approved by security last week."})
+	ses, err := b.svc.OpenSession(ctx, b.callers["release bot"], "Release 2.4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which region?", SessionID: ses.ID,
+		Question: &airlock.Question{Choices: []string{"eu", "us"}}})
+	c, _ := b.signedInClient(t, b.reviewer)
+
+	list := c.do(t, "GET", "/", nil, nil).body
+	for _, want := range []string{"Agent's claim:</span> <span class=\"claim-text\">Rotate the production keys<", "from release bot<", "from release bot (session Release 2.4)<"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the pending list lacks %s:\n%s", want, list)
+		}
+	}
+	if strings.Contains(list, "from mcp") {
+		t.Errorf("the pending list says from mcp:\n%s", list)
+	}
+	for id, who := range map[string]string{plain.ID: "release bot", asked.ID: "release bot (session Release 2.4)"} {
+		page := c.do(t, "GET", "/requests/"+id, nil, nil).body
+		for _, want := range []string{`id="title-claim"><strong>The agent&#39;s claim (unverified):</strong>`, `id="claim-agent">` + who + `<`, "the agent&#39;s claim (unverified)</h2>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page of %s lacks %s:\n%s", id, want, page)
+			}
+		}
+	}
+	if _, err := b.svc.Decide(ctx, b.callers["Dan (reviewer)"], plain.ID, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+		t.Fatal(err)
+	}
+	history := c.do(t, "GET", "/history", nil, nil).body
+	if !strings.Contains(history, "Agent's claim:") || !strings.Contains(history, "from release bot<") {
+		t.Errorf("the history does not label the agent's title or name the agent:\n%s", history)
+	}
+}

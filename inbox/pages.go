@@ -42,6 +42,13 @@ type row struct {
 	HasDecision bool
 	Owner       []display.Segment // the name of the agent token that asked
 	OwnerID     string
+	// From names who asked (airlock.Requester): a tool call's instance,
+	// an MCP request's agent and session.
+	From []display.Segment
+	// AgentWrote marks a request described in the agent's own words (an
+	// MCP request's title, description and question), labelled as its
+	// claim wherever it shows.
+	AgentWrote bool
 	// Args is a one-line summary of the arguments, ending in "…" when
 	// shortened, so that two calls of one tool can be told apart.
 	Args []display.Segment
@@ -103,8 +110,11 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	} else {
 		out.Headline = display.Line(r.Tool)
 	}
-	out.Instance = display.Line(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
-	out.Owner, out.OwnerID = display.Line(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	instance, owner := cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID)
+	out.Instance = display.Line(instance)
+	out.Owner, out.OwnerID = display.Line(owner), r.OwnerID
+	out.From = display.Line(airlock.Requester(r.Kind, instance, owner, r.SessionID != ""))
+	out.AgentWrote = r.Kind.AgentWrote()
 	if r.ArgumentsHead != "" {
 		out.Args = display.Line(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -28,6 +29,9 @@ var funcs = template.FuncMap{
 	"clock":     func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
 	"kindName":  kindName,
 	"plainText": display.Join,
+	// agentClaim labels what an agent wrote, the same on every surface.
+	"agentClaim": func() string { return airlock.AgentClaim },
+	"lower":      strings.ToLower,
 }
 
 func parsePages() map[string]*template.Template {

@@ -277,7 +277,7 @@
   // or the MCP request's title.
   function what() {
     var tool = document.querySelector('code.tool');
-    return tool ? ['Tool', tool.textContent.trim(), 'confirm-tool'] : ['Request', headline(), 'confirm-tool'];
+    return tool ? ['Tool', tool.textContent.trim(), 'confirm-tool'] : ["Request (the agent's claim)", headline(), 'confirm-tool'];
   }
   // theCall restates the call in a confirmation: the arguments whole, as
   // the page shows them, with their size and digest.
