@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -371,13 +372,9 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		if q.Decision != nil {
 			when = "decided " + since(now, q.Decision.DecidedAt)
 		}
-		inst := q.InstanceID // a deleted instance's name is gone
-		if q.InstanceName != "" {
-			inst = q.InstanceName
-		}
-		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(inst, 24), since(now, q.CreatedAt), when})
+		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(requester(&q), 24), since(now, q.CreatedAt), when})
 	}
-	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tINSTANCE\tASKED\tWHEN", rows)
+	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tFROM\tASKED\tWHEN", rows)
 	if page.NextCursor != "" {
 		fmt.Fprintf(a.Stderr, "More: %s\n", nextPageCommand(fs, page.NextCursor))
 	}
@@ -405,6 +402,13 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// requester names who asked for q (airlock.Requester): a tool call's
+// instance, an MCP request's agent, with its session.
+func requester(q *client.ApprovalRequest) string {
+	instance := cmp.Or(q.InstanceName, q.InstanceID) // a deleted instance's name is gone
+	return airlock.Requester(q.Kind, instance, cmp.Or(q.CreatedByName, instance), q.SessionID != "")
 }
 
 // headline is a request's one-line name: its tool, or its title.
@@ -472,6 +476,10 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 			fmt.Fprintf(w, "Warning:      %s\n", warn)
 		}
 	}
+	if q.Kind.AgentWrote() {
+		// The title, description and question are the agent's words.
+		fmt.Fprintf(w, "%s, written by %s:\n", airlock.AgentClaim, display.Visible(requester(q)))
+	}
 	line("Title", display.Visible(q.Title))
 	line("Description", display.VisibleText(q.Description))
 	if q.TargetType != "" || q.TargetID != "" {
@@ -504,7 +512,7 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		}
 	}
 	if q.AgentReasoning != "" {
-		fmt.Fprintf(w, "The agent's claim (unverified):\n%s\n", indent(display.VisibleText(q.AgentReasoning)))
+		fmt.Fprintf(w, "%s:\n%s\n", airlock.AgentClaim, indent(display.VisibleText(q.AgentReasoning)))
 	}
 	if len(q.Context) > 0 {
 		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(display.VisibleText(indentJSON(q.Context))))

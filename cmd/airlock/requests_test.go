@@ -414,3 +414,32 @@ func TestPrintRequestWarns(t *testing.T) {
 		}
 	}
 }
+
+// TestShowLabelsAgentWords: `requests show` (and the restated line above a
+// prompt) label an MCP request's title and description as the agent's
+// claim and name the agent, with its session, never the default "mcp".
+func TestShowLabelsAgentWords(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		session, who string
+	}{{"", "release bot"}, {"ses_1", "release bot (session Release 2.4)"}} {
+		q := &client.ApprovalRequest{ID: "apr_1", State: airlock.StatePending, Kind: airlock.KindWorkChange, Title: "Rotate the keys",
+			Description: "Security asked for it.", InstanceID: "ins_1", InstanceName: "mcp", CreatedByName: "release bot",
+			SessionID: tc.session, CreatedAt: now, DeadlineAt: now.Add(time.Hour)}
+		if tc.session != "" {
+			q.InstanceID, q.InstanceName = tc.session, "Release 2.4"
+		}
+		var b bytes.Buffer
+		printRequest(&b, q, nil, now)
+		out := b.String()
+		for _, want := range []string{"The agent's claim (unverified), written by " + tc.who + ":\nTitle:        Rotate the keys\nDescription:  Security asked for it.", "Agent:        release bot"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("show lacks %q:\n%s", want, out)
+			}
+		}
+		if got := restate(q, now); !strings.Contains(got, "from "+tc.who+"  deadline") {
+			t.Errorf("restated as %q", got)
+		}
+	}
+}
