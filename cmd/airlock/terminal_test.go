@@ -142,44 +142,43 @@ func TestCLIDecideConfirms(t *testing.T) {
 	}
 	prompt := regexp.MustCompile(`Record this\? \[y/N\]: $`)
 
-	t.Run("terminal, yes", func(t *testing.T) {
-		t.Parallel()
-		id := s.create(t, body)
-		p := startOnTerminal(t, s.url, s.reviewer, "requests", "approve", id, "--valid-for", "2m", "--note", "once")
-		p.out.WaitFor(t, prompt, p.exited)
-		screen := strings.ReplaceAll(p.out.String(), "\r\n", "\n")
-		for _, want := range []string{"Tool:         drop_table", "\"db\": {\n", "      \"name\": \"prod\",", "The agent's claim (unverified):\n  cleanup",
-			"Context from the adapter:", `"cwd": "/srv/app"`, "Approve drop_table, which may start for 2m, with the note “once”."} {
-			if !strings.Contains(screen, want) {
-				t.Errorf("the terminal does not show %q:\n%s", want, screen)
+	for _, tc := range []struct {
+		name, answer string
+		args         []string
+		exit         int
+		state        string
+	}{
+		{"terminal, yes", "y", []string{"approve", "--valid-for", "2m", "--note", "once"}, 0, "approved"},
+		{"terminal, no", "n", []string{"deny"}, 1, "pending"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			id := s.create(t, body)
+			p := startOnTerminal(t, s.url, s.reviewer, append([]string{"requests", tc.args[0], id}, tc.args[1:]...)...)
+			p.out.WaitFor(t, prompt, p.exited)
+			screen := strings.ReplaceAll(p.out.String(), "\r\n", "\n")
+			for _, want := range []string{"Tool:         drop_table", "\"db\": {\n", "      \"name\": \"prod\",", "The agent's claim (unverified):\n  cleanup",
+				"Context from the adapter:", `"cwd": "/srv/app"`} {
+				if !strings.Contains(screen, want) {
+					t.Errorf("the terminal does not show %q:\n%s", want, screen)
+				}
 			}
-		}
-		if got := state(id); got != "pending" {
-			t.Fatalf("recorded %s before the answer", got)
-		}
-		p.typeLine(t, "y")
-		<-p.exited
-		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Fatalf("exit %d:\n%s", code, p.out.String())
-		}
-		if got := state(id); got != "approved" {
-			t.Fatalf("state %s after y", got)
-		}
-	})
-	t.Run("terminal, no", func(t *testing.T) {
-		t.Parallel()
-		id := s.create(t, body)
-		p := startOnTerminal(t, s.url, s.reviewer, "requests", "deny", id)
-		p.out.WaitFor(t, prompt, p.exited)
-		p.typeLine(t, "n")
-		<-p.exited
-		if code := p.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(p.out.String(), "nothing was recorded") {
-			t.Fatalf("exit %d, want 1 saying nothing was recorded:\n%s", code, p.out.String())
-		}
-		if got := state(id); got != "pending" {
-			t.Fatalf("state %s after n", got)
-		}
-	})
+			if tc.answer == "y" && !strings.Contains(screen, "Approve drop_table, which may start for 2m, with the note “once”.") {
+				t.Errorf("the decision is not restated:\n%s", screen)
+			}
+			if got := state(id); got != "pending" {
+				t.Fatalf("recorded %s before the answer", got)
+			}
+			p.typeLine(t, tc.answer)
+			<-p.exited
+			if code := p.cmd.ProcessState.ExitCode(); code != tc.exit || tc.exit != 0 && !strings.Contains(p.out.String(), "nothing was recorded") {
+				t.Fatalf("exit %d, want %d:\n%s", code, tc.exit, p.out.String())
+			}
+			if got := state(id); got != tc.state {
+				t.Fatalf("state %s after %s, want %s", got, tc.answer, tc.state)
+			}
+		})
+	}
 	t.Run("pipe", func(t *testing.T) {
 		t.Parallel()
 		id := s.create(t, body)
