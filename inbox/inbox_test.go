@@ -431,7 +431,7 @@ func TestPagesShowWhatMatters(t *testing.T) {
 		}
 	}
 	page = c.do(t, "GET", "/requests/"+id, nil, nil).body
-	for _, want := range []string{"issue_refund", "The agent's claim (unverified)", "The customer was charged twice.", "payments adapter"} {
+	for _, want := range []string{"issue_refund", "The agent&#39;s claim (unverified)", "The customer was charged twice.", "payments adapter"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("tool call page lacks %q", want)
 		}
