@@ -165,7 +165,7 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 	b := confirmBody{requestBody: h.requestBody(r.Context(), v, req), Approve: in.Status == airlock.StateApproved, Note: display.Text(in.Note)}
 	if !b.CanDecide {
 		// The request page offered no form: there is nothing to confirm.
-		h.setFlash(w, r, v.sess, flash{Title: "Nothing was recorded.", Message: "You cannot decide this request: only reviewers it is for decide it, never an agent's own principal."})
+		h.setFlash(w, r, v.sess, flash{Title: "Nothing was recorded.", Message: "You cannot decide this request: it is for other reviewers, or you are not signed in as a reviewer."})
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}

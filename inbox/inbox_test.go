@@ -373,6 +373,13 @@ func TestDecisionForms(t *testing.T) {
 		if s := b.get(t, id).State; s != airlock.StatePending {
 			t.Fatalf("state %s", s)
 		}
+		// Unconfirmed, an admin gets no confirmation page to confirm.
+		if r := admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}}, nil); r.status != http.StatusSeeOther {
+			t.Fatalf("an admin's unconfirmed form: status %d, want back to the request", r.status)
+		}
+		if page := admin.do(t, "GET", "/requests/"+id, nil, nil).body; !strings.Contains(page, "You cannot decide this request") {
+			t.Fatalf("the admin is not told why:\n%s", page)
+		}
 	})
 }
 
