@@ -338,3 +338,27 @@ func TestSummaryArgumentsHead(t *testing.T) {
 		}
 	}
 }
+
+// TestRequester: a tool call is from its instance; an MCP request from its
+// agent, never from the default instance's "mcp", with its session's name
+// when made in one.
+func TestRequester(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind            airlock.Kind
+		instance, agent string
+		inSession       bool
+		want            string
+	}{
+		{airlock.KindToolCall, "laptop", "claude bot", false, "laptop"},
+		{airlock.KindWorkChange, "mcp", "release bot", false, "release bot"},
+		{airlock.KindAgentRequest, "Release 2.4", "release bot", true, "release bot (session Release 2.4)"},
+	} {
+		if got := airlock.Requester(tc.kind, tc.instance, tc.agent, tc.inSession); got != tc.want {
+			t.Errorf("Requester(%s, %q, %q, %v) = %q, want %q", tc.kind, tc.instance, tc.agent, tc.inSession, got, tc.want)
+		}
+		if tc.kind.AgentWrote() == (tc.kind == airlock.KindToolCall) {
+			t.Errorf("%s: AgentWrote %v", tc.kind, tc.kind.AgentWrote())
+		}
+	}
+}

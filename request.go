@@ -55,6 +55,33 @@ const (
 // Kinds lists every kind.
 var Kinds = []Kind{KindToolCall, KindWorkChange, KindMemoryChange, KindLifeChange, KindAgentRequest}
 
+// AgentWrote reports whether a request of kind k is described in the
+// agent's own words: an MCP request's title, description and question
+// were written by the agent, and nothing checked them, so every surface
+// labels them as the agent's claim (AgentClaim), as it labels reasoning.
+// A tool call's tool and arguments are what would run, not a description.
+func (k Kind) AgentWrote() bool { return k != KindToolCall }
+
+// AgentClaim labels, on every surface, text an agent wrote to persuade:
+// its reasoning, and an MCP request's title, description and question.
+const AgentClaim = "The agent's claim (unverified)"
+
+// Requester names, for people, who made a request of kind k: a tool
+// call's instance (the adapter that stopped the call), or an MCP request's
+// agent, by its token's name, with its session's name when it was made in
+// one. An MCP request made without a session belongs to the agent's
+// default instance, whose name ("mcp") says nothing of who asked. Each
+// name falls back to its ID when the row that named it is gone.
+func Requester(k Kind, instance, agent string, inSession bool) string {
+	switch {
+	case !k.AgentWrote():
+		return instance
+	case inSession:
+		return agent + " (session " + instance + ")"
+	}
+	return agent
+}
+
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
 	for _, v := range Kinds {

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -191,6 +192,15 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 					t.Errorf("%s shows %q, want %q", sel, got, want)
 				}
 			}
+			// The call itself: the arguments whole, as the page shows them,
+			// with their size and digest.
+			if got, want := tb.text("#confirm-arguments"), tb.text("#arguments"); got != want || !contains(got, `"customer_id": "cus_8812"`) {
+				t.Errorf("the confirmation shows the arguments %q, want the page's %q", got, want)
+			}
+			stored := b.get(t, id).Arguments
+			if got := tb.text("#confirm-digest"); !contains(got, sha256hex(stored)) || !contains(got, fmt.Sprintf("%d bytes", len(stored))) {
+				t.Errorf("the confirmation's size and digest %q", got)
+			}
 			tb.cancelConfirm(id)
 
 			// Deny by click: the same dialog, with the deny note.
@@ -204,6 +214,9 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 				t.Errorf("deny confirmation shows the tool %q", got)
 			}
 			tb.cancelConfirm(id)
+			if n := eval[int](tb, `document.querySelectorAll('input[name="confirmed"]').length`); n != 0 {
+				t.Errorf("a cancelled confirmation left %d confirmed marks in the forms", n)
+			}
 
 			// Approve by click, confirmed: what the dialog said is recorded.
 			tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))

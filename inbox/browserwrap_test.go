@@ -152,3 +152,60 @@ func TestBrowserPendingRowSummaries(t *testing.T) {
 		}
 	})
 }
+
+// TestBrowserNestedArgumentsOnPhone: deeply nested arguments keep their
+// structure at 390 px: every line keeps its indentation, the block scrolls
+// sideways inside itself (the page does not), and a short string such as
+// "rm -rf /" is never broken across two lines.
+func TestBrowserNestedArgumentsOnPhone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "ops-adapter")
+	var args any = map[string]any{"command": "rm -rf /", "cwd": "/srv/app"}
+	for _, key := range []string{"step", "then", "on_success", "with", "options", "run", "plan", "job"} {
+		args = map[string]any{key: args}
+	}
+	id := b.toolCall(t, inst, "orchestrate", args.(map[string]any), "")
+
+	tb := b.signedInTab(t, b.reviewer)
+	tb.viewport(390, 844, chromedp.EmulateMobile)
+	tb.open("/requests/" + id)
+	state := eval[map[string]any](tb, `(function () {
+  var pre = document.getElementById('arguments');
+  var walk = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT), node, range = null;
+  var token = '"rm -rf /"';
+  while ((node = walk.nextNode())) {
+    var i = node.data.indexOf(token);
+    if (i >= 0) { range = document.createRange(); range.setStart(node, i); range.setEnd(node, i + token.length); }
+  }
+  var tops = [];
+  if (range) Array.prototype.forEach.call(range.getClientRects(), function (r) { if (tops.indexOf(Math.round(r.top)) < 0) tops.push(Math.round(r.top)); });
+  var lines = pre.textContent.split('\n');
+  var deepest = lines.filter(function (l) { return l.indexOf('"command"') >= 0; })[0] || '';
+  return {
+    found: range !== null, tokenLines: tops.length,
+    scrollWidth: pre.scrollWidth, clientWidth: pre.clientWidth,
+    pageWidth: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth,
+    indent: deepest.length - deepest.replace(/^ +/, '').length,
+    hint: !document.getElementById('arguments-wide').hidden
+  };
+})()`)
+	if state["found"] != true {
+		t.Fatalf(`"rm -rf /" is not in the arguments block: %v`, state)
+	}
+	if n := state["tokenLines"].(float64); n != 1 {
+		t.Errorf(`"rm -rf /" is laid out on %v lines, want 1`, n)
+	}
+	if sw, cw := state["scrollWidth"].(float64), state["clientWidth"].(float64); sw <= cw {
+		t.Errorf("the arguments block does not scroll sideways: scrollWidth %v, clientWidth %v", sw, cw)
+	}
+	if pw, vw := state["pageWidth"].(float64), state["viewport"].(float64); pw > vw {
+		t.Errorf("the page scrolls sideways: %v px wide in a %v px viewport", pw, vw)
+	}
+	if n := state["indent"].(float64); n != 18 {
+		t.Errorf(`the "command" line is indented %v spaces, want 18 (nine levels)`, n)
+	}
+	if state["hint"] != true {
+		t.Error("no hint says the block scrolls sideways")
+	}
+}

@@ -9,10 +9,18 @@ import (
 	"github.com/airlockhq/airlock/internal/display"
 )
 
+// confirmedField marks a decision form the reviewer has confirmed: the
+// confirmation page's form carries it, and so does a request page's form
+// once the script's dialog was confirmed. A form without it records
+// nothing; it gets the confirmation page, which restates the call.
+const confirmedField = "confirmed"
+
 // decide records the reviewer's decision from a request page's forms and
 // redirects back to the page, which then says what happened (once). The
 // form must carry the session's CSRF token; CrossOriginProtection has
-// already refused a form sent from another site.
+// already refused a form sent from another site. A form not yet confirmed
+// (a browser without JavaScript has shown no dialog) gets the confirmation
+// page instead, and nothing is recorded.
 func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	v, ok := h.signedIn(w, r)
@@ -50,6 +58,10 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Note = strings.ReplaceAll(in.Note, "\r\n", "\n")
 	in.Answer = strings.ReplaceAll(in.Answer, "\r\n", "\n")
+	if r.PostForm.Get(confirmedField) != "yes" {
+		h.confirm(w, r, v, id, in)
+		return
+	}
 	req, grant, err := h.svc.DecideGrant(r.Context(), v.caller, id, in)
 	if err != nil {
 		var e *airlock.Error
@@ -114,4 +126,81 @@ func refusal(e *airlock.Error) flash {
 		f.Message = e.Message
 	}
 	return f
+}
+
+// confirmBody is the confirmation page's data: the request as its page
+// shows it, what the form asks to record, and the form's fields to send
+// again with the confirmation.
+type confirmBody struct {
+	requestBody
+	Approve  bool
+	Heading  string
+	OK       string // the confirm button's label
+	Answer   []display.Segment
+	Validity []display.Segment
+	Grant    []display.Segment
+	Note     []display.Segment
+	Fields   []hiddenField
+}
+
+// hiddenField is one field the confirmation sends again as it came.
+type hiddenField struct{ Name, Value string }
+
+// confirm shows what a decision form asks to record, with the call
+// restated as the request page shows it (tool or title, the arguments
+// whole, their size and digest), and a form that records it. A request no
+// longer pending goes back to its page, which says so.
+func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id string, in airlock.DecisionInput) {
+	req, err := h.svc.Request(r.Context(), v.caller, id, 0)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	back := "/requests/" + id
+	if req.State != airlock.StatePending {
+		h.setFlash(w, r, v.sess, refusal(req.DecisionConflict()))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	b := confirmBody{requestBody: h.requestBody(r.Context(), v, req), Approve: in.Status == airlock.StateApproved, Note: display.Text(in.Note)}
+	if !b.CanDecide {
+		// The request page offered no form: there is nothing to confirm.
+		h.setFlash(w, r, v.sess, flash{Title: "Nothing was recorded.", Message: "You cannot decide this request: it is for other reviewers, or you are not signed in as a reviewer."})
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	form := r.PostForm
+	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note"} {
+		if form.Has(name) {
+			b.Fields = append(b.Fields, hiddenField{Name: name, Value: form.Get(name)})
+		}
+	}
+	b.Fields = append(b.Fields, hiddenField{Name: confirmedField, Value: "yes"})
+	switch {
+	case !b.Approve && b.IsQuestion:
+		b.Heading, b.OK = "Decline to answer?", "Decline"
+	case !b.Approve:
+		b.Heading, b.OK = "Deny this request?", "Deny"
+	case b.IsQuestion:
+		b.Heading, b.OK = "Send this answer?", "Send answer"
+		b.Answer = display.Text(in.Answer)
+	case b.IsCommand:
+		b.Heading, b.OK = "Approve and apply this command?", "Approve and apply"
+	default:
+		b.Heading, b.OK = "Approve this request?", "Approve"
+		b.Validity = display.Line(in.ValidFor)
+		for _, o := range b.Validities {
+			if o.Value == in.ValidFor {
+				b.Validity = o.Label
+			}
+		}
+		if in.Grant != nil {
+			for _, o := range grantChoices {
+				if o.Value == form.Get("grant") {
+					b.Grant = o.Label
+				}
+			}
+		}
+	}
+	h.render(w, r, http.StatusOK, v, "confirm", b.Heading, b)
 }

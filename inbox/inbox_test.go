@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -236,9 +237,38 @@ func TestDecisionForms(t *testing.T) {
 	b := setup(t)
 	inst := b.instance(t, "adapter")
 	c, token := b.signedInClient(t, b.reviewer)
+	// decide posts a form as the confirmation page sends it: confirmed.
 	decide := func(id string, form url.Values, header map[string]string) reply {
+		form.Set("confirmed", "yes")
 		return c.do(t, "POST", "/requests/"+id+"/decide", form, header)
 	}
+
+	t.Run("a form not yet confirmed records nothing and restates the call", func(t *testing.T) {
+		id := b.toolCall(t, inst, "drop_table", map[string]any{"table": "users", "cascade": true}, "")
+		form := url.Values{"action": {"approve"}, "csrf": {token}, "valid_for": {"15m"}, "note": {"once <b>"}, "grant": {"1h/5"}}
+		r := c.do(t, "POST", "/requests/"+id+"/decide", form, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("status %d, want the confirmation page", r.status)
+		}
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("an unconfirmed form recorded %s", s)
+		}
+		args := b.get(t, id).Arguments
+		for _, want := range []string{"Approve this request?", `id="confirm-tool">drop_table<`, "&#34;cascade&#34;: true", "&#34;table&#34;: &#34;users&#34;",
+			sha256hex(args), fmt.Sprintf("%d bytes", len(args)), "once &lt;b&gt;", "for 1 hour, 5 more times", ">15m<",
+			`name="confirmed" value="yes"`, `name="csrf" value="` + token + `"`, `name="grant" value="1h/5"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("the confirmation page lacks %s:\n%s", want, r.body)
+			}
+		}
+		deny := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"deny"}, "csrf": {token}}, nil)
+		if deny.status != http.StatusOK || !strings.Contains(deny.body, "Deny this request?") {
+			t.Fatalf("deny, unconfirmed: status %d:\n%s", deny.status, deny.body)
+		}
+		if s := b.get(t, id).State; s != airlock.StatePending {
+			t.Fatalf("an unconfirmed denial recorded %s", s)
+		}
+	})
 
 	t.Run("refused without the CSRF token", func(t *testing.T) {
 		id := b.toolCall(t, inst, "ls", map[string]any{}, "")
@@ -339,9 +369,16 @@ func TestDecisionForms(t *testing.T) {
 		if strings.Contains(page, `id="approve-form"`) || !strings.Contains(page, "Only reviewer tokens decide") {
 			t.Fatalf("admin page offers a decision:\n%s", page)
 		}
-		admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}}, nil)
+		admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}, "confirmed": {"yes"}}, nil)
 		if s := b.get(t, id).State; s != airlock.StatePending {
 			t.Fatalf("state %s", s)
+		}
+		// Unconfirmed, an admin gets no confirmation page to confirm.
+		if r := admin.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {at}}, nil); r.status != http.StatusSeeOther {
+			t.Fatalf("an admin's unconfirmed form: status %d, want back to the request", r.status)
+		}
+		if page := admin.do(t, "GET", "/requests/"+id, nil, nil).body; !strings.Contains(page, "You cannot decide this request") {
+			t.Fatalf("the admin is not told why:\n%s", page)
 		}
 	})
 }
@@ -401,7 +438,7 @@ func TestPagesShowWhatMatters(t *testing.T) {
 		}
 	}
 	page = c.do(t, "GET", "/requests/"+id, nil, nil).body
-	for _, want := range []string{"issue_refund", "The agent's claim (unverified)", "The customer was charged twice.", "payments adapter"} {
+	for _, want := range []string{"issue_refund", "The agent&#39;s claim (unverified)", "The customer was charged twice.", "payments adapter"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("tool call page lacks %q", want)
 		}
@@ -571,7 +608,7 @@ func TestGrantsInInbox(t *testing.T) {
 	if r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"99h/1"}}, same); r.status != http.StatusBadRequest {
 		t.Fatalf("a grant the form does not offer: status %d", r.status)
 	}
-	r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"1h/5"}}, same)
+	r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "grant": {"1h/5"}, "confirmed": {"yes"}}, same)
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("approve with a grant: status %d", r.status)
 	}
@@ -598,5 +635,47 @@ func TestGrantsInInbox(t *testing.T) {
 	}
 	if s := b.get(t, b.toolCall(t, inst, "export_table", args, "")).State; s != airlock.StatePending {
 		t.Fatalf("after the revocation: %s", s)
+	}
+}
+
+// TestAgentWordsLabelled: an MCP request's title, description and question
+// are the agent's words: the list and the request page label them as the
+// agent's claim and name the agent (and its session), never "from mcp".
+func TestAgentWordsLabelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	plain := b.mcp(t, provider.MCPRequestInput{Title: "Rotate the production keys", Description: "Routine, approved by security last week."})
+	ses, err := b.svc.OpenSession(ctx, b.callers["release bot"], "Release 2.4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := b.mcp(t, provider.MCPRequestInput{Kind: airlock.KindAgentRequest, Title: "Which region?", SessionID: ses.ID,
+		Question: &airlock.Question{Choices: []string{"eu", "us"}}})
+	c, _ := b.signedInClient(t, b.reviewer)
+
+	list := c.do(t, "GET", "/", nil, nil).body
+	for _, want := range []string{"Agent's claim:</span> <span class=\"claim-text\">Rotate the production keys<", "from release bot<", "from release bot (session Release 2.4)<"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("the pending list lacks %s:\n%s", want, list)
+		}
+	}
+	if strings.Contains(list, "from mcp") {
+		t.Errorf("the pending list says from mcp:\n%s", list)
+	}
+	for id, who := range map[string]string{plain.ID: "release bot", asked.ID: "release bot (session Release 2.4)"} {
+		page := c.do(t, "GET", "/requests/"+id, nil, nil).body
+		for _, want := range []string{`id="title-claim"><strong>The agent&#39;s claim (unverified):</strong>`, `id="claim-agent">` + who + `<`, "the agent&#39;s claim (unverified)</h2>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("the page of %s lacks %s:\n%s", id, want, page)
+			}
+		}
+	}
+	if _, err := b.svc.Decide(ctx, b.callers["Dan (reviewer)"], plain.ID, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+		t.Fatal(err)
+	}
+	history := c.do(t, "GET", "/history", nil, nil).body
+	if !strings.Contains(history, "Agent's claim:") || !strings.Contains(history, "from release bot<") {
+		t.Errorf("the history does not label the agent's title or name the agent:\n%s", history)
 	}
 }

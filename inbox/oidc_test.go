@@ -253,7 +253,7 @@ func TestOIDCSignIn(t *testing.T) {
 
 	// She decides; the decision names her.
 	id := b.toolCall(t, b.instance(t, "adapter"), "ls", map[string]any{}, "")
-	if r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}},
+	if r := c.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "confirmed": {"yes"}},
 		map[string]string{"Sec-Fetch-Site": "same-origin"}); r.status != http.StatusSeeOther {
 		t.Fatalf("decide: %d\n%s", r.status, r.body)
 	}

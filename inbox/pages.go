@@ -42,6 +42,13 @@ type row struct {
 	HasDecision bool
 	Owner       []display.Segment // the name of the agent token that asked
 	OwnerID     string
+	// From names who asked (airlock.Requester): a tool call's instance,
+	// an MCP request's agent and session.
+	From []display.Segment
+	// AgentWrote marks a request described in the agent's own words (an
+	// MCP request's title, description and question), labelled as its
+	// claim wherever it shows.
+	AgentWrote bool
 	// Args is a one-line summary of the arguments, ending in "…" when
 	// shortened, so that two calls of one tool can be told apart.
 	Args []display.Segment
@@ -103,8 +110,11 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	} else {
 		out.Headline = display.Line(r.Tool)
 	}
-	out.Instance = display.Line(cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID))
-	out.Owner, out.OwnerID = display.Line(cmp.Or(r.OwnerName, r.OwnerID)), r.OwnerID
+	instance, owner := cmp.Or(r.InstanceName, names[r.InstanceID], r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID)
+	out.Instance = display.Line(instance)
+	out.Owner, out.OwnerID = display.Line(owner), r.OwnerID
+	out.From = display.Line(airlock.Requester(r.Kind, instance, owner, r.SessionID != ""))
+	out.AgentWrote = r.Kind.AgentWrote()
 	if r.ArgumentsHead != "" {
 		out.Args = display.Line(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
@@ -267,11 +277,12 @@ type requestBody struct {
 	TargetID     []display.Segment
 	SessionID    string
 	ProposalMode string
-	Arguments    []display.Segment
+	Arguments    []jsonPiece
 	HasArguments bool
+	ArgsSize     string // the arguments' size in bytes, for people: "1,234 bytes"
 	Digest       string
 	Reasoning    []display.Segment
-	Context      []display.Segment
+	Context      []jsonPiece
 	Timeout      string
 	Preview      []display.Segment // a command in plain words
 	PreviewNote  string            // what has changed since, if anything
@@ -332,12 +343,13 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	}
 	if len(req.Arguments) > 0 {
 		b.HasArguments = true
-		b.Arguments = display.Text(prettyJSON(req.Arguments))
+		b.Arguments = jsonPieces(req.Arguments)
+		b.ArgsSize = byteCount(len(req.Arguments))
 		sum := sha256.Sum256(req.Arguments)
 		b.Digest = hex.EncodeToString(sum[:])
 	}
 	if len(req.Context) > 0 {
-		b.Context = display.Text(prettyJSON(req.Context))
+		b.Context = jsonPieces(req.Context)
 	}
 	for _, s := range []string{req.Title, req.TargetID, req.TargetType, string(req.Arguments), string(req.Context)} {
 		if w := display.LookAlike(s); w != "" && !slices.Contains(b.Warnings, w) {

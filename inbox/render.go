@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -16,7 +17,7 @@ import (
 )
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"pending", "request", "history", "sessions", "board", "grants", "signin", "continue", "error"}
+var pageNames = []string{"pending", "request", "history", "sessions", "board", "grants", "signin", "continue", "error", "confirm"}
 
 // funcs are the templates' helpers. None returns template.HTML: every
 // value from data is escaped by html/template.
@@ -28,6 +29,9 @@ var funcs = template.FuncMap{
 	"clock":     func(t time.Time) string { return t.UTC().Format("15:04 UTC") },
 	"kindName":  kindName,
 	"plainText": display.Join,
+	// agentClaim labels what an agent wrote, the same on every surface.
+	"agentClaim": func() string { return airlock.AgentClaim },
+	"lower":      strings.ToLower,
 }
 
 func parsePages() map[string]*template.Template {

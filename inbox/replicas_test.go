@@ -52,7 +52,7 @@ func TestSessionsAcrossReplicas(t *testing.T) {
 
 	// A decision on B with the form of A's page; its message on A.
 	id := a.toolCall(t, a.instance(t, "adapter"), "ls", map[string]any{}, "")
-	if r := cb.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}}, sameOrigin); r.status != http.StatusSeeOther {
+	if r := cb.do(t, "POST", "/requests/"+id+"/decide", url.Values{"action": {"approve"}, "csrf": {token}, "confirmed": {"yes"}}, sameOrigin); r.status != http.StatusSeeOther {
 		t.Fatalf("decide on B: %d\n%s", r.status, r.body)
 	}
 	if s := a.get(t, id).State; s != airlock.StateApproved {

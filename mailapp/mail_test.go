@@ -258,7 +258,7 @@ func TestEmail(t *testing.T) {
 			t.Errorf("headers lack %q:\n%s", want, head)
 		}
 	}
-	for _, want := range []string{"ci box wants to run deploy", `{"env":"prod"}`, "Agent's claim (unverified): routine, honest",
+	for _, want := range []string{"ci box wants to run deploy", `{"env":"prod"}`, "The agent's claim (unverified): routine, honest",
 		"https://airlock.example.com/requests/" + r.ID, "cannot approve or deny"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("body lacks %q:\n%s", want, text)
@@ -326,5 +326,30 @@ func TestComposeQuorum(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("mail lacks %q:\n%s", want, m)
 		}
+	}
+}
+
+// TestComposeAgentWords: the mail of an MCP request names the agent, not
+// the default instance "mcp", and labels its title, description and
+// question as the agent's claim.
+func TestComposeAgentWords(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := airlock.Request{ID: "apr_m", Kind: airlock.KindAgentRequest, Title: "Which region?", Description: "Security asked.",
+		InstanceID: "ins_1", InstanceName: "mcp", OwnerName: "release bot", State: airlock.StatePending, DeadlineAt: now.Add(time.Hour),
+		Question: &airlock.Question{Choices: []string{"eu", "us"}}}
+	raw := string(mailapp.Compose(r, airlock.Delivery{MessageID: "m1", Type: airlock.NotifyCreated}, "airlock@example.com", "https://airlock.example.com", now))
+	_, body, _ := strings.Cut(raw, "\r\n\r\n")
+	text, err := io.ReadAll(quotedprintable.NewReader(strings.NewReader(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := strings.ReplaceAll(string(text), "\r\n", "\n")
+	want := "release bot asks for a decision.\n\nThe agent's claim (unverified), written by release bot:\nTitle: Which region?\nDescription: Security asked.\nQuestion, answer one of: eu | us\n"
+	if !strings.Contains(m, want) {
+		t.Errorf("mail lacks\n%s\nin:\n%s", want, m)
+	}
+	if strings.Contains(m, "mcp") || strings.Contains(m, "Arguments:") {
+		t.Errorf("the mail names the default instance or shows empty arguments:\n%s", m)
 	}
 }

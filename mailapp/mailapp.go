@@ -7,6 +7,7 @@ package mailapp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -261,18 +262,28 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 		subject = "Escalated: " + clip(what, 120) + " now needs " + clip(strings.Join(r.EscalateTo, ", "), 120)
 	}
 	var body bytes.Buffer
-	who := r.InstanceName
-	if who == "" {
-		who = r.InstanceID
+	who := airlock.Requester(r.Kind, cmp.Or(r.InstanceName, r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID), r.SessionID != "")
+	if r.Kind.AgentWrote() {
+		// The title, description and question are the agent's words.
+		fmt.Fprintf(&body, "%s asks for a decision.\n\n%s, written by %s:\nTitle: %s\n", who, airlock.AgentClaim, who, clip(r.Title, 300))
+		if r.Description != "" {
+			fmt.Fprintf(&body, "Description: %s\n", clip(r.Description, 1000))
+		}
+		if q := r.Question; q != nil && len(q.Choices) > 0 {
+			fmt.Fprintf(&body, "Question, answer one of: %s\n", clip(strings.Join(q.Choices, " | "), 300))
+		}
+		body.WriteString("\n")
+	} else {
+		fmt.Fprintf(&body, "%s wants to run %s.\n\n", who, what)
 	}
-	fmt.Fprintf(&body, "%s wants to run %s.\n\n", who, what)
-	args := string(r.Arguments)
-	if len(args) > 2000 {
-		args = clip(args, 2000) + fmt.Sprintf("\n(shortened: %d bytes in all; see them whole in the inbox)", len(r.Arguments))
+	if args := string(r.Arguments); args != "" || !r.Kind.AgentWrote() {
+		if len(args) > 2000 {
+			args = clip(args, 2000) + fmt.Sprintf("\n(shortened: %d bytes in all; see them whole in the inbox)", len(r.Arguments))
+		}
+		fmt.Fprintf(&body, "Arguments:\n%s\n\n", args)
 	}
-	fmt.Fprintf(&body, "Arguments:\n%s\n\n", args)
 	if r.AgentReasoning != "" {
-		fmt.Fprintf(&body, "Agent's claim (unverified): %s\n\n", clip(r.AgentReasoning, 1000))
+		fmt.Fprintf(&body, "%s: %s\n\n", airlock.AgentClaim, clip(r.AgentReasoning, 1000))
 	}
 	if len(r.Reviewers) > 0 {
 		fmt.Fprintf(&body, "For: %s (only its members decide)\n", strings.Join(r.Reviewers, ", "))

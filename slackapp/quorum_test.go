@@ -28,3 +28,28 @@ func TestRenderQuorum(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderAgentWords: the message of an MCP request names the agent (and
+// its session), not the default instance "mcp", and labels its title and
+// description as the agent's claim, in plain text.
+func TestRenderAgentWords(t *testing.T) {
+	t.Parallel()
+	r := airlock.Request{ID: "apr_m", Kind: airlock.KindWorkChange, Title: "Rotate the *keys*", Description: "Security asked.",
+		InstanceID: "ses_1", InstanceName: "Release 2.4", OwnerName: "release bot", SessionID: "ses_1",
+		State: airlock.StatePending, DeadlineAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	_, blocks := slackapp.Render(r, "https://airlock.example.com")
+	b, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := string(b)
+	for _, want := range []string{`*release bot (session Release 2.4)* asks for a decision`,
+		`{"type":"plain_text","text":"The agent's claim (unverified), written by release bot (session Release 2.4):\nRotate the *keys*\nSecurity asked."`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the message lacks %s:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "wants to run") {
+		t.Errorf("an MCP request reads as a tool call:\n%s", msg)
+	}
+}

@@ -7,6 +7,7 @@
 package slackapp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -212,12 +213,19 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 	if r.State != airlock.StatePending {
 		text = fmt.Sprintf("%s: %s", outcomeWord(r), what)
 	}
-	who := r.InstanceName
-	if who == "" {
-		who = r.InstanceID
-	}
-	blocks := []slack.Block{
-		slack.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* wants to run *%s*", esc(clip(who, maxTitle)), esc(what))), nil, nil),
+	who := airlock.Requester(r.Kind, cmp.Or(r.InstanceName, r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID), r.SessionID != "")
+	var blocks []slack.Block
+	if r.Kind.AgentWrote() {
+		// The title and description are the agent's words: labelled, and
+		// plain text, so that they cannot look like Airlock's own.
+		claim := airlock.AgentClaim + ", written by " + who + ":\n" + what
+		if r.Description != "" {
+			claim += "\n" + clip(r.Description, maxClaim)
+		}
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* asks for a decision", esc(clip(who, maxTitle)))), nil, nil),
+			slack.NewSectionBlock(plain(claim), nil, nil))
+	} else {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* wants to run *%s*", esc(clip(who, maxTitle)), esc(what))), nil, nil))
 	}
 	args, cut := clipBytes(string(r.Arguments), maxArguments)
 	if args == "" {
@@ -235,7 +243,7 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 	}
 	ctx := []slack.MixedElement{mrkdwn(linkText)}
 	if r.AgentReasoning != "" {
-		ctx = append(ctx, plain("Agent's claim (unverified): "+clip(r.AgentReasoning, maxClaim)))
+		ctx = append(ctx, plain(airlock.AgentClaim+": "+clip(r.AgentReasoning, maxClaim)))
 	}
 	blocks = append(blocks, slack.NewContextBlock("facts", ctx...))
 	if r.State == airlock.StatePending {

@@ -14,8 +14,8 @@ func TestCLIGrants(t *testing.T) {
 	s := startCLIServer(t)
 	call := `{"tool":"issue_refund","arguments":{"amount":4900}}`
 	id := s.create(t, call)
-	s.cli(t, s.reviewer, "requests", "approve", id, "--grant-uses", "2").want(t, exitUsage, "--grant-uses without --grant")
-	out := s.cli(t, s.reviewer, "requests", "approve", id, "--grant", "1h", "--grant-uses", "2").want(t, 0, "approve --grant").stdout
+	s.cli(t, s.reviewer, "requests", "approve", id, "--grant-uses", "2", "--yes").want(t, exitUsage, "--grant-uses without --grant")
+	out := s.cli(t, s.reviewer, "requests", "approve", id, "--grant", "1h", "--grant-uses", "2", "--yes").want(t, 0, "approve --grant").stdout
 	if !strings.Contains(out, "approved "+id) || !strings.Contains(out, "Granted grt_") || !strings.Contains(out, "2 more calls of issue_refund") {
 		t.Fatalf("approve --grant said:\n%s", out)
 	}

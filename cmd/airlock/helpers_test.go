@@ -177,7 +177,7 @@ func signIn(t *testing.T, base, token string) *inboxSession {
 // decide posts the decision form of request id.
 func (s *inboxSession) decide(t *testing.T, id, action string) page {
 	t.Helper()
-	return s.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {s.csrf}, "action": {action}})
+	return s.do(t, "POST", "/requests/"+id+"/decide", url.Values{"csrf": {s.csrf}, "action": {action}, "confirmed": {"yes"}})
 }
 
 func (s *inboxSession) do(t *testing.T, method, path string, form url.Values) page {

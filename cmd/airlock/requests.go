@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -370,13 +372,9 @@ func runRequestsList(ctx context.Context, a *App, args []string) error {
 		if q.Decision != nil {
 			when = "decided " + since(now, q.Decision.DecidedAt)
 		}
-		inst := q.InstanceID // a deleted instance's name is gone
-		if q.InstanceName != "" {
-			inst = q.InstanceName
-		}
-		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(inst, 24), since(now, q.CreatedAt), when})
+		rows = append(rows, []string{q.ID, string(q.State), string(q.Kind), clip(headline(q), 48), clip(requester(&q), 24), since(now, q.CreatedAt), when})
 	}
-	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tINSTANCE\tASKED\tWHEN", rows)
+	table(r.out, "ID\tSTATE\tKIND\tTOOL / TITLE\tFROM\tASKED\tWHEN", rows)
 	if page.NextCursor != "" {
 		fmt.Fprintf(a.Stderr, "More: %s\n", nextPageCommand(fs, page.NextCursor))
 	}
@@ -404,6 +402,13 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// requester names who asked for q (airlock.Requester): a tool call's
+// instance, an MCP request's agent, with its session.
+func requester(q *client.ApprovalRequest) string {
+	instance := cmp.Or(q.InstanceName, q.InstanceID) // a deleted instance's name is gone
+	return airlock.Requester(q.Kind, instance, cmp.Or(q.CreatedByName, instance), q.SessionID != "")
 }
 
 // headline is a request's one-line name: its tool, or its title.
@@ -471,6 +476,10 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 			fmt.Fprintf(w, "Warning:      %s\n", warn)
 		}
 	}
+	if q.Kind.AgentWrote() {
+		// The title, description and question are the agent's words.
+		fmt.Fprintf(w, "%s, written by %s:\n", airlock.AgentClaim, display.Visible(requester(q)))
+	}
 	line("Title", display.Visible(q.Title))
 	line("Description", display.VisibleText(q.Description))
 	if q.TargetType != "" || q.TargetID != "" {
@@ -503,7 +512,7 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		}
 	}
 	if q.AgentReasoning != "" {
-		fmt.Fprintf(w, "The agent's claim (unverified):\n%s\n", indent(display.VisibleText(q.AgentReasoning)))
+		fmt.Fprintf(w, "%s:\n%s\n", airlock.AgentClaim, indent(display.VisibleText(q.AgentReasoning)))
 	}
 	if len(q.Context) > 0 {
 		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(display.VisibleText(indentJSON(q.Context))))
@@ -579,6 +588,7 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	grantUses := fs.Int("grant-uses", 0, "with --grant: how many calls it may approve (default: no limit until it expires)")
 	grantScope := fs.String("grant-scope", "", "with --grant: instance (the default: calls on this request's instance) or agent (the agent's calls on any instance)")
 	grantMatch := fs.String("grant-match", "", "with --grant: a CEL expression the calls must match, instead of the same arguments")
+	yes := yesFlag(fs, "approve")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
@@ -593,24 +603,46 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	case *grantUses != 0 || *grantScope != "" || *grantMatch != "":
 		return usageErrorf("--grant-uses, --grant-scope and --grant-match go with --grant")
 	}
-	return decide(ctx, r, pos[0], in)
+	return a.decide(ctx, r, pos[0], in, *yes)
 }
 
 func runRequestsDeny(ctx context.Context, a *App, args []string) error {
 	fs, r := a.apiFlagSet("requests", "deny")
 	note := fs.String("note", "", "why, for the agent")
+	yes := yesFlag(fs, "deny")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
 	}
-	return decide(ctx, r, pos[0], client.DecisionInput{Status: airlock.StateDenied, Note: *note})
+	return a.decide(ctx, r, pos[0], client.DecisionInput{Status: airlock.StateDenied, Note: *note}, *yes)
 }
 
-// decide records a decision and says what happened.
-func decide(ctx context.Context, r *remote, id string, in client.DecisionInput) error {
+// yesFlag adds --yes to the flags of `requests approve` or `deny`.
+func yesFlag(fs *flag.FlagSet, verb string) *bool {
+	return fs.Bool("yes", false, verb+" without showing the call and asking first: for scripts, which have no terminal to ask on")
+}
+
+// decide records a decision and says what happened. Unless yes, it first
+// shows the call on the terminal and asks; with no terminal to ask on, it
+// refuses, so that nothing is decided unseen by accident.
+func (a *App) decide(ctx context.Context, r *remote, id string, in client.DecisionInput, yes bool) error {
+	verb := "approve"
+	if in.Status == airlock.StateDenied {
+		verb = "deny"
+	}
+	input, tty := watchInput()
+	if !yes && (!tty || !isTerminal(a.Stderr)) {
+		return usageErrorf("requests %s shows the call and asks before it records anything, and there is no terminal to ask on; "+
+			"run it in a terminal, or pass --yes to %s %s unseen (scripts)", verb, verb, id)
+	}
 	c, err := r.client()
 	if err != nil {
 		return err
+	}
+	if !yes {
+		if err := confirmOnTerminal(ctx, c, a.Stderr, input, id, in); err != nil {
+			return err
+		}
 	}
 	q, err := c.Decide(ctx, id, in)
 	if err != nil {
@@ -629,6 +661,35 @@ func decide(ctx context.Context, r *remote, id string, in client.DecisionInput) 
 			g.ID, uses, g.Tool, g.ExpiresAt.UTC().Format(time.RFC3339), g.ID)
 	}
 	return nil
+}
+
+// errNotConfirmed is the reviewer's "no" to a decision's confirmation.
+var errNotConfirmed = errors.New("not confirmed: nothing was recorded")
+
+// confirmOnTerminal shows request id on w as `requests show` does (tool,
+// arguments indented, the agent's claim labelled, context, where it comes
+// from), restates it with the decision in, and asks y/N on input. Only
+// "y" or "yes" goes on; a request no longer pending is a conflict.
+func confirmOnTerminal(ctx context.Context, c *client.Client, w io.Writer, input io.Reader, id string, in client.DecisionInput) error {
+	q, err := c.GetRequest(ctx, id)
+	if err != nil {
+		return apiError(err)
+	}
+	if q.State != airlock.StatePending {
+		return &exitError{exitConflict, fmt.Errorf("%s is already %s: nothing was recorded", id, q.State)}
+	}
+	now := time.Now()
+	printRequest(w, q, boardFor(ctx, c, q), now)
+	fmt.Fprintf(w, "\n→ %s\n%s\nRecord this? [y/N]: ", restate(q, now), confirmation(q, in))
+	line, err := bufio.NewReader(input).ReadString('\n')
+	if err != nil && line == "" {
+		return errNotConfirmed
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return errNotConfirmed
 }
 
 // outcome says in one line what a decision did.

@@ -114,14 +114,14 @@ func TestCLIRequests(t *testing.T) {
 		t.Error("show printed an escape or bidi character raw")
 	}
 
-	s.cli(t, s.agent, "requests", "approve", id).want(t, exitAuth, "an agent approving")
+	s.cli(t, s.agent, "requests", "approve", id, "--yes").want(t, exitAuth, "an agent approving")
 	s.cli(t, "airlock_wrong", "requests", "list").want(t, exitAuth, "an unknown token")
 	s.cli(t, s.reviewer, "requests", "show", "apr_nope").want(t, exitNotFound, "show an unknown request")
-	approved := s.cli(t, s.reviewer, "requests", "approve", id, "--valid-for", "15m", "--note", "once").want(t, 0, "approve").stdout
+	approved := s.cli(t, s.reviewer, "requests", "approve", id, "--valid-for", "15m", "--note", "once", "--yes").want(t, 0, "approve").stdout
 	if !strings.Contains(approved, "approved "+id+"; the call may start until") {
 		t.Fatalf("approve said %q", approved)
 	}
-	again := s.cli(t, s.reviewer, "requests", "deny", id).want(t, exitConflict, "deny an approved request")
+	again := s.cli(t, s.reviewer, "requests", "deny", id, "--yes").want(t, exitConflict, "deny an approved request")
 	if !strings.Contains(again.stderr, "not_pending") || !strings.Contains(again.stderr, "approved") {
 		t.Fatalf("the conflict does not say what holds: %s", again.stderr)
 	}
@@ -142,7 +142,7 @@ func TestCLIRequests(t *testing.T) {
 		} `json:"decision"`
 	}
 	// Flags may follow the ID.
-	if err := json.Unmarshal([]byte(s.cli(t, s.reviewer, "requests", "deny", id2, "--note", "never on /", "--json").want(t, 0, "deny --json").stdout), &denied); err != nil {
+	if err := json.Unmarshal([]byte(s.cli(t, s.reviewer, "requests", "deny", id2, "--note", "never on /", "--json", "--yes").want(t, 0, "deny --json").stdout), &denied); err != nil {
 		t.Fatal(err)
 	}
 	if denied.State != "denied" || denied.Decision.Note != "never on /" {
@@ -348,7 +348,7 @@ func TestCLIRequestsList(t *testing.T) {
 	late := s.create(t, `{"tool":"late","arguments":{},"timeout":"50m"}`)
 	soon := s.create(t, `{"tool":"soon","arguments":{},"timeout":"5m"}`)
 	mid := s.create(t, `{"tool":"mid","arguments":{},"timeout":"20m"}`)
-	s.cli(t, s.reviewer, "requests", "deny", mid).want(t, 0, "deny mid")
+	s.cli(t, s.reviewer, "requests", "deny", mid, "--yes").want(t, 0, "deny mid")
 
 	out := s.cli(t, s.reviewer, "requests", "list").want(t, 0, "list").stdout
 	if i, j := strings.Index(out, soon), strings.Index(out, late); i < 0 || j < 0 || i > j {
@@ -411,6 +411,35 @@ func TestPrintRequestWarns(t *testing.T) {
 		"Approvals:    1 of 2 approvals (Ada)", "Vote:         approved by Ada at 2030-01-02T03:04:05Z fine"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("show lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestShowLabelsAgentWords: `requests show` (and the restated line above a
+// prompt) label an MCP request's title and description as the agent's
+// claim and name the agent, with its session, never the default "mcp".
+func TestShowLabelsAgentWords(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, tc := range []struct {
+		session, who string
+	}{{"", "release bot"}, {"ses_1", "release bot (session Release 2.4)"}} {
+		q := &client.ApprovalRequest{ID: "apr_1", State: airlock.StatePending, Kind: airlock.KindWorkChange, Title: "Rotate the keys",
+			Description: "Security asked for it.", InstanceID: "ins_1", InstanceName: "mcp", CreatedByName: "release bot",
+			SessionID: tc.session, CreatedAt: now, DeadlineAt: now.Add(time.Hour)}
+		if tc.session != "" {
+			q.InstanceID, q.InstanceName = tc.session, "Release 2.4"
+		}
+		var b bytes.Buffer
+		printRequest(&b, q, nil, now)
+		out := b.String()
+		for _, want := range []string{"The agent's claim (unverified), written by " + tc.who + ":\nTitle:        Rotate the keys\nDescription:  Security asked for it.", "Agent:        release bot"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("show lacks %q:\n%s", want, out)
+			}
+		}
+		if got := restate(q, now); !strings.Contains(got, "from "+tc.who+"  deadline") {
+			t.Errorf("restated as %q", got)
 		}
 	}
 }

@@ -128,3 +128,81 @@ func TestCLIJSONOnTerminal(t *testing.T) {
 		t.Fatalf("the JSON changed meaning: %q against %q", shown.Arguments, api.Arguments)
 	}
 }
+
+// TestCLIDecideConfirms: on a terminal, `requests approve` and `deny` show
+// the call (tool, arguments indented, the agent's claim labelled, the
+// context) and ask y/N: y records, n records nothing. On a pipe they
+// refuse without --yes, whatever the pipe says, and record with it.
+func TestCLIDecideConfirms(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	body := `{"tool":"drop_table","arguments":{"db":{"name":"prod","table":"users"}},"agent_reasoning":"cleanup","context":{"cwd":"/srv/app"}}`
+	state := func(id string) string {
+		return s.api.call("GET", "/v1/approval-requests/"+id, s.reviewer, "").want(t, 200, "read").Str("state")
+	}
+	prompt := regexp.MustCompile(`Record this\? \[y/N\]: $`)
+
+	for _, tc := range []struct {
+		name, answer string
+		args         []string
+		exit         int
+		state        string
+	}{
+		{"terminal, yes", "y", []string{"approve", "--valid-for", "2m", "--note", "once"}, 0, "approved"},
+		{"terminal, no", "n", []string{"deny"}, 1, "pending"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			id := s.create(t, body)
+			p := startOnTerminal(t, s.url, s.reviewer, append([]string{"requests", tc.args[0], id}, tc.args[1:]...)...)
+			p.out.WaitFor(t, prompt, p.exited)
+			screen := strings.ReplaceAll(p.out.String(), "\r\n", "\n")
+			for _, want := range []string{"Tool:         drop_table", "\"db\": {\n", "      \"name\": \"prod\",", "The agent's claim (unverified):\n  cleanup",
+				"Context from the adapter:", `"cwd": "/srv/app"`} {
+				if !strings.Contains(screen, want) {
+					t.Errorf("the terminal does not show %q:\n%s", want, screen)
+				}
+			}
+			if tc.answer == "y" && !strings.Contains(screen, "Approve drop_table, which may start for 2m, with the note “once”.") {
+				t.Errorf("the decision is not restated:\n%s", screen)
+			}
+			if got := state(id); got != "pending" {
+				t.Fatalf("recorded %s before the answer", got)
+			}
+			p.typeLine(t, tc.answer)
+			<-p.exited
+			if code := p.cmd.ProcessState.ExitCode(); code != tc.exit || tc.exit != 0 && !strings.Contains(p.out.String(), "nothing was recorded") {
+				t.Fatalf("exit %d, want %d:\n%s", code, tc.exit, p.out.String())
+			}
+			if got := state(id); got != tc.state {
+				t.Fatalf("state %s after %s, want %s", got, tc.answer, tc.state)
+			}
+		})
+	}
+	t.Run("pipe", func(t *testing.T) {
+		t.Parallel()
+		id := s.create(t, body)
+		run := func(args ...string) (int, string) {
+			cmd := exec.Command(binary(t), args...)
+			cmd.Env = append(os.Environ(), "AIRLOCK_URL="+s.url, "AIRLOCK_TOKEN="+s.reviewer)
+			cmd.Stdin = strings.NewReader("y\n")
+			out, _ := cmd.CombinedOutput()
+			return cmd.ProcessState.ExitCode(), string(out)
+		}
+		for _, verb := range []string{"approve", "deny"} {
+			code, out := run("requests", verb, id)
+			if code != exitUsage || !strings.Contains(out, "no terminal to ask on") || !strings.Contains(out, "--yes") {
+				t.Errorf("%s on a pipe: exit %d, want %d saying to pass --yes:\n%s", verb, code, exitUsage, out)
+			}
+		}
+		if got := state(id); got != "pending" {
+			t.Fatalf("a pipe recorded %s without --yes", got)
+		}
+		if code, out := run("requests", "approve", id, "--yes"); code != 0 || !strings.Contains(out, "approved "+id) {
+			t.Fatalf("approve --yes on a pipe: exit %d:\n%s", code, out)
+		}
+		if got := state(id); got != "approved" {
+			t.Fatalf("state %s after --yes", got)
+		}
+	})
+}

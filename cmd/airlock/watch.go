@@ -145,7 +145,7 @@ func (w *watcher) print(ctx context.Context) error {
 				}
 				continue
 			}
-			fmt.Fprintf(w.r.out, "%s  %s  %s  from %s  deadline %s\n", q.ID, q.Kind, clip(headline(q), 60), clip(instanceLabel(&q), 60), until(time.Now(), q.DeadlineAt))
+			fmt.Fprintf(w.r.out, "%s  %s  %s  from %s  deadline %s\n", q.ID, q.Kind, clip(headline(q), 60), clip(requester(&q), 60), until(time.Now(), q.DeadlineAt))
 		}
 	}
 }
@@ -380,7 +380,7 @@ func restate(q *client.ApprovalRequest, now time.Time) string {
 	if len(q.Arguments) > 0 {
 		what += " " + string(q.Arguments)
 	}
-	return fmt.Sprintf("%s  %s  from %s  deadline %s", q.ID, clip(what, 100), display.Visible(instanceLabel(q)), until(now, q.DeadlineAt))
+	return fmt.Sprintf("%s  %s  from %s  deadline %s", q.ID, clip(what, 100), display.Visible(requester(q)), until(now, q.DeadlineAt))
 }
 
 // confirmation says what is about to be recorded.

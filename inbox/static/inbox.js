@@ -227,11 +227,12 @@
 
   // Every decision is confirmed the same way, whether it comes from a
   // click, a tap or a key: the dialog restates the tool (or title), the
-  // answer, how long an approval lets the call start, and the note.
+  // arguments with their size and digest, the answer, how long an approval
+  // lets the call start, and the note.
   var dialog = document.getElementById('confirm');
   function confirmThen(heading, facts, okLabel, okClass, then) {
     if (!dialog || typeof dialog.showModal !== 'function') {
-      var text = facts.map(function (f) { return f[0] + ': ' + f[1]; }).join('\n');
+      var text = facts.map(function (f) { return f[0] + ': ' + (typeof f[1] === 'string' ? f[1] : f[1].textContent); }).join('\n');
       if (window.confirm(heading + '\n\n' + text)) then();
       return;
     }
@@ -245,8 +246,12 @@
       var dt = document.createElement('dt');
       var dd = document.createElement('dd');
       dt.textContent = f[0];
-      dd.textContent = f[1];
-      dd.className = 'text';
+      if (typeof f[1] === 'string') {
+        dd.textContent = f[1];
+        dd.className = 'text';
+      } else {
+        dd.appendChild(f[1]);
+      }
       if (f[2]) dd.id = f[2];
       row.appendChild(dt);
       row.appendChild(dd);
@@ -272,7 +277,19 @@
   // or the MCP request's title.
   function what() {
     var tool = document.querySelector('code.tool');
-    return tool ? ['Tool', tool.textContent.trim(), 'confirm-tool'] : ['Request', headline(), 'confirm-tool'];
+    return tool ? ['Tool', tool.textContent.trim(), 'confirm-tool'] : ["Request (the agent's claim)", headline(), 'confirm-tool'];
+  }
+  // theCall restates the call in a confirmation: the arguments whole, as
+  // the page shows them, with their size and digest.
+  function theCall() {
+    var args = document.getElementById('arguments');
+    if (!args) return [];
+    var copy = args.cloneNode(true);
+    copy.id = 'confirm-arguments';
+    copy.removeAttribute('aria-labelledby');
+    var size = document.getElementById('args-size');
+    var digest = document.getElementById('digest');
+    return [['Arguments', copy], ['Size, SHA-256', (size ? size.textContent : '') + ', ' + (digest ? digest.textContent : ''), 'confirm-digest']];
   }
   function guard(form, kind) {
     if (!form) return;
@@ -280,7 +297,7 @@
       if (form.dataset.confirmed === '1') return;
       e.preventDefault();
       var submitter = e.submitter || null;
-      var facts = [what()];
+      var facts = [what()].concat(theCall());
       var heading, okLabel, okClass;
       var q = art.dataset.question;
       if (kind === 'approve' && q) {
@@ -306,6 +323,13 @@
       facts.push(['Note', note || 'none' + (noteField ? ' (you can write one in the form first)' : ''), 'confirm-note']);
       confirmThen(heading, facts, okLabel, okClass, function () {
         form.dataset.confirmed = '1';
+        // The server records only a confirmed form; without this field it
+        // answers with its own confirmation page.
+        var mark = document.createElement('input');
+        mark.type = 'hidden';
+        mark.name = 'confirmed';
+        mark.value = 'yes';
+        form.appendChild(mark);
         if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
       });
     });
@@ -336,6 +360,16 @@
       window.addEventListener('resize', later);
       place();
     }
+  }
+
+  // Arguments keep their lines: a line wider than its block scrolls
+  // sideways inside it, and a hint says so while one does.
+  var args = document.getElementById('arguments');
+  var wide = document.getElementById('arguments-wide');
+  if (args && wide) {
+    var showWide = function () { wide.hidden = args.scrollWidth <= args.clientWidth; };
+    window.addEventListener('resize', showWide);
+    showWide();
   }
 
   // Long texts fold after a few lines, with a button to show them all.
