@@ -1,4 +1,4 @@
--- 0016: the keys approval tokens are signed with (docs/tokens.md).
+-- 0017: the keys approval tokens are signed with (docs/tokens.md).
 --
 -- One set for every replica. At most one key is active (retired_at
 -- NULL): the unique index on the constant expression holds one row of
