@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -51,7 +52,7 @@ func TestWebhooksKillRestart(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "airlock.db")
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin,
-		"--rate-limit", "1000000", "--log-level", "error", "--webhook-allow-private", "--webhook-timeout", "3s"}
+		"--rate-limit", "1000000", "--log-level", "error", "--outbound-allow-private", "--webhook-timeout", "3s"}
 	srv := startProcess(t, dir, nil, args...)
 	c := newAPI(t, srv.URL)
 	agent := c.mintToken(testAdmin, "agent", "agent")
@@ -131,10 +132,10 @@ func TestWebhooksKillRestart(t *testing.T) {
 
 // TestCLIWebhooks: airlock webhooks create, list, show, deliveries, test
 // and delete against a real server delivering to a real receiver; a
-// private URL is refused without --webhook-allow-private.
+// private URL is refused without --outbound-allow-private.
 func TestCLIWebhooks(t *testing.T) {
 	t.Parallel()
-	srv, c := serveNew(t, "--webhook-allow-private")
+	srv, c := serveNew(t, "--outbound-allow-private")
 	s := &cliServer{running: srv, api: c, admin: testAdmin}
 	s.agent = c.mintToken(testAdmin, "cli agent", "agent")
 	s.instance = c.call("POST", "/v1/instances", s.agent, `{"name":"laptop"}`).want(t, 201, "register").Str("id")
@@ -190,16 +191,87 @@ func TestCLIWebhooks(t *testing.T) {
 	s.cli(t, testAdmin, "webhooks", "delete", id).want(t, 0, "delete")
 	s.cli(t, testAdmin, "webhooks", "show", id).want(t, 3, "show a deleted webhook")
 
-	// Without --webhook-allow-private, loopback URLs are refused.
+	// Without --outbound-allow-private, loopback URLs are refused.
 	_, strict := serveNew(t)
 	r := strict.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, rc.URL()))
-	if r.Status != 400 || !strings.Contains(r.Raw, "--webhook-allow-private") {
-		t.Fatalf("a loopback URL without --webhook-allow-private: %d %s", r.Status, r.Raw)
+	if r.Status != 400 || !strings.Contains(r.Raw, "--outbound-allow-private") {
+		t.Fatalf("a loopback URL without --outbound-allow-private: %d %s", r.Status, r.Raw)
 	}
 }
 
-// TestNotifyFlags: --remind-before and --webhook-timeout are checked at
-// start, naming the flag.
+// TestWebhookURLSpellings: every spelling of a non-public address that
+// some resolver reads as one is refused at creation through the REST API
+// of a server without --outbound-allow-private, with a 400 that says why;
+// and nothing is stored.
+func TestWebhookURLSpellings(t *testing.T) {
+	t.Parallel()
+	_, c := serveNew(t)
+	for _, tc := range []struct{ host, says string }{
+		{"2130706433", "the IPv4 address 127.0.0.1 spelled in a form resolvers disagree on"},
+		{"0x7f000001", "the IPv4 address 127.0.0.1 spelled"},
+		{"0177.0.0.1", "the IPv4 address 127.0.0.1 spelled"},
+		{"017700000001", "the IPv4 address 127.0.0.1 spelled"},
+		{"127.1", "the IPv4 address 127.0.0.1 spelled"},
+		{"0", "the IPv4 address 0.0.0.0 spelled"},
+		{"0xa9fea9fe", "the IPv4 address 169.254.169.254 spelled"},
+		{"0x7f.1", "the IPv4 address 127.0.0.1 spelled"},
+		{"127.0.0.1.", "non-public address"},
+		{"LOCALHOST", "loopback name"},
+		{"localhost.", "loopback name"},
+		{"Api.LocalHost.", "loopback name"},
+		{"[::127.0.0.1]", "non-public address"},
+		{"[::ffff:0:127.0.0.1]", "non-public address"},
+		{"[::ffff:127.0.0.1]", "non-public address"},
+		{"08.0.0.1", "ends in a number but is not an IPv4 address"},
+		{"1.2.3.4.5", "ends in a number but is not an IPv4 address"},
+	} {
+		r := c.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":"http://%s:8080/hook"}`, tc.host))
+		if r.Status != 400 || r.Str("code") != "invalid_request" || !strings.Contains(r.Raw, tc.says) {
+			t.Errorf("webhook to %s: %d %s; want 400 saying %q", tc.host, r.Status, r.Raw, tc.says)
+		}
+	}
+	if r := c.call("GET", "/v1/webhooks", testAdmin, ""); r.Status != 200 || strings.Contains(r.Raw, "whk_") {
+		t.Fatalf("refused webhooks were stored: %d %s", r.Status, r.Raw)
+	}
+	// A public address in dotted decimal, and a name, are accepted.
+	for _, u := range []string{"http://8.8.8.8/hook", "https://hooks.example.com./x"} {
+		if r := c.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q}`, u)); r.Status != 201 {
+			t.Errorf("webhook to %s: %d %s; want 201", u, r.Status, r.Raw)
+		}
+	}
+}
+
+// TestAllowPrivateOldName: --webhook-allow-private and its environment
+// twin still lift the rules, with one warning line naming the new flag.
+func TestAllowPrivateOldName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{args: []string{"--webhook-allow-private"}},
+		{env: map[string]string{"AIRLOCK_WEBHOOK_ALLOW_PRIVATE": "true"}},
+	} {
+		var stderr bytes.Buffer
+		a := &App{Stderr: &stderr, LookupEnv: mapEnv(tc.env)}
+		cfg, err := a.serveConfig(tc.args)
+		if err != nil || !cfg.OutboundAllowPrivate {
+			t.Fatalf("%v %v: %+v, %v", tc.args, tc.env, cfg, err)
+		}
+		if n := strings.Count(stderr.String(), "\n"); n != 1 || !strings.Contains(stderr.String(), "is deprecated; use --outbound-allow-private") {
+			t.Errorf("%v %v: warned %q, want one line", tc.args, tc.env, stderr.String())
+		}
+	}
+	var stderr bytes.Buffer
+	a := &App{Stderr: &stderr, LookupEnv: mapEnv(nil)}
+	if cfg, err := a.serveConfig([]string{"--outbound-allow-private"}); err != nil || !cfg.OutboundAllowPrivate || stderr.Len() > 0 {
+		t.Fatalf("--outbound-allow-private: %+v, %v, %q", cfg, err, stderr.String())
+	}
+}
+
+// TestNotifyFlags: --remind-before, --webhook-timeout, and the SMTP and
+// Slack hosts under the outbound rules are checked at start, naming the
+// flag.
 func TestNotifyFlags(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -207,7 +279,16 @@ func TestNotifyFlags(t *testing.T) {
 		want string // "" when valid
 	}{
 		{Config{RemindBefore: "25%"}, ""},
-		{Config{RemindBefore: "10m", WebhookTimeout: time.Second, WebhookAllowPrivate: true}, ""},
+		{Config{RemindBefore: "10m", WebhookTimeout: time.Second, OutboundAllowPrivate: true}, ""},
+		{Config{SMTPURL: "smtp://u:p@localhost.:587"}, "--smtp-url: \"localhost.\" is a loopback name"},
+		{Config{SMTPURL: "smtp://u:p@0x7f000001:587"}, "--smtp-url: \"0x7f000001\" is the IPv4 address 127.0.0.1"},
+		{Config{SMTPURL: "smtp://u:p@10.0.0.5:587"}, "--smtp-url: \"10.0.0.5\" is a loopback, private"},
+		{Config{SMTPURL: "smtp://u:p@10.0.0.5:587", OutboundAllowPrivate: true}, ""},
+		{Config{SMTPURL: "smtp://u:p@smtp.example.com:587"}, ""},
+		{Config{SlackBotToken: "xoxb-1", SlackChannel: "C1", SlackAPIURL: "http://127.1:9/api/"}, "--slack-api-url: \"127.1\" is the IPv4 address 127.0.0.1"},
+		{Config{SlackBotToken: "xoxb-1", SlackChannel: "C1", SlackAPIURL: "http://[::1]:9/api/"}, "--slack-api-url: \"::1\" is a loopback, private"},
+		{Config{SlackBotToken: "xoxb-1", SlackChannel: "C1", SlackAPIURL: "http://127.0.0.1:9/api/", OutboundAllowPrivate: true}, ""},
+		{Config{SlackBotToken: "xoxb-1", SlackChannel: "C1"}, ""},
 		{Config{RemindBefore: "150%"}, "--remind-before"},
 		{Config{RemindBefore: "soon"}, "--remind-before"},
 		{Config{WebhookTimeout: 2 * time.Minute}, "--webhook-timeout"},
