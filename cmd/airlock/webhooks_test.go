@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -300,5 +304,147 @@ func TestNotifyFlags(t *testing.T) {
 	}
 	if got := (Config{RemindBefore: "25%"}).Remind(); got != (airlock.RemindBefore{Fraction: 0.25}) {
 		t.Errorf("Remind = %+v", got)
+	}
+}
+
+// TestWebhookIDsAfterRestore is the backup-and-restore test of
+// webhook-id. The SQLite file is copied while the server is stopped,
+// more requests are made and delivered, and the copy is put back: the
+// restored database hands out again the event IDs (sequence numbers) of
+// the events delivered after the backup. The new events' webhook-ids
+// differ from every webhook-id delivered before the restore, so a
+// receiver that drops repeated ids keeps them. A delivery retried after a
+// 500 keeps its one webhook-id (the receiver answers 500 to the first
+// attempt of each id, so a new id would never be accepted).
+func TestWebhookIDsAfterRestore(t *testing.T) {
+	t.Parallel()
+	dir, backup := t.TempDir(), t.TempDir()
+	db := filepath.Join(dir, "airlock.db")
+	ok := webhooktest.NewReceiver("ok", webhooktest.OK)
+	defer ok.Close()
+	flaky := webhooktest.NewReceiver("flaky", webhooktest.Fail500First)
+	defer flaky.Close()
+	serve := func() (*running, *api) {
+		srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--outbound-allow-private", "--log-level", "error")
+		return srv, newAPI(t, srv.url)
+	}
+	// copyDB copies the database's files from one folder to another, as
+	// a backup of a stopped server does, and as its restore does.
+	copyDB := func(from, to string) {
+		t.Helper()
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(filepath.Join(to, "airlock.db"+suffix))
+			b, err := os.ReadFile(filepath.Join(from, "airlock.db"+suffix))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(to, "airlock.db"+suffix), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type delivery struct {
+		MessageID string            `json:"message_id"`
+		EventID   int64             `json:"event_id"`
+		RequestID string            `json:"request_id"`
+		Attempts  []json.RawMessage `json:"attempts"`
+	}
+	// sent reads an endpoint's deliveries, newest first.
+	sent := func(c *api, endpoint string) []delivery {
+		t.Helper()
+		var page struct{ Items []delivery }
+		r := c.call("GET", "/v1/webhooks/"+endpoint+"/deliveries?limit=100", testAdmin, "").want(t, 200, "deliveries")
+		if err := json.Unmarshal([]byte(r.Raw), &page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Items
+	}
+	webhook := func(c *api, rc *webhooktest.Receiver) string {
+		t.Helper()
+		r := c.call("POST", "/v1/webhooks", testAdmin, fmt.Sprintf(`{"url":%q,"events":["approval_request.created"]}`, rc.URL())).want(t, 201, "create webhook")
+		rc.SetSecret(r.Str("secret"))
+		return r.Str("id")
+	}
+	var agent, instance string
+	create := func(c *api, key string) string {
+		t.Helper()
+		return c.call("POST", "/v1/instances/"+instance+"/approval-requests", agent, `{"tool":"deploy","arguments":{}}`,
+			"Idempotency-Key", key).want(t, 201, "create").Str("id")
+	}
+	accepted := func(rc *webhooktest.Receiver, ids ...string) func() bool {
+		return func() bool {
+			got := rc.IDsByRequest()
+			for _, id := range ids {
+				if len(got[id]) == 0 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	// Before the backup: one request, delivered to both receivers.
+	srv, c := serve()
+	okID, flakyID := webhook(c, ok), webhook(c, flaky)
+	agent = c.mintToken(testAdmin, "agent", "agent")
+	instance = c.call("POST", "/v1/instances", agent, `{"name":"restore"}`).want(t, 201, "register").Str("id")
+	a := create(c, "a")
+	testkit.Eventually(t, time.Minute, "the first request's webhooks", func() bool { return accepted(ok, a)() && accepted(flaky, a)() })
+	// The retried delivery kept its webhook-id. The receiver answers
+	// before the server records the answer.
+	testkit.Eventually(t, time.Minute, "the retried delivery's second attempt", func() bool {
+		ds := sent(c, flakyID)
+		return len(ds) == 1 && len(ds[0].Attempts) == 2
+	})
+	if ds := sent(c, flakyID); len(ds) != 1 || len(ds[0].Attempts) != 2 || flaky.IDsByRequest()[a][0] != ds[0].MessageID ||
+		flaky.AttemptsOf(ds[0].MessageID) != 2 {
+		t.Fatalf("the retried delivery: %+v; the receiver accepted %v", ds, flaky.IDsByRequest()[a])
+	}
+	c.call("DELETE", "/v1/webhooks/"+flakyID, testAdmin, "").want(t, 204, "delete the flaky webhook")
+	srv.stop(t)
+	copyDB(dir, backup)
+
+	// After the backup: two more, delivered, then lost with the restore.
+	srv, c = serve()
+	lost := []string{create(c, "b1"), create(c, "b2")}
+	testkit.Eventually(t, time.Minute, "the lost requests' webhooks", accepted(ok, lost...))
+	before := sent(c, okID)
+	srv.stop(t)
+	delivered := map[string]bool{} // every webhook-id the receiver accepted before the restore
+	for _, ids := range ok.IDsByRequest() {
+		for _, id := range ids {
+			delivered[id] = true
+		}
+	}
+
+	// The restore, and two new requests.
+	copyDB(backup, dir)
+	_, c = serve()
+	fresh := []string{create(c, "c1"), create(c, "c2")}
+	testkit.Eventually(t, time.Minute, "the new requests' webhooks", accepted(ok, fresh...))
+	after := sent(c, okID)
+
+	// The restore handed the lost events' sequence numbers out again...
+	reused := 0
+	for _, d := range after {
+		for _, l := range before {
+			if d.EventID == l.EventID && d.RequestID != l.RequestID {
+				reused++
+			}
+		}
+	}
+	if reused != len(fresh) {
+		t.Fatalf("%d new events reuse the event IDs of lost ones, want %d: before %+v, after %+v", reused, len(fresh), before, after)
+	}
+	// ...and their webhook-ids are new all the same.
+	for _, r := range fresh {
+		for _, id := range ok.IDsByRequest()[r] {
+			if delivered[id] {
+				t.Errorf("request %s after the restore came with webhook-id %s, delivered before it", r, id)
+			}
+		}
 	}
 }

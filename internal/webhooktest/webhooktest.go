@@ -166,7 +166,7 @@ func ExpectedFrom(evs []airlock.Event, afterEvent int64) map[string]Expected {
 	for _, ev := range evs {
 		typ, ok := airlock.NotifyTypeOf(ev.Type)
 		if ok && ev.ID > afterEvent {
-			out[airlock.MessageIDFor(ev.ID)] = Expected{typ, ev.RequestID}
+			out[airlock.MessageIDFor(ev)] = Expected{typ, ev.RequestID}
 		}
 	}
 	return out
@@ -258,6 +258,32 @@ func (rc *Receiver) TypesByRequest() map[string][]string {
 		sort.Strings(ts)
 	}
 	return out
+}
+
+// IDsByRequest returns, by request ID, the webhook-ids rc accepted.
+func (rc *Receiver) IDsByRequest() map[string][]string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[string][]string{}
+	for id, bodies := range rc.got {
+		var body struct {
+			Data struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(bodies[0], &body) == nil {
+			out[body.Data.ID] = append(out[body.Data.ID], id)
+		}
+	}
+	return out
+}
+
+// AttemptsOf returns how many requests with webhook-id id reached rc,
+// accepted or not.
+func (rc *Receiver) AttemptsOf(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.seen[id]
 }
 
 // CheckAll waits until every receiver but a hung one has accepted every

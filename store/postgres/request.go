@@ -360,6 +360,6 @@ RETURNING ` + requestCols,
 	Escalate:     escalateDueSQL,
 	NextDeadline: nextDeadlineSQL,
 	CountPending: `SELECT count(*) FROM requests WHERE state = 'pending'`,
-	Events: `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash
+	Events: `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid
 FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
 }
