@@ -240,20 +240,7 @@ func (rc *Receiver) Check(want map[string]Expected) Report {
 // TypesByRequest returns, by request ID, the sorted types rc accepted:
 // one pass over what it got, however many requests are asked about.
 func (rc *Receiver) TypesByRequest() map[string][]string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	out := map[string][]string{}
-	for _, bodies := range rc.got {
-		var body struct {
-			Type string `json:"type"`
-			Data struct {
-				ID string `json:"id"`
-			} `json:"data"`
-		}
-		if json.Unmarshal(bodies[0], &body) == nil {
-			out[body.Data.ID] = append(out[body.Data.ID], body.Type)
-		}
-	}
+	out := rc.byRequest(func(_ string, typ string) string { return typ })
 	for _, ts := range out {
 		sort.Strings(ts)
 	}
@@ -262,17 +249,24 @@ func (rc *Receiver) TypesByRequest() map[string][]string {
 
 // IDsByRequest returns, by request ID, the webhook-ids rc accepted.
 func (rc *Receiver) IDsByRequest() map[string][]string {
+	return rc.byRequest(func(id, _ string) string { return id })
+}
+
+// byRequest returns, by request ID, what pick makes of each webhook-id
+// rc accepted and the type of its first body.
+func (rc *Receiver) byRequest(pick func(id, typ string) string) map[string][]string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := map[string][]string{}
 	for id, bodies := range rc.got {
 		var body struct {
+			Type string `json:"type"`
 			Data struct {
 				ID string `json:"id"`
 			} `json:"data"`
 		}
 		if json.Unmarshal(bodies[0], &body) == nil {
-			out[body.Data.ID] = append(out[body.Data.ID], id)
+			out[body.Data.ID] = append(out[body.Data.ID], pick(id, body.Type))
 		}
 	}
 	return out
