@@ -295,8 +295,17 @@ type DeliveryAttempt struct {
 	Error   string        `json:"error,omitempty"`
 }
 
-// MessageIDFor is the webhook-id of event id's deliveries.
-func MessageIDFor(eventID int64) string { return PrefixMessage + strconv.FormatInt(eventID, 10) }
+// MessageIDFor is the webhook-id of ev's deliveries: "msg_" and the
+// event's UID, the same for every endpoint and every attempt, and never
+// the same for two events, even after a restore from a backup hands
+// their sequence numbers out again. Events appended before stores drew
+// UIDs keep the webhook-id they had, "msg_" and their ID.
+func MessageIDFor(ev Event) string {
+	if ev.UID != "" {
+		return PrefixMessage + ev.UID
+	}
+	return PrefixMessage + strconv.FormatInt(ev.ID, 10)
+}
 
 // DeliveryOutcome is what an attempt leads to.
 type DeliveryOutcome string

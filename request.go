@@ -407,6 +407,12 @@ type Event struct {
 	// PolicyHash is the hex SHA-256 of the policy file whose rule made
 	// this decision; empty for every other event.
 	PolicyHash string
+	// UID is the event's random identity, drawn by the store when the
+	// event is appended: unique across databases and across restores
+	// from a backup, which ID, a sequence number, is not. Its webhook-id
+	// is made of it (MessageIDFor). Empty for events appended before
+	// stores drew one.
+	UID string
 }
 
 // Clock tells the time. Stores judge deadlines by their own clock: the

@@ -199,7 +199,7 @@ func TestEmail(t *testing.T) {
 	if _, err := mailapp.EnsureEndpoint(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	sender, err := mailapp.NewSender(mailapp.Config{URL: "smtp://" + smtpUser + ":" + smtpPass + "@" + srv.addr, From: "airlock@example.com",
+	sender, err := mailapp.NewSender(mailapp.Config{AllowPrivate: true, URL: "smtp://" + smtpUser + ":" + smtpPass + "@" + srv.addr, From: "airlock@example.com",
 		PublicURL: "https://airlock.example.com", Store: st, RootCAs: pool})
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TestEmailRefusals(t *testing.T) {
 	d := airlock.Delivery{ID: "dlv_x", MessageID: "msg_1", Type: airlock.NotifyCreated, RequestID: r.ID}
 
 	plain, _ := startSMTP(t, false)
-	s, _ := mailapp.NewSender(mailapp.Config{URL: "smtp://" + smtpUser + ":" + smtpPass + "@" + plain.addr, Store: st})
+	s, _ := mailapp.NewSender(mailapp.Config{AllowPrivate: true, URL: "smtp://" + smtpUser + ":" + smtpPass + "@" + plain.addr, Store: st})
 	if _, err := s.Send(t.Context(), ep, d); err == nil || !strings.Contains(err.Error(), "STARTTLS") {
 		t.Errorf("without STARTTLS: %v", err)
 	}
@@ -291,13 +291,13 @@ func TestEmailRefusals(t *testing.T) {
 	}
 
 	tlsSrv, pool := startSMTP(t, true)
-	s, _ = mailapp.NewSender(mailapp.Config{URL: "smtp://" + smtpUser + ":wrong-password@" + tlsSrv.addr, Store: st, RootCAs: pool})
+	s, _ = mailapp.NewSender(mailapp.Config{AllowPrivate: true, URL: "smtp://" + smtpUser + ":wrong-password@" + tlsSrv.addr, Store: st, RootCAs: pool})
 	_, err = s.Send(t.Context(), ep, d)
 	if err == nil || strings.Contains(err.Error(), "wrong-password") {
 		t.Errorf("wrong password: %v", err)
 	}
 	// An untrusted certificate is refused too.
-	s, _ = mailapp.NewSender(mailapp.Config{URL: "smtp://" + smtpUser + ":" + smtpPass + "@" + tlsSrv.addr, Store: st})
+	s, _ = mailapp.NewSender(mailapp.Config{AllowPrivate: true, URL: "smtp://" + smtpUser + ":" + smtpPass + "@" + tlsSrv.addr, Store: st})
 	if _, err := s.Send(t.Context(), ep, d); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("untrusted certificate: %v", err)
 	}

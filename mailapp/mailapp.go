@@ -25,6 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/store"
 )
 
@@ -43,6 +44,11 @@ type Config struct {
 	// RootCAs, when set, are the CAs the server's certificate must chain
 	// to (tests); default the system's.
 	RootCAs *x509.CertPool
+	// AllowPrivate lets the SMTP server be at a loopback, private or
+	// otherwise non-public address (--outbound-allow-private: a relay on
+	// this machine or network, tests); off, a connection to one is
+	// refused.
+	AllowPrivate bool
 }
 
 // Store is what the mailer needs of a store: each request as it is, and
@@ -199,7 +205,7 @@ func (s *Sender) recipients(ctx context.Context, r airlock.Request) ([]string, e
 func (s *Sender) send(ctx context.Context, to []string, msg []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(s.host, s.port))
+	conn, err := outbound.Dialer(s.cfg.Timeout, s.cfg.AllowPrivate).DialContext(ctx, "tcp", net.JoinHostPort(s.host, s.port))
 	if err != nil {
 		return err
 	}

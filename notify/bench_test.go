@@ -33,7 +33,7 @@ func BenchmarkDrainBacklog(b *testing.B) {
 		}
 		for i := range n {
 			if _, err := bd.store.AddDelivery(bd.ctx, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID,
-				MessageID: airlock.MessageIDFor(int64(i + 1)), Type: airlock.NotifyCreated, Payload: []byte(`{"type":"approval_request.created"}`)}); err != nil {
+				MessageID: airlock.MessageIDFor(airlock.Event{ID: int64(i + 1)}), Type: airlock.NotifyCreated, Payload: []byte(`{"type":"approval_request.created"}`)}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -318,7 +318,7 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 				payload = Body(typ, ev.At, data)
 			}
 			ds = append(ds, airlock.Delivery{ID: airlock.NewClockID(airlock.PrefixDelivery, now), EndpointID: ep.ID, EventID: ev.ID,
-				MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: payload})
+				MessageID: airlock.MessageIDFor(ev), Type: typ, RequestID: ev.RequestID, Payload: payload})
 			queued[ep.ID] = true
 			perEndpoint[ep.ID]++
 		}

@@ -191,13 +191,13 @@ func TestReceiverDownThenBack(t *testing.T) {
 			continue
 		}
 		want++
-		bodies := rc.accepted[airlock.MessageIDFor(ev.ID)]
+		bodies := rc.accepted[airlock.MessageIDFor(ev)]
 		if len(bodies) == 0 {
 			t.Errorf("event %d (%s of %s) never delivered", ev.ID, ev.Type, ev.RequestID)
 		}
 		for _, body := range bodies[1:] {
 			if !bytes.Equal(body, bodies[0]) {
-				t.Errorf("webhook-id %s came with two bodies:\n%s\n%s", airlock.MessageIDFor(ev.ID), bodies[0], body)
+				t.Errorf("webhook-id %s came with two bodies:\n%s\n%s", airlock.MessageIDFor(ev), bodies[0], body)
 			}
 		}
 	}

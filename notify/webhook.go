@@ -8,13 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/outbound"
 )
 
 // DefaultTimeout bounds one webhook attempt, connection to last byte of
@@ -44,7 +43,7 @@ type WebhookSender struct {
 // WebhookConfig configures a WebhookSender.
 type WebhookConfig struct {
 	// AllowPrivate lets webhooks reach loopback, private, link-local and
-	// other non-public addresses (--webhook-allow-private): for tests and
+	// other non-public addresses (--outbound-allow-private): for tests and
 	// receivers on the same network. Off, such a connection is refused
 	// after the name is resolved, so a name resolving to one is refused too.
 	AllowPrivate bool
@@ -66,10 +65,7 @@ func NewWebhookSender(cfg WebhookConfig) *WebhookSender {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	dialer := &net.Dialer{Timeout: min(cfg.Timeout, 5*time.Second), KeepAlive: 30 * time.Second}
-	if !cfg.AllowPrivate {
-		dialer.Control = refusePrivate
-	}
+	dialer := outbound.Dialer(min(cfg.Timeout, 5*time.Second), cfg.AllowPrivate)
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
@@ -134,7 +130,7 @@ func describe(err error) error {
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		err = ue.Err
 	}
-	if pe, ok := errors.AsType[*PrivateAddressError](err); ok {
+	if pe, ok := errors.AsType[*outbound.RefusedError](err); ok {
 		return pe
 	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
@@ -143,88 +139,12 @@ func describe(err error) error {
 	return err
 }
 
-// PrivateAddressError is the refusal of a connection to an address
-// webhooks may not reach.
-type PrivateAddressError struct{ Addr netip.Addr }
-
-func (e *PrivateAddressError) Error() string {
-	return fmt.Sprintf("refused to connect to %s: a loopback, private, link-local or otherwise non-public address (start the server with --webhook-allow-private to allow it)", e.Addr)
-}
-
-// refusePrivate is the dialer's check of each address it is about to
-// connect to, after name resolution, so a name that resolves to a
-// private address (or is re-pointed at one) is refused too.
-func refusePrivate(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return fmt.Errorf("refused to connect to %q: not an IP address", host)
-	}
-	if !Public(ip) {
-		return &PrivateAddressError{Addr: ip}
-	}
-	return nil
-}
-
-// nonPublic are ranges that IsPrivate and friends leave out and that no
-// public receiver has: "this network", carrier-grade NAT, IETF protocol
-// assignments, documentation, benchmarking, reserved, and IPv6 NAT64 and
-// documentation prefixes.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-	netip.MustParsePrefix("2001:db8::/32"),
-	netip.MustParsePrefix("100::/64"),
-}
-
-// Public reports whether webhooks may reach ip without
-// --webhook-allow-private: not loopback, private (10/8, 172.16/12,
-// 192.168/16, fc00::/7 — which holds cloud metadata's fd00:ec2::254),
-// link-local (169.254/16, where cloud metadata answers, and fe80::/10),
-// multicast, unspecified, or another non-public range. An IPv4-mapped
-// IPv6 address is judged as its IPv4 address.
-func Public(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
-}
-
-// CheckURL refuses, at creation, a webhook URL whose host is a literal
-// non-public address or a loopback name, unless allowPrivate. Other names
-// are checked where they resolve, at each connection.
+// CheckURL refuses, at creation, a webhook URL whose host the outbound
+// rules refuse (a literal non-public address in any spelling, or a
+// loopback name), as an invalid_request naming the field.
 func CheckURL(raw string, allowPrivate bool) error {
-	if allowPrivate {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return airlock.Invalid("url", "url is not a URL")
-	}
-	host := u.Hostname()
-	if host == "localhost" || len(host) > len(".localhost") && host[len(host)-len(".localhost"):] == ".localhost" {
-		return airlock.Invalid("url", "url %q is a loopback name; webhooks reach public addresses only unless the server runs with --webhook-allow-private", host)
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && !Public(ip) {
-		return airlock.Invalid("url", "url %q is a loopback, private, link-local or otherwise non-public address; webhooks reach public addresses only unless the server runs with --webhook-allow-private", host)
+	if err := outbound.CheckURL(raw, allowPrivate); err != nil {
+		return airlock.Invalid("url", "url: %v", err)
 	}
 	return nil
 }

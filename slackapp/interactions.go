@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/slack-go/slack"
 )
@@ -50,6 +51,9 @@ type InteractionsConfig struct {
 	// Replied, when set, is called after each reply to a response_url
 	// (tests).
 	Replied func()
+	// AllowPrivate lets replies reach a response_url at a non-public
+	// address (--outbound-allow-private, for tests).
+	AllowPrivate bool
 }
 
 // NewInteractions returns the handler cfg describes.
@@ -64,7 +68,7 @@ func NewInteractions(cfg InteractionsConfig) *Interactions {
 		}
 	}
 	return &Interactions{svc: cfg.Service, secret: cfg.SigningSecret, log: cfg.Logger, hooks: hooks,
-		client: &http.Client{Timeout: 5 * time.Second}, wait: cfg.Replied}
+		client: outbound.HTTPClient(5*time.Second, cfg.AllowPrivate), wait: cfg.Replied}
 }
 
 // ServeHTTP verifies Slack's signature over the raw body, then decides as

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/store"
 	"github.com/slack-go/slack"
 )
@@ -53,6 +54,10 @@ type Config struct {
 	Store Store
 	// Timeout bounds one Web API call (default 10s).
 	Timeout time.Duration
+	// AllowPrivate lets the Web API be reached at a loopback, private or
+	// otherwise non-public address (--outbound-allow-private, for tests);
+	// off, a connection to one is refused.
+	AllowPrivate bool
 }
 
 // Sender posts and updates requests' messages; it is the notify.Sender of
@@ -81,7 +86,7 @@ func NewSender(cfg Config) *Sender {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	hc := &http.Client{Timeout: cfg.Timeout}
+	hc := outbound.HTTPClient(cfg.Timeout, cfg.AllowPrivate)
 	return &Sender{api: slack.New(cfg.BotToken, slack.OptionAPIURL(cfg.APIURL), slack.OptionHTTPClient(hc)), cfg: cfg, store: cfg.Store}
 }
 

@@ -57,7 +57,7 @@ func testRetries(t *testing.T, st store.Store) {
 	if again, err := slackapp.EnsureEndpoint(ctx, st, slacktest.Channel); err != nil || again.ID != ep.ID || ep.ID != airlock.SlackEndpointID {
 		t.Fatalf("EnsureEndpoint again = %v, %v", again, err)
 	}
-	sender := slackapp.NewSender(slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL(),
+	sender := slackapp.NewSender(slackapp.Config{AllowPrivate: true, BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL(),
 		PublicURL: "https://airlock.example.com", Store: st})
 	eng := notify.New(notify.Config{Store: st, Senders: map[airlock.EndpointKind]notify.Sender{airlock.EndpointSlack: sender},
 		Render: rest.RequestJSON, PollEvery: 20 * time.Millisecond, Schedule: []time.Duration{10 * time.Millisecond, 10 * time.Millisecond,
@@ -151,7 +151,7 @@ func TestSlackReminder(t *testing.T) {
 	if _, err := slackapp.EnsureEndpoint(ctx, st, slacktest.Channel); err != nil {
 		t.Fatal(err)
 	}
-	sender := slackapp.NewSender(slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL(),
+	sender := slackapp.NewSender(slackapp.Config{AllowPrivate: true, BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL(),
 		PublicURL: "https://airlock.example.com", Store: st})
 	inst, err := st.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_agent", Name: "ci"}, "tok_agent")
 	if err != nil {

@@ -141,23 +141,58 @@ func (a *App) parseFlags(fs *flag.FlagSet, args []string) error {
 // newFlagSet returns a flag set for the named command whose usage lists
 // each flag with its environment twin.
 func (a *App) newFlagSet(name string) *flag.FlagSet {
-	c, _ := findCommand(name)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: airlock %s %s\n\n%s\n", c.name, c.args, c.summary)
+	a.setUsage(fs, commandUsage(fs, name))
+	return fs
+}
+
+// commandUsage returns what prints the usage of the named command, whose
+// flags fs holds.
+func commandUsage(fs *flag.FlagSet, name string) func(w io.Writer) {
+	c, _ := findCommand(name)
+	return func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: airlock %s %s\n\n%s\n", c.name, c.args, c.summary)
 		if hasFlags(fs) {
-			fmt.Fprintf(fs.Output(), "\nFlags (each also read from its environment variable; a flag wins):\n")
+			fmt.Fprintf(w, "\nFlags (each also read from its environment variable; a flag wins):\n")
 			fs.VisitAll(func(f *flag.Flag) {
-				fmt.Fprintf(fs.Output(), "  --%s  [$%s]\n    \t%s", f.Name, envName(f.Name), f.Usage)
+				fmt.Fprintf(w, "  --%s  [$%s]\n    \t%s", f.Name, envName(f.Name), f.Usage)
 				if !zeroDefault(f) {
-					fmt.Fprintf(fs.Output(), " (default %s)", f.DefValue)
+					fmt.Fprintf(w, " (default %s)", f.DefValue)
 				}
-				fmt.Fprintln(fs.Output())
+				fmt.Fprintln(w)
 			})
 		}
 	}
-	return fs
+}
+
+// setUsage makes usage fs's usage. Asked for (-h, --help), the usage is
+// the command's output, on stdout, and the command exits 0; after a flag
+// error it follows the error on stderr. The flag package writes an
+// error to the flag set's output just before it calls Usage, and writes
+// nothing there before the usage it was asked for, so what was written
+// tells the two apart.
+func (a *App) setUsage(fs *flag.FlagSet, usage func(w io.Writer)) {
+	out := &flagOutput{w: a.Stderr}
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		if out.wrote {
+			usage(a.Stderr)
+			return
+		}
+		usage(a.Stdout)
+	}
+}
+
+// flagOutput is a flag set's output: stderr, remembering whether the
+// flag package reported an error on it.
+type flagOutput struct {
+	w     io.Writer
+	wrote bool
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) {
+	o.wrote = true
+	return o.w.Write(p)
 }
 
 // zeroDefault reports whether f's default is its type's zero value (0,

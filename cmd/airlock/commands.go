@@ -165,7 +165,7 @@ func commands() []command {
 		},
 		{
 			name:    "help",
-			args:    "[command]",
+			args:    "[command [subcommand]]",
 			summary: "List the commands, or describe one command and its flags.",
 			run:     runHelp,
 		},
@@ -216,7 +216,7 @@ func runSubcommand(ctx context.Context, a *App, c command, args []string) error 
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage(a.Stderr)
+		usage(a.Stdout)
 		return flag.ErrHelp
 	}
 	for _, s := range c.subs {

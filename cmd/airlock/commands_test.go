@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,8 +14,7 @@ import (
 // TestCommandTable holds the command table to the documentation both ways:
 // every `airlock <command> [<subcommand>]` the README and docs/ show is in
 // the table, and every command and subcommand of the table is shown
-// there. Each one prints its usage for -h, so each is wired to a run
-// function that reads its help from the table.
+// there.
 func TestCommandTable(t *testing.T) {
 	t.Parallel()
 	documented := documentedCommands(t)
@@ -50,18 +47,57 @@ func TestCommandTable(t *testing.T) {
 				t.Errorf("`airlock %s %s` is in the command table but neither README.md nor docs/ shows it", c.name, s.name)
 			}
 		}
+	}
+}
 
-		var stdout, stderr bytes.Buffer
-		app := &App{Stdout: &stdout, Stderr: &stderr}
-		if err := app.Run(t.Context(), []string{"help", c.name}); err != nil || !strings.HasPrefix(stdout.String(), "Usage: airlock "+c.name+" ") {
-			t.Errorf("airlock help %s: %v\n%s%s", c.name, err, stdout.String(), stderr.String())
-		}
+// TestEveryCommandHelps walks the command table: `airlock help X`,
+// `airlock X -h` and `airlock X --help`, and the same for each
+// subcommand, exit 0 with the usage naming the command on stdout and
+// nothing on stderr, as main runs them.
+func TestEveryCommandHelps(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		forms := [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}}
+		names := []string{"airlock " + c.name, "airlock " + c.name, "airlock " + c.name}
 		for _, s := range c.subs {
-			stderr.Reset()
-			err := app.Run(t.Context(), []string{c.name, s.name, "-h"})
-			if !errors.Is(err, flag.ErrHelp) || !strings.HasPrefix(stderr.String(), "Usage: airlock "+c.name+" ") {
-				t.Errorf("airlock %s %s -h: %v\n%s", c.name, s.name, err, stderr.String())
+			forms = append(forms, []string{"help", c.name, s.name}, []string{c.name, s.name, "-h"}, []string{c.name, s.name, "--help"})
+			names = append(names, "airlock "+c.name+" ", "airlock "+c.name+" ", "airlock "+c.name+" ")
+		}
+		for i, args := range forms {
+			var stdout, stderr bytes.Buffer
+			app := &App{Stdout: &stdout, Stderr: &stderr}
+			code := exitCode(app, app.Run(t.Context(), args))
+			if code != exitOK || !strings.HasPrefix(stdout.String(), "Usage: "+names[i]) || stderr.Len() > 0 {
+				t.Errorf("airlock %s: exit %d, want 0 with the usage on stdout\nstdout: %s\nstderr: %s",
+					strings.Join(args, " "), code, stdout.String(), stderr.String())
 			}
+			if len(args) == 3 && args[0] != "help" && !strings.Contains(stdout.String(), args[1]) {
+				t.Errorf("airlock %s: the usage does not name %s:\n%s", strings.Join(args, " "), args[1], stdout.String())
+			}
+		}
+	}
+}
+
+// TestHookHelpNeverAnswers: with an agent named, `airlock hook` is an
+// agent's hook command, and the agent reads stdout as its answer and exit
+// 0 as no objection. Help asked for there prints nothing on stdout and
+// exits 2, which every agent reads as "block"; the usage goes to stderr.
+func TestHookHelpNeverAnswers(t *testing.T) {
+	t.Parallel()
+	payload := `{"session_id":"s1","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"t1","cwd":"/tmp","transcript_path":"/tmp/t"}`
+	for _, args := range [][]string{
+		{"hook", "claude-code", "-h"},
+		{"hook", "claude-code", "--help"},
+		{"hook", "codex", "--url", "http://127.0.0.1:1", "-help"},
+		{"hook", "gemini", "--wait", "5s", "--help"},
+	} {
+		var stdout, stderr bytes.Buffer
+		app := &App{Stdin: strings.NewReader(payload), Stdout: &stdout, Stderr: &stderr}
+		code := exitCode(app, app.Run(t.Context(), args))
+		if code != exitUsage || stdout.Len() > 0 || !strings.Contains(stderr.String(), "Usage: airlock hook ") ||
+			!strings.Contains(stderr.String(), "blocking this call") {
+			t.Errorf("airlock %s: exit %d, want 2 with nothing on stdout\nstdout: %s\nstderr: %s",
+				strings.Join(args, " "), code, stdout.String(), stderr.String())
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
 	"github.com/airlockhq/airlock/inbox"
+	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
@@ -99,10 +100,12 @@ type Config struct {
 	// a person decides every request.
 	Policy string
 
-	// WebhookAllowPrivate lets webhooks reach loopback, private,
-	// link-local and other non-public addresses. Default off: such URLs
-	// are refused at creation and such connections at dial time.
-	WebhookAllowPrivate bool
+	// OutboundAllowPrivate lets every outbound connection (webhooks, the
+	// Slack Web API, the SMTP server) reach loopback, private, link-local
+	// and other non-public addresses. Default off: such URLs and hosts
+	// are refused when given and such connections when they are made.
+	// --webhook-allow-private is its old name, still read.
+	OutboundAllowPrivate bool
 	// WebhookTimeout bounds one webhook attempt, connection to answer.
 	// Default 10s.
 	WebhookTimeout time.Duration
@@ -323,8 +326,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--inbox-token-signin=false needs OIDC sign-in (--oidc-issuer and the other --oidc-* flags): otherwise nobody could sign in to the inbox")
 	}
 	if c.SMTPURL != "" {
-		if _, _, _, _, err := mailapp.ParseURL(c.SMTPURL); err != nil {
+		host, _, _, _, err := mailapp.ParseURL(c.SMTPURL)
+		if err != nil {
 			return err
+		}
+		if err := outbound.CheckHost(host, c.OutboundAllowPrivate); err != nil {
+			return fmt.Errorf("--smtp-url: %v", err)
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"public-url", c.PublicURL}, {"slack-api-url", c.SlackAPIURL}} {
@@ -334,6 +341,9 @@ func (c Config) Validate() error {
 		if u, err := url.Parse(f.v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("--%s must be an http:// or https:// URL, not %q", f.name, f.v)
 		}
+	}
+	if err := outbound.CheckURL(c.SlackAPIURL, c.OutboundAllowPrivate); c.SlackBotToken != "" && err != nil {
+		return fmt.Errorf("--slack-api-url: %v", err)
 	}
 	return nil
 }
@@ -457,7 +467,8 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.InboxSessionMax, "inbox-session-max", d.InboxSessionMax, "how long an inbox sign-in lasts at most, however busy the reviewer")
 	durationVar(fs, &c.ShutdownGrace, "shutdown-grace", d.ShutdownGrace, "on SIGINT/SIGTERM, how long in-flight requests may take before they are cut")
 	fs.StringVar(&c.Policy, "policy", "", "policy file (YAML) whose rules allow, deny or ask at creation (docs/policy.md); reloaded on SIGHUP and when it changes")
-	fs.BoolVar(&c.WebhookAllowPrivate, "webhook-allow-private", false, "let webhooks reach loopback, private and link-local addresses (tests, receivers on this network); off, they are refused")
+	fs.BoolVar(&c.OutboundAllowPrivate, "outbound-allow-private", false, "let webhooks, the Slack Web API and the SMTP server be reached at loopback, private and link-local addresses (tests, receivers and relays on this network); off, they are refused")
+	fs.BoolVar(&c.OutboundAllowPrivate, deprecatedAllowPrivate, false, "deprecated: the old name of --outbound-allow-private")
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
 	fs.StringVar(&c.SigningKeyFile, "signing-key-file", "", "Ed25519 private key (PKCS #8 PEM, as openssl genpkey -algorithm ed25519 writes it) that signs approval tokens instead of the keys the database keeps; give every replica the same file")
 	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages (default the address listened on)")
@@ -477,6 +488,10 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 }
+
+// deprecatedAllowPrivate is the old name of --outbound-allow-private,
+// from when it covered webhooks alone; serve warns when it is used.
+const deprecatedAllowPrivate = "webhook-allow-private"
 
 // notBool is a boolean flag, default true, stored as its negation, so
 // that the Config field's zero value is the default.

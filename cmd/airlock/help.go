@@ -20,21 +20,29 @@ func runHelp(ctx context.Context, a *App, args []string) error {
 	case 0:
 		printHelp(a.Stdout)
 		return nil
-	case 1:
+	case 1, 2:
 		c, ok := findCommand(fs.Arg(0))
 		if !ok {
 			return usageErrorf("unknown command %q; run `airlock help` for the list", fs.Arg(0))
 		}
-		// Every command parses its flags with a.newFlagSet, which prints
-		// the command's usage for -h; show it on stdout.
-		shown := *a
-		shown.Stderr = a.Stdout
-		if err := c.exec(ctx, &shown, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		args := []string{"-h"}
+		if fs.NArg() == 2 {
+			// `airlock help requests list` is `airlock requests list -h`.
+			// The hook's agent is not a subcommand: its usage is the
+			// hook's, shown without one.
+			if _, ok := findSubcommand(c.name, fs.Arg(1)); ok {
+				args = []string{fs.Arg(1), "-h"}
+			} else if c.name != "hook" {
+				return usageErrorf("%s has no subcommand %q; run `airlock help %s` for its usage", c.name, fs.Arg(1), c.name)
+			}
+		}
+		// Every command prints its usage on stdout for -h.
+		if err := c.exec(ctx, a, args); !errors.Is(err, flag.ErrHelp) {
 			return fmt.Errorf("help %s: %s did not print its usage for -h (%v)", c.name, c.name, err)
 		}
 		return nil
 	default:
-		return usageErrorf("help takes at most one command name")
+		return usageErrorf("help takes a command and at most one subcommand")
 	}
 }
 

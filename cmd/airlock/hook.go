@@ -55,8 +55,9 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 	stateDir := fs.String("state-dir", defaultHookState(), "directory where the hook remembers each session's instance")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			// `airlock hook -h`, which `airlock help hook` runs: the
-			// usage, as `airlock hook claude-code -h` prints it.
+			// `airlock hook -h`, which `airlock help hook` runs: a
+			// person asking, since no agent is named. The usage goes to
+			// stdout, exit 0, like every command's.
 			fs.Usage()
 			return flag.ErrHelp
 		}
@@ -66,9 +67,16 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 	if !ok {
 		return usageErrorf("hook: unknown agent %q: use claude-code, codex or gemini; blocking this call", args[0])
 	}
+	// With an agent named, this is an agent's hook command line, and an
+	// agent reads stdout as its answer and exit 0 as "no objection". So
+	// the usage, when asked for here, goes to stderr with exit 2, which
+	// every agent reads as "block".
+	fs.SetOutput(a.Stderr)
+	usage := commandUsage(fs, "hook")
+	fs.Usage = func() { usage(a.Stderr) }
 	if err := a.parseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return &exitError{exitUsage, errors.New("hook: help asked for on an agent's hook command line (the usage is above; `airlock help hook` prints it alone); blocking this call")}
 		}
 		return &exitError{exitUsage, fmt.Errorf("hook: %v; blocking this call", err)}
 	}

@@ -97,15 +97,19 @@ func (a *App) apiFlagSet(cmd, sub string) (*flag.FlagSet, *remote) {
 	synopsis, summary := s.synopsis, s.summary
 	r := &remote{out: a.Stdout, tty: isTerminal(a.Stdout)}
 	fs := flag.NewFlagSet(cmd+" "+sub, flag.ContinueOnError)
-	fs.SetOutput(a.Stderr)
 	fs.StringVar(&r.url, "url", defaultURL, "the Airlock server [$AIRLOCK_URL]")
 	fs.StringVar(&r.token, "token", "", "your bearer token [$AIRLOCK_TOKEN]; prefer the environment variable, since other users can read command lines")
 	fs.BoolVar(&r.json, "json", false, "print JSON (the API's resources) for scripts instead of text for people")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: airlock %s %s %s\n\n%s\n\nFlags:\n", cmd, sub, synopsis, summary)
+	a.setUsage(fs, func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: airlock %s %s %s\n\n%s\n\nFlags:\n", cmd, sub, synopsis, summary)
+		// PrintDefaults writes to the flag set's output; point it at w
+		// for the moment.
+		out := fs.Output()
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), exitCodesHelp)
-	}
+		fs.SetOutput(out)
+		fmt.Fprint(w, exitCodesHelp)
+	})
 	return fs, r
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,6 +41,14 @@ func (a *App) serveConfig(args []string) (Config, error) {
 	if err := a.parseFlags(fs, args); err != nil {
 		return Config{}, err
 	}
+	// fs.Visit sees the flags set, from the command line or the
+	// environment.
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == deprecatedAllowPrivate {
+			fmt.Fprintf(a.Stderr, "airlock: --%s (%s) is deprecated; use --outbound-allow-private (%s), which covers webhooks, Slack and SMTP\n",
+				f.Name, envName(f.Name), envName("outbound-allow-private"))
+		}
+	})
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Config{}, &usageError{msg: err.Error()}
@@ -81,7 +90,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
 		Policy: pol, PolicyReload: policyReload(pol),
-		WebhookAllowPrivate: cfg.WebhookAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
+		OutboundAllowPrivate: cfg.OutboundAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
 		Slack: cfg.Slack(), SlackSigningSecret: cfg.SlackSigningSecret, Email: cfg.Email(),
 		Logger: log, Version: version,
 	})

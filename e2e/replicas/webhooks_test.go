@@ -34,7 +34,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("AIRLOCK_T24_LIFECYCLES")); err == nil && n > 0 {
 		lifecycles = n
 	}
-	cl := startClusterWith(t, 3, []string{"--webhook-allow-private", "--webhook-timeout", "3s"}, "pool_max_conns", "4")
+	cl := startClusterWith(t, 3, []string{"--outbound-allow-private", "--webhook-timeout", "3s"}, "pool_max_conns", "4")
 	base := cl.replicas[0].URL
 	tokens := cl.c.call(t, "GET", base, "/v1/tokens", adminToken, "")
 	var agentID string

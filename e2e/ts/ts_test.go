@@ -42,7 +42,7 @@ func TestTypeScriptSDK(t *testing.T) {
 	const admin = "admin-secret-for-the-ts-e2e"
 	dir := t.TempDir()
 	serve := testkit.Serve(t, bin, "", nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin,
-		"--webhook-allow-private") // the webhook test's receiver listens on loopback
+		"--outbound-allow-private") // the webhook test's receiver listens on loopback
 	url := serve.URL
 
 	tr := &http.Transport{}

@@ -1,7 +1,7 @@
 // T25 in the reference library: Airlock's webhooks verify with the
 // Standard Webhooks TypeScript library (npm standardwebhooks, pinned in
 // package.json). e2e/ts/ts_test.go starts `airlock serve
-// --webhook-allow-private` and passes:
+// --outbound-allow-private` and passes:
 //
 //   AIRLOCK_URL          the running server's base URL
 //   AIRLOCK_ADMIN_TOKEN  an admin token, to create the webhook

@@ -166,7 +166,7 @@ func ExpectedFrom(evs []airlock.Event, afterEvent int64) map[string]Expected {
 	for _, ev := range evs {
 		typ, ok := airlock.NotifyTypeOf(ev.Type)
 		if ok && ev.ID > afterEvent {
-			out[airlock.MessageIDFor(ev.ID)] = Expected{typ, ev.RequestID}
+			out[airlock.MessageIDFor(ev)] = Expected{typ, ev.RequestID}
 		}
 	}
 	return out
@@ -240,10 +240,25 @@ func (rc *Receiver) Check(want map[string]Expected) Report {
 // TypesByRequest returns, by request ID, the sorted types rc accepted:
 // one pass over what it got, however many requests are asked about.
 func (rc *Receiver) TypesByRequest() map[string][]string {
+	out := rc.byRequest(func(_ string, typ string) string { return typ })
+	for _, ts := range out {
+		sort.Strings(ts)
+	}
+	return out
+}
+
+// IDsByRequest returns, by request ID, the webhook-ids rc accepted.
+func (rc *Receiver) IDsByRequest() map[string][]string {
+	return rc.byRequest(func(id, _ string) string { return id })
+}
+
+// byRequest returns, by request ID, what pick makes of each webhook-id
+// rc accepted and the type of its first body.
+func (rc *Receiver) byRequest(pick func(id, typ string) string) map[string][]string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := map[string][]string{}
-	for _, bodies := range rc.got {
+	for id, bodies := range rc.got {
 		var body struct {
 			Type string `json:"type"`
 			Data struct {
@@ -251,13 +266,18 @@ func (rc *Receiver) TypesByRequest() map[string][]string {
 			} `json:"data"`
 		}
 		if json.Unmarshal(bodies[0], &body) == nil {
-			out[body.Data.ID] = append(out[body.Data.ID], body.Type)
+			out[body.Data.ID] = append(out[body.Data.ID], pick(id, body.Type))
 		}
 	}
-	for _, ts := range out {
-		sort.Strings(ts)
-	}
 	return out
+}
+
+// AttemptsOf returns how many requests with webhook-id id reached rc,
+// accepted or not.
+func (rc *Receiver) AttemptsOf(id string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.seen[id]
 }
 
 // CheckAll waits until every receiver but a hung one has accepted every

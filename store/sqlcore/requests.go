@@ -143,7 +143,7 @@ type RequestSQL struct {
 	CountPending string
 	// Events selects up to @limit events with @after < ID <= @upto,
 	// oldest first: id, type, at, actor, request_id, instance_id,
-	// token_id, state, subject, policy_hash.
+	// token_id, state, subject, policy_hash, uid.
 	Events string
 }
 
@@ -678,7 +678,7 @@ func (c *Core) readEvents(ctx context.Context, after, upto int64, limit int) ([]
 			e          airlock.Event
 			typ, state string
 		)
-		if err := row.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash); err != nil {
+		if err := row.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID); err != nil {
 			return airlock.Event{}, err
 		}
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)

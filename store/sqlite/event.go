@@ -39,8 +39,8 @@ func appendRequestEvent(ctx context.Context, tx *txn, now time.Time, e airlock.E
 }
 
 func insertEvent(ctx context.Context, tx *txn, now time.Time, e airlock.Event) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash)
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, lower(hex(randomblob(16))))`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash)
 	return err
 }
 
@@ -61,8 +61,8 @@ func appendStateEvents(ctx context.Context, tx *txn, now time.Time, actor string
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, state)
-SELECT j.value ->> 0, @at, @actor, j.value ->> 1, j.value ->> 2, j.value ->> 3
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid)
+SELECT j.value ->> 0, @at, @actor, j.value ->> 1, j.value ->> 2, j.value ->> 3, lower(hex(randomblob(16)))
 FROM json_each(@rows) j ORDER BY j.key`, sql.Named("at", micros(now)), sql.Named("actor", actor), sql.Named("rows", string(js))); err != nil {
 		return err
 	}

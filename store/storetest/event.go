@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,47 @@ import (
 func (s *suite) testEvents(t *testing.T) {
 	runAll(t, []test{
 		{"one event per change, in order", s.eventPerChange},
+		{"every event has a random UID of its own", s.eventUIDs},
 	})
+}
+
+// eventUIDs: every way a store appends events (one change, a bulk
+// cancellation, an expiry sweep, expiry by ID) draws each event a UID of
+// its own, 32 hex digits, which webhook-ids are made of: a sequence
+// number repeats after a restore from a backup, a UID does not.
+func (s *suite) eventUIDs(t *testing.T) {
+	b := s.setup(t)
+	b.changeEverything(t)
+	inst := b.instance(t, ownerB)
+	var due []string
+	for range 3 {
+		due = append(due, b.create(t, func(p *store.NewRequestParams) {
+			p.Request.InstanceID, p.Request.OwnerID, p.Actor = inst.ID, inst.OwnerID, inst.OwnerID
+		}).ID)
+	}
+	b.clock.Advance(2 * window)
+	rs, err := b.store.ExpireRequests(b.ctx, due)
+	wantOK(t, err)
+	if len(rs) != len(due) {
+		t.Fatalf("ExpireRequests = %v, want %v", ids(rs), due)
+	}
+	evs := b.events(t)
+	seen := map[string]int64{}
+	for _, e := range evs {
+		if len(e.UID) != 32 || strings.Trim(e.UID, "0123456789abcdef") != "" {
+			t.Errorf("event %d (%s) has UID %q, want 32 hex digits", e.ID, e.Type, e.UID)
+		}
+		if other, ok := seen[e.UID]; ok {
+			t.Errorf("events %d and %d share UID %q", other, e.ID, e.UID)
+		}
+		seen[e.UID] = e.ID
+		if got := airlock.MessageIDFor(e); got != airlock.PrefixMessage+e.UID {
+			t.Errorf("MessageIDFor(event %d) = %q, want msg_ and its UID", e.ID, got)
+		}
+	}
+	if n := len(ofType(evs, airlock.EventRequestExpired)); n != 1+len(due) {
+		t.Fatalf("%d expiry events, want %d", n, 1+len(due))
+	}
 }
 
 // wantEvent is what the audit log must hold of one change.

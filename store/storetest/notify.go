@@ -29,7 +29,7 @@ func (b *bundle) endpoint(t *testing.T, events ...airlock.NotifyType) airlock.En
 func delivery(e airlock.Endpoint, ev airlock.Event) airlock.Delivery {
 	typ, _ := airlock.NotifyTypeOf(ev.Type)
 	return airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: e.ID, EventID: ev.ID,
-		MessageID: airlock.MessageIDFor(ev.ID), Type: typ, RequestID: ev.RequestID, Payload: []byte(`{"n":` + fmt.Sprint(ev.ID) + `}`)}
+		MessageID: airlock.MessageIDFor(ev), Type: typ, RequestID: ev.RequestID, Payload: []byte(`{"n":` + fmt.Sprint(ev.ID) + `}`)}
 }
 
 // listed returns the IDs of the enabled endpoints, as the fan-out lists
@@ -248,7 +248,7 @@ func (s *suite) fanOutOnce(t *testing.T) {
 	wantOK(t, err)
 	if len(got) != 2 || more || got[0].Type != airlock.NotifyDenied || got[1].Type != airlock.NotifyCreated ||
 		got[0].ID == dup.ID || got[0].Payload != nil || got[0].State != airlock.DeliveryPending ||
-		got[0].MessageID != airlock.MessageIDFor(got[0].EventID) {
+		got[0].EventID != evs[len(evs)-1].ID || got[0].MessageID != airlock.MessageIDFor(evs[len(evs)-1]) {
 		t.Fatalf("ListDeliveries(all) = %s; want denied then created, pending, the first queued, without payload", show(got))
 	}
 	if got, _, _ := b.store.ListDeliveries(b.ctx, created.ID, 0, 10); len(got) != 1 || got[0].Type != airlock.NotifyCreated {

@@ -514,7 +514,7 @@ class Client:
         ``events`` are the approval_request.* types to receive (empty or
         None: all). Not retried on a network error: that could create two.
         A loopback or private URL is refused unless the server runs with
-        ``--webhook-allow-private``.
+        ``--outbound-allow-private``.
         """
         body: JsonObject = {"url": url}
         if events is not None:

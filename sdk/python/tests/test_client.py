@@ -307,12 +307,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(c["state"], "pending")
 
     def test_webhooks(self) -> None:
-        # Without --webhook-allow-private a loopback receiver is refused at creation.
+        # Without --outbound-allow-private a loopback receiver is refused at creation.
         with self.assertRaises(AirlockError) as cm:
             srv.admin.create_webhook("http://127.0.0.1:9/hook")
         self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.field), ("invalid_request", 400, "url"))
 
-        ws = Server("--webhook-allow-private")
+        ws = Server("--outbound-allow-private")
         self.addCleanup(ws.stop)
         rc = Receiver()
         self.addCleanup(rc.close)

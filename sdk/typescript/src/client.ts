@@ -466,7 +466,7 @@ export class AirlockClient {
    * Creates a webhook endpoint; its signing secret (`whsec_…`) is in this
    * answer only. Not retried on a network error: that could create two.
    * A loopback or private URL is refused unless the server runs with
-   * --webhook-allow-private.
+   * --outbound-allow-private.
    */
   async createWebhook(input: CreateWebhookInput, o?: CallOptions): Promise<CreatedWebhook> {
     return this.do({ method: 'POST', path: '/v1/webhooks', body: JSON.stringify(input), want: [201], signal: o?.signal });

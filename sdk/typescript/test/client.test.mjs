@@ -303,11 +303,11 @@ async function startReceiver() {
 }
 
 test('webhooks: create (secret once), list, get, a signed test delivery to a real receiver, its attempt, delete', async () => {
-  // Without --webhook-allow-private a loopback receiver is refused at creation.
+  // Without --outbound-allow-private a loopback receiver is refused at creation.
   await assert.rejects(srv.admin.createWebhook({ url: 'http://127.0.0.1:9/hook' }),
     (e) => e.code === 'invalid_request' && e.status === 400 && e.field === 'url');
 
-  const ws = await startServer(['--webhook-allow-private']);
+  const ws = await startServer(['--outbound-allow-private']);
   const rc = await startReceiver();
   try {
     const wh = await ws.admin.createWebhook({ url: rc.url, events: ['approval_request.created'], description: 'sdk test' });

@@ -377,5 +377,5 @@ RETURNING {{requestCols}}
 SELECT count(*) FROM requests WHERE state = 'pending'
 
 -- name: Requests.Events
-SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash
+SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid
 FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit

@@ -349,7 +349,7 @@ func startServer(ctx context.Context, st store.Store, admin string, pol *policy.
 		MaxWait: inProcessMaxWait, RateLimit: 1e12, RateBurst: 1 << 30, ShutdownGrace: 5 * time.Second,
 		Policy: pol, Logger: log, Version: "bench",
 		// --webhooks's receivers are on this machine's loopback.
-		WebhookAllowPrivate: true,
+		OutboundAllowPrivate: true,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -291,7 +291,7 @@ func runDrain(ctx context.Context, cfg Config) (*DrainReport, error) {
 		for ; i < cfg.Backlog && len(ds) < 1000; i++ {
 			ev := int64(i + 1)
 			ds = append(ds, airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: ep.ID, EventID: ev,
-				MessageID: airlock.MessageIDFor(ev), Type: airlock.NotifyCreated, RequestID: fmt.Sprintf("apr_bench%d", i), Payload: payload(i)})
+				MessageID: airlock.MessageIDFor(airlock.Event{ID: ev}), Type: airlock.NotifyCreated, RequestID: fmt.Sprintf("apr_bench%d", i), Payload: payload(i)})
 		}
 		if _, err := st.QueueDeliveries(ctx, store.QueueParams{After: cursor, Upto: cursor, Deliveries: ds, Listed: []string{ep.ID}}); err != nil {
 			return nil, err

@@ -116,9 +116,12 @@ type Config struct {
 	Policy           *policy.Engine
 	PolicyReload     <-chan os.Signal
 	PolicyWatchEvery time.Duration
-	// WebhookAllowPrivate lets webhooks reach loopback, private and
-	// link-local addresses (docs/notifications.md, SSRF).
-	WebhookAllowPrivate bool
+	// OutboundAllowPrivate lets every outbound connection — webhooks, the
+	// Slack Web API and its response_urls, the SMTP server — reach
+	// loopback, private, link-local and other non-public addresses
+	// (docs/notifications.md, "SSRF"). It overrides the AllowPrivate of
+	// Slack and Email.
+	OutboundAllowPrivate bool
 	// WebhookTimeout bounds one webhook attempt (default
 	// notify.DefaultTimeout).
 	WebhookTimeout time.Duration
@@ -236,7 +239,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	svc, err := provider.New(provider.Config{
 		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol, Groups: groups,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
-		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
+		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.OutboundAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },
 		Expressions:     new(policy.Expressions),
 		SigningKey:      cfg.SigningKey,
@@ -248,13 +251,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	webhooks := notify.NewWebhookSender(notify.WebhookConfig{
-		AllowPrivate: cfg.WebhookAllowPrivate, Timeout: cfg.WebhookTimeout, Version: cfg.Version,
+		AllowPrivate: cfg.OutboundAllowPrivate, Timeout: cfg.WebhookTimeout, Version: cfg.Version,
 	})
 	senders := map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks}
 	var slackSender *slackapp.Sender
 	if cfg.Slack.BotToken != "" && cfg.Slack.Channel != "" {
 		sc := cfg.Slack
-		sc.Store = cfg.Store
+		sc.Store, sc.AllowPrivate = cfg.Store, cfg.OutboundAllowPrivate
 		if sc.Timeout <= 0 {
 			sc.Timeout = cfg.WebhookTimeout
 		}
@@ -272,7 +275,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	var mailer *mailapp.Sender
 	if cfg.Email.URL != "" {
 		mc := cfg.Email
-		mc.Store = cfg.Store
+		mc.Store, mc.AllowPrivate = cfg.Store, cfg.OutboundAllowPrivate
 		if mc.Timeout <= 0 {
 			mc.Timeout = cfg.WebhookTimeout
 		}
@@ -288,6 +291,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.SlackSigningSecret != "" {
 		slackHandler = slackapp.NewInteractions(slackapp.InteractionsConfig{
 			Service: svc, SigningSecret: cfg.SlackSigningSecret, APIURL: cfg.Slack.APIURL, Logger: log,
+			AllowPrivate: cfg.OutboundAllowPrivate,
 		})
 	}
 	engine = notify.New(notify.Config{

@@ -51,9 +51,10 @@ func start(t *testing.T, st store.Store, opts ...func(*server.Config)) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := server.Config{
 		Store: st, Addr: "127.0.0.1:0", AdminToken: adminSecret, Limits: airlock.DefaultLimits(),
-		Slack:              slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL()},
-		SlackSigningSecret: signingSecret,
-		Logger:             slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Slack:                slackapp.Config{BotToken: slacktest.BotToken, Channel: slacktest.Channel, APIURL: f.APIURL()},
+		OutboundAllowPrivate: true, // the fake Slack listens on loopback
+		SlackSigningSecret:   signingSecret,
+		Logger:               slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -1,0 +1,10 @@
+-- 0016: each event's random identity (docs/notifications.md, "Headers").
+-- An event's ID is a sequence number: a database restored from a backup,
+-- or another database, hands the same numbers out again, so a webhook-id
+-- made of it repeated, and receivers dropped new events as duplicates.
+-- uid is drawn when the event is appended (every INSERT INTO events names
+-- it: SQLite's ALTER TABLE cannot give a column a random default), so the
+-- events a backup holds keep theirs and every later event gets a new one.
+-- Events appended before this migration keep '' and their old webhook-id,
+-- msg_<id>, which was what receivers had seen for them.
+ALTER TABLE events ADD COLUMN uid TEXT NOT NULL DEFAULT '';
