@@ -68,8 +68,8 @@ func WithBatchedNotificationsForTest() Option {
 
 // The expiry statements, for TestExpiryPlans.
 var (
-	ExpireDueSQLForTest    = statements.Requests.ExpireDue
-	NextDeadlineSQLForTest = statements.Requests.NextDeadline
+	ExpireDueSQLForTest    = statements().Requests.ExpireDue
+	NextDeadlineSQLForTest = statements().Requests.NextDeadline
 )
 
 // WithTracerForTest sees every query and batch the store's pool sends

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/airlockhq/airlock/store/sqlcore"
 )
@@ -15,8 +16,9 @@ import (
 var sqlFiles embed.FS
 
 // statements are the store's SQL, concern by concern, with the events
-// lock's keys still the arguments eventsLockArgs.
-var statements = func() *sqlcore.Statements {
+// lock's keys still the arguments eventsLockArgs. They are read on first
+// use, so that no airlock process (a hook's, say) pays for them at start.
+var statements = sync.OnceValue(func() *sqlcore.Statements {
 	q, err := sqlcore.LoadStatements(sqlFiles, "sql/*.sql", map[string]string{
 		"grantState": sqlcore.GrantStateBeforeClock + "tick.now" + sqlcore.GrantStateAfterClock,
 		"grantLive":  sqlcore.GrantLiveBeforeClock + "tick.now" + sqlcore.GrantLiveAfterClock,
@@ -26,7 +28,7 @@ var statements = func() *sqlcore.Statements {
 		panic(err) // the embedded files are the package's own: any test finds this
 	}
 	return q
-}()
+})
 
 // eventsLockArgs are the keys of the schema's events lock in a statement
 // that appends its own events; statementsFor puts the store's in.
@@ -36,7 +38,7 @@ const eventsLockArgs = "@class, @lock"
 // lock has the key eventsLock: the package's, with the lock's keys in the
 // statements that append their own events.
 func statementsFor(eventsLock int32) *sqlcore.Statements {
-	q := *statements
+	q := *statements()
 	keys := fmt.Sprintf("%d, %d", advisoryClass, eventsLock)
 	q.Requests.CreatePending = strings.ReplaceAll(q.Requests.CreatePending, eventsLockArgs, keys)
 	q.Requests.DecideOnce = strings.ReplaceAll(q.Requests.DecideOnce, eventsLockArgs, keys)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // LoadStatements reads a dialect's Statements from the .sql files of fsys
@@ -94,10 +95,14 @@ type loader struct {
 	done   map[string]string // expanded text by name
 }
 
+// The loader's patterns, compiled on first use: no Airlock process pays
+// for them at start unless it opens a PostgreSQL store.
 var (
-	nameLine  = regexp.MustCompile(`^-- name: (\S+)\s*$`)
-	blockName = regexp.MustCompile(`^([a-z][A-Za-z0-9]*|[A-Z][A-Za-z0-9]*\.[A-Z][A-Za-z0-9]*)$`)
-	reference = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
+	nameLine  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-- name: (\S+)\s*$`) })
+	blockName = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^([a-z][A-Za-z0-9]*|[A-Z][A-Za-z0-9]*\.[A-Z][A-Za-z0-9]*)$`)
+	})
+	reference = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{([^{}]*)\}\}`) })
 )
 
 // fragment reports whether name names a fragment, not a statement.
@@ -123,10 +128,10 @@ func (l *loader) parse(file, text string) error {
 	}
 	for i, line := range strings.Split(text, "\n") {
 		where := fmt.Sprintf("%s:%d", file, i+1)
-		if m := nameLine.FindStringSubmatch(line); m != nil {
+		if m := nameLine().FindStringSubmatch(line); m != nil {
 			flush()
 			name, lines = m[1], nil
-			if !blockName.MatchString(name) {
+			if !blockName().MatchString(name) {
 				return fmt.Errorf("sqlcore: %s: block name %q is neither a fragment (lowerCase) nor a statement (Concern.Field)", where, name)
 			}
 			if b, ok := l.blocks[name]; ok {
@@ -164,7 +169,7 @@ func (l *loader) expand(name string, path []string) (string, error) {
 	}
 	b := l.blocks[name]
 	var err error
-	text := reference.ReplaceAllStringFunc(b.text, func(ref string) string {
+	text := reference().ReplaceAllStringFunc(b.text, func(ref string) string {
 		ref = ref[2 : len(ref)-2]
 		r, ok := l.blocks[ref]
 		if !ok || !fragment(ref) {
