@@ -112,7 +112,7 @@ func (h *hookSrv) startHook(t *testing.T, env []string, stdin []byte, args ...st
 	url := "http://127.0.0.1:1" // nothing listens there
 	if h != nil {
 		url = h.srv.URL
-		b.cmd.Env = append(b.cmd.Env, "AIRLOCK_TOKEN="+h.agent)
+		b.cmd.Env = append(b.cmd.Env, "AIRLOCK_AGENT_TOKEN="+h.agent)
 	}
 	b.cmd.Env = append(b.cmd.Env, "AIRLOCK_URL="+url, "AIRLOCK_STATE_DIR="+t.TempDir())
 	b.cmd.Env = append(b.cmd.Env, env...)
@@ -402,7 +402,7 @@ func TestHookNeverFailsOpen(t *testing.T) {
 		{"duplicate keys", []byte(`{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Read","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`), nil, nil, "ask", "duplicate"},
 		{"10 MB stdin", huge, nil, nil, "ask", "over"},
 		{"10 MB stdin, --on-timeout deny", huge, nil, []string{"--on-timeout", "deny"}, "deny", "over"},
-		{"no token", good, []string{"AIRLOCK_TOKEN="}, nil, "ask", "no agent token"},
+		{"no token", good, []string{"AIRLOCK_AGENT_TOKEN="}, nil, "ask", "no agent token"},
 		{"server down", good, nil, []string{"--url", "http://" + closedAddr(t)}, "ask", "could not ask"},
 		{"server down, --on-timeout deny", good, nil, []string{"--url", "http://" + closedAddr(t), "--on-timeout", "deny"}, "deny", "could not ask"},
 		{"a bad flag", good, nil, []string{"--bogus"}, "exit 2", "bogus"},
