@@ -79,6 +79,9 @@ type Call struct {
 	// Key is the idempotency key: a retried hook sends the same one and
 	// finds the same request.
 	Key string
+	// AgentReasoning is why the agent says it needs the call, when it
+	// says (Codex's justification): its claim, shown to reviewers as such.
+	AgentReasoning string
 }
 
 // Backend is the part of Airlock the hook talks to. The errors are the
@@ -167,6 +170,7 @@ func (g *Gate) Decide(ctx context.Context, call Call) Answer {
 
 	in := airlock.CreateRequestInput{
 		Tool: call.Tool, Arguments: call.Arguments, Timeout: windowOf(g.Wait), Context: call.Context,
+		AgentReasoning: call.AgentReasoning,
 	}
 	r, err := g.create(wctx, call, in)
 	if err != nil {

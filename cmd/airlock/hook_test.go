@@ -541,3 +541,28 @@ func TestHookCodexGemini(t *testing.T) {
 		}
 	})
 }
+
+// TestHookCodexApprovalContext: a Codex command asking to run outside its
+// sandbox reaches the reviewer saying so: the request's context carries
+// approval_context (the sandbox override and the extra permissions), the
+// model and the permission mode, and the model's justification is the
+// agent's reasoning.
+func TestHookCodexApprovalContext(t *testing.T) {
+	t.Parallel()
+	h := startHookSrv(t)
+	in, session := payload(t, "codex-permissionrequest-escalated.json")
+	run := h.startHook(t, nil, in, "codex", "--wait", "1m")
+	r := h.pending(t, session)
+	ctx, _ := r.Body["context"].(map[string]any)
+	ac, _ := ctx["approval_context"].(map[string]any)
+	if ac["sandbox_permissions"] != "require_escalated" || ac["additional_permissions"] == nil || ctx["permission_mode"] != "default" {
+		t.Errorf("context %v does not show what Codex asks beyond the sandbox", ctx)
+	}
+	if reason, _ := r.Body["agent_reasoning"].(string); !strings.HasPrefix(reason, "The installer needs") {
+		t.Errorf("agent_reasoning %q, want Codex's justification", reason)
+	}
+	h.decide(t, r.Str("id"), "denied", "not outside the sandbox")
+	if out := run.wait(t); !strings.Contains(out.stdout, `"deny"`) {
+		t.Fatalf("answer %q, want deny", out.stdout)
+	}
+}
