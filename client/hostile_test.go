@@ -62,20 +62,10 @@ func TestClientRefusesBadAnswers(t *testing.T) {
 // honestly, it runs it once.
 func TestGateRunsOnlyOnAClaim(t *testing.T) {
 	t.Parallel()
-	type row struct {
-		call  hostile.Call
-		fault hostile.Fault
-	}
-	rows := []row{{hostile.Claim, hostile.Honest}}
-	for _, call := range []hostile.Call{hostile.Create, hostile.Claim} {
-		for _, f := range hostile.Faults(call) {
-			rows = append(rows, row{call, f})
-		}
-	}
-	for _, r := range rows {
-		t.Run(string(r.call)+"/"+string(r.fault), func(t *testing.T) {
+	for _, r := range hostile.Cases(hostile.Create, hostile.Claim) {
+		t.Run(r.String(), func(t *testing.T) {
 			t.Parallel()
-			srv := hostile.NewServer(t, r.call, r.fault)
+			srv := hostile.NewServer(t, r.Call, r.Fault)
 			c, err := client.New(srv.URL, "agent-token", client.WithRetry(client.Retry{Attempts: 2, MinBackoff: time.Millisecond}))
 			if err != nil {
 				t.Fatal(err)
@@ -92,14 +82,14 @@ func TestGateRunsOnlyOnAClaim(t *testing.T) {
 				runs.Add(1)
 				return nil
 			})
-			if r.fault == hostile.Honest {
+			if r.Fault == hostile.Honest {
 				if err != nil || runs.Load() != 1 {
 					t.Fatalf("honest server: %d runs, err %v", runs.Load(), err)
 				}
 				return
 			}
 			if runs.Load() != 0 {
-				t.Fatalf("ran %d times on %s to the %s", runs.Load(), r.fault, r.call)
+				t.Fatalf("ran %d times on %s to the %s", runs.Load(), r.Fault, r.Call)
 			}
 			if err == nil {
 				t.Fatal("no error for a call that did not run")

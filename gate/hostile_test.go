@@ -14,20 +14,10 @@ import (
 // against the same server answering honestly, the call runs once.
 func TestGateBelievesOnlyAClaim(t *testing.T) {
 	t.Parallel()
-	type row struct {
-		call  hostile.Call
-		fault hostile.Fault
-	}
-	rows := []row{{hostile.Claim, hostile.Honest}}
-	for _, call := range []hostile.Call{hostile.Create, hostile.Claim} {
-		for _, f := range hostile.Faults(call) {
-			rows = append(rows, row{call, f})
-		}
-	}
-	for _, r := range rows {
-		t.Run(string(r.call)+"/"+string(r.fault), func(t *testing.T) {
+	for _, r := range hostile.Cases(hostile.Create, hostile.Claim) {
+		t.Run(r.String(), func(t *testing.T) {
 			t.Parallel()
-			srv := hostile.NewServer(t, r.call, r.fault)
+			srv := hostile.NewServer(t, r.Call, r.Fault)
 			s := &server{url: srv.URL, agentSecret: "agent-token"}
 			g := s.startGate(t, gateOptions{})
 			res, err := g.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"note": "hostile"}})
@@ -35,14 +25,14 @@ func TestGateBelievesOnlyAClaim(t *testing.T) {
 				t.Fatalf("protocol error: %v", err)
 			}
 			runs := g.runs()
-			if r.fault == hostile.Honest {
+			if r.Fault == hostile.Honest {
 				if res.IsError || len(runs) != 1 {
 					t.Fatalf("honest server: result %q (error %v), runs %v", text(res), res.IsError, runs)
 				}
 				return
 			}
 			if len(runs) != 0 || !res.IsError {
-				t.Fatalf("on %s to the %s: result %q (error %v), upstream ran %v", r.fault, r.call, text(res), res.IsError, runs)
+				t.Fatalf("on %s to the %s: result %q (error %v), upstream ran %v", r.Fault, r.Call, text(res), res.IsError, runs)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -18,31 +19,18 @@ import (
 // execution gets deny.
 func TestPromptBelievesOnlyAClaim(t *testing.T) {
 	t.Parallel()
-	for _, fault := range append([]hostile.Fault{hostile.Honest}, hostile.Empty, hostile.OtherID, hostile.OtherState, hostile.NoExecution) {
-		t.Run(string(fault), func(t *testing.T) {
-			t.Parallel()
-			claims := new(atomic.Int64)
-			b := setupWith(t, func(db *sqlite.Store) store.Store { return hostile.Store{Store: db, Fault: fault, Claims: claims} })
-			if _, err := b.svc.CreateGrant(t.Context(), b.reviewer, airlock.GrantInput{
-				Tool: "Bash", Arguments: json.RawMessage(`{"command":"rm -rf /"}`), Agent: b.agent.ID, ExpiresIn: "1h",
-			}); err != nil {
-				t.Fatal(err)
-			}
-			var progress atomic.Int64
-			cs := b.promptClient(t, &progress)
-			out := prompt(t, cs, `{"tool_name":"Bash","input":{"command":"rm -rf /"},"tool_use_id":"toolu_1"}`)
-			if claims.Load() != 1 {
-				t.Fatalf("%d claims, want 1 (the grant did not approve at once?); answer %v", claims.Load(), out)
-			}
-			if fault == hostile.Honest {
-				if out["behavior"] != "allow" {
-					t.Fatalf("honest claim: %v, want allow", out)
-				}
-				return
-			}
-			if out["behavior"] != "deny" || out["message"] == "" {
-				t.Fatalf("on %s: %v, want deny saying why", fault, out)
-			}
-		})
-	}
+	hostile.EachStoreFault(t, func(t *testing.T, wrap func(store.Store) store.Store) (string, string) {
+		b := setupWith(t, func(db *sqlite.Store) store.Store { return wrap(db) })
+		if _, err := b.svc.CreateGrant(t.Context(), b.reviewer, airlock.GrantInput{
+			Tool: "Bash", Arguments: json.RawMessage(`{"command":"rm -rf /"}`), Agent: b.agent.ID, ExpiresIn: "1h",
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var progress atomic.Int64
+		out := prompt(t, b.promptClient(t, &progress), `{"tool_name":"Bash","input":{"command":"rm -rf /"},"tool_use_id":"toolu_1"}`)
+		if out["behavior"] != "allow" && out["behavior"] != "deny" {
+			t.Errorf("answer %v, want allow or the fallback deny", out)
+		}
+		return fmt.Sprint(out["behavior"]), fmt.Sprint(out["message"])
+	})
 }

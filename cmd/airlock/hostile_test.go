@@ -20,21 +20,11 @@ func TestHookBelievesOnlyAClaim(t *testing.T) {
 		{"codex", "codex-permissionrequest-bash.json"},
 		{"gemini", "gemini-beforetool-shell.json"},
 	}
-	type row struct {
-		call  hostile.Call
-		fault hostile.Fault
-	}
-	rows := []row{{hostile.Claim, hostile.Honest}}
-	for _, call := range []hostile.Call{hostile.Create, hostile.Claim} {
-		for _, f := range hostile.Faults(call) {
-			rows = append(rows, row{call, f})
-		}
-	}
 	for _, ag := range agents {
-		for _, r := range rows {
-			t.Run(ag.agent+"/"+string(r.call)+"/"+string(r.fault), func(t *testing.T) {
+		for _, r := range hostile.Cases(hostile.Create, hostile.Claim) {
+			t.Run(ag.agent+"/"+r.String(), func(t *testing.T) {
 				t.Parallel()
-				srv := hostile.NewServer(t, r.call, r.fault)
+				srv := hostile.NewServer(t, r.Call, r.Fault)
 				in, _ := payload(t, ag.fixture)
 				h := &hookSrv{srv: &proc{URL: srv.URL}, agent: "agent-token"}
 				run := h.hook(t, nil, in, ag.agent, "--wait", "5s")
@@ -42,14 +32,14 @@ func TestHookBelievesOnlyAClaim(t *testing.T) {
 					t.Fatalf("exit %d, stdout %q, stderr %s", run.code, run.stdout, run.stderr)
 				}
 				allowed := strings.Contains(run.stdout, `"allow"`)
-				if r.fault == hostile.Honest {
+				if r.Fault == hostile.Honest {
 					if !allowed || srv.Claims.Load() != 1 {
 						t.Fatalf("an honest approval and claim: stdout %q, %d claims; stderr %s", run.stdout, srv.Claims.Load(), run.stderr)
 					}
 					return
 				}
 				if allowed {
-					t.Fatalf("answered allow on %s to the %s: %s", r.fault, r.call, run.stdout)
+					t.Fatalf("answered allow on %s to the %s: %s", r.Fault, r.Call, run.stdout)
 				}
 				if run.stderr == "" {
 					t.Errorf("the hook said nothing of why it did not allow")

@@ -50,6 +50,55 @@ func Faults(call Call) []Fault {
 	return []Fault{Empty, HTML, Truncated, OtherID, OtherState, OtherCall}
 }
 
+// Case is one answer to test an adapter with: a call and how its answer is
+// broken (or Honest, the control that shows the adapter can allow).
+type Case struct {
+	Call  Call
+	Fault Fault
+}
+
+// String names the case for a subtest.
+func (c Case) String() string { return string(c.Call) + "/" + string(c.Fault) }
+
+// Cases are the honest control, then every fault of each call.
+func Cases(calls ...Call) []Case {
+	cases := []Case{{Claim, Honest}}
+	for _, call := range calls {
+		for _, f := range Faults(call) {
+			cases = append(cases, Case{call, f})
+		}
+	}
+	return cases
+}
+
+// StoreFaults are the honest control, then every lie Store tells.
+var StoreFaults = []Fault{Honest, Empty, OtherID, OtherState, NoExecution}
+
+// EachStoreFault runs ask once per StoreFaults entry, each in a parallel
+// subtest, with wrap making the store lie so about claims. ask sets up its
+// adapter over wrap (and a grant that approves its call at once), asks,
+// and returns the decision and its reason. The adapter must have claimed
+// once, and answered "allow" exactly when the store was honest; otherwise
+// the reason must say why.
+func EachStoreFault(t *testing.T, ask func(t *testing.T, wrap func(store.Store) store.Store) (decision, reason string)) {
+	t.Helper()
+	for _, fault := range StoreFaults {
+		t.Run(string(fault), func(t *testing.T) {
+			t.Parallel()
+			claims := new(atomic.Int64)
+			d, reason := ask(t, func(s store.Store) store.Store { return Store{Store: s, Fault: fault, Claims: claims} })
+			switch {
+			case claims.Load() != 1:
+				t.Fatalf("%d claims, want 1 (was the call approved at once?); answer %s %q", claims.Load(), d, reason)
+			case fault == Honest && d != "allow":
+				t.Fatalf("honest claim: %s %q, want allow", d, reason)
+			case fault != Honest && (d == "allow" || reason == ""):
+				t.Fatalf("on %s: %s %q, want no allow, saying why", fault, d, reason)
+			}
+		})
+	}
+}
+
 // Call names the call whose answer is broken.
 type Call string
 
