@@ -142,6 +142,8 @@ type call struct {
 	extra time.Duration
 	// want is the set of success statuses (default 200).
 	want []int
+	// id, when set, is the id of the resource the answer must be.
+	id string
 }
 
 // do performs c, retrying as its kind allows, and decodes a JSON success
@@ -160,12 +162,10 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 			}
 		}
 		status, body, err := c.once(ctx, cl)
+		if err == nil && out != nil {
+			err = decodeAnswer(cl, status, body, out)
+		}
 		if err == nil {
-			if out != nil && len(body) > 0 {
-				if err := json.Unmarshal(body, out); err != nil {
-					return status, fmt.Errorf("%s %s: decode %d answer: %w", cl.method, cl.path, status, err)
-				}
-			}
 			return status, nil
 		}
 		lastErr = err
@@ -176,10 +176,67 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 	return 0, lastErr
 }
 
+// decodeAnswer decodes a success body into out. Where a resource is
+// expected, the body must be one JSON object that decodes into it: an
+// empty body, a page of HTML or a body cut short is an *AnswerError, never
+// a zero value taken for the resource.
+func decodeAnswer(cl call, status int, body []byte, out any) error {
+	bad := func(reason string) error {
+		return &AnswerError{Method: cl.method, Path: cl.path, Status: status, Reason: reason}
+	}
+	trimmed := bytes.TrimSpace(body)
+	switch {
+	case len(trimmed) == 0:
+		return bad("the body is empty")
+	case trimmed[0] != '{':
+		return bad(fmt.Sprintf("the body is not a JSON object (it starts %q)", snippet(trimmed)))
+	case !json.Valid(trimmed):
+		return bad("the body is not valid JSON (cut short?)")
+	}
+	if err := json.Unmarshal(trimmed, out); err != nil {
+		return bad(fmt.Sprintf("the body does not decode: %v", err))
+	}
+	if cl.id != "" {
+		var got struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(trimmed, &got) != nil || got.ID != cl.id {
+			return bad(fmt.Sprintf("it is about %q, not %s", got.ID, cl.id))
+		}
+	}
+	return nil
+}
+
+// snippet is the start of a body, for an error message.
+func snippet(b []byte) string {
+	if len(b) > 24 {
+		b = b[:24]
+	}
+	return string(b)
+}
+
+// AnswerError is a success status whose body is not what the call expects:
+// empty, not JSON, cut short, or about another request than the one asked
+// for. The server, or something between it and the client, is broken or
+// hostile, so nothing in the answer is believed (docs/adapters.md). For a
+// call that is safe to repeat it is retried like a lost answer.
+type AnswerError struct {
+	Method, Path string
+	// Status is the success status that came with the body.
+	Status int
+	// Reason says what is wrong with the answer.
+	Reason string
+}
+
+func (e *AnswerError) Error() string {
+	return fmt.Sprintf("%s %s: the server's %d answer cannot be believed: %s", e.Method, e.Path, e.Status, e.Reason)
+}
+
 // retryable says whether err may be retried for cl: a rate limit always
-// (the server did nothing); a network error, an unavailable store or a
-// gateway's 502/503/504 only for calls that are safe to repeat (a store
-// that lost its connection while committing may have recorded the call).
+// (the server did nothing); a network error, an answer that cannot be
+// believed, an unavailable store or a gateway's 502/503/504 only for calls
+// that are safe to repeat (a store that lost its connection while
+// committing may have recorded the call).
 func (c *Client) retryable(cl call, err error) bool {
 	var ae *Error
 	if errors.As(err, &ae) {
@@ -193,7 +250,8 @@ func (c *Client) retryable(cl call, err error) bool {
 			ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusGatewayTimeout)
 	}
 	var ne *NetworkError
-	return cl.retry && errors.As(err, &ne)
+	var be *AnswerError
+	return cl.retry && (errors.As(err, &ne) || errors.As(err, &be))
 }
 
 // NetworkError is a call that got no answer from the server: the connection

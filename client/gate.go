@@ -211,6 +211,10 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 		if err != nil {
 			return nil, fmt.Errorf("airlock gate: ask for approval of %s: %w", call.Tool, err)
 		}
+		if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments); err != nil {
+			// Another request's answer approves nothing of this call.
+			return nil, fmt.Errorf("airlock gate: ask for approval of %s: %w", call.Tool, err)
+		}
 		if err := g.j.append(key, recRequested, r.ID, key); err != nil {
 			return nil, err
 		}

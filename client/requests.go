@@ -44,7 +44,7 @@ func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
 
 // GetInstance reads an instance with its count of pending requests.
 func (c *Client) GetInstance(ctx context.Context, id string) (*Instance, error) {
-	return fetch[Instance](ctx, c, call{method: http.MethodGet, path: "/v1/instances/" + url.PathEscape(id), retry: true})
+	return fetch[Instance](ctx, c, call{method: http.MethodGet, path: "/v1/instances/" + url.PathEscape(id), retry: true, id: id})
 }
 
 // DeleteInstance deletes an instance, cancelling all its pending requests
@@ -133,7 +133,7 @@ func (c *Client) GetRequest(ctx context.Context, id string) (*ApprovalRequest, e
 // terminal or wait has passed (the server caps wait, 60s by default). A
 // zero wait reads at once.
 func (c *Client) LongPollRequest(ctx context.Context, id string, wait time.Duration) (*ApprovalRequest, error) {
-	cl := call{method: http.MethodGet, path: "/v1/approval-requests/" + url.PathEscape(id), retry: true}
+	cl := call{method: http.MethodGet, path: "/v1/approval-requests/" + url.PathEscape(id), retry: true, id: id}
 	if wait > 0 {
 		cl.query = url.Values{"wait": {wait.String()}}
 		cl.extra = wait
@@ -258,7 +258,7 @@ func (c *Client) AllRequests(ctx context.Context, opts ListRequestsOptions) iter
 // on network errors; a retry whose first attempt landed answers
 // CodeNotPending with State cancelled.
 func (c *Client) CancelRequest(ctx context.Context, id string) (*ApprovalRequest, error) {
-	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/cancel", retry: true})
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/cancel", retry: true, id: id})
 }
 
 // Decide records a reviewer's decision. It is not retried on network
@@ -269,7 +269,7 @@ func (c *Client) Decide(ctx context.Context, id string, in DecisionInput) (*Appr
 	if err != nil {
 		return nil, fmt.Errorf("decide %s: %w", id, err)
 	}
-	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/decision", body: body})
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/decision", body: body, id: id})
 }
 
 // Approve approves a request with an optional note, for the default
@@ -288,9 +288,23 @@ func (c *Client) Deny(ctx context.Context, id, note string) (*ApprovalRequest, e
 // time (CodeAlreadyExecuted) and unless approved (CodeNotApproved). It is
 // not retried on network errors: only one claim can ever succeed, so a
 // retry after a lost answer could not tell a win from a loss. The Gate
-// handles that case.
+// handles that case. A success answer is believed only when it is this
+// request, approved, with its execution claimed; any other is an
+// *AnswerError, and nothing may run on it.
 func (c *Client) ClaimExecution(ctx context.Context, id string) (*ApprovalRequest, error) {
-	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution"})
+	cl := call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution", id: id}
+	r, err := fetch[ApprovalRequest](ctx, c, cl)
+	if err != nil {
+		return nil, err
+	}
+	var exec airlock.ExecutionStatus
+	if r.Execution != nil {
+		exec = r.Execution.Status
+	}
+	if err := airlock.CheckClaimed(id, r.ID, r.State, exec); err != nil {
+		return nil, &AnswerError{Method: cl.method, Path: cl.path, Status: http.StatusOK, Reason: err.Error()}
+	}
+	return r, nil
 }
 
 // ReportExecution records the claimed execution's outcome: succeeded,
@@ -304,5 +318,5 @@ func (c *Client) ReportExecution(ctx context.Context, id string, status airlock.
 	if err != nil {
 		return nil, fmt.Errorf("report %s: %w", id, err)
 	}
-	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPut, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution", body: body, retry: true})
+	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPut, path: "/v1/approval-requests/" + url.PathEscape(id) + "/execution", body: body, retry: true, id: id})
 }

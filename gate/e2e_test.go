@@ -116,9 +116,9 @@ func TestGateEndToEnd(t *testing.T) {
 	})
 
 	t.Run("the upstream never sees the agent's token", func(t *testing.T) {
-		res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "AIRLOCK_TOKEN"}})
+		res, err := g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "AIRLOCK_AGENT_TOKEN"}})
 		if err != nil || text(res) != "" {
-			t.Fatalf("AIRLOCK_TOKEN upstream: %q %v", text(res), err)
+			t.Fatalf("AIRLOCK_AGENT_TOKEN upstream: %q %v", text(res), err)
 		}
 		res, err = g.cs.CallTool(ctx, &mcp.CallToolParams{Name: "getenv", Arguments: map[string]any{"name": "UPSTREAM_LOG"}})
 		if err != nil || text(res) != g.log {
@@ -342,7 +342,7 @@ func TestGateUpstreamExits(t *testing.T) {
 	s := newServer(t)
 	bin, _ := binaries(t)
 	cmd := exec.Command(bin, "gate", "--url", s.url, "--journal", t.TempDir(), "--", "sh", "-c", "exit 3")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_TOKEN=" + s.agentSecret}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_AGENT_TOKEN=" + s.agentSecret}
 	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	stdin, stdout := testkit.Pipes(t, cmd)

@@ -177,7 +177,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 		progress: make(chan *mcp.ProgressNotificationParams, 1000), changed: make(chan struct{}, 10),
 		log: filepath.Join(dir, "upstream.log"), init: filepath.Join(dir, "upstream-init.json"), wire: &wire{}, done: make(chan struct{})}
 	g.cmd = exec.Command(bin, args...)
-	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log, "UPSTREAM_INIT=" + g.init}, o.env...)
+	g.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_AGENT_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log, "UPSTREAM_INIT=" + g.init}, o.env...)
 	g.cmd.Stderr = g.stderr
 	stdin, stdout := testkit.Pipes(t, g.cmd)
 	g.stdin = stdin

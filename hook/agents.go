@@ -2,6 +2,7 @@ package hook
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 
@@ -52,7 +53,7 @@ var ClaudeCode = Agent{
 		}
 		return Call{
 			Agent: "claude-code", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
-			Context: p.context(), Key: Key("claude-code", p.SessionID, p.ToolUseID),
+			Context: p.context(nil), Key: Key("claude-code", p.SessionID, p.ToolUseID),
 		}, nil
 	},
 	encode: func(a Answer) []byte {
@@ -64,20 +65,54 @@ var ClaudeCode = Agent{
 
 // Codex is Codex's PermissionRequest command hook: stdin carries session_id,
 // turn_id, transcript_path, cwd, hook_event_name, model, permission_mode,
-// tool_name and tool_input; stdout on exit 0 is
+// tool_name, tool_input and approval_context (sandbox_permissions, such as
+// require_escalated to run outside the sandbox; additional_permissions;
+// the model's justification); stdout on exit 0 is
 // {"hookSpecificOutput":{"hookEventName":"PermissionRequest","decision":
 // {"behavior":"allow"|"deny","message":…}}}, and no decision leaves Codex's
 // own approval prompt in charge. Source: openai/codex
 // codex-rs/hooks/schema/generated/permission-request.command.{input,output}.schema.json.
 //
 // Codex sends no tool-call ID, so the key is the session, the turn, the
-// tool and its input: a retried hook finds the same request, and the same
-// command twice in one turn finds the first one (already used, so the
-// second is asked in Codex, never allowed twice).
+// tool, its input and what it asks beyond the sandbox: a retried hook
+// finds the same request, and the same command twice in one turn finds
+// the first one (already used, so the second is asked in Codex, never
+// allowed twice).
+//
+// The reviewer sees what Codex asks for beyond the sandbox: the context
+// carries the model, the permission mode and approval_context without its
+// justification, which is the model's claim and goes to agent_reasoning.
 var Codex = Agent{
 	Name:  "codex",
 	Event: "PermissionRequest",
-	call:  keyedByInput("codex", "turn_id", func(p Payload) string { return p.TurnID }),
+	call: func(p Payload) (Call, error) {
+		if err := p.require("session_id", "tool_name", "tool_input"); err != nil {
+			return Call{}, err
+		}
+		digest, err := inputDigest(p.ToolInput)
+		if err != nil {
+			return Call{}, err
+		}
+		c := Call{Agent: "codex", SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput}
+		parts := []string{p.SessionID, p.TurnID, p.ToolName, digest}
+		var objects map[string]json.RawMessage
+		if len(p.ApprovalContext) > 0 {
+			asked, reasoning, err := splitJustification(p.ApprovalContext)
+			if err != nil {
+				return Call{}, err
+			}
+			c.AgentReasoning = reasoning
+			objects = map[string]json.RawMessage{"approval_context": asked}
+			d, err := inputDigest(p.ApprovalContext)
+			if err != nil {
+				return Call{}, err
+			}
+			parts = append(parts, d)
+		}
+		c.Context = p.context(objects, "turn_id", p.TurnID, "model", p.Model, "permission_mode", p.PermissionMode)
+		c.Key = Key("codex", parts...)
+		return c, nil
+	},
 	encode: func(a Answer) []byte {
 		switch a.Verdict {
 		case Allow:
@@ -136,9 +171,32 @@ func keyedByInput(agent, field string, value func(Payload) string) func(Payload)
 		v := value(p)
 		return Call{
 			Agent: agent, SessionID: p.SessionID, Tool: p.ToolName, Arguments: p.ToolInput,
-			Context: p.context(field, v), Key: Key(agent, p.SessionID, v, p.ToolName, digest),
+			Context: p.context(nil, field, v), Key: Key(agent, p.SessionID, v, p.ToolName, digest),
 		}, nil
 	}
+}
+
+// splitJustification parts Codex's approval_context into what the command
+// asks for (the sandbox override, extra permissions: facts the reviewer
+// sees in the context) and the model's justification (its claim, shown as
+// agent_reasoning).
+func splitJustification(raw json.RawMessage) (asked json.RawMessage, justification string, err error) {
+	members, err := airlock.ParseObject(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("the hook input's approval_context: %v", err)
+	}
+	rest := map[string]json.RawMessage{}
+	for _, m := range members {
+		if m.Key != "justification" {
+			rest[m.Key] = m.Value
+			continue
+		}
+		if err := json.Unmarshal(m.Value, &justification); err != nil && string(m.Value) != "null" {
+			return nil, "", errors.New("the hook input's approval_context.justification must be a string")
+		}
+	}
+	asked, err = json.Marshal(rest)
+	return asked, justification, err
 }
 
 // inputDigest hashes a tool input's canonical form, so a key does not

@@ -79,6 +79,9 @@ type Call struct {
 	// Key is the idempotency key: a retried hook sends the same one and
 	// finds the same request.
 	Key string
+	// AgentReasoning is why the agent says it needs the call, when it
+	// says (Codex's justification): its claim, shown to reviewers as such.
+	AgentReasoning string
 }
 
 // Backend is the part of Airlock the hook talks to. The errors are the
@@ -167,10 +170,15 @@ func (g *Gate) Decide(ctx context.Context, call Call) Answer {
 
 	in := airlock.CreateRequestInput{
 		Tool: call.Tool, Arguments: call.Arguments, Timeout: windowOf(g.Wait), Context: call.Context,
+		AgentReasoning: call.AgentReasoning,
 	}
 	r, err := g.create(wctx, call, in)
 	if err != nil {
 		return g.fallback("", "could not ask for approval (%s); %s", describe(err), g.fallbackWord())
+	}
+	if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments); err != nil {
+		// Another request's answer says nothing about this call.
+		return g.fallback("", "the server's answer to the request cannot be believed (%v); %s", err, g.fallbackWord())
 	}
 	var backoff time.Duration
 	for r.State == airlock.StatePending {
@@ -194,6 +202,9 @@ func (g *Gate) Decide(ctx context.Context, call Call) Answer {
 			continue
 		}
 		backoff = 0
+		if next.ID != r.ID {
+			return g.fallback(r.ID, "the server answered about request %q while request %s was awaited; %s", next.ID, r.ID, g.fallbackWord())
+		}
 		r = next
 	}
 	if r.State == airlock.StatePending {
@@ -222,8 +233,14 @@ func (g *Gate) conclude(ctx context.Context, r airlock.Request) Answer {
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cleanup())
 		defer cancel()
-		if _, err := g.Backend.Claim(cctx, r.ID); err != nil {
+		c, err := g.Backend.Claim(cctx, r.ID)
+		if err != nil {
 			return g.fallback(r.ID, "request %s was approved but claiming its execution failed (%s); %s", r.ID, describe(err), g.fallbackWord())
+		}
+		// Allow only on what the claim's answer shows: this request,
+		// approved, its execution claimed.
+		if err := airlock.CheckClaimed(r.ID, c.ID, c.State, execStatus(c.Execution)); err != nil {
+			return g.fallback(r.ID, "request %s was approved but the claim's answer cannot be believed (%v); %s", r.ID, err, g.fallbackWord())
 		}
 		return Answer{Verdict: Allow, RequestID: r.ID, Reason: "Approved in Airlock" + by(r) + noteOf(r) + " (request " + r.ID + ")"}
 	case airlock.StateDenied:
@@ -246,14 +263,25 @@ func (g *Gate) giveUp(ctx context.Context, r airlock.Request) airlock.Request {
 	defer cancel()
 	c, err := g.Backend.Cancel(cctx, r.ID)
 	if err == nil {
+		if c.ID != r.ID {
+			return r
+		}
 		return c
 	}
 	if airlock.ErrorCode(err) == airlock.CodeNotPending {
-		if now, err := g.Backend.Await(cctx, r.ID, 0); err == nil {
+		if now, err := g.Backend.Await(cctx, r.ID, 0); err == nil && now.ID == r.ID {
 			return now
 		}
 	}
 	return r
+}
+
+// execStatus is the status of an execution, "" for none.
+func execStatus(e *airlock.Execution) airlock.ExecutionStatus {
+	if e == nil {
+		return ""
+	}
+	return e.Status
 }
 
 func (g *Gate) cleanup() time.Duration {

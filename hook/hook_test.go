@@ -1,6 +1,7 @@
 package hook_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -183,4 +184,66 @@ func compact(t *testing.T, raw json.RawMessage) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestCodexApprovalContext: what Codex asks beyond its sandbox reaches the
+// request's context (the sandbox override, the extra permissions, the
+// model and permission mode), and the model's justification becomes the
+// agent's reasoning, a claim, not a fact in the context.
+func TestCodexApprovalContext(t *testing.T) {
+	t.Parallel()
+	p, err := hook.ParsePayload(fixture(t, "codex-permissionrequest-escalated.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := hook.Codex.Call(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx struct {
+		TurnID          string `json:"turn_id"`
+		Model           string `json:"model"`
+		PermissionMode  string `json:"permission_mode"`
+		ApprovalContext struct {
+			SandboxPermissions    string          `json:"sandbox_permissions"`
+			AdditionalPermissions json.RawMessage `json:"additional_permissions"`
+			Justification         *string         `json:"justification"`
+		} `json:"approval_context"`
+	}
+	if err := json.Unmarshal(call.Context, &ctx); err != nil {
+		t.Fatal(err)
+	}
+	ac := ctx.ApprovalContext
+	if ac.SandboxPermissions != "require_escalated" || !strings.Contains(string(ac.AdditionalPermissions), `"/usr/local/bin"`) ||
+		!strings.Contains(string(ac.AdditionalPermissions), `"enabled":true`) {
+		t.Errorf("context %s does not show what Codex asks beyond the sandbox", call.Context)
+	}
+	if ctx.TurnID != "turn-7" || ctx.Model != "gpt-5-codex" || ctx.PermissionMode != "default" {
+		t.Errorf("context %s lacks the turn, model or permission mode", call.Context)
+	}
+	if ac.Justification != nil || !strings.HasPrefix(call.AgentReasoning, "The installer needs network access") {
+		t.Errorf("justification: context %s, reasoning %q; want it as the agent's reasoning only", call.Context, call.AgentReasoning)
+	}
+
+	// The same command asked inside the sandbox is another request.
+	plain, err := hook.ParsePayload(bytes.Replace(fixture(t, "codex-permissionrequest-escalated.json"), []byte(`"require_escalated"`), []byte(`"use_default"`), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := hook.Codex.Call(plain)
+	if err != nil || other.Key == call.Key {
+		t.Fatalf("keys %q and %q (%v): a different sandbox override must be a different request", call.Key, other.Key, err)
+	}
+
+	for _, bad := range []string{`"approval_context":"escalate"`, `"approval_context":{"justification":7,"sandbox_permissions":"use_default"}`} {
+		data := bytes.Replace(fixture(t, "codex-permissionrequest-escalated.json"), []byte(`"model"`), []byte(bad+`,"x_model"`), 1)
+		data = bytes.Replace(data, []byte(`"approval_context": {`), []byte(`"y_approval_context": {`), 1)
+		p, err := hook.ParsePayload(data)
+		if err == nil {
+			_, err = hook.Codex.Call(p)
+		}
+		if err == nil || !strings.Contains(err.Error(), "approval_context") {
+			t.Errorf("%s: %v, want an error naming approval_context", bad, err)
+		}
+	}
 }

@@ -31,6 +31,13 @@ type Payload struct {
 	TurnID       string // Codex
 	Timestamp    string // Gemini CLI
 	Reason       string // SessionEnd
+	// Model, PermissionMode and ApprovalContext are Codex's: the model
+	// asking, the session's permission mode, and what the command asks
+	// beyond it (to run outside the sandbox, more file system or network
+	// access) with the model's justification, a JSON object.
+	Model           string
+	PermissionMode  string
+	ApprovalContext json.RawMessage
 }
 
 // ParsePayload reads a hook payload strictly: one JSON object, no duplicate
@@ -65,6 +72,11 @@ func ParsePayload(data []byte) (Payload, error) {
 			p.ToolInput = m.Value
 		case m.Key == "tool_response":
 			p.ToolResponse = m.Value
+		case m.Key == "approval_context" && string(m.Value) != "null":
+			if m.Value[0] != '{' {
+				return p, errors.New("the hook input's approval_context must be a JSON object")
+			}
+			p.ApprovalContext = m.Value
 		}
 	}
 	return p, nil
@@ -76,6 +88,7 @@ func (p *Payload) texts() map[string]*string {
 		"session_id": &p.SessionID, "transcript_path": &p.TranscriptPath, "cwd": &p.Cwd,
 		"hook_event_name": &p.HookEventName, "tool_name": &p.ToolName, "tool_use_id": &p.ToolUseID,
 		"turn_id": &p.TurnID, "timestamp": &p.Timestamp, "reason": &p.Reason, "error": &p.Error,
+		"model": &p.Model, "permission_mode": &p.PermissionMode,
 	}
 }
 
@@ -98,9 +111,10 @@ func (p Payload) require(fields ...string) error {
 }
 
 // context is what the hook observed, for the reviewer: the session, where
-// the agent works, and which call this is.
-func (p Payload) context(extra ...string) json.RawMessage {
-	m := map[string]string{"session_id": p.SessionID}
+// the agent works, and which call this is; objects, when given, are added
+// as they are (JSON objects the payload carried).
+func (p Payload) context(objects map[string]json.RawMessage, extra ...string) json.RawMessage {
+	m := map[string]any{"session_id": p.SessionID}
 	add := func(k, v string) {
 		if v != "" {
 			m[k] = v
@@ -112,7 +126,12 @@ func (p Payload) context(extra ...string) json.RawMessage {
 	for i := 0; i+1 < len(extra); i += 2 {
 		add(extra[i], extra[i+1])
 	}
-	b, _ := json.Marshal(m) // a map of strings always encodes
+	for k, v := range objects {
+		if len(v) > 0 {
+			m[k] = v
+		}
+	}
+	b, _ := json.Marshal(m) // strings and objects read strictly always encode
 	return b
 }
 

@@ -50,7 +50,7 @@ func Endpoint(base string) (string, error) {
 		return "", fmt.Errorf("--url %q is not an http(s) URL such as http://127.0.0.1:8080", base)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("--url %q must not carry a query, fragment or credentials: pass the token with --token or AIRLOCK_TOKEN", base)
+		return "", fmt.Errorf("--url %q must not carry a query, fragment or credentials: pass the token with --token or AIRLOCK_AGENT_TOKEN", base)
 	}
 	if !strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/mcp") {
 		u.Path = strings.TrimRight(u.Path, "/") + "/mcp"
@@ -72,7 +72,7 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 		cfg.Version = "dev"
 	}
 	if cfg.Token == "" {
-		return errors.New("no token: pass --token or set AIRLOCK_TOKEN to an agent token")
+		return errors.New("no token: pass --token or set AIRLOCK_AGENT_TOKEN to an agent token")
 	}
 	endpoint, err := Endpoint(cfg.URL)
 	if err != nil {

@@ -163,12 +163,19 @@ func (h *handler) hookCaller(w http.ResponseWriter, r *http.Request) (airlock.Ca
 	}
 	if secret == "" {
 		attempt.Done(airlock.Errorf(airlock.CodeUnauthorized, "no token"))
-		return airlock.Caller{}, errors.New(`no token: give the hook the header "Authorization: Bearer $AIRLOCK_TOKEN" and list AIRLOCK_TOKEN in allowedEnvVars`)
+		return airlock.Caller{}, errors.New(`no token: give the hook the header "Authorization: Bearer $AIRLOCK_AGENT_TOKEN" and list AIRLOCK_AGENT_TOKEN in allowedEnvVars`)
 	}
 	c, err := h.svc.Authenticate(r.Context(), secret)
 	attempt.Done(err)
-	if err != nil {
+	switch code := airlock.ErrorCode(err); {
+	case err == nil:
+	case code == airlock.CodeUnauthorized || code == airlock.CodeForbidden:
 		return airlock.Caller{}, fmt.Errorf("the hook's token was refused: %s", hookError(err))
+	default:
+		// The token could not be checked at all: saying it was refused
+		// would send its owner to mint a new one for nothing.
+		h.log.Error("claude-code hook: check the token", "err", err)
+		return airlock.Caller{}, errors.New("the Airlock server cannot reach its database, so it cannot check the hook's token; retry when it is back")
 	}
 	if ok, retry := h.limiter.Allow(c.ID); !ok {
 		return airlock.Caller{}, fmt.Errorf("too many requests for this token; retry after %d s", int(math.Ceil(retry.Seconds())))

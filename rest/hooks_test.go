@@ -133,3 +133,26 @@ func TestClaudeCodeHTTPHook(t *testing.T) {
 }
 
 func providerPending() provider.ListQuery { return provider.ListQuery{State: airlock.StatePending} }
+
+// TestHTTPHookStoreOutage: with the store gone, the HTTP hook says the
+// server cannot reach its database, not that the token was refused, and
+// the answer stays ask; a refused token is still called refused, and a
+// missing one names the header and variable to use.
+func TestHTTPHookStoreOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.noScheduler = true })
+	if d, reason := b.hookAnswer(t, b.revoked, "", preToolUse("s1", "t1")); d != "ask" || !strings.Contains(reason, "refused") {
+		t.Fatalf("revoked token: %s %q, want ask saying it was refused", d, reason)
+	}
+	if d, reason := b.hookAnswer(t, "", "", preToolUse("s1", "t1")); d != "ask" || !strings.Contains(reason, "AIRLOCK_AGENT_TOKEN") {
+		t.Fatalf("no token: %s %q, want ask naming AIRLOCK_AGENT_TOKEN", d, reason)
+	}
+	b.store.Close()
+	d, reason := b.hookAnswer(t, b.agentA, "", preToolUse("s1", "t1"))
+	if d != "ask" || !strings.Contains(reason, "cannot reach its database") || strings.Contains(reason, "refused") {
+		t.Fatalf("store down: %s %q, want ask saying the server cannot reach its database", d, reason)
+	}
+	if errs := b.logs.Take(); len(errs) != 1 || !strings.Contains(errs[0], "check the token") {
+		t.Fatalf("logged %q, want the failed check once", errs)
+	}
+}

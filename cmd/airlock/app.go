@@ -114,8 +114,13 @@ var errFlagParse = errors.New("invalid flags")
 func (a *App) parseFlags(fs *flag.FlagSet, args []string) error {
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		key := envName(f.Name)
+		key := flagEnv(f)
 		v, ok := a.env(key)
+		if _, agent := f.Value.(*agentToken); agent && !ok {
+			if v, ok = a.env(legacyTokenEnv); ok {
+				fmt.Fprintf(a.Stderr, "airlock %s: %s is deprecated for agent commands; set %s instead\n", fs.Name(), legacyTokenEnv, agentTokenEnv)
+			}
+		}
 		if !ok || envErr != nil {
 			return
 		}
@@ -155,7 +160,7 @@ func commandUsage(fs *flag.FlagSet, name string) func(w io.Writer) {
 		if hasFlags(fs) {
 			fmt.Fprintf(w, "\nFlags (each also read from its environment variable; a flag wins):\n")
 			fs.VisitAll(func(f *flag.Flag) {
-				fmt.Fprintf(w, "  --%s  [$%s]\n    \t%s", f.Name, envName(f.Name), f.Usage)
+				fmt.Fprintf(w, "  --%s  [$%s]\n    \t%s", f.Name, flagEnv(f), f.Usage)
 				if !zeroDefault(f) {
 					fmt.Fprintf(w, " (default %s)", f.DefValue)
 				}
@@ -215,6 +220,44 @@ func hasFlags(fs *flag.FlagSet) bool {
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	return n > 0
+}
+
+// The agent-side commands (hook, mcp, gate) take an agent token, and the
+// CLI a reviewer's or admin's: one variable for both meant a shell set up
+// for one handed the wrong token to the other. So the agent's is
+// AIRLOCK_AGENT_TOKEN; AIRLOCK_TOKEN still works for the agent commands,
+// with a warning, and is the CLI's.
+const (
+	agentTokenEnv  = "AIRLOCK_AGENT_TOKEN"
+	legacyTokenEnv = "AIRLOCK_TOKEN"
+)
+
+// agentToken is the --token flag of an agent-side command, read from
+// AIRLOCK_AGENT_TOKEN (see agentTokenEnv).
+type agentToken struct{ v string }
+
+func (t *agentToken) String() string {
+	if t == nil {
+		return ""
+	}
+	return t.v
+}
+
+func (t *agentToken) Set(s string) error { t.v = s; return nil }
+
+// agentTokenVar defines an agent command's --token flag.
+func agentTokenVar(fs *flag.FlagSet, usage string) *agentToken {
+	t := new(agentToken)
+	fs.Var(t, "token", usage)
+	return t
+}
+
+// flagEnv returns the variable a flag is read from.
+func flagEnv(f *flag.Flag) string {
+	if _, ok := f.Value.(*agentToken); ok {
+		return agentTokenEnv
+	}
+	return envName(f.Name)
 }
 
 // envName returns the environment twin of a flag: --min-timeout is

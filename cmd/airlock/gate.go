@@ -31,7 +31,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	}
 	fs := a.newFlagSet("gate")
 	url := fs.String("url", "http://127.0.0.1:8080", "the Airlock server")
-	token := fs.String("token", "", "an agent token; prefer the environment variable, since other users can see command lines")
+	token := agentTokenVar(fs, "an agent token; prefer the environment variable, since other users can see command lines")
 	rules := fs.String("rules", "", "a JSON rules file choosing the tools that need approval (default: every tool not annotated readOnlyHint; see docs/adapters.md)")
 	journal := fs.String("journal", defaultJournal(), "directory of the gate's journals, which make each approved call run at most once across crashes")
 	name := fs.String("name", "", "the instance name reviewers see (default: \"airlock gate: \" and the command)")
@@ -60,8 +60,8 @@ func runGate(ctx context.Context, a *App, args []string) error {
 			return usageErrorf("--upstream-url %q is not an http(s) URL such as https://mcp.example.com/mcp", *upstreamURL)
 		}
 	}
-	if *token == "" {
-		return usageErrorf("no token: set AIRLOCK_TOKEN (or pass --token) to an agent token")
+	if token.v == "" {
+		return usageErrorf("no token: set %s (or pass --token) to an agent token", agentTokenEnv)
 	}
 	if *journal == "" {
 		return usageErrorf("no journal directory: pass --journal (no user cache directory was found)")
@@ -79,7 +79,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 			return &usageError{msg: err.Error()}
 		}
 	}
-	c, err := client.New(*url, *token, client.WithUserAgent("airlock-gate/"+version))
+	c, err := client.New(*url, token.v, client.WithUserAgent("airlock-gate/"+version))
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}

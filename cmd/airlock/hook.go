@@ -45,7 +45,7 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 	}()
 	fs := a.newFlagSet("hook")
 	url := fs.String("url", "http://127.0.0.1:8080", "the Airlock server")
-	token := fs.String("token", "", "an agent token; prefer the environment variable, since other users can see command lines")
+	token := agentTokenVar(fs, "an agent token; prefer the environment variable, since other users can see command lines")
 	var wait time.Duration
 	durationVar(fs, &wait, "wait", DefaultHookWait, "how long to wait for a reviewer; set the agent's hook timeout above it")
 	onTimeout := fs.String("on-timeout", "ask", "the answer without a decision (no decision in time, expiry, cancellation, server down, bad input): ask or deny")
@@ -148,15 +148,15 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 			_, err := a.Stdout.Write(hook.Nothing)
 			return err
 		}
-		if *token == "" {
-			return refuse("no agent token: set AIRLOCK_TOKEN (or pass --token) in the hook's command")
+		if token.v == "" {
+			return refuse("no agent token: set %s (or pass --token) in the hook's command", agentTokenEnv)
 		}
-		c, err := newHookClient(*url, *token)
+		c, err := newHookClient(*url, token.v)
 		if err != nil {
 			return refuse("%v", err)
 		}
 		gate.Backend = clientBackend{c}
-		gate.Cache = newFileCache(*stateDir, *url, *token)
+		gate.Cache = newFileCache(*stateDir, *url, token.v)
 		ans := gate.Decide(ctx, call)
 		if ans.Verdict != hook.Allow {
 			warn("%s", ans.Reason)
@@ -175,17 +175,17 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 		warn("the hook input has no session_id")
 		return nil
 	}
-	if *token == "" {
-		warn("no agent token: set AIRLOCK_TOKEN (or pass --token) in the hook's command")
+	if token.v == "" {
+		warn("no agent token: set %s (or pass --token) in the hook's command", agentTokenEnv)
 		return nil
 	}
-	c, err := newHookClient(*url, *token)
+	c, err := newHookClient(*url, token.v)
 	if err != nil {
 		warn("%v", err)
 		return nil
 	}
 	gate.Backend = clientBackend{c}
-	gate.Cache = newFileCache(*stateDir, *url, *token)
+	gate.Cache = newFileCache(*stateDir, *url, token.v)
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if *event == "session-end" {

@@ -40,7 +40,7 @@ func benchmarkHook(b *testing.B, granted bool) {
 	const session = "bench-session"
 	c.call("POST", "/v1/instances", agent, `{"name":"`+hook.InstanceName("claude-code", session)+`"}`).want(b, 201, "instance")
 	bin := binary(b)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_URL=" + srv.URL, "AIRLOCK_TOKEN=" + agent,
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_URL=" + srv.URL, "AIRLOCK_AGENT_TOKEN=" + agent,
 		"AIRLOCK_STATE_DIR=" + filepath.Join(dir, "state")}
 
 	stdin := func(i int) []byte {

@@ -112,7 +112,7 @@ func (h *hookSrv) startHook(t *testing.T, env []string, stdin []byte, args ...st
 	url := "http://127.0.0.1:1" // nothing listens there
 	if h != nil {
 		url = h.srv.URL
-		b.cmd.Env = append(b.cmd.Env, "AIRLOCK_TOKEN="+h.agent)
+		b.cmd.Env = append(b.cmd.Env, "AIRLOCK_AGENT_TOKEN="+h.agent)
 	}
 	b.cmd.Env = append(b.cmd.Env, "AIRLOCK_URL="+url, "AIRLOCK_STATE_DIR="+t.TempDir())
 	b.cmd.Env = append(b.cmd.Env, env...)
@@ -402,7 +402,7 @@ func TestHookNeverFailsOpen(t *testing.T) {
 		{"duplicate keys", []byte(`{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Read","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`), nil, nil, "ask", "duplicate"},
 		{"10 MB stdin", huge, nil, nil, "ask", "over"},
 		{"10 MB stdin, --on-timeout deny", huge, nil, []string{"--on-timeout", "deny"}, "deny", "over"},
-		{"no token", good, []string{"AIRLOCK_TOKEN="}, nil, "ask", "no agent token"},
+		{"no token", good, []string{"AIRLOCK_AGENT_TOKEN="}, nil, "ask", "no agent token"},
 		{"server down", good, nil, []string{"--url", "http://" + closedAddr(t)}, "ask", "could not ask"},
 		{"server down, --on-timeout deny", good, nil, []string{"--url", "http://" + closedAddr(t), "--on-timeout", "deny"}, "deny", "could not ask"},
 		{"a bad flag", good, nil, []string{"--bogus"}, "exit 2", "bogus"},
@@ -540,4 +540,29 @@ func TestHookCodexGemini(t *testing.T) {
 			t.Fatalf("gemini --event post-tool-use: exit %d", r.code)
 		}
 	})
+}
+
+// TestHookCodexApprovalContext: a Codex command asking to run outside its
+// sandbox reaches the reviewer saying so: the request's context carries
+// approval_context (the sandbox override and the extra permissions), the
+// model and the permission mode, and the model's justification is the
+// agent's reasoning.
+func TestHookCodexApprovalContext(t *testing.T) {
+	t.Parallel()
+	h := startHookSrv(t)
+	in, session := payload(t, "codex-permissionrequest-escalated.json")
+	run := h.startHook(t, nil, in, "codex", "--wait", "1m")
+	r := h.pending(t, session)
+	ctx, _ := r.Body["context"].(map[string]any)
+	ac, _ := ctx["approval_context"].(map[string]any)
+	if ac["sandbox_permissions"] != "require_escalated" || ac["additional_permissions"] == nil || ctx["permission_mode"] != "default" {
+		t.Errorf("context %v does not show what Codex asks beyond the sandbox", ctx)
+	}
+	if reason, _ := r.Body["agent_reasoning"].(string); !strings.HasPrefix(reason, "The installer needs") {
+		t.Errorf("agent_reasoning %q, want Codex's justification", reason)
+	}
+	h.decide(t, r.Str("id"), "denied", "not outside the sandbox")
+	if out := run.wait(t); !strings.Contains(out.stdout, `"deny"`) {
+		t.Fatalf("answer %q, want deny", out.stdout)
+	}
 }

@@ -17,13 +17,13 @@ import (
 func runMCP(ctx context.Context, a *App, args []string) error {
 	fs := a.newFlagSet("mcp")
 	url := fs.String("url", "http://127.0.0.1:8080", "the Airlock server to relay to (its /mcp endpoint)")
-	token := fs.String("token", "", "the agent's bearer token; prefer the environment variable, since other users can see command lines")
+	token := agentTokenVar(fs, "the agent's bearer token; prefer the environment variable, since other users can see command lines")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
 	if err := a.parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *token == "" {
-		return usageErrorf("no token: set AIRLOCK_TOKEN (or pass --token) to an agent token")
+	if token.v == "" {
+		return usageErrorf("no token: set %s (or pass --token) to an agent token", agentTokenEnv)
 	}
 	if _, err := mcpserver.Endpoint(*url); err != nil {
 		return &usageError{msg: err.Error()}
@@ -34,7 +34,7 @@ func runMCP(ctx context.Context, a *App, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
 	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
-		URL: *url, Token: *token, In: os.Stdin, Out: a.Stdout, Logger: log, Version: version,
+		URL: *url, Token: token.v, In: os.Stdin, Out: a.Stdout, Logger: log, Version: version,
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil // stopped by a signal: the client is done with us

@@ -39,7 +39,7 @@ func startMCPServer(t *testing.T) *mcpServer {
 func (s *mcpServer) bridge(t *testing.T, extra ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"mcp"}, extra...)...)
-	cmd.Env = append(testkit.CleanEnv(), "AIRLOCK_URL="+s.URL, "AIRLOCK_TOKEN="+s.agent)
+	cmd.Env = append(testkit.CleanEnv(), "AIRLOCK_URL="+s.URL, "AIRLOCK_AGENT_TOKEN="+s.agent)
 	return cmd
 }
 
@@ -257,10 +257,10 @@ func TestMCPStdioFailures(t *testing.T) {
 		exit   int
 		stderr string
 	}{
-		{"no token", []string{"AIRLOCK_URL=" + s.URL}, nil, exitUsage, "no token: set AIRLOCK_TOKEN"},
+		{"no token", []string{"AIRLOCK_URL=" + s.URL}, nil, exitUsage, "no token: set AIRLOCK_AGENT_TOKEN"},
 		{"a URL with a query", nil, []string{"--url", s.URL + "/?token=x", "--token", s.agent}, exitUsage, "must not carry a query"},
 		{"not a URL", nil, []string{"--url", "ftp://x", "--token", s.agent}, exitUsage, "is not an http(s) URL"},
-		{"a revoked or unknown token", []string{"AIRLOCK_URL=" + s.URL, "AIRLOCK_TOKEN=airlock_unknown"}, nil, exitFailure, "connect to Airlock at " + s.URL + "/mcp"},
+		{"a revoked or unknown token", []string{"AIRLOCK_URL=" + s.URL, "AIRLOCK_AGENT_TOKEN=airlock_unknown"}, nil, exitFailure, "connect to Airlock at " + s.URL + "/mcp"},
 		{"nothing listening", nil, []string{"--url", "http://127.0.0.1:1", "--token", s.agent}, exitFailure, "is `airlock serve` running there"},
 	}
 	for _, tt := range tests {

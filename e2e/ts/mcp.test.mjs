@@ -38,7 +38,7 @@ async function stdioClient() {
   const transport = new StdioClientTransport({
     command: bin,
     args: ['mcp'],
-    env: { AIRLOCK_URL: base, AIRLOCK_TOKEN: token, PATH: process.env.PATH ?? '' },
+    env: { AIRLOCK_URL: base, AIRLOCK_AGENT_TOKEN: token, PATH: process.env.PATH ?? '' },
     stderr: 'pipe',
   });
   const client = new Client({ name: 'airlock-e2e-stdio', version: '0.0.0' });

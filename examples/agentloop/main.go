@@ -7,7 +7,7 @@
 // Run it against a server with an agent token, and decide in the inbox or
 // with `airlock requests approve|deny`:
 //
-//	AIRLOCK_URL=http://127.0.0.1:8080 AIRLOCK_TOKEN=airlock_… \
+//	AIRLOCK_URL=http://127.0.0.1:8080 AIRLOCK_AGENT_TOKEN=airlock_… \
 //	  go run ./examples/agentloop --dir /tmp/scratch --delete old.log
 package main
 
@@ -30,7 +30,7 @@ import (
 func main() {
 	var o options
 	flag.StringVar(&o.URL, "url", envOr("AIRLOCK_URL", "http://127.0.0.1:8080"), "the Airlock server [$AIRLOCK_URL]")
-	flag.StringVar(&o.Token, "token", os.Getenv("AIRLOCK_TOKEN"), "an agent token [$AIRLOCK_TOKEN]")
+	flag.StringVar(&o.Token, "token", os.Getenv("AIRLOCK_AGENT_TOKEN"), "an agent token [$AIRLOCK_AGENT_TOKEN]")
 	flag.StringVar(&o.Dir, "dir", ".", "the directory the agent works in")
 	flag.StringVar(&o.Delete, "delete", "old.log", "the file the agent wants to delete")
 	flag.StringVar(&o.Journal, "journal", filepath.Join(os.TempDir(), "airlock-agentloop-journal"), "the gate's journal directory")
@@ -95,7 +95,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	c := o.Client
 	if c == nil {
 		if o.Token == "" {
-			return errors.New("no token: set AIRLOCK_TOKEN or pass --token (an agent token)")
+			return errors.New("no token: set AIRLOCK_AGENT_TOKEN or pass --token (an agent token)")
 		}
 		var err error
 		if c, err = client.New(o.URL, o.Token); err != nil {
