@@ -646,6 +646,16 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 		return r, err
 	}
 	s.hub.publish(id)
+	var exec airlock.ExecutionStatus
+	if r.Execution != nil {
+		exec = r.Execution.Status
+	}
+	if err := airlock.CheckClaimed(id, r.ID, r.State, exec); err != nil {
+		// The store's answer is no claim of this request: a broken store.
+		// Nothing is signed for it, and every adapter refuses it.
+		s.log.Warn("the store's answer to a claim is not a claimed execution; no approval token", "request", id, "err", err)
+		return r, nil
+	}
 	token, err := s.signClaim(ctx, r)
 	if err != nil {
 		// The execution is claimed and cannot be claimed again; without
