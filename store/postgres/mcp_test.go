@@ -273,7 +273,7 @@ func agreeMCPScript(t *testing.T, s store.Store, clock *storetest.FakeClock) []o
 			v = x
 		case []airlock.Event:
 			for i := range x {
-				x[i].ID = 0
+				x[i].ID, x[i].UID = 0, "" // each store numbers and draws its own
 				if x[i].Type == airlock.EventInstructionDelivered || strings.HasPrefix(x[i].InstanceID, "ins_") {
 					x[i].Subject, x[i].InstanceID = "", ""
 				}

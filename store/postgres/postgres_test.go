@@ -649,7 +649,7 @@ func agreeScript(t *testing.T, s store.Store, clock *storetest.FakeClock) []obse
 			}
 		case []airlock.Event:
 			for i := range x {
-				x[i].ID = 0
+				x[i].ID, x[i].UID = 0, "" // each store numbers and draws its own
 			}
 		}
 		obs = append(obs, observation{what, v})

@@ -7,5 +7,5 @@
 -- Events appended before this migration keep '' (the column is added with
 -- a constant default, which rewrites no row) and their old webhook-id,
 -- msg_<id>, which was what receivers had seen for them.
-ALTER TABLE events ADD COLUMN uid text NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN IF NOT EXISTS uid text NOT NULL DEFAULT '';
 ALTER TABLE events ALTER COLUMN uid SET DEFAULT replace(gen_random_uuid()::text, '-', '');
