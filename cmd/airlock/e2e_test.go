@@ -163,7 +163,8 @@ func TestReadmeMatchesBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	if notice := startupNotice(defaultURL, "airlock.db", "airlock_…"); !strings.Contains(readme, "```text\n"+notice+"```\n") {
+	first := startup{url: defaultURL, db: "airlock.db", self: "airlock", admin: "airlock_…"}
+	if notice := first.text(); !strings.Contains(readme, "```text\n"+notice+"```\n") {
 		t.Errorf("README does not show the first start's notice as printed:\n%s", notice)
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)

@@ -71,9 +71,16 @@ type Config struct {
 	// the benchmark's in-memory pipes. New takes them over like Store.
 	Listeners []net.Listener
 	// AdminToken, when set, becomes the bootstrap admin token's secret,
-	// replacing the previous one. When empty, one is generated if none is
-	// stored yet (GeneratedAdminToken).
+	// replacing the previous one.
 	AdminToken string
+	// ShowAdminToken is how a generated admin token reaches a person. At
+	// a start without AdminToken and with no admin token stored yet, New
+	// generates a secret and calls ShowAdminToken with it before it stores
+	// the token's hash; when that fails, New fails and stores nothing, so
+	// that a later start generates one again. When nil, New generates no
+	// token (AdminTokenMissing): a secret nobody can see would only lock
+	// the admin out.
+	ShowAdminToken func(secret string) error
 
 	// Limits are the decision windows and approval validity the provider
 	// enforces.
@@ -148,7 +155,9 @@ type Server struct {
 	log       *slog.Logger
 	storeName string
 	grace     time.Duration
-	generated string
+	// noAdmin is true when no admin token is stored: a first start that
+	// had nowhere to show one.
+	noAdmin bool
 
 	store store.Store
 	svc   *provider.Service
@@ -304,13 +313,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if mailer != nil {
 		mailer.DefaultPublicURL("http://" + ln.Addr().String())
 	}
-	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
+	noAdmin, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken, cfg.ShowAdminToken)
 	if err != nil {
 		return nil, err
 	}
 
 	s := &Server{
-		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, generated: generated,
+		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, noAdmin: noAdmin,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
 		policy: cfg.Policy, policyReload: cfg.PolicyReload, policyWatchEvery: cfg.PolicyWatchEvery,
 		notify: engine, webhooks: webhooks,
@@ -387,23 +396,28 @@ func registerGauges(reg *prometheus.Registry, svc *provider.Service) {
 
 // bootstrapAdmin sets the bootstrap admin token to secret when one is
 // given. Otherwise, at the first start (no bootstrap token stored yet), it
-// generates one and returns it so it can be shown, once.
-func bootstrapAdmin(ctx context.Context, st store.Store, svc *provider.Service, secret string) (generated string, err error) {
+// generates one, has show show it, and only then stores it; without show
+// it stores none and reports the token missing.
+func bootstrapAdmin(ctx context.Context, st store.Store, svc *provider.Service, secret string, show func(string) error) (missing bool, err error) {
 	if secret == "" {
 		_, err := st.GetToken(ctx, provider.BootstrapTokenID)
 		switch {
 		case err == nil:
-			return "", nil // shown at an earlier start
+			return false, nil // shown at an earlier start
 		case airlock.ErrorCode(err) != airlock.CodeNotFound:
-			return "", fmt.Errorf("look up the bootstrap admin token: %w", err)
+			return false, fmt.Errorf("look up the bootstrap admin token: %w", err)
+		case show == nil:
+			return true, nil
 		}
 		secret = airlock.NewTokenSecret()
-		generated = secret
+		if err := show(secret); err != nil {
+			return false, err
+		}
 	}
 	if err := svc.BootstrapAdmin(ctx, secret); err != nil {
-		return "", fmt.Errorf("store the bootstrap admin token: %w", err)
+		return false, fmt.Errorf("store the bootstrap admin token: %w", err)
 	}
-	return generated, nil
+	return false, nil
 }
 
 // Addr returns the address the server listens on, with the real port when
@@ -413,10 +427,10 @@ func (s *Server) Addr() string { return s.listeners[0].Addr().String() }
 // Service returns the provider the server's doors are layers over.
 func (s *Server) Service() *provider.Service { return s.svc }
 
-// GeneratedAdminToken returns the bootstrap admin token's secret when New
-// generated it (the first start without Config.AdminToken), to be shown
-// once: only its hash is stored. Otherwise it returns "".
-func (s *Server) GeneratedAdminToken() string { return s.generated }
+// AdminTokenMissing reports whether no admin token is stored: a first
+// start without Config.AdminToken and without Config.ShowAdminToken, which
+// had nowhere to show one.
+func (s *Server) AdminTokenMissing() bool { return s.noAdmin }
 
 // Run serves until ctx ends or serving fails, then shuts down: it stops
 // accepting, ends long-polls and event streams, gives other in-flight
