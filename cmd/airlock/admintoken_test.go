@@ -110,6 +110,10 @@ func TestFirstRunTokenOnPipe(t *testing.T) {
 	bare := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", db)
 	bare.Out.WaitFor(t, regexp.MustCompile(`No admin token yet.*\n`), bare.Exited)
 	bare.Stop(time.Minute)
+	// The notice comes first: no log line before it at the default level.
+	if !strings.HasPrefix(bare.Out.String(), "Airlock listening on ") {
+		t.Errorf("the first start's output does not begin with where it listens:\n%s", bare.Out)
+	}
 	if tok := tokenRE.FindString(bare.Out.String()); tok != "" {
 		t.Errorf("a token reached the pipe: %s\n%s", tok, bare.Out)
 	}

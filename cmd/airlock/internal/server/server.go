@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ const (
 	// cutWait bounds how long, after the grace period, cut requests may
 	// take to return before the store is closed anyway.
 	cutWait = 5 * time.Second
+	// releaseEvery is how often, at most, the memory of finished heavy
+	// reads is handed back to the system (releaseAfterHeavyReads).
+	releaseEvery = time.Second
 )
 
 // Config is what a Server is built from. Zero fields take the defaults
@@ -177,6 +181,9 @@ type Server struct {
 	cut      context.CancelFunc
 	inflight sync.WaitGroup
 
+	// heavyOver receives when the last heavy read in progress ends.
+	heavyOver chan struct{}
+
 	policy           *policy.Engine // nil without --policy
 	policyReload     <-chan os.Signal
 	policyWatchEvery time.Duration
@@ -234,9 +241,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.PolicyWatchEvery = 2 * time.Second
 	}
 	var engine *notify.Engine // set below, before anything is served
+	heavyOver := make(chan struct{}, 1)
 	svc, err := provider.New(provider.Config{
 		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol, Groups: groups,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
+		HeavyReadsOver: func() {
+			select {
+			case heavyOver <- struct{}{}:
+			default: // one is pending already
+			}
+		},
 		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.WebhookAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },
 		Expressions:     new(policy.Expressions),
@@ -322,7 +336,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, noAdmin: noAdmin,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
 		policy: cfg.Policy, policyReload: cfg.PolicyReload, policyWatchEvery: cfg.PolicyWatchEvery,
-		notify: engine, webhooks: webhooks,
+		notify: engine, webhooks: webhooks, heavyOver: heavyOver,
 	}
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
@@ -446,6 +460,7 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) }) // returns at once for a store not shared
 	background.Go(func() { s.guard.Run(schedCtx) })
+	background.Go(func() { releaseAfterHeavyReads(schedCtx, s.heavyOver, s.svc.HeavyReads) })
 	if s.policy != nil {
 		background.Go(func() { s.policy.Watch(schedCtx, s.policyWatchEvery, s.policyReload) })
 	}
@@ -497,6 +512,36 @@ func (s *Server) track(h http.Handler) http.Handler {
 		defer s.inflight.Done()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// releaseAfterHeavyReads hands the memory that heavy reads used back to
+// the system once they are over, each time over receives and no heavy
+// read is in progress. Without it the runtime keeps that memory long
+// after: an idle server allocates nothing, so no collection frees the
+// pages until the forced one two minutes later, and the scavenger then
+// returns them a little at a time. debug.FreeOSMemory collects and returns
+// them at once, for the cost of one collection of a heap the reads no
+// longer hold. It runs at most once per releaseEvery, as a steady stream
+// of reads ends often; an end that comes meanwhile waits in over, so the
+// last one is always followed by a release.
+func releaseAfterHeavyReads(ctx context.Context, over <-chan struct{}, inProgress func() int) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-over:
+		}
+		if inProgress() == 0 {
+			debug.FreeOSMemory()
+		}
+		pause := time.NewTimer(releaseEvery)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+	}
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
