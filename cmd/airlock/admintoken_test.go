@@ -122,7 +122,7 @@ func TestFirstRunTokenOnPipe(t *testing.T) {
 	}
 
 	written := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", db, "--admin-token-file", file)
-	written.Out.WaitFor(t, regexp.MustCompile(`Admin token written to `+regexp.QuoteMeta(file)+` .*\n.*\n  AIRLOCK_TOKEN=\$\(cat `+regexp.QuoteMeta(file)+`\) \S+ tokens create`), written.Exited)
+	written.Out.WaitFor(t, regexp.MustCompile(`Admin token written to `+regexp.QuoteMeta(file)+` .*\n.*\n  AIRLOCK_URL=\S+ AIRLOCK_TOKEN=\$\(cat `+regexp.QuoteMeta(file)+`\) \S+ tokens create`), written.Exited)
 	token := readTokenFile(t, file)
 	newAPI(t, written.URL).call("GET", "/v1/tokens", token, "").want(t, 200, "list tokens with the token in the file")
 	written.Stop(time.Minute)
