@@ -230,3 +230,32 @@ func TestAdminTokenFileWithAdminToken(t *testing.T) {
 		t.Fatalf("exit %d, %v; want 2 naming --admin-token-file", code, err)
 	}
 }
+
+// TestSelfCommand: the next command the notice prints names this binary
+// as "airlock" only when that is what PATH finds; otherwise by its path,
+// so that it runs as printed.
+func TestSelfCommand(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	this, other, none := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Symlink(exe, filepath.Join(this, "airlock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "airlock"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{this, "airlock"},
+		{other, shellQuote(exe)},
+		{none, shellQuote(exe)},
+	} {
+		t.Setenv("PATH", tc.path)
+		if got := selfCommand(); got != tc.want {
+			t.Errorf("with PATH=%s, selfCommand() = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
