@@ -32,14 +32,15 @@ const (
 type heavyReads struct {
 	max, perToken int
 	metrics       *Metrics
+	over          func() // Config.HeavyReadsOver, or nil
 
 	mu      sync.Mutex
 	total   int
 	byToken map[string]int
 }
 
-func newHeavyReads(max, perToken int, m *Metrics) *heavyReads {
-	return &heavyReads{max: max, perToken: perToken, metrics: m, byToken: map[string]int{}}
+func newHeavyReads(max, perToken int, m *Metrics, over func()) *heavyReads {
+	return &heavyReads{max: max, perToken: perToken, metrics: m, over: over, byToken: map[string]int{}}
 }
 
 // acquire takes a slot for token, or refuses with rate_limited when the
@@ -67,10 +68,14 @@ func (h *heavyReads) acquire(token string) (release func(), err error) {
 
 func (h *heavyReads) release(token string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.total--
+	over := h.total == 0
 	if h.byToken[token]--; h.byToken[token] == 0 {
 		delete(h.byToken, token) // the map stays as small as the reads in progress
+	}
+	h.mu.Unlock()
+	if over && h.over != nil {
+		h.over()
 	}
 }
 

@@ -112,3 +112,34 @@ func TestListPageBytes(t *testing.T) {
 		t.Fatalf("summaries beyond MaxPageSize: %v, want invalid_request", err)
 	}
 }
+
+// TestHeavyReadsOver checks that HeavyReadsOver is told each time the last
+// heavy read in progress ends, and only then: the server hands memory back
+// to the system at those moments.
+func TestHeavyReadsOver(t *testing.T) {
+	t.Parallel()
+	over := 0
+	h := newHeavyReads(3, 2, nil, func() { over++ })
+	take := func(token string) func() {
+		t.Helper()
+		release, err := h.acquire(token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return release
+	}
+	first, second := take("a"), take("b")
+	first()
+	first() // a second release gives back nothing, and ends nothing
+	if over != 0 {
+		t.Fatalf("told %d times while a read was still in progress; want 0", over)
+	}
+	second()
+	if over != 1 {
+		t.Fatalf("told %d times after the last read ended; want 1", over)
+	}
+	take("a")()
+	if over != 2 {
+		t.Fatalf("told %d times after the next read ended; want 2", over)
+	}
+}

@@ -61,6 +61,11 @@ type Config struct {
 	// (default DefaultMaxHeavyReadsPerToken, 2).
 	MaxHeavyReads         int
 	MaxHeavyReadsPerToken int
+	// HeavyReadsOver, when set, is called when the last heavy read in
+	// progress gives its slot back: the moment the pages they held became
+	// garbage, when the server may hand that memory back to the system.
+	// It must not block.
+	HeavyReadsOver func()
 	// CheckWebhookURL, when set, refuses a webhook URL at creation beyond
 	// WebhookInput.Validate: the notify engine's address rules.
 	CheckWebhookURL func(url string) error
@@ -175,16 +180,17 @@ func New(cfg Config) (*Service, error) {
 		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
 	}
 	extras := cfg.Store.Extras()
-	// Said once, so that an operator (and a benchmark) can tell which of
-	// the store's optional parts this server runs with.
-	cfg.Logger.Info("store extras",
+	// Said once, at debug, so that an operator (and a benchmark) can tell
+	// which of the store's optional parts this server runs with; it is
+	// not news to someone starting the server.
+	cfg.Logger.Debug("store extras",
 		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
 	return &Service{
 		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy, groups: cfg.Groups, expressions: cfg.Expressions,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter, escalateEvery: cfg.EscalateEvery,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1)},
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
-		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics),
+		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics, cfg.HeavyReadsOver),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
 		keys: signingKeys{fixed: cfg.SigningKey}, issuer: cfg.Issuer,
 	}, nil

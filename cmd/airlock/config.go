@@ -41,8 +41,13 @@ type Config struct {
 	DB string
 	// AdminToken, when set, becomes the bootstrap admin token's secret at
 	// every start, replacing the previous one (for scripts and CI). When
-	// empty, a token is generated at the first start and printed once.
+	// empty, a token is generated at the first start and shown once: on
+	// the terminal serve runs in, or in AdminTokenFile.
 	AdminToken string
+	// AdminTokenFile, when set, is where a generated admin token is
+	// written (a new file, mode 0600) instead of the terminal: the way to
+	// get it when serve's output is a log. No default.
+	AdminTokenFile string
 
 	// MinTimeout is the shortest decision window accepted. Default 1s.
 	MinTimeout time.Duration
@@ -269,6 +274,9 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.AdminToken) != c.AdminToken {
 		return errors.New("--admin-token must not start or end with spaces")
 	}
+	if c.AdminToken != "" && c.AdminTokenFile != "" {
+		return errors.New("--admin-token-file is where a generated admin token goes; with --admin-token none is generated: give one or the other")
+	}
 	if err := c.Limits().Validate(); err != nil {
 		return fmt.Errorf("--%v", err)
 	}
@@ -450,6 +458,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Addr, "addr", d.Addr, "TCP address to listen on; the default serves this machine only")
 	fs.StringVar(&c.DB, "db", d.DB, "SQLite database file (created if missing), or a postgres:// URL (or host=… dbname=… string) of a PostgreSQL database that several replicas may share")
 	fs.StringVar(&c.AdminToken, "admin-token", "", "set the bootstrap admin token's secret (at least 16 characters) instead of generating one at first start")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "write the admin token generated at first start to this new file (mode 0600) rather than to the terminal")
 	durationVar(fs, &c.MinTimeout, "min-timeout", d.MinTimeout, "shortest decision window accepted")
 	durationVar(fs, &c.MaxTimeout, "max-timeout", d.MaxTimeout, "longest decision window; longer requests are shortened to it")
 	durationVar(fs, &c.DefaultTimeout, "default-timeout", d.DefaultTimeout, "decision window when the request asks for none")

@@ -63,12 +63,14 @@ func TestReadmeTour(t *testing.T) {
 	}
 	blocks := tourBlocks(t, string(readme))
 
+	// The installed binary, which a signal stops (go run's child would
+	// outlive it).
 	serve := strings.TrimSpace(blocks[0])
-	const goRun = "go run ./cmd/airlock "
-	if !strings.HasPrefix(serve, goRun) || strings.ContainsAny(serve, "\n'\"\\$") || strings.Contains(serve, "--addr") {
-		t.Fatalf("the tour's first block must be one `go run ./cmd/airlock serve …` line without quoting or --addr; it is:\n%s", serve)
+	const installed = "airlock "
+	if !strings.HasPrefix(serve, installed) || strings.ContainsAny(serve, "\n'\"\\$") || strings.Contains(serve, "--addr") {
+		t.Fatalf("the tour's first block must be one `airlock serve …` line without quoting or --addr; it is:\n%s", serve)
 	}
-	srv := startProcess(t, t.TempDir(), []string{"AIRLOCK_ADDR=127.0.0.1:0"}, strings.Fields(strings.TrimPrefix(serve, goRun))...)
+	srv := startProcess(t, t.TempDir(), []string{"AIRLOCK_ADDR=127.0.0.1:0"}, strings.Fields(strings.TrimPrefix(serve, installed))...)
 
 	script := strings.Join(blocks[1:], "\n")
 	const urlLine = "URL=http://127.0.0.1:8080\n"
@@ -163,8 +165,17 @@ func TestReadmeMatchesBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	readme := string(b)
-	if notice := startupNotice(defaultURL, "airlock.db", "airlock_…"); !strings.Contains(readme, "```text\n"+notice+"```\n") {
+	first := startup{url: defaultURL, db: "airlock.db", self: "airlock", admin: "airlock_…"}
+	if notice := first.text(); !strings.Contains(readme, "```text\n"+notice+"```\n") {
 		t.Errorf("README does not show the first start's notice as printed:\n%s", notice)
+	}
+	// The first commands: the installed binary, which a signal stops.
+	if !strings.Contains(readme, "## Run it\n\nInstall the binary, then run it:\n\n```sh\ngo install ./cmd/airlock\nairlock serve\n```\n") ||
+		!strings.Contains(readme, "go install github.com/airlockhq/airlock/cmd/airlock@latest") {
+		t.Error("README's first commands are not `go install ./cmd/airlock` and `airlock serve`, with the module path form beside them")
+	}
+	if strings.Contains(readme, "go run ./cmd/airlock") {
+		t.Error("README runs `go run ./cmd/airlock`, whose server a signal to go run leaves running; show the installed binary")
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	bindServeFlags(fs, &Config{})

@@ -23,7 +23,20 @@ def _project():
         text = f.read()
     table = text.split("[project]", 1)[1].split("\n[", 1)[0]
     fields = dict(re.findall(r'^(\w[\w-]*)\s*=\s*"([^"]*)"', table, re.M))
-    return fields["name"], fields["version"], fields.get("description", ""), fields.get("requires-python", "")
+    return (fields["name"], fields["version"], fields.get("description", ""), fields.get("requires-python", ""),
+            fields.get("license", ""))
+
+
+def _license():
+    """The licence's text: the sdist's own copy, or the repository's LICENSE two folders up.
+
+    A package that names a licence carries its text, so a build without it fails.
+    """
+    for path in (os.path.join(HERE, "LICENSE"), os.path.join(HERE, "..", "..", "LICENSE")):
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                return f.read()
+    raise FileNotFoundError("LICENSE: not in " + HERE + " nor at the repository's root; build from a full checkout")
 
 
 def _files():
@@ -36,8 +49,10 @@ def _files():
 
 
 def _metadata():
-    name, version, summary, requires = _project()
+    name, version, summary, requires, licence = _project()
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {summary}\n"
+    if licence:
+        meta += f"License: {licence}\n"
     if requires:
         meta += f"Requires-Python: {requires}\n"
     return name, version, meta
@@ -67,6 +82,7 @@ def _wheel(wheel_directory, editable):
                 with open(full, "rb") as f:
                     add(zf, arc, f.read())
         add(zf, f"{info}/METADATA", meta.encode())
+        add(zf, f"{info}/LICENSE", _license())
         add(zf, f"{info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: airlock_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         records.append(f"{info}/RECORD,,")
         zf.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)), "\n".join(records) + "\n")
@@ -108,5 +124,6 @@ def build_sdist(sdist_directory, config_settings=None):
         for extra in ("pyproject.toml", "_build/airlock_build.py"):
             with open(os.path.join(HERE, extra), "rb") as f:
                 add(extra, f.read())
+        add("LICENSE", _license())
         add("PKG-INFO", meta.encode())
     return os.path.basename(path)

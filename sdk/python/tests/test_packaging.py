@@ -10,6 +10,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 import zipfile
@@ -49,12 +50,16 @@ class PackagingTest(unittest.TestCase):
                 meta = zf.read("airlock_sdk-0.1.0.dist-info/METADATA").decode()
                 self.assertIn("Name: airlock-sdk\n", meta)
                 self.assertIn("Requires-Python: >=3.9\n", meta)
+                self.assertIn("License: Apache-2.0\n", meta)
+                with open(os.path.join(PKG, "..", "..", "LICENSE"), "rb") as f:
+                    self.assertEqual(zf.read("airlock_sdk-0.1.0.dist-info/LICENSE"), f.read())
                 self.assertFalse(any("tests/" in n or "__pycache__" in n for n in names))
                 target = os.path.join(d, "site")
                 zf.extractall(target)
             self.assertEqual(imports_from(target), os.path.join(target, "airlock", "__init__.py"))
             sdist = b.build_sdist(d)
-            self.assertTrue(os.path.exists(os.path.join(d, sdist)))
+            with tarfile.open(os.path.join(d, sdist)) as tf:
+                self.assertIn("airlock_sdk-0.1.0/LICENSE", tf.getnames())
 
     def test_pip_install_without_an_index(self) -> None:
         if importlib.util.find_spec("pip") is None:

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -53,6 +54,9 @@ const (
 	// cutWait bounds how long, after the grace period, cut requests may
 	// take to return before the store is closed anyway.
 	cutWait = 5 * time.Second
+	// releaseEvery is how often, at most, the memory of finished heavy
+	// reads is handed back to the system (releaseAfterHeavyReads).
+	releaseEvery = time.Second
 )
 
 // Config is what a Server is built from. Zero fields take the defaults
@@ -72,9 +76,16 @@ type Config struct {
 	// the benchmark's in-memory pipes. New takes them over like Store.
 	Listeners []net.Listener
 	// AdminToken, when set, becomes the bootstrap admin token's secret,
-	// replacing the previous one. When empty, one is generated if none is
-	// stored yet (GeneratedAdminToken).
+	// replacing the previous one.
 	AdminToken string
+	// ShowAdminToken is how a generated admin token reaches a person. At
+	// a start without AdminToken and with no admin token stored yet, New
+	// generates a secret and calls ShowAdminToken with it before it stores
+	// the token's hash; when that fails, New fails and stores nothing, so
+	// that a later start generates one again. When nil, New generates no
+	// token (AdminTokenMissing): a secret nobody can see would only lock
+	// the admin out.
+	ShowAdminToken func(secret string) error
 
 	// Limits are the decision windows and approval validity the provider
 	// enforces.
@@ -159,7 +170,9 @@ type Server struct {
 	log       *slog.Logger
 	storeName string
 	grace     time.Duration
-	generated string
+	// noAdmin is true when no admin token is stored: a first start that
+	// had nowhere to show one.
+	noAdmin bool
 
 	store store.Store
 	svc   *provider.Service
@@ -178,6 +191,9 @@ type Server struct {
 	// period is over.
 	cut      context.CancelFunc
 	inflight sync.WaitGroup
+
+	// heavyOver receives when the last heavy read in progress ends.
+	heavyOver chan struct{}
 
 	policy           *policy.Engine // nil without --policy
 	policyReload     <-chan os.Signal
@@ -236,9 +252,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		cfg.PolicyWatchEvery = 2 * time.Second
 	}
 	var engine *notify.Engine // set below, before anything is served
+	heavyOver := make(chan struct{}, 1)
 	svc, err := provider.New(provider.Config{
 		Store: cfg.Store, Limits: cfg.Limits, Logger: log, Metrics: provider.NewMetrics(reg, nil), MaxWait: cfg.MaxWait, Policy: pol, Groups: groups,
 		StaleAfter: cfg.SessionStaleAfter, MaxHeavyReads: cfg.MaxHeavyReads, MaxHeavyReadsPerToken: cfg.MaxHeavyReadsPerToken,
+		HeavyReadsOver: func() {
+			select {
+			case heavyOver <- struct{}{}:
+			default: // one is pending already
+			}
+		},
 		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.OutboundAllowPrivate) },
 		DeliveryQueued:  func() { engine.Wake() },
 		Expressions:     new(policy.Expressions),
@@ -325,16 +348,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	} else {
 		svc.SetIssuer("http://" + ln.Addr().String())
 	}
-	generated, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken)
+	noAdmin, err := bootstrapAdmin(ctx, cfg.Store, svc, cfg.AdminToken, cfg.ShowAdminToken)
 	if err != nil {
 		return nil, err
 	}
 
 	s := &Server{
-		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, generated: generated,
+		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, noAdmin: noAdmin,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
 		policy: cfg.Policy, policyReload: cfg.PolicyReload, policyWatchEvery: cfg.PolicyWatchEvery,
-		notify: engine, webhooks: webhooks,
+		notify: engine, webhooks: webhooks, heavyOver: heavyOver,
 	}
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
@@ -408,23 +431,28 @@ func registerGauges(reg *prometheus.Registry, svc *provider.Service) {
 
 // bootstrapAdmin sets the bootstrap admin token to secret when one is
 // given. Otherwise, at the first start (no bootstrap token stored yet), it
-// generates one and returns it so it can be shown, once.
-func bootstrapAdmin(ctx context.Context, st store.Store, svc *provider.Service, secret string) (generated string, err error) {
+// generates one, has show show it, and only then stores it; without show
+// it stores none and reports the token missing.
+func bootstrapAdmin(ctx context.Context, st store.Store, svc *provider.Service, secret string, show func(string) error) (missing bool, err error) {
 	if secret == "" {
 		_, err := st.GetToken(ctx, provider.BootstrapTokenID)
 		switch {
 		case err == nil:
-			return "", nil // shown at an earlier start
+			return false, nil // shown at an earlier start
 		case airlock.ErrorCode(err) != airlock.CodeNotFound:
-			return "", fmt.Errorf("look up the bootstrap admin token: %w", err)
+			return false, fmt.Errorf("look up the bootstrap admin token: %w", err)
+		case show == nil:
+			return true, nil
 		}
 		secret = airlock.NewTokenSecret()
-		generated = secret
+		if err := show(secret); err != nil {
+			return false, err
+		}
 	}
 	if err := svc.BootstrapAdmin(ctx, secret); err != nil {
-		return "", fmt.Errorf("store the bootstrap admin token: %w", err)
+		return false, fmt.Errorf("store the bootstrap admin token: %w", err)
 	}
-	return generated, nil
+	return false, nil
 }
 
 // Addr returns the address the server listens on, with the real port when
@@ -434,10 +462,10 @@ func (s *Server) Addr() string { return s.listeners[0].Addr().String() }
 // Service returns the provider the server's doors are layers over.
 func (s *Server) Service() *provider.Service { return s.svc }
 
-// GeneratedAdminToken returns the bootstrap admin token's secret when New
-// generated it (the first start without Config.AdminToken), to be shown
-// once: only its hash is stored. Otherwise it returns "".
-func (s *Server) GeneratedAdminToken() string { return s.generated }
+// AdminTokenMissing reports whether no admin token is stored: a first
+// start without Config.AdminToken and without Config.ShowAdminToken, which
+// had nowhere to show one.
+func (s *Server) AdminTokenMissing() bool { return s.noAdmin }
 
 // Run serves until ctx ends or serving fails, then shuts down: it stops
 // accepting, ends long-polls and event streams, gives other in-flight
@@ -453,6 +481,7 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	background.Go(func() { s.svc.FollowReplicas(schedCtx, followEvery) }) // returns at once for a store not shared
 	background.Go(func() { s.guard.Run(schedCtx) })
+	background.Go(func() { releaseAfterHeavyReads(schedCtx, s.heavyOver, s.svc.HeavyReads) })
 	if s.policy != nil {
 		background.Go(func() { s.policy.Watch(schedCtx, s.policyWatchEvery, s.policyReload) })
 	}
@@ -504,6 +533,36 @@ func (s *Server) track(h http.Handler) http.Handler {
 		defer s.inflight.Done()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// releaseAfterHeavyReads hands the memory that heavy reads used back to
+// the system once they are over, each time over receives and no heavy
+// read is in progress. Without it the runtime keeps that memory long
+// after: an idle server allocates nothing, so no collection frees the
+// pages until the forced one two minutes later, and the scavenger then
+// returns them a little at a time. debug.FreeOSMemory collects and returns
+// them at once, for the cost of one collection of a heap the reads no
+// longer hold. It runs at most once per releaseEvery, as a steady stream
+// of reads ends often; an end that comes meanwhile waits in over, so the
+// last one is always followed by a release.
+func releaseAfterHeavyReads(ctx context.Context, over <-chan struct{}, inProgress func() int) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-over:
+		}
+		if inProgress() == 0 {
+			debug.FreeOSMemory()
+		}
+		pause := time.NewTimer(releaseEvery)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+	}
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -65,14 +66,16 @@ func TestRunServesEveryListenerAndReleasesAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log logtest.Recorder
+	var admin string
+	show := func(secret string) error { admin = secret; return nil }
 	srv, err := New(t.Context(), Config{
 		Store: st, StoreName: "test.db", Addr: "127.0.0.1:0", Listeners: []net.Listener{extra}, Logger: log.Logger(),
+		ShowAdminToken: show,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := srv.GeneratedAdminToken()
-	if admin == "" {
+	if admin == "" || srv.AdminTokenMissing() {
 		t.Fatal("the first start generated no admin token")
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -105,12 +108,13 @@ func TestRunServesEveryListenerAndReleasesAll(t *testing.T) {
 		t.Errorf("an idle server was cut rather than drained: %v", got)
 	}
 
-	again, err := New(t.Context(), Config{Store: openSQLite(t, path), Addr: "127.0.0.1:0", Logger: log.Logger()})
+	first := admin
+	again, err := New(t.Context(), Config{Store: openSQLite(t, path), Addr: "127.0.0.1:0", Logger: log.Logger(), ShowAdminToken: show})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok := again.GeneratedAdminToken(); tok != "" {
-		t.Errorf("the second start generated the admin token %q; want none (the first was shown already)", tok)
+	if admin != first || again.AdminTokenMissing() {
+		t.Errorf("the second start generated the admin token %q; want none (the first was shown already)", admin)
 	}
 	ctx, stop = context.WithCancel(context.Background())
 	stop()
@@ -150,5 +154,46 @@ func TestNewReleasesWhatItTookOnFailure(t *testing.T) {
 	defer reopened.Close()
 	if _, err := reopened.GetToken(t.Context(), provider.BootstrapTokenID); airlock.ErrorCode(err) != airlock.CodeNotFound {
 		t.Errorf("after a failed start, GetToken(%s) returned %v; want not_found", provider.BootstrapTokenID, err)
+	}
+}
+
+// TestAdminTokenOnlyWhereShown: a first start generates the admin token
+// only when it has somewhere to show it, and stores it only once it was
+// shown. A start with nowhere to show it, or whose showing fails, stores
+// none, so that a later start still generates one.
+func TestAdminTokenOnlyWhereShown(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	start := func(show func(string) error) (*Server, error) {
+		t.Helper()
+		srv, err := New(t.Context(), Config{Store: openSQLite(t, path), Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler), ShowAdminToken: show})
+		if err == nil {
+			ctx, stop := context.WithCancel(context.Background())
+			stop()
+			if err := srv.Run(ctx); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+		}
+		return srv, err
+	}
+	stored := func() bool {
+		t.Helper()
+		st := openSQLite(t, path)
+		defer st.Close()
+		_, err := st.GetToken(t.Context(), provider.BootstrapTokenID)
+		return err == nil
+	}
+
+	srv, err := start(nil)
+	if err != nil || !srv.AdminTokenMissing() || stored() {
+		t.Fatalf("a start with nowhere to show the token: err %v, missing %v, stored %v; want no error, missing, none stored", err, srv.AdminTokenMissing(), stored())
+	}
+	refused := errors.New("the file exists")
+	if _, err := start(func(string) error { return refused }); !errors.Is(err, refused) || stored() {
+		t.Fatalf("a start whose showing failed: err %v, stored %v; want %v and none stored", err, stored(), refused)
+	}
+	var shown string
+	if srv, err = start(func(s string) error { shown = s; return nil }); err != nil || srv.AdminTokenMissing() || shown == "" || !stored() {
+		t.Fatalf("a start that showed the token: err %v, shown %q, stored %v; want it shown and stored", err, shown, stored())
 	}
 }
