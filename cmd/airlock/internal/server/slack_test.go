@@ -229,7 +229,7 @@ func testInteractions(t *testing.T, st store.Store) {
 	js := m.BlocksJSON()
 	for _, want := range []string{
 		`"action_id":"airlock_approve"`, `"action_id":"airlock_deny"`, `"value":"` + r1 + `"`, `"confirm":`,
-		`"style":"primary"`, `"style":"danger"`, `rich_text_preformatted`, `Agent's claim (unverified): *trust me* \u003c@U0BOB\u003e`,
+		`"style":"primary"`, `"style":"danger"`, `rich_text_preformatted`, `The agent's claim (unverified): *trust me* \u003c@U0BOB\u003e`,
 		`Arguments shortened`, `/requests/` + r1, `Decide by \u003c!date^`,
 	} {
 		if !strings.Contains(js, want) {
