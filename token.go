@@ -240,47 +240,9 @@ func TokenRefused() *Error {
 	return Errorf(CodeUnauthorized, "unknown or revoked token: send a valid one as Authorization: Bearer <token> (an admin can mint one)")
 }
 
-// SigningKey is an Ed25519 key approval tokens are signed with
-// (docs/tokens.md). The store keeps one set for every replica, so a token
-// signed by one replica verifies against the key set any replica serves.
-type SigningKey struct {
-	// ID is the key's "kid": the RFC 7638 thumbprint of its public key.
-	ID string
-	// Seed is the private key's 32-byte seed. It is never served, and
-	// String leaves it out, so a key printed by mistake leaks nothing.
-	Seed      []byte
-	CreatedAt time.Time
-	// RetiredAt is when a rotation stopped the key signing; nil while it
-	// is the active key. A retired key never signs again.
-	RetiredAt *time.Time
-	// PublishedUntil is when the last token the key may have signed
-	// expires; the key set lists a retired key until then.
-	PublishedUntil *time.Time
-}
-
 // The events of a key's life: created at first start or by a rotation,
 // retired by a rotation. Their Subject is the key's ID.
 const (
 	EventSigningKeyCreated EventType = "signing_key.created"
 	EventSigningKeyRetired EventType = "signing_key.retired"
 )
-
-// SigningKeySeedSize is the size of an Ed25519 seed (RFC 8032).
-const SigningKeySeedSize = 32
-
-// Validate checks what a store needs of k before it writes it.
-func (k SigningKey) Validate() error {
-	switch {
-	case k.ID == "" || len(k.ID) > 128:
-		return Invalid("signing key", "a signing key needs an id of at most 128 bytes")
-	case len(k.Seed) != SigningKeySeedSize:
-		return Invalid("signing key", "a signing key's seed has %d bytes, not %d", len(k.Seed), SigningKeySeedSize)
-	}
-	return nil
-}
-
-// String names the key by its id only.
-func (k SigningKey) String() string { return "signing key " + k.ID }
-
-// GoString is String for %#v: the seed stays out of every format.
-func (k SigningKey) GoString() string { return k.String() }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/approvaltoken"
+	"github.com/airlockhq/airlock/store"
 	"github.com/go-jose/go-jose/v4"
 )
 
@@ -78,12 +79,12 @@ func (s *Service) PublicKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
 
 // SigningKeys lists the store's published keys, without their seeds
 // (admins only).
-func (s *Service) SigningKeys(ctx context.Context, c airlock.Caller) ([]airlock.SigningKey, error) {
+func (s *Service) SigningKeys(ctx context.Context, c airlock.Caller) ([]store.SigningKey, error) {
 	if c.Role != airlock.RoleAdmin {
 		return nil, forbidden("only admin tokens manage signing keys")
 	}
 	if s.keys.fixed != nil {
-		return []airlock.SigningKey{{ID: s.keys.fixed.ID}}, nil
+		return []store.SigningKey{{ID: s.keys.fixed.ID}}, nil
 	}
 	keys, err := s.storeFor(c).ListSigningKeys(ctx)
 	for i := range keys {
@@ -96,22 +97,22 @@ func (s *Service) SigningKeys(ctx context.Context, c airlock.Caller) ([]airlock.
 // key stays published until every token it signed has expired: approval
 // tokens expire with their approval, at most MaxApprovalValidity after
 // it, and verifiers allow the leeway.
-func (s *Service) RotateSigningKey(ctx context.Context, c airlock.Caller) (airlock.SigningKey, error) {
+func (s *Service) RotateSigningKey(ctx context.Context, c airlock.Caller) (store.SigningKey, error) {
 	if c.Role != airlock.RoleAdmin {
-		return airlock.SigningKey{}, forbidden("only admin tokens manage signing keys")
+		return store.SigningKey{}, forbidden("only admin tokens manage signing keys")
 	}
 	if s.keys.fixed != nil {
-		return airlock.SigningKey{}, airlock.Errorf(airlock.CodeInvalidRequest,
+		return store.SigningKey{}, airlock.Errorf(airlock.CodeInvalidRequest,
 			"this server signs with the key of --signing-key-file: to rotate, publish the new key's file and restart")
 	}
 	next, err := approvaltoken.Generate()
 	if err != nil {
-		return airlock.SigningKey{}, err
+		return store.SigningKey{}, err
 	}
 	keep := s.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway
 	stored, err := s.storeFor(c).RotateSigningKey(ctx, storedKey(next), keep, c.ID)
 	if err != nil {
-		return airlock.SigningKey{}, err
+		return store.SigningKey{}, err
 	}
 	s.keys.set(next)
 	stored.Seed = nil
@@ -119,13 +120,13 @@ func (s *Service) RotateSigningKey(ctx context.Context, c airlock.Caller) (airlo
 }
 
 // storedKey is k as the store keeps it.
-func storedKey(k approvaltoken.Key) airlock.SigningKey {
-	return airlock.SigningKey{ID: k.ID, Seed: k.Private.Seed()}
+func storedKey(k approvaltoken.Key) store.SigningKey {
+	return store.SigningKey{ID: k.ID, Seed: k.Private.Seed()}
 }
 
 // signingKey is a stored key, checked against its id: a row whose seed
 // does not make its kid was changed outside Airlock.
-func signingKey(sk airlock.SigningKey) (approvaltoken.Key, error) {
+func signingKey(sk store.SigningKey) (approvaltoken.Key, error) {
 	k, err := approvaltoken.FromSeed(sk.Seed)
 	if err != nil {
 		return approvaltoken.Key{}, fmt.Errorf("%s: %w", sk, err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 	"github.com/go-jose/go-jose/v4"
 )
 
@@ -52,7 +53,7 @@ func (h *handler) rotateSigningKey(w http.ResponseWriter, r *http.Request, c air
 
 // writeSigningKey writes a signing key without its seed, which is never
 // served.
-func writeSigningKey(b *bytes.Buffer, k airlock.SigningKey) {
+func writeSigningKey(b *bytes.Buffer, k store.SigningKey) {
 	o := beginObject(b)
 	o.always("id", k.ID)
 	o.always("active", k.RetiredAt == nil)

@@ -15,14 +15,52 @@ type SigningKeys interface {
 	// active already, and returns the active key either way: of replicas
 	// starting at once, one candidate wins and every replica signs with
 	// it. A stored candidate appends signing_key.created by actor.
-	EnsureSigningKey(ctx context.Context, candidate airlock.SigningKey, actor string) (airlock.SigningKey, error)
+	EnsureSigningKey(ctx context.Context, candidate SigningKey, actor string) (SigningKey, error)
 	// RotateSigningKey retires the active key, if any, keeping it
 	// published for keep more (the longest a token it signed may live),
 	// and makes next the active key, in one transaction, appending
 	// signing_key.retired and signing_key.created by actor. It returns
 	// next as stored.
-	RotateSigningKey(ctx context.Context, next airlock.SigningKey, keep time.Duration, actor string) (airlock.SigningKey, error)
+	RotateSigningKey(ctx context.Context, next SigningKey, keep time.Duration, actor string) (SigningKey, error)
 	// ListSigningKeys lists the published keys: the active one first,
 	// then the retired ones whose PublishedUntil is ahead, newest first.
-	ListSigningKeys(ctx context.Context) ([]airlock.SigningKey, error)
+	ListSigningKeys(ctx context.Context) ([]SigningKey, error)
 }
+
+// SigningKey is an Ed25519 key approval tokens are signed with
+// (docs/tokens.md). The store keeps one set for every replica, so a token
+// signed by one replica verifies against the key set any replica serves.
+type SigningKey struct {
+	// ID is the key's "kid": the RFC 7638 thumbprint of its public key.
+	ID string
+	// Seed is the private key's 32-byte seed. It is never served, and
+	// String leaves it out, so a key printed by mistake leaks nothing.
+	Seed      []byte
+	CreatedAt time.Time
+	// RetiredAt is when a rotation stopped the key signing; nil while it
+	// is the active key. A retired key never signs again.
+	RetiredAt *time.Time
+	// PublishedUntil is when the last token the key may have signed
+	// expires; the key set lists a retired key until then.
+	PublishedUntil *time.Time
+}
+
+// SigningKeySeedSize is the size of an Ed25519 seed (RFC 8032).
+const SigningKeySeedSize = 32
+
+// Validate checks what a store needs of k before it writes it.
+func (k SigningKey) Validate() error {
+	switch {
+	case k.ID == "" || len(k.ID) > 128:
+		return airlock.Invalid("signing key", "a signing key needs an id of at most 128 bytes")
+	case len(k.Seed) != SigningKeySeedSize:
+		return airlock.Invalid("signing key", "a signing key's seed has %d bytes, not %d", len(k.Seed), SigningKeySeedSize)
+	}
+	return nil
+}
+
+// String names the key by its id only.
+func (k SigningKey) String() string { return "signing key " + k.ID }
+
+// GoString is String for %#v: the seed stays out of every format.
+func (k SigningKey) GoString() string { return k.String() }

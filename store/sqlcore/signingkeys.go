@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // SigningKeySQL are the statements of store.SigningKeys. A key is read as
@@ -26,13 +27,13 @@ type SigningKeySQL struct {
 }
 
 // scanSigningKey reads a key's columns.
-func (c *Core) scanSigningKey(row Row) (airlock.SigningKey, error) {
+func (c *Core) scanSigningKey(row Row) (store.SigningKey, error) {
 	var (
-		k                  airlock.SigningKey
+		k                  store.SigningKey
 		retired, published NullTime
 	)
 	if err := row.Scan(&k.ID, &k.Seed, c.d.Time(&k.CreatedAt), c.d.NullTime(&retired), c.d.NullTime(&published)); err != nil {
-		return airlock.SigningKey{}, err
+		return store.SigningKey{}, err
 	}
 	k.RetiredAt, k.PublishedUntil = retired.Ptr(), published.Ptr()
 	return k, nil
@@ -42,12 +43,12 @@ func (c *Core) scanSigningKey(row Row) (airlock.SigningKey, error) {
 // the active key. Replicas starting at once may both insert: the unique
 // index on the active key lets one row in, and the other's insert yields
 // no row, so it reads the winner's.
-func (c *Core) EnsureSigningKey(ctx context.Context, candidate airlock.SigningKey, actor string) (airlock.SigningKey, error) {
+func (c *Core) EnsureSigningKey(ctx context.Context, candidate store.SigningKey, actor string) (store.SigningKey, error) {
 	if err := candidate.Validate(); err != nil {
-		return airlock.SigningKey{}, err
+		return store.SigningKey{}, err
 	}
 	q := &c.q.SigningKeys
-	var out airlock.SigningKey
+	var out store.SigningKey
 	err := c.d.Write(ctx, func(tx Tx) error {
 		var at time.Time
 		err := tx.QueryRow(q.Insert, Args{{"id", candidate.ID}, {"seed", candidate.Seed}}).Scan(c.d.Time(&at))
@@ -67,12 +68,12 @@ func (c *Core) EnsureSigningKey(ctx context.Context, candidate airlock.SigningKe
 
 // RotateSigningKey retires the active key and stores next as the active
 // one, in one transaction.
-func (c *Core) RotateSigningKey(ctx context.Context, next airlock.SigningKey, keep time.Duration, actor string) (airlock.SigningKey, error) {
+func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, keep time.Duration, actor string) (store.SigningKey, error) {
 	if err := next.Validate(); err != nil {
-		return airlock.SigningKey{}, err
+		return store.SigningKey{}, err
 	}
 	q := &c.q.SigningKeys
-	var out airlock.SigningKey
+	var out store.SigningKey
 	err := c.d.Write(ctx, func(tx Tx) error {
 		if err := tx.Lock("signing_keys"); err != nil {
 			return err
@@ -103,7 +104,7 @@ func (c *Core) RotateSigningKey(ctx context.Context, next airlock.SigningKey, ke
 }
 
 // ListSigningKeys lists the published keys, the active one first.
-func (c *Core) ListSigningKeys(ctx context.Context) ([]airlock.SigningKey, error) {
+func (c *Core) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	out, err := all(ctx, c.d, c.scanSigningKey, c.q.SigningKeys.Published, nil)
 	return out, c.d.Translate(err, "signing keys", "list")
 }

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // signingKey is a key of the suite's: its seed is 32 copies of b.
-func signingKey(b byte) airlock.SigningKey {
-	return airlock.SigningKey{ID: fmt.Sprintf("kid-%c", b), Seed: bytes.Repeat([]byte{b}, airlock.SigningKeySeedSize)}
+func signingKey(b byte) store.SigningKey {
+	return store.SigningKey{ID: fmt.Sprintf("kid-%c", b), Seed: bytes.Repeat([]byte{b}, store.SigningKeySeedSize)}
 }
 
 // testSigningKeys checks the keys approval tokens are signed with
@@ -98,7 +99,7 @@ func (s *suite) signingKeyRefused(t *testing.T) {
 	short.Seed = short.Seed[:31]
 	_, err := b.store.EnsureSigningKey(b.ctx, short, "system:start")
 	wantErr(t, err, airlock.CodeInvalidRequest, "")
-	_, err = b.store.RotateSigningKey(b.ctx, airlock.SigningKey{Seed: signingKey('a').Seed}, time.Hour, "tok_admin")
+	_, err = b.store.RotateSigningKey(b.ctx, store.SigningKey{Seed: signingKey('a').Seed}, time.Hour, "tok_admin")
 	wantErr(t, err, airlock.CodeInvalidRequest, "")
 	keys, err := b.store.ListSigningKeys(b.ctx)
 	wantOK(t, err)
@@ -124,7 +125,7 @@ func signingKeyEvents(t *testing.T, b *bundle) []string {
 func (s *replicaSuite) signingKeyOnce(t *testing.T) {
 	r := s.setup(t)
 	const callers = 8
-	got := make([]airlock.SigningKey, callers)
+	got := make([]store.SigningKey, callers)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for c := range callers {
