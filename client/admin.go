@@ -21,13 +21,7 @@ func (c *Client) CreateToken(ctx context.Context, in CreateTokenInput) (*Created
 
 // ListTokens lists every token, newest first, without secrets (admins).
 func (c *Client) ListTokens(ctx context.Context) ([]Token, error) {
-	var out struct {
-		Items []Token `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/tokens", retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[Token](ctx, c, call{method: http.MethodGet, path: "/v1/tokens", retry: true})
 }
 
 // RevokeToken revokes a token (admins); it stops working at once. Revoking
@@ -89,13 +83,7 @@ func (c *Client) UpdateWorkItem(ctx context.Context, id string, in WorkItemUpdat
 // ListSessions lists MCP sessions, newest first (reviewers and admins all,
 // agents their own).
 func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
-	var out struct {
-		Items []Session `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/sessions", retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[Session](ctx, c, call{method: http.MethodGet, path: "/v1/sessions", retry: true})
 }
 
 // Ready reports whether the server is up and its store reachable (/readyz).

@@ -342,5 +342,21 @@ func fetch[T any](ctx context.Context, c *Client, cl call) (*T, error) {
 	return &v, nil
 }
 
+// fetchItems makes a call whose answer lists resources under "items"; an
+// answer without that list is not believed.
+func fetchItems[T any](ctx context.Context, c *Client, cl call) ([]T, error) {
+	var out struct {
+		Items *[]T `json:"items"`
+	}
+	status, err := c.do(ctx, cl, &out)
+	if err != nil {
+		return nil, err
+	}
+	if out.Items == nil {
+		return nil, &AnswerError{Method: cl.method, Path: cl.path, Status: status, Reason: `it has no "items" list`}
+	}
+	return *out.Items, nil
+}
+
 // itoa is strconv.Itoa, for query values.
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -59,13 +59,7 @@ func (c *Client) ListGrants(ctx context.Context, live bool, tool string) ([]Gran
 	if tool != "" {
 		q.Set("tool", tool)
 	}
-	var out struct {
-		Items []Grant `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/grants", query: q, retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[Grant](ctx, c, call{method: http.MethodGet, path: "/v1/grants", query: q, retry: true})
 }
 
 // GetGrant reads a grant.

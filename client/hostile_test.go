@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,5 +98,22 @@ func TestGateRunsOnlyOnAClaim(t *testing.T) {
 				t.Fatal("no error for a call that did not run")
 			}
 		})
+	}
+}
+
+// A list answered without its "items" is an error, not an empty list.
+func TestListWithoutItems(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"things":[]}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, "airlock_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ListTokens(t.Context())
+	if _, ok := errors.AsType[*client.AnswerError](err); !ok {
+		t.Fatalf("ListTokens of an answer without items: %v; want an AnswerError", err)
 	}
 }

@@ -19,13 +19,7 @@ type SigningKey struct {
 // ListSigningKeys lists the published signing keys, the active one first
 // (admins).
 func (c *Client) ListSigningKeys(ctx context.Context) ([]SigningKey, error) {
-	var out struct {
-		Items []SigningKey `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/signing-keys", retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[SigningKey](ctx, c, call{method: http.MethodGet, path: "/v1/signing-keys", retry: true})
 }
 
 // RotateSigningKey starts signing with a new key and returns it (admins).

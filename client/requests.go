@@ -33,13 +33,7 @@ func (c *Client) RegisterInstance(ctx context.Context, name string, metadata jso
 // their pending counts: every live one for reviewers and admins, their own
 // for agents.
 func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
-	var out struct {
-		Items []Instance `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/instances", retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[Instance](ctx, c, call{method: http.MethodGet, path: "/v1/instances", retry: true})
 }
 
 // GetInstance reads an instance with its count of pending requests.

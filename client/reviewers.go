@@ -51,13 +51,7 @@ func (c *Client) EndReviewerSessions(ctx context.Context, principal string) (int
 
 // ListReviewers lists the reviewer principals with their links (admins).
 func (c *Client) ListReviewers(ctx context.Context) ([]Reviewer, error) {
-	var out struct {
-		Items []Reviewer `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/reviewers", retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[Reviewer](ctx, c, call{method: http.MethodGet, path: "/v1/reviewers", retry: true})
 }
 
 // LinkReviewer replaces principal's link to a Slack user and an email

@@ -84,13 +84,7 @@ func (c *Client) CreateWebhook(ctx context.Context, in airlock.WebhookInput) (*C
 
 // ListWebhooks lists the webhook endpoints, oldest first (admins).
 func (c *Client) ListWebhooks(ctx context.Context) ([]Webhook, error) {
-	var out struct {
-		Items []Webhook `json:"items"`
-	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/webhooks", retry: true}, &out); err != nil {
-		return nil, err
-	}
-	return out.Items, nil
+	return fetchItems[Webhook](ctx, c, call{method: http.MethodGet, path: "/v1/webhooks", retry: true})
 }
 
 // GetWebhook reads one webhook endpoint (admins).

@@ -29,11 +29,7 @@ type workItemPatchInput struct {
 
 func (h *handler) getBoard(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	cols, err := h.svc.Board(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "columns", cols, writeColumn)
+	answerList(h, w, r, err, "columns", cols, writeColumn)
 }
 
 func (h *handler) createColumn(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
@@ -80,11 +76,7 @@ func (h *handler) updateWorkItem(w http.ResponseWriter, r *http.Request, c airlo
 
 func (h *handler) listSessions(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	list, err := h.svc.Sessions(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", list, func(b *bytes.Buffer, s airlock.Instance) {
+	answerList(h, w, r, err, "items", list, func(b *bytes.Buffer, s airlock.Instance) {
 		writeSession(b, s, h.svc.SessionStatus(s))
 	})
 }

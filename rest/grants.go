@@ -29,11 +29,7 @@ func (h *handler) listGrants(w http.ResponseWriter, r *http.Request, c airlock.C
 		return
 	}
 	gs, err := h.svc.Grants(r.Context(), c, f)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", gs, writeGrant)
+	answerList(h, w, r, err, "items", gs, writeGrant)
 }
 
 func (h *handler) getGrant(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

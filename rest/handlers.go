@@ -194,6 +194,16 @@ func (h *handler) answerOK(w http.ResponseWriter, r *http.Request, err error, wr
 	reply(w, http.StatusOK, write)
 }
 
+// answerList answers 200 with items under key, each written by write, or
+// the problem that err is: the end of the handlers that list.
+func answerList[T any](h *handler, w http.ResponseWriter, r *http.Request, err error, key string, items []T, write func(*bytes.Buffer, T)) {
+	if err != nil {
+		h.problem(w, r, err)
+		return
+	}
+	replyList(w, key, items, write)
+}
+
 // answerCreated answers 201 with what write writes and the new resource's
 // URL as Location, or the problem that err is: the end of the handlers
 // that create a resource and name its URL.
@@ -477,11 +487,7 @@ func (h *handler) createToken(w http.ResponseWriter, r *http.Request, c airlock.
 
 func (h *handler) listTokens(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	ts, err := h.svc.Tokens(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", ts, func(b *bytes.Buffer, t airlock.Token) { writeToken(b, t, "") })
+	answerList(h, w, r, err, "items", ts, func(b *bytes.Buffer, t airlock.Token) { writeToken(b, t, "") })
 }
 
 func (h *handler) revokeToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

@@ -11,9 +11,5 @@ import (
 // first, each with its pending count: what `airlock instances list` shows.
 func (h *handler) listInstances(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	list, err := h.svc.Instances(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", list, writeInstance)
+	answerList(h, w, r, err, "items", list, writeInstance)
 }

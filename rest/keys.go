@@ -39,11 +39,7 @@ func (h *handler) jwks(w http.ResponseWriter, r *http.Request, _ airlock.Caller)
 
 func (h *handler) listSigningKeys(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	keys, err := h.svc.SigningKeys(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", keys, writeSigningKey)
+	answerList(h, w, r, err, "items", keys, writeSigningKey)
 }
 
 func (h *handler) rotateSigningKey(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

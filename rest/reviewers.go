@@ -10,11 +10,7 @@ import (
 
 func (h *handler) listReviewers(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	rs, err := h.svc.Reviewers(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", rs, writeReviewer)
+	answerList(h, w, r, err, "items", rs, writeReviewer)
 }
 
 func (h *handler) linkReviewer(w http.ResponseWriter, r *http.Request, c airlock.Caller) {

@@ -37,11 +37,7 @@ func (h *handler) createWebhook(w http.ResponseWriter, r *http.Request, c airloc
 
 func (h *handler) listWebhooks(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	es, err := h.svc.Webhooks(r.Context(), c)
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
-	replyList(w, "items", es, func(b *bytes.Buffer, e airlock.Endpoint) { writeWebhook(b, e, false) })
+	answerList(h, w, r, err, "items", es, func(b *bytes.Buffer, e airlock.Endpoint) { writeWebhook(b, e, false) })
 }
 
 func (h *handler) getWebhook(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
