@@ -39,6 +39,8 @@ type Client struct {
 	timeout time.Duration
 	poll    time.Duration
 	agent   string
+	// keys caches the server's public key set for VerifyApprovalToken.
+	keys keyCache
 }
 
 // Retry bounds how the client repeats a call that failed on the network (or

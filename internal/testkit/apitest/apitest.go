@@ -78,6 +78,9 @@ func Start(t testing.TB, cfg Config) *Server {
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
+	if err := svc.LoadSigningKeys(ctx); err != nil {
+		t.Fatalf("signing keys: %v", err)
+	}
 	testkit.Go(t, svc.Run)
 
 	shutdown, stop := context.WithCancel(ctx)
