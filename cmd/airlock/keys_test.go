@@ -91,3 +91,46 @@ func TestSigningKeyFile(t *testing.T) {
 		t.Fatalf("serve with a bad key file: exit %d; want %d", code, exitUsage)
 	}
 }
+
+// TestTokensVerify: `airlock tokens verify` passes the claim's token for
+// the approved call (its arguments in another JSON spelling too), with the
+// key set from the server or from a file, and refuses with exit 1 and the
+// reason another tool, changed arguments and a token changed in transit.
+func TestTokensVerify(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	id := s.create(t, `{"tool":"send_mail","arguments":{"to":"ops@example.com","n":1}}`)
+	s.api.call("POST", "/v1/approval-requests/"+id+"/decision", s.reviewer, `{"status":"approved"}`).want(t, 200, "approve")
+	token := s.api.call("POST", "/v1/approval-requests/"+id+"/execution", s.agent, "").want(t, 200, "claim").Str("execution.approval_token")
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	same := write("same.json", `{"n": 1.0, "to": "ops@example.com"}`)
+	changed := write("changed.json", `{"n": 2, "to": "ops@example.com"}`)
+	jwks := write("jwks.json", s.api.call("GET", "/.well-known/jwks.json", "", "").want(t, 200, "jwks").Raw)
+
+	ok := s.cli(t, "", "tokens", "verify", "--token", token, "--tool", "send_mail", "--args", same).want(t, 0, "verify against the server's keys")
+	if !strings.Contains(ok.stdout, "Approved: send_mail may run for request "+id) {
+		t.Fatalf("tokens verify said %q", ok.stdout)
+	}
+	s.cli(t, "", "tokens", "verify", "--token", token, "--tool", "send_mail", "--args", same, "--jwks", jwks).want(t, 0, "verify against a key file")
+
+	parts := strings.Split(token, ".")
+	for _, tc := range []struct{ name, token, tool, args, reason string }{
+		{"another tool", token, "send_mails", same, "tool does not match"},
+		{"changed arguments", token, "send_mail", changed, "arguments do not match"},
+		{"a signature from another token", parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2])), "send_mail", same, "signature does not verify"},
+		{"alg none", "eyJhbGciOiJub25lIn0." + parts[1] + ".", "send_mail", same, "algorithm is not EdDSA"},
+	} {
+		r := s.cli(t, "", "tokens", "verify", "--token", tc.token, "--tool", tc.tool, "--args", tc.args, "--jwks", jwks).want(t, 1, tc.name)
+		if !strings.Contains(r.stderr, "not approved") || !strings.Contains(r.stderr, tc.reason) {
+			t.Errorf("%s: stderr %q; want the reason %q", tc.name, r.stderr, tc.reason)
+		}
+	}
+	s.cli(t, "", "tokens", "verify", "--tool", "send_mail", "--args", same).want(t, exitUsage, "no token")
+}
