@@ -364,7 +364,11 @@ func (g *Gate) execute(ctx context.Context, key string, r *ApprovalRequest, fn f
 		return out, &LapsedError{Request: r, Claimed: true}
 	}
 
-	panicked, pv, runErr := runGuarded(ctx, fn)
+	runCtx := ctx
+	if r.Execution != nil && r.Execution.ApprovalToken != "" {
+		runCtx = context.WithValue(ctx, approvalTokenKey{}, r.Execution.ApprovalToken)
+	}
+	panicked, pv, runErr := runGuarded(runCtx, fn)
 	status := airlock.ExecSucceeded
 	detail := ""
 	switch {
@@ -599,6 +603,18 @@ func (g *Gate) lock(ctx context.Context, key string) (func(), error) {
 		release()
 		return nil, fmt.Errorf("airlock gate: waiting for another run of the same call: %w", ctx.Err())
 	}
+}
+
+// approvalTokenKey keys the approval token in the context Run hands fn.
+type approvalTokenKey struct{}
+
+// ApprovalTokenFrom returns the approval token of the call Run is running,
+// from the context it hands fn: the proof, signed by Airlock, that this
+// call was approved (docs/tokens.md). Pass it to the tool server that
+// checks it. It is "" outside such a run, or when the server signed none.
+func ApprovalTokenFrom(ctx context.Context) string {
+	token, _ := ctx.Value(approvalTokenKey{}).(string)
+	return token
 }
 
 // Do is Run for a function with a result: it returns fn's result when the

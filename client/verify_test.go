@@ -82,3 +82,25 @@ func BenchmarkVerifyApprovalToken(b *testing.B) {
 		}
 	}
 }
+
+// The gate hands the function it runs the claim's approval token, which
+// verifies for exactly the call; outside a run there is none.
+func TestGateHandsOnTheApprovalToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	g := b.gate(t, nil)
+	ctx := context.Background()
+	if got := client.ApprovalTokenFrom(ctx); got != "" {
+		t.Fatalf("a token outside a run: %q", got)
+	}
+	args := []byte(`{"payment_id":"p_9","amount":100}`)
+	var token string
+	_, err := g.Run(ctx, client.Call{Tool: "issue_refund", Arguments: args, AttemptKey: "token-1", OnPending: b.decideOnPending(t, approve)},
+		func(ctx context.Context) error { token = client.ApprovalTokenFrom(ctx); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client(t, "").VerifyApprovalToken(ctx, token, client.VerifyInput{Tool: "issue_refund", Args: args}); err != nil {
+		t.Fatalf("the run's token %q: %v", token, err)
+	}
+}

@@ -69,9 +69,9 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		Tool: name, Arguments: args, AttemptKey: rand.Text(), Timeout: timeout,
 		Context:   p.callContext(req),
 		OnPending: pr.waiting,
-	}, func(context.Context) error {
+	}, func(runCtx context.Context) error {
 		pr.approved()
-		result, fwdErr = p.forward(ctx, req, pr)
+		result, fwdErr = p.forward(ctx, req, pr, client.ApprovalTokenFrom(runCtx))
 		if fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)) {
 			// The connection broke or the client cancelled mid-call:
 			// whether the tool took effect is unknown.
@@ -158,7 +158,7 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 // call (pr not nil) whose client asked for progress, the progress token is
 // one of the gate's own, so that the upstream's progress can be renumbered
 // after the progress sent while waiting.
-func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress) (json.RawMessage, error) {
+func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress, approvalToken string) (json.RawMessage, error) {
 	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments}
 	if req.Params.Arguments == nil {
 		params.Arguments = json.RawMessage(`{}`)
@@ -166,6 +166,15 @@ func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progr
 	if m := req.Params.Meta; len(m) > 0 {
 		params.Meta = mcp.Meta{}
 		maps.Copy(params.Meta, m)
+		// Only a token the gate's own claim returned reaches the
+		// upstream: one the client wrote is dropped.
+		delete(params.Meta, ApprovalTokenMeta)
+	}
+	if approvalToken != "" {
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[ApprovalTokenMeta] = approvalToken
 	}
 	if pr != nil {
 		if tok := pr.route(); tok != "" {
@@ -180,10 +189,14 @@ func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progr
 	return p.upPeer.call(ctx, "tools/call", data)
 }
 
+// ApprovalTokenMeta is the key of params._meta under which the gate hands
+// the upstream the approval token of an approved call (docs/tokens.md).
+const ApprovalTokenMeta = "io.airlock/approval-token"
+
 // forwardAnswer forwards a call that needs no approval and answers with
 // the upstream's result or error.
 func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
-	raw, err := p.forward(ctx, req, nil)
+	raw, err := p.forward(ctx, req, nil, "")
 	if err != nil {
 		return nil, answerError(ctx, err)
 	}

@@ -22,6 +22,19 @@ type echoArgs struct {
 	Text string `json:"text"`
 }
 
+// recordToken appends the approval token the gate handed a call, if any,
+// to UPSTREAM_LOG.tokens: "tool token", one line per run.
+func recordToken(req *mcp.CallToolRequest) error {
+	token, _ := req.Params.Meta["io.airlock/approval-token"].(string)
+	f, err := os.OpenFile(os.Getenv("UPSTREAM_LOG")+".tokens", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(req.Params.Name + " " + token + "\n")
+	return err
+}
+
 // record appends a line to UPSTREAM_LOG and syncs it.
 func record(line string) error {
 	f, err := os.OpenFile(os.Getenv("UPSTREAM_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -50,7 +63,10 @@ func main() {
 		},
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo text back.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-		func(_ context.Context, _ *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+		func(_ context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
+			if err := recordToken(req); err != nil {
+				return nil, nil, err
+			}
 			if err := record("echo " + in.Text); err != nil {
 				return nil, nil, err
 			}
@@ -62,6 +78,9 @@ func main() {
 				for i := 1; i <= 2; i++ {
 					req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2, Message: "writing"})
 				}
+			}
+			if err := recordToken(req); err != nil {
+				return nil, nil, err
 			}
 			if err := record("write_note " + in.Note); err != nil {
 				return nil, nil, err
