@@ -483,6 +483,20 @@ class Client:
         """Revokes a token (admins); it stops working at once."""
         return self._do("DELETE", f"/v1/tokens/{_q(token_id)}", retry=True)
 
+    # Approval tokens' keys (docs/tokens.md).
+
+    def jwks(self) -> JsonObject:
+        """The public keys approval tokens may be signed with; needs no token."""
+        return self._do("GET", "/.well-known/jwks.json", retry=True, check=_keys_are)
+
+    def list_signing_keys(self) -> List[JsonObject]:
+        """The published signing keys, the active one first (admins)."""
+        return self._do("GET", "/v1/signing-keys", retry=True, check=_items_are)["items"]
+
+    def rotate_signing_key(self) -> JsonObject:
+        """Signs with a new key from now on (admins). Not retried: that could rotate twice."""
+        return self._do("POST", "/v1/signing-keys/rotate")
+
     # Grants (reviewers and admins; docs/policy.md).
 
     def create_grant(self, tool: str, expires_in: str, *, arguments: Optional[JsonObject] = None,
@@ -794,6 +808,10 @@ def claimed_is(b: Any, want: str) -> Optional[str]:
 
 def _items_are(b: JsonObject) -> Optional[str]:
     return None if isinstance(b.get("items"), list) else "it has no items list"
+
+
+def _keys_are(b: JsonObject) -> Optional[str]:
+    return None if isinstance(b.get("keys"), list) else "it has no keys list"
 
 
 def _oldest_named(items: List[JsonObject], name: str) -> Optional[JsonObject]:

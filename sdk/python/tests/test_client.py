@@ -38,6 +38,7 @@ OPERATIONS = {
     "createGrant": "create_grant", "listGrants": "list_grants", "getGrant": "get_grant", "revokeGrant": "revoke_grant",
     "enableWebhook": "enable_webhook",
     "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer", "endReviewerSessions": "end_reviewer_sessions",
+    "jwks": "jwks", "listSigningKeys": "list_signing_keys", "rotateSigningKey": "rotate_signing_key",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -263,6 +264,18 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(srv.agent.readyz(), {"status": "ok"})
         self.assertIn("# TYPE", srv.agent.metrics())
         self.assertTrue(srv.agent.openapi().startswith("openapi: 3.1"))
+
+    def test_signing_keys(self) -> None:
+        before = [k["kid"] for k in srv.agent.jwks()["keys"]]
+        self.assertEqual(len(before), 1)
+        new = srv.admin.rotate_signing_key()
+        self.assertTrue(new["active"])
+        self.assertNotIn("seed", new)
+        self.assertEqual([k["kid"] for k in srv.agent.jwks()["keys"]][:2], [new["id"], before[0]])
+        self.assertEqual([k["id"] for k in srv.admin.list_signing_keys()][:2], [new["id"], before[0]])
+        with self.assertRaises(AirlockError) as cm:
+            srv.agent.rotate_signing_key()
+        self.assertEqual(cm.exception.code, "forbidden")
 
     def test_events_resume_after_a_cut_connection(self) -> None:
         inst = srv.agent.register_instance("py events")

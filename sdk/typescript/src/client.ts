@@ -2,7 +2,8 @@ import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
   ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
   CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
-  ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session, State, Token,
+  KeySet, ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session,
+  SigningKey, State, Token,
   Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
@@ -438,6 +439,23 @@ export class AirlockClient {
     return this.do({ method: 'DELETE', path: `/v1/tokens/${enc(id)}`, retry: true, signal: o?.signal });
   }
 
+  // Approval tokens' keys (docs/tokens.md).
+
+  /** The public keys approval tokens may be signed with; needs no token. */
+  async jwks(o?: CallOptions): Promise<KeySet> {
+    return this.do({ method: 'GET', path: '/.well-known/jwks.json', retry: true, signal: o?.signal, check: keysAre });
+  }
+
+  /** The published signing keys, the active one first (admins). */
+  async listSigningKeys(o?: CallOptions): Promise<SigningKey[]> {
+    return (await this.do<{ items: SigningKey[] }>({ method: 'GET', path: '/v1/signing-keys', retry: true, signal: o?.signal, check: itemsAre })).items;
+  }
+
+  /** Signs with a new key from now on (admins). Not retried: that could rotate twice. */
+  async rotateSigningKey(o?: CallOptions): Promise<SigningKey> {
+    return this.do({ method: 'POST', path: '/v1/signing-keys/rotate', signal: o?.signal });
+  }
+
   // Grants (reviewers and admins; docs/policy.md).
 
   /** Makes a grant. Not retried on a network error: that could make two. */
@@ -719,6 +737,10 @@ export function claimedIs(b: unknown, want: string): string | undefined {
 
 function itemsAre(b: Record<string, unknown>): string | undefined {
   return Array.isArray(b.items) ? undefined : 'it has no items list';
+}
+
+function keysAre(b: Record<string, unknown>): string | undefined {
+  return Array.isArray(b.keys) ? undefined : 'it has no keys list';
 }
 
 /** The oldest of the instances called name (the API lists only live ones). */

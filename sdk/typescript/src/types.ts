@@ -245,6 +245,30 @@ export interface Token {
   revoked_at?: string;
 }
 
+/** A key approval tokens are signed with, as admins see it: never its private half (docs/tokens.md). */
+export interface SigningKey {
+  id: string;
+  active: boolean;
+  created_at?: string;
+  retired_at?: string;
+  published_until?: string;
+}
+
+/** A public key of the approval tokens' key set (RFC 7517): Ed25519, named by its kid. */
+export interface PublicKey {
+  kty: 'OKP';
+  crv: 'Ed25519';
+  x: string;
+  kid: string;
+  alg: 'EdDSA';
+  use?: 'sig';
+}
+
+/** The key set served at /.well-known/jwks.json. */
+export interface KeySet {
+  keys: PublicKey[];
+}
+
 export interface CreatedToken extends Omit<Token, 'revoked_at'> {
   /** The secret; shown in this answer only. */
   secret: string;

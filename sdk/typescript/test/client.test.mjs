@@ -30,6 +30,7 @@ const operations = {
   createGrant: 'createGrant', listGrants: 'listGrants', getGrant: 'getGrant', revokeGrant: 'revokeGrant',
   enableWebhook: 'enableWebhook',
   listReviewers: 'listReviewers', linkReviewer: 'linkReviewer', endReviewerSessions: 'endReviewerSessions',
+  jwks: 'jwks', listSigningKeys: 'listSigningKeys', rotateSigningKey: 'rotateSigningKey',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -192,6 +193,18 @@ test('board, work items, sessions, tokens and operations', async () => {
   assert.deepEqual(await srv.agent.readyz(), { status: 'ok' });
   assert.match(await srv.agent.metrics(), /# TYPE/);
   assert.match(await srv.agent.openapi(), /^openapi: 3\.1/);
+});
+
+test('signing keys: the public set, the list and a rotation', async () => {
+  const before = (await srv.agent.jwks()).keys.map((k) => k.kid);
+  const fresh = await srv.admin.rotateSigningKey();
+  assert.equal(fresh.active, true);
+  assert.ok(!('seed' in fresh));
+  const after = (await srv.agent.jwks()).keys.map((k) => k.kid);
+  assert.equal(after[0], fresh.id);
+  assert.ok(after.includes(before[0]));
+  assert.equal((await srv.admin.listSigningKeys())[0].id, fresh.id);
+  await assert.rejects(srv.agent.rotateSigningKey(), (e) => e.code === 'forbidden');
 });
 
 test('events: resume with Last-Event-ID after a dropped connection, none missed or repeated', async () => {
