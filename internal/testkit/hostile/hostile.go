@@ -164,7 +164,11 @@ func (s *Server) problem(w http.ResponseWriter, status int, code, detail string)
 func (s *Server) listInstances(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	writeJSON(w, 200, map[string]any{"items": s.insts})
+	items := s.insts
+	if items == nil {
+		items = []map[string]any{} // a list, as the real server answers, never null
+	}
+	writeJSON(w, 200, map[string]any{"items": items})
 }
 
 func (s *Server) registerInstance(w http.ResponseWriter, r *http.Request) {
