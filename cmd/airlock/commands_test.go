@@ -88,7 +88,9 @@ func TestHookHelpNeverAnswers(t *testing.T) {
 	for _, args := range [][]string{
 		{"hook", "claude-code", "-h"},
 		{"hook", "claude-code", "--help"},
+		{"hook", "codex", "-h"},
 		{"hook", "codex", "--url", "http://127.0.0.1:1", "-help"},
+		{"hook", "gemini", "-h"},
 		{"hook", "gemini", "--wait", "5s", "--help"},
 	} {
 		var stdout, stderr bytes.Buffer
