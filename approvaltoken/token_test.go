@@ -1,12 +1,15 @@
 package approvaltoken
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"flag"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -162,9 +165,22 @@ func decodeSegment(t *testing.T, seg string, v any) {
 	}
 }
 
-// Every forged and altered token is refused, each for its own reason.
-func TestVerifyRefuses(t *testing.T) {
-	f := newFixture(t)
+// vector is one T34 case as data, so the CLI and every SDK's verifier run
+// the very same tokens (testdata/vectors.json).
+type vector struct {
+	Name     string `json:"name"`
+	Token    string `json:"token"`
+	Tool     string `json:"tool"`
+	Args     string `json:"args"` // the arguments as the tool server received them
+	Audience string `json:"audience,omitempty"`
+	Now      int64  `json:"now"`              // Unix seconds the verifier checks at
+	Reason   string `json:"reason,omitempty"` // Reason of the refusal; empty: accepted
+}
+
+// vectors are the accepted and refused tokens of T34: every forged and
+// altered token refused, each for its own reason, and arguments equal
+// under RFC 8785 accepted.
+func vectors(t testing.TB, f fixture) []vector {
 	parts := strings.Split(f.token, ".")
 	other, err := NewKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	if err != nil {
@@ -187,47 +203,147 @@ func TestVerifyRefuses(t *testing.T) {
 		mac.Write([]byte(in))
 		return in + "." + b64.EncodeToString(mac.Sum(nil))
 	}
-
-	cases := []struct {
-		name  string
-		token string
-		want  func(*Expect)
-		err   error
-	}{
-		{"payload changed", parts[0] + "." + b64.EncodeToString([]byte(strings.Replace(mustDecode(t, parts[1]), "req_1", "req_2", 1))) + "." + parts[2], nil, ErrSignature},
-		{"header kid changed", withHeader(`{"alg":"EdDSA","kid":"` + other.ID + `","typ":"` + Type + `"}`), nil, ErrUnknownKey},
-		{"header member added", withHeader(`{"alg":"EdDSA","crit":["exp"],"kid":"` + f.key.ID + `","typ":"` + Type + `"}`), nil, ErrMalformed},
-		{"typ changed", withHeader(`{"alg":"EdDSA","kid":"` + f.key.ID + `","typ":"JWT"}`), nil, ErrType},
-		{"other key", resign(Key{ID: f.key.ID, Private: other.Private}, func(*Claims) {}), nil, ErrSignature},
-		{"unknown key", resign(other, func(*Claims) {}), nil, ErrUnknownKey},
-		{"alg none", withHeader(`{"alg":"none","kid":"` + f.key.ID + `","typ":"` + Type + `"}`)[:len(parts[0])+len(parts[1])+2], nil, ErrAlgorithm},
-		{"alg none with signature", withHeader(`{"alg":"none","kid":"` + f.key.ID + `","typ":"` + Type + `"}`), nil, ErrAlgorithm},
-		{"HS256 with the public key", hs256(), nil, ErrAlgorithm},
-		{"expired", f.token, func(e *Expect) { e.Now = f.now.Add(5*time.Minute + DefaultLeeway + time.Second) }, ErrExpired},
-		{"issued in the future", f.token, func(e *Expect) { e.Now = f.now.Add(-time.Hour) }, ErrNotYet},
-		{"audience expected, none in token", f.token, func(e *Expect) { e.Audience = "tools.example" }, ErrAudience},
-		{"audience wrong", resign(f.key, func(c *Claims) { c.Audience = "other.example" }), func(e *Expect) { e.Audience = "tools.example" }, ErrAudience},
-		{"audience in token, none expected", resign(f.key, func(c *Claims) { c.Audience = "tools.example" }), nil, ErrAudience},
-		{"tool wrong", f.token, func(e *Expect) { e.Tool = "delete_databases" }, ErrTool},
-		{"one argument byte changed", f.token, func(e *Expect) { e.Args = []byte(`{"path":"/srv/dc","force":true,"n":1}`) }, ErrArgs},
-		{"arguments not JSON", f.token, func(e *Expect) { e.Args = []byte(`{"path":`) }, ErrArgs},
-		{"truncated", f.token[:len(f.token)-10], nil, ErrSignature},
-		{"two parts", parts[0] + "." + parts[1], nil, ErrMalformed},
-		{"empty", "", nil, ErrMalformed},
-		{"too long", strings.Repeat("a", MaxTokenBytes+1), nil, ErrMalformed},
+	payload, err := b64.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			want := f.expect()
-			if tc.want != nil {
-				tc.want(&want)
-			}
-			_, err := f.set.Verify(tc.token, want)
-			if !errors.Is(err, tc.err) {
-				t.Fatalf("Verify: %v; want %v", err, tc.err)
+	exp := time.Unix(f.claims.Expiry, 0)
+	unicodeDigest, err := ArgsDigest([]byte(`{"note":"café 😀"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unicode := resign(f.key, func(c *Claims) { c.ArgsDigest = unicodeDigest })
+	v := func(name, token string, reason error, change func(*vector)) vector {
+		out := vector{Name: name, Token: token, Tool: f.claims.Tool, Args: f.args, Now: f.now.Unix()}
+		if reason != nil {
+			out.Reason = Reason(reason)
+		}
+		if change != nil {
+			change(&out)
+		}
+		return out
+	}
+	return []vector{
+		v("accepted as approved", f.token, nil, nil),
+		v("accepted with keys reordered and 1.0 for 1", f.token, nil, func(v *vector) { v.Args = `{"n":1.0,"force":true,"path":"/srv/db"}` }),
+		v("accepted with escaped characters", f.token, nil, func(v *vector) { v.Args = `{"path":"\/srv\/db","force":true,"n":1e0}` }),
+		v("accepted with Unicode escaped", unicode, nil, func(v *vector) { v.Args = `{"note":"caf\u00e9 \ud83d\ude00"}` }),
+		v("accepted just inside the leeway", f.token, nil, func(v *vector) { v.Now = exp.Add(DefaultLeeway).Unix() }),
+		v("accepted with its audience", resign(f.key, func(c *Claims) { c.Audience = "tools.example" }), nil, func(v *vector) { v.Audience = "tools.example" }),
+		v("payload changed", parts[0]+"."+b64.EncodeToString([]byte(strings.Replace(string(payload), "req_1", "req_2", 1)))+"."+parts[2], ErrSignature, nil),
+		v("signature byte changed", parts[0]+"."+parts[1]+"."+flipFirst(parts[2]), ErrSignature, nil),
+		v("header kid changed", withHeader(`{"alg":"EdDSA","kid":"`+other.ID+`","typ":"`+Type+`"}`), ErrUnknownKey, nil),
+		v("header member added", withHeader(`{"alg":"EdDSA","crit":["exp"],"kid":"`+f.key.ID+`","typ":"`+Type+`"}`), ErrMalformed, nil),
+		v("typ changed", withHeader(`{"alg":"EdDSA","kid":"`+f.key.ID+`","typ":"JWT"}`), ErrType, nil),
+		v("other key under this kid", resign(Key{ID: f.key.ID, Private: other.Private}, func(*Claims) {}), ErrSignature, nil),
+		v("unknown key", resign(other, func(*Claims) {}), ErrUnknownKey, nil),
+		v("alg none", b64.EncodeToString([]byte(`{"alg":"none","kid":"`+f.key.ID+`","typ":"`+Type+`"}`))+"."+parts[1]+".", ErrAlgorithm, nil),
+		v("alg none with signature", withHeader(`{"alg":"none","kid":"`+f.key.ID+`","typ":"`+Type+`"}`), ErrAlgorithm, nil),
+		v("HS256 with the public key as secret", hs256(), ErrAlgorithm, nil),
+		v("expired", f.token, ErrExpired, func(v *vector) { v.Now = exp.Add(DefaultLeeway + time.Second).Unix() }),
+		v("issued in the future", f.token, ErrNotYet, func(v *vector) { v.Now = f.now.Add(-time.Hour).Unix() }),
+		v("audience expected, none in token", f.token, ErrAudience, func(v *vector) { v.Audience = "tools.example" }),
+		v("audience wrong", resign(f.key, func(c *Claims) { c.Audience = "other.example" }), ErrAudience, func(v *vector) { v.Audience = "tools.example" }),
+		v("audience in token, none expected", resign(f.key, func(c *Claims) { c.Audience = "tools.example" }), ErrAudience, nil),
+		v("tool wrong", f.token, ErrTool, func(v *vector) { v.Tool = "delete_databases" }),
+		v("one argument byte changed", f.token, ErrArgs, func(v *vector) { v.Args = `{"path":"/srv/dc","force":true,"n":1}` }),
+		v("one argument value changed in type", f.token, ErrArgs, func(v *vector) { v.Args = `{"path":"/srv/db","force":"true","n":1}` }),
+		v("an argument added", f.token, ErrArgs, func(v *vector) { v.Args = `{"path":"/srv/db","force":true,"n":1,"m":2}` }),
+		v("arguments not JSON", f.token, ErrArgs, func(v *vector) { v.Args = `{"path":` }),
+		v("truncated", f.token[:len(f.token)-10], ErrSignature, nil),
+		v("two parts", parts[0]+"."+parts[1], ErrMalformed, nil),
+		v("empty", "", ErrMalformed, nil),
+		v("too long", strings.Repeat("a", MaxTokenBytes+1), ErrMalformed, nil),
+	}
+}
+
+// flipFirst changes the first character of a base64url segment.
+func flipFirst(seg string) string {
+	if seg[0] == 'A' {
+		return "B" + seg[1:]
+	}
+	return "A" + seg[1:]
+}
+
+// Every forged and altered token is refused, each for its own reason.
+func TestVerifyVectors(t *testing.T) {
+	f := newFixture(t)
+	for _, v := range vectors(t, f) {
+		t.Run(v.Name, func(t *testing.T) {
+			_, err := f.set.Verify(v.Token, Expect{Tool: v.Tool, Args: []byte(v.Args), Audience: v.Audience, Now: time.Unix(v.Now, 0)})
+			if got := Reason(err); got != v.Reason {
+				t.Fatalf("Verify: %v (reason %q); want reason %q", err, got, v.Reason)
 			}
 		})
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/vectors.json")
+
+// vectorFile is testdata/vectors.json: the key set and the vectors, read
+// by the CLI's and the TypeScript and Python SDKs' tests.
+type vectorFile struct {
+	Comment string            `json:"comment"`
+	KeySet  jose.JSONWebKeySet `json:"jwks"`
+	Vectors []vector          `json:"vectors"`
+}
+
+// The checked-in vectors are the ones this package produces and accepts
+// (Ed25519 signatures are deterministic). Run with -update to rewrite.
+func TestVectorFile(t *testing.T) {
+	f := newFixture(t)
+	want := vectorFile{
+		Comment: "Approval token test vectors (docs/tokens.md). Written by go test ./approvaltoken -run TestVectorFile -update. Verify each token against jwks at time now for the tool, args and audience given; reason is empty when it must be accepted.",
+		KeySet:  jose.JSONWebKeySet{Keys: []jose.JSONWebKey{f.key.Public()}},
+		Vectors: vectors(t, f),
+	}
+	data, err := json.MarshalIndent(want, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, '\n')
+	const path = "testdata/vectors.json"
+	if *update {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("%s is stale: run go test ./approvaltoken -run TestVectorFile -update", path)
+	}
+	var back vectorFile
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	set, err := ParseKeySet(mustJSON(t, back.KeySet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for _, v := range back.Vectors {
+		_, err := set.Verify(v.Token, Expect{Tool: v.Tool, Args: []byte(v.Args), Audience: v.Audience, Now: time.Unix(v.Now, 0)})
+		if Reason(err) != v.Reason {
+			t.Errorf("%s: %v; want reason %q", v.Name, err, v.Reason)
+		}
+		if err == nil {
+			accepted++
+		}
+	}
+	if accepted == 0 || accepted == len(back.Vectors) {
+		t.Errorf("%d of %d vectors accepted: the file must hold both kinds", accepted, len(back.Vectors))
+	}
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func mustDecode(t *testing.T, seg string) string {

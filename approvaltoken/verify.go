@@ -30,6 +30,40 @@ var (
 	ErrReplayed   = errors.New("already used")
 )
 
+// reasons name each refusal in a word that stays the same in every
+// language's verifier and in the server's answers.
+var reasons = []struct {
+	err  error
+	code string
+}{
+	{ErrMalformed, "malformed"},
+	{ErrAlgorithm, "algorithm"},
+	{ErrType, "type"},
+	{ErrUnknownKey, "unknown_key"},
+	{ErrSignature, "signature"},
+	{ErrExpired, "expired"},
+	{ErrNotYet, "not_yet_valid"},
+	{ErrAudience, "audience"},
+	{ErrTool, "tool"},
+	{ErrArgs, "arguments"},
+	{ErrReplayed, "replayed"},
+}
+
+// Reason returns the stable code of the refusal err wraps ("signature",
+// "expired", …), "" for nil, and "other" for an error that is none of
+// Verify's.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.code
+		}
+	}
+	return "other"
+}
+
 // DefaultLeeway is how far clocks may disagree when exp and iat are
 // checked.
 const DefaultLeeway = 30 * time.Second
