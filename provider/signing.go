@@ -59,10 +59,15 @@ func (k *signingKeys) set(key approvaltoken.Key) {
 // PublicKeys returns the public half of every key a live token may name:
 // the fixed key, or the store's published keys, the active one first.
 func (s *Service) PublicKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
+	return s.publicKeys(ctx, s.system)
+}
+
+// publicKeys is PublicKeys read through st.
+func (s *Service) publicKeys(ctx context.Context, st store.SigningKeys) ([]jose.JSONWebKey, error) {
 	if s.keys.fixed != nil {
 		return []jose.JSONWebKey{s.keys.fixed.Public()}, nil
 	}
-	stored, err := s.system.ListSigningKeys(ctx)
+	stored, err := st.ListSigningKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -205,4 +210,38 @@ func decisionSource(decidedBy string) string {
 		return approvaltoken.SourceGrant
 	}
 	return approvaltoken.SourceHuman
+}
+
+// ConsumeApprovalToken verifies an approval token against the server's
+// own published keys and records its single use (docs/tokens.md, "Single
+// use"): verifiers and admins only. A token that does not verify is
+// invalid_token with the refusal's reason (approvaltoken.Reason); a
+// request whose token was consumed before is already_used, naming when.
+// With in's tool and arguments the token must approve exactly that call;
+// without, its signature, type, expiry and audience decide.
+func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in airlock.ConsumeInput) (store.TokenUse, error) {
+	if !c.Role.MayConsumeApprovalTokens() {
+		return store.TokenUse{}, forbidden("only verifier and admin tokens consume approval tokens")
+	}
+	if err := in.Validate(); err != nil {
+		return store.TokenUse{}, err
+	}
+	st := s.storeFor(c)
+	keys, err := s.publicKeys(ctx, st)
+	if err != nil {
+		return store.TokenUse{}, err
+	}
+	want := approvaltoken.Expect{Tool: in.Tool, Args: in.Arguments, Audience: in.Audience, Now: s.clock.Now(), Leeway: approvaltoken.DefaultLeeway}
+	set := approvaltoken.NewKeySet(keys...)
+	var claims approvaltoken.Claims
+	if in.CheckCall() {
+		claims, err = set.Verify(in.Token, want)
+	} else {
+		claims, err = set.VerifyAnyCall(in.Token, want)
+	}
+	if err != nil {
+		return store.TokenUse{}, &airlock.Error{Code: airlock.CodeInvalidToken, Field: "token", Reason: approvaltoken.Reason(err),
+			Message: "the approval token does not verify: " + err.Error()}
+	}
+	return st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
 }
