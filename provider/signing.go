@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/approvaltoken"
@@ -227,12 +228,16 @@ func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in
 		return store.TokenUse{}, err
 	}
 	st := s.storeFor(c)
-	keys, err := s.publicKeys(ctx, st)
+	now := s.clock.Now()
+	kid, _ := approvaltoken.KeyIDOf(in.Token) // a token without one fails Verify, with its reason
+	set, err := s.consumeKeys.get(now, kid, func() (*approvaltoken.KeySet, error) {
+		keys, err := s.publicKeys(ctx, st)
+		return approvaltoken.NewKeySet(keys...), err
+	})
 	if err != nil {
 		return store.TokenUse{}, err
 	}
-	want := approvaltoken.Expect{Tool: in.Tool, Args: in.Arguments, Audience: in.Audience, Now: s.clock.Now(), Leeway: approvaltoken.DefaultLeeway}
-	set := approvaltoken.NewKeySet(keys...)
+	want := approvaltoken.Expect{Tool: in.Tool, Args: in.Arguments, Audience: in.Audience, Now: now, Leeway: approvaltoken.DefaultLeeway}
 	var claims approvaltoken.Claims
 	if in.CheckCall() {
 		claims, err = set.Verify(in.Token, want)
@@ -244,4 +249,39 @@ func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in
 			Message: "the approval token does not verify: " + err.Error()}
 	}
 	return st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
+}
+
+// consumeKeysTTL is how long consumes verify against the published keys
+// as last read, unless a token names a key the set lacks.
+const consumeKeysTTL = time.Minute
+
+// keySetCache is the key set consumes verify against: the published keys
+// as last read, read again when a token names a key the set lacks (a
+// rotation on another replica) or the set is older than consumeKeysTTL.
+// Keeping a key a little after it stopped being published admits nothing:
+// it is unpublished once the last token it signed has expired, and exp
+// refuses those.
+type keySetCache struct {
+	mu   sync.Mutex
+	set  *approvaltoken.KeySet
+	read time.Time
+}
+
+// get returns the cached set when it is fresh and has kid, else the set
+// load reads, which it keeps.
+func (k *keySetCache) get(now time.Time, kid string, load func() (*approvaltoken.KeySet, error)) (*approvaltoken.KeySet, error) {
+	k.mu.Lock()
+	set, read := k.set, k.read
+	k.mu.Unlock()
+	if set != nil && set.Has(kid) && now.Sub(read) < consumeKeysTTL && !now.Before(read) {
+		return set, nil
+	}
+	set, err := load()
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.set, k.read = set, now
+	k.mu.Unlock()
+	return set, nil
 }

@@ -322,10 +322,14 @@ func forgeSigned(t testing.TB, k approvaltoken.Key, header map[string]string, cl
 }
 
 // TestConsumeAfterRotation: a token signed before a rotation still
-// consumes, by the retired key the server still publishes.
+// consumes, by the retired key the server still publishes, and one signed
+// after it by the new key, which the key set the consumes had read before
+// the rotation lacked.
 func TestConsumeAfterRotation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	_, warm := b.claimWith(t, "issue_refund", `{"amount":4900}`)
+	want(t, b.consume(t, warm, "", "", ""), http.StatusOK, "") // the consumes' key set is read now
 	_, token := b.claimWith(t, "issue_refund", `{"amount":4900}`)
 	want(t, b.do(t, req{method: "POST", path: "/v1/signing-keys/rotate", token: b.admin}), http.StatusOK, "")
 	_, fresh := b.claimWith(t, "issue_refund", `{"amount":4900}`)
