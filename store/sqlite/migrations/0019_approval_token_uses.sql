@@ -1,4 +1,4 @@
--- 0018: the single use of approval tokens (docs/tokens.md, "Single use").
+-- 0019: the single use of approval tokens (docs/tokens.md, "Single use").
 --
 -- One row per request whose approval token a tool server consumed: the
 -- primary key lets one consume of a request in, whatever the token's jti,
