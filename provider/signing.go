@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -168,13 +167,36 @@ func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, err
 		// of whole seconds cannot say so, and ends a second later.
 		c.Expiry = c.IssuedAt + 1
 	}
-	s.keys.mu.Lock()
-	key := s.keys.active
-	s.keys.mu.Unlock()
-	if key.ID == "" {
-		return "", errors.New("no signing key is loaded (Service.LoadSigningKeys)")
+	key, err := s.activeKey(ctx)
+	if err != nil {
+		return "", err
 	}
 	return approvaltoken.Sign(key, c)
+}
+
+// activeKey is the key that signs now: the fixed key, or the store's
+// active key, read before every signature so that a key another replica
+// rotated away never signs again. The derived key is kept while the
+// store names the same one.
+func (s *Service) activeKey(ctx context.Context) (approvaltoken.Key, error) {
+	if s.keys.fixed != nil {
+		return *s.keys.fixed, nil
+	}
+	stored, err := s.system.ActiveSigningKey(ctx)
+	if err != nil {
+		return approvaltoken.Key{}, fmt.Errorf("active signing key: %w", err)
+	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if s.keys.active.ID == stored.ID {
+		return s.keys.active, nil
+	}
+	k, err := signingKey(stored)
+	if err != nil {
+		return approvaltoken.Key{}, err
+	}
+	s.keys.active = k
+	return k, nil
 }
 
 // SetIssuer names the server in the tokens it signs (iss): its public

@@ -118,6 +118,38 @@ func TestClaimSignsAnApprovalToken(t *testing.T) {
 	}
 }
 
+// TestRotatedKeyNeverSignsAgain: a rotation made by another replica (here,
+// straight in the store) is seen by the next claim, which signs with the
+// new key and never with the one this service loaded.
+func TestRotatedKeyNeverSignsAgain(t *testing.T) {
+	b := setup(t, options{})
+	ctx := t.Context()
+	if err := b.svc.LoadSigningKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loaded := b.svc.keys.active.ID
+	next, err := approvaltoken.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.RotateSigningKey(ctx, storedKey(next), time.Hour, "tok_other_replica"); err != nil {
+		t.Fatal(err)
+	}
+	r := b.create(t, "10m")
+	b.approve(t, r.ID)
+	claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := approvaltoken.KeyIDOf(claimed.Execution.ApprovalToken)
+	if err != nil || kid != next.ID || kid == loaded {
+		t.Fatalf("token signed by %q (%v); want the rotated-in key %s, not %s", kid, err, next.ID, loaded)
+	}
+	if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestQuorumTokenNamesEveryApprover: a quorum's token names each approving
 // vote; a grant's names the grant as its source.
 func TestQuorumTokenNamesEveryApprover(t *testing.T) {
