@@ -283,9 +283,9 @@ var update = flag.Bool("update", false, "rewrite testdata/vectors.json")
 // vectorFile is testdata/vectors.json: the key set and the vectors, read
 // by the CLI's and the TypeScript and Python SDKs' tests.
 type vectorFile struct {
-	Comment string            `json:"comment"`
+	Comment string             `json:"comment"`
 	KeySet  jose.JSONWebKeySet `json:"jwks"`
-	Vectors []vector          `json:"vectors"`
+	Vectors []vector           `json:"vectors"`
 }
 
 // The checked-in vectors are the ones this package produces and accepts

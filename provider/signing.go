@@ -23,6 +23,8 @@ type signingKeys struct {
 
 	mu     sync.Mutex
 	active approvaltoken.Key // the key LoadSigningKeys or a rotation last saw active
+	// audiences are instances' token_audience, which never change.
+	audiences map[string]string
 }
 
 // LoadSigningKeys makes sure a signing key exists and takes the active
@@ -156,8 +158,12 @@ func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, err
 	if err != nil {
 		return "", fmt.Errorf("request %s: %w", r.ID, err)
 	}
+	aud, err := s.tokenAudience(ctx, r.InstanceID)
+	if err != nil {
+		return "", err
+	}
 	c := approvaltoken.Claims{
-		Issuer: s.issuer, Subject: r.ID, ID: airlock.NewID("jti_"),
+		Issuer: s.issuer, Audience: aud, Subject: r.ID, ID: airlock.NewID("jti_"),
 		IssuedAt: r.Execution.ClaimedAt.Unix(), Expiry: r.Decision.ExpiresAt.Unix(),
 		Tool: r.Tool, ArgsDigest: digest, InstanceID: r.InstanceID,
 		DecidedBy: deciders(r), DecisionSource: decisionSource(r.Decision.DecidedBy),
@@ -197,6 +203,32 @@ func (s *Service) activeKey(ctx context.Context) (approvaltoken.Key, error) {
 	}
 	s.keys.active = k
 	return k, nil
+}
+
+// maxAudiencesCached bounds the instances whose token_audience a service
+// remembers; past it, the cache starts again.
+const maxAudiencesCached = 10_000
+
+// tokenAudience is the token_audience instance id registered. It never
+// changes, so it is read once per instance and kept.
+func (s *Service) tokenAudience(ctx context.Context, instanceID string) (string, error) {
+	s.keys.mu.Lock()
+	aud, ok := s.keys.audiences[instanceID]
+	s.keys.mu.Unlock()
+	if ok {
+		return aud, nil
+	}
+	aud, err := s.system.TokenAudience(ctx, instanceID)
+	if err != nil {
+		return "", fmt.Errorf("token audience of instance %s: %w", instanceID, err)
+	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if s.keys.audiences == nil || len(s.keys.audiences) >= maxAudiencesCached {
+		s.keys.audiences = make(map[string]string)
+	}
+	s.keys.audiences[instanceID] = aud
+	return aud, nil
 }
 
 // SetIssuer names the server in the tokens it signs (iss): its public

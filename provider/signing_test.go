@@ -2,6 +2,7 @@ package provider
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"testing"
 	"time"
 
@@ -147,6 +148,34 @@ func TestRotatedKeyNeverSignsAgain(t *testing.T) {
 	}
 	if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTokenNamesTheInstanceAudience: an instance registered with a
+// token_audience gets tokens with that aud, which a verifier expecting
+// no audience refuses.
+func TestTokenNamesTheInstanceAudience(t *testing.T) {
+	b := setup(t, options{})
+	ctx := t.Context()
+	inst, err := b.svc.RegisterInstance(ctx, b.agent, airlock.InstanceInput{Name: "gate", TokenAudience: "https://tools.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.inst = inst
+	r := b.create(t, "10m")
+	b.approve(t, r.ID)
+	claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Audience: "https://tools.example", Now: epoch}
+	c, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, want)
+	if err != nil || c.Audience != "https://tools.example" {
+		t.Fatalf("aud %q, %v; want the instance's token_audience", c.Audience, err)
+	}
+	want.Audience = ""
+	if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, want); !errors.Is(err, approvaltoken.ErrAudience) {
+		t.Fatalf("verified without an audience: %v; want ErrAudience", err)
 	}
 }
 
