@@ -9,7 +9,12 @@ export {
 } from './errors.js';
 export type { GateOutcome } from './errors.js';
 export { Gate, canonicalJson } from './gate.js';
-export type { GateOptions, GateCall, Outcome, Recovered, ToolFn } from './gate.js';
+export type { GateOptions, GateCall, Outcome, Recovered, ToolFn, ToolRun } from './gate.js';
 export { describeOutcome } from './outcome.js';
 export type { Verdict } from './outcome.js';
+export {
+  ApprovalKeySet, ApprovalTokenError, ReplayCache, verifyApprovalToken, argsDigest, canonicalize,
+  APPROVAL_TOKEN_TYPE, DEFAULT_LEEWAY_MS, MAX_TOKEN_BYTES,
+} from './verify.js';
+export type { ApprovalTokenClaims, ApprovalTokenReason, VerifyApprovalTokenOptions } from './verify.js';
 export * from './types.js';
