@@ -3,10 +3,10 @@ package main
 import (
 	"bytes"
 	"crypto/ed25519"
-	"encoding/json"
-	"fmt"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
