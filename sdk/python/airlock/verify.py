@@ -209,7 +209,7 @@ def _read_header(token: Any) -> Tuple[str, str]:
         raise ApprovalTokenError("malformed", "want three dot-separated parts")
     try:
         text = _b64url(token.split(".", 1)[0]).decode("utf-8")
-        h, end = json.JSONDecoder().raw_decode(text, _skip_ws(text, 0))
+        h, end = json.JSONDecoder(parse_constant=_no_constant).raw_decode(text, _skip_ws(text, 0))
     except (ValueError, RecursionError) as e:
         raise ApprovalTokenError("malformed", f"header: {e}") from None
     late = "" if _skip_ws(text, end) == len(text) else "header: data after the JSON object"
@@ -239,7 +239,7 @@ def _skip_ws(s: str, i: int) -> int:
 def _read_claims(payload: bytes) -> JsonObject:
     """The signed claims, held to the types the Go verifier reads them as (strings, 64-bit integer times)."""
     try:
-        c = json.loads(payload.decode("utf-8"))
+        c = json.loads(payload.decode("utf-8"), parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:
         raise ApprovalTokenError("malformed", f"claims: {e}") from None
     if c is None:

@@ -246,6 +246,8 @@ class VerifierTest(unittest.TestCase):
             ("padding on the signature", s.token() + "=", "malformed"),
             ("a character outside base64url", s.token().replace(".", ".+", 1), "malformed"),
             ("claims not an object", s.token(raw_claims="[]"), "malformed"),
+            ("claims not JSON: NaN", s.token(raw_claims='{"x": NaN}'), "malformed"),
+            ("header not JSON: NaN", s.token(raw_header='{"alg": "EdDSA", "kid": NaN}'), "malformed"),
             ("exp a string", s.token(claims=s.claims(exp="1800000300")), "malformed"),
             ("exp a fraction", s.token(claims=s.claims(exp=1800000300.5)), "malformed"),
             ("aud a list", s.token(claims=s.claims(aud=["x"])), "malformed"),
