@@ -23,9 +23,12 @@ import urllib.parse
 import urllib.request
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import AirlockError, MalformedAnswerError, NetworkError
+
+if TYPE_CHECKING:
+    from .verify import ReplayCache
 
 JsonObject = Dict[str, Any]
 
@@ -496,6 +499,23 @@ class Client:
     def rotate_signing_key(self) -> JsonObject:
         """Signs with a new key from now on (admins). Not retried: that could rotate twice."""
         return self._do("POST", "/v1/signing-keys/rotate")
+
+    def verify_approval_token(self, token: str, *, tool: str, args: Any, audience: Optional[str] = None,
+                              now: Optional[float] = None, leeway: float = 30,
+                              replay: Optional["ReplayCache"] = None) -> JsonObject:
+        """Checks an approval token for the call about to run and returns its claims (docs/tokens.md).
+
+        The key set comes from ``/.well-known/jwks.json`` (fetched without the
+        client's token), kept for five minutes and fetched again when a token
+        names a key it lacks, at most every ten seconds. The checks are
+        :func:`airlock.verify_approval_token`'s; a refusal raises
+        :class:`airlock.ApprovalTokenError` with the reason. Needs the
+        optional ``cryptography`` package (ImportError without it); a tool
+        server's client needs no token of its own (``Client(url, "")``).
+        """
+        from .verify import verify_with_client
+        return verify_with_client(self, token, tool=tool, args=args, audience=audience, now=now, leeway=leeway,
+                                  replay=replay)
 
     # Grants (reviewers and admins; docs/policy.md).
 
