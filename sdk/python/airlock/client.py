@@ -200,14 +200,27 @@ class Client:
 
     # Instances.
 
-    def register_instance(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
-        """Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second one."""
+    def register_instance(self, name: str, metadata: Optional[JsonObject] = None, *,
+                          token_audience: Optional[str] = None) -> JsonObject:
+        """Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second one.
+
+        token_audience names the tool server its approval tokens are for:
+        they carry it as aud (docs/tokens.md).
+        """
         body: JsonObject = {"name": name}
         if metadata is not None:
             body["metadata"] = metadata
-        return self._do("POST", "/v1/instances", body=body, want=(201,),
-                        check=lambda b: _id_is(b) or (None if b.get("name") == name else
-                                                      f"it names instance {b.get('name')!r}, not {name!r}"))
+        aud = token_audience or None
+        if aud is not None:
+            body["token_audience"] = aud
+
+        def check(b: JsonObject) -> Optional[str]:
+            if b.get("name") != name:
+                return f"it names instance {b.get('name')!r}, not {name!r}"
+            if b.get("token_audience") != aud:
+                return f"its token_audience is {b.get('token_audience')!r}, not {aud!r}"
+            return None
+        return self._do("POST", "/v1/instances", body=body, want=(201,), check=lambda b: _id_is(b) or check(b))
 
     def instance_named(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
         """This agent's instance called name, registered only when there is none.

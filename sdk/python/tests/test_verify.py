@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 from unittest import mock
 
 from airlock import (ApprovalTokenError, Call, Client, Gate, KeySet, ReplayCache, ReplayCacheFull, args_digest,
@@ -380,9 +380,10 @@ class ServerTest(unittest.TestCase):
                 srv.reviewer.approve(r["id"], "ok")
         return Call(tool, arguments, attempt_key=attempt, timeout="5m", on_pending=on_pending)
 
-    def claimed_token(self, tool: str, arguments: Any) -> str:
+    def claimed_token(self, tool: str, arguments: Any, token_audience: Optional[str] = None) -> str:
         """A token from a real claim, through the REST calls (no Gate)."""
-        inst = srv.agent.register_instance("py verify rest")
+        inst = srv.agent.register_instance("py verify rest", token_audience=token_audience)
+        self.assertEqual(inst.get("token_audience"), token_audience)
         r, _ = srv.agent.create_request(inst["id"], f"verify-{time.monotonic_ns()}", tool, arguments, timeout="5m")
         srv.reviewer.approve(r["id"], "ok")
         claimed = srv.agent.claim_execution(r["id"])
@@ -404,6 +405,15 @@ class ServerTest(unittest.TestCase):
             self.assertEqual(cm.exception.reason, want)
         with self.assertRaises(ApprovalTokenError) as cm:
             verifier.verify_approval_token(token, tool="send_mail", args={"n": 1, "to": "ada@example.com"}, audience="tools.example")
+        self.assertEqual(cm.exception.reason, "audience")
+
+    def test_an_instance_with_a_token_audience_gets_tokens_that_name_it(self) -> None:
+        token = self.claimed_token("send_mail", '{"to": "ops"}', token_audience="https://tools.example")
+        verifier = Client(srv.url, "")
+        claims = verifier.verify_approval_token(token, tool="send_mail", args={"to": "ops"}, audience="https://tools.example")
+        self.assertEqual(claims["aud"], "https://tools.example")
+        with self.assertRaises(ApprovalTokenError) as cm:
+            verifier.verify_approval_token(token, tool="send_mail", args={"to": "ops"})
         self.assertEqual(cm.exception.reason, "audience")
 
     def test_the_gate_hands_its_function_a_token_for_exactly_its_arguments(self) -> None:

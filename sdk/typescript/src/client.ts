@@ -45,6 +45,11 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+export interface RegisterOptions extends CallOptions {
+  /** The tool server this instance's approval tokens are for: they carry it as `aud` (docs/tokens.md). */
+  tokenAudience?: string;
+}
+
 export interface WaitOptions extends CallOptions {
   /** One long-poll's wait (default: the client's pollWaitMs). */
   pollWaitMs?: number;
@@ -136,10 +141,12 @@ export class AirlockClient {
   // Instances.
 
   /** Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second instance behind. */
-  async registerInstance(name: string, metadata?: JsonObject, o?: CallOptions): Promise<Instance> {
+  async registerInstance(name: string, metadata?: JsonObject, o?: RegisterOptions): Promise<Instance> {
+    const aud = o?.tokenAudience || undefined;
     return this.do<Instance>({
-      method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata }), want: [201], signal: o?.signal,
-      check: (b) => idIs(b) ?? (b.name === name ? undefined : `it names instance ${JSON.stringify(b.name)}, not ${JSON.stringify(name)}`),
+      method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata, token_audience: aud }), want: [201], signal: o?.signal,
+      check: (b) => idIs(b) ?? (b.name !== name ? `it names instance ${JSON.stringify(b.name)}, not ${JSON.stringify(name)}`
+        : b.token_audience !== aud ? `its token_audience is ${JSON.stringify(b.token_audience)}, not ${JSON.stringify(aud)}` : undefined),
     });
   }
 

@@ -2,7 +2,7 @@
 // and a Gate that runs one tool call only with a valid approval, and only
 // once, across restarts too (docs/protocol.md).
 export { AirlockClient, transient, checkIdempotencyKey } from './client.js';
-export type { ClientOptions, RetryOptions, CallOptions, WaitOptions } from './client.js';
+export type { ClientOptions, RetryOptions, CallOptions, RegisterOptions, WaitOptions } from './client.js';
 export {
   AirlockError, NetworkError, MalformedAnswerError, isCode, GateError, DeniedError, ExpiredError, CancelledError, LapsedError,
   AlreadyExecutedError, InterruptedError, ToolError, OutcomeUnknownError,

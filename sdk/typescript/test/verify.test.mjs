@@ -307,6 +307,19 @@ describe('tokens of the real server', () => {
     assert.equal(verifyApprovalToken(token, await srv.agent.jwks(), { tool: 'issue_refund', args: '{"amount":4900}' }).jti, c.jti);
   });
 
+  test('an instance registered with a token audience gets tokens that name it', async () => {
+    const inst = await srv.agent.registerInstance('verify audience', undefined, { tokenAudience: 'https://tools.example' });
+    assert.equal(inst.token_audience, 'https://tools.example');
+    const { request } = await srv.agent.createRequest(inst.id, `aud-${Math.random()}`, { tool: 'send_mail', arguments: { to: 'ops' } });
+    await srv.reviewer.approve(request.id, 'ok');
+    const token = (await srv.agent.claimExecution(request.id)).execution.approval_token;
+    const { client } = toolServer();
+    const c = await client.verifyApprovalToken(token, { tool: 'send_mail', args: '{"to":"ops"}', audience: 'https://tools.example' });
+    assert.equal(c.aud, 'https://tools.example');
+    await assert.rejects(client.verifyApprovalToken(token, { tool: 'send_mail', args: '{"to":"ops"}' }),
+      (e) => e instanceof ApprovalTokenError && e.reason === 'audience');
+  });
+
   test('a key set the server cannot serve is an error, not an accepted token', async () => {
     const client = new AirlockClient({
       baseUrl: srv.url, token: '', retry: { attempts: 1 },
