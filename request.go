@@ -333,11 +333,15 @@ type Question struct {
 // Instance is one running adapter (or MCP agent session). It owns requests;
 // deleting it cancels its pending ones.
 type Instance struct {
-	ID        string
-	OwnerID   string
-	Name      string
-	Metadata  json.RawMessage
-	CreatedAt time.Time
+	ID       string
+	OwnerID  string
+	Name     string
+	Metadata json.RawMessage
+	// TokenAudience is the aud its approval tokens name, so a tool server
+	// can refuse tokens meant for another (docs/tokens.md); "" for none.
+	// It is set at registration and never changes.
+	TokenAudience string
+	CreatedAt     time.Time
 	// PendingCount is filled on reads: how many of its requests are pending.
 	PendingCount int
 	// Kind tells a REST-registered adapter from an MCP agent session.

@@ -28,12 +28,15 @@ const (
 	MaxAnswerLen       = 2000
 	MaxDetailLen       = 4000
 	MaxInstanceNameLen = 200
-	MaxIdempotencyKey  = 200
-	MaxTitleLen        = 200
-	MaxDescriptionLen  = 4000
-	MaxChoiceLen       = 120
-	MinChoices         = 2
-	MaxChoices         = 6
+	// MaxTokenAudienceLen bounds an instance's token_audience: a URL or a
+	// name.
+	MaxTokenAudienceLen = 512
+	MaxIdempotencyKey   = 200
+	MaxTitleLen         = 200
+	MaxDescriptionLen   = 4000
+	MaxChoiceLen        = 120
+	MinChoices          = 2
+	MaxChoices          = 6
 )
 
 // ToolNamePattern is the shape every tool name must have. Anything else
@@ -256,11 +259,17 @@ func (in *CreateRequestInput) Fingerprint(instanceID string) (string, error) {
 type InstanceInput struct {
 	Name     string          `json:"name"`
 	Metadata json.RawMessage `json:"metadata"`
+	// TokenAudience, optional, is the aud of the instance's approval
+	// tokens: the tool server's name for itself.
+	TokenAudience string `json:"token_audience"`
 }
 
 // Validate checks an instance registration.
 func (in *InstanceInput) Validate() error {
 	if err := CheckText("name", in.Name, 1, MaxInstanceNameLen); err != nil {
+		return err
+	}
+	if err := CheckText("token_audience", in.TokenAudience, 0, MaxTokenAudienceLen); err != nil {
 		return err
 	}
 	if isNull(in.Metadata) {

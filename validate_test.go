@@ -446,6 +446,8 @@ func TestInstanceInput(t *testing.T) {
 		{"a missing name is refused", `{}`, refusedWith("name is required")},
 		{"a name of 200 bytes is accepted", `{"name":"` + strings.Repeat("n", airlock.MaxInstanceNameLen) + `"}`, accepted},
 		{"a name over 200 bytes is refused", `{"name":"` + strings.Repeat("n", airlock.MaxInstanceNameLen+1) + `"}`, refusedWith("name must be at most 200 bytes")},
+		{"a token audience is accepted", `{"name":"a","token_audience":"https://tools.example"}`, accepted},
+		{"a token audience over 512 bytes is refused", `{"name":"a","token_audience":"` + strings.Repeat("a", airlock.MaxTokenAudienceLen+1) + `"}`, refusedWith("token_audience must be at most 512 bytes")},
 		{"metadata given as an array is refused", `{"name":"a","metadata":[]}`, refusedWith("metadata must be a JSON object")},
 		{"metadata over 16 KiB is refused", `{"name":"a","metadata":{"a":"` + strings.Repeat("m", airlock.MaxMetadataBytes) + `"}}`, refusedWith("metadata must be at most 16384 bytes")},
 		{"metadata with case-variant keys is refused", `{"name":"a","metadata":{"k":1,"K":2}}`, refusedWith("metadata: keys")},

@@ -18,15 +18,33 @@ import (
 // RegisterInstance registers this adapter as an instance (agent tokens).
 // It is not retried on network errors: a lost answer could leave a second
 // instance behind. metadata may be nil.
-func (c *Client) RegisterInstance(ctx context.Context, name string, metadata json.RawMessage) (*Instance, error) {
-	body, err := airlock.EncodeJSON(struct {
-		Name     string          `json:"name"`
-		Metadata json.RawMessage `json:"metadata,omitempty"`
-	}{name, metadata})
+func (c *Client) RegisterInstance(ctx context.Context, name string, metadata json.RawMessage, opts ...InstanceOption) (*Instance, error) {
+	in := instanceInput{Name: name, Metadata: metadata}
+	for _, opt := range opts {
+		opt(&in)
+	}
+	body, err := airlock.EncodeJSON(in)
 	if err != nil {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
 	return fetch[Instance](ctx, c, call{method: http.MethodPost, path: "/v1/instances", body: body, want: []int{http.StatusCreated}})
+}
+
+// instanceInput is the body of POST /v1/instances.
+type instanceInput struct {
+	Name          string          `json:"name"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	TokenAudience string          `json:"token_audience,omitempty"`
+}
+
+// InstanceOption sets an optional field of an instance's registration.
+type InstanceOption func(*instanceInput)
+
+// WithTokenAudience names the tool server the instance's approval tokens
+// are for: they carry it as aud, and a verifier that expects another
+// audience refuses them (docs/tokens.md).
+func WithTokenAudience(aud string) InstanceOption {
+	return func(in *instanceInput) { in.TokenAudience = aud }
 }
 
 // ListInstances lists the instances the caller may see, newest first, with

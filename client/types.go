@@ -16,6 +16,8 @@ type Instance struct {
 	ID       string          `json:"id"`
 	Name     string          `json:"name"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// TokenAudience is the aud of its approval tokens; "" for none.
+	TokenAudience string `json:"token_audience,omitempty"`
 	// CreatedAt is when the instance was registered.
 	CreatedAt time.Time `json:"created_at"`
 	// PendingCount is how many of its requests were pending when read.

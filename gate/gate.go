@@ -83,6 +83,9 @@ type Config struct {
 	// InstanceName names the gate's instance in the inbox (default:
 	// "airlock gate: " and the command).
 	InstanceName string
+	// TokenAudience, when set, is the aud of the approval tokens the gate
+	// hands its upstream: the upstream's name for itself.
+	TokenAudience string
 	// In and Out are the MCP client's side (stdin and stdout).
 	In  io.ReadCloser
 	Out io.WriteCloser
@@ -192,7 +195,7 @@ func (p *proxy) run(ctx context.Context) error {
 		upstream = map[string]any{"adapter": "airlock gate", "version": p.cfg.Version, "url": p.cfg.URL, "pid": os.Getpid()}
 	}
 	meta, _ := json.Marshal(upstream)
-	inst, err := p.cfg.Client.RegisterInstance(ctx, p.cfg.InstanceName, meta)
+	inst, err := p.cfg.Client.RegisterInstance(ctx, p.cfg.InstanceName, meta, client.WithTokenAudience(p.cfg.TokenAudience))
 	if err != nil {
 		return fmt.Errorf("gate: register with Airlock at %s (check --url and the agent token): %w", p.cfg.Client.BaseURL(), err)
 	}

@@ -234,7 +234,7 @@ func (s *Service) RegisterInstance(ctx context.Context, c airlock.Caller, in air
 	if err := in.Validate(); err != nil {
 		return airlock.Instance{}, err
 	}
-	inst := airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata}
+	inst := airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: c.ID, Name: in.Name, Metadata: in.Metadata, TokenAudience: in.TokenAudience}
 	return s.storeFor(c).CreateInstance(ctx, inst, c.ID)
 }
 

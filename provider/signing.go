@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,6 +24,8 @@ type signingKeys struct {
 
 	mu     sync.Mutex
 	active approvaltoken.Key // the key LoadSigningKeys or a rotation last saw active
+	// audiences are instances' token_audience, which never change.
+	audiences map[string]string
 }
 
 // LoadSigningKeys makes sure a signing key exists and takes the active
@@ -163,8 +164,12 @@ func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, err
 	if err != nil {
 		return "", fmt.Errorf("request %s: %w", r.ID, err)
 	}
+	aud, err := s.tokenAudience(ctx, r.InstanceID)
+	if err != nil {
+		return "", err
+	}
 	c := approvaltoken.Claims{
-		Issuer: s.issuer, Subject: r.ID, ID: airlock.NewID("jti_"),
+		Issuer: s.issuer, Audience: aud, Subject: r.ID, ID: airlock.NewID("jti_"),
 		IssuedAt: r.Execution.ClaimedAt.Unix(), Expiry: r.Decision.ExpiresAt.Unix(),
 		Tool: r.Tool, ArgsDigest: digest, InstanceID: r.InstanceID,
 		DecidedBy: deciders(r), DecisionSource: decisionSource(r.Decision.DecidedBy),
@@ -174,13 +179,62 @@ func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, err
 		// of whole seconds cannot say so, and ends a second later.
 		c.Expiry = c.IssuedAt + 1
 	}
-	s.keys.mu.Lock()
-	key := s.keys.active
-	s.keys.mu.Unlock()
-	if key.ID == "" {
-		return "", errors.New("no signing key is loaded (Service.LoadSigningKeys)")
+	key, err := s.activeKey(ctx)
+	if err != nil {
+		return "", err
 	}
 	return approvaltoken.Sign(key, c)
+}
+
+// activeKey is the key that signs now: the fixed key, or the store's
+// active key, read before every signature so that a key another replica
+// rotated away never signs again. The derived key is kept while the
+// store names the same one.
+func (s *Service) activeKey(ctx context.Context) (approvaltoken.Key, error) {
+	if s.keys.fixed != nil {
+		return *s.keys.fixed, nil
+	}
+	stored, err := s.system.ActiveSigningKey(ctx)
+	if err != nil {
+		return approvaltoken.Key{}, fmt.Errorf("active signing key: %w", err)
+	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if s.keys.active.ID == stored.ID {
+		return s.keys.active, nil
+	}
+	k, err := signingKey(stored)
+	if err != nil {
+		return approvaltoken.Key{}, err
+	}
+	s.keys.active = k
+	return k, nil
+}
+
+// maxAudiencesCached bounds the instances whose token_audience a service
+// remembers; past it, the cache starts again.
+const maxAudiencesCached = 10_000
+
+// tokenAudience is the token_audience instance id registered. It never
+// changes, so it is read once per instance and kept.
+func (s *Service) tokenAudience(ctx context.Context, instanceID string) (string, error) {
+	s.keys.mu.Lock()
+	aud, ok := s.keys.audiences[instanceID]
+	s.keys.mu.Unlock()
+	if ok {
+		return aud, nil
+	}
+	aud, err := s.system.TokenAudience(ctx, instanceID)
+	if err != nil {
+		return "", fmt.Errorf("token audience of instance %s: %w", instanceID, err)
+	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if s.keys.audiences == nil || len(s.keys.audiences) >= maxAudiencesCached {
+		s.keys.audiences = make(map[string]string)
+	}
+	s.keys.audiences[instanceID] = aud
+	return aud, nil
 }
 
 // SetIssuer names the server in the tokens it signs (iss): its public

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,6 +116,66 @@ func TestClaimSignsAnApprovalToken(t *testing.T) {
 	}
 	if again, err := b.svc.Claim(t.Context(), b.agent, r.ID); err == nil || again.Execution != nil && again.Execution.ApprovalToken != "" {
 		t.Fatalf("a second claim: %v with token %v; want already_executed and no token", err, again.Execution)
+	}
+}
+
+// TestRotatedKeyNeverSignsAgain: a rotation made by another replica (here,
+// straight in the store) is seen by the next claim, which signs with the
+// new key and never with the one this service loaded.
+func TestRotatedKeyNeverSignsAgain(t *testing.T) {
+	b := setup(t, options{})
+	ctx := t.Context()
+	if err := b.svc.LoadSigningKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loaded := b.svc.keys.active.ID
+	next, err := approvaltoken.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.RotateSigningKey(ctx, storedKey(next), time.Hour, "tok_other_replica"); err != nil {
+		t.Fatal(err)
+	}
+	r := b.create(t, "10m")
+	b.approve(t, r.ID)
+	claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, err := approvaltoken.KeyIDOf(claimed.Execution.ApprovalToken)
+	if err != nil || kid != next.ID || kid == loaded {
+		t.Fatalf("token signed by %q (%v); want the rotated-in key %s, not %s", kid, err, next.ID, loaded)
+	}
+	if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTokenNamesTheInstanceAudience: an instance registered with a
+// token_audience gets tokens with that aud, which a verifier expecting
+// no audience refuses.
+func TestTokenNamesTheInstanceAudience(t *testing.T) {
+	b := setup(t, options{})
+	ctx := t.Context()
+	inst, err := b.svc.RegisterInstance(ctx, b.agent, airlock.InstanceInput{Name: "gate", TokenAudience: "https://tools.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.inst = inst
+	r := b.create(t, "10m")
+	b.approve(t, r.ID)
+	claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Audience: "https://tools.example", Now: epoch}
+	c, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, want)
+	if err != nil || c.Audience != "https://tools.example" {
+		t.Fatalf("aud %q, %v; want the instance's token_audience", c.Audience, err)
+	}
+	want.Audience = ""
+	if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, want); !errors.Is(err, approvaltoken.ErrAudience) {
+		t.Fatalf("verified without an audience: %v; want ErrAudience", err)
 	}
 }
 

@@ -293,6 +293,7 @@ func writeInstance(b *bytes.Buffer, in airlock.Instance) {
 	o.always("id", in.ID)
 	o.always("name", in.Name)
 	o.raw("metadata", in.Metadata)
+	o.str("token_audience", in.TokenAudience)
 	o.time("created_at", in.CreatedAt)
 	o.always("pending_count", in.PendingCount)
 	o.end()

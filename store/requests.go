@@ -14,6 +14,9 @@ type Requests interface {
 	CreateInstance(ctx context.Context, in airlock.Instance, actor string) (airlock.Instance, error)
 	// GetInstance reads an instance with its pending count; not_found.
 	GetInstance(ctx context.Context, id string) (airlock.Instance, error)
+	// TokenAudience returns the token_audience instance id registered,
+	// deleted or not; not_found.
+	TokenAudience(ctx context.Context, id string) (string, error)
 	// ListInstances lists instances, of one owner when ownerID is set.
 	ListInstances(ctx context.Context, ownerID string) ([]airlock.Instance, error)
 	// DeleteInstance deletes an instance and cancels its pending requests in

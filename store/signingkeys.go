@@ -22,6 +22,10 @@ type SigningKeys interface {
 	// signing_key.retired and signing_key.created by actor. It returns
 	// next as stored.
 	RotateSigningKey(ctx context.Context, next SigningKey, keep time.Duration, actor string) (SigningKey, error)
+	// ActiveSigningKey returns the key that signs now. Replicas read it
+	// before each signature, so a key another replica rotated away never
+	// signs again.
+	ActiveSigningKey(ctx context.Context) (SigningKey, error)
 	// ListSigningKeys lists the published keys: the active one first,
 	// then the retired ones whose PublishedUntil is ahead, newest first.
 	ListSigningKeys(ctx context.Context) ([]SigningKey, error)

@@ -39,6 +39,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	durationVar(fs, &progress, "progress-interval", gate.DefaultProgressInterval, "how often a call waiting for approval gets a progress notification")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
 	upstreamURL := fs.String("upstream-url", "", "a streamable-HTTP upstream MCP server's endpoint, instead of a command after --")
+	audience := fs.String("token-audience", "", "the upstream's name for itself: its approval tokens carry it as aud (docs/tokens.md)")
 	var headers headerList
 	fs.Var(&headers, "header", `a header for the HTTP upstream, "Name: value" (repeat for more); prefer the environment variable for secrets`)
 	if err := a.parseFlags(fs, flags); err != nil {
@@ -85,7 +86,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
 	return gate.Run(ctx, gate.Config{
-		Command: command, URL: *upstreamURL, Header: headers.header(), Client: c, Rules: r, JournalDir: *journal, InstanceName: *name,
+		Command: command, URL: *upstreamURL, Header: headers.header(), Client: c, Rules: r, JournalDir: *journal, InstanceName: *name, TokenAudience: *audience,
 		In: os.Stdin, Out: writeOnly{a.Stdout}, Stderr: a.Stderr, Logger: log,
 		ProgressInterval: progress, Version: version,
 	})

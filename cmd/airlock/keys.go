@@ -71,6 +71,7 @@ func runTokensVerify(ctx context.Context, a *App, args []string) error {
 	argsFile := fs.String("args", "", "a file holding the arguments about to be passed, as JSON; - for stdin (required)")
 	jwks := fs.String("jwks", "", "the key set: a URL or a file (default $AIRLOCK_URL/.well-known/jwks.json)")
 	audience := fs.String("audience", "", "the audience this tool server is, when its instance registered one")
+	at := fs.String("at", "", "check as of this time (RFC 3339), such as when a logged call ran (default now)")
 	a.setUsage(fs, func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: airlock tokens verify %s\n\n%s\n\nFlags:\n", s.synopsis, s.summary)
 		out := fs.Output()
@@ -88,6 +89,13 @@ func runTokensVerify(ctx context.Context, a *App, args []string) error {
 	if *token == "" || *tool == "" || *argsFile == "" {
 		return usageErrorf("tokens verify needs --token, --tool and --args")
 	}
+	var now time.Time
+	if *at != "" {
+		var err error
+		if now, err = time.Parse(time.RFC3339, *at); err != nil {
+			return usageErrorf("--at %q is not an RFC 3339 time such as 2026-12-06T09:30:00Z", *at)
+		}
+	}
 	callArgs, err := readArgsFile(a, *argsFile)
 	if err != nil {
 		return err
@@ -96,9 +104,9 @@ func runTokensVerify(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := set.Verify(*token, approvaltoken.Expect{Tool: *tool, Args: callArgs, Audience: *audience})
+	c, err := set.Verify(*token, approvaltoken.Expect{Tool: *tool, Args: callArgs, Audience: *audience, Now: now})
 	if err != nil {
-		return fmt.Errorf("not approved: %w", err)
+		return fmt.Errorf("not approved (%s): %w", approvaltoken.Reason(err), err)
 	}
 	names := make([]string, len(c.DecidedBy))
 	for i, d := range c.DecidedBy {

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/approvaltoken"
 )
@@ -165,4 +169,57 @@ func TestTokensConsume(t *testing.T) {
 		t.Errorf("a second consume: stderr %q", again.stderr)
 	}
 	s.cli(t, verifier, "tokens", "consume", "--token", token, "--tool", "send_mail").want(t, exitUsage, "--tool without --args")
+}
+
+// TestTokensVerifyVectors: every token of approvaltoken/testdata/vectors.json
+// (the T34 cases every language's verifier runs) through `airlock tokens
+// verify --at`: the accepted ones exit 0, every forged or altered one
+// exits 1 naming its reason.
+func TestTokensVerifyVectors(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../approvaltoken/testdata/vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		KeySet  json.RawMessage `json:"jwks"`
+		Vectors []struct {
+			Name, Token, Tool, Args, Audience, Reason string
+			Now                                       int64
+		} `json:"vectors"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	jwks := filepath.Join(dir, "jwks.json")
+	if err := os.WriteFile(jwks, file.KeySet, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range file.Vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			args := filepath.Join(dir, fmt.Sprintf("args-%d.json", i))
+			if err := os.WriteFile(args, []byte(v.Args), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			at := time.Unix(v.Now, 0).UTC().Format(time.RFC3339)
+			var stdout, stderr bytes.Buffer
+			app := &App{Stdout: &stdout, Stderr: &stderr, LookupEnv: mapEnv(map[string]string{"AIRLOCK_APPROVAL_TOKEN": v.Token})}
+			cmd := []string{"tokens", "verify", "--tool", v.Tool, "--args", args, "--jwks", jwks, "--at", at}
+			if v.Audience != "" {
+				cmd = append(cmd, "--audience", v.Audience)
+			}
+			exit := exitCode(app, app.Run(t.Context(), cmd))
+			switch {
+			case v.Token == "":
+				if exit != exitUsage {
+					t.Fatalf("no token: exit %d; want usage (%d)", exit, exitUsage)
+				}
+			case v.Reason == "" && exit != 0:
+				t.Fatalf("exit %d, stderr %q; want the token accepted", exit, stderr.String())
+			case v.Reason != "" && (exit != 1 || !strings.Contains(stderr.String(), "not approved ("+v.Reason+")")):
+				t.Fatalf("exit %d, stderr %q; want exit 1 naming %q", exit, stderr.String(), v.Reason)
+			}
+		})
+	}
 }

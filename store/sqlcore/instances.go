@@ -15,13 +15,16 @@ import (
 // are instances): the instance methods of store.Requests, and
 // store.Sessions but RequestByKey. An instance is read as its id,
 // owner_id, name, metadata, created_at, count of pending requests, kind,
-// last_seen_at and deleted_at; an instruction as its seq, id,
+// last_seen_at, deleted_at and token_audience; an instruction as its seq, id,
 // session_id, request_id, status, note, answer and created_at; a
 // request a close changed as StateCols.
 type InstanceSQL struct {
-	// Create stores instance @id (@owner, @name, @metadata, @kind),
+	// Create stores instance @id (@owner, @name, @metadata, @kind,
+	// @audience),
 	// dated @now, and returns its instant.
 	Create string
+	// Audience selects the token_audience of instance @id, deleted or not.
+	Audience string
 	// Live selects instance @id unless deleted.
 	Live string
 	// List selects live instances newest first, of owner @owner unless
@@ -78,7 +81,7 @@ func (c *Core) scanInstance(row Row) (airlock.Instance, error) {
 		seen, gone NullTime
 	)
 	if err := row.Scan(&in.ID, &in.OwnerID, &in.Name, &meta, c.d.Time(&in.CreatedAt), &in.PendingCount,
-		&kind, c.d.NullTime(&seen), c.d.NullTime(&gone)); err != nil {
+		&kind, c.d.NullTime(&seen), c.d.NullTime(&gone), &in.TokenAudience); err != nil {
 		return airlock.Instance{}, err
 	}
 	in.Metadata, in.Kind = meta, airlock.InstanceKind(kind.String)
@@ -98,7 +101,7 @@ func (c *Core) CreateInstance(ctx context.Context, in airlock.Instance, actor st
 	err := c.d.Write(ctx, func(tx Tx) error {
 		var at time.Time
 		if err := tx.QueryRow(c.q.Instances.Create, Args{{"id", in.ID}, {"owner", in.OwnerID}, {"name", in.Name},
-			{"metadata", Text(in.Metadata)}, {"kind", string(in.Kind)}}).Scan(c.d.Time(&at)); err != nil {
+			{"metadata", Text(in.Metadata)}, {"kind", string(in.Kind)}, {"audience", in.TokenAudience}}).Scan(c.d.Time(&at)); err != nil {
 			return err
 		}
 		out.CreatedAt, out.PendingCount, out.LastSeenAt, out.ClosedAt = at, 0, nil, nil
@@ -114,6 +117,13 @@ func (c *Core) CreateInstance(ctx context.Context, in airlock.Instance, actor st
 func (c *Core) GetInstance(ctx context.Context, id string) (airlock.Instance, error) {
 	in, err := c.scanInstance(c.d.QueryRow(ctx, c.q.Instances.Live, Args{{"id", id}}))
 	return in, c.d.Translate(err, "instance", id)
+}
+
+// TokenAudience returns the token_audience of instance id, deleted or not.
+func (c *Core) TokenAudience(ctx context.Context, id string) (string, error) {
+	var aud string
+	err := c.d.QueryRow(ctx, c.q.Instances.Audience, Args{{"id", id}}).Scan(&aud)
+	return aud, c.d.Translate(err, "instance", id)
 }
 
 // ListInstances lists live instances, newest first, of one owner when

@@ -103,6 +103,12 @@ func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, keep
 	return out, c.d.Translate(err, "signing key", next.ID)
 }
 
+// ActiveSigningKey returns the key that signs now.
+func (c *Core) ActiveSigningKey(ctx context.Context) (store.SigningKey, error) {
+	k, err := c.scanSigningKey(c.d.QueryRow(ctx, c.q.SigningKeys.Active, nil))
+	return k, c.d.Translate(err, "signing key", "active")
+}
+
 // ListSigningKeys lists the published keys, the active one first.
 func (c *Core) ListSigningKeys(ctx context.Context) ([]store.SigningKey, error) {
 	out, err := all(ctx, c.d, c.scanSigningKey, c.q.SigningKeys.Published, nil)

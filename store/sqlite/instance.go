@@ -5,15 +5,16 @@ import "github.com/airlockhq/airlock/store/sqlcore"
 // instanceCols selects an instance with its count of pending requests,
 // which triggers keep (migration 0003).
 const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at, i.pending,
-	i.kind, i.last_seen_at, i.deleted_at`
+	i.kind, i.last_seen_at, i.deleted_at, i.token_audience`
 
 // instructionCols is the column list every instruction query returns.
 const instructionCols = `seq, id, session_id, request_id, status, note, answer, created_at`
 
 var instanceSQL = sqlcore.InstanceSQL{
-	Create: `INSERT INTO instances (id, owner_id, name, metadata, created_at, kind) VALUES (@id, @owner, @name, @metadata, @now, @kind)
+	Create: `INSERT INTO instances (id, owner_id, name, metadata, created_at, kind, token_audience) VALUES (@id, @owner, @name, @metadata, @now, @kind, @audience)
 RETURNING @now`,
-	Live: `SELECT ` + instanceCols + ` FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL`,
+	Audience: `SELECT token_audience FROM instances WHERE id = @id`,
+	Live:     `SELECT ` + instanceCols + ` FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL`,
 	List: `SELECT ` + instanceCols + ` FROM instances i
 WHERE i.deleted_at IS NULL AND (@owner = '' OR i.owner_id = @owner) ORDER BY i.seq DESC`,
 	Close: `UPDATE instances SET deleted_at = @now WHERE id = @id AND deleted_at IS NULL RETURNING @now`,

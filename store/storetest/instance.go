@@ -28,7 +28,7 @@ func (s *suite) instancesRoundTrip(t *testing.T) {
 	b := s.setup(t)
 	meta := json.RawMessage(`{"host":"büro-1",  "pid": 42}`)
 	b.clock.Advance(time.Second)
-	in, err := b.store.CreateInstance(b.ctx, airlock.Instance{ID: "ins_meta", OwnerID: ownerA, Name: "worker ⚙", Metadata: meta}, ownerA)
+	in, err := b.store.CreateInstance(b.ctx, airlock.Instance{ID: "ins_meta", OwnerID: ownerA, Name: "worker ⚙", Metadata: meta, TokenAudience: "https://tools.example"}, ownerA)
 	wantOK(t, err)
 	if !in.CreatedAt.Equal(epoch.Add(time.Second).Truncate(time.Microsecond)) || string(in.Metadata) != string(meta) {
 		t.Fatalf("instance = %s", show(in))
@@ -36,9 +36,24 @@ func (s *suite) instancesRoundTrip(t *testing.T) {
 	got, err := b.store.GetInstance(b.ctx, in.ID)
 	wantOK(t, err)
 	if got.ID != in.ID || got.OwnerID != ownerA || got.Name != "worker ⚙" || string(got.Metadata) != string(meta) ||
-		!got.CreatedAt.Equal(in.CreatedAt) || got.PendingCount != 0 {
+		!got.CreatedAt.Equal(in.CreatedAt) || got.PendingCount != 0 || got.TokenAudience != "https://tools.example" {
 		t.Fatalf("GetInstance = %s, want %s", show(got), show(in))
 	}
+	// The audience outlives the instance: an approved request of a
+	// deleted instance is still claimed, and its token names it.
+	_, err = b.store.DeleteInstance(b.ctx, in.ID, ownerA)
+	wantOK(t, err)
+	aud, err := b.store.TokenAudience(b.ctx, in.ID)
+	if err != nil || aud != "https://tools.example" {
+		t.Fatalf("TokenAudience of the deleted instance = %q, %v", aud, err)
+	}
+	if aud, err := b.store.TokenAudience(b.ctx, b.inst.ID); err != nil || aud != "" {
+		t.Fatalf("TokenAudience of an instance without one = %q, %v", aud, err)
+	}
+	_, err = b.store.TokenAudience(b.ctx, "ins_missing")
+	wantErr(t, err, airlock.CodeNotFound, "")
+	in, err = b.store.CreateInstance(b.ctx, airlock.Instance{ID: "ins_meta2", OwnerID: ownerA, Name: "worker ⚙", Metadata: meta}, ownerA)
+	wantOK(t, err)
 	other := b.instance(t, ownerB)
 
 	mine, err := b.store.ListInstances(b.ctx, ownerA)

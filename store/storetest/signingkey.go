@@ -34,6 +34,9 @@ func (s *suite) signingKeyFirstWins(t *testing.T) {
 	if len(keys) != 0 {
 		t.Fatalf("a new store lists keys %v", keys)
 	}
+	if active, err := b.store.ActiveSigningKey(b.ctx); airlock.ErrorCode(err) != airlock.CodeNotFound {
+		t.Fatalf("ActiveSigningKey of a new store = %s, %v; want not_found", active, err)
+	}
 	a, k := signingKey('a'), signingKey('k')
 	got, err := b.store.EnsureSigningKey(b.ctx, a, "system:start")
 	wantOK(t, err)
@@ -64,6 +67,9 @@ func (s *suite) signingKeyRotation(t *testing.T) {
 	at := b.clock.Now().Truncate(time.Microsecond)
 	got, err := b.store.RotateSigningKey(b.ctx, k, time.Hour, "tok_admin")
 	wantOK(t, err)
+	if active, err := b.store.ActiveSigningKey(b.ctx); err != nil || active.ID != k.ID || string(active.Seed) != string(k.Seed) {
+		t.Fatalf("ActiveSigningKey after a rotation = %s, %v; want %s with its seed", active, err, k.ID)
+	}
 	if got.ID != k.ID || !got.CreatedAt.Equal(at) || got.RetiredAt != nil {
 		t.Fatalf("RotateSigningKey = %s created %s retired %v; want %s created %s, active", got, got.CreatedAt, got.RetiredAt, k.ID, at)
 	}

@@ -48,6 +48,16 @@ def _files():
                 yield full, os.path.relpath(full, HERE).replace(os.sep, "/")
 
 
+def _extras():
+    """[project.optional-dependencies] as (extra, [requirement, ...]) pairs: one line per extra, a list of strings."""
+    with open(os.path.join(HERE, "pyproject.toml"), encoding="utf-8") as f:
+        text = f.read()
+    if "[project.optional-dependencies]" not in text:
+        return []
+    table = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    return [(name, re.findall(r'"([^"]+)"', reqs)) for name, reqs in re.findall(r'^([\w-]+)\s*=\s*\[([^\]]*)\]', table, re.M)]
+
+
 def _metadata():
     name, version, summary, requires, licence = _project()
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: {summary}\n"
@@ -55,6 +65,9 @@ def _metadata():
         meta += f"License: {licence}\n"
     if requires:
         meta += f"Requires-Python: {requires}\n"
+    for extra, reqs in _extras():
+        meta += f"Provides-Extra: {extra}\n"
+        meta += "".join(f'Requires-Dist: {r}; extra == "{extra}"\n' for r in reqs)
     return name, version, meta
 
 

@@ -17,6 +17,11 @@ too (docs/protocol.md)::
             print(describe_outcome(e)["message"])
 
 The README's quick-start is the same, with a ``refund`` to run.
+
+A tool server verifies the approval token a claim returns (the Gate hands
+it to the function with ``pass_token=True``) with
+``Client.verify_approval_token`` or, offline, :func:`verify_approval_token`;
+these need the optional ``cryptography`` package (docs/tokens.md).
 """
 
 from .client import Client, Retry, WaitCancelled, check_idempotency_key, transient
@@ -24,6 +29,7 @@ from .errors import (AirlockError, AlreadyExecutedError, CancelledError, DeniedE
                      InterruptedRunError, LapsedError, MalformedAnswerError, NetworkError, OutcomeUnknown, ToolError,
                      is_code)
 from .gate import Call, Gate, Outcome, Recovered, canonical_json, describe_outcome, parse_time
+from .verify import ApprovalTokenError, KeySet, ReplayCache, ReplayCacheFull, args_digest, verify_approval_token
 
 __version__ = "0.1.0"
 
@@ -32,4 +38,5 @@ __all__ = [
     "AirlockError", "NetworkError", "MalformedAnswerError", "is_code", "GateError", "DeniedError", "ExpiredError", "CancelledError",
     "LapsedError", "AlreadyExecutedError", "InterruptedRunError", "ToolError", "OutcomeUnknown",
     "Call", "Gate", "Outcome", "Recovered", "canonical_json", "describe_outcome", "parse_time",
+    "ApprovalTokenError", "KeySet", "ReplayCache", "ReplayCacheFull", "args_digest", "verify_approval_token",
 ]

@@ -23,9 +23,12 @@ import urllib.parse
 import urllib.request
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import AirlockError, MalformedAnswerError, NetworkError
+
+if TYPE_CHECKING:
+    from .verify import ReplayCache
 
 JsonObject = Dict[str, Any]
 
@@ -197,14 +200,27 @@ class Client:
 
     # Instances.
 
-    def register_instance(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
-        """Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second one."""
+    def register_instance(self, name: str, metadata: Optional[JsonObject] = None, *,
+                          token_audience: Optional[str] = None) -> JsonObject:
+        """Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second one.
+
+        token_audience names the tool server its approval tokens are for:
+        they carry it as aud (docs/tokens.md).
+        """
         body: JsonObject = {"name": name}
         if metadata is not None:
             body["metadata"] = metadata
-        return self._do("POST", "/v1/instances", body=body, want=(201,),
-                        check=lambda b: _id_is(b) or (None if b.get("name") == name else
-                                                      f"it names instance {b.get('name')!r}, not {name!r}"))
+        aud = token_audience or None
+        if aud is not None:
+            body["token_audience"] = aud
+
+        def check(b: JsonObject) -> Optional[str]:
+            if b.get("name") != name:
+                return f"it names instance {b.get('name')!r}, not {name!r}"
+            if b.get("token_audience") != aud:
+                return f"its token_audience is {b.get('token_audience')!r}, not {aud!r}"
+            return None
+        return self._do("POST", "/v1/instances", body=body, want=(201,), check=lambda b: _id_is(b) or check(b))
 
     def instance_named(self, name: str, metadata: Optional[JsonObject] = None) -> JsonObject:
         """This agent's instance called name, registered only when there is none.
@@ -516,6 +532,23 @@ class Client:
         if audience:
             body["audience"] = audience
         return self._do("POST", "/v1/approval-tokens/consume", body=body, check=_use_is)
+
+    def verify_approval_token(self, token: str, *, tool: str, args: Any, audience: Optional[str] = None,
+                              now: Optional[float] = None, leeway: float = 30,
+                              replay: Optional["ReplayCache"] = None) -> JsonObject:
+        """Checks an approval token for the call about to run and returns its claims (docs/tokens.md).
+
+        The key set comes from ``/.well-known/jwks.json`` (fetched without the
+        client's token), kept for five minutes and fetched again when a token
+        names a key it lacks, at most every ten seconds. The checks are
+        :func:`airlock.verify_approval_token`'s; a refusal raises
+        :class:`airlock.ApprovalTokenError` with the reason. Needs the
+        optional ``cryptography`` package (ImportError without it); a tool
+        server's client needs no token of its own (``Client(url, "")``).
+        """
+        from .verify import verify_with_client
+        return verify_with_client(self, token, tool=tool, args=args, audience=audience, now=now, leeway=leeway,
+                                  replay=replay)
 
     # Grants (reviewers and admins; docs/policy.md).
 

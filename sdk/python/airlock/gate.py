@@ -152,8 +152,14 @@ class Gate:
             finally:
                 self._journal.release(key)
 
-    def run(self, call: Call, fn: Callable[[], T], *, cancel: Optional[threading.Event] = None) -> Outcome:
+    def run(self, call: Call, fn: Callable[..., T], *, cancel: Optional[threading.Event] = None,
+            pass_token: bool = False) -> Outcome:
         """Asks for approval of call and, once approved, runs fn at most once.
+
+        fn is called with no arguments; with ``pass_token`` it is called with
+        one, the approval token the claim returned (a str, or None from a
+        server that signs none), so the tool it calls can verify that exactly
+        these arguments were approved (docs/tokens.md).
 
         Returns an :class:`Outcome` with fn's value when it ran and
         succeeded. Raises :class:`ToolError` when fn raised (after reporting
@@ -181,7 +187,7 @@ class Gate:
                     r = self._create(key, call)
                 if r["state"] == "pending":
                     r = self._wait(r, call.on_pending, cancel)
-                return self._execute(key, r, fn)
+                return self._execute(key, r, fn, pass_token)
             finally:
                 self._journal.release(key)
 
@@ -237,7 +243,7 @@ class Gate:
         req, err = self._report(key, r, "unknown", detail)
         return InterruptedRunError(req, started), err
 
-    def _execute(self, key: str, r: JsonObject, fn: Callable[[], T]) -> Outcome:
+    def _execute(self, key: str, r: JsonObject, fn: Callable[..., T], pass_token: bool = False) -> Outcome:
         state = r["state"]
         if state == "denied":
             raise DeniedError(r)
@@ -277,7 +283,7 @@ class Gate:
             raise LapsedError(r, claimed=True)
 
         try:
-            value = fn()
+            value = fn((r.get("execution") or {}).get("approval_token")) if pass_token else fn()
         except BaseException as err:
             unknown = isinstance(err, OutcomeUnknown) or isinstance(err.__cause__, OutcomeUnknown) or not isinstance(err, Exception)
             status = "unknown" if unknown else "failed"

@@ -44,13 +44,16 @@ class PackagingTest(unittest.TestCase):
             with zipfile.ZipFile(os.path.join(d, name)) as zf:
                 names = set(zf.namelist())
                 for f in ("airlock/__init__.py", "airlock/client.py", "airlock/gate.py", "airlock/journal.py",
-                          "airlock/errors.py", "airlock/py.typed", "airlock_sdk-0.1.0.dist-info/METADATA",
+                          "airlock/errors.py", "airlock/verify.py", "airlock/py.typed", "airlock_sdk-0.1.0.dist-info/METADATA",
                           "airlock_sdk-0.1.0.dist-info/WHEEL", "airlock_sdk-0.1.0.dist-info/RECORD"):
                     self.assertIn(f, names)
                 meta = zf.read("airlock_sdk-0.1.0.dist-info/METADATA").decode()
                 self.assertIn("Name: airlock-sdk\n", meta)
                 self.assertIn("Requires-Python: >=3.9\n", meta)
                 self.assertIn("License: Apache-2.0\n", meta)
+                # cryptography is optional: only the verify extra asks for it.
+                self.assertIn('Provides-Extra: verify\nRequires-Dist: cryptography; extra == "verify"\n', meta)
+                self.assertEqual(meta.count("Requires-Dist:"), 1)
                 with open(os.path.join(PKG, "..", "..", "LICENSE"), "rb") as f:
                     self.assertEqual(zf.read("airlock_sdk-0.1.0.dist-info/LICENSE"), f.read())
                 self.assertFalse(any("tests/" in n or "__pycache__" in n for n in names))

@@ -7,6 +7,7 @@ import type {
   Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
+import { ApprovalKeySet, KeyCache, approvalTokenKeyId, type ApprovalTokenClaims, type VerifyApprovalTokenOptions } from './verify.js';
 
 /**
  * How the client repeats a call that failed on the network, or that the
@@ -44,6 +45,11 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+export interface RegisterOptions extends CallOptions {
+  /** The tool server this instance's approval tokens are for: they carry it as `aud` (docs/tokens.md). */
+  tokenAudience?: string;
+}
+
 export interface WaitOptions extends CallOptions {
   /** One long-poll's wait (default: the client's pollWaitMs). */
   pollWaitMs?: number;
@@ -68,6 +74,8 @@ interface Call {
   as?: 'json' | 'text' | 'none';
   /** Checks a JSON body is the resource asked for; returns what is wrong, or undefined. */
   check?: (body: Record<string, unknown>) => string | undefined;
+  /** Sent without the bearer token (default true: with it). */
+  auth?: boolean;
   signal?: AbortSignal;
 }
 
@@ -84,6 +92,7 @@ export class AirlockClient {
   private readonly fetch: typeof fetch;
   private readonly timeoutMs: number;
   private readonly userAgent: string;
+  private readonly approvalKeys = new KeyCache((signal) => this.fetchApprovalKeys(signal));
 
   constructor(opts: ClientOptions) {
     let u: URL;
@@ -132,10 +141,12 @@ export class AirlockClient {
   // Instances.
 
   /** Registers this adapter as an instance (agent tokens). Not retried: a lost answer could leave a second instance behind. */
-  async registerInstance(name: string, metadata?: JsonObject, o?: CallOptions): Promise<Instance> {
+  async registerInstance(name: string, metadata?: JsonObject, o?: RegisterOptions): Promise<Instance> {
+    const aud = o?.tokenAudience || undefined;
     return this.do<Instance>({
-      method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata }), want: [201], signal: o?.signal,
-      check: (b) => idIs(b) ?? (b.name === name ? undefined : `it names instance ${JSON.stringify(b.name)}, not ${JSON.stringify(name)}`),
+      method: 'POST', path: '/v1/instances', body: JSON.stringify({ name, metadata, token_audience: aud }), want: [201], signal: o?.signal,
+      check: (b) => idIs(b) ?? (b.name !== name ? `it names instance ${JSON.stringify(b.name)}, not ${JSON.stringify(name)}`
+        : b.token_audience !== aud ? `its token_audience is ${JSON.stringify(b.token_audience)}, not ${JSON.stringify(aud)}` : undefined),
     });
   }
 
@@ -446,6 +457,33 @@ export class AirlockClient {
     return this.do({ method: 'GET', path: '/.well-known/jwks.json', retry: true, signal: o?.signal, check: keysAre });
   }
 
+  /**
+   * Checks an approval token for the call a tool server is about to run,
+   * and returns its claims; throws an ApprovalTokenError whose `reason`
+   * says why not (docs/tokens.md). The token's signature is checked against
+   * the server's key set, fetched without a token (the client needs none:
+   * `token: ''`), kept for five minutes and fetched again when a token
+   * names a key it lacks, at most every ten seconds. A key set that cannot
+   * be fetched or read throws as any call does (NetworkError, AirlockError,
+   * MalformedAnswerError).
+   */
+  async verifyApprovalToken(token: string, want: VerifyApprovalTokenOptions, o?: CallOptions): Promise<ApprovalTokenClaims> {
+    const kid = approvalTokenKeyId(token); // a malformed token or a foreign alg causes no fetch
+    const keys = await this.approvalKeys.get(kid, o?.signal);
+    return keys.verify(token, want);
+  }
+
+  /** Fetches the key set for verifyApprovalToken, without the bearer token: the endpoint needs none. */
+  private async fetchApprovalKeys(signal?: AbortSignal): Promise<ApprovalKeySet> {
+    const path = '/.well-known/jwks.json';
+    const body = await this.do<KeySet>({ method: 'GET', path, retry: true, auth: false, signal, check: keysAre });
+    try {
+      return ApprovalKeySet.from(body);
+    } catch (err) {
+      throw new MalformedAnswerError('GET', path, 200, (err as Error).message);
+    }
+  }
+
   /** The published signing keys, the active one first (admins). */
   async listSigningKeys(o?: CallOptions): Promise<SigningKey[]> {
     return (await this.do<{ items: SigningKey[] }>({ method: 'GET', path: '/v1/signing-keys', retry: true, signal: o?.signal, check: itemsAre })).items;
@@ -620,7 +658,7 @@ export class AirlockClient {
     }
     const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent, ...call.headers };
     if (call.body !== undefined) headers['Content-Type'] = 'application/json';
-    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (this.token && call.auth !== false) headers.Authorization = `Bearer ${this.token}`;
     const timeout = AbortSignal.timeout(this.timeoutMs + (call.extraMs ?? 0));
     const signal = call.signal ? AbortSignal.any([call.signal, timeout]) : timeout;
     let res: Response;

@@ -84,8 +84,23 @@ export interface Recovered {
   error?: unknown;
 }
 
-/** The tool function a gate runs: it gets a signal that aborts when the caller's does. */
-export type ToolFn<T> = (signal: AbortSignal) => Promise<T> | T;
+/**
+ * The tool function a gate runs: it gets a signal that aborts when the
+ * caller's does, and the approval it runs under.
+ */
+export type ToolFn<T> = (signal: AbortSignal, run: ToolRun) => Promise<T> | T;
+
+/** The approval a tool function runs under. */
+export interface ToolRun {
+  /** The request as its claim answered: approved, its execution claimed. */
+  request: ApprovalRequest;
+  /**
+   * The claim's approval token (docs/tokens.md): hand it to the tool
+   * server with the call, which verifies it for exactly these arguments
+   * (AirlockClient.verifyApprovalToken). Undefined when the server sent none.
+   */
+  approvalToken?: string;
+}
 
 /**
  * Runs tool calls only with a valid approval, and each at most once
@@ -338,7 +353,9 @@ export class Gate {
 
     let value: T;
     try {
-      value = await fn(signal ?? new AbortController().signal);
+      const run: ToolRun = { request: r };
+      if (r.execution?.approval_token) run.approvalToken = r.execution.approval_token;
+      value = await fn(signal ?? new AbortController().signal, run);
     } catch (err) {
       const status: 'failed' | 'unknown' = err instanceof OutcomeUnknownError || (err as { cause?: unknown })?.cause instanceof OutcomeUnknownError ? 'unknown' : 'failed';
       this.journal.append(key, 'finished', r.id, status);

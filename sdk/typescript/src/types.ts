@@ -41,6 +41,8 @@ export interface Instance {
   id: string;
   name: string;
   metadata?: JsonObject;
+  /** The `aud` of its approval tokens; absent when none was registered. */
+  token_audience?: string;
   created_at: string;
   pending_count: number;
 }

@@ -133,3 +133,13 @@ test('the OpenAI Agents SDK example approves the interruption through Airlock an
   const { requests } = await instancesNamed('treasurer');
   assert.deepEqual(requests.map((r) => [r.tool, r.execution?.status]), [['transfer', 'succeeded']]);
 });
+
+test('the token verification example (docs/tokens.md) verifies the token its gate hands on, once, for its arguments only', async () => {
+  const { out, approved } = await prepare(snippet('typescript verify token'))();
+  assert.match(out, /^sent to ops@example\.com, approved by \S.*$/m);
+  assert.match(out, /^refused: replayed$/m);
+  assert.match(out, /^refused: arguments$/m);
+  assert.equal(approved, 1);
+  const { requests } = await instancesNamed('mailer');
+  assert.deepEqual(requests.map((r) => [r.tool, r.execution?.status]), [['send_mail', 'succeeded']]);
+});

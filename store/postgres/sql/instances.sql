@@ -6,7 +6,7 @@
 -- (served by the (instance_id, state) index).
 i.id, i.owner_id, i.name, i.metadata, i.created_at,
 	(SELECT count(*) FROM requests r WHERE r.instance_id = i.id AND r.state = 'pending'),
-	i.kind, i.last_seen_at, i.deleted_at
+	i.kind, i.last_seen_at, i.deleted_at, i.token_audience
 
 -- name: instructionCols
 -- instructionCols is the column list every instruction query returns.
@@ -14,9 +14,12 @@ n.seq, n.id, n.session_id, n.request_id, n.status, n.note, n.answer, n.created_a
 
 -- name: Instances.Create
 {{tick}}
-INSERT INTO instances (id, owner_id, name, metadata, created_at, kind)
-SELECT @id::text, @owner::text, @name::text, @metadata::text, tick.now, @kind::text FROM tick
+INSERT INTO instances (id, owner_id, name, metadata, created_at, kind, token_audience)
+SELECT @id::text, @owner::text, @name::text, @metadata::text, tick.now, @kind::text, @audience::text FROM tick
 RETURNING created_at
+
+-- name: Instances.Audience
+SELECT token_audience FROM instances WHERE id = @id
 
 -- name: Instances.Live
 SELECT {{instanceCols}} FROM instances i WHERE i.id = @id AND i.deleted_at IS NULL
