@@ -72,18 +72,24 @@ func run(ctx context.Context, url, audience, ledger string) error {
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "verified-tool", Version: "1.0.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "transfer_funds", Description: "Move money between two accounts. Needs an approval."},
-		guarded(v, func(in transfer, who string) (string, error) {
+		guarded(v, func(in transfer, approval string) (string, error) {
 			if in.Amount <= 0 || in.From == "" || in.To == "" {
 				return "", errors.New("give from, to and a positive amount")
 			}
-			return fmt.Sprintf("transferred %d from %s to %s", in.Amount, in.From, in.To), appendLine(ledger, fmt.Sprintf("transfer %d %s -> %s, %s", in.Amount, in.From, in.To, who))
+			if err := appendLine(ledger, fmt.Sprintf("transfer %d %s -> %s, %s", in.Amount, in.From, in.To, approval)); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("transferred %d from %s to %s", in.Amount, in.From, in.To), nil
 		}))
 	mcp.AddTool(s, &mcp.Tool{Name: "close_account", Description: "Close an account. Needs an approval."},
-		guarded(v, func(in closeAccount, who string) (string, error) {
+		guarded(v, func(in closeAccount, approval string) (string, error) {
 			if in.Account == "" {
 				return "", errors.New("name the account")
 			}
-			return "closed " + in.Account, appendLine(ledger, fmt.Sprintf("close %s, %s", in.Account, who))
+			if err := appendLine(ledger, fmt.Sprintf("close %s, %s", in.Account, approval)); err != nil {
+				return "", err
+			}
+			return "closed " + in.Account, nil
 		}))
 	return s.Run(ctx, &mcp.StdioTransport{})
 }
@@ -100,7 +106,7 @@ type closeAccount struct {
 
 // guarded makes a tool that runs only when its call carries a token
 // approving it. The tool is told who approved, for its record.
-func guarded[In any](v *verifier, tool func(in In, who string) (string, error)) mcp.ToolHandlerFor[In, any] {
+func guarded[In any](v *verifier, tool func(in In, approval string) (string, error)) mcp.ToolHandlerFor[In, any] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 		claims, err := v.check(ctx, req)
 		if err != nil {
