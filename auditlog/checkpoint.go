@@ -32,6 +32,10 @@ var ErrSignature = errors.New("checkpoint is not signed by the key")
 // spaces and no "+".
 func GenerateKey(origin string) (skey, vkey string, err error) {
 	skey, vkey, err = note.GenerateKey(rand.Reader, origin)
+	if err == nil {
+		// GenerateKey takes any name; a signer checks it.
+		_, err = note.NewSigner(skey)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("audit key for origin %q: %w", origin, err)
 	}
