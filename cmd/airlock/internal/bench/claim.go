@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -55,6 +56,11 @@ type ClaimReport struct {
 	WithoutTokens *Result `json:"without_tokens,omitempty"`
 	// TokensRatio is WithTokens' ops/s over WithoutTokens' (target ≥ 0.95).
 	TokensRatio float64 `json:"tokens_ratio,omitempty"`
+	// PassSpread is how far apart the passes of one state are: the
+	// larger, over the two states, of (fastest − slowest) ÷ slowest in
+	// ops/s. When it exceeds |1 − TokensRatio| the machine's noise is
+	// larger than what the token costs, and the ratio says only that.
+	PassSpread float64 `json:"pass_spread,omitempty"`
 	// TokenServerCPUUS is the server CPU per claim with tokens less
 	// without: what signing a token costs the server, within the
 	// measurement's noise (it can come out negative).
@@ -204,11 +210,33 @@ func runClaim(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	if without.OpsPerS > 0 {
 		cr.TokensRatio = round(cr.WithTokens.OpsPerS/without.OpsPerS, 3)
 	}
+	cr.PassSpread = round(max(passSpread(on), passSpread(off)), 3)
 	if cr.WithTokens.ServerCPUPerOpUS > 0 && without.ServerCPUPerOpUS > 0 {
 		cr.TokenServerCPUUS = round(cr.WithTokens.ServerCPUPerOpUS-without.ServerCPUPerOpUS, 1)
 	}
 	rep.Result, rep.Claim = cr.WithTokens, cr
 	return nil
+}
+
+// passSpread is (fastest − slowest) ÷ slowest of rs' ops/s.
+func passSpread(rs []Result) float64 {
+	if len(rs) < 2 {
+		return 0
+	}
+	lo, hi := rs[0].OpsPerS, rs[0].OpsPerS
+	for _, r := range rs[1:] {
+		lo, hi = min(lo, r.OpsPerS), max(hi, r.OpsPerS)
+	}
+	if lo <= 0 {
+		return 0
+	}
+	return (hi - lo) / lo
+}
+
+// noisy reports whether the passes of one state are further apart than
+// the two states: the ratio is then within the machine's noise.
+func (cr *ClaimReport) noisy() bool {
+	return cr.Compared && cr.PassSpread > math.Abs(1-cr.TokensRatio)
 }
 
 func onOff(on bool) string {
@@ -340,6 +368,10 @@ func (cr *ClaimReport) writeSummary(w io.Writer) {
 	fmt.Fprintf(w, "\nclaim: create → approve → claim, each claim checked for its approval token (and for none while tokens are off)\n")
 	fmt.Fprintf(w, "tokens_ratio: %.3f (claims/s with tokens ÷ without, passes %s on the same warm server; target ≥ 0.95)\n",
 		cr.TokensRatio, strings.Join(order, ", "))
+	if cr.noisy() {
+		fmt.Fprintf(w, "noisy: passes of one state differ by up to %.0f%%, the states by %.0f%%: the machine's noise is larger than the token's cost; run again, or longer\n",
+			100*cr.PassSpread, 100*math.Abs(1-cr.TokensRatio))
+	}
 	if cr.WithTokens.ServerCPUPerOpUS > 0 && cr.WithoutTokens.ServerCPUPerOpUS > 0 {
 		fmt.Fprintf(w, "server CPU per claim: %.0f µs with tokens, %.0f µs without (%+.0f µs)\n",
 			cr.WithTokens.ServerCPUPerOpUS, cr.WithoutTokens.ServerCPUPerOpUS, cr.TokenServerCPUUS)

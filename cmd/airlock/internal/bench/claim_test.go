@@ -61,6 +61,9 @@ func TestClaim(t *testing.T) {
 			if want := round(c.WithTokens.OpsPerS/c.WithoutTokens.OpsPerS, 3); c.TokensRatio != want || want <= 0 {
 				t.Errorf("tokens_ratio %v, want %v", c.TokensRatio, want)
 			}
+			if want := round(max(passSpread([]Result{c.Passes[0].Result, c.Passes[3].Result}), passSpread([]Result{c.Passes[1].Result, c.Passes[2].Result})), 3); c.PassSpread != want {
+				t.Errorf("pass_spread %v, want %v", c.PassSpread, want)
+			}
 			if rep.Ops != c.WithTokens.Ops || rep.OpsPerS != c.WithTokens.OpsPerS {
 				t.Errorf("the report's result is %d ops at %.1f/s, want the tokens-on state's", rep.Ops, rep.OpsPerS)
 			}
@@ -216,5 +219,49 @@ func TestClaimRefusals(t *testing.T) {
 	}
 	if err := (Config{Scenario: Claim, Count: 3, URLs: []string{"http://127.0.0.1:1"}, Token: "x"}).Validate(); err != nil {
 		t.Errorf("a claim run of 3 over --url, which has no passes: %v", err)
+	}
+}
+
+// TestClaimNoise: when passes of one state are further apart than the two
+// states, the report says the ratio is within the machine's noise.
+func TestClaimNoise(t *testing.T) {
+	t.Parallel()
+	pass := func(tokens bool, opsPerS float64) ClaimPass {
+		return ClaimPass{Tokens: tokens, Result: Result{Ops: int64(opsPerS), OpsPerS: opsPerS, ElapsedS: 1}}
+	}
+	for _, tt := range []struct {
+		name       string
+		passes     []ClaimPass
+		ratio      float64
+		spread     float64
+		wantNoisy  bool
+		wantInText bool
+	}{
+		{"steady passes, a clear cost", []ClaimPass{pass(true, 780), pass(false, 860), pass(false, 860), pass(true, 790)}, 0.913, 0.013, false, false},
+		{"drifting passes", []ClaimPass{pass(true, 430), pass(false, 240), pass(false, 236), pass(true, 176)}, 1.27, 1.443, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var on, off []Result
+			for _, p := range tt.passes {
+				if p.Tokens {
+					on = append(on, p.Result)
+				} else {
+					off = append(off, p.Result)
+				}
+			}
+			cr := &ClaimReport{Compared: true, Passes: tt.passes, TokensRatio: tt.ratio, WithTokens: mergeResults(on)}
+			without := mergeResults(off)
+			cr.WithoutTokens = &without
+			cr.PassSpread = round(max(passSpread(on), passSpread(off)), 3)
+			if cr.PassSpread != tt.spread || cr.noisy() != tt.wantNoisy {
+				t.Errorf("spread %v, noisy %v; want %v, %v", cr.PassSpread, cr.noisy(), tt.spread, tt.wantNoisy)
+			}
+			var out bytes.Buffer
+			cr.writeSummary(&out)
+			if got := strings.Contains(out.String(), "noisy: "); got != tt.wantInText {
+				t.Errorf("summary says noisy: %v, want %v:\n%s", got, tt.wantInText, out.String())
+			}
+		})
 	}
 }
