@@ -462,3 +462,22 @@ func BenchmarkEd25519Verify(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkSign(b *testing.B) {
+	f := newFixture(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Sign(f.key, f.claims); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEd25519Sign is the floor BenchmarkSign is held to.
+func BenchmarkEd25519Sign(b *testing.B) {
+	f := newFixture(b)
+	msg := []byte(f.token[:strings.LastIndexByte(f.token, '.')])
+	for b.Loop() {
+		ed25519.Sign(f.key.Private, msg)
+	}
+}

@@ -121,6 +121,8 @@ type Service struct {
 	sweep sweeper
 	// overdue coalesces the expiries of requests readers found overdue.
 	overdue overdueExpiries
+	// unsigned turns off signing approval tokens (SetApprovalTokens).
+	unsigned atomic.Bool
 	// expressions compiles the expressions of cel grants; nil: none.
 	expressions airlock.GrantExpressions
 	// grantedTools are the tools that had live grants when last looked at.
@@ -662,6 +664,9 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 		// The store's answer is no claim of this request: a broken store.
 		// Nothing is signed for it, and every adapter refuses it.
 		s.log.Warn("the store's answer to a claim is not a claimed execution; no approval token", "request", id, "err", err)
+		return r, nil
+	}
+	if s.unsigned.Load() {
 		return r, nil
 	}
 	token, err := s.signClaim(ctx, r)

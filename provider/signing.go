@@ -237,6 +237,12 @@ func (s *Service) tokenAudience(ctx context.Context, instanceID string) (string,
 	return aud, nil
 }
 
+// SetApprovalTokens turns signing approval tokens on (the default) or
+// off. It exists so that `airlock bench` can measure what signing costs on
+// one warm server, switching between passes (docs/performance.md); a
+// server always signs otherwise, and nothing else calls it.
+func (s *Service) SetApprovalTokens(on bool) { s.unsigned.Store(!on) }
+
 // SetIssuer names the server in the tokens it signs (iss): its public
 // URL, else the address it listens on. Call it before serving.
 func (s *Service) SetIssuer(iss string) { s.issuer = iss }

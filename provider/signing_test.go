@@ -203,3 +203,31 @@ func TestQuorumTokenNamesEveryApprover(t *testing.T) {
 		t.Fatalf("decided_by %+v; want dave's and bob's votes, named", c.DecidedBy)
 	}
 }
+
+// TestSetApprovalTokens: with approval tokens off (airlock bench's switch)
+// a claim answers without a token; turned back on, the next claim has one.
+func TestSetApprovalTokens(t *testing.T) {
+	b := setup(t, options{})
+	claim := func() airlock.Request {
+		t.Helper()
+		r := b.create(t, "10m")
+		b.approve(t, r.ID)
+		claimed, err := b.svc.Claim(t.Context(), b.agent, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claimed.Execution == nil || claimed.Execution.Status != airlock.ExecClaimed {
+			t.Fatalf("claim answered execution %+v, want claimed", claimed.Execution)
+		}
+		return claimed
+	}
+	b.svc.SetApprovalTokens(false)
+	if off := claim(); off.Execution.ApprovalToken != "" {
+		t.Fatalf("with tokens off the claim answered token %q, want none", off.Execution.ApprovalToken)
+	}
+	b.svc.SetApprovalTokens(true)
+	on := claim()
+	if _, err := b.keySet(t).Verify(on.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch}); err != nil {
+		t.Fatalf("with tokens back on the claim's token %q does not verify: %v", on.Execution.ApprovalToken, err)
+	}
+}

@@ -139,7 +139,7 @@ func TestBenchHelp(t *testing.T) {
 	if err := app.Run(t.Context(), []string{"help", "bench"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, flag := range []string{"--scenario", "--url", "--token", "--db", "--clients", "--duration", "--count", "--rate", "--raw", "--json", "--allow-remote", "--server-pid", "AIRLOCK_DURATION"} {
+	for _, flag := range []string{"--scenario", "--url", "--token", "--db", "--clients", "--duration", "--count", "--rate", "--raw", "--json", "--allow-remote", "--server-pid", "AIRLOCK_DURATION", "tokens_ratio"} {
 		if !strings.Contains(stdout.String(), flag) {
 			t.Errorf("help bench does not mention %s:\n%s", flag, stdout.String())
 		}

@@ -41,6 +41,9 @@ const (
 	// Grant is a create a reviewer's grant approves at once, then the
 	// execution claim, per client in a loop (docs/policy.md, "Grants").
 	Grant = "grant"
+	// Claim is create → approve → execution claim, per client in a loop,
+	// with approval tokens on and off in interleaved passes (claim.go).
+	Claim = "claim"
 	// Consume is a tool server consuming approval tokens
 	// (docs/tokens.md, "Single use"): each op one POST
 	// /v1/approval-tokens/consume of a fresh token, made (granted and
@@ -51,7 +54,7 @@ const (
 )
 
 // Scenarios lists the scenarios, in the order help shows them.
-var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Consume}
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume}
 
 // Bounds of a run: no flag can make it unbounded.
 const (
@@ -183,7 +186,7 @@ type Config struct {
 // delivery backlog), and keep them in this process.
 func (c Config) serversApart() bool {
 	switch c.Scenario {
-	case Lifecycle, Create, MCP, Grant, Consume:
+	case Lifecycle, Create, MCP, Grant, Claim, Consume:
 		return len(c.URLs) == 0 && c.Webhooks == 0
 	}
 	return false
@@ -238,7 +241,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
-	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Consume, Raw:
+	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -279,10 +282,10 @@ func (c Config) validate() error {
 	if c.Rate < 0 || c.Rate > 1e6 {
 		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
 	}
-	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
+	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim) {
 		return fmt.Errorf("--rate paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
-	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw) {
+	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim) {
 		return fmt.Errorf("--half-max paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && c.Rate > 0 {
@@ -306,6 +309,9 @@ func (c Config) validate() error {
 				return err
 			}
 		}
+	}
+	if err := c.validateClaim(); err != nil {
+		return err
 	}
 	if c.ServerPID != 0 {
 		if err := c.validateServerPID(); err != nil {
@@ -335,8 +341,8 @@ func (c Config) validateServerPID() error {
 		return fmt.Errorf("--server-pid %d goes with --url: a run without --url starts its own server and measures its CPU itself", c.ServerPID)
 	case c.ServerPID < 0:
 		return fmt.Errorf("--server-pid must be a process ID, not %d", c.ServerPID)
-	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant && c.Scenario != Consume:
-		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp, grant and consume, not of %s", c.Scenario)
+	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant && c.Scenario != Claim && c.Scenario != Consume:
+		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp, grant, claim and consume, not of %s", c.Scenario)
 	case !procCPUAvailable():
 		return fmt.Errorf("--server-pid reads the server's CPU time from /proc, which %s does not have: leave it out", runtime.GOOS)
 	}
@@ -455,6 +461,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	switch cfg.Scenario {
 	case Lifecycle, Create, MCP, Grant, Consume:
 		err = runLoadScenario(ctx, cfg, tgt, rep)
+	case Claim:
+		err = runClaim(ctx, cfg, tgt, rep)
 	case Wait:
 		err = runWait(ctx, cfg, tgt, rep)
 	case Expiry:

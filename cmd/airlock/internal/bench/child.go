@@ -29,7 +29,7 @@ import (
 // run makes and removes its store, and talks to it over stdin and stdout,
 // one JSON line at a time:
 //
-//	run → child   the childSpec, then commands ("stats"); closing stdin stops it
+//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go); closing stdin stops it
 //	child → run   a childHello once it listens (or why it could not), then one answer per command
 //
 // The child stops when its stdin ends, so it outlives no run: a run that
@@ -123,7 +123,10 @@ func ChildMain() int {
 type childServer struct {
 	hello childHello
 	stats func() childStats
-	stop  func()
+	// tokens switches the server's approval tokens (claim.go); nil where
+	// it signs none.
+	tokens func(on bool)
+	stop   func()
 }
 
 // serveChild reads the spec from in, starts its server, says so on out,
@@ -174,6 +177,8 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 			switch l {
 			case "stats":
 				err = enc.Encode(srv.stats())
+			case "tokens on", "tokens off":
+				err = enc.Encode(tokensCommand(l, srv.tokens))
 			default:
 				err = enc.Encode(map[string]string{"error": fmt.Sprintf("unknown command %q", l)})
 			}
@@ -214,7 +219,8 @@ func startChildServer(ctx context.Context, spec childSpec, log *slog.Logger) (*c
 				s := lite.WriteStats()
 				return childStats{SQLite: true, Ops: s.Ops, Commits: s.Commits, MaxBatch: s.MaxBatch}
 			},
-			stop: func() { stop(context.WithoutCancel(ctx)) },
+			tokens: rep.svc.SetApprovalTokens,
+			stop:   func() { stop(context.WithoutCancel(ctx)) },
 		}, nil
 	case childRawHTTP:
 		rs, err := openRawAt(ctx, spec.Store, spec.Connections)

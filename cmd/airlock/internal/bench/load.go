@@ -144,7 +144,7 @@ func runLoad(ctx context.Context, clients int, duration time.Duration, count int
 	if ok.Load() == 0 && failed.Load() > 0 {
 		return Result{}, fmt.Errorf("every operation failed (%d), the first with: %w%s", failed.Load(), firstErr, hint(firstErr))
 	}
-	res := Result{Ops: ok.Load(), Errors: failed.Load(), ElapsedS: round(elapsed.Seconds(), 3), LatencyMS: all.latency()}
+	res := Result{Ops: ok.Load(), Errors: failed.Load(), ElapsedS: round(elapsed.Seconds(), 3), LatencyMS: all.latency(), lat: all}
 	if rate > 0 && len(lags) > 0 {
 		l := lags.latency()
 		res.StartLagMS = &l

@@ -51,7 +51,10 @@ type Report struct {
 	// Webhooks is what Config.Webhooks measured.
 	Webhooks *WebhookReport `json:"webhooks,omitempty"`
 	// Grant is what the grant scenario's grants counted.
-	Grant   *GrantReport `json:"grant,omitempty"`
+	Grant *GrantReport `json:"grant,omitempty"`
+	// Claim is what the claim scenario measured: with approval tokens and
+	// without, and tokens_ratio (claim.go). Result is its tokens-on part.
+	Claim   *ClaimReport `json:"claim,omitempty"`
 	Machine Machine      `json:"machine"`
 }
 
@@ -96,6 +99,9 @@ type Result struct {
 	// but when it is most of the latency the run had too few --clients to
 	// keep to its pace, and the client pool, not the server, set the tail.
 	StartLagMS *Latency `json:"start_lag_ms,omitempty"`
+	// lat are the successful operations' latencies, sorted, so that the
+	// claim scenario can sum passes (mergeResults).
+	lat samples
 }
 
 // Latency is a distribution's percentiles, in milliseconds.
@@ -276,11 +282,17 @@ func (r *Report) WriteTable(w io.Writer) {
 		if r.Scenario == Raw {
 			name = fmt.Sprintf("raw (%d conn)", r.Connections)
 		}
+		if r.Claim != nil {
+			name = "airlock claim, tokens on"
+		}
 		if r.Max != nil {
 			row("maximum, unpaced", *r.Max)
 			name = fmt.Sprintf("at half: %.0f/s", r.Bounds.Rate)
 		}
 		row(name, r.Result)
+		if r.Claim != nil {
+			r.Claim.writeRows(row)
+		}
 		if r.Raw != nil {
 			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
 		}
@@ -295,6 +307,9 @@ func (r *Report) WriteTable(w io.Writer) {
 				fmt.Fprintf(w, "; uses the server counted on them: %d", *g.UsesCounted)
 			}
 			fmt.Fprintln(w)
+		}
+		if r.Claim != nil {
+			r.Claim.writeSummary(w)
 		}
 		if r.Raw != nil {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)

@@ -527,6 +527,10 @@ func kind(err error) string {
 	switch {
 	case errors.Is(err, errNotGranted):
 		return errNotGranted.Error()
+	case errors.Is(err, errNoToken):
+		return errNoToken.Error()
+	case errors.Is(err, errUnexpectedToken):
+		return errUnexpectedToken.Error()
 	case errors.As(err, &he) && he.code != "":
 		return fmt.Sprintf("http %d %s", he.status, he.code)
 	case errors.As(err, &he):
