@@ -17,8 +17,8 @@ import (
 // the run's, each create approved by the grant and claimed, as a gate
 // does. Only the consumes are measured.
 
-// errNoToken is an op that found the pool empty: more ops than tokens.
-var errNoToken = errors.New("no unconsumed token left: raise --count")
+// errPoolEmpty is an op that found the pool empty: more ops than tokens.
+var errPoolEmpty = errors.New("no unconsumed token left: raise --count")
 
 // tokenPool hands out each approval token once, to any client.
 type tokenPool struct {
@@ -113,7 +113,7 @@ func consumeOp(t *target, i int, pool *tokenPool) clientOp {
 	return func(ctx context.Context, n int64) error {
 		tok, ok := pool.take()
 		if !ok {
-			return errNoToken
+			return errPoolEmpty
 		}
 		body, err := json.Marshal(map[string]any{"token": tok, "tool": grantTool, "arguments": json.RawMessage(grantArgs)})
 		if err != nil {
