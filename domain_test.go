@@ -100,7 +100,7 @@ func TestCodes(t *testing.T) {
 	t.Parallel()
 	want := []string{"invalid_request", "unauthorized", "forbidden", "not_found", "idempotency_conflict",
 		"not_pending", "deadline_passed", "not_approved", "approval_expired", "already_executed",
-		"command_failed", "payload_too_large", "rate_limited", "unavailable", "internal"}
+		"command_failed", "invalid_token", "already_used", "payload_too_large", "rate_limited", "unavailable", "internal"}
 	if len(airlock.Codes) != len(want) {
 		t.Fatalf("%d codes, want %d", len(airlock.Codes), len(want))
 	}

@@ -26,6 +26,8 @@ const (
 	CodeApprovalExpired     Code = "approval_expired"
 	CodeAlreadyExecuted     Code = "already_executed"
 	CodeCommandFailed       Code = "command_failed"
+	CodeInvalidToken        Code = "invalid_token" // an approval token that does not verify; Error.Reason says why
+	CodeAlreadyUsed         Code = "already_used"  // an approval token whose request was consumed; Error.ConsumedAt says when
 	CodePayloadTooLarge     Code = "payload_too_large"
 	CodeRateLimited         Code = "rate_limited"
 	CodeUnavailable         Code = "unavailable"
@@ -37,6 +39,7 @@ var Codes = []Code{
 	CodeInvalidRequest, CodeUnauthorized, CodeForbidden, CodeNotFound,
 	CodeIdempotencyConflict, CodeNotPending, CodeDeadlinePassed, CodeNotApproved,
 	CodeApprovalExpired, CodeAlreadyExecuted, CodeCommandFailed,
+	CodeInvalidToken, CodeAlreadyUsed,
 	CodePayloadTooLarge, CodeRateLimited, CodeUnavailable, CodeInternal,
 }
 
@@ -49,7 +52,13 @@ type Error struct {
 	Message string
 	Field   string
 	State   State
-	Err     error
+	// Reason is why an approval token was refused (invalid_token): the
+	// verifiers' stable word, such as "signature" or "expired".
+	Reason string
+	// ConsumedAt is when an approval token's request was first consumed
+	// (already_used).
+	ConsumedAt *time.Time
+	Err        error
 }
 
 func (e *Error) Error() string {
@@ -70,7 +79,8 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Problem is the RFC 9457 body of an error answer of the REST API
 // (docs/protocol.md): the server writes it and the Go client reads it, so
-// both use this one type. Field and State are omitted when empty.
+// both use this one type. Field, State, Reason and ConsumedAt are omitted
+// when empty.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -79,6 +89,10 @@ type Problem struct {
 	Code   string `json:"code"`
 	Field  string `json:"field,omitempty"`
 	State  string `json:"state,omitempty"`
+	// Reason is Error.Reason: why an approval token was refused.
+	Reason string `json:"reason,omitempty"`
+	// ConsumedAt is Error.ConsumedAt in RFC 3339.
+	ConsumedAt string `json:"consumed_at,omitempty"`
 }
 
 // Errorf returns an *Error with the given code and a formatted message.

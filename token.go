@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,16 +14,25 @@ import (
 // Role is what a token may do. Each token has exactly one.
 type Role string
 
-// The three roles (docs/protocol.md S1): an agent asks, a reviewer decides,
-// an admin manages tokens and instances.
+// The roles (docs/protocol.md S1): an agent asks, a reviewer decides, an
+// admin manages tokens and instances, and a verifier (a tool server)
+// consumes approval tokens and does nothing else (docs/tokens.md, "Single
+// use").
 const (
 	RoleAdmin    Role = "admin"
 	RoleAgent    Role = "agent"
 	RoleReviewer Role = "reviewer"
+	RoleVerifier Role = "verifier"
 )
 
 // Valid reports whether r is a known role.
-func (r Role) Valid() bool { return r == RoleAdmin || r == RoleAgent || r == RoleReviewer }
+func (r Role) Valid() bool {
+	return r == RoleAdmin || r == RoleAgent || r == RoleReviewer || r == RoleVerifier
+}
+
+// MayConsumeApprovalTokens reports whether a token of role r may consume
+// approval tokens: a verifier's one power, and an admin's.
+func (r Role) MayConsumeApprovalTokens() bool { return r == RoleVerifier || r == RoleAdmin }
 
 // Scopes finer than roles.
 const (
@@ -246,3 +256,44 @@ const (
 	EventSigningKeyCreated EventType = "signing_key.created"
 	EventSigningKeyRetired EventType = "signing_key.retired"
 )
+
+// EventExecutionTokenConsumed is appended on a request when a tool server
+// consumed its approval token (POST /v1/approval-tokens/consume): once per
+// request, by the verifier that consumed it.
+const EventExecutionTokenConsumed EventType = "execution.token_consumed"
+
+// ConsumeInput is the body of POST /v1/approval-tokens/consume
+// (docs/tokens.md, "Single use"): the token a tool server was handed and,
+// when it holds the token to a call, the call's tool and arguments.
+type ConsumeInput struct {
+	Token string `json:"token"`
+	// Tool and Arguments go together: both given, the token must approve
+	// exactly this call; neither, only its signature, type, expiry and
+	// audience are checked.
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	// Audience must equal the token's aud; both may be empty.
+	Audience string `json:"audience"`
+}
+
+// MaxApprovalTokenLen bounds the token a consume may carry: a real one is
+// well under 4 KiB, even with a quorum of deciders.
+const MaxApprovalTokenLen = 64 << 10
+
+// Validate checks a consume's input before any key is used.
+func (in ConsumeInput) Validate() error {
+	switch {
+	case in.Token == "":
+		return Invalid("token", "token is required: the approval token the tool server was handed")
+	case len(in.Token) > MaxApprovalTokenLen:
+		return Invalid("token", "token is longer than %d bytes", MaxApprovalTokenLen)
+	case in.Tool != "" && len(in.Arguments) == 0:
+		return Invalid("arguments", "arguments are required with tool: give both to hold the token to a call, or neither")
+	case in.Tool == "" && len(in.Arguments) != 0:
+		return Invalid("tool", "tool is required with arguments: give both to hold the token to a call, or neither")
+	}
+	return CheckText("audience", in.Audience, 0, 2048)
+}
+
+// CheckCall reports whether the input holds the token to a call.
+func (in ConsumeInput) CheckCall() bool { return in.Tool != "" }

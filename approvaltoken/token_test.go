@@ -422,6 +422,29 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
+// TestVerifyAnyCall: without the call, the token's signature, expiry and
+// audience still decide, and the tool and arguments do not.
+func TestVerifyAnyCall(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.set.VerifyAnyCall(f.token, Expect{Tool: "another_tool", Args: []byte(`[]`), Now: f.now}); err != nil {
+		t.Errorf("without the call: %v", err)
+	}
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  Expect
+		err   error
+	}{
+		{"expired", f.token, Expect{Now: f.now.Add(time.Hour)}, ErrExpired},
+		{"an audience not in the token", f.token, Expect{Audience: "tools.example", Now: f.now}, ErrAudience},
+		{"a signature byte changed", f.token[:len(f.token)-2] + flipFirst(f.token[len(f.token)-2:]), Expect{Now: f.now}, ErrSignature},
+	} {
+		if _, err := f.set.VerifyAnyCall(tt.token, tt.want); !errors.Is(err, tt.err) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.err)
+		}
+	}
+}
+
 // BenchmarkEd25519Verify is the floor BenchmarkVerify is held to: the
 // signature check alone, by crypto/ed25519.
 func BenchmarkEd25519Verify(b *testing.B) {

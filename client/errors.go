@@ -30,6 +30,12 @@ type Error struct {
 	Message string // the problem's detail: what went wrong and what to do
 	Method  string
 	Path    string
+	// Reason is why an approval token was refused (invalid_token): the
+	// verifiers' word, as approvaltoken.Reason gives it.
+	Reason string
+	// ConsumedAt is when an approval token's request was first consumed
+	// (already_used); nil otherwise.
+	ConsumedAt *time.Time
 
 	retryAfter time.Duration // from a 429's or 503's Retry-After
 }
@@ -49,8 +55,13 @@ func (e *Error) Unwrap() error {
 	if e.Code == "" {
 		return nil
 	}
-	return &airlock.Error{Code: e.Code, Message: e.Message, Field: e.Field, State: e.State}
+	return &airlock.Error{Code: e.Code, Message: e.Message, Field: e.Field, State: e.State, Reason: e.Reason, ConsumedAt: e.ConsumedAt}
 }
+
+// IsAlreadyUsed reports whether err is the server's answer that an
+// approval token's request was consumed before (already_used); the
+// *Error's ConsumedAt says when.
+func IsAlreadyUsed(err error) bool { return IsCode(err, airlock.CodeAlreadyUsed) }
 
 // IsCode reports whether err is an answer of the server with one of codes.
 func IsCode(err error, codes ...airlock.Code) bool {
@@ -81,6 +92,10 @@ func decodeError(method, path string, res *http.Response, body []byte) *Error {
 		e.Message = p.Detail
 		e.Field = p.Field
 		e.State = airlock.State(p.State)
+		e.Reason = p.Reason
+		if at, err := time.Parse(time.RFC3339Nano, p.ConsumedAt); err == nil {
+			e.ConsumedAt = &at
+		}
 		if e.Message == "" {
 			e.Message = p.Title
 		}

@@ -189,6 +189,12 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuseRPC(w, r, id, http.StatusUnauthorized, -32001, err.Error())
 		return
 	}
+	if c.Role == airlock.RoleVerifier {
+		// A tool server's token consumes approval tokens over REST and
+		// does nothing else (docs/tokens.md, "Single use").
+		h.refuseRPC(w, r, id, http.StatusForbidden, -32001, string(airlock.CodeForbidden)+": a verifier token may only consume approval tokens (POST /v1/approval-tokens/consume)")
+		return
+	}
 	if h.limiter != nil {
 		if ok, retry := h.limiter.Allow(c.ID); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))

@@ -135,6 +135,8 @@ type Service struct {
 	// iss (signing.go).
 	keys   signingKeys
 	issuer string
+	// consumeKeys is the key set consumes verify against (signing.go).
+	consumeKeys keySetCache
 }
 
 // New returns a Service for cfg.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/approvaltoken"
@@ -60,10 +61,15 @@ func (k *signingKeys) set(key approvaltoken.Key) {
 // PublicKeys returns the public half of every key a live token may name:
 // the fixed key, or the store's published keys, the active one first.
 func (s *Service) PublicKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
+	return s.publicKeys(ctx, s.system)
+}
+
+// publicKeys is PublicKeys read through st.
+func (s *Service) publicKeys(ctx context.Context, st store.SigningKeys) ([]jose.JSONWebKey, error) {
 	if s.keys.fixed != nil {
 		return []jose.JSONWebKey{s.keys.fixed.Public()}, nil
 	}
-	stored, err := s.system.ListSigningKeys(ctx)
+	stored, err := st.ListSigningKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -265,4 +271,77 @@ func decisionSource(decidedBy string) string {
 		return approvaltoken.SourceGrant
 	}
 	return approvaltoken.SourceHuman
+}
+
+// ConsumeApprovalToken verifies an approval token against the server's
+// own published keys and records its single use (docs/tokens.md, "Single
+// use"): verifiers and admins only. A token that does not verify is
+// invalid_token with the refusal's reason (approvaltoken.Reason); a
+// request whose token was consumed before is already_used, naming when.
+// With in's tool and arguments the token must approve exactly that call;
+// without, its signature, type, expiry and audience decide.
+func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in airlock.ConsumeInput) (store.TokenUse, error) {
+	if !c.Role.MayConsumeApprovalTokens() {
+		return store.TokenUse{}, forbidden("only verifier and admin tokens consume approval tokens")
+	}
+	if err := in.Validate(); err != nil {
+		return store.TokenUse{}, err
+	}
+	st := s.storeFor(c)
+	now := s.clock.Now()
+	kid, _ := approvaltoken.KeyIDOf(in.Token) // a token without one fails Verify, with its reason
+	set, err := s.consumeKeys.get(now, kid, func() (*approvaltoken.KeySet, error) {
+		keys, err := s.publicKeys(ctx, st)
+		return approvaltoken.NewKeySet(keys...), err
+	})
+	if err != nil {
+		return store.TokenUse{}, err
+	}
+	want := approvaltoken.Expect{Tool: in.Tool, Args: in.Arguments, Audience: in.Audience, Now: now, Leeway: approvaltoken.DefaultLeeway}
+	var claims approvaltoken.Claims
+	if in.CheckCall() {
+		claims, err = set.Verify(in.Token, want)
+	} else {
+		claims, err = set.VerifyAnyCall(in.Token, want)
+	}
+	if err != nil {
+		return store.TokenUse{}, &airlock.Error{Code: airlock.CodeInvalidToken, Field: "token", Reason: approvaltoken.Reason(err),
+			Message: "the approval token does not verify: " + err.Error()}
+	}
+	return st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
+}
+
+// consumeKeysTTL is how long consumes verify against the published keys
+// as last read, unless a token names a key the set lacks.
+const consumeKeysTTL = time.Minute
+
+// keySetCache is the key set consumes verify against: the published keys
+// as last read, read again when a token names a key the set lacks (a
+// rotation on another replica) or the set is older than consumeKeysTTL.
+// Keeping a key a little after it stopped being published admits nothing:
+// it is unpublished once the last token it signed has expired, and exp
+// refuses those.
+type keySetCache struct {
+	mu   sync.Mutex
+	set  *approvaltoken.KeySet
+	read time.Time
+}
+
+// get returns the cached set when it is fresh and has kid, else the set
+// load reads, which it keeps.
+func (k *keySetCache) get(now time.Time, kid string, load func() (*approvaltoken.KeySet, error)) (*approvaltoken.KeySet, error) {
+	k.mu.Lock()
+	set, read := k.set, k.read
+	k.mu.Unlock()
+	if set != nil && set.Has(kid) && now.Sub(read) < consumeKeysTTL && !now.Before(read) {
+		return set, nil
+	}
+	set, err := load()
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.set, k.read = set, now
+	k.mu.Unlock()
+	return set, nil
 }

@@ -12,8 +12,10 @@ import (
 )
 
 // matrixCallers are the columns of T14: two agents, a reviewer, a reviewer
-// whose token has agent A's principal, an admin, no token, a revoked token.
-var matrixCallers = []string{"agentA", "agentB", "reviewer", "reviewerA", "admin", "none", "revoked"}
+// whose token has agent A's principal, an admin, no token, a revoked token,
+// and a verifier (a tool server's token: it may consume approval tokens and
+// call nothing else).
+var matrixCallers = []string{"agentA", "agentB", "reviewer", "reviewerA", "admin", "none", "revoked", "verifier"}
 
 func (b *bundle) secret(caller string) string {
 	switch caller {
@@ -29,6 +31,8 @@ func (b *bundle) secret(caller string) string {
 		return b.admin
 	case "revoked":
 		return b.revoked
+	case "verifier":
+		return b.verifier
 	}
 	return ""
 }
@@ -50,155 +54,158 @@ func TestAuthorizationMatrix(t *testing.T) {
 	rows := []struct {
 		endpoint string
 		build    func(t *testing.T) req
-		want     [7]int
+		want     [8]int
 	}{
 		{"POST /v1/instances", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/instances", body: `{"name":"x"}`}
-		}, [7]int{created, created, forbid, forbid, forbid, unauth, unauth}},
+		}, [8]int{created, created, forbid, forbid, forbid, unauth, unauth, forbid}},
 		{"GET /v1/instances", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/instances"}
-		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
 		{"GET /v1/instances/{id}", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "GET", path: "/v1/instances/" + inst}
-		}, [7]int{ok, missing, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, missing, ok, ok, ok, unauth, unauth, forbid}},
 		{"DELETE /v1/instances/{id}", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "DELETE", path: "/v1/instances/" + inst}
-		}, [7]int{ok, missing, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{ok, missing, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"POST /v1/instances/{id}/approval-requests", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/instances/" + inst + "/approval-requests",
 				body: `{"tool":"ls","arguments":{}}`, header: map[string]string{"Idempotency-Key": "m"}}
-		}, [7]int{created, missing, forbid, forbid, forbid, unauth, unauth}},
+		}, [8]int{created, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
 		{"GET /v1/approval-requests", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/approval-requests"}
-		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
 		{"GET /v1/approval-requests/{id}", func(t *testing.T) req {
 			_, id := b.pending(t, "10m")
 			return req{method: "GET", path: "/v1/approval-requests/" + id}
-		}, [7]int{ok, missing, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, missing, ok, ok, ok, unauth, unauth, forbid}},
 		{"POST /v1/approval-requests/{id}/cancel", func(t *testing.T) req {
 			_, id := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/approval-requests/" + id + "/cancel"}
-		}, [7]int{ok, missing, forbid, forbid, forbid, unauth, unauth}},
+		}, [8]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
 		{"POST /v1/approval-requests/{id}/decision", func(t *testing.T) req {
 			_, id := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", body: `{"status":"approved"}`}
-		}, [7]int{forbid, forbid, ok, forbid, forbid, unauth, unauth}},
+		}, [8]int{forbid, forbid, ok, forbid, forbid, unauth, unauth, forbid}},
 		{"POST /v1/approval-requests/{id}/execution", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/approval-requests/" + b.approved(t) + "/execution"}
-		}, [7]int{ok, missing, forbid, forbid, forbid, unauth, unauth}},
+		}, [8]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
 		{"PUT /v1/approval-requests/{id}/execution", func(t *testing.T) req {
 			return req{method: "PUT", path: "/v1/approval-requests/" + b.claimed(t) + "/execution", body: `{"status":"succeeded"}`}
-		}, [7]int{ok, missing, forbid, forbid, forbid, unauth, unauth}},
+		}, [8]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
 		{"GET /v1/events", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/events"}
-		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
 		{"POST /v1/tokens", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/tokens", body: `{"name":"n","role":"agent"}`}
-		}, [7]int{forbid, forbid, forbid, forbid, created, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, created, unauth, unauth, forbid}},
 		{"GET /v1/tokens", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/tokens"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"DELETE /v1/tokens/{id}", func(t *testing.T) req {
 			tok, _, err := b.svc.CreateToken(context.Background(), b.callers["admin"], airlock.NewTokenInput{Name: "victim", Role: airlock.RoleAgent})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return req{method: "DELETE", path: "/v1/tokens/" + tok.ID}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"POST /v1/webhooks", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.test/hook"}`}
-		}, [7]int{forbid, forbid, forbid, forbid, created, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, created, unauth, unauth, forbid}},
 		{"GET /v1/webhooks", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/webhooks"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"GET /v1/webhooks/{id}", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t)}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"DELETE /v1/webhooks/{id}", func(t *testing.T) req {
 			return req{method: "DELETE", path: "/v1/webhooks/" + b.webhook(t)}
-		}, [7]int{forbid, forbid, forbid, forbid, http.StatusNoContent, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, http.StatusNoContent, unauth, unauth, forbid}},
 		{"GET /v1/webhooks/{id}/deliveries", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t) + "/deliveries"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"POST /v1/webhooks/{id}/test", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/test"}
-		}, [7]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth, forbid}},
 		{"POST /v1/grants", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/grants",
 				body: `{"tool":"issue_refund","arguments":{"amount":4900},"instance_id":"` + inst + `","expires_in":"1h"}`}
-		}, [7]int{forbid, forbid, created, forbid, created, unauth, unauth}},
+		}, [8]int{forbid, forbid, created, forbid, created, unauth, unauth, forbid}},
 		{"GET /v1/grants", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/grants"}
-		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
 		{"GET /v1/grants/{id}", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/grants/" + b.grant(t)}
-		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
 		{"DELETE /v1/grants/{id}", func(t *testing.T) req {
 			return req{method: "DELETE", path: "/v1/grants/" + b.grant(t)}
-		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
 		{"POST /v1/webhooks/{id}/enable", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/enable"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"GET /v1/board", func(t *testing.T) req {
 			b.boardItem(t)
 			return req{method: "GET", path: "/v1/board"}
-		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
 		{"POST /v1/board/columns", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/board/columns", body: `{"key":"` + b.freshKey() + `","name":"C"}`}
-		}, [7]int{forbid, forbid, created, created, created, unauth, unauth}},
+		}, [8]int{forbid, forbid, created, created, created, unauth, unauth, forbid}},
 		{"POST /v1/work-items", func(t *testing.T) req {
 			col, _ := b.boardItem(t)
 			return req{method: "POST", path: "/v1/work-items", body: `{"title":"T","column_key":"` + col + `"}`}
-		}, [7]int{forbid, forbid, created, created, created, unauth, unauth}},
+		}, [8]int{forbid, forbid, created, created, created, unauth, unauth, forbid}},
 		{"GET /v1/work-items/{id}", func(t *testing.T) req {
 			_, id := b.boardItem(t)
 			return req{method: "GET", path: "/v1/work-items/" + id}
-		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
 		{"PATCH /v1/work-items/{id}", func(t *testing.T) req {
 			_, id := b.boardItem(t)
 			return req{method: "PATCH", path: "/v1/work-items/" + id, body: `{"title":"Renamed"}`}
-		}, [7]int{forbid, forbid, ok, ok, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
 		{"GET /v1/sessions", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/sessions"}
-		}, [7]int{ok, ok, ok, ok, ok, unauth, unauth}},
+		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
 		// The HTTP hook answers 200 to everyone, with the verdict in the
 		// body: a 401 would let Claude Code run the tool (rest/hooks.go).
 		// TestClaudeCodeHTTPHook checks the bodies.
 		{"POST /v1/hooks/claude-code", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/hooks/claude-code?wait=1s&match=NotThisTool",
 				body: `{"session_id":"m","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`}
-		}, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		}, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /v1/reviewers", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/reviewers"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"PUT /v1/reviewers/{principal}/link", func(t *testing.T) req {
 			return req{method: "PUT", path: "/v1/reviewers/carol/link", body: `{"email":"carol@example.com"}`}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"POST /v1/reviewers/end-sessions", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/reviewers/end-sessions", body: `{"principal":"oidc:https://id.example.com#ada"}`}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		// Slack's requests carry no token but Slack's signature; without
 		// --slack-signing-secret the route is not there (TestSlack* in
 		// slackapp check the signed requests).
 		{"POST /slack/interactions", func(t *testing.T) req {
 			return req{method: "POST", path: "/slack/interactions", body: `payload=%7B%7D`,
 				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}
-		}, [7]int{missing, missing, missing, missing, missing, missing, missing}},
-		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /.well-known/jwks.json", func(t *testing.T) req { return req{method: "GET", path: "/.well-known/jwks.json"} }, [7]int{ok, ok, ok, ok, ok, ok, ok}},
+		}, [8]int{missing, missing, missing, missing, missing, missing, missing, missing}},
+		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /.well-known/jwks.json", func(t *testing.T) req { return req{method: "GET", path: "/.well-known/jwks.json"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /v1/signing-keys", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/signing-keys"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
 		{"POST /v1/signing-keys/rotate", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/signing-keys/rotate"}
-		}, [7]int{forbid, forbid, forbid, forbid, ok, unauth, unauth}},
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		{"POST /v1/approval-tokens/consume", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/approval-tokens/consume", body: `{"token":"` + b.approvalToken(t) + `"}`}
+		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, ok}},
 	}
 	covered := map[string]bool{}
 	unexpected2xx := 0

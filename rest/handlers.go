@@ -28,8 +28,18 @@ import (
 // which rides with the call's first statement
 // (provider.AuthenticateDeferred); checkedWriter makes sure it was made,
 // and passed, before the first byte of the answer.
-func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) http.Handler {
+//
+// A verifier token (a tool server's) may call only the endpoints marked
+// forVerifiers, the consume of approval tokens: every other is 403 here,
+// whatever the endpoint's own checks would let a role that is none of
+// agent, reviewer and admin read.
+func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller), forVerifiers bool) http.Handler {
 	call := func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+		if c.Role == airlock.RoleVerifier && !forVerifiers {
+			h.problem(w, r, airlock.Errorf(airlock.CodeForbidden,
+				"a verifier token may only consume approval tokens (POST /v1/approval-tokens/consume)"))
+			return
+		}
 		if err := checkQuery(r.URL.RawQuery); err != nil {
 			h.problem(w, r, err)
 			return

@@ -60,3 +60,18 @@ func writeSigningKey(b *bytes.Buffer, k store.SigningKey) {
 	o.timePtr("published_until", k.PublishedUntil)
 	o.end()
 }
+
+func (h *handler) consumeApprovalToken(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	in, ok := decodeBody[airlock.ConsumeInput](h, w, r)
+	if !ok {
+		return
+	}
+	use, err := h.svc.ConsumeApprovalToken(r.Context(), c, in)
+	h.answerOK(w, r, err, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.always("request_id", use.RequestID)
+		o.always("jti", use.JTI)
+		o.time("consumed_at", use.ConsumedAt)
+		o.end()
+	})
+}

@@ -25,6 +25,8 @@ var statuses = map[airlock.Code]int{
 	airlock.CodeApprovalExpired:     http.StatusConflict,
 	airlock.CodeAlreadyExecuted:     http.StatusConflict,
 	airlock.CodeCommandFailed:       http.StatusConflict,
+	airlock.CodeInvalidToken:        http.StatusBadRequest,
+	airlock.CodeAlreadyUsed:         http.StatusConflict,
 	airlock.CodePayloadTooLarge:     http.StatusRequestEntityTooLarge,
 	airlock.CodeRateLimited:         http.StatusTooManyRequests,
 	airlock.CodeUnavailable:         http.StatusServiceUnavailable,
@@ -44,6 +46,8 @@ var titles = map[airlock.Code]string{
 	airlock.CodeApprovalExpired:     "Approval has expired",
 	airlock.CodeAlreadyExecuted:     "Execution already claimed",
 	airlock.CodeCommandFailed:       "Command could not be applied",
+	airlock.CodeInvalidToken:        "Approval token does not verify",
+	airlock.CodeAlreadyUsed:         "Approval token already used",
 	airlock.CodePayloadTooLarge:     "Payload too large",
 	airlock.CodeRateLimited:         "Rate limited",
 	airlock.CodeUnavailable:         "Store unavailable",
@@ -103,7 +107,10 @@ func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 func writeProblemStatus(w http.ResponseWriter, status int, title string, code airlock.Code, e *airlock.Error) {
 	p := airlock.Problem{
 		Type: ProblemTypePrefix + string(code), Title: title, Status: status,
-		Detail: e.Message, Code: string(code), Field: e.Field, State: string(e.State),
+		Detail: e.Message, Code: string(code), Field: e.Field, State: string(e.State), Reason: e.Reason,
+	}
+	if e.ConsumedAt != nil {
+		p.ConsumedAt = string(appendTime(nil, *e.ConsumedAt))
 	}
 	if p.Detail == "" {
 		p.Detail = title

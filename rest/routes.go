@@ -94,4 +94,12 @@ var routes = []route{
 	{"GET /.well-known/jwks.json", false, (*handler).jwks},              // anyone
 	{"GET /v1/signing-keys", true, (*handler).listSigningKeys},          // admins
 	{"POST /v1/signing-keys/rotate", true, (*handler).rotateSigningKey}, // admins
+
+	// The single use of approval tokens (docs/tokens.md, "Single use"):
+	// the one endpoint a verifier token may call.
+	{consumePattern, true, (*handler).consumeApprovalToken}, // verifiers, admins
 }
+
+// consumePattern is the route of POST /v1/approval-tokens/consume, the one
+// a verifier token may call (authenticated refuses it every other).
+const consumePattern = "POST /v1/approval-tokens/consume"

@@ -26,6 +26,7 @@ func TestTypeScriptTypesMatchOpenAPI(t *testing.T) {
 		"CreateToken":           "CreateTokenInput",
 		"CreateWebhook":         "CreateWebhookInput",
 		"ApprovalRequestPage":   "RequestPage",
+		"ConsumeApprovalToken":  "ConsumeInput",
 	}
 	checked := 0
 	for name, ref := range doc.Components.Schemas {

@@ -52,8 +52,8 @@ type bundle struct {
 	stop context.CancelFunc
 
 	// Secrets of the callers of the authorization matrix, and their callers.
-	agentA, agentB, reviewer, reviewerA, admin, revoked string
-	callers                                             map[string]airlock.Caller
+	agentA, agentB, reviewer, reviewerA, admin, revoked, verifier string
+	callers                                                       map[string]airlock.Caller
 }
 
 // options adjusts a bundle.
@@ -170,6 +170,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b.reviewer = mint("reviewer", airlock.RoleReviewer, "carol")
 	b.reviewerA = mint("reviewerA", airlock.RoleReviewer, principalA)
 	b.revoked = mint("revoked", airlock.RoleAgent, "dave")
+	b.verifier = mint("verifier", airlock.RoleVerifier, "tools")
 	if _, err := svc.RevokeToken(ctx, admin, b.callers["revoked"].ID); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
@@ -330,6 +331,17 @@ func (b *bundle) claimed(t testing.TB) string {
 		t.Fatalf("claim: %v", err)
 	}
 	return id
+}
+
+// approvalToken returns the approval token of a fresh claim of agent A's:
+// a token the server signed, not yet consumed.
+func (b *bundle) approvalToken(t testing.TB) string {
+	t.Helper()
+	r, err := b.svc.Claim(context.Background(), b.callers["agentA"], b.approved(t))
+	if err != nil || r.Execution == nil || r.Execution.ApprovalToken == "" {
+		t.Fatalf("claim: %v, no approval token", err)
+	}
+	return r.Execution.ApprovalToken
 }
 
 // The OpenAPI document, loaded once for every test.

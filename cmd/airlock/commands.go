@@ -77,14 +77,15 @@ func commands() []command {
 		},
 		{
 			name:    "tokens",
-			args:    "create|list|revoke|verify [flags]",
-			summary: "Mint, list and revoke tokens (admins) on a running server; verify an approval token.",
+			args:    "create|list|revoke|verify|consume [flags]",
+			summary: "Mint, list and revoke tokens (admins) on a running server; verify and consume an approval token.",
 			about:   "Tokens on a running server, for admins.",
 			subs: []subcommand{
-				{"create", "--name NAME --role agent|reviewer|admin [--scope S]... [--principal P]", "mint a token; its secret is shown this once", runTokensCreate},
+				{"create", "--name NAME --role agent|reviewer|admin|verifier [--scope S]... [--principal P]", "mint a token; its secret is shown this once", runTokensCreate},
 				{"list", "", "list every token (never their secrets)", runTokensList},
 				{"revoke", "<id>", "revoke a token: it stops working at its next request", runTokensRevoke},
 				{"verify", "--token T --tool NAME --args FILE [--jwks URL|FILE] [--audience A]", "check an approval token for a call, offline, as a tool server would", runTokensVerify},
+				{"consume", "--token T [--tool NAME --args FILE] [--audience A]", "verify an approval token at the server and use it up: once, across replicas (verifiers)", runTokensConsume},
 			},
 		},
 		{

@@ -139,6 +139,38 @@ func TestTokensVerify(t *testing.T) {
 	s.cli(t, "", "tokens", "verify", "--tool", "send_mail", "--args", same).want(t, exitUsage, "no token")
 }
 
+// TestTokensConsume: `airlock tokens consume` with a verifier token uses a
+// claim's approval token up once (exit 0), then refuses it with exit 1
+// naming when it was used; a token changed in transit is refused with its
+// reason and consumes nothing.
+func TestTokensConsume(t *testing.T) {
+	t.Parallel()
+	s := startCLIServer(t)
+	verifier := s.api.mintToken(testAdmin, "tool server", "verifier")
+	id := s.create(t, `{"tool":"send_mail","arguments":{"to":"ops@example.com","n":1}}`)
+	s.api.call("POST", "/v1/approval-requests/"+id+"/decision", s.reviewer, `{"status":"approved"}`).want(t, 200, "approve")
+	token := s.api.call("POST", "/v1/approval-requests/"+id+"/execution", s.agent, "").want(t, 200, "claim").Str("execution.approval_token")
+	args := filepath.Join(t.TempDir(), "call.json")
+	if err := os.WriteFile(args, []byte(`{"n": 1.0, "to": "ops@example.com"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(token, ".")
+	forged := parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2]))
+	r := s.cli(t, verifier, "tokens", "consume", "--token", forged, "--tool", "send_mail", "--args", args).want(t, 1, "a changed signature")
+	if !strings.Contains(r.stderr, "invalid_token") || !strings.Contains(r.stderr, "signature does not verify") {
+		t.Errorf("a changed signature: stderr %q", r.stderr)
+	}
+	ok := s.cli(t, verifier, "tokens", "consume", "--token", token, "--tool", "send_mail", "--args", args).want(t, 0, "consume")
+	if !strings.Contains(ok.stdout, "Consumed: the approval of request "+id) {
+		t.Fatalf("tokens consume said %q", ok.stdout)
+	}
+	again := s.cli(t, verifier, "tokens", "consume", "--token", token).want(t, exitConflict, "consume again")
+	if !strings.Contains(again.stderr, "already_used") || !strings.Contains(again.stderr, "already used at") {
+		t.Errorf("a second consume: stderr %q", again.stderr)
+	}
+	s.cli(t, verifier, "tokens", "consume", "--token", token, "--tool", "send_mail").want(t, exitUsage, "--tool without --args")
+}
+
 // TestTokensVerifyVectors: every token of approvaltoken/testdata/vectors.json
 // (the T34 cases every language's verifier runs) through `airlock tokens
 // verify --at`: the accepted ones exit 0, every forged or altered one

@@ -68,7 +68,7 @@ func apiError(err error) error {
 	case airlock.CodeNotFound:
 		return &exitError{exitNotFound, errors.New(msg)}
 	case airlock.CodeNotPending, airlock.CodeDeadlinePassed, airlock.CodeIdempotencyConflict, airlock.CodeNotApproved,
-		airlock.CodeApprovalExpired, airlock.CodeAlreadyExecuted, airlock.CodeCommandFailed:
+		airlock.CodeApprovalExpired, airlock.CodeAlreadyExecuted, airlock.CodeCommandFailed, airlock.CodeAlreadyUsed:
 		return &exitError{exitConflict, errors.New(msg)}
 	case airlock.CodeUnauthorized, airlock.CodeForbidden:
 		return &exitError{exitAuth, errors.New(msg)}

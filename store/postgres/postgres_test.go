@@ -67,6 +67,13 @@ func TestReplicas(t *testing.T) {
 	storetest.RunReplicas(t, storetest.Replicas{Open: func(t *testing.T) (store.Store, store.Store) {
 		schema := testkit.SchemaName(t, "t_")
 		return open(t, schema), open(t, schema)
+	}, OpenN: func(t *testing.T, n int) []store.Store {
+		schema := testkit.SchemaName(t, "t_")
+		out := make([]store.Store, n)
+		for i := range out {
+			out[i] = open(t, schema)
+		}
+		return out
 	}})
 }
 

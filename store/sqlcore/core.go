@@ -58,6 +58,7 @@ type Statements struct {
 	// WebSessions are those of WebSessions and OIDCLogins.
 	WebSessions WebSessionSQL
 	SigningKeys SigningKeySQL
+	TokenUses   TokenUseSQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

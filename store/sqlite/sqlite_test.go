@@ -40,6 +40,14 @@ func TestReplicas(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "airlock.db")
 			return open(t, path), open(t, path)
 		},
+		OpenN: func(t *testing.T, n int) []store.Store {
+			path := filepath.Join(t.TempDir(), "airlock.db")
+			out := make([]store.Store, n)
+			for i := range out {
+				out[i] = open(t, path)
+			}
+			return out
+		},
 		Requests: 200,
 	})
 }

@@ -22,6 +22,10 @@ type Replicas struct {
 	// with its own connections, both judging time by the driver's own
 	// clock. RunReplicas closes them.
 	Open func(t *testing.T) (a, b store.Store)
+	// OpenN, when set, opens n stores on one fresh, empty database, as
+	// Open opens two, for the races of more replicas (T34's consumes, on
+	// three); RunReplicas closes them. Nil: those races run on Open's two.
+	OpenN func(t *testing.T, n int) []store.Store
 	// Requests is how many requests the largest races make (the sweeps,
 	// T06's claims, T13's approvals): 1,000, as docs/reliability.md has
 	// them, when zero. A driver whose two stores take turns on one lock
@@ -55,6 +59,7 @@ func RunReplicas(t *testing.T, replicas Replicas) {
 		{"board: concurrent columns get distinct positions", s.boardConcurrentColumns},
 		{"work_move approvals racing moves take the item from where it was observed", s.workMovesRaceMoves},
 		{"replicas starting at once sign with one key", s.signingKeyOnce},
+		{"T34 16 consumes of one approval token through three: exactly one wins", s.consumesThroughThree},
 	})
 }
 
@@ -505,5 +510,44 @@ func startedOrDone(started chan struct{}, wg *sync.WaitGroup) bool {
 		default:
 			return false
 		}
+	}
+}
+
+// consumesThroughThree is T34's race across replicas: 16 consumes of one
+// claimed request's approval token, spread over three stores on one
+// database (OpenN; Open's two without it), and exactly one wins.
+func (s *replicaSuite) consumesThroughThree(t *testing.T) {
+	var stores []store.Store
+	if s.OpenN != nil {
+		stores = s.OpenN(t, 3)
+		for _, st := range stores {
+			t.Cleanup(func() {
+				if err := st.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+		}
+	} else {
+		r := s.setup(t)
+		stores = r.stores[:]
+	}
+	b := &bundle{ctx: t.Context(), store: stores[0]}
+	b.inst = b.instance(t, ownerA)
+	req, created, err := b.store.CreateRequest(b.ctx, b.params(func(p *store.NewRequestParams) {
+		p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: time.Hour}
+	}))
+	if err != nil || !created {
+		t.Fatalf("CreateRequest = created %v, %v", created, err)
+	}
+	if _, err := b.claim(req.ID); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	wins, used := consumeRace(t, req.ID, stores)
+	t.Logf("T34: %d consumes of %s through %d stores: %d won, %d already_used", consumers, req.ID, len(stores), wins, used)
+	if wins != 1 || used != consumers-1 {
+		t.Fatalf("%d consumes won and %d were already_used; want 1 and %d", wins, used, consumers-1)
+	}
+	if n := len(ofType(AllEvents(t, stores[1]), airlock.EventExecutionTokenConsumed)); n != 1 {
+		t.Fatalf("%d execution.token_consumed events, want 1", n)
 	}
 }

@@ -513,6 +513,26 @@ class Client:
         """Signs with a new key from now on (admins). Not retried: that could rotate twice."""
         return self._do("POST", "/v1/signing-keys/rotate")
 
+    def consume_approval_token(self, token: str, *, tool: Optional[str] = None, arguments: Any = None,
+                               audience: Optional[str] = None) -> JsonObject:
+        """Has the server verify an approval token against its own keys and record its single use
+        (a verifier token, or an admin's; docs/tokens.md, "Single use"). Give tool and arguments
+        together to hold the token to the call about to run.
+
+        The first consume of a request's token returns its use (``request_id``, ``jti``,
+        ``consumed_at``); every later one, on any replica, raises AirlockError with code
+        ``already_used`` (409), and a token that does not verify raises one with ``invalid_token``
+        (400). Not retried: a retry after a lost answer would be told ``already_used``. An answer
+        that does not name the request and when raises MalformedAnswerError.
+        """
+        body: JsonObject = {"token": token}
+        if tool is not None:
+            body["tool"] = tool
+            body["arguments"] = arguments
+        if audience:
+            body["audience"] = audience
+        return self._do("POST", "/v1/approval-tokens/consume", body=body, check=_use_is)
+
     def verify_approval_token(self, token: str, *, tool: str, args: Any, audience: Optional[str] = None,
                               now: Optional[float] = None, leeway: float = 30,
                               replay: Optional["ReplayCache"] = None) -> JsonObject:
@@ -836,6 +856,13 @@ def claimed_is(b: Any, want: str) -> Optional[str]:
     ex = b.get("execution")
     if not isinstance(ex, dict) or ex.get("status") != "claimed":
         return "it does not show the execution claimed"
+    return None
+
+
+def _use_is(b: JsonObject) -> Optional[str]:
+    """What is wrong with a consume's answer: it must name the request and when its token was consumed."""
+    if not isinstance(b.get("request_id"), str) or not b["request_id"] or not isinstance(b.get("consumed_at"), str) or not b["consumed_at"]:
+        return "it does not name the request and when its token was consumed"
     return None
 
 

@@ -39,6 +39,7 @@ OPERATIONS = {
     "enableWebhook": "enable_webhook",
     "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer", "endReviewerSessions": "end_reviewer_sessions",
     "jwks": "jwks", "listSigningKeys": "list_signing_keys", "rotateSigningKey": "rotate_signing_key",
+    "consumeApprovalToken": "consume_approval_token",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -275,6 +276,25 @@ class ClientTest(unittest.TestCase):
         self.assertEqual([k["id"] for k in srv.admin.list_signing_keys()][:2], [new["id"], before[0]])
         with self.assertRaises(AirlockError) as cm:
             srv.agent.rotate_signing_key()
+        self.assertEqual(cm.exception.code, "forbidden")
+
+    def test_consume_approval_token(self) -> None:
+        inst = srv.agent.register_instance("py consume")
+        r = srv.agent.create_request(inst["id"], "py-consume-1", "send_mail", {"to": "ada", "n": 1})[0]
+        srv.reviewer.decide(r["id"], "approved")
+        token = srv.agent.claim_execution(r["id"])["execution"]["approval_token"]
+        verifier = Client(srv.url, srv.admin.create_token("py tool server", "verifier")["secret"])
+        use = verifier.consume_approval_token(token, tool="send_mail", arguments={"n": 1.0, "to": "ada"})
+        self.assertEqual(use["request_id"], r["id"])
+        self.assertTrue(use["jti"] and use["consumed_at"])
+        with self.assertRaises(AirlockError) as cm:
+            verifier.consume_approval_token(token)
+        self.assertEqual((cm.exception.code, cm.exception.status), ("already_used", 409))
+        with self.assertRaises(AirlockError) as cm:
+            verifier.consume_approval_token(token[:-4] + "AAAA")
+        self.assertEqual((cm.exception.code, cm.exception.status), ("invalid_token", 400))
+        with self.assertRaises(AirlockError) as cm:
+            verifier.list_instances()
         self.assertEqual(cm.exception.code, "forbidden")
 
     def test_events_resume_after_a_cut_connection(self) -> None:

@@ -1,9 +1,9 @@
 import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
-  ApprovalRequest, Board, Code, Column, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
+  ApprovalRequest, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
   CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
   KeySet, ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session,
-  SigningKey, State, Token,
+  SigningKey, State, Token, TokenUse,
   Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
@@ -492,6 +492,22 @@ export class AirlockClient {
   /** Signs with a new key from now on (admins). Not retried: that could rotate twice. */
   async rotateSigningKey(o?: CallOptions): Promise<SigningKey> {
     return this.do({ method: 'POST', path: '/v1/signing-keys/rotate', signal: o?.signal });
+  }
+
+  /**
+   * Has the server verify an approval token against its own keys and record its single use
+   * (a verifier token, or an admin's; docs/tokens.md, "Single use"). The first consume of a
+   * request's token answers its use; every later one, on any replica, is an AirlockError with
+   * code `already_used` (409), and a token that does not verify one with `invalid_token` (400).
+   * Not retried: a retry after a lost answer would be told `already_used`. An answer that does
+   * not name the request and when is a MalformedAnswerError.
+   */
+  async consumeApprovalToken(input: ConsumeInput, o?: CallOptions): Promise<TokenUse> {
+    return this.do({
+      method: 'POST', path: '/v1/approval-tokens/consume', body: JSON.stringify(input), signal: o?.signal,
+      check: (b) => (typeof b.request_id === 'string' && b.request_id !== '' && typeof b.consumed_at === 'string' && b.consumed_at !== ''
+        ? undefined : 'it does not name the request and when its token was consumed'),
+    });
   }
 
   // Grants (reviewers and admins; docs/policy.md).

@@ -6,7 +6,7 @@ export type JsonObject = { [key: string]: unknown };
 
 export type State = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
 export type Kind = 'tool_call' | 'work_change' | 'memory_change' | 'life_change' | 'agent_request';
-export type Role = 'admin' | 'agent' | 'reviewer';
+export type Role = 'admin' | 'agent' | 'reviewer' | 'verifier';
 export type ExecutionStatus = 'claimed' | 'succeeded' | 'failed' | 'unknown';
 /** An outcome an adapter reports for a claimed execution. */
 export type ReportStatus = 'succeeded' | 'failed' | 'unknown';
@@ -24,6 +24,8 @@ export type Code =
   | 'approval_expired'
   | 'already_executed'
   | 'command_failed'
+  | 'invalid_token'
+  | 'already_used'
   | 'payload_too_large'
   | 'rate_limited'
   | 'unavailable'
@@ -269,6 +271,26 @@ export interface PublicKey {
 /** The key set served at /.well-known/jwks.json. */
 export interface KeySet {
   keys: PublicKey[];
+}
+
+/**
+ * What a tool server hands POST /v1/approval-tokens/consume (docs/tokens.md, "Single use"): the
+ * token and, to hold it to the call about to run, the tool and the arguments (both, or neither).
+ */
+export interface ConsumeInput {
+  token: string;
+  tool?: string;
+  /** The call's arguments, any JSON; compared with the approved ones under RFC 8785. */
+  arguments?: unknown;
+  /** Must equal the token's aud; both may be empty. */
+  audience?: string;
+}
+
+/** The one use of an approval token's request, as the server recorded it. */
+export interface TokenUse {
+  request_id: string;
+  jti: string;
+  consumed_at: string;
 }
 
 export interface CreatedToken extends Omit<Token, 'revoked_at'> {

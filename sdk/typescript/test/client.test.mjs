@@ -31,6 +31,7 @@ const operations = {
   enableWebhook: 'enableWebhook',
   listReviewers: 'listReviewers', linkReviewer: 'linkReviewer', endReviewerSessions: 'endReviewerSessions',
   jwks: 'jwks', listSigningKeys: 'listSigningKeys', rotateSigningKey: 'rotateSigningKey',
+  consumeApprovalToken: 'consumeApprovalToken',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -205,6 +206,21 @@ test('signing keys: the public set, the list and a rotation', async () => {
   assert.ok(after.includes(before[0]));
   assert.equal((await srv.admin.listSigningKeys())[0].id, fresh.id);
   await assert.rejects(srv.agent.rotateSigningKey(), (e) => e.code === 'forbidden');
+});
+
+test('approval tokens: a verifier consumes a claim\'s token once, then already_used', async () => {
+  const inst = await srv.agent.registerInstance('consume');
+  const { request } = await srv.agent.createRequest(inst.id, 'k-consume-1', { tool: 'send_mail', arguments: { to: 'ada', n: 1 } });
+  await srv.reviewer.decide(request.id, { status: 'approved' });
+  const token = (await srv.agent.claimExecution(request.id)).execution.approval_token;
+  const tok = await srv.admin.createToken({ name: 'tool server', role: 'verifier' });
+  const verifier = new AirlockClient({ baseUrl: srv.url, token: tok.secret });
+  const use = await verifier.consumeApprovalToken({ token, tool: 'send_mail', arguments: { n: 1.0, to: 'ada' } });
+  assert.equal(use.request_id, request.id);
+  assert.ok(use.jti && use.consumed_at);
+  await assert.rejects(verifier.consumeApprovalToken({ token }), (e) => isCode(e, 'already_used') && e.status === 409);
+  await assert.rejects(verifier.consumeApprovalToken({ token: token.slice(0, -4) + 'AAAA' }), (e) => isCode(e, 'invalid_token') && e.status === 400);
+  await assert.rejects(verifier.listInstances(), (e) => e.code === 'forbidden');
 });
 
 test('events: resume with Last-Event-ID after a dropped connection, none missed or repeated', async () => {

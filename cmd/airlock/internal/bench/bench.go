@@ -44,12 +44,17 @@ const (
 	// Claim is create → approve → execution claim, per client in a loop,
 	// with approval tokens on and off in interleaved passes (claim.go).
 	Claim = "claim"
+	// Consume is a tool server consuming approval tokens
+	// (docs/tokens.md, "Single use"): each op one POST
+	// /v1/approval-tokens/consume of a fresh token, made (granted and
+	// claimed) before the clock starts.
+	Consume = "consume"
 	// Raw is the raw baseline alone: a lifecycle's durable work in direct SQL.
 	Raw = "raw"
 )
 
 // Scenarios lists the scenarios, in the order help shows them.
-var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim}
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume}
 
 // Bounds of a run: no flag can make it unbounded.
 const (
@@ -80,6 +85,11 @@ const (
 	DefaultRounds = 200
 	// DefaultPending is the expiry scenario's pending requests.
 	DefaultPending = 10_000
+	// DefaultConsumes is the consume scenario's tokens, each consumed
+	// once; MaxConsumes bounds them (each is made before the clock
+	// starts).
+	DefaultConsumes = 5_000
+	MaxConsumes     = 200_000
 )
 
 // Config selects one run. Zero fields take the documented defaults.
@@ -176,7 +186,7 @@ type Config struct {
 // delivery backlog), and keep them in this process.
 func (c Config) serversApart() bool {
 	switch c.Scenario {
-	case Lifecycle, Create, MCP, Grant, Claim:
+	case Lifecycle, Create, MCP, Grant, Claim, Consume:
 		return len(c.URLs) == 0 && c.Webhooks == 0
 	}
 	return false
@@ -209,6 +219,8 @@ func (c Config) withDefaults() Config {
 			c.Count = DefaultRounds
 		case Expiry:
 			c.Count = DefaultPending
+		case Consume:
+			c.Count = DefaultConsumes
 		default:
 			c.Count = DefaultOps
 		}
@@ -229,7 +241,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
-	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Raw:
+	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -240,6 +252,8 @@ func (c Config) validate() error {
 	switch c.Scenario {
 	case Expiry:
 		maxCount = MaxPending
+	case Consume:
+		maxCount = MaxConsumes
 	case Wait:
 		maxCount = MaxOps
 	}
@@ -327,8 +341,8 @@ func (c Config) validateServerPID() error {
 		return fmt.Errorf("--server-pid %d goes with --url: a run without --url starts its own server and measures its CPU itself", c.ServerPID)
 	case c.ServerPID < 0:
 		return fmt.Errorf("--server-pid must be a process ID, not %d", c.ServerPID)
-	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant && c.Scenario != Claim:
-		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp, grant and claim, not of %s", c.Scenario)
+	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant && c.Scenario != Claim && c.Scenario != Consume:
+		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp, grant, claim and consume, not of %s", c.Scenario)
 	case !procCPUAvailable():
 		return fmt.Errorf("--server-pid reads the server's CPU time from /proc, which %s does not have: leave it out", runtime.GOOS)
 	}
@@ -445,7 +459,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Target, rep.Store, rep.Replicas = tgt.describe(), tgt.store, len(tgt.urls)
 
 	switch cfg.Scenario {
-	case Lifecycle, Create, MCP, Grant:
+	case Lifecycle, Create, MCP, Grant, Consume:
 		err = runLoadScenario(ctx, cfg, tgt, rep)
 	case Claim:
 		err = runClaim(ctx, cfg, tgt, rep)

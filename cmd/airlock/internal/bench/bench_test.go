@@ -546,3 +546,19 @@ func TestGrant(t *testing.T) {
 		}
 	})
 }
+
+// TestConsume runs the consume scenario briefly: every op a consume of a
+// token no one consumed before, each answered with its use.
+func TestConsume(t *testing.T) {
+	t.Parallel()
+	rep := run(t, Config{Scenario: Consume, Clients: 4, Duration: 20 * time.Second, Count: 24})
+	checkResult(t, "consume", rep.Result, 24)
+	if rep.Ops != 24 || rep.Errors != 0 {
+		t.Errorf("%d consumes, %d errors %v; want 24 and none", rep.Ops, rep.Errors, rep.ErrorKinds)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "airlock consume") {
+		t.Errorf("table lacks the consume line:\n%s", table.String())
+	}
+}

@@ -222,6 +222,17 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 			}
 			return op, done, err
 		}
+	case Consume:
+		var pool *tokenPool
+		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
+			if i == 0 { // each runLoad (phase) consumes tokens of its own
+				var err error
+				if pool, err = makeTokens(ctx, cfg, t, run, phase); err != nil {
+					return nil, nil, err
+				}
+			}
+			return consumeOp(t, i, pool), nil, nil
+		}
 	case MCP:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
 			ph := phase

@@ -43,7 +43,10 @@ type target struct {
 	hc    *http.Client
 
 	admin, agent, reviewer string // token secrets
-	minted                 []string
+	// verifier is a verifier token's secret, minted for the consume
+	// scenario only.
+	verifier string
+	minted   []string
 
 	servers []*replica
 	// children are the servers the run started in child processes
@@ -165,7 +168,11 @@ func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 	} else if err := t.startServers(ctx, cfg); err != nil {
 		return nil, err
 	}
-	for _, role := range []string{"agent", "reviewer"} {
+	roles := []string{"agent", "reviewer"}
+	if cfg.Scenario == Consume {
+		roles = append(roles, "verifier")
+	}
+	for _, role := range roles {
 		var tok struct {
 			ID     string `json:"id"`
 			Secret string `json:"secret"`
@@ -181,10 +188,13 @@ func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 		if len(cfg.URLs) > 0 {
 			t.minted = append(t.minted, tok.ID)
 		}
-		if role == "agent" {
+		switch role {
+		case "agent":
 			t.agent = tok.Secret
-		} else {
+		case "reviewer":
 			t.reviewer = tok.Secret
+		default:
+			t.verifier = tok.Secret
 		}
 	}
 	return t, nil
@@ -593,7 +603,8 @@ type apiRequest struct {
 		DecidedBy string `json:"decided_by"`
 	} `json:"decision"`
 	Execution *struct {
-		Status string `json:"status"`
+		Status        string `json:"status"`
+		ApprovalToken string `json:"approval_token"`
 	} `json:"execution"`
 }
 
