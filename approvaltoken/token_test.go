@@ -346,14 +346,6 @@ func mustJSON(t testing.TB, v any) []byte {
 	return data
 }
 
-func mustDecode(t *testing.T, seg string) string {
-	raw, err := b64.DecodeString(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(raw)
-}
-
 func TestKeySetJSON(t *testing.T) {
 	f := newFixture(t)
 	data, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{f.key.Public()}})

@@ -41,11 +41,12 @@ func main() {
 	url := flag.String("airlock-url", envOr("AIRLOCK_URL", "http://127.0.0.1:8080"), "the Airlock server whose tokens are believed [$AIRLOCK_URL]")
 	audience := flag.String("audience", "", "this server's name: the token_audience of the instances in front of it (airlock gate --token-audience)")
 	ledger := flag.String("ledger", filepath.Join(os.TempDir(), "verified-tool-ledger.txt"), "the file each run appends a line to")
+	verifierToken := flag.String("verifier-token", os.Getenv("AIRLOCK_VERIFIER_TOKEN"), "a verifier token: spend each approval at Airlock, so that every replica of this server runs it once between them [$AIRLOCK_VERIFIER_TOKEN]")
 	flag.Parse()
 	log.SetPrefix("verified-tool: ") // on stderr: stdout is the protocol's
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *url, *audience, *ledger); err != nil {
+	if err := run(ctx, *url, *audience, *ledger, *verifierToken); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -58,16 +59,23 @@ func envOr(k, def string) string {
 }
 
 // run serves the tools over stdio until the client goes away.
-func run(ctx context.Context, url, audience, ledger string) error {
+func run(ctx context.Context, url, audience, ledger, verifierToken string) error {
 	airlock, err := client.New(url, "") // the key set needs no token
 	if err != nil {
 		return err
 	}
-	// One process remembers the tokens it has spent. Replicas of a tool
-	// server need one record between them: a spender that consumes the
-	// token at Airlock (POST /v1/approval-tokens/consume, with a verifier
-	// token) goes here instead.
+	// Without a verifier token this process remembers the tokens it has
+	// spent. With one, Airlock keeps the record, so replicas of this
+	// server (and this one after a restart) run each approval once
+	// between them.
 	var spent spender = localSpender{approvaltoken.NewReplayCache(10000)}
+	if verifierToken != "" {
+		c, err := client.New(url, verifierToken)
+		if err != nil {
+			return err
+		}
+		spent = airlockSpender{c, audience}
+	}
 	v := &verifier{airlock: airlock, audience: audience, spent: spent}
 
 	s := mcp.NewServer(&mcp.Implementation{Name: "verified-tool", Version: "1.0.0"}, nil)
@@ -177,6 +185,23 @@ type localSpender struct{ cache *approvaltoken.ReplayCache }
 
 func (s localSpender) Spend(_ context.Context, _ string, claims approvaltoken.Claims) error {
 	return s.cache.Use(claims, time.Now())
+}
+
+// airlockSpender consumes each token at Airlock (POST
+// /v1/approval-tokens/consume): of every process that tries, one wins.
+type airlockSpender struct {
+	c        *client.Client
+	audience string
+}
+
+func (s airlockSpender) Spend(ctx context.Context, token string, _ approvaltoken.Claims) error {
+	_, err := s.c.ConsumeApprovalToken(ctx, client.ConsumeInput{Token: token, Audience: s.audience})
+	if client.IsAlreadyUsed(err) {
+		return fmt.Errorf("%w: %v", approvaltoken.ErrReplayed, err)
+	}
+	// Any other failure (Airlock down, a refused token) refuses the
+	// call too: not approved is the answer when in doubt.
+	return err
 }
 
 // approvedBy says who approved, from the token: "approved by carol

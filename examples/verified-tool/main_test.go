@@ -124,12 +124,43 @@ func TestStraightToTheServer(t *testing.T) {
 	}
 }
 
+// TestReplicasConsumeAtAirlock: two processes of the server, each with a
+// verifier token, spend approvals at Airlock; a token that ran at one is
+// refused at the other, which a process's own memory could not do.
+func TestReplicasConsumeAtAirlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	token := b.approvedToken(t)
+	var ledgers []string
+	var servers []*running
+	for range 2 {
+		ledger := filepath.Join(t.TempDir(), "ledger.txt")
+		cmd := exec.Command(b.tool, "--airlock-url", b.url, "--audience", audience, "--ledger", ledger)
+		cmd.Env = append(testkit.CleanEnv(), "AIRLOCK_VERIFIER_TOKEN="+b.verifierSecret)
+		ledgers, servers = append(ledgers, ledger), append(servers, connect(t, cmd))
+	}
+	for i, want := range []string{"", "replayed"} {
+		params := &mcp.CallToolParams{Name: "transfer_funds", Arguments: json.RawMessage(approvedArgs), Meta: mcp.Meta{gate.ApprovalTokenMeta: token}}
+		res, err := servers[i].CallTool(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := refusal(res); got != want {
+			t.Fatalf("server %d refused for %q, want %q: %s", i+1, got, want, text(res))
+		}
+	}
+	if a, b := lines(t, ledgers[0]), lines(t, ledgers[1]); len(a) != 1 || len(b) != 0 {
+		t.Fatalf("ledgers %q and %q; want one run, at the first server", a, b)
+	}
+}
+
 // bundle is a running Airlock (in process, over a real SQLite file) with
 // an agent and a reviewer, and the example built.
 type bundle struct {
 	url              string
 	agent, reviewer  *client.Client
 	agentSecret      string
+	verifierSecret   string
 	airlockBin, tool string
 }
 
@@ -138,8 +169,9 @@ func setup(t *testing.T) *bundle {
 	s := apitest.Start(t, apitest.Config{})
 	agent, secret := s.Mint(t, "agent", airlock.RoleAgent, "bot")
 	reviewer, _ := s.Mint(t, "Carol", airlock.RoleReviewer, "carol")
+	_, verifier := s.Mint(t, "ledger", airlock.RoleVerifier, "ledger")
 	return &bundle{
-		url: s.URL, agent: agent, reviewer: reviewer, agentSecret: secret,
+		url: s.URL, agent: agent, reviewer: reviewer, agentSecret: secret, verifierSecret: verifier,
 		airlockBin: testkit.Airlock(t, false),
 		tool:       testkit.Build(t, "github.com/airlockhq/airlock/examples/verified-tool", false),
 	}
