@@ -75,6 +75,12 @@ type Config struct {
 	// SigningKey, when set, is the one key approval tokens are signed
 	// with (--signing-key-file); the store's keys are then unused.
 	SigningKey *approvaltoken.Key
+	// KeyActivationDelay is how long after a rotation the new key starts
+	// signing, the old one signing until then: more than KeyRefresh plus
+	// the skew of the replicas' and the database's clocks
+	// (DefaultKeyActivationDelay). Zero switches at once, which suits one
+	// replica: the others switch within KeyRefresh.
+	KeyActivationDelay time.Duration
 	// Issuer is the approval tokens' iss: the server's public URL
 	// (default "airlock"; see SetIssuer).
 	Issuer string
@@ -196,7 +202,7 @@ func New(cfg Config) (*Service, error) {
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics, cfg.HeavyReadsOver),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
-		keys: signingKeys{fixed: cfg.SigningKey}, issuer: cfg.Issuer,
+		keys: signingKeys{fixed: cfg.SigningKey, delay: cfg.KeyActivationDelay}, issuer: cfg.Issuer,
 	}, nil
 }
 

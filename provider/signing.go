@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,49 +14,82 @@ import (
 )
 
 // Approval tokens' signing keys (docs/tokens.md). Every replica signs with
-// the store's active key, created at the first start, unless the server
-// was given a key of its own (Config.SigningKey, --signing-key-file). The
-// public key set lists every key a live token may name.
+// the store's keys, the first created at the first start, unless the
+// server was given a key of its own (Config.SigningKey,
+// --signing-key-file). The public key set lists every key a live token
+// may name.
+//
+// A rotation publishes the new key at once and lets it sign only
+// Config.KeyActivationDelay later; the old key signs until that same instant.
+// Each replica reads the keys again when its view is KeyRefresh old, so
+// by the switch every replica knows it, without a read per signature: a
+// rotated-away key never signs again, and verifiers see a new key before
+// any token names it.
+
+// The schedule of a rotation. DefaultKeyActivationDelay exceeds
+// KeyRefresh by far more than the clocks of replicas and database may
+// disagree.
+const (
+	KeyRefresh                = 5 * time.Second
+	DefaultKeyActivationDelay = 30 * time.Second
+)
 
 // signingKeys is the service's view of the keys.
 type signingKeys struct {
 	// fixed is Config.SigningKey: when set, the store's keys are unused.
 	fixed *approvaltoken.Key
+	// delay is Config.KeyActivationDelay.
+	delay time.Duration
 
-	mu     sync.Mutex
-	active approvaltoken.Key // the key LoadSigningKeys or a rotation last saw active
+	mu sync.Mutex
+	// published are the store's keys as last read, at loadedAt (the
+	// service's clock); derived holds their private keys by id, so a
+	// read derives no key twice.
+	published []store.SigningKey
+	loadedAt  time.Time
+	derived   map[string]approvaltoken.Key
 	// audiences are instances' token_audience, which never change.
 	audiences map[string]string
 }
 
-// LoadSigningKeys makes sure a signing key exists and takes the active
-// one: the fixed key when the server has one, else the store's, created
+// LoadSigningKeys makes sure a signing key exists and reads the keys: the
+// fixed key when the server has one, else the store's, the first created
 // now if no replica made one before.
 func (s *Service) LoadSigningKeys(ctx context.Context) error {
 	if s.keys.fixed != nil {
-		s.keys.set(*s.keys.fixed)
 		return nil
 	}
 	candidate, err := approvaltoken.Generate()
 	if err != nil {
 		return err
 	}
-	stored, err := s.system.EnsureSigningKey(ctx, storedKey(candidate), "system:start")
-	if err != nil {
+	if _, err := s.system.EnsureSigningKey(ctx, storedKey(candidate), "system:start"); err != nil {
 		return fmt.Errorf("signing key: %w", err)
 	}
-	k, err := signingKey(stored)
-	if err != nil {
-		return err
-	}
-	s.keys.set(k)
-	return nil
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	return s.readKeys(ctx)
 }
 
-func (k *signingKeys) set(key approvaltoken.Key) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.active = key
+// readKeys reads the store's keys into the view; keys.mu is held.
+func (s *Service) readKeys(ctx context.Context) error {
+	now := s.clock.Now()
+	published, err := s.system.ListSigningKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("signing keys: %w", err)
+	}
+	derived := make(map[string]approvaltoken.Key, len(published))
+	for _, sk := range published {
+		k, ok := s.keys.derived[sk.ID]
+		if !ok {
+			if k, err = signingKey(sk); err != nil {
+				return err
+			}
+		}
+		derived[sk.ID] = k
+	}
+	s.keys.published, s.keys.derived, s.keys.loadedAt = published, derived, now
+	return nil
 }
 
 // PublicKeys returns the public half of every key a live token may name:
@@ -100,10 +134,11 @@ func (s *Service) SigningKeys(ctx context.Context, c airlock.Caller) ([]store.Si
 	return keys, err
 }
 
-// RotateSigningKey starts signing with a new key (admins only). The old
-// key stays published until every token it signed has expired: approval
-// tokens expire with their approval, at most MaxApprovalValidity after
-// it, and verifiers allow the leeway.
+// RotateSigningKey publishes a new key that signs from
+// Config.KeyActivationDelay on (admins only); the old key signs until then. The old key stays
+// published until every token it signed has expired: approval tokens
+// expire with their approval, at most MaxApprovalValidity after it, and
+// verifiers allow the leeway.
 func (s *Service) RotateSigningKey(ctx context.Context, c airlock.Caller) (store.SigningKey, error) {
 	if c.Role != airlock.RoleAdmin {
 		return store.SigningKey{}, forbidden("only admin tokens manage signing keys")
@@ -117,14 +152,19 @@ func (s *Service) RotateSigningKey(ctx context.Context, c airlock.Caller) (store
 		return store.SigningKey{}, err
 	}
 	keep := s.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway
-	stored, err := s.storeFor(c).RotateSigningKey(ctx, storedKey(next), keep, c.ID)
+	stored, err := s.storeFor(c).RotateSigningKey(ctx, storedKey(next), s.keys.delay, keep, c.ID)
 	if err != nil {
 		return store.SigningKey{}, err
 	}
-	s.keys.set(next)
+	s.keys.mu.Lock()
+	s.keys.loadedAt = time.Time{} // the next signature reads the keys
+	s.keys.mu.Unlock()
 	stored.Seed = nil
 	return stored, nil
 }
+
+// Now is the service's clock, for answers that say what holds now.
+func (s *Service) Now() time.Time { return s.clock.Now() }
 
 // storedKey is k as the store keeps it.
 func storedKey(k approvaltoken.Key) store.SigningKey {
@@ -186,29 +226,49 @@ func (s *Service) signClaim(ctx context.Context, r airlock.Request) (string, err
 	return approvaltoken.Sign(key, c)
 }
 
-// activeKey is the key that signs now: the fixed key, or the store's
-// active key, read before every signature so that a key another replica
-// rotated away never signs again. The derived key is kept while the
-// store names the same one.
+// activeKey is the key that signs now: the fixed key, or the store's key
+// whose window holds the service's clock. The view is read again once it
+// is KeyRefresh old, so every replica has read a rotation before the new
+// key's window opens.
 func (s *Service) activeKey(ctx context.Context) (approvaltoken.Key, error) {
 	if s.keys.fixed != nil {
 		return *s.keys.fixed, nil
 	}
-	stored, err := s.system.ActiveSigningKey(ctx)
-	if err != nil {
-		return approvaltoken.Key{}, fmt.Errorf("active signing key: %w", err)
-	}
+	now := s.clock.Now()
 	s.keys.mu.Lock()
 	defer s.keys.mu.Unlock()
-	if s.keys.active.ID == stored.ID {
-		return s.keys.active, nil
+	if age := now.Sub(s.keys.loadedAt); age >= KeyRefresh || age < 0 || len(s.keys.published) == 0 {
+		if err := s.readKeys(ctx); err != nil {
+			return approvaltoken.Key{}, err
+		}
 	}
-	k, err := signingKey(stored)
-	if err != nil {
-		return approvaltoken.Key{}, err
+	sk, ok := signerAt(s.keys.published, now)
+	if !ok {
+		return approvaltoken.Key{}, errors.New("no signing key is active (Service.LoadSigningKeys)")
 	}
-	s.keys.active = k
-	return k, nil
+	return s.keys.derived[sk.ID], nil
+}
+
+// signerAt picks the key that signs at now: the one whose window holds
+// it. A clock a little behind the store's may see the first key before
+// its window opens; then the earliest key not retired signs, which is
+// published, so its tokens verify.
+func signerAt(keys []store.SigningKey, now time.Time) (store.SigningKey, bool) {
+	var early *store.SigningKey
+	for i, k := range keys {
+		if k.SignsAt(now) {
+			return k, true
+		}
+		if k.RetiredAt == nil || now.Before(*k.RetiredAt) {
+			if early == nil || k.ActivatesAt.Before(early.ActivatesAt) {
+				early = &keys[i]
+			}
+		}
+	}
+	if early == nil {
+		return store.SigningKey{}, false
+	}
+	return *early, true
 }
 
 // maxAudiencesCached bounds the instances whose token_audience a service

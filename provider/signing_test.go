@@ -12,14 +12,15 @@ import (
 
 func TestSigningKeys(t *testing.T) {
 	b := setup(t, options{})
+	b.svc.keys.delay = DefaultKeyActivationDelay
 	ctx := t.Context()
 	if err := b.svc.LoadSigningKeys(ctx); err != nil {
 		t.Fatal(err)
 	}
-	first := b.svc.keys.active
+	first := b.signer(t)
 	// A second start, as another replica, signs with the same key.
-	if err := b.svc.LoadSigningKeys(ctx); err != nil || b.svc.keys.active.ID != first.ID {
-		t.Fatalf("second load: %v, key %s; want %s", err, b.svc.keys.active, first)
+	if err := b.svc.LoadSigningKeys(ctx); err != nil || b.signer(t).ID != first.ID {
+		t.Fatalf("second load: %v, key %s; want %s", err, b.signer(t), first)
 	}
 	pub, err := b.svc.PublicKeys(ctx)
 	if err != nil || len(pub) != 1 || pub[0].KeyID != first.ID || !pub[0].IsPublic() {
@@ -33,8 +34,20 @@ func TestSigningKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.ID == first.ID || next.Seed != nil || b.svc.keys.active.ID != next.ID {
-		t.Fatalf("rotation gave %s (seed served: %v), signing with %s; want a new key", next, next.Seed != nil, b.svc.keys.active)
+	if next.ID == first.ID || next.Seed != nil || !next.ActivatesAt.Equal(epoch.Add(DefaultKeyActivationDelay)) {
+		t.Fatalf("rotation gave %s (seed served: %v) signing from %s; want a new key, signing %s from now", next, next.Seed != nil, next.ActivatesAt, DefaultKeyActivationDelay)
+	}
+	// The new key is published at once and signs only from its
+	// activation; the old one signs until then.
+	if pub, err := b.svc.PublicKeys(ctx); err != nil || len(pub) != 2 || pub[0].KeyID != next.ID {
+		t.Fatalf("PublicKeys after the rotation = %v, %v; want the new key published first", pub, err)
+	}
+	if got := b.signer(t); got.ID != first.ID {
+		t.Fatalf("signing with %s before the new key's activation; want %s", got, first)
+	}
+	b.clock.Advance(DefaultKeyActivationDelay)
+	if got := b.signer(t); got.ID != next.ID {
+		t.Fatalf("signing with %s after the new key's activation; want %s", got, next.ID)
 	}
 	keys, err := b.svc.SigningKeys(ctx, b.admin)
 	if err != nil || len(keys) != 2 || keys[0].ID != next.ID || keys[1].ID != first.ID {
@@ -46,11 +59,12 @@ func TestSigningKeys(t *testing.T) {
 		}
 	}
 	// The old key is published until its last token expires.
-	want := epoch.Add(b.svc.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway)
+	want := epoch.Add(DefaultKeyActivationDelay + b.svc.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway)
 	if !keys[1].PublishedUntil.Equal(want) {
 		t.Fatalf("old key published until %s; want %s", keys[1].PublishedUntil, want)
 	}
 	b.clock.Advance(b.svc.limits.MaxApprovalValidity + approvaltoken.DefaultLeeway + time.Microsecond)
+	// (the clock is already DefaultKeyActivationDelay past the rotation)
 	if pub, err := b.svc.PublicKeys(ctx); err != nil || len(pub) != 1 || pub[0].KeyID != next.ID {
 		t.Fatalf("PublicKeys after the old key's tokens expired = %v, %v; want only %s", pub, err, next.ID)
 	}
@@ -72,6 +86,16 @@ func TestFixedSigningKey(t *testing.T) {
 	if stored, err := b.store.ListSigningKeys(ctx); err != nil || len(stored) != 0 {
 		t.Fatalf("a fixed key stored keys: %v, %v", stored, err)
 	}
+}
+
+// signer is the key the service signs with now.
+func (b *bundle) signer(t *testing.T) approvaltoken.Key {
+	t.Helper()
+	k, err := b.svc.activeKey(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 // keySet is the service's public key set, as GET /.well-known/jwks.json
@@ -120,34 +144,54 @@ func TestClaimSignsAnApprovalToken(t *testing.T) {
 }
 
 // TestRotatedKeyNeverSignsAgain: a rotation made by another replica (here,
-// straight in the store) is seen by the next claim, which signs with the
-// new key and never with the one this service loaded.
+// straight in the store) reaches this one's view within KeyRefresh, long
+// before the new key's window opens, so from that instant every claim
+// signs with the new key and none with the old.
 func TestRotatedKeyNeverSignsAgain(t *testing.T) {
 	b := setup(t, options{})
 	ctx := t.Context()
 	if err := b.svc.LoadSigningKeys(ctx); err != nil {
 		t.Fatal(err)
 	}
-	loaded := b.svc.keys.active.ID
+	loaded := b.signer(t).ID
 	next, err := approvaltoken.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.RotateSigningKey(ctx, storedKey(next), time.Hour, "tok_other_replica"); err != nil {
+	if _, err := b.store.RotateSigningKey(ctx, storedKey(next), DefaultKeyActivationDelay, time.Hour, "tok_other_replica"); err != nil {
 		t.Fatal(err)
 	}
-	r := b.create(t, "10m")
-	b.approve(t, r.ID)
-	claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
-	if err != nil {
-		t.Fatal(err)
+	kidOfClaim := func() string {
+		t.Helper()
+		r := b.create(t, "10m")
+		b.approve(t, r.ID)
+		claimed, err := b.svc.Claim(ctx, b.agent, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: b.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		kid, err := approvaltoken.KeyIDOf(claimed.Execution.ApprovalToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kid
 	}
-	kid, err := approvaltoken.KeyIDOf(claimed.Execution.ApprovalToken)
-	if err != nil || kid != next.ID || kid == loaded {
-		t.Fatalf("token signed by %q (%v); want the rotated-in key %s, not %s", kid, err, next.ID, loaded)
+	if kid := kidOfClaim(); kid != loaded {
+		t.Fatalf("before the switch the token is signed by %s; want the old key %s", kid, loaded)
 	}
-	if _, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch}); err != nil {
-		t.Fatal(err)
+	// A view read just before the switch still holds the rotation.
+	b.clock.Advance(DefaultKeyActivationDelay - KeyRefresh/2)
+	if kid := kidOfClaim(); kid != loaded {
+		t.Fatalf("just before the switch the token is signed by %s; want the old key %s", kid, loaded)
+	}
+	b.clock.Advance(KeyRefresh / 2)
+	for range 3 {
+		if kid := kidOfClaim(); kid != next.ID {
+			t.Fatalf("after the switch the token is signed by %s; want the rotated-in key %s", kid, next.ID)
+		}
+		b.clock.Advance(time.Second)
 	}
 }
 

@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"time"
+
 	"bytes"
 	"encoding/json"
 	"net/http"
@@ -39,22 +41,24 @@ func (h *handler) jwks(w http.ResponseWriter, r *http.Request, _ airlock.Caller)
 
 func (h *handler) listSigningKeys(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	keys, err := h.svc.SigningKeys(r.Context(), c)
-	answerList(h, w, r, err, "items", keys, writeSigningKey)
+	now := h.svc.Now()
+	answerList(h, w, r, err, "items", keys, func(b *bytes.Buffer, k store.SigningKey) { writeSigningKey(b, k, now) })
 }
 
 func (h *handler) rotateSigningKey(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	k, err := h.svc.RotateSigningKey(r.Context(), c)
-	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeSigningKey(b, k) })
+	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeSigningKey(b, k, h.svc.Now()) })
 }
 
 // writeSigningKey writes a signing key without its seed, which is never
-// served.
-func writeSigningKey(b *bytes.Buffer, k store.SigningKey) {
+// served; active says whether it signs at now.
+func writeSigningKey(b *bytes.Buffer, k store.SigningKey, now time.Time) {
 	o := beginObject(b)
 	o.always("id", k.ID)
-	o.always("active", k.RetiredAt == nil)
+	o.always("active", k.SignsAt(now))
 	if !k.CreatedAt.IsZero() {
 		o.time("created_at", k.CreatedAt)
+		o.time("activates_at", k.ActivatesAt)
 	}
 	o.timePtr("retired_at", k.RetiredAt)
 	o.timePtr("published_until", k.PublishedUntil)

@@ -11,23 +11,21 @@ import (
 // every replica sharing the store (docs/tokens.md). Times are the
 // store's clock.
 type SigningKeys interface {
-	// EnsureSigningKey makes candidate the active key unless a key is
-	// active already, and returns the active key either way: of replicas
-	// starting at once, one candidate wins and every replica signs with
-	// it. A stored candidate appends signing_key.created by actor.
+	// EnsureSigningKey makes candidate the newest key, signing from now,
+	// unless there is a key already, and returns the newest key either
+	// way: of replicas starting at once, one candidate wins and every
+	// replica signs with it. A stored candidate appends
+	// signing_key.created by actor.
 	EnsureSigningKey(ctx context.Context, candidate SigningKey, actor string) (SigningKey, error)
-	// RotateSigningKey retires the active key, if any, keeping it
-	// published for keep more (the longest a token it signed may live),
-	// and makes next the active key, in one transaction, appending
-	// signing_key.retired and signing_key.created by actor. It returns
-	// next as stored.
-	RotateSigningKey(ctx context.Context, next SigningKey, keep time.Duration, actor string) (SigningKey, error)
-	// ActiveSigningKey returns the key that signs now. Replicas read it
-	// before each signature, so a key another replica rotated away never
-	// signs again.
-	ActiveSigningKey(ctx context.Context) (SigningKey, error)
-	// ListSigningKeys lists the published keys: the active one first,
-	// then the retired ones whose PublishedUntil is ahead, newest first.
+	// RotateSigningKey stores next, published from now and signing from
+	// delay after now, and retires the newest key at that same instant,
+	// keeping it published for keep more (the longest a token it signed
+	// may live), in one transaction, appending signing_key.retired and
+	// signing_key.created by actor. It returns next as stored.
+	RotateSigningKey(ctx context.Context, next SigningKey, delay, keep time.Duration, actor string) (SigningKey, error)
+	// ListSigningKeys lists the published keys: the newest (never
+	// retired) first, then the retired ones whose PublishedUntil is
+	// ahead, newest first.
 	ListSigningKeys(ctx context.Context) ([]SigningKey, error)
 }
 
@@ -41,12 +39,22 @@ type SigningKey struct {
 	// String leaves it out, so a key printed by mistake leaks nothing.
 	Seed      []byte
 	CreatedAt time.Time
-	// RetiredAt is when a rotation stopped the key signing; nil while it
-	// is the active key. A retired key never signs again.
+	// ActivatesAt is when the key starts signing: at its creation for
+	// the first key; for a rotated-in one, a while after the rotation,
+	// once every replica and verifier has seen it.
+	ActivatesAt time.Time
+	// RetiredAt is when a rotation stops (or stopped) the key signing;
+	// nil for the newest key. A retired key never signs again.
 	RetiredAt *time.Time
 	// PublishedUntil is when the last token the key may have signed
 	// expires; the key set lists a retired key until then.
 	PublishedUntil *time.Time
+}
+
+// SignsAt reports whether the key is the one that signs at now: from
+// ActivatesAt until RetiredAt.
+func (k SigningKey) SignsAt(now time.Time) bool {
+	return !now.Before(k.ActivatesAt) && (k.RetiredAt == nil || now.Before(*k.RetiredAt))
 }
 
 // SigningKeySeedSize is the size of an Ed25519 seed (RFC 8032).

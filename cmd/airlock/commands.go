@@ -95,7 +95,7 @@ func commands() []command {
 			about:   "Approval tokens' signing keys on a running server, for admins (docs/tokens.md).",
 			subs: []subcommand{
 				{"list", "", "list the published keys, the active one first (never their private halves)", runKeysList},
-				{"rotate", "", "sign with a new key from now on; the old one stays published until its tokens expire", runKeysRotate},
+				{"rotate", "", "publish a new key, which signs from 30 seconds on; the old one signs until then and stays published until its tokens expire", runKeysRotate},
 			},
 		},
 		{

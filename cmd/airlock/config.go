@@ -123,6 +123,10 @@ type Config struct {
 	// that signs every approval token instead of the keys kept in the
 	// store (docs/tokens.md).
 	SigningKeyFile string
+	// KeyActivationDelay is how long after a rotation the new signing key
+	// starts signing. Default provider.DefaultKeyActivationDelay; 1ms
+	// switches at once, for one replica.
+	KeyActivationDelay time.Duration
 
 	// PublicURL is the server's address as reviewers reach it (behind a
 	// proxy, say), for the links notifications carry. Default the address
@@ -185,6 +189,7 @@ func DefaultConfig() Config {
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
 		WebhookTimeout:        notify.DefaultTimeout,
 		SlackAPIURL:           slackapp.DefaultAPIURL,
+		KeyActivationDelay:    provider.DefaultKeyActivationDelay,
 	}
 }
 
@@ -215,6 +220,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.InboxSessionIdle, d.InboxSessionIdle)
 	setDur(&c.InboxSessionMax, d.InboxSessionMax)
 	setDur(&c.WebhookTimeout, d.WebhookTimeout)
+	setDur(&c.KeyActivationDelay, d.KeyActivationDelay)
 	set(&c.SlackAPIURL, d.SlackAPIURL)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
@@ -309,6 +315,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace must not be negative")
+	}
+	if c.KeyActivationDelay < time.Millisecond || c.KeyActivationDelay > time.Hour {
+		return fmt.Errorf("--key-activation-delay must be between 1ms and 1h")
 	}
 	if c.WebhookTimeout < 0 || c.WebhookTimeout > time.Minute {
 		return fmt.Errorf("--webhook-timeout must be between 1ms and 1m; a receiver should answer at once and work afterwards")
@@ -480,6 +489,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.OutboundAllowPrivate, deprecatedAllowPrivate, false, "deprecated: the old name of --outbound-allow-private")
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook attempt, connection to answer; a slower receiver fails and is retried")
 	fs.StringVar(&c.SigningKeyFile, "signing-key-file", "", "Ed25519 private key (PKCS #8 PEM, as openssl genpkey -algorithm ed25519 writes it) that signs approval tokens instead of the keys the database keeps; give every replica the same file")
+	durationVar(fs, &c.KeyActivationDelay, "key-activation-delay", d.KeyActivationDelay, "how long after airlock keys rotate the new key starts signing; the old key signs until then. Replicas need more than 5s plus the skew of their clocks; 1ms switches at once, for one replica")
 	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages (default the address listened on)")
 	fs.StringVar(&c.SlackBotToken, "slack-bot-token", "", "Slack bot token (xoxb-…): post each pending request to --slack-channel and update it to the outcome (docs/notifications.md)")
 	fs.StringVar(&c.SlackChannel, "slack-channel", "", "Slack channel ID (C…) requests are posted to; invite the app to it")

@@ -21,10 +21,13 @@ import (
 func runKeysList(ctx context.Context, a *App, args []string) error {
 	return listAction(a, "keys", args, nil,
 		func(c *client.Client) ([]client.SigningKey, error) { return c.ListSigningKeys(ctx) },
-		"ID\tACTIVE\tCREATED\tRETIRED\tPUBLISHED UNTIL", func(k client.SigningKey, now time.Time) []string {
-			retired, until := "-", "-"
+		"ID\tACTIVE\tCREATED\tSIGNS FROM\tRETIRED\tPUBLISHED UNTIL", func(k client.SigningKey, now time.Time) []string {
+			from, retired, until := "-", "-", "-"
+			if !k.ActivatesAt.IsZero() {
+				from = k.ActivatesAt.Format(time.RFC3339)
+			}
 			if k.RetiredAt != nil {
-				retired = since(now, *k.RetiredAt)
+				retired = k.RetiredAt.Format(time.RFC3339)
 			}
 			if k.PublishedUntil != nil {
 				until = k.PublishedUntil.Format(time.RFC3339)
@@ -37,7 +40,7 @@ func runKeysList(ctx context.Context, a *App, args []string) error {
 			if !k.CreatedAt.IsZero() {
 				created = since(now, k.CreatedAt)
 			}
-			return []string{k.ID, active, created, retired, until}
+			return []string{k.ID, active, created, from, retired, until}
 		})
 }
 
@@ -54,8 +57,8 @@ func runKeysRotate(ctx context.Context, a *App, args []string) error {
 	if r.json {
 		return r.printJSON(k)
 	}
-	fmt.Fprintf(r.out, "Approval tokens are now signed with key %s.\n", k.ID)
-	fmt.Fprintln(r.out, "The old key never signs again; GET /.well-known/jwks.json lists it until its last token has expired.")
+	fmt.Fprintf(r.out, "Key %s is published now and signs approval tokens from %s.\n", k.ID, k.ActivatesAt.Format(time.RFC3339))
+	fmt.Fprintln(r.out, "The old key signs until then and never after; GET /.well-known/jwks.json lists it until its last token has expired.")
 	return nil
 }
 

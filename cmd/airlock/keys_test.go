@@ -59,6 +59,17 @@ func TestCLIKeys(t *testing.T) {
 	if len(after) != 2 || after[1] != kids[0] || !strings.Contains(out, after[0]) {
 		t.Fatalf("keys rotate said %q; key set now %v; want the new key first, then %s", out, after, kids[0])
 	}
+	// The new key is published at once and signs 30 seconds later (the
+	// default --key-activation-delay); until then the old one signs.
+	active := map[string]string{}
+	for line := range strings.Lines(s.cli(t, s.admin, "keys", "list").want(t, 0, "list keys").stdout) {
+		if f := strings.Fields(line); len(f) > 1 {
+			active[f[0]] = f[1]
+		}
+	}
+	if active[after[0]] != "no" || active[kids[0]] != "yes" {
+		t.Fatalf("after the rotation the keys' ACTIVE column is %v; want the new key %s no, the old %s yes", active, after[0], kids[0])
+	}
 }
 
 // TestSigningKeyFile: with --signing-key-file the server publishes that

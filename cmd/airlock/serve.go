@@ -87,7 +87,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 	}
 	n := startup{db: redactDB(cfg.DB), self: selfCommand(), json: cfg.LogFormat == "json", tokenFile: cfg.AdminTokenFile}
 	srv, err := server.New(ctx, server.Config{
-		SigningKey: signingKey, PublicURL: cfg.PublicURL,
+		SigningKey: signingKey, KeyActivationDelay: cfg.KeyActivationDelay, PublicURL: cfg.PublicURL,
 		Store: st, StoreName: redactDB(cfg.DB), Addr: cfg.Addr, AdminToken: cfg.AdminToken,
 		ShowAdminToken: n.showAdminToken(cfg, notices),
 		Limits:         cfg.Limits(), SessionStaleAfter: cfg.SessionStaleAfter,

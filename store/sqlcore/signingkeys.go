@@ -9,17 +9,17 @@ import (
 )
 
 // SigningKeySQL are the statements of store.SigningKeys. A key is read as
-// its id, seed, created_at, retired_at and published_until.
+// its id, seed, created_at, retired_at, published_until and activates_at.
 type SigningKeySQL struct {
-	// Insert stores key @id (@seed) as the active key, created at @now,
-	// unless a key is active, and returns its instant; no row when one
-	// is.
+	// Insert stores key @id (@seed) as the newest key, created at @now
+	// and signing from @now + @delay, unless a key is not retired, and
+	// returns its instant; no row when one is.
 	Insert string
-	// Active selects the active key.
+	// Active selects the newest key: the one not retired.
 	Active string
-	// Retire retires the active key at @now, published until @now +
-	// @keep, and returns its id and the instant; no row when none is
-	// active.
+	// Retire retires the newest key at @now + @delay, published until
+	// then + @keep, and returns its id and @now; no row when every key
+	// is retired.
 	Retire string
 	// Published selects the active key, then the retired keys published
 	// after @now, newest first.
@@ -32,7 +32,7 @@ func (c *Core) scanSigningKey(row Row) (store.SigningKey, error) {
 		k                  store.SigningKey
 		retired, published NullTime
 	)
-	if err := row.Scan(&k.ID, &k.Seed, c.d.Time(&k.CreatedAt), c.d.NullTime(&retired), c.d.NullTime(&published)); err != nil {
+	if err := row.Scan(&k.ID, &k.Seed, c.d.Time(&k.CreatedAt), c.d.NullTime(&retired), c.d.NullTime(&published), c.d.Time(&k.ActivatesAt)); err != nil {
 		return store.SigningKey{}, err
 	}
 	k.RetiredAt, k.PublishedUntil = retired.Ptr(), published.Ptr()
@@ -51,7 +51,7 @@ func (c *Core) EnsureSigningKey(ctx context.Context, candidate store.SigningKey,
 	var out store.SigningKey
 	err := c.d.Write(ctx, func(tx Tx) error {
 		var at time.Time
-		err := tx.QueryRow(q.Insert, Args{{"id", candidate.ID}, {"seed", candidate.Seed}}).Scan(c.d.Time(&at))
+		err := tx.QueryRow(q.Insert, Args{{"id", candidate.ID}, {"seed", candidate.Seed}, {"delay", time.Duration(0)}}).Scan(c.d.Time(&at))
 		switch {
 		case err == nil:
 			if err := tx.Event(airlock.Event{Type: airlock.EventSigningKeyCreated, At: at, Actor: actor, Subject: candidate.ID}); err != nil {
@@ -68,7 +68,7 @@ func (c *Core) EnsureSigningKey(ctx context.Context, candidate store.SigningKey,
 
 // RotateSigningKey retires the active key and stores next as the active
 // one, in one transaction.
-func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, keep time.Duration, actor string) (store.SigningKey, error) {
+func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, delay, keep time.Duration, actor string) (store.SigningKey, error) {
 	if err := next.Validate(); err != nil {
 		return store.SigningKey{}, err
 	}
@@ -82,7 +82,7 @@ func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, keep
 			old string
 			at  time.Time
 		)
-		err := tx.QueryRow(q.Retire, Args{{"keep", keep}}).Scan(&old, c.d.Time(&at))
+		err := tx.QueryRow(q.Retire, Args{{"delay", delay}, {"keep", keep}}).Scan(&old, c.d.Time(&at))
 		switch {
 		case err == nil:
 			if err := tx.Event(airlock.Event{Type: airlock.EventSigningKeyRetired, At: at, Actor: actor, Subject: old}); err != nil {
@@ -91,7 +91,7 @@ func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, keep
 		case !noRows(err):
 			return err
 		}
-		if err := tx.QueryRow(q.Insert, Args{{"id", next.ID}, {"seed", next.Seed}}).Scan(c.d.Time(&at)); err != nil {
+		if err := tx.QueryRow(q.Insert, Args{{"id", next.ID}, {"seed", next.Seed}, {"delay", delay}}).Scan(c.d.Time(&at)); err != nil {
 			return err
 		}
 		if err := tx.Event(airlock.Event{Type: airlock.EventSigningKeyCreated, At: at, Actor: actor, Subject: next.ID}); err != nil {
@@ -101,12 +101,6 @@ func (c *Core) RotateSigningKey(ctx context.Context, next store.SigningKey, keep
 		return err
 	})
 	return out, c.d.Translate(err, "signing key", next.ID)
-}
-
-// ActiveSigningKey returns the key that signs now.
-func (c *Core) ActiveSigningKey(ctx context.Context) (store.SigningKey, error) {
-	k, err := c.scanSigningKey(c.d.QueryRow(ctx, c.q.SigningKeys.Active, nil))
-	return k, c.d.Translate(err, "signing key", "active")
 }
 
 // ListSigningKeys lists the published keys, the active one first.

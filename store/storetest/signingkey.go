@@ -34,14 +34,12 @@ func (s *suite) signingKeyFirstWins(t *testing.T) {
 	if len(keys) != 0 {
 		t.Fatalf("a new store lists keys %v", keys)
 	}
-	if active, err := b.store.ActiveSigningKey(b.ctx); airlock.ErrorCode(err) != airlock.CodeNotFound {
-		t.Fatalf("ActiveSigningKey of a new store = %s, %v; want not_found", active, err)
-	}
 	a, k := signingKey('a'), signingKey('k')
 	got, err := b.store.EnsureSigningKey(b.ctx, a, "system:start")
 	wantOK(t, err)
-	if got.ID != a.ID || !bytes.Equal(got.Seed, a.Seed) || !got.CreatedAt.Equal(b.clock.Now().Truncate(time.Microsecond)) || got.RetiredAt != nil || got.PublishedUntil != nil {
-		t.Fatalf("EnsureSigningKey = %#v %s %v; want %s, created now, active", got, got.CreatedAt, got.RetiredAt, a.ID)
+	now := b.clock.Now().Truncate(time.Microsecond)
+	if got.ID != a.ID || !bytes.Equal(got.Seed, a.Seed) || !got.CreatedAt.Equal(now) || !got.ActivatesAt.Equal(now) || got.RetiredAt != nil || got.PublishedUntil != nil || !got.SignsAt(now) {
+		t.Fatalf("EnsureSigningKey = %#v created %s, signing from %s, retired %v; want %s, created now and signing from now", got, got.CreatedAt, got.ActivatesAt, got.RetiredAt, a.ID)
 	}
 	again, err := b.store.EnsureSigningKey(b.ctx, k, "system:start")
 	wantOK(t, err)
@@ -65,21 +63,30 @@ func (s *suite) signingKeyRotation(t *testing.T) {
 	wantOK(t, err)
 	b.clock.Advance(time.Minute)
 	at := b.clock.Now().Truncate(time.Microsecond)
-	got, err := b.store.RotateSigningKey(b.ctx, k, time.Hour, "tok_admin")
+	const delay = 30 * time.Second
+	got, err := b.store.RotateSigningKey(b.ctx, k, delay, time.Hour, "tok_admin")
 	wantOK(t, err)
-	if active, err := b.store.ActiveSigningKey(b.ctx); err != nil || active.ID != k.ID || string(active.Seed) != string(k.Seed) {
-		t.Fatalf("ActiveSigningKey after a rotation = %s, %v; want %s with its seed", active, err, k.ID)
-	}
-	if got.ID != k.ID || !got.CreatedAt.Equal(at) || got.RetiredAt != nil {
-		t.Fatalf("RotateSigningKey = %s created %s retired %v; want %s created %s, active", got, got.CreatedAt, got.RetiredAt, k.ID, at)
+	switchAt := at.Add(delay)
+	if got.ID != k.ID || !bytes.Equal(got.Seed, k.Seed) || !got.CreatedAt.Equal(at) || !got.ActivatesAt.Equal(switchAt) || got.RetiredAt != nil {
+		t.Fatalf("RotateSigningKey = %s created %s, signing from %s, retired %v; want %s created %s, signing from %s", got, got.CreatedAt, got.ActivatesAt, got.RetiredAt, k.ID, at, switchAt)
 	}
 	keys, err := b.store.ListSigningKeys(b.ctx)
 	wantOK(t, err)
 	if len(keys) != 2 || keys[0].ID != k.ID || keys[1].ID != a.ID {
 		t.Fatalf("ListSigningKeys = %v; want the new key, then the old", keys)
 	}
-	if old := keys[1]; old.RetiredAt == nil || !old.RetiredAt.Equal(at) || old.PublishedUntil == nil || !old.PublishedUntil.Equal(at.Add(time.Hour)) {
-		t.Fatalf("retired key %s: retired %v, published until %v; want %s and an hour later", old, old.RetiredAt, old.PublishedUntil, at)
+	// The old key signs until the new one starts, the same instant.
+	old := keys[1]
+	if old.RetiredAt == nil || !old.RetiredAt.Equal(switchAt) || old.PublishedUntil == nil || !old.PublishedUntil.Equal(switchAt.Add(time.Hour)) {
+		t.Fatalf("retired key %s: retired %v, published until %v; want %s and an hour later", old, old.RetiredAt, old.PublishedUntil, switchAt)
+	}
+	for _, tc := range []struct {
+		at       time.Time
+		old, new bool
+	}{{at, true, false}, {switchAt.Add(-time.Microsecond), true, false}, {switchAt, false, true}, {switchAt.Add(time.Hour), false, true}} {
+		if old.SignsAt(tc.at) != tc.old || keys[0].SignsAt(tc.at) != tc.new {
+			t.Errorf("at %s the old key signs: %v, the new: %v; want %v and %v", tc.at, old.SignsAt(tc.at), keys[0].SignsAt(tc.at), tc.old, tc.new)
+		}
 	}
 	// A retired key never becomes active again, even by EnsureSigningKey.
 	active, err := b.store.EnsureSigningKey(b.ctx, a, "system:start")
@@ -87,7 +94,7 @@ func (s *suite) signingKeyRotation(t *testing.T) {
 	if active.ID != k.ID {
 		t.Fatalf("EnsureSigningKey after a rotation = %s; want %s", active, k.ID)
 	}
-	b.clock.Advance(time.Hour)
+	b.clock.Advance(delay + time.Hour)
 	keys, err = b.store.ListSigningKeys(b.ctx)
 	wantOK(t, err)
 	if len(keys) != 1 || keys[0].ID != k.ID {
@@ -105,7 +112,7 @@ func (s *suite) signingKeyRefused(t *testing.T) {
 	short.Seed = short.Seed[:31]
 	_, err := b.store.EnsureSigningKey(b.ctx, short, "system:start")
 	wantErr(t, err, airlock.CodeInvalidRequest, "")
-	_, err = b.store.RotateSigningKey(b.ctx, store.SigningKey{Seed: signingKey('a').Seed}, time.Hour, "tok_admin")
+	_, err = b.store.RotateSigningKey(b.ctx, store.SigningKey{Seed: signingKey('a').Seed}, time.Second, time.Hour, "tok_admin")
 	wantErr(t, err, airlock.CodeInvalidRequest, "")
 	keys, err := b.store.ListSigningKeys(b.ctx)
 	wantOK(t, err)

@@ -56,7 +56,9 @@ class Server:
         env["HOME"] = self.dir
         self.proc = subprocess.Popen(
             [airlock_bin(), "serve", "--addr", "127.0.0.1:0", "--db", os.path.join(self.dir, "airlock.db"),
-             "--admin-token", ADMIN, "--min-timeout", "1ms", "--rate-limit", "1000000", *extra_args],
+             "--admin-token", ADMIN, "--min-timeout", "1ms", "--rate-limit", "1000000",
+             # one server: a rotated-in signing key signs at once
+             "--key-activation-delay", "1ms", *extra_args],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.logs: List[str] = []
         self.url = ""

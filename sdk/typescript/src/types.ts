@@ -252,8 +252,11 @@ export interface Token {
 /** A key approval tokens are signed with, as admins see it: never its private half (docs/tokens.md). */
 export interface SigningKey {
   id: string;
+  /** Whether it signs new tokens now. */
   active: boolean;
   created_at?: string;
+  /** When it starts (or started) signing: a rotated-in key signs a while after it is published. */
+  activates_at?: string;
   retired_at?: string;
   published_until?: string;
 }

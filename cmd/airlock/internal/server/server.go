@@ -154,6 +154,9 @@ type Config struct {
 	// SigningKey, when set, signs every approval token instead of the
 	// keys kept in the store (--signing-key-file).
 	SigningKey *approvaltoken.Key
+	// KeyActivationDelay is how long after a rotation the new key starts
+	// signing (--key-activation-delay); zero, at once.
+	KeyActivationDelay time.Duration
 	// PublicURL names the server in the approval tokens it signs (iss);
 	// default the address it listens on.
 	PublicURL string
@@ -262,10 +265,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			default: // one is pending already
 			}
 		},
-		CheckWebhookURL: func(u string) error { return notify.CheckURL(u, cfg.OutboundAllowPrivate) },
-		DeliveryQueued:  func() { engine.Wake() },
-		Expressions:     new(policy.Expressions),
-		SigningKey:      cfg.SigningKey,
+		CheckWebhookURL:    func(u string) error { return notify.CheckURL(u, cfg.OutboundAllowPrivate) },
+		DeliveryQueued:     func() { engine.Wake() },
+		Expressions:        new(policy.Expressions),
+		SigningKey:         cfg.SigningKey,
+		KeyActivationDelay: cfg.KeyActivationDelay,
 	})
 	if err != nil {
 		return nil, err

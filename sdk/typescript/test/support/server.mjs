@@ -30,7 +30,9 @@ export async function startServer(extraArgs = []) {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AIRLOCK_')));
   const proc = spawn(airlockBin(), [
     'serve', '--addr', '127.0.0.1:0', '--db', join(dir, 'airlock.db'), '--admin-token', ADMIN,
-    '--min-timeout', '1ms', '--rate-limit', '1000000', ...extraArgs,
+    '--min-timeout', '1ms', '--rate-limit', '1000000',
+    '--key-activation-delay', '1ms', // one server: a rotated-in signing key signs at once
+    ...extraArgs,
   ], { env: { ...env, HOME: dir }, stdio: ['ignore', 'ignore', 'pipe'] });
   let logs = '';
   const url = await new Promise((resolveUrl, reject) => {
