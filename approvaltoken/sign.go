@@ -19,6 +19,9 @@ type Key struct {
 	// always has the same id on every replica.
 	ID      string
 	Private ed25519.PrivateKey
+	// signer is go-jose's signer of the key, made once by NewKey; Sign
+	// makes one for a Key built otherwise.
+	signer jose.Signer
 }
 
 // NewKey wraps an Ed25519 private key and computes its id.
@@ -30,7 +33,24 @@ func NewKey(private ed25519.PrivateKey) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	return Key{ID: id, Private: private}, nil
+	signer, err := newSigner(id, private)
+	if err != nil {
+		return Key{}, err
+	}
+	return Key{ID: id, Private: private, signer: signer}, nil
+}
+
+// newSigner makes go-jose's signer of the key: header alg EdDSA, typ Type
+// and kid id.
+func newSigner(id string, private ed25519.PrivateKey) (jose.Signer, error) {
+	// A JSONWebKey with an id makes go-jose put "kid" in the header.
+	key := jose.JSONWebKey{Key: private, KeyID: id}
+	opts := (&jose.SignerOptions{}).WithType(Type)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("approval token signer: %w", err)
+	}
+	return signer, nil
 }
 
 // KeyID returns the RFC 7638 JWK thumbprint of an Ed25519 public key,
@@ -66,12 +86,12 @@ func Sign(k Key, c Claims) (string, error) {
 	if err := c.check(); err != nil {
 		return "", err
 	}
-	// A JSONWebKey with an id makes go-jose put "kid" in the header.
-	key := jose.JSONWebKey{Key: k.Private, KeyID: k.ID}
-	opts := (&jose.SignerOptions{}).WithType(Type)
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, opts)
-	if err != nil {
-		return "", fmt.Errorf("approval token signer: %w", err)
+	signer := k.signer
+	if signer == nil {
+		var err error
+		if signer, err = newSigner(k.ID, k.Private); err != nil {
+			return "", err
+		}
 	}
 	payload, err := json.Marshal(c)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -471,5 +472,32 @@ func BenchmarkEd25519Sign(b *testing.B) {
 	msg := []byte(f.token[:strings.LastIndexByte(f.token, '.')])
 	for b.Loop() {
 		ed25519.Sign(f.key.Private, msg)
+	}
+}
+
+// One Key signs from many goroutines at once (the server's claims do):
+// its go-jose signer is shared, and each token still verifies.
+func TestSignConcurrently(t *testing.T) {
+	f := newFixture(t)
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			c := f.claims
+			c.ID = fmt.Sprintf("jti_%d", i)
+			tok, err := Sign(f.key, c)
+			if err == nil {
+				var got Claims
+				got, err = f.set.Verify(tok, f.expect())
+				if err == nil && got.ID != c.ID {
+					err = fmt.Errorf("token of %s names %s", c.ID, got.ID)
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
