@@ -762,7 +762,8 @@ def _decode_error(method: str, path: str, status: int, headers: Dict[str, str], 
             p = None
         if isinstance(p, dict) and p.get("code"):
             return AirlockError(status=status, method=method, path=path, code=p["code"], state=p.get("state"),
-                                field=p.get("field"), detail=p.get("detail") or p.get("title") or "", retry_after=retry_after)
+                                field=p.get("field"), detail=p.get("detail") or p.get("title") or "", retry_after=retry_after,
+                                reason=p.get("reason"), consumed_at=p.get("consumed_at"))
     text = body.decode("utf-8", "replace").strip()
     if len(text) > 200:
         text = text[:200] + "…"

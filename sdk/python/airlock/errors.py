@@ -13,12 +13,17 @@ class AirlockError(Exception):
 
     Switch on ``code`` (the stable code, or None when the answer was not a
     problem, a proxy's page say); for 409 conflicts ``state`` names the state
-    that holds; ``field`` names the input at fault for ``invalid_request``.
+    that holds; ``field`` names the input at fault for ``invalid_request``;
+    ``reason`` says why an approval token was refused (``invalid_token``) and
+    ``consumed_at`` when it was consumed (``already_used``).
     """
 
     def __init__(self, *, status: int, method: str, path: str, detail: str, code: Optional[str] = None,
                  state: Optional[str] = None, field: Optional[str] = None,
-                 retry_after: Optional[float] = None) -> None:
+                 retry_after: Optional[float] = None, reason: Optional[str] = None,
+                 consumed_at: Optional[str] = None) -> None:
+        self.reason = reason
+        self.consumed_at = consumed_at
         self.code = code
         self.status = status
         self.state = state

@@ -291,10 +291,11 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(use["jti"] and use["consumed_at"])
         with self.assertRaises(AirlockError) as cm:
             verifier.consume_approval_token(token)
-        self.assertEqual((cm.exception.code, cm.exception.status), ("already_used", 409))
+        self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.consumed_at),
+                         ("already_used", 409, use["consumed_at"]))
         with self.assertRaises(AirlockError) as cm:
             verifier.consume_approval_token(token[:-4] + "AAAA")
-        self.assertEqual((cm.exception.code, cm.exception.status), ("invalid_token", 400))
+        self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.reason), ("invalid_token", 400, "signature"))
         with self.assertRaises(AirlockError) as cm:
             verifier.list_instances()
         self.assertEqual(cm.exception.code, "forbidden")

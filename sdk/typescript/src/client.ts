@@ -732,11 +732,15 @@ async function decodeError(method: string, path: string, res: Response, text?: s
   const mt = (res.headers.get('Content-Type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (mt === 'application/problem+json' || mt === 'application/json') {
     try {
-      const p = JSON.parse(text) as { code?: string; detail?: string; title?: string; field?: string; state?: string };
+      const p = JSON.parse(text) as {
+        code?: string; detail?: string; title?: string; field?: string; state?: string; reason?: string; consumed_at?: string;
+      };
       if (p && typeof p.code === 'string' && p.code !== '') {
         return new AirlockError({
           code: p.code as Code, status: res.status, state: p.state as State | undefined, field: p.field,
           detail: p.detail || p.title || '', method, path, retryAfterMs,
+          reason: typeof p.reason === 'string' ? p.reason : undefined,
+          consumedAt: typeof p.consumed_at === 'string' ? p.consumed_at : undefined,
         });
       }
     } catch {

@@ -19,10 +19,14 @@ export class AirlockError extends Error {
   readonly path: string;
   /** From a 429's or 503's Retry-After, in milliseconds. */
   readonly retryAfterMs: number | undefined;
+  /** For invalid_token: why the approval token was refused (`signature`, `expired`, `arguments`, …; docs/tokens.md). */
+  readonly reason: string | undefined;
+  /** For already_used: when the approval token's request was consumed. */
+  readonly consumedAt: string | undefined;
 
   constructor(init: {
     code?: Code; status: number; state?: State; field?: string; detail: string;
-    method: string; path: string; retryAfterMs?: number;
+    method: string; path: string; retryAfterMs?: number; reason?: string; consumedAt?: string;
   }) {
     super(`${init.method} ${init.path}: ${init.detail} (${init.code ?? 'no problem code'}, HTTP ${init.status})`);
     this.code = init.code;
@@ -33,6 +37,8 @@ export class AirlockError extends Error {
     this.method = init.method;
     this.path = init.path;
     this.retryAfterMs = init.retryAfterMs;
+    this.reason = init.reason;
+    this.consumedAt = init.consumedAt;
   }
 }
 

@@ -220,8 +220,10 @@ test('approval tokens: a verifier consumes a claim\'s token once, then already_u
   const use = await verifier.consumeApprovalToken({ token, tool: 'send_mail', arguments: { n: 1.0, to: 'ada' } });
   assert.equal(use.request_id, request.id);
   assert.ok(use.jti && use.consumed_at);
-  await assert.rejects(verifier.consumeApprovalToken({ token }), (e) => isCode(e, 'already_used') && e.status === 409);
-  await assert.rejects(verifier.consumeApprovalToken({ token: token.slice(0, -4) + 'AAAA' }), (e) => isCode(e, 'invalid_token') && e.status === 400);
+  await assert.rejects(verifier.consumeApprovalToken({ token }),
+    (e) => isCode(e, 'already_used') && e.status === 409 && e.consumedAt === use.consumed_at);
+  await assert.rejects(verifier.consumeApprovalToken({ token: token.slice(0, -4) + 'AAAA' }),
+    (e) => isCode(e, 'invalid_token') && e.status === 400 && e.reason === 'signature');
   await assert.rejects(verifier.listInstances(), (e) => e.code === 'forbidden');
 });
 
