@@ -75,14 +75,8 @@ func runTokensVerify(ctx context.Context, a *App, args []string) error {
 	jwks := fs.String("jwks", "", "the key set: a URL or a file (default $AIRLOCK_URL/.well-known/jwks.json)")
 	audience := fs.String("audience", "", "the audience this tool server is, when its instance registered one")
 	at := fs.String("at", "", "check as of this time (RFC 3339), such as when a logged call ran (default now)")
-	a.setUsage(fs, func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: airlock tokens verify %s\n\n%s\n\nFlags:\n", s.synopsis, s.summary)
-		out := fs.Output()
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-		fmt.Fprint(w, "\nExit codes: 0 the token approves this call, 1 it does not (the reason on stderr), 2 usage.\n")
-	})
+	a.setSubcommandUsage(fs, "tokens verify", s.synopsis, s.summary,
+		"\nExit codes: 0 the token approves this call, 1 it does not (the reason on stderr), 2 usage.\n")
 	if err := a.parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -100,17 +100,23 @@ func (a *App) apiFlagSet(cmd, sub string) (*flag.FlagSet, *remote) {
 	fs.StringVar(&r.url, "url", defaultURL, "the Airlock server [$AIRLOCK_URL]")
 	fs.StringVar(&r.token, "token", "", "your bearer token [$AIRLOCK_TOKEN]; prefer the environment variable, since other users can read command lines")
 	fs.BoolVar(&r.json, "json", false, "print JSON (the API's resources) for scripts instead of text for people")
+	a.setSubcommandUsage(fs, cmd+" "+sub, synopsis, summary, exitCodesHelp)
+	return fs, r
+}
+
+// setSubcommandUsage sets fs's usage: `airlock <name>` with its synopsis
+// and summary, the flags, then exits (a paragraph on the exit codes).
+func (a *App) setSubcommandUsage(fs *flag.FlagSet, name, synopsis, summary, exits string) {
 	a.setUsage(fs, func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: airlock %s %s %s\n\n%s\n\nFlags:\n", cmd, sub, synopsis, summary)
+		fmt.Fprintf(w, "Usage: airlock %s %s\n\n%s\n\nFlags:\n", name, synopsis, summary)
 		// PrintDefaults writes to the flag set's output; point it at w
 		// for the moment.
 		out := fs.Output()
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(out)
-		fmt.Fprint(w, exitCodesHelp)
+		fmt.Fprint(w, exits)
 	})
-	return fs, r
 }
 
 const exitCodesHelp = `

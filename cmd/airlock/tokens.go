@@ -93,14 +93,8 @@ func runTokensConsume(ctx context.Context, a *App, args []string) error {
 	tool := fs.String("tool", "", "the tool about to run; with --args, the token must approve exactly this call")
 	argsFile := fs.String("args", "", "a file holding the arguments about to be passed, as JSON; - for stdin")
 	audience := fs.String("audience", "", "the audience this tool server is, when its instance registered one")
-	a.setUsage(fs, func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: airlock tokens consume %s\n\n%s\n\nFlags:\n", s.synopsis, s.summary)
-		out := fs.Output()
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(out)
-		fmt.Fprint(w, "\nExit codes: 0 consumed now, 1 the token does not verify, 2 usage, 4 already used, 5 auth (AIRLOCK_TOKEN missing, unknown or not a verifier's).\n")
-	})
+	a.setSubcommandUsage(fs, "tokens consume", s.synopsis, s.summary,
+		"\nExit codes: 0 consumed now, 1 the token does not verify, 2 usage, 4 already used, 5 auth (AIRLOCK_TOKEN missing, unknown or not a verifier's).\n")
 	if _, ok := a.env("AIRLOCK_TOKEN"); !ok && !slices.Contains(args, "-h") && !slices.Contains(args, "--help") && !slices.Contains(args, "-help") {
 		return usageErrorf("no token: set AIRLOCK_TOKEN to a verifier token (an admin mints one: airlock tokens create --role verifier)")
 	}

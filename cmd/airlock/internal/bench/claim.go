@@ -121,13 +121,8 @@ func claimOp(t *target, base, inst, run string, phase int, tokens bool) clientOp
 		if err != nil {
 			return err
 		}
-		if r.State != "pending" {
-			return fmt.Errorf("created %s is %s, want pending", r.ID, r.State)
-		}
-		if d, err := t.decide(ctx, base, r.ID, "approved"); err != nil {
+		if err := t.approveCreated(ctx, base, r); err != nil {
 			return err
-		} else if d.State != "approved" {
-			return fmt.Errorf("decided %s is %s, want approved", r.ID, d.State)
 		}
 		var c apiClaim
 		if err := t.call(ctx, "POST", base, "/v1/approval-requests/"+r.ID+"/execution", t.agent, "", &c); err != nil {

@@ -198,13 +198,8 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 				if err != nil || cfg.Scenario == Create {
 					return err
 				}
-				if r.State != "pending" {
-					return fmt.Errorf("created %s is %s, want pending", r.ID, r.State)
-				}
-				if d, err := t.decide(ctx, base, r.ID, "approved"); err != nil {
+				if err := t.approveCreated(ctx, base, r); err != nil {
 					return err
-				} else if d.State != "approved" {
-					return fmt.Errorf("decided %s is %s, want approved", r.ID, d.State)
 				}
 				got, err := t.read(ctx, base, r.ID)
 				if err == nil && got.State != "approved" {

@@ -622,6 +622,22 @@ func (t *target) create(ctx context.Context, base, instance, key, body string) (
 	return r, err
 }
 
+// approveCreated approves r, just created: it must be pending, and the
+// decision's answer approved.
+func (t *target) approveCreated(ctx context.Context, base string, r apiRequest) error {
+	if r.State != "pending" {
+		return fmt.Errorf("created %s is %s, want pending", r.ID, r.State)
+	}
+	d, err := t.decide(ctx, base, r.ID, "approved")
+	if err != nil {
+		return err
+	}
+	if d.State != "approved" {
+		return fmt.Errorf("decided %s is %s, want approved", r.ID, d.State)
+	}
+	return nil
+}
+
 func (t *target) decide(ctx context.Context, base, id, status string) (apiRequest, error) {
 	var r apiRequest
 	err := t.call(ctx, "POST", base, "/v1/approval-requests/"+id+"/decision", t.reviewer, `{"status":"`+status+`"}`, &r)
