@@ -60,6 +60,8 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 //   - refuses an MCP-Protocol-Version it does not speak (400);
 //   - serves an Mcp-Session-Id only to the token that created it; to any
 //     other token the session does not exist (404);
+//   - hands a request made at 2026-07-28 (stateless: see stateless) to the
+//     SDK's stateless handler, and every other to its stateful one;
 //   - refuses bodies over cfg.MaxBodyBytes (413), and bodies that are not
 //     one JSON-RPC message (400, with the JSON-RPC error: checkMessage);
 //
@@ -83,12 +85,23 @@ func (s *Server) HTTPHandler() http.Handler {
 	for _, host := range cfg.AllowedHosts {
 		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
 	}
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	server := func(*http.Request) *mcp.Server { return s.mcp }
+	streamable := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
 		Logger:         s.sdkLog,
 		SessionTimeout: cfg.SessionTimeout,
 		// The Host check below is the SDK's DNS-rebinding protection
 		// and more: it applies whatever address the server listens on,
 		// and lets an operator name the hosts a reverse proxy uses.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
+	})
+	// The SDK serves 2026-07-28 only from a stateless handler (v1.8.0;
+	// a stateful one refuses it), and a stateless one gives clients of
+	// the older revisions no session to hold a GET stream or a DELETE:
+	// Airlock keeps one of each and routes by revision.
+	stateless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{
+		Logger:                     s.sdkLog,
+		Stateless:                  true,
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        cfg.MaxBodyBytes,
 	})
@@ -111,19 +124,21 @@ func (s *Server) HTTPHandler() http.Handler {
 			}
 		})
 	}
-	h.sdk = auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	bearer := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	h.sdk, h.sdkStateless = bearer(streamable), bearer(stateless)
 	return h
 }
 
 type httpHandler struct {
-	s        *Server
-	log      *slog.Logger
-	sdk      http.Handler
-	allowed  []string
-	maxBody  int64
-	shutdown context.Context    // nil: never
-	limiter  *ratelimit.Limiter // nil: no limit
-	guard    *ratelimit.Guard
+	s            *Server
+	log          *slog.Logger
+	sdk          http.Handler // with sessions: revisions before 2026-07-28
+	sdkStateless http.Handler // 2026-07-28: an SDK session per request
+	allowed      []string
+	maxBody      int64
+	shutdown     context.Context    // nil: never
+	limiter      *ratelimit.Limiter // nil: no limit
+	guard        *ratelimit.Guard
 
 	mu sync.Mutex
 	// owners maps each MCP transport session ID to the ID of the token
@@ -206,6 +221,26 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuseVersion(w, r, id, strings.Join(v, ","))
 		return
 	}
+	ctx := withCaller(r.Context(), c)
+	if h.shutdown != nil {
+		var stop func()
+		ctx, stop = ctxwait.WithStop(ctx, h.shutdown)
+		defer stop()
+	}
+	r = r.WithContext(ctx)
+	if stateless(r, msg) {
+		// No transport session at 2026-07-28: an Mcp-Session-Id is not
+		// read, bound or answered, and the SDK connects a session for
+		// this one request. Airlock's own sessions (session_open) are
+		// records in the store, so they work as before.
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			h.refuse(w, r, http.StatusMethodNotAllowed, "MCP "+Revision2026+" has no session to open a stream (GET) or end (DELETE): POST each request; what the server sends about it comes on that request's response")
+			return
+		}
+		h.serveSDK(h.sdkStateless, w, r, msg)
+		return
+	}
 	sid := r.Header.Get(headerSessionID)
 	if sid != "" && !h.owns(sid, c.ID) {
 		// Another token's session is indistinguishable from none. The
@@ -216,13 +251,6 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx := withCaller(r.Context(), c)
-	if h.shutdown != nil {
-		var stop func()
-		ctx, stop = ctxwait.WithStop(ctx, h.shutdown)
-		defer stop()
-	}
-	r = r.WithContext(ctx)
 	bw := &bindWriter{ResponseWriter: w}
 	if sid == "" {
 		// A response that creates a session names it in its header: bind
@@ -233,20 +261,52 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if msg == nil {
-		h.sdk.ServeHTTP(bw, r)
-	} else {
-		rw := &rpcRefusal{ResponseWriter: bw}
-		h.sdk.ServeHTTP(rw, r)
-		if status, code, text, held := rw.answer(bw, msg); held {
-			h.log.Debug("MCP message refused", "status", status, "code", code, "reason", text)
-		}
-	}
+	h.serveSDK(h.sdk, bw, r, msg)
 	if r.Method == http.MethodDelete && sid != "" && bw.status == http.StatusNoContent {
 		h.mu.Lock()
 		delete(h.owners, sid)
 		h.mu.Unlock()
 	}
+}
+
+// serveSDK hands a request to one of the SDK's handlers, answering what it
+// refuses with plain text as a JSON-RPC error when the request is a POST
+// (rpcRefusal).
+func (h *httpHandler) serveSDK(sdk http.Handler, w http.ResponseWriter, r *http.Request, msg jsonrpc.Message) {
+	if msg == nil {
+		sdk.ServeHTTP(w, r)
+		return
+	}
+	rw := &rpcRefusal{ResponseWriter: w}
+	sdk.ServeHTTP(rw, r)
+	if status, code, text, held := rw.answer(w, msg); held {
+		h.log.Debug("MCP message refused", "status", status, "code", code, "reason", text)
+	}
+}
+
+// stateless reports whether a request is made at MCP 2026-07-28, which has
+// no transport session: its MCP-Protocol-Version header names that
+// revision, or, with no header, its _meta names a revision (SEP-2575's
+// per-request protocolVersion). Such a request without the header is
+// still the stateless handler's, which answers that the header is
+// required, where the stateful one would answer that the revision is not
+// supported. The header was checked against ProtocolVersions before.
+func stateless(r *http.Request, msg jsonrpc.Message) bool {
+	if v := r.Header.Get(headerProtocolVersion); v != "" {
+		return v >= Revision2026
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || len(req.Params) == 0 {
+		return false
+	}
+	var params struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(req.Params, &params) != nil {
+		return false
+	}
+	_, named := params.Meta[mcp.MetaKeyProtocolVersion]
+	return named
 }
 
 // readBody reads a POST body within the limit and decodes its message,

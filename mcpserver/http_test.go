@@ -117,8 +117,8 @@ func TestHTTP(t *testing.T) {
 	t.Parallel()
 	h := setupHTTP(t, nil)
 	cl := h.sdkClient(t, h.agent)
-	if got := cl.cs.InitializeResult().ProtocolVersion; got != "2025-11-25" {
-		t.Errorf("negotiated %s, want 2025-11-25 after the SDK's newer probe is refused", got)
+	if got := cl.cs.InitializeResult().ProtocolVersion; got != Revision2026 {
+		t.Errorf("negotiated %s, want %s, the SDK client's newest", got, Revision2026)
 	}
 	sid := str(cl.ok(ToolSessionOpen, map[string]any{"name": "over http"}), "sessionId")
 	id := str(cl.ok(ToolApprovalRequest, requestArgs("h1", func(m map[string]any) { m["sessionId"] = sid })), "approvalId")
@@ -184,7 +184,7 @@ func TestHTTPHardening(t *testing.T) {
 		{"Origin of the server itself", raw{body: list, secret: alice, header: with(map[string]string{"Origin": strings.TrimSuffix(h.url, "/mcp")})}, 200, `"approval_request"`},
 		{"body over the limit", raw{body: `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":"` + strings.Repeat("x", airlock.MaxBodyBytes) + `"}}`, secret: alice, header: in}, 413, "exceeds"},
 		{"unsupported MCP-Protocol-Version", raw{body: list, secret: alice, header: with(map[string]string{"Mcp-Protocol-Version": "1999-01-01"})}, 400, "unsupported MCP-Protocol-Version"},
-		{"a newer MCP-Protocol-Version", raw{body: list, secret: alice, header: with(map[string]string{"Mcp-Protocol-Version": "2026-07-28"})}, 400, "-32022"},
+		{"2026-07-28 without its _meta", raw{body: list, secret: alice, header: with(map[string]string{"Mcp-Protocol-Version": Revision2026, "Mcp-Method": "tools/list"})}, 400, `missing or invalid _meta field \"io.modelcontextprotocol/protocolVersion\"`},
 		{"a JSON-RPC batch", raw{body: "[" + list + "]", secret: alice, header: in}, 400, "batches are not supported"},
 		{"malformed JSON", raw{body: `{"jsonrpc":"2.0",`, secret: alice, header: in}, 400, "-32700"},
 		{"token in the query string", raw{body: list, secret: alice, header: in, query: "?token=" + alice}, 401, "never put a token in the URL"},

@@ -1,5 +1,5 @@
-// Package mcpserver is Airlock's MCP server (docs/mcp.md, MCP revision
-// 2025-06-18): the tools an agent uses to ask a person before it acts
+// Package mcpserver is Airlock's MCP server (docs/mcp.md, MCP revisions
+// 2026-07-28 back to 2025-03-26): the tools an agent uses to ask a person before it acts
 // (approval_request, approval_status, approval_cancel), to keep a session
 // that receives decisions as instructions (session_open, session_heartbeat,
 // session_close), and to read the work board its commands act on
@@ -31,11 +31,17 @@ import (
 )
 
 // ProtocolVersions are the MCP revisions the server negotiates, newest
-// first. Airlock is built to 2025-06-18; 2025-11-25 adds
-// nothing the tools rely on and 2025-03-26 clients read the same results
-// as text. An MCP-Protocol-Version header naming any other revision is
-// refused with 400.
-var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+// first. Airlock is built to 2025-06-18; 2025-11-25 adds nothing the tools
+// rely on and 2025-03-26 clients read the same results as text.
+// 2026-07-28 (Revision2026) has no initialize handshake and no transport
+// session: each request names its revision and the client's capabilities
+// in _meta, and over HTTP it is served statelessly (docs/mcp.md,
+// "Revisions"). An MCP-Protocol-Version header naming any other revision
+// is refused with 400.
+var ProtocolVersions = []string{Revision2026, "2025-11-25", "2025-06-18", "2025-03-26"}
+
+// Revision2026 is MCP revision 2026-07-28, the first without sessions.
+const Revision2026 = "2026-07-28"
 
 // ServerName is the implementation name the server reports at initialize.
 const ServerName = "airlock"

@@ -52,7 +52,7 @@ func setup(t *testing.T) *bundle {
 
 // setupWith is setup with the provider over wrap(store), for tests that
 // put a faulty store between the provider and SQLite; nil means none.
-func setupWith(t *testing.T, wrap func(*sqlite.Store) store.Store) *bundle {
+func setupWith(t testing.TB, wrap func(*sqlite.Store) store.Store) *bundle {
 	t.Helper()
 	b := &bundle{clock: storetest.NewFakeClock(epoch), secrets: map[string]string{}}
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(b.clock))
@@ -87,7 +87,7 @@ func setupWith(t *testing.T, wrap func(*sqlite.Store) store.Store) *bundle {
 
 // mint creates a token and authenticates with its secret, as a real
 // caller would.
-func (b *bundle) mint(t *testing.T, role airlock.Role, principal string, scopes ...string) airlock.Caller {
+func (b *bundle) mint(t testing.TB, role airlock.Role, principal string, scopes ...string) airlock.Caller {
 	t.Helper()
 	_, secret, err := b.svc.CreateToken(t.Context(), b.admin, airlock.NewTokenInput{
 		Name: string(role) + " of " + principal, Role: role, Principal: principal, Scopes: scopes,

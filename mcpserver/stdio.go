@@ -115,7 +115,11 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	for _, t := range tools {
 		local.AddTool(t, up.relay)
 	}
-	cfg.Logger.Info("relaying MCP over stdio", "server", endpoint, "tools", len(tools))
+	revision := ""
+	if init != nil {
+		revision = init.ProtocolVersion
+	}
+	cfg.Logger.Info("relaying MCP over stdio", "server", endpoint, "revision", revision, "tools", len(tools))
 
 	// The SDK ends a stdio session at the first line that is not a
 	// JSON-RPC message; a JSON-RPC server answers it with an error and

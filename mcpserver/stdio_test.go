@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,9 +16,11 @@ import (
 )
 
 // TestStdioRelay runs the stdio bridge in process against a real HTTP
-// server: tools relay with their results unchanged; when the server forgets
-// the session (a restart), the next call reconnects and goes through; the
-// bridge returns nil when its stdin ends.
+// server that speaks only the revisions with sessions, as an Airlock from
+// before 2026-07-28 did (olderServer): the bridge falls back to
+// 2025-11-25; tools relay with their results unchanged; when the server
+// forgets the session (a restart), the next call reconnects and goes
+// through; the bridge returns nil when its stdin ends.
 func TestStdioRelay(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -26,7 +29,7 @@ func TestStdioRelay(t *testing.T) {
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(Config{Service: b.svc, Logger: discard, Context: ctx})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler())
+	mux.Handle("/mcp", olderServer(srv.HTTPHandler()))
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
 	defer cancel() // first: ends the MCP sessions
@@ -34,8 +37,9 @@ func TestStdioRelay(t *testing.T) {
 	inR, inW := io.Pipe()   // the MCP client writes the bridge's stdin
 	outR, outW := io.Pipe() // the bridge writes its stdout
 	done := make(chan error, 1)
+	log := newLogRecorder()
 	go func() {
-		done <- RunStdio(t.Context(), StdioConfig{URL: hs.URL, Token: b.secrets[b.agent.ID], In: inR, Out: outW, Logger: discard})
+		done <- RunStdio(t.Context(), StdioConfig{URL: hs.URL, Token: b.secrets[b.agent.ID], In: inR, Out: outW, Logger: log.logger()})
 		outW.Close()
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil).
@@ -43,6 +47,9 @@ func TestStdioRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.await(t, "the relay's fallback", func(r logRecord) bool {
+		return r.msg == "relaying MCP over stdio" && r.attrs["revision"] == "2025-11-25"
+	})
 	cl := newClient(t, cs)
 	if len(cl.outputs) != len(ToolNames) {
 		t.Errorf("%d tools relayed, want %d", len(cl.outputs), len(ToolNames))
@@ -75,6 +82,20 @@ func TestStdioRelay(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("RunStdio did not return after its stdin ended")
 	}
+}
+
+// olderServer is h as an Airlock server from before 2026-07-28 answered:
+// a request at that revision is refused with 400 and the unsupported-
+// version error naming the revisions it spoke.
+func olderServer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(headerProtocolVersion); v == Revision2026 {
+			data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: ProtocolVersions[1:], Requested: v})
+			writeRPCError(w, http.StatusBadRequest, nil, mcp.CodeUnsupportedProtocolVersion, "unsupported MCP-Protocol-Version", data)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // TestStdioBadServer: a wrong token or URL fails before anything is read,

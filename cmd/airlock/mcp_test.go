@@ -44,69 +44,96 @@ func (s *mcpServer) bridge(t *testing.T, extra ...string) *exec.Cmd {
 }
 
 // TestMCPStdioSDK is T16 driven by the official Go SDK client over
-// CommandTransport: `airlock mcp` relays to the real server's /mcp; a
+// CommandTransport, at 2026-07-28 (its default) and pinned to 2025-11-25:
+// `airlock mcp` relays to the real server's /mcp, itself at 2026-07-28; a
 // reviewer's REST decision reaches the session's heartbeat; closing stdin
 // ends the process cleanly (exit 0).
 func TestMCPStdioSDK(t *testing.T) {
 	t.Parallel()
 	s := startMCPServer(t)
-	cmd := s.bridge(t, "--log-level", "info")
-	stderr := testkit.NewOutput()
-	cmd.Stderr = stderr
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t16", Version: "v0"}, nil).
-		Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\nstderr:\n%s\nserver:\n%s", err, stderr, s.Out)
-	}
-	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tools.Tools) != len(mcpserver.ToolNames) {
-		t.Errorf("%d tools over stdio, want %d", len(tools.Tools), len(mcpserver.ToolNames))
-	}
+	for _, revision := range []string{mcpserver.Revision2026, "2025-11-25"} {
+		t.Run(revision, func(t *testing.T) {
+			cmd := s.bridge(t, "--log-level", "info")
+			stderr := testkit.NewOutput()
+			cmd.Stderr = stderr
+			var opts *mcp.ClientSessionOptions
+			if revision != mcpserver.Revision2026 {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: revision}
+			}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t16", Version: "v0"}, nil).
+				Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, opts)
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s\nserver:\n%s", err, stderr, s.Out)
+			}
+			if got := cs.InitializeResult().ProtocolVersion; got != revision {
+				t.Errorf("negotiated %s over stdio, want %s", got, revision)
+			}
+			tools, err := cs.ListTools(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tools.Tools) != len(mcpserver.ToolNames) {
+				t.Errorf("%d tools over stdio, want %d", len(tools.Tools), len(mcpserver.ToolNames))
+			}
 
-	call := func(name string, args map[string]any) map[string]any {
-		t.Helper()
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.IsError {
-			t.Fatalf("%s: %v", name, res.Content[0].(*mcp.TextContent).Text)
-		}
-		var out map[string]any
-		b, _ := json.Marshal(res.StructuredContent)
-		json.Unmarshal(b, &out)
-		return out
-	}
-	sid := call("session_open", map[string]any{"name": "stdio session"})["sessionId"].(string)
-	req := call("approval_request", map[string]any{
-		"kind": "agent_request", "title": "Deploy on Friday?", "proposal": map[string]any{"mode": "advisory"},
-		"sessionId": sid, "question": map[string]any{"choices": []string{"yes", "no"}}, "idempotencyKey": "t16-1",
-	})
-	id := req["approvalId"].(string)
-	if req["status"] != "pending" {
-		t.Errorf("approval_request over stdio: %v", req)
-	}
-	s.api.call("POST", "/v1/approval-requests/"+id+"/decision", s.reviewer, `{"status":"approved","answer":"no"}`).want(t, 200, "decide")
-	hb := call("session_heartbeat", map[string]any{"sessionId": sid})
-	if ins, _ := hb["instructions"].([]any); len(ins) != 1 || ins[0].(map[string]any)["answer"] != "no" {
-		t.Errorf("heartbeat over stdio: %v", hb)
-	}
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "approval_request", Arguments: map[string]any{"kind": "nope"}})
-	if err != nil || !res.IsError {
-		t.Errorf("an invalid call over stdio: %v %v", err, res)
-	}
+			call := func(name string, args map[string]any) map[string]any {
+				t.Helper()
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if res.IsError {
+					t.Fatalf("%s: %v", name, res.Content[0].(*mcp.TextContent).Text)
+				}
+				var out map[string]any
+				b, _ := json.Marshal(res.StructuredContent)
+				json.Unmarshal(b, &out)
+				return out
+			}
+			sid := call("session_open", map[string]any{"name": "stdio session"})["sessionId"].(string)
+			req := call("approval_request", map[string]any{
+				"kind": "agent_request", "title": "Deploy on Friday?", "proposal": map[string]any{"mode": "advisory"},
+				"sessionId": sid, "question": map[string]any{"choices": []string{"yes", "no"}}, "idempotencyKey": "t16-" + revision,
+			})
+			id := req["approvalId"].(string)
+			if req["status"] != "pending" {
+				t.Errorf("approval_request over stdio: %v", req)
+			}
+			s.api.call("POST", "/v1/approval-requests/"+id+"/decision", s.reviewer, `{"status":"approved","answer":"no"}`).want(t, 200, "decide")
+			hb := call("session_heartbeat", map[string]any{"sessionId": sid})
+			if ins, _ := hb["instructions"].([]any); len(ins) != 1 || ins[0].(map[string]any)["answer"] != "no" {
+				t.Errorf("heartbeat over stdio: %v", hb)
+			}
+			if st := call("approval_status", map[string]any{"approvalId": id}); st["status"] != "approved" {
+				t.Errorf("approval_status over stdio: %v", st)
+			}
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "approval_request", Arguments: map[string]any{"kind": "nope"}})
+			if err != nil || !res.IsError {
+				t.Errorf("an invalid call over stdio: %v %v", err, res)
+			}
+			other := call("approval_request", map[string]any{
+				"kind": "agent_request", "title": "Or on Monday?", "proposal": map[string]any{"mode": "advisory"}, "idempotencyKey": "t16-cancel-" + revision,
+			})["approvalId"].(string)
+			if st := call("approval_cancel", map[string]any{"approvalId": other}); st["status"] != "cancelled" {
+				t.Errorf("approval_cancel over stdio: %v", st)
+			}
+			if board := call("work_list", map[string]any{}); board["columns"] == nil {
+				t.Errorf("work_list over stdio: %v", board)
+			}
+			if closed := call("session_close", map[string]any{"sessionId": sid}); closed["status"] != "closed" {
+				t.Errorf("session_close over stdio: %v", closed)
+			}
 
-	if err := cs.Close(); err != nil {
-		t.Errorf("closing stdin: airlock mcp did not exit cleanly: %v\nstderr:\n%s", err, stderr)
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("exit code %d after EOF, want 0", code)
-	}
-	if !strings.Contains(stderr.String(), "relaying MCP over stdio") {
-		t.Errorf("stderr lacks the bridge's log:\n%s", stderr)
+			if err := cs.Close(); err != nil {
+				t.Errorf("closing stdin: airlock mcp did not exit cleanly: %v\nstderr:\n%s", err, stderr)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("exit code %d after EOF, want 0", code)
+			}
+			if !strings.Contains(stderr.String(), "relaying MCP over stdio") || !strings.Contains(stderr.String(), "revision="+mcpserver.Revision2026) {
+				t.Errorf("stderr lacks the bridge's log naming the revision it speaks to the server:\n%s", stderr)
+			}
+		})
 	}
 }
 
