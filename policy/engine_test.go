@@ -18,9 +18,16 @@ import (
 
 const allowLs = "rules:\n  - {name: ls, match: 'request.tool == \"ls\"', action: allow}\n"
 
+// writeFile replaces the file at path with src in one step (a new file
+// renamed over it), so a watcher polling every millisecond never reads
+// it half written.
 func writeFile(t *testing.T, path, src string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }
