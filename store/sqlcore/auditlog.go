@@ -147,7 +147,38 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 		}
 		settled = upto
 	}
-	evs, err := all(ctx, c.d, func(row Row) (store.UnsequencedEvent, error) {
+	evs, full, err := c.readUnsequenced(ctx, after, limit)
+	if err != nil {
+		return store.Unsequenced{}, c.d.Translate(err, "events", "unsequenced")
+	}
+	next := settled
+	if full {
+		// A full page: events between its last and settled may be
+		// unsequenced still.
+		next = min(next, evs[len(evs)-1].Event.ID)
+	}
+	return store.Unsequenced{Events: evs, Next: max(next, after)}, nil
+}
+
+// maxUnsequencedBytes ends a page of UnsequencedEvents early once its
+// requests' payloads hold this many bytes: each event of a request carries
+// them, and a batch of large arguments would otherwise hold gigabytes.
+const maxUnsequencedBytes = 16 << 20
+
+// readUnsequenced reads up to limit events without a leaf above after, and
+// reports whether the page is full: limit events, or ended early by
+// maxUnsequencedBytes.
+func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]store.UnsequencedEvent, bool, error) {
+	rows, err := c.d.Query(ctx, c.q.Audit.Unsequenced, Args{{"after", after}, {"limit", limit}})
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	var (
+		out   []store.UnsequencedEvent
+		bytes int
+	)
+	for rows.Next() {
 		var (
 			e                  airlock.Event
 			typ, state         string
@@ -155,9 +186,9 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 			tool, reasoning    string
 			arguments, ctxText *string
 		)
-		if err := row.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
+		if err := rows.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
 			&hasRequest, &tool, &arguments, &reasoning, &ctxText); err != nil {
-			return store.UnsequencedEvent{}, err
+			return nil, false, err
 		}
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
 		u := store.UnsequencedEvent{Event: e}
@@ -170,19 +201,14 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 				r.Context = []byte(*ctxText)
 			}
 			u.Request = r
+			bytes += len(tool) + len(reasoning) + len(r.Arguments) + len(r.Context)
 		}
-		return u, nil
-	}, q.Unsequenced, Args{{"after", after}, {"limit", limit}})
-	if err != nil {
-		return store.Unsequenced{}, c.d.Translate(err, "events", "unsequenced")
+		out = append(out, u)
+		if bytes >= maxUnsequencedBytes {
+			return out, true, nil
+		}
 	}
-	next := settled
-	if len(evs) == limit {
-		// A full page: events between its last and settled may be
-		// unsequenced still.
-		next = min(next, evs[len(evs)-1].Event.ID)
-	}
-	return store.Unsequenced{Events: evs, Next: max(next, after)}, nil
+	return out, len(out) == limit, rows.Err()
 }
 
 // AppendLeaves grows the tree by a compare-and-set on its size, then
