@@ -29,7 +29,7 @@ SELECT coalesce(max(id), 0) FROM events
 SELECT e.id, e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash, e.uid,
 	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context
 FROM events e LEFT JOIN requests r ON e.request_id <> '' AND r.id = e.request_id
-WHERE e.id > @after::bigint AND true
+WHERE e.id > @after::bigint AND NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id)
 ORDER BY e.id LIMIT @limit::int
 
 -- name: Audit.Grow
