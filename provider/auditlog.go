@@ -109,8 +109,10 @@ func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 			break
 		}
 		// Catching up (on upgrade, every event before the log was
-		// built has no leaf yet): say how far.
-		s.log.Info("audit log: catching up", "sequenced", total, "through_event", next)
+		// built has no leaf yet): say how far, every 100 batches.
+		if total%(100*sequencer.DefaultBatch) == sequencer.DefaultBatch {
+			s.log.Info("audit log: catching up", "sequenced", total, "through_event", next)
+		}
 	}
 	if err := s.checkpointIfDue(ctx, now); err != nil {
 		return total, err
