@@ -41,8 +41,9 @@ const (
 // write, so a request expires once whoever gets there first.
 //
 // Beside it, Run relays other replicas' changes when the store has a
-// change feed (PostgreSQL), and watches the token stamp when it has one
-// (SQLite, watchTokenStamp), until ctx ends.
+// change feed (PostgreSQL), watches the token stamp when it has one
+// (SQLite, watchTokenStamp), and runs the audit log's sequencer
+// (auditlog.go), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	if s.feed != nil {
 		done := make(chan struct{})
@@ -66,6 +67,14 @@ func (s *Service) Run(ctx context.Context) error {
 		go func() {
 			defer close(done)
 			s.escalateLoop(ctx)
+		}()
+	}
+	if s.audit.run {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			s.sequenceLoop(ctx)
 		}()
 	}
 	timer := time.NewTimer(0)

@@ -84,6 +84,11 @@ type Config struct {
 	// Issuer is the approval tokens' iss: the server's public URL
 	// (default "airlock"; see SetIssuer).
 	Issuer string
+	// CheckpointInterval is how often the audit log's sequencer signs a
+	// checkpoint while the tree grows (default
+	// DefaultCheckpointInterval, 10s); its lease lasts three of them.
+	// Negative: Run runs no sequencer (tests that step SequenceAudit).
+	CheckpointInterval time.Duration
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -143,6 +148,8 @@ type Service struct {
 	issuer string
 	// consumeKeys is the key set consumes verify against (signing.go).
 	consumeKeys keySetCache
+	// audit is the audit log's sequencer (auditlog.go).
+	audit auditSequencer
 }
 
 // New returns a Service for cfg.
@@ -186,6 +193,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Issuer == "" {
 		cfg.Issuer = "airlock"
 	}
+	sequence := cfg.CheckpointInterval >= 0
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = DefaultCheckpointInterval
+	}
 	if cfg.MaxHeavyReadsPerToken <= 0 {
 		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
 	}
@@ -203,6 +214,7 @@ func New(cfg Config) (*Service, error) {
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics, cfg.HeavyReadsOver),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
 		keys: signingKeys{fixed: cfg.SigningKey, delay: cfg.KeyActivationDelay}, issuer: cfg.Issuer,
+		audit: auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_")},
 	}, nil
 }
 

@@ -118,6 +118,9 @@ type Config struct {
 	// request still pending this long before its deadline ("10m") or this
 	// share of its window before it ("25%"). Default none.
 	RemindBefore string
+	// CheckpointInterval is how often the audit log is checkpointed
+	// (signed) while it grows. Default 10s.
+	CheckpointInterval time.Duration
 
 	// SigningKeyFile, when set, is an Ed25519 private key (PKCS #8 PEM)
 	// that signs every approval token instead of the keys kept in the
@@ -188,6 +191,7 @@ func DefaultConfig() Config {
 		MaxHeavyReads:         provider.DefaultMaxHeavyReads,
 		MaxHeavyReadsPerToken: provider.DefaultMaxHeavyReadsPerToken,
 		WebhookTimeout:        notify.DefaultTimeout,
+		CheckpointInterval:    provider.DefaultCheckpointInterval,
 		SlackAPIURL:           slackapp.DefaultAPIURL,
 		KeyActivationDelay:    provider.DefaultKeyActivationDelay,
 	}
@@ -221,6 +225,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.InboxSessionMax, d.InboxSessionMax)
 	setDur(&c.WebhookTimeout, d.WebhookTimeout)
 	setDur(&c.KeyActivationDelay, d.KeyActivationDelay)
+	setDur(&c.CheckpointInterval, d.CheckpointInterval)
 	set(&c.SlackAPIURL, d.SlackAPIURL)
 	if c.RateLimit == 0 {
 		c.RateLimit = d.RateLimit
@@ -324,6 +329,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := airlock.ParseRemindBefore(c.RemindBefore); err != nil {
 		return fmt.Errorf("--%v", err)
+	}
+	if c.CheckpointInterval < time.Second || c.CheckpointInterval > time.Hour {
+		return fmt.Errorf("--checkpoint-interval must be between 1s and 1h; the sequencer's lease lasts three of them")
 	}
 	if (c.SlackBotToken == "") != (c.SlackChannel == "") {
 		return fmt.Errorf("--slack-bot-token and --slack-channel go together: the token posts, the channel says where")
@@ -506,6 +514,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.OIDCScopes, "oidc-scopes", "", "OIDC scopes asked besides openid, such as \"email profile groups\"; default email profile")
 	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
+	durationVar(fs, &c.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often the audit log is checkpointed (a signed tree head) while it grows; the sequencer's lease lasts three of them")
 }
 
 // deprecatedAllowPrivate is the old name of --outbound-allow-private,

@@ -59,6 +59,7 @@ type Statements struct {
 	WebSessions WebSessionSQL
 	SigningKeys SigningKeySQL
 	TokenUses   TokenUseSQL
+	Audit       AuditSQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's
@@ -101,6 +102,9 @@ func (q *Statements) check() error {
 	}
 	if q.Notify.InsertDelivery == "" && q.Notify.InsertDeliveries == "" {
 		return fmt.Errorf("sqlcore: the dialect has neither Notify.InsertDelivery nor Notify.InsertDeliveries")
+	}
+	if (q.Audit.InsertLeaf == "" && q.Audit.InsertLeaves == "") || (q.Audit.InsertHash == "" && q.Audit.InsertHashes == "") {
+		return fmt.Errorf("sqlcore: the dialect lacks Audit.InsertLeaf(s) or Audit.InsertHash(es)")
 	}
 	return nil
 }

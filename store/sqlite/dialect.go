@@ -190,7 +190,7 @@ func (s *Store) bind(query string, args sqlcore.Args, t *txn) (string, []any, er
 }
 
 // value is v as SQLite keeps it: times and durations as int64
-// microseconds, a list of strings as JSON text.
+// microseconds, a list of strings or integers as JSON text.
 func value(v any) any {
 	switch v := v.(type) {
 	case time.Time:
@@ -207,6 +207,12 @@ func value(v any) any {
 			v = []string{}
 		}
 		js, _ := json.Marshal(v) // a []string always encodes
+		return string(js)
+	case []int64:
+		if v == nil {
+			v = []int64{}
+		}
+		js, _ := json.Marshal(v) // a []int64 always encodes
 		return string(js)
 	}
 	return v

@@ -60,6 +60,7 @@ func RunReplicas(t *testing.T, replicas Replicas) {
 		{"work_move approvals racing moves take the item from where it was observed", s.workMovesRaceMoves},
 		{"replicas starting at once sign with one key", s.signingKeyOnce},
 		{"T34 16 consumes of one approval token through three: exactly one wins", s.consumesThroughThree},
+		{"T35 sequencers on every replica put each event in the tree once", s.auditSequencers},
 	})
 }
 
@@ -550,4 +551,24 @@ func (s *replicaSuite) consumesThroughThree(t *testing.T) {
 	if n := len(ofType(AllEvents(t, stores[1]), airlock.EventExecutionTokenConsumed)); n != 1 {
 		t.Fatalf("%d execution.token_consumed events, want 1", n)
 	}
+}
+
+// auditSequencers races sequencers on three stores (OpenN; Open's two
+// without it) while events are appended through all of them.
+func (s *replicaSuite) auditSequencers(t *testing.T) {
+	var stores []store.Store
+	if s.OpenN != nil {
+		stores = s.OpenN(t, 3)
+		for _, st := range stores {
+			t.Cleanup(func() {
+				if err := st.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+		}
+	} else {
+		r := s.setup(t)
+		stores = r.stores[:]
+	}
+	auditSequencersRace(t, stores, s.Requests/2)
 }

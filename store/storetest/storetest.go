@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"OIDC", s.testOIDC},
 		{"SigningKeys", s.testSigningKeys},
 		{"TokenUses", s.testTokenUses},
+		{"AuditLog", s.testAuditLog},
 	})
 }
 

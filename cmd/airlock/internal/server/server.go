@@ -139,6 +139,10 @@ type Config struct {
 	// RemindBefore, when set, sends a reminder of each request still
 	// pending this long (or this share of its window) before its deadline.
 	RemindBefore airlock.RemindBefore
+	// CheckpointInterval is how often the audit log's sequencer signs a
+	// checkpoint while the tree grows (default
+	// provider.DefaultCheckpointInterval).
+	CheckpointInterval time.Duration
 	// Slack, when its BotToken and Channel are set, posts each pending
 	// request to the channel and updates it to the outcome; with its
 	// SigningSecret, POST /slack/interactions takes the buttons' clicks
@@ -270,6 +274,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Expressions:        new(policy.Expressions),
 		SigningKey:         cfg.SigningKey,
 		KeyActivationDelay: cfg.KeyActivationDelay,
+		CheckpointInterval: cfg.CheckpointInterval,
 	})
 	if err != nil {
 		return nil, err

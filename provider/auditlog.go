@@ -1,0 +1,189 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/auditlog"
+	"github.com/airlockhq/airlock/sequencer"
+	"github.com/airlockhq/airlock/store"
+)
+
+// The verifiable audit log's sequencer (docs/architecture.md, "The audit
+// log"). Every replica runs the loop; the one that holds the store's lease
+// appends the committed events without a leaf to the tree, after commit
+// and apart from the request path, and signs a checkpoint every
+// checkpoint interval while the tree grows. The others renew nothing and
+// take the lease once its holder stops renewing it (a crash, a partition):
+// the lease lasts three intervals and is renewed every half interval.
+
+// DefaultCheckpointInterval is Config.CheckpointInterval's default.
+const DefaultCheckpointInterval = 10 * time.Second
+
+// sequencerMinGap is the least time between two rounds a change woke: under
+// load the sequencer appends a batch every gap, rather than a round per
+// commit, and an event waits at most about that long for its leaf.
+const sequencerMinGap = 50 * time.Millisecond
+
+// auditSequencer is this replica's sequencer's state.
+type auditSequencer struct {
+	// every is Config.CheckpointInterval, and run whether Run runs the
+	// loop.
+	every  time.Duration
+	run    bool
+	holder string
+
+	mu sync.Mutex // one round at a time
+	// held: the last AcquireSequencer gave this replica the lease, at
+	// acquired (the service's clock); the lease is renewed every half
+	// interval.
+	held     bool
+	acquired time.Time
+	// after is how far every event is known to have a leaf
+	// (store.Unsequenced.Next).
+	after int64
+	key   *store.AuditKey
+}
+
+// auditOrigin names the log in its checkpoints and note key: the issuer
+// (the server's public URL, else the address it listens on) without its
+// scheme, and "/audit". A note name has no spaces and no "+".
+func auditOrigin(issuer string) string {
+	o := issuer
+	if _, rest, ok := strings.Cut(o, "://"); ok {
+		o = rest
+	}
+	o = strings.TrimSuffix(o, "/") + "/audit"
+	return strings.Map(func(r rune) rune {
+		if r == '+' || r == ' ' || r < 0x20 {
+			return '-'
+		}
+		return r
+	}, o)
+}
+
+// SequenceAudit runs one round of the audit log's sequencer: it takes or
+// renews the lease when due, and, holding it, appends every event without
+// a leaf to the tree (in batches of sequencer.DefaultBatch), then signs
+// and stores a checkpoint if the tree grew and the latest checkpoint is a
+// checkpoint interval old. It returns how many events it appended. Run
+// calls it; it is exported for tests, which step it on their clock.
+func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
+	q := &s.audit
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := s.clock.Now()
+	if !q.held || now.Sub(q.acquired) >= q.every/2 {
+		got, err := s.system.AcquireSequencer(ctx, q.holder, 3*q.every)
+		if err != nil {
+			return 0, fmt.Errorf("audit log: take the sequencer lease: %w", err)
+		}
+		if got && !q.held {
+			s.log.Info("audit log: this replica sequences", "holder", q.holder)
+		}
+		q.held, q.acquired = got, now
+	}
+	if !q.held {
+		return 0, nil
+	}
+	total := 0
+	for {
+		next, n, err := sequencer.Step(ctx, s.system, q.holder, q.after, sequencer.DefaultBatch)
+		if sequencer.Refused(err) {
+			// Another replica sequences now, or did: take the lease
+			// again before appending.
+			q.held = false
+			s.log.Info("audit log: another replica sequences", "reason", err)
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("audit log: sequence: %w", err)
+		}
+		q.after = next
+		total += n
+		if n < sequencer.DefaultBatch {
+			break
+		}
+		// Catching up (on upgrade, every event before the log was
+		// built has no leaf yet): say how far, every 100 batches.
+		if total%(100*sequencer.DefaultBatch) == sequencer.DefaultBatch {
+			s.log.Info("audit log: catching up", "sequenced", total, "through_event", next)
+		}
+	}
+	if err := s.checkpointIfDue(ctx, now); err != nil {
+		return total, err
+	}
+	return total, nil
+}
+
+// checkpointIfDue signs a checkpoint when the tree grew since the latest
+// and the latest is a checkpoint interval old. The checkpoint appends no
+// event: an event of it would be a leaf, and the tree would grow for ever.
+func (s *Service) checkpointIfDue(ctx context.Context, now time.Time) error {
+	q := &s.audit
+	latest, err := s.system.LatestCheckpoint(ctx)
+	switch {
+	case airlock.ErrorCode(err) == airlock.CodeNotFound:
+	case err != nil:
+		return fmt.Errorf("audit log: latest checkpoint: %w", err)
+	case now.Sub(latest.CreatedAt) < q.every:
+		return nil
+	}
+	if q.key == nil {
+		k, err := s.loadAuditKey(ctx)
+		if err != nil {
+			return err
+		}
+		q.key = &k
+	}
+	if _, _, err := sequencer.Checkpoint(ctx, s.system, *q.key); err != nil {
+		return fmt.Errorf("audit log: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// loadAuditKey returns the store's note key, made now, named for this
+// server, if no replica made one before.
+func (s *Service) loadAuditKey(ctx context.Context) (store.AuditKey, error) {
+	origin := auditOrigin(s.issuer)
+	skey, vkey, err := auditlog.GenerateKey(origin)
+	if err != nil {
+		return store.AuditKey{}, err
+	}
+	k, err := s.system.EnsureAuditKey(ctx, store.AuditKey{Origin: origin, SKey: skey, VKey: vkey})
+	if err != nil {
+		return store.AuditKey{}, fmt.Errorf("audit log: key: %w", err)
+	}
+	return k, nil
+}
+
+// sequenceLoop runs SequenceAudit until ctx ends: every half interval, to
+// renew the lease and checkpoint on time, and when changes were published,
+// at most once a sequencerMinGap, so that it never spins.
+func (s *Service) sequenceLoop(ctx context.Context) {
+	tick := time.NewTicker(s.audit.every / 2)
+	defer tick.Stop()
+	for {
+		changed := s.hub.changes()
+		if _, err := s.SequenceAudit(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("audit log", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-changed:
+			gap := time.NewTimer(sequencerMinGap)
+			select {
+			case <-ctx.Done():
+				gap.Stop()
+				return
+			case <-gap.C:
+			}
+		}
+	}
+}

@@ -1,0 +1,171 @@
+// Package sequencer appends Airlock's committed events to the verifiable
+// audit log's tree (package auditlog), through the store's contract
+// (store.AuditLog), and signs checkpoints of it. It is the work of one
+// sequencer at a time, whichever replica holds the store's lease; the
+// provider runs the loop around it (provider/auditlog.go), and the store's
+// conformance suite races it across replicas.
+//
+// Appends are safe even when two sequencers believe they hold the lease:
+// the store appends only at the tree's size the sequencer read, and only
+// events without a leaf, so a stale sequencer's append is refused
+// (store.ErrAppendRefused) and it reads again.
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/auditlog"
+	"github.com/airlockhq/airlock/store"
+)
+
+// DefaultBatch is how many events Step appends at most in one transaction.
+const DefaultBatch = 1000
+
+// Step appends to the tree, as holder, up to limit events without a leaf
+// whose IDs are above after, in ID order, in one transaction. It returns
+// the after of the next Step (store.Unsequenced.Next) and how many events
+// it appended. When it appends nothing, next is still after or larger.
+// An append the store refused wraps store.ErrAppendRefused; next is then
+// after, unchanged.
+func Step(ctx context.Context, s store.AuditLog, holder string, after int64, limit int) (next int64, appended int, err error) {
+	size, err := s.TreeSize(ctx)
+	if err != nil {
+		return after, 0, err
+	}
+	page, err := s.UnsequencedEvents(ctx, after, limit)
+	if err != nil {
+		return after, 0, err
+	}
+	if len(page.Events) == 0 {
+		return page.Next, 0, nil
+	}
+	leaves := make([]store.NewAuditLeaf, len(page.Events))
+	for i, u := range page.Events {
+		leaf, err := Leaf(u)
+		if err != nil {
+			return after, 0, err
+		}
+		leaves[i] = store.NewAuditLeaf{EventID: u.Event.ID, Leaf: leaf}
+	}
+	r := &batchReader{base: store.HashReader(ctx, s), start: auditlog.StoredHashIndex(size), cache: map[int64]auditlog.Hash{}}
+	for i, l := range leaves {
+		hs, err := auditlog.StoredHashes(size+int64(i), l.Leaf, r)
+		if err != nil {
+			return after, 0, err
+		}
+		r.batch = append(r.batch, hs...)
+	}
+	err = s.AppendLeaves(ctx, store.AppendLeavesParams{Holder: holder, From: size, Leaves: leaves, Hashes: r.batch})
+	if err != nil {
+		return after, 0, err
+	}
+	return page.Next, len(leaves), nil
+}
+
+// Leaf returns the leaf of an unsequenced event (auditlog.NewLeaf), with
+// its request's payload digests when it has a request.
+func Leaf(u store.UnsequencedEvent) ([]byte, error) {
+	var payloads *auditlog.Payloads
+	if u.Event.RequestID != "" {
+		if u.Request == nil {
+			return nil, fmt.Errorf("event %d: its request %s is not in the store", u.Event.ID, u.Event.RequestID)
+		}
+		p, err := auditlog.RequestPayloads(*u.Request)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", u.Event.ID, err)
+		}
+		payloads = &p
+	}
+	leaf, err := auditlog.NewLeaf(u.Event, payloads)
+	if err != nil {
+		return nil, fmt.Errorf("event %d: %w", u.Event.ID, err)
+	}
+	return leaf, nil
+}
+
+// batchReader reads the stored hashes of the tree as it will be once a
+// batch is appended: the store's below start, and the batch's from start
+// on. The store's are cached, since each leaf of a batch reads the same
+// few hashes at the tree's right edge.
+type batchReader struct {
+	base  auditlog.HashReader
+	start int64
+	batch []auditlog.Hash
+	cache map[int64]auditlog.Hash
+}
+
+// ReadHashes implements auditlog.HashReader.
+func (r *batchReader) ReadHashes(indexes []int64) ([]auditlog.Hash, error) {
+	out := make([]auditlog.Hash, len(indexes))
+	var missing []int64
+	for i, x := range indexes {
+		switch h, ok := r.cache[x]; {
+		case x >= r.start && x-r.start < int64(len(r.batch)):
+			out[i] = r.batch[x-r.start]
+		case x >= r.start:
+			return nil, fmt.Errorf("stored hash %d: not computed yet", x)
+		case ok:
+			out[i] = h
+		default:
+			missing = append(missing, x)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	read, err := r.base.ReadHashes(missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range missing {
+		r.cache[x] = read[i]
+	}
+	for i, x := range indexes {
+		if x < r.start {
+			out[i] = r.cache[x]
+		}
+	}
+	return out, nil
+}
+
+// Checkpoint signs a checkpoint of the tree as it is now with key, and
+// stores it, unless the tree is empty or the latest checkpoint already
+// has its size. It returns the checkpoint and whether it made one.
+func Checkpoint(ctx context.Context, s store.AuditLog, key store.AuditKey) (store.AuditCheckpoint, bool, error) {
+	size, err := s.TreeSize(ctx)
+	if err != nil {
+		return store.AuditCheckpoint{}, false, err
+	}
+	latest, err := s.LatestCheckpoint(ctx)
+	switch {
+	case airlock.ErrorCode(err) == airlock.CodeNotFound:
+	case err != nil:
+		return store.AuditCheckpoint{}, false, err
+	case latest.Size >= size:
+		return latest, false, nil
+	}
+	if size == 0 {
+		return store.AuditCheckpoint{}, false, nil
+	}
+	root, err := auditlog.TreeHash(size, store.HashReader(ctx, s))
+	if err != nil {
+		return store.AuditCheckpoint{}, false, err
+	}
+	note, err := auditlog.SignCheckpoint(key.SKey, auditlog.Checkpoint{Origin: key.Origin, Size: size, Root: root})
+	if err != nil {
+		return store.AuditCheckpoint{}, false, err
+	}
+	cp, err := s.SaveCheckpoint(ctx, size, note)
+	if err != nil {
+		return store.AuditCheckpoint{}, false, err
+	}
+	return cp, true, nil
+}
+
+// Refused reports whether err is an append the store refused: the caller
+// is not the sequencer it believed it was, and should take the lease again
+// before it appends.
+func Refused(err error) bool { return errors.Is(err, store.ErrAppendRefused) }
