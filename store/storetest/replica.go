@@ -514,24 +514,29 @@ func startedOrDone(started chan struct{}, wg *sync.WaitGroup) bool {
 	}
 }
 
+// three opens three stores on one database (OpenN), or Open's two when
+// the suite has no OpenN, each closed when the test ends.
+func (s *replicaSuite) three(t *testing.T) []store.Store {
+	if s.OpenN == nil {
+		r := s.setup(t)
+		return r.stores[:]
+	}
+	stores := s.OpenN(t, 3)
+	for _, st := range stores {
+		t.Cleanup(func() {
+			if err := st.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	return stores
+}
+
 // consumesThroughThree is T34's race across replicas: 16 consumes of one
 // claimed request's approval token, spread over three stores on one
 // database (OpenN; Open's two without it), and exactly one wins.
 func (s *replicaSuite) consumesThroughThree(t *testing.T) {
-	var stores []store.Store
-	if s.OpenN != nil {
-		stores = s.OpenN(t, 3)
-		for _, st := range stores {
-			t.Cleanup(func() {
-				if err := st.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-		}
-	} else {
-		r := s.setup(t)
-		stores = r.stores[:]
-	}
+	stores := s.three(t)
 	b := &bundle{ctx: t.Context(), store: stores[0]}
 	b.inst = b.instance(t, ownerA)
 	req, created, err := b.store.CreateRequest(b.ctx, b.params(func(p *store.NewRequestParams) {
@@ -556,19 +561,6 @@ func (s *replicaSuite) consumesThroughThree(t *testing.T) {
 // auditSequencers races sequencers on three stores (OpenN; Open's two
 // without it) while events are appended through all of them.
 func (s *replicaSuite) auditSequencers(t *testing.T) {
-	var stores []store.Store
-	if s.OpenN != nil {
-		stores = s.OpenN(t, 3)
-		for _, st := range stores {
-			t.Cleanup(func() {
-				if err := st.Close(); err != nil {
-					t.Errorf("Close: %v", err)
-				}
-			})
-		}
-	} else {
-		r := s.setup(t)
-		stores = r.stores[:]
-	}
+	stores := s.three(t)
 	auditSequencersRace(t, stores, s.Requests/2)
 }
