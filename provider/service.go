@@ -146,8 +146,6 @@ type Service struct {
 	// iss (signing.go).
 	keys   signingKeys
 	issuer string
-	// consumeKeys is the key set consumes verify against (signing.go).
-	consumeKeys keySetCache
 	// audit is the audit log's sequencer (auditlog.go).
 	audit auditSequencer
 }

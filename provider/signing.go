@@ -44,10 +44,12 @@ type signingKeys struct {
 	mu sync.Mutex
 	// published are the store's keys as last read, at loadedAt (the
 	// service's clock); derived holds their private keys by id, so a
-	// read derives no key twice.
+	// read derives no key twice, and set their public halves, which
+	// consumes verify against.
 	published []store.SigningKey
 	loadedAt  time.Time
 	derived   map[string]approvaltoken.Key
+	set       *approvaltoken.KeySet
 	// audiences are instances' token_audience, which never change.
 	audiences map[string]string
 }
@@ -79,6 +81,7 @@ func (s *Service) readKeys(ctx context.Context) error {
 		return fmt.Errorf("signing keys: %w", err)
 	}
 	derived := make(map[string]approvaltoken.Key, len(published))
+	public := make([]jose.JSONWebKey, 0, len(published))
 	for _, sk := range published {
 		k, ok := s.keys.derived[sk.ID]
 		if !ok {
@@ -87,23 +90,48 @@ func (s *Service) readKeys(ctx context.Context) error {
 			}
 		}
 		derived[sk.ID] = k
+		public = append(public, k.Public())
 	}
 	s.keys.published, s.keys.derived, s.keys.loadedAt = published, derived, now
+	s.keys.set = approvaltoken.NewKeySet(public...)
 	return nil
+}
+
+// freshKeys makes the view current: read again when it is KeyRefresh old
+// (or from ahead of the clock), empty, or lacks kid; keys.mu is held.
+func (s *Service) freshKeys(ctx context.Context, now time.Time, kid string) error {
+	age := now.Sub(s.keys.loadedAt)
+	if age >= KeyRefresh || age < 0 || len(s.keys.published) == 0 || kid != "" && !s.keys.set.Has(kid) {
+		return s.readKeys(ctx)
+	}
+	return nil
+}
+
+// verifyingKeys is the key set consumes verify against: the fixed key, or
+// the published keys of the view the service signs from, read again for
+// a token naming a key the view lacks (a rotation on another replica).
+// Keeping a key up to KeyRefresh after it stopped being published admits
+// nothing: it is unpublished once the last token it signed has expired,
+// and exp refuses those.
+func (s *Service) verifyingKeys(ctx context.Context, kid string) (*approvaltoken.KeySet, error) {
+	if s.keys.fixed != nil {
+		return approvaltoken.NewKeySet(s.keys.fixed.Public()), nil
+	}
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if err := s.freshKeys(ctx, s.clock.Now(), kid); err != nil {
+		return nil, err
+	}
+	return s.keys.set, nil
 }
 
 // PublicKeys returns the public half of every key a live token may name:
 // the fixed key, or the store's published keys, the active one first.
 func (s *Service) PublicKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
-	return s.publicKeys(ctx, s.system)
-}
-
-// publicKeys is PublicKeys read through st.
-func (s *Service) publicKeys(ctx context.Context, st store.SigningKeys) ([]jose.JSONWebKey, error) {
 	if s.keys.fixed != nil {
 		return []jose.JSONWebKey{s.keys.fixed.Public()}, nil
 	}
-	stored, err := st.ListSigningKeys(ctx)
+	stored, err := s.system.ListSigningKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -237,10 +265,8 @@ func (s *Service) activeKey(ctx context.Context) (approvaltoken.Key, error) {
 	now := s.clock.Now()
 	s.keys.mu.Lock()
 	defer s.keys.mu.Unlock()
-	if age := now.Sub(s.keys.loadedAt); age >= KeyRefresh || age < 0 || len(s.keys.published) == 0 {
-		if err := s.readKeys(ctx); err != nil {
-			return approvaltoken.Key{}, err
-		}
+	if err := s.freshKeys(ctx, now, ""); err != nil {
+		return approvaltoken.Key{}, err
 	}
 	sk, ok := signerAt(s.keys.published, now)
 	if !ok {
@@ -350,10 +376,7 @@ func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in
 	st := s.storeFor(c)
 	now := s.clock.Now()
 	kid, _ := approvaltoken.KeyIDOf(in.Token) // a token without one fails Verify, with its reason
-	set, err := s.consumeKeys.get(now, kid, func() (*approvaltoken.KeySet, error) {
-		keys, err := s.publicKeys(ctx, st)
-		return approvaltoken.NewKeySet(keys...), err
-	})
+	set, err := s.verifyingKeys(ctx, kid)
 	if err != nil {
 		return store.TokenUse{}, err
 	}
@@ -369,39 +392,4 @@ func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in
 			Message: "the approval token does not verify: " + err.Error()}
 	}
 	return st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
-}
-
-// consumeKeysTTL is how long consumes verify against the published keys
-// as last read, unless a token names a key the set lacks.
-const consumeKeysTTL = time.Minute
-
-// keySetCache is the key set consumes verify against: the published keys
-// as last read, read again when a token names a key the set lacks (a
-// rotation on another replica) or the set is older than consumeKeysTTL.
-// Keeping a key a little after it stopped being published admits nothing:
-// it is unpublished once the last token it signed has expired, and exp
-// refuses those.
-type keySetCache struct {
-	mu   sync.Mutex
-	set  *approvaltoken.KeySet
-	read time.Time
-}
-
-// get returns the cached set when it is fresh and has kid, else the set
-// load reads, which it keeps.
-func (k *keySetCache) get(now time.Time, kid string, load func() (*approvaltoken.KeySet, error)) (*approvaltoken.KeySet, error) {
-	k.mu.Lock()
-	set, read := k.set, k.read
-	k.mu.Unlock()
-	if set != nil && set.Has(kid) && now.Sub(read) < consumeKeysTTL && !now.Before(read) {
-		return set, nil
-	}
-	set, err := load()
-	if err != nil {
-		return nil, err
-	}
-	k.mu.Lock()
-	k.set, k.read = set, now
-	k.mu.Unlock()
-	return set, nil
 }
