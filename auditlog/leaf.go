@@ -161,7 +161,26 @@ func (l Leaf) Marshal() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leaf: %w", err)
 	}
+	if canonicalAlready(data, w.EventID) {
+		return data, nil
+	}
 	return approvaltoken.Canonical(data)
+}
+
+// maxExactInteger is the largest integer RFC 8785 writes as itself: its
+// numbers are IEEE 754 doubles.
+const maxExactInteger = 1<<53 - 1
+
+// canonicalAlready reports whether json.Marshal's bytes of a wireLeaf are
+// already its canonical form (RFC 8785), which spares a verifier the
+// canonicalisation it would otherwise run for every leaf. They are when no
+// string needed an escape — json.Marshal and RFC 8785 escape differently
+// (<, >, &, U+2028, invalid UTF-8), and both write every other character as
+// itself — and the event ID is an integer a double holds exactly; wireLeaf's
+// members are declared in the canonical order. TestMarshalFastPath checks
+// both paths agree.
+func canonicalAlready(data []byte, eventID int64) bool {
+	return eventID <= maxExactInteger && bytes.IndexByte(data, '\\') < 0
 }
 
 // check refuses a leaf that could not be read back as itself, or that breaks
@@ -223,6 +242,16 @@ func checkDigest(d string) error {
 // malformed time or digest, payload digests without a request or a request
 // without them. So a leaf that parses is exactly Marshal of what it returns.
 func ParseLeaf(data []byte) (Leaf, error) {
+	// Most leaves are read back from the bytes Marshal wrote: decoding and
+	// marshalling again gives the same bytes, and that alone proves the
+	// form — an unknown, duplicated or differently spelt member, another
+	// order or spacing would marshal differently. Anything else takes the
+	// strict path below, which says what is wrong.
+	if l, err := decodeLeaf(data); err == nil {
+		if again, err := l.Marshal(); err == nil && bytes.Equal(again, data) {
+			return l, nil
+		}
+	}
 	members, err := airlock.ParseObject(data)
 	if err != nil {
 		return Leaf{}, fmt.Errorf("leaf: %w", err)
@@ -232,6 +261,23 @@ func ParseLeaf(data []byte) (Leaf, error) {
 			return Leaf{}, fmt.Errorf("leaf: unknown member %q", airlock.Clip(m.Key))
 		}
 	}
+	l, err := decodeLeaf(data)
+	if err != nil {
+		return Leaf{}, err
+	}
+	again, err := l.Marshal()
+	if err != nil {
+		return Leaf{}, err
+	}
+	if !bytes.Equal(again, data) {
+		return Leaf{}, errors.New("leaf: not in its canonical form (RFC 8785)")
+	}
+	return l, nil
+}
+
+// decodeLeaf reads a leaf's members, its version and time, without checking
+// that data is the leaf's canonical form.
+func decodeLeaf(data []byte) (Leaf, error) {
 	var w wireLeaf
 	w.V = -1
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -251,13 +297,6 @@ func ParseLeaf(data []byte) (Leaf, error) {
 	}
 	if w.ToolDigest != "" || w.ArgumentsDigest != "" || w.ReasoningDigest != "" || w.ContextDigest != "" {
 		l.Payloads = &Payloads{Tool: w.ToolDigest, Arguments: w.ArgumentsDigest, Reasoning: w.ReasoningDigest, Context: w.ContextDigest}
-	}
-	again, err := l.Marshal()
-	if err != nil {
-		return Leaf{}, err
-	}
-	if !bytes.Equal(again, data) {
-		return Leaf{}, errors.New("leaf: not in its canonical form (RFC 8785)")
 	}
 	return l, nil
 }

@@ -179,3 +179,56 @@ func TestParseLeafRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Marshal writes json.Marshal's bytes as they are when they are canonical
+// already, and canonicalises them otherwise; the two paths must give what
+// RFC 8785 gives. Each leaf here takes one path or the other: plain text,
+// HTML characters json.Marshal escapes, U+2028, a control character,
+// non-ASCII text, and the largest event IDs on both sides of 2^53.
+func TestMarshalFastPath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, actor string
+		eventID     int64
+		fast        bool
+	}{
+		{"plain", "user:ada", 7, true},
+		{"non-ASCII", "user:zoë 🙂", 7, true},
+		{"HTML characters", "user:<a&b>", 7, false},
+		{"line separator", "user:a\u2028b", 7, false},
+		{"control character", "user:a\tb", 7, false},
+		{"largest exact event ID", "user:ada", 1<<53 - 1, true},
+		{"event ID beyond 2^53", "user:ada", 1<<53 + 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Leaf{Type: airlock.EventRequestCreated, EventID: tc.eventID, At: leafTime, Actor: tc.actor}
+			got, err := l.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := json.Marshal(wireLeaf{Actor: tc.actor, EventID: tc.eventID, Time: leafTime.Format(TimeLayout), Type: string(l.Type), V: LeafVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := approvaltoken.Canonical(plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("Marshal = %s\nRFC 8785 = %s", got, want)
+			}
+			if fast := canonicalAlready(plain, tc.eventID); fast != tc.fast {
+				t.Errorf("fast path taken: %v, want %v", fast, tc.fast)
+			}
+			if tc.eventID <= maxExactInteger {
+				back, err := ParseLeaf(got)
+				if err != nil {
+					t.Fatalf("ParseLeaf(Marshal) = %v", err)
+				}
+				if back.Actor != tc.actor || back.EventID != tc.eventID {
+					t.Errorf("ParseLeaf = %+v", back)
+				}
+			}
+		})
+	}
+}
