@@ -29,6 +29,13 @@ const (
 	ReasonExtra Reason = "extra"
 	// ReasonMissing: the entries end before the checkpoint's tree size.
 	ReasonMissing Reason = "missing"
+	// ReasonSignature: a checkpoint is not signed by the log's key
+	// (OpenCheckpoint), or is not a checkpoint.
+	ReasonSignature Reason = "signature"
+	// ReasonConsistency: a checkpoint kept earlier is not of a prefix of
+	// the tree the entries and the newer checkpoint agree on: the log was
+	// rewritten or cut short between the two.
+	ReasonConsistency Reason = "consistency"
 )
 
 // VerifyError is a log that does not match its checkpoint: the first index
@@ -94,6 +101,42 @@ func TreeProver(r HashReader) Prover {
 //
 // Memory is 64 bytes a leaf (MemoryTree); the leaves are not kept.
 func VerifyEntries(entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover) error {
+	_, err := verifyEntries(entries, cp, prover)
+	return err
+}
+
+// VerifyEntriesSince is VerifyEntries, then a check that previous, a
+// checkpoint of the same log kept earlier (by an auditor, or from the
+// audit.checkpoint webhook), is of a prefix of the tree the entries are:
+// the log was only appended to between the two. The entries' own tree
+// answers it, so no proof is needed. Both checkpoints come from
+// OpenCheckpoint. A previous checkpoint that does not fit is a
+// *VerifyError with ReasonConsistency and Index -1: a root says that the
+// prefix differs, not where.
+func VerifyEntriesSince(previous Checkpoint, entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover) error {
+	if previous.Origin != cp.Origin {
+		return &VerifyError{-1, ReasonConsistency, fmt.Errorf("the previous checkpoint is of log %q, this one of %q", previous.Origin, cp.Origin)}
+	}
+	if previous.Size > cp.Size {
+		return &VerifyError{-1, ReasonConsistency, fmt.Errorf("the previous checkpoint has %d entries, this one %d: the log was cut short", previous.Size, cp.Size)}
+	}
+	tree, err := verifyEntries(entries, cp, prover)
+	if err != nil {
+		return err
+	}
+	root, err := tree.Root(previous.Size)
+	if err != nil {
+		return err
+	}
+	if root != previous.Root {
+		return &VerifyError{-1, ReasonConsistency, fmt.Errorf("the first %d entries' root is %s, the previous checkpoint's %s: the log was rewritten since", previous.Size, root, previous.Root)}
+	}
+	return nil
+}
+
+// verifyEntries is VerifyEntries, returning the entries' tree when they
+// match.
+func verifyEntries(entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover) (*MemoryTree, error) {
 	tree := &MemoryTree{}
 	var found *VerifyError
 	for e, err := range entries {
@@ -115,7 +158,7 @@ func VerifyEntries(entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover
 			break
 		}
 		if err := tree.AppendHash(LeafHash(e.Leaf)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	n := tree.Size()
@@ -123,20 +166,20 @@ func VerifyEntries(entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover
 		found = &VerifyError{n, ReasonMissing, fmt.Errorf("the entries end at %d; the checkpoint covers %d", n, cp.Size)}
 	}
 	if found != nil && n < cp.Size && prover == nil {
-		return found
+		return nil, found
 	}
 	v := verifier{tree: tree, cp: cp, prover: prover}
 	ok, err := v.prefixMatches(n)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ok {
 		if found != nil {
-			return found
+			return nil, found
 		}
-		return nil
+		return tree, nil
 	}
-	return v.firstDifference(n)
+	return nil, v.firstDifference(n)
 }
 
 // verifier bisects a tree against a checkpoint.

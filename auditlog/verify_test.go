@@ -263,3 +263,61 @@ func BenchmarkVerifyEntries(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
+
+// A checkpoint kept earlier must be of a prefix of the verified tree: the
+// same log's, no larger, with the prefix's root. Each way a log can be
+// rewritten between the two checkpoints fails as consistency.
+func TestVerifyEntriesSince(t *testing.T) {
+	t.Parallel()
+	l := newTestLog(t, 50)
+	root20, err := l.tree.Root(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := Checkpoint{Origin: l.cp.Origin, Size: 20, Root: root20}
+	if err := VerifyEntriesSince(previous, Entries(l.entries), l.cp, nil); err != nil {
+		t.Fatalf("a true previous checkpoint: %v", err)
+	}
+	if err := VerifyEntriesSince(l.cp, Entries(l.entries), l.cp, nil); err != nil {
+		t.Fatalf("the same checkpoint as previous: %v", err)
+	}
+	// The log as it was when previous was signed, with leaf 5 other than
+	// what the tree holds now: the log was rewritten since.
+	other := &MemoryTree{}
+	for i, e := range l.entries[:20] {
+		leaf := e.Leaf
+		if i == 5 {
+			leaf = l.edited(t, 5).Leaf
+		}
+		if err := other.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrittenRoot, err := other.Root(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		previous Checkpoint
+	}{
+		{"the log rewritten since", Checkpoint{Origin: l.cp.Origin, Size: 20, Root: rewrittenRoot}},
+		{"the log cut short since", Checkpoint{Origin: l.cp.Origin, Size: 51, Root: root20}},
+		{"another log's checkpoint", Checkpoint{Origin: "elsewhere.test/audit", Size: 20, Root: root20}},
+	} {
+		err := VerifyEntriesSince(tc.previous, Entries(l.entries), l.cp, nil)
+		var ve *VerifyError
+		if !errors.As(err, &ve) || ve.Reason != ReasonConsistency || ve.Index != -1 {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	// Entries that do not match the newer checkpoint fail as they would
+	// without a previous one.
+	tampered := slices.Clone(l.entries)
+	tampered[7] = l.edited(t, 7)
+	err = VerifyEntriesSince(previous, Entries(tampered), l.cp, TreeProver(l.tree))
+	var ve *VerifyError
+	if !errors.As(err, &ve) || ve.Reason != ReasonLeafHash || ve.Index != 7 {
+		t.Errorf("a leaf changed: %v", err)
+	}
+}
