@@ -149,7 +149,8 @@ type call struct {
 }
 
 // do performs c, retrying as its kind allows, and decodes a JSON success
-// body into out (when non-nil). It returns the success status.
+// body into out (when non-nil), or keeps it as it is when out is a *[]byte
+// (the audit log's text and JSON lines). It returns the success status.
 func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 	var lastErr error
 	for attempt := 0; attempt < c.retry.Attempts; attempt++ {
@@ -164,7 +165,9 @@ func (c *Client) do(ctx context.Context, cl call, out any) (int, error) {
 			}
 		}
 		status, body, err := c.once(ctx, cl)
-		if err == nil && out != nil {
+		if raw, ok := out.(*[]byte); ok && err == nil {
+			*raw = body
+		} else if err == nil && out != nil {
 			err = decodeAnswer(cl, status, body, out)
 		}
 		if err == nil {

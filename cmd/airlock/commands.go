@@ -99,6 +99,15 @@ func commands() []command {
 			},
 		},
 		{
+			name:    "audit",
+			args:    "verify [flags]",
+			summary: "Verify the audit log against its signed checkpoint: on a running server, or offline from an export.",
+			about:   "The verifiable audit log, for auditors and admins (docs/audit.md).",
+			subs: []subcommand{
+				{"verify", "[--url U] [--key KEY|FILE] [--previous FILE] [--keep FILE] | --entries FILE --checkpoint FILE --key KEY|FILE", "recompute the tree from every entry, check the checkpoint's signature and, with --previous, that the log only grew; names the first index that does not match", runAuditVerify},
+			},
+		},
+		{
 			name:    "grants",
 			args:    "list|revoke [flags]",
 			summary: "List and revoke grants, the standing approvals reviewers give (reviewers and admins), on a running server.",
