@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -47,7 +48,21 @@ type auditSequencer struct {
 	// (store.Unsequenced.Next).
 	after int64
 	key   *store.AuditKey
+	// uncovered is when this replica appended the first leaf that no
+	// checkpoint covers yet (zero when every leaf is covered), for the
+	// checkpoint delay metric.
+	uncovered time.Time
+	// paused stops the sequencer (SetAuditSequencing).
+	paused atomic.Bool
 }
+
+// SetAuditSequencing turns this replica's sequencer on (the default) or
+// off. It exists so that `airlock bench` can measure what the audit log
+// costs the lifecycle on one warm server, switching between passes
+// (docs/performance.md); while it is off, events wait for their leaves,
+// and the first round after it is on again appends them. Nothing else
+// calls it.
+func (s *Service) SetAuditSequencing(on bool) { s.audit.paused.Store(!on) }
 
 // auditOrigin names the log in its checkpoints and note key: the issuer
 // (the server's public URL, else the address it listens on) without its
@@ -74,6 +89,9 @@ func auditOrigin(issuer string) string {
 // calls it; it is exported for tests, which step it on their clock.
 func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 	q := &s.audit
+	if q.paused.Load() {
+		return 0, nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := s.clock.Now()
@@ -92,7 +110,7 @@ func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		next, n, err := sequencer.Step(ctx, s.system, q.holder, q.after, sequencer.DefaultBatch)
+		b, err := sequencer.StepBatch(ctx, s.system, q.holder, q.after, sequencer.DefaultBatch)
 		if sequencer.Refused(err) {
 			// Another replica sequences now, or did: take the lease
 			// again before appending.
@@ -103,8 +121,16 @@ func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("audit log: sequence: %w", err)
 		}
+		next, n := b.Next, len(b.At)
 		q.after = next
 		total += n
+		if n > 0 {
+			appended := s.clock.Now()
+			s.metrics.sequenced(b.At, appended)
+			if q.uncovered.IsZero() {
+				q.uncovered = appended
+			}
+		}
 		if n < sequencer.DefaultBatch {
 			break
 		}
@@ -140,8 +166,13 @@ func (s *Service) checkpointIfDue(ctx context.Context, now time.Time) error {
 		}
 		q.key = &k
 	}
-	if _, _, err := sequencer.Checkpoint(ctx, s.system, *q.key); err != nil {
+	_, made, err := sequencer.Checkpoint(ctx, s.system, *q.key)
+	if err != nil {
 		return fmt.Errorf("audit log: checkpoint: %w", err)
+	}
+	if made && !q.uncovered.IsZero() {
+		s.metrics.checkpointed(s.clock.Now().Sub(q.uncovered))
+		q.uncovered = time.Time{}
 	}
 	return nil
 }

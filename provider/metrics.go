@@ -13,6 +13,8 @@ type Metrics struct {
 	decisionLatency prometheus.Histogram
 	expiryLag       prometheus.Histogram
 	heavyRefused    *prometheus.CounterVec
+	auditLag        prometheus.Histogram
+	checkpointDelay prometheus.Histogram
 }
 
 // NewMetrics creates the provider's collectors and registers them with reg.
@@ -33,6 +35,16 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 			Help:    "How long after its deadline the scheduler's sweep that expired a request committed (by this process's clock).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		auditLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "airlock_audit_sequencing_lag_seconds",
+			Help:    "How long after its event an event's leaf was appended to the audit log's tree, on the replica that sequences (by its clock).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		checkpointDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "airlock_audit_checkpoint_delay_seconds",
+			Help:    "How long the first leaf no checkpoint covered waited for one, on the replica that sequences.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
+		}),
 		heavyRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_heavy_reads_refused_total",
 			Help: "Lists and searches refused with 429 because their token (scope token) or this process (scope server) had every slot in use.",
@@ -43,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 	}
 	m.heavyRefused.WithLabelValues("token")
 	m.heavyRefused.WithLabelValues("server")
-	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag, m.heavyRefused)
+	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag, m.heavyRefused, m.auditLag, m.checkpointDelay)
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "airlock_requests_pending",
@@ -82,4 +94,24 @@ func (m *Metrics) heavyReadRefused(scope string) {
 		return
 	}
 	m.heavyRefused.WithLabelValues(scope).Inc()
+}
+
+// sequenced observes how long each event of a batch waited for its leaf,
+// appended at now.
+func (m *Metrics) sequenced(at []time.Time, now time.Time) {
+	if m == nil {
+		return
+	}
+	for _, t := range at {
+		m.auditLag.Observe(max(0, now.Sub(t)).Seconds())
+	}
+}
+
+// checkpointed observes how long the tree grew before a checkpoint
+// covered it.
+func (m *Metrics) checkpointed(waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.checkpointDelay.Observe(max(0, waited).Seconds())
 }

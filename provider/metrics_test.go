@@ -43,3 +43,70 @@ func TestExpiryLagMetric(t *testing.T) {
 	}
 	t.Fatal("no airlock_expiry_lag_seconds in the registry")
 }
+
+// histogramOf returns the named histogram's sample count and sum in reg.
+func histogramOf(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			h := f.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatalf("no %s in the registry", name)
+	return 0, 0
+}
+
+// TestAuditMetrics checks airlock_audit_sequencing_lag_seconds (each
+// event's wait for its leaf) and airlock_audit_checkpoint_delay_seconds
+// (the first uncovered leaf's wait for a checkpoint), and that a paused
+// sequencer appends nothing until it runs again.
+func TestAuditMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	reg := prometheus.NewRegistry()
+	svc, err := New(Config{Store: b.store, Clock: b.clock, Metrics: NewMetrics(reg, nil),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.create(t, "10m")
+	events := len(allEvents(t, b))
+	b.clock.Advance(250 * time.Millisecond)
+	if n, err := svc.SequenceAudit(t.Context()); err != nil || n != events {
+		t.Fatalf("SequenceAudit = %d, %v; want the %d events", n, err, events)
+	}
+	if n, sum := histogramOf(t, reg, "airlock_audit_sequencing_lag_seconds"); n != uint64(events) || math.Abs(sum-0.25*float64(events)) > 1e-6 {
+		t.Fatalf("sequencing lag: %d samples summing to %gs, want %d of 0.25s", n, sum, events)
+	}
+	// The first round signed the first checkpoint at once.
+	if n, sum := histogramOf(t, reg, "airlock_audit_checkpoint_delay_seconds"); n != 1 || sum != 0 {
+		t.Fatalf("checkpoint delay: %d samples summing to %gs, want one of 0s", n, sum)
+	}
+
+	// Paused, the sequencer appends nothing; the events wait.
+	svc.SetAuditSequencing(false)
+	b.create(t, "10m")
+	b.clock.Advance(time.Second)
+	if n, err := svc.SequenceAudit(t.Context()); err != nil || n != 0 {
+		t.Fatalf("paused: SequenceAudit = %d, %v; want nothing appended", n, err)
+	}
+	svc.SetAuditSequencing(true)
+	if n, err := svc.SequenceAudit(t.Context()); err != nil || n == 0 {
+		t.Fatalf("running again: SequenceAudit = %d, %v; want the waiting events", n, err)
+	}
+	// Their leaves are not checkpointed until a checkpoint interval after
+	// the last checkpoint: 10 s on, the next round signs one, 9 s after
+	// the first uncovered leaf.
+	b.clock.Advance(9 * time.Second)
+	if _, err := svc.SequenceAudit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, sum := histogramOf(t, reg, "airlock_audit_checkpoint_delay_seconds"); n != 2 || math.Abs(sum-9) > 1e-6 {
+		t.Fatalf("checkpoint delay: %d samples summing to %gs, want a second of 9s", n, sum)
+	}
+}

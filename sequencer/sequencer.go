@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
@@ -31,38 +32,59 @@ const DefaultBatch = 1000
 // An append the store refused wraps store.ErrAppendRefused; next is then
 // after, unchanged.
 func Step(ctx context.Context, s store.AuditLog, holder string, after int64, limit int) (next int64, appended int, err error) {
-	size, err := s.TreeSize(ctx)
+	b, err := StepBatch(ctx, s, holder, after, limit)
 	if err != nil {
 		return after, 0, err
+	}
+	return b.Next, len(b.At), nil
+}
+
+// Batch is what one StepBatch appended.
+type Batch struct {
+	// Next is the after of the next step (store.Unsequenced.Next).
+	Next int64
+	// At are the appended events' times, in the tree's order: with the
+	// time of the append, how long each waited for its leaf.
+	At []time.Time
+}
+
+// StepBatch is Step, returning the appended events' times beside the next
+// after.
+func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64, limit int) (Batch, error) {
+	size, err := s.TreeSize(ctx)
+	if err != nil {
+		return Batch{}, err
 	}
 	page, err := s.UnsequencedEvents(ctx, after, limit)
 	if err != nil {
-		return after, 0, err
+		return Batch{}, err
 	}
 	if len(page.Events) == 0 {
-		return page.Next, 0, nil
+		return Batch{Next: page.Next}, nil
 	}
 	leaves := make([]store.NewAuditLeaf, len(page.Events))
+	at := make([]time.Time, len(page.Events))
 	for i, u := range page.Events {
 		leaf, err := Leaf(u)
 		if err != nil {
-			return after, 0, err
+			return Batch{}, err
 		}
 		leaves[i] = store.NewAuditLeaf{EventID: u.Event.ID, Leaf: leaf}
+		at[i] = u.Event.At
 	}
 	r := &batchReader{base: store.HashReader(ctx, s), start: auditlog.StoredHashIndex(size), cache: map[int64]auditlog.Hash{}}
 	for i, l := range leaves {
 		hs, err := auditlog.StoredHashes(size+int64(i), l.Leaf, r)
 		if err != nil {
-			return after, 0, err
+			return Batch{}, err
 		}
 		r.batch = append(r.batch, hs...)
 	}
 	err = s.AppendLeaves(ctx, store.AppendLeavesParams{Holder: holder, From: size, Leaves: leaves, Hashes: r.batch})
 	if err != nil {
-		return after, 0, err
+		return Batch{}, err
 	}
-	return page.Next, len(leaves), nil
+	return Batch{Next: page.Next, At: at}, nil
 }
 
 // Leaf returns the leaf of an unsequenced event (auditlog.NewLeaf), with
