@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -52,8 +51,8 @@ type auditSequencer struct {
 	// checkpoint covers yet (zero when every leaf is covered), for the
 	// checkpoint delay metric.
 	uncovered time.Time
-	// paused stops the sequencer (SetAuditSequencing).
-	paused atomic.Bool
+	// paused stops the sequencer (SetAuditSequencing); mu guards it.
+	paused bool
 }
 
 // SetAuditSequencing turns this replica's sequencer on (the default) or
@@ -61,8 +60,13 @@ type auditSequencer struct {
 // costs the lifecycle on one warm server, switching between passes
 // (docs/performance.md); while it is off, events wait for their leaves,
 // and the first round after it is on again appends them. Nothing else
-// calls it.
-func (s *Service) SetAuditSequencing(on bool) { s.audit.paused.Store(!on) }
+// calls it. Turning it off waits for a round in progress to end, so that
+// nothing is appended once it returns.
+func (s *Service) SetAuditSequencing(on bool) {
+	s.audit.mu.Lock()
+	defer s.audit.mu.Unlock()
+	s.audit.paused = !on
+}
 
 // auditOrigin names the log in its checkpoints and note key: the issuer
 // (the server's public URL, else the address it listens on) without its
@@ -89,11 +93,11 @@ func auditOrigin(issuer string) string {
 // calls it; it is exported for tests, which step it on their clock.
 func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 	q := &s.audit
-	if q.paused.Load() {
-		return 0, nil
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.paused {
+		return 0, nil
+	}
 	now := s.clock.Now()
 	if !q.held || now.Sub(q.acquired) >= q.every/2 {
 		got, err := s.system.AcquireSequencer(ctx, q.holder, 3*q.every)

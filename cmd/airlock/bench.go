@@ -16,7 +16,7 @@ import (
 // or --json) to stdout.
 func runBench(ctx context.Context, a *App, args []string) error {
 	fs := a.newFlagSet("bench")
-	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together), mcp (approval_request over /mcp), grant (a create a reviewer's grant approves → claim), claim (create → approve → claim, with approval tokens and without in interleaved passes: tokens_ratio) or consume (a tool server's consume of a fresh approval token, held to its call)")
+	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together), mcp (approval_request over /mcp), grant (a create a reviewer's grant approves → claim), claim (create → approve → claim, with approval tokens and without in interleaved passes: tokens_ratio) consume (a tool server's consume of a fresh approval token, held to its call) or audit (lifecycles with the audit log's sequencer on and off in interleaved passes: log_ratio)")
 	urls := fs.String("url", "", "drive running servers at these URLs (comma-separated replicas) instead of one started in-process")
 	token := fs.String("token", "", "an admin token of the --url server: the run mints an agent and a reviewer token with it and revokes them after")
 	db := fs.String("db", "", "store of the in-process server and of the raw baseline: a SQLite file path that does not exist yet (default a temporary file), or a postgres:// URL (the run uses a fresh schema and drops it)")

@@ -49,12 +49,15 @@ const (
 	// /v1/approval-tokens/consume of a fresh token, made (granted and
 	// claimed) before the clock starts.
 	Consume = "consume"
+	// Audit is the lifecycle with the audit log's sequencer on and off in
+	// interleaved passes (audit.go).
+	Audit = "audit"
 	// Raw is the raw baseline alone: a lifecycle's durable work in direct SQL.
 	Raw = "raw"
 )
 
 // Scenarios lists the scenarios, in the order help shows them.
-var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume}
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit}
 
 // Bounds of a run: no flag can make it unbounded.
 const (
@@ -186,7 +189,7 @@ type Config struct {
 // delivery backlog), and keep them in this process.
 func (c Config) serversApart() bool {
 	switch c.Scenario {
-	case Lifecycle, Create, MCP, Grant, Claim, Consume:
+	case Lifecycle, Create, MCP, Grant, Claim, Consume, Audit:
 		return len(c.URLs) == 0 && c.Webhooks == 0
 	}
 	return false
@@ -241,7 +244,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
-	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Raw:
+	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -282,10 +285,10 @@ func (c Config) validate() error {
 	if c.Rate < 0 || c.Rate > 1e6 {
 		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
 	}
-	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim) {
+	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit) {
 		return fmt.Errorf("--rate paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
-	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim) {
+	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit) {
 		return fmt.Errorf("--half-max paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && c.Rate > 0 {
@@ -311,6 +314,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.validateClaim(); err != nil {
+		return err
+	}
+	if err := c.validateAudit(); err != nil {
 		return err
 	}
 	if c.ServerPID != 0 {
@@ -341,8 +347,8 @@ func (c Config) validateServerPID() error {
 		return fmt.Errorf("--server-pid %d goes with --url: a run without --url starts its own server and measures its CPU itself", c.ServerPID)
 	case c.ServerPID < 0:
 		return fmt.Errorf("--server-pid must be a process ID, not %d", c.ServerPID)
-	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant && c.Scenario != Claim && c.Scenario != Consume:
-		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp, grant, claim and consume, not of %s", c.Scenario)
+	case c.Scenario != Lifecycle && c.Scenario != Create && c.Scenario != MCP && c.Scenario != Grant && c.Scenario != Claim && c.Scenario != Consume && c.Scenario != Audit:
+		return fmt.Errorf("--server-pid measures the server's CPU per operation of lifecycle, create, mcp, grant, claim, consume and audit, not of %s", c.Scenario)
 	case !procCPUAvailable():
 		return fmt.Errorf("--server-pid reads the server's CPU time from /proc, which %s does not have: leave it out", runtime.GOOS)
 	}
@@ -463,6 +469,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		err = runLoadScenario(ctx, cfg, tgt, rep)
 	case Claim:
 		err = runClaim(ctx, cfg, tgt, rep)
+	case Audit:
+		err = runAudit(ctx, cfg, tgt, rep)
 	case Wait:
 		err = runWait(ctx, cfg, tgt, rep)
 	case Expiry:

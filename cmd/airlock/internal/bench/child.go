@@ -29,7 +29,7 @@ import (
 // run makes and removes its store, and talks to it over stdin and stdout,
 // one JSON line at a time:
 //
-//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go); closing stdin stops it
+//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go); closing stdin stops it
 //	child → run   a childHello once it listens (or why it could not), then one answer per command
 //
 // The child stops when its stdin ends, so it outlives no run: a run that
@@ -126,7 +126,10 @@ type childServer struct {
 	// tokens switches the server's approval tokens (claim.go); nil where
 	// it signs none.
 	tokens func(on bool)
-	stop   func()
+	// audit switches the server's audit log sequencer (audit.go); nil
+	// where it has none.
+	audit func(ctx context.Context, on bool) error
+	stop  func()
 }
 
 // serveChild reads the spec from in, starts its server, says so on out,
@@ -179,6 +182,8 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 				err = enc.Encode(srv.stats())
 			case "tokens on", "tokens off":
 				err = enc.Encode(tokensCommand(l, srv.tokens))
+			case "audit on", "audit off":
+				err = enc.Encode(auditCommand(ctx, l, srv.audit))
 			default:
 				err = enc.Encode(map[string]string{"error": fmt.Sprintf("unknown command %q", l)})
 			}
@@ -220,6 +225,7 @@ func startChildServer(ctx context.Context, spec childSpec, log *slog.Logger) (*c
 				return childStats{SQLite: true, Ops: s.Ops, Commits: s.Commits, MaxBatch: s.MaxBatch}
 			},
 			tokens: rep.svc.SetApprovalTokens,
+			audit:  func(ctx context.Context, on bool) error { return switchAudit(ctx, rep.svc, on) },
 			stop:   func() { stop(context.WithoutCancel(ctx)) },
 		}, nil
 	case childRawHTTP:

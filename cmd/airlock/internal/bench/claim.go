@@ -20,16 +20,8 @@ import (
 // (docs/performance.md, "What an approval token costs").
 
 // claimOrder is the claim scenario's measured passes: whether each signs
-// tokens. The order is balanced (on, off, off, on), so that what drifts
-// steadily over a run (the store grows, a neighbour's load rises or
-// falls) weighs on both states alike. An unmeasured warm-up pass, tokens
-// on, comes first: connections, caches and the store's first pages are
-// then the same for every measured pass.
+// tokens (interleave.go says why in this order).
 var claimOrder = [...]bool{true, false, false, true}
-
-// claimWarmup is the warm-up's share of the run's duration and count
-// bounds; the measured passes share the rest equally.
-const claimWarmup = 10
 
 // errNoToken is a claim answered without an approval token while tokens
 // are on: a server that silently stopped signing must not be measured.
@@ -159,46 +151,19 @@ func runClaim(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		cr.WithTokens, rep.Result, rep.Claim = res, res, cr
 		return nil
 	}
-	// The bounds are shared out whole: the warm-up and the passes
-	// together run at most Duration and issue at most Count operations.
-	n := len(claimOrder)
-	warmDuration, warmCount := cfg.Duration/claimWarmup, cfg.Count/claimWarmup
-	duration, counts := (cfg.Duration-warmDuration)/time.Duration(n), cfg.Count-warmCount
-	if err := t.setApprovalTokens(true); err != nil {
+	results, err := runInterleaved(ctx, cfg, t, "claim", "tokens", claimOrder[:], t.setApprovalTokens, pass)
+	if err != nil {
 		return err
 	}
-	if warmCount > 0 {
-		fmt.Fprintf(cfg.Progress, "claim warm-up, tokens on, not measured: %d clients against %s, up to %s or %d operations\n",
-			cfg.Clients, t.describe(), warmDuration, warmCount)
-		if _, err := pass(n, true, warmDuration, warmCount); err != nil {
-			return fmt.Errorf("claim warm-up: %w", err)
-		}
-	}
 	var on, off []Result
-	for i, tokens := range claimOrder {
-		count := counts / n
-		if i < counts%n {
-			count++
-		}
-		if err := t.setApprovalTokens(tokens); err != nil {
-			return err
-		}
-		fmt.Fprintf(cfg.Progress, "claim pass %d of %d, tokens %s: %d clients against %s, up to %s or %d operations\n",
-			i+1, n, onOff(tokens), cfg.Clients, t.describe(), duration, count)
-		res, err := pass(i, tokens, duration, count)
-		if err != nil {
-			return fmt.Errorf("claim pass %d, tokens %s: %w", i+1, onOff(tokens), err)
-		}
+	for i, res := range results {
+		tokens := claimOrder[i]
 		cr.Passes = append(cr.Passes, ClaimPass{Tokens: tokens, Result: res})
 		if tokens {
 			on = append(on, res)
 		} else {
 			off = append(off, res)
 		}
-	}
-	// Leave the servers as they always are: signing.
-	if err := t.setApprovalTokens(true); err != nil {
-		return err
 	}
 	without := mergeResults(off)
 	cr.WithTokens, cr.WithoutTokens = mergeResults(on), &without

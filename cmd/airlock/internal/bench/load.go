@@ -192,21 +192,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 			if err != nil {
 				return nil, nil, err
 			}
-			return func(ctx context.Context, n int64) error {
-				key := fmt.Sprintf("bench-%s-%d-%d", run, ph, n)
-				r, err := t.create(ctx, base, inst, key, requestBody(n, "1h"))
-				if err != nil || cfg.Scenario == Create {
-					return err
-				}
-				if err := t.approveCreated(ctx, base, r); err != nil {
-					return err
-				}
-				got, err := t.read(ctx, base, r.ID)
-				if err == nil && got.State != "approved" {
-					err = fmt.Errorf("read %s as %s, want approved", r.ID, got.State)
-				}
-				return err
-			}, nil, nil
+			return lifecycleOp(t, base, inst, run, ph, cfg.Scenario == Create), nil, nil
 		}
 	case Grant:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
@@ -280,11 +266,18 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		paced = fmt.Sprintf(", paced at %g/s", rate)
 	}
 	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations%s\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count, paced)
+	before, auditErr := t.readAudit(ctx)
 	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, t.serverCPU(), prepare)
 	if err != nil {
 		return err
 	}
 	rep.Result = res
+	if auditErr == nil {
+		rep.Audit, auditErr = t.auditTimingSince(ctx, before)
+	}
+	if auditErr != nil {
+		fmt.Fprintf(cfg.Progress, "no audit log timing: %v\n", auditErr)
+	}
 	if cfg.Scenario == Grant {
 		if rep.Grant, err = grantReport(ctx, t, grants[phase]); err != nil {
 			return err
@@ -297,6 +290,27 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		})
 	}
 	return nil
+}
+
+// lifecycleOp is a client's operation of the lifecycle scenario: create,
+// approve, read, on its instance inst; createOnly stops after the create
+// (the create scenario). run and phase name its idempotency keys.
+func lifecycleOp(t *target, base, inst, run string, phase int, createOnly bool) clientOp {
+	return func(ctx context.Context, n int64) error {
+		key := fmt.Sprintf("bench-%s-%d-%d", run, phase, n)
+		r, err := t.create(ctx, base, inst, key, requestBody(n, "1h"))
+		if err != nil || createOnly {
+			return err
+		}
+		if err := t.approveCreated(ctx, base, r); err != nil {
+			return err
+		}
+		got, err := t.read(ctx, base, r.ID)
+		if err == nil && got.State != "approved" {
+			err = fmt.Errorf("read %s as %s, want approved", r.ID, got.State)
+		}
+		return err
+	}
 }
 
 // requestBody is a CreateApprovalRequest like an adapter's.

@@ -55,6 +55,13 @@ type Report struct {
 	// Claim is what the claim scenario measured: with approval tokens and
 	// without, and tokens_ratio (claim.go). Result is its tokens-on part.
 	Claim   *ClaimReport `json:"claim,omitempty"`
+	// Audit is the audit log's timing over the measured part (the paced
+	// part of a --half-max run): each event's wait for its leaf, and the
+	// tree's for a checkpoint (auditlag.go).
+	Audit *AuditTiming `json:"audit,omitempty"`
+	// AuditCompare is what the audit scenario measured: the lifecycle with
+	// the audit log's sequencer on and off (audit.go).
+	AuditCompare *AuditReport `json:"audit_compare,omitempty"`
 	Machine Machine      `json:"machine"`
 }
 
@@ -285,6 +292,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		if r.Claim != nil {
 			name = "airlock claim, tokens on"
 		}
+		if r.AuditCompare != nil {
+			name = "airlock lifecycle, audit log on"
+		}
 		if r.Max != nil {
 			row("maximum, unpaced", *r.Max)
 			name = fmt.Sprintf("at half: %.0f/s", r.Bounds.Rate)
@@ -292,6 +302,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		row(name, r.Result)
 		if r.Claim != nil {
 			r.Claim.writeRows(row)
+		}
+		if r.AuditCompare != nil {
+			r.AuditCompare.writeRows(row)
 		}
 		if r.Raw != nil {
 			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
@@ -310,6 +323,13 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		if r.Claim != nil {
 			r.Claim.writeSummary(w)
+		}
+		if r.AuditCompare != nil {
+			r.AuditCompare.writeSummary(w)
+		}
+		if a := r.Audit; a != nil {
+			fmt.Fprintf(w, "\naudit log: %d leaves, commit → leaf p50 ≤ %s, p99 ≤ %s (target p99 ≤ 1 s at half the maximum load); %d checkpoints covered new leaves, the longest wait for one ≤ %s (target ≤ 2 × --checkpoint-interval)\n",
+				a.Leaves, msOrBeyond(a.LagP50MS), msOrBeyond(a.LagP99MS), a.Checkpoints, sOrBeyond(a.CheckpointMaxS))
 		}
 		if r.Raw != nil {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
@@ -401,4 +421,19 @@ func writeErrors(w io.Writer, kinds map[string]int64) {
 		parts = append(parts, fmt.Sprintf("%s ×%d", k, kinds[k]))
 	}
 	fmt.Fprintf(w, "errors: %s\n", strings.Join(parts, ", "))
+}
+
+// msOrBeyond and sOrBeyond print a bound of AuditTiming.
+func msOrBeyond(ms float64) string {
+	if ms < 0 {
+		return "beyond the histogram (32.8 s)"
+	}
+	return fmt.Sprintf("%g ms", ms)
+}
+
+func sOrBeyond(s float64) string {
+	if s < 0 {
+		return "beyond the histogram (819 s)"
+	}
+	return fmt.Sprintf("%g s", s)
 }
