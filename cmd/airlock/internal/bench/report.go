@@ -54,7 +54,7 @@ type Report struct {
 	Grant *GrantReport `json:"grant,omitempty"`
 	// Claim is what the claim scenario measured: with approval tokens and
 	// without, and tokens_ratio (claim.go). Result is its tokens-on part.
-	Claim   *ClaimReport `json:"claim,omitempty"`
+	Claim *ClaimReport `json:"claim,omitempty"`
 	// Audit is the audit log's timing over the measured part (the paced
 	// part of a --half-max run): each event's wait for its leaf, and the
 	// tree's for a checkpoint (auditlag.go).
@@ -62,7 +62,7 @@ type Report struct {
 	// AuditCompare is what the audit scenario measured: the lifecycle with
 	// the audit log's sequencer on and off (audit.go).
 	AuditCompare *AuditReport `json:"audit_compare,omitempty"`
-	Machine Machine      `json:"machine"`
+	Machine      Machine      `json:"machine"`
 }
 
 // Bounds are the limits the run was given.
