@@ -117,3 +117,35 @@ func TestListWithoutItems(t *testing.T) {
 		t.Fatalf("ListTokens of an answer without items: %v; want an AnswerError", err)
 	}
 }
+
+// TestRegisterInstanceChecksTheAudience: a server that registers the
+// instance but drops the token audience asked for (an older server, say)
+// is an *AnswerError: its tokens would carry no audience, and a tool server
+// expecting one would refuse every call.
+func TestRegisterInstanceChecksTheAudience(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/instances" {
+			http.NotFound(w, r)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"id":"ins_1","name":"bot","created_at":"2026-12-06T10:00:00Z","last_seen_at":"2026-12-06T10:00:00Z"}`)
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "agent-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.RegisterInstance(context.Background(), "bot", nil, client.WithTokenAudience("tools.example.com"))
+	var ae *client.AnswerError
+	if !errors.As(err, &ae) || in != nil || !strings.Contains(err.Error(), "tools.example.com") {
+		t.Fatalf("RegisterInstance = %+v, %v; want an *AnswerError naming the audience", in, err)
+	}
+	// Without an audience asked for, the same answer is the instance.
+	if in, err := c.RegisterInstance(context.Background(), "bot", nil); err != nil || in.ID != "ins_1" {
+		t.Fatalf("RegisterInstance without an audience = %+v, %v", in, err)
+	}
+}

@@ -27,7 +27,20 @@ func (c *Client) RegisterInstance(ctx context.Context, name string, metadata jso
 	if err != nil {
 		return nil, fmt.Errorf("register instance: %w", err)
 	}
-	return fetch[Instance](ctx, c, call{method: http.MethodPost, path: "/v1/instances", body: body, want: []int{http.StatusCreated}})
+	cl := call{method: http.MethodPost, path: "/v1/instances", body: body, want: []int{http.StatusCreated}}
+	inst, err := fetch[Instance](ctx, c, cl)
+	if err != nil {
+		return nil, err
+	}
+	// Tokens for another audience, or for none, would be refused by the
+	// tool server that expects this one (or pass one that expects none):
+	// a server that dropped or changed the audience has not registered
+	// what was asked.
+	if inst.TokenAudience != in.TokenAudience {
+		return nil, &AnswerError{Method: cl.method, Path: cl.path, Status: http.StatusCreated,
+			Reason: fmt.Sprintf("the instance's token_audience is %q, not the %q asked for (a server older than token audiences?)", inst.TokenAudience, in.TokenAudience)}
+	}
+	return inst, nil
 }
 
 // instanceInput is the body of POST /v1/instances.
