@@ -126,22 +126,23 @@ func (s *Service) verifyingKeys(ctx context.Context, kid string) (*approvaltoken
 }
 
 // PublicKeys returns the public half of every key a live token may name:
-// the fixed key, or the store's published keys, the active one first.
+// the fixed key, or the store's published keys, the active one first. They
+// come from the view the service signs from (read again once KeyRefresh
+// old), so a busy key set endpoint neither reads the store nor derives a
+// key per call; a rotation shows here as soon as this replica signs with
+// it, or sooner.
 func (s *Service) PublicKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
 	if s.keys.fixed != nil {
 		return []jose.JSONWebKey{s.keys.fixed.Public()}, nil
 	}
-	stored, err := s.system.ListSigningKeys(ctx)
-	if err != nil {
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	if err := s.freshKeys(ctx, s.clock.Now(), ""); err != nil {
 		return nil, err
 	}
-	out := make([]jose.JSONWebKey, 0, len(stored))
-	for _, sk := range stored {
-		k, err := signingKey(sk)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k.Public())
+	out := make([]jose.JSONWebKey, 0, len(s.keys.published))
+	for _, sk := range s.keys.published {
+		out = append(out, s.keys.derived[sk.ID].Public())
 	}
 	return out, nil
 }
