@@ -80,12 +80,24 @@ const (
 	// NotifyTest is what POST /v1/webhooks/{id}/test sends; every endpoint
 	// gets it whatever its filter.
 	NotifyTest NotifyType = "webhook.test"
+	// NotifyCheckpoint carries each new signed checkpoint of the audit
+	// log (docs/audit.md), so that others keep them. It comes from no
+	// event: checkpoints are not events (store.AuditLog.SaveCheckpoint).
+	NotifyCheckpoint NotifyType = "audit.checkpoint"
 )
 
 // NotifyTypes lists the types an endpoint may subscribe to, in order.
 var NotifyTypes = []NotifyType{
 	NotifyCreated, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled,
 	NotifyReminder, NotifyExecutionClaimed, NotifyExecutionReported, NotifyEscalated,
+	NotifyCheckpoint,
+}
+
+// CheckpointMessageID is the webhook-id of the audit.checkpoint delivery
+// of the checkpoint of a tree of size leaves: one checkpoint, one message,
+// whichever endpoint and attempt, so a receiver drops a repeat.
+func CheckpointMessageID(size int64) string {
+	return PrefixMessage + "checkpoint_" + strconv.FormatInt(size, 10)
 }
 
 // EventRequestReminder is appended once per request, when a reminder of

@@ -378,7 +378,7 @@ func (s *suite) auditTree(t *testing.T) {
 	}
 	key, err := b.store.EnsureAuditKey(b.ctx, auditKey(t, "airlock.example/audit"))
 	wantOK(t, err)
-	cp, made, err := sequencer.Checkpoint(b.ctx, b.store, key)
+	cp, made, err := sequencer.Checkpoint(b.ctx, b.store, key, nil)
 	wantOK(t, err)
 	if !made || cp.Size != size || !cp.CreatedAt.Equal(b.clock.Now().Truncate(time.Microsecond)) {
 		t.Fatalf("Checkpoint = size %d made %v at %s; want size %d made now", cp.Size, made, cp.CreatedAt, size)
@@ -395,7 +395,7 @@ func (s *suite) auditTree(t *testing.T) {
 	if err := auditlog.VerifyEntries(auditlog.Entries(entries), opened, nil); err != nil {
 		t.Fatalf("VerifyEntries over the stored leaves: %v", err)
 	}
-	if again, made, err := sequencer.Checkpoint(b.ctx, b.store, key); err != nil || made || again.Size != size {
+	if again, made, err := sequencer.Checkpoint(b.ctx, b.store, key, nil); err != nil || made || again.Size != size {
 		t.Fatalf("a checkpoint of an unchanged tree = size %d made %v, %v; want none made", again.Size, made, err)
 	}
 	latest, err := b.store.LatestCheckpoint(b.ctx)
@@ -403,7 +403,7 @@ func (s *suite) auditTree(t *testing.T) {
 	if latest.Size != size || !bytes.Equal(latest.Note, cp.Note) {
 		t.Fatalf("LatestCheckpoint = size %d; want %d with the note saved", latest.Size, size)
 	}
-	if saved, err := b.store.SaveCheckpoint(b.ctx, size, []byte("another note")); err != nil || !bytes.Equal(saved.Note, cp.Note) {
+	if saved, err := b.store.SaveCheckpoint(b.ctx, store.SaveCheckpointParams{Size: size, Note: []byte("another note")}); err != nil || !bytes.Equal(saved.Note, cp.Note) {
 		t.Fatalf("saving a second checkpoint of one size = %q, %v; want the first kept", saved.Note, err)
 	}
 	// No checkpoint made an event: the log does not grow by itself.

@@ -348,7 +348,9 @@ export type NotifyType =
   | 'approval_request.cancelled'
   | 'approval_request.reminder'
   | 'approval_request.execution_claimed'
-  | 'approval_request.execution_reported';
+  | 'approval_request.execution_reported'
+  | 'approval_request.escalated'
+  | 'audit.checkpoint';
 
 export interface CreateWebhookInput {
   /** An absolute http:// or https:// URL without credentials or fragment. */
