@@ -407,8 +407,8 @@ func TestAuditExportFormats(t *testing.T) {
 				EventCode string `json:"event_code"`
 				Version   string `json:"version"`
 			}
-			Actor struct{ User struct{ UID string } }
-			API   struct{ Operation string }
+			Actor    struct{ User struct{ UID string } }
+			API      struct{ Operation string }
 			Unmapped struct {
 				Leaf json.RawMessage `json:"leaf"`
 			}
