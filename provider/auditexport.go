@@ -261,48 +261,84 @@ func ocsfActivity(typ string) (int, string) {
 	}
 }
 
+// ocsfEvent is an OCSF API Activity object as the export writes it.
+type ocsfEvent struct {
+	ClassUID     int    `json:"class_uid"`
+	ClassName    string `json:"class_name"`
+	CategoryUID  int    `json:"category_uid"`
+	CategoryName string `json:"category_name"`
+	ActivityID   int    `json:"activity_id"`
+	ActivityName string `json:"activity_name"`
+	TypeUID      int    `json:"type_uid"`
+	TypeName     string `json:"type_name"`
+	Time         int64  `json:"time"`
+	SeverityID   int    `json:"severity_id"`
+	Severity     string `json:"severity"`
+	StatusID     int    `json:"status_id"`
+	Status       string `json:"status"`
+	Actor        struct {
+		User struct {
+			UID string `json:"uid"`
+		} `json:"user"`
+	} `json:"actor"`
+	API struct {
+		Operation string `json:"operation"`
+		Service   struct {
+			Name string `json:"name"`
+		} `json:"service"`
+	} `json:"api"`
+	Resources []ocsfResource `json:"resources,omitempty"`
+	Metadata  struct {
+		Version string `json:"version"`
+		Product struct {
+			Name       string `json:"name"`
+			VendorName string `json:"vendor_name"`
+		} `json:"product"`
+		UID          string `json:"uid"`
+		Sequence     int64  `json:"sequence"`
+		EventCode    string `json:"event_code"`
+		OriginalTime string `json:"original_time"`
+		LogName      string `json:"log_name"`
+	} `json:"metadata"`
+	Unmapped struct {
+		Leaf json.RawMessage `json:"leaf"`
+	} `json:"unmapped"`
+}
+
+type ocsfResource struct {
+	UID  string `json:"uid"`
+	Type string `json:"type,omitempty"`
+}
+
 // ocsfLine is one event as an OCSF API Activity object and a newline.
 // The caller's address is not in the log, so src_endpoint is absent; the
 // whole leaf is in unmapped.leaf, so nothing of the event is lost.
 func ocsfLine(en auditlog.Entry, l exportLeaf, at time.Time) ([]byte, error) {
 	id, name := ocsfActivity(l.Type)
-	uid := l.UID
-	if uid == "" {
-		uid = strconv.FormatInt(l.EventID, 10)
+	o := ocsfEvent{
+		ClassUID: ocsfClassUID, ClassName: "API Activity", CategoryUID: ocsfCategoryUID, CategoryName: "Application Activity",
+		ActivityID: id, ActivityName: name, TypeUID: ocsfClassUID*100 + id, TypeName: "API Activity: " + name,
+		Time: at.UnixMilli(), SeverityID: ocsfInformational, Severity: "Informational", StatusID: ocsfSuccess, Status: "Success",
 	}
-	type named struct {
-		UID  string `json:"uid"`
-		Type string `json:"type,omitempty"`
-	}
-	var resources []named
+	o.Actor.User.UID = l.Actor
+	o.API.Operation, o.API.Service.Name = l.Type, "airlock"
 	if l.RequestID != "" {
-		resources = append(resources, named{UID: l.RequestID, Type: "approval_request"})
+		o.Resources = append(o.Resources, ocsfResource{UID: l.RequestID, Type: "approval_request"})
 	}
 	if l.InstanceID != "" {
-		resources = append(resources, named{UID: l.InstanceID, Type: "instance"})
+		o.Resources = append(o.Resources, ocsfResource{UID: l.InstanceID, Type: "instance"})
 	}
 	if l.Subject != "" {
-		resources = append(resources, named{UID: l.Subject})
+		o.Resources = append(o.Resources, ocsfResource{UID: l.Subject})
 	}
-	obj := map[string]any{
-		"class_uid": ocsfClassUID, "class_name": "API Activity",
-		"category_uid": ocsfCategoryUID, "category_name": "Application Activity",
-		"activity_id": id, "activity_name": name,
-		"type_uid": ocsfClassUID*100 + id, "type_name": "API Activity: " + name,
-		"time": at.UnixMilli(), "severity_id": ocsfInformational, "severity": "Informational",
-		"status_id": ocsfSuccess, "status": "Success",
-		"actor": map[string]any{"user": map[string]string{"uid": l.Actor}},
-		"api":   map[string]any{"operation": l.Type, "service": map[string]string{"name": "airlock"}},
-		"metadata": map[string]any{
-			"version": ocsfVersion, "product": map[string]string{"name": "Airlock", "vendor_name": "Airlock"},
-			"uid": uid, "sequence": en.Index, "event_code": l.Type, "original_time": l.Time, "log_name": "audit",
-		},
-		"unmapped": map[string]json.RawMessage{"leaf": en.Leaf},
+	m := &o.Metadata
+	m.Version, m.Product.Name, m.Product.VendorName = ocsfVersion, "Airlock", "Airlock"
+	m.UID, m.Sequence, m.EventCode, m.OriginalTime, m.LogName = l.UID, en.Index, l.Type, l.Time, "audit"
+	if m.UID == "" {
+		m.UID = strconv.FormatInt(l.EventID, 10)
 	}
-	if resources != nil {
-		obj["resources"] = resources
-	}
-	line, err := json.Marshal(obj)
+	o.Unmapped.Leaf = en.Leaf
+	line, err := json.Marshal(&o)
 	if err != nil {
 		return nil, fmt.Errorf("audit export: leaf %d: %w", en.Index, err)
 	}
