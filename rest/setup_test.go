@@ -128,7 +128,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	reg := prometheus.NewRegistry()
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	var under store.Store = st
+	under := st
 	if o.wrapStore != nil {
 		under = o.wrapStore(st)
 	}
