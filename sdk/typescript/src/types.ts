@@ -396,7 +396,7 @@ export type NotifyType =
 export interface CreateWebhookInput {
   /** An absolute http:// or https:// URL without credentials or fragment. */
   url: string;
-  /** The event types to receive; empty or absent means all. */
+  /** The event types to receive; empty or absent means every approval_request.* type (audit.checkpoint only when listed). */
   events?: NotifyType[];
   description?: string;
 }
