@@ -71,7 +71,7 @@ func (h *handler) auditEntries(w http.ResponseWriter, r *http.Request, c airlock
 	if !ok {
 		return
 	}
-	if r.URL.Query().Has("limit") && limit < 1 || limit > provider.MaxAuditEntries {
+	if (r.URL.Query().Has("limit") && limit < 1) || limit > provider.MaxAuditEntries {
 		h.problem(w, r, airlock.Invalid("limit", "limit is 1 to %d entries, not %d", provider.MaxAuditEntries, limit))
 		return
 	}
