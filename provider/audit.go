@@ -68,20 +68,32 @@ func (s *Service) AuditVerifierKey(ctx context.Context, c airlock.Caller) (strin
 
 // AuditEntries returns up to limit entries of the tree from index start
 // on (auditors and admins): DefaultAuditEntries when limit is 0, at most
-// MaxAuditEntries. A start at or beyond the tree's size gives none.
-func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int64, limit int) ([]store.AuditLeaf, error) {
+// MaxAuditEntries. A start at or beyond the tree's size gives none. A page
+// is a heavy read (HeavyRead): its slot is held until the caller calls
+// release, once the page is written; on an error there is nothing to
+// release.
+func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int64, limit int) (leaves []store.AuditLeaf, release func(), err error) {
 	if err := auditorOnly(c); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch {
 	case start < 0:
-		return nil, airlock.Invalid("start", "start is an index of the tree: 0 or more, not %d", start)
+		return nil, nil, airlock.Invalid("start", "start is an index of the tree: 0 or more, not %d", start)
 	case limit < 0 || limit > MaxAuditEntries:
-		return nil, airlock.Invalid("limit", "limit is 1 to %d entries, not %d", MaxAuditEntries, limit)
+		return nil, nil, airlock.Invalid("limit", "limit is 1 to %d entries, not %d", MaxAuditEntries, limit)
 	case limit == 0:
 		limit = DefaultAuditEntries
 	}
-	return s.storeFor(c).AuditLeaves(ctx, start, limit)
+	release, err = s.HeavyRead(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	leaves, err = s.storeFor(c).AuditLeaves(ctx, start, limit)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return leaves, release, nil
 }
 
 // AuditProof is an inclusion or a consistency proof: the hashes an

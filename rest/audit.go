@@ -75,17 +75,12 @@ func (h *handler) auditEntries(w http.ResponseWriter, r *http.Request, c airlock
 		h.problem(w, r, airlock.Invalid("limit", "limit is 1 to %d entries, not %d", provider.MaxAuditEntries, limit))
 		return
 	}
-	release, err := h.svc.HeavyRead(c)
+	leaves, release, err := h.svc.AuditEntries(r.Context(), c, start, int(limit))
 	if err != nil {
-		h.refuseHeavyRead(w, r, err)
+		h.refuseHeavyRead(w, r, err) // a 429 says when to retry
 		return
 	}
 	defer release()
-	leaves, err := h.svc.AuditEntries(r.Context(), c, start, int(limit))
-	if err != nil {
-		h.problem(w, r, err)
-		return
-	}
 	var b bytes.Buffer
 	buf := b.AvailableBuffer()
 	for _, l := range leaves {

@@ -517,3 +517,29 @@ func TestAuditCheckpointWebhook(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditReadsAreHeavy: a page of entries and an export each take a
+// heavy read's slot, so a token with its slots in use gets 429 with
+// Retry-After, and the read succeeds once a slot is free.
+func TestAuditReadsAreHeavy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.checkpointEvery, o.heavyPerToken = -1, 1 })
+	release, err := b.svc.HeavyRead(b.callers["auditor"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/audit/entries", "/v1/audit/export"} {
+		r := b.do(t, req{method: "GET", path: path, token: b.auditor})
+		want(t, r, http.StatusTooManyRequests, airlock.CodeRateLimited)
+		if r.header.Get("Retry-After") == "" {
+			t.Fatalf("%s refused without Retry-After", path)
+		}
+	}
+	release()
+	for _, path := range []string{"/v1/audit/entries", "/v1/audit/export"} {
+		want(t, b.do(t, req{method: "GET", path: path, token: b.auditor}), http.StatusOK, "")
+	}
+	if n := b.svc.HeavyReads(); n != 0 {
+		t.Fatalf("%d heavy reads still hold a slot", n)
+	}
+}
