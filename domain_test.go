@@ -172,10 +172,19 @@ func TestKindsRolesAndExecutionStatuses(t *testing.T) {
 	if len(airlock.Kinds) != 5 {
 		t.Errorf("Kinds = %v, want five", airlock.Kinds)
 	}
-	roles := map[airlock.Role]bool{"admin": true, "agent": true, "reviewer": true, "": false, "Admin": false, "root": false}
+	roles := map[airlock.Role]bool{"admin": true, "agent": true, "reviewer": true, "verifier": true, "auditor": true, "": false, "Admin": false, "root": false}
 	for r, want := range roles {
 		if r.Valid() != want {
 			t.Errorf("Role(%q).Valid() = %v, want %v", r, !want, want)
+		}
+	}
+	// Only the verifier and the auditor are limited to their one power;
+	// only the auditor and the admin read the audit log.
+	for _, r := range []airlock.Role{airlock.RoleAdmin, airlock.RoleAgent, airlock.RoleReviewer, airlock.RoleVerifier, airlock.RoleAuditor} {
+		limited := r == airlock.RoleVerifier || r == airlock.RoleAuditor
+		reads := r == airlock.RoleAuditor || r == airlock.RoleAdmin
+		if r.Limited() != limited || r.MayReadAuditLog() != reads {
+			t.Errorf("Role(%q): Limited %v, MayReadAuditLog %v; want %v, %v", r, r.Limited(), r.MayReadAuditLog(), limited, reads)
 		}
 	}
 	statuses := map[airlock.ExecutionStatus]bool{"succeeded": true, "failed": true, "unknown": true, "claimed": false, "": false}

@@ -80,12 +80,24 @@ const (
 	// NotifyTest is what POST /v1/webhooks/{id}/test sends; every endpoint
 	// gets it whatever its filter.
 	NotifyTest NotifyType = "webhook.test"
+	// NotifyCheckpoint carries each new signed checkpoint of the audit
+	// log (docs/audit.md), so that others keep them. It comes from no
+	// event: checkpoints are not events (store.AuditLog.SaveCheckpoint).
+	NotifyCheckpoint NotifyType = "audit.checkpoint"
 )
 
 // NotifyTypes lists the types an endpoint may subscribe to, in order.
 var NotifyTypes = []NotifyType{
 	NotifyCreated, NotifyApproved, NotifyDenied, NotifyExpired, NotifyCancelled,
 	NotifyReminder, NotifyExecutionClaimed, NotifyExecutionReported, NotifyEscalated,
+	NotifyCheckpoint,
+}
+
+// CheckpointMessageID is the webhook-id of the audit.checkpoint delivery
+// of the checkpoint of a tree of size leaves: one checkpoint, one message,
+// whichever endpoint and attempt, so a receiver drops a repeat.
+func CheckpointMessageID(size int64) string {
+	return PrefixMessage + "checkpoint_" + strconv.FormatInt(size, 10)
 }
 
 // EventRequestReminder is appended once per request, when a reminder of
@@ -175,7 +187,13 @@ func (e Endpoint) FailedSince() time.Time {
 // list stored when they were created: an endpoint made before a type
 // existed (approval_request.escalated, say) gets it with the code that
 // handles it, with no data migration, and nobody edits their types.
+// audit.checkpoint goes only to a webhook that lists it: it is about the
+// log, not a request, and a receiver that took every request's type
+// before it existed is not sent a new kind of body unasked.
 func (e Endpoint) Wants(t NotifyType) bool {
+	if t == NotifyCheckpoint {
+		return e.Kind == EndpointWebhook && slices.Contains(e.Events, t)
+	}
 	switch e.Kind {
 	case EndpointSlack:
 		return t == NotifyTest || slices.Contains(SlackTypes, t)

@@ -77,13 +77,35 @@ func TestNotifyTypeOf(t *testing.T) {
 		}
 		seen[typ] = true
 	}
+	// Every subscribable type but audit.checkpoint, which comes with a
+	// checkpoint and from no event, comes from one event type.
+	seen[airlock.NotifyCheckpoint] = true
 	if len(seen) != len(airlock.NotifyTypes) {
-		t.Fatalf("%d types from events, %d subscribable", len(seen), len(airlock.NotifyTypes))
+		t.Fatalf("%d types from events and the checkpoint, %d subscribable", len(seen), len(airlock.NotifyTypes))
 	}
 	for _, e := range []airlock.EventType{airlock.EventTokenCreated, airlock.EventEndpointCreated, airlock.EventInstanceDeleted, airlock.EventRequestVoted} {
 		if _, ok := airlock.NotifyTypeOf(e); ok {
 			t.Errorf("%s gives a notification", e)
 		}
+	}
+	// audit.checkpoint is for webhooks that list it, not for those that
+	// take every type, nor for Slack or email.
+	for _, c := range []struct {
+		e    airlock.Endpoint
+		want bool
+	}{
+		{airlock.Endpoint{Kind: airlock.EndpointWebhook, Events: []airlock.NotifyType{airlock.NotifyCheckpoint}}, true},
+		{airlock.Endpoint{Kind: airlock.EndpointWebhook}, false},
+		{airlock.Endpoint{Kind: airlock.EndpointWebhook, Events: []airlock.NotifyType{airlock.NotifyCreated}}, false},
+		{airlock.Endpoint{Kind: airlock.EndpointSlack, Events: []airlock.NotifyType{airlock.NotifyCheckpoint}}, false},
+		{airlock.Endpoint{Kind: airlock.EndpointEmail}, false},
+	} {
+		if got := c.e.Wants(airlock.NotifyCheckpoint); got != c.want {
+			t.Errorf("%s endpoint with events %v wants audit.checkpoint: %v, want %v", c.e.Kind, c.e.Events, got, c.want)
+		}
+	}
+	if !(airlock.Endpoint{Kind: airlock.EndpointWebhook}).Wants(airlock.NotifyCreated) {
+		t.Error("a webhook without a list does not want approval_request.created")
 	}
 	if s := airlock.NewWebhookSecret(); !strings.HasPrefix(s, "whsec_") || len(s) != len("whsec_")+44 {
 		t.Errorf("secret %q", s)

@@ -15,20 +15,32 @@ import (
 type Role string
 
 // The roles (docs/protocol.md S1): an agent asks, a reviewer decides, an
-// admin manages tokens and instances, and a verifier (a tool server)
+// admin manages tokens and instances, a verifier (a tool server)
 // consumes approval tokens and does nothing else (docs/tokens.md, "Single
-// use").
+// use"), and an auditor reads the verifiable audit log and does nothing
+// else (docs/audit.md).
 const (
 	RoleAdmin    Role = "admin"
 	RoleAgent    Role = "agent"
 	RoleReviewer Role = "reviewer"
 	RoleVerifier Role = "verifier"
+	RoleAuditor  Role = "auditor"
 )
 
 // Valid reports whether r is a known role.
 func (r Role) Valid() bool {
-	return r == RoleAdmin || r == RoleAgent || r == RoleReviewer || r == RoleVerifier
+	return r == RoleAdmin || r == RoleAgent || r == RoleReviewer || r == RoleVerifier || r == RoleAuditor
 }
+
+// Limited reports whether a token of role r may call only the endpoints
+// of its one power (a verifier's consume, an auditor's audit log) and
+// nothing else, whatever an endpoint's own checks would let a role that
+// is none of agent, reviewer and admin read.
+func (r Role) Limited() bool { return r == RoleVerifier || r == RoleAuditor }
+
+// MayReadAuditLog reports whether a token of role r may read the
+// verifiable audit log: an auditor's one power, and an admin's.
+func (r Role) MayReadAuditLog() bool { return r == RoleAuditor || r == RoleAdmin }
 
 // MayConsumeApprovalTokens reports whether a token of role r may consume
 // approval tokens: a verifier's one power, and an admin's.
@@ -157,7 +169,7 @@ func (in *NewTokenInput) Validate() error {
 		return err
 	}
 	if !in.Role.Valid() {
-		return Invalid("role", "role must be one of admin, agent, reviewer")
+		return Invalid("role", "role must be one of admin, agent, reviewer, verifier, auditor")
 	}
 	for _, s := range in.Scopes {
 		if !slices.Contains(KnownScopes, s) {

@@ -204,10 +204,16 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuseRPC(w, r, id, http.StatusUnauthorized, -32001, err.Error())
 		return
 	}
-	if c.Role == airlock.RoleVerifier {
+	switch c.Role {
+	case airlock.RoleVerifier:
 		// A tool server's token consumes approval tokens over REST and
 		// does nothing else (docs/tokens.md, "Single use").
 		h.refuseRPC(w, r, id, http.StatusForbidden, -32001, string(airlock.CodeForbidden)+": a verifier token may only consume approval tokens (POST /v1/approval-tokens/consume)")
+		return
+	case airlock.RoleAuditor:
+		// An auditor's token reads the audit log over REST and does
+		// nothing else (docs/audit.md).
+		h.refuseRPC(w, r, id, http.StatusForbidden, -32001, string(airlock.CodeForbidden)+": an auditor token may only read the audit log (GET /v1/audit/…)")
 		return
 	}
 	if h.limiter != nil {

@@ -154,6 +154,7 @@ func TestHTTPHardening(t *testing.T) {
 	h := setupHTTP(t, func(c *Config) { c.AllowedHosts = []string{"airlock.internal"} })
 	alice, carol := h.secrets[h.agent.ID], h.secrets[h.other.ID]
 	verifier := h.secrets[h.mint(t, airlock.RoleVerifier, "tools").ID]
+	auditor := h.secrets[h.mint(t, airlock.RoleAuditor, "audit").ID]
 	sid := h.session(t, h.agent)
 	in := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}
 	with := func(extra map[string]string) map[string]string {
@@ -192,6 +193,7 @@ func TestHTTPHardening(t *testing.T) {
 		{"a secret under any name", raw{body: list, header: in, query: "?x=" + alice}, 401, "never put a token in the URL"},
 		{"no token", raw{body: list, header: in}, 401, "Bearer"},
 		{"a verifier token", raw{body: initializeBody, secret: verifier}, 403, "may only consume approval tokens"},
+		{"an auditor token", raw{body: initializeBody, secret: auditor}, 403, "may only read the audit log"},
 		{"an unknown token", raw{body: list, secret: "airlock_nope", header: in}, 401, "Bearer"},
 		{"another token's session", raw{body: list, secret: carol, header: in}, 404, "session not found"},
 		{"another token's session, GET", raw{method: http.MethodGet, secret: carol, header: in}, 404, "session not found"},

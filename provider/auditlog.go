@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -170,15 +171,66 @@ func (s *Service) checkpointIfDue(ctx context.Context, now time.Time) error {
 		}
 		q.key = &k
 	}
-	_, made, err := sequencer.Checkpoint(ctx, s.system, *q.key)
+	_, made, err := sequencer.Checkpoint(ctx, s.system, *q.key, s.checkpointDeliveries(ctx, now))
 	if err != nil {
 		return fmt.Errorf("audit log: checkpoint: %w", err)
+	}
+	if made && s.deliveryQueued != nil {
+		s.deliveryQueued()
 	}
 	if made && !q.uncovered.IsZero() {
 		s.metrics.checkpointed(s.clock.Now().Sub(q.uncovered))
 		q.uncovered = time.Time{}
 	}
 	return nil
+}
+
+// checkpointDeliveries returns what queues a new checkpoint's webhook
+// event audit.checkpoint for each enabled webhook endpoint subscribed to
+// it: the store queues them in the transaction that stores the
+// checkpoint, so a checkpoint stored is a checkpoint queued, on whichever
+// replica signs it, and the notify engine's workers on every replica
+// deliver them at least once, with retries, like any delivery.
+//
+// Why not the fan-out, which derives deliveries from events: checkpoints
+// are deliberately not events (store.AuditLog.SaveCheckpoint), and a
+// second cursor tailing the checkpoints would be more state for the same
+// guarantee. An endpoint created between the list here and the commit
+// misses that one checkpoint and gets the next; each checkpoint covers
+// every one before it, so nothing it could check is lost.
+func (s *Service) checkpointDeliveries(ctx context.Context, now time.Time) func(size int64, note []byte) ([]airlock.Delivery, error) {
+	return func(size int64, note []byte) ([]airlock.Delivery, error) {
+		eps, err := s.system.ListEndpoints(ctx, airlock.EndpointWebhook)
+		if err != nil {
+			return nil, fmt.Errorf("webhook endpoints: %w", err)
+		}
+		var body []byte
+		var ds []airlock.Delivery
+		for _, ep := range eps {
+			if ep.DisabledAt != nil || !ep.Wants(airlock.NotifyCheckpoint) {
+				continue
+			}
+			if body == nil {
+				body, err = checkpointBody(now, size, note)
+				if err != nil {
+					return nil, err
+				}
+			}
+			ds = append(ds, airlock.Delivery{ID: airlock.NewClockID(airlock.PrefixDelivery, now), EndpointID: ep.ID,
+				MessageID: airlock.CheckpointMessageID(size), Type: airlock.NotifyCheckpoint, Payload: body})
+		}
+		return ds, nil
+	}
+}
+
+// checkpointBody is the webhook body of a checkpoint: {type, timestamp,
+// data}, data being the tree's size and the signed note, exactly as GET
+// /v1/audit/checkpoint serves it.
+func checkpointBody(now time.Time, size int64, note []byte) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"type": airlock.NotifyCheckpoint, "timestamp": now.UTC().Format(time.RFC3339Nano),
+		"data": map[string]any{"tree_size": size, "note": string(note)},
+	})
 }
 
 // loadAuditKey returns the store's note key, made now, named for this

@@ -13,9 +13,10 @@ import (
 
 // matrixCallers are the columns of T14: two agents, a reviewer, a reviewer
 // whose token has agent A's principal, an admin, no token, a revoked token,
-// and a verifier (a tool server's token: it may consume approval tokens and
-// call nothing else).
-var matrixCallers = []string{"agentA", "agentB", "reviewer", "reviewerA", "admin", "none", "revoked", "verifier"}
+// a verifier (a tool server's token: it may consume approval tokens and
+// call nothing else) and an auditor (it reads the audit log and calls
+// nothing else).
+var matrixCallers = []string{"agentA", "agentB", "reviewer", "reviewerA", "admin", "none", "revoked", "verifier", "auditor"}
 
 func (b *bundle) secret(caller string) string {
 	switch caller {
@@ -33,6 +34,8 @@ func (b *bundle) secret(caller string) string {
 		return b.revoked
 	case "verifier":
 		return b.verifier
+	case "auditor":
+		return b.auditor
 	}
 	return ""
 }
@@ -54,158 +57,185 @@ func TestAuthorizationMatrix(t *testing.T) {
 	rows := []struct {
 		endpoint string
 		build    func(t *testing.T) req
-		want     [8]int
+		want     [9]int
 	}{
 		{"POST /v1/instances", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/instances", body: `{"name":"x"}`}
-		}, [8]int{created, created, forbid, forbid, forbid, unauth, unauth, forbid}},
+		}, [9]int{created, created, forbid, forbid, forbid, unauth, unauth, forbid, forbid}},
 		{"GET /v1/instances", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/instances"}
-		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, ok, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"GET /v1/instances/{id}", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "GET", path: "/v1/instances/" + inst}
-		}, [8]int{ok, missing, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, missing, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"DELETE /v1/instances/{id}", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "DELETE", path: "/v1/instances/" + inst}
-		}, [8]int{ok, missing, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, missing, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/instances/{id}/approval-requests", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/instances/" + inst + "/approval-requests",
 				body: `{"tool":"ls","arguments":{}}`, header: map[string]string{"Idempotency-Key": "m"}}
-		}, [8]int{created, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
+		}, [9]int{created, missing, forbid, forbid, forbid, unauth, unauth, forbid, forbid}},
 		{"GET /v1/approval-requests", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/approval-requests"}
-		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, ok, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"GET /v1/approval-requests/{id}", func(t *testing.T) req {
 			_, id := b.pending(t, "10m")
 			return req{method: "GET", path: "/v1/approval-requests/" + id}
-		}, [8]int{ok, missing, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, missing, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/approval-requests/{id}/cancel", func(t *testing.T) req {
 			_, id := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/approval-requests/" + id + "/cancel"}
-		}, [8]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
+		}, [9]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid, forbid}},
 		{"POST /v1/approval-requests/{id}/decision", func(t *testing.T) req {
 			_, id := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", body: `{"status":"approved"}`}
-		}, [8]int{forbid, forbid, ok, forbid, forbid, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, ok, forbid, forbid, unauth, unauth, forbid, forbid}},
 		{"POST /v1/approval-requests/{id}/execution", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/approval-requests/" + b.approved(t) + "/execution"}
-		}, [8]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
+		}, [9]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid, forbid}},
 		{"PUT /v1/approval-requests/{id}/execution", func(t *testing.T) req {
 			return req{method: "PUT", path: "/v1/approval-requests/" + b.claimed(t) + "/execution", body: `{"status":"succeeded"}`}
-		}, [8]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid}},
+		}, [9]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid, forbid}},
 		{"GET /v1/events", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/events"}
-		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/tokens", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/tokens", body: `{"name":"n","role":"agent"}`}
-		}, [8]int{forbid, forbid, forbid, forbid, created, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, created, unauth, unauth, forbid, forbid}},
 		{"GET /v1/tokens", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/tokens"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"DELETE /v1/tokens/{id}", func(t *testing.T) req {
 			tok, _, err := b.svc.CreateToken(context.Background(), b.callers["admin"], airlock.NewTokenInput{Name: "victim", Role: airlock.RoleAgent})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return req{method: "DELETE", path: "/v1/tokens/" + tok.ID}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/webhooks", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks", body: `{"url":"https://example.test/hook"}`}
-		}, [8]int{forbid, forbid, forbid, forbid, created, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, created, unauth, unauth, forbid, forbid}},
 		{"GET /v1/webhooks", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/webhooks"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"GET /v1/webhooks/{id}", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t)}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"DELETE /v1/webhooks/{id}", func(t *testing.T) req {
 			return req{method: "DELETE", path: "/v1/webhooks/" + b.webhook(t)}
-		}, [8]int{forbid, forbid, forbid, forbid, http.StatusNoContent, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, http.StatusNoContent, unauth, unauth, forbid, forbid}},
 		{"GET /v1/webhooks/{id}/deliveries", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/webhooks/" + b.webhook(t) + "/deliveries"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/webhooks/{id}/test", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/test"}
-		}, [8]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, http.StatusAccepted, unauth, unauth, forbid, forbid}},
 		{"POST /v1/grants", func(t *testing.T) req {
 			inst, _ := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/grants",
 				body: `{"tool":"issue_refund","arguments":{"amount":4900},"instance_id":"` + inst + `","expires_in":"1h"}`}
-		}, [8]int{forbid, forbid, created, forbid, created, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, created, forbid, created, unauth, unauth, forbid, forbid}},
 		{"GET /v1/grants", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/grants"}
-		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"GET /v1/grants/{id}", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/grants/" + b.grant(t)}
-		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"DELETE /v1/grants/{id}", func(t *testing.T) req {
 			return req{method: "DELETE", path: "/v1/grants/" + b.grant(t)}
-		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/webhooks/{id}/enable", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/webhooks/" + b.webhook(t) + "/enable"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"GET /v1/board", func(t *testing.T) req {
 			b.boardItem(t)
 			return req{method: "GET", path: "/v1/board"}
-		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, ok, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/board/columns", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/board/columns", body: `{"key":"` + b.freshKey() + `","name":"C"}`}
-		}, [8]int{forbid, forbid, created, created, created, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, created, created, created, unauth, unauth, forbid, forbid}},
 		{"POST /v1/work-items", func(t *testing.T) req {
 			col, _ := b.boardItem(t)
 			return req{method: "POST", path: "/v1/work-items", body: `{"title":"T","column_key":"` + col + `"}`}
-		}, [8]int{forbid, forbid, created, created, created, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, created, created, created, unauth, unauth, forbid, forbid}},
 		{"GET /v1/work-items/{id}", func(t *testing.T) req {
 			_, id := b.boardItem(t)
 			return req{method: "GET", path: "/v1/work-items/" + id}
-		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, ok, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"PATCH /v1/work-items/{id}", func(t *testing.T) req {
 			_, id := b.boardItem(t)
 			return req{method: "PATCH", path: "/v1/work-items/" + id, body: `{"title":"Renamed"}`}
-		}, [8]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		{"GET /v1/sessions", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/sessions"}
-		}, [8]int{ok, ok, ok, ok, ok, unauth, unauth, forbid}},
+		}, [9]int{ok, ok, ok, ok, ok, unauth, unauth, forbid, forbid}},
 		// The HTTP hook answers 200 to everyone, with the verdict in the
 		// body: a 401 would let Claude Code run the tool (rest/hooks.go).
 		// TestClaudeCodeHTTPHook checks the bodies.
 		{"POST /v1/hooks/claude-code", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/hooks/claude-code?wait=1s&match=NotThisTool",
 				body: `{"session_id":"m","hook_event_name":"PreToolUse","tool_name":"Bash","tool_use_id":"t","tool_input":{}}`}
-		}, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
+		}, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /v1/reviewers", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/reviewers"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"PUT /v1/reviewers/{principal}/link", func(t *testing.T) req {
 			return req{method: "PUT", path: "/v1/reviewers/carol/link", body: `{"email":"carol@example.com"}`}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/reviewers/end-sessions", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/reviewers/end-sessions", body: `{"principal":"oidc:https://id.example.com#ada"}`}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		// Slack's requests carry no token but Slack's signature; without
 		// --slack-signing-secret the route is not there (TestSlack* in
 		// slackapp check the signed requests).
 		{"POST /slack/interactions", func(t *testing.T) req {
 			return req{method: "POST", path: "/slack/interactions", body: `payload=%7B%7D`,
 				header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}
-		}, [8]int{missing, missing, missing, missing, missing, missing, missing, missing}},
-		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
-		{"GET /.well-known/jwks.json", func(t *testing.T) req { return req{method: "GET", path: "/.well-known/jwks.json"} }, [8]int{ok, ok, ok, ok, ok, ok, ok, ok}},
+		}, [9]int{missing, missing, missing, missing, missing, missing, missing, missing, missing}},
+		{"GET /healthz", func(t *testing.T) req { return req{method: "GET", path: "/healthz"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /readyz", func(t *testing.T) req { return req{method: "GET", path: "/readyz"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
+		{"GET /.well-known/jwks.json", func(t *testing.T) req { return req{method: "GET", path: "/.well-known/jwks.json"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /v1/signing-keys", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/signing-keys"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/signing-keys/rotate", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/signing-keys/rotate"}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		{"POST /v1/approval-tokens/consume", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/approval-tokens/consume", body: `{"token":"` + b.approvalToken(t) + `"}`}
-		}, [8]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, ok}},
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, ok, forbid}},
+		// The audit log (docs/audit.md): auditors and admins only.
+		{"GET /v1/audit/checkpoint", func(t *testing.T) req {
+			b.checkpointed(t)
+			return req{method: "GET", path: "/v1/audit/checkpoint"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
+		{"GET /v1/audit/key", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/audit/key"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
+		{"GET /v1/audit/entries", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/audit/entries?start=0&limit=10"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
+		{"GET /v1/audit/proofs/inclusion", func(t *testing.T) req {
+			b.checkpointed(t)
+			return req{method: "GET", path: "/v1/audit/proofs/inclusion?index=0&tree_size=1"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
+		{"GET /v1/audit/proofs/consistency", func(t *testing.T) req {
+			b.checkpointed(t)
+			return req{method: "GET", path: "/v1/audit/proofs/consistency?from=1&to=1"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
+		{"GET /v1/audit/export", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/audit/export?format=csv"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
+		{"GET /v1/approval-requests/{id}/proof", func(t *testing.T) req {
+			_, id := b.pending(t, "10m")
+			b.checkpointed(t)
+			return req{method: "GET", path: "/v1/approval-requests/" + id + "/proof"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, ok}},
 	}
 	covered := map[string]bool{}
 	unexpected2xx := 0

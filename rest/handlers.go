@@ -29,15 +29,15 @@ import (
 // (provider.AuthenticateDeferred); checkedWriter makes sure it was made,
 // and passed, before the first byte of the answer.
 //
-// A verifier token (a tool server's) may call only the endpoints marked
-// forVerifiers, the consume of approval tokens: every other is 403 here,
-// whatever the endpoint's own checks would let a role that is none of
-// agent, reviewer and admin read.
-func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller), forVerifiers bool) http.Handler {
+// A token of a limited role (airlock.Role.Limited) may call only the
+// endpoints marked for its role (route.limited): a verifier (a tool
+// server's token) the consume of approval tokens, an auditor the audit
+// log's endpoints. Every other is 403 here, whatever the endpoint's own
+// checks would let a role that is none of agent, reviewer and admin read.
+func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller), limited airlock.Role) http.Handler {
 	call := func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-		if c.Role == airlock.RoleVerifier && !forVerifiers {
-			h.problem(w, r, airlock.Errorf(airlock.CodeForbidden,
-				"a verifier token may only consume approval tokens (POST /v1/approval-tokens/consume)"))
+		if c.Role.Limited() && c.Role != limited {
+			h.problem(w, r, limitedRefusal(c.Role))
 			return
 		}
 		if err := checkQuery(r.URL.RawQuery); err != nil {
@@ -60,6 +60,15 @@ func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *ht
 		}
 		h.refusedLater(w, r)
 	})
+}
+
+// limitedRefusal is the 403 of a limited role's token at an endpoint
+// not for it: it says what the token may call.
+func limitedRefusal(role airlock.Role) error {
+	if role == airlock.RoleAuditor {
+		return airlock.Errorf(airlock.CodeForbidden, "an auditor token may only read the audit log (GET /v1/audit/…, GET /v1/approval-requests/{id}/proof)")
+	}
+	return airlock.Errorf(airlock.CodeForbidden, "a verifier token may only consume approval tokens (POST /v1/approval-tokens/consume)")
 }
 
 // refusedLater counts a call whose token passed admit but was refused

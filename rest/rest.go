@@ -141,7 +141,7 @@ func New(cfg Config) http.Handler {
 		case rt.call == nil:
 			h.mux.Handle(rt.pattern, metricsHandler)
 		case rt.auth:
-			h.mux.Handle(rt.pattern, h.authenticated(rt.call, rt.pattern == consumePattern))
+			h.mux.Handle(rt.pattern, h.authenticated(rt.call, forLimited[rt.pattern]))
 		default:
 			call := rt.call
 			h.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) { call(h, w, r, airlock.Caller{}) })

@@ -98,8 +98,32 @@ var routes = []route{
 	// The single use of approval tokens (docs/tokens.md, "Single use"):
 	// the one endpoint a verifier token may call.
 	{consumePattern, true, (*handler).consumeApprovalToken}, // verifiers, admins
+
+	// The verifiable audit log (docs/audit.md): what an auditor token may
+	// call, and nothing else.
+	{"GET /v1/audit/checkpoint", true, (*handler).auditCheckpoint},          // auditors, admins
+	{"GET /v1/audit/key", true, (*handler).auditKey},                        // auditors, admins
+	{"GET /v1/audit/entries", true, (*handler).auditEntries},                // auditors, admins
+	{"GET /v1/audit/proofs/inclusion", true, (*handler).auditInclusion},     // auditors, admins
+	{"GET /v1/audit/proofs/consistency", true, (*handler).auditConsistency}, // auditors, admins
+	{"GET /v1/audit/export", true, (*handler).auditExport},                  // auditors, admins
+	{"GET /v1/approval-requests/{id}/proof", true, (*handler).requestProof}, // auditors, admins
 }
 
 // consumePattern is the route of POST /v1/approval-tokens/consume, the one
 // a verifier token may call (authenticated refuses it every other).
 const consumePattern = "POST /v1/approval-tokens/consume"
+
+// forLimited names, for each route a token of a limited role
+// (airlock.Role.Limited) may call, that role; authenticated refuses such
+// a token every route not listed for its role.
+var forLimited = map[string]airlock.Role{
+	consumePattern:                         airlock.RoleVerifier,
+	"GET /v1/audit/checkpoint":             airlock.RoleAuditor,
+	"GET /v1/audit/key":                    airlock.RoleAuditor,
+	"GET /v1/audit/entries":                airlock.RoleAuditor,
+	"GET /v1/audit/proofs/inclusion":       airlock.RoleAuditor,
+	"GET /v1/audit/proofs/consistency":     airlock.RoleAuditor,
+	"GET /v1/audit/export":                 airlock.RoleAuditor,
+	"GET /v1/approval-requests/{id}/proof": airlock.RoleAuditor,
+}

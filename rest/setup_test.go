@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/store"
+	"github.com/airlockhq/airlock/store/postgres"
 	"github.com/airlockhq/airlock/store/sqlite"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -42,7 +43,9 @@ const principalA = "alice"
 // expiry scheduler, and the REST handler behind an httptest server whose
 // every request and response is validated against the OpenAPI document.
 type bundle struct {
-	store  *sqlite.Store
+	store *sqlite.Store // nil on PostgreSQL (options.postgres)
+	// st is the store under the provider, whichever driver.
+	st     store.Store
 	svc    *provider.Service
 	srv    *httptest.Server
 	client *http.Client
@@ -52,8 +55,8 @@ type bundle struct {
 	stop context.CancelFunc
 
 	// Secrets of the callers of the authorization matrix, and their callers.
-	agentA, agentB, reviewer, reviewerA, admin, revoked, verifier string
-	callers                                                       map[string]airlock.Caller
+	agentA, agentB, reviewer, reviewerA, admin, revoked, verifier, auditor string
+	callers                                                                map[string]airlock.Caller
 }
 
 // options adjusts a bundle.
@@ -82,6 +85,12 @@ type options struct {
 	wrapStore func(store.Store) store.Store
 	// policy, when set, is the provider's policy and group directory.
 	policy *policy.Engine
+	// postgres runs the bundle on a fresh PostgreSQL schema instead of a
+	// SQLite file.
+	postgres bool
+	// checkpointEvery is the provider's CheckpointInterval; negative
+	// leaves the audit log's sequencer to the test (SequenceAudit).
+	checkpointEvery time.Duration
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -91,9 +100,23 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		f(&o)
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
+	var (
+		st   store.Store
+		lite *sqlite.Store
+	)
+	if o.postgres {
+		pg, err := postgres.Open(ctx, testkit.PostgresURL(t), postgres.WithSchema(testkit.SchemaName(t, "t_rest_")))
+		if err != nil {
+			t.Fatalf("open postgres: %v", err)
+		}
+		st = pg
+	} else {
+		var err error
+		lite, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		st = lite
 	}
 	t.Cleanup(func() { st.Close() })
 
@@ -105,7 +128,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	reg := prometheus.NewRegistry()
 	limits := airlock.DefaultLimits()
 	limits.MinTimeout = time.Millisecond
-	var under store.Store = st
+	under := st
 	if o.wrapStore != nil {
 		under = o.wrapStore(st)
 	}
@@ -121,6 +144,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		Expressions:   new(policy.Expressions),
 		Metrics:       provider.NewMetrics(reg, nil),
 		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
+		CheckpointInterval: o.checkpointEvery,
 	})
 	if err != nil {
 		t.Fatalf("provider: %v", err)
@@ -132,7 +156,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		testkit.Go(t, svc.Run)
 	}
 
-	b := &bundle{store: st, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
+	b := &bundle{store: lite, st: st, svc: svc, reg: reg, logs: logs, callers: map[string]airlock.Caller{}}
 	shutdown, stop := context.WithCancel(ctx)
 	b.stop = stop
 	h := New(Config{
@@ -171,6 +195,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	b.reviewerA = mint("reviewerA", airlock.RoleReviewer, principalA)
 	b.revoked = mint("revoked", airlock.RoleAgent, "dave")
 	b.verifier = mint("verifier", airlock.RoleVerifier, "tools")
+	b.auditor = mint("auditor", airlock.RoleAuditor, "audit")
 	if _, err := svc.RevokeToken(ctx, admin, b.callers["revoked"].ID); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
@@ -366,6 +391,8 @@ func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
 			return
 		}
 		openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.PlainBodyDecoder)
+		openapi3filter.RegisterBodyDecoder("text/csv", openapi3filter.PlainBodyDecoder)
 		specRouter, specErr = gorillamux.NewRouter(specDoc)
 	})
 	if specErr != nil {

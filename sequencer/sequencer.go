@@ -155,8 +155,11 @@ func (r *batchReader) ReadHashes(indexes []int64) ([]auditlog.Hash, error) {
 
 // Checkpoint signs a checkpoint of the tree as it is now with key, and
 // stores it, unless the tree is empty or the latest checkpoint already
-// has its size. It returns the checkpoint and whether it made one.
-func Checkpoint(ctx context.Context, s store.AuditLog, key store.AuditKey) (store.AuditCheckpoint, bool, error) {
+// has its size. deliveries, when set, returns the webhook deliveries of
+// the checkpoint (audit.checkpoint), which the store queues in the same
+// transaction as the checkpoint. It returns the checkpoint and whether it
+// made one.
+func Checkpoint(ctx context.Context, s store.AuditLog, key store.AuditKey, deliveries func(size int64, note []byte) ([]airlock.Delivery, error)) (store.AuditCheckpoint, bool, error) {
 	size, err := s.TreeSize(ctx)
 	if err != nil {
 		return store.AuditCheckpoint{}, false, err
@@ -180,7 +183,13 @@ func Checkpoint(ctx context.Context, s store.AuditLog, key store.AuditKey) (stor
 	if err != nil {
 		return store.AuditCheckpoint{}, false, err
 	}
-	cp, err := s.SaveCheckpoint(ctx, size, note)
+	p := store.SaveCheckpointParams{Size: size, Note: note}
+	if deliveries != nil {
+		if p.Deliveries, err = deliveries(size, note); err != nil {
+			return store.AuditCheckpoint{}, false, err
+		}
+	}
+	cp, err := s.SaveCheckpoint(ctx, p)
 	if err != nil {
 		return store.AuditCheckpoint{}, false, err
 	}

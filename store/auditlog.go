@@ -57,12 +57,20 @@ type AuditLog interface {
 	// AuditLeaves returns up to limit leaves from index start on, in
 	// index order: the entries of an export or of a verifier.
 	AuditLeaves(ctx context.Context, start int64, limit int) ([]AuditLeaf, error)
-	// SaveCheckpoint stores a signed checkpoint of the tree of size
+	// RequestLeaves returns up to limit leaves of the events of request
+	// id, in index order: what its proof proves. Events not yet
+	// sequenced have none.
+	RequestLeaves(ctx context.Context, id string, limit int) ([]AuditLeaf, error)
+	// SaveCheckpoint stores a signed checkpoint of the tree of p.Size
 	// leaves, dated by the store's now, unless one of that size is stored
 	// (a note key signs one body always alike). No event is appended: the
 	// checkpoint is about the log, and an event of it would be a leaf
-	// that calls for another checkpoint, for ever.
-	SaveCheckpoint(ctx context.Context, size int64, note []byte) (AuditCheckpoint, error)
+	// that calls for another checkpoint, for ever. When it stores the
+	// checkpoint, it queues p.Deliveries (the webhook event
+	// audit.checkpoint) in the same transaction, each only while its
+	// endpoint exists and is enabled; when the checkpoint was stored
+	// already, it queues none (who stored it queued them).
+	SaveCheckpoint(ctx context.Context, p SaveCheckpointParams) (AuditCheckpoint, error)
 	// LatestCheckpoint returns the checkpoint of the largest tree;
 	// not_found before the first.
 	LatestCheckpoint(ctx context.Context) (AuditCheckpoint, error)
@@ -171,6 +179,30 @@ type AuditLeaf struct {
 	EventID int64
 	// Leaf is the leaf's canonical bytes, which the tree hashes.
 	Leaf []byte
+}
+
+// SaveCheckpointParams are a checkpoint to store.
+type SaveCheckpointParams struct {
+	Size int64
+	// Note is the signed note (auditlog.SignCheckpoint).
+	Note []byte
+	// Deliveries are the checkpoint's webhook deliveries (ID, EndpointID,
+	// MessageID, Type, Payload), one per subscribed endpoint; they have
+	// no event.
+	Deliveries []airlock.Delivery
+}
+
+// Validate checks what a store needs of p before it writes it.
+func (p SaveCheckpointParams) Validate() error {
+	if p.Size < 0 || len(p.Note) == 0 {
+		return airlock.Invalid("checkpoint", "a checkpoint needs a size and its note")
+	}
+	for _, d := range p.Deliveries {
+		if d.ID == "" || d.EndpointID == "" || d.EventID != 0 || len(d.Payload) == 0 {
+			return airlock.Invalid("deliveries", "a checkpoint's delivery needs an ID, an endpoint and a payload, and has no event")
+		}
+	}
+	return nil
 }
 
 // AuditCheckpoint is a stored signed checkpoint.

@@ -81,7 +81,7 @@ func commands() []command {
 			summary: "Mint, list and revoke tokens (admins) on a running server; verify and consume an approval token.",
 			about:   "Tokens on a running server, for admins.",
 			subs: []subcommand{
-				{"create", "--name NAME --role agent|reviewer|admin|verifier [--scope S]... [--principal P]", "mint a token; its secret is shown this once", runTokensCreate},
+				{"create", "--name NAME --role agent|reviewer|admin|verifier|auditor [--scope S]... [--principal P]", "mint a token; its secret is shown this once", runTokensCreate},
 				{"list", "", "list every token (never their secrets)", runTokensList},
 				{"revoke", "<id>", "revoke a token: it stops working at its next request", runTokensRevoke},
 				{"verify", "--token T --tool NAME --args FILE [--jwks URL|FILE] [--audience A]", "check an approval token for a call, offline, as a tool server would", runTokensVerify},

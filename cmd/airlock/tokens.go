@@ -22,7 +22,7 @@ func (s *scopes) Set(v string) error { *s = append(*s, v); return nil }
 func runTokensCreate(ctx context.Context, a *App, args []string) error {
 	fs, r := a.apiFlagSet("tokens", "create")
 	name := fs.String("name", "", "what the token is for, such as \"release bot\" (required)")
-	role := fs.String("role", "", "agent, reviewer, admin or verifier (required)")
+	role := fs.String("role", "", "agent, reviewer, admin, verifier or auditor (required)")
 	principal := fs.String("principal", "", "who holds it; a reviewer cannot decide requests of a token with the same principal (default: the token's ID)")
 	var sc scopes
 	fs.Var(&sc, "scope", "a finer permission, such as work:write (repeat for more)")

@@ -56,8 +56,12 @@ type AuditSQL struct {
 	// Leaves selects idx, event_id and leaf of up to @limit leaves from
 	// idx @start on, in idx order.
 	Leaves string
+	// RequestLeaves selects idx, event_id and leaf of up to @limit leaves
+	// of the events of request @request, in idx order.
+	RequestLeaves string
 	// InsertCheckpoint stores checkpoint @size (@note), created at @now,
-	// unless one of that size is stored; it yields nothing.
+	// unless one of that size is stored; it yields nothing, and changes
+	// one row when it stores it.
 	InsertCheckpoint string
 	// Checkpoint selects checkpoint @size: size, note, created_at.
 	Checkpoint string
@@ -352,23 +356,41 @@ func (c *Core) AuditLeaves(ctx context.Context, start int64, limit int) ([]store
 	return out, c.d.Translate(err, "audit leaves", fmt.Sprint(start))
 }
 
-// SaveCheckpoint stores checkpoint size unless one of that size is stored,
-// and returns the stored one.
-func (c *Core) SaveCheckpoint(ctx context.Context, size int64, note []byte) (store.AuditCheckpoint, error) {
-	if size < 0 || len(note) == 0 {
-		return store.AuditCheckpoint{}, airlock.Invalid("checkpoint", "a checkpoint needs a size and its note")
+// SaveCheckpoint stores checkpoint p.Size unless one of that size is
+// stored, with its deliveries when it does, and returns the stored one.
+func (c *Core) SaveCheckpoint(ctx context.Context, p store.SaveCheckpointParams) (store.AuditCheckpoint, error) {
+	if err := p.Validate(); err != nil {
+		return store.AuditCheckpoint{}, err
 	}
 	q := &c.q.Audit
 	var out store.AuditCheckpoint
 	err := c.d.Write(ctx, func(tx Tx) error {
-		if _, err := tx.Exec(q.InsertCheckpoint, Args{{"size", size}, {"note", note}}); err != nil {
+		stored, err := tx.Exec(q.InsertCheckpoint, Args{{"size", p.Size}, {"note", p.Note}})
+		if err != nil {
 			return err
 		}
-		var err error
-		out, err = c.scanCheckpoint(tx.QueryRow(q.Checkpoint, Args{{"size", size}}))
+		if stored == 1 && len(p.Deliveries) > 0 {
+			if _, err := c.insertDeliveries(tx, p.Deliveries, 0); err != nil {
+				return err
+			}
+		}
+		out, err = c.scanCheckpoint(tx.QueryRow(q.Checkpoint, Args{{"size", p.Size}}))
 		return err
 	})
-	return out, c.d.Translate(err, "checkpoint", fmt.Sprint(size))
+	return out, c.d.Translate(err, "checkpoint", fmt.Sprint(p.Size))
+}
+
+// RequestLeaves reads up to limit leaves of request id's events.
+func (c *Core) RequestLeaves(ctx context.Context, id string, limit int) ([]store.AuditLeaf, error) {
+	if limit <= 0 || limit > maxAuditPage {
+		limit = maxAuditPage
+	}
+	out, err := all(ctx, c.d, func(row Row) (store.AuditLeaf, error) {
+		var l store.AuditLeaf
+		err := row.Scan(&l.Index, &l.EventID, &l.Leaf)
+		return l, err
+	}, c.q.Audit.RequestLeaves, Args{{"request", id}, {"limit", limit}})
+	return out, c.d.Translate(err, "audit leaves", id)
 }
 
 // LatestCheckpoint returns the checkpoint of the largest tree.

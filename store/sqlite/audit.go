@@ -30,6 +30,8 @@ ON CONFLICT (event_id) DO NOTHING`,
 	InsertHash: `INSERT INTO audit_hashes (idx, hash) VALUES (@idx, @hash)`,
 	Hashes:     `SELECT idx, hash FROM audit_hashes WHERE idx IN (SELECT value FROM json_each(@indexes))`,
 	Leaves:     `SELECT idx, event_id, leaf FROM audit_leaves WHERE idx >= @start ORDER BY idx LIMIT @limit`,
+	RequestLeaves: `SELECT l.idx, l.event_id, l.leaf FROM events e JOIN audit_leaves l ON l.event_id = e.id
+WHERE e.request_id = @request ORDER BY l.idx LIMIT @limit`,
 	InsertCheckpoint: `INSERT INTO audit_checkpoints (size, note, created_at) VALUES (@size, @note, @now)
 ON CONFLICT (size) DO NOTHING`,
 	Checkpoint:       `SELECT size, note, created_at FROM audit_checkpoints WHERE size = @size`,

@@ -25,6 +25,8 @@ func (s *suite) testAuditLog(t *testing.T) {
 		{"unsequenced events are those without a leaf, with their request's payloads", s.auditUnsequenced},
 		{"an append from a wrong size, by a non-holder or of a sequenced event is refused", s.auditAppendRefused},
 		{"the stored tree is the tree of its leaves, and its checkpoint verifies them", s.auditTree},
+		{"a request's leaves are its events' leaves, in index order", s.auditRequestLeaves},
+		{"a checkpoint stored queues its deliveries once, to endpoints that exist", s.auditCheckpointDeliveries},
 	})
 }
 
@@ -378,7 +380,7 @@ func (s *suite) auditTree(t *testing.T) {
 	}
 	key, err := b.store.EnsureAuditKey(b.ctx, auditKey(t, "airlock.example/audit"))
 	wantOK(t, err)
-	cp, made, err := sequencer.Checkpoint(b.ctx, b.store, key)
+	cp, made, err := sequencer.Checkpoint(b.ctx, b.store, key, nil)
 	wantOK(t, err)
 	if !made || cp.Size != size || !cp.CreatedAt.Equal(b.clock.Now().Truncate(time.Microsecond)) {
 		t.Fatalf("Checkpoint = size %d made %v at %s; want size %d made now", cp.Size, made, cp.CreatedAt, size)
@@ -395,7 +397,7 @@ func (s *suite) auditTree(t *testing.T) {
 	if err := auditlog.VerifyEntries(auditlog.Entries(entries), opened, nil); err != nil {
 		t.Fatalf("VerifyEntries over the stored leaves: %v", err)
 	}
-	if again, made, err := sequencer.Checkpoint(b.ctx, b.store, key); err != nil || made || again.Size != size {
+	if again, made, err := sequencer.Checkpoint(b.ctx, b.store, key, nil); err != nil || made || again.Size != size {
 		t.Fatalf("a checkpoint of an unchanged tree = size %d made %v, %v; want none made", again.Size, made, err)
 	}
 	latest, err := b.store.LatestCheckpoint(b.ctx)
@@ -403,7 +405,7 @@ func (s *suite) auditTree(t *testing.T) {
 	if latest.Size != size || !bytes.Equal(latest.Note, cp.Note) {
 		t.Fatalf("LatestCheckpoint = size %d; want %d with the note saved", latest.Size, size)
 	}
-	if saved, err := b.store.SaveCheckpoint(b.ctx, size, []byte("another note")); err != nil || !bytes.Equal(saved.Note, cp.Note) {
+	if saved, err := b.store.SaveCheckpoint(b.ctx, store.SaveCheckpointParams{Size: size, Note: []byte("another note")}); err != nil || !bytes.Equal(saved.Note, cp.Note) {
 		t.Fatalf("saving a second checkpoint of one size = %q, %v; want the first kept", saved.Note, err)
 	}
 	// No checkpoint made an event: the log does not grow by itself.
@@ -583,4 +585,100 @@ func (tr *turns) handovers() int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.n
+}
+
+// sequenceAll appends every committed event to b's tree.
+func sequenceAll(t *testing.T, b *bundle) {
+	t.Helper()
+	const holder = "seq_suite"
+	if got, err := b.store.AcquireSequencer(b.ctx, holder, sequencerTTL); err != nil || !got {
+		t.Fatalf("AcquireSequencer = %v, %v", got, err)
+	}
+	var after int64
+	for {
+		next, n, err := sequencer.Step(b.ctx, b.store, holder, after, 100)
+		wantOK(t, err)
+		after = next
+		if n == 0 {
+			return
+		}
+	}
+}
+
+func (s *suite) auditRequestLeaves(t *testing.T) {
+	b := s.setup(t)
+	one, other := b.create(t), b.create(t)
+	_, err := b.approve(one.ID)
+	wantOK(t, err)
+	if got, err := b.store.RequestLeaves(b.ctx, one.ID, 10); err != nil || len(got) != 0 {
+		t.Fatalf("RequestLeaves before sequencing = %v, %v; want none", got, err)
+	}
+	sequenceAll(t, b)
+	b.create(t)
+	sequenceAll(t, b)
+	var want []store.AuditLeaf
+	for _, l := range allLeaves(t, b.store) {
+		parsed, err := auditlog.ParseLeaf(l.Leaf)
+		wantOK(t, err)
+		if parsed.RequestID == one.ID {
+			want = append(want, l)
+		}
+	}
+	got, err := b.store.RequestLeaves(b.ctx, one.ID, 10)
+	wantOK(t, err)
+	if len(want) < 2 || len(got) != len(want) {
+		t.Fatalf("RequestLeaves(%s) = %d leaves; want its %d (created, approved)", one.ID, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Index != want[i].Index || got[i].EventID != want[i].EventID || !bytes.Equal(got[i].Leaf, want[i].Leaf) {
+			t.Fatalf("RequestLeaves(%s)[%d] = %d; want leaf %d", one.ID, i, got[i].Index, want[i].Index)
+		}
+	}
+	if first, err := b.store.RequestLeaves(b.ctx, one.ID, 1); err != nil || len(first) != 1 || first[0].Index != want[0].Index {
+		t.Fatalf("RequestLeaves limit 1 = %v, %v; want the first", first, err)
+	}
+	if got, err := b.store.RequestLeaves(b.ctx, other.ID, 10); err != nil || len(got) != 1 {
+		t.Fatalf("RequestLeaves(%s) = %d leaves, %v; want its one", other.ID, len(got), err)
+	}
+	if got, err := b.store.RequestLeaves(b.ctx, "apr_unknown", 10); err != nil || len(got) != 0 {
+		t.Fatalf("RequestLeaves of an unknown request = %v, %v; want none", got, err)
+	}
+}
+
+func (s *suite) auditCheckpointDeliveries(t *testing.T) {
+	b := s.setup(t)
+	e := b.endpoint(t, airlock.NotifyCheckpoint)
+	b.create(t)
+	sequenceAll(t, b)
+	size, err := b.store.TreeSize(b.ctx)
+	wantOK(t, err)
+	d := func(endpoint string) airlock.Delivery {
+		return airlock.Delivery{ID: airlock.NewID(airlock.PrefixDelivery), EndpointID: endpoint, MessageID: airlock.CheckpointMessageID(size),
+			Type: airlock.NotifyCheckpoint, Payload: []byte(`{"type":"audit.checkpoint"}`)}
+	}
+	if _, err := b.store.SaveCheckpoint(b.ctx, store.SaveCheckpointParams{Size: size, Note: []byte("note"),
+		Deliveries: []airlock.Delivery{{EndpointID: e.ID, EventID: 1, Payload: []byte("{}")}}}); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("SaveCheckpoint with a delivery of an event = %v; want invalid_request", err)
+	}
+	cp, err := b.store.SaveCheckpoint(b.ctx, store.SaveCheckpointParams{Size: size, Note: []byte("note"),
+		Deliveries: []airlock.Delivery{d(e.ID), d("whk_gone")}})
+	wantOK(t, err)
+	if cp.Size != size || string(cp.Note) != "note" {
+		t.Fatalf("SaveCheckpoint = %d %q", cp.Size, cp.Note)
+	}
+	// Stored again, by another replica: the checkpoint is kept and nothing
+	// more is queued.
+	_, err = b.store.SaveCheckpoint(b.ctx, store.SaveCheckpointParams{Size: size, Note: []byte("note"), Deliveries: []airlock.Delivery{d(e.ID)}})
+	wantOK(t, err)
+	ds, _, err := b.store.ListDeliveries(b.ctx, e.ID, 0, 10)
+	wantOK(t, err)
+	if len(ds) != 1 || ds[0].Type != airlock.NotifyCheckpoint || ds[0].EventID != 0 || ds[0].MessageID != airlock.CheckpointMessageID(size) ||
+		ds[0].State != airlock.DeliveryPending {
+		t.Fatalf("deliveries of the checkpoint = %+v; want one pending audit.checkpoint without an event", ds)
+	}
+	leased, err := b.store.LeaseDeliveries(b.ctx, store.LeaseParams{EndpointID: e.ID, Holder: "rep_suite", For: time.Minute, Limit: 10})
+	wantOK(t, err)
+	if len(leased) != 1 || string(leased[0].Payload) != `{"type":"audit.checkpoint"}` {
+		t.Fatalf("leased %+v; want the checkpoint's delivery with its payload", leased)
+	}
 }

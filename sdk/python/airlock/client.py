@@ -533,6 +533,47 @@ class Client:
             body["audience"] = audience
         return self._do("POST", "/v1/approval-tokens/consume", body=body, check=_use_is)
 
+    # The audit log (auditors and admins; docs/audit.md).
+
+    def get_audit_checkpoint(self) -> str:
+        """The latest signed checkpoint, a C2SP tlog-checkpoint note, exactly as stored."""
+        return self._do("GET", "/v1/audit/checkpoint", retry=True, text=True)
+
+    def get_audit_key(self) -> str:
+        """The note verifier key checkpoints are signed with; keep it apart from the server."""
+        return self._do("GET", "/v1/audit/key", retry=True, text=True).strip()
+
+    def list_audit_entries(self, *, start: int = 0, limit: Optional[int] = None) -> List[JsonObject]:
+        """Entries of the tree from ``start``, at most ``limit`` (default 1000, at most 10000): each
+        ``{"index": N, "leaf": "<the leaf's JSON text>"}``, the leaf kept as served so that it hashes
+        as the tree does."""
+        text = self._do("GET", "/v1/audit/entries", query={"start": str(start), "limit": None if limit is None else str(limit)},
+                        retry=True, text=True)
+        return _audit_lines(text)
+
+    def get_audit_inclusion_proof(self, index: int, tree_size: int) -> JsonObject:
+        """Proof that the leaf at ``index`` is in the tree of ``tree_size`` leaves (base64 hashes, tlog's order)."""
+        return self._do("GET", "/v1/audit/proofs/inclusion", query={"index": str(index), "tree_size": str(tree_size)},
+                        retry=True, check=_hashes_are)
+
+    def get_audit_consistency_proof(self, from_size: int, to_size: int) -> JsonObject:
+        """Proof that the tree of ``from_size`` leaves is a prefix of the tree of ``to_size``."""
+        return self._do("GET", "/v1/audit/proofs/consistency", query={"from": str(from_size), "to": str(to_size)},
+                        retry=True, check=_hashes_are)
+
+    def get_request_proof(self, request_id: str) -> JsonObject:
+        """The proof of a request's events against the latest checkpoint."""
+        def is_it(b: JsonObject) -> Optional[str]:
+            ok = b.get("request_id") == request_id and isinstance(b.get("checkpoint"), str) and isinstance(b.get("entries"), list)
+            return None if ok else "it is not the proof of the request asked for"
+        return self._do("GET", f"/v1/approval-requests/{_q(request_id)}/proof", retry=True, check=is_it)
+
+    def export_audit(self, *, format: str = "jsonl", since: Optional[str] = None, until: Optional[str] = None) -> str:
+        """The audit log's export as text: JSON lines, CSV or OCSF lines (``since``, ``until``: RFC 3339).
+        The whole export is held in memory; for a large log, page through list_audit_entries."""
+        return self._do("GET", "/v1/audit/export", query={"format": format, "since": since, "until": until},
+                        retry=True, text=True, extra=60.0)
+
     def verify_approval_token(self, token: str, *, tool: str, args: Any, audience: Optional[str] = None,
                               now: Optional[float] = None, leeway: float = 30,
                               replay: Optional["ReplayCache"] = None) -> JsonObject:
@@ -835,6 +876,25 @@ def _id_is(b: JsonObject, want: Optional[str] = None) -> Optional[str]:
     if want is not None and got != want:
         return f"it is {got!r}, not {want!r}"
     return None
+
+
+def _audit_lines(text: str) -> List[JsonObject]:
+    """The entries of a JSON lines answer, each leaf kept as its own bytes' text."""
+    out: List[JsonObject] = []
+    for line in text.split("\n"):
+        if line == "":
+            continue
+        head, sep, rest = line.partition(',"leaf":')
+        if not head.startswith('{"index":') or not sep or not rest.endswith("}") or not head[len('{"index":'):].isdigit():
+            raise MalformedAnswerError("GET", "/v1/audit/entries", 200, f"a line is not an entry: {line[:200]}")
+        out.append({"index": int(head[len('{"index":'):]), "leaf": rest[:-1]})
+    return out
+
+
+def _hashes_are(b: JsonObject) -> Optional[str]:
+    h = b.get("hashes")
+    ok = isinstance(h, list) and all(isinstance(x, str) and re.fullmatch(r"[A-Za-z0-9+/]{43}=", x) for x in h)
+    return None if ok else "its hashes are not base64 SHA-256 hashes"
 
 
 def _request_is(b: JsonObject, want: Optional[str] = None) -> Optional[str]:

@@ -2,9 +2,11 @@
 long-poll, retries with the same Idempotency-Key, and the event stream resuming after a cut connection."""
 
 import base64
+import csv
 import hashlib
 import hmac
 import http.server
+import io
 import json
 import os
 import re
@@ -40,6 +42,9 @@ OPERATIONS = {
     "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer", "endReviewerSessions": "end_reviewer_sessions",
     "jwks": "jwks", "listSigningKeys": "list_signing_keys", "rotateSigningKey": "rotate_signing_key",
     "consumeApprovalToken": "consume_approval_token",
+    "getAuditCheckpoint": "get_audit_checkpoint", "getAuditKey": "get_audit_key", "listAuditEntries": "list_audit_entries",
+    "getAuditInclusionProof": "get_audit_inclusion_proof", "getAuditConsistencyProof": "get_audit_consistency_proof",
+    "exportAudit": "export_audit", "getRequestProof": "get_request_proof",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -50,6 +55,27 @@ NOT_FOR_THE_SDK = {
 }
 
 FAST = Retry(attempts=5, min_backoff=0.001, max_backoff=0.002)
+
+
+def check_inclusion(index: int, size: int, leaf_hash: bytes, proof: List[bytes], root: bytes) -> bool:
+    """RFC 9162 section 2.1.3.2: whether proof puts the leaf hash at index of the tree of size with root."""
+    def node(a: bytes, b: bytes) -> bytes:
+        return hashlib.sha256(b"\x01" + a + b).digest()
+    if index >= size:
+        return False
+    fn, sn, r = index, size - 1, leaf_hash
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn, sn = fn >> 1, sn >> 1
+        else:
+            r = node(r, p)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and r == root
 
 
 def verify_signature(secret: str, headers: Mapping[str, str], body: bytes) -> bool:
@@ -298,6 +324,57 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.reason), ("invalid_token", 400, "signature"))
         with self.assertRaises(AirlockError) as cm:
             verifier.list_instances()
+        self.assertEqual(cm.exception.code, "forbidden")
+
+    def test_audit_log(self) -> None:
+        audit = Server("--checkpoint-interval", "1s")
+        self.addCleanup(audit.stop)
+        auditor = Client(audit.url, audit.admin.create_token("py auditor", "auditor")["secret"])
+        inst = audit.agent.register_instance("py audit")
+        r = audit.agent.create_request(inst["id"], "py-audit-1", "send_mail", {"cell": "=1+1"})[0]
+        audit.reviewer.decide(r["id"], "approved")
+        # Checkpoints follow the tree every second: wait for one that covers the request.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                proof = auditor.get_request_proof(r["id"])
+                if len(proof["entries"]) >= 2:
+                    break
+            except AirlockError as e:
+                if e.code != "not_found":  # no checkpoint yet
+                    raise
+            self.assertLess(time.monotonic(), deadline, "no checkpoint covered the request within 30 s")
+            time.sleep(0.05)
+        note = auditor.get_audit_checkpoint()
+        body = note.split("\n\n")[0].split("\n")
+        size, root = int(body[1]), base64.b64decode(body[2])
+        key = auditor.get_audit_key()
+        self.assertTrue(key.startswith(body[0] + "+"), (key, body[0]))
+
+        # Every inclusion proof checks by RFC 9162's algorithm, written here with hashlib alone.
+        entries = auditor.list_audit_entries(limit=size)
+        self.assertEqual([e["index"] for e in entries], list(range(size)))
+        for e in entries:
+            p = auditor.get_audit_inclusion_proof(e["index"], size)
+            leaf_hash = hashlib.sha256(b"\x00" + e["leaf"].encode()).digest()
+            self.assertTrue(check_inclusion(e["index"], size, leaf_hash, [base64.b64decode(h) for h in p["hashes"]], root), e)
+            self.assertFalse(check_inclusion(e["index"], size, hashlib.sha256(b"\x00{}").digest(),
+                                             [base64.b64decode(h) for h in p["hashes"]], root))
+        self.assertEqual(auditor.get_audit_consistency_proof(1, size)["tree_size"], size)
+        with self.assertRaises(AirlockError) as cm:
+            auditor.get_audit_consistency_proof(size + 1, size + 1000)
+        self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.field), ("invalid_request", 400, "to"))
+
+        rows = list(csv.reader(io.StringIO(auditor.export_audit(format="csv"))))
+        self.assertEqual(rows[0][:3], ["index", "time", "type"])
+        self.assertFalse([c for row in rows for c in row if c[:1] in ("=", "+", "-", "@", "\t", "\r")])
+        ocsf = [json.loads(line) for line in auditor.export_audit(format="ocsf", since="2000-01-01T00:00:00Z").splitlines()]
+        self.assertTrue(len(ocsf) >= size and all(o["class_uid"] == 6003 for o in ocsf))
+        with self.assertRaises(AirlockError) as cm:
+            auditor.list_instances()
+        self.assertEqual((cm.exception.code, cm.exception.status), ("forbidden", 403))
+        with self.assertRaises(AirlockError) as cm:
+            audit.reviewer.get_audit_checkpoint()
         self.assertEqual(cm.exception.code, "forbidden")
 
     def test_events_resume_after_a_cut_connection(self) -> None:

@@ -1,6 +1,6 @@
 import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
-  ApprovalRequest, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
+  ApprovalRequest, AuditEntry, ConsistencyProof, ExportAuditOptions, InclusionProof, RequestProof, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
   CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
   KeySet, ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session,
   SigningKey, State, Token, TokenUse,
@@ -510,6 +510,63 @@ export class AirlockClient {
     });
   }
 
+  // The audit log (auditors and admins; docs/audit.md).
+
+  /** The latest signed checkpoint, a C2SP tlog-checkpoint note, exactly as stored. */
+  async getAuditCheckpoint(o?: CallOptions): Promise<string> {
+    return this.do({ method: 'GET', path: '/v1/audit/checkpoint', retry: true, as: 'text', signal: o?.signal });
+  }
+
+  /** The note verifier key checkpoints are signed with; keep it apart from the server. */
+  async getAuditKey(o?: CallOptions): Promise<string> {
+    return (await this.do<string>({ method: 'GET', path: '/v1/audit/key', retry: true, as: 'text', signal: o?.signal })).trim();
+  }
+
+  /** Entries of the tree from `start` (default 0), at most `limit` (default 1000, at most 10000). */
+  async listAuditEntries(q: { start?: number; limit?: number } = {}, o?: CallOptions): Promise<AuditEntry[]> {
+    const text = await this.do<string>({
+      method: 'GET', path: '/v1/audit/entries', retry: true, as: 'text', signal: o?.signal,
+      query: { start: q.start?.toString(), limit: q.limit?.toString() },
+    });
+    return auditLines(text);
+  }
+
+  /** Proof that the leaf at `index` is in the tree of `treeSize` leaves. */
+  async getAuditInclusionProof(index: number, treeSize: number, o?: CallOptions): Promise<InclusionProof> {
+    return this.do({
+      method: 'GET', path: '/v1/audit/proofs/inclusion', retry: true, signal: o?.signal,
+      query: { index: String(index), tree_size: String(treeSize) }, check: hashesAre,
+    });
+  }
+
+  /** Proof that the tree of `from` leaves is a prefix of the tree of `to`. */
+  async getAuditConsistencyProof(from: number, to: number, o?: CallOptions): Promise<ConsistencyProof> {
+    return this.do({
+      method: 'GET', path: '/v1/audit/proofs/consistency', retry: true, signal: o?.signal,
+      query: { from: String(from), to: String(to) }, check: hashesAre,
+    });
+  }
+
+  /** The proof of a request's events against the latest checkpoint. */
+  async getRequestProof(id: string, o?: CallOptions): Promise<RequestProof> {
+    return this.do({
+      method: 'GET', path: `/v1/approval-requests/${enc(id)}/proof`, retry: true, signal: o?.signal,
+      check: (b) => (b.request_id === id && typeof b.checkpoint === 'string' && Array.isArray(b.entries)
+        ? undefined : 'it is not the proof of the request asked for'),
+    });
+  }
+
+  /**
+   * The audit log's export as text: JSON lines, CSV or OCSF lines. The whole export is held
+   * in memory; for a large log, page through listAuditEntries instead.
+   */
+  async exportAudit(q: ExportAuditOptions = {}, o?: CallOptions): Promise<string> {
+    return this.do({
+      method: 'GET', path: '/v1/audit/export', retry: true, as: 'text', signal: o?.signal,
+      query: { format: q.format, since: q.since, until: q.until }, extraMs: 60_000,
+    });
+  }
+
   // Grants (reviewers and admins; docs/policy.md).
 
   /** Makes a grant. Not retried on a network error: that could make two. */
@@ -693,6 +750,27 @@ export class AirlockClient {
     if (wrong !== undefined) throw bad(wrong);
     return { status: res.status, body };
   }
+}
+
+/** The entries of a JSON lines answer, each leaf kept as its own bytes' text. */
+function auditLines(text: string): AuditEntry[] {
+  const out: AuditEntry[] = [];
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const at = line.indexOf(',"leaf":');
+    const index = Number(line.slice('{"index":'.length, at));
+    if (!line.startsWith('{"index":') || at < 0 || !line.endsWith('}') || !Number.isSafeInteger(index)) {
+      throw new MalformedAnswerError('GET', '/v1/audit/entries', 200, `a line is not an entry: ${clip(line)}`);
+    }
+    out.push({ index, leaf: line.slice(at + ',"leaf":'.length, -1) });
+  }
+  return out;
+}
+
+/** Whether a proof's hashes are a list of standard base64 SHA-256 hashes. */
+function hashesAre(b: Record<string, unknown>): string | undefined {
+  const h = b.hashes;
+  return Array.isArray(h) && h.every((x) => typeof x === 'string' && /^[A-Za-z0-9+/]{43}=$/.test(x)) ? undefined : 'its hashes are not base64 SHA-256 hashes';
 }
 
 /**

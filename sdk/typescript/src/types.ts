@@ -6,7 +6,7 @@ export type JsonObject = { [key: string]: unknown };
 
 export type State = 'pending' | 'approved' | 'denied' | 'expired' | 'cancelled';
 export type Kind = 'tool_call' | 'work_change' | 'memory_change' | 'life_change' | 'agent_request';
-export type Role = 'admin' | 'agent' | 'reviewer' | 'verifier';
+export type Role = 'admin' | 'agent' | 'reviewer' | 'verifier' | 'auditor';
 export type ExecutionStatus = 'claimed' | 'succeeded' | 'failed' | 'unknown';
 /** An outcome an adapter reports for a claimed execution. */
 export type ReportStatus = 'succeeded' | 'failed' | 'unknown';
@@ -290,6 +290,47 @@ export interface ConsumeInput {
 }
 
 /** The one use of an approval token's request, as the server recorded it. */
+/** An entry of the audit log's tree (docs/audit.md). */
+export interface AuditEntry {
+  index: number;
+  /** The leaf: the event's RFC 8785 JSON, as served, so that it hashes as the tree does. */
+  leaf: string;
+}
+
+/** A proof that the leaf at `index` is in the tree of `tree_size` leaves: standard base64 hashes in tlog.CheckRecord's order. */
+export interface InclusionProof {
+  index: number;
+  tree_size: number;
+  hashes: string[];
+}
+
+/** A proof that the tree of `from` leaves is a prefix of the tree of `tree_size`: tlog.CheckTree's order. */
+export interface ConsistencyProof {
+  from: number;
+  tree_size: number;
+  hashes: string[];
+}
+
+/** A request's events in the audit log, proved against one checkpoint. */
+export interface RequestProof {
+  request_id: string;
+  tree_size: number;
+  /** The signed note the proofs are against. */
+  checkpoint: string;
+  entries: { index: number; leaf: JsonObject; proof: string[] }[];
+  /** Indexes of the request's events after the checkpoint, which the next covers. */
+  later: number[];
+}
+
+/** What exportAudit writes: JSON lines (the default), CSV or OCSF, and an optional window. */
+export interface ExportAuditOptions {
+  format?: 'jsonl' | 'csv' | 'ocsf';
+  /** RFC 3339: the events at or after it. */
+  since?: string;
+  /** RFC 3339: the events before it. */
+  until?: string;
+}
+
 export interface TokenUse {
   request_id: string;
   jti: string;
@@ -348,12 +389,14 @@ export type NotifyType =
   | 'approval_request.cancelled'
   | 'approval_request.reminder'
   | 'approval_request.execution_claimed'
-  | 'approval_request.execution_reported';
+  | 'approval_request.execution_reported'
+  | 'approval_request.escalated'
+  | 'audit.checkpoint';
 
 export interface CreateWebhookInput {
   /** An absolute http:// or https:// URL without credentials or fragment. */
   url: string;
-  /** The event types to receive; empty or absent means all. */
+  /** The event types to receive; empty or absent means every approval_request.* type (audit.checkpoint only when listed). */
   events?: NotifyType[];
   description?: string;
 }

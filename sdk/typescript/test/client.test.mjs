@@ -3,7 +3,7 @@
 // the event stream resuming after a dropped connection.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createPublicKey, timingSafeEqual, verify as cryptoVerify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
@@ -32,6 +32,9 @@ const operations = {
   listReviewers: 'listReviewers', linkReviewer: 'linkReviewer', endReviewerSessions: 'endReviewerSessions',
   jwks: 'jwks', listSigningKeys: 'listSigningKeys', rotateSigningKey: 'rotateSigningKey',
   consumeApprovalToken: 'consumeApprovalToken',
+  getAuditCheckpoint: 'getAuditCheckpoint', getAuditKey: 'getAuditKey', listAuditEntries: 'listAuditEntries',
+  getAuditInclusionProof: 'getAuditInclusionProof', getAuditConsistencyProof: 'getAuditConsistencyProof',
+  exportAudit: 'exportAudit', getRequestProof: 'getRequestProof',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -225,6 +228,66 @@ test('approval tokens: a verifier consumes a claim\'s token once, then already_u
   await assert.rejects(verifier.consumeApprovalToken({ token: token.slice(0, -4) + 'AAAA' }),
     (e) => isCode(e, 'invalid_token') && e.status === 400 && e.reason === 'signature');
   await assert.rejects(verifier.listInstances(), (e) => e.code === 'forbidden');
+});
+
+test('audit log: an auditor verifies the checkpoint with the key alone, reads entries, proofs, a request\'s proof and the export', async () => {
+  const as = await startServer(['--checkpoint-interval', '1s']);
+  try {
+    const tok = await as.admin.createToken({ name: 'auditor', role: 'auditor' });
+    const auditor = new AirlockClient({ baseUrl: as.url, token: tok.secret });
+    const inst = await as.agent.registerInstance('audit');
+    const { request } = await as.agent.createRequest(inst.id, 'k-audit-1', { tool: 'send_mail', arguments: { cell: '=1+1' } });
+    await as.reviewer.decide(request.id, { status: 'approved' });
+    // Checkpoints follow the tree every second: wait for one that covers the request.
+    const proof = await waitFor(async () => {
+      try {
+        const p = await auditor.getRequestProof(request.id);
+        return p.entries.length >= 2 ? p : undefined;
+      } catch (e) {
+        if (isCode(e, 'not_found')) return undefined; // no checkpoint yet
+        throw e;
+      }
+    }, 'a checkpoint covering the request');
+    assert.equal(proof.request_id, request.id);
+    assert.deepEqual(proof.entries.map((e) => e.leaf.request_id), proof.entries.map(() => request.id));
+
+    // The note's Ed25519 signature, checked by Node's crypto with the served key only.
+    const vkey = await auditor.getAuditKey();
+    const note = await auditor.getAuditCheckpoint();
+    // <name>+<8 hex digits of key hash>+<base64 of 0x01 and the key>; the base64 may hold '+' too.
+    const name = vkey.slice(0, vkey.indexOf('+'));
+    const keyB64 = vkey.slice(name.length + 1 + 8 + 1);
+    const pub = Buffer.from(keyB64, 'base64');
+    assert.equal(pub[0], 1); // Ed25519
+    const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: pub.subarray(1).toString('base64url') }, format: 'jwk' });
+    const [text, sigs] = note.split('\n\n');
+    const line = sigs.split('\n').find((l) => l.startsWith(`\u2014 ${name} `));
+    const sig = Buffer.from(line.split(' ')[2], 'base64').subarray(4);
+    assert.ok(cryptoVerify(null, Buffer.from(text + '\n'), key, sig), 'the checkpoint verifies with the key');
+    assert.ok(!cryptoVerify(null, Buffer.from(text.replace(/\n\d+\n/, '\n1\n') + '\n'), key, sig), 'another tree size does not');
+    const size = Number(text.split('\n')[1]);
+
+    const entries = await auditor.listAuditEntries({ start: 0, limit: size });
+    assert.equal(entries.length, size);
+    assert.deepEqual(entries.map((e) => e.index), [...Array(size).keys()]);
+    assert.equal(JSON.stringify(JSON.parse(entries[0].leaf)), entries[0].leaf); // canonical JSON, byte for byte
+    const incl = await auditor.getAuditInclusionProof(0, size);
+    assert.deepEqual([incl.index, incl.tree_size], [0, size]);
+    const cons = await auditor.getAuditConsistencyProof(1, size);
+    assert.deepEqual([cons.from, cons.tree_size], [1, size]);
+    await assert.rejects(auditor.getAuditInclusionProof(0, size + 1000),
+      (e) => isCode(e, 'invalid_request') && e.status === 400 && e.field === 'tree_size');
+
+    const csv = await auditor.exportAudit({ format: 'csv' });
+    assert.ok(csv.startsWith('index,time,type,'));
+    assert.ok(!/^[=+\-@]|,[=+\-@]/m.test(csv), 'no CSV cell begins with a formula character');
+    const ocsf = (await auditor.exportAudit({ format: 'ocsf', since: '2000-01-01T00:00:00Z' })).trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(ocsf.length >= size && ocsf.every((o) => o.class_uid === 6003));
+    await assert.rejects(auditor.listInstances(), (e) => e.code === 'forbidden' && e.status === 403);
+    await assert.rejects(as.reviewer.getAuditCheckpoint(), (e) => e.code === 'forbidden');
+  } finally {
+    await as.stop();
+  }
 });
 
 test('events: resume with Last-Event-ID after a dropped connection, none missed or repeated', async () => {

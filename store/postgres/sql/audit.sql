@@ -62,6 +62,10 @@ SELECT idx, hash FROM audit_hashes WHERE idx = ANY (@indexes::bigint[])
 -- name: Audit.Leaves
 SELECT idx, event_id, leaf FROM audit_leaves WHERE idx >= @start::bigint ORDER BY idx LIMIT @limit::int
 
+-- name: Audit.RequestLeaves
+SELECT l.idx, l.event_id, l.leaf FROM events e JOIN audit_leaves l ON l.event_id = e.id
+WHERE e.request_id = @request::text ORDER BY l.idx LIMIT @limit::int
+
 -- name: Audit.InsertCheckpoint
 {{tick}}
 INSERT INTO audit_checkpoints (size, note, created_at) SELECT @size::bigint, @note::bytea, tick.now FROM tick
