@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock/auditlog"
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -29,8 +30,8 @@ func (c *Client) AuditKey(ctx context.Context) (string, error) {
 		return "", err
 	}
 	key := strings.TrimSpace(string(body))
-	if key == "" || strings.ContainsAny(key, " \n") || strings.Count(key, "+") != 2 {
-		return "", &AnswerError{Method: cl.method, Path: cl.path, Status: http.StatusOK, Reason: fmt.Sprintf("the body is not a note verifier key (it starts %q)", snippet(body))}
+	if _, err := note.NewVerifier(key); err != nil {
+		return "", &AnswerError{Method: cl.method, Path: cl.path, Status: http.StatusOK, Reason: fmt.Sprintf("the body is not a note verifier key (it starts %q): %v", snippet(body), err)}
 	}
 	return key, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // auditFiles is a log written to files as an auditor keeps it: the entries
@@ -176,4 +178,180 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// tamperer changes the audit log's stored leaves behind the server's back,
+// as someone with the database would, and puts them back.
+type tamperer struct {
+	exec func(t *testing.T, query string, args ...any)
+	// editActor is the statement that rewrites the actor of the leaf at
+	// index $1 (one character more: still a canonical leaf).
+	editActor string
+	// leaf and setLeaf read and write a leaf's bytes by index.
+	leaf    func(t *testing.T, idx int64) []byte
+	setLeaf string
+}
+
+// TestAuditVerifyServer is T35 against a running server, on SQLite and on
+// PostgreSQL: `airlock audit verify --url` passes the log as it is and keeps
+// its checkpoint; each tampering of the stored leaves, made directly in the
+// database (a leaf edited, one deleted, two swapped), then fails with exit
+// 1 naming the first index that does not match, which the server's
+// consistency proofs let it find although the server serves the tampered
+// leaves; and only auditors and admins may verify.
+func TestAuditVerifyServer(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			var db string
+			var tp tamperer
+			switch engine {
+			case "sqlite":
+				db = filepath.Join(t.TempDir(), "airlock.db")
+			case "postgres":
+				db = pgSchemaURL(t)
+			}
+			srv := startApp(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--admin-token", testAdmin, "--checkpoint-interval", "1s")
+			if engine == "sqlite" {
+				tp = sqliteTamperer(t, db)
+			} else {
+				tp = postgresTamperer(t, db)
+			}
+			c := newAPI(t, srv.url)
+			agent := c.mintToken(testAdmin, "agent", "agent")
+			reviewer := c.mintToken(testAdmin, "reviewer", "reviewer")
+			auditor := c.mintToken(testAdmin, "auditor", "auditor")
+			inst := c.call("POST", "/v1/instances", agent, `{"name":"audited"}`).want(t, 201, "instance").Str("id")
+			for i := range 6 {
+				id := c.call("POST", "/v1/instances/"+inst+"/approval-requests", agent, fmt.Sprintf(`{"tool":"t","arguments":{"n":%d}}`, i),
+					"Idempotency-Key", fmt.Sprint("k", i)).want(t, 201, "create").Str("id")
+				c.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved"}`).want(t, 200, "approve")
+			}
+			// A checkpoint that covers every event: the twelve of the
+			// requests and the tokens' and instance's before them.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				r := c.call("GET", "/v1/audit/checkpoint", auditor, "")
+				if r.Status == 200 && checkpointSize(t, r.Raw) >= 16 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no checkpoint of 16 events within 30 s: %d %s", r.Status, r.Raw)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			s := &cliServer{running: srv, api: c, admin: testAdmin}
+			kept := filepath.Join(t.TempDir(), "kept")
+			out := s.cli(t, auditor, "audit", "verify", "--keep", kept).want(t, 0, "verify a true log").stdout
+			if !strings.HasPrefix(out, "Verified: the ") {
+				t.Fatalf("verify:\n%s", out)
+			}
+			s.cli(t, testAdmin, "audit", "verify", "--previous", kept).want(t, 0, "an admin verifying against the kept checkpoint")
+			if r := s.cli(t, reviewer, "audit", "verify"); r.exit == 0 {
+				t.Fatalf("a reviewer verified the log: %+v", r)
+			}
+
+			verdict := func(what string) auditVerdict {
+				t.Helper()
+				r := s.cli(t, auditor, "audit", "verify", "--json", "--previous", kept).want(t, 1, what)
+				var v auditVerdict
+				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+					t.Fatalf("%s: --json: %v\n%s", what, err, r.stdout)
+				}
+				return v
+			}
+			wantAt := func(what string, v auditVerdict, reason string, index int64) {
+				t.Helper()
+				if v.Verified || v.Reason != reason || v.Index == nil || *v.Index != index {
+					t.Errorf("%s: verdict %+v (index %v), want %s at %d", what, v, v.Index, reason, index)
+				}
+			}
+
+			// A leaf edited in place.
+			leaf5 := tp.leaf(t, 5)
+			tp.exec(t, tp.editActor, 5)
+			wantAt("a leaf edited", verdict("a leaf edited"), "leaf_hash", 5)
+			tp.exec(t, tp.setLeaf, leaf5, 5)
+			s.cli(t, auditor, "audit", "verify", "--previous", kept).want(t, 0, "the leaf put back")
+
+			// Two leaves swapped: the first of them is named.
+			leaf3, leaf4 := tp.leaf(t, 3), tp.leaf(t, 4)
+			tp.exec(t, tp.setLeaf, leaf4, 3)
+			tp.exec(t, tp.setLeaf, leaf3, 4)
+			wantAt("two leaves swapped", verdict("two leaves swapped"), "leaf_hash", 3)
+			tp.exec(t, tp.setLeaf, leaf3, 3)
+			tp.exec(t, tp.setLeaf, leaf4, 4)
+
+			// A leaf deleted: the server serves the entries around the gap.
+			tp.exec(t, "DELETE FROM audit_leaves WHERE idx = $1", 7)
+			wantAt("a leaf deleted", verdict("a leaf deleted"), "order", 7)
+		})
+	}
+}
+
+// checkpointSize reads a checkpoint's tree size, its second line.
+func checkpointSize(t *testing.T, note string) int64 {
+	t.Helper()
+	lines := strings.Split(note, "\n")
+	if len(lines) < 2 {
+		t.Fatalf("not a checkpoint: %q", note)
+	}
+	var n int64
+	if _, err := fmt.Sscan(lines[1], &n); err != nil {
+		t.Fatalf("checkpoint size %q: %v", lines[1], err)
+	}
+	return n
+}
+
+func sqliteTamperer(t *testing.T, path string) tamperer {
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return tamperer{
+		exec: func(t *testing.T, query string, args ...any) {
+			t.Helper()
+			if _, err := db.Exec(query, args...); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+		},
+		editActor: `UPDATE audit_leaves SET leaf = CAST(replace(CAST(leaf AS TEXT), '"actor":"', '"actor":"x') AS BLOB) WHERE idx = $1`,
+		leaf: func(t *testing.T, idx int64) []byte {
+			t.Helper()
+			var b []byte
+			if err := db.QueryRow(`SELECT leaf FROM audit_leaves WHERE idx = $1`, idx).Scan(&b); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		setLeaf: `UPDATE audit_leaves SET leaf = $1 WHERE idx = $2`,
+	}
+}
+
+func postgresTamperer(t *testing.T, url string) tamperer {
+	conn, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return tamperer{
+		exec: func(t *testing.T, query string, args ...any) {
+			t.Helper()
+			if _, err := conn.Exec(context.Background(), query, args...); err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+		},
+		editActor: `UPDATE audit_leaves SET leaf = convert_to(replace(convert_from(leaf, 'UTF8'), '"actor":"', '"actor":"x'), 'UTF8') WHERE idx = $1`,
+		leaf: func(t *testing.T, idx int64) []byte {
+			t.Helper()
+			var b []byte
+			if err := conn.QueryRow(context.Background(), `SELECT leaf FROM audit_leaves WHERE idx = $1`, idx).Scan(&b); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		setLeaf: `UPDATE audit_leaves SET leaf = $1 WHERE idx = $2`,
+	}
 }
