@@ -131,15 +131,26 @@ if $image; then
   done
 fi
 
-# The SBOM: every module compiled into airlock, from go.mod and the build
-# list, with their versions and hashes. cyclonedx-gomod is installed at a
-# pinned version into .ci/bin, as .ci/run does with staticcheck.
-if ! [ -x .ci/bin/cyclonedx-gomod ] || ! .ci/bin/cyclonedx-gomod version 2>&1 | grep -q "${CYCLONEDX_GOMOD_VERSION#v}"; then
+# An SBOM of each binary (CycloneDX JSON): every module compiled into it,
+# with its version and hash, and the Go standard library, read from the
+# build information in the binary (`go version -m`), so that it lists what
+# that target's build took. cyclonedx-gomod is installed at a pinned
+# version into .ci/bin, as .ci/run does with staticcheck. No -licenses: it
+# would ask the module proxy for this very version, which is not there.
+if ! [ -x .ci/bin/cyclonedx-gomod ] || ! .ci/bin/cyclonedx-gomod version 2>&1 | grep -q "$CYCLONEDX_GOMOD_VERSION"; then
   GOBIN="$PWD/.ci/bin" go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$CYCLONEDX_GOMOD_VERSION"
 fi
-.ci/bin/cyclonedx-gomod app -json -licenses -main cmd/airlock -output "dist/airlock_${version}.cdx.json" . 2>/dev/null
-grep -q '"bomFormat": "CycloneDX"' "dist/airlock_${version}.cdx.json" || die "the SBOM is not CycloneDX"
-echo "  airlock_${version}.cdx.json"
+for target in $targets; do
+  goos=${target%/*}
+  goarch=${target#*/}
+  exe=airlock
+  [ "$goos" = windows ] && exe=airlock.exe
+  sbom="dist/airlock_${version}_${goos}_${goarch}.cdx.json"
+  .ci/bin/cyclonedx-gomod bin -json -std -version "v$version" -output "$sbom" "dist/${goos}_${goarch}/$exe"
+  grep -q '"bomFormat": "CycloneDX"' "$sbom" || die "$sbom is not a CycloneDX SBOM"
+  grep -q '"name": "modernc.org/sqlite"' "$sbom" || die "$sbom does not list the modules compiled in"
+  echo "  $(basename "$sbom")"
+done
 
 if $sdks; then
   # TypeScript: built with tsc, packed by npm (prepack copies LICENSE in).
@@ -168,9 +179,16 @@ print("  " + airlock_build.build_wheel(sys.argv[1]))
 ' "$PWD/../../dist")
   sdist="dist/airlock_sdk-$base.tar.gz"
   wheel="dist/airlock_sdk-$base-py3-none-any.whl"
-  tar -tzf "$sdist" | grep -qx "airlock_sdk-$base/LICENSE" || die "$sdist lacks LICENSE"
-  python3 -m zipfile -l "$wheel" | grep -q "airlock_sdk-$base.dist-info/LICENSE" || die "$wheel lacks LICENSE"
-  python3 -m zipfile -l "$wheel" | grep -q "airlock/client.py" || die "$wheel lacks airlock/client.py"
+  # Listings read whole first: grep -q would end the pipe early, and
+  # pipefail would take tar's broken pipe for a failure.
+  listing=$(tar -tzf "$sdist")
+  for f in LICENSE PKG-INFO pyproject.toml airlock/__init__.py airlock/client.py; do
+    grep -qx "airlock_sdk-$base/$f" <<<"$listing" || die "$sdist lacks $f"
+  done
+  listing=$(python3 -m zipfile -l "$wheel")
+  for f in "airlock_sdk-$base.dist-info/LICENSE" "airlock_sdk-$base.dist-info/METADATA" airlock/__init__.py airlock/client.py; do
+    grep -q "^$f " <<<"$listing" || die "$wheel lacks $f"
+  done
 fi
 
 (cd dist && shopt -s nullglob && files=(*.tar.gz *.zip *.tgz *.whl *.cdx.json *.oci.tar) && sha256sum -- "${files[@]}" > SHA256SUMS)
