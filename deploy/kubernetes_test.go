@@ -126,7 +126,9 @@ func TestKubernetesManifests(t *testing.T) {
 	// would: the database URL of a schema of the test's own, and a token.
 	admin := "k8s-test-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	secrets := map[string]string{"database-url": testkit.SchemaURL(t, testkit.CreateSchema(t, "k8s_")), "admin-token": admin}
-	var env []string
+	// The image's environment first, as the container runtime gives it,
+	// then the manifest's over it.
+	env := imageEnv(t)
 	envs, _ := c.get("env").([]any)
 	fromSecret := map[string]bool{}
 	for _, e := range envs {
@@ -174,4 +176,28 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	// The server took the Secret's admin token.
 	lifecycle(t, srv.URL, admin)
+}
+
+// imageEnv returns the environment ../Containerfile's ENV instructions
+// give the image, as KEY=value.
+func imageEnv(t *testing.T) []string {
+	t.Helper()
+	text := strings.ReplaceAll(readFile(t, "../Containerfile"), "\\\n", " ")
+	var env []string
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "ENV" {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if !strings.Contains(kv, "=") {
+				t.Fatalf("ENV %q: write ENV KEY=value", kv)
+			}
+			env = append(env, kv)
+		}
+	}
+	if len(env) == 0 {
+		t.Fatal("the Containerfile sets no environment")
+	}
+	return env
 }

@@ -17,7 +17,7 @@ var version, commit, date string
 
 // build is what `airlock version` says about the running binary.
 type build struct {
-	Version  string // the release version (0.1.0), the module's (from go install …@v0.1.0), or "dev"
+	Version  string // the release version (0.1.0), the module's (go install …@v0.1.0, or a checkout's pseudo-version), or "dev"
 	Commit   string // the source revision, or "" when unknown
 	Date     string // when that revision was committed (or, stamped, built), or ""
 	Modified bool   // built from a work tree with uncommitted changes
@@ -25,9 +25,10 @@ type build struct {
 
 // buildVersion reads what the release script stamped, and fills what it
 // did not from the build information Go records in every binary: the
-// module's version when installed with `go install …@version`, and the
-// VCS revision, its time and whether the tree was modified when built
-// from a checkout. A binary built with neither is "dev".
+// module's version (when installed with `go install …@version`, or the
+// pseudo-version Go derives from the commit of a checkout), and the VCS
+// revision, its time and whether the tree was modified. A binary built
+// with neither (-buildvcs=false, a test binary) is "dev".
 func buildVersion() build {
 	b := build{Version: version, Commit: commit, Date: date}
 	info, ok := debug.ReadBuildInfo()
