@@ -69,6 +69,13 @@ if $print_ldflags; then
   exit 0
 fi
 
+for target in $targets; do
+  case " $ALL_TARGETS " in
+    *" $target "*) ;;
+    *) die "unknown target $target (one of: $ALL_TARGETS)" ;;
+  esac
+done
+
 # The SDKs carry VERSION too.
 npm_version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' sdk/typescript/package.json)
 py_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' sdk/python/pyproject.toml)
@@ -91,10 +98,6 @@ start=$SECONDS
 for target in $targets; do
   goos=${target%/*}
   goarch=${target#*/}
-  case "$target" in
-    linux/amd64|linux/arm64|darwin/amd64|darwin/arm64|windows/amd64|windows/arm64) ;;
-    *) die "unknown target $target (one of: $ALL_TARGETS)" ;;
-  esac
   exe=airlock
   [ "$goos" = windows ] && exe=airlock.exe
   # dist/linux_amd64/airlock is what the Containerfile copies.
