@@ -1,7 +1,3 @@
-// Package deploy holds the tests of what ships beside the binary: the
-// container image (../Containerfile), the systemd unit, the TLS proxy
-// recipes and the Kubernetes manifests (docs/operations.md). It has no
-// code of its own.
 package deploy
 
 import (
@@ -22,6 +18,10 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 // AIRLOCK_ADDR, the unit's, the proxies' upstream and the manifests'
 // container port must all say it.
 const listenPort = "8080"
+
+// imageUID is the numeric user the image runs as, and the manifests' pods:
+// not root.
+const imageUID = 65532
 
 // readFile returns a file of the repository, relative to deploy/.
 func readFile(t *testing.T, path string) string {

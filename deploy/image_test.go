@@ -1,3 +1,5 @@
+//go:build linux
+
 package deploy
 
 import (
@@ -25,9 +27,6 @@ import (
 // maxImageBytes bounds the image: its layers as shipped (compressed) and
 // the root file system they unpack to.
 const maxImageBytes = 40 << 20
-
-// imageUID is the numeric user the image runs as: not root.
-const imageUID = 65532
 
 // ociDescriptor, ociManifest and ociConfig are the parts of an OCI image
 // layout (image-spec v1) the test reads.
