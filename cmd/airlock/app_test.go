@@ -33,7 +33,7 @@ func TestCommands(t *testing.T) {
 			stdout: "--max-timeout  [$AIRLOCK_MAX_TIMEOUT]\n    \tlongest decision window; longer requests are shortened to it (default 168h0m0s)"},
 		{name: "--help is help", args: []string{"--help"}, stdout: "Commands:"},
 		{name: "help describes itself", args: []string{"help", "help"}, stdout: "Usage: airlock help [command [subcommand]]"},
-		{name: "version names the build", args: []string{"version"}, stdout: "airlock dev (go"},
+		{name: "version names the build", args: []string{"version"}, stdout: "airlock dev\n"},
 		{name: "serve -h prints usage and succeeds", args: []string{"serve", "-h"}, stdout: "Usage: airlock serve"},
 		{name: "an unknown flag's usage goes to stderr", args: []string{"serve", "--nope"}, exit: exitUsage, stderr: "Usage: airlock serve", noStdout: true},
 		{name: "help names a subcommand", args: []string{"help", "requests", "approve"}, stdout: "Usage: airlock requests approve <id>"},

@@ -170,8 +170,14 @@ func commands() []command {
 			run:     runBench,
 		},
 		{
+			name:    "healthcheck",
+			args:    "[--addr HOST:PORT] [--timeout D]",
+			summary: "Ask the server on this machine whether it is ready (GET /readyz): exit 0 when it is, 1 when not; the container image's health check.",
+			run:     runHealthcheck,
+		},
+		{
 			name:    "version",
-			summary: "Print airlock's version, the Go version it was built with and its source revision.",
+			summary: "Print airlock's version, the commit and date it was built from, and the Go version it was built with.",
 			run:     runVersion,
 		},
 		{

@@ -170,9 +170,13 @@ func TestReadmeMatchesBinary(t *testing.T) {
 		t.Errorf("README does not show the first start's notice as printed:\n%s", notice)
 	}
 	// The first commands: the installed binary, which a signal stops.
-	if !strings.Contains(readme, "## Run it\n\nInstall the binary, then run it:\n\n```sh\ngo install ./cmd/airlock\nairlock serve\n```\n") ||
-		!strings.Contains(readme, "go install github.com/airlockhq/airlock/cmd/airlock@latest") {
-		t.Error("README's first commands are not `go install ./cmd/airlock` and `airlock serve`, with the module path form beside them")
+	// A release's binary and image come first, then the build from
+	// source, whose commands are the installed binary's.
+	_, run, _ := strings.Cut(readme, "\n## Run it\n")
+	run, _, _ = strings.Cut(run, "\n## ")
+	iBinary, iImage, iSource := strings.Index(run, "**A release's binary.**"), strings.Index(run, "**The container image**"), strings.Index(run, "### From source\n\nInstall the binary, then run it:\n\n```sh\ngo install ./cmd/airlock\nairlock serve\n```\n")
+	if iBinary < 0 || iImage < iBinary || iSource < iImage || !strings.Contains(run, "go install github.com/airlockhq/airlock/cmd/airlock@latest") {
+		t.Error("README's Run it does not offer a release's binary, then the image, then `go install ./cmd/airlock` and `airlock serve` from source, with the module path form beside them")
 	}
 	if strings.Contains(readme, "go run ./cmd/airlock") {
 		t.Error("README runs `go run ./cmd/airlock`, whose server a signal to go run leaves running; show the installed binary")

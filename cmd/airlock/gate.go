@@ -80,7 +80,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 			return &usageError{msg: err.Error()}
 		}
 	}
-	c, err := client.New(*url, token.v, client.WithUserAgent("airlock-gate/"+version))
+	c, err := client.New(*url, token.v, client.WithUserAgent("airlock-gate/"+userAgentVersion()))
 	if err != nil {
 		return &usageError{msg: err.Error()}
 	}
@@ -88,7 +88,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	return gate.Run(ctx, gate.Config{
 		Command: command, URL: *upstreamURL, Header: headers.header(), Client: c, Rules: r, JournalDir: *journal, InstanceName: *name, TokenAudience: *audience,
 		In: os.Stdin, Out: writeOnly{a.Stdout}, Stderr: a.Stderr, Logger: log,
-		ProgressInterval: progress, Version: version,
+		ProgressInterval: progress, Version: userAgentVersion(),
 	})
 }
 

@@ -214,7 +214,7 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 // agent is waiting and the fallback answer is always at hand.
 func newHookClient(url, token string) (*client.Client, error) {
 	return client.New(url, token,
-		client.WithUserAgent("airlock-hook/"+version),
+		client.WithUserAgent("airlock-hook/"+userAgentVersion()),
 		client.WithRetry(client.Retry{Attempts: 3, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}),
 		client.WithTimeout(15*time.Second))
 }

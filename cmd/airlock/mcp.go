@@ -34,7 +34,7 @@ func runMCP(ctx context.Context, a *App, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(a.Stderr, &slog.HandlerOptions{Level: level}))
 	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
-		URL: *url, Token: token.v, In: os.Stdin, Out: a.Stdout, Logger: log, Version: version,
+		URL: *url, Token: token.v, In: os.Stdin, Out: a.Stdout, Logger: log, Version: userAgentVersion(),
 	})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil // stopped by a signal: the client is done with us

@@ -240,7 +240,7 @@ func listAction[T any](a *App, cmd string, args []string, flags func(*flag.FlagS
 
 // client returns an API client for r.
 func (r *remote) client() (*client.Client, error) {
-	c, err := client.New(r.url, r.token, client.WithUserAgent("airlock-cli/"+version), client.WithTimeout(30*time.Second))
+	c, err := client.New(r.url, r.token, client.WithUserAgent("airlock-cli/"+userAgentVersion()), client.WithTimeout(30*time.Second))
 	if err != nil {
 		return nil, &usageError{msg: "--url: " + err.Error()}
 	}
@@ -737,7 +737,7 @@ func (r *remote) getJSON(ctx context.Context, path string, out any) error {
 		return &usageError{msg: "--url: " + err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+r.token)
-	req.Header.Set("User-Agent", "airlock-cli/"+version)
+	req.Header.Set("User-Agent", "airlock-cli/"+userAgentVersion())
 	hc := &http.Client{Timeout: 30 * time.Second}
 	res, err := hc.Do(req)
 	if err != nil {

@@ -99,7 +99,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		OutboundAllowPrivate: cfg.OutboundAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
 		CheckpointInterval: cfg.CheckpointInterval,
 		Slack:              cfg.Slack(), SlackSigningSecret: cfg.SlackSigningSecret, Email: cfg.Email(),
-		Logger: log, Version: version,
+		Logger: log, Version: userAgentVersion(),
 	})
 	if err != nil {
 		if n.wrote {
