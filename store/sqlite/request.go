@@ -12,6 +12,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
 	reviewers, approvals, escalate_to, escalate_after, escalated_at,
+	purged_at,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it

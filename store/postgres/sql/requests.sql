@@ -12,6 +12,7 @@ r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.arguments, r.
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
 	r.reviewers, r.approvals, r.escalate_to, r.escalate_after, r.escalated_at,
+	r.purged_at,
 	{{namesCols}}
 
 -- name: namesCols
