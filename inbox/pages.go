@@ -279,6 +279,9 @@ type requestBody struct {
 	ProposalMode string
 	Arguments    []jsonPiece
 	HasArguments bool
+	// PurgedAt is when the payload retention purged the arguments,
+	// reasoning and context: the page says so where they would be.
+	PurgedAt *time.Time
 	ArgsSize     string // the arguments' size in bytes, for people: "1,234 bytes"
 	Digest       string
 	Reasoning    []display.Segment
@@ -329,6 +332,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		Title:   display.Line(req.Title), Description: display.Text(req.Description),
 		TargetType: display.Line(req.TargetType), TargetID: display.Line(req.TargetID), SessionID: req.SessionID,
 		Reasoning: display.Text(req.AgentReasoning), Timeout: req.Timeout,
+		PurgedAt: req.PurgedAt,
 	}
 	b.CanDecide = b.Pending && h.svc.MayDecide(v.caller, req)
 	b.NotForYou = b.Pending && v.caller.Role == airlock.RoleReviewer && !b.CanDecide
