@@ -281,17 +281,17 @@ type requestBody struct {
 	HasArguments bool
 	// PurgedAt is when the payload retention purged the arguments,
 	// reasoning and context: the page says so where they would be.
-	PurgedAt *time.Time
-	ArgsSize     string // the arguments' size in bytes, for people: "1,234 bytes"
-	Digest       string
-	Reasoning    []display.Segment
-	Context      []jsonPiece
-	Timeout      string
-	Preview      []display.Segment // a command in plain words
-	PreviewNote  string            // what has changed since, if anything
-	Choices      []option
-	FreeText     bool
-	Validities   []option
+	PurgedAt    *time.Time
+	ArgsSize    string // the arguments' size in bytes, for people: "1,234 bytes"
+	Digest      string
+	Reasoning   []display.Segment
+	Context     []jsonPiece
+	Timeout     string
+	Preview     []display.Segment // a command in plain words
+	PreviewNote string            // what has changed since, if anything
+	Choices     []option
+	FreeText    bool
+	Validities  []option
 	// Grants are the "approve and allow the same for …" choices, for a
 	// tool call a grant may cover; empty otherwise.
 	Grants     []option
