@@ -195,6 +195,10 @@ type RequestSummary struct {
 	// ArgumentsCut reports that more follows.
 	ArgumentsHead string
 	ArgumentsCut  bool
+	// Purged reports that the payload retention purged the arguments
+	// (Request.PurgedAt): ArgumentsHead is then empty, and a list says
+	// "purged" rather than nothing.
+	Purged bool
 	// Reviewers, Approvals: as Request's. ApprovedVotes counts the
 	// approving votes so far.
 	Reviewers     []string
@@ -228,6 +232,7 @@ func (r Request) Summary() RequestSummary {
 		Tool: r.Tool, Title: r.Title, SessionID: r.SessionID, CreatedAt: r.CreatedAt, DeadlineAt: r.DeadlineAt,
 		Decision: r.Decision, Question: r.Question,
 		Reviewers: r.Reviewers, Approvals: r.Approvals, ApprovedVotes: r.ApprovedVotes(),
+		Purged: r.PurgedAt != nil,
 	}
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		s.CommandMethod = r.Proposal.Command.Method

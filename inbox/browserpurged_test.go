@@ -31,7 +31,8 @@ func purgedRequest(t *testing.T, b *bundle) (string, time.Time) {
 }
 
 // TestPurgedRequestPage: the page of a purged request, as served, says
-// when its arguments were purged and holds none of its payloads.
+// when its arguments were purged and holds none of its payloads, and its
+// row in the history says "(arguments purged)".
 func TestPurgedRequestPage(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) { o.retain = time.Hour })
@@ -49,6 +50,11 @@ func TestPurgedRequestPage(t *testing.T) {
 		if strings.Contains(page.body, gone) {
 			t.Errorf("the purged request's page has %s", gone)
 		}
+	}
+	// The history's row says so too, rather than showing no arguments.
+	history := c.do(t, "GET", "/history", nil, nil)
+	if history.status != 200 || !strings.Contains(history.body, "(arguments purged)") || strings.Contains(history.body, "cus_8812") {
+		t.Errorf("the history (%d) of a purged request:\n%s", history.status, history.body)
 	}
 }
 

@@ -115,7 +115,10 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	out.Owner, out.OwnerID = display.Line(owner), r.OwnerID
 	out.From = display.Line(airlock.Requester(r.Kind, instance, owner, r.SessionID != ""))
 	out.AgentWrote = r.Kind.AgentWrote()
-	if r.ArgumentsHead != "" {
+	switch {
+	case r.Purged:
+		out.Args = display.Line("(arguments purged)")
+	case r.ArgumentsHead != "":
 		out.Args = display.Line(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
 	if len(r.Reviewers) > 0 {

@@ -167,7 +167,8 @@ const whereMarker = "/*where*/"
 // owner_id, state, kind, tool, title, session_id, created_at,
 // deadline_at, decided_at, decided_by, note, answer, expires_at,
 // question, command_method, the first 201 characters of its arguments,
-// reviewers, approvals, approved_votes and the three names.
+// reviewers, approvals, approved_votes, whether it is purged (purged_at
+// set) and the three names.
 
 // requestScan scans RequestCols; request converts what it scanned.
 type requestScan struct {
@@ -605,7 +606,7 @@ func (c *Core) scanSummary(row Row) (airlock.RequestSummary, error) {
 	)
 	if err := row.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &r.Title, &r.SessionID,
 		c.d.Time(&r.CreatedAt), c.d.Time(&r.DeadlineAt), c.d.NullTime(&decidedAt), &decidedBy, &note, &answer,
-		c.d.NullTime(&expiresAt), &question, &method, &head, &reviewers, &r.Approvals, &r.ApprovedVotes,
+		c.d.NullTime(&expiresAt), &question, &method, &head, &reviewers, &r.Approvals, &r.ApprovedVotes, &r.Purged,
 		&names[0], &names[1], &names[2]); err != nil {
 		return airlock.RequestSummary{}, err
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -112,6 +113,11 @@ func (s *suite) purgeKeeps(t *testing.T) {
 	wantOK(t, err)
 	if len(list) != 1 || list[0].PurgedAt == nil || list[0].Arguments != nil {
 		t.Fatalf("the list has %s", show(list))
+	}
+	sums, _, err := b.store.ListRequestSummaries(b.ctx, store.RequestFilter{})
+	wantOK(t, err)
+	if len(sums) != 1 || !sums[0].Purged || sums[0].ArgumentsHead != "" || !reflect.DeepEqual(sums[0], got.Summary()) {
+		t.Fatalf("the summary is %s; want %s, purged", show(sums), show(got.Summary()))
 	}
 	// A replay of its creation returns it as it is: purged.
 	again, created, err := b.store.CreateRequest(b.ctx, b.params(func(p *store.NewRequestParams) {
