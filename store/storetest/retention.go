@@ -241,6 +241,17 @@ func (s *suite) purgeLeaves(t *testing.T) {
 	if err := auditlog.VerifyEntries(auditlog.Entries(entries), opened, nil); err != nil {
 		t.Fatalf("VerifyEntries after a purge: %v", err)
 	}
+	// The log itself says which leaves are of purged requests: every leaf
+	// of early and late, and no other.
+	var want []int64
+	for i, e := range evs {
+		if e.RequestID == early.ID || e.RequestID == late.ID {
+			want = append(want, int64(i))
+		}
+	}
+	if got, err := auditlog.PurgedLeaves(auditlog.Entries(entries)); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("PurgedLeaves = %v, %v; want %v", got, err, want)
+	}
 }
 
 // sequenceAll appends every unsequenced event to the tree.
