@@ -17,3 +17,26 @@ ALTER TABLE requests ADD COLUMN context_digest TEXT NOT NULL DEFAULT '';
 -- requests (no decided_at) and purged ones stay out of it.
 CREATE INDEX requests_purge_due ON requests (decided_at)
     WHERE purged_at IS NULL AND decided_at IS NOT NULL;
+
+-- A request's payloads change only by one purge, of a decided request,
+-- that takes all three and keeps their digests; a purged request stays
+-- purged. The purge's own WHERE already guarantees it; this makes a future
+-- mistake fail loudly, as requests_terminal_is_final does.
+CREATE TRIGGER requests_purged_once
+BEFORE UPDATE OF arguments, agent_reasoning, context, purged_at, arguments_digest, reasoning_digest, context_digest ON requests
+WHEN OLD.purged_at IS NOT NULL
+    OR (NEW.purged_at IS NULL AND (
+           NEW.arguments IS NOT OLD.arguments
+        OR NEW.agent_reasoning IS NOT OLD.agent_reasoning
+        OR NEW.context IS NOT OLD.context
+        OR NEW.arguments_digest IS NOT OLD.arguments_digest
+        OR NEW.reasoning_digest IS NOT OLD.reasoning_digest
+        OR NEW.context_digest IS NOT OLD.context_digest))
+    OR (NEW.purged_at IS NOT NULL AND (
+           OLD.state = 'pending'
+        OR NEW.arguments IS NOT NULL
+        OR NEW.agent_reasoning <> ''
+        OR NEW.context IS NOT NULL))
+BEGIN
+    SELECT RAISE(ABORT, 'a request''s payloads change only by one purge of a decided request');
+END;
