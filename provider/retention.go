@@ -26,8 +26,8 @@ const purgeEvery = 10 * time.Minute
 // decision (a long-poll answered late, a retried hook).
 const MinRetainPayloads = time.Hour
 
-// PurgePayloads purges, in batches of store.DefaultPurgeBatch, the payloads
-// of every request decided Config.RetainPayloads ago or earlier, wakes
+// PurgePayloads purges, in writes of up to store.DefaultPurgeBatch, the
+// payloads of every request decided Config.RetainPayloads ago or earlier, wakes
 // whoever watches them, and returns how many it purged; nothing when
 // retention is off. Run calls it every purgeEvery; it is exported for
 // tests, which step it on their clock.
@@ -43,7 +43,9 @@ func (s *Service) PurgePayloads(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("purge payloads: %w", err)
 		}
-		if len(ids) < store.DefaultPurgeBatch {
+		// A purge ends early at store.MaxPurgeBytes: only one that
+		// purged nothing says none is left.
+		if len(ids) == 0 {
 			if total > 0 {
 				s.log.Info("payload retention: purged the payloads of old requests", "requests", total, "retain", s.retain)
 			}
