@@ -114,6 +114,12 @@ type Request struct {
 	Timeout        string // the window as asked, verbatim
 	AgentReasoning string
 	Context        json.RawMessage // nil when absent
+	// PurgedAt is when the payloads above (Arguments, AgentReasoning and
+	// Context, not Tool) were purged under the server's payload retention
+	// (docs/operations.md, "Payload retention"); nil while they are kept.
+	// Once it is set those fields are empty: every surface says "purged",
+	// never that the request had no arguments.
+	PurgedAt *time.Time
 
 	CreatedAt  time.Time
 	DeadlineAt time.Time
@@ -189,6 +195,10 @@ type RequestSummary struct {
 	// ArgumentsCut reports that more follows.
 	ArgumentsHead string
 	ArgumentsCut  bool
+	// Purged reports that the payload retention purged the arguments
+	// (Request.PurgedAt): ArgumentsHead is then empty, and a list says
+	// "purged" rather than nothing.
+	Purged bool
 	// Reviewers, Approvals: as Request's. ApprovedVotes counts the
 	// approving votes so far.
 	Reviewers     []string
@@ -222,6 +232,7 @@ func (r Request) Summary() RequestSummary {
 		Tool: r.Tool, Title: r.Title, SessionID: r.SessionID, CreatedAt: r.CreatedAt, DeadlineAt: r.DeadlineAt,
 		Decision: r.Decision, Question: r.Question,
 		Reviewers: r.Reviewers, Approvals: r.Approvals, ApprovedVotes: r.ApprovedVotes(),
+		Purged: r.PurgedAt != nil,
 	}
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		s.CommandMethod = r.Proposal.Command.Method
@@ -622,6 +633,15 @@ const EventRequestEscalated EventType = "request.escalated"
 
 // ActorEscalation is the actor of an escalation.
 const ActorEscalation = "system:escalation"
+
+// EventRequestPurged is appended once, when a terminal request's
+// arguments, reasoning and context are purged under the server's payload
+// retention (Request.PurgedAt): the audit log itself then says which
+// requests' payloads are gone, and its leaves keep their digests.
+const EventRequestPurged EventType = "request.purged"
+
+// ActorRetention is the actor of a purge of payloads.
+const ActorRetention = "system:retention"
 
 // Vote is one reviewer's vote on a request that needs several approvals.
 type Vote struct {

@@ -44,7 +44,11 @@ type ApprovalRequest struct {
 	// AgentReasoning is the agent's claim, unverified.
 	AgentReasoning string          `json:"agent_reasoning,omitempty"`
 	Context        json.RawMessage `json:"context,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
+	// PurgedAt is when the server's payload retention purged Arguments,
+	// AgentReasoning and Context, which are then empty: purged, not
+	// absent. Nil while the server keeps them.
+	PurgedAt  *time.Time `json:"purged_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
 	// DeadlineAt is when a still-pending request expires.
 	DeadlineAt time.Time  `json:"deadline_at"`
 	Decision   *Decision  `json:"decision,omitempty"`

@@ -115,7 +115,10 @@ func (h *handler) row(r airlock.RequestSummary, names map[string]string, now tim
 	out.Owner, out.OwnerID = display.Line(owner), r.OwnerID
 	out.From = display.Line(airlock.Requester(r.Kind, instance, owner, r.SessionID != ""))
 	out.AgentWrote = r.Kind.AgentWrote()
-	if r.ArgumentsHead != "" {
+	switch {
+	case r.Purged:
+		out.Args = display.Line("(arguments purged)")
+	case r.ArgumentsHead != "":
 		out.Args = display.Line(argsSummary(r.ArgumentsHead, r.ArgumentsCut))
 	}
 	if len(r.Reviewers) > 0 {
@@ -279,16 +282,19 @@ type requestBody struct {
 	ProposalMode string
 	Arguments    []jsonPiece
 	HasArguments bool
-	ArgsSize     string // the arguments' size in bytes, for people: "1,234 bytes"
-	Digest       string
-	Reasoning    []display.Segment
-	Context      []jsonPiece
-	Timeout      string
-	Preview      []display.Segment // a command in plain words
-	PreviewNote  string            // what has changed since, if anything
-	Choices      []option
-	FreeText     bool
-	Validities   []option
+	// PurgedAt is when the payload retention purged the arguments,
+	// reasoning and context: the page says so where they would be.
+	PurgedAt    *time.Time
+	ArgsSize    string // the arguments' size in bytes, for people: "1,234 bytes"
+	Digest      string
+	Reasoning   []display.Segment
+	Context     []jsonPiece
+	Timeout     string
+	Preview     []display.Segment // a command in plain words
+	PreviewNote string            // what has changed since, if anything
+	Choices     []option
+	FreeText    bool
+	Validities  []option
 	// Grants are the "approve and allow the same for …" choices, for a
 	// tool call a grant may cover; empty otherwise.
 	Grants     []option
@@ -329,6 +335,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		Title:   display.Line(req.Title), Description: display.Text(req.Description),
 		TargetType: display.Line(req.TargetType), TargetID: display.Line(req.TargetID), SessionID: req.SessionID,
 		Reasoning: display.Text(req.AgentReasoning), Timeout: req.Timeout,
+		PurgedAt: req.PurgedAt,
 	}
 	b.CanDecide = b.Pending && h.svc.MayDecide(v.caller, req)
 	b.NotForYou = b.Pending && v.caller.Role == airlock.RoleReviewer && !b.CanDecide

@@ -103,6 +103,8 @@ type options struct {
 	oidc func(serverURL string) *OIDCConfig
 	// noTokenSignIn turns the token sign-in off.
 	noTokenSignIn bool
+	// retain is the provider's RetainPayloads.
+	retain time.Duration
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -135,7 +137,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.wrapStore != nil {
 		under = o.wrapStore(st)
 	}
-	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes}
+	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes, RetainPayloads: o.retain}
 	if o.policy != "" {
 		e, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", o.policy), logger)
 		if err != nil {

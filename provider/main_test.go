@@ -68,6 +68,11 @@ type options struct {
 	noExpressions bool
 	// signingKey is Config.SigningKey.
 	signingKey *approvaltoken.Key
+	// retain is Config.RetainPayloads.
+	retain time.Duration
+	// log, when set, is where the service logs (text); io.Discard
+	// otherwise.
+	log io.Writer
 }
 
 // setup opens a fresh SQLite store and a service over it. By default both
@@ -103,11 +108,16 @@ func setup(t testing.TB, opt options) *bundle {
 	if opt.noExpressions {
 		expressions = nil
 	}
+	logTo := opt.log
+	if logTo == nil {
+		logTo = io.Discard
+	}
 	b.svc, err = New(Config{
 		Store: served, Clock: clock, Limits: opt.limits, ExpiryBatch: opt.batch, Policy: opt.policy, Groups: opt.groups,
 		Expressions: expressions, SigningKey: opt.signingKey,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:        slog.New(slog.NewTextHandler(logTo, nil)),
 		ListPageBytes: opt.pageBytes, MaxHeavyReads: opt.heavyReads, MaxHeavyReadsPerToken: opt.heavyPerToken,
+		RetainPayloads: opt.retain,
 	})
 	if err != nil {
 		t.Fatal(err)

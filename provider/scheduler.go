@@ -42,8 +42,9 @@ const (
 //
 // Beside it, Run relays other replicas' changes when the store has a
 // change feed (PostgreSQL), watches the token stamp when it has one
-// (SQLite, watchTokenStamp), and runs the audit log's sequencer
-// (auditlog.go), until ctx ends.
+// (SQLite, watchTokenStamp), runs the audit log's sequencer
+// (auditlog.go) and, with Config.RetainPayloads, the purge of old
+// payloads (retention.go), until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	if s.feed != nil {
 		done := make(chan struct{})
@@ -75,6 +76,14 @@ func (s *Service) Run(ctx context.Context) error {
 		go func() {
 			defer close(done)
 			s.sequenceLoop(ctx)
+		}()
+	}
+	if s.retain > 0 {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			s.retentionLoop(ctx)
 		}()
 	}
 	timer := time.NewTimer(0)

@@ -89,6 +89,11 @@ type Config struct {
 	// DefaultCheckpointInterval, 10s); its lease lasts three of them.
 	// Negative: Run runs no sequencer (tests that step SequenceAudit).
 	CheckpointInterval time.Duration
+	// RetainPayloads, when positive, is how long after its decision a
+	// request keeps its arguments, reasoning and context: Run purges them
+	// once they are older (retention.go). At least MinRetainPayloads.
+	// Zero keeps them for ever.
+	RetainPayloads time.Duration
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -148,6 +153,8 @@ type Service struct {
 	issuer string
 	// audit is the audit log's sequencer (auditlog.go).
 	audit auditSequencer
+	// retain is Config.RetainPayloads (retention.go).
+	retain time.Duration
 }
 
 // New returns a Service for cfg.
@@ -198,6 +205,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxHeavyReadsPerToken <= 0 {
 		cfg.MaxHeavyReadsPerToken = DefaultMaxHeavyReadsPerToken
 	}
+	if cfg.RetainPayloads < 0 || (cfg.RetainPayloads > 0 && cfg.RetainPayloads < MinRetainPayloads) {
+		return nil, fmt.Errorf("provider: RetainPayloads %s: keep payloads at least %s, or 0 for ever", cfg.RetainPayloads, MinRetainPayloads)
+	}
 	extras := cfg.Store.Extras()
 	// Said once, at debug, so that an operator (and a benchmark) can tell
 	// which of the store's optional parts this server runs with; it is
@@ -212,7 +222,8 @@ func New(cfg Config) (*Service, error) {
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics, cfg.HeavyReadsOver),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
 		keys: signingKeys{fixed: cfg.SigningKey, delay: cfg.KeyActivationDelay}, issuer: cfg.Issuer,
-		audit: auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_")},
+		audit:  auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_")},
+		retain: cfg.RetainPayloads,
 	}, nil
 }
 

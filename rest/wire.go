@@ -189,6 +189,9 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 	o.str("timeout", r.Timeout)
 	o.str("agent_reasoning", r.AgentReasoning)
 	o.raw("context", r.Context)
+	// A purged request has no arguments, reasoning or context left: they
+	// are absent, and purged_at says why (never "no arguments").
+	o.timePtr("purged_at", r.PurgedAt)
 	o.time("created_at", r.CreatedAt)
 	o.time("deadline_at", r.DeadlineAt)
 	if d := r.Decision; d != nil {

@@ -95,11 +95,17 @@ func Leaf(u store.UnsequencedEvent) ([]byte, error) {
 		if u.Request == nil {
 			return nil, fmt.Errorf("event %d: its request %s is not in the store", u.Event.ID, u.Event.RequestID)
 		}
-		p, err := auditlog.RequestPayloads(*u.Request)
-		if err != nil {
-			return nil, fmt.Errorf("event %d: %w", u.Event.ID, err)
+		if u.Purged != nil {
+			// The request's payloads are purged: its leaves take the
+			// digests the purge kept, as they were before it.
+			payloads = u.Purged
+		} else {
+			p, err := auditlog.RequestPayloads(*u.Request)
+			if err != nil {
+				return nil, fmt.Errorf("event %d: %w", u.Event.ID, err)
+			}
+			payloads = &p
 		}
-		payloads = &p
 	}
 	leaf, err := auditlog.NewLeaf(u.Event, payloads)
 	if err != nil {

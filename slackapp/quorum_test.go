@@ -53,3 +53,20 @@ func TestRenderAgentWords(t *testing.T) {
 		t.Errorf("an MCP request reads as a tool call:\n%s", msg)
 	}
 }
+
+// TestRenderPurged: the message of a request whose payloads the retention
+// purged says so where the arguments were, not "{}".
+func TestRenderPurged(t *testing.T) {
+	t.Parallel()
+	purged := time.Date(2030, 4, 5, 6, 7, 8, 0, time.UTC)
+	r := airlock.Request{ID: "apr_p", Tool: "issue_refund", State: airlock.StateApproved, PurgedAt: &purged,
+		DeadlineAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	_, blocks := slackapp.Render(r, "https://airlock.example.com")
+	js, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := string(js); !strings.Contains(msg, "(arguments purged on 2030-04-05T06:07:08Z under the server's payload retention)") || strings.Contains(msg, `"text":"{}"`) {
+		t.Errorf("the purged request's message: %s", msg)
+	}
+}

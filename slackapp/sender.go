@@ -233,7 +233,11 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* wants to run *%s*", esc(clip(who, maxTitle)), esc(what))), nil, nil))
 	}
 	args, cut := clipBytes(string(r.Arguments), maxArguments)
-	if args == "" {
+	switch {
+	case r.PurgedAt != nil:
+		// Purged, never "no arguments".
+		args = "(arguments purged on " + r.PurgedAt.UTC().Format(time.RFC3339) + " under the server's payload retention)"
+	case args == "":
 		args = "{}"
 	}
 	// Arguments are shown as preformatted rich text: literal, so an agent

@@ -129,6 +129,11 @@ type UnsequencedEvent struct {
 	// AgentReasoning and Context set (auditlog.RequestPayloads); nil
 	// when the event has no request.
 	Request *airlock.Request
+	// Purged holds the digests a purge kept (Retention.PurgePayloads)
+	// when the request's payloads are purged: Request then has its tool
+	// but no arguments, reasoning or context, and the leaf takes these.
+	// Nil while the request has its payloads.
+	Purged *auditlog.Payloads
 }
 
 // AppendLeavesParams are an append to the audit tree.

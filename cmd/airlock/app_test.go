@@ -161,6 +161,23 @@ func TestServeConfig(t *testing.T) {
 			env:   map[string]string{"AIRLOCK_MAX_HEAVY_READS_PER_TOKEN": "4"},
 			check: func(c Config) bool { return c.MaxHeavyReads == 16 && c.MaxHeavyReadsPerToken == 4 }},
 		{name: "heavy-read bounds default", check: func(c Config) bool { return c.MaxHeavyReads == 8 && c.MaxHeavyReadsPerToken == 2 }},
+		{name: "payloads kept for ever by default", check: func(c Config) bool { return c.RetainPayloads == 0 }},
+		{name: "a retention in days", args: []string{"--retain-payloads", "90d"},
+			check: func(c Config) bool { return c.RetainPayloads == 90*24*time.Hour }},
+		{name: "a retention as a Go duration from the environment", env: map[string]string{"AIRLOCK_RETAIN_PAYLOADS": "36h"},
+			check: func(c Config) bool { return c.RetainPayloads == 36*time.Hour }},
+		{name: "a retention in ISO 8601", args: []string{"--retain-payloads", "P30D"},
+			check: func(c Config) bool { return c.RetainPayloads == 30*24*time.Hour }},
+		{name: "a retention of 0 keeps for ever", args: []string{"--retain-payloads", "0"},
+			check: func(c Config) bool { return c.RetainPayloads == 0 }},
+		{name: "a retention shorter than an hour", args: []string{"--retain-payloads", "59m"},
+			wantErr: "--retain-payloads must be between 1h and 36500d"},
+		{name: "a retention longer than a century", args: []string{"--retain-payloads", "36501d"},
+			wantErr: "more than 36500 days"},
+		{name: "a retention in weeks", args: []string{"--retain-payloads", "2w"},
+			wantErr: "or in days like 90d"},
+		{name: "a negative retention", args: []string{"--retain-payloads", "-1d"},
+			wantErr: `"-1d" is not a duration`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -121,6 +121,13 @@ type Config struct {
 	// CheckpointInterval is how often the audit log is checkpointed
 	// (signed) while it grows. Default 10s.
 	CheckpointInterval time.Duration
+	// RetainPayloads, when set, is how long after its decision a request
+	// keeps its arguments, reasoning and context; then they are purged,
+	// and the request keeps its state, tool, decision and the digests
+	// the audit log holds (docs/operations.md, "Payload retention").
+	// Go durations (2160h), ISO 8601 (P90D) or days (90d), at least 1h.
+	// Default 0: kept for ever.
+	RetainPayloads time.Duration
 
 	// SigningKeyFile, when set, is an Ed25519 private key (PKCS #8 PEM)
 	// that signs every approval token instead of the keys kept in the
@@ -333,6 +340,9 @@ func (c Config) Validate() error {
 	if c.CheckpointInterval < time.Second || c.CheckpointInterval > time.Hour {
 		return fmt.Errorf("--checkpoint-interval must be between 1s and 1h; the sequencer's lease lasts three of them")
 	}
+	if c.RetainPayloads != 0 && (c.RetainPayloads < provider.MinRetainPayloads || c.RetainPayloads > maxRetainPayloads) {
+		return fmt.Errorf("--retain-payloads must be between 1h and %dd, or 0 to keep payloads for ever", maxRetainDays)
+	}
 	if (c.SlackBotToken == "") != (c.SlackChannel == "") {
 		return fmt.Errorf("--slack-bot-token and --slack-channel go together: the token posts, the channel says where")
 	}
@@ -515,6 +525,59 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 	durationVar(fs, &c.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often the audit log is checkpointed (a signed tree head) while it grows; the sequencer's lease lasts three of them")
+	fs.Var(retentionValue{&c.RetainPayloads}, "retain-payloads", "purge a request's arguments, reasoning and context this long after its decision (90d, 2160h, P90D; at least 1h); the request keeps its state and the digests the audit log holds. Default 0: keep them for ever")
+}
+
+// maxRetainDays bounds --retain-payloads: a century, well inside a
+// time.Duration.
+const (
+	maxRetainDays     = 36500
+	maxRetainPayloads = maxRetainDays * 24 * time.Hour
+)
+
+// retentionValue is --retain-payloads: 0 (keep for ever), a number of days
+// (90d), or a duration as durationValue reads it (2160h, P90D).
+type retentionValue struct{ d *time.Duration }
+
+func (v retentionValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return "0"
+	}
+	if *v.d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(*v.d/(24*time.Hour)), 10) + "d"
+	}
+	return v.d.String()
+}
+
+func (v retentionValue) Set(s string) error {
+	d, err := parseRetention(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+// parseRetention reads a --retain-payloads value.
+func parseRetention(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" && strings.Trim(days, "0123456789") == "" {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > maxRetainDays {
+			return 0, fmt.Errorf("%q is more than %d days", s, maxRetainDays)
+		}
+		if n == 0 {
+			return 0, nil
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := airlock.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w, or in days like 90d", err)
+	}
+	return d, nil
 }
 
 // deprecatedAllowPrivate is the old name of --outbound-allow-private,

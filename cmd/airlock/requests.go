@@ -496,7 +496,10 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		line("Target", strings.TrimSpace(display.Visible(q.TargetType)+" "+display.Visible(q.TargetID)))
 	}
 	line("Tool", display.Visible(q.Tool))
-	if len(q.Arguments) > 0 {
+	if q.PurgedAt != nil {
+		// Purged, never "no arguments".
+		fmt.Fprintf(w, "Arguments:    purged on %s, with the agent's reasoning and the adapter's context (payload retention)\n", q.PurgedAt.UTC().Format(time.RFC3339))
+	} else if len(q.Arguments) > 0 {
 		sum := sha256.Sum256(q.Arguments)
 		fmt.Fprintf(w, "Arguments (exactly as submitted; SHA-256 %s):\n%s\n", hex.EncodeToString(sum[:]), indent(display.VisibleText(indentJSON(q.Arguments))))
 	}

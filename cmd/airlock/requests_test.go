@@ -443,3 +443,19 @@ func TestShowLabelsAgentWords(t *testing.T) {
 		}
 	}
 }
+
+// TestShowPurged: `requests show` of a request whose payloads the
+// retention purged says so where the arguments would be, never as if the
+// call had none.
+func TestShowPurged(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	purged := time.Date(2030, 4, 5, 6, 7, 8, 0, time.UTC)
+	q := &client.ApprovalRequest{ID: "apr_1", State: airlock.StateDenied, Kind: airlock.KindToolCall, Tool: "refund",
+		PurgedAt: &purged, CreatedAt: now, DeadlineAt: now.Add(time.Hour)}
+	var b bytes.Buffer
+	printRequest(&b, q, nil, now)
+	if want := "Tool:         refund\nArguments:    purged on 2030-04-05T06:07:08Z, with the agent's reasoning and the adapter's context (payload retention)\n"; !strings.Contains(b.String(), want) {
+		t.Fatalf("show of a purged request lacks %q:\n%s", want, b.String())
+	}
+}

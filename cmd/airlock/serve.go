@@ -97,8 +97,8 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
 		Policy: pol, PolicyReload: policyReload(pol),
 		OutboundAllowPrivate: cfg.OutboundAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
-		CheckpointInterval: cfg.CheckpointInterval,
-		Slack:              cfg.Slack(), SlackSigningSecret: cfg.SlackSigningSecret, Email: cfg.Email(),
+		CheckpointInterval: cfg.CheckpointInterval, RetainPayloads: cfg.RetainPayloads,
+		Slack: cfg.Slack(), SlackSigningSecret: cfg.SlackSigningSecret, Email: cfg.Email(),
 		Logger: log, Version: userAgentVersion(),
 	})
 	if err != nil {

@@ -299,9 +299,25 @@ func TestSchemaGuards(t *testing.T) {
 		`UPDATE events SET actor = 'z'`,
 		`DELETE FROM events`,
 		`TRUNCATE events`,
+		// Payloads change only by one purge of a decided request (0023).
+		`UPDATE requests SET arguments = '{"a":2}' WHERE id = '` + r.ID + `'`,
+		`UPDATE requests SET arguments_digest = 'sha256:x' WHERE id = '` + r.ID + `'`,
+		`UPDATE requests SET purged_at = now(), arguments = NULL, agent_reasoning = '', context = '{"c":1}' WHERE id = '` + r.ID + `'`,
+		`UPDATE requests SET purged_at = now(), arguments = NULL, agent_reasoning = '', context = NULL WHERE id = '` + pending.ID + `'`,
 	} {
 		if _, err := c.Exec(t.Context(), q); err == nil {
 			t.Errorf("%s succeeded, want the schema to refuse it", q)
+		}
+	}
+	if _, err := c.Exec(t.Context(), `UPDATE requests SET purged_at = now(), arguments = NULL, agent_reasoning = '', context = NULL WHERE id = '`+r.ID+`'`); err != nil {
+		t.Fatalf("a purge of a decided request: %v", err)
+	}
+	for _, q := range []string{
+		`UPDATE requests SET purged_at = NULL WHERE id = '` + r.ID + `'`,
+		`UPDATE requests SET reasoning_digest = 'sha256:y' WHERE id = '` + r.ID + `'`,
+	} {
+		if _, err := c.Exec(t.Context(), q); err == nil {
+			t.Errorf("%s succeeded, want a purged request to stay purged", q)
 		}
 	}
 }

@@ -27,7 +27,9 @@ type AuditSQL struct {
 	// Unsequenced selects up to @limit events with id > @after that have
 	// no leaf, in id order: the event's columns as Requests.Events has
 	// them, then whether it has a request row, and the request's tool,
-	// arguments, agent_reasoning and context.
+	// arguments, agent_reasoning and context, whether its payloads were
+	// purged, and the digests the purge kept (arguments_digest,
+	// reasoning_digest, context_digest).
 	Unsequenced string
 	// Grow is the compare-and-set of an append: the tree's size becomes
 	// @to if it is @from and @holder holds the lease audit_sequencer at
@@ -189,9 +191,11 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 			hasRequest         bool
 			tool, reasoning    string
 			arguments, ctxText *string
+			purged             bool
+			kept               auditlog.Payloads
 		)
 		if err := rows.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
-			&hasRequest, &tool, &arguments, &reasoning, &ctxText); err != nil {
+			&hasRequest, &tool, &arguments, &reasoning, &ctxText, &purged, &kept.Arguments, &kept.Reasoning, &kept.Context); err != nil {
 			return nil, false, err
 		}
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
@@ -205,6 +209,10 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 				r.Context = []byte(*ctxText)
 			}
 			u.Request = r
+			if purged {
+				kept.Tool = auditlog.DigestString(tool)
+				u.Purged = &kept
+			}
 			bytes += len(tool) + len(reasoning) + len(r.Arguments) + len(r.Context)
 		}
 		out = append(out, u)

@@ -60,6 +60,7 @@ type Statements struct {
 	SigningKeys SigningKeySQL
 	TokenUses   TokenUseSQL
 	Audit       AuditSQL
+	Retention   RetentionSQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

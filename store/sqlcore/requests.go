@@ -159,22 +159,23 @@ const whereMarker = "/*where*/"
 // title, description, target_type, target_id, session_id,
 // proposal_mode, command_method, command_input, question,
 // command_observed, command_status, command_detail, command_applied_at,
-// reviewers, approvals, escalate_to, escalate_after, escalated_at, and
-// the names of its instance, its owner and its decider (NULL when
+// reviewers, approvals, escalate_to, escalate_after, escalated_at,
+// purged_at, and the names of its instance, its owner and its decider (NULL when
 // unknown).
 //
 // SummaryCols, those of a summary, are its seq, id, instance_id,
 // owner_id, state, kind, tool, title, session_id, created_at,
 // deadline_at, decided_at, decided_by, note, answer, expires_at,
 // question, command_method, the first 201 characters of its arguments,
-// reviewers, approvals, approved_votes and the three names.
+// reviewers, approvals, approved_votes, whether it is purged (purged_at
+// set) and the three names.
 
 // requestScan scans RequestCols; request converts what it scanned.
 type requestScan struct {
 	r                                                         airlock.Request
 	state, kind                                               string
 	decidedAt, expiresAt, claimedAt, finishedAt, cmdAppliedAt NullTime
-	escalatedAt                                               NullTime
+	escalatedAt, purgedAt                                     NullTime
 	decidedBy, claimedBy, execStatus, key                     sql.NullString
 	mode, method, question, cmdStatus                         sql.NullString
 	instName, ownerName, deciderName                          sql.NullString
@@ -183,7 +184,7 @@ type requestScan struct {
 }
 
 // requestCols is how many RequestCols there are.
-const requestCols = 46
+const requestCols = 47
 
 func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 	r := &s.r
@@ -195,6 +196,7 @@ func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 		&s.mode, &s.method, &s.cmdInput, &s.question,
 		&s.observed, &s.cmdStatus, &s.cmdDetail, c.d.NullTime(&s.cmdAppliedAt),
 		&s.reviewers, &r.Approvals, &s.escalateTo, c.d.Duration(&r.EscalateAfter), c.d.NullTime(&s.escalatedAt),
+		c.d.NullTime(&s.purgedAt),
 		&s.instName, &s.ownerName, &s.deciderName), extra...)
 }
 
@@ -206,6 +208,7 @@ func (s *requestScan) request() (airlock.Request, error) {
 	r.InstanceName, r.OwnerName = s.instName.String, s.ownerName.String
 	r.Reviewers = splitGroups(s.reviewers)
 	r.EscalateTo, r.EscalatedAt = splitGroups(s.escalateTo), s.escalatedAt.Ptr()
+	r.PurgedAt = s.purgedAt.Ptr()
 	if s.decidedAt.Valid {
 		r.Decision = Decision(r.State, s.note, s.answer, s.decidedAt.Time, s.decidedBy.String, s.deciderName.String, s.expiresAt.Ptr())
 	}
@@ -603,7 +606,7 @@ func (c *Core) scanSummary(row Row) (airlock.RequestSummary, error) {
 	)
 	if err := row.Scan(&r.Seq, &r.ID, &r.InstanceID, &r.OwnerID, &state, &kind, &r.Tool, &r.Title, &r.SessionID,
 		c.d.Time(&r.CreatedAt), c.d.Time(&r.DeadlineAt), c.d.NullTime(&decidedAt), &decidedBy, &note, &answer,
-		c.d.NullTime(&expiresAt), &question, &method, &head, &reviewers, &r.Approvals, &r.ApprovedVotes,
+		c.d.NullTime(&expiresAt), &question, &method, &head, &reviewers, &r.Approvals, &r.ApprovedVotes, &r.Purged,
 		&names[0], &names[1], &names[2]); err != nil {
 		return airlock.RequestSummary{}, err
 	}

@@ -16,7 +16,8 @@ WHERE name = 'audit_sequencer' AND (holder = @holder OR expires_at <= @now)
 RETURNING holder`,
 	LastEvent: `SELECT coalesce(max(id), 0) FROM events`,
 	Unsequenced: `SELECT e.id, e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash, e.uid,
-	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context
+	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context,
+	r.purged_at IS NOT NULL, coalesce(r.arguments_digest, ''), coalesce(r.reasoning_digest, ''), coalesce(r.context_digest, '')
 FROM events e LEFT JOIN requests r ON e.request_id <> '' AND r.id = e.request_id
 WHERE e.id > @after AND NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id)
 ORDER BY e.id LIMIT @limit`,

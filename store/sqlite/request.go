@@ -12,6 +12,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
 	reviewers, approvals, escalate_to, escalate_after, escalated_at,
+	purged_at,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -144,7 +145,7 @@ const storedBytesSQL = `coalesce(octet_length(arguments), 0) + coalesce(octet_le
 // (airlock.ArgumentsHeadLen, 200), to tell whether more follow.
 const summaryCols = `seq, id, instance_id, owner_id, state, kind, tool, title, session_id, created_at, deadline_at,
 	decided_at, decided_by, note, answer, expires_at, question, command_method, substr(arguments, 1, 201),
-	reviewers, approvals, approved_votes,
+	reviewers, approvals, approved_votes, purged_at IS NOT NULL,
 	` + namesCols
 
 // expiredCols is what ExpireDue returns of each request it expired, in

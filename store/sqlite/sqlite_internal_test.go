@@ -76,6 +76,35 @@ func TestTerminalIsFinal(t *testing.T) {
 			t.Errorf("%s succeeded, want the schema to refuse it", q)
 		}
 	}
+	// Payloads change only by one purge of a decided request (migration
+	// 0023).
+	if _, err := s.write.ExecContext(ctx, `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning,
+		created_at, deadline_at, fingerprint)
+		VALUES ('apr_2', 'ins_1', 'tok_a', 'pending', 'tool_call', 't', '{"a":1}', '', 'why', 0, 10, 'f')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE requests SET arguments = '{"a":2}' WHERE id = 'apr_1'`,
+		`UPDATE requests SET arguments_digest = 'sha256:x' WHERE id = 'apr_1'`,
+		`UPDATE requests SET purged_at = 7, context = '{}' WHERE id = 'apr_1'`,
+		`UPDATE requests SET purged_at = 7, arguments = NULL, agent_reasoning = '' WHERE id = 'apr_2'`,
+	} {
+		if _, err := s.write.ExecContext(ctx, q); err == nil {
+			t.Errorf("%s succeeded, want the schema to refuse it", q)
+		}
+	}
+	if _, err := s.write.ExecContext(ctx, `UPDATE requests SET purged_at = 7, arguments_digest = 'sha256:x' WHERE id = 'apr_1'`); err != nil {
+		t.Fatalf("a purge of a decided request: %v", err)
+	}
+	for _, q := range []string{
+		`UPDATE requests SET purged_at = NULL WHERE id = 'apr_1'`,
+		`UPDATE requests SET purged_at = 8 WHERE id = 'apr_1'`,
+		`UPDATE requests SET arguments_digest = 'sha256:y' WHERE id = 'apr_1'`,
+	} {
+		if _, err := s.write.ExecContext(ctx, q); err == nil {
+			t.Errorf("%s succeeded, want a purged request to stay purged", q)
+		}
+	}
 	if _, err := s.write.ExecContext(ctx, `INSERT INTO events (type, at, actor) VALUES ('x', 0, 'y')`); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SigningKeys", s.testSigningKeys},
 		{"TokenUses", s.testTokenUses},
 		{"AuditLog", s.testAuditLog},
+		{"Retention", s.testRetention},
 	})
 }
 

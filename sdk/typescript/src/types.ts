@@ -103,6 +103,12 @@ export interface ApprovalRequest {
   agent_reasoning?: string;
   /** What the adapter observed. */
   context?: JsonObject;
+  /**
+   * When the server's payload retention purged arguments, agent_reasoning
+   * and context (then absent: purged, not empty). The request keeps its
+   * state, tool and decision.
+   */
+  purged_at?: string;
   created_at: string;
   deadline_at: string;
   decision?: Decision;

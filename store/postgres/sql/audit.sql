@@ -27,7 +27,8 @@ SELECT coalesce(max(id), 0) FROM events
 -- The anti-join on audit_leaves' unique event_id index finds events that
 -- have no leaf, whatever order their IDs committed in.
 SELECT e.id, e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash, e.uid,
-	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context
+	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context,
+	r.purged_at IS NOT NULL, coalesce(r.arguments_digest, ''), coalesce(r.reasoning_digest, ''), coalesce(r.context_digest, '')
 FROM events e LEFT JOIN requests r ON e.request_id <> '' AND r.id = e.request_id
 WHERE e.id > @after::bigint AND NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id)
 ORDER BY e.id LIMIT @limit::int

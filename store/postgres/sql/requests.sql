@@ -12,6 +12,7 @@ r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.arguments, r.
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
 	r.reviewers, r.approvals, r.escalate_to, r.escalate_after, r.escalated_at,
+	r.purged_at,
 	{{namesCols}}
 
 -- name: namesCols
@@ -307,7 +308,7 @@ coalesce(octet_length(r.arguments), 0) + coalesce(octet_length(r.context), 0) +
 -- (airlock.ArgumentsHeadLen, 200), to tell whether more follow.
 SELECT r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.title, r.session_id,
 	r.created_at, r.deadline_at, r.decided_at, r.decided_by, r.note, r.answer, r.expires_at, r.question, r.command_method,
-	left(r.arguments, 201), r.reviewers, r.approvals, r.approved_votes, {{namesCols}} FROM requests r/*where*/ ORDER BY r.seq DESC LIMIT @candidates
+	left(r.arguments, 201), r.reviewers, r.approvals, r.approved_votes, r.purged_at IS NOT NULL, {{namesCols}} FROM requests r/*where*/ ORDER BY r.seq DESC LIMIT @candidates
 
 -- name: Requests.Escalate
 -- Escalate widens the due requests it locks (SKIP LOCKED: replicas

@@ -143,6 +143,10 @@ type Config struct {
 	// checkpoint while the tree grows (default
 	// provider.DefaultCheckpointInterval).
 	CheckpointInterval time.Duration
+	// RetainPayloads, when positive, purges the arguments, reasoning and
+	// context of requests decided that long ago (provider.Config's);
+	// zero keeps them for ever.
+	RetainPayloads time.Duration
 	// Slack, when its BotToken and Channel are set, posts each pending
 	// request to the channel and updates it to the outcome; with its
 	// SigningSecret, POST /slack/interactions takes the buttons' clicks
@@ -275,6 +279,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		SigningKey:         cfg.SigningKey,
 		KeyActivationDelay: cfg.KeyActivationDelay,
 		CheckpointInterval: cfg.CheckpointInterval,
+		RetainPayloads:     cfg.RetainPayloads,
 	})
 	if err != nil {
 		return nil, err
