@@ -64,8 +64,9 @@ func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64
 	}
 	leaves := make([]store.NewAuditLeaf, len(page.Events))
 	at := make([]time.Time, len(page.Events))
+	digested := map[string]*auditlog.Payloads{}
 	for i, u := range page.Events {
-		leaf, err := Leaf(u)
+		leaf, err := leafOf(u, digested)
 		if err != nil {
 			return Batch{}, err
 		}
@@ -89,22 +90,32 @@ func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64
 
 // Leaf returns the leaf of an unsequenced event (auditlog.NewLeaf), with
 // its request's payload digests when it has a request.
-func Leaf(u store.UnsequencedEvent) ([]byte, error) {
+func Leaf(u store.UnsequencedEvent) ([]byte, error) { return leafOf(u, nil) }
+
+// leafOf is Leaf, digesting a request's payloads once for all its events in
+// digested (keyed by request ID; nil digests every time): a batch often
+// holds a request's creation, decision and claim together.
+func leafOf(u store.UnsequencedEvent, digested map[string]*auditlog.Payloads) ([]byte, error) {
 	var payloads *auditlog.Payloads
-	if u.Event.RequestID != "" {
-		if u.Request == nil {
-			return nil, fmt.Errorf("event %d: its request %s is not in the store", u.Event.ID, u.Event.RequestID)
-		}
-		if u.Purged != nil {
+	if id := u.Event.RequestID; id != "" {
+		switch {
+		case u.Request == nil:
+			return nil, fmt.Errorf("event %d: its request %s is not in the store", u.Event.ID, id)
+		case u.Purged != nil:
 			// The request's payloads are purged: its leaves take the
 			// digests the purge kept, as they were before it.
 			payloads = u.Purged
-		} else {
+		case digested[id] != nil:
+			payloads = digested[id]
+		default:
 			p, err := auditlog.RequestPayloads(*u.Request)
 			if err != nil {
 				return nil, fmt.Errorf("event %d: %w", u.Event.ID, err)
 			}
 			payloads = &p
+			if digested != nil {
+				digested[id] = payloads
+			}
 		}
 	}
 	leaf, err := auditlog.NewLeaf(u.Event, payloads)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
 	"github.com/airlockhq/airlock/client"
 )
@@ -32,6 +34,10 @@ type auditVerdict struct {
 	Root     string `json:"root_hash,omitempty"`
 	// PreviousSize is the size of the --previous checkpoint it extends.
 	PreviousSize *int64 `json:"previous_tree_size,omitempty"`
+	// PurgedRequests is how many requests' payloads retention purged
+	// (their request.purged leaves): their leaves verify by the digests
+	// they hold, and the bytes are gone from the server.
+	PurgedRequests int64 `json:"purged_requests"`
 	// Index and Reason say where and why the log does not match.
 	Index  *int64 `json:"index,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -107,7 +113,7 @@ error, 2 usage.
 	}
 	cp, err := auditlog.OpenCheckpoint(note, key)
 	if err != nil {
-		return auditVerdictOut(a, r, auditlog.Checkpoint{}, nil, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the checkpoint: %w", err)})
+		return auditVerdictOut(a, r, auditlog.Checkpoint{}, nil, 0, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the checkpoint: %w", err)})
 	}
 	var previous *auditlog.Checkpoint
 	if *previousFile != "" {
@@ -117,7 +123,7 @@ error, 2 usage.
 		}
 		p, err := auditlog.OpenCheckpoint(data, key)
 		if err != nil {
-			return auditVerdictOut(a, r, cp, nil, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the previous checkpoint: %w", err)})
+			return auditVerdictOut(a, r, cp, nil, 0, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the previous checkpoint: %w", err)})
 		}
 		previous = &p
 	}
@@ -137,6 +143,10 @@ error, 2 usage.
 	} else {
 		entries = serverEntries(ctx, c, cp.Size)
 	}
+	// Count the requests retention purged as the entries stream by: their
+	// leaves verify by the digests they hold, and the verdict says so.
+	var purged int64
+	entries = countPurged(entries, &purged)
 	var prover auditlog.Prover
 	if c != nil {
 		prover = func(from, to int64) (auditlog.ConsistencyProof, error) {
@@ -153,7 +163,26 @@ error, 2 usage.
 			return fmt.Errorf("the log verifies, but --keep: %w", werr)
 		}
 	}
-	return auditVerdictOut(a, r, cp, previous, err)
+	return auditVerdictOut(a, r, cp, previous, purged, err)
+}
+
+// purgedType is how a request.purged leaf spells its type: leaves are
+// canonical, so a leaf of that type holds exactly these bytes.
+var purgedType = []byte(`"type":"` + string(airlock.EventRequestPurged) + `"`)
+
+// countPurged passes entries through, counting in n the request.purged
+// leaves among them.
+func countPurged(entries iter.Seq2[auditlog.Entry, error], n *int64) iter.Seq2[auditlog.Entry, error] {
+	return func(yield func(auditlog.Entry, error) bool) {
+		for e, err := range entries {
+			if err == nil && bytes.Contains(e.Leaf, purgedType) {
+				*n++
+			}
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
 }
 
 // serverEntries reads the first size entries from the server, a page at a
@@ -182,12 +211,12 @@ func serverEntries(ctx context.Context, c *client.Client, size int64) iter.Seq2[
 
 // auditVerdictOut prints the verdict of err and returns what makes the
 // exit code: nil when the log verifies, else an error already printed.
-func auditVerdictOut(a *App, r *remote, cp auditlog.Checkpoint, previous *auditlog.Checkpoint, err error) error {
+func auditVerdictOut(a *App, r *remote, cp auditlog.Checkpoint, previous *auditlog.Checkpoint, purged int64, err error) error {
 	var ve *auditlog.VerifyError
 	if err != nil && !errors.As(err, &ve) {
 		return err // not a verdict: the server or a file could not be read
 	}
-	v := auditVerdict{Verified: err == nil, Origin: cp.Origin, Size: cp.Size}
+	v := auditVerdict{Verified: err == nil, Origin: cp.Origin, Size: cp.Size, PurgedRequests: purged}
 	if cp.Origin != "" {
 		v.Root = cp.Root.String()
 	}
@@ -210,6 +239,9 @@ func auditVerdictOut(a *App, r *remote, cp auditlog.Checkpoint, previous *auditl
 			fmt.Fprintf(r.out, ", and the checkpoint of %d entries kept earlier is of its first %d", previous.Size, previous.Size)
 		}
 		fmt.Fprintln(r.out, ".")
+		if purged > 0 {
+			fmt.Fprintf(r.out, "%d requests' arguments, reasoning and context were purged by retention: their leaves verify by the digests they hold.\n", purged)
+		}
 	}
 	if err == nil {
 		return nil

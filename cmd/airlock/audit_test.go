@@ -48,8 +48,17 @@ func writeAuditFiles(t *testing.T, n, previousSize int) auditFiles {
 		return msg
 	}
 	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	purgedPayloads, err := auditlog.RequestPayloads(airlock.Request{Tool: "t", Arguments: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
-		leaf, err := auditlog.NewLeaf(airlock.Event{Type: airlock.EventTokenCreated, At: at.Add(time.Duration(i) * time.Second), Actor: "user:ada", UID: fmt.Sprintf("u%d", i)}, nil)
+		e, payloads := airlock.Event{Type: airlock.EventTokenCreated, At: at.Add(time.Duration(i) * time.Second), Actor: "user:ada", UID: fmt.Sprintf("u%d", i)}, (*auditlog.Payloads)(nil)
+		if i == 3 {
+			// One request's payloads purged by retention.
+			e.Type, e.Actor, e.RequestID, payloads = airlock.EventRequestPurged, "system:retention", "apr_1", &purgedPayloads
+		}
+		leaf, err := auditlog.NewLeaf(e, payloads)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +109,8 @@ func TestAuditVerifyOffline(t *testing.T) {
 	}
 	kept := filepath.Join(f.dir, "kept")
 	out := runCLI(offline("--previous", f.previous, "--keep", kept)...).want(t, 0, "a true log").stdout
-	if !strings.Contains(out, "Verified: the 40 entries of airlock.test/audit") || !strings.Contains(out, "kept earlier is of its first 25") {
+	if !strings.Contains(out, "Verified: the 40 entries of airlock.test/audit") || !strings.Contains(out, "kept earlier is of its first 25") ||
+		!strings.Contains(out, "1 requests' arguments, reasoning and context were purged") {
 		t.Errorf("verified:\n%s", out)
 	}
 	if k, err := os.ReadFile(kept); err != nil || !bytes.Equal(k, mustRead(t, f.checkpoint)) {
@@ -124,6 +134,9 @@ func TestAuditVerifyOffline(t *testing.T) {
 			t.Fatal(err)
 		}
 		return p
+	}
+	if v := verdict(runCLI(offline("--json")...).want(t, 0, "--json")); !v.Verified || v.PurgedRequests != 1 || v.Size != 40 {
+		t.Errorf("--json verdict %+v, want verified, 40 entries, 1 purged request", v)
 	}
 	edited := append([]string(nil), f.lines...)
 	edited[17] = strings.Replace(edited[17], "user:ada", "user:eve", 1)
