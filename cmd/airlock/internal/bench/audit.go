@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock/provider"
@@ -192,18 +189,9 @@ func auditCommand(ctx context.Context, line string, set func(ctx context.Context
 // setAuditSequencing tells an Airlock child to run its sequencer or not,
 // and checks that it did.
 func (c *child) setAuditSequencing(on bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, err := io.WriteString(c.stdin, "audit "+onOff(on)+"\n"); err != nil {
-		return fmt.Errorf("switch the audit log %s in the benchmark's server process %d: %w", onOff(on), c.pid, err)
-	}
-	l, err := c.rd.ReadBytes('\n')
-	if err != nil {
-		return fmt.Errorf("read the answer of the benchmark's server process %d to audit %s: %w", c.pid, onOff(on), err)
-	}
 	var a childAudit
-	if err := json.Unmarshal(l, &a); err != nil {
-		return fmt.Errorf("the benchmark's server process %d answered audit %s with %.200q: %w", c.pid, onOff(on), l, err)
+	if err := c.switchChild("audit "+onOff(on), &a); err != nil {
+		return err
 	}
 	if a.Error != "" || a.Audit != on {
 		return fmt.Errorf("the benchmark's server process %d did not switch the audit log %s: %s", c.pid, onOff(on), a.Error)
@@ -228,19 +216,15 @@ func (ar *AuditReport) writeSummary(w io.Writer) {
 		fmt.Fprintf(w, "\naudit: create → approve → read; %s\n", ar.Note)
 		return
 	}
-	order := make([]string, len(ar.Passes))
+	order := make([]bool, len(ar.Passes))
 	for i, p := range ar.Passes {
-		order[i] = onOff(p.Log)
+		order[i] = p.Log
 	}
-	fmt.Fprintf(w, "\naudit: create → approve → read, the audit log's sequencer on and off\n")
-	fmt.Fprintf(w, "log_ratio: %.3f (lifecycles/s with the log ÷ without, passes %s on the same warm server; target ≥ 0.95)\n",
-		ar.LogRatio, strings.Join(order, ", "))
-	if ar.Compared && ar.PassSpread > math.Abs(1-ar.LogRatio) {
-		fmt.Fprintf(w, "noisy: passes of one state differ by up to %.0f%%, the states by %.0f%%: the machine's noise is larger than the log's cost; run again, or longer\n",
-			100*ar.PassSpread, 100*math.Abs(1-ar.LogRatio))
-	}
-	if ar.WithLog.ServerCPUPerOpUS > 0 && ar.WithoutLog.ServerCPUPerOpUS > 0 {
-		fmt.Fprintf(w, "server CPU per lifecycle: %.0f µs with the log, %.0f µs without (%+.0f µs)\n",
-			ar.WithLog.ServerCPUPerOpUS, ar.WithoutLog.ServerCPUPerOpUS, ar.LogServerCPUUS)
-	}
+	comparison{
+		scenario: "audit", what: "create → approve → read, the audit log's sequencer on and off",
+		ratioName: "log_ratio", ratioOf: "lifecycles/s with the log ÷ without", cost: "the log's cost",
+		cpuOf: "server CPU per lifecycle", on: "with the log", off: "without",
+		ratio: ar.LogRatio, spread: ar.PassSpread, order: order,
+		onCPU: ar.WithLog.ServerCPUPerOpUS, offCPU: ar.WithoutLog.ServerCPUPerOpUS, deltaCPU: ar.LogServerCPUUS,
+	}.write(w)
 }

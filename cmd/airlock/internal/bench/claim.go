@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -272,18 +271,9 @@ type childTokens struct {
 // setApprovalTokens tells an Airlock child to sign approval tokens or not,
 // and checks that it did.
 func (c *child) setApprovalTokens(on bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, err := io.WriteString(c.stdin, "tokens "+onOff(on)+"\n"); err != nil {
-		return fmt.Errorf("switch approval tokens %s in the benchmark's server process %d: %w", onOff(on), c.pid, err)
-	}
-	l, err := c.rd.ReadBytes('\n')
-	if err != nil {
-		return fmt.Errorf("read the answer of the benchmark's server process %d to tokens %s: %w", c.pid, onOff(on), err)
-	}
 	var a childTokens
-	if err := json.Unmarshal(l, &a); err != nil {
-		return fmt.Errorf("the benchmark's server process %d answered tokens %s with %.200q: %w", c.pid, onOff(on), l, err)
+	if err := c.switchChild("tokens "+onOff(on), &a); err != nil {
+		return err
 	}
 	if a.Error != "" || a.Tokens != on {
 		return fmt.Errorf("the benchmark's server process %d did not switch approval tokens %s: %s (tokens %s)", c.pid, onOff(on), a.Error, onOff(a.Tokens))
@@ -321,19 +311,15 @@ func (cr *ClaimReport) writeSummary(w io.Writer) {
 		fmt.Fprintf(w, "\nclaim: create → approve → claim, each claim checked for its approval token; %s\n", cr.Note)
 		return
 	}
-	order := make([]string, len(cr.Passes))
+	order := make([]bool, len(cr.Passes))
 	for i, p := range cr.Passes {
-		order[i] = onOff(p.Tokens)
+		order[i] = p.Tokens
 	}
-	fmt.Fprintf(w, "\nclaim: create → approve → claim, each claim checked for its approval token (and for none while tokens are off)\n")
-	fmt.Fprintf(w, "tokens_ratio: %.3f (claims/s with tokens ÷ without, passes %s on the same warm server; target ≥ 0.95)\n",
-		cr.TokensRatio, strings.Join(order, ", "))
-	if cr.noisy() {
-		fmt.Fprintf(w, "noisy: passes of one state differ by up to %.0f%%, the states by %.0f%%: the machine's noise is larger than the token's cost; run again, or longer\n",
-			100*cr.PassSpread, 100*math.Abs(1-cr.TokensRatio))
-	}
-	if cr.WithTokens.ServerCPUPerOpUS > 0 && cr.WithoutTokens.ServerCPUPerOpUS > 0 {
-		fmt.Fprintf(w, "server CPU per claim: %.0f µs with tokens, %.0f µs without (%+.0f µs)\n",
-			cr.WithTokens.ServerCPUPerOpUS, cr.WithoutTokens.ServerCPUPerOpUS, cr.TokenServerCPUUS)
-	}
+	comparison{
+		scenario: "claim", what: "create → approve → claim, each claim checked for its approval token (and for none while tokens are off)",
+		ratioName: "tokens_ratio", ratioOf: "claims/s with tokens ÷ without", cost: "the token's cost",
+		cpuOf: "server CPU per claim", on: "with tokens", off: "without",
+		ratio: cr.TokensRatio, spread: cr.PassSpread, order: order,
+		onCPU: cr.WithTokens.ServerCPUPerOpUS, offCPU: cr.WithoutTokens.ServerCPUPerOpUS, deltaCPU: cr.TokenServerCPUUS,
+	}.write(w)
 }

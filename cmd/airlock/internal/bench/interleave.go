@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"strings"
 	"time"
 )
 
@@ -60,4 +64,56 @@ func runInterleaved(ctx context.Context, cfg Config, t *target, scenario, featur
 		return nil, err
 	}
 	return results, nil
+}
+
+// comparison is what the summary of an interleaved scenario says: its
+// ratio between the states, the passes' order and spread, and the server's
+// CPU per operation in each state.
+type comparison struct {
+	scenario, what string // "claim", "create → approve → claim, …"
+	ratioName      string // "tokens_ratio"
+	ratioOf        string // "claims/s with tokens ÷ without"
+	cost           string // "the token's cost"
+	cpuOf          string // "server CPU per claim"
+	on, off        string // "with tokens", "without"
+	ratio, spread  float64
+	order          []bool
+	onCPU, offCPU  float64
+	deltaCPU       float64
+}
+
+// write writes the summary.
+func (c comparison) write(w io.Writer) {
+	order := make([]string, len(c.order))
+	for i, on := range c.order {
+		order[i] = onOff(on)
+	}
+	fmt.Fprintf(w, "\n%s: %s\n", c.scenario, c.what)
+	fmt.Fprintf(w, "%s: %.3f (%s, passes %s on the same warm server; target ≥ 0.95)\n",
+		c.ratioName, c.ratio, c.ratioOf, strings.Join(order, ", "))
+	if c.spread > math.Abs(1-c.ratio) {
+		fmt.Fprintf(w, "noisy: passes of one state differ by up to %.0f%%, the states by %.0f%%: the machine's noise is larger than %s; run again, or longer\n",
+			100*c.spread, 100*math.Abs(1-c.ratio), c.cost)
+	}
+	if c.onCPU > 0 && c.offCPU > 0 {
+		fmt.Fprintf(w, "%s: %.0f µs %s, %.0f µs %s (%+.0f µs)\n", c.cpuOf, c.onCPU, c.on, c.offCPU, c.off, c.deltaCPU)
+	}
+}
+
+// switchChild sends an Airlock child a switch command ("tokens on",
+// "audit off", …) and decodes its one-line answer into answer.
+func (c *child) switchChild(command string, answer any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := io.WriteString(c.stdin, command+"\n"); err != nil {
+		return fmt.Errorf("send %q to the benchmark's server process %d: %w", command, c.pid, err)
+	}
+	l, err := c.rd.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("read the answer of the benchmark's server process %d to %q: %w", c.pid, command, err)
+	}
+	if err := json.Unmarshal(l, answer); err != nil {
+		return fmt.Errorf("the benchmark's server process %d answered %q with %.200q: %w", c.pid, command, l, err)
+	}
+	return nil
 }
