@@ -14,8 +14,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -385,7 +387,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		guardCfg.Logger = log
 	}
 	s.guard = ratelimit.NewGuard(guardCfg)
-	hosts := listenHosts(cfg.Addr)
+	hosts := append(listenHosts(cfg.Addr), publicHost(cfg.PublicURL)...)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{
 		Service: svc, Logger: log, Version: cfg.Version, AllowedHosts: hosts, Context: drainCtx, Limiter: limiter,
@@ -396,6 +398,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: hosts, AuthGuard: s.guard,
 		SessionIdle: cfg.InboxSessionIdle, SessionMax: cfg.InboxSessionMax,
 		OIDC: cfg.OIDC, NoTokenSignIn: cfg.NoInboxTokenSignIn,
+		// Behind a TLS proxy the connection is plain HTTP, but the
+		// browser's is not: an https public URL says so.
+		SecureCookies: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://"),
 	})
 	for _, p := range inbox.Patterns {
 		mux.Handle(p, ib)
@@ -594,6 +599,17 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 
 // listenHosts is the host addr names, when it names one (not 0.0.0.0):
 // besides loopback names, the one Host the inbox and /mcp answer to.
+// publicHost is the host of the public URL reviewers reach the server by
+// (behind a proxy that keeps the Host header): the inbox and /mcp answer
+// it as their own name.
+func publicHost(publicURL string) []string {
+	u, err := url.Parse(publicURL)
+	if publicURL == "" || err != nil || u.Hostname() == "" {
+		return nil
+	}
+	return []string{u.Hostname()}
+}
+
 func listenHosts(addr string) []string {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil || host == "" {

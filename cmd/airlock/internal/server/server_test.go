@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -195,5 +196,57 @@ func TestAdminTokenOnlyWhereShown(t *testing.T) {
 	var shown string
 	if srv, err = start(func(s string) error { shown = s; return nil }); err != nil || srv.AdminTokenMissing() || shown == "" || !stored() {
 		t.Fatalf("a start that showed the token: err %v, shown %q, stored %v; want it shown and stored", err, shown, stored())
+	}
+}
+
+// TestPublicURLBehindAProxy: a server whose --public-url is https and names
+// a host answers the inbox under that Host, as a TLS proxy that keeps the
+// Host header sends it, and marks its cookies Secure although the proxy's
+// connection is plain HTTP; another host is still refused.
+func TestPublicURLBehindAProxy(t *testing.T) {
+	t.Parallel()
+	st := openSQLite(t, filepath.Join(t.TempDir(), "airlock.db"))
+	var log logtest.Recorder
+	srv, err := New(t.Context(), Config{
+		Store: st, StoreName: "test.db", Addr: "127.0.0.1:0", Logger: log.Logger(),
+		PublicURL: "https://airlock.example.com", AdminToken: "admin-token-0123456789abcdef",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go srv.Run(ctx)
+	signin := func(host string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+srv.Addr()+"/signin", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	res := signin("airlock.example.com")
+	if res.StatusCode != 200 {
+		t.Fatalf("GET /signin with the public URL's host: %d", res.StatusCode)
+	}
+	var secure int
+	for _, c := range res.Cookies() {
+		if !c.Secure {
+			t.Errorf("cookie %s is not Secure behind an https public URL", c.Name)
+		}
+		secure++
+	}
+	if secure == 0 {
+		t.Fatal("the sign-in page set no cookie to check")
+	}
+	if res := signin("evil.example.net"); res.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /signin with another host: %d, want 403", res.StatusCode)
 	}
 }
