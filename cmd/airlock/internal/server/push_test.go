@@ -359,7 +359,9 @@ func TestPushes(t *testing.T) {
 	push.wait(t, 15*time.Second, "every request pushed twice to /ok", func(got map[string][]pushGot) bool {
 		seen := map[string]int{}
 		for _, g := range got["/ok"] {
-			var m struct{ RequestID string `json:"request_id"` }
+			var m struct {
+				RequestID string `json:"request_id"`
+			}
 			json.Unmarshal(g.plain, &m)
 			seen[m.RequestID]++
 		}
