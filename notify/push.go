@@ -12,6 +12,7 @@ import (
 	webpush "github.com/SherClockHolmes/webpush-go"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/display"
 	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/store"
 )
@@ -135,7 +136,7 @@ func (s *PushSender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Del
 	// A push the reviewer could no longer act on is not worth keeping:
 	// the push service drops it at the deadline.
 	ttl := max(int(r.DeadlineAt.Sub(now)/time.Second), 1)
-	resp, err := webpush.SendNotificationWithContext(ctx, airlock.NewPushMessage(r).Marshal(),
+	resp, err := webpush.SendNotificationWithContext(ctx, PushMessage(r).Marshal(),
 		&webpush.Subscription{Endpoint: e.URL, Keys: webpush.Keys{P256dh: keys.P256DH, Auth: keys.Auth}},
 		&webpush.Options{HTTPClient: s.client, Subscriber: s.cfg.Subject, VAPIDPublicKey: s.pub, VAPIDPrivateKey: s.priv,
 			TTL: ttl, Urgency: webpush.UrgencyHigh, VapidExpiration: now.Add(12 * time.Hour)})
@@ -151,4 +152,13 @@ func (s *PushSender) Send(ctx context.Context, e airlock.Endpoint, d airlock.Del
 		return resp.StatusCode, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return resp.StatusCode, nil
+}
+
+// PushMessage is what is pushed of r: airlock.NewPushMessage, its tool
+// shown as the inbox shows a one-line field, with every invisible,
+// bidirectional or line-breaking character a visible marker, since a
+// lock screen is no place to hide part of a tool's name.
+func PushMessage(r airlock.Request) airlock.PushMessage {
+	r.Tool = display.Visible(r.Tool)
+	return airlock.NewPushMessage(r)
 }
