@@ -6,10 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/chromedp/cdproto/cachestorage"
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/chromedp"
 )
 
@@ -149,4 +152,58 @@ func TestBrowserNotifyThisDevice(t *testing.T) {
 	}
 	t.Logf("after the click: %q", status)
 	tb.noScriptRan()
+}
+
+// TestBrowserPushShowsTheRequest: a push delivered to the inbox's service
+// worker (through the DevTools protocol, as the browser's push service
+// would) shows a notification of the tool alone, whose click opens the
+// request's page.
+func TestBrowserPushShowsTheRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tb := b.tab(t)
+	c := chromedp.FromContext(tb.ctx)
+	if _, err := chromedp.CallBrowser(tb.ctx, grantPermissions, grantPermissionsParams{
+		Permissions: []string{"notifications"}, Origin: b.srv.URL, BrowserContextID: c.BrowserContextID,
+	}); err != nil {
+		t.Fatalf("Browser.grantPermissions: %v", err)
+	}
+	regs := make(chan serviceworker.RegistrationID, 16)
+	if err := chromedp.Listen(tb.ctx, func(ev any) {
+		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
+			for _, r := range e.Registrations {
+				if !r.IsDeleted && strings.HasPrefix(r.ScopeURL, b.srv.URL) {
+					select {
+					case regs <- r.RegistrationID:
+					default:
+					}
+				}
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tb.signin(b.reviewer)
+	tb.waitFor(`navigator.serviceWorker.controller !== null`)
+	if _, err := chromedp.Call(tb.ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("ServiceWorker.enable: %v", err)
+	}
+	var reg serviceworker.RegistrationID
+	select {
+	case reg = <-regs:
+	case <-time.After(stepTimeout):
+		t.Fatal("no service worker registration reported")
+	}
+	msg := `{"request_id":"apr_pushed","tool":"send_money","deadline_at":"2030-01-02T03:04:05Z"}`
+	if _, err := chromedp.Call(tb.ctx, serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{
+		Origin: b.srv.URL, RegistrationID: reg, Data: msg}); err != nil {
+		t.Fatalf("ServiceWorker.deliverPushMessage: %v", err)
+	}
+	tb.waitFor(`(window.__ns = window.__ns || navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((ns) => { window.__got = ns.map((n) => ({title: n.title, body: n.body, tag: n.tag, url: (n.data && n.data.url) || ''})); window.__ns = null; })) && window.__got && window.__got.length > 0`)
+	type shown struct{ Title, Body, Tag, URL string }
+	got := eval[[]shown](tb, "window.__got")
+	if len(got) != 1 || got[0].Title != "Airlock: send_money" || got[0].Tag != "apr_pushed" || got[0].URL != "/requests/apr_pushed" ||
+		!strings.HasPrefix(got[0].Body, "Decide by ") {
+		t.Fatalf("notifications %+v; want one for send_money opening /requests/apr_pushed", got)
+	}
 }
