@@ -183,7 +183,8 @@ func (e Endpoint) FailedSince() time.Time {
 }
 
 // Wants reports whether e subscribes to t. The Slack and email
-// endpoints want the types of today's SlackTypes and EmailTypes, not the
+// endpoints want the types of today's SlackTypes and EmailTypes (push
+// subscriptions those of PushTypes), not the
 // list stored when they were created: an endpoint made before a type
 // existed (approval_request.escalated, say) gets it with the code that
 // handles it, with no data migration, and nobody edits their types.
@@ -199,6 +200,8 @@ func (e Endpoint) Wants(t NotifyType) bool {
 		return t == NotifyTest || slices.Contains(SlackTypes, t)
 	case EndpointEmail:
 		return t == NotifyTest || slices.Contains(EmailTypes, t)
+	case EndpointPush:
+		return WantsPush(t)
 	}
 	return t == NotifyTest || len(e.Events) == 0 || slices.Contains(e.Events, t)
 }

@@ -41,7 +41,7 @@ var staticFS embed.FS
 // ContentSecurityPolicy is sent with every inbox response: scripts, styles,
 // images and connections only from the inbox itself, no inline script or
 // style, forms post only to the inbox, and no page may frame it.
-const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; manifest-src 'self'; worker-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // Defaults of Config.
 const (
@@ -53,7 +53,8 @@ const (
 // Patterns are the ServeMux patterns the inbox serves. `airlock serve`
 // mounts the inbox on these, beside the REST API (/v1, /healthz, …) and
 // /mcp, so that every other path keeps the API's own answers.
-var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/live", "/static/"}
+var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/live", "/static/",
+	"/sw.js", "/manifest.webmanifest", "/push/"}
 
 // Config configures the inbox. Zero fields take the documented defaults.
 type Config struct {
@@ -198,6 +199,12 @@ func New(cfg Config) http.Handler {
 	h.mux.Handle("POST /grants/{id}/revoke", post(h.revokeGrant))
 	h.mux.HandleFunc("GET /live", h.live)
 	h.mux.Handle("GET /static/", h.static)
+	// The installable inbox and Web Push (push.go).
+	h.mux.HandleFunc("GET /sw.js", servePlain("sw.js", "text/javascript; charset=utf-8"))
+	h.mux.HandleFunc("GET /manifest.webmanifest", servePlain("manifest.webmanifest", "application/manifest+json"))
+	h.mux.HandleFunc("GET /push/key", h.pushKey)
+	h.mux.Handle("POST /push/subscriptions", post(h.pushSubscribe))
+	h.mux.Handle("POST /push/subscriptions/{id}/delete", post(h.pushUnsubscribe))
 	return h
 }
 

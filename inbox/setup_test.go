@@ -73,6 +73,7 @@ func (c *clock) set(t time.Time) {
 // `airlock serve` mounts them.
 type bundle struct {
 	svc   *provider.Service
+	st    store.Store // the store under the provider
 	srv   *httptest.Server
 	inbox *handler
 	clock *clock
@@ -152,7 +153,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	testkit.Go(t, svc.Run)
 
 	shutdown, stop := context.WithCancel(ctx)
-	b := &bundle{svc: svc, clock: clk, logs: logs, callers: map[string]airlock.Caller{}}
+	b := &bundle{svc: svc, st: st, clock: clk, logs: logs, callers: map[string]airlock.Caller{}}
 	mux := http.NewServeMux()
 	b.srv = httptest.NewUnstartedServer(mux)
 	scheme := "http://"

@@ -93,6 +93,8 @@ type Engine struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker
+	// kick makes Run pass at once: an endpoint was created (Wake).
+	kick chan struct{}
 }
 
 // worker attempts the deliveries of one endpoint.
@@ -174,7 +176,8 @@ func New(cfg Config) *Engine {
 	// A lease outlasts a batch of attempts (PerEndpoint at a time, each
 	// bounded by Timeout) and the writes that record them.
 	rounds := time.Duration((cfg.LeaseBatch + cfg.PerEndpoint - 1) / cfg.PerEndpoint)
-	return &Engine{cfg: cfg, log: cfg.Logger, lease: (rounds+1)*cfg.Timeout + 5*time.Second, workers: map[string]*worker{}}
+	return &Engine{cfg: cfg, log: cfg.Logger, lease: (rounds+1)*cfg.Timeout + 5*time.Second, workers: map[string]*worker{},
+		kick: make(chan struct{}, 1)}
 }
 
 // Run fans out and delivers until ctx ends.
@@ -206,6 +209,7 @@ func (e *Engine) Run(ctx context.Context) {
 			case <-time.After(batchWait):
 			}
 		case <-t.C:
+		case <-e.kick:
 		}
 	}
 }
@@ -413,9 +417,15 @@ func Body(typ airlock.NotifyType, at time.Time, data []byte) []byte {
 	return b.Bytes()
 }
 
-// Wake makes every worker look for due deliveries now: a test delivery
-// was queued.
+// Wake makes every worker look for due deliveries now, and the engine
+// read the endpoints again: a test delivery was queued, or an endpoint
+// (a push subscription) created, whose events go out from the next
+// change rather than the next poll.
 func (e *Engine) Wake() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, w := range e.workers {
@@ -563,7 +573,8 @@ func (e *Engine) record(ctx context.Context, ps []store.AttemptParams) {
 
 // attempt sends d once and returns the record of what came of it; false
 // when it was cut short by shutdown (the lease lapses and the delivery is
-// attempted again).
+// attempted again) or when the endpoint is gone (ErrGone: it is deleted
+// with its deliveries).
 func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) (store.AttemptParams, bool) {
 	start := e.cfg.Now()
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
@@ -573,6 +584,19 @@ func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint
 		return store.AttemptParams{}, false
 	}
 	end := e.cfg.Now()
+	if errors.Is(err, ErrGone) {
+		// The subscription ended: delete it, and its deliveries with it.
+		// Should the delete fail, the lease lapses and the next attempt
+		// learns the same.
+		derr := e.cfg.Store.DeleteEndpoint(context.WithoutCancel(ctx), ep.ID, airlock.ActorNotify)
+		if derr != nil && airlock.ErrorCode(derr) != airlock.CodeNotFound {
+			e.log.Warn("notifications: delete a gone subscription", "endpoint", ep.ID, "err", derr)
+		} else if derr == nil {
+			e.log.Info("notifications: subscription gone, deleted", "endpoint", ep.ID, "status", status)
+		}
+		e.cfg.Metrics.attempted(d, airlock.OutcomeFailed, start, end)
+		return store.AttemptParams{}, false
+	}
 	a := airlock.DeliveryAttempt{At: start.UTC().Truncate(time.Microsecond), Status: status, Latency: end.Sub(start)}
 	p := store.AttemptParams{DeliveryID: d.ID, Holder: e.cfg.Holder, Attempt: a, Outcome: airlock.OutcomeDelivered,
 		DisableAfter: e.cfg.DisableAfter}

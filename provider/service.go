@@ -69,6 +69,13 @@ type Config struct {
 	// CheckWebhookURL, when set, refuses a webhook URL at creation beyond
 	// WebhookInput.Validate: the notify engine's address rules.
 	CheckWebhookURL func(url string) error
+	// CheckPushURL, when set, refuses a push subscription's endpoint at
+	// subscription beyond PushSubscriptionInput.Validate: the outbound
+	// address rules. PushAllowHTTP lets an endpoint be http:// (with
+	// --outbound-allow-private: a push service on the same network, a
+	// test); push services are https.
+	CheckPushURL  func(url string) error
+	PushAllowHTTP bool
 	// DeliveryQueued, when set, is called after a delivery is queued
 	// outside the fan-out (a test), so that it goes out at once.
 	DeliveryQueued func()
@@ -146,6 +153,8 @@ type Service struct {
 
 	checkWebhookURL func(string) error
 	deliveryQueued  func()
+	// push is Web Push's part of the service (push.go).
+	push pushState
 
 	// keys are the approval tokens' signing keys, and issuer the tokens'
 	// iss (signing.go).
@@ -221,6 +230,7 @@ func New(cfg Config) (*Service, error) {
 		tokens: newTokenCache(extras.TokenStamp), remembered: newRememberedTokens(extras.TokenCheck), feed: extras.Feed,
 		pageBytes: cfg.ListPageBytes, heavy: newHeavyReads(cfg.MaxHeavyReads, cfg.MaxHeavyReadsPerToken, cfg.Metrics, cfg.HeavyReadsOver),
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
+		push: pushState{checkURL: cfg.CheckPushURL, allowHTTP: cfg.PushAllowHTTP},
 		keys: signingKeys{fixed: cfg.SigningKey, delay: cfg.KeyActivationDelay}, issuer: cfg.Issuer,
 		audit:  auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_")},
 		retain: cfg.RetainPayloads,

@@ -200,6 +200,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET /metrics", func(t *testing.T) req { return req{method: "GET", path: "/metrics"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /openapi.yaml", func(t *testing.T) req { return req{method: "GET", path: "/openapi.yaml"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
 		{"GET /.well-known/jwks.json", func(t *testing.T) req { return req{method: "GET", path: "/.well-known/jwks.json"} }, [9]int{ok, ok, ok, ok, ok, ok, ok, ok, ok}},
+		// Web Push (docs/phone.md): reviewers and admins, each for their
+		// own browsers; the subscription deleted is the reviewer's.
+		{"GET /v1/push/vapid-public-key", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/push/vapid-public-key"}
+		}, [9]int{forbid, forbid, ok, ok, ok, unauth, unauth, forbid, forbid}},
+		{"POST /v1/push/subscriptions", func(t *testing.T) req {
+			return req{method: "POST", path: "/v1/push/subscriptions", body: pushBody(t, "https://push.example.test/"+airlock.NewID("m_"))}
+		}, [9]int{forbid, forbid, created, created, created, unauth, unauth, forbid, forbid}},
+		{"DELETE /v1/push/subscriptions/{id}", func(t *testing.T) req {
+			return req{method: "DELETE", path: "/v1/push/subscriptions/" + b.pushSubscription(t)}
+		}, [9]int{forbid, forbid, http.StatusNoContent, missing, missing, unauth, unauth, forbid, forbid}},
 		{"GET /v1/signing-keys", func(t *testing.T) req {
 			return req{method: "GET", path: "/v1/signing-keys"}
 		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},

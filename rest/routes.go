@@ -89,6 +89,12 @@ var routes = []route{
 	{"POST /v1/webhooks/{id}/test", true, (*handler).testWebhook},         // admins
 	{"POST /v1/webhooks/{id}/enable", true, (*handler).enableWebhook},     // admins
 
+	// Web Push (docs/phone.md): a reviewer's or admin's own browser
+	// subscriptions; only their maker deletes one.
+	{"GET /v1/push/vapid-public-key", true, (*handler).vapidPublicKey},              // reviewers, admins
+	{"POST /v1/push/subscriptions", true, (*handler).createPushSubscription},        // reviewers, admins
+	{"DELETE /v1/push/subscriptions/{id}", true, (*handler).deletePushSubscription}, // its maker
+
 	// Approval tokens' keys (docs/tokens.md): the public key set for
 	// verifiers, and the admins' list and rotation.
 	{"GET /.well-known/jwks.json", false, (*handler).jwks},              // anyone

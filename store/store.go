@@ -1,7 +1,7 @@
 // Package store is the storage contract: what the provider, the delivery
 // worker, the inbox and the Slack app ask of a database, split by concern
 // (Requests, Tokens, Sessions, Board, Notify, Grants, WebSessions,
-// Reviewers, SigningKeys, TokenUses, AuditLog, Retention). Store is all of them; every driver (store/sqlite,
+// Reviewers, SigningKeys, PushKeys, TokenUses, AuditLog, Retention). Store is all of them; every driver (store/sqlite,
 // store/postgres) implements all of it, and the conformance suite
 // (store/storetest) checks all of it on every driver. Consumers take the
 // part they use.
@@ -20,8 +20,9 @@ import (
 // Store keeps instances, requests, audit events and tokens, MCP sessions,
 // the work board, notifications, reviewers, grants, the inbox's
 // sign-ins with the OIDC sign-ins in progress, the keys approval
-// tokens are signed with, the tokens' single use, the verifiable audit
-// log's tree, and the purge of old payloads. Every state change is one
+// tokens are signed with, the key pushes are signed with, the tokens'
+// single use, the verifiable audit log's tree, and the purge of old
+// payloads. Every state change is one
 // conditional write decided by the store, never a read followed by a
 // write in Go; every change appends its audit event in the same
 // transaction.
@@ -46,6 +47,7 @@ type Store interface {
 	WebSessions
 	OIDCLogins
 	SigningKeys
+	PushKeys
 	TokenUses
 	AuditLog
 	Retention

@@ -121,6 +121,88 @@
     }
   }
 
+  // The installable inbox (docs/phone.md): the service worker keeps the
+  // app shell only, never a page or an API answer. Registering asks the
+  // reviewer nothing.
+  if ('serviceWorker' in navigator) {
+    navigator.serviceWorker.register('/sw.js', { scope: '/' }).catch(function () {});
+  }
+
+  // Web Push: "Notify this device" subscribes this browser, so that a
+  // request reaches it with the inbox closed (installed on a phone's home
+  // screen, for instance). Permission is asked only on the click. The
+  // subscription's id is kept in this browser, to turn it off again.
+  var pushButton = document.getElementById('push');
+  var pushStatus = document.getElementById('push-status');
+  var pushKey = 'airlock.push';
+  function csrf() {
+    var el = document.querySelector('form.signout input[name="csrf"]');
+    return el ? el.value : '';
+  }
+  function pushSay(text) {
+    if (!pushStatus) return;
+    pushStatus.hidden = !text;
+    pushStatus.textContent = text;
+  }
+  function pushShow() {
+    var on = Boolean(localStorage.getItem(pushKey)) && window.Notification && Notification.permission === 'granted';
+    pushButton.hidden = false;
+    pushButton.disabled = window.Notification && Notification.permission === 'denied';
+    pushButton.textContent = pushButton.disabled ? 'Notifications blocked by this browser' : on ? 'This device is notified: turn off' : 'Notify this device';
+    pushButton.setAttribute('aria-pressed', on ? 'true' : 'false');
+  }
+  function keyBytes(b64) {
+    var s = atob(b64.replace(/-/g, '+').replace(/_/g, '/') + '==='.slice((b64.length + 3) % 4));
+    var out = new Uint8Array(s.length);
+    for (var i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+    return out;
+  }
+  function answer(res) {
+    return res.json().catch(function () { return {}; }).then(function (js) {
+      if (!res.ok) throw new Error(js.message || 'the server answered ' + res.status);
+      return js;
+    });
+  }
+  function pushOn() {
+    pushSay('Asking this browser…');
+    return Notification.requestPermission().then(function (p) {
+      if (p !== 'granted') throw new Error('this browser did not allow notifications');
+      return Promise.all([navigator.serviceWorker.ready, fetch('/push/key', { credentials: 'same-origin' }).then(answer)]);
+    }).then(function (got) {
+      return got[0].pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(got[1].public_key) });
+    }).then(function (sub) {
+      var form = new URLSearchParams({ csrf: csrf(), subscription: JSON.stringify(sub.toJSON()) });
+      return fetch('/push/subscriptions', { method: 'POST', credentials: 'same-origin', body: form }).then(answer);
+    }).then(function (saved) {
+      localStorage.setItem(pushKey, saved.id);
+      pushSay('This device will be notified of requests you may decide.');
+    });
+  }
+  function pushOff() {
+    var id = localStorage.getItem(pushKey);
+    localStorage.removeItem(pushKey);
+    return navigator.serviceWorker.ready.then(function (reg) {
+      return reg.pushManager.getSubscription();
+    }).then(function (sub) {
+      return sub ? sub.unsubscribe() : true;
+    }).then(function () {
+      if (!id) return null;
+      return fetch('/push/subscriptions/' + encodeURIComponent(id) + '/delete', {
+        method: 'POST', credentials: 'same-origin', body: new URLSearchParams({ csrf: csrf() })
+      }).then(function (res) { if (!res.ok && res.status !== 204) return answer(res); return null; });
+    }).then(function () { pushSay('This device is no longer notified.'); });
+  }
+  if (pushButton && 'serviceWorker' in navigator && window.PushManager && window.Notification) {
+    pushButton.addEventListener('click', function () {
+      pushButton.disabled = true;
+      var on = Boolean(localStorage.getItem(pushKey));
+      (on ? pushOff() : pushOn()).catch(function (e) {
+        pushSay('Not done: ' + e.message + '.');
+      }).then(function () { pushShow(); });
+    });
+    pushShow();
+  }
+
   // The live pending list.
   var live = document.getElementById('live');
   if (page === 'pending' && live && window.EventSource) {

@@ -58,6 +58,7 @@ type Statements struct {
 	// WebSessions are those of WebSessions and OIDCLogins.
 	WebSessions WebSessionSQL
 	SigningKeys SigningKeySQL
+	PushKeys    PushKeySQL
 	TokenUses   TokenUseSQL
 	Audit       AuditSQL
 	Retention   RetentionSQL

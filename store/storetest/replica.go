@@ -59,6 +59,7 @@ func RunReplicas(t *testing.T, replicas Replicas) {
 		{"board: concurrent columns get distinct positions", s.boardConcurrentColumns},
 		{"work_move approvals racing moves take the item from where it was observed", s.workMovesRaceMoves},
 		{"replicas starting at once sign with one key", s.signingKeyOnce},
+		{"replicas starting at once push with one VAPID key", s.vapidKeyOnce},
 		{"T34 16 consumes of one approval token through three: exactly one wins", s.consumesThroughThree},
 		{"T35 sequencers on every replica put each event in the tree once", s.auditSequencers},
 	})

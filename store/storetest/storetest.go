@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Escalation", s.testEscalation},
 		{"OIDC", s.testOIDC},
 		{"SigningKeys", s.testSigningKeys},
+		{"PushKeys", s.testPushKeys},
 		{"TokenUses", s.testTokenUses},
 		{"AuditLog", s.testAuditLog},
 		{"Retention", s.testRetention},

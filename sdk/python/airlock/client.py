@@ -635,6 +635,26 @@ class Client:
         """The webhook endpoints, oldest first, without secrets."""
         return self._do("GET", "/v1/webhooks", retry=True, check=_items_are)["items"]
 
+    # Web Push (reviewers and admins, for their own browsers; docs/phone.md).
+
+    def get_vapid_public_key(self) -> JsonObject:
+        """The server's VAPID public key, the applicationServerKey a browser subscribes with: {public_key}."""
+        return self._do("GET", "/v1/push/vapid-public-key", retry=True)
+
+    def create_push_subscription(self, endpoint: str, p256dh: str, auth: str) -> JsonObject:
+        """Subscribes the caller's own browser to pushes of {request_id, tool, deadline_at}.
+
+        The arguments are those of the browser's ``PushSubscription.toJSON()``.
+        The same endpoint subscribed again replaces the earlier subscription,
+        so it is retried.
+        """
+        body: JsonObject = {"endpoint": endpoint, "keys": {"p256dh": p256dh, "auth": auth}}
+        return self._do("POST", "/v1/push/subscriptions", body=body, want=(201,), retry=True)
+
+    def delete_push_subscription(self, subscription_id: str) -> None:
+        """Deletes one of the caller's own push subscriptions. Not retried: a retry after a lost answer would report not_found."""
+        self._do("DELETE", f"/v1/push/subscriptions/{_q(subscription_id)}", want=(204,))
+
     def get_webhook(self, webhook_id: str) -> JsonObject:
         """Reads a webhook endpoint, without its secret."""
         return self._do("GET", f"/v1/webhooks/{_q(webhook_id)}", retry=True)

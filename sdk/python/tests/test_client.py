@@ -45,6 +45,8 @@ OPERATIONS = {
     "getAuditCheckpoint": "get_audit_checkpoint", "getAuditKey": "get_audit_key", "listAuditEntries": "list_audit_entries",
     "getAuditInclusionProof": "get_audit_inclusion_proof", "getAuditConsistencyProof": "get_audit_consistency_proof",
     "exportAudit": "export_audit", "getRequestProof": "get_request_proof",
+    "getVAPIDPublicKey": "get_vapid_public_key", "createPushSubscription": "create_push_subscription",
+    "deletePushSubscription": "delete_push_subscription",
 }
 
 # Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -418,6 +420,31 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(srv.reviewer.revoke_grant(made["id"])["state"], "revoked")
         c, _ = srv.agent.create_request(inst["id"], "py-grant-3", "py_grant_tool", {"n": 2})
         self.assertEqual(c["state"], "pending")
+
+    def test_push_subscriptions(self) -> None:
+        key = srv.reviewer.get_vapid_public_key()["public_key"]
+        raw = base64.urlsafe_b64decode(key + "=" * (-len(key) % 4))
+        self.assertEqual((len(raw), raw[0]), (65, 4))
+        self.assertEqual(srv.admin.get_vapid_public_key()["public_key"], key)
+        # A browser's keys: an uncompressed P-256 point and a 16-byte secret.
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives import serialization
+        point = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+        b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+        sub = srv.reviewer.create_push_subscription("https://push.example.com/py", b64(point), b64(os.urandom(16)))
+        self.assertTrue(sub["id"].startswith("psh_"))
+        self.assertEqual(set(sub), {"id", "endpoint", "created_at"})
+        with self.assertRaises(AirlockError) as cm:
+            srv.agent.get_vapid_public_key()
+        self.assertEqual(cm.exception.code, "forbidden")
+        with self.assertRaises(AirlockError) as cm:
+            srv.admin.delete_push_subscription(sub["id"])
+        self.assertEqual(cm.exception.code, "not_found")
+        srv.reviewer.delete_push_subscription(sub["id"])
+        with self.assertRaises(AirlockError) as cm:
+            srv.reviewer.create_push_subscription("https://push.example.com/py", b64(point), "AAAA")
+        self.assertEqual(cm.exception.code, "invalid_request")
 
     def test_webhooks(self) -> None:
         # Without --outbound-allow-private a loopback receiver is refused at creation.

@@ -1,9 +1,9 @@
 import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
   ApprovalRequest, AuditEntry, ConsistencyProof, ExportAuditOptions, InclusionProof, RequestProof, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
-  CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
-  KeySet, ListDeliveriesOptions, ListRequestsOptions, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session,
-  SigningKey, State, Token, TokenUse,
+  CreatePushSubscriptionInput, CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
+  KeySet, ListDeliveriesOptions, ListRequestsOptions, PushSubscription, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session,
+  SigningKey, State, Token, TokenUse, VAPIDPublicKey,
   Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
@@ -632,6 +632,27 @@ export class AirlockClient {
   /** Enables an endpoint disabled for failing; the deliveries its failures failed are attempted again. Retried: enabling twice changes nothing. */
   async enableWebhook(id: string, o?: CallOptions): Promise<Webhook> {
     return this.do({ method: 'POST', path: `/v1/webhooks/${enc(id)}/enable`, retry: true, signal: o?.signal });
+  }
+
+  // Web Push (reviewers and admins, for their own browsers; docs/phone.md).
+
+  /** The server's VAPID public key, the applicationServerKey a browser subscribes with. */
+  async getVAPIDPublicKey(o?: CallOptions): Promise<VAPIDPublicKey> {
+    return this.do({ method: 'GET', path: '/v1/push/vapid-public-key', retry: true, signal: o?.signal });
+  }
+
+  /**
+   * Subscribes the caller's own browser (`PushSubscription.toJSON()`) to pushes of
+   * `{request_id, tool, deadline_at}` for each request the caller may decide. The same
+   * endpoint subscribed again replaces the earlier subscription, so it is retried.
+   */
+  async createPushSubscription(input: CreatePushSubscriptionInput, o?: CallOptions): Promise<PushSubscription> {
+    return this.do({ method: 'POST', path: '/v1/push/subscriptions', body: JSON.stringify(input), want: [201], retry: true, signal: o?.signal });
+  }
+
+  /** Deletes one of the caller's own push subscriptions. Not retried: a retry after a lost answer would report not_found. */
+  async deletePushSubscription(id: string, o?: CallOptions): Promise<void> {
+    await this.do({ method: 'DELETE', path: `/v1/push/subscriptions/${enc(id)}`, want: [204], as: 'none', signal: o?.signal });
   }
 
   // Reviewers (admins).

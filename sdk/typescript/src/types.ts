@@ -422,6 +422,28 @@ export interface Webhook {
   disabled_reason?: string;
 }
 
+/** The server's VAPID public key (docs/phone.md): a browser's applicationServerKey. */
+export interface VAPIDPublicKey {
+  /** base64url, no padding: an uncompressed P-256 point. */
+  public_key: string;
+}
+
+/** What a browser's `PushSubscription.toJSON()` gives. */
+export interface CreatePushSubscriptionInput {
+  /** The push service's URL for this browser: https. */
+  endpoint: string;
+  /** What browsers send; not kept. */
+  expirationTime?: number | null;
+  keys: { p256dh: string; auth: string };
+}
+
+/** A reviewer's or admin's own browser subscribed to pushes; never its keys. */
+export interface PushSubscription {
+  id: string;
+  endpoint: string;
+  created_at: string;
+}
+
 export interface CreatedWebhook extends Webhook {
   /** The Standard Webhooks signing secret (`whsec_…`); shown in this answer only. */
   secret: string;

@@ -3,7 +3,7 @@
 // the event stream resuming after a dropped connection.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac, createPublicKey, timingSafeEqual, verify as cryptoVerify } from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync, randomBytes, timingSafeEqual, verify as cryptoVerify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
@@ -35,6 +35,7 @@ const operations = {
   getAuditCheckpoint: 'getAuditCheckpoint', getAuditKey: 'getAuditKey', listAuditEntries: 'listAuditEntries',
   getAuditInclusionProof: 'getAuditInclusionProof', getAuditConsistencyProof: 'getAuditConsistencyProof',
   exportAudit: 'exportAudit', getRequestProof: 'getRequestProof',
+  getVAPIDPublicKey: 'getVAPIDPublicKey', createPushSubscription: 'createPushSubscription', deletePushSubscription: 'deletePushSubscription',
 };
 
 // Operations that are not the SDK's to call, each with the reason: a deliberate
@@ -397,6 +398,25 @@ async function startReceiver() {
     close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
   };
 }
+
+test('push: the VAPID key, a browser subscription without its keys, only its maker deletes it', async () => {
+  const { public_key: key } = await srv.reviewer.getVAPIDPublicKey();
+  const raw = Buffer.from(key, 'base64url');
+  assert.equal(raw.length, 65);
+  assert.equal(raw[0], 4);
+  assert.equal((await srv.admin.getVAPIDPublicKey()).public_key, key);
+  const browser = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const point = Buffer.from(browser.publicKey.export({ format: 'jwk' }).x, 'base64url');
+  const p256dh = Buffer.concat([Buffer.from([4]), point, Buffer.from(browser.publicKey.export({ format: 'jwk' }).y, 'base64url')]).toString('base64url');
+  const sub = await srv.reviewer.createPushSubscription({ endpoint: 'https://push.example.com/ts', keys: { p256dh, auth: randomBytes(16).toString('base64url') } });
+  assert.match(sub.id, /^psh_/);
+  assert.deepEqual(Object.keys(sub).sort(), ['created_at', 'endpoint', 'id']);
+  await assert.rejects(srv.agent.getVAPIDPublicKey(), (e) => isCode(e, 'forbidden'));
+  await assert.rejects(srv.admin.deletePushSubscription(sub.id), (e) => isCode(e, 'not_found'));
+  await srv.reviewer.deletePushSubscription(sub.id);
+  await assert.rejects(srv.reviewer.createPushSubscription({ endpoint: 'https://push.example.com/ts', keys: { p256dh, auth: 'AAAA' } }),
+    (e) => isCode(e, 'invalid_request'));
+});
 
 test('webhooks: create (secret once), list, get, a signed test delivery to a real receiver, its attempt, delete', async () => {
   // Without --outbound-allow-private a loopback receiver is refused at creation.

@@ -24,6 +24,7 @@ import (
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/inbox"
+	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/mcpserver"
@@ -193,6 +194,7 @@ type Server struct {
 	// webhook sender, closed after it stops.
 	notify    *notify.Engine
 	webhooks  *notify.WebhookSender
+	pusher    *notify.PushSender
 	listeners []net.Listener
 	http      *http.Server
 	// guard throttles and logs failed authentications (Run flushes its log).
@@ -276,6 +278,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			}
 		},
 		CheckWebhookURL:    func(u string) error { return notify.CheckURL(u, cfg.OutboundAllowPrivate) },
+		CheckPushURL:       func(u string) error { return outbound.CheckURL(u, cfg.OutboundAllowPrivate) },
+		PushAllowHTTP:      cfg.OutboundAllowPrivate,
 		DeliveryQueued:     func() { engine.Wake() },
 		Expressions:        new(policy.Expressions),
 		SigningKey:         cfg.SigningKey,
@@ -292,7 +296,18 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	webhooks := notify.NewWebhookSender(notify.WebhookConfig{
 		AllowPrivate: cfg.OutboundAllowPrivate, Timeout: cfg.WebhookTimeout, Version: cfg.Version,
 	})
-	senders := map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks}
+	// Web Push (docs/phone.md): every replica signs with the one VAPID
+	// key the store keeps, made at the first start.
+	vapid, err := svc.LoadVAPIDKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pusher, err := notify.NewPushSender(notify.PushConfig{Store: cfg.Store, Key: vapid, Subject: pushSubject(cfg.PublicURL),
+		MayPush: svc.MayPush, AllowPrivate: cfg.OutboundAllowPrivate, Timeout: cfg.WebhookTimeout})
+	if err != nil {
+		return nil, err
+	}
+	senders := map[airlock.EndpointKind]notify.Sender{airlock.EndpointWebhook: webhooks, airlock.EndpointPush: pusher}
 	var slackSender *slackapp.Sender
 	if cfg.Slack.BotToken != "" && cfg.Slack.Channel != "" {
 		sc := cfg.Slack
@@ -373,7 +388,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		log: log, storeName: cfg.StoreName, grace: cfg.ShutdownGrace, noAdmin: noAdmin,
 		store: cfg.Store, svc: svc, listeners: append([]net.Listener{ln}, cfg.Listeners...),
 		policy: cfg.Policy, policyReload: cfg.PolicyReload, policyWatchEvery: cfg.PolicyWatchEvery,
-		notify: engine, webhooks: webhooks, heavyOver: heavyOver,
+		notify: engine, webhooks: webhooks, pusher: pusher, heavyOver: heavyOver,
 	}
 	drainCtx, drain := context.WithCancel(context.WithoutCancel(ctx))
 	baseCtx, cut := context.WithCancel(context.WithoutCancel(ctx))
@@ -507,6 +522,7 @@ func (s *Server) Run(ctx context.Context) error {
 	background.Go(func() {
 		s.notify.Run(schedCtx)
 		s.webhooks.Close()
+		s.pusher.Close()
 	})
 	served := make(chan error, len(s.listeners))
 	for _, l := range s.listeners {
@@ -619,4 +635,14 @@ func listenHosts(addr string) []string {
 		return nil
 	}
 	return []string{host}
+}
+
+// pushSubject is the VAPID "sub" pushes carry (RFC 8292): the server's
+// public address when it is https, which a push service may use to
+// reach its operator; otherwise a mailto: that names no one.
+func pushSubject(publicURL string) string {
+	if strings.HasPrefix(publicURL, "https://") {
+		return publicURL
+	}
+	return "mailto:airlock@localhost"
 }
