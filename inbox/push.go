@@ -49,13 +49,8 @@ func (h *handler) pushKey(w http.ResponseWriter, r *http.Request) {
 // pushSubscribe stores this browser's subscription for the signed-in
 // caller: form fields csrf and subscription (PushSubscription.toJSON()).
 func (h *handler) pushSubscribe(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	v, ok := h.signedIn(w, r)
+	v, ok := h.pushForm(w, r)
 	if !ok {
-		return
-	}
-	if err := r.ParseForm(); err != nil || !sameSecret(r.PostForm.Get("csrf"), v.sess.csrf) {
-		h.pushError(w, airlock.Errorf(airlock.CodeForbidden, "this request did not come from your inbox session; reload the page"))
 		return
 	}
 	var in airlock.PushSubscriptionInput
@@ -74,13 +69,8 @@ func (h *handler) pushSubscribe(w http.ResponseWriter, r *http.Request) {
 // pushUnsubscribe deletes one of the caller's subscriptions: form field
 // csrf.
 func (h *handler) pushUnsubscribe(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	v, ok := h.signedIn(w, r)
+	v, ok := h.pushForm(w, r)
 	if !ok {
-		return
-	}
-	if err := r.ParseForm(); err != nil || !sameSecret(r.PostForm.Get("csrf"), v.sess.csrf) {
-		h.pushError(w, airlock.Errorf(airlock.CodeForbidden, "this request did not come from your inbox session; reload the page"))
 		return
 	}
 	err := h.svc.DeletePushSubscription(r.Context(), v.caller, r.PathValue("id"))
@@ -89,6 +79,22 @@ func (h *handler) pushUnsubscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// pushForm reads a push form posted by the inbox's own script: at most
+// 16 KiB, a signed-in session, and the session's CSRF token in field csrf.
+// It answers the script itself when ok is false.
+func (h *handler) pushForm(w http.ResponseWriter, r *http.Request) (v *view, ok bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	v, ok = h.signedIn(w, r)
+	if !ok {
+		return v, false
+	}
+	if err := r.ParseForm(); err != nil || !sameSecret(r.PostForm.Get("csrf"), v.sess.csrf) {
+		h.pushError(w, airlock.Errorf(airlock.CodeForbidden, "this request did not come from your inbox session; reload the page"))
+		return v, false
+	}
+	return v, true
 }
 
 // pushError answers the script with the error's code and message; an

@@ -13,7 +13,6 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/display"
-	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/store"
 )
 
@@ -64,8 +63,7 @@ type PushSender struct {
 }
 
 // NewPushSender returns a sender with its own HTTP client under the
-// outbound rules: no proxy from the environment, no redirects followed,
-// short timeouts, public addresses only unless AllowPrivate.
+// outbound rules of outboundClient.
 func NewPushSender(cfg PushConfig) (*PushSender, error) {
 	if err := cfg.Key.Validate(); err != nil {
 		return nil, err
@@ -82,22 +80,11 @@ func NewPushSender(cfg PushConfig) (*PushSender, error) {
 	if cfg.Subject == "" {
 		cfg.Subject = "mailto:airlock@localhost"
 	}
-	dialer := outbound.Dialer(min(cfg.Timeout, 5*time.Second), cfg.AllowPrivate)
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   min(cfg.Timeout, 5*time.Second),
-		ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConnsPerHost:   16,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
-	}
 	return &PushSender{
-		cfg: cfg,
-		client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		pub:  airlock.EncodePushKey(cfg.Key.Public),
-		priv: airlock.EncodePushKey(cfg.Key.Private),
+		cfg:    cfg,
+		client: outboundClient(cfg.Timeout, cfg.AllowPrivate),
+		pub:    airlock.EncodePushKey(cfg.Key.Public),
+		priv:   airlock.EncodePushKey(cfg.Key.Private),
 	}, nil
 }
 

@@ -55,9 +55,8 @@ type WebhookConfig struct {
 	Version string
 }
 
-// NewWebhookSender returns a sender with its own HTTP client: no proxy
-// from the environment (the address checked is the one connected to), no
-// redirects followed, short timeouts.
+// NewWebhookSender returns a sender with its own HTTP client under the
+// outbound rules of outboundClient.
 func NewWebhookSender(cfg WebhookConfig) *WebhookSender {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -65,27 +64,35 @@ func NewWebhookSender(cfg WebhookConfig) *WebhookSender {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	dialer := outbound.Dialer(min(cfg.Timeout, 5*time.Second), cfg.AllowPrivate)
+	return &WebhookSender{
+		client: outboundClient(cfg.Timeout, cfg.AllowPrivate),
+		now:    cfg.Now,
+		agent:  "airlock-webhooks/" + cfg.Version,
+	}
+}
+
+// outboundClient is the HTTP client of every sender that reaches an
+// address someone else chose (webhooks, push services): no proxy from the
+// environment (the address checked is the one connected to), public
+// addresses only unless allowPrivate, short timeouts, and no redirects
+// followed. A redirect is an answer, not an instruction: following it would
+// let a receiver point Airlock at an address it may not reach, and a 3xx is
+// not acceptance.
+func outboundClient(timeout time.Duration, allowPrivate bool) *http.Client {
+	dialer := outbound.Dialer(min(timeout, 5*time.Second), allowPrivate)
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
-		TLSHandshakeTimeout:   min(cfg.Timeout, 5*time.Second),
-		ResponseHeaderTimeout: cfg.Timeout,
+		TLSHandshakeTimeout:   min(timeout, 5*time.Second),
+		ResponseHeaderTimeout: timeout,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
 	}
-	return &WebhookSender{
-		client: &http.Client{
-			Transport: tr,
-			Timeout:   cfg.Timeout,
-			// A redirect is an answer, not an instruction: following it
-			// would let a receiver point Airlock at an address it may not
-			// reach, and a 3xx is not acceptance.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		now:   cfg.Now,
-		agent: "airlock-webhooks/" + cfg.Version,
+	return &http.Client{
+		Transport:     tr,
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 
