@@ -1,8 +1,13 @@
 package rest
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,6 +72,49 @@ func TestOpenAPIDocumentsEveryCode(t *testing.T) {
 		if !slices.Contains(doc.Components.Schemas["State"].Value.Enum, any(string(s))) {
 			t.Errorf("state %s missing from the State schema", s)
 		}
+	}
+}
+
+// TestOpenAPIListsEveryEventType checks the Event schema's type enum is
+// exactly the EventType constants the domain package declares, read from
+// its source so a new event type cannot be forgotten here.
+func TestOpenAPIListsEveryEventType(t *testing.T) {
+	t.Parallel()
+	doc, _ := loadSpec(t)
+	var enum []string
+	for _, v := range doc.Components.Schemas["Event"].Value.Properties["type"].Value.Enum {
+		enum = append(enum, v.(string))
+	}
+	pkgs, err := parser.ParseDir(token.NewFileSet(), "..", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var declared []string
+	for _, f := range pkgs["airlock"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok || len(vs.Values) != 1 {
+				return true
+			}
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "EventType" {
+				return true
+			}
+			if lit, ok := vs.Values[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				v, _ := strconv.Unquote(lit.Value)
+				declared = append(declared, v)
+			}
+			return true
+		})
+	}
+	if len(declared) < 20 {
+		t.Fatalf("found only %d EventType constants in the domain package; the parse is wrong", len(declared))
+	}
+	slices.Sort(enum)
+	slices.Sort(declared)
+	if !slices.Equal(enum, declared) {
+		t.Errorf("Event type enum %v\nthe domain's event types %v", enum, declared)
 	}
 }
 
