@@ -31,8 +31,11 @@ func CheckClaimed(id, gotID string, state State, exec ExecutionStatus) error {
 // CheckAsked checks that the request an answer carries is the call an
 // adapter asked about: the same tool and the same arguments (as JSON
 // values; absent arguments are {}). A request with another call is
-// another request, whatever its id.
-func CheckAsked(tool string, args []byte, gotID, gotTool string, gotArgs []byte) error {
+// another request, whatever its id. A request whose payloads the server's
+// retention purged (purged) has no arguments left to compare: it cannot
+// be the call, and the error says why, so the adapter's user asks anew
+// instead of suspecting the server.
+func CheckAsked(tool string, args []byte, gotID, gotTool string, gotArgs []byte, purged bool) error {
 	if gotID == "" {
 		return fmt.Errorf("the answer names no request")
 	}
@@ -42,6 +45,9 @@ func CheckAsked(tool string, args []byte, gotID, gotTool string, gotArgs []byte)
 	want, err := canonicalArgs(args)
 	if err != nil {
 		return fmt.Errorf("the call's arguments: %w", err)
+	}
+	if purged {
+		return fmt.Errorf("the answer is about request %s, whose arguments the server's retention has purged, so it cannot be this call; ask again with a new idempotency key", gotID)
 	}
 	got, err := canonicalArgs(gotArgs)
 	if err != nil || !bytes.Equal(want, got) {

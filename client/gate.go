@@ -211,7 +211,7 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 		if err != nil {
 			return nil, fmt.Errorf("airlock gate: ask for approval of %s: %w", call.Tool, err)
 		}
-		if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments); err != nil {
+		if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments, r.PurgedAt != nil); err != nil {
 			// Another request's answer approves nothing of this call.
 			return nil, fmt.Errorf("airlock gate: ask for approval of %s: %w", call.Tool, err)
 		}

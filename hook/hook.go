@@ -176,7 +176,7 @@ func (g *Gate) Decide(ctx context.Context, call Call) Answer {
 	if err != nil {
 		return g.fallback("", "could not ask for approval (%s); %s", describe(err), g.fallbackWord())
 	}
-	if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments); err != nil {
+	if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments, r.PurgedAt != nil); err != nil {
 		// Another request's answer says nothing about this call.
 		return g.fallback("", "the server's answer to the request cannot be believed (%v); %s", err, g.fallbackWord())
 	}
