@@ -169,8 +169,16 @@ type Config struct {
 	// in-process run's server's, and reports the server's CPU per
 	// operation apart from the clients'. Linux only.
 	ServerPID int
+	// ExplainStore, with the lifecycle scenario on PostgreSQL, counts what
+	// a lifecycle asks of the database — transactions, statements, rows
+	// and index entries written, WAL — beside the raw baseline's
+	// (Report.StoreCost; explain.go).
+	ExplainStore bool
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
+
+	// explain takes ExplainStore's snapshots; Run sets it.
+	explain *explainer
 
 	// grantTool and grantUses, set by tests only, make the grant
 	// scenario's grants cover another tool than the one its creates call,
@@ -311,6 +319,18 @@ func (c Config) validate() error {
 			if err := checkTarget("--url", u, c.AllowRemote); err != nil {
 				return err
 			}
+		}
+	}
+	if c.ExplainStore {
+		switch {
+		case c.Scenario != Lifecycle:
+			return fmt.Errorf("--explain-store counts what a lifecycle asks of the store; use it with --scenario lifecycle, not %s", c.Scenario)
+		case !isPostgres(c.DB):
+			return errors.New("--explain-store reads PostgreSQL's statistics: give --db postgres://…")
+		case len(c.URLs) > 0:
+			return errors.New("--explain-store measures the run's own servers on a fresh schema; leave out --url")
+		case c.Webhooks > 0:
+			return errors.New("--explain-store measures the lifecycle alone; leave out --webhooks")
 		}
 	}
 	if err := c.validateClaim(); err != nil {
@@ -457,11 +477,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return rep, nil
 	}
 
+	if cfg.ExplainStore {
+		cfg.explain = newExplainer(cfg.DB)
+	}
 	tgt, err := openTarget(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer tgt.close(context.WithoutCancel(ctx))
+	if cfg.explain != nil {
+		if err := cfg.explain.start(ctx); err != nil {
+			return nil, err
+		}
+	}
 	rep.Target, rep.Store, rep.Replicas = tgt.describe(), tgt.store, len(tgt.urls)
 
 	switch cfg.Scenario {
@@ -482,6 +510,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if rep.Commits, err = tgt.writeStats(); err != nil {
 		return nil, err
 	}
+	if cfg.explain != nil {
+		// The servers stop, and their connections report their counters,
+		// before the raw baseline starts: each phase counts alone.
+		cfg.explain.setOps("airlock", rep.Ops)
+		tgt.close(context.WithoutCancel(ctx))
+	}
 	if cfg.Scenario == Lifecycle && cfg.Baseline {
 		fmt.Fprintf(cfg.Progress, "raw baseline: the same durable work in direct SQL, %s\n", cfg.Duration)
 		raw, err := runRaw(ctx, cfg)
@@ -495,6 +529,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := runHTTPBaseline(ctx, cfg, rep, raw); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.explain != nil {
+		rep.StoreCost = cfg.explain.report()
 	}
 	rep.Machine.LoadAfter = loadAvg()
 	return rep, nil

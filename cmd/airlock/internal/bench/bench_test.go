@@ -417,6 +417,8 @@ func TestRefusals(t *testing.T) {
 		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
 		{"existing SQLite file", Config{DB: existing}, "already exists"},
 		{"webhooks with creates", Config{Scenario: Create, Webhooks: 1}, "--webhooks"},
+		{"explain on SQLite", Config{ExplainStore: true}, "postgres://"},
+		{"explain of creates", Config{Scenario: Create, ExplainStore: true, DB: "postgres://postgres@127.0.0.1:5432/test"}, "--scenario lifecycle"},
 		{"too many webhooks", Config{Webhooks: MaxWebhooks + 1}, "--webhooks"},
 		{"webhooks to a remote server", Config{URLs: []string{"http://127.0.0.1:1"}, Token: "x", Webhooks: 1}, "--webhooks"},
 		{"too large a backlog", Config{Webhooks: 1, Backlog: MaxBacklog + 1}, "--backlog"},
@@ -545,6 +547,44 @@ func TestGrant(t *testing.T) {
 			t.Errorf("table does not report the unapproved creates:\n%s", table.String())
 		}
 	})
+}
+
+// TestExplainStore counts what lifecycles ask of PostgreSQL: the figures
+// that depend on nothing else running (rows written in the run's own
+// schema) are exact.
+func TestExplainStore(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Scenario: Lifecycle, Duration: 30 * time.Second, Count: 40, Clients: 2, Baseline: true,
+		ExplainStore: true, DB: testkit.PostgresURL(t)}
+	rep := run(t, cfg)
+	checkResult(t, "lifecycle", rep.Result, cfg.Count)
+	sc := rep.StoreCost
+	if sc == nil || sc.Airlock == nil || sc.Raw == nil {
+		t.Fatalf("store cost %+v, want Airlock's and the raw baseline's", sc)
+	}
+	if r := sc.Raw; r.Lifecycles != int64(cfg.Count) || r.RowsInserted != 1 || r.RowsUpdated != 1 || r.IndexEntries < 2 || r.WALRecords <= 0 {
+		t.Errorf("raw baseline's cost %+v, want %d lifecycles of 1 insert and 1 update each, at least 2 index entries and some WAL", r, cfg.Count)
+	}
+	a := sc.Airlock
+	var requests *TableCost
+	for i := range a.Tables {
+		if a.Tables[i].Table == "requests" {
+			requests = &a.Tables[i]
+		}
+	}
+	if a.Lifecycles != int64(cfg.Count) || requests == nil || requests.Inserted != 1 || requests.Updated < 1 || requests.Indexes < 2 {
+		t.Errorf("Airlock's cost %+v (requests %+v), want %d lifecycles each inserting one request and updating it", a, requests, cfg.Count)
+	}
+	if a.RowsInserted <= 1 || a.IndexEntries <= a.RowsInserted {
+		t.Errorf("Airlock writes %.2f rows and %.2f index entries a lifecycle; its events and the request alone are more", a.RowsInserted, a.IndexEntries)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	for _, want := range []string{"What one lifecycle asks of PostgreSQL", "index entries written", "requests"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
 }
 
 // TestConsume runs the consume scenario briefly: every op a consume of a

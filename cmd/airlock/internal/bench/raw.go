@@ -99,6 +99,11 @@ func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
 		return nil, err
 	}
 	defer rs.close()
+	if cfg.explain != nil {
+		if err := cfg.explain.start(ctx); err != nil {
+			return nil, err
+		}
+	}
 	run := randomHex(4)
 	fmt.Fprintf(cfg.Progress, "raw: %s, %d clients, up to %s or %d lifecycles\n", rs.describe, rs.clients, cfg.Duration, cfg.Count)
 	res, err := runLoad(ctx, rs.clients, cfg.Duration, cfg.Count, 0, nil, func(context.Context, int) (clientOp, func(), error) {
@@ -119,6 +124,9 @@ func runRaw(ctx context.Context, cfg Config) (*RawReport, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("raw %s: %w", rs.kind, err)
+	}
+	if cfg.explain != nil {
+		cfg.explain.setOps("raw", res.Ops)
 	}
 	return &RawReport{Store: rs.kind, Connections: rs.connections, Clients: rs.clients, Result: res}, nil
 }
@@ -264,7 +272,13 @@ func openRawPostgres(ctx context.Context, cfg Config) (*rawStore, error) {
 		return nil, err
 	}
 	closePool := rs.close
-	rs.close = func() { closePool(); drop() }
+	rs.close = func() {
+		closePool()
+		if cfg.explain != nil {
+			cfg.explain.finish(context.WithoutCancel(ctx), "raw", schema)
+		}
+		drop()
+	}
 	return rs, nil
 }
 

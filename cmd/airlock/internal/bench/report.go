@@ -38,6 +38,9 @@ type Report struct {
 	RawHTTP        *RawReport `json:"raw_http,omitempty"`
 	RawHTTPToRaw   float64    `json:"raw_http_to_raw,omitempty"`
 	RatioToRawHTTP float64    `json:"ratio_to_raw_http,omitempty"`
+	// StoreCost is what a lifecycle asked of PostgreSQL, beside the raw
+	// baseline's (Config.ExplainStore).
+	StoreCost *StoreCosts `json:"store_cost,omitempty"`
 	// ServerCPURatioToRawHTTP is this run's server CPU per operation over
 	// the raw baseline over HTTP's server's: what Airlock's server spends
 	// on a lifecycle against the least an HTTP server can, for the same
@@ -353,6 +356,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	if c := r.Commits; c != nil {
 		fmt.Fprintf(w, "\nSQLite write transactions: %d ops in %d commits (%.2f per commit, largest batch %d)\n", c.Ops, c.Commits, c.OpsPerCommit, c.MaxBatch)
 	}
+	writeStoreCosts(w, r.StoreCost)
 	if x := r.Wait; x != nil {
 		fmt.Fprintf(w, "%d idle long-poll waiters (%s):\n", x.Waiters, x.Transport)
 		fmt.Fprintf(w, "  server memory per waiter  %.0f bytes (%.1f KiB; gross with clients %.1f KiB; %s)\n",

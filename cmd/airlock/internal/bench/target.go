@@ -264,7 +264,12 @@ func (t *target) prepareStore(ctx context.Context, cfg Config) (storeSpec, error
 	if isPostgres(cfg.DB) {
 		t.store = "postgres"
 		schema := "airlock_bench_" + randomHex(6)
-		t.cleanup = append(t.cleanup, func(ctx context.Context) { dropSchema(ctx, cfg.DB, schema, cfg.Progress) })
+		t.cleanup = append(t.cleanup, func(ctx context.Context) {
+			if cfg.explain != nil {
+				cfg.explain.finish(ctx, "airlock", schema)
+			}
+			dropSchema(ctx, cfg.DB, schema, cfg.Progress)
+		})
 		return storeSpec{Postgres: cfg.DB, Schema: schema}, nil
 	}
 	t.store = "sqlite"
