@@ -32,6 +32,14 @@ func LeafHash(leaf []byte) Hash { return tlog.RecordHash(leaf) }
 // StoredHashes(index, …)[i] is stored at StoredHashIndex(index)+i.
 func StoredHashIndex(index int64) int64 { return tlog.StoredHashIndex(0, index) }
 
+// LeafOfStoredHash reports whether the stored hash at idx is a leaf's own
+// hash (level 0 of the tree) and of which leaf. A store may keep those
+// with their leaves rather than among the interior nodes.
+func LeafOfStoredHash(idx int64) (leaf int64, ok bool) {
+	level, n := tlog.SplitStoredHashIndex(idx)
+	return n, level == 0
+}
+
 // StoredHashes returns the hashes to store when leaf is appended at index:
 // its leaf hash and the interior nodes it completes. r must hold the hashes of
 // every earlier leaf. The store writes them, in the same transaction that

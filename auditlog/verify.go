@@ -170,6 +170,12 @@ func verifyEntries(entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover
 	}
 	v := verifier{tree: tree, cp: cp, prover: prover}
 	ok, err := v.prefixMatches(n)
+	if err != nil && found != nil {
+		// No proof to be had (a store that lost a leaf loses its hash
+		// with it): the problem the entries show is reported as it is,
+		// as without a prover.
+		return nil, found
+	}
 	if err != nil {
 		return nil, err
 	}

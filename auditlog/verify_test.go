@@ -199,6 +199,20 @@ func TestVerifyEntriesWithALyingProver(t *testing.T) {
 	}
 }
 
+// A gap the entries show is named at its index when no proof can be had
+// (a store that lost a leaf has lost its hash too), as without a prover.
+func TestVerifyEntriesGapWithoutProof(t *testing.T) {
+	t.Parallel()
+	l := newTestLog(t, 20)
+	es := slices.Delete(slices.Clone(l.entries), 7, 8)
+	failing := func(int64, int64) (ConsistencyProof, error) { return nil, errors.New("audit hash 7: not stored") }
+	var ve *VerifyError
+	err := VerifyEntries(Entries(es), l.cp, failing)
+	if !errors.As(err, &ve) || ve.Index != 7 || ve.Reason != ReasonOrder {
+		t.Errorf("a deleted entry with a failing prover: %v; want order at 7", err)
+	}
+}
+
 // A log of another checkpoint (another log, or forged leaves with a root
 // that is not signed) fails.
 func TestVerifyEntriesAgainstAnotherCheckpoint(t *testing.T) {

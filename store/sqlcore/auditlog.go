@@ -1,6 +1,7 @@
 package sqlcore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -47,13 +48,17 @@ type AuditSQL struct {
 	// argument a list (@idxs, @event_ids, @leaves, @leaf_hashes), and
 	// changes as many rows as it stores.
 	InsertLeaves string `sql:"optional"`
-	// InsertHash stores hash @hash at @idx.
+	// InsertHash stores interior node hash @hash at @idx. A leaf's own
+	// hash (level 0) is not stored here: it is the leaf's leaf_hash.
 	InsertHash string `sql:"optional"`
 	// InsertHashes, optional, is InsertHash for many at once (@idxs,
 	// @hashes, each a list).
 	InsertHashes string `sql:"optional"`
-	// Hashes selects idx and hash of the stored hashes whose idx is in
-	// @indexes (a list).
+	// Hashes selects, in one statement, the interior node hashes whose
+	// stored index is in @indexes and the leaf hashes of the leaves whose
+	// idx is in @leaves (two lists): each row whether it is a leaf's
+	// (true) or a node's, its idx (the leaf's, or the stored index), and
+	// the hash.
 	Hashes string
 	// Leaves selects idx, event_id and leaf of up to @limit leaves from
 	// idx @start on, in idx order.
@@ -263,10 +268,23 @@ func (c *Core) AppendLeaves(ctx context.Context, p store.AppendLeavesParams) err
 			// read it unsequenced before another appended it.
 			return fmt.Errorf("%w: %d of the %d events have a leaf already", store.ErrAppendRefused, int64(n)-inserted, n)
 		}
+		// The leaves' own hashes went in with them (leaf_hash): store the
+		// interior nodes only, one row fewer per leaf. (Databases from
+		// before this keep level-0 rows in audit_hashes; they are not read.)
 		first := auditlog.StoredHashIndex(p.From)
-		hidxs, hashes := make([]int64, len(p.Hashes)), make([][]byte, len(p.Hashes))
+		hidxs, hashes := make([]int64, 0, len(p.Hashes)), make([][]byte, 0, len(p.Hashes))
 		for i := range p.Hashes {
-			hidxs[i], hashes[i] = first+int64(i), p.Hashes[i][:]
+			idx := first + int64(i)
+			if leaf, ok := auditlog.LeafOfStoredHash(idx); ok {
+				if k := leaf - p.From; k < 0 || k >= int64(n) || !bytes.Equal(p.Hashes[i][:], leafHashes[k]) {
+					return fmt.Errorf("audit leaf %d: the sequencer's leaf hash is not the leaf's", leaf)
+				}
+				continue
+			}
+			hidxs, hashes = append(hidxs, idx), append(hashes, p.Hashes[i][:])
+		}
+		if len(hidxs) == 0 {
+			return nil
 		}
 		if q.InsertHashes != "" {
 			_, err := tx.Exec(q.InsertHashes, Args{{"idxs", hidxs}, {"hashes", hashes}})
@@ -320,14 +338,23 @@ func (c *Core) ReadAuditHashes(ctx context.Context, indexes []int64) ([]auditlog
 		return nil, nil
 	}
 	type stored struct {
+		leaf bool
 		idx  int64
 		hash []byte
 	}
+	nodes, leaves := make([]int64, 0, len(indexes)), make([]int64, 0, len(indexes))
+	for _, x := range indexes {
+		if leaf, ok := auditlog.LeafOfStoredHash(x); ok {
+			leaves = append(leaves, leaf)
+		} else {
+			nodes = append(nodes, x)
+		}
+	}
 	rows, err := all(ctx, c.d, func(row Row) (stored, error) {
 		var s stored
-		err := row.Scan(&s.idx, &s.hash)
+		err := row.Scan(&s.leaf, &s.idx, &s.hash)
 		return s, err
-	}, c.q.Audit.Hashes, Args{{"indexes", indexes}})
+	}, c.q.Audit.Hashes, Args{{"indexes", nodes}, {"leaves", leaves}})
 	if err != nil {
 		return nil, c.d.Translate(err, "audit hashes", "read")
 	}
@@ -338,7 +365,11 @@ func (c *Core) ReadAuditHashes(ctx context.Context, indexes []int64) ([]auditlog
 			return nil, fmt.Errorf("audit hash %d: %d bytes", r.idx, len(r.hash))
 		}
 		copy(h[:], r.hash)
-		byIdx[r.idx] = h
+		idx := r.idx
+		if r.leaf {
+			idx = auditlog.StoredHashIndex(r.idx)
+		}
+		byIdx[idx] = h
 	}
 	out := make([]auditlog.Hash, len(indexes))
 	for i, x := range indexes {

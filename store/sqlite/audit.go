@@ -29,8 +29,9 @@ WHERE id = 1 AND size = @from
 	InsertLeaf: `INSERT INTO audit_leaves (idx, event_id, leaf, leaf_hash) VALUES (@idx, @event_id, @leaf, @leaf_hash)
 ON CONFLICT (event_id) DO NOTHING`,
 	InsertHash: `INSERT INTO audit_hashes (idx, hash) VALUES (@idx, @hash)`,
-	Hashes:     `SELECT idx, hash FROM audit_hashes WHERE idx IN (SELECT value FROM json_each(@indexes))`,
-	Leaves:     `SELECT idx, event_id, leaf FROM audit_leaves WHERE idx >= @start ORDER BY idx LIMIT @limit`,
+	Hashes: `SELECT false, idx, hash FROM audit_hashes WHERE idx IN (SELECT value FROM json_each(@indexes))
+UNION ALL SELECT true, idx, leaf_hash FROM audit_leaves WHERE idx IN (SELECT value FROM json_each(@leaves))`,
+	Leaves: `SELECT idx, event_id, leaf FROM audit_leaves WHERE idx >= @start ORDER BY idx LIMIT @limit`,
 	RequestLeaves: `SELECT l.idx, l.event_id, l.leaf FROM events e JOIN audit_leaves l ON l.event_id = e.id
 WHERE e.request_id = @request ORDER BY l.idx LIMIT @limit`,
 	InsertCheckpoint: `INSERT INTO audit_checkpoints (size, note, created_at) VALUES (@size, @note, @now)

@@ -58,7 +58,8 @@ ON CONFLICT (event_id) DO NOTHING
 INSERT INTO audit_hashes (idx, hash) SELECT * FROM unnest(@idxs::bigint[], @hashes::bytea[])
 
 -- name: Audit.Hashes
-SELECT idx, hash FROM audit_hashes WHERE idx = ANY (@indexes::bigint[])
+SELECT false, idx, hash FROM audit_hashes WHERE idx = ANY (@indexes::bigint[])
+UNION ALL SELECT true, idx, leaf_hash FROM audit_leaves WHERE idx = ANY (@leaves::bigint[])
 
 -- name: Audit.Leaves
 SELECT idx, event_id, leaf FROM audit_leaves WHERE idx >= @start::bigint ORDER BY idx LIMIT @limit::int
