@@ -580,7 +580,7 @@ func TestExplainStore(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, want := range []string{"What one lifecycle asks of PostgreSQL", "index entries written", "requests"} {
+	for _, want := range []string{"What one lifecycle asks of PostgreSQL", "index entries, at most", "requests"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
