@@ -48,9 +48,14 @@ import (
 )
 
 // ProtocolVersions are the MCP revisions the gate negotiates with its
-// client, newest first: the ones with an initialize handshake, which a
-// stdio proxy relies on.
-var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+// client, newest first. At 2026-07-28 (stateless: server/discover and a
+// per-request _meta instead of initialize) the gate offers its upstream
+// the same revision and falls back to 2025-11-25 when the upstream refuses
+// it; at an older one the upstream is initialized at the client's.
+var ProtocolVersions = []string{Revision2026, "2025-11-25", "2025-06-18", "2025-03-26"}
+
+// Revision2026 is the stateless MCP revision.
+const Revision2026 = "2026-07-28"
 
 // DefaultProgressInterval is how often the gate tells a waiting client that
 // it still waits for a reviewer.
@@ -122,10 +127,19 @@ type proxy struct {
 	readyOnce   sync.Once
 	upReady     chan *mcp.ClientSession // the upstream session, once initialized
 	upFailed    chan error              // the upstream could not be initialized
+	// upInit serializes the upstream's initialization for a client at
+	// 2026-07-28, whose first request (server/discover or any other)
+	// starts it.
+	upInit sync.Mutex
+	upErr  error // why it could not be initialized
 
-	mu       sync.Mutex
-	ss       *mcp.ServerSession // the downstream session, once it initializes
-	up       *mcp.ClientSession // the upstream session, once initialized
+	mu sync.Mutex
+	ss *mcp.ServerSession // the downstream session, once it initializes
+	up *mcp.ClientSession // the upstream session, once initialized
+	// upMeta is the _meta every request to an upstream at 2026-07-28
+	// carries (its revision, the client's name and capabilities as the
+	// gate offers them); nil for an upstream at an older revision.
+	upMeta   map[string]any
 	tools    map[string]*upstreamTool
 	syncMu   sync.Mutex // one tool list refresh at a time
 	progress map[string]*progressRoute

@@ -123,13 +123,13 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 	)
 	switch {
 	case err == nil:
-		return &rawResult{json: result}, nil
+		return p.result(result), nil
 	case errors.As(err, &te):
 		// The call ran: the client gets the upstream's own answer.
 		if fwdErr != nil {
 			return nil, answerError(ctx, fwdErr)
 		}
-		return &rawResult{json: result}, nil
+		return p.result(result), nil
 	case errors.As(err, &de):
 		msg := fmt.Sprintf("Airlock: a reviewer denied this call to %s (request %s); it did not run.", tool, de.Request.ID)
 		if note := de.Note(); note != "" {
@@ -159,7 +159,10 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 // one of the gate's own, so that the upstream's progress can be renumbered
 // after the progress sent while waiting.
 func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress, approvalToken string) (json.RawMessage, error) {
-	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	// A retry at 2026-07-28 carries the client's answers to the upstream's
+	// inputRequests and the state the upstream asked to have echoed.
+	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments,
+		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
 	if req.Params.Arguments == nil {
 		params.Arguments = json.RawMessage(`{}`)
 	}
@@ -186,7 +189,7 @@ func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progr
 	if err != nil {
 		return nil, err
 	}
-	return p.upPeer.call(ctx, "tools/call", data)
+	return p.upCall(ctx, "tools/call", data)
 }
 
 // ApprovalTokenMeta is the key of params._meta under which the gate hands
@@ -200,7 +203,7 @@ func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mc
 	if err != nil {
 		return nil, answerError(ctx, err)
 	}
-	return &rawResult{json: raw}, nil
+	return p.result(raw), nil
 }
 
 // isRPCError reports whether err is a JSON-RPC error the upstream answered.
