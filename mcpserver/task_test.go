@@ -1,0 +1,173 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock"
+)
+
+// metaTasks is a 2026-07-28 request's _meta from a client that declares
+// the Tasks extension.
+const metaTasks = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+
+var rpcID atomic.Int64
+
+// rpc POSTs one 2026-07-28 request (params without _meta, then meta) as
+// the token secret and returns the HTTP status and the JSON-RPC answer,
+// read from a JSON body or from the last data line of an SSE one.
+func (h *httpBundle) rpc(t *testing.T, secret, method, name, params, meta string) (int, map[string]any) {
+	t.Helper()
+	if params != "" {
+		params += ","
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s%s}}`, rpcID.Add(1), method, params, meta)
+	resp, text := h.do(t, raw{body: body, secret: secret, header: modern(method, name)})
+	if strings.Contains(text, "data: ") {
+		lines := strings.Split(strings.TrimSpace(text), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if d, ok := strings.CutPrefix(lines[i], "data: "); ok {
+				text = d
+				break
+			}
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		t.Fatalf("%s: %d %q: %v", method, resp.StatusCode, text, err)
+	}
+	return resp.StatusCode, m
+}
+
+// result is a JSON-RPC answer's result; the test fails on an error.
+func result(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	r, ok := m["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("no result: %v", m)
+	}
+	return r
+}
+
+// callTool calls a tool at 2026-07-28 and returns its result.
+func (h *httpBundle) callTool(t *testing.T, secret, tool string, args any, meta string) map[string]any {
+	t.Helper()
+	_, m := h.rpc(t, secret, "tools/call", tool, `"name":"`+tool+`","arguments":`+mustJSON(t, args), meta)
+	return result(t, m)
+}
+
+// newTask makes a pending request as the agent and an approval_status task
+// on it, and returns the request's and the task's IDs.
+func (h *httpBundle) newTask(t *testing.T, key string) (string, string) {
+	t.Helper()
+	alice := h.secrets[h.agent.ID]
+	id := str(get(h.callTool(t, alice, ToolApprovalRequest, requestArgs(key, nil), meta), "structuredContent").(map[string]any), "approvalId")
+	started := time.Now()
+	created := h.callTool(t, alice, ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60}, metaTasks)
+	if time.Since(started) > 10*time.Second {
+		t.Fatalf("approval_status with a task waited %s", time.Since(started))
+	}
+	if created["resultType"] != "task" || created["status"] != "working" || str(created, "taskId") == "" {
+		t.Fatalf("approval_status with waitSeconds from a client with tasks: %v, want a working task", created)
+	}
+	return id, str(created, "taskId")
+}
+
+// TestTasks: a client at 2026-07-28 that declares the Tasks extension gets
+// a task for approval_status with a wait on a pending request; tasks/get
+// follows the request (working, then completed with the decision);
+// another agent's tasks/get, a client without the extension and a wrong
+// Mcp-Name are refused; without the extension the call waits as before.
+func TestTasks(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	alice := h.secrets[h.agent.ID]
+	id, task := h.newTask(t, "task-1")
+
+	got := result(t, second(h.rpc(t, alice, "tasks/get", task, `"taskId":"`+task+`"`, metaTasks)))
+	if got["resultType"] != "complete" || got["status"] != "working" || got["pollIntervalMs"] != float64(2000) || got["ttlMs"].(float64) <= 0 {
+		t.Fatalf("tasks/get on a pending request: %v", got)
+	}
+	if _, err := h.decide(t, id, airlock.DecisionInput{Status: airlock.StateApproved, Note: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	got = result(t, second(h.rpc(t, alice, "tasks/get", task, `"taskId":"`+task+`"`, metaTasks)))
+	res, _ := got["result"].(map[string]any)
+	sc, _ := get(res, "structuredContent").(map[string]any)
+	if got["status"] != "completed" || str(sc, "status") != "approved" || str(sc, "approvalId") != id {
+		t.Fatalf("tasks/get after the approval: %v", got)
+	}
+
+	carol := h.secrets[h.other.ID]
+	if _, m := h.rpc(t, carol, "tasks/get", task, `"taskId":"`+task+`"`, metaTasks); get(m, "error.code") != float64(-32602) {
+		t.Errorf("another agent's tasks/get: %v, want -32602", m)
+	}
+	if _, m := h.rpc(t, alice, "tasks/get", "tsk_nosuchtask00000000", `"taskId":"tsk_nosuchtask00000000"`, metaTasks); get(m, "error.code") != float64(-32602) {
+		t.Errorf("an unknown task: %v, want -32602", m)
+	}
+	if _, m := h.rpc(t, alice, "tasks/get", task, `"taskId":"`+task+`"`, meta); get(m, "error.code") != float64(CodeMissingClientCapability) {
+		t.Errorf("tasks/get without the extension: %v, want -32021", m)
+	}
+	if status, m := h.rpc(t, alice, "tasks/get", "tsk_other", `"taskId":"`+task+`"`, metaTasks); status != 400 || get(m, "error.code") != float64(-32020) {
+		t.Errorf("Mcp-Name not the taskId: %d %v, want 400 -32020", status, m)
+	}
+
+	// Without the extension, approval_status waits and answers, as before.
+	id2 := str(get(h.callTool(t, alice, ToolApprovalRequest, requestArgs("task-2", nil), meta), "structuredContent").(map[string]any), "approvalId")
+	plain := h.callTool(t, alice, ToolApprovalStatus, map[string]any{"approvalId": id2, "waitSeconds": 1}, meta)
+	if plain["resultType"] != "complete" || str(get(plain, "structuredContent").(map[string]any), "status") != "pending" {
+		t.Fatalf("approval_status without the extension: %v", plain)
+	}
+	// A decided request is answered at once, with no task.
+	decided := h.callTool(t, alice, ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 30}, metaTasks)
+	if decided["resultType"] != "complete" || str(get(decided, "structuredContent").(map[string]any), "status") != "approved" {
+		t.Fatalf("approval_status with tasks on a decided request: %v", decided)
+	}
+}
+
+// TestTaskCancelRacesDecision (T36): tasks/cancel racing a reviewer's
+// approval. Each task ends with its request's one outcome: cancelled with
+// a cancelled request, completed (approved) with an approved one; never
+// both, never neither.
+func TestTaskCancelRacesDecision(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	alice := h.secrets[h.agent.ID]
+	const n = 12
+	var outcomes [2]int
+	for i := range n {
+		id, task := h.newTask(t, fmt.Sprintf("race-%d", i))
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if _, m := h.rpc(t, alice, "tasks/cancel", task, `"taskId":"`+task+`"`, metaTasks); result(t, m)["resultType"] != "complete" {
+				t.Errorf("tasks/cancel: %v", m)
+			}
+		})
+		wg.Go(func() { h.decide(t, id, airlock.DecisionInput{Status: airlock.StateApproved}) })
+		wg.Wait()
+		r, err := h.svc.Request(t.Context(), h.agent, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := result(t, second(h.rpc(t, alice, "tasks/get", task, `"taskId":"`+task+`"`, metaTasks)))
+		switch {
+		case r.State == airlock.StateCancelled && got["status"] == "cancelled" && got["result"] == nil:
+			outcomes[0]++
+		case r.State == airlock.StateApproved && got["status"] == "completed" &&
+			str(get(got, "result.structuredContent").(map[string]any), "status") == "approved":
+			outcomes[1]++
+		default:
+			t.Fatalf("request %s is %s, its task %v", id, r.State, got)
+		}
+	}
+	t.Logf("%d cancelled, %d approved", outcomes[0], outcomes[1])
+}
+
+// second returns the second of two values: a JSON-RPC answer after its
+// HTTP status.
+func second[A, B any](_ A, b B) B { return b }
