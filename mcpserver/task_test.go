@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 )
 
 // metaTasks is a 2026-07-28 request's _meta from a client that declares
@@ -171,3 +172,36 @@ func TestTaskCancelRacesDecision(t *testing.T) {
 // second returns the second of two values: a JSON-RPC answer after its
 // HTTP status.
 func second[A, B any](_ A, b B) B { return b }
+
+// TestTaskLifetime (T36): a task's time to live follows its request's
+// deadline: ttlMs is the deadline plus provider.TaskKeep, counted from its
+// creation; past the deadline the task completes with the expiry; an hour
+// after it, the task is gone (-32602).
+func TestTaskLifetime(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	alice := h.secrets[h.agent.ID]
+	id := str(get(h.callTool(t, alice, ToolApprovalRequest, requestArgs("ttl", func(m map[string]any) { m["expiresInMinutes"] = 5 }), meta), "structuredContent").(map[string]any), "approvalId")
+	created := h.callTool(t, alice, ToolApprovalStatus, map[string]any{"approvalId": id, "waitSeconds": 60}, metaTasks)
+	task := str(created, "taskId")
+	if want := float64((5*time.Minute + provider.TaskKeep).Milliseconds()); created["ttlMs"] != want {
+		t.Fatalf("ttlMs %v, want the deadline plus an hour: %v", created["ttlMs"], want)
+	}
+	getTask := func() map[string]any {
+		_, m := h.rpc(t, alice, "tasks/get", task, `"taskId":"`+task+`"`, metaTasks)
+		return m
+	}
+	h.clock.Advance(5*time.Minute + time.Second)
+	got := result(t, getTask())
+	if got["status"] != "completed" || str(get(got, "result.structuredContent").(map[string]any), "status") != "expired" {
+		t.Fatalf("tasks/get past the deadline: %v", got)
+	}
+	h.clock.Advance(provider.TaskKeep - 2*time.Second)
+	if got := getTask(); get(got, "result.status") != "completed" {
+		t.Fatalf("tasks/get just before the task's end: %v", got)
+	}
+	h.clock.Advance(2 * time.Second)
+	if got := getTask(); get(got, "error.code") != float64(-32602) {
+		t.Fatalf("tasks/get after the task's end: %v, want -32602", got)
+	}
+}
