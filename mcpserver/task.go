@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/hook"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,7 +52,14 @@ func declaresTasks(ss *mcp.ServerSession) bool {
 func (s *Server) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		call, ok := req.(*mcp.CallToolRequest)
-		if method != "tools/call" || !ok || call.Params.Name != ToolApprovalStatus || !declaresTasks(call.Session) {
+		if method != "tools/call" || !ok || !declaresTasks(call.Session) {
+			return next(ctx, method, req)
+		}
+		switch call.Params.Name {
+		case ToolApprovalPrompt:
+			return s.promptTask(ctx, call, func() (mcp.Result, error) { return next(ctx, method, req) })
+		case ToolApprovalStatus:
+		default:
 			return next(ctx, method, req)
 		}
 		var a struct {
@@ -72,8 +80,33 @@ func (s *Server) taskMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil {
 			return next(ctx, method, req)
 		}
-		return &taskResult{task: s.detailedTask(t, r), created: true}, nil
+		return &taskResult{task: s.detailedTask(ctx, c, t, r), created: true}, nil
 	}
+}
+
+// promptTask answers approval_prompt with a task: the request is made (or
+// found by tool_use_id) at once, and the task follows it. A call that
+// cannot be asked, or whose request is already decided, is answered at
+// once by the tool itself (blocking).
+func (s *Server) promptTask(ctx context.Context, call *mcp.CallToolRequest, blocking func() (mcp.Result, error)) (mcp.Result, error) {
+	c, ok := callerOf(ctx, call)
+	if !ok {
+		return blocking()
+	}
+	in, err := parsePrompt(call.Params.Arguments)
+	if err != nil {
+		return blocking()
+	}
+	gate, hc := s.promptGate(c, in)
+	r, err := gate.Ask(ctx, hc)
+	if err != nil || r.State != airlock.StatePending {
+		return blocking()
+	}
+	t, r, err := s.svc.CreateTask(ctx, c, store.TaskApprovalPrompt, r.ID, call.Params.Arguments)
+	if err != nil {
+		return blocking()
+	}
+	return &taskResult{task: s.detailedTask(ctx, c, t, r), created: true}, nil
 }
 
 // wireTask is a task as the Tasks extension writes it: the Task shape,
@@ -95,7 +128,7 @@ type wireTask struct {
 // task is working while r is pending, cancelled once r is, and completed,
 // with the result approval_status gives now, once r is otherwise
 // terminal: the call it stands for is a read, which then runs.
-func (s *Server) detailedTask(t store.Task, r airlock.Request) wireTask {
+func (s *Server) detailedTask(ctx context.Context, c airlock.Caller, t store.Task, r airlock.Request) wireTask {
 	updated := t.CreatedAt
 	if d := r.Decision; d != nil && d.DecidedAt.After(updated) {
 		updated = d.DecidedAt
@@ -114,6 +147,13 @@ func (s *Server) detailedTask(t store.Task, r airlock.Request) wireTask {
 		// Withdrawn (tasks/cancel, approval_cancel, a closed session or
 		// instance): the task is cancelled, as its request.
 		w.Status, w.StatusMessage = "cancelled", "Approval request "+r.ID+" was cancelled; nothing was approved."
+		return w
+	}
+	if t.Kind == store.TaskApprovalPrompt {
+		w.Status = "completed"
+		out := s.promptAnswer(ctx, c, t, r)
+		w.StatusMessage = "Approval request " + r.ID + " is " + string(r.State) + ": " + out.Behavior + "."
+		w.Result = promptResult(out)
 		return w
 	}
 	out := newApprovalOut(r)
@@ -190,7 +230,7 @@ func (h *httpHandler) serveTask(w http.ResponseWriter, r *http.Request, c airloc
 	var result any
 	switch method {
 	case "tasks/get":
-		result = h.s.detailedTask(t, req)
+		result = h.s.detailedTask(ctx, c, t, req)
 	case "tasks/cancel":
 		// Withdraws the request. A decision that came first holds: the
 		// task then completes with it (the one outcome), and the cancel
@@ -236,4 +276,33 @@ func (h *httpHandler) taskError(w http.ResponseWriter, id json.RawMessage, metho
 		h.log.Error("MCP task method", "method", method, "task", taskID, "err", err)
 		writeRPCError(w, http.StatusOK, id, -32603, "internal error", nil)
 	}
+}
+
+// promptAnswer is what an approval_prompt task answers once its request r
+// is decided: allow only with its one execution claimed, by this task's
+// owner (now, by the first tasks/get to see the approval, or before, by an
+// earlier one: the answer does not change between polls); deny otherwise.
+func (s *Server) promptAnswer(ctx context.Context, c airlock.Caller, t store.Task, r airlock.Request) promptOut {
+	in, err := parsePrompt(t.Call)
+	if err != nil {
+		return promptOut{Behavior: "deny", Message: "Airlock: the task's call cannot be read: " + err.Error()}
+	}
+	ours := func(r airlock.Request) bool {
+		return r.State == airlock.StateApproved && r.Execution != nil && r.Execution.ClaimedBy == t.Owner
+	}
+	if ours(r) {
+		return promptOut{Behavior: "allow", UpdatedInput: in.Input}
+	}
+	gate, _ := s.promptGate(c, in)
+	ans := gate.Conclude(ctx, r)
+	if ans.Verdict == hook.Allow {
+		return promptOut{Behavior: "allow", UpdatedInput: in.Input}
+	}
+	if r.State == airlock.StateApproved {
+		// Another tasks/get of this task may have claimed it a moment ago.
+		if again, err := s.svc.Request(ctx, c, r.ID, 0); err == nil && ours(again) {
+			return promptOut{Behavior: "allow", UpdatedInput: in.Input}
+		}
+	}
+	return promptOut{Behavior: "deny", Message: ans.Reason}
 }

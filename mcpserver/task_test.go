@@ -205,3 +205,80 @@ func TestTaskLifetime(t *testing.T) {
 		t.Fatalf("tasks/get after the task's end: %v, want -32602", got)
 	}
 }
+
+// TestPromptTask (T36): approval_prompt from a client with the Tasks
+// extension answers a task at once; tasks/get follows the request: allow
+// only once its one execution is claimed for the task's owner, the same
+// answer on every poll (two at once among them), deny with the note for a
+// denial, cancelled for tasks/cancel, which leaves nothing to run.
+func TestPromptTask(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	alice := h.secrets[h.agent.ID]
+	prompt := func(useID string) (string, string) {
+		t.Helper()
+		created := h.callTool(t, alice, ToolApprovalPrompt, map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "rm -rf build", "z": 1}, "tool_use_id": useID}, metaTasks)
+		if created["resultType"] != "task" || created["status"] != "working" {
+			t.Fatalf("approval_prompt with tasks: %v", created)
+		}
+		task := str(created, "taskId")
+		page, _, err := h.svc.Task(t.Context(), h.agent, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.RequestID, task
+	}
+	getTask := func(task string) map[string]any {
+		t.Helper()
+		_, m := h.rpc(t, alice, "tasks/get", task, `"taskId":"`+task+`"`, metaTasks)
+		return result(t, m)
+	}
+	behavior := func(got map[string]any) string {
+		sc, _ := get(got, "result.structuredContent").(map[string]any)
+		return str(sc, "behavior")
+	}
+
+	id, task := prompt("toolu_allow")
+	if got := getTask(task); got["status"] != "working" {
+		t.Fatalf("a pending prompt's task: %v", got)
+	}
+	if r, _ := h.svc.Request(t.Context(), h.agent, id, 0); r.Execution != nil {
+		t.Fatal("claimed before any decision")
+	}
+	if _, err := h.decide(t, id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	answers := make([]map[string]any, 2)
+	for i := range answers {
+		wg.Go(func() { answers[i] = getTask(task) })
+	}
+	wg.Wait()
+	answers = append(answers, getTask(task))
+	for _, got := range answers {
+		upd, _ := get(got, "result.structuredContent.updatedInput").(map[string]any)
+		if got["status"] != "completed" || behavior(got) != "allow" || upd["command"] != "rm -rf build" {
+			t.Fatalf("an approved prompt's task: %v", got)
+		}
+	}
+	if r, _ := h.svc.Request(t.Context(), h.agent, id, 0); r.Execution == nil || r.Execution.ClaimedBy != h.agent.ID {
+		t.Fatalf("allowed without its execution claimed for the agent: %+v", r.Execution)
+	}
+
+	id, task = prompt("toolu_deny")
+	if _, err := h.decide(t, id, airlock.DecisionInput{Status: airlock.StateDenied, Note: "not the build dir"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := getTask(task); got["status"] != "completed" || behavior(got) != "deny" || !strings.Contains(mustJSON(t, got), "not the build dir") {
+		t.Fatalf("a denied prompt's task: %v", got)
+	}
+
+	id, task = prompt("toolu_cancel")
+	h.rpc(t, alice, "tasks/cancel", task, `"taskId":"`+task+`"`, metaTasks)
+	if got := getTask(task); got["status"] != "cancelled" {
+		t.Fatalf("a cancelled prompt's task: %v", got)
+	}
+	if r, _ := h.svc.Request(t.Context(), h.agent, id, 0); r.State != airlock.StateCancelled || r.Execution != nil {
+		t.Fatalf("after tasks/cancel: %s %+v", r.State, r.Execution)
+	}
+}
