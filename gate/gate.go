@@ -19,7 +19,8 @@
 // back as an isError result carrying the reviewer's note; an expiry as an
 // isError result saying nobody decided in time. A tool that requires task
 // augmentation is refused before anyone is asked: the gate does not relay
-// tasks.
+// the upstream's tasks. A client at 2026-07-28 that declares the Tasks
+// extension gets a gated call as a task of the gate's own (task.go).
 //
 // The gate registers an Airlock instance at start and deletes it at exit,
 // which cancels whatever is still pending. Stdout carries nothing but MCP
@@ -144,6 +145,7 @@ type proxy struct {
 	syncMu   sync.Mutex // one tool list refresh at a time
 	progress map[string]*progressRoute
 	nextTok  atomic.Int64
+	tasks    map[string]*gateTask // gated calls answered as tasks (task.go)
 }
 
 // Run runs the gate until the client closes its side (nil), ctx ends
@@ -239,7 +241,7 @@ func (p *proxy) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)
 	}
-	p.down = newPeer(ctx, conn, "the MCP client", p.idPrefix, nil, p.fromClient)
+	p.down = newPeer(ctx, conn, "the MCP client", p.idPrefix, p.taskMethods(), p.fromClient)
 	ss, err := p.srv.Connect(ctx, connected{p.down}, nil)
 	if err != nil {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)

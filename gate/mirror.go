@@ -188,6 +188,9 @@ func (p *proxy) discover(ctx context.Context, next mcp.MethodHandler, req mcp.Re
 	}
 	var info *mcp.Implementation
 	dr.Capabilities, dr.Instructions, info = offered(p.upstream())
+	// A gated call is answered as a task to a client that declares the
+	// Tasks extension (task.go).
+	dr.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
 	if info != nil {
 		if dr.Meta == nil {
 			dr.Meta = mcp.Meta{}

@@ -52,9 +52,8 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		return errorResult("Airlock: the gate's rules block %s; the call was not run. Do not retry it.", name), nil
 	}
 
-	args := req.Params.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
+	if p.clientTasks(req) {
+		return p.startTask(req, name, timeout), nil
 	}
 	pr := p.newProgress(req)
 	defer pr.stop()
@@ -63,6 +62,19 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.waitCtx, cancel)()
+	res, _, err := p.gatedCall(ctx, waitCtx, req, name, timeout, pr)
+	return res, err
+}
+
+// gatedCall asks a reviewer about the call and, on approval, claims its
+// one execution and forwards it (under ctx); waiting ends with waitCtx.
+// ran reports whether the upstream answered the call: its result, or its
+// JSON-RPC error.
+func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest, name, timeout string, pr *progress) (res mcp.Result, ran bool, err error) {
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
 	var result json.RawMessage
 	var fwdErr error
 	_, err = p.gate.Run(waitCtx, client.Call{
@@ -71,6 +83,7 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		OnPending: pr.waiting,
 	}, func(runCtx context.Context) error {
 		pr.approved()
+		ran = true
 		result, fwdErr = p.forward(ctx, req, pr, client.ApprovalTokenFrom(runCtx))
 		if fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)) {
 			// The connection broke or the client cancelled mid-call:
@@ -82,7 +95,8 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		}
 		return toolOutcome(result)
 	})
-	return p.answer(waitCtx, name, result, fwdErr, err)
+	res, err = p.answer(waitCtx, name, result, fwdErr, err)
+	return res, ran && (result != nil || isRPCError(fwdErr)), err
 }
 
 // toolOutcome is nil for a result that reports success, the tool's error
