@@ -24,6 +24,8 @@ const tasksMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-2
 // rawGate is the real gate binary driven with JSON-RPC lines, for what the
 // Go SDK's client does not speak (tasks).
 type rawGate struct {
+	cmd   *exec.Cmd
+	done  <-chan struct{} // its stdout ended
 	stdin io.WriteCloser
 	log   string
 	mu    sync.Mutex
@@ -33,11 +35,32 @@ type rawGate struct {
 
 func (s *server) startRawGate(t *testing.T) *rawGate {
 	t.Helper()
-	bin, up := binaries(t)
+	_, up := binaries(t)
 	dir := t.TempDir()
-	g := &rawGate{log: filepath.Join(dir, "upstream.log"), waits: map[string]chan map[string]any{}}
-	cmd := exec.Command(bin, "gate", "--url", s.url, "--journal", filepath.Join(dir, "journal"), "--", up)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "AIRLOCK_AGENT_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + g.log}
+	return s.startRawGateWith(t, rawGateOptions{upstream: up, dir: dir, log: filepath.Join(dir, "upstream.log")})
+}
+
+// rawGateOptions configure startRawGateWith.
+type rawGateOptions struct {
+	upstream string // the upstream's command
+	rules    string // JSON rules, or ""
+	dir      string // HOME, with the journal under it
+	log      string // UPSTREAM_LOG
+}
+
+// startRawGateWith starts the real gate with its stdio driven by rawGate.
+func (s *server) startRawGateWith(t *testing.T, o rawGateOptions) *rawGate {
+	t.Helper()
+	bin, _ := binaries(t)
+	g := &rawGate{log: o.log, waits: map[string]chan map[string]any{}}
+	args := []string{"gate", "--url", s.url, "--journal", filepath.Join(o.dir, "journal")}
+	if o.rules != "" {
+		args = append(args, "--rules", testkit.TempFile(t, "rules.json", o.rules))
+	}
+	cmd := exec.Command(bin, append(append(args, "--"), o.upstream)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + o.dir, "AIRLOCK_AGENT_TOKEN=" + s.agentSecret, "UPSTREAM_LOG=" + o.log,
+		"UPSTREAM_INIT=" + filepath.Join(o.dir, "init.json")}
+	g.cmd = cmd
 	stderr := &testkit.Buffer{}
 	cmd.Stderr = stderr
 	stdin, stdout := testkit.Pipes(t, cmd)
@@ -46,6 +69,7 @@ func (s *server) startRawGate(t *testing.T) *rawGate {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
+	g.done = done
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -200,5 +224,56 @@ func TestGateTasks(t *testing.T) {
 	}
 	if m := g.call(t, "tasks/get", `"taskId":"tsk_nosuchtask"`); fmt.Sprint(m["error"].(map[string]any)["code"]) != "-32602" {
 		t.Fatalf("an unknown task: %v", m)
+	}
+}
+
+// TestGateTaskAcrossCrash (T36): a gated call answered as a task is
+// approved and forwarded (the upstream never answers it), and the gate is
+// killed with SIGKILL. The next gate on the same journal settles it: the
+// request's execution is reported unknown, never run again, and the
+// upstream got the call exactly once. The task died with the gate and its
+// client's connection: the new gate does not know it, so nothing reports
+// it completed.
+func TestGateTaskAcrossCrash(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	dir := t.TempDir()
+	o := rawGateOptions{upstream: rawUpstream(t), rules: `{"rules":[{"tool":"block","action":"gate"}]}`, dir: dir, log: filepath.Join(dir, "upstream.log")}
+	g := s.startRawGateWith(t, o)
+	calls := func() int {
+		data, _ := os.ReadFile(o.log)
+		return strings.Count(string(data), "call block")
+	}
+	res := result(t, g.call(t, "tools/call", `"name":"block","arguments":{}`))
+	task, _ := res["taskId"].(string)
+	if res["resultType"] != "task" || task == "" {
+		t.Fatalf("a gated call from a client with tasks: %v", res)
+	}
+	r := s.pending(t, "block")
+	if _, err := s.reviewer.Approve(t.Context(), r.ID, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); calls() == 0; time.Sleep(10 * time.Millisecond) { // across processes: poll the upstream's log
+		if time.Now().After(deadline) {
+			t.Fatal("the approved call did not reach the upstream")
+		}
+	}
+	g.cmd.Process.Kill()
+	<-g.done
+
+	g2 := s.startRawGateWith(t, o)
+	got := s.waitState(t, r.ID, airlock.StateApproved)
+	for deadline := time.Now().Add(20 * time.Second); got.Execution == nil || got.Execution.Status != airlock.ExecUnknown; {
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %+v after the next gate settled the journal, want unknown", got.Execution)
+		}
+		time.Sleep(20 * time.Millisecond)
+		got = s.waitState(t, r.ID, airlock.StateApproved)
+	}
+	if m := g2.call(t, "tasks/get", fmt.Sprintf(`"taskId":%q`, task)); m["error"] == nil {
+		t.Fatalf("the next gate answers the dead gate's task: %v", m)
+	}
+	if n := calls(); n != 1 {
+		t.Fatalf("the upstream got the call %d times, want once", n)
 	}
 }
