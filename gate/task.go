@@ -20,6 +20,9 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 // taskPollInterval is the polling interval a gated call's task suggests.
 const taskPollInterval = 2 * time.Second
 
+// taskKeep is how long a gated call's task stays readable once it ended.
+const taskKeep = time.Hour
+
 // gateTask is a gated call answered as a task: it waits for a reviewer and
 // runs in the gate, and the client polls it. It lives in the gate's
 // process, as the client's connection does; what makes the call run at
@@ -66,6 +69,11 @@ func (p *proxy) startTask(req *mcp.CallToolRequest, name, timeout string) mcp.Re
 	if p.tasks == nil {
 		p.tasks = map[string]*gateTask{}
 	}
+	for id, old := range p.tasks {
+		if old.ended(now) {
+			delete(p.tasks, id) // kept taskKeep after it ended
+		}
+	}
 	p.tasks[t.id] = t
 	p.mu.Unlock()
 	p.down.spawn(func(context.Context) {
@@ -84,6 +92,13 @@ func (p *proxy) startTask(req *mcp.CallToolRequest, name, timeout string) mcp.Re
 	return &taskResult{wire: t.wire(), created: true}
 }
 
+// ended reports whether the task ended more than taskKeep before now.
+func (t *gateTask) ended(now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done && now.Sub(t.updated) > taskKeep
+}
+
 // wire is the task as the Tasks extension writes it. A task completes
 // only when the upstream answered the call (its result, or with its
 // isError); one whose call did not run (denied, expired, withdrawn,
@@ -99,8 +114,9 @@ func (t *gateTask) wire() map[string]any {
 		"ttlMs": nil, "pollIntervalMs": taskPollInterval.Milliseconds(),
 	}
 	if !t.done {
-		return w
+		return w // ttlMs null: it lives as long as the call waits or runs
 	}
+	w["ttlMs"] = t.updated.Add(taskKeep).Sub(t.created).Milliseconds()
 	var we *jsonrpc.Error
 	switch {
 	case t.err != nil && errors.As(t.err, &we):
@@ -172,7 +188,7 @@ func (p *proxy) taskParams(method string, params json.RawMessage) (*gateTask, er
 	p.mu.Lock()
 	t := p.tasks[in.TaskID]
 	p.mu.Unlock()
-	if t == nil {
+	if t == nil || t.ended(time.Now()) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Failed to retrieve task: task %q not found", in.TaskID)}
 	}
 	return t, nil

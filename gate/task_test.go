@@ -195,6 +195,9 @@ func TestGateTasks(t *testing.T) {
 	if got["status"] != "completed" || len(content) != 1 || content[0].(map[string]any)["text"] != "wrote approved" {
 		t.Fatalf("an approved task: %v", got)
 	}
+	if ttl, _ := got["ttlMs"].(float64); ttl < float64(time.Hour.Milliseconds()) {
+		t.Fatalf("an ended task's ttlMs %v, want at least the hour it is kept", got["ttlMs"])
+	}
 	if again := result(t, g.call(t, "tasks/get", fmt.Sprintf(`"taskId":%q`, task))); again["status"] != "completed" {
 		t.Fatalf("polled again: %v", again)
 	}
