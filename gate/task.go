@@ -174,7 +174,15 @@ func (p *proxy) taskParams(method string, params json.RawMessage) (*gateTask, er
 		TaskID string                     `json:"taskId"`
 		Meta   map[string]json.RawMessage `json:"_meta"`
 	}
-	if json.Unmarshal(params, &in) != nil || in.TaskID == "" {
+	json.Unmarshal(params, &in)
+	var version string
+	json.Unmarshal(in.Meta[mcp.MetaKeyProtocolVersion], &version)
+	if version < Revision2026 {
+		// Before 2026-07-28 the gate has no tasks (and relays none of the
+		// upstream's): the method is not there.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("airlock gate: %s is served only to clients at MCP %s that declare the %s extension", method, Revision2026, TasksExtension)}
+	}
+	if in.TaskID == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: method + " needs params.taskId"}
 	}
 	var caps struct {

@@ -101,8 +101,16 @@ func (s *server) startRawGateWith(t *testing.T, o rawGateOptions) *rawGate {
 	return g
 }
 
-// call sends a request and returns its answer (result or error).
+// call sends a request at 2026-07-28 declaring the Tasks extension and
+// returns its answer (result or error).
 func (g *rawGate) call(t *testing.T, method, params string) map[string]any {
+	t.Helper()
+	return g.callMeta(t, method, params, tasksMeta)
+}
+
+// callMeta sends a request whose params end with meta (a "_meta" member,
+// or "") and returns its answer.
+func (g *rawGate) callMeta(t *testing.T, method, params, meta string) map[string]any {
 	t.Helper()
 	g.mu.Lock()
 	g.next++
@@ -110,10 +118,10 @@ func (g *rawGate) call(t *testing.T, method, params string) map[string]any {
 	ch := make(chan map[string]any, 1)
 	g.waits[id] = ch
 	g.mu.Unlock()
-	if params != "" {
+	if params != "" && meta != "" {
 		params += ","
 	}
-	if _, err := fmt.Fprintf(g.stdin, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":{%s%s}}`+"\n", id, method, params, tasksMeta); err != nil {
+	if _, err := fmt.Fprintf(g.stdin, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":{%s%s}}`+"\n", id, method, params, meta); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -278,5 +286,21 @@ func TestGateTaskAcrossCrash(t *testing.T) {
 	}
 	if n := calls(); n != 1 {
 		t.Fatalf("the upstream got the call %d times, want once", n)
+	}
+}
+
+// TestGateTasksOnlyAt2026: before 2026-07-28 the gate has no tasks: a
+// client at 2025-11-25 that sends tasks/get gets -32601, as before.
+func TestGateTasksOnlyAt2026(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	g := s.startRawGate(t)
+	ir := g.callMeta(t, "initialize", `"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}`, "")
+	if result(t, ir)["protocolVersion"] != "2025-11-25" {
+		t.Fatalf("initialize: %v", ir)
+	}
+	m := g.callMeta(t, "tasks/get", `"taskId":"tsk_x"`, "")
+	if e, _ := m["error"].(map[string]any); e == nil || e["code"] != float64(-32601) {
+		t.Fatalf("tasks/get at 2025-11-25: %v, want -32601", m)
 	}
 }
