@@ -208,6 +208,10 @@ func (h *httpHandler) serveTask(w http.ResponseWriter, r *http.Request, c airloc
 		writeRPCError(w, http.StatusBadRequest, id, -32602, `missing or invalid _meta field "io.modelcontextprotocol/protocolVersion"`, nil)
 		return
 	}
+	if r.Header.Get(headerProtocolVersion) == "" {
+		writeRPCError(w, http.StatusBadRequest, id, -32020, "Mcp-Protocol-Version header is required for a request that names its revision in _meta", nil)
+		return
+	}
 	if got := r.Header.Get("Mcp-Method"); got != method {
 		writeRPCError(w, http.StatusBadRequest, id, -32020, "Mcp-Method header "+quote(got)+" does not match the body's method "+quote(method), nil)
 		return

@@ -117,6 +117,10 @@ func TestTasks(t *testing.T) {
 	if status, m := h.rpc(t, alice, "tasks/get", "tsk_other", `"taskId":"`+task+`"`, metaTasks); status != 400 || get(m, "error.code") != float64(-32020) {
 		t.Errorf("Mcp-Name not the taskId: %d %v, want 400 -32020", status, m)
 	}
+	noHeader := `{"jsonrpc":"2.0","id":9,"method":"tasks/get","params":{"taskId":"` + task + `",` + metaTasks + `}}`
+	if resp, body := h.do(t, raw{body: noHeader, secret: alice, header: map[string]string{"Mcp-Method": "tasks/get", "Mcp-Name": task}}); resp.StatusCode != 400 || !strings.Contains(body, "-32020") {
+		t.Errorf("tasks/get without Mcp-Protocol-Version: %d %s, want 400 -32020", resp.StatusCode, body)
+	}
 
 	// Without the extension, approval_status waits and answers, as before.
 	id2 := str(get(h.callTool(t, alice, ToolApprovalRequest, requestArgs("task-2", nil), meta), "structuredContent").(map[string]any), "approvalId")
