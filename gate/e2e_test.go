@@ -336,40 +336,47 @@ func TestGateUpstreamFailures(t *testing.T) {
 
 // TestGateUpstreamExits: when the upstream server dies, the gate exits
 // non-zero and deletes its instance. The gate initializes the upstream
-// when its client initializes, so the client's initialize gets the error.
+// when its client initializes (or, at 2026-07-28, discovers), so that
+// request gets the error. At 2026-07-28 the SDK's client then falls back
+// to initialize, which finds the gate gone: its error is the fallback's.
 func TestGateUpstreamExits(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
-	bin, _ := binaries(t)
-	cmd := exec.Command(bin, "gate", "--url", s.url, "--journal", t.TempDir(), "--", "sh", "-c", "exit 3")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_AGENT_TOKEN=" + s.agentSecret}
-	stderr := &testkit.Buffer{}
-	cmd.Stderr = stderr
-	stdin, stdout := testkit.Pipes(t, cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "gate-test-client", Version: "1.0"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, nil)
-	if err == nil {
-		cs.Close()
-		t.Fatal("initialize through a gate whose upstream exited succeeded")
-	}
-	if !strings.Contains(err.Error(), "upstream MCP server") {
-		t.Errorf("initialize failed with %v, want the upstream named", err)
-	}
-	stdin.Close()
-	var ee *exec.ExitError
-	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "upstream MCP server") {
-		t.Fatalf("gate in front of a dead upstream: %v\n%s", err, stderr.String())
-	}
-	if n := countRequests(t, s); n != 0 {
-		t.Fatalf("%d requests", n)
-	}
-	if insts, err := s.agent.ListInstances(context.Background()); err != nil || len(insts) != 0 {
-		t.Fatalf("the gate's instance is still there: %+v %v", insts, err)
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(rev, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t)
+			bin, _ := binaries(t)
+			cmd := exec.Command(bin, "gate", "--url", s.url, "--journal", t.TempDir(), "--", "sh", "-c", "exit 3")
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AIRLOCK_AGENT_TOKEN=" + s.agentSecret}
+			stderr := &testkit.Buffer{}
+			cmd.Stderr = stderr
+			stdin, stdout := testkit.Pipes(t, cmd)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			c := mcp.NewClient(&mcp.Implementation{Name: "gate-test-client", Version: "1.0"}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: stdout, Writer: stdin}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
+			if err == nil {
+				cs.Close()
+				t.Fatal("initialize through a gate whose upstream exited succeeded")
+			}
+			if rev != "2026-07-28" && !strings.Contains(err.Error(), "upstream MCP server") {
+				t.Errorf("initialize failed with %v, want the upstream named", err)
+			}
+			stdin.Close()
+			var ee *exec.ExitError
+			if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "upstream MCP server") {
+				t.Fatalf("gate in front of a dead upstream: %v\n%s", err, stderr.String())
+			}
+			if n := countRequests(t, s); n != 0 {
+				t.Fatalf("%d requests", n)
+			}
+			if insts, err := s.agent.ListInstances(context.Background()); err != nil || len(insts) != 0 {
+				t.Fatalf("the gate's instance is still there: %+v %v", insts, err)
+			}
+		})
 	}
 }
 

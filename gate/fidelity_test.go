@@ -91,6 +91,7 @@ func TestGateForwardsFaithfully(t *testing.T) {
 		upstream:   []string{raw},
 		rules:      `{"rules": [{"tool": "research", "action": "gate", "timeout": "2s"}]}`,
 		clientInfo: &mcp.Implementation{Name: "fidelity-client", Title: "Fidelity client", Version: "3.1.4"},
+		revision:   "2025-11-25", // byte for byte: no resultType added
 	})
 	ctx := context.Background()
 
@@ -287,7 +288,7 @@ func TestGateClientCapabilities(t *testing.T) {
 
 	t.Run("a client that declares nothing", func(t *testing.T) {
 		t.Parallel()
-		g := s.startGate(t, gateOptions{upstream: []string{raw}, client: &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}})
+		g := s.startGate(t, gateOptions{upstream: []string{raw}, revision: "2025-11-25", client: &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}})
 		if caps := g.upstreamInit(t)["capabilities"]; !reflect.DeepEqual(caps, map[string]any{}) {
 			t.Errorf("the upstream was told capabilities %v, want none", caps)
 		}
@@ -305,7 +306,7 @@ func TestGateClientCapabilities(t *testing.T) {
 	t.Run("a client with form-mode elicitation only", func(t *testing.T) {
 		t.Parallel()
 		e := &elicitations{}
-		g := s.startGate(t, gateOptions{upstream: []string{raw}, client: &mcp.ClientOptions{
+		g := s.startGate(t, gateOptions{upstream: []string{raw}, revision: "2025-11-25", client: &mcp.ClientOptions{
 			Capabilities:       &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}},
 			ElicitationHandler: e.handle,
 		}})
@@ -323,7 +324,7 @@ func TestGateClientCapabilities(t *testing.T) {
 	t.Run("a client with sampling, both elicitation modes and roots", func(t *testing.T) {
 		t.Parallel()
 		e := &elicitations{}
-		g := s.startGate(t, gateOptions{upstream: []string{raw}, client: &mcp.ClientOptions{
+		g := s.startGate(t, gateOptions{upstream: []string{raw}, revision: "2025-11-25", client: &mcp.ClientOptions{
 			Capabilities: &mcp.ClientCapabilities{
 				RootsV2:     &mcp.RootCapabilities{ListChanged: true},
 				Sampling:    &mcp.SamplingCapabilities{},

@@ -19,7 +19,8 @@
 // back as an isError result carrying the reviewer's note; an expiry as an
 // isError result saying nobody decided in time. A tool that requires task
 // augmentation is refused before anyone is asked: the gate does not relay
-// tasks.
+// the upstream's tasks. A client at 2026-07-28 that declares the Tasks
+// extension gets a gated call as a task of the gate's own (task.go).
 //
 // The gate registers an Airlock instance at start and deletes it at exit,
 // which cancels whatever is still pending. Stdout carries nothing but MCP
@@ -48,9 +49,14 @@ import (
 )
 
 // ProtocolVersions are the MCP revisions the gate negotiates with its
-// client, newest first: the ones with an initialize handshake, which a
-// stdio proxy relies on.
-var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+// client, newest first. At 2026-07-28 (stateless: server/discover and a
+// per-request _meta instead of initialize) the gate offers its upstream
+// the same revision and falls back to 2025-11-25 when the upstream refuses
+// it; at an older one the upstream is initialized at the client's.
+var ProtocolVersions = []string{Revision2026, "2025-11-25", "2025-06-18", "2025-03-26"}
+
+// Revision2026 is the stateless MCP revision.
+const Revision2026 = "2026-07-28"
 
 // DefaultProgressInterval is how often the gate tells a waiting client that
 // it still waits for a reviewer.
@@ -122,14 +128,24 @@ type proxy struct {
 	readyOnce   sync.Once
 	upReady     chan *mcp.ClientSession // the upstream session, once initialized
 	upFailed    chan error              // the upstream could not be initialized
+	// upInit serializes the upstream's initialization for a client at
+	// 2026-07-28, whose first request (server/discover or any other)
+	// starts it.
+	upInit sync.Mutex
+	upErr  error // why it could not be initialized
 
-	mu       sync.Mutex
-	ss       *mcp.ServerSession // the downstream session, once it initializes
-	up       *mcp.ClientSession // the upstream session, once initialized
+	mu sync.Mutex
+	ss *mcp.ServerSession // the downstream session, once it initializes
+	up *mcp.ClientSession // the upstream session, once initialized
+	// upMeta is the _meta every request to an upstream at 2026-07-28
+	// carries (its revision, the client's name and capabilities as the
+	// gate offers them); nil for an upstream at an older revision.
+	upMeta   map[string]any
 	tools    map[string]*upstreamTool
 	syncMu   sync.Mutex // one tool list refresh at a time
 	progress map[string]*progressRoute
 	nextTok  atomic.Int64
+	tasks    map[string]*gateTask // gated calls answered as tasks (task.go)
 }
 
 // Run runs the gate until the client closes its side (nil), ctx ends
@@ -225,7 +241,7 @@ func (p *proxy) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)
 	}
-	p.down = newPeer(ctx, conn, "the MCP client", p.idPrefix, nil, p.fromClient)
+	p.down = newPeer(ctx, conn, "the MCP client", p.idPrefix, p.taskMethods(), p.fromClient)
 	ss, err := p.srv.Connect(ctx, connected{p.down}, nil)
 	if err != nil {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)

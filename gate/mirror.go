@@ -8,10 +8,12 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -83,6 +85,15 @@ func (p *proxy) newServer() {
 			switch {
 			case method == "initialize":
 				return p.initialize(ctx, next, req)
+			case method == "server/discover":
+				return p.discover(ctx, next, req)
+			case statelessClient(req) && p.upstream() == nil:
+				// A client at 2026-07-28 need not discover first.
+				if err := p.startStateless(req); err != nil {
+					return nil, err
+				}
+			}
+			switch {
 			case method == "tools/call":
 				return p.callTool(ctx, req.(*mcp.CallToolRequest))
 			case relayedMethods[method]:
@@ -121,6 +132,13 @@ func (p *proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.
 		}
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
+	ir.Capabilities, ir.Instructions, ir.ServerInfo = offered(up)
+	return ir, nil
+}
+
+// offered is what the gate offers its client of the upstream's: its
+// capabilities, instructions and server info (its title noting the gate).
+func offered(up *mcp.ClientSession) (*mcp.ServerCapabilities, string, *mcp.Implementation) {
 	ui := up.InitializeResult()
 	caps := &mcp.ServerCapabilities{}
 	if c := ui.Capabilities; c != nil {
@@ -129,18 +147,91 @@ func (p *proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.
 		// extension capabilities: their methods do not pass the gate.
 		caps.Tools, caps.Prompts, caps.Resources, caps.Logging, caps.Completions = c.Tools, c.Prompts, c.Resources, c.Logging, c.Completions
 	}
-	ir.Capabilities = caps
-	ir.Instructions = ui.Instructions
+	var info *mcp.Implementation
 	if si := ui.ServerInfo; si != nil {
-		info := *si
+		info = new(*si)
 		title := si.Title
 		if title == "" {
 			title = si.Name
 		}
 		info.Title = title + " (behind airlock gate)"
-		ir.ServerInfo = &info
 	}
-	return ir, nil
+	return caps, ui.Instructions, info
+}
+
+// statelessClient reports whether req follows revision 2026-07-28: it
+// names its revision in its _meta rather than in an initialize.
+func statelessClient(req mcp.Request) bool {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= Revision2026
+}
+
+// discover answers a client's server/discover (revision 2026-07-28) as
+// initialize is answered: the upstream is initialized, offered the same
+// revision first, and the client gets its capabilities, instructions and
+// server info (in _meta).
+func (p *proxy) discover(ctx context.Context, next mcp.MethodHandler, req mcp.Request) (mcp.Result, error) {
+	res, err := next(ctx, "server/discover", req)
+	if err != nil {
+		return nil, err // a revision the gate does not speak
+	}
+	dr, ok := res.(*mcp.DiscoverResult)
+	if !ok || !statelessClient(req) {
+		return res, nil
+	}
+	if err := p.startStateless(req); err != nil {
+		return nil, err
+	}
+	var info *mcp.Implementation
+	dr.Capabilities, dr.Instructions, info = offered(p.upstream())
+	// A gated call is answered as a task to a client that declares the
+	// Tasks extension (task.go).
+	dr.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
+	if info != nil {
+		if dr.Meta == nil {
+			dr.Meta = mcp.Meta{}
+		}
+		dr.Meta[mcp.MetaKeyServerInfo] = info
+	}
+	return dr, nil
+}
+
+// startStateless initializes the upstream for a client at 2026-07-28, once:
+// with the name and capabilities of the client's first request.
+func (p *proxy) startStateless(req mcp.Request) error {
+	p.upInit.Lock()
+	defer p.upInit.Unlock()
+	if p.upstream() != nil {
+		return nil
+	}
+	if p.upErr != nil {
+		return p.upErr
+	}
+	ss := req.GetSession().(*mcp.ServerSession)
+	ip := ss.InitializeParams()
+	p.mu.Lock()
+	p.ss = ss
+	p.mu.Unlock()
+	_, err := p.initUpstream(ip, ip.ProtocolVersion)
+	if err == nil {
+		if err = p.syncTools(p.waitCtx); err != nil {
+			err = fmt.Errorf("gate: list the upstream MCP server's tools: %w", err)
+		}
+	}
+	if err != nil {
+		select {
+		case p.upFailed <- err:
+		default:
+		}
+		p.upErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		return p.upErr
+	}
+	p.readyOnce.Do(func() { close(p.clientReady) })
+	return nil
 }
 
 // initUpstream initializes the MCP session with the upstream, as the
@@ -171,14 +262,32 @@ func (p *proxy) initUpstream(client *mcp.InitializeParams, version string) (*mcp
 		}
 	}
 	// The peer answers sampling, elicitation and roots requests and takes
-	// every notification, so the SDK client needs no handlers.
-	cli := mcp.NewClient(impl, &mcp.ClientOptions{Logger: p.sdk, Capabilities: caps})
+	// every notification, so the SDK client needs no handlers; the
+	// list-changed ones only make it subscribe to the changes of an
+	// upstream at 2026-07-28, which sends them only to a subscriber.
+	nop := func(context.Context, *mcp.ClientRequest[*mcp.ToolListChangedParams]) {}
+	cli := mcp.NewClient(impl, &mcp.ClientOptions{Logger: p.sdk, Capabilities: caps,
+		ToolListChangedHandler:     nop,
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) {},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {},
+	})
+	// At 2026-07-28 the SDK asks server/discover first and initializes at
+	// 2025-11-25 when the upstream does not answer it.
 	cs, err := cli.Connect(p.waitCtx, connected{p.upPeer}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		return nil, fmt.Errorf("gate: initialize the upstream MCP server %q: %w", p.upstreamName(), err)
 	}
+	var meta map[string]any
+	if v := cs.InitializeResult().ProtocolVersion; v >= Revision2026 {
+		meta = map[string]any{
+			mcp.MetaKeyProtocolVersion:    v,
+			mcp.MetaKeyClientInfo:         impl,
+			mcp.MetaKeyClientCapabilities: capabilitiesJSON(caps),
+		}
+	}
 	p.mu.Lock()
 	p.up = cs
+	p.upMeta = meta
 	p.mu.Unlock()
 	p.upReady <- cs
 	return cs, nil
@@ -200,11 +309,103 @@ func (p *proxy) relay(ctx context.Context, method string, params mcp.Params) (mc
 	if p.upstream() == nil {
 		return nil, errNoUpstream
 	}
-	raw, err := p.upPeer.call(ctx, method, marshalParams(params))
+	raw, err := p.upCall(ctx, method, marshalParams(params))
 	if err != nil {
 		return nil, answerError(ctx, err)
 	}
-	return &rawResult{json: raw}, nil
+	return p.result(raw), nil
+}
+
+// The _meta keys of revision 2026-07-28 that say who asks, at which
+// revision: the gate's, toward its upstream, never the client's.
+var revisionMeta = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities}
+
+// upCall sends a request upstream with the _meta its revision needs: the
+// client's revision keys replaced by the gate's when the upstream speaks
+// 2026-07-28, removed when it speaks an older revision. Params without
+// them toward an older upstream go as they are.
+func (p *proxy) upCall(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	p.mu.Lock()
+	meta := p.upMeta
+	p.mu.Unlock()
+	if meta != nil || bytes.Contains(params, []byte(`"io.modelcontextprotocol/`)) {
+		var err error
+		if params, err = withRevisionMeta(params, meta); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "airlock gate: " + err.Error()}
+		}
+	}
+	return p.upPeer.call(ctx, method, params)
+}
+
+// withRevisionMeta returns params with their revision keys in _meta
+// replaced by meta's (removed when meta is nil).
+func withRevisionMeta(params json.RawMessage, meta map[string]any) (json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	if len(params) > 0 && string(params) != "null" {
+		if err := json.Unmarshal(params, &obj); err != nil {
+			return nil, fmt.Errorf("read params: %w", err)
+		}
+	}
+	m := map[string]any{}
+	if raw, ok := obj["_meta"]; ok {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("read _meta: %w", err)
+		}
+	}
+	for _, k := range revisionMeta {
+		delete(m, k)
+	}
+	maps.Copy(m, meta)
+	if len(m) == 0 {
+		delete(obj, "_meta")
+	} else {
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		obj["_meta"] = raw
+	}
+	return json.Marshal(obj)
+}
+
+// capabilitiesJSON is caps as _meta carries them at 2026-07-28: roots
+// only when declared (the SDK's ClientCapabilities always writes it).
+func capabilitiesJSON(caps *mcp.ClientCapabilities) map[string]any {
+	data, _ := json.Marshal(caps)
+	m := map[string]any{}
+	json.Unmarshal(data, &m)
+	delete(m, "roots")
+	if caps.RootsV2 != nil {
+		m["roots"] = caps.RootsV2
+	}
+	return m
+}
+
+// result is an upstream's raw result for the client. At 2026-07-28 every
+// result says it is complete: one from an upstream at an older revision
+// gets "resultType" ahead of its bytes, which are otherwise as they came.
+func (p *proxy) result(raw json.RawMessage) *rawResult {
+	ss := p.session()
+	if ss == nil {
+		return &rawResult{json: raw}
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion < Revision2026 {
+		return &rawResult{json: raw}
+	}
+	var probe struct {
+		ResultType *string `json:"resultType"`
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if json.Unmarshal(trimmed, &probe) != nil || probe.ResultType != nil || len(trimmed) < 2 || trimmed[0] != '{' {
+		return &rawResult{json: raw}
+	}
+	rest := bytes.TrimSpace(trimmed[1:])
+	out := []byte(`{"resultType":"complete"`)
+	if rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return &rawResult{json: append(out, rest...)}
 }
 
 // answerError is the error to answer the client with: the upstream's
@@ -231,6 +432,8 @@ func marshalParams(params mcp.Params) json.RawMessage {
 // gate's copy first; everything else goes to the client as it came.
 func (p *proxy) fromUpstream(n *jsonrpc.Request) bool {
 	switch n.Method {
+	case "notifications/subscriptions/acknowledged":
+		return false // the gate's own subscription, for its SDK session
 	case "notifications/progress":
 		if p.upstreamProgress(n.Params) {
 			return true
@@ -286,6 +489,12 @@ func (p *proxy) askClient(ctx context.Context, method string, params json.RawMes
 	if ss := p.session(); ss != nil {
 		if ip := ss.InitializeParams(); ip != nil {
 			caps = ip.Capabilities
+			if ip.ProtocolVersion >= Revision2026 {
+				// At 2026-07-28 a server asks its client only through a
+				// result's inputRequests, never with a request of its own.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+					Message: fmt.Sprintf("airlock gate: the MCP client speaks revision %s, at which a server cannot send it %s", ip.ProtocolVersion, method)}
+			}
 		}
 	}
 	if caps == nil {
@@ -363,7 +572,7 @@ func (p *proxy) syncTools(ctx context.Context) error {
 		if cursor != "" {
 			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		raw, err := p.upPeer.call(ctx, "tools/list", params)
+		raw, err := p.upCall(ctx, "tools/list", params)
 		if err != nil {
 			return err
 		}

@@ -39,13 +39,27 @@ func TestGateNPMFilesystem(t *testing.T) {
 	if err != nil {
 		testkit.Unavailable(t, "the npm upstream test needs node and `npm ci --prefix e2e/npm-upstream`: "+err.Error())
 	}
+	// The server speaks 2025-11-25: a client at 2026-07-28 gets its
+	// results with resultType added ahead of the server's bytes.
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(rev, func(t *testing.T) {
+			t.Parallel()
+			npmFilesystem(t, node, entry, rev)
+		})
+	}
+}
+
+func npmFilesystem(t *testing.T, node, entry, rev string) {
 	s := newServer(t)
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := s.startGate(t, gateOptions{upstream: []string{node, entry, root}})
+	g := s.startGate(t, gateOptions{upstream: []string{node, entry, root}, revision: rev})
 	ctx := context.Background()
+	if v := g.cs.InitializeResult().ProtocolVersion; v != rev {
+		t.Fatalf("negotiated %s, want %s", v, rev)
+	}
 
 	_, names := g.tools(t)
 	for _, want := range []string{"read_text_file", "write_file", "move_file", "list_allowed_directories"} {
@@ -55,7 +69,11 @@ func TestGateNPMFilesystem(t *testing.T) {
 	}
 	// The client gets the server's list as the server writes it: its order
 	// of tools, of keys, of schema properties.
-	if got, want := g.wire.result(t, "tools/list"), directResult(t, []string{node, entry, root}, "tools/list"); !bytes.Equal(got, want) {
+	want := directResult(t, []string{node, entry, root}, "tools/list")
+	if rev >= "2026-07-28" {
+		want = append([]byte(`{"resultType":"complete",`), want[1:]...)
+	}
+	if got := g.wire.result(t, "tools/list"); !bytes.Equal(got, want) {
 		t.Errorf("tools/list through the gate differs from the server's own:\n got %s\nwant %s", got, want)
 	}
 

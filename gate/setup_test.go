@@ -139,6 +139,9 @@ type gateOptions struct {
 	// clientInfo is the MCP client's implementation (default
 	// gate-test-client 1.0).
 	clientInfo *mcp.Implementation
+	// revision is the MCP revision the client offers first (default: the
+	// SDK's newest, 2026-07-28).
+	revision string
 }
 
 // startGate runs `airlock gate` (the real binary) in front of an upstream
@@ -230,7 +233,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	g.client = c
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: checked, Writer: &recordingWriter{stdin, g.wire}}, &mcp.ClientSessionOptions{ProtocolVersion: o.revision})
 	g.cs = cs
 	if err != nil {
 		g.cmd.Process.Kill()

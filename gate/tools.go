@@ -52,9 +52,8 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		return errorResult("Airlock: the gate's rules block %s; the call was not run. Do not retry it.", name), nil
 	}
 
-	args := req.Params.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
+	if p.clientTasks(req) {
+		return p.startTask(req, name, timeout), nil
 	}
 	pr := p.newProgress(req)
 	defer pr.stop()
@@ -63,6 +62,19 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.waitCtx, cancel)()
+	res, _, err := p.gatedCall(ctx, waitCtx, req, name, timeout, pr)
+	return res, err
+}
+
+// gatedCall asks a reviewer about the call and, on approval, claims its
+// one execution and forwards it (under ctx); waiting ends with waitCtx.
+// ran reports whether the upstream answered the call: its result, or its
+// JSON-RPC error.
+func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest, name, timeout string, pr *progress) (res mcp.Result, ran bool, err error) {
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
 	var result json.RawMessage
 	var fwdErr error
 	_, err = p.gate.Run(waitCtx, client.Call{
@@ -71,6 +83,7 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		OnPending: pr.waiting,
 	}, func(runCtx context.Context) error {
 		pr.approved()
+		ran = true
 		result, fwdErr = p.forward(ctx, req, pr, client.ApprovalTokenFrom(runCtx))
 		if fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)) {
 			// The connection broke or the client cancelled mid-call:
@@ -82,7 +95,8 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		}
 		return toolOutcome(result)
 	})
-	return p.answer(waitCtx, name, result, fwdErr, err)
+	res, err = p.answer(waitCtx, name, result, fwdErr, err)
+	return res, ran && (result != nil || isRPCError(fwdErr)), err
 }
 
 // toolOutcome is nil for a result that reports success, the tool's error
@@ -123,13 +137,13 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 	)
 	switch {
 	case err == nil:
-		return &rawResult{json: result}, nil
+		return p.result(result), nil
 	case errors.As(err, &te):
 		// The call ran: the client gets the upstream's own answer.
 		if fwdErr != nil {
 			return nil, answerError(ctx, fwdErr)
 		}
-		return &rawResult{json: result}, nil
+		return p.result(result), nil
 	case errors.As(err, &de):
 		msg := fmt.Sprintf("Airlock: a reviewer denied this call to %s (request %s); it did not run.", tool, de.Request.ID)
 		if note := de.Note(); note != "" {
@@ -159,7 +173,10 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 // one of the gate's own, so that the upstream's progress can be renumbered
 // after the progress sent while waiting.
 func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress, approvalToken string) (json.RawMessage, error) {
-	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	// A retry at 2026-07-28 carries the client's answers to the upstream's
+	// inputRequests and the state the upstream asked to have echoed.
+	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments,
+		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
 	if req.Params.Arguments == nil {
 		params.Arguments = json.RawMessage(`{}`)
 	}
@@ -186,7 +203,7 @@ func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progr
 	if err != nil {
 		return nil, err
 	}
-	return p.upPeer.call(ctx, "tools/call", data)
+	return p.upCall(ctx, "tools/call", data)
 }
 
 // ApprovalTokenMeta is the key of params._meta under which the gate hands
@@ -200,7 +217,7 @@ func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mc
 	if err != nil {
 		return nil, answerError(ctx, err)
 	}
-	return &rawResult{json: raw}, nil
+	return p.result(raw), nil
 }
 
 // isRPCError reports whether err is a JSON-RPC error the upstream answered.

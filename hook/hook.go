@@ -216,6 +216,37 @@ func (g *Gate) Decide(ctx context.Context, call Call) Answer {
 	return g.conclude(ctx, r)
 }
 
+// Ask creates the request for call, or finds the one its key made, without
+// waiting for a decision: for a caller that follows the request itself
+// (an MCP task, docs/mcp.md "Tasks") and answers with Conclude once it is
+// terminal. The request must be this call's (airlock.CheckAsked).
+func (g *Gate) Ask(ctx context.Context, call Call) (airlock.Request, error) {
+	if g.Wait <= 0 {
+		return airlock.Request{}, errors.New("hook: the gate has no wait configured")
+	}
+	r, err := g.create(ctx, call, airlock.CreateRequestInput{
+		Tool: call.Tool, Arguments: call.Arguments, Timeout: windowOf(g.Wait), Context: call.Context,
+		AgentReasoning: call.AgentReasoning,
+	})
+	if err != nil {
+		return airlock.Request{}, err
+	}
+	if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments); err != nil {
+		return airlock.Request{}, err
+	}
+	return r, nil
+}
+
+// Conclude is the answer for request r, which Ask made: for an approval,
+// allow once its one execution is claimed now; the fallback for a request
+// still pending, or one not approved.
+func (g *Gate) Conclude(ctx context.Context, r airlock.Request) Answer {
+	if r.State == airlock.StatePending {
+		return g.fallback(r.ID, "request %s is still pending; %s", r.ID, g.fallbackWord())
+	}
+	return g.conclude(ctx, r)
+}
+
 // conclude turns a terminal request into the answer, claiming an approval.
 func (g *Gate) conclude(ctx context.Context, r airlock.Request) Answer {
 	switch r.State {

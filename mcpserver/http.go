@@ -244,6 +244,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.refuse(w, r, http.StatusMethodNotAllowed, "MCP "+Revision2026+" has no session to open a stream (GET) or end (DELETE): POST each request; what the server sends about it comes on that request's response")
 			return
 		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && taskMethods[req.Method] {
+			h.serveTask(w, r, c, id, req.Method, req.Params)
+			return
+		}
 		h.serveSDK(h.sdkStateless, w, r, msg)
 		return
 	}

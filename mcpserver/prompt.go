@@ -95,15 +95,7 @@ func (s *Server) approvalPrompt(ctx context.Context, req *mcp.CallToolRequest) (
 	if err != nil {
 		return deny("Airlock: " + err.Error())
 	}
-	key := hook.Key("claude-code-prompt", in.ToolUseID)
-	if in.ToolUseID == "" {
-		// No ID to find the same call by: every call is its own request.
-		key = hook.Key("claude-code-prompt", airlock.NewID("call_"))
-	}
-	ctxJSON, _ := json.Marshal(map[string]string{"source": "permission-prompt-tool", "tool_use_id": in.ToolUseID})
-	call := hook.Call{Agent: hook.ClaudeCode.Name, SessionID: promptSession, Tool: in.ToolName,
-		Arguments: in.Input, Context: ctxJSON, Key: key}
-	gate := &hook.Gate{Backend: s.svc.HookBackend(c), Wait: PromptWait, Fallback: hook.Deny}
+	gate, call := s.promptGate(c, in)
 
 	pr := &promptProgress{ss: req.Session, token: req.Params.GetProgressToken(), msg: fmt.Sprintf("Waiting for a reviewer to approve %s in Airlock.", in.ToolName)}
 	pr.start(ctx)
@@ -116,6 +108,20 @@ func (s *Server) approvalPrompt(ctx context.Context, req *mcp.CallToolRequest) (
 		return promptResult(promptOut{Behavior: "allow", UpdatedInput: in.Input}), nil
 	}
 	return deny(ans.Reason)
+}
+
+// promptGate is the hook gate approval_prompt asks through as caller c,
+// and the call it asks about.
+func (s *Server) promptGate(c airlock.Caller, in promptInput) (*hook.Gate, hook.Call) {
+	key := hook.Key("claude-code-prompt", in.ToolUseID)
+	if in.ToolUseID == "" {
+		// No ID to find the same call by: every call is its own request.
+		key = hook.Key("claude-code-prompt", airlock.NewID("call_"))
+	}
+	ctxJSON, _ := json.Marshal(map[string]string{"source": "permission-prompt-tool", "tool_use_id": in.ToolUseID})
+	call := hook.Call{Agent: hook.ClaudeCode.Name, SessionID: promptSession, Tool: in.ToolName,
+		Arguments: in.Input, Context: ctxJSON, Key: key}
+	return &hook.Gate{Backend: s.svc.HookBackend(c), Wait: PromptWait, Fallback: hook.Deny}, call
 }
 
 type promptInput struct {

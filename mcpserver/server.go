@@ -121,6 +121,7 @@ func New(cfg Config) *Server {
 		s.mcp.AddTool(t.def, s.handler(t))
 	}
 	s.mcp.AddTool(s.approvalPromptTool(), s.approvalPrompt)
+	s.mcp.AddReceivingMiddleware(s.taskMiddleware)
 	return s
 }
 

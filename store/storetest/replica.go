@@ -62,6 +62,7 @@ func RunReplicas(t *testing.T, replicas Replicas) {
 		{"replicas starting at once push with one VAPID key", s.vapidKeyOnce},
 		{"T34 16 consumes of one approval token through three: exactly one wins", s.consumesThroughThree},
 		{"T35 sequencers on every replica put each event in the tree once", s.auditSequencers},
+		{"T36 a task made through one is read through the other with its request's outcome", s.tasksAcrossReplicas},
 	})
 }
 

@@ -31,7 +31,29 @@ func recordToken(req *mcp.CallToolRequest) error {
 		return err
 	}
 	defer f.Close()
-	_, err = f.WriteString(req.Params.Name + " " + token + "\n")
+	if _, err = f.WriteString(req.Params.Name + " " + token + "\n"); err != nil {
+		return err
+	}
+	return recordRevision(req)
+}
+
+// recordRevision appends the MCP revision the call came at and the
+// client's title as the upstream heard them to UPSTREAM_LOG.revisions:
+// "tool revision title", one line per run.
+func recordRevision(req *mcp.CallToolRequest) error {
+	var revision, title string
+	if ip := req.Session.InitializeParams(); ip != nil {
+		revision = ip.ProtocolVersion
+		if ip.ClientInfo != nil {
+			title = ip.ClientInfo.Title
+		}
+	}
+	f, err := os.OpenFile(os.Getenv("UPSTREAM_LOG")+".revisions", os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(req.Params.Name + " " + revision + " " + title + "\n")
 	return err
 }
 
