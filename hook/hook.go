@@ -231,7 +231,7 @@ func (g *Gate) Ask(ctx context.Context, call Call) (airlock.Request, error) {
 	if err != nil {
 		return airlock.Request{}, err
 	}
-	if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments); err != nil {
+	if err := airlock.CheckAsked(call.Tool, call.Arguments, r.ID, r.Tool, r.Arguments, r.PurgedAt != nil); err != nil {
 		return airlock.Request{}, err
 	}
 	return r, nil
