@@ -188,6 +188,15 @@ func ParseCreateRequest(body []byte) (CreateRequestInput, error) {
 	return in, in.Validate()
 }
 
+// CheckEditedArguments checks the arguments a reviewer approves in place
+// of a request's, as a create checks an adapter's: a JSON object, strict.
+func CheckEditedArguments(args json.RawMessage) error {
+	if isNull(args) || !isObject(args) {
+		return Invalid("arguments", "edited arguments must be a JSON object")
+	}
+	return CheckJSON("arguments", args)
+}
+
 // Validate checks every field of a create request.
 func (in *CreateRequestInput) Validate() error {
 	if in.Tool == "" {
@@ -294,7 +303,15 @@ type DecisionInput struct {
 	// Grant, with an approval, also makes a grant from the request
 	// approved (docs/policy.md, "Grants").
 	Grant *DecisionGrant `json:"grant,omitempty"`
+	// Arguments, with an approval of a tool call, are the arguments the
+	// reviewer approves instead of the request's: the request ends denied
+	// and a new one with these arguments is approved in its place
+	// (docs/protocol.md, "Edits"). Absent for every other decision.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
+
+// Edits reports whether the decision approves changed arguments.
+func (in *DecisionInput) Edits() bool { return in.Arguments != nil }
 
 // DecisionGrant is the grant a reviewer makes with an approval: for the
 // approved request's tool, on its instance (or, with scope "agent", for
@@ -329,6 +346,19 @@ func (in *DecisionInput) Validate() error {
 	}
 	if in.Status == StateDenied && in.ValidFor != "" {
 		return Invalid("valid_for", "valid_for applies only to approvals")
+	}
+	if in.Edits() {
+		switch {
+		case in.Status != StateApproved:
+			return Invalid("arguments", "arguments are edited only with an approval; a denial changes nothing")
+		case in.Grant != nil:
+			return Invalid("grant", "a grant is made only from a request approved unchanged")
+		case in.Answer != "":
+			return Invalid("answer", "a question is answered, never approved with changed arguments")
+		}
+		if err := CheckEditedArguments(in.Arguments); err != nil {
+			return err
+		}
 	}
 	if in.Status == StateDenied && in.Answer != "" {
 		return Invalid("answer", "answer applies only to approvals; a denial declines the question (say why in note)")

@@ -82,6 +82,12 @@ type RequestSQL struct {
 	// trip where the engine pipelines. It returns the request and the
 	// instant, or no row, having changed nothing.
 	DecideOnce string `sql:"optional"`
+	// Rebind sets replaced_by to @replaced_by on denied request @id
+	// whose replaced_by is unset (Requests.Edit's original).
+	Rebind string
+	// Derive sets derived_from to @derived_from on pending request @id
+	// whose derived_from is unset (Requests.Edit's new request).
+	Derive string
 	// InsertVote records the vote of @principal on @id (@actor, @state,
 	// @note) at @now, unless the principal voted already (no row changed).
 	InsertVote string
@@ -160,7 +166,7 @@ const whereMarker = "/*where*/"
 // proposal_mode, command_method, command_input, question,
 // command_observed, command_status, command_detail, command_applied_at,
 // reviewers, approvals, escalate_to, escalate_after, escalated_at,
-// purged_at, and the names of its instance, its owner and its decider (NULL when
+// purged_at, replaced_by, derived_from, and the names of its instance, its owner and its decider (NULL when
 // unknown).
 //
 // SummaryCols, those of a summary, are its seq, id, instance_id,
@@ -184,7 +190,7 @@ type requestScan struct {
 }
 
 // requestCols is how many RequestCols there are.
-const requestCols = 47
+const requestCols = 49
 
 func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 	r := &s.r
@@ -196,7 +202,7 @@ func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 		&s.mode, &s.method, &s.cmdInput, &s.question,
 		&s.observed, &s.cmdStatus, &s.cmdDetail, c.d.NullTime(&s.cmdAppliedAt),
 		&s.reviewers, &r.Approvals, &s.escalateTo, c.d.Duration(&r.EscalateAfter), c.d.NullTime(&s.escalatedAt),
-		c.d.NullTime(&s.purgedAt),
+		c.d.NullTime(&s.purgedAt), &r.ReplacedBy, &r.DerivedFrom,
 		&s.instName, &s.ownerName, &s.deciderName), extra...)
 }
 

@@ -12,7 +12,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
 	reviewers, approvals, escalate_to, escalate_after, escalated_at,
-	purged_at,
+	purged_at, replaced_by, derived_from,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -200,6 +200,8 @@ ORDER BY seq DESC`,
 	ExpireOne:    expireOneSQL,
 	Decide:       decideSQL + decidedSQL,
 	ApprovePlain: decideSQL + ` AND command_method IS NULL` + decidedSQL,
+	Rebind: `UPDATE requests SET replaced_by = @replaced_by WHERE id = @id AND state = 'denied' AND replaced_by = ''`,
+	Derive: `UPDATE requests SET derived_from = @derived_from WHERE id = @id AND state = 'pending' AND derived_from = ''`,
 	InsertVote: `INSERT INTO votes (request_id, principal, actor, status, note, at) VALUES (@id, @principal, @actor, @state, @note, @now)
 ON CONFLICT (request_id, principal) DO NOTHING`,
 	CommandOf:    `SELECT owner_id, command_method, command_input FROM requests WHERE id = @id AND state = 'pending'`,

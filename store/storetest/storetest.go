@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"TokenUses", s.testTokenUses},
 		{"AuditLog", s.testAuditLog},
 		{"Retention", s.testRetention},
+		{"T37_EditRebind", s.testEditRebind},
 	})
 }
 

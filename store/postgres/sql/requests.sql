@@ -12,7 +12,7 @@ r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.arguments, r.
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
 	r.reviewers, r.approvals, r.escalate_to, r.escalate_after, r.escalated_at,
-	r.purged_at,
+	r.purged_at, r.replaced_by, r.derived_from,
 	{{namesCols}}
 
 -- name: namesCols
@@ -99,6 +99,15 @@ approved_votes = r.approved_votes + CASE WHEN @state::text = 'approved' AND r.ap
 -- name: decides
 -- decides tells, in voteSet, whether a decision ends the request.
 (@state::text = 'denied' OR r.approved_votes + 1 >= r.approvals)
+
+-- name: Requests.Rebind
+-- Rebind names, on the original of an edit (just denied in the same
+-- transaction, which holds its row lock), the request that replaced it.
+UPDATE requests SET replaced_by = @replaced_by WHERE id = @id AND state = 'denied' AND replaced_by = ''
+
+-- name: Requests.Derive
+-- Derive names, on the request an edit has just created, its original.
+UPDATE requests SET derived_from = @derived_from WHERE id = @id AND state = 'pending' AND derived_from = ''
 
 -- name: Requests.InsertVote
 -- InsertVote records a vote; a principal's second vote on a request
