@@ -58,6 +58,8 @@ export interface Decision {
   decided_by_name?: string;
   /** Approvals only: permission to start the call ends then. */
   expires_at?: string;
+  /** On a denial that is an edit ("approved with changes"): the request approved in this one's place. */
+  replaced_by?: string;
   /** For a request that needed several approvals, the votes that decided it. */
   votes?: Vote[];
 }
@@ -111,8 +113,12 @@ export interface ApprovalRequest {
   purged_at?: string;
   created_at: string;
   deadline_at: string;
+  /** On a request made by an edit: the original, denied with decision.replaced_by naming this one. */
+  derived_from?: string;
   decision?: Decision;
   execution?: Execution;
+  /** Only in the answer to an edit: the request approved in this one's place. */
+  replacement?: ApprovalRequest;
   /** MCP requests only, as are target_type, target_id and session_id. */
   title?: string;
   description?: string;
@@ -158,6 +164,12 @@ export interface DecisionInput {
   valid_for?: string;
   /** Approvals of tool calls only: also make a grant for the same call (docs/policy.md). */
   grant?: DecisionGrant;
+  /**
+   * Approvals of tool calls only: the arguments approved instead of the
+   * request's (an edit, docs/protocol.md). The request ends denied and a
+   * new one with these arguments is approved in its place.
+   */
+  arguments?: JsonObject;
 }
 
 /** The grant an approval makes: for the request's tool, on its instance (or for its agent). */
