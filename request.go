@@ -783,3 +783,20 @@ func (r Request) CheckEditable() error {
 	}
 	return nil
 }
+
+// ApprovedWithChanges is how every surface names an edit's outcome.
+const ApprovedWithChanges = "Approved with changes"
+
+// EditSummary says, for people, how an edit touched r: on the original,
+// that it was approved with changes as its replacement (and so denied,
+// never to run); on the replacement, which request it was edited from;
+// "" on any other request.
+func (r Request) EditSummary() string {
+	switch {
+	case r.ReplacedBy != "":
+		return ApprovedWithChanges + " as request " + r.ReplacedBy + "; this call was denied and never runs"
+	case r.DerivedFrom != "":
+		return ApprovedWithChanges + ": a reviewer edited the arguments of request " + r.DerivedFrom
+	}
+	return ""
+}

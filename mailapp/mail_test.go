@@ -329,6 +329,23 @@ func TestComposeQuorum(t *testing.T) {
 	}
 }
 
+// TestComposeEdit: the mail of an edited request still needing votes says
+// it was approved with changes, from which request.
+func TestComposeEdit(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := airlock.Request{ID: "apr_n", Tool: "issue_refund", Arguments: []byte(`{"amount":1200}`), State: airlock.StatePending,
+		DeadlineAt: now.Add(time.Hour), Reviewers: []string{"payments"}, Approvals: 2, DerivedFrom: "apr_o",
+		Votes: []airlock.Vote{{Principal: "ada", Name: "Ada", Status: airlock.StateApproved, At: now}}}
+	m := string(mailapp.Compose(r, airlock.Delivery{MessageID: "m1", Type: airlock.NotifyCreated}, "airlock@example.com", "https://airlock.example.com", now))
+	for _, want := range []string{"Subject: Approved with changes, more approvals needed: issue_refund",
+		"edited the arguments of request apr_o", `{"amount":1200}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("mail lacks %q:\n%s", want, m)
+		}
+	}
+}
+
 // TestComposeAgentWords: the mail of an MCP request names the agent, not
 // the default instance "mcp", and labels its title, description and
 // question as the agent's claim.

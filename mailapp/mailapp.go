@@ -267,6 +267,11 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 	case airlock.NotifyEscalated:
 		subject = "Escalated: " + clip(what, 120) + " now needs " + clip(strings.Join(r.EscalateTo, ", "), 120)
 	}
+	if r.DerivedFrom != "" {
+		// An edit of a request needing several approvals: the editor's
+		// vote is in, the others' are asked for the edited call.
+		subject = airlock.ApprovedWithChanges + ", more approvals needed: " + clip(what, 120)
+	}
 	var body bytes.Buffer
 	who := airlock.Requester(r.Kind, cmp.Or(r.InstanceName, r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID), r.SessionID != "")
 	if r.Kind.AgentWrote() {
@@ -296,6 +301,9 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 	}
 	if r.NeedsQuorum() {
 		fmt.Fprintf(&body, "Needs: %s so far, from different reviewers; any denial decides\n", r.QuorumProgress())
+	}
+	if e := r.EditSummary(); e != "" {
+		fmt.Fprintf(&body, "%s. The arguments above are the edited ones; the original call never runs.\n", e)
 	}
 	fmt.Fprintf(&body, "Decide by: %s\n\nOpen it in Airlock to approve or deny:\n%s\n\n", r.DeadlineAt.UTC().Format(time.RFC1123), link)
 	body.WriteString("This mail cannot approve or deny anything; only a signed-in reviewer can, in the inbox.\n")
