@@ -303,6 +303,14 @@ func (c *Client) Approve(ctx context.Context, id, note string) (*ApprovalRequest
 	return c.Decide(ctx, id, DecisionInput{Status: airlock.StateApproved, Note: note})
 }
 
+// Edit approves a tool call with changed arguments, args, a JSON object
+// (docs/protocol.md, "Edits"): the answer is the request, denied with
+// Decision.ReplacedBy, and Replacement, the request with args approved in
+// its place. Like Decide it is not retried.
+func (c *Client) Edit(ctx context.Context, id string, args json.RawMessage, note, validFor string) (*ApprovalRequest, error) {
+	return c.Decide(ctx, id, DecisionInput{Status: airlock.StateApproved, Note: note, ValidFor: validFor, Arguments: args})
+}
+
 // Deny denies a request; the note tells the agent why.
 func (c *Client) Deny(ctx context.Context, id, note string) (*ApprovalRequest, error) {
 	return c.Decide(ctx, id, DecisionInput{Status: airlock.StateDenied, Note: note})
