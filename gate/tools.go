@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,13 +66,15 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	defer context.AfterFunc(p.waitCtx, cancel)()
 	var result json.RawMessage
 	var fwdErr error
-	_, err = p.gate.Run(waitCtx, client.Call{
+	out, err := p.gate.Run(waitCtx, client.Call{
 		Tool: name, Arguments: args, AttemptKey: rand.Text(), Timeout: timeout,
 		Context:   p.callContext(req),
 		OnPending: pr.waiting,
 	}, func(runCtx context.Context) error {
 		pr.approved()
-		result, fwdErr = p.forward(ctx, req, pr, client.ApprovalTokenFrom(runCtx))
+		// The arguments approved: the call's own, or a reviewer's edit
+		// of them when the gate accepts edits.
+		result, fwdErr = p.forward(ctx, req, client.ArgumentsFrom(runCtx), pr, client.ApprovalTokenFrom(runCtx))
 		if fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)) {
 			// The connection broke or the client cancelled mid-call:
 			// whether the tool took effect is unknown.
@@ -82,7 +85,47 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 		}
 		return toolOutcome(result)
 	})
+	if out != nil && out.Request != nil && out.Request.DerivedFrom != "" && fwdErr == nil {
+		result = editedResult(result, out.Request, args)
+	}
 	return p.answer(waitCtx, name, result, fwdErr, err)
+}
+
+// editedResult adds to an edited call's result a text saying what the
+// reviewer changed: the model asked for one call and another ran.
+func editedResult(raw json.RawMessage, r *client.ApprovalRequest, asked json.RawMessage) json.RawMessage {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(raw, &res) != nil {
+		return raw
+	}
+	var content []json.RawMessage
+	if c, ok := res["content"]; ok && json.Unmarshal(c, &content) != nil {
+		return raw
+	}
+	var diff strings.Builder
+	for _, l := range airlock.ArgumentsDiff(asked, r.Arguments) {
+		fmt.Fprintf(&diff, "%c %s\n", l.Op, l.Text)
+	}
+	note := ""
+	if n := r.Note(); n != "" {
+		note = "\nReviewer's note: " + n
+	}
+	text := fmt.Sprintf("Airlock: a reviewer approved this call with changed arguments (request %s, edited from request %s); "+
+		"it ran with the reviewer's arguments, not yours:\n%s\nChanges (- yours, + the reviewer's):\n%s%s",
+		r.ID, r.DerivedFrom, r.Arguments, diff.String(), note)
+	item, err := json.Marshal(map[string]string{"type": "text", "text": text})
+	if err != nil {
+		return raw
+	}
+	content = append([]json.RawMessage{item}, content...)
+	if res["content"], err = json.Marshal(content); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // toolOutcome is nil for a result that reports success, the tool's error
@@ -130,6 +173,13 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 			return nil, answerError(ctx, fwdErr)
 		}
 		return &rawResult{json: result}, nil
+	case errors.As(err, &de) && de.ReplacedBy() != "":
+		msg := fmt.Sprintf("Airlock: a reviewer approved this call to %s only with changed arguments (request %s, replacing request %s); "+
+			"this gate does not run edited calls (airlock gate --accept-edits), so it did not run.", tool, de.ReplacedBy(), de.Request.ID)
+		if note := de.Note(); note != "" {
+			msg += "\nReviewer's note: " + note
+		}
+		return errorResult("%s", msg), nil
 	case errors.As(err, &de):
 		msg := fmt.Sprintf("Airlock: a reviewer denied this call to %s (request %s); it did not run.", tool, de.Request.ID)
 		if note := de.Note(); note != "" {
@@ -154,13 +204,18 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 }
 
 // forward sends the call upstream as the client made it (same name,
-// arguments and _meta) and returns the upstream's raw result. For a gated
+// arguments and _meta), but with args, the arguments approved, when set
+// (a reviewer's edit, with AcceptEdits), and returns the upstream's raw
+// result. For a gated
 // call (pr not nil) whose client asked for progress, the progress token is
 // one of the gate's own, so that the upstream's progress can be renumbered
 // after the progress sent while waiting.
-func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress, approvalToken string) (json.RawMessage, error) {
+func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage, pr *progress, approvalToken string) (json.RawMessage, error) {
 	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments}
-	if req.Params.Arguments == nil {
+	if args != nil {
+		params.Arguments = args
+	}
+	if params.Arguments == nil {
 		params.Arguments = json.RawMessage(`{}`)
 	}
 	if m := req.Params.Meta; len(m) > 0 {
@@ -196,7 +251,7 @@ const ApprovalTokenMeta = "io.airlock/approval-token"
 // forwardAnswer forwards a call that needs no approval and answers with
 // the upstream's result or error.
 func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
-	raw, err := p.forward(ctx, req, nil, "")
+	raw, err := p.forward(ctx, req, nil, nil, "")
 	if err != nil {
 		return nil, answerError(ctx, err)
 	}
