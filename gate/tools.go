@@ -68,7 +68,7 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	var fwdErr error
 	out, err := p.gate.Run(waitCtx, client.Call{
 		Tool: name, Arguments: args, AttemptKey: rand.Text(), Timeout: timeout,
-		Context:   p.callContext(req),
+		Context:   p.callContext(req, t.tool),
 		OnPending: pr.waiting,
 	}, func(runCtx context.Context) error {
 		pr.approved()
@@ -265,9 +265,18 @@ func isRPCError(err error) bool {
 }
 
 // callContext is what the gate observed about the call: the request's
-// context field, shown to reviewers apart from the agent's claims.
-func (p *proxy) callContext(req *mcp.CallToolRequest) json.RawMessage {
+// context field, shown to reviewers apart from the agent's claims, with
+// the tool's input schema (input_schema) for the inbox's editor.
+func (p *proxy) callContext(req *mcp.CallToolRequest, tool *mcp.Tool) json.RawMessage {
 	c := map[string]any{"adapter": "airlock gate", "upstream": p.upstreamName()}
+	if tool != nil && tool.InputSchema != nil {
+		// The upstream's input schema, by which the inbox checks a
+		// reviewer's edit of the arguments (docs/inbox.md), when it is
+		// small enough to leave room in the context.
+		if s, err := json.Marshal(tool.InputSchema); err == nil && len(s) <= maxContextSchema {
+			c["input_schema"] = json.RawMessage(s)
+		}
+	}
 	if ss := req.Session; ss != nil {
 		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
 			c["mcp_client"] = ip.ClientInfo.Name + " " + ip.ClientInfo.Version
@@ -276,6 +285,10 @@ func (p *proxy) callContext(req *mcp.CallToolRequest) json.RawMessage {
 	data, _ := json.Marshal(c)
 	return data
 }
+
+// maxContextSchema bounds the input schema a call's context carries: the
+// context is at most 64 KiB.
+const maxContextSchema = 32 << 10
 
 // errorResult is an isError tool result the agent reads.
 func errorResult(format string, args ...any) *mcp.CallToolResult {
