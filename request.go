@@ -168,6 +168,12 @@ type Request struct {
 	ReplacedBy  string
 	DerivedFrom string
 
+	// Preview and Reversibility are what the adapter claims about a tool
+	// call (docs/protocol.md, "What the adapter claims"): every surface
+	// shows them as its claims, beside the facts. Nil and "" when absent.
+	Preview       *Preview
+	Reversibility string
+
 	// Seq orders requests by creation; it backs cursor pagination.
 	Seq int64
 }
@@ -484,7 +490,10 @@ func (r Request) CheckStorable(window time.Duration) error {
 			return Invalid("reviewers", "%v", err)
 		}
 	}
-	return nil
+	if err := CheckPreview(r.Preview); err != nil {
+		return err
+	}
+	return CheckReversibility(r.Reversibility)
 }
 
 // CheckDecidedAtCreation refuses a decision of status, made by a policy

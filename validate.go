@@ -177,6 +177,10 @@ type CreateRequestInput struct {
 	Timeout        string          `json:"timeout"`
 	AgentReasoning string          `json:"agent_reasoning"`
 	Context        json.RawMessage `json:"context"`
+	// Preview and Reversibility are the adapter's claims about the call
+	// (docs/protocol.md, "What the adapter claims"), both optional.
+	Preview       *Preview `json:"preview,omitempty"`
+	Reversibility string   `json:"reversibility,omitempty"`
 }
 
 // ParseCreateRequest strictly decodes and validates a create body.
@@ -237,7 +241,10 @@ func (in *CreateRequestInput) Validate() error {
 			return err
 		}
 	}
-	return nil
+	if err := CheckPreview(in.Preview); err != nil {
+		return err
+	}
+	return CheckReversibility(in.Reversibility)
 }
 
 // Fingerprint returns the hash of the canonical validated body for an
@@ -254,10 +261,20 @@ func (in *CreateRequestInput) Fingerprint(instanceID string) (string, error) {
 		}
 	}
 	h := sha256.New()
-	for _, part := range [][]byte{
+	parts := [][]byte{
 		[]byte("tool_call/v1"), []byte(instanceID), []byte(in.Tool), args,
 		[]byte(in.Timeout), []byte(in.AgentReasoning), ctx,
-	} {
+	}
+	// The adapter's claims count only when given, so that the
+	// fingerprints of calls without them stay what they were.
+	if in.Preview != nil || in.Reversibility != "" {
+		var pt, pc string
+		if in.Preview != nil {
+			pt, pc = in.Preview.Type, in.Preview.Content
+		}
+		parts = append(parts, []byte("claims/v1"), []byte(pt), []byte(pc), []byte(in.Reversibility))
+	}
+	for _, part := range parts {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}

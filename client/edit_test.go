@@ -96,3 +96,22 @@ func TestGateEdits(t *testing.T) {
 		}
 	})
 }
+
+// TestGateAdapterClaims: the gate sends the call's preview and
+// reversibility, and the request carries them as given.
+func TestGateAdapterClaims(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var tool counter
+	preview := &airlock.Preview{Type: airlock.PreviewDiff, Content: "-DROP TABLE users;\n+DELETE FROM users WHERE id = 7;\n"}
+	out, err := b.gate(t, nil).Run(ctx, client.Call{Tool: "run_sql", Arguments: []byte(`{"sql":"DROP TABLE users"}`), AttemptKey: "claims",
+		Preview: preview, Reversibility: airlock.Irreversible, OnPending: b.decideOnPending(t, approve)}, tool.run)
+	if err != nil || tool.n.Load() != 1 {
+		t.Fatalf("run: %v, ran %d times", err, tool.n.Load())
+	}
+	r, err := b.agent.GetRequest(ctx, out.Request.ID)
+	if err != nil || r.Preview == nil || *r.Preview != *preview || r.Reversibility != airlock.Irreversible {
+		t.Fatalf("the request's claims: %+v %q (%v)", r.Preview, r.Reversibility, err)
+	}
+}

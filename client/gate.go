@@ -119,6 +119,10 @@ type Call struct {
 	AgentReasoning string
 	// Context is what the adapter observed, a JSON object, or nil.
 	Context json.RawMessage
+	// Preview and Reversibility are the adapter's claims about the call
+	// (CreateRequestInput), shown to reviewers as such.
+	Preview       *airlock.Preview
+	Reversibility string
 	// OnPending, when set, is called while the request waits for a
 	// decision: once when it is first seen pending, then after each poll.
 	OnPending func(*ApprovalRequest)
@@ -212,6 +216,7 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 		in := CreateRequestInput{
 			Tool: call.Tool, Arguments: call.Arguments, Timeout: timeout,
 			AgentReasoning: call.AgentReasoning, Context: call.Context,
+			Preview: call.Preview, Reversibility: call.Reversibility,
 		}
 		r, _, err = g.c.CreateRequest(ctx, g.instance, key, in)
 		if err != nil && ctx.Err() != nil {

@@ -145,6 +145,17 @@ func createBody(in CreateRequestInput) ([]byte, error) {
 		b.WriteString(`,"context":`)
 		b.Write(in.Context)
 	}
+	if p := in.Preview; p != nil {
+		b.WriteString(`,"preview":{"type":`)
+		str(p.Type)
+		b.WriteString(`,"content":`)
+		str(p.Content)
+		b.WriteByte('}')
+	}
+	if in.Reversibility != "" {
+		b.WriteString(`,"reversibility":`)
+		str(in.Reversibility)
+	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }

@@ -51,6 +51,9 @@ type ApprovalRequest struct {
 	CreatedAt time.Time  `json:"created_at"`
 	// DeadlineAt is when a still-pending request expires.
 	DeadlineAt time.Time `json:"deadline_at"`
+	// Preview and Reversibility are what the adapter claimed at creation.
+	Preview       *airlock.Preview `json:"preview,omitempty"`
+	Reversibility string           `json:"reversibility,omitempty"`
 	// DerivedFrom, on a request a reviewer made by approving another with
 	// changed arguments (an edit, docs/protocol.md), is the original.
 	DerivedFrom string     `json:"derived_from,omitempty"`
@@ -186,6 +189,12 @@ type CreateRequestInput struct {
 	AgentReasoning string
 	// Context is what the adapter observed, a JSON object, or nil.
 	Context json.RawMessage
+	// Preview and Reversibility are the adapter's claims about the call
+	// (docs/protocol.md, "What the adapter claims"): a diff or text of
+	// its effect, and reversible, partial or irreversible. Optional;
+	// reviewers see them as the adapter's claims, beside the arguments.
+	Preview       *airlock.Preview
+	Reversibility string
 }
 
 // RequestPage is one page of a list, newest first.

@@ -359,6 +359,7 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instanceID, OwnerID: c.ID,
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
+		Preview: in.Preview, Reversibility: in.Reversibility,
 	}
 	return s.create(ctx, s.storeFor(c), c, store.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }

@@ -202,6 +202,14 @@ func writeDecided(b *bytes.Buffer, r airlock.Request, g *airlock.Grant, replacem
 	o.time("created_at", r.CreatedAt)
 	o.time("deadline_at", r.DeadlineAt)
 	o.str("derived_from", r.DerivedFrom)
+	if p := r.Preview; p != nil {
+		o.key("preview")
+		po := beginObject(b)
+		po.always("type", p.Type)
+		po.always("content", p.Content)
+		po.end()
+	}
+	o.str("reversibility", r.Reversibility)
 	if d := r.Decision; d != nil {
 		o.key("decision")
 		do := beginObject(b)

@@ -74,6 +74,7 @@ func (c *Core) Edit(ctx context.Context, p store.EditParams) (original, edited a
 			{"approvals", in.Approvals}, {"escalate_to", joinGroups(in.EscalateTo)}, {"escalate_after", in.EscalateAfter},
 			{"unless_granted", nil}, {"state", string(airlock.StatePending)}, {"decided_by", nil}, {"note", ""}, {"validity", nil},
 			{Now, at}}
+		args = append(args, previewArgs(in)...)
 		var (
 			seq     int64
 			created time.Time

@@ -248,3 +248,38 @@ func (s *suite) editQuorum(t *testing.T) {
 		t.Fatalf("bob's vote = %s, %v; want approved", done.State, err)
 	}
 }
+
+// testClaims checks the adapter's claims a tool call may carry (preview,
+// reversibility): stored and read back as given, carried over to an
+// edit's replacement, and refused when malformed.
+func (s *suite) testClaims(t *testing.T) {
+	b := s.setup(t)
+	r := b.create(t, func(p *store.NewRequestParams) {
+		p.Request.Preview = &airlock.Preview{Type: airlock.PreviewDiff, Content: "--- a/users.sql\n+++ b/users.sql\n-DROP TABLE users;\n"}
+		p.Request.Reversibility = airlock.Irreversible
+	})
+	got := b.get(t, r.ID)
+	if got.Preview == nil || got.Preview.Type != "diff" || !strings.Contains(got.Preview.Content, "DROP TABLE") || got.Reversibility != "irreversible" {
+		t.Fatalf("read back: preview %+v, reversibility %q", got.Preview, got.Reversibility)
+	}
+	if plain := b.create(t); plain.Preview != nil || plain.Reversibility != "" {
+		t.Fatalf("a request without claims: %+v %q", plain.Preview, plain.Reversibility)
+	}
+	_, edited, err := b.edit(r.ID)
+	if err != nil {
+		t.Fatalf("Edit: %v", err)
+	}
+	if edited.Preview == nil || edited.Preview.Content != got.Preview.Content || edited.Reversibility != "irreversible" {
+		t.Fatalf("the edit's replacement: preview %+v, reversibility %q; want the original's", edited.Preview, edited.Reversibility)
+	}
+	sameRequest(t, "edited, then read", b.get(t, edited.ID), edited)
+	for _, bad := range []func(*store.NewRequestParams){
+		func(p *store.NewRequestParams) { p.Request.Preview = &airlock.Preview{Type: "html", Content: "<b>x</b>"} },
+		func(p *store.NewRequestParams) { p.Request.Preview = &airlock.Preview{Type: "text"} },
+		func(p *store.NewRequestParams) { p.Request.Reversibility = "maybe" },
+	} {
+		if _, _, err := b.store.CreateRequest(b.ctx, b.params(bad)); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+			t.Fatalf("a malformed claim: %v; want invalid_request", err)
+		}
+	}
+}

@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"AuditLog", s.testAuditLog},
 		{"Retention", s.testRetention},
 		{"T37_EditRebind", s.testEditRebind},
+		{"AdapterClaims", s.testClaims},
 	})
 }
 

@@ -115,6 +115,9 @@ export interface ApprovalRequest {
   deadline_at: string;
   /** On a request made by an edit: the original, denied with decision.replaced_by naming this one. */
   derived_from?: string;
+  /** The adapter's claims: a preview of the call's effect and its reversibility. */
+  preview?: Preview;
+  reversibility?: Reversibility;
   decision?: Decision;
   execution?: Execution;
   /** Only in the answer to an edit: the request approved in this one's place. */
@@ -154,7 +157,19 @@ export interface CreateRequestInput {
   timeout?: string;
   agent_reasoning?: string;
   context?: JsonObject | string;
+  /** The adapter's claim of what the call would do: a diff or text, shown as its claim. */
+  preview?: Preview;
+  /** How far the call's effect can be undone, as the adapter claims. */
+  reversibility?: Reversibility;
 }
+
+/** An adapter's preview of a call's effect (docs/protocol.md). */
+export interface Preview {
+  type: 'diff' | 'text';
+  content: string;
+}
+
+export type Reversibility = 'reversible' | 'partial' | 'irreversible';
 
 export interface DecisionInput {
   status: 'approved' | 'denied';

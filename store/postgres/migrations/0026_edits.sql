@@ -1,4 +1,5 @@
--- 0026: edit, then rebind (docs/protocol.md, "Edits").
+-- 0026: edit, then rebind, and what an adapter claims (docs/protocol.md,
+-- "Edits" and "What the adapter claims").
 --
 -- A reviewer who approves a tool call with changed arguments denies the
 -- original and creates, in the same transaction, a new request with the
@@ -24,3 +25,11 @@ DROP TRIGGER IF EXISTS requests_edit_links_once ON requests;
 CREATE TRIGGER requests_edit_links_once
 BEFORE UPDATE OF replaced_by, derived_from ON requests
 FOR EACH ROW EXECUTE FUNCTION requests_edit_links_once();
+
+-- What the adapter claims about a tool call, shown beside the facts: a
+-- preview of its effect (preview_type 'diff' or 'text', '' for none) and
+-- how reversible it is ('reversible', 'partial', 'irreversible', '' for
+-- not said). Written at creation, never changed.
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS preview_type text NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS preview_content text NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS reversibility text NOT NULL DEFAULT '';

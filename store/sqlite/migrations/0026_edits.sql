@@ -1,4 +1,5 @@
--- 0026: edit, then rebind (docs/protocol.md, "Edits").
+-- 0026: edit, then rebind, and what an adapter claims (docs/protocol.md,
+-- "Edits" and "What the adapter claims").
 --
 -- A reviewer who approves a tool call with changed arguments denies the
 -- original and creates, in the same transaction, a new request with the
@@ -18,3 +19,11 @@ WHEN (OLD.replaced_by <> '' AND NEW.replaced_by IS NOT OLD.replaced_by)
 BEGIN
     SELECT RAISE(ABORT, 'an edit''s links are written once');
 END;
+
+-- What the adapter claims about a tool call, shown beside the facts: a
+-- preview of its effect (preview_type 'diff' or 'text', '' for none) and
+-- how reversible it is ('reversible', 'partial', 'irreversible', '' for
+-- not said). Written at creation, never changed.
+ALTER TABLE requests ADD COLUMN preview_type TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN preview_content TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN reversibility TEXT NOT NULL DEFAULT '';
