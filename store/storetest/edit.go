@@ -274,7 +274,9 @@ func (s *suite) testClaims(t *testing.T) {
 	}
 	sameRequest(t, "edited, then read", b.get(t, edited.ID), edited)
 	for _, bad := range []func(*store.NewRequestParams){
-		func(p *store.NewRequestParams) { p.Request.Preview = &airlock.Preview{Type: "html", Content: "<b>x</b>"} },
+		func(p *store.NewRequestParams) {
+			p.Request.Preview = &airlock.Preview{Type: "html", Content: "<b>x</b>"}
+		},
 		func(p *store.NewRequestParams) { p.Request.Preview = &airlock.Preview{Type: "text"} },
 		func(p *store.NewRequestParams) { p.Request.Reversibility = "maybe" },
 	} {
