@@ -8,8 +8,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestBrowserEdit (T37): on a pending tool call carrying its tool's input
-// schema, "Edit and approve" opens an editor seeded with the exact
+// TestBrowserEdit (T37): a pending tool call shows the adapter's claims
+// (preview, reversibility) as such; carrying its tool's input schema, "Edit and approve" opens an editor seeded with the exact
 // arguments; invalid JSON and arguments the schema refuses are flagged
 // and not sent; a valid edit goes to a confirmation showing the diff;
 // confirming lands on the new request, approved, with the diff and a link
@@ -24,13 +24,25 @@ func TestBrowserEdit(t *testing.T) {
 		schema := map[string]any{"type": "object", "required": []any{"sql"},
 			"properties": map[string]any{"sql": map[string]any{"type": "string"}, "limit": map[string]any{"type": "integer"}}}
 		status, out := b.createREST(t, inst, map[string]any{"tool": "run_sql", "timeout": "30m",
-			"arguments": map[string]any{"sql": "DELETE FROM users", "limit": 10},
-			"context":   map[string]any{"adapter": "airlock gate", "input_schema": schema}})
+			"arguments":     map[string]any{"sql": "DELETE FROM users", "limit": 10},
+			"context":       map[string]any{"adapter": "airlock gate", "input_schema": schema},
+			"preview":       map[string]any{"type": "diff", "content": "--- users\n+++ users\n-alice\n-bob\n"},
+			"reversibility": "irreversible"})
 		if status != 201 {
 			t.Fatalf("create over REST: %d %v", status, out)
 		}
 		id := out["id"].(string)
 		tb.open("/requests/" + id)
+		// The adapter's claims, labelled as such, beside the facts.
+		if got := tb.text("#adapter-claims h2"); got != airlock.AdapterClaim {
+			t.Errorf("claims heading %q", got)
+		}
+		if got := tb.text("#reversibility"); got != "irreversible" {
+			t.Errorf("reversibility %q", got)
+		}
+		if n := eval[int](tb, `document.querySelectorAll("#adapter-preview .del").length`); n != 2 {
+			t.Errorf("%d removed lines marked in the preview, want 2", n)
+		}
 		eval[any](tb, `document.querySelector("#edit summary").click()`)
 		if got, want := eval[string](tb, `document.getElementById("edit-arguments").value`), string(b.get(t, id).Arguments); got != want {
 			t.Fatalf("the editor's seed %q; want the exact arguments %q", got, want)

@@ -135,3 +135,36 @@ func checkEdited(r airlock.Request, edited []byte) error {
 	}
 	return nil
 }
+
+// adapterClaims is what an adapter claims about a call, as a page shows
+// it: how reversible, and a preview, a diff line by line (each marked
+// removed, added or context by its first character) or text.
+type adapterClaims struct {
+	Reversibility string
+	PreviewType   string
+	PreviewDiff   []diffRow
+	PreviewText   []display.Segment
+}
+
+// claimsOf is r's adapter claims, or nil when it has none.
+func claimsOf(r airlock.Request) *adapterClaims {
+	if r.Preview == nil && r.Reversibility == "" {
+		return nil
+	}
+	c := &adapterClaims{Reversibility: r.Reversibility}
+	if p := r.Preview; p != nil {
+		c.PreviewType = p.Type
+		if p.Type == airlock.PreviewDiff {
+			for _, l := range strings.Split(strings.TrimSuffix(p.Content, "\n"), "\n") {
+				op := " "
+				if l != "" && (l[0] == '-' || l[0] == '+') && !strings.HasPrefix(l, "---") && !strings.HasPrefix(l, "+++") {
+					op = l[:1]
+				}
+				c.PreviewDiff = append(c.PreviewDiff, diffRow{Op: op, Text: display.Line(l)})
+			}
+		} else {
+			c.PreviewText = display.Text(p.Content)
+		}
+	}
+	return c
+}

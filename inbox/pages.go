@@ -316,6 +316,9 @@ type requestBody struct {
 	InputSchema string
 	// Edit links an edit's two requests, with their diff.
 	Edit *editLink
+	// Claimed is what the adapter claims about the call (its preview and
+	// reversibility), shown as its claim beside the facts; nil for none.
+	Claimed *adapterClaims
 }
 
 func (h *handler) request(w http.ResponseWriter, r *http.Request) {
@@ -416,6 +419,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		}
 	}
 	b.Edit = h.editOf(ctx, v, req)
+	b.Claimed = claimsOf(req)
 	if cr := req.CommandResult; cr != nil {
 		b.Command = cr
 		b.CmdDetail = display.Text(cr.Detail)

@@ -296,6 +296,16 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 	if r.AgentReasoning != "" {
 		fmt.Fprintf(&body, "%s: %s\n\n", airlock.AgentClaim, clip(r.AgentReasoning, 1000))
 	}
+	if r.Preview != nil || r.Reversibility != "" {
+		fmt.Fprintf(&body, "%s:\n", airlock.AdapterClaim)
+		if r.Reversibility != "" {
+			fmt.Fprintf(&body, "Reversibility: %s\n", r.Reversibility)
+		}
+		if p := r.Preview; p != nil {
+			fmt.Fprintf(&body, "Preview (%s):\n%s\n", p.Type, clip(p.Content, 2000))
+		}
+		body.WriteString("\n")
+	}
 	if len(r.Reviewers) > 0 {
 		fmt.Fprintf(&body, "For: %s (only its members decide)\n", strings.Join(r.Reviewers, ", "))
 	}

@@ -106,3 +106,20 @@ func TestRenderEdit(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderAdapterClaims: the message shows the adapter's preview and
+// reversibility as its claim, in plain text.
+func TestRenderAdapterClaims(t *testing.T) {
+	t.Parallel()
+	r := airlock.Request{ID: "apr_c", Kind: airlock.KindToolCall, Tool: "run_sql", Arguments: []byte(`{"sql":"DROP TABLE t"}`),
+		State: airlock.StatePending, DeadlineAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+		Preview: &airlock.Preview{Type: "text", Content: "drops *t*"}, Reversibility: airlock.Irreversible}
+	_, blocks := slackapp.Render(r, "https://airlock.example.com")
+	js, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"plain_text","text":"The adapter's claim (unverified): irreversible. Preview (text): drops *t*"`; !strings.Contains(string(js), want) {
+		t.Errorf("the message lacks %s:\n%s", want, js)
+	}
+}

@@ -257,6 +257,17 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 	if r.AgentReasoning != "" {
 		ctx = append(ctx, plain(airlock.AgentClaim+": "+clip(r.AgentReasoning, maxClaim)))
 	}
+	if r.Preview != nil || r.Reversibility != "" {
+		// The adapter's claims, as plain text: its words, not Airlock's.
+		claim := airlock.AdapterClaim + ":"
+		if r.Reversibility != "" {
+			claim += " " + r.Reversibility + "."
+		}
+		if p := r.Preview; p != nil {
+			claim += " Preview (" + p.Type + "): " + clip(p.Content, maxClaim)
+		}
+		ctx = append(ctx, plain(claim))
+	}
 	blocks = append(blocks, slack.NewContextBlock("facts", ctx...))
 	if r.State == airlock.StatePending {
 		deadline := fmt.Sprintf("Decide by <!date^%d^{date_short_pretty} {time_secs}|%s>", r.DeadlineAt.Unix(), r.DeadlineAt.UTC().Format(time.RFC3339))

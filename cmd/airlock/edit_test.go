@@ -48,6 +48,21 @@ func TestCLIApproveEdit(t *testing.T) {
 		t.Fatalf("the replacement: %s", rep)
 	}
 
+	// show, for people, names the replacement on the original and the
+	// original on the replacement.
+	if show := s.cli(t, s.reviewer, "requests", "show", id).want(t, 0, "show the original").stdout; !strings.Contains(show, orig.Decision.ReplacedBy+" (approved with changes") {
+		t.Errorf("show of the original lacks its replacement:\n%s", show)
+	}
+	if show := s.cli(t, s.reviewer, "requests", "show", orig.Decision.ReplacedBy).want(t, 0, "show the replacement").stdout; !strings.Contains(show, id+" (approved with changes") {
+		t.Errorf("show of the replacement lacks its original:\n%s", show)
+	}
+
+	// The adapter's claims, labelled as such.
+	claimed := s.create(t, `{"tool":"run_sql","arguments":{"sql":"DROP TABLE t"},"reversibility":"irreversible","preview":{"type":"text","content":"drops table t (120 rows)"}}`)
+	if show := s.cli(t, s.reviewer, "requests", "show", claimed).want(t, 0, "show claims").stdout; !strings.Contains(show, "The adapter's claim (unverified):\n  Reversibility: irreversible\n  Preview (text):\n    drops table t (120 rows)") {
+		t.Errorf("show lacks the adapter's claims:\n%s", show)
+	}
+
 	// --edit: the editor is a command line run on the file, as git runs it.
 	editor := filepath.Join(dir, "editor.sh")
 	script := "#!/bin/sh\nsed -i 's/\"prod\"/\"staging\"/' \"$1\"\n"

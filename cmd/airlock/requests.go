@@ -530,6 +530,18 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	if len(q.Context) > 0 {
 		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(display.VisibleText(indentJSON(q.Context))))
 	}
+	if q.Preview != nil || q.Reversibility != "" {
+		fmt.Fprintf(w, "%s:\n", airlock.AdapterClaim)
+		if q.Reversibility != "" {
+			fmt.Fprintf(w, "  Reversibility: %s\n", display.Visible(q.Reversibility))
+		}
+		if p := q.Preview; p != nil {
+			fmt.Fprintf(w, "  Preview (%s):\n%s\n", display.Visible(p.Type), indent(indent(display.VisibleText(strings.TrimSuffix(p.Content, "\n")))))
+		}
+	}
+	if q.DerivedFrom != "" {
+		line("Edited from", q.DerivedFrom+" ("+strings.ToLower(airlock.ApprovedWithChanges)+"; that request was denied)")
+	}
 	line("Instance", display.Visible(instanceLabel(q)))
 	if q.CreatedByName != "" {
 		line("Agent", display.Visible(q.CreatedByName))
@@ -569,6 +581,9 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		}
 		line("Answer", display.VisibleText(d.Answer))
 		line("Note", display.VisibleText(d.Note))
+		if d.ReplacedBy != "" {
+			line("Replaced by", d.ReplacedBy+" ("+strings.ToLower(airlock.ApprovedWithChanges)+": the call with the reviewer's arguments; this one never runs)")
+		}
 	}
 	if cr := q.CommandResult; cr != nil {
 		line("Command", cr.Status)
