@@ -60,3 +60,36 @@ func TestHookClaudeEdited(t *testing.T) {
 		t.Fatalf("the replacement was claimed though the hook denied: %v", after.Body["execution"])
 	}
 }
+
+// TestHookCodexEdited: Codex's answer carries no updated input, so an
+// edited call is denied, naming the replacement, even with
+// --accept-edits, and the replacement stays unclaimed.
+func TestHookCodexEdited(t *testing.T) {
+	t.Parallel()
+	h := startHookSrv(t)
+	in, session := payload(t, "codex-permissionrequest-bash.json")
+	in = replaceSession(in, session)
+	run := h.startHook(t, nil, in, "codex", "--wait", "1m", "--accept-edits")
+	orig := h.pending(t, session)
+	newID := h.api.call("POST", "/v1/approval-requests/"+orig.Str("id")+"/decision", h.reviewer,
+		`{"status":"approved","arguments":{"command":"rm -f /tmp/example.txt"}}`).want(t, 200, "edit").Str("replacement.id")
+	got := run.wait(t)
+	var out struct {
+		HookSpecificOutput struct {
+			Decision struct {
+				Behavior string `json:"behavior"`
+				Message  string `json:"message"`
+			} `json:"decision"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal([]byte(got.stdout), &out); err != nil {
+		t.Fatalf("stdout %q: %v", got.stdout, err)
+	}
+	d := out.HookSpecificOutput.Decision
+	if d.Behavior != "deny" || !strings.Contains(d.Message, newID) || !strings.Contains(d.Message, "cannot carry changed arguments") {
+		t.Fatalf("answer %s; want deny naming %s", got.stdout, newID)
+	}
+	if after := h.api.call("GET", "/v1/approval-requests/"+newID, h.reviewer, "").want(t, 200, "read"); after.Body["execution"] != nil {
+		t.Fatalf("the replacement was claimed: %v", after.Body["execution"])
+	}
+}
