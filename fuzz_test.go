@@ -11,6 +11,7 @@ package airlock_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -183,7 +184,7 @@ func FuzzDecodeDecision(f *testing.F) {
 		}
 		// What the strict decoder accepted, encoding/json reads the same way.
 		var plain airlock.DecisionInput
-		if err := json.Unmarshal(body, &plain); err != nil || plain != in {
+		if err := json.Unmarshal(body, &plain); err != nil || !reflect.DeepEqual(plain, in) {
 			t.Fatalf("encoding/json reads %+v (%v), strict decoder %+v", plain, err, in)
 		}
 		for _, q := range questions {

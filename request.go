@@ -161,6 +161,19 @@ type Request struct {
 	// Decide. Lists leave them out: a summary has ApprovedVotes.
 	Votes []Vote
 
+	// ReplacedBy, on a request a reviewer approved with changed
+	// arguments, is the request made with them: this one ended denied in
+	// the same transaction (docs/protocol.md, "Edits"). DerivedFrom, on
+	// that new request, is the original. Both are empty otherwise.
+	ReplacedBy  string
+	DerivedFrom string
+
+	// Preview and Reversibility are what the adapter claims about a tool
+	// call (docs/protocol.md, "What the adapter claims"): every surface
+	// shows them as its claims, beside the facts. Nil and "" when absent.
+	Preview       *Preview
+	Reversibility string
+
 	// Seq orders requests by creation; it backs cursor pagination.
 	Seq int64
 }
@@ -477,7 +490,10 @@ func (r Request) CheckStorable(window time.Duration) error {
 			return Invalid("reviewers", "%v", err)
 		}
 	}
-	return nil
+	if err := CheckPreview(r.Preview); err != nil {
+		return err
+	}
+	return CheckReversibility(r.Reversibility)
 }
 
 // CheckDecidedAtCreation refuses a decision of status, made by a policy
@@ -579,6 +595,9 @@ func OwnerOnly(actor string, refuse func(Request) *Error) func(Request) *Error {
 // lapsed.
 func (r Request) ClaimConflict() *Error {
 	switch {
+	case r.State != StateApproved && r.ReplacedBy != "":
+		return Conflict(CodeNotApproved, r.State,
+			"request %s is %s: a reviewer approved it with changed arguments as request %s; this call may not run", r.ID, r.State, r.ReplacedBy)
 	case r.State != StateApproved:
 		return Conflict(CodeNotApproved, r.State, "request %s is %s, not approved; it may not run", r.ID, r.State)
 	case r.Execution != nil:
@@ -757,4 +776,36 @@ func (r Request) QuorumProgress() string {
 		}
 	}
 	return QuorumProgress(r.ApprovalsRequired(), names)
+}
+
+// CheckEditable refuses an approval of r with changed arguments: only a
+// tool call's arguments are edited, never a command's input nor a
+// question (docs/protocol.md, "Edits").
+func (r Request) CheckEditable() error {
+	switch {
+	case r.Kind != KindToolCall:
+		return Invalid("arguments", "only a tool call is approved with changed arguments; request %s is a %s", r.ID, r.Kind)
+	case r.Proposal != nil && r.Proposal.Command != nil:
+		return Invalid("arguments", "a command proposal is never approved with changed arguments")
+	case r.Question != nil:
+		return Invalid("arguments", "a question is answered, never approved with changed arguments")
+	}
+	return nil
+}
+
+// ApprovedWithChanges is how every surface names an edit's outcome.
+const ApprovedWithChanges = "Approved with changes"
+
+// EditSummary says, for people, how an edit touched r: on the original,
+// that it was approved with changes as its replacement (and so denied,
+// never to run); on the replacement, which request it was edited from;
+// "" on any other request.
+func (r Request) EditSummary() string {
+	switch {
+	case r.ReplacedBy != "":
+		return ApprovedWithChanges + " as request " + r.ReplacedBy + "; this call was denied and never runs"
+	case r.DerivedFrom != "":
+		return ApprovedWithChanges + ": a reviewer edited the arguments of request " + r.DerivedFrom
+	}
+	return ""
 }

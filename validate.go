@@ -177,6 +177,10 @@ type CreateRequestInput struct {
 	Timeout        string          `json:"timeout"`
 	AgentReasoning string          `json:"agent_reasoning"`
 	Context        json.RawMessage `json:"context"`
+	// Preview and Reversibility are the adapter's claims about the call
+	// (docs/protocol.md, "What the adapter claims"), both optional.
+	Preview       *Preview `json:"preview,omitempty"`
+	Reversibility string   `json:"reversibility,omitempty"`
 }
 
 // ParseCreateRequest strictly decodes and validates a create body.
@@ -186,6 +190,15 @@ func ParseCreateRequest(body []byte) (CreateRequestInput, error) {
 		return in, err
 	}
 	return in, in.Validate()
+}
+
+// CheckEditedArguments checks the arguments a reviewer approves in place
+// of a request's, as a create checks an adapter's: a JSON object, strict.
+func CheckEditedArguments(args json.RawMessage) error {
+	if isNull(args) || !isObject(args) {
+		return Invalid("arguments", "edited arguments must be a JSON object")
+	}
+	return CheckJSON("arguments", args)
 }
 
 // Validate checks every field of a create request.
@@ -228,7 +241,10 @@ func (in *CreateRequestInput) Validate() error {
 			return err
 		}
 	}
-	return nil
+	if err := CheckPreview(in.Preview); err != nil {
+		return err
+	}
+	return CheckReversibility(in.Reversibility)
 }
 
 // Fingerprint returns the hash of the canonical validated body for an
@@ -245,10 +261,20 @@ func (in *CreateRequestInput) Fingerprint(instanceID string) (string, error) {
 		}
 	}
 	h := sha256.New()
-	for _, part := range [][]byte{
+	parts := [][]byte{
 		[]byte("tool_call/v1"), []byte(instanceID), []byte(in.Tool), args,
 		[]byte(in.Timeout), []byte(in.AgentReasoning), ctx,
-	} {
+	}
+	// The adapter's claims count only when given, so that the
+	// fingerprints of calls without them stay what they were.
+	if in.Preview != nil || in.Reversibility != "" {
+		var pt, pc string
+		if in.Preview != nil {
+			pt, pc = in.Preview.Type, in.Preview.Content
+		}
+		parts = append(parts, []byte("claims/v1"), []byte(pt), []byte(pc), []byte(in.Reversibility))
+	}
+	for _, part := range parts {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}
@@ -294,7 +320,15 @@ type DecisionInput struct {
 	// Grant, with an approval, also makes a grant from the request
 	// approved (docs/policy.md, "Grants").
 	Grant *DecisionGrant `json:"grant,omitempty"`
+	// Arguments, with an approval of a tool call, are the arguments the
+	// reviewer approves instead of the request's: the request ends denied
+	// and a new one with these arguments is approved in its place
+	// (docs/protocol.md, "Edits"). Absent for every other decision.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
+
+// Edits reports whether the decision approves changed arguments.
+func (in *DecisionInput) Edits() bool { return in.Arguments != nil }
 
 // DecisionGrant is the grant a reviewer makes with an approval: for the
 // approved request's tool, on its instance (or, with scope "agent", for
@@ -329,6 +363,19 @@ func (in *DecisionInput) Validate() error {
 	}
 	if in.Status == StateDenied && in.ValidFor != "" {
 		return Invalid("valid_for", "valid_for applies only to approvals")
+	}
+	if in.Edits() {
+		switch {
+		case in.Status != StateApproved:
+			return Invalid("arguments", "arguments are edited only with an approval; a denial changes nothing")
+		case in.Grant != nil:
+			return Invalid("grant", "a grant is made only from a request approved unchanged")
+		case in.Answer != "":
+			return Invalid("answer", "a question is answered, never approved with changed arguments")
+		}
+		if err := CheckEditedArguments(in.Arguments); err != nil {
+			return err
+		}
 	}
 	if in.Status == StateDenied && in.Answer != "" {
 		return Invalid("answer", "answer applies only to approvals; a denial declines the question (say why in note)")

@@ -34,6 +34,7 @@ type Gate struct {
 	now      func() time.Time
 	timeout  string
 	poll     time.Duration
+	edits    bool
 
 	mu    sync.Mutex
 	locks map[string]*keyLock
@@ -60,6 +61,14 @@ type GateConfig struct {
 	// Now is the local clock checked against expires_at before a call
 	// starts (default time.Now).
 	Now func() time.Time
+	// AcceptEdits lets the gate run a call a reviewer approved with
+	// changed arguments (docs/protocol.md, "Edits"): the request is then
+	// denied, naming its replacement, and the gate claims and runs the
+	// replacement instead, whose arguments the function must take from
+	// ArgumentsFrom(ctx) (Outcome.Request is the replacement). Off (the
+	// default), such a call does not run: Run returns a *DeniedError whose
+	// ReplacedBy names the replacement.
+	AcceptEdits bool
 }
 
 // NewGate opens the journal and returns a Gate. Close it to release the
@@ -81,7 +90,7 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 	}
 	return &Gate{
 		c: cfg.Client, instance: cfg.InstanceID, j: j, now: cfg.Now,
-		timeout: cfg.Timeout, poll: cfg.PollWait, locks: map[string]*keyLock{},
+		timeout: cfg.Timeout, poll: cfg.PollWait, locks: map[string]*keyLock{}, edits: cfg.AcceptEdits,
 	}, nil
 }
 
@@ -110,6 +119,10 @@ type Call struct {
 	AgentReasoning string
 	// Context is what the adapter observed, a JSON object, or nil.
 	Context json.RawMessage
+	// Preview and Reversibility are the adapter's claims about the call
+	// (CreateRequestInput), shown to reviewers as such.
+	Preview       *airlock.Preview
+	Reversibility string
 	// OnPending, when set, is called while the request waits for a
 	// decision: once when it is first seen pending, then after each poll.
 	OnPending func(*ApprovalRequest)
@@ -189,6 +202,9 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 		if r, err = g.c.GetRequest(ctx, e.requestID); err != nil {
 			return nil, fmt.Errorf("airlock gate: read %s: %w", e.requestID, err)
 		}
+		if r, err = g.follow(ctx, r, call.OnPending); err != nil {
+			return nil, err
+		}
 		if out, err, done := g.resume(ctx, e, r); done {
 			return out, err
 		}
@@ -200,6 +216,7 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 		in := CreateRequestInput{
 			Tool: call.Tool, Arguments: call.Arguments, Timeout: timeout,
 			AgentReasoning: call.AgentReasoning, Context: call.Context,
+			Preview: call.Preview, Reversibility: call.Reversibility,
 		}
 		r, _, err = g.c.CreateRequest(ctx, g.instance, key, in)
 		if err != nil && ctx.Err() != nil {
@@ -224,7 +241,35 @@ func (g *Gate) Run(ctx context.Context, call Call, fn func(context.Context) erro
 			return nil, err
 		}
 	}
+	if r, err = g.follow(ctx, r, call.OnPending); err != nil {
+		return nil, err
+	}
 	return g.execute(ctx, key, r, fn)
+}
+
+// follow returns, when the gate accepts edits and r was approved with
+// changed arguments (denied, naming its replacement), the replacement,
+// once decided; else r. The replacement is believed only when it says it
+// was derived from r, for the same tool on the same instance.
+func (g *Gate) follow(ctx context.Context, r *ApprovalRequest, onPending func(*ApprovalRequest)) (*ApprovalRequest, error) {
+	if !g.edits || r.State != airlock.StateDenied || r.Decision == nil || r.Decision.ReplacedBy == "" {
+		return r, nil
+	}
+	id := r.Decision.ReplacedBy
+	n, err := g.c.GetRequest(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("airlock gate: read the edited request %s that replaced %s: %w", id, r.ID, err)
+	}
+	if n.ID != id || n.DerivedFrom != r.ID || n.Tool != r.Tool || n.InstanceID != r.InstanceID {
+		return nil, fmt.Errorf("airlock gate: request %s names %s as its edited replacement, but the server's answer is not an edit of it (id %q, derived_from %q, tool %q); nothing runs",
+			r.ID, id, n.ID, n.DerivedFrom, n.Tool)
+	}
+	if n.State == airlock.StatePending {
+		// An edit of a request needing several approvals: the editor's
+		// vote is in, the others' are still to come.
+		return g.wait(ctx, n, onPending)
+	}
+	return n, nil
 }
 
 // wait waits for a decision. When ctx ends first, it withdraws the request,
@@ -364,9 +409,9 @@ func (g *Gate) execute(ctx context.Context, key string, r *ApprovalRequest, fn f
 		return out, &LapsedError{Request: r, Claimed: true}
 	}
 
-	runCtx := ctx
+	runCtx := context.WithValue(ctx, argumentsKey{}, r.Arguments)
 	if r.Execution != nil && r.Execution.ApprovalToken != "" {
-		runCtx = context.WithValue(ctx, approvalTokenKey{}, r.Execution.ApprovalToken)
+		runCtx = context.WithValue(runCtx, approvalTokenKey{}, r.Execution.ApprovalToken)
 	}
 	panicked, pv, runErr := runGuarded(runCtx, fn)
 	status := airlock.ExecSucceeded
@@ -538,6 +583,14 @@ func (g *Gate) recoverOne(ctx context.Context, e entry) (Recovered, bool) {
 	if err != nil {
 		return Recovered{RequestID: e.requestID, Err: err}, true
 	}
+	if e.claiming || e.claimed || e.finished != "" {
+		// What was claimed, if anything, is the edited replacement when
+		// the gate accepts edits; it was approved before any claim, so
+		// following it waits for nothing.
+		if r, err = g.follow(ctx, r, nil); err != nil {
+			return Recovered{RequestID: e.requestID, Err: err}, true
+		}
+	}
 	out, rerr, done := g.resume(ctx, e, r)
 	if !done {
 		// A claim that never landed: nothing ran, nothing to report.
@@ -615,6 +668,19 @@ type approvalTokenKey struct{}
 func ApprovalTokenFrom(ctx context.Context) string {
 	token, _ := ctx.Value(approvalTokenKey{}).(string)
 	return token
+}
+
+// argumentsKey keys the approved arguments in the context Run hands fn.
+type argumentsKey struct{}
+
+// ArgumentsFrom returns the arguments of the call Run is running, from
+// the context it hands fn: exactly those approved. They are the call's
+// own unless the gate accepts edits (GateConfig.AcceptEdits) and a
+// reviewer approved changed ones; a function run by a gate that accepts
+// edits must take its arguments from here. Nil outside such a run.
+func ArgumentsFrom(ctx context.Context) json.RawMessage {
+	args, _ := ctx.Value(argumentsKey{}).(json.RawMessage)
+	return args
 }
 
 // Do is Run for a function with a result: it returns fn's result when the

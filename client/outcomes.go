@@ -17,10 +17,23 @@ type DeniedError struct{ Request *ApprovalRequest }
 
 func (e *DeniedError) Error() string {
 	msg := fmt.Sprintf("airlock: %s was denied (request %s)", e.Request.Tool, e.Request.ID)
+	if id := e.ReplacedBy(); id != "" {
+		msg = fmt.Sprintf("airlock: %s was approved with changed arguments as request %s; this call (request %s) did not run, and the gate runs edited calls only with AcceptEdits",
+			e.Request.Tool, id, e.Request.ID)
+	}
 	if n := e.Note(); n != "" {
 		msg += ": reviewer's note: " + n
 	}
 	return msg
+}
+
+// ReplacedBy is the request a reviewer approved in this one's place with
+// changed arguments (an edit), or "": a gate with AcceptEdits runs it.
+func (e *DeniedError) ReplacedBy() string {
+	if d := e.Request.Decision; d != nil {
+		return d.ReplacedBy
+	}
+	return ""
 }
 
 // Note is the reviewer's note, or "".

@@ -145,6 +145,17 @@ func createBody(in CreateRequestInput) ([]byte, error) {
 		b.WriteString(`,"context":`)
 		b.Write(in.Context)
 	}
+	if p := in.Preview; p != nil {
+		b.WriteString(`,"preview":{"type":`)
+		str(p.Type)
+		b.WriteString(`,"content":`)
+		str(p.Content)
+		b.WriteByte('}')
+	}
+	if in.Reversibility != "" {
+		b.WriteString(`,"reversibility":`)
+		str(in.Reversibility)
+	}
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
@@ -301,6 +312,14 @@ func (c *Client) Decide(ctx context.Context, id string, in DecisionInput) (*Appr
 // validity. Use Decide for a validity or an answer.
 func (c *Client) Approve(ctx context.Context, id, note string) (*ApprovalRequest, error) {
 	return c.Decide(ctx, id, DecisionInput{Status: airlock.StateApproved, Note: note})
+}
+
+// Edit approves a tool call with changed arguments, args, a JSON object
+// (docs/protocol.md, "Edits"): the answer is the request, denied with
+// Decision.ReplacedBy, and Replacement, the request with args approved in
+// its place. Like Decide it is not retried.
+func (c *Client) Edit(ctx context.Context, id string, args json.RawMessage, note, validFor string) (*ApprovalRequest, error) {
+	return c.Decide(ctx, id, DecisionInput{Status: airlock.StateApproved, Note: note, ValidFor: validFor, Arguments: args})
 }
 
 // Deny denies a request; the note tells the agent why.

@@ -50,9 +50,18 @@ type ApprovalRequest struct {
 	PurgedAt  *time.Time `json:"purged_at,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	// DeadlineAt is when a still-pending request expires.
-	DeadlineAt time.Time  `json:"deadline_at"`
-	Decision   *Decision  `json:"decision,omitempty"`
-	Execution  *Execution `json:"execution,omitempty"`
+	DeadlineAt time.Time `json:"deadline_at"`
+	// Preview and Reversibility are what the adapter claimed at creation.
+	Preview       *airlock.Preview `json:"preview,omitempty"`
+	Reversibility string           `json:"reversibility,omitempty"`
+	// DerivedFrom, on a request a reviewer made by approving another with
+	// changed arguments (an edit, docs/protocol.md), is the original.
+	DerivedFrom string     `json:"derived_from,omitempty"`
+	Decision    *Decision  `json:"decision,omitempty"`
+	Execution   *Execution `json:"execution,omitempty"`
+	// Replacement is set only in the answer to an edit: the request
+	// approved in this one's place.
+	Replacement *ApprovalRequest `json:"replacement,omitempty"`
 
 	// Fields of requests made through MCP (docs/mcp.md).
 	Title         string         `json:"title,omitempty"`
@@ -102,6 +111,10 @@ type Decision struct {
 	// ExpiresAt, for approvals only, is when permission to start the call
 	// ends. Re-reads and replays never extend it.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// ReplacedBy, on a denial that is an edit ("approved with changes"),
+	// is the request approved in this one's place, with the reviewer's
+	// arguments. This request never runs.
+	ReplacedBy string `json:"replaced_by,omitempty"`
 	// Votes are the votes that decided a request needing several approvals.
 	Votes []Vote `json:"votes,omitempty"`
 }
@@ -176,6 +189,12 @@ type CreateRequestInput struct {
 	AgentReasoning string
 	// Context is what the adapter observed, a JSON object, or nil.
 	Context json.RawMessage
+	// Preview and Reversibility are the adapter's claims about the call
+	// (docs/protocol.md, "What the adapter claims"): a diff or text of
+	// its effect, and reversible, partial or irreversible. Optional;
+	// reviewers see them as the adapter's claims, beside the arguments.
+	Preview       *airlock.Preview
+	Reversibility string
 }
 
 // RequestPage is one page of a list, newest first.
@@ -211,6 +230,11 @@ type DecisionInput struct {
 	// Grant, with an approval of a tool call, also makes a grant for the
 	// same call: the answer's Grant.
 	Grant *airlock.DecisionGrant `json:"grant,omitempty"`
+	// Arguments, with an approval of a tool call, are the arguments
+	// approved instead of the request's (an edit, docs/protocol.md): the
+	// request ends denied and the answer's Replacement, with these
+	// arguments, is approved in its place.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Token is a bearer credential as listed (never with its secret).

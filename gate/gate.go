@@ -102,6 +102,11 @@ type Config struct {
 	// ProgressInterval is how often a waiting call gets a progress
 	// notification (default DefaultProgressInterval).
 	ProgressInterval time.Duration
+	// AcceptEdits sends a call a reviewer approved with changed arguments
+	// upstream with those arguments, and tells the model in the result
+	// what changed (docs/protocol.md, "Edits"). Without it such a call is
+	// refused with a result naming the edited request.
+	AcceptEdits bool
 	// Version is the gate's version, in its Airlock instance's metadata
 	// and, when the client names no implementation, as the version the
 	// upstream server hears (default "dev").
@@ -314,7 +319,7 @@ func (p *proxy) openJournal(ctx context.Context) error {
 	}
 	g, err := client.NewGate(client.GateConfig{
 		Client: p.cfg.Client, InstanceID: p.inst, JournalDir: filepath.Join(p.cfg.JournalDir, p.inst),
-		Timeout: p.cfg.Rules.Timeout,
+		Timeout: p.cfg.Rules.Timeout, AcceptEdits: p.cfg.AcceptEdits,
 	})
 	if err != nil {
 		return fmt.Errorf("gate: %w", err)

@@ -127,6 +127,7 @@ func (g *gateProc) tools(t *testing.T) ([]*mcp.Tool, []string) {
 // gateOptions configures startGate.
 type gateOptions struct {
 	rules    string   // JSON rules, written to a file, or ""
+	flags    []string // more flags for airlock gate
 	upstream []string // the upstream command; default the Go-SDK upstream
 	// upstreamURL, instead, is an HTTP upstream's endpoint, with headers
 	// ("Name: value") for it.
@@ -168,6 +169,7 @@ func (s *server) startGateIn(t *testing.T, o gateOptions, journal string) *gateP
 	if o.rules != "" {
 		args = append(args, "--rules", testkit.TempFile(t, "rules.json", o.rules))
 	}
+	args = append(args, o.flags...)
 	if o.upstreamURL != "" {
 		args = append(args, "--upstream-url", o.upstreamURL)
 		for _, h := range o.headers {

@@ -56,7 +56,8 @@ func (p *proxy) clientTasks(req *mcp.CallToolRequest) bool {
 // startTask answers a gated call with a task at once, and runs the call
 // (ask, wait, claim, forward) in the gate until it ends, the client
 // cancels the task, or the gate stops.
-func (p *proxy) startTask(req *mcp.CallToolRequest, name, timeout string) mcp.Result {
+func (p *proxy) startTask(req *mcp.CallToolRequest, tool *mcp.Tool, timeout string) mcp.Result {
+	name := req.Params.Name
 	now := time.Now()
 	t := &gateTask{id: "tsk_" + rand.Text(), tool: name, created: now, updated: now}
 	// The call runs on until the gate stops; waiting for a reviewer ends
@@ -79,7 +80,7 @@ func (p *proxy) startTask(req *mcp.CallToolRequest, name, timeout string) mcp.Re
 	p.down.spawn(func(context.Context) {
 		defer stopRun()
 		// No progress: the Tasks extension has none for tasks.
-		res, ran, err := p.gatedCall(runCtx, waitCtx, req, name, timeout, &progress{p: p, done: make(chan struct{})})
+		res, ran, err := p.gatedCall(runCtx, waitCtx, req, tool, timeout, &progress{p: p, done: make(chan struct{})})
 		if err != nil && !ran && waitCtx.Err() != nil && runCtx.Err() == nil {
 			// tasks/cancel (or the client's input ended) while it waited:
 			// the request was withdrawn.

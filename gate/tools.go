@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/client"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,7 +54,7 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	}
 
 	if p.clientTasks(req) {
-		return p.startTask(req, name, timeout), nil
+		return p.startTask(req, t.tool, timeout), nil
 	}
 	pr := p.newProgress(req)
 	defer pr.stop()
@@ -62,7 +63,7 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.waitCtx, cancel)()
-	res, _, err := p.gatedCall(ctx, waitCtx, req, name, timeout, pr)
+	res, _, err := p.gatedCall(ctx, waitCtx, req, t.tool, timeout, pr)
 	return res, err
 }
 
@@ -70,21 +71,24 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 // one execution and forwards it (under ctx); waiting ends with waitCtx.
 // ran reports whether the upstream answered the call: its result, or its
 // JSON-RPC error.
-func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest, name, timeout string, pr *progress) (res mcp.Result, ran bool, err error) {
+func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest, tool *mcp.Tool, timeout string, pr *progress) (res mcp.Result, ran bool, err error) {
+	name := req.Params.Name
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	var result json.RawMessage
 	var fwdErr error
-	_, err = p.gate.Run(waitCtx, client.Call{
+	out, err := p.gate.Run(waitCtx, client.Call{
 		Tool: name, Arguments: args, AttemptKey: rand.Text(), Timeout: timeout,
-		Context:   p.callContext(req),
+		Context:   p.callContext(req, tool),
 		OnPending: pr.waiting,
 	}, func(runCtx context.Context) error {
 		pr.approved()
 		ran = true
-		result, fwdErr = p.forward(ctx, req, pr, client.ApprovalTokenFrom(runCtx))
+		// The arguments approved: the call's own, or a reviewer's edit
+		// of them when the gate accepts edits.
+		result, fwdErr = p.forward(ctx, req, client.ArgumentsFrom(runCtx), pr, client.ApprovalTokenFrom(runCtx))
 		if fwdErr != nil && (ctx.Err() != nil || !isRPCError(fwdErr)) {
 			// The connection broke or the client cancelled mid-call:
 			// whether the tool took effect is unknown.
@@ -95,8 +99,48 @@ func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest
 		}
 		return toolOutcome(result)
 	})
+	if out != nil && out.Request != nil && out.Request.DerivedFrom != "" && fwdErr == nil {
+		result = editedResult(result, out.Request, args)
+	}
 	res, err = p.answer(waitCtx, name, result, fwdErr, err)
 	return res, ran && (result != nil || isRPCError(fwdErr)), err
+}
+
+// editedResult adds to an edited call's result a text saying what the
+// reviewer changed: the model asked for one call and another ran.
+func editedResult(raw json.RawMessage, r *client.ApprovalRequest, asked json.RawMessage) json.RawMessage {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(raw, &res) != nil {
+		return raw
+	}
+	var content []json.RawMessage
+	if c, ok := res["content"]; ok && json.Unmarshal(c, &content) != nil {
+		return raw
+	}
+	var diff strings.Builder
+	for _, l := range airlock.ArgumentsDiff(asked, r.Arguments) {
+		fmt.Fprintf(&diff, "%c %s\n", l.Op, l.Text)
+	}
+	note := ""
+	if n := r.Note(); n != "" {
+		note = "\nReviewer's note: " + n
+	}
+	text := fmt.Sprintf("Airlock: a reviewer approved this call with changed arguments (request %s, edited from request %s); "+
+		"it ran with the reviewer's arguments, not yours:\n%s\nChanges (- yours, + the reviewer's):\n%s%s",
+		r.ID, r.DerivedFrom, r.Arguments, diff.String(), note)
+	item, err := json.Marshal(map[string]string{"type": "text", "text": text})
+	if err != nil {
+		return raw
+	}
+	content = append([]json.RawMessage{item}, content...)
+	if res["content"], err = json.Marshal(content); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // toolOutcome is nil for a result that reports success, the tool's error
@@ -144,6 +188,13 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 			return nil, answerError(ctx, fwdErr)
 		}
 		return p.result(result), nil
+	case errors.As(err, &de) && de.ReplacedBy() != "":
+		msg := fmt.Sprintf("Airlock: a reviewer approved this call to %s only with changed arguments (request %s, replacing request %s); "+
+			"this gate does not run edited calls (airlock gate --accept-edits), so it did not run.", tool, de.ReplacedBy(), de.Request.ID)
+		if note := de.Note(); note != "" {
+			msg += "\nReviewer's note: " + note
+		}
+		return errorResult("%s", msg), nil
 	case errors.As(err, &de):
 		msg := fmt.Sprintf("Airlock: a reviewer denied this call to %s (request %s); it did not run.", tool, de.Request.ID)
 		if note := de.Note(); note != "" {
@@ -168,16 +219,21 @@ func (p *proxy) answer(ctx context.Context, tool string, result json.RawMessage,
 }
 
 // forward sends the call upstream as the client made it (same name,
-// arguments and _meta) and returns the upstream's raw result. For a gated
+// arguments and _meta), but with args, the arguments approved, when set
+// (a reviewer's edit, with AcceptEdits), and returns the upstream's raw
+// result. For a gated
 // call (pr not nil) whose client asked for progress, the progress token is
 // one of the gate's own, so that the upstream's progress can be renumbered
 // after the progress sent while waiting.
-func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, pr *progress, approvalToken string) (json.RawMessage, error) {
+func (p *proxy) forward(ctx context.Context, req *mcp.CallToolRequest, args json.RawMessage, pr *progress, approvalToken string) (json.RawMessage, error) {
 	// A retry at 2026-07-28 carries the client's answers to the upstream's
 	// inputRequests and the state the upstream asked to have echoed.
 	params := &mcp.CallToolParamsRaw{Name: req.Params.Name, Arguments: req.Params.Arguments,
 		InputResponses: req.Params.InputResponses, RequestState: req.Params.RequestState}
-	if req.Params.Arguments == nil {
+	if args != nil {
+		params.Arguments = args
+	}
+	if params.Arguments == nil {
 		params.Arguments = json.RawMessage(`{}`)
 	}
 	if m := req.Params.Meta; len(m) > 0 {
@@ -213,7 +269,7 @@ const ApprovalTokenMeta = "io.airlock/approval-token"
 // forwardAnswer forwards a call that needs no approval and answers with
 // the upstream's result or error.
 func (p *proxy) forwardAnswer(ctx context.Context, req *mcp.CallToolRequest) (mcp.Result, error) {
-	raw, err := p.forward(ctx, req, nil, "")
+	raw, err := p.forward(ctx, req, nil, nil, "")
 	if err != nil {
 		return nil, answerError(ctx, err)
 	}
@@ -227,9 +283,18 @@ func isRPCError(err error) bool {
 }
 
 // callContext is what the gate observed about the call: the request's
-// context field, shown to reviewers apart from the agent's claims.
-func (p *proxy) callContext(req *mcp.CallToolRequest) json.RawMessage {
+// context field, shown to reviewers apart from the agent's claims, with
+// the tool's input schema (input_schema) for the inbox's editor.
+func (p *proxy) callContext(req *mcp.CallToolRequest, tool *mcp.Tool) json.RawMessage {
 	c := map[string]any{"adapter": "airlock gate", "upstream": p.upstreamName()}
+	if tool != nil && tool.InputSchema != nil {
+		// The upstream's input schema, by which the inbox checks a
+		// reviewer's edit of the arguments (docs/inbox.md), when it is
+		// small enough to leave room in the context.
+		if s, err := json.Marshal(tool.InputSchema); err == nil && len(s) <= maxContextSchema {
+			c["input_schema"] = json.RawMessage(s)
+		}
+	}
 	if ss := req.Session; ss != nil {
 		if ip := ss.InitializeParams(); ip != nil && ip.ClientInfo != nil {
 			c["mcp_client"] = ip.ClientInfo.Name + " " + ip.ClientInfo.Version
@@ -238,6 +303,10 @@ func (p *proxy) callContext(req *mcp.CallToolRequest) json.RawMessage {
 	data, _ := json.Marshal(c)
 	return data
 }
+
+// maxContextSchema bounds the input schema a call's context carries: the
+// context is at most 64 KiB.
+const maxContextSchema = 32 << 10
 
 // errorResult is an isError tool result the agent reads.
 func errorResult(format string, args ...any) *mcp.CallToolResult {

@@ -57,9 +57,15 @@ var ClaudeCode = Agent{
 		}, nil
 	},
 	encode: func(a Answer) []byte {
-		return encode(map[string]any{"hookSpecificOutput": map[string]string{
+		out := map[string]any{
 			"hookEventName": "PreToolUse", "permissionDecision": string(a.Verdict), "permissionDecisionReason": a.Reason,
-		}})
+		}
+		if a.Verdict == Allow && a.UpdatedInput != nil {
+			// The arguments a reviewer approved with changes: Claude Code
+			// runs the tool with them instead of its own.
+			out["updatedInput"] = a.UpdatedInput
+		}
+		return encode(map[string]any{"hookSpecificOutput": out})
 	},
 }
 

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/ctxwait"
@@ -62,6 +63,10 @@ type Answer struct {
 	// RequestID is the approval request this answer is about, when there
 	// is one.
 	RequestID string
+	// UpdatedInput, with Allow, is the input the agent must run the tool
+	// with instead of its own: the arguments a reviewer approved with
+	// changes (docs/protocol.md, "Edits"). Nil for every other answer.
+	UpdatedInput json.RawMessage
 }
 
 // Call is one intercepted tool call, as the agent described it.
@@ -134,7 +139,17 @@ type Gate struct {
 	// Cleanup bounds the calls made after the wait ended (cancelling the
 	// request nobody waits for); default 3s.
 	Cleanup time.Duration
+	// AcceptEdits lets a call a reviewer approved with changed arguments
+	// run with those arguments, for agents whose hook answer can carry an
+	// updated input (Claude Code): the hook claims the replacement and
+	// answers allow with UpdatedInput. Otherwise, and for other agents,
+	// such a call is denied, naming the replacement.
+	AcceptEdits bool
 }
+
+// EditsAgents are the agents whose hook answer can carry an updated
+// input, so that an edited call can run in place of theirs.
+var EditsAgents = []string{"claude-code"}
 
 func (g *Gate) now() time.Time {
 	if g.Now != nil {
@@ -213,6 +228,9 @@ func (g *Gate) Decide(ctx context.Context, call Call) Answer {
 			return g.fallback(r.ID, "no decision on request %s within %s; %s", r.ID, g.Wait, g.fallbackWord())
 		}
 	}
+	if r.State == airlock.StateDenied && r.ReplacedBy != "" {
+		return g.edited(ctx, wctx, call, r, deadline)
+	}
 	return g.conclude(ctx, r)
 }
 
@@ -245,6 +263,47 @@ func (g *Gate) Conclude(ctx context.Context, r airlock.Request) Answer {
 		return g.fallback(r.ID, "request %s is still pending; %s", r.ID, g.fallbackWord())
 	}
 	return g.conclude(ctx, r)
+}
+
+// edited answers a call a reviewer approved with changed arguments: r is
+// denied, replaced by the request with them. With AcceptEdits, for an
+// agent that can take an updated input, the replacement is awaited (it
+// waits for more votes when it needs several), claimed, and the answer is
+// allow with its arguments as UpdatedInput; otherwise deny, naming it.
+// The replacement is believed only when it says it was derived from r,
+// for the same tool on the same instance.
+func (g *Gate) edited(ctx, wctx context.Context, call Call, r airlock.Request, deadline time.Time) Answer {
+	id := r.ReplacedBy
+	if !g.AcceptEdits || !slices.Contains(EditsAgents, call.Agent) {
+		why := "this hook runs edited calls only with --accept-edits"
+		if g.AcceptEdits {
+			why = call.Agent + "'s hook answer cannot carry changed arguments"
+		}
+		return Answer{Verdict: Deny, RequestID: r.ID, Reason: airlock.ApprovedWithChanges + " in Airlock" + by(r) + " as request " + id +
+			noteOf(r) + "; " + why + ", so this call (request " + r.ID + ") is denied: run the edited call yourself if you accept it"}
+	}
+	n, err := g.Backend.Await(wctx, id, max(deadline.Sub(g.now()), time.Millisecond))
+	for err == nil && n.State == airlock.StatePending && wctx.Err() == nil && deadline.After(g.now()) {
+		n, err = g.Backend.Await(wctx, id, deadline.Sub(g.now()))
+	}
+	if err != nil {
+		return g.fallback(r.ID, "request %s was approved with changes as request %s, which could not be read (%s); %s", r.ID, id, describe(err), g.fallbackWord())
+	}
+	if n.ID != id || n.DerivedFrom != r.ID || n.Tool != r.Tool || n.InstanceID != r.InstanceID {
+		return g.fallback(r.ID, "request %s names %s as its edited replacement, but the server's answer is not an edit of it; %s", r.ID, id, g.fallbackWord())
+	}
+	if n.State == airlock.StatePending {
+		n = g.giveUp(ctx, n)
+		if n.State == airlock.StatePending || n.State == airlock.StateCancelled {
+			return g.fallback(n.ID, "no decision on the edited request %s within %s; %s", n.ID, g.Wait, g.fallbackWord())
+		}
+	}
+	a := g.conclude(ctx, n)
+	if a.Verdict == Allow {
+		a.UpdatedInput = n.Arguments
+		a.Reason = airlock.ApprovedWithChanges + " in Airlock" + by(n) + noteOf(n) + " (request " + n.ID + ", edited from " + r.ID + "): the tool runs with the reviewer's arguments: " + clipText(string(n.Arguments), 2000)
+	}
+	return a
 }
 
 // conclude turns a terminal request into the answer, claiming an approval.
@@ -538,4 +597,16 @@ func describe(err error) string {
 		return "the wait ended before the server answered"
 	}
 	return err.Error()
+}
+
+// clipText cuts s to at most n bytes, on a character boundary, marking
+// the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

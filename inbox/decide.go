@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -22,7 +24,9 @@ const confirmedField = "confirmed"
 // (a browser without JavaScript has shown no dialog) gets the confirmation
 // page instead, and nothing is recorded.
 func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	// An edit's form carries arguments of up to a mebibyte, which form
+	// encoding may triple.
+	r.Body = http.MaxBytesReader(w, r.Body, 3*airlock.MaxBodyBytes+64<<10)
 	v, ok := h.signedIn(w, r)
 	if !ok {
 		return
@@ -49,6 +53,21 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 			h.errorPage(w, r, http.StatusBadRequest, "Bad form", "The form asked for a grant this inbox does not offer; nothing was recorded.")
 			return
 		}
+	case "edit":
+		in.Status = airlock.StateApproved
+		in.ValidFor = r.PostForm.Get("valid_for")
+		in.Answer = ""
+		in.Arguments = json.RawMessage(bytes.TrimSpace([]byte(r.PostForm.Get("arguments"))))
+		req, err := h.svc.Request(r.Context(), v.caller, id, 0)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if err := checkEdited(req, in.Arguments); err != nil {
+			h.setFlash(w, r, v.sess, flash{Title: "Nothing was recorded.", Message: err.Error() + "."})
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
 	case "deny":
 		in.Status = airlock.StateDenied
 		in.Answer = ""
@@ -62,7 +81,21 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 		h.confirm(w, r, v, id, in)
 		return
 	}
-	req, grant, err := h.svc.DecideGrant(r.Context(), v.caller, id, in)
+	var (
+		req   airlock.Request
+		grant *airlock.Grant
+		err   error
+	)
+	if in.Edits() {
+		var edited airlock.Request
+		if _, edited, err = h.svc.Edit(r.Context(), v.caller, id, in); err == nil {
+			h.setFlash(w, r, v.sess, recordedEdit(edited))
+			http.Redirect(w, r, "/requests/"+edited.ID, http.StatusSeeOther)
+			return
+		}
+	} else {
+		req, grant, err = h.svc.DecideGrant(r.Context(), v.caller, id, in)
+	}
 	if err != nil {
 		var e *airlock.Error
 		if !errors.As(err, &e) || e.Code == airlock.CodeInternal || e.Code == airlock.CodeUnavailable {
@@ -109,6 +142,20 @@ func recorded(r airlock.Request) flash {
 	return flash{OK: true, Title: "Approved."}
 }
 
+// recordedEdit says what an edit did, on the page of the request it
+// approved.
+func recordedEdit(r airlock.Request) flash {
+	f := flash{OK: true, Title: airlock.ApprovedWithChanges + "."}
+	switch d := r.Decision; {
+	case d == nil:
+		f.Message = "This is the new request, with your arguments; your vote is counted (" + r.QuorumProgress() + "). The original request was denied and never runs."
+	case d.ExpiresAt != nil:
+		f.Message = "This is the new request, with your arguments: the agent may start it once, until " + d.ExpiresAt.UTC().Format("15:04:05 UTC") +
+			". The original request was denied and never runs."
+	}
+	return f
+}
+
 // refusal says why a decision was not recorded, in a reviewer's words.
 func refusal(e *airlock.Error) flash {
 	f := flash{Title: "Nothing was recorded."}
@@ -141,6 +188,8 @@ type confirmBody struct {
 	Grant    []display.Segment
 	Note     []display.Segment
 	Fields   []hiddenField
+	// Diff, for an edit, is the original arguments against the edited.
+	Diff []diffRow
 }
 
 // hiddenField is one field the confirmation sends again as it came.
@@ -170,7 +219,7 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 		return
 	}
 	form := r.PostForm
-	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note"} {
+	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note", "arguments"} {
 		if form.Has(name) {
 			b.Fields = append(b.Fields, hiddenField{Name: name, Value: form.Get(name)})
 		}
@@ -186,6 +235,15 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 		b.Answer = display.Text(in.Answer)
 	case b.IsCommand:
 		b.Heading, b.OK = "Approve and apply this command?", "Approve and apply"
+	case in.Edits():
+		b.Heading, b.OK = "Approve with these changes?", "Approve with changes"
+		b.Diff = diffRows(req.Arguments, in.Arguments)
+		b.Validity = display.Line(in.ValidFor)
+		for _, o := range b.Validities {
+			if o.Value == in.ValidFor {
+				b.Validity = o.Label
+			}
+		}
 	default:
 		b.Heading, b.OK = "Approve this request?", "Approve"
 		b.Validity = display.Line(in.ValidFor)

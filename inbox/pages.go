@@ -307,6 +307,18 @@ type requestBody struct {
 	ExecDetail []display.Segment
 	Command    *airlock.CommandResult
 	CmdDetail  []display.Segment
+	// CanEdit offers "Edit and approve" (a pending tool call the viewer
+	// may decide); EditSeed is the exact arguments the editor starts
+	// from, InputSchema the tool's input schema when the request
+	// carries one (the editor checks against it).
+	CanEdit     bool
+	EditSeed    string
+	InputSchema string
+	// Edit links an edit's two requests, with their diff.
+	Edit *editLink
+	// Claimed is what the adapter claims about the call (its preview and
+	// reversibility), shown as its claim beside the facts; nil for none.
+	Claimed *adapterClaims
 }
 
 func (h *handler) request(w http.ResponseWriter, r *http.Request) {
@@ -400,6 +412,14 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		b.Execution = e
 		b.ExecDetail = display.Text(e.Detail)
 	}
+	if b.CanDecide && req.CheckEditable() == nil && req.PurgedAt == nil {
+		b.CanEdit, b.EditSeed = true, editSeed(req.Arguments)
+		if s := inputSchema(req); s != nil {
+			b.InputSchema = string(s)
+		}
+	}
+	b.Edit = h.editOf(ctx, v, req)
+	b.Claimed = claimsOf(req)
 	if cr := req.CommandResult; cr != nil {
 		b.Command = cr
 		b.CmdDetail = display.Text(cr.Detail)

@@ -30,8 +30,9 @@ var funcs = template.FuncMap{
 	"kindName":  kindName,
 	"plainText": display.Join,
 	// agentClaim labels what an agent wrote, the same on every surface.
-	"agentClaim": func() string { return airlock.AgentClaim },
-	"lower":      strings.ToLower,
+	"agentClaim":   func() string { return airlock.AgentClaim },
+	"adapterClaim": func() string { return airlock.AdapterClaim },
+	"lower":        strings.ToLower,
 }
 
 func parsePages() map[string]*template.Template {

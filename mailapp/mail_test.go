@@ -329,6 +329,35 @@ func TestComposeQuorum(t *testing.T) {
 	}
 }
 
+// TestComposeEdit: the mail of an edited request still needing votes says
+// it was approved with changes, from which request.
+func TestComposeEdit(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := airlock.Request{ID: "apr_n", Tool: "issue_refund", Arguments: []byte(`{"amount":1200}`), State: airlock.StatePending,
+		DeadlineAt: now.Add(time.Hour), Reviewers: []string{"payments"}, Approvals: 2, DerivedFrom: "apr_o",
+		Votes: []airlock.Vote{{Principal: "ada", Name: "Ada", Status: airlock.StateApproved, At: now}}}
+	m := string(mailapp.Compose(r, airlock.Delivery{MessageID: "m1", Type: airlock.NotifyCreated}, "airlock@example.com", "https://airlock.example.com", now))
+	for _, want := range []string{"Subject: Approved with changes, more approvals needed: issue_refund",
+		"edited the arguments of request apr_o", `{"amount":1200}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("mail lacks %q:\n%s", want, m)
+		}
+	}
+}
+
+// TestComposeAdapterClaims: the mail shows the adapter's claims as such.
+func TestComposeAdapterClaims(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	r := airlock.Request{ID: "apr_c", Tool: "run_sql", Arguments: []byte(`{}`), State: airlock.StatePending, DeadlineAt: now.Add(time.Hour),
+		Preview: &airlock.Preview{Type: "diff", Content: "-a\n+b\n"}, Reversibility: airlock.Partial}
+	m := string(mailapp.Compose(r, airlock.Delivery{MessageID: "m1", Type: airlock.NotifyCreated}, "airlock@example.com", "https://airlock.example.com", now))
+	if want := "The adapter's claim (unverified):\r\nReversibility: partial\r\nPreview (diff):\r\n-a\r\n+b"; !strings.Contains(m, want) && !strings.Contains(m, strings.ReplaceAll(want, "\r\n", "\n")) {
+		t.Errorf("mail lacks the claims:\n%s", m)
+	}
+}
+
 // TestComposeAgentWords: the mail of an MCP request names the agent, not
 // the default instance "mcp", and labels its title, description and
 // question as the agent's claim.

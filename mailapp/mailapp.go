@@ -267,6 +267,11 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 	case airlock.NotifyEscalated:
 		subject = "Escalated: " + clip(what, 120) + " now needs " + clip(strings.Join(r.EscalateTo, ", "), 120)
 	}
+	if r.DerivedFrom != "" {
+		// An edit of a request needing several approvals: the editor's
+		// vote is in, the others' are asked for the edited call.
+		subject = airlock.ApprovedWithChanges + ", more approvals needed: " + clip(what, 120)
+	}
 	var body bytes.Buffer
 	who := airlock.Requester(r.Kind, cmp.Or(r.InstanceName, r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID), r.SessionID != "")
 	if r.Kind.AgentWrote() {
@@ -291,11 +296,24 @@ func Compose(r airlock.Request, d airlock.Delivery, from, publicURL string, now 
 	if r.AgentReasoning != "" {
 		fmt.Fprintf(&body, "%s: %s\n\n", airlock.AgentClaim, clip(r.AgentReasoning, 1000))
 	}
+	if r.Preview != nil || r.Reversibility != "" {
+		fmt.Fprintf(&body, "%s:\n", airlock.AdapterClaim)
+		if r.Reversibility != "" {
+			fmt.Fprintf(&body, "Reversibility: %s\n", r.Reversibility)
+		}
+		if p := r.Preview; p != nil {
+			fmt.Fprintf(&body, "Preview (%s):\n%s\n", p.Type, clip(p.Content, 2000))
+		}
+		body.WriteString("\n")
+	}
 	if len(r.Reviewers) > 0 {
 		fmt.Fprintf(&body, "For: %s (only its members decide)\n", strings.Join(r.Reviewers, ", "))
 	}
 	if r.NeedsQuorum() {
 		fmt.Fprintf(&body, "Needs: %s so far, from different reviewers; any denial decides\n", r.QuorumProgress())
+	}
+	if e := r.EditSummary(); e != "" {
+		fmt.Fprintf(&body, "%s. The arguments above are the edited ones; the original call never runs.\n", e)
 	}
 	fmt.Fprintf(&body, "Decide by: %s\n\nOpen it in Airlock to approve or deny:\n%s\n\n", r.DeadlineAt.UTC().Format(time.RFC1123), link)
 	body.WriteString("This mail cannot approve or deny anything; only a signed-in reviewer can, in the inbox.\n")

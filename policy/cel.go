@@ -44,6 +44,9 @@ var objectTypes = map[string]map[string]*types.Type{
 		"title":     types.StringType,
 		"context":   types.DynType,
 		"timeout":   types.DurationType,
+		// reversibility is the adapter's claim: "reversible",
+		// "partial", "irreversible", or "" when it said nothing.
+		"reversibility": types.StringType,
 	},
 	"airlock.Instance": {
 		"id":       types.StringType,

@@ -247,7 +247,7 @@ func newActivation(ctx context.Context, in airlock.PolicyInput, reads documents)
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		args = r.Proposal.Command.Input
 	}
-	req := map[string]any{"tool": r.Tool, "kind": string(r.Kind), "title": r.Title, "timeout": in.Window}
+	req := map[string]any{"tool": r.Tool, "kind": string(r.Kind), "title": r.Title, "timeout": in.Window, "reversibility": r.Reversibility}
 	if r.Proposal != nil && r.Proposal.Command != nil {
 		req["tool"] = r.Proposal.Command.Method
 	}

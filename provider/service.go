@@ -359,6 +359,7 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instanceID, OwnerID: c.ID,
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
+		Preview: in.Preview, Reversibility: in.Reversibility,
 	}
 	return s.create(ctx, s.storeFor(c), c, store.NewRequestParams{Request: r, Window: window, Actor: c.ID})
 }
@@ -588,6 +589,10 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	if err := in.Validate(); err != nil {
 		return airlock.Request{}, err
 	}
+	if in.Edits() {
+		orig, _, err := s.Edit(ctx, c, id, in)
+		return orig, err
+	}
 	st := s.storeFor(c)
 	p := store.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
@@ -614,6 +619,51 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 		}
 	}
 	return r, err
+}
+
+// Edit approves request id with the changed arguments in.Arguments
+// (docs/protocol.md, "Edits"): the original ends denied, naming the new
+// request that replaces it, and the new request, with the edited
+// arguments, is approved by c (or has c's vote, when it needs several) in
+// the same transaction. Only reviewers edit, never an agent, and only a
+// tool call; the refusals and their order are Decide's.
+func (s *Service) Edit(ctx context.Context, c airlock.Caller, id string, in airlock.DecisionInput) (original, edited airlock.Request, err error) {
+	if c.Role != airlock.RoleReviewer {
+		return airlock.Request{}, airlock.Request{}, forbidden("only reviewer tokens decide requests; an agent never edits a call")
+	}
+	if !in.Edits() {
+		return airlock.Request{}, airlock.Request{}, airlock.Invalid("arguments", "an edit needs the changed arguments")
+	}
+	if err := in.Validate(); err != nil {
+		return airlock.Request{}, airlock.Request{}, err
+	}
+	st := s.storeFor(c)
+	p := store.EditParams{DecideParams: store.DecideParams{
+		ID: id, Status: airlock.StateApproved, Note: in.Note,
+		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c),
+	}, Arguments: in.Arguments}
+	validity, verr := s.limits.Validity(in.ValidFor)
+	if verr != nil {
+		if err := s.checkDecision(ctx, st, p.DecideParams); err != nil {
+			return airlock.Request{}, airlock.Request{}, err
+		}
+		return airlock.Request{}, airlock.Request{}, verr
+	}
+	p.Validity = validity
+	original, edited, err = st.Edit(ctx, p)
+	if isConflict(err) {
+		switch cerr := s.checkDecision(ctx, st, p.DecideParams); airlock.ErrorCode(cerr) {
+		case airlock.CodeForbidden, airlock.CodeInvalidRequest:
+			return airlock.Request{}, airlock.Request{}, cerr
+		}
+	}
+	if err != nil {
+		_, err = s.transition(original, err)
+		return airlock.Request{}, airlock.Request{}, err
+	}
+	s.transition(original, nil)
+	s.transition(edited, nil)
+	return original, edited, nil
 }
 
 // GroupsOf returns c's reviewer groups: those its sign-in brought

@@ -463,6 +463,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, c airlock.Calle
 	if !ok {
 		return
 	}
+	if in.Edits() {
+		orig, edited, err := h.svc.Edit(r.Context(), c, r.PathValue("id"), in)
+		h.answerOK(w, r, err, func(b *bytes.Buffer) { writeDecided(b, orig, nil, &edited) })
+		return
+	}
 	req, g, err := h.svc.DecideGrant(r.Context(), c, r.PathValue("id"), in)
 	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequestWith(b, req, g) })
 }

@@ -177,6 +177,13 @@ func writeRequest(b *bytes.Buffer, r airlock.Request) { writeRequestWith(b, r, n
 // writeRequestWith writes an ApprovalRequest resource with, when g is set,
 // the grant its decision made.
 func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
+	writeDecided(b, r, g, nil)
+}
+
+// writeDecided writes the answer to a decision: the request, with the
+// grant it made when g is set, or, for an edit, the request approved in
+// its place (replacement).
+func writeDecided(b *bytes.Buffer, r airlock.Request, g *airlock.Grant, replacement *airlock.Request) {
 	o := beginObject(b)
 	o.always("id", r.ID)
 	o.always("instance_id", r.InstanceID)
@@ -194,6 +201,15 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 	o.timePtr("purged_at", r.PurgedAt)
 	o.time("created_at", r.CreatedAt)
 	o.time("deadline_at", r.DeadlineAt)
+	o.str("derived_from", r.DerivedFrom)
+	if p := r.Preview; p != nil {
+		o.key("preview")
+		po := beginObject(b)
+		po.always("type", p.Type)
+		po.always("content", p.Content)
+		po.end()
+	}
+	o.str("reversibility", r.Reversibility)
 	if d := r.Decision; d != nil {
 		o.key("decision")
 		do := beginObject(b)
@@ -204,6 +220,9 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 		do.str("decided_by", d.DecidedBy)
 		do.str("decided_by_name", d.DecidedByName)
 		do.timePtr("expires_at", d.ExpiresAt)
+		// A denial that is an edit names the request approved in its
+		// place (docs/protocol.md, "Edits").
+		do.str("replaced_by", r.ReplacedBy)
 		if len(r.Votes) > 0 {
 			do.key("votes")
 			writeVotes(b, r.Votes)
@@ -272,6 +291,10 @@ func writeRequestWith(b *bytes.Buffer, r airlock.Request, g *airlock.Grant) {
 	if g != nil {
 		o.key("grant")
 		writeGrant(b, *g)
+	}
+	if replacement != nil {
+		o.key("replacement")
+		writeRequest(b, *replacement)
 	}
 	o.end()
 }

@@ -70,3 +70,56 @@ func TestRenderPurged(t *testing.T) {
 		t.Errorf("the purged request's message: %s", msg)
 	}
 }
+
+// TestRenderEdit: the messages of an edit's two requests say "Approved
+// with changes", the original naming its replacement and saying it never
+// runs, the replacement naming its original; a pending tool call links to
+// the inbox to edit it.
+func TestRenderEdit(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	orig := airlock.Request{ID: "apr_o", Kind: airlock.KindToolCall, Tool: "issue_refund", Arguments: []byte(`{"amount":4900}`),
+		State: airlock.StateDenied, ReplacedBy: "apr_n", DeadlineAt: at,
+		Decision: &airlock.Decision{Status: airlock.StateDenied, DecidedAt: at, DecidedByName: "Carol"}}
+	edited := orig
+	edited.ID, edited.ReplacedBy, edited.DerivedFrom, edited.State = "apr_n", "", "apr_o", airlock.StateApproved
+	edited.Decision = &airlock.Decision{Status: airlock.StateApproved, DecidedAt: at, DecidedByName: "Carol"}
+	pending := orig
+	pending.ID, pending.ReplacedBy, pending.State, pending.Decision = "apr_p", "", airlock.StatePending, nil
+	for _, tc := range []struct {
+		r    airlock.Request
+		want []string
+	}{
+		{orig, []string{"Approved with changes", "as request apr_n; this call was denied and never runs", "by Carol"}},
+		{edited, []string{"Approved with changes", "edited the arguments of request apr_o"}},
+		{pending, []string{"Edit and approve in Airlock", "https://airlock.example.com/requests/apr_p"}},
+	} {
+		text, blocks := slackapp.Render(tc.r, "https://airlock.example.com")
+		js, err := json.Marshal(blocks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(text+string(js), want) {
+				t.Errorf("%s: the message lacks %q: %s %s", tc.r.ID, want, text, js)
+			}
+		}
+	}
+}
+
+// TestRenderAdapterClaims: the message shows the adapter's preview and
+// reversibility as its claim, in plain text.
+func TestRenderAdapterClaims(t *testing.T) {
+	t.Parallel()
+	r := airlock.Request{ID: "apr_c", Kind: airlock.KindToolCall, Tool: "run_sql", Arguments: []byte(`{"sql":"DROP TABLE t"}`),
+		State: airlock.StatePending, DeadlineAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+		Preview: &airlock.Preview{Type: "text", Content: "drops *t*"}, Reversibility: airlock.Irreversible}
+	_, blocks := slackapp.Render(r, "https://airlock.example.com")
+	js, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"plain_text","text":"The adapter's claim (unverified): irreversible. Preview (text): drops *t*"`; !strings.Contains(string(js), want) {
+		t.Errorf("the message lacks %s:\n%s", want, js)
+	}
+}

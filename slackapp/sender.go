@@ -217,6 +217,9 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 	text := fmt.Sprintf("Approval requested: %s", what)
 	if r.State != airlock.StatePending {
 		text = fmt.Sprintf("%s: %s", outcomeWord(r), what)
+		if r.ReplacedBy != "" || r.DerivedFrom != "" {
+			text = fmt.Sprintf("%s: %s", airlock.ApprovedWithChanges, what)
+		}
 	}
 	who := airlock.Requester(r.Kind, cmp.Or(r.InstanceName, r.InstanceID), cmp.Or(r.OwnerName, r.OwnerID), r.SessionID != "")
 	var blocks []slack.Block
@@ -254,6 +257,17 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 	if r.AgentReasoning != "" {
 		ctx = append(ctx, plain(airlock.AgentClaim+": "+clip(r.AgentReasoning, maxClaim)))
 	}
+	if r.Preview != nil || r.Reversibility != "" {
+		// The adapter's claims, as plain text: its words, not Airlock's.
+		claim := airlock.AdapterClaim + ":"
+		if r.Reversibility != "" {
+			claim += " " + r.Reversibility + "."
+		}
+		if p := r.Preview; p != nil {
+			claim += " Preview (" + p.Type + "): " + clip(p.Content, maxClaim)
+		}
+		ctx = append(ctx, plain(claim))
+	}
 	blocks = append(blocks, slack.NewContextBlock("facts", ctx...))
 	if r.State == airlock.StatePending {
 		deadline := fmt.Sprintf("Decide by <!date^%d^{date_short_pretty} {time_secs}|%s>", r.DeadlineAt.Unix(), r.DeadlineAt.UTC().Format(time.RFC3339))
@@ -262,6 +276,13 @@ func Render(r airlock.Request, publicURL string) (string, []slack.Block) {
 		}
 		if r.NeedsQuorum() {
 			deadline += " · " + esc(r.QuorumProgress())
+		}
+		if r.DerivedFrom != "" {
+			deadline += "\n:pencil2: " + esc(r.EditSummary())
+		}
+		if r.Kind == airlock.KindToolCall && r.Proposal == nil && r.Question == nil {
+			// Slack has no JSON editor: an edit is made in the inbox.
+			deadline += fmt.Sprintf(" · <%s|Edit and approve in Airlock>", link)
 		}
 		blocks = append(blocks, slack.NewContextBlock("deadline", mrkdwn(deadline)))
 		approve := slack.NewButtonBlockElement(ActionApprove, r.ID, plain("Approve")).WithStyle(slack.StylePrimary).
@@ -293,7 +314,11 @@ func outcomeWord(r airlock.Request) string {
 func outcomeText(r airlock.Request) string {
 	mark := map[airlock.State]string{airlock.StateApproved: ":white_check_mark:", airlock.StateDenied: ":no_entry:",
 		airlock.StateExpired: ":hourglass:", airlock.StateCancelled: ":heavy_multiplication_x:"}[r.State]
-	s := fmt.Sprintf("%s *%s*", mark, outcomeWord(r))
+	word := outcomeWord(r)
+	if r.ReplacedBy != "" || (r.DerivedFrom != "" && r.State == airlock.StateApproved) {
+		mark, word = ":pencil2:", airlock.ApprovedWithChanges
+	}
+	s := fmt.Sprintf("%s *%s*", mark, word)
 	if d := r.Decision; d != nil {
 		switch r.State {
 		case airlock.StateApproved, airlock.StateDenied, airlock.StateCancelled:
@@ -311,6 +336,9 @@ func outcomeText(r airlock.Request) string {
 		if d.Note != "" {
 			s += "\n" + esc(clip(d.Note, maxClaim))
 		}
+	}
+	if e := r.EditSummary(); e != "" {
+		s += "\n" + esc(e)
 	}
 	return s
 }

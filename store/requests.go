@@ -58,6 +58,19 @@ type Requests interface {
 	// vote by one principal is forbidden (DuplicateVote) and changes
 	// nothing. The completing vote's note and validity are the decision's.
 	Decide(ctx context.Context, p DecideParams) (airlock.Request, error)
+	// Edit approves request p.ID with changed arguments (docs/protocol.md,
+	// "Edits"), in one transaction: the original ends denied by p.Actor
+	// with p.Note and ReplacedBy p.NewID, by the compare-and-set a denial
+	// makes (so it races a decision, a cancel and the deadline as a
+	// denial does, and loses as Decide loses); a new tool call p.NewID on
+	// the same instance, with p.Arguments, DerivedFrom the original, the
+	// original's tool, reasoning, context, routing and deadline, is
+	// created and decided by p.Actor at the same instant: approved for
+	// p.Validity, or, on a request needing several approvals, pending with
+	// p.Actor's vote counted. It returns both. Only a tool call is edited
+	// (Request.CheckEditable); DecideParams.Check's refusals apply to the
+	// original; every refusal changes nothing.
+	Edit(ctx context.Context, p EditParams) (original, edited airlock.Request, err error)
 	// EscalateDue widens up to limit pending requests whose escalation is
 	// due (CreatedAt + EscalateAfter at or before the store's now, before
 	// the deadline, never escalated) to their EscalateTo groups, sets
@@ -254,6 +267,37 @@ func (p DecideParams) Check(r airlock.Request, creatorPrincipal string) error {
 	}
 	in := airlock.DecisionInput{Status: p.Status, Answer: p.Answer}
 	return in.CheckAnswer(r)
+}
+
+// EditParams asks a store to approve a request with changed arguments
+// (Requests.Edit). NewID is the new request's ID (a fresh one when
+// empty); Status, Note, Validity, Actor, Principal and Groups are the
+// decision's, as in DecideParams, with Status approved.
+type EditParams struct {
+	DecideParams
+	NewID     string
+	Arguments []byte
+}
+
+// WithDefaults returns p with a fresh "apr_" NewID when it has none.
+func (p EditParams) WithDefaults() EditParams {
+	if p.NewID == "" {
+		p.NewID = airlock.NewID(airlock.PrefixRequest)
+	}
+	p.Status = airlock.StateApproved
+	return p
+}
+
+// Validate refuses an edit no store may record: edited arguments that
+// are not a strict JSON object, or an approval valid for less than 1µs.
+func (p EditParams) Validate() error {
+	if p.Status != airlock.StateApproved {
+		return airlock.Invalid("status", "an edit is an approval")
+	}
+	if err := airlock.CheckEditedArguments(p.Arguments); err != nil {
+		return err
+	}
+	return p.DecideParams.Validate()
 }
 
 // RequestFilter selects requests to list, newest first.

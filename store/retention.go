@@ -9,7 +9,8 @@ import (
 
 // Retention purges what agents sent once it is old enough
 // (docs/operations.md, "Payload retention"): a request's arguments,
-// reasoning and context go, while the request keeps its state, its tool,
+// reasoning and context go (and the adapter's preview, which no leaf
+// digests), while the request keeps its state, its tool,
 // its decision and the digests of what went, so the verifiable audit
 // log's leaves never change (auditlog.Payloads).
 type Retention interface {

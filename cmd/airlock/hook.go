@@ -53,6 +53,7 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 	var match globList
 	fs.Var(&match, "match", "glob of the tools to gate, such as Bash or mcp__github__* (repeat, or separate with commas; default every tool)")
 	stateDir := fs.String("state-dir", defaultHookState(), "directory where the hook remembers each session's instance")
+	acceptEdits := fs.Bool("accept-edits", false, "claude-code: when a reviewer approves the call with changed arguments, allow it with those (updatedInput) instead of denying it")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			// `airlock hook -h`, which `airlock help hook` runs: a
@@ -96,7 +97,7 @@ func runHook(ctx context.Context, a *App, args []string) (err error) {
 		panic("fault injected by " + hookFaultEnv)
 	}
 
-	gate := &hook.Gate{Wait: wait, Fallback: fallback}
+	gate := &hook.Gate{Wait: wait, Fallback: fallback, AcceptEdits: *acceptEdits}
 	answer := func(ans hook.Answer) error {
 		_, err := a.Stdout.Write(agent.Encode(ans))
 		return err
@@ -353,8 +354,10 @@ func fromClient(r *client.ApprovalRequest) airlock.Request {
 	if r == nil {
 		return airlock.Request{}
 	}
-	out := airlock.Request{ID: r.ID, InstanceID: r.InstanceID, State: r.State, Tool: r.Tool, Arguments: r.Arguments, Context: r.Context}
+	out := airlock.Request{ID: r.ID, InstanceID: r.InstanceID, State: r.State, Tool: r.Tool, Arguments: r.Arguments, Context: r.Context,
+		DerivedFrom: r.DerivedFrom}
 	if d := r.Decision; d != nil {
+		out.ReplacedBy = d.ReplacedBy
 		out.Decision = &airlock.Decision{Status: d.Status, Note: d.Note, DecidedAt: d.DecidedAt, DecidedBy: d.DecidedBy, ExpiresAt: d.ExpiresAt}
 	}
 	if e := r.Execution; e != nil {

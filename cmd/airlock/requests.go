@@ -530,6 +530,18 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 	if len(q.Context) > 0 {
 		fmt.Fprintf(w, "Context from the adapter:\n%s\n", indent(display.VisibleText(indentJSON(q.Context))))
 	}
+	if q.Preview != nil || q.Reversibility != "" {
+		fmt.Fprintf(w, "%s:\n", airlock.AdapterClaim)
+		if q.Reversibility != "" {
+			fmt.Fprintf(w, "  Reversibility: %s\n", display.Visible(q.Reversibility))
+		}
+		if p := q.Preview; p != nil {
+			fmt.Fprintf(w, "  Preview (%s):\n%s\n", display.Visible(p.Type), indent(indent(display.VisibleText(strings.TrimSuffix(p.Content, "\n")))))
+		}
+	}
+	if q.DerivedFrom != "" {
+		line("Edited from", q.DerivedFrom+" ("+strings.ToLower(airlock.ApprovedWithChanges)+"; that request was denied)")
+	}
 	line("Instance", display.Visible(instanceLabel(q)))
 	if q.CreatedByName != "" {
 		line("Agent", display.Visible(q.CreatedByName))
@@ -569,6 +581,9 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		}
 		line("Answer", display.VisibleText(d.Answer))
 		line("Note", display.VisibleText(d.Note))
+		if d.ReplacedBy != "" {
+			line("Replaced by", d.ReplacedBy+" ("+strings.ToLower(airlock.ApprovedWithChanges)+": the call with the reviewer's arguments; this one never runs)")
+		}
 	}
 	if cr := q.CommandResult; cr != nil {
 		line("Command", cr.Status)
@@ -601,12 +616,27 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	grantUses := fs.Int("grant-uses", 0, "with --grant: how many calls it may approve (default: no limit until it expires)")
 	grantScope := fs.String("grant-scope", "", "with --grant: instance (the default: calls on this request's instance) or agent (the agent's calls on any instance)")
 	grantMatch := fs.String("grant-match", "", "with --grant: a CEL expression the calls must match, instead of the same arguments")
+	edit := fs.Bool("edit", false, "approve with changed arguments: open $VISUAL or $EDITOR on the exact arguments; the request is denied and a new one with yours approved (docs/protocol.md, Edits)")
+	argsFile := fs.String("arguments", "", "approve with these arguments instead, a JSON object: a file, or - for standard input (as --edit, for scripts)")
 	yes := yesFlag(fs, "approve")
 	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
 	if err != nil {
 		return err
 	}
 	in := client.DecisionInput{Status: airlock.StateApproved, ValidFor: *validFor, Note: *note, Answer: *answer}
+	if *edit || *argsFile != "" {
+		switch {
+		case *edit && *argsFile != "":
+			return usageErrorf("--edit and --arguments each give the edited arguments: pass one")
+		case *grant != "" || *answer != "":
+			return usageErrorf("an edit approves a tool call with changed arguments, never with --grant or --answer")
+		case *argsFile == "-" && !*yes:
+			return usageErrorf("--arguments - reads standard input, which then cannot confirm: pass --yes, or a file")
+		}
+		if in.Arguments, err = a.editedArguments(ctx, r, pos[0], *argsFile, *edit); err != nil {
+			return err
+		}
+	}
 	switch {
 	case *grant != "":
 		in.Grant = &airlock.DecisionGrant{ExpiresIn: *grant, Scope: *grantScope, Match: *grantMatch}
@@ -693,6 +723,10 @@ func confirmOnTerminal(ctx context.Context, c *client.Client, w io.Writer, input
 	}
 	now := time.Now()
 	printRequest(w, q, boardFor(ctx, c, q), now)
+	if in.Arguments != nil {
+		fmt.Fprintln(w)
+		printDiff(w, q.Arguments, in.Arguments)
+	}
 	fmt.Fprintf(w, "\n→ %s\n%s\nRecord this? [y/N]: ", restate(q, now), confirmation(q, in))
 	line, err := bufio.NewReader(input).ReadString('\n')
 	if err != nil && line == "" {
@@ -711,6 +745,16 @@ func outcome(q *client.ApprovalRequest) string {
 	switch {
 	case d == nil:
 		return fmt.Sprintf("%s is %s", q.ID, q.State)
+	case d.ReplacedBy != "" && q.Replacement != nil:
+		rep := q.Replacement
+		now := "is " + string(rep.State)
+		switch {
+		case rep.State == airlock.StatePending:
+			now = "has your vote and waits for more"
+		case rep.Decision != nil && rep.Decision.ExpiresAt != nil:
+			now = "may start until " + rep.Decision.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("approved with changes: %s, with your arguments, %s; %s is denied and never runs", rep.ID, now, q.ID)
 	case d.Status == airlock.StateDenied:
 		return fmt.Sprintf("denied %s", q.ID)
 	case d.Answer != "":

@@ -58,6 +58,12 @@ func (s *cliServer) cli(t *testing.T, token string, args ...string) cliRun {
 	if token != "" {
 		env["AIRLOCK_TOKEN"] = token
 	}
+	return s.cliEnv(t, env, args...)
+}
+
+// cliEnv runs `airlock args...` in-process with the environment env.
+func (s *cliServer) cliEnv(t *testing.T, env map[string]string, args ...string) cliRun {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	app := &App{Stdout: &stdout, Stderr: &stderr, LookupEnv: mapEnv(env)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -390,6 +390,9 @@ func confirmation(q *client.ApprovalRequest, in client.DecisionInput) string {
 	if in.Status == airlock.StateDenied {
 		verb = "Deny"
 	}
+	if in.Arguments != nil {
+		verb = "Approve with the changes above (this request is denied and a new one approved)"
+	}
 	fmt.Fprintf(&b, "%s %s", verb, clip(headline(*q), 60))
 	if in.Answer != "" {
 		fmt.Fprintf(&b, ", answering “%s”", clip(in.Answer, 60))

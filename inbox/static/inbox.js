@@ -525,4 +525,61 @@
       selected = link.parentElement.dataset.id;
     }
   });
+
+  // Edit and approve: the editor checks, as the reviewer types, that the
+  // arguments are a JSON object and, when the request carries the tool's
+  // input schema, that they have its required keys with the types it
+  // names; the server checks the schema in full. Nothing is sent while
+  // they are not valid.
+  var editForm = document.getElementById('edit-form');
+  if (editForm) {
+    var editArea = document.getElementById('edit-arguments');
+    var editCheck = document.getElementById('edit-check');
+    var schema = null;
+    try { if (editForm.dataset.schema) schema = JSON.parse(editForm.dataset.schema); } catch (e) { schema = null; }
+    var typeOf = function (v) {
+      if (v === null) return 'null';
+      if (Array.isArray(v)) return 'array';
+      if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+      return typeof v;
+    };
+    var typeOK = function (want, v) {
+      var got = typeOf(v);
+      var wants = Array.isArray(want) ? want : [want];
+      for (var i = 0; i < wants.length; i++) {
+        if (wants[i] === got || (wants[i] === 'number' && got === 'integer')) return true;
+      }
+      return false;
+    };
+    var problem = function () {
+      var v;
+      try { v = JSON.parse(editArea.value); } catch (e) { return 'Not valid JSON: ' + e.message; }
+      if (typeOf(v) !== 'object') return 'The arguments must be a JSON object ({…}).';
+      if (schema && typeof schema === 'object') {
+        var req = Array.isArray(schema.required) ? schema.required : [];
+        for (var i = 0; i < req.length; i++) {
+          if (!Object.prototype.hasOwnProperty.call(v, req[i])) return 'The tool\'s input schema requires "' + req[i] + '".';
+        }
+        var props = schema.properties || {};
+        for (var k in v) {
+          if (!Object.prototype.hasOwnProperty.call(v, k)) continue;
+          var p = props[k];
+          if (p && p.type && !typeOK(p.type, v[k])) return '"' + k + '" must be ' + [].concat(p.type).join(' or ') + ' (the tool\'s input schema).';
+          if (!p && schema.additionalProperties === false) return 'The tool\'s input schema has no "' + k + '".';
+        }
+      }
+      return '';
+    };
+    var validate = function () {
+      var msg = problem();
+      editArea.setAttribute('aria-invalid', msg ? 'true' : 'false');
+      editCheck.textContent = msg || (schema ? 'Valid JSON, matching the tool\'s input schema.' : 'Valid JSON object.');
+      editCheck.className = msg ? 'hint bad' : 'hint';
+      return msg;
+    };
+    editArea.addEventListener('input', validate);
+    editForm.addEventListener('submit', function (e) {
+      if (validate()) { e.preventDefault(); editArea.focus(); }
+    });
+  }
 })();

@@ -82,6 +82,12 @@ type RequestSQL struct {
 	// trip where the engine pipelines. It returns the request and the
 	// instant, or no row, having changed nothing.
 	DecideOnce string `sql:"optional"`
+	// Rebind sets replaced_by to @replaced_by on denied request @id
+	// whose replaced_by is unset (Requests.Edit's original).
+	Rebind string
+	// Derive sets derived_from to @derived_from on pending request @id
+	// whose derived_from is unset (Requests.Edit's new request).
+	Derive string
 	// InsertVote records the vote of @principal on @id (@actor, @state,
 	// @note) at @now, unless the principal voted already (no row changed).
 	InsertVote string
@@ -160,7 +166,8 @@ const whereMarker = "/*where*/"
 // proposal_mode, command_method, command_input, question,
 // command_observed, command_status, command_detail, command_applied_at,
 // reviewers, approvals, escalate_to, escalate_after, escalated_at,
-// purged_at, and the names of its instance, its owner and its decider (NULL when
+// purged_at, replaced_by, derived_from, preview_type, preview_content,
+// reversibility, and the names of its instance, its owner and its decider (NULL when
 // unknown).
 //
 // SummaryCols, those of a summary, are its seq, id, instance_id,
@@ -181,10 +188,11 @@ type requestScan struct {
 	instName, ownerName, deciderName                          sql.NullString
 	note, answer, detail, cmdDetail, reviewers, escalateTo    string
 	args, rctx, cmdInput, observed                            []byte // read once into their final bytes: arguments reach a mebibyte
+	previewType, previewContent                               string
 }
 
 // requestCols is how many RequestCols there are.
-const requestCols = 47
+const requestCols = 52
 
 func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 	r := &s.r
@@ -196,7 +204,7 @@ func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 		&s.mode, &s.method, &s.cmdInput, &s.question,
 		&s.observed, &s.cmdStatus, &s.cmdDetail, c.d.NullTime(&s.cmdAppliedAt),
 		&s.reviewers, &r.Approvals, &s.escalateTo, c.d.Duration(&r.EscalateAfter), c.d.NullTime(&s.escalatedAt),
-		c.d.NullTime(&s.purgedAt),
+		c.d.NullTime(&s.purgedAt), &r.ReplacedBy, &r.DerivedFrom, &s.previewType, &s.previewContent, &r.Reversibility,
 		&s.instName, &s.ownerName, &s.deciderName), extra...)
 }
 
@@ -209,6 +217,9 @@ func (s *requestScan) request() (airlock.Request, error) {
 	r.Reviewers = splitGroups(s.reviewers)
 	r.EscalateTo, r.EscalatedAt = splitGroups(s.escalateTo), s.escalatedAt.Ptr()
 	r.PurgedAt = s.purgedAt.Ptr()
+	if s.previewType != "" {
+		r.Preview = &airlock.Preview{Type: s.previewType, Content: s.previewContent}
+	}
 	if s.decidedAt.Valid {
 		r.Decision = Decision(r.State, s.note, s.answer, s.decidedAt.Time, s.decidedBy.String, s.deciderName.String, s.expiresAt.Ptr())
 	}
@@ -274,6 +285,7 @@ func (c *Core) CreateRequest(ctx context.Context, p store.NewRequestParams) (air
 		{"session_id", in.SessionID}, {"mode", cols.Mode}, {"method", cols.Method}, {"input", cols.Input},
 		{"question", cols.Question}, {"observed", cols.Observed}, {"reviewers", joinGroups(in.Reviewers)},
 		{"approvals", in.Approvals}, {"escalate_to", joinGroups(in.EscalateTo)}, {"escalate_after", in.EscalateAfter}}...)
+	args = append(args, previewArgs(in)...)
 	var unless any
 	if p.UnlessGranted != nil {
 		unless = p.UnlessGranted.Principal
@@ -687,4 +699,14 @@ func (c *Core) readEvents(ctx context.Context, after, upto int64, limit int) ([]
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
 		return e, nil
 	}, c.q.Requests.Events, Args{{"after", after}, {"upto", upto}, {"limit", limit}})
+}
+
+// previewArgs are the adapter's claims of request in as a create's
+// arguments.
+func previewArgs(in airlock.Request) Args {
+	var t, c string
+	if in.Preview != nil {
+		t, c = in.Preview.Type, in.Preview.Content
+	}
+	return Args{{"preview_type", t}, {"preview_content", c}, {"reversibility", in.Reversibility}}
 }

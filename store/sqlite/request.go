@@ -12,7 +12,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
 	reviewers, approvals, escalate_to, escalate_after, escalated_at,
-	purged_at,
+	purged_at, replaced_by, derived_from, preview_type, preview_content, reversibility,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -165,11 +165,13 @@ var requestSQL = sqlcore.RequestSQL{
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals, escalate_to, escalate_after)
+	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals, escalate_to, escalate_after,
+	preview_type, preview_content, reversibility)
 SELECT @id, i.id, i.owner_id, @state, @kind, @tool, @arguments, @timeout, @reasoning, @context,
 	@now, @now + @window, CASE WHEN @decided_by IS NULL THEN NULL ELSE @now END, @decided_by, @note, @now + @validity,
 	@key, @fingerprint, @title, @description, @target_type, @target_id, @session_id,
-	@mode, @method, @input, @question, @observed, @reviewers, @approvals, @escalate_to, @escalate_after
+	@mode, @method, @input, @question, @observed, @reviewers, @approvals, @escalate_to, @escalate_after,
+	@preview_type, @preview_content, @reversibility
 FROM instances i
 WHERE i.id = @instance AND i.owner_id = @owner AND i.deleted_at IS NULL
 	AND (@unless_granted IS NULL OR NOT EXISTS (` + grantMayCoverSQL + `))
@@ -200,6 +202,8 @@ ORDER BY seq DESC`,
 	ExpireOne:    expireOneSQL,
 	Decide:       decideSQL + decidedSQL,
 	ApprovePlain: decideSQL + ` AND command_method IS NULL` + decidedSQL,
+	Rebind:       `UPDATE requests SET replaced_by = @replaced_by WHERE id = @id AND state = 'denied' AND replaced_by = ''`,
+	Derive:       `UPDATE requests SET derived_from = @derived_from WHERE id = @id AND state = 'pending' AND derived_from = ''`,
 	InsertVote: `INSERT INTO votes (request_id, principal, actor, status, note, at) VALUES (@id, @principal, @actor, @state, @note, @now)
 ON CONFLICT (request_id, principal) DO NOTHING`,
 	CommandOf:    `SELECT owner_id, command_method, command_input FROM requests WHERE id = @id AND state = 'pending'`,

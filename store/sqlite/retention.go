@@ -15,7 +15,7 @@ var retentionSQL = sqlcore.RetentionSQL{
 WHERE ` + purgeDueSQL + `
 ORDER BY decided_at LIMIT @limit`,
 	Purge: `UPDATE requests
-SET arguments = NULL, agent_reasoning = '', context = NULL, purged_at = @now,
+SET arguments = NULL, agent_reasoning = '', context = NULL, preview_type = '', preview_content = '', purged_at = @now,
 	arguments_digest = @arguments_digest, reasoning_digest = @reasoning_digest, context_digest = @context_digest
 WHERE id = @id AND ` + purgeDueSQL + `
 RETURNING instance_id, state, @now`,

@@ -86,7 +86,11 @@ func (s *suite) purgeWhich(t *testing.T) {
 
 func (s *suite) purgeKeeps(t *testing.T) {
 	b := s.setup(t)
-	r := b.create(t, func(p *store.NewRequestParams) { p.Request.Context = json.RawMessage(`{"repo":"airlock"}`) })
+	r := b.create(t, func(p *store.NewRequestParams) {
+		p.Request.Context = json.RawMessage(`{"repo":"airlock"}`)
+		p.Request.Preview = &airlock.Preview{Type: airlock.PreviewText, Content: "pushes to main"}
+		p.Request.Reversibility = airlock.Partial
+	})
 	decided, err := b.deny(r.ID)
 	wantOK(t, err)
 	b.clock.Advance(retainFor)
@@ -95,7 +99,8 @@ func (s *suite) purgeKeeps(t *testing.T) {
 	}
 	got := b.get(t, r.ID)
 	want := decided
-	want.Arguments, want.AgentReasoning, want.Context = nil, "", nil
+	// The adapter's preview is a payload too; its reversibility stays.
+	want.Arguments, want.AgentReasoning, want.Context, want.Preview = nil, "", nil, nil
 	at := b.clock.Now().Truncate(time.Microsecond)
 	want.PurgedAt = &at
 	sameRequest(t, "a purged request", got, want)
@@ -123,6 +128,7 @@ func (s *suite) purgeKeeps(t *testing.T) {
 	again, created, err := b.store.CreateRequest(b.ctx, b.params(func(p *store.NewRequestParams) {
 		p.Request.IdempotencyKey, p.Request.Fingerprint = r.IdempotencyKey, r.Fingerprint
 		p.Request.Context = json.RawMessage(`{"repo":"airlock"}`)
+		p.Request.Preview, p.Request.Reversibility = r.Preview, r.Reversibility
 	}))
 	if err != nil || created || again.ID != r.ID || again.PurgedAt == nil {
 		t.Fatalf("a replay = %s created %v, %v; want the purged request", show(again), created, err)

@@ -65,6 +65,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"AuditLog", s.testAuditLog},
 		{"Retention", s.testRetention},
 		{"T36_Tasks", s.testTasks},
+		{"T37_EditRebind", s.testEditRebind},
+		{"AdapterClaims", s.testClaims},
 	})
 }
 

@@ -257,18 +257,21 @@ class Client:
     def create_request(self, instance_id: str, idempotency_key: str, tool: str,
                        arguments: Union[JsonObject, str, None] = None, *, timeout: Optional[str] = None,
                        agent_reasoning: Optional[str] = None,
-                       context: Union[JsonObject, str, None] = None) -> Tuple[JsonObject, bool]:
+                       context: Union[JsonObject, str, None] = None, preview: Optional[JsonObject] = None,
+                       reversibility: Optional[str] = None) -> Tuple[JsonObject, bool]:
         """Asks whether one tool call may run, under an idempotency key (one per intended call).
 
         ``arguments`` (and ``context``) may be a dict or the JSON text as
         intercepted, which is sent byte for byte. A network failure is
         retried with the same key, so the server creates the request at most
         once. Returns (request, created): created is False for a replay.
+        ``preview`` ({"type": "diff"|"text", "content": ...}) and
+        ``reversibility`` are the adapter's claims, shown as such.
         """
         check_idempotency_key(idempotency_key)
         status: List[int] = []
         r = self._do("POST", f"/v1/instances/{_q(instance_id)}/approval-requests",
-                     raw=_create_body(tool, arguments, timeout, agent_reasoning, context),
+                     raw=_create_body(tool, arguments, timeout, agent_reasoning, context, preview, reversibility),
                      headers={"Idempotency-Key": idempotency_key}, retry=True, want=(201, 200), on_status=status.append,
                      check=lambda b: _request_is(b) or (
                          f"it belongs to instance {b.get('instance_id')!r}, not {instance_id!r}" if b.get("instance_id") != instance_id else
@@ -336,16 +339,25 @@ class Client:
                         check=lambda b: _request_is(b, request_id))
 
     def decide(self, request_id: str, status: str, *, note: Optional[str] = None, answer: Optional[str] = None,
-               valid_for: Optional[str] = None, grant: Optional[JsonObject] = None) -> JsonObject:
+               valid_for: Optional[str] = None, grant: Optional[JsonObject] = None,
+               arguments: Optional[JsonObject] = None) -> JsonObject:
         """Records a reviewer's decision (approved or denied). Not retried: read the request to learn what holds.
 
         ``grant`` (approvals of tool calls only), e.g. ``{"uses": 10, "expires_in": "1h"}``,
         also makes a grant for the same call; it is in the answer's ``grant``.
+        ``arguments`` (approvals of tool calls only) approves changed
+        arguments instead (an edit, docs/protocol.md): the request ends
+        denied, and the answer's ``replacement`` is approved in its place.
         """
         body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for,
-                                  "grant": grant}.items() if v is not None}
+                                  "grant": grant, "arguments": arguments}.items() if v is not None}
         return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body,
                         check=lambda b: _request_is(b, request_id))
+
+    def edit(self, request_id: str, arguments: JsonObject, note: Optional[str] = None,
+             valid_for: Optional[str] = None) -> JsonObject:
+        """Approves a tool call with changed arguments (an edit): see :meth:`decide`."""
+        return self.decide(request_id, "approved", note=note, valid_for=valid_for, arguments=arguments)
 
     def approve(self, request_id: str, note: Optional[str] = None) -> JsonObject:
         return self.decide(request_id, "approved", note=note)
@@ -833,7 +845,8 @@ def _decode_error(method: str, path: str, status: int, headers: Dict[str, str], 
 
 
 def _create_body(tool: str, arguments: Union[JsonObject, str, None], timeout: Optional[str],
-                 reasoning: Optional[str], context: Union[JsonObject, str, None]) -> str:
+                 reasoning: Optional[str], context: Union[JsonObject, str, None],
+                 preview: Optional[JsonObject] = None, reversibility: Optional[str] = None) -> str:
     """A create body in which arguments and context given as JSON text go out byte for byte."""
     def raw(name: str, v: Union[JsonObject, str, None]) -> Optional[str]:
         if v is None:
@@ -859,6 +872,11 @@ def _create_body(tool: str, arguments: Union[JsonObject, str, None], timeout: Op
     ctx = raw("context", context)
     if ctx is not None:
         b += ',"context":' + ctx
+    if preview is not None:
+        b += ',"preview":' + json.dumps({"type": preview.get("type"), "content": preview.get("content")},
+                                        ensure_ascii=False, separators=(",", ":"))
+    if reversibility:
+        b += ',"reversibility":' + s(reversibility)
     return b + "}"
 
 

@@ -93,6 +93,10 @@ class DeniedError(GateError):
     def __init__(self, request: Dict[str, Any]) -> None:
         note = self._note(request)
         msg = f"airlock: {_tool(request)} was denied (request {request['id']})"
+        rep = (request.get("decision") or {}).get("replaced_by")
+        if rep:
+            msg = (f"airlock: {_tool(request)} was approved with changed arguments as request {rep}; this call "
+                   f"(request {request['id']}) did not run, and the gate runs edited calls only with accept_edits")
         if note:
             msg += f": reviewer's note: {note}"
         super().__init__(msg, request)
@@ -105,6 +109,11 @@ class DeniedError(GateError):
     def note(self) -> str:
         """The reviewer's note, or ""."""
         return self._note(self.request)
+
+    @property
+    def replaced_by(self) -> str:
+        """The request a reviewer approved in this one's place with changed arguments (an edit), or ""."""
+        return str((self.request.get("decision") or {}).get("replaced_by", ""))
 
 
 class ExpiredError(GateError):

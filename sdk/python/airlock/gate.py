@@ -40,7 +40,10 @@ class Call:
     (the agent's tool-call ID, say): the same tool, arguments and attempt key
     on the same instance are the same request, so running it again finds the
     earlier outcome instead of asking again. ``idempotency_key`` is used
-    instead of the derived key when set.
+    instead of the derived key when set. ``preview`` (``{"type": "diff"|"text",
+    "content": ...}``) and ``reversibility`` (reversible, partial,
+    irreversible) are the adapter's claims about the call, shown to
+    reviewers as such.
     """
 
     tool: str
@@ -51,6 +54,8 @@ class Call:
     agent_reasoning: Optional[str] = None
     context: Optional[JsonObject] = None
     on_pending: Optional[Callable[[JsonObject], None]] = None
+    preview: Optional[JsonObject] = None
+    reversibility: Optional[str] = None
 
 
 @dataclass
@@ -96,12 +101,17 @@ class Gate:
     the one written before the claim (fsynced while the claim is in flight,
     and before the call starts: that is what keeps a call from running
     twice), so that after a power loss the report is as precise as after a
-    crash.
+    crash. ``accept_edits`` runs a call a reviewer approved with changed
+    arguments (docs/protocol.md, "Edits"): the gate claims and runs the
+    replacement, calling fn with the keyword argument ``arguments``, the
+    approved arguments (a dict), which fn must use; without it such a call
+    does not run and :class:`DeniedError` names the replacement
+    (``replaced_by``).
     """
 
     def __init__(self, client: Client, instance_id: str, journal_dir: str, *, timeout: Optional[str] = None,
                  poll_wait: Optional[float] = None, now: Callable[[], float] = time.time,
-                 sync_every_step: bool = False) -> None:
+                 sync_every_step: bool = False, accept_edits: bool = False) -> None:
         if not instance_id:
             raise ValueError("airlock gate: instance_id is required: register an instance with client.register_instance")
         self.client = client
@@ -110,6 +120,7 @@ class Gate:
         self._timeout = timeout
         self._poll_wait = poll_wait
         self._now = now
+        self._accept_edits = accept_edits
         self._mu = threading.Lock()
         self._locks: Dict[str, _KeyLock] = {}
 
@@ -180,6 +191,7 @@ class Gate:
                 if e.request_id:
                     # This call was asked before: the journal says how far it got.
                     r = self.client.get_request(e.request_id)
+                    r = self._follow(r, call.on_pending, cancel)
                     done = self._resume(e, r)
                     if done is not None:
                         raise done
@@ -187,16 +199,37 @@ class Gate:
                     r = self._create(key, call)
                 if r["state"] == "pending":
                     r = self._wait(r, call.on_pending, cancel)
+                r = self._follow(r, call.on_pending, cancel)
                 return self._execute(key, r, fn, pass_token)
             finally:
                 self._journal.release(key)
+
+    def _follow(self, r: JsonObject, on_pending: Optional[Callable[[JsonObject], None]],
+                cancel: Optional[threading.Event]) -> JsonObject:
+        """With accept_edits, the replacement of a request approved with changed arguments, once decided; else r.
+
+        The replacement is believed only when it says it was derived from r,
+        for the same tool on the same instance.
+        """
+        rid = (r.get("decision") or {}).get("replaced_by")
+        if not self._accept_edits or r.get("state") != "denied" or not rid:
+            return r
+        n = self.client.get_request(rid)
+        if n.get("id") != rid or n.get("derived_from") != r["id"] or n.get("tool") != r.get("tool") \
+                or n.get("instance_id") != r.get("instance_id"):
+            raise RuntimeError(f"airlock gate: request {r['id']} names {rid} as its edited replacement, "
+                               "but the server's answer is not an edit of it; nothing runs")
+        if n["state"] == "pending":
+            n = self._wait(n, on_pending, cancel)
+        return n
 
     def _create(self, key: str, call: Call) -> JsonObject:
         opened = self._journal.prepare(key)  # the file is created on the thread pool while the request is
         try:
             r, _ = self.client.create_request(self.instance_id, key, call.tool, call.arguments,
                                               timeout=call.timeout or self._timeout, agent_reasoning=call.agent_reasoning,
-                                              context=call.context)
+                                              context=call.context, preview=call.preview,
+                                              reversibility=call.reversibility)
         except BaseException:
             opened.exception()  # before release() closes it
             raise
@@ -283,7 +316,8 @@ class Gate:
             raise LapsedError(r, claimed=True)
 
         try:
-            value = fn((r.get("execution") or {}).get("approval_token")) if pass_token else fn()
+            kw = {"arguments": r.get("arguments")} if self._accept_edits else {}
+            value = fn((r.get("execution") or {}).get("approval_token"), **kw) if pass_token else fn(**kw)
         except BaseException as err:
             unknown = isinstance(err, OutcomeUnknown) or isinstance(err.__cause__, OutcomeUnknown) or not isinstance(err, Exception)
             status = "unknown" if unknown else "failed"

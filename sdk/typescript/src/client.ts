@@ -278,6 +278,15 @@ export class AirlockClient {
     return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/decision`, body: JSON.stringify(input), signal: o?.signal, check: (b) => requestIs(b, id) });
   }
 
+  /**
+   * Approves a tool call with changed arguments (docs/protocol.md, "Edits"):
+   * the answer is the request, denied with decision.replaced_by, and
+   * `replacement`, the request with these arguments approved in its place.
+   */
+  async edit(id: string, args: JsonObject, note?: string, validFor?: string, o?: CallOptions): Promise<ApprovalRequest> {
+    return this.decide(id, { status: 'approved', arguments: args, note, valid_for: validFor }, o);
+  }
+
   async approve(id: string, note?: string, o?: CallOptions): Promise<ApprovalRequest> {
     return this.decide(id, { status: 'approved', note }, o);
   }
@@ -931,6 +940,8 @@ function createBody(input: CreateRequestInput): string {
   if (input.agent_reasoning) b += `,"agent_reasoning":${JSON.stringify(input.agent_reasoning)}`;
   const ctx = raw('context', input.context);
   if (ctx !== undefined) b += `,"context":${ctx}`;
+  if (input.preview) b += `,"preview":${JSON.stringify({ type: input.preview.type, content: input.preview.content })}`;
+  if (input.reversibility) b += `,"reversibility":${JSON.stringify(input.reversibility)}`;
   return b + '}';
 }
 

@@ -104,11 +104,19 @@ export class DeniedError extends GateError {
   readonly outcome = 'denied' as const;
   constructor(request: ApprovalRequest) {
     const note = request.decision?.note;
-    super(`airlock: ${request.tool} was denied (request ${request.id})${note ? `: reviewer's note: ${note}` : ''}`, request);
+    const rep = request.decision?.replaced_by;
+    const what = rep
+      ? `airlock: ${request.tool} was approved with changed arguments as request ${rep}; this call (request ${request.id}) did not run, and the gate runs edited calls only with acceptEdits`
+      : `airlock: ${request.tool} was denied (request ${request.id})`;
+    super(`${what}${note ? `: reviewer's note: ${note}` : ''}`, request);
   }
   /** The reviewer's note, or "". */
   get note(): string {
     return this.request.decision?.note ?? '';
+  }
+  /** The request a reviewer approved in this one's place with changed arguments (an edit), or "". */
+  get replacedBy(): string {
+    return this.request.decision?.replaced_by ?? '';
   }
 }
 

@@ -5,7 +5,7 @@ import {
   OutcomeUnknownError, ToolError, isCode,
 } from './errors.js';
 import { Journal, settled, type Entry } from './journal.js';
-import type { ApprovalRequest, CreateRequestInput, ExecutionStatus, JsonObject, ReportStatus } from './types.js';
+import type { ApprovalRequest, CreateRequestInput, ExecutionStatus, JsonObject, Preview, ReportStatus, Reversibility } from './types.js';
 
 export interface GateOptions {
   /** Talks to Airlock with an agent token. */
@@ -33,6 +33,15 @@ export interface GateOptions {
    * per line.
    */
   syncEveryStep?: boolean;
+  /**
+   * Run a call a reviewer approved with changed arguments (docs/protocol.md,
+   * "Edits"): the request is then denied, naming its replacement, and the
+   * gate claims and runs the replacement, handing the function its
+   * arguments (`run.arguments`, which the function must use). Off (the
+   * default), such a call does not run: run() rejects with a DeniedError
+   * whose `replacedBy` names the replacement.
+   */
+  acceptEdits?: boolean;
 }
 
 /** One intercepted tool call. */
@@ -60,6 +69,10 @@ export interface GateCall {
   agentReasoning?: string;
   /** What the adapter observed. */
   context?: JsonObject;
+  /** The adapter's claim of what the call would do, shown to reviewers as such. */
+  preview?: Preview;
+  /** How far the call's effect can be undone, as the adapter claims. */
+  reversibility?: Reversibility;
   /** Called while the request waits for a decision: once when first seen pending, then after each poll. */
   onPending?: (r: ApprovalRequest) => void;
 }
@@ -95,6 +108,12 @@ export interface ToolRun {
   /** The request as its claim answered: approved, its execution claimed. */
   request: ApprovalRequest;
   /**
+   * The arguments approved: the call's own, or, with acceptEdits, a
+   * reviewer's edit of them (then request.derived_from names the original).
+   * The function must run with these.
+   */
+  arguments?: JsonObject;
+  /**
    * The claim's approval token (docs/tokens.md): hand it to the tool
    * server with the call, which verifies it for exactly these arguments
    * (AirlockClient.verifyApprovalToken). Undefined when the server sent none.
@@ -123,6 +142,7 @@ export class Gate {
   private readonly now: () => number;
   private readonly timeout: string | undefined;
   private readonly pollWaitMs: number | undefined;
+  private readonly acceptEdits: boolean;
   private readonly locks = new Map<string, Promise<void>>();
 
   constructor(opts: GateOptions) {
@@ -134,6 +154,7 @@ export class Gate {
     this.now = opts.now ?? Date.now;
     this.timeout = opts.timeout;
     this.pollWaitMs = opts.pollWaitMs;
+    this.acceptEdits = opts.acceptEdits ?? false;
   }
 
   /** Releases the journal. */
@@ -181,6 +202,7 @@ export class Gate {
       if (e.requestId) {
         // This call was asked before: the journal says how far it got.
         r = await this.client.getRequest(e.requestId, o);
+        r = await this.follow(r, call.onPending, o.signal);
         const done = await this.resume(e, r);
         if (done) throw done;
       } else {
@@ -189,6 +211,7 @@ export class Gate {
         const input: CreateRequestInput = {
           tool: call.tool, arguments: call.arguments, timeout: call.timeout ?? this.timeout,
           agent_reasoning: call.agentReasoning, context: call.context,
+          preview: call.preview, reversibility: call.reversibility,
         };
         try {
           ({ request: r } = await this.client.createRequest(this.instanceId, key, input, o));
@@ -205,6 +228,7 @@ export class Gate {
         this.journal.append(key, 'requested', r.id, key);
       }
       if (r.state === 'pending') r = await this.wait(r, call.onPending, o.signal);
+      r = await this.follow(r, call.onPending, o.signal);
       return await this.execute(key, r, fn, o.signal);
     } finally {
       this.journal.release(key);
@@ -310,6 +334,22 @@ export class Gate {
     return { error: new InterruptedError(request, started), request, reportError };
   }
 
+  /**
+   * With acceptEdits, the replacement of a request a reviewer approved with
+   * changed arguments, once decided; else r. The replacement is believed
+   * only when it says it was derived from r, for the same tool on the same
+   * instance.
+   */
+  private async follow(r: ApprovalRequest, onPending: ((r: ApprovalRequest) => void) | undefined, signal?: AbortSignal): Promise<ApprovalRequest> {
+    const id = r.decision?.replaced_by;
+    if (!this.acceptEdits || r.state !== 'denied' || !id) return r;
+    const n = await this.client.getRequest(id, { signal });
+    if (n.id !== id || n.derived_from !== r.id || n.tool !== r.tool || n.instance_id !== r.instance_id) {
+      throw new Error(`airlock gate: request ${r.id} names ${id} as its edited replacement, but the server's answer is not an edit of it; nothing runs`);
+    }
+    return n.state === 'pending' ? this.wait(n, onPending, signal) : n;
+  }
+
   /** Claims and runs an approved call, or says why it does not run. */
   private async execute<T>(key: string, r: ApprovalRequest, fn: ToolFn<T>, signal?: AbortSignal): Promise<Outcome<T>> {
     switch (r.state) {
@@ -353,7 +393,7 @@ export class Gate {
 
     let value: T;
     try {
-      const run: ToolRun = { request: r };
+      const run: ToolRun = { request: r, arguments: r.arguments };
       if (r.execution?.approval_token) run.approvalToken = r.execution.approval_token;
       value = await fn(signal ?? new AbortController().signal, run);
     } catch (err) {

@@ -58,6 +58,8 @@ export interface Decision {
   decided_by_name?: string;
   /** Approvals only: permission to start the call ends then. */
   expires_at?: string;
+  /** On a denial that is an edit ("approved with changes"): the request approved in this one's place. */
+  replaced_by?: string;
   /** For a request that needed several approvals, the votes that decided it. */
   votes?: Vote[];
 }
@@ -111,8 +113,15 @@ export interface ApprovalRequest {
   purged_at?: string;
   created_at: string;
   deadline_at: string;
+  /** On a request made by an edit: the original, denied with decision.replaced_by naming this one. */
+  derived_from?: string;
+  /** The adapter's claims: a preview of the call's effect and its reversibility. */
+  preview?: Preview;
+  reversibility?: Reversibility;
   decision?: Decision;
   execution?: Execution;
+  /** Only in the answer to an edit: the request approved in this one's place. */
+  replacement?: ApprovalRequest;
   /** MCP requests only, as are target_type, target_id and session_id. */
   title?: string;
   description?: string;
@@ -148,7 +157,19 @@ export interface CreateRequestInput {
   timeout?: string;
   agent_reasoning?: string;
   context?: JsonObject | string;
+  /** The adapter's claim of what the call would do: a diff or text, shown as its claim. */
+  preview?: Preview;
+  /** How far the call's effect can be undone, as the adapter claims. */
+  reversibility?: Reversibility;
 }
+
+/** An adapter's preview of a call's effect (docs/protocol.md). */
+export interface Preview {
+  type: 'diff' | 'text';
+  content: string;
+}
+
+export type Reversibility = 'reversible' | 'partial' | 'irreversible';
 
 export interface DecisionInput {
   status: 'approved' | 'denied';
@@ -158,6 +179,12 @@ export interface DecisionInput {
   valid_for?: string;
   /** Approvals of tool calls only: also make a grant for the same call (docs/policy.md). */
   grant?: DecisionGrant;
+  /**
+   * Approvals of tool calls only: the arguments approved instead of the
+   * request's (an edit, docs/protocol.md). The request ends denied and a
+   * new one with these arguments is approved in its place.
+   */
+  arguments?: JsonObject;
 }
 
 /** The grant an approval makes: for the request's tool, on its instance (or for its agent). */

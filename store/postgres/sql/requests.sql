@@ -12,7 +12,7 @@ r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.arguments, r.
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
 	r.reviewers, r.approvals, r.escalate_to, r.escalate_after, r.escalated_at,
-	r.purged_at,
+	r.purged_at, r.replaced_by, r.derived_from, r.preview_type, r.preview_content, r.reversibility,
 	{{namesCols}}
 
 -- name: namesCols
@@ -99,6 +99,15 @@ approved_votes = r.approved_votes + CASE WHEN @state::text = 'approved' AND r.ap
 -- name: decides
 -- decides tells, in voteSet, whether a decision ends the request.
 (@state::text = 'denied' OR r.approved_votes + 1 >= r.approvals)
+
+-- name: Requests.Rebind
+-- Rebind names, on the original of an edit (just denied in the same
+-- transaction, which holds its row lock), the request that replaced it.
+UPDATE requests SET replaced_by = @replaced_by WHERE id = @id AND state = 'denied' AND replaced_by = ''
+
+-- name: Requests.Derive
+-- Derive names, on the request an edit has just created, its original.
+UPDATE requests SET derived_from = @derived_from WHERE id = @id AND state = 'pending' AND derived_from = ''
 
 -- name: Requests.InsertVote
 -- InsertVote records a vote; a principal's second vote on a request
@@ -281,7 +290,8 @@ INSERT INTO requests AS r (
 	id, instance_id, owner_id, state, kind, tool, arguments, timeout, agent_reasoning, context,
 	created_at, deadline_at, decided_at, decided_by, note, expires_at,
 	idempotency_key, fingerprint, title, description, target_type, target_id, session_id,
-	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals, escalate_to, escalate_after)
+	proposal_mode, command_method, command_input, question, command_observed, reviewers, approvals, escalate_to, escalate_after,
+	preview_type, preview_content, reversibility)
 SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text, @arguments::text, @timeout::text,
 	@reasoning::text, @context::text,
 	tick.now, tick.now + @window::interval,
@@ -290,7 +300,7 @@ SELECT @id::text, inst.id, inst.owner_id, @state::text, @kind::text, @tool::text
 ,
 	@key::text, @fingerprint::text, @title::text, @description::text, @target_type::text, @target_id::text, @session_id::text,
 	@mode::text, @method::text, @input::text, @question::text, @observed::text, @reviewers::text, @approvals::integer,
-	@escalate_to::text, @escalate_after::interval
+	@escalate_to::text, @escalate_after::interval, @preview_type::text, @preview_content::text, @reversibility::text
 FROM inst, tick
 WHERE @unless_granted::text IS NULL OR NOT EXISTS ({{grantMayCover}})
 ON CONFLICT (owner_id, idempotency_key) DO NOTHING

@@ -18,7 +18,7 @@ ORDER BY r.decided_at LIMIT @limit::int
 -- name: Retention.Purge
 {{tick}}
 UPDATE requests r
-SET arguments = NULL, agent_reasoning = '', context = NULL, purged_at = tick.now,
+SET arguments = NULL, agent_reasoning = '', context = NULL, preview_type = '', preview_content = '', purged_at = tick.now,
 	arguments_digest = @arguments_digest::text, reasoning_digest = @reasoning_digest::text, context_digest = @context_digest::text
 FROM tick
 WHERE r.id = @id::text AND {{purgeDue}}
