@@ -62,6 +62,7 @@ type Statements struct {
 	TokenUses   TokenUseSQL
 	Audit       AuditSQL
 	Retention   RetentionSQL
+	History     HistorySQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

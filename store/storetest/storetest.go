@@ -64,6 +64,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"TokenUses", s.testTokenUses},
 		{"AuditLog", s.testAuditLog},
 		{"Retention", s.testRetention},
+		{"History", s.testHistory},
 	})
 }
 
