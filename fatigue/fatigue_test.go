@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
 )
@@ -381,4 +382,30 @@ func TestStatsInjectedTimes(t *testing.T) {
 	if KindOf(airlock.ActorPolicy) != KindPolicy || KindOf(airlock.ActorExpiry) != KindSystem || !strings.HasPrefix(airlock.ActorExpiry, "system:") {
 		t.Fatal("KindOf: system:policy is a policy's, system:expiry the system's")
 	}
+}
+
+// TestCanonicalArgs: the decoder-free reading of flat objects gives what
+// RFC 8785 gives, and anything else is decoded and transformed.
+func TestCanonicalArgs(t *testing.T) {
+	for _, in := range []string{
+		`{"a":1,"b":"x"}`, ` { "b" : "x" , "a" : 1 } `, `{"a":1.0,"b":"x"}`, `{"a":1e0,"b":"x"}`, `{}`,
+		`{"é":"ü","z":true,"n":null,"m":-12}`, `{"a":"tab\there"}`, `{"k\"q":1}`, `{"a":{"y":1,"x":[2,1]}}`,
+		`{"a":123456789012345678}`, `{"a":0.1}`, `{"\ud83d\ude00":1,"\uffff":2}`,
+	} {
+		whole, _, ok := canonicalArgs([]byte(in))
+		want, err := approvaltokenCanonical(in)
+		if !ok || err != nil || whole != want {
+			t.Errorf("canonicalArgs(%s) = %s, %v; want %s (%v)", in, whole, ok, want, err)
+		}
+	}
+	for _, in := range []string{`[1]`, `"x"`, `{"a":1`, `{"a":1,}`, `{"a" 1}`, `{"a":1}x`, ``} {
+		if _, _, ok := canonicalArgs([]byte(in)); ok {
+			t.Errorf("canonicalArgs(%q) = ok; want refused", in)
+		}
+	}
+}
+
+func approvaltokenCanonical(s string) (string, error) {
+	c, err := approvaltoken.Canonical([]byte(s))
+	return string(c), err
 }

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"maps"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/store"
@@ -77,67 +80,267 @@ type GrantProposal struct {
 	ExpiresIn  string `json:"expires_in"`
 }
 
-// call is a decided tool call with its arguments in canonical form, key
-// by key.
-type call struct {
-	store.DecidedRequest
-	canonical string            // the whole arguments, canonical
-	keys      map[string]string // each key's value, canonical
+// ref is what a suggestion keeps of an approval.
+type ref struct {
+	ID, InstanceID, DecidedBy string
 }
 
-// parse reads d's arguments as a JSON object; ok false when they are
-// not one (absent once purged, an array, invalid).
-func parse(d store.DecidedRequest) (call, bool) {
-	if len(d.Arguments) == 0 {
-		return call{}, false
+// denial is a denied call's arguments in canonical form, whole and key by
+// key.
+type denial struct {
+	canonical string
+	keys      map[string]string
+}
+
+// group is the approvals of one tool with the same arguments.
+type group struct {
+	refs []ref
+}
+
+// toolCalls is what the Suggester keeps of one tool: its approvals, by
+// arguments and all together, the keys whose value was the same in every
+// approval so far, every key seen, and its denials.
+type toolCalls struct {
+	approvals []ref
+	same      map[string]*group
+	constant  map[string]string
+	seen      map[string]bool
+	denials   []denial
+}
+
+// canonicalArgs reads arguments as a JSON object, each value and the whole
+// in canonical form (RFC 8785); ok false when they are not an object
+// (absent once purged, an array, invalid). A string without escapes or
+// control characters, a small integer, true, false and null are their own
+// canonical form; other values are transformed.
+func canonicalArgs(arguments []byte) (whole string, keys map[string]string, ok bool) {
+	if len(arguments) == 0 {
+		return "", nil, false
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(d.Arguments, &obj); err != nil || obj == nil {
-		return call{}, false
-	}
-	whole, err := approvaltoken.Canonical(d.Arguments)
-	if err != nil {
-		return call{}, false
-	}
-	c := call{DecidedRequest: d, canonical: string(whole), keys: make(map[string]string, len(obj))}
-	for k, v := range obj {
-		cv, err := approvaltoken.Canonical(v)
-		if err != nil {
-			return call{}, false
+	keys, ok = scanFlat(arguments)
+	if !ok {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(arguments, &obj); err != nil || obj == nil {
+			return "", nil, false
 		}
-		c.keys[k] = string(cv)
+		keys = make(map[string]string, len(obj))
+		for k, v := range obj {
+			cv, ok := canonicalValue(v)
+			if !ok {
+				return "", nil, false
+			}
+			keys[k] = cv
+		}
 	}
-	return c, true
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, compareUTF16)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(canonicalKey(k))
+		b.WriteByte(':')
+		b.WriteString(keys[k])
+	}
+	b.WriteByte('}')
+	return b.String(), keys, true
+}
+
+// scanFlat reads the common case without a decoder: an object whose keys
+// and values are all plain (plainJSON), its values as they are; ok false
+// for anything else, which the caller decodes.
+func scanFlat(b []byte) (map[string]string, bool) {
+	i := 0
+	ws := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	token := func() ([]byte, bool) { // a plain string, number or literal
+		start := i
+		if i < len(b) && b[i] == '"' {
+			i++
+			for i < len(b) && b[i] != '"' {
+				if b[i] == '\\' {
+					return nil, false
+				}
+				i++
+			}
+			if i == len(b) {
+				return nil, false
+			}
+			i++
+		} else {
+			for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+				i++
+			}
+		}
+		v := b[start:i]
+		return v, plainJSON(v)
+	}
+	ws()
+	if i == len(b) || b[i] != '{' {
+		return nil, false
+	}
+	i++
+	keys := map[string]string{}
+	ws()
+	if i < len(b) && b[i] == '}' {
+		i++
+		ws()
+		return keys, i == len(b)
+	}
+	for {
+		ws()
+		k, ok := token()
+		if !ok || len(k) < 2 || k[0] != '"' {
+			return nil, false
+		}
+		ws()
+		if i == len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i++
+		ws()
+		v, ok := token()
+		if !ok {
+			return nil, false
+		}
+		name := string(k[1 : len(k)-1])
+		if _, dup := keys[name]; dup {
+			return nil, false
+		}
+		keys[name] = string(v)
+		ws()
+		if i == len(b) {
+			return nil, false
+		}
+		if b[i] == '}' {
+			i++
+			ws()
+			return keys, i == len(b)
+		}
+		if b[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+}
+
+// canonicalValue is v in canonical form.
+func canonicalValue(v []byte) (string, bool) {
+	if plainJSON(v) {
+		return string(v), true
+	}
+	c, err := approvaltoken.Canonical(v)
+	return string(c), err == nil
+}
+
+// plainJSON reports whether v is already canonical: a string with no
+// escape and no control character, in valid UTF-8; an integer of at most
+// 15 digits with no leading zero; true, false or null.
+func plainJSON(v []byte) bool {
+	switch {
+	case len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"':
+		inner := v[1 : len(v)-1]
+		for _, c := range inner {
+			if c < 0x20 || c == '\\' || c == '"' {
+				return false
+			}
+		}
+		return utf8.Valid(inner)
+	case string(v) == "true" || string(v) == "false" || string(v) == "null" || string(v) == "0":
+		return true
+	}
+	digits := v
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || digits[0] == '0' {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalKey is k as a canonical JSON string.
+func canonicalKey(k string) string {
+	q, _ := json.Marshal(k)
+	if plainJSON(q) {
+		return string(q)
+	}
+	c, err := approvaltoken.Canonical(q)
+	if err != nil {
+		return string(q)
+	}
+	return string(c)
+}
+
+// compareUTF16 orders strings by their UTF-16 code units, as RFC 8785
+// sorts an object's keys.
+func compareUTF16(a, b string) int {
+	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
 }
 
 // Suggester gathers decided calls (store.History.DecidedCalls) and
 // proposes rules for the patterns people approved.
 type Suggester struct {
-	// approved are people's approvals, by tool; denied every denial, by
-	// tool, whoever decided it.
-	approved map[string][]call
-	denied   map[string][]call
+	tools map[string]*toolCalls
 }
 
 // Add takes one decided call. Approvals by a rule, a grant or the system
 // are neither counted nor held against a pattern; every denial is.
 func (s *Suggester) Add(d store.DecidedRequest) {
-	if s.approved == nil {
-		s.approved, s.denied = map[string][]call{}, map[string][]call{}
-	}
 	approved := d.State == "approved"
 	if approved && KindOf(d.DecidedBy) != KindPerson {
 		return
 	}
-	c, ok := parse(d)
+	whole, keys, ok := canonicalArgs(d.Arguments)
 	if !ok {
 		return
 	}
-	c.Arguments = nil // kept canonical, key by key
-	if approved {
-		s.approved[d.Tool] = append(s.approved[d.Tool], c)
+	if s.tools == nil {
+		s.tools = map[string]*toolCalls{}
+	}
+	t := s.tools[d.Tool]
+	if t == nil {
+		t = &toolCalls{same: map[string]*group{}, seen: map[string]bool{}}
+		s.tools[d.Tool] = t
+	}
+	if !approved {
+		t.denials = append(t.denials, denial{canonical: whole, keys: keys})
+		return
+	}
+	r := ref{ID: d.ID, InstanceID: d.InstanceID, DecidedBy: d.DecidedBy}
+	t.approvals = append(t.approvals, r)
+	g := t.same[whole]
+	if g == nil {
+		g = &group{}
+		t.same[whole] = g
+	}
+	g.refs = append(g.refs, r)
+	if t.constant == nil {
+		t.constant = maps.Clone(keys)
 	} else {
-		s.denied[d.Tool] = append(s.denied[d.Tool], c)
+		for k, v := range t.constant {
+			if cv, ok := keys[k]; !ok || cv != v {
+				delete(t.constant, k)
+			}
+		}
+	}
+	for k := range keys {
+		if !t.seen[k] {
+			t.seen[k] = true
+		}
 	}
 }
 
@@ -149,31 +352,30 @@ func (s *Suggester) Suggestions(min int) []Suggestion {
 		min = DefaultMinApprovals
 	}
 	var out []Suggestion
-	for tool, approvals := range s.approved {
-		denials := s.denied[tool]
+	for tool, t := range s.tools {
 		// Same arguments.
-		same := map[string][]call{}
-		for _, c := range approvals {
-			same[c.canonical] = append(same[c.canonical], c)
-		}
-		for args, cs := range same {
-			if len(cs) < min || slices.ContainsFunc(denials, func(d call) bool { return d.canonical == args }) {
+		for args, g := range t.same {
+			if len(g.refs) < min || slices.ContainsFunc(t.denials, func(d denial) bool { return d.canonical == args }) {
 				continue
 			}
-			out = append(out, suggest(PatternSameArguments, tool, cs[0].keys, nil, cs, true))
+			_, keys, _ := canonicalArgs([]byte(args)) // read again: kept for the few suggested
+			out = append(out, suggest(PatternSameArguments, tool, keys, nil, g.refs, true))
 		}
 		// Constant keys, when the arguments varied.
-		if len(same) < 2 || len(approvals) < min {
+		if len(t.same) < 2 || len(t.approvals) < min || len(t.constant) == 0 {
 			continue
 		}
-		constant, varying := constantKeys(approvals)
-		if len(constant) == 0 {
+		if slices.ContainsFunc(t.denials, func(d denial) bool { return hasAll(d.keys, t.constant) }) {
 			continue
 		}
-		if slices.ContainsFunc(denials, func(d call) bool { return hasAll(d.keys, constant) }) {
-			continue
+		var varying []string
+		for k := range t.seen {
+			if _, ok := t.constant[k]; !ok {
+				varying = append(varying, k)
+			}
 		}
-		out = append(out, suggest(PatternConstantKeys, tool, constant, varying, approvals, false))
+		slices.Sort(varying)
+		out = append(out, suggest(PatternConstantKeys, tool, t.constant, varying, t.approvals, false))
 	}
 	slices.SortFunc(out, func(a, b Suggestion) int {
 		if a.Approvals != b.Approvals {
@@ -193,34 +395,6 @@ func (s *Suggester) Suggestions(min int) []Suggestion {
 	return out
 }
 
-// constantKeys are the keys every call has with one value, and the
-// others, sorted.
-func constantKeys(cs []call) (map[string]string, []string) {
-	constant := map[string]string{}
-	for k, v := range cs[0].keys {
-		constant[k] = v
-	}
-	seen := map[string]bool{}
-	for _, c := range cs {
-		for k := range c.keys {
-			seen[k] = true
-		}
-		for k, v := range constant {
-			if cv, ok := c.keys[k]; !ok || cv != v {
-				delete(constant, k)
-			}
-		}
-	}
-	var varying []string
-	for k := range seen {
-		if _, ok := constant[k]; !ok {
-			varying = append(varying, k)
-		}
-	}
-	slices.Sort(varying)
-	return constant, varying
-}
-
 // hasAll reports whether keys holds every key of want with its value.
 func hasAll(keys, want map[string]string) bool {
 	for k, v := range want {
@@ -234,13 +408,13 @@ func hasAll(keys, want map[string]string) bool {
 // suggest builds the suggestion of a pattern over its approvals cs: keys
 // are its keys and values (canonical); exact adds the arguments' size, so
 // that the match holds for those arguments alone.
-func suggest(pattern, tool string, keys map[string]string, varying []string, cs []call, exact bool) Suggestion {
+func suggest(pattern, tool string, keys map[string]string, varying []string, cs []ref, exact bool) Suggestion {
 	s := Suggestion{Pattern: pattern, Tool: tool, Varying: varying, Approvals: len(cs)}
 	names := make([]string, 0, len(keys))
 	for k := range keys {
 		names = append(names, k)
 	}
-	slices.Sort(names)
+	slices.SortFunc(names, compareUTF16)
 	var args bytes.Buffer
 	args.WriteByte('{')
 	terms := []string{"request.tool == " + strconv.Quote(tool)}
@@ -251,8 +425,7 @@ func suggest(pattern, tool string, keys map[string]string, varying []string, cs 
 		if i > 0 {
 			args.WriteByte(',')
 		}
-		kq, _ := json.Marshal(k)
-		args.Write(kq)
+		args.WriteString(canonicalKey(k))
 		args.WriteByte(':')
 		args.WriteString(keys[k])
 		terms = append(terms, fmt.Sprintf("%s in request.arguments && request.arguments[%s] == %s",

@@ -18,8 +18,10 @@ type History interface {
 	// ArgumentsBytes are set. fn's error ends the read and is returned.
 	DecisionTimes(ctx context.Context, p HistoryParams, fn func(DecidedRequest) error) error
 	// DecidedCalls calls fn with each tool call (kind tool_call, neither
-	// a question nor a command) approved or denied within p.Age before
-	// the store's now, in no set order, with ID, InstanceID, Tool, State,
+	// a question nor a command) approved by a person or denied by anyone
+	// within p.Age before the store's now (an approval whose DecidedBy is
+	// policy:…, grant:… or system:… is left out unread), in no set order,
+	// with ID, InstanceID, Tool, State,
 	// DecidedBy and Arguments set (nil once purged). p.DecidedBy is
 	// ignored. fn's error ends the read and is returned.
 	DecidedCalls(ctx context.Context, p HistoryParams, fn func(DecidedRequest) error) error

@@ -19,7 +19,8 @@ type HistorySQL struct {
 	TimesBy string
 	// Calls yields id, instance_id, tool, state, decided_by and arguments
 	// of every approved or denied tool call (kind tool_call, no question,
-	// no command) in the window.
+	// no command) in the window, but the approvals of a rule, a grant or
+	// the system (decided_by policy:…, grant:…, system:…).
 	Calls string
 }
 

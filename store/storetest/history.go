@@ -110,6 +110,21 @@ func (s *suite) historyCalls(t *testing.T) {
 	}
 	b.into(t, airlock.StateExpired)
 	b.create(t)
+	// Approvals no person made are left out; a rule's denial is not.
+	for _, by := range []string{airlock.PolicyActor("docs"), airlock.ActorPolicy, airlock.GrantActor("grt_1")} {
+		if _, _, err := b.store.CreateRequest(b.ctx, b.params(func(p *store.NewRequestParams) {
+			p.Initial = &airlock.InitialDecision{Status: airlock.StateApproved, Validity: validity, DecidedBy: by}
+		})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ruled, _, err := b.store.CreateRequest(b.ctx, b.params(func(p *store.NewRequestParams) {
+		p.Request.Arguments = json.RawMessage(`{"cmd":"rm -rf /"}`)
+		p.Initial = &airlock.InitialDecision{Status: airlock.StateDenied, DecidedBy: airlock.PolicyActor("no rm")}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []store.DecidedRequest
 	if err := b.store.DecidedCalls(b.ctx, store.HistoryParams{Age: time.Hour}, func(r store.DecidedRequest) error {
 		got = append(got, r)
@@ -117,19 +132,12 @@ func (s *suite) historyCalls(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(got, func(x, y store.DecidedRequest) int {
-		if x.ID == a.ID {
-			return -1
-		}
-		if y.ID == a.ID {
-			return 1
-		}
-		return 0
-	})
-	if len(got) != 2 || got[0].ID != a.ID || got[0].State != airlock.StateApproved || got[0].Tool != "shell.exec" ||
+	order := []string{a.ID, d.ID, ruled.ID}
+	slices.SortFunc(got, func(x, y store.DecidedRequest) int { return slices.Index(order, x.ID) - slices.Index(order, y.ID) })
+	if len(got) != 3 || got[2].ID != ruled.ID || got[2].DecidedBy != airlock.PolicyActor("no rm") || got[0].ID != a.ID || got[0].State != airlock.StateApproved || got[0].Tool != "shell.exec" ||
 		string(got[0].Arguments) != `{"cmd":"ls -la"}` || got[0].InstanceID != b.inst.ID || got[0].DecidedBy != reviewer ||
 		got[1].ID != d.ID || got[1].State != airlock.StateDenied || string(got[1].Arguments) != `{"amount": 12, "currency":"GBP"}` {
-		t.Fatalf("decided calls = %+v; want the approval and the denial, with their exact arguments", got)
+		t.Fatalf("decided calls = %+v; want the reviewer's approval and denial and the rule's denial, with their exact arguments", got)
 	}
 }
 
