@@ -149,9 +149,9 @@ func TestSuggestionsOverSeededHistory(t *testing.T) {
 	got := sg.Suggestions(DefaultMinApprovals)
 	type want struct {
 		pattern, tool, args string
-		varying            []string
-		covers             []string
-		grant              string // the grant's match and instance; "" for none
+		varying             []string
+		covers              []string
+		grant               string // the grant's match and instance; "" for none
 	}
 	refunds := append(slices.Clone(ids["refund 12"]), ids["refund 500"]...)
 	wants := []want{
@@ -288,7 +288,7 @@ func TestReplayOverSeededHistory(t *testing.T) {
 		}
 	}
 	noRuleApproved := 30 + 9 + 100 + 12 + 30 + 11 + others["approved"] // cat, refund 500, search by rule, query, fetch, echo
-	noRuleDenied := 20 + others["denied"]                                // rm
+	noRuleDenied := 20 + others["denied"]                              // rm
 	misc0Total := misc0[0] + misc0[1] + misc0[2] + misc0[3]
 	want := []ReplayRow{
 		{Rule: "docs", Action: policy.ActionAllow, Allow: 55, Approved: 55},

@@ -149,4 +149,3 @@ func replayInput(q client.ApprovalRequest, instance func(context.Context) (airlo
 	return airlock.PolicyInput{Request: req, Window: q.DeadlineAt.Sub(q.CreatedAt), Instance: instance,
 		Agent: airlock.Token{Name: q.CreatedByName}}
 }
-

@@ -94,8 +94,12 @@ func BenchmarkHistory(b *testing.B) {
 			b.ReportMetric(float64(rows), "rows")
 		}
 	}
-	times := func(p store.HistoryParams, fn func(store.DecidedRequest) error) error { return s.DecisionTimes(ctx, p, fn) }
-	calls := func(p store.HistoryParams, fn func(store.DecidedRequest) error) error { return s.DecidedCalls(ctx, p, fn) }
+	times := func(p store.HistoryParams, fn func(store.DecidedRequest) error) error {
+		return s.DecisionTimes(ctx, p, fn)
+	}
+	calls := func(p store.HistoryParams, fn func(store.DecidedRequest) error) error {
+		return s.DecidedCalls(ctx, p, fn)
+	}
 	for _, days := range []int{30, 90} {
 		age := time.Duration(days) * 24 * time.Hour
 		b.Run(strconv.Itoa(days)+"d/times-all", func(b *testing.B) { count(b, times, store.HistoryParams{Age: age}) })
