@@ -64,6 +64,14 @@ func TestFatigueOverHTTP(t *testing.T) {
 			t.Fatalf("stats = %+v; want 4 decisions, 3 approvals, all fast", st)
 		}
 	}
+	// The same, counted by the metrics since the server started.
+	metrics := s.api.call("GET", "/metrics", "", "").want(t, 200, "metrics").Raw
+	for _, line := range []string{"\nairlock_fast_approvals_total 3\n", "\nairlock_time_to_decision_seconds_count{decider=\"person\"} 4\n",
+		"\nairlock_time_to_decision_seconds_count{decider=\"policy\"} 0\n"} {
+		if !strings.Contains(metrics, line) {
+			t.Fatalf("/metrics lacks %q:\n%s", line, metrics)
+		}
+	}
 	other := s.api.mintToken(s.admin, "other reviewer", "reviewer")
 	s.api.call("GET", "/v1/reviewers/"+url.PathEscape(reviewerID)+"/stats", other, "").want(t, 403, "another reviewer's stats")
 	s.api.call("GET", "/v1/reviewers/x/stats?since=soon", s.admin, "").want(t, 400, "a bad window")
