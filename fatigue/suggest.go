@@ -456,9 +456,7 @@ func suggest(pattern, tool string, keys map[string]string, varying []string, cs 
 		name = name[:80]
 	}
 	name += " " + hex.EncodeToString(sum[:4])
-	match, _ := json.Marshal(s.Match) // a JSON string is a YAML double-quoted scalar
-	quotedName, _ := json.Marshal(name)
-	s.Rule = fmt.Sprintf("- name: %s\n  match: %s\n  action: allow\n  shadow: true\n", quotedName, match)
+	s.Rule = fmt.Sprintf("- name: %s\n  match: %s\n  action: allow\n  shadow: true\n", yamlQuote(name), yamlQuote(s.Match))
 
 	if len(instances) == 1 {
 		g := &GrantProposal{Tool: tool, InstanceID: cs[0].InstanceID, ExpiresIn: "720h", Match: s.Match}
@@ -468,6 +466,13 @@ func suggest(pattern, tool string, keys map[string]string, varying []string, cs 
 		s.Grant = g
 	}
 	return s
+}
+
+// yamlQuote is s as a YAML single-quoted scalar: every character as it
+// is but the quote, doubled. s holds no line break (a match's strings are
+// quoted with escapes, and a tool name has none).
+func yamlQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 // celLiteral writes the JSON value raw (canonical) as a CEL literal that
