@@ -53,7 +53,7 @@ const (
 // Patterns are the ServeMux patterns the inbox serves. `airlock serve`
 // mounts the inbox on these, beside the REST API (/v1, /healthz, …) and
 // /mcp, so that every other path keeps the API's own answers.
-var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/live", "/static/",
+var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/fatigue", "/live", "/static/",
 	"/sw.js", "/manifest.webmanifest", "/push/"}
 
 // Config configures the inbox. Zero fields take the documented defaults.
@@ -196,6 +196,7 @@ func New(cfg Config) http.Handler {
 	h.mux.HandleFunc("GET /sessions", h.sessionsPage)
 	h.mux.HandleFunc("GET /board", h.board)
 	h.mux.HandleFunc("GET /grants", h.grantsPage)
+	h.mux.HandleFunc("GET /fatigue", h.fatiguePage)
 	h.mux.Handle("POST /grants/{id}/revoke", post(h.revokeGrant))
 	h.mux.HandleFunc("GET /live", h.live)
 	h.mux.Handle("GET /static/", h.static)

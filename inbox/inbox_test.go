@@ -679,3 +679,53 @@ func TestAgentWordsLabelled(t *testing.T) {
 		t.Errorf("the history does not label the agent's title or name the agent:\n%s", history)
 	}
 }
+
+// TestFatiguePage: the fatigue page shows an admin every decider's
+// statistics over the last 30 days, times measured by the injected clock,
+// with the fast approvals, and the call approved ten times unchanged as a
+// suggestion with its shadow rule; a reviewer sees their own row and no
+// suggestions.
+func TestFatiguePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	inst := b.instance(t, "adapter")
+	start := time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC)
+	b.clock.set(start)
+	carol := b.callers["Carol (reviewer)"]
+	for i := range 10 {
+		b.clock.set(start.Add(time.Duration(i) * time.Minute))
+		id := b.toolCall(t, inst, "read_file", map[string]any{"path": "/srv/docs/README.md"}, "")
+		// Carol takes i seconds: 0 and 1 s are fast (under 2 s).
+		b.clock.set(start.Add(time.Duration(i)*time.Minute + time.Duration(i)*time.Second))
+		if _, err := b.svc.Decide(t.Context(), carol, id, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := b.toolCall(t, inst, "shell", map[string]any{"cmd": "rm -rf /"}, "")
+	b.clock.set(start.Add(10 * time.Minute))
+	if _, err := b.svc.Decide(t.Context(), b.callers["Dan (reviewer)"], id, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := b.signedInClient(t, b.admin)
+	page := c.do(t, "GET", "/fatigue", nil, nil).body
+	carolID := carol.Token.ID
+	for _, want := range []string{carolID, "<td>10</td>", "<td>100%</td>", "<td>4.0 s</td>", "<td>8.0 s</td>", "<td>2 (20%)</td>",
+		b.callers["Dan (reviewer)"].Token.ID, "Suggestions <span class=\"n\">(1)</span>", "shadow: true", "approved 10 times"} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("the admin's fatigue page lacks %q:\n%s", want, page)
+		}
+	}
+	// Thirty days after Carol's last decision (at 9 min 9 s), hers are out
+	// of the window; Dan's denial, at 10 min, is not.
+	b.clock.set(start.Add(30*24*time.Hour + 9*time.Minute + 30*time.Second))
+	c, _ = b.signedInClient(t, b.admin) // the session has ended by now
+	if page := c.do(t, "GET", "/fatigue", nil, nil).body; strings.Contains(page, carolID) || !strings.Contains(page, b.callers["Dan (reviewer)"].Token.ID) {
+		t.Fatalf("30 days on, the page still shows Carol's or lost Dan's decision:\n%s", page)
+	}
+	b.clock.set(start.Add(20 * time.Minute))
+	rc, _ := b.signedInClient(t, b.reviewer)
+	page = rc.do(t, "GET", "/fatigue", nil, nil).body
+	if !strings.Contains(page, carolID) || strings.Contains(page, b.callers["Dan (reviewer)"].Token.ID) || strings.Contains(page, "Suggestions") {
+		t.Fatalf("a reviewer's fatigue page shows others or suggestions:\n%s", page)
+	}
+}

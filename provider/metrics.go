@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/fatigue"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,6 +16,8 @@ type Metrics struct {
 	heavyRefused    *prometheus.CounterVec
 	auditLag        prometheus.Histogram
 	checkpointDelay prometheus.Histogram
+	timeToDecision  *prometheus.HistogramVec
+	fastApprovals   prometheus.Counter
 }
 
 // NewMetrics creates the provider's collectors and registers them with reg.
@@ -45,6 +48,15 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 			Help:    "How long the first leaf no checkpoint covered waited for one, on the replica that sequences.",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 14),
 		}),
+		timeToDecision: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "airlock_time_to_decision_seconds",
+			Help:    "Time from creation to an approval or denial, by kind of decider: person, policy (a rule), grant or system (docs/policy.md, \"Fatigue, measured\").",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600},
+		}, []string{"decider"}),
+		fastApprovals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_fast_approvals_total",
+			Help: "Approvals by people faster than the arguments could be read: under max(2 s, 2 s per KiB of arguments) from creation.",
+		}),
 		heavyRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_heavy_reads_refused_total",
 			Help: "Lists and searches refused with 429 because their token (scope token) or this process (scope server) had every slot in use.",
@@ -53,9 +65,13 @@ func NewMetrics(reg prometheus.Registerer, pending func() float64) *Metrics {
 	for _, s := range airlock.States {
 		m.transitions.WithLabelValues(string(s))
 	}
+	for _, k := range []string{fatigue.KindPerson, fatigue.KindPolicy, fatigue.KindGrant} {
+		m.timeToDecision.WithLabelValues(k)
+	}
 	m.heavyRefused.WithLabelValues("token")
 	m.heavyRefused.WithLabelValues("server")
-	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag, m.heavyRefused, m.auditLag, m.checkpointDelay)
+	reg.MustRegister(m.transitions, m.decisionLatency, m.expiryLag, m.heavyRefused, m.auditLag, m.checkpointDelay,
+		m.timeToDecision, m.fastApprovals)
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "airlock_requests_pending",
@@ -72,6 +88,13 @@ func (m *Metrics) entered(r airlock.Request) {
 	m.transitions.WithLabelValues(string(r.State)).Inc()
 	if d := r.Decision; d != nil && (d.Status == airlock.StateApproved || d.Status == airlock.StateDenied) && !airlock.DecidedByPolicy(d.DecidedBy) {
 		m.decisionLatency.Observe(d.DecidedAt.Sub(r.CreatedAt).Seconds())
+	}
+	if d := r.Decision; d != nil && (d.Status == airlock.StateApproved || d.Status == airlock.StateDenied) {
+		took, kind := max(d.DecidedAt.Sub(r.CreatedAt), 0), fatigue.KindOf(d.DecidedBy)
+		m.timeToDecision.WithLabelValues(kind).Observe(took.Seconds())
+		if kind == fatigue.KindPerson && d.Status == airlock.StateApproved && fatigue.Fast(took, len(r.Arguments)) {
+			m.fastApprovals.Inc()
+		}
 	}
 }
 

@@ -188,6 +188,14 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"POST /v1/reviewers/end-sessions", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/reviewers/end-sessions", body: `{"principal":"oidc:https://id.example.com#ada"}`}
 		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
+		// A reviewer reads their own statistics (TestReviewerStats), not
+		// another's.
+		{"GET /v1/reviewers/{principal}/stats", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/reviewers/dave/stats?since=7d"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
+		{"GET /v1/suggestions", func(t *testing.T) req {
+			return req{method: "GET", path: "/v1/suggestions?min=2"}
+		}, [9]int{forbid, forbid, forbid, forbid, ok, unauth, unauth, forbid, forbid}},
 		// Slack's requests carry no token but Slack's signature; without
 		// --slack-signing-secret the route is not there (TestSlack* in
 		// slackapp check the signed requests).

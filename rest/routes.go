@@ -76,6 +76,8 @@ var routes = []route{
 	{"GET /v1/reviewers", true, (*handler).listReviewers},                     // admins
 	{"PUT /v1/reviewers/{principal}/link", true, (*handler).linkReviewer},     // admins
 	{"POST /v1/reviewers/end-sessions", true, (*handler).endReviewerSessions}, // admins
+	{"GET /v1/reviewers/{principal}/stats", true, (*handler).reviewerStats},   // admins; a reviewer their own
+	{"GET /v1/suggestions", true, (*handler).suggestions},                     // admins
 	{"POST /slack/interactions", false, (*handler).slackInteractions},         // Slack, by its signature
 
 	// Webhook endpoints (docs/notifications.md): admins create, list, read

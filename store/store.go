@@ -1,7 +1,7 @@
 // Package store is the storage contract: what the provider, the delivery
 // worker, the inbox and the Slack app ask of a database, split by concern
 // (Requests, Tokens, Sessions, Board, Notify, Grants, WebSessions,
-// Reviewers, SigningKeys, PushKeys, TokenUses, AuditLog, Retention, Tasks). Store is all of them; every driver (store/sqlite,
+// Reviewers, SigningKeys, PushKeys, TokenUses, AuditLog, Retention, Tasks, History). Store is all of them; every driver (store/sqlite,
 // store/postgres) implements all of it, and the conformance suite
 // (store/storetest) checks all of it on every driver. Consumers take the
 // part they use.
@@ -22,7 +22,7 @@ import (
 // sign-ins with the OIDC sign-ins in progress, the keys approval
 // tokens are signed with, the key pushes are signed with, the tokens'
 // single use, the verifiable audit log's tree, the purge of old
-// payloads, and MCP tasks. Every state change is one
+// payloads, MCP tasks, and the history of decisions read back. Every state change is one
 // conditional write decided by the store, never a read followed by a
 // write in Go; every change appends its audit event in the same
 // transaction.
@@ -52,6 +52,7 @@ type Store interface {
 	AuditLog
 	Retention
 	Tasks
+	History
 
 	// Extras returns the parts of the store that only some drivers have.
 	// A wrapper around a store passes them on by embedding it, or says

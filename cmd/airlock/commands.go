@@ -155,12 +155,13 @@ func commands() []command {
 		},
 		{
 			name:    "policy",
-			args:    "check|test FILE [REQUEST.json]",
-			summary: "Check a policy file, or show what it would do with a request, without a server (docs/policy.md).",
-			about:   "Policy files (docs/policy.md), checked and tried offline.",
+			args:    "check|test|replay FILE [REQUEST.json]",
+			summary: "Check a policy file, show what it would do with a request, or replay it over a server's history (docs/policy.md).",
+			about:   "Policy files (docs/policy.md), checked and tried offline, and replayed over the requests a server kept.",
 			subs: []subcommand{
 				{"check", "FILE", "compile a policy file: exit 0 when serve would load it, 1 (naming the rule and its place) when not", runPolicyCheck},
 				{"test", "[--expect allow|deny|ask] FILE REQUEST.json", "print the rule that decides the request and what would happen; exit 1 when the file does not compile or the outcome is not --expect", runPolicyTest},
+				{"replay", "[--since 7d] [--json] FILE", "run the file over the requests created in the window (read with --url and a reviewer's or admin's token) and print per rule what it would have done beside what happened, with the denied requests it would have allowed", runPolicyReplay},
 			},
 		},
 		{

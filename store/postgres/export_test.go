@@ -77,3 +77,9 @@ var (
 func WithTracerForTest(t pgx.QueryTracer) Option {
 	return func(c *config) { c.hooks.tracer = t }
 }
+
+// HistorySQLForTest are the history's statements (sqlcore.HistorySQL).
+var HistorySQLForTest = func() (times, timesBy, calls string) {
+	q := statements().History
+	return q.Times, q.TimesBy, q.Calls
+}

@@ -63,3 +63,45 @@ FROM generate_series(1, 5000) g`, in.ID); err != nil {
 		}
 	}
 }
+
+// TestHistoryPlans checks that the history's reads (reviewer statistics,
+// suggestions) read the window through the index requests_decided
+// (migration 0028), not the whole table: 20,000 decided requests over a
+// year, analyzed, and a 30-day window of them.
+func TestHistoryPlans(t *testing.T) {
+	t.Parallel()
+	s, schema := openFresh(t)
+	in := instance(t, s, "tok_a")
+	conn := conn(t, schema)
+	if _, err := conn.Exec(t.Context(), `INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, arguments, timeout,
+	agent_reasoning, created_at, deadline_at, decided_at, decided_by, expires_at, fingerprint)
+SELECT 'apr_' || g, $1, 'tok_a', CASE WHEN g % 5 = 0 THEN 'denied' ELSE 'approved' END, 'tool_call', 't' || (g % 10),
+	'{"n":' || g || '}', '1m', '', now() - g * interval '26 minutes', now() - g * interval '26 minutes' + interval '1 minute',
+	now() - g * interval '26 minutes' + interval '5 seconds', 'tok_r' || (g % 20),
+	CASE WHEN g % 5 = 0 THEN NULL ELSE now() END, 'f'
+FROM generate_series(1, 20000) g`, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), `ANALYZE requests`); err != nil {
+		t.Fatal(err)
+	}
+	bind := strings.NewReplacer("@now::timestamptz", "NULL::timestamptz", "@age::interval", "'30 days'::interval", "@decided_by::text", "'tok_r1'")
+	times, timesBy, calls := postgres.HistorySQLForTest()
+	for name, q := range map[string]string{"times": times, "times by": timesBy, "calls": calls} {
+		rows, err := conn.Query(t.Context(), "EXPLAIN "+bind.Replace(q))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		if !strings.Contains(plan, "requests_decided") || strings.Contains(plan, "Seq Scan on requests") {
+			t.Errorf("%s: plan\n%s\nwant a scan of requests_decided, not of the table", name, plan)
+		}
+		if testing.Verbose() {
+			t.Logf("%s:\n%s", name, plan)
+		}
+	}
+}

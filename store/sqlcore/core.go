@@ -63,6 +63,7 @@ type Statements struct {
 	Audit       AuditSQL
 	Retention   RetentionSQL
 	Tasks       TaskSQL
+	History     HistorySQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

@@ -89,7 +89,8 @@ var _ store.Store = (*Store)(nil)
 // statements are the store's SQL, concern by concern.
 var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
 	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL,
-	SigningKeys: signingKeySQL, PushKeys: pushKeySQL, TokenUses: tokenUseSQL, Audit: auditSQL, Retention: retentionSQL, Tasks: taskSQL}
+	SigningKeys: signingKeySQL, PushKeys: pushKeySQL, TokenUses: tokenUseSQL, Audit: auditSQL, Retention: retentionSQL, Tasks: taskSQL,
+	History: historySQL}
 
 // Extras implements store.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.

@@ -711,6 +711,23 @@ class Client:
         more, so it is retried. Returns {"principal", "ended"}."""
         return self._do("POST", "/v1/reviewers/end-sessions", body={"principal": principal}, retry=True)
 
+    def reviewer_stats(self, principal: str, *, since: Optional[str] = None) -> JsonObject:
+        """A decider's approvals, denials and times to decision over the window (30d, 12h;
+        default 30 days): admins read anyone's, a reviewer their own (docs/policy.md)."""
+        q = f"?since={_q(since)}" if since else ""
+        return self._do("GET", f"/v1/reviewers/{_q(principal)}/stats{q}", retry=True)
+
+    def suggestions(self, *, min: Optional[int] = None, since: Optional[str] = None) -> List[JsonObject]:
+        """The tool calls people approved at least min times (default 10) in the window (default
+        30 days) with no denial, each with a proposed rule and grant (admins; docs/policy.md)."""
+        params = []
+        if min is not None:
+            params.append(f"min={int(min)}")
+        if since:
+            params.append(f"since={_q(since)}")
+        q = "?" + "&".join(params) if params else ""
+        return self._do("GET", f"/v1/suggestions{q}", retry=True, check=_items_are)["items"]
+
     def healthz(self) -> JsonObject:
         return self._do("GET", "/healthz", retry=True)
 

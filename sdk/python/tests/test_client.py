@@ -40,6 +40,7 @@ OPERATIONS = {
     "createGrant": "create_grant", "listGrants": "list_grants", "getGrant": "get_grant", "revokeGrant": "revoke_grant",
     "enableWebhook": "enable_webhook",
     "listReviewers": "list_reviewers", "linkReviewer": "link_reviewer", "endReviewerSessions": "end_reviewer_sessions",
+    "getReviewerStats": "reviewer_stats", "listSuggestions": "suggestions",
     "jwks": "jwks", "listSigningKeys": "list_signing_keys", "rotateSigningKey": "rotate_signing_key",
     "consumeApprovalToken": "consume_approval_token",
     "getAuditCheckpoint": "get_audit_checkpoint", "getAuditKey": "get_audit_key", "listAuditEntries": "list_audit_entries",
@@ -282,6 +283,14 @@ class ClientTest(unittest.TestCase):
         # An OIDC principal that never signed in: nothing to end, and no error.
         self.assertEqual(srv.admin.end_reviewer_sessions("oidc:https://idp.example#nobody"),
                          {"principal": "oidc:https://idp.example#nobody", "ended": 0})
+        # A decider with no decision in the window answers zeros; an OIDC principal is percent-encoded.
+        st = srv.admin.reviewer_stats("oidc:https://idp.example#nobody", since="7d")
+        self.assertEqual([st["decided_by"], st["kind"], st["window_seconds"], st["decisions"], st["fast_approvals"]],
+                         ["oidc:https://idp.example#nobody", "person", 7 * 86400, 0, 0])
+        self.assertIsInstance(srv.admin.suggestions(min=2, since="30d"), list)
+        with self.assertRaises(AirlockError) as cm:
+            srv.reviewer.suggestions()
+        self.assertEqual(cm.exception.code, "forbidden")
         tok = srv.admin.create_token("short-lived", "agent")
         self.assertTrue(tok["secret"].startswith("airlock_"))
         self.assertIn(tok["id"], [t["id"] for t in srv.admin.list_tokens()])

@@ -2,8 +2,8 @@ import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
   ApprovalRequest, AuditEntry, ConsistencyProof, ExportAuditOptions, InclusionProof, RequestProof, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
   CreatePushSubscriptionInput, CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
-  KeySet, ListDeliveriesOptions, ListRequestsOptions, PushSubscription, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, Session,
-  SigningKey, State, Token, TokenUse, VAPIDPublicKey,
+  KeySet, ListDeliveriesOptions, ListRequestsOptions, PushSubscription, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, ReviewerStats, Session,
+  SigningKey, State, Suggestion, Token, TokenUse, VAPIDPublicKey,
   Webhook, WorkItem,
   WorkItemUpdate,
 } from './types.js';
@@ -682,6 +682,27 @@ export class AirlockClient {
    */
   async endReviewerSessions(principal: string, o?: CallOptions): Promise<{ principal: string; ended: number }> {
     return this.do({ method: 'POST', path: '/v1/reviewers/end-sessions', body: JSON.stringify({ principal }), retry: true, signal: o?.signal });
+  }
+
+  /**
+   * A decider's approvals, denials and times to decision over the window (30d, 12h; default 30
+   * days): admins read anyone's, a reviewer their own (docs/policy.md, "Fatigue, measured").
+   */
+  async reviewerStats(principal: string, opts?: { since?: string } & CallOptions): Promise<ReviewerStats> {
+    const q = opts?.since ? `?since=${encodeURIComponent(opts.since)}` : '';
+    return this.do({ method: 'GET', path: `/v1/reviewers/${enc(principal)}/stats${q}`, retry: true, signal: opts?.signal });
+  }
+
+  /**
+   * The tool calls people approved at least `min` times (default 10) in the window (default 30
+   * days) with no denial, each with a proposed rule and grant (admins; docs/policy.md, "Suggestions").
+   */
+  async suggestions(opts?: { min?: number; since?: string } & CallOptions): Promise<Suggestion[]> {
+    const p = new URLSearchParams();
+    if (opts?.min !== undefined) p.set('min', String(opts.min));
+    if (opts?.since) p.set('since', opts.since);
+    const q = p.size > 0 ? `?${p}` : '';
+    return (await this.do<{ items: Suggestion[] }>({ method: 'GET', path: `/v1/suggestions${q}`, retry: true, signal: opts?.signal, check: itemsAre })).items;
   }
 
   // Operations.

@@ -532,6 +532,44 @@ export interface Reviewer {
   signed_in_at?: string;
 }
 
+/** A decider's approvals, denials and times to decision (GET /v1/reviewers/{principal}/stats; docs/policy.md). */
+export interface ReviewerStats {
+  /** The decider as decision.decided_by records it: a token's ID, an OIDC principal, policy:<rule>, grant:<id>. */
+  decided_by: string;
+  kind: 'person' | 'policy' | 'grant' | 'system';
+  window_seconds: number;
+  decisions: number;
+  approvals: number;
+  denials: number;
+  /** approvals / decisions; 0 with no decision. */
+  approval_rate: number;
+  /** Nearest-rank percentiles of the time from creation to decision. */
+  p50_seconds: number;
+  p90_seconds: number;
+  /** Approvals sooner than max(2 s, 2 s per KiB of arguments) after creation. */
+  fast_approvals: number;
+}
+
+/** A pattern people keep approving, with the rule that would have approved it (GET /v1/suggestions; docs/policy.md). */
+export interface Suggestion {
+  pattern: 'same_arguments' | 'constant_keys';
+  tool: string;
+  /** same_arguments: the arguments, canonical; constant_keys: the constant keys with their values. */
+  arguments: Record<string, unknown>;
+  /** constant_keys only: the keys whose value varied or that some approvals lacked. */
+  varying_keys?: string[];
+  approvals: number;
+  /** Up to 100 of the approved requests the pattern covers, sorted. */
+  request_ids: string[];
+  approvers: string[];
+  /** A CEL expression true for exactly the calls of the pattern. */
+  match: string;
+  /** A shadow policy rule with the match, as YAML to paste under rules:. */
+  rule: string;
+  /** A POST /v1/grants body that would have covered the calls, when they were all on one instance. */
+  grant?: { tool: string; match: string; instance_id: string; expires_in: string };
+}
+
 /** What PUT /v1/reviewers/{principal}/link takes. */
 export interface ReviewerLinkInput {
   /** The Slack member ID (U…). */

@@ -30,6 +30,7 @@ const operations = {
   createGrant: 'createGrant', listGrants: 'listGrants', getGrant: 'getGrant', revokeGrant: 'revokeGrant',
   enableWebhook: 'enableWebhook',
   listReviewers: 'listReviewers', linkReviewer: 'linkReviewer', endReviewerSessions: 'endReviewerSessions',
+  getReviewerStats: 'reviewerStats', listSuggestions: 'suggestions',
   jwks: 'jwks', listSigningKeys: 'listSigningKeys', rotateSigningKey: 'rotateSigningKey',
   consumeApprovalToken: 'consumeApprovalToken',
   getAuditCheckpoint: 'getAuditCheckpoint', getAuditKey: 'getAuditKey', listAuditEntries: 'listAuditEntries',
@@ -185,6 +186,12 @@ test('board, work items, sessions, tokens and operations', async () => {
   // An OIDC principal that never signed in: nothing to end, and no error.
   assert.deepEqual(await srv.admin.endReviewerSessions('oidc:https://idp.example#nobody'),
     { principal: 'oidc:https://idp.example#nobody', ended: 0 });
+  // A decider with no decision in the window answers zeros; an OIDC principal is percent-encoded.
+  const st = await srv.admin.reviewerStats('oidc:https://idp.example#nobody', { since: '7d' });
+  assert.deepEqual([st.decided_by, st.kind, st.window_seconds, st.decisions, st.fast_approvals],
+    ['oidc:https://idp.example#nobody', 'person', 7 * 86400, 0, 0]);
+  assert.ok(Array.isArray(await srv.admin.suggestions({ min: 2, since: '30d' })));
+  await assert.rejects(srv.reviewer.suggestions(), (e) => e.code === 'forbidden');
 
   const tok = await srv.admin.createToken({ name: 'short-lived', role: 'agent' });
   assert.match(tok.secret, /^airlock_/);
