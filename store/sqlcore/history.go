@@ -20,7 +20,9 @@ type HistorySQL struct {
 	// Calls yields id, instance_id, tool, state, decided_by and arguments
 	// of every approved or denied tool call (kind tool_call, no question,
 	// no command) in the window, but the approvals of a rule, a grant or
-	// the system (decided_by policy:…, grant:…, system:…).
+	// the system (decided_by policy:…, grant:…, system:…) and those of an
+	// edit's replacement (derived_from set: approved with changes, not
+	// unchanged; its original's denial is in).
 	Calls string
 }
 

@@ -21,5 +21,5 @@ WHERE ` + historyWindowSQL,
 WHERE ` + historyWindowSQL + ` AND decided_by = @decided_by`,
 	Calls: `SELECT id, instance_id, tool, state, decided_by, arguments FROM requests
 WHERE ` + historyWindowSQL + ` AND ` + peopleSQL + `
-	AND kind = 'tool_call' AND question IS NULL AND command_method IS NULL`,
+	AND kind = 'tool_call' AND question IS NULL AND command_method IS NULL AND (state = 'denied' OR derived_from = '')`,
 }

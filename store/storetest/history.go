@@ -125,8 +125,24 @@ func (s *suite) historyCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An edit: the original's denial is in, the replacement's approval
+	// (approved with changes, not unchanged) is not.
+	e := b.create(t)
+	orig, replacement, err := b.edit(e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []store.DecidedRequest
 	if err := b.store.DecidedCalls(b.ctx, store.HistoryParams{Age: time.Hour}, func(r store.DecidedRequest) error {
+		if r.ID == replacement.ID {
+			t.Errorf("decided calls hold the edit's replacement %s: an approval with changes is not an unchanged one", r.ID)
+		}
+		if r.ID == orig.ID {
+			if r.State != airlock.StateDenied {
+				t.Errorf("the edited original is in the decided calls as %s; want denied", r.State)
+			}
+			return nil
+		}
 		got = append(got, r)
 		return nil
 	}); err != nil {

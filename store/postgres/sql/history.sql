@@ -22,4 +22,4 @@ WHERE r.state IN ('approved', 'denied') AND r.decided_at > coalesce(@now::timest
 SELECT r.id, r.instance_id, r.tool, r.state, r.decided_by, r.arguments FROM requests r
 WHERE r.state IN ('approved', 'denied') AND r.decided_at > coalesce(@now::timestamptz, now()) - @age::interval
 	AND (r.state = 'denied' OR (r.decided_by NOT LIKE 'policy:%' AND r.decided_by NOT LIKE 'grant:%' AND r.decided_by NOT LIKE 'system:%'))
-	AND r.kind = 'tool_call' AND r.question IS NULL AND r.command_method IS NULL
+	AND r.kind = 'tool_call' AND r.question IS NULL AND r.command_method IS NULL AND (r.state = 'denied' OR r.derived_from = '')
