@@ -80,6 +80,12 @@ type Config struct {
 	// SessionTimeout closes an MCP transport session (not an Airlock
 	// session) after this long without a request. Default 1h.
 	SessionTimeout time.Duration
+	// PublicURL is the server's address as reviewers reach it (airlock
+	// serve's --public-url). With it, a 2026-07-28 client that declares
+	// URL-mode elicitation is sent the request's inbox page instead of
+	// waiting inside approval_status or approval_prompt (docs/mcp.md,
+	// "Waiting without a blocking call"). Default none: the calls wait.
+	PublicURL string
 	// Context, when set, ends open server-to-client streams (GET /mcp)
 	// and closes every MCP transport session when it is done, so a server
 	// shutdown is not held up by them.
@@ -121,9 +127,13 @@ func New(cfg Config) *Server {
 			Extensions: map[string]any{TasksExtension: map[string]any{}}},
 	})
 	for _, t := range s.tools() {
-		s.mcp.AddTool(t.def, s.handler(t))
+		h := s.handler(t)
+		if t.def.Name == ToolApprovalStatus {
+			h = s.mrtr(h, false)
+		}
+		s.mcp.AddTool(t.def, h)
 	}
-	s.mcp.AddTool(s.approvalPromptTool(), s.approvalPrompt)
+	s.mcp.AddTool(s.approvalPromptTool(), s.mrtr(s.approvalPrompt, true))
 	s.mcp.AddReceivingMiddleware(refuseUndeclared, s.taskMiddleware)
 	return s
 }
