@@ -102,6 +102,12 @@ type Config struct {
 	// ProgressInterval is how often a waiting call gets a progress
 	// notification (default DefaultProgressInterval).
 	ProgressInterval time.Duration
+	// ToolApproval turns on the experimental tool-approval extension
+	// (MCP SEP-2848, draft; docs/adapters.md, "Tool approval"): a gated
+	// call answered as a task completes with its execution disposition,
+	// a call that did not run completes as a denial, and the task's
+	// statusMessage carries no text from the upstream or a reviewer.
+	ToolApproval bool
 	// Version is the gate's version, in its Airlock instance's metadata
 	// and, when the client names no implementation, as the version the
 	// upstream server hears (default "dev").
