@@ -41,9 +41,9 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 const suite = "node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
 // revisions are the revisions the suite's server scenarios are run at
-// (`--spec-version`, cumulative): every one the suite knows that Airlock
-// negotiates.
-var revisions = []string{"2025-06-18", "2025-11-25", "2026-07-28"}
+// (`--spec-version`, cumulative): every one the suite knows, all of which
+// Airlock negotiates.
+var revisions = []string{"2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
 
 // extensions are the suite's scenarios of the Tasks extension, which
 // Airlock declares; `--suite all` at a revision does not include them.
