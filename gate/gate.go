@@ -107,6 +107,12 @@ type Config struct {
 	// what changed (docs/protocol.md, "Edits"). Without it such a call is
 	// refused with a result naming the edited request.
 	AcceptEdits bool
+	// ToolApproval turns on the experimental tool-approval extension
+	// (MCP SEP-2848, draft; docs/adapters.md, "Tool approval"): a gated
+	// call answered as a task completes with its execution disposition,
+	// a call that did not run completes as a denial, and the task's
+	// statusMessage carries no text from the upstream or a reviewer.
+	ToolApproval bool
 	// Version is the gate's version, in its Airlock instance's metadata
 	// and, when the client names no implementation, as the version the
 	// upstream server hears (default "dev").

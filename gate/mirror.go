@@ -191,6 +191,9 @@ func (p *proxy) discover(ctx context.Context, next mcp.MethodHandler, req mcp.Re
 	// A gated call is answered as a task to a client that declares the
 	// Tasks extension (task.go).
 	dr.Capabilities.Extensions = map[string]any{TasksExtension: map[string]any{}}
+	if p.cfg.ToolApproval {
+		dr.Capabilities.Extensions[ToolApprovalExtension] = map[string]any{}
+	}
 	if info != nil {
 		if dr.Meta == nil {
 			dr.Meta = mcp.Meta{}

@@ -1,11 +1,13 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,12 +35,16 @@ type gateTask struct {
 	created time.Time
 	cancel  context.CancelFunc // withdraws the request while it waits
 
-	mu      sync.Mutex
-	done    bool
-	updated time.Time
-	result  mcp.Result // the answer, once done
-	ran     bool       // the upstream answered the call
-	err     error      // a JSON-RPC error of the upstream's, or why the call ended
+	approval bool // the tool-approval extension's rules (Config.ToolApproval)
+
+	mu        sync.Mutex
+	done      bool
+	updated   time.Time
+	result    mcp.Result // the answer, once done
+	ran       bool       // the upstream answered the call
+	claimed   bool       // the call's one execution was claimed
+	withdrawn bool       // tasks/cancel (or the client's input ending) withdrew the request
+	err       error      // a JSON-RPC error of the upstream's, or why the call ended
 }
 
 // clientTasks reports whether req comes from a client at 2026-07-28 that
@@ -59,7 +65,7 @@ func (p *proxy) clientTasks(req *mcp.CallToolRequest) bool {
 func (p *proxy) startTask(req *mcp.CallToolRequest, tool *mcp.Tool, timeout string) mcp.Result {
 	name := req.Params.Name
 	now := time.Now()
-	t := &gateTask{id: "tsk_" + rand.Text(), tool: name, created: now, updated: now}
+	t := &gateTask{id: "tsk_" + rand.Text(), tool: name, created: now, updated: now, approval: p.cfg.ToolApproval}
 	// The call runs on until the gate stops; waiting for a reviewer ends
 	// also with tasks/cancel and when the client's input ends.
 	runCtx, stopRun := context.WithCancel(p.ctx)
@@ -80,14 +86,15 @@ func (p *proxy) startTask(req *mcp.CallToolRequest, tool *mcp.Tool, timeout stri
 	p.down.spawn(func(context.Context) {
 		defer stopRun()
 		// No progress: the Tasks extension has none for tasks.
-		res, ran, err := p.gatedCall(runCtx, waitCtx, req, tool, timeout, &progress{p: p, done: make(chan struct{})})
+		res, ran, claimed, err := p.gatedCall(runCtx, waitCtx, req, tool, timeout, &progress{p: p, done: make(chan struct{})})
+		withdrawn := false
 		if err != nil && !ran && waitCtx.Err() != nil && runCtx.Err() == nil {
 			// tasks/cancel (or the client's input ended) while it waited:
 			// the request was withdrawn.
-			res, err = errorResult("Airlock: the task was cancelled while it waited for a reviewer; the approval request was withdrawn and the call did not run."), nil
+			res, err, withdrawn = errorResult("Airlock: the task was cancelled while it waited for a reviewer; the approval request was withdrawn and the call did not run."), nil, true
 		}
 		t.mu.Lock()
-		t.done, t.updated, t.result, t.ran, t.err = true, time.Now(), res, ran, err
+		t.done, t.updated, t.result, t.ran, t.claimed, t.withdrawn, t.err = true, time.Now(), res, ran, claimed, withdrawn, err
 		t.mu.Unlock()
 	})
 	return &taskResult{wire: t.wire(), created: true}
@@ -114,10 +121,17 @@ func (t *gateTask) wire() map[string]any {
 		"createdAt":     t.created.UTC().Format(time.RFC3339Nano), "lastUpdatedAt": t.updated.UTC().Format(time.RFC3339Nano),
 		"ttlMs": nil, "pollIntervalMs": taskPollInterval.Milliseconds(),
 	}
+	if t.approval {
+		w["statusMessage"] = "Waiting for an approval of this call to " + safeName(t.tool) + " in Airlock; it has not run."
+	}
 	if !t.done {
 		return w // ttlMs null: it lives as long as the call waits or runs
 	}
 	w["ttlMs"] = t.updated.Add(taskKeep).Sub(t.created).Milliseconds()
+	if t.approval {
+		t.approvalWire(w)
+		return w
+	}
 	var we *jsonrpc.Error
 	switch {
 	case t.err != nil && errors.As(t.err, &we):
@@ -233,4 +247,111 @@ func (p *proxy) taskMethods() map[string]servedMethod {
 			return ack, nil
 		},
 	}
+}
+
+// The tool-approval extension (MCP SEP-2848, a draft; docs/adapters.md,
+// "Tool approval"), behind Config.ToolApproval.
+const (
+	// ToolApprovalExtension names the extension, as the draft does.
+	ToolApprovalExtension = "io.modelcontextprotocol/tool-approval"
+	// DispositionMeta is the _meta key of a completed task's result that
+	// says what became of the call.
+	DispositionMeta = "io.modelcontextprotocol/tool-approval-disposition"
+)
+
+// The execution dispositions of the draft.
+const (
+	DispositionExecuted = "approved-executed"
+	DispositionDenied   = "denied-not-executed"
+	DispositionError    = "execution-error"
+	DispositionUnknown  = "outcome-unknown"
+)
+
+// approvalWire fills in an ended task w by the tool-approval extension's
+// rules: a task withdrawn by its client is cancelled; every other one is
+// completed, its result carrying the disposition in _meta and saying in
+// its text whether the tool ran. Once the call's one execution was
+// claimed, nothing ends as failed (which a client may retry): an error of
+// the upstream's is an execution-error, a call whose outcome is unknown
+// is outcome-unknown. The statusMessage is the gate's own text: nothing
+// the upstream, a reviewer or the client wrote, which a model would read.
+func (t *gateTask) approvalWire(w map[string]any) {
+	tool := safeName(t.tool)
+	if t.withdrawn && !t.claimed {
+		w["status"], w["statusMessage"] = "cancelled", "The task was cancelled: the approval request was withdrawn and the call to "+tool+" did not run."
+		return
+	}
+	obj, isError := resultObject(t.result)
+	var (
+		disposition string
+		we          *jsonrpc.Error
+	)
+	switch {
+	case !t.claimed:
+		disposition = DispositionDenied
+		if obj == nil {
+			obj, _ = resultObject(errorResult("Airlock: the call to %s was not approved; it did not run.", t.tool))
+		}
+		w["statusMessage"] = "The call to " + tool + " was not approved (denied, expired or withdrawn); it did not run."
+	case t.err != nil && errors.As(t.err, &we):
+		disposition = DispositionError
+		obj, _ = resultObject(errorResult("Airlock: the call to %s was approved and forwarded once; the server answered with an error, so it may have had effects: %s", t.tool, we.Message))
+		w["statusMessage"] = "The call to " + tool + " was approved and forwarded once, and failed; it may have had effects."
+	case t.err != nil || !t.ran || obj == nil:
+		disposition = DispositionUnknown
+		obj, _ = resultObject(errorResult("Airlock: the call to %s was approved and forwarded once, but whether it took effect is unknown; it was not and will not be run again.", t.tool))
+		w["statusMessage"] = "The call to " + tool + " was approved and forwarded once; whether it took effect is unknown."
+	case isError:
+		disposition = DispositionError
+		w["statusMessage"] = "The call to " + tool + " was approved and ran once, and returned an error."
+	default:
+		disposition = DispositionExecuted
+		w["statusMessage"] = "The call to " + tool + " was approved and ran once."
+	}
+	meta, _ := obj["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[DispositionMeta] = disposition
+	obj["_meta"] = meta
+	w["status"], w["result"] = "completed", obj
+}
+
+// resultObject is a tool result as a JSON object, and whether it is an
+// isError result; nil when it is not an object.
+func resultObject(res mcp.Result) (map[string]any, bool) {
+	if res == nil {
+		return nil, false
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return nil, false
+	}
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // the upstream's numbers as they came
+	if dec.Decode(&obj) != nil || obj == nil {
+		return nil, false
+	}
+	isError, _ := obj["isError"].(bool)
+	return obj, isError
+}
+
+// safeName is a tool's name as the gate's statusMessage quotes it: the
+// characters a tool name is made of, at most 64 of them; anything else in
+// the name the client sent is dropped.
+func safeName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() >= 64 {
+			break
+		}
+		if r == '_' || r == '-' || r == '.' || r == '/' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 {
+		return "the tool"
+	}
+	return b.String()
 }

@@ -63,15 +63,16 @@ func (p *proxy) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Res
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.waitCtx, cancel)()
-	res, _, err := p.gatedCall(ctx, waitCtx, req, t.tool, timeout, pr)
+	res, _, _, err := p.gatedCall(ctx, waitCtx, req, t.tool, timeout, pr)
 	return res, err
 }
 
 // gatedCall asks a reviewer about the call and, on approval, claims its
 // one execution and forwards it (under ctx); waiting ends with waitCtx.
 // ran reports whether the upstream answered the call: its result, or its
-// JSON-RPC error.
-func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest, tool *mcp.Tool, timeout string, pr *progress) (res mcp.Result, ran bool, err error) {
+// JSON-RPC error; claimed, whether the call's one execution was claimed
+// (it was forwarded, or may have been).
+func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest, tool *mcp.Tool, timeout string, pr *progress) (res mcp.Result, ran, claimed bool, err error) {
 	name := req.Params.Name
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
@@ -103,7 +104,7 @@ func (p *proxy) gatedCall(ctx, waitCtx context.Context, req *mcp.CallToolRequest
 		result = editedResult(result, out.Request, args)
 	}
 	res, err = p.answer(waitCtx, name, result, fwdErr, err)
-	return res, ran && (result != nil || isRPCError(fwdErr)), err
+	return res, ran && (result != nil || isRPCError(fwdErr)), ran, err
 }
 
 // editedResult adds to an edited call's result a text saying what the

@@ -27,6 +27,7 @@ import (
 	"github.com/airlockhq/airlock/internal/mcpsdk"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -79,6 +80,12 @@ type Config struct {
 	// SessionTimeout closes an MCP transport session (not an Airlock
 	// session) after this long without a request. Default 1h.
 	SessionTimeout time.Duration
+	// PublicURL is the server's address as reviewers reach it (airlock
+	// serve's --public-url). With it, a 2026-07-28 client that declares
+	// URL-mode elicitation is sent the request's inbox page instead of
+	// waiting inside approval_status or approval_prompt (docs/mcp.md,
+	// "Waiting without a blocking call"). Default none: the calls wait.
+	PublicURL string
 	// Context, when set, ends open server-to-client streams (GET /mcp)
 	// and closes every MCP transport session when it is done, so a server
 	// shutdown is not held up by them.
@@ -114,15 +121,41 @@ func New(cfg Config) *Server {
 		Instructions:              instructions,
 		Logger:                    s.sdkLog,
 		SupportedProtocolVersions: ProtocolVersions,
-		// Tools only: no logging, prompts or resources.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		// Tools only: no logging, prompts or resources; and the Tasks
+		// extension (docs/mcp.md, "Tasks").
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{},
+			Extensions: map[string]any{TasksExtension: map[string]any{}}},
 	})
 	for _, t := range s.tools() {
-		s.mcp.AddTool(t.def, s.handler(t))
+		h := s.handler(t)
+		if t.def.Name == ToolApprovalStatus {
+			h = s.mrtr(h, false)
+		}
+		s.mcp.AddTool(t.def, h)
 	}
-	s.mcp.AddTool(s.approvalPromptTool(), s.approvalPrompt)
-	s.mcp.AddReceivingMiddleware(s.taskMiddleware)
+	s.mcp.AddTool(s.approvalPromptTool(), s.mrtr(s.approvalPrompt, true))
+	s.mcp.AddReceivingMiddleware(refuseUndeclared, s.taskMiddleware)
 	return s
+}
+
+// undeclared are the methods of the features Airlock does not declare
+// (prompts and resources): the SDK would answer them with empty lists, as
+// if the server had them.
+var undeclared = map[string]bool{
+	"prompts/list": true, "prompts/get": true,
+	"resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+}
+
+// refuseUndeclared answers a method of an undeclared feature with
+// "method not found", as a server without that capability must.
+func refuseUndeclared(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if undeclared[method] {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: " + method + " (Airlock serves tools only)"}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // instructions is what an MCP client may show its model about the server.

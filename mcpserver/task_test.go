@@ -201,12 +201,25 @@ func TestTaskLifetime(t *testing.T) {
 		t.Fatalf("tasks/get past the deadline: %v", got)
 	}
 	h.clock.Advance(provider.TaskKeep - 2*time.Second)
+	sweep := func(want int) {
+		t.Helper()
+		if n, err := h.svc.SweepTasks(t.Context()); err != nil || n != want {
+			t.Fatalf("SweepTasks = %d, %v; want %d", n, err, want)
+		}
+	}
+	sweep(0)
 	if got := getTask(); get(got, "result.status") != "completed" {
 		t.Fatalf("tasks/get just before the task's end: %v", got)
 	}
 	h.clock.Advance(2 * time.Second)
 	if got := getTask(); get(got, "error.code") != float64(-32602) {
 		t.Fatalf("tasks/get after the task's end: %v, want -32602", got)
+	}
+	// Its row is deleted by the sweep, once.
+	sweep(1)
+	sweep(0)
+	if _, err := h.store.GetTask(t.Context(), task); airlock.ErrorCode(err) != airlock.CodeNotFound {
+		t.Fatalf("the task's row after the sweep: %v, want not_found", err)
 	}
 }
 

@@ -54,14 +54,17 @@ func (s *Service) PurgePayloads(ctx context.Context) (int, error) {
 	}
 }
 
-// retentionLoop runs PurgePayloads at once and then every purgeEvery,
-// until ctx ends.
+// retentionLoop runs PurgePayloads (when retention is on) and SweepTasks
+// at once and then every purgeEvery, until ctx ends.
 func (s *Service) retentionLoop(ctx context.Context) {
 	t := time.NewTicker(purgeEvery)
 	defer t.Stop()
 	for {
 		if _, err := s.PurgePayloads(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("payload retention", "err", err)
+		}
+		if _, err := s.SweepTasks(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("sweep MCP tasks", "err", err)
 		}
 		select {
 		case <-ctx.Done():

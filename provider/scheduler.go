@@ -78,7 +78,7 @@ func (s *Service) Run(ctx context.Context) error {
 			s.sequenceLoop(ctx)
 		}()
 	}
-	if s.retain > 0 {
+	{
 		done := make(chan struct{})
 		defer func() { <-done }()
 		go func() {

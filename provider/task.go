@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -23,6 +24,28 @@ func TaskExpiresAt(r airlock.Request) time.Time {
 		end = d.DecidedAt
 	}
 	return end.Add(TaskKeep)
+}
+
+// taskSweepBatch bounds one write of SweepTasks.
+const taskSweepBatch = 500
+
+// SweepTasks deletes every MCP task past its TaskExpiresAt, in store writes
+// of up to taskSweepBatch rows each, and returns how many it deleted. The
+// retention loop calls it every purgeEvery on every replica (a task it
+// deletes is already unreadable: Task answers not_found past that time);
+// it is exported for tests, which step it on their clock.
+func (s *Service) SweepTasks(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.system.SweepTasks(ctx, TaskKeep, taskSweepBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("sweep tasks: %w", err)
+		}
+		if n < taskSweepBatch {
+			return total, nil
+		}
+	}
 }
 
 // CreateTask makes an MCP task of kind (store.TaskApprovalStatus, …) on

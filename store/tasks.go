@@ -23,6 +23,12 @@ type Tasks interface {
 	// GetTask reads task id; not_found when there is none. Whose it is
 	// (Owner) is the caller's to check.
 	GetTask(ctx context.Context, id string) (Task, error)
+	// SweepTasks deletes up to limit tasks (store.Batch(limit)) whose
+	// lifetime is over: keep after their request was decided, or after
+	// its deadline while it is pending, whichever is later, by the
+	// store's clock. It returns how many it deleted: fewer than the limit
+	// means none is left.
+	SweepTasks(ctx context.Context, keep time.Duration, limit int) (int, error)
 }
 
 // Task is an MCP task: a call that answers with a handle on the request

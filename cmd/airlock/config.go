@@ -508,7 +508,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook or push attempt, connection to answer; a slower receiver fails and is retried")
 	fs.StringVar(&c.SigningKeyFile, "signing-key-file", "", "Ed25519 private key (PKCS #8 PEM, as openssl genpkey -algorithm ed25519 writes it) that signs approval tokens instead of the keys the database keeps; give every replica the same file")
 	durationVar(fs, &c.KeyActivationDelay, "key-activation-delay", d.KeyActivationDelay, "how long after airlock keys rotate the new key starts signing; the old key signs until then. Replicas need more than 5s plus the skew of their clocks; 1ms switches at once, for one replica")
-	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages and the VAPID subject of pushes (default the address listened on)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages and MCP URL elicitations and the VAPID subject of pushes (default the address listened on; MCP clients then wait inside the call)")
 	fs.StringVar(&c.SlackBotToken, "slack-bot-token", "", "Slack bot token (xoxb-…): post each pending request to --slack-channel and update it to the outcome (docs/notifications.md)")
 	fs.StringVar(&c.SlackChannel, "slack-channel", "", "Slack channel ID (C…) requests are posted to; invite the app to it")
 	fs.StringVar(&c.SlackSigningSecret, "slack-signing-secret", "", "Slack app's signing secret: verifies POST /slack/interactions, where linked reviewers' Approve and Deny clicks arrive")

@@ -41,6 +41,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	upstreamURL := fs.String("upstream-url", "", "a streamable-HTTP upstream MCP server's endpoint, instead of a command after --")
 	audience := fs.String("token-audience", "", "the upstream's name for itself: its approval tokens carry it as aud (docs/tokens.md)")
 	acceptEdits := fs.Bool("accept-edits", false, "when a reviewer approves a call with changed arguments, send those upstream (and tell the model what changed) instead of refusing the call")
+	toolApproval := fs.Bool("experimental-tool-approval", false, "answer gated calls by the draft tool-approval extension (MCP SEP-2848) to clients with tasks: a completed task says whether the tool ran (docs/adapters.md)")
 	var headers headerList
 	fs.Var(&headers, "header", `a header for the HTTP upstream, "Name: value" (repeat for more); prefer the environment variable for secrets`)
 	if err := a.parseFlags(fs, flags); err != nil {
@@ -89,7 +90,7 @@ func runGate(ctx context.Context, a *App, args []string) error {
 	return gate.Run(ctx, gate.Config{
 		Command: command, URL: *upstreamURL, Header: headers.header(), Client: c, Rules: r, JournalDir: *journal, InstanceName: *name, TokenAudience: *audience,
 		In: os.Stdin, Out: writeOnly{a.Stdout}, Stderr: a.Stderr, Logger: log,
-		ProgressInterval: progress, Version: userAgentVersion(), AcceptEdits: *acceptEdits,
+		ProgressInterval: progress, Version: userAgentVersion(), AcceptEdits: *acceptEdits, ToolApproval: *toolApproval,
 	})
 }
 

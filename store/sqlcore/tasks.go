@@ -2,6 +2,7 @@ package sqlcore
 
 import (
 	"context"
+	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
@@ -16,6 +17,9 @@ type TaskSQL struct {
 	Insert string
 	// Get selects task @id.
 	Get string
+	// Sweep deletes up to @limit tasks whose request was decided, or
+	// whose deadline passed, @keep before @now (whichever is later).
+	Sweep string
 }
 
 // CreateTask stores a task on a request of its owner's.
@@ -51,4 +55,16 @@ func (c *Core) GetTask(ctx context.Context, id string) (store.Task, error) {
 		t.Call = []byte(*call)
 	}
 	return t, nil
+}
+
+// SweepTasks deletes, in one write, up to limit tasks whose lifetime is
+// over.
+func (c *Core) SweepTasks(ctx context.Context, keep time.Duration, limit int) (int, error) {
+	var n int64
+	err := c.d.Write(ctx, func(tx Tx) error {
+		var err error
+		n, err = tx.Exec(c.q.Tasks.Sweep, Args{{"keep", keep}, {"limit", store.Batch(limit)}})
+		return err
+	})
+	return int(n), c.d.Translate(err, "tasks", "sweep")
 }

@@ -16,6 +16,7 @@ func (s *suite) testTasks(t *testing.T) {
 		{"a task on another owner's request, or on none, is not_found", s.taskOtherOwner},
 		{"an unknown task is not_found", s.taskUnknown},
 		{"an invalid task is refused before it is stored", s.taskInvalid},
+		{"a task is deleted by a bounded sweep once its lifetime is over, never before", s.taskSweep},
 	})
 }
 
@@ -87,6 +88,71 @@ func (s *suite) taskInvalid(t *testing.T) {
 		if _, err := b.store.GetTask(b.ctx, k.ID); err == nil {
 			t.Fatalf("an invalid task %+v was stored", k)
 		}
+	}
+}
+
+func (s *suite) taskSweep(t *testing.T) {
+	b := s.setup(t)
+	const keep = time.Hour
+	t0 := b.clock.Now()
+	decided, pending, expired := b.create(t), b.create(t), b.create(t) // 10-minute deadlines
+	if _, err := b.approve(decided.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(5 * time.Minute)
+	later := b.create(t)
+	made := func(r airlock.Request) string {
+		k, err := b.store.CreateTask(b.ctx, task(r, store.TaskApprovalStatus, ""))
+		wantOK(t, err)
+		return k.ID
+	}
+	onDecided := []string{made(decided), made(decided)}
+	onPending, onExpired, onLater := made(pending), made(expired), made(later)
+	sweep := func(limit, want int, when string) {
+		t.Helper()
+		n, err := b.store.SweepTasks(b.ctx, keep, limit)
+		wantOK(t, err)
+		if n != want {
+			t.Fatalf("%s: SweepTasks(%d) = %d, want %d", when, limit, n, want)
+		}
+	}
+	live := func(want map[string]bool) {
+		t.Helper()
+		for id, ok := range want {
+			_, err := b.store.GetTask(b.ctx, id)
+			if ok {
+				wantOK(t, err)
+			} else {
+				wantErr(t, err, airlock.CodeNotFound, "")
+			}
+		}
+	}
+	// A task lives keep after its request's deadline or its decision,
+	// whichever is later (provider.TaskExpiresAt): the approved request's,
+	// the expired one's and the one still pending past its deadline (no
+	// sweep came) end keep after their deadline; the later request's, keep
+	// after its own.
+	b.clock.Set(t0.Add(15 * time.Minute))
+	got, err := b.store.ExpireRequests(b.ctx, []string{expired.ID})
+	wantOK(t, err)
+	if len(got) != 1 {
+		t.Fatalf("ExpireRequests = %d requests, want 1", len(got))
+	}
+	b.clock.Set(decided.DeadlineAt.Add(keep - time.Microsecond))
+	sweep(10, 0, "a microsecond before the first deadline's tasks end")
+	b.clock.Set(decided.DeadlineAt.Add(keep))
+	sweep(1, 1, "when they end, a sweep of one")
+	sweep(10, 3, "the next sweep")
+	sweep(10, 0, "one more")
+	live(map[string]bool{onDecided[0]: false, onDecided[1]: false, onPending: false, onExpired: false, onLater: true})
+	b.clock.Set(later.DeadlineAt.Add(keep - time.Microsecond))
+	sweep(10, 0, "a microsecond before the later request's task ends")
+	b.clock.Set(later.DeadlineAt.Add(keep))
+	sweep(10, 1, "when it ends")
+	live(map[string]bool{onLater: false})
+	// The requests stay: a sweep deletes only tasks.
+	for _, r := range []airlock.Request{decided, pending, expired, later} {
+		b.get(t, r.ID)
 	}
 }
 

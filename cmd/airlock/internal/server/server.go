@@ -406,7 +406,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpserver.Handler(mcpserver.Config{
 		Service: svc, Logger: log, Version: cfg.Version, AllowedHosts: hosts, Context: drainCtx, Limiter: limiter,
-		AuthGuard: s.guard,
+		AuthGuard: s.guard, PublicURL: cfg.PublicURL,
 	}))
 	// The reviewer inbox at / (its own paths); everything else is the API's.
 	ib := inbox.New(inbox.Config{
