@@ -139,19 +139,23 @@ func (e *explainer) finish(ctx context.Context, phase, schema string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// A backend reports its counters as it exits, a moment after its
-	// client hangs up: read until two reads 100 ms apart agree.
+	// client hangs up: read until two reads 100 ms apart agree on the
+	// schema's tables, which nothing else writes, and show its writes.
+	// The database's own counters move with anything else running there,
+	// so they are not waited for.
 	var after pgCounters
 	var err error
-	for i := 0; i < 50; i++ {
+	settled := false
+	for i := 0; i < 50 && !settled; i++ {
 		var c pgCounters
 		if c, err = e.read(ctx, schema); err != nil {
 			break
 		}
-		if i > 0 && sameTables(c.tables, after.tables) && c.xacts == after.xacts {
-			after = c
+		settled = i > 0 && sameTables(c.tables, after.tables) && inserted(c.tables) > 0
+		after = c
+		if settled {
 			break
 		}
-		after = c
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -163,9 +167,12 @@ func (e *explainer) finish(ctx context.Context, phase, schema string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err != nil {
+	if err != nil && after.tables == nil {
 		e.errs = append(e.errs, fmt.Sprintf("%s: %v", phase, err))
 		return
+	}
+	if !settled {
+		e.errs = append(e.errs, fmt.Sprintf("%s: PostgreSQL's counters had not settled after 10 s; its figures may be short", phase))
 	}
 	cost := diff(e.before, after)
 	e.noPSS = e.noPSS || !after.statementsOK
@@ -231,6 +238,15 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 	})
 	c.statementsOK = err == nil
 	return c, nil
+}
+
+// inserted is the rows inserted in all of tables.
+func inserted(tables map[string]tableCounters) int64 {
+	var n int64
+	for _, t := range tables {
+		n += t.ins
+	}
+	return n
 }
 
 func sameTables(a, b map[string]tableCounters) bool {
