@@ -117,6 +117,7 @@ func New(cfg Config) *Server {
 		// Tools only: no logging, prompts or resources.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
+	s.mcp.AddReceivingMiddleware(traceCalls)
 	for _, t := range s.tools() {
 		s.mcp.AddTool(t.def, s.handler(t))
 	}

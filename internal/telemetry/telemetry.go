@@ -119,3 +119,18 @@ func redactURL(u string) string {
 	p.User, p.RawQuery, p.Fragment = nil, "", ""
 	return p.String()
 }
+
+// SpanContextOf is the span context of a trace ID and span ID kept as hex
+// (airlock.Event.TraceID, SpanID), as a remote, sampled one that a span
+// can link to; false when they are not one.
+func SpanContextOf(traceID, spanID string) (trace.SpanContext, bool) {
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	sid, err := trace.SpanIDFromHex(spanID)
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}), true
+}
