@@ -77,7 +77,7 @@ func (a *App) serveConfig(args []string) (Config, error) {
 		// A person reads a terminal; a service manager, a container
 		// runtime or a pipe keeps lines a machine reads.
 		cfg.LogFormat = "json"
-		if a.IsTerminal(a.Stderr) {
+		if a.IsTerminal != nil && a.IsTerminal(a.Stderr) {
 			cfg.LogFormat = "text"
 		}
 	}

@@ -38,17 +38,25 @@ func traceArgs(ctx context.Context) Args {
 
 // tracer is the store's, from the global provider (internal/telemetry):
 // OpenTelemetry's no-op one unless tracing is on.
-func tracer() trace.Tracer { return otel.GetTracerProvider().Tracer("github.com/airlockhq/airlock/store") }
+func tracer() trace.Tracer {
+	return otel.GetTracerProvider().Tracer("github.com/airlockhq/airlock/store")
+}
 
 // traced is a Dialect whose writes are spans: each transaction, whatever
 // Core method runs it, is one span named for that method ("store
 // Decide"), a child of the call's span (a PostgreSQL write retried is one
-// span). Core wraps its dialect in it once,
+// span); a write outside any span is not traced. Core wraps its dialect in it once,
 // so no method starts a span of its own.
 type traced struct{ Dialect }
 
 // Write implements Dialect: fn runs in d's write, inside the span.
 func (d traced) Write(ctx context.Context, fn func(Tx) error) error {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		// A write of no call (the expiry scheduler's sweeps, the audit
+		// log's sequencer, the deliveries' bookkeeping) would be a trace
+		// of its own at every tick: it is not traced.
+		return d.Dialect.Write(ctx, fn)
+	}
 	// The span is not put in the context the write runs with: the events
 	// it appends keep the span of the call (the HTTP or MCP one), which a
 	// later call links to, whichever way a statement appends them.
@@ -66,20 +74,20 @@ func (d traced) Write(ctx context.Context, fn func(Tx) error) error {
 	return err
 }
 
-// caller is the name of the Core method that called Write: the first
-// frame outside this file's Write and the dialect, such as "Decide".
+// caller is the name of the exported Core method that called Write,
+// such as "Decide": the first exported function of this package up the
+// stack (helpers such as decideOnce run for several methods).
 func caller() string {
-	var pcs [4]uintptr
+	var pcs [12]uintptr
 	n := runtime.Callers(3, pcs[:])
 	frames := runtime.CallersFrames(pcs[:n])
 	for {
 		f, more := frames.Next()
-		name := f.Function
-		if i := strings.LastIndexByte(name, '.'); i >= 0 {
-			name = name[i+1:]
-		}
-		if name != "" && !strings.HasPrefix(name, "func") {
-			return name
+		if strings.Contains(f.Function, "/store/sqlcore.") {
+			name := f.Function[strings.LastIndexByte(f.Function, '.')+1:]
+			if name != "" && 'A' <= name[0] && name[0] <= 'Z' {
+				return name
+			}
 		}
 		if !more {
 			return "write"

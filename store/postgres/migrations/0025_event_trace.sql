@@ -4,5 +4,5 @@
 -- was not traced. A decision made an hour later, on another replica,
 -- links its span to the request's creation by them, and a delivery to
 -- the event it delivers.
-ALTER TABLE events ADD COLUMN trace_id TEXT NOT NULL DEFAULT '';
-ALTER TABLE events ADD COLUMN span_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN IF NOT EXISTS trace_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN IF NOT EXISTS span_id TEXT NOT NULL DEFAULT '';
