@@ -8,7 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +23,7 @@ import (
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
 	"github.com/airlockhq/airlock/store/postgres"
+	"github.com/airlockhq/airlock/store/sqlite"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -32,6 +36,7 @@ type otlpReceiver struct {
 	mu       sync.Mutex
 	spans    []*tracepb.Span
 	services []string
+	raw      []byte // every export's body, end to end
 }
 
 func newOTLPReceiver(t *testing.T) *otlpReceiver {
@@ -49,6 +54,7 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 			return
 		}
 		r.mu.Lock()
+		r.raw = append(r.raw, body...)
 		for _, rs := range in.ResourceSpans {
 			for _, kv := range rs.GetResource().GetAttributes() {
 				if kv.Key == "service.name" {
@@ -233,5 +239,128 @@ func TestTracesOfOneApprovalAcrossReplicas(t *testing.T) {
 	}
 	if !sawCreate {
 		t.Errorf("no log line of the creation:\n%s", logs.String())
+	}
+}
+
+// TestNoSecretInLogs: a lifecycle that mints every kind of secret — the
+// admin token, agent and reviewer API keys, a webhook's signing secret,
+// an inbox session cookie and its sign-in form's CSRF token, and a wrong
+// token tried — with debug logs and every span exported, leaves none of
+// them in any log line nor in any exported span.
+func TestNoSecretInLogs(t *testing.T) {
+	// Not parallel: it installs the global tracer provider.
+	recv := newOTLPReceiver(t)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": recv.URL + "/v1/traces"}
+	stopTracing, err := telemetry.Start(t.Context(), telemetry.Config{Version: "test", Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopTracing(context.Background())
+
+	const admin = "airlock_admin-secret-for-the-log-test"
+	logs := &testkit.Buffer{}
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, server.Config{Store: st, Addr: "127.0.0.1:0", AdminToken: admin, Limits: airlock.DefaultLimits(),
+		OutboundAllowPrivate: true, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx) }()
+	base := "http://" + srv.Addr()
+	secrets := map[string]string{"admin token": admin}
+	call := func(method, path, token, body string, want int, header ...string) testkit.Reply {
+		t.Helper()
+		r, err := testkit.Call(t.Context(), http.DefaultClient, method, base+path, token, body, header...)
+		if err != nil || r.Status != want {
+			t.Fatalf("%s %s: %d %v %s; want %d", method, path, r.Status, err, r.Raw, want)
+		}
+		return r
+	}
+	mint := func(name, role, principal string) string {
+		s := call("POST", "/v1/tokens", admin, fmt.Sprintf(`{"name":%q,"role":%q,"principal":%q}`, name, role, principal), 201).Str("secret")
+		secrets[name+" token"] = s
+		return s
+	}
+	agent, reviewer := mint("agent", "agent", "ann"), mint("reviewer", "reviewer", "rev")
+	hook := webhooktest.NewReceiver("secrets", webhooktest.OK)
+	defer hook.Close()
+	secrets["webhook secret"] = call("POST", "/v1/webhooks", admin, fmt.Sprintf(`{"url":%q}`, hook.URL()), 201).Str("secret")
+	hook.SetSecret(secrets["webhook secret"])
+	secrets["wrong token"] = "airlock_wrong-token-tried-by-someone"
+	call("GET", "/v1/approval-requests", secrets["wrong token"], "", 401)
+
+	inst := call("POST", "/v1/instances", agent, `{"name":"secrets"}`, 201).Str("id")
+	id := call("POST", "/v1/instances/"+inst+"/approval-requests", agent, `{"tool":"deploy","arguments":{"env":"prod"},"timeout":"10m"}`, 201,
+		"Idempotency-Key", "k1", "traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").Str("id")
+
+	// The inbox: a sign-in form's CSRF cookie, then a session cookie.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	res, err := browser.Get(base + "/signin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	u, _ := url.Parse(base)
+	cookie := func(name string) string {
+		for _, c := range jar.Cookies(u) {
+			if c.Name == name {
+				return c.Value
+			}
+		}
+		t.Fatalf("no %s cookie; have %v", name, jar.Cookies(u))
+		return ""
+	}
+	secrets["sign-in CSRF token"] = cookie("airlock_signin")
+	res, err = browser.PostForm(base+"/signin", url.Values{"csrf": {secrets["sign-in CSRF token"]}, "token": {reviewer}, "next": {"/requests/" + id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	secrets["inbox session cookie"] = cookie("airlock_session")
+
+	call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved"}`, 200)
+	call("POST", "/v1/approval-requests/"+id+"/execution", agent, "", 200)
+	call("PUT", "/v1/approval-requests/"+id+"/execution", agent, `{"status":"succeeded"}`, 200)
+	deadline := time.Now().Add(20 * time.Second)
+	for hook.Received() < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling another server's count: no signal to wait on
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if err := stopTracing(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := 0
+	for line := range strings.Lines(logs.String()) {
+		lines++
+		for what, s := range secrets {
+			if strings.Contains(line, s) {
+				t.Errorf("the %s is in a log line: %s", what, line)
+			}
+		}
+	}
+	if lines < 10 || !strings.Contains(logs.String(), `"route":"/signin"`) {
+		t.Fatalf("only %d log lines, or none of the sign-in:\n%s", lines, logs.String())
+	}
+	recv.mu.Lock()
+	raw := string(recv.raw)
+	recv.mu.Unlock()
+	if !strings.Contains(raw, "/v1/instances/{id}/approval-requests") {
+		t.Fatal("no span of the creation was exported")
+	}
+	for what, s := range secrets {
+		if strings.Contains(raw, s) {
+			t.Errorf("the %s is in an exported span", what)
+		}
 	}
 }
