@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // RequestIDHeader carries a request's ID: the client's, when sane, else
@@ -37,10 +38,18 @@ func HTTP(log *slog.Logger, next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(RequestIDHeader, id)
-		ctx := Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		var (
+			ctx             = r.Context()
+			span trace.Span = noop.Span{}
+		)
+		if on.Load() || r.Header.Get("traceparent") != "" {
+			// Off and without a caller's trace there is nothing to
+			// trace or keep: no span, no copy of the request.
+			ctx = Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+			ctx, span = tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+			r = r.WithContext(ctx)
+		}
 		sw := &statusWriter{ResponseWriter: w}
-		r = r.WithContext(ctx)
 		defer func() {
 			// A panic that reaches here (http.ErrAbortHandler) still
 			// ends the span and logs the line.

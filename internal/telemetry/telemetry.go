@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -101,13 +102,19 @@ func Start(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 	log := cfg.Logger
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("telemetry", "err", err) }))
 	otel.SetTracerProvider(tp)
+	on.Store(true)
 	log.Info("tracing on", "endpoint", redactURL(exp.url))
 	return func(ctx context.Context) error {
+		on.Store(false)
 		err := tp.Shutdown(ctx)
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		return err
 	}, nil
 }
+
+// on is whether Start turned tracing on: HTTP skips its span without it,
+// unless the caller sent a trace context to keep.
+var on atomic.Bool
 
 // redactURL drops the user information and query of u, which may carry a
 // credential, for logs and errors.

@@ -51,10 +51,11 @@ type traced struct{ Dialect }
 
 // Write implements Dialect: fn runs in d's write, inside the span.
 func (d traced) Write(ctx context.Context, fn func(Tx) error) error {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		// A write of no call (the expiry scheduler's sweeps, the audit
-		// log's sequencer, the deliveries' bookkeeping) would be a trace
-		// of its own at every tick: it is not traced.
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		// A write of a call not traced has no span; nor has a write of no
+		// call (the expiry scheduler's sweeps, the audit log's sequencer,
+		// the deliveries' bookkeeping), which would be a trace of its own
+		// at every tick.
 		return d.Dialect.Write(ctx, fn)
 	}
 	// The span is not put in the context the write runs with: the events
