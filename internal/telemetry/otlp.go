@@ -291,7 +291,7 @@ func value(v attribute.Value) *commonpb.AnyValue {
 	case attribute.STRINGSLICE:
 		return array(v.AsStringSlice(), func(s string) *commonpb.AnyValue { return value(attribute.StringValue(s)) })
 	}
-	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.Emit()}}
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.String()}}
 }
 
 func array[T any](xs []T, f func(T) *commonpb.AnyValue) *commonpb.AnyValue {

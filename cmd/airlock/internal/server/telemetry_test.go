@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock/internal/telemetry"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/internal/webhooktest"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store/postgres"
 	"github.com/airlockhq/airlock/store/sqlite"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -74,6 +75,12 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 	return r
 }
 
+// tracePolicy asks a person about deploys, so that the policy decides
+// something, in a span of its own.
+const tracePolicy = `rules:
+  - {name: deploys, match: 'request.tool == "deploy"', action: ask}
+`
+
 // TestTracesOfOneApprovalAcrossReplicas: one approval's life, created on
 // one replica by a client sending traceparent and decided, claimed and
 // reported on another replica that shares the PostgreSQL database, with
@@ -103,8 +110,12 @@ func TestTracesOfOneApprovalAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
+		pol, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", tracePolicy), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		srv, err := server.New(ctx, server.Config{Store: st, Addr: "127.0.0.1:0", AdminToken: admin, Limits: airlock.DefaultLimits(),
-			OutboundAllowPrivate: true, Logger: slog.New(slog.NewJSONHandler(logs, nil)).With("replica", name)})
+			OutboundAllowPrivate: true, Policy: pol, Logger: slog.New(slog.NewJSONHandler(logs, nil)).With("replica", name)})
 		if err != nil {
 			cancel()
 			t.Fatal(err)
