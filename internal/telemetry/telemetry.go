@@ -69,9 +69,10 @@ func Enabled(getenv func(string) string) bool {
 // over OTLP/HTTP, and returns the function that flushes and stops it,
 // which serve calls on its way out. Otherwise it changes nothing and
 // returns a shutdown that does nothing. The sampler (OTEL_TRACES_SAMPLER,
-// default parentbased_always_on), the batch (OTEL_BSP_*) and the resource
-// (OTEL_SERVICE_NAME, default airlock; OTEL_RESOURCE_ATTRIBUTES) are the
-// SDK's own readings of the standard variables.
+// default parentbased_always_on) and the batch (OTEL_BSP_*) are the SDK's
+// own readings of the standard variables, from the process's environment;
+// the resource (OTEL_SERVICE_NAME, default airlock;
+// OTEL_RESOURCE_ATTRIBUTES) and the exporter's are read with cfg.Getenv.
 func Start(ctx context.Context, cfg Config) (shutdown func(context.Context) error, err error) {
 	if cfg.Getenv == nil {
 		cfg.Getenv = func(string) string { return "" }
@@ -90,13 +91,29 @@ func Start(ctx context.Context, cfg Config) (shutdown func(context.Context) erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := resource.New(ctx,
-		resource.WithTelemetrySDK(),
-		resource.WithAttributes(attribute.String("service.name", "airlock"), attribute.String("service.version", cfg.Version)),
-		resource.WithFromEnv(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, over the defaults
-	)
-	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	attrs := []attribute.KeyValue{attribute.String("service.name", "airlock"), attribute.String("service.version", cfg.Version)}
+	// OTEL_RESOURCE_ATTRIBUTES, then OTEL_SERVICE_NAME, over the defaults
+	// (the SDK's WithFromEnv reads them, but from the process's
+	// environment, not cfg.Getenv).
+	if v := strings.TrimSpace(cfg.Getenv("OTEL_RESOURCE_ATTRIBUTES")); v != "" {
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, errors.New("OTEL_RESOURCE_ATTRIBUTES: an entry is not key=value")
+			}
+			if dv, err := url.PathUnescape(strings.TrimSpace(val)); err == nil {
+				val = dv
+			}
+			attrs = append(attrs, attribute.String(k, val))
+		}
+	}
+	if v := strings.TrimSpace(cfg.Getenv("OTEL_SERVICE_NAME")); v != "" {
+		attrs = append(attrs, attribute.String("service.name", v))
+	}
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithAttributes(attrs...)) // the last of a key wins
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	log := cfg.Logger

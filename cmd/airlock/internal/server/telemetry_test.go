@@ -94,7 +94,7 @@ const tracePolicy = `rules:
 func TestTracesOfOneApprovalAcrossReplicas(t *testing.T) {
 	// Not parallel: it installs the global tracer provider.
 	recv := newOTLPReceiver(t)
-	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": recv.URL, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": recv.URL}
 	stopTracing, err := telemetry.Start(t.Context(), telemetry.Config{Version: "test", Getenv: func(k string) string { return env[k] }})
 	if err != nil {
 		t.Fatal(err)
