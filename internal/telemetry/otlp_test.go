@@ -2,8 +2,8 @@ package telemetry
 
 import (
 	"compress/gzip"
-	"encoding/hex"
 	"context"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
