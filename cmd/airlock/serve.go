@@ -139,7 +139,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 	}
 	n.url = "http://" + srv.Addr()
 	n.noAdmin = srv.AdminTokenMissing()
-	n.print(notices, log)
+	n.print(notices)
 	if host, _, _ := net.SplitHostPort(cfg.Addr); !isLoopback(host) {
 		log.Warn("listening beyond this machine; put TLS in front of Airlock", "addr", srv.Addr())
 	}
@@ -250,9 +250,12 @@ func writeTokenFile(path, secret string) error {
 }
 
 // print writes the notice: as text to notices, or, with --log-format
-// json, as log records, so that nothing but JSON reaches the output.
-func (n *startup) print(notices io.Writer, log *slog.Logger) {
+// json, as log records, so that nothing but JSON reaches the output. Like
+// the text, the records are written whatever --log-level says: a notice
+// is not a log line to filter, and tools wait for the listening one.
+func (n *startup) print(notices io.Writer) {
 	if n.json {
+		log := slog.New(slog.NewJSONHandler(notices, nil))
 		log.Info(listeningNotice(n.url, n.db), "url", n.url, "inbox", n.url+"/", "db", n.db)
 		switch {
 		case n.wrote:
