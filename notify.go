@@ -305,6 +305,11 @@ type Delivery struct {
 	// until when others must leave it alone.
 	LeaseHolder string
 	LeaseUntil  *time.Time
+	// TraceID and SpanID are those of the event delivered (Event.TraceID,
+	// SpanID), for the link of the attempt's span to it: set by the
+	// fan-out on the deliveries it hands its own workers; not kept by
+	// stores, so a delivery leased later is attempted unlinked.
+	TraceID, SpanID string
 }
 
 // DeliveryAttempt is one try.

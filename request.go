@@ -441,6 +441,11 @@ type Event struct {
 	// is made of it (MessageIDFor). Empty for events appended before
 	// stores drew one.
 	UID string
+	// TraceID and SpanID are the W3C trace context (lowercase hex) of the
+	// call that appended the event, so that later spans can link to it
+	// (docs/operations.md, "Telemetry"); empty when it was not traced.
+	// A store fills them from the context of the write.
+	TraceID, SpanID string
 }
 
 // Clock tells the time. Stores judge deadlines by their own clock: the

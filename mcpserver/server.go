@@ -126,6 +126,7 @@ func New(cfg Config) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{},
 			Extensions: map[string]any{TasksExtension: map[string]any{}}},
 	})
+	s.mcp.AddReceivingMiddleware(traceCalls)
 	for _, t := range s.tools() {
 		h := s.handler(t)
 		if t.def.Name == ToolApprovalStatus {

@@ -322,7 +322,8 @@ func (e *Engine) fanOut(ctx context.Context, eps []airlock.Endpoint, listed []st
 				payload = Body(typ, ev.At, data)
 			}
 			ds = append(ds, airlock.Delivery{ID: airlock.NewClockID(airlock.PrefixDelivery, now), EndpointID: ep.ID, EventID: ev.ID,
-				MessageID: airlock.MessageIDFor(ev), Type: typ, RequestID: ev.RequestID, Payload: payload})
+				MessageID: airlock.MessageIDFor(ev), Type: typ, RequestID: ev.RequestID, Payload: payload,
+				TraceID: ev.TraceID, SpanID: ev.SpanID})
 			queued[ep.ID] = true
 			perEndpoint[ep.ID]++
 		}
@@ -578,7 +579,9 @@ func (e *Engine) record(ctx context.Context, ps []store.AttemptParams) {
 func (e *Engine) attempt(ctx context.Context, sender Sender, ep airlock.Endpoint, d airlock.Delivery) (store.AttemptParams, bool) {
 	start := e.cfg.Now()
 	actx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	actx, span := startDelivery(actx, ep, d)
 	status, err := sender.Send(actx, ep, d)
+	endDelivery(span, status, err)
 	cancel()
 	if ctx.Err() != nil {
 		return store.AttemptParams{}, false

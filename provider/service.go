@@ -370,7 +370,7 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 // approve (Request.MayApproveAtCreation), whatever the policy says, and a
 // grant covers tool calls only.
 func (s *Service) create(ctx context.Context, st store.Store, c airlock.Caller, p store.NewRequestParams) (airlock.Request, bool, error) {
-	v := s.policy.Evaluate(ctx, airlock.PolicyInput{
+	v := s.evaluate(ctx, airlock.PolicyInput{
 		Request: p.Request, Window: p.Window, Agent: c.Token,
 		Instance: func(ctx context.Context) (airlock.Instance, error) { return st.GetInstance(ctx, p.Request.InstanceID) },
 	})
@@ -575,7 +575,9 @@ func (s *Service) Cancel(ctx context.Context, c airlock.Caller, id string) (airl
 	if err := agentOnly(c, "cancel a request"); err != nil {
 		return airlock.Request{}, err
 	}
-	return s.transition(s.storeFor(c).Cancel(ctx, id, c.ID))
+	st := s.storeFor(c)
+	linkToCreation(ctx, st, id)
+	return s.transition(st.Cancel(ctx, id, c.ID))
 }
 
 // Decide records a reviewer's decision. A reviewer cannot decide a request
@@ -594,6 +596,7 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 		return orig, err
 	}
 	st := s.storeFor(c)
+	linkToCreation(ctx, st, id)
 	p := store.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
 		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c),
@@ -738,7 +741,9 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 	if err := agentOnly(c, "claim an execution"); err != nil {
 		return airlock.Request{}, err
 	}
-	r, err := s.storeFor(c).ClaimExecution(ctx, id, c.ID)
+	st := s.storeFor(c)
+	linkToCreation(ctx, st, id)
+	r, err := st.ClaimExecution(ctx, id, c.ID)
 	if err != nil {
 		return r, err
 	}
@@ -776,7 +781,9 @@ func (s *Service) Report(ctx context.Context, c airlock.Caller, id string, in ai
 	if err := agentOnly(c, "report an execution"); err != nil {
 		return airlock.Request{}, err
 	}
-	r, err := s.storeFor(c).ReportExecution(ctx, id, in, c.ID)
+	st := s.storeFor(c)
+	linkToCreation(ctx, st, id)
+	r, err := st.ReportExecution(ctx, id, in, c.ID)
 	if err == nil {
 		s.hub.publish(id)
 	}

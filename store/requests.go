@@ -114,6 +114,10 @@ type Requests interface {
 
 	// ListEvents returns up to limit audit events with ID > after, in order.
 	ListEvents(ctx context.Context, after int64, limit int) ([]airlock.Event, error)
+	// CreatedEvent returns the request.created event of request id, with
+	// the trace context of the call that created it (Event.TraceID,
+	// SpanID), so that a later call's span links to it; not_found.
+	CreatedEvent(ctx context.Context, id string) (airlock.Event, error)
 }
 
 // NewRequestParams is what the provider asks a store to create. The store

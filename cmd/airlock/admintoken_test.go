@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,6 +257,25 @@ func TestSelfCommand(t *testing.T) {
 		t.Setenv("PATH", tc.path)
 		if got := selfCommand(); got != tc.want {
 			t.Errorf("with PATH=%s, selfCommand() = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestJSONNoticeAtWarnLevel: with JSON logs (the default off a terminal)
+// and --log-level warn, the start-up notice still says where the server
+// listens, as the text notice does: it is a notice, not a log line, and
+// scripts and the replicas' tests wait for it.
+func TestJSONNoticeAtWarnLevel(t *testing.T) {
+	t.Parallel()
+	srv := startApp(t, map[string]string{"AIRLOCK_LOG_FORMAT": "json", "AIRLOCK_LOG_LEVEL": "warn"},
+		"--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "airlock.db"), "--admin-token", testAdmin)
+	for line := range strings.Lines(srv.out.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("a line is not JSON: %q", line)
+		}
+		if rec["level"] == "INFO" && !strings.HasPrefix(fmt.Sprint(rec["msg"]), "Airlock listening on ") {
+			t.Errorf("an info line at --log-level warn: %q", line)
 		}
 	}
 }

@@ -24,6 +24,10 @@ type App struct {
 	// LookupEnv reads an AIRLOCK_* variable (os.LookupEnv in main); nil
 	// means an empty environment.
 	LookupEnv func(key string) (string, bool)
+	// IsTerminal reports whether a stream is an interactive terminal
+	// (isTerminal in main; nil, never): serve's logs default to text on
+	// one and to JSON otherwise.
+	IsTerminal func(w any) bool
 }
 
 // Run runs the subcommand named by args[0] with the rest of args. With no
@@ -41,6 +45,9 @@ func (a *App) Run(ctx context.Context, args []string) error {
 	}
 	if a.LookupEnv == nil {
 		a.LookupEnv = func(string) (string, bool) { return "", false }
+	}
+	if a.IsTerminal == nil {
+		a.IsTerminal = func(any) bool { return false }
 	}
 	if len(args) == 0 {
 		printHelp(a.Stderr)

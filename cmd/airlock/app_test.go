@@ -89,7 +89,11 @@ func TestServeConfig(t *testing.T) {
 		check   func(Config) bool
 		wantErr string
 	}{
-		{name: "no flags means the documented defaults", check: func(c Config) bool { return c == DefaultConfig() }},
+		{name: "no flags means the documented defaults", check: func(c Config) bool {
+			d := DefaultConfig()
+			d.LogFormat = "json" // stderr is no terminal (TestLogFormatDefault)
+			return c == d
+		}},
 		{name: "an environment twin sets a field", env: map[string]string{"AIRLOCK_ADDR": "127.0.0.1:9999"},
 			check: func(c Config) bool { return c.Addr == "127.0.0.1:9999" }},
 		{name: "a flag wins over its environment twin", env: map[string]string{"AIRLOCK_MAX_TIMEOUT": "2h"}, args: []string{"--max-timeout", "3h"},
@@ -199,6 +203,41 @@ func TestServeConfig(t *testing.T) {
 			}
 			if !tt.check(cfg) {
 				t.Errorf("unexpected config %+v", cfg)
+			}
+		})
+	}
+}
+
+// TestLogFormatDefault: serve's logs are text on a terminal and JSON
+// otherwise (a service manager, a container, a pipe), unless
+// --log-format or AIRLOCK_LOG_FORMAT says.
+func TestLogFormatDefault(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		terminal bool
+		env      map[string]string
+		args     []string
+		want     string
+	}{
+		{"on a terminal, text", true, nil, nil, "text"},
+		{"elsewhere, JSON", false, nil, nil, "json"},
+		{"the flag wins on a terminal", true, nil, []string{"--log-format", "json"}, "json"},
+		{"the variable wins elsewhere", false, map[string]string{"AIRLOCK_LOG_FORMAT": "text"}, nil, "text"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var asked any
+			app := &App{Stderr: &bytes.Buffer{}, LookupEnv: mapEnv(c.env), IsTerminal: func(w any) bool { asked = w; return c.terminal }}
+			cfg, err := app.serveConfig(c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.LogFormat != c.want {
+				t.Errorf("LogFormat = %q, want %q", cfg.LogFormat, c.want)
+			}
+			if c.args == nil && c.env == nil && asked != app.Stderr {
+				t.Errorf("IsTerminal asked of %v, want of the logs' stream, stderr", asked)
 			}
 		})
 	}

@@ -85,7 +85,8 @@ type Config struct {
 	MaxHeavyReadsPerToken int
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
-	// LogFormat is text or json. Default text.
+	// LogFormat is text or json. Default: text when the logs go to a
+	// terminal, json otherwise (App.serveConfig decides).
 	LogFormat string
 	// SessionStaleAfter is how long an MCP session may go without a
 	// heartbeat before reviewers see it as stale. Stale is for display
@@ -190,7 +191,6 @@ func DefaultConfig() Config {
 		RateLimit:             rest.DefaultRateLimit,
 		AuthFailureLimit:      ratelimit.DefaultAddressFailures,
 		LogLevel:              "info",
-		LogFormat:             "text",
 		SessionStaleAfter:     airlock.DefaultStaleAfter,
 		InboxSessionIdle:      inbox.DefaultSessionIdle,
 		InboxSessionMax:       inbox.DefaultSessionMax,
@@ -220,7 +220,6 @@ func (c Config) WithDefaults() Config {
 	set(&c.Addr, d.Addr)
 	set(&c.DB, d.DB)
 	set(&c.LogLevel, d.LogLevel)
-	set(&c.LogFormat, d.LogFormat)
 	setDur(&c.MinTimeout, d.MinTimeout)
 	setDur(&c.MaxTimeout, d.MaxTimeout)
 	setDur(&c.DefaultTimeout, d.DefaultTimeout)
@@ -316,7 +315,7 @@ func (c Config) Validate() error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
-	if c.LogFormat != "text" && c.LogFormat != "json" {
+	if c.LogFormat != "" && c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
 	}
 	if c.SessionStaleAfter < 0 {
@@ -497,7 +496,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.MaxHeavyReads, "max-heavy-reads", d.MaxHeavyReads, "heavy reads (REST lists of requests, the inbox's pending page and history, history searches) served at once; over it, 429")
 	fs.IntVar(&c.MaxHeavyReadsPerToken, "max-heavy-reads-per-token", d.MaxHeavyReadsPerToken, "heavy reads one token may have in progress; over it, 429")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
+	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json (default: text on a terminal, json otherwise)")
 	durationVar(fs, &c.SessionStaleAfter, "session-stale-after", d.SessionStaleAfter, "how long an MCP session may go without a heartbeat before reviewers see it as stale (display only)")
 	durationVar(fs, &c.InboxSessionIdle, "inbox-session-idle", d.InboxSessionIdle, "how long an inbox sign-in lasts without a page opened; sign-ins live in the store, so any replica serves them")
 	durationVar(fs, &c.InboxSessionMax, "inbox-session-max", d.InboxSessionMax, "how long an inbox sign-in lasts at most, however busy the reviewer")

@@ -24,7 +24,8 @@ type proc = testkit.Process
 // listens. The process is killed at the end of the test if still running.
 func startProcess(t testing.TB, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	return testkit.Serve(t, binary(t), dir, env, args...)
+	// Text logs, as the tests read them (withTextLogs), unless env says.
+	return testkit.Serve(t, binary(t), dir, append([]string{"AIRLOCK_LOG_FORMAT=text"}, env...), args...)
 }
 
 // tourBlocks returns the ```sh blocks of the README's tour section.

@@ -60,7 +60,7 @@ func startApp(t *testing.T, env map[string]string, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{out: testkit.NewOutput(), cancel: cancel, exited: make(chan struct{})}
-	app := &App{Stdout: r.out, Stderr: r.out, LookupEnv: mapEnv(env)}
+	app := &App{Stdout: r.out, Stderr: r.out, LookupEnv: mapEnv(withTextLogs(env))}
 	go func() {
 		defer close(r.exited)
 		r.err = app.Run(ctx, append([]string{"serve"}, args...))
@@ -216,4 +216,18 @@ func csrfOf(t *testing.T, body string) string {
 		t.Fatalf("no CSRF field in the page:\n%s", body)
 	}
 	return m[1]
+}
+
+// withTextLogs is env with AIRLOCK_LOG_FORMAT=text unless it sets one: the
+// tests read the server's notices and log lines as text, which a server
+// writes by default only to a terminal (TestLogFormatDefault).
+func withTextLogs(env map[string]string) map[string]string {
+	if _, ok := env["AIRLOCK_LOG_FORMAT"]; ok {
+		return env
+	}
+	out := map[string]string{"AIRLOCK_LOG_FORMAT": "text"}
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
 }

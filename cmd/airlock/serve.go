@@ -14,9 +14,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
+	"github.com/airlockhq/airlock/internal/telemetry"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
 	"github.com/airlockhq/airlock/store/postgres"
@@ -28,6 +30,24 @@ func runServe(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Tracing starts before the server, so that its first spans are
+	// exported, and stops after it, flushing the last ones.
+	log, err := newLogger(cfg, a.Stderr)
+	if err != nil {
+		return err
+	}
+	stopTracing, err := telemetry.Start(ctx, telemetry.Config{Version: userAgentVersion(), Logger: log,
+		Getenv: func(k string) string { v, _ := a.LookupEnv(k); return v }})
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			log.Warn("telemetry: the last spans were not exported", "err", err)
+		}
+	}()
 	srv, err := startServer(ctx, cfg, a.Stderr)
 	if err != nil {
 		return err
@@ -53,6 +73,14 @@ func (a *App) serveConfig(args []string) (Config, error) {
 		}
 	})
 	cfg = cfg.WithDefaults()
+	if cfg.LogFormat == "" {
+		// A person reads a terminal; a service manager, a container
+		// runtime or a pipe keeps lines a machine reads.
+		cfg.LogFormat = "json"
+		if a.IsTerminal != nil && a.IsTerminal(a.Stderr) {
+			cfg.LogFormat = "text"
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, &usageError{msg: err.Error()}
 	}
@@ -111,7 +139,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 	}
 	n.url = "http://" + srv.Addr()
 	n.noAdmin = srv.AdminTokenMissing()
-	n.print(notices, log)
+	n.print(notices)
 	if host, _, _ := net.SplitHostPort(cfg.Addr); !isLoopback(host) {
 		log.Warn("listening beyond this machine; put TLS in front of Airlock", "addr", srv.Addr())
 	}
@@ -222,9 +250,12 @@ func writeTokenFile(path, secret string) error {
 }
 
 // print writes the notice: as text to notices, or, with --log-format
-// json, as log records, so that nothing but JSON reaches the output.
-func (n *startup) print(notices io.Writer, log *slog.Logger) {
+// json, as log records, so that nothing but JSON reaches the output. Like
+// the text, the records are written whatever --log-level says: a notice
+// is not a log line to filter, and tools wait for the listening one.
+func (n *startup) print(notices io.Writer) {
 	if n.json {
+		log := slog.New(slog.NewJSONHandler(notices, nil))
 		log.Info(listeningNotice(n.url, n.db), "url", n.url, "inbox", n.url+"/", "db", n.db)
 		switch {
 		case n.wrote:

@@ -448,11 +448,11 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 // in commit order under one lock held through the commit's WAL flush), so
 // the store announces after COMMIT instead (announce).
 const appendSQL = `WITH gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(@class, @key))
-INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash)
-SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash
+INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, trace_id, span_id)
+SELECT e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash, e.trace_id, e.span_id
 FROM gate, unnest(@types::text[], @ats::timestamptz[], @actors::text[], @requests::text[],
-	@instances::text[], @tokens::text[], @states::text[], @subjects::text[], @policy_hashes::text[])
-	WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, ord)
+	@instances::text[], @tokens::text[], @states::text[], @subjects::text[], @policy_hashes::text[], @trace_ids::text[], @span_ids::text[])
+	WITH ORDINALITY AS e(type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, trace_id, span_id, ord)
 ORDER BY e.ord`
 
 // appendArgs are appendSQL's arguments for t's events.
@@ -461,14 +461,16 @@ func (s *Store) appendArgs(t *tx) named {
 	types, ats, actors := make([]string, n), make([]time.Time, n), make([]string, n)
 	reqs, insts, toks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	subjects, hashes := make([]string, n), make([]string, n)
+	traces, spans := make([]string, n), make([]string, n)
 	for i, e := range t.events {
 		types[i], ats[i], actors[i] = string(e.Type), e.At, e.Actor
 		reqs[i], insts[i], toks[i], states[i] = e.RequestID, e.InstanceID, e.TokenID, string(e.State)
 		subjects[i], hashes[i] = e.Subject, e.PolicyHash
+		traces[i], spans[i] = e.TraceID, e.SpanID
 	}
 	return named{
 		"class": advisoryClass, "key": s.eventsLock,
 		"types": types, "ats": ats, "actors": actors, "requests": reqs, "instances": insts, "tokens": toks, "states": states,
-		"subjects": subjects, "policy_hashes": hashes,
+		"subjects": subjects, "policy_hashes": hashes, "trace_ids": traces, "span_ids": spans,
 	}
 }

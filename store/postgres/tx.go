@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store/sqlcore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -51,7 +52,10 @@ type lastStatement struct {
 }
 
 // event queues an audit event, appended at the end of the transaction.
-func (t *tx) event(e airlock.Event) { t.events = append(t.events, e) }
+func (t *tx) event(e airlock.Event) {
+	e.TraceID, e.SpanID = sqlcore.TraceOf(t.ctx, e)
+	t.events = append(t.events, e)
+}
 
 // pipeline starts a batch of sql: BEGIN first, when not yet sent. It
 // returns the batch's results positioned at sql's, or the error of BEGIN.

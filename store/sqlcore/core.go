@@ -28,7 +28,7 @@ func NewCore(d Dialect, q *Statements, fault func(point string) error) Core {
 	if err := q.check(); err != nil {
 		panic(err)
 	}
-	return Core{d: d, q: q, fault: fault}
+	return Core{d: traced{d}, q: q, fault: fault}
 }
 
 // WithDialect returns c over another dialect of the same driver: a view
@@ -36,7 +36,7 @@ func NewCore(d Dialect, q *Statements, fault func(point string) error) Core {
 // check). It is a function, not a method, so that it is not one of the
 // driver's Store.
 func WithDialect(c Core, d Dialect) Core {
-	c.d = d
+	c.d = traced{d}
 	return c
 }
 

@@ -149,8 +149,11 @@ type RequestSQL struct {
 	CountPending string
 	// Events selects up to @limit events with @after < ID <= @upto,
 	// oldest first: id, type, at, actor, request_id, instance_id,
-	// token_id, state, subject, policy_hash, uid.
+	// token_id, state, subject, policy_hash, uid, trace_id, span_id.
 	Events string
+	// CreatedEvent selects the request.created event of request @id,
+	// with Events's columns.
+	CreatedEvent string
 }
 
 // whereMarker is where a list's conditions go in RequestSQL.List and
@@ -310,6 +313,7 @@ func (c *Core) CreateRequest(ctx context.Context, p store.NewRequestParams) (air
 	}
 	if p.Initial == nil && p.Grant == nil && q.CreatePending != "" {
 		args = append(args, Arg{"state", string(airlock.StatePending)}, Arg{"event", string(airlock.EventRequestCreated)}, Arg{"actor", p.Actor})
+		args = append(args, traceArgs(ctx)...)
 		err = c.d.Write(ctx, func(tx Tx) error {
 			out, created = airlock.Request{}, false
 			tx.Changed(in.ID)
@@ -688,17 +692,27 @@ func (c *Core) ListEvents(ctx context.Context, after int64, limit int) ([]airloc
 // readEvents reads up to limit events with after < ID <= upto, oldest
 // first.
 func (c *Core) readEvents(ctx context.Context, after, upto int64, limit int) ([]airlock.Event, error) {
-	return all(ctx, c.d, func(row Row) (airlock.Event, error) {
-		var (
-			e          airlock.Event
-			typ, state string
-		)
-		if err := row.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID); err != nil {
-			return airlock.Event{}, err
-		}
-		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
-		return e, nil
-	}, c.q.Requests.Events, Args{{"after", after}, {"upto", upto}, {"limit", limit}})
+	return all(ctx, c.d, c.scanEvent, c.q.Requests.Events, Args{{"after", after}, {"upto", upto}, {"limit", limit}})
+}
+
+// CreatedEvent returns the request.created event of request id, with the
+// trace context it was created in; not_found when there is none.
+func (c *Core) CreatedEvent(ctx context.Context, id string) (airlock.Event, error) {
+	e, err := c.scanEvent(c.d.QueryRow(ctx, c.q.Requests.CreatedEvent, Args{{"id", id}}))
+	return e, c.d.Translate(err, "request", id)
+}
+
+// scanEvent reads a row of RequestSQL.Events's columns.
+func (c *Core) scanEvent(row Row) (airlock.Event, error) {
+	var (
+		e          airlock.Event
+		typ, state string
+	)
+	if err := row.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID, &e.TraceID, &e.SpanID); err != nil {
+		return airlock.Event{}, err
+	}
+	e.Type, e.State = airlock.EventType(typ), airlock.State(state)
+	return e, nil
 }
 
 // previewArgs are the adapter's claims of request in as a create's

@@ -211,6 +211,7 @@ func (c *Core) Decide(ctx context.Context, p store.DecideParams) (airlock.Reques
 func (c *Core) decideOnce(ctx context.Context, p store.DecideParams, validity any) (r airlock.Request, ok bool, err error) {
 	args := Args{{"id", p.ID}, {"state", string(p.Status)}, {"actor", p.Actor}, {"note", p.Note}, {"validity", validity},
 		{"principal", p.Principal}, {"event", string(airlock.StateEvent(p.Status))}}
+	args = append(args, traceArgs(ctx)...)
 	err = c.d.Write(ctx, func(tx Tx) error {
 		r, ok = airlock.Request{}, false
 		tx.Changed(p.ID)
@@ -418,7 +419,7 @@ func (c *Core) expire(ctx context.Context, events, update string, selection Args
 		out = nil
 		args := append(Args{{"actor", airlock.ActorExpiry}}, selection...)
 		if events != "" {
-			if _, err := tx.Exec(events, append(args[:len(args):len(args)], Arg{"event", string(airlock.EventRequestExpired)})); err != nil {
+			if _, err := tx.Exec(events, append(append(args[:len(args):len(args)], Arg{"event", string(airlock.EventRequestExpired)}), traceArgs(ctx)...)); err != nil {
 				return err
 			}
 		}

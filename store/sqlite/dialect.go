@@ -104,9 +104,7 @@ func (t *txn) Event(e airlock.Event) error {
 	if e.At.IsZero() {
 		e.At = t.now
 	}
-	_, err := t.ExecContext(t.ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, lower(hex(randomblob(16))))`, e.Type, micros(e.At), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash)
-	return err
+	return insertEvent(t.ctx, t, e.At, e)
 }
 
 // StateEvents implements sqlcore.Tx, in one INSERT (appendStateEvents).

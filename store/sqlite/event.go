@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store/sqlcore"
 )
 
 // appendEvent appends one audit event in the caller's transaction, so an
@@ -39,8 +40,9 @@ func appendRequestEvent(ctx context.Context, tx *txn, now time.Time, e airlock.E
 }
 
 func insertEvent(ctx context.Context, tx *txn, now time.Time, e airlock.Event) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, lower(hex(randomblob(16))))`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash)
+	traceID, spanID := sqlcore.TraceOf(ctx, e)
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid, trace_id, span_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, lower(hex(randomblob(16))), ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash, traceID, spanID)
 	return err
 }
 
@@ -61,9 +63,11 @@ func appendStateEvents(ctx context.Context, tx *txn, now time.Time, actor string
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid)
-SELECT j.value ->> 0, @at, @actor, j.value ->> 1, j.value ->> 2, j.value ->> 3, lower(hex(randomblob(16)))
-FROM json_each(@rows) j ORDER BY j.key`, sql.Named("at", micros(now)), sql.Named("actor", actor), sql.Named("rows", string(js))); err != nil {
+	traceID, spanID := sqlcore.TraceOf(ctx, airlock.Event{})
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid, trace_id, span_id)
+SELECT j.value ->> 0, @at, @actor, j.value ->> 1, j.value ->> 2, j.value ->> 3, lower(hex(randomblob(16))), @trace_id, @span_id
+FROM json_each(@rows) j ORDER BY j.key`, sql.Named("at", micros(now)), sql.Named("actor", actor), sql.Named("rows", string(js)),
+		sql.Named("trace_id", traceID), sql.Named("span_id", spanID)); err != nil {
 		return err
 	}
 	return recordInstructions(ctx, tx, now, rs)

@@ -77,8 +77,8 @@ RETURNING ` + requestCols + `, @now`
 	// due entries of the current second.
 	// expiredEventsSQL appends the expiry events of the rows expireDueSQL
 	// is about to expire: the same selection, in the same order.
-	expiredEventsSQL = `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid)
-SELECT @event, @now, @actor, id, instance_id, 'expired', lower(hex(randomblob(16))) FROM requests
+	expiredEventsSQL = `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid, trace_id, span_id)
+SELECT @event, @now, @actor, id, instance_id, 'expired', lower(hex(randomblob(16))), @trace_id, @span_id FROM requests
 WHERE state = 'pending' AND deadline_at / 1000000 <= @now / 1000000 AND deadline_at <= @now
 ORDER BY deadline_at / 1000000, seq
 LIMIT @limit`
@@ -99,8 +99,8 @@ RETURNING ` + expiredCols + `, @now`
 	// SQLite look each ID up (the IDs are few) instead of walking every
 	// pending request by state and filtering; DISTINCT, since two readers
 	// of one request put its ID in twice, and it has one event.
-	expiredByIDEventsSQL = `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid)
-SELECT @event, @now, @actor, r.id, r.instance_id, 'expired', lower(hex(randomblob(16)))
+	expiredByIDEventsSQL = `INSERT INTO events (type, at, actor, request_id, instance_id, state, uid, trace_id, span_id)
+SELECT @event, @now, @actor, r.id, r.instance_id, 'expired', lower(hex(randomblob(16))), @trace_id, @span_id
 FROM (SELECT DISTINCT value AS id FROM json_each(@ids)) AS j CROSS JOIN requests AS r ON r.id = j.id
 WHERE r.state = 'pending' AND r.deadline_at <= @now
 ORDER BY r.deadline_at / 1000000, r.seq`
@@ -235,6 +235,8 @@ RETURNING id, instance_id, @now`,
 	// request, so that scraping the pending gauge during a backlog of
 	// 100,000 costs no more than without one.
 	CountPending: `SELECT coalesce(sum(pending), 0) FROM instances`,
-	Events: `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid
+	Events: `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid, trace_id, span_id
 FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit`,
+	CreatedEvent: `SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid, trace_id, span_id
+FROM events WHERE request_id = @id AND request_id <> '' AND type = 'request.created' ORDER BY id LIMIT 1`,
 }

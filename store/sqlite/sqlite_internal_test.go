@@ -145,7 +145,7 @@ func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
 	s := openInternal(t)
 	args := []any{sql.Named("event", "request.expired"), sql.Named("now", 1), sql.Named("actor", "expiry"),
-		sql.Named("limit", 100), sql.Named("ids", `["apr_1"]`)}
+		sql.Named("limit", 100), sql.Named("ids", `["apr_1"]`), sql.Named("trace_id", ""), sql.Named("span_id", "")}
 	for _, tc := range []struct {
 		name, query, want string
 	}{

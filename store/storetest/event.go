@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/store"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // testEvents checks the audit log: one event per change, with its actor,
@@ -16,7 +17,70 @@ func (s *suite) testEvents(t *testing.T) {
 	runAll(t, []test{
 		{"one event per change, in order", s.eventPerChange},
 		{"every event has a random UID of its own", s.eventUIDs},
+		{"events keep the trace context of their write", s.eventTraces},
 	})
+}
+
+// eventTraces: an event keeps the W3C trace context of the write that
+// appended it (the span in its context), through every way a store
+// appends events (one at a time, a bulk expiry), and CreatedEvent finds a
+// request's creation with its trace context, however many events came
+// since; an untraced write keeps none.
+func (s *suite) eventTraces(t *testing.T) {
+	b := s.setup(t)
+	traced := func(tid, sid string) (context.Context, airlock.Event) {
+		t.Helper()
+		tr, err := trace.TraceIDFromHex(tid)
+		wantOK(t, err)
+		sp, err := trace.SpanIDFromHex(sid)
+		wantOK(t, err)
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tr, SpanID: sp, TraceFlags: trace.FlagsSampled, Remote: true})
+		return trace.ContextWithSpanContext(b.ctx, sc), airlock.Event{TraceID: tid, SpanID: sid}
+	}
+	createCtx, createdIn := traced("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+	r, created, err := b.store.CreateRequest(createCtx, b.params())
+	if err != nil || !created {
+		t.Fatalf("CreateRequest = %v, %v", created, err)
+	}
+	other := b.create(t) // untraced
+	decideCtx, decidedIn := traced("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7")
+	_, err = b.store.Decide(decideCtx, store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Note: "go ahead", Validity: validity, Actor: reviewer})
+	wantOK(t, err)
+	b.clock.Advance(2 * window)
+	expireCtx, expiredIn := traced("5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8")
+	_, err = b.store.ExpireRequests(expireCtx, []string{other.ID})
+	wantOK(t, err)
+
+	for _, c := range []struct {
+		request string
+		typ     airlock.EventType
+		want    airlock.Event
+	}{
+		{r.ID, airlock.EventRequestCreated, createdIn},
+		{r.ID, airlock.EventRequestApproved, decidedIn},
+		{other.ID, airlock.EventRequestCreated, airlock.Event{}},
+		{other.ID, airlock.EventRequestExpired, expiredIn},
+	} {
+		var found bool
+		for _, e := range b.events(t) {
+			if e.RequestID == c.request && e.Type == c.typ {
+				found = true
+				if e.TraceID != c.want.TraceID || e.SpanID != c.want.SpanID {
+					t.Errorf("%s of %s keeps trace %q span %q, want %q %q", c.typ, c.request, e.TraceID, e.SpanID, c.want.TraceID, c.want.SpanID)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no %s event of %s", c.typ, c.request)
+		}
+	}
+	e, err := b.store.CreatedEvent(b.ctx, r.ID)
+	wantOK(t, err)
+	if e.Type != airlock.EventRequestCreated || e.RequestID != r.ID || e.TraceID != createdIn.TraceID || e.SpanID != createdIn.SpanID {
+		t.Errorf("CreatedEvent(%s) = %+v, want its request.created in trace %s span %s", r.ID, e, createdIn.TraceID, createdIn.SpanID)
+	}
+	_, err = b.store.CreatedEvent(b.ctx, "req_nosuchrequest")
+	wantErr(t, err, airlock.CodeNotFound, "")
 }
 
 // eventUIDs: every way a store appends events (one change, a bulk

@@ -76,8 +76,8 @@ WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now AND coales
 	AND (@principal::text = '' OR coalesce({{creatorPrincipal}}, '') <> @principal::text)
 RETURNING {{requestCols}}, tick.now AS decided_now),
 gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared({{eventsLock}}) FROM upd),
-ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state)
-	SELECT @event::text, upd.decided_now, @actor::text, upd.id, upd.instance_id, upd.state FROM upd, gate)
+ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state, trace_id, span_id)
+	SELECT @event::text, upd.decided_now, @actor::text, upd.id, upd.instance_id, upd.state, @trace_id::text, @span_id::text FROM upd, gate)
 SELECT * FROM upd
 
 -- name: voteSet
@@ -273,8 +273,8 @@ WITH ins AS ({{createInsertBefore}}
 {{created}},
 	r.id, r.instance_id, r.state),
 gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared({{eventsLock}}) FROM ins),
-ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state)
-	SELECT @event::text, ins.created_at, @actor::text, ins.id, ins.instance_id, ins.state FROM ins, gate)
+ev AS (INSERT INTO events (type, at, actor, request_id, instance_id, state, trace_id, span_id)
+	SELECT @event::text, ins.created_at, @actor::text, ins.id, ins.instance_id, ins.state, @trace_id::text, @span_id::text FROM ins, gate)
 SELECT ins.seq, ins.created_at, ins.instance_name, ins.owner_name, ins.decided_by_name FROM ins
 
 -- name: createInsertBefore
@@ -388,5 +388,9 @@ RETURNING {{requestCols}}
 SELECT count(*) FROM requests WHERE state = 'pending'
 
 -- name: Requests.Events
-SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid
+SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid, trace_id, span_id
 FROM events WHERE id > @after AND id <= @upto ORDER BY id LIMIT @limit
+
+-- name: Requests.CreatedEvent
+SELECT id, type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid, trace_id, span_id
+FROM events WHERE request_id = @id AND request_id <> '' AND type = 'request.created' ORDER BY id LIMIT 1

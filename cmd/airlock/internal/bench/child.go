@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlockhq/airlock/internal/telemetry"
 	"io"
 	"log/slog"
 	"os"
@@ -112,6 +113,14 @@ func ChildMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// The standard OTEL_* variables turn tracing on here as in serve, so
+	// that a run measures the server with it (docs/operations.md).
+	stopTracing, err := telemetry.Start(ctx, telemetry.Config{Version: "bench", Getenv: os.Getenv, Logger: log})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "airlock bench's server process: %v\n", err)
+		return 1
+	}
+	defer stopTracing(context.WithoutCancel(ctx))
 	if err := serveChild(ctx, os.Stdin, os.Stdout, log); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock bench's server process: %v\n", err)
 		return 1

@@ -26,6 +26,7 @@ import (
 	"github.com/airlockhq/airlock/inbox"
 	"github.com/airlockhq/airlock/internal/outbound"
 	"github.com/airlockhq/airlock/internal/ratelimit"
+	"github.com/airlockhq/airlock/internal/telemetry"
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/mcpserver"
 	"github.com/airlockhq/airlock/notify"
@@ -427,7 +428,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		Slack: slackHandler,
 	})))
 	s.http = &http.Server{
-		Handler:           s.track(rest.RefuseUncleanPaths(mux)),
+		Handler:           telemetry.HTTP(log, s.track(rest.RefuseUncleanPaths(mux))),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
