@@ -237,6 +237,29 @@ type DecisionInput struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
+// BatchDecisionInput is one decision of several requests
+// (docs/protocol.md, "Batch decisions"): 1 to 100 ids, none twice, each
+// decided as Decide decides it alone. A batch never edits, answers a
+// question or makes a grant.
+type BatchDecisionInput struct {
+	IDs []string `json:"ids"`
+	// Status is airlock.StateApproved or airlock.StateDenied.
+	Status airlock.State `json:"status"`
+	Note   string        `json:"note,omitempty"`
+	// ValidFor is how long each approved call may start; "" takes the
+	// server's default (5m).
+	ValidFor string `json:"valid_for,omitempty"`
+}
+
+// BatchResult is what a batch decision did to one id: Request, the
+// request its decision left (decided, or pending with one more vote), or
+// Err, the refusal the id would have been answered alone.
+type BatchResult struct {
+	ID      string
+	Request *ApprovalRequest
+	Err     *Error
+}
+
 // Token is a bearer credential as listed (never with its secret).
 type Token struct {
 	ID        string       `json:"id"`

@@ -354,6 +354,21 @@ class Client:
         return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body,
                         check=lambda b: _request_is(b, request_id))
 
+    def decide_batch(self, ids: List[str], status: str, *, note: Optional[str] = None,
+                     valid_for: Optional[str] = None) -> List[JsonObject]:
+        """Decides several requests at once (docs/protocol.md, "Batch decisions"). Not retried.
+
+        Returns a result per id, in the order of ``ids``: ``{"id", "status": 200, "request"}``
+        for each decided (or voted on), ``{"id", "status", "problem"}`` for each refused, as it
+        would have been alone. Raises :class:`AirlockError` only for the batch as a whole (not a
+        reviewer, no ids or more than 100, an id twice).
+        """
+        body = {k: v for k, v in {"ids": list(ids), "status": status, "note": note,
+                                  "valid_for": valid_for}.items() if v is not None}
+        got = self._do("POST", "/v1/approval-requests/decisions", body=body,
+                       check=lambda b: _batch_answers(b, list(ids)))
+        return list(got["results"])
+
     def edit(self, request_id: str, arguments: JsonObject, note: Optional[str] = None,
              valid_for: Optional[str] = None) -> JsonObject:
         """Approves a tool call with changed arguments (an edit): see :meth:`decide`."""
@@ -980,3 +995,14 @@ def _oldest_named(items: List[JsonObject], name: str) -> Optional[JsonObject]:
     if not found:
         return None
     return min(found, key=lambda i: (parse_time(i["created_at"]), i["id"]))
+
+
+def _batch_answers(b: JsonObject, ids: List[str]) -> Optional[str]:
+    """What is wrong with a batch decision's answer: it must hold a result per id, in order."""
+    results = b.get("results")
+    if not isinstance(results, list) or len(results) != len(ids):
+        return f"it does not hold a result for each of the {len(ids)} ids"
+    for i, (r, want) in enumerate(zip(results, ids)):
+        if not isinstance(r, dict) or r.get("id") != want:
+            return f"result {i} is not for {want}"
+    return None

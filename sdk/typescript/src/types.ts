@@ -187,6 +187,49 @@ export interface DecisionInput {
   arguments?: JsonObject;
 }
 
+/**
+ * One decision of several requests (docs/protocol.md, "Batch decisions"):
+ * 1 to 100 ids, none twice, each decided as `decide` decides it alone. A
+ * batch never edits, answers a question or makes a grant.
+ */
+export interface BatchDecisionInput {
+  ids: string[];
+  status: 'approved' | 'denied';
+  note?: string;
+  /** Approvals only: how long each call may start. */
+  valid_for?: string;
+}
+
+/** The answer to a batch decision: a result per id, in the order of `ids`. */
+export interface BatchDecisionResults {
+  results: BatchDecisionResult[];
+}
+
+/**
+ * What a batch decision did to one id: `status` 200 with the `request` its
+ * decision left, or the HTTP status and the `problem` it would have been
+ * answered alone.
+ */
+export interface BatchDecisionResult {
+  id: string;
+  status: number;
+  request?: ApprovalRequest;
+  problem?: Problem;
+}
+
+/** An RFC 9457 problem, as the server answers it. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: Code;
+  field?: string;
+  state?: State;
+  reason?: string;
+  consumed_at?: string;
+}
+
 /** The grant an approval makes: for the request's tool, on its instance (or for its agent). */
 export interface DecisionGrant {
   /** 'same_arguments' (the default) or a CEL expression. */
