@@ -157,6 +157,9 @@ type pendingBody struct {
 	Sessions  []option
 	Query     string // the filters as a query string, for the live stream
 	Problem   string
+	// Selectable offers each row's checkbox for "Review selected" (a
+	// batch decision): reviewers only.
+	Selectable bool
 }
 
 // pendingFilter reads the list's filters from the query string.
@@ -212,6 +215,7 @@ func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFi
 	}
 	slices.SortStableFunc(body.Rows, func(a, b row) int { return a.Deadline.Compare(b.Deadline) })
 	body.Count = len(body.Rows)
+	body.Selectable = c.Role == airlock.RoleReviewer
 	body.More = page.NextCursor != ""
 	body.Filtered = f != pendingFilter{}
 	body.Query = f.query()
@@ -384,14 +388,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 			b.Choices = append(b.Choices, option{Value: c, Label: display.Line(c)})
 		}
 	}
-	lim := h.svc.Limits()
-	def := lim.ApprovalValidity
-	b.Validities = append(b.Validities, option{Value: "", Label: display.Line("Default (" + shortDuration(def) + ")"), Selected: true})
-	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {
-		if d <= lim.MaxApprovalValidity && d != def {
-			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: display.Line(shortDuration(d))})
-		}
-	}
+	b.Validities = h.validities()
 	if req.Kind == airlock.KindToolCall && req.MayApproveAtCreation() && len(req.Reviewers) == 0 && !req.NeedsQuorum() {
 		b.Grants = grantChoices
 	}

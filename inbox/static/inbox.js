@@ -216,8 +216,11 @@
       var old = document.getElementById('pending-list');
       if (!fresh || !old) return;
       var hadFocus = old.contains(document.activeElement);
+      // The ticked rows stay ticked across a refresh (Review selected).
+      var picked = Array.prototype.map.call(old.querySelectorAll('input.pick:checked'), function (c) { return c.value; });
       var node = document.adoptNode(fresh);
       old.replaceWith(node);
+      Array.prototype.forEach.call(node.querySelectorAll('input.pick'), function (c) { c.checked = picked.indexOf(c.value) >= 0; });
       var ids = Array.prototype.map.call(node.querySelectorAll('.rows .row'), function (r) { return r.dataset.id; });
       var n = Number(node.dataset.count || 0);
       setCount(n);
@@ -414,6 +417,45 @@
         form.appendChild(mark);
         if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
       });
+    });
+  }
+  // A batch is confirmed the same way: the dialog restates how many
+  // requests, each tool with its arguments' size and digest, the validity
+  // and the note. The table above it showed every call in full.
+  var batchForm = page === 'batch' && document.getElementById('batch-form');
+  if (batchForm) {
+    batchForm.addEventListener('submit', function (e) {
+      if (batchForm.dataset.confirmed === '1') return;
+      e.preventDefault();
+      var submitter = e.submitter || null;
+      var approve = !submitter || submitter.value === 'approve';
+      var ids = Array.prototype.map.call(batchForm.querySelectorAll('input[name="id"]'), function (i) { return i.value; });
+      var list = document.createElement('ul');
+      list.className = 'batch-confirm-list';
+      ids.forEach(function (id) {
+        var row = document.querySelector('.batch-row[data-id="' + CSS.escape(id) + '"]');
+        if (!row) return;
+        var li = document.createElement('li');
+        var tool = row.querySelector('.batch-call a');
+        var size = row.querySelector('.args-size');
+        var digest = row.querySelector('.digest');
+        li.textContent = (tool ? tool.textContent.trim() : id) + (size ? ' · ' + size.textContent : '') +
+          (digest ? ' · ' + digest.textContent.slice(0, 19) + '…' : '');
+        list.appendChild(li);
+      });
+      var facts = [['Requests, each its own decision', list, 'confirm-batch']];
+      if (approve) {
+        var sel = document.getElementById('batch-valid_for');
+        facts.push(['Each may start for', sel.options[sel.selectedIndex].textContent.trim(), 'confirm-validity']);
+      }
+      var note = document.getElementById('batch-note').value.trim();
+      facts.push(['Note', note || 'none (you can write one in the form first)', 'confirm-note']);
+      var n = ids.length;
+      confirmThen((approve ? 'Approve ' : 'Deny ') + n + (n === 1 ? ' request?' : ' requests?'), facts,
+        (approve ? 'Approve ' : 'Deny ') + n, approve ? 'primary approve' : 'danger deny', function () {
+          batchForm.dataset.confirmed = '1';
+          if (submitter) batchForm.requestSubmit(submitter); else batchForm.requestSubmit();
+        });
     });
   }
   if (art) {
