@@ -32,7 +32,7 @@ func TestBrowserBatch(t *testing.T) {
 		tb.open("/")
 		tb.waitLive()
 		for _, id := range ids {
-			tb.do(chromedp.Click(chromedp.ID("pick-"+id)))
+			tb.do(chromedp.Click(chromedp.ID("pick-" + id)))
 		}
 		// A new request changes the live list: the ticks stay.
 		extra := b.toolCall(t, inst, "ls", map[string]any{"path": fmt.Sprint("/", width)}, "")
