@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock"
@@ -190,6 +192,9 @@ type confirmBody struct {
 	Fields   []hiddenField
 	// Diff, for an edit, is the original arguments against the edited.
 	Diff []diffRow
+	// Seen says whether the arguments were seen in full on the request
+	// page, as the page's script measured it (review_seen_fraction).
+	Seen string
 }
 
 // hiddenField is one field the confirmation sends again as it came.
@@ -219,12 +224,13 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 		return
 	}
 	form := r.PostForm
-	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note", "arguments"} {
+	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note", "arguments", "review_seen_fraction", "review_seconds_open"} {
 		if form.Has(name) {
 			b.Fields = append(b.Fields, hiddenField{Name: name, Value: form.Get(name)})
 		}
 	}
 	b.Fields = append(b.Fields, hiddenField{Name: confirmedField, Value: "yes"})
+	b.Seen = seenPhrase(form.Get("review_seen_fraction"))
 	switch {
 	case !b.Approve && b.IsQuestion:
 		b.Heading, b.OK = "Decline to answer?", "Decline"
@@ -261,4 +267,17 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 		}
 	}
 	h.render(w, r, http.StatusOK, v, "confirm", b.Heading, b)
+}
+
+// seenPhrase says whether the arguments were seen in full, from the
+// fraction the request page's script measured ("" when none ran).
+func seenPhrase(fraction string) string {
+	f, err := strconv.ParseFloat(fraction, 64)
+	switch {
+	case fraction == "" || err != nil || f < 0 || f > 1:
+		return "not measured: no script ran on the request page (the arguments are shown whole above)"
+	case f >= 1:
+		return "yes"
+	}
+	return fmt.Sprintf("no: %d %% of the arguments were on your screen", int(f*100))
 }

@@ -3,8 +3,6 @@ package inbox
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -290,7 +288,13 @@ type requestBody struct {
 	// reasoning and context: the page says so where they would be.
 	PurgedAt    *time.Time
 	ArgsSize    string // the arguments' size in bytes, for people: "1,234 bytes"
-	Digest      string
+	// Digest is the arguments' args_digest, as an approval token carries
+	// it (argsDigest).
+	Digest string
+	// ArgsLines counts the arguments' lines as shown; ArgsLong offers
+	// "Jump to the end" for arguments longer than a screen.
+	ArgsLines int
+	ArgsLong  bool
 	Reasoning   []display.Segment
 	Context     []jsonPiece
 	Timeout     string
@@ -343,6 +347,13 @@ func (h *handler) request(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, v, "request", title, body)
 }
 
+// Arguments longer than this many lines or bytes are long: their page
+// offers "Jump to the end" (docs/inbox.md, "Seeing all of it").
+const (
+	longArgsLines = 30
+	longArgsBytes = 2048
+)
+
 func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request) requestBody {
 	now := h.now()
 	b := requestBody{
@@ -368,8 +379,12 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		b.HasArguments = true
 		b.Arguments = jsonPieces(req.Arguments)
 		b.ArgsSize = byteCount(len(req.Arguments))
-		sum := sha256.Sum256(req.Arguments)
-		b.Digest = hex.EncodeToString(sum[:])
+		b.Digest = argsDigest(req.Arguments)
+		for _, p := range b.Arguments {
+			b.ArgsLines += strings.Count(display.Join(p.Text), "\n")
+		}
+		b.ArgsLines++
+		b.ArgsLong = b.ArgsLines > longArgsLines || len(req.Arguments) > longArgsBytes
 	}
 	if len(req.Context) > 0 {
 		b.Context = jsonPieces(req.Context)

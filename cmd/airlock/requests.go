@@ -5,12 +5,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"io"
 	"net/http"
 	"slices"
@@ -502,8 +501,14 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		// Purged, never "no arguments".
 		fmt.Fprintf(w, "Arguments:    purged on %s, with the agent's reasoning and the adapter's context (payload retention)\n", q.PurgedAt.UTC().Format(time.RFC3339))
 	} else if len(q.Arguments) > 0 {
-		sum := sha256.Sum256(q.Arguments)
-		fmt.Fprintf(w, "Arguments (exactly as submitted; SHA-256 %s):\n%s\n", hex.EncodeToString(sum[:]), indent(display.VisibleText(indentJSON(q.Arguments))))
+		// The size and the digest an approval token carries (args_digest)
+		// come first, as in the inbox: one value to compare with a tool
+		// server's.
+		digest, err := approvaltoken.ArgsDigest(q.Arguments)
+		if err != nil {
+			digest = "none (" + err.Error() + ")"
+		}
+		fmt.Fprintf(w, "Arguments (exactly as submitted; %d bytes; digest %s):\n%s\n", len(q.Arguments), digest, indent(display.VisibleText(indentJSON(q.Arguments))))
 	}
 	if p := q.Proposal; p != nil {
 		line("Proposal", p.Mode)
