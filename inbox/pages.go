@@ -286,15 +286,15 @@ type requestBody struct {
 	HasArguments bool
 	// PurgedAt is when the payload retention purged the arguments,
 	// reasoning and context: the page says so where they would be.
-	PurgedAt    *time.Time
-	ArgsSize    string // the arguments' size in bytes, for people: "1,234 bytes"
+	PurgedAt *time.Time
+	ArgsSize string // the arguments' size in bytes, for people: "1,234 bytes"
 	// Digest is the arguments' args_digest, as an approval token carries
 	// it (argsDigest).
 	Digest string
 	// ArgsLines counts the arguments' lines as shown; ArgsLong offers
 	// "Jump to the end" for arguments longer than a screen.
-	ArgsLines int
-	ArgsLong  bool
+	ArgsLines   int
+	ArgsLong    bool
 	Reasoning   []display.Segment
 	Context     []jsonPiece
 	Timeout     string
