@@ -325,6 +325,9 @@ type DecisionInput struct {
 	// and a new one with these arguments is approved in its place
 	// (docs/protocol.md, "Edits"). Absent for every other decision.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Review is the reviewer's client's claim of what it showed them:
+	// recorded with the decision as such, never checked.
+	Review *ReviewClaim `json:"review,omitempty"`
 }
 
 // Edits reports whether the decision approves changed arguments.
@@ -363,6 +366,9 @@ func (in *DecisionInput) Validate() error {
 	}
 	if in.Status == StateDenied && in.ValidFor != "" {
 		return Invalid("valid_for", "valid_for applies only to approvals")
+	}
+	if err := in.Review.Check(); err != nil {
+		return err
 	}
 	if in.Edits() {
 		switch {

@@ -123,8 +123,17 @@ func TestBrowserSeeingAll(t *testing.T) {
 		}
 		tb.do(chromedp.Click(chromedp.ID("confirm-ok")))
 		tb.waitFor(`document.body.dataset.page === "request" && document.getElementById("flash") !== null`)
-		if got := b.get(t, id); got.State != airlock.StateApproved {
+		got := b.get(t, id)
+		if got.State != airlock.StateApproved {
 			t.Fatalf("after confirming: %s", got.State)
+		}
+		// What the page measured is recorded with the decision, as its
+		// claim, and shown with the outcome.
+		if rv := got.Decision.Review; rv == nil || rv.SeenFraction != 1 || rv.SecondsOpen < 0 || rv.SecondsOpen > 600 {
+			t.Fatalf("the decision's review claim: %+v", rv)
+		}
+		if got := tb.text("#decision-review"); !strings.HasPrefix(got, "seen in full, open ") {
+			t.Errorf("the outcome shows the claim %q", got)
 		}
 	})
 }

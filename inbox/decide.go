@@ -79,6 +79,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Note = strings.ReplaceAll(in.Note, "\r\n", "\n")
 	in.Answer = strings.ReplaceAll(in.Answer, "\r\n", "\n")
+	in.Review = reviewClaim(r.PostForm.Get("review_seen_fraction"), r.PostForm.Get("review_seconds_open"))
 	if r.PostForm.Get(confirmedField) != "yes" {
 		h.confirm(w, r, v, id, in)
 		return
@@ -280,4 +281,19 @@ func seenPhrase(fraction string) string {
 		return "yes"
 	}
 	return fmt.Sprintf("no: %d %% of the arguments were on your screen", int(f*100))
+}
+
+// reviewClaim reads what the request page's script measured, sent with
+// the decision (review_seen_fraction, review_seconds_open): the
+// reviewer's client's claim, recorded with the decision. Without a script
+// there is none; a malformed one is dropped rather than refusing the
+// decision, since it is a claim and never a condition.
+func reviewClaim(fraction, seconds string) *airlock.ReviewClaim {
+	f, ferr := strconv.ParseFloat(fraction, 64)
+	n, nerr := strconv.Atoi(seconds)
+	rc := &airlock.ReviewClaim{SeenFraction: f, SecondsOpen: n}
+	if ferr != nil || nerr != nil || rc.Check() != nil {
+		return nil
+	}
+	return rc
 }

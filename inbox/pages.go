@@ -264,6 +264,7 @@ type voteRow struct {
 	Status airlock.State
 	Note   []display.Segment
 	At     time.Time
+	Review *airlock.ReviewClaim // the voter's client's claim
 }
 
 // requestBody is the request page's data.
@@ -369,7 +370,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	if req.NeedsQuorum() {
 		b.Quorum = req.QuorumProgress()
 		for _, vt := range req.Votes {
-			b.Votes = append(b.Votes, voteRow{Name: display.Line(vt.Name), Status: vt.Status, Note: display.Text(vt.Note), At: vt.At})
+			b.Votes = append(b.Votes, voteRow{Name: display.Line(vt.Name), Status: vt.Status, Note: display.Text(vt.Note), At: vt.At, Review: vt.Review})
 		}
 	}
 	if req.Proposal != nil {

@@ -33,6 +33,18 @@ var funcs = template.FuncMap{
 	"agentClaim":   func() string { return airlock.AgentClaim },
 	"adapterClaim": func() string { return airlock.AdapterClaim },
 	"lower":        strings.ToLower,
+	"reviewPhrase": reviewPhrase,
+}
+
+// reviewPhrase says a reviewer's client's claim (airlock.ReviewClaim) as
+// people read it, exactly: "seen in full, 12 s open" or "41.7 % seen, 3 s
+// open".
+func reviewPhrase(rc *airlock.ReviewClaim) string {
+	seen := "seen in full"
+	if rc.SeenFraction < 1 {
+		seen = strconv.FormatFloat(rc.SeenFraction*100, 'f', -1, 64) + " % of the arguments seen"
+	}
+	return seen + ", open " + strconv.Itoa(rc.SecondsOpen) + " s before the decision"
 }
 
 func parsePages() map[string]*template.Template {

@@ -67,6 +67,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"T36_Tasks", s.testTasks},
 		{"T37_EditRebind", s.testEditRebind},
 		{"AdapterClaims", s.testClaims},
+		{"ReviewClaims", s.testReviewClaims},
 	})
 }
 

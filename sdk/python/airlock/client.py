@@ -340,7 +340,7 @@ class Client:
 
     def decide(self, request_id: str, status: str, *, note: Optional[str] = None, answer: Optional[str] = None,
                valid_for: Optional[str] = None, grant: Optional[JsonObject] = None,
-               arguments: Optional[JsonObject] = None) -> JsonObject:
+               arguments: Optional[JsonObject] = None, review: Optional[JsonObject] = None) -> JsonObject:
         """Records a reviewer's decision (approved or denied). Not retried: read the request to learn what holds.
 
         ``grant`` (approvals of tool calls only), e.g. ``{"uses": 10, "expires_in": "1h"}``,
@@ -348,9 +348,11 @@ class Client:
         ``arguments`` (approvals of tool calls only) approves changed
         arguments instead (an edit, docs/protocol.md): the request ends
         denied, and the answer's ``replacement`` is approved in its place.
+        ``review``, e.g. ``{"seen_fraction": 1, "seconds_open": 12}``, is what your client showed
+        the reviewer of the arguments, recorded with the decision as its claim (docs/protocol.md).
         """
         body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for,
-                                  "grant": grant, "arguments": arguments}.items() if v is not None}
+                                  "grant": grant, "arguments": arguments, "review": review}.items() if v is not None}
         return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body,
                         check=lambda b: _request_is(b, request_id))
 

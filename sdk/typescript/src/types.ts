@@ -60,8 +60,18 @@ export interface Decision {
   expires_at?: string;
   /** On a denial that is an edit ("approved with changes"): the request approved in this one's place. */
   replaced_by?: string;
+  /** The deciding reviewer's client's claim of what it showed them (docs/protocol.md). */
+  review?: ReviewClaim;
   /** For a request that needed several approvals, the votes that decided it. */
   votes?: Vote[];
+}
+
+/** What a reviewer's client says it showed them before a decision: recorded as its claim, never checked. */
+export interface ReviewClaim {
+  /** The fraction of the arguments that was on screen, 0 to 1. */
+  seen_fraction: number;
+  /** How long the request was open before the decision, in seconds. */
+  seconds_open: number;
 }
 
 /** One reviewer's vote on a request that needs several approvals (docs/teams.md). */
@@ -73,6 +83,8 @@ export interface Vote {
   status: 'approved' | 'denied';
   note?: string;
   at: string;
+  /** The voter's client's claim (ReviewClaim). */
+  review?: ReviewClaim;
 }
 
 export interface Execution {
@@ -185,6 +197,8 @@ export interface DecisionInput {
    * new one with these arguments is approved in its place.
    */
   arguments?: JsonObject;
+  /** What your client showed the reviewer of the arguments: recorded with the decision as its claim. */
+  review?: ReviewClaim;
 }
 
 /**
