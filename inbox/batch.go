@@ -73,11 +73,15 @@ func readBatchIDs(ids []string) ([]string, string) {
 	return out, ""
 }
 
-// batchItems reads each id as the caller may see it.
-func (h *handler) batchItems(r *http.Request, v *view, ids []string) []batchItem {
+// batchItems reads each id as the caller may see it, with its arguments
+// when withArgs. It reports tooLarge, and stops, once the arguments read
+// pass what one list page may hold (provider.Service.ListPageBytes), so
+// that a review of 100 large calls costs no more memory than a list.
+func (h *handler) batchItems(r *http.Request, v *view, ids []string, withArgs bool) (items []batchItem, tooLarge bool) {
 	now := h.now()
+	budget, total := h.svc.ListPageBytes(), 0
 	names := h.names(r.Context(), v.caller)
-	items := make([]batchItem, 0, len(ids))
+	items = make([]batchItem, 0, len(ids))
 	for _, id := range ids {
 		it := batchItem{ID: id}
 		req, err := h.svc.Request(r.Context(), v.caller, id, 0)
@@ -94,23 +98,29 @@ func (h *handler) batchItems(r *http.Request, v *view, ids []string) []batchItem
 		it.CanDecide = it.Pending && h.svc.MayDecide(v.caller, req) && req.Question == nil
 		it.Purged = req.PurgedAt != nil
 		if len(req.Arguments) > 0 {
-			it.Arguments = jsonPieces(req.Arguments)
+			if withArgs {
+				if total += len(req.Arguments); total > budget {
+					return nil, true
+				}
+				it.Arguments = jsonPieces(req.Arguments)
+			}
 			it.ArgsSize = byteCount(len(req.Arguments))
 			it.Digest = argsDigest(req.Arguments)
 		}
 		items = append(items, it)
 	}
-	return items
+	return items, false
 }
 
 // batchReview is GET /batch?id=…&id=…: every selected call in full, in a
 // table, and one form that decides them all, each as its own decision
 // (docs/inbox.md, "Deciding several at once"). It records nothing.
 func (h *handler) batchReview(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.signedIn(w, r)
+	v, release, ok := h.signedInHeavy(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	if v.caller.Role != airlock.RoleReviewer {
 		h.errorPage(w, r, http.StatusForbidden, "Refused", "Only reviewers decide requests.")
 		return
@@ -121,7 +131,14 @@ func (h *handler) batchReview(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	b := batchBody{Items: h.batchItems(r, v, ids), Validities: h.validities()}
+	items, tooLarge := h.batchItems(r, v, ids, true)
+	if tooLarge {
+		h.setFlash(w, r, v.sess, flash{Title: "Too much to review at once.",
+			Message: "The selected requests' arguments are larger than one page may show in full (" + byteCount(h.svc.ListPageBytes()) + "). Select fewer, or open the large ones on their own pages."})
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	b := batchBody{Items: items, Validities: h.validities()}
 	for _, it := range b.Items {
 		if it.CanDecide {
 			b.Decidable++
@@ -136,10 +153,11 @@ func (h *handler) batchReview(w http.ResponseWriter, r *http.Request) {
 // shows what became of each.
 func (h *handler) batchDecide(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	v, ok := h.signedIn(w, r)
+	v, release, ok := h.signedInHeavy(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	if err := r.ParseForm(); err != nil {
 		h.errorPage(w, r, http.StatusBadRequest, "Bad form", "The decision form could not be read; nothing was recorded.")
 		return
@@ -177,7 +195,10 @@ func (h *handler) batchDecide(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	b := batchBody{Items: h.batchItems(r, v, ids), Decided: true, Approve: in.Status == airlock.StateApproved}
+	// The results name each call with its size and digest; its arguments
+	// were on the review page, and are on its own page.
+	items, _ := h.batchItems(r, v, ids, false)
+	b := batchBody{Items: items, Decided: true, Approve: in.Status == airlock.StateApproved}
 	for i, res := range results {
 		var f flash
 		var e *airlock.Error

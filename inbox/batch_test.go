@@ -106,3 +106,25 @@ func TestBatchInInbox(t *testing.T) {
 		t.Fatalf("a review of nothing: %d, want a redirect to the list", r.status)
 	}
 }
+
+// TestBatchReviewBounded: a selection whose arguments pass what one list
+// page may hold is not rendered whole at once: the reviewer is sent back
+// to the list, told to select fewer, and nothing is recorded.
+func TestBatchReviewBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *options) { o.pageBytes = 300 })
+	inst := b.instance(t, "adapter")
+	c, _ := b.signedInClient(t, b.reviewer)
+	big := strings.Repeat("x", 200)
+	a, bb := b.toolCall(t, inst, "write", map[string]any{"body": big}, ""), b.toolCall(t, inst, "write", map[string]any{"body": big + "y"}, "")
+	r := c.do(t, "GET", "/batch?"+url.Values{"id": {a, bb}}.Encode(), nil, nil)
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/" {
+		t.Fatalf("an oversized review: %d to %q", r.status, r.header.Get("Location"))
+	}
+	if list := c.do(t, "GET", "/", nil, nil); !strings.Contains(list.body, "Too much to review at once.") {
+		t.Fatal("the list does not say why")
+	}
+	if one := c.do(t, "GET", "/batch?id="+a, nil, nil); one.status != http.StatusOK || !strings.Contains(one.body, big) {
+		t.Fatalf("one of them alone: %d", one.status)
+	}
+}

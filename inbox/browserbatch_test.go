@@ -31,8 +31,11 @@ func TestBrowserBatch(t *testing.T) {
 		}
 		tb.open("/")
 		tb.waitLive()
+		// Ticked in the page itself: the live list may be replaced between
+		// a lookup and a click from outside (the ticks survive it).
 		for _, id := range ids {
-			tb.do(chromedp.Click(chromedp.ID("pick-" + id)))
+			tb.waitFor(fmt.Sprintf(`document.getElementById("pick-%s") !== null`, id))
+			eval[any](tb, fmt.Sprintf(`document.getElementById("pick-%s").click()`, id))
 		}
 		// A new request changes the live list: the ticks stay.
 		extra := b.toolCall(t, inst, "ls", map[string]any{"path": fmt.Sprint("/", width)}, "")
