@@ -289,6 +289,57 @@ type Decision struct {
 	// policy rule, a grant) it is DecidedBy itself.
 	DecidedByName string
 	ExpiresAt     *time.Time
+	// Review is what the deciding reviewer's client said it showed them
+	// of the arguments: its claim, recorded with the decision, never
+	// checked (docs/protocol.md, "What the reviewer's client claims").
+	Review *ReviewClaim
+}
+
+// ReviewClaim is a reviewer's client's claim about a decision: the
+// fraction of the arguments it had on screen (0 to 1) and the seconds
+// the request was open before the decision.
+type ReviewClaim struct {
+	SeenFraction float64 `json:"seen_fraction"`
+	SecondsOpen  int     `json:"seconds_open"`
+}
+
+// MaxReviewSeconds bounds a review claim's seconds_open (a week).
+const MaxReviewSeconds = 7 * 24 * 3600
+
+// Check refuses a claim no client could make.
+func (rc *ReviewClaim) Check() error {
+	if rc == nil {
+		return nil
+	}
+	if !(rc.SeenFraction >= 0 && rc.SeenFraction <= 1) {
+		return Invalid("review", "review.seen_fraction must be between 0 and 1")
+	}
+	if rc.SecondsOpen < 0 || rc.SecondsOpen > MaxReviewSeconds {
+		return Invalid("review", "review.seconds_open must be between 0 and %d", MaxReviewSeconds)
+	}
+	return nil
+}
+
+// Encode is the claim as stored: its JSON, or "" for none.
+func (rc *ReviewClaim) Encode() string {
+	if rc == nil {
+		return ""
+	}
+	b, _ := json.Marshal(rc) // a float and an int always encode
+	return string(b)
+}
+
+// DecodeReviewClaim reads a stored claim; "" (or anything unreadable) is
+// none.
+func DecodeReviewClaim(s string) *ReviewClaim {
+	if s == "" {
+		return nil
+	}
+	var rc ReviewClaim
+	if json.Unmarshal([]byte(s), &rc) != nil {
+		return nil
+	}
+	return &rc
 }
 
 // DeciderName is the name people read a decider by: the deciding token's
@@ -678,6 +729,8 @@ type Vote struct {
 	Status State // approved or denied
 	Note   string
 	At     time.Time
+	// Review is the voter's client's claim (Decision.Review).
+	Review *ReviewClaim
 }
 
 // CheckGroupName refuses a group name no surface can show safely, as

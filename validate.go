@@ -325,6 +325,9 @@ type DecisionInput struct {
 	// and a new one with these arguments is approved in its place
 	// (docs/protocol.md, "Edits"). Absent for every other decision.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Review is the reviewer's client's claim of what it showed them:
+	// recorded with the decision as such, never checked.
+	Review *ReviewClaim `json:"review,omitempty"`
 }
 
 // Edits reports whether the decision approves changed arguments.
@@ -363,6 +366,9 @@ func (in *DecisionInput) Validate() error {
 	}
 	if in.Status == StateDenied && in.ValidFor != "" {
 		return Invalid("valid_for", "valid_for applies only to approvals")
+	}
+	if err := in.Review.Check(); err != nil {
+		return err
 	}
 	if in.Edits() {
 		switch {
@@ -470,3 +476,52 @@ func jsonError(err error) error {
 // Clip shortens a text for an error message: a body may hold keys or
 // values of a megabyte, and echoing them back helps nobody.
 func Clip(s string) string { return strictjson.Clip(s) }
+
+// MaxBatchIDs bounds the ids of one batch decision.
+const MaxBatchIDs = 100
+
+// BatchDecisionInput is the body of POST /v1/approval-requests/decisions
+// (docs/protocol.md, "Batch decisions"): one status, note and validity for
+// every id, each decided as its own decision would be. A batch never edits
+// arguments, answers a question or makes a grant: those are decided one by
+// one.
+type BatchDecisionInput struct {
+	IDs      []string `json:"ids"`
+	Status   State    `json:"status"`
+	Note     string   `json:"note"`
+	ValidFor string   `json:"valid_for"`
+	// Arguments is here only to be refused by name: an edit is made one
+	// request at a time, on its own page.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Validate checks a batch on its own: 1 to MaxBatchIDs ids, none twice, and
+// a decision each id could take alone.
+func (in *BatchDecisionInput) Validate() error {
+	if in.Arguments != nil {
+		return Invalid("arguments", "a batch never edits arguments: approve a call with changed arguments on its own")
+	}
+	switch {
+	case len(in.IDs) == 0:
+		return Invalid("ids", "ids must name at least one request")
+	case len(in.IDs) > MaxBatchIDs:
+		return Invalid("ids", "a batch decides at most %d requests, not %d", MaxBatchIDs, len(in.IDs))
+	}
+	seen := make(map[string]bool, len(in.IDs))
+	for _, id := range in.IDs {
+		if err := CheckText("ids", id, 1, 64); err != nil {
+			return err
+		}
+		if seen[id] {
+			return Invalid("ids", "request %s is named twice: a batch decides each request once", Clip(id))
+		}
+		seen[id] = true
+	}
+	one := in.Decision()
+	return one.Validate()
+}
+
+// Decision is the decision the batch makes of each of its ids.
+func (in *BatchDecisionInput) Decision() DecisionInput {
+	return DecisionInput{Status: in.Status, Note: in.Note, ValidFor: in.ValidFor}
+}

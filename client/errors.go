@@ -88,17 +88,7 @@ func decodeError(method, path string, res *http.Response, body []byte) *Error {
 	mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type"))
 	var p airlock.Problem
 	if (mt == "application/problem+json" || mt == "application/json") && json.Unmarshal(body, &p) == nil && p.Code != "" {
-		e.Code = airlock.Code(p.Code)
-		e.Message = p.Detail
-		e.Field = p.Field
-		e.State = airlock.State(p.State)
-		e.Reason = p.Reason
-		if at, err := time.Parse(time.RFC3339Nano, p.ConsumedAt); err == nil {
-			e.ConsumedAt = &at
-		}
-		if e.Message == "" {
-			e.Message = p.Title
-		}
+		e.fromProblem(p)
 		return e
 	}
 	text := strings.TrimSpace(string(body))
@@ -110,4 +100,20 @@ func decodeError(method, path string, res *http.Response, body []byte) *Error {
 	}
 	e.Message = "the server answered without a problem document: " + text
 	return e
+}
+
+// fromProblem sets e's code, message, field, state, reason and consumed_at
+// from the problem p.
+func (e *Error) fromProblem(p airlock.Problem) {
+	e.Code = airlock.Code(p.Code)
+	e.Message = p.Detail
+	e.Field = p.Field
+	e.State = airlock.State(p.State)
+	e.Reason = p.Reason
+	if at, err := time.Parse(time.RFC3339Nano, p.ConsumedAt); err == nil {
+		e.ConsumedAt = &at
+	}
+	if e.Message == "" {
+		e.Message = p.Title
+	}
 }

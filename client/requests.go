@@ -308,6 +308,41 @@ func (c *Client) Decide(ctx context.Context, id string, in DecisionInput) (*Appr
 	return fetch[ApprovalRequest](ctx, c, call{method: http.MethodPost, path: "/v1/approval-requests/" + url.PathEscape(id) + "/decision", body: body, id: id})
 }
 
+// DecideBatch records one decision for each of in.IDs (docs/protocol.md,
+// "Batch decisions"): a result per id, in the order of in.IDs. The error
+// is for the batch as a whole (not a reviewer, no ids or too many, one
+// twice); a refused id is its result's Err. Like Decide it is not
+// retried.
+func (c *Client) DecideBatch(ctx context.Context, in BatchDecisionInput) ([]BatchResult, error) {
+	const path = "/v1/approval-requests/decisions"
+	body, err := airlock.EncodeJSON(in)
+	if err != nil {
+		return nil, fmt.Errorf("decide a batch: %w", err)
+	}
+	type wireResult struct {
+		ID      string           `json:"id"`
+		Status  int              `json:"status"`
+		Request *ApprovalRequest `json:"request"`
+		Problem *airlock.Problem `json:"problem"`
+	}
+	got, err := fetch[struct {
+		Results []wireResult `json:"results"`
+	}](ctx, c, call{method: http.MethodPost, path: path, body: body})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BatchResult, len(got.Results))
+	for i, r := range got.Results {
+		out[i] = BatchResult{ID: r.ID, Request: r.Request}
+		if r.Problem != nil {
+			e := &Error{Status: r.Status, Method: http.MethodPost, Path: path}
+			e.fromProblem(*r.Problem)
+			out[i] = BatchResult{ID: r.ID, Err: e}
+		}
+	}
+	return out, nil
+}
+
 // Approve approves a request with an optional note, for the default
 // validity. Use Decide for a validity or an answer.
 func (c *Client) Approve(ctx context.Context, id, note string) (*ApprovalRequest, error) {

@@ -93,6 +93,8 @@ type Vote struct {
 	Status    airlock.State `json:"status"`
 	Note      string        `json:"note,omitempty"`
 	At        time.Time     `json:"at"`
+	// Review is the voter's client's claim (airlock.ReviewClaim).
+	Review *airlock.ReviewClaim `json:"review,omitempty"`
 }
 
 // Decision is a request's terminal outcome; Status equals its State.
@@ -115,6 +117,9 @@ type Decision struct {
 	// is the request approved in this one's place, with the reviewer's
 	// arguments. This request never runs.
 	ReplacedBy string `json:"replaced_by,omitempty"`
+	// Review is what the deciding reviewer's client claimed it showed
+	// them (docs/protocol.md); recorded, never checked.
+	Review *airlock.ReviewClaim `json:"review,omitempty"`
 	// Votes are the votes that decided a request needing several approvals.
 	Votes []Vote `json:"votes,omitempty"`
 }
@@ -235,6 +240,32 @@ type DecisionInput struct {
 	// request ends denied and the answer's Replacement, with these
 	// arguments, is approved in its place.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Review is what your client showed the reviewer of the arguments,
+	// recorded with the decision as its claim (docs/protocol.md).
+	Review *airlock.ReviewClaim `json:"review,omitempty"`
+}
+
+// BatchDecisionInput is one decision of several requests
+// (docs/protocol.md, "Batch decisions"): 1 to 100 ids, none twice, each
+// decided as Decide decides it alone. A batch never edits, answers a
+// question or makes a grant.
+type BatchDecisionInput struct {
+	IDs []string `json:"ids"`
+	// Status is airlock.StateApproved or airlock.StateDenied.
+	Status airlock.State `json:"status"`
+	Note   string        `json:"note,omitempty"`
+	// ValidFor is how long each approved call may start; "" takes the
+	// server's default (5m).
+	ValidFor string `json:"valid_for,omitempty"`
+}
+
+// BatchResult is what a batch decision did to one id: Request, the
+// request its decision left (decided, or pending with one more vote), or
+// Err, the refusal the id would have been answered alone.
+type BatchResult struct {
+	ID      string
+	Request *ApprovalRequest
+	Err     *Error
 }
 
 // Token is a bearer credential as listed (never with its secret).

@@ -58,7 +58,7 @@ func TestBrowserReviewFlow(t *testing.T) {
 	if got := tb.text("#claim-h"); got != "The agent's claim (unverified)" {
 		t.Errorf("claim heading %q", got)
 	}
-	if got := tb.text("#digest"); got != sha256hex(b.get(t, id).Arguments) {
+	if got := tb.text("#digest"); got != tokenDigest(b.get(t, id).Arguments) {
 		t.Errorf("digest %q", got)
 	}
 
@@ -180,6 +180,10 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 			}
 			id := b.toolCall(t, inst, "issue_refund", refundArgs, refundReasoning)
 			tb.open("/requests/" + id)
+			// The reviewer reads the arguments to their end (on a phone the
+			// decide bar hides their lower lines as the page opens).
+			eval[any](tb, `document.getElementById("args-end").scrollIntoView({block: "center"})`)
+			tb.waitFor(`new Promise(function (r) { requestAnimationFrame(function () { requestAnimationFrame(function () { r(true); }); }); })`)
 			tb.do(chromedp.SetValue(chromedp.ID("valid_for"), "15m"))
 			tb.do(chromedp.SendKeys(chromedp.ID("approve-note"), "refund once"))
 			tb.do(chromedp.Click(chromedp.CSS("#approve-form button.approve")))
@@ -198,8 +202,12 @@ func TestBrowserConfirmEveryDecision(t *testing.T) {
 				t.Errorf("the confirmation shows the arguments %q, want the page's %q", got, want)
 			}
 			stored := b.get(t, id).Arguments
-			if got := tb.text("#confirm-digest"); !contains(got, sha256hex(stored)) || !contains(got, fmt.Sprintf("%d bytes", len(stored))) {
+			if got := tb.text("#confirm-digest"); !contains(got, tokenDigest(stored)[:19]+"…") || !contains(got, fmt.Sprintf("%d bytes", len(stored))) {
 				t.Errorf("the confirmation's size and digest %q", got)
+			}
+			// Short arguments are on screen as the page opens: seen in full.
+			if got := tb.text("#confirm-seen"); got != "yes" {
+				t.Errorf("the confirmation's seen in full %q, want yes", got)
 			}
 			tb.cancelConfirm(id)
 

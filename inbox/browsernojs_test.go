@@ -45,7 +45,9 @@ func TestBrowserNoScriptConfirmation(t *testing.T) {
 	}
 	for sel, want := range map[string]string{
 		"#confirm-h": "Approve this request?", "#confirm-tool": "issue_refund", "#confirm-validity": "15m",
-		"#confirm-note": "refund once", "#digest": sha256hex(stored), "#args-size": fmt.Sprintf("%d bytes", len(stored)),
+		"#confirm-note": "refund once", "#digest": tokenDigest(stored), "#args-size": fmt.Sprintf("%d bytes", len(stored)),
+		"#confirm-digest": fmt.Sprintf("%d bytes, %s…", len(stored), tokenDigest(stored)[:19]),
+		"#confirm-seen":   "not measured: no script ran on the request page (the arguments are shown whole above)",
 	} {
 		if got := tb.text(sel); got != want {
 			t.Errorf("the confirmation page's %s shows %q, want %q", sel, got, want)

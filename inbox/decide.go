@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock"
@@ -77,6 +79,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	in.Note = strings.ReplaceAll(in.Note, "\r\n", "\n")
 	in.Answer = strings.ReplaceAll(in.Answer, "\r\n", "\n")
+	in.Review = reviewClaim(r.PostForm.Get("review_seen_fraction"), r.PostForm.Get("review_seconds_open"))
 	if r.PostForm.Get(confirmedField) != "yes" {
 		h.confirm(w, r, v, id, in)
 		return
@@ -190,6 +193,9 @@ type confirmBody struct {
 	Fields   []hiddenField
 	// Diff, for an edit, is the original arguments against the edited.
 	Diff []diffRow
+	// Seen says whether the arguments were seen in full on the request
+	// page, as the page's script measured it (review_seen_fraction).
+	Seen string
 }
 
 // hiddenField is one field the confirmation sends again as it came.
@@ -219,12 +225,13 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 		return
 	}
 	form := r.PostForm
-	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note", "arguments"} {
+	for _, name := range []string{"csrf", "action", "answer", "valid_for", "grant", "note", "arguments", "review_seen_fraction", "review_seconds_open"} {
 		if form.Has(name) {
 			b.Fields = append(b.Fields, hiddenField{Name: name, Value: form.Get(name)})
 		}
 	}
 	b.Fields = append(b.Fields, hiddenField{Name: confirmedField, Value: "yes"})
+	b.Seen = seenPhrase(form.Get("review_seen_fraction"))
 	switch {
 	case !b.Approve && b.IsQuestion:
 		b.Heading, b.OK = "Decline to answer?", "Decline"
@@ -261,4 +268,32 @@ func (h *handler) confirm(w http.ResponseWriter, r *http.Request, v *view, id st
 		}
 	}
 	h.render(w, r, http.StatusOK, v, "confirm", b.Heading, b)
+}
+
+// seenPhrase says whether the arguments were seen in full, from the
+// fraction the request page's script measured ("" when none ran).
+func seenPhrase(fraction string) string {
+	f, err := strconv.ParseFloat(fraction, 64)
+	switch {
+	case fraction == "" || err != nil || f < 0 || f > 1:
+		return "not measured: no script ran on the request page (the arguments are shown whole above)"
+	case f >= 1:
+		return "yes"
+	}
+	return fmt.Sprintf("no: %d %% of the arguments were on your screen", int(f*100))
+}
+
+// reviewClaim reads what the request page's script measured, sent with
+// the decision (review_seen_fraction, review_seconds_open): the
+// reviewer's client's claim, recorded with the decision. Without a script
+// there is none; a malformed one is dropped rather than refusing the
+// decision, since it is a claim and never a condition.
+func reviewClaim(fraction, seconds string) *airlock.ReviewClaim {
+	f, ferr := strconv.ParseFloat(fraction, 64)
+	n, nerr := strconv.Atoi(seconds)
+	rc := &airlock.ReviewClaim{SeenFraction: f, SecondsOpen: n}
+	if ferr != nil || nerr != nil || rc.Check() != nil {
+		return nil
+	}
+	return rc
 }

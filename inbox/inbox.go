@@ -53,7 +53,7 @@ const (
 // Patterns are the ServeMux patterns the inbox serves. `airlock serve`
 // mounts the inbox on these, beside the REST API (/v1, /healthz, …) and
 // /mcp, so that every other path keeps the API's own answers.
-var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/history", "/sessions", "/board", "/grants", "/grants/", "/fatigue", "/live", "/static/",
+var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/batch", "/history", "/sessions", "/board", "/grants", "/grants/", "/fatigue", "/live", "/static/",
 	"/sw.js", "/manifest.webmanifest", "/push/"}
 
 // Config configures the inbox. Zero fields take the documented defaults.
@@ -192,6 +192,8 @@ func New(cfg Config) http.Handler {
 	}
 	h.mux.HandleFunc("GET /requests/{id}", h.request)
 	h.mux.Handle("POST /requests/{id}/decide", post(h.decide))
+	h.mux.HandleFunc("GET /batch", h.batchReview)
+	h.mux.Handle("POST /batch", post(h.batchDecide))
 	h.mux.HandleFunc("GET /history", h.history)
 	h.mux.HandleFunc("GET /sessions", h.sessionsPage)
 	h.mux.HandleFunc("GET /board", h.board)

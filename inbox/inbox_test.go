@@ -255,7 +255,7 @@ func TestDecisionForms(t *testing.T) {
 		}
 		args := b.get(t, id).Arguments
 		for _, want := range []string{"Approve this request?", `id="confirm-tool">drop_table<`, "&#34;cascade&#34;: true", "&#34;table&#34;: &#34;users&#34;",
-			sha256hex(args), fmt.Sprintf("%d bytes", len(args)), "once &lt;b&gt;", "for 1 hour, 5 more times", ">15m<",
+			tokenDigest(args), fmt.Sprintf("%d bytes", len(args)), "once &lt;b&gt;", "for 1 hour, 5 more times", ">15m<",
 			`name="confirmed" value="yes"`, `name="csrf" value="` + token + `"`, `name="grant" value="1h/5"`} {
 			if !strings.Contains(r.body, want) {
 				t.Errorf("the confirmation page lacks %s:\n%s", want, r.body)
@@ -444,8 +444,8 @@ func TestPagesShowWhatMatters(t *testing.T) {
 		}
 	}
 	stored := b.get(t, id)
-	if !strings.Contains(page, sha256hex(stored.Arguments)) {
-		t.Errorf("the page lacks the arguments' digest %s", sha256hex(stored.Arguments))
+	if !strings.Contains(page, tokenDigest(stored.Arguments)) {
+		t.Errorf("the page lacks the arguments' digest %s", tokenDigest(stored.Arguments))
 	}
 	page = c.do(t, "GET", "/sessions", nil, nil).body
 	if !strings.Contains(page, "deploy work") || !strings.Contains(page, "Waiting for a decision") {

@@ -3,8 +3,6 @@ package inbox
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -157,6 +155,9 @@ type pendingBody struct {
 	Sessions  []option
 	Query     string // the filters as a query string, for the live stream
 	Problem   string
+	// Selectable offers each row's checkbox for "Review selected" (a
+	// batch decision): reviewers only.
+	Selectable bool
 }
 
 // pendingFilter reads the list's filters from the query string.
@@ -212,6 +213,7 @@ func (h *handler) pendingRows(ctx context.Context, c airlock.Caller, f pendingFi
 	}
 	slices.SortStableFunc(body.Rows, func(a, b row) int { return a.Deadline.Compare(b.Deadline) })
 	body.Count = len(body.Rows)
+	body.Selectable = c.Role == airlock.RoleReviewer
 	body.More = page.NextCursor != ""
 	body.Filtered = f != pendingFilter{}
 	body.Query = f.query()
@@ -262,6 +264,7 @@ type voteRow struct {
 	Status airlock.State
 	Note   []display.Segment
 	At     time.Time
+	Review *airlock.ReviewClaim // the voter's client's claim
 }
 
 // requestBody is the request page's data.
@@ -284,9 +287,15 @@ type requestBody struct {
 	HasArguments bool
 	// PurgedAt is when the payload retention purged the arguments,
 	// reasoning and context: the page says so where they would be.
-	PurgedAt    *time.Time
-	ArgsSize    string // the arguments' size in bytes, for people: "1,234 bytes"
-	Digest      string
+	PurgedAt *time.Time
+	ArgsSize string // the arguments' size in bytes, for people: "1,234 bytes"
+	// Digest is the arguments' args_digest, as an approval token carries
+	// it (argsDigest).
+	Digest string
+	// ArgsLines counts the arguments' lines as shown; ArgsLong offers
+	// "Jump to the end" for arguments longer than a screen.
+	ArgsLines   int
+	ArgsLong    bool
 	Reasoning   []display.Segment
 	Context     []jsonPiece
 	Timeout     string
@@ -339,6 +348,13 @@ func (h *handler) request(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, v, "request", title, body)
 }
 
+// Arguments longer than this many lines or bytes are long: their page
+// offers "Jump to the end" (docs/inbox.md, "Seeing all of it").
+const (
+	longArgsLines = 30
+	longArgsBytes = 2048
+)
+
 func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request) requestBody {
 	now := h.now()
 	b := requestBody{
@@ -354,7 +370,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 	if req.NeedsQuorum() {
 		b.Quorum = req.QuorumProgress()
 		for _, vt := range req.Votes {
-			b.Votes = append(b.Votes, voteRow{Name: display.Line(vt.Name), Status: vt.Status, Note: display.Text(vt.Note), At: vt.At})
+			b.Votes = append(b.Votes, voteRow{Name: display.Line(vt.Name), Status: vt.Status, Note: display.Text(vt.Note), At: vt.At, Review: vt.Review})
 		}
 	}
 	if req.Proposal != nil {
@@ -364,8 +380,12 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		b.HasArguments = true
 		b.Arguments = jsonPieces(req.Arguments)
 		b.ArgsSize = byteCount(len(req.Arguments))
-		sum := sha256.Sum256(req.Arguments)
-		b.Digest = hex.EncodeToString(sum[:])
+		b.Digest = argsDigest(req.Arguments)
+		for _, p := range b.Arguments {
+			b.ArgsLines += strings.Count(display.Join(p.Text), "\n")
+		}
+		b.ArgsLines++
+		b.ArgsLong = b.ArgsLines > longArgsLines || len(req.Arguments) > longArgsBytes
 	}
 	if len(req.Context) > 0 {
 		b.Context = jsonPieces(req.Context)
@@ -384,14 +404,7 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 			b.Choices = append(b.Choices, option{Value: c, Label: display.Line(c)})
 		}
 	}
-	lim := h.svc.Limits()
-	def := lim.ApprovalValidity
-	b.Validities = append(b.Validities, option{Value: "", Label: display.Line("Default (" + shortDuration(def) + ")"), Selected: true})
-	for _, d := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {
-		if d <= lim.MaxApprovalValidity && d != def {
-			b.Validities = append(b.Validities, option{Value: shortDuration(d), Label: display.Line(shortDuration(d))})
-		}
-	}
+	b.Validities = h.validities()
 	if req.Kind == airlock.KindToolCall && req.MayApproveAtCreation() && len(req.Reviewers) == 0 && !req.NeedsQuorum() {
 		b.Grants = grantChoices
 	}

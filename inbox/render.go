@@ -17,7 +17,7 @@ import (
 )
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"pending", "request", "history", "sessions", "board", "grants", "fatigue", "signin", "continue", "error", "confirm"}
+var pageNames = []string{"pending", "request", "history", "sessions", "board", "grants", "fatigue", "signin", "continue", "error", "confirm", "batch"}
 
 // funcs are the templates' helpers. None returns template.HTML: every
 // value from data is escaped by html/template.
@@ -33,6 +33,18 @@ var funcs = template.FuncMap{
 	"agentClaim":   func() string { return airlock.AgentClaim },
 	"adapterClaim": func() string { return airlock.AdapterClaim },
 	"lower":        strings.ToLower,
+	"reviewPhrase": reviewPhrase,
+}
+
+// reviewPhrase says a reviewer's client's claim (airlock.ReviewClaim) as
+// people read it, exactly: "seen in full, 12 s open" or "41.7 % seen, 3 s
+// open".
+func reviewPhrase(rc *airlock.ReviewClaim) string {
+	seen := "seen in full"
+	if rc.SeenFraction < 1 {
+		seen = strconv.FormatFloat(rc.SeenFraction*100, 'f', -1, 64) + " % of the arguments seen"
+	}
+	return seen + ", open " + strconv.Itoa(rc.SecondsOpen) + " s before the decision"
 }
 
 func parsePages() map[string]*template.Template {

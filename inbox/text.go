@@ -3,6 +3,7 @@ package inbox
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"strconv"
 	"unicode/utf8"
 
@@ -86,4 +87,17 @@ func byteCount(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s + " bytes"
+}
+
+// argsDigest is the arguments' digest as an approval token carries it
+// (args_digest, docs/tokens.md): "sha256:" and the unpadded base64url
+// SHA-256 of their RFC 8785 canonical form, so that a reviewer and a tool
+// server compare one value. Arguments without a canonical form (never
+// stored: creation checks them) read as such rather than as a digest.
+func argsDigest(args []byte) string {
+	d, err := approvaltoken.ArgsDigest(args)
+	if err != nil {
+		return "none: the arguments have no canonical form (RFC 8785)"
+	}
+	return d
 }

@@ -1,8 +1,7 @@
 package inbox
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -10,9 +9,12 @@ import (
 	"unicode/utf8"
 )
 
-func sha256hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+func tokenDigest(b []byte) string {
+	d, err := approvaltoken.ArgsDigest(b)
+	if err != nil {
+		panic(err)
+	}
+	return d
 }
 
 // TestShortDuration writes validity choices as a person would.

@@ -599,7 +599,7 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 	linkToCreation(ctx, st, id)
 	p := store.DecideParams{
 		ID: id, Status: in.Status, Note: in.Note, Answer: in.Answer,
-		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c),
+		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c), Review: in.Review,
 	}
 	validity, verr := s.limits.Validity(in.ValidFor)
 	if verr != nil {
@@ -643,7 +643,7 @@ func (s *Service) Edit(ctx context.Context, c airlock.Caller, id string, in airl
 	st := s.storeFor(c)
 	p := store.EditParams{DecideParams: store.DecideParams{
 		ID: id, Status: airlock.StateApproved, Note: in.Note,
-		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c),
+		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c), Review: in.Review,
 	}, Arguments: in.Arguments}
 	validity, verr := s.limits.Validity(in.ValidFor)
 	if verr != nil {

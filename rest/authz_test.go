@@ -93,6 +93,12 @@ func TestAuthorizationMatrix(t *testing.T) {
 			_, id := b.pending(t, "10m")
 			return req{method: "POST", path: "/v1/approval-requests/" + id + "/decision", body: `{"status":"approved"}`}
 		}, [9]int{forbid, forbid, ok, forbid, forbid, unauth, unauth, forbid, forbid}},
+		// A batch answers 200 to any reviewer: reviewerA's result for its
+		// own principal's request is forbidden inside it (TestBatchT38).
+		{"POST /v1/approval-requests/decisions", func(t *testing.T) req {
+			_, id := b.pending(t, "10m")
+			return req{method: "POST", path: "/v1/approval-requests/decisions", body: `{"ids":["` + id + `"],"status":"approved"}`}
+		}, [9]int{forbid, forbid, ok, ok, forbid, unauth, unauth, forbid, forbid}},
 		{"POST /v1/approval-requests/{id}/execution", func(t *testing.T) req {
 			return req{method: "POST", path: "/v1/approval-requests/" + b.approved(t) + "/execution"}
 		}, [9]int{ok, missing, forbid, forbid, forbid, unauth, unauth, forbid, forbid}},

@@ -94,3 +94,31 @@ func BenchmarkHTTPFloor(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "lifecycles/s")
 }
+
+// BenchmarkBatchDecision100 measures one batch decision of 100 pending
+// requests over real HTTP against a SQLite file: each id its own
+// conditional write (docs/performance.md). The 100 requests are created
+// outside the timer.
+func BenchmarkBatchDecision100(b *testing.B) {
+	bn := setup(b, func(o *options) { o.validate = false })
+	inst := bn.instance(b, bn.agentA)
+	var seq int
+	for b.Loop() {
+		b.StopTimer()
+		ids := make([]string, 100)
+		for i := range ids {
+			seq++
+			r := bn.create(b, bn.agentA, inst, fmt.Sprintf("k%d", seq), `{"tool":"issue_refund","arguments":{"amount":4900}}`)
+			if r.status != http.StatusCreated {
+				b.Fatalf("create: %d %s", r.status, r.body)
+			}
+			ids[i] = `"` + r.obj(b)["id"].(string) + `"`
+		}
+		b.StartTimer()
+		r := bn.do(b, req{method: "POST", path: "/v1/approval-requests/decisions", token: bn.reviewer,
+			body: `{"ids":[` + strings.Join(ids, ",") + `],"status":"approved"}`})
+		if r.status != http.StatusOK || strings.Count(string(r.body), `"status":200`) != 100 {
+			b.Fatalf("batch: %d %.300s", r.status, r.body)
+		}
+	}
+}

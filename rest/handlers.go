@@ -472,6 +472,36 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, c airlock.Calle
 	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequestWith(b, req, g) })
 }
 
+// decideBatch is POST /v1/approval-requests/decisions: a result per id,
+// in the order of ids, each the request its decision left or the problem
+// that refused it (docs/protocol.md, "Batch decisions").
+func (h *handler) decideBatch(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	in, ok := decodeBody[airlock.BatchDecisionInput](h, w, r)
+	if !ok {
+		return
+	}
+	results, err := h.svc.DecideBatch(r.Context(), c, in)
+	h.answerOK(w, r, err, func(b *bytes.Buffer) {
+		o := beginObject(b)
+		o.key("results")
+		writeArray(b, results, func(b *bytes.Buffer, res provider.BatchResult) {
+			item := beginObject(b)
+			item.always("id", res.ID)
+			if res.Err != nil {
+				status, problem := h.itemProblem(r, res.ID, res.Err)
+				item.always("status", status)
+				item.raw("problem", problem)
+			} else {
+				item.always("status", http.StatusOK)
+				item.key("request")
+				writeRequest(b, res.Request)
+			}
+			item.end()
+		})
+		o.end()
+	})
+}
+
 func (h *handler) claim(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
 	req, err := h.svc.Claim(r.Context(), c, r.PathValue("id"))
 	h.answerOK(w, r, err, func(b *bytes.Buffer) { writeRequest(b, req) })

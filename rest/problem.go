@@ -105,6 +105,17 @@ func (h *handler) problem(w http.ResponseWriter, r *http.Request, err error) {
 
 // writeProblemStatus writes a problem with an explicit status.
 func writeProblemStatus(w http.ResponseWriter, status int, title string, code airlock.Code, e *airlock.Error) {
+	var buf bytes.Buffer
+	encodeProblem(&buf, status, title, code, e)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// encodeProblem writes e as a problem body, with a newline, to buf.
+func encodeProblem(buf *bytes.Buffer, status int, title string, code airlock.Code, e *airlock.Error) {
 	p := airlock.Problem{
 		Type: ProblemTypePrefix + string(code), Title: title, Status: status,
 		Detail: e.Message, Code: string(code), Field: e.Field, State: string(e.State), Reason: e.Reason,
@@ -115,13 +126,21 @@ func writeProblemStatus(w http.ResponseWriter, status int, title string, code ai
 	if p.Detail == "" {
 		p.Detail = title
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(p) // a struct of strings always encodes
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+}
+
+// itemProblem is the problem one item of a batch answers (a batch
+// decision's result for one id): the problem the item alone would have
+// been answered. Internal errors are logged here and read "internal error".
+func (h *handler) itemProblem(r *http.Request, id string, err error) (status int, body []byte) {
+	var e *airlock.Error
+	if !errors.As(err, &e) || e.Code == airlock.CodeInternal || statuses[e.Code] == 0 {
+		h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "id", id, "err", err)
+		e = &airlock.Error{Code: airlock.CodeInternal, Message: "internal error"}
+	}
+	var buf bytes.Buffer
+	encodeProblem(&buf, statuses[e.Code], titles[e.Code], e.Code, e)
+	return statuses[e.Code], bytes.TrimRight(buf.Bytes(), "\n")
 }

@@ -34,6 +34,7 @@ var routes = []route{
 	{"GET /v1/approval-requests/{id}", true, (*handler).getRequest},               // its agent, reviewers, admins
 	{"POST /v1/approval-requests/{id}/cancel", true, (*handler).cancelRequest},    // its agent
 	{"POST /v1/approval-requests/{id}/decision", true, (*handler).decide},         // reviewers, not of their own principal
+	{"POST /v1/approval-requests/decisions", true, (*handler).decideBatch},        // reviewers; each id as its own decision
 	{"POST /v1/approval-requests/{id}/execution", true, (*handler).claim},         // its agent
 	{"PUT /v1/approval-requests/{id}/execution", true, (*handler).report},         // its agent
 	{"GET /v1/events", true, (*handler).events},                                   // reviewers, admins

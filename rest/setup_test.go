@@ -91,6 +91,8 @@ type options struct {
 	// checkpointEvery is the provider's CheckpointInterval; negative
 	// leaves the audit log's sequencer to the test (SequenceAudit).
 	checkpointEvery time.Duration
+	// clock, when set, is the store's and the provider's clock.
+	clock airlock.Clock
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -105,14 +107,22 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		lite *sqlite.Store
 	)
 	if o.postgres {
-		pg, err := postgres.Open(ctx, testkit.PostgresURL(t), postgres.WithSchema(testkit.SchemaName(t, "t_rest_")))
+		popts := []postgres.Option{postgres.WithSchema(testkit.SchemaName(t, "t_rest_"))}
+		if o.clock != nil {
+			popts = append(popts, postgres.WithClock(o.clock))
+		}
+		pg, err := postgres.Open(ctx, testkit.PostgresURL(t), popts...)
 		if err != nil {
 			t.Fatalf("open postgres: %v", err)
 		}
 		st = pg
 	} else {
 		var err error
-		lite, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"))
+		var lopts []sqlite.Option
+		if o.clock != nil {
+			lopts = append(lopts, sqlite.WithClock(o.clock))
+		}
+		lite, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "airlock.db"), lopts...)
 		if err != nil {
 			t.Fatalf("open sqlite: %v", err)
 		}
@@ -144,7 +154,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		Expressions:   new(policy.Expressions),
 		Metrics:       provider.NewMetrics(reg, nil),
 		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
-		CheckpointInterval: o.checkpointEvery,
+		CheckpointInterval: o.checkpointEvery, Clock: o.clock,
 	})
 	if err != nil {
 		t.Fatalf("provider: %v", err)

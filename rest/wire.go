@@ -223,6 +223,7 @@ func writeDecided(b *bytes.Buffer, r airlock.Request, g *airlock.Grant, replacem
 		// A denial that is an edit names the request approved in its
 		// place (docs/protocol.md, "Edits").
 		do.str("replaced_by", r.ReplacedBy)
+		writeReview(do, d.Review)
 		if len(r.Votes) > 0 {
 			do.key("votes")
 			writeVotes(b, r.Votes)
@@ -309,8 +310,22 @@ func writeVotes(b *bytes.Buffer, vs []airlock.Vote) {
 		vo.always("status", string(v.Status))
 		vo.str("note", v.Note)
 		vo.time("at", v.At)
+		writeReview(vo, v.Review)
 		vo.end()
 	})
+}
+
+// writeReview writes a reviewer's client's claim (airlock.ReviewClaim) as
+// "review", when there is one.
+func writeReview(o *object, rc *airlock.ReviewClaim) {
+	if rc == nil {
+		return
+	}
+	o.key("review")
+	ro := beginObject(o.b)
+	ro.always("seen_fraction", rc.SeenFraction)
+	ro.always("seconds_open", rc.SecondsOpen)
+	ro.end()
 }
 
 // writeInstance writes an Instance resource.

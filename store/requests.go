@@ -236,6 +236,9 @@ type DecideParams struct {
 	// Groups are the deciding caller's reviewer groups: a request routed
 	// to groups (Request.Reviewers) is decided only by a member of one.
 	Groups []string
+	// Review is the reviewer's client's claim, stored with the decision
+	// (Decision.Review) or the vote (Vote.Review); nil for none.
+	Review *airlock.ReviewClaim
 }
 
 // VotePrincipal is who a decision votes as on a request that needs

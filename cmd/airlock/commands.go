@@ -70,8 +70,8 @@ func commands() []command {
 			subs: []subcommand{
 				{"list", "[--state S|all] [--kind K] [--tool T] [--instance ID] [--limit N] [--cursor C]", "list requests: pending (the default) soonest deadline first, others newest first", runRequestsList},
 				{"show", "<id>", "show one request: what would run, exactly, and the agent's claim apart", runRequestsShow},
-				{"approve", "<id> [--valid-for D] [--note N] [--answer A] [--grant D [--grant-uses N] [--grant-scope instance|agent] [--grant-match EXPR]] [--yes]", "approve a pending request (or answer its question) after showing it and asking on the terminal (--yes: without, for scripts); --grant also allows the same call for D", runRequestsApprove},
-				{"deny", "<id> [--note N] [--yes]", "deny a pending request, with a note for the agent, after showing it and asking on the terminal (--yes: without, for scripts)", runRequestsDeny},
+				{"approve", "<id>... [--valid-for D] [--note N] [--answer A] [--grant D [--grant-uses N] [--grant-scope instance|agent] [--grant-match EXPR]] [--yes]", "approve a pending request (or answer its question) after showing it and asking on the terminal (--yes: without, for scripts); --grant also allows the same call for D; several ids are one batch, each its own decision", runRequestsApprove},
+				{"deny", "<id>... [--note N] [--yes]", "deny a pending request, with a note for the agent, after showing it and asking on the terminal (--yes: without, for scripts); several ids are one batch", runRequestsDeny},
 				{"watch", "[--prompt]", "stream new pending requests; on a terminal, decide each one as it comes", runRequestsWatch},
 			},
 		},

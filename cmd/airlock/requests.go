@@ -5,12 +5,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"io"
 	"net/http"
 	"slices"
@@ -148,7 +147,9 @@ func (a *App) parseAPIArgs(fs *flag.FlagSet, r *remote, args []string, names ...
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	if len(pos) != len(names) {
+	if n := len(names); n > 0 && strings.HasSuffix(names[n-1], "...") && len(pos) >= n {
+		// The last name takes one or more: `<id>...`.
+	} else if len(pos) != len(names) {
 		if len(names) == 0 {
 			return nil, usageErrorf("%s takes no arguments, got %q", fs.Name(), pos)
 		}
@@ -500,8 +501,14 @@ func printRequest(w io.Writer, q *client.ApprovalRequest, board []airlock.Column
 		// Purged, never "no arguments".
 		fmt.Fprintf(w, "Arguments:    purged on %s, with the agent's reasoning and the adapter's context (payload retention)\n", q.PurgedAt.UTC().Format(time.RFC3339))
 	} else if len(q.Arguments) > 0 {
-		sum := sha256.Sum256(q.Arguments)
-		fmt.Fprintf(w, "Arguments (exactly as submitted; SHA-256 %s):\n%s\n", hex.EncodeToString(sum[:]), indent(display.VisibleText(indentJSON(q.Arguments))))
+		// The size and the digest an approval token carries (args_digest)
+		// come first, as in the inbox: one value to compare with a tool
+		// server's.
+		digest, err := approvaltoken.ArgsDigest(q.Arguments)
+		if err != nil {
+			digest = "none (" + err.Error() + ")"
+		}
+		fmt.Fprintf(w, "Arguments (exactly as submitted; %d bytes; digest %s):\n%s\n", len(q.Arguments), digest, indent(display.VisibleText(indentJSON(q.Arguments))))
 	}
 	if p := q.Proposal; p != nil {
 		line("Proposal", p.Mode)
@@ -619,9 +626,15 @@ func runRequestsApprove(ctx context.Context, a *App, args []string) error {
 	edit := fs.Bool("edit", false, "approve with changed arguments: open $VISUAL or $EDITOR on the exact arguments; the request is denied and a new one with yours approved (docs/protocol.md, Edits)")
 	argsFile := fs.String("arguments", "", "approve with these arguments instead, a JSON object: a file, or - for standard input (as --edit, for scripts)")
 	yes := yesFlag(fs, "approve")
-	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	pos, err := a.parseAPIArgs(fs, r, args, "<id>...")
 	if err != nil {
 		return err
+	}
+	if len(pos) > 1 {
+		if *edit || *argsFile != "" || *answer != "" || *grant != "" || *grantUses != 0 || *grantScope != "" || *grantMatch != "" {
+			return usageErrorf("several ids are approved as a batch, with --note and --valid-for only: edit, answer or grant one request at a time")
+		}
+		return a.decideBatch(ctx, r, client.BatchDecisionInput{IDs: pos, Status: airlock.StateApproved, Note: *note, ValidFor: *validFor}, *yes)
 	}
 	in := client.DecisionInput{Status: airlock.StateApproved, ValidFor: *validFor, Note: *note, Answer: *answer}
 	if *edit || *argsFile != "" {
@@ -653,9 +666,12 @@ func runRequestsDeny(ctx context.Context, a *App, args []string) error {
 	fs, r := a.apiFlagSet("requests", "deny")
 	note := fs.String("note", "", "why, for the agent")
 	yes := yesFlag(fs, "deny")
-	pos, err := a.parseAPIArgs(fs, r, args, "<id>")
+	pos, err := a.parseAPIArgs(fs, r, args, "<id>...")
 	if err != nil {
 		return err
+	}
+	if len(pos) > 1 {
+		return a.decideBatch(ctx, r, client.BatchDecisionInput{IDs: pos, Status: airlock.StateDenied, Note: *note}, *yes)
 	}
 	return a.decide(ctx, r, pos[0], client.DecisionInput{Status: airlock.StateDenied, Note: *note}, *yes)
 }
@@ -704,6 +720,96 @@ func (a *App) decide(ctx context.Context, r *remote, id string, in client.Decisi
 			g.ID, uses, g.Tool, g.ExpiresAt.UTC().Format(time.RFC3339), g.ID)
 	}
 	return nil
+}
+
+// decideBatch decides several requests in one batch (docs/protocol.md,
+// "Batch decisions") and prints a line per id. Unless yes, it first shows
+// every call in full, as `requests show` does, and asks once. Its exit
+// code is that of the first refusal, when any id was refused: the others
+// are decided all the same.
+func (a *App) decideBatch(ctx context.Context, r *remote, in client.BatchDecisionInput, yes bool) error {
+	verb := "approve"
+	if in.Status == airlock.StateDenied {
+		verb = "deny"
+	}
+	input, tty := watchInput()
+	if !yes && (!tty || !isTerminal(a.Stderr)) {
+		return usageErrorf("requests %s shows every call and asks before it records anything, and there is no terminal to ask on; "+
+			"run it in a terminal, or pass --yes to %s %d requests unseen (scripts)", verb, verb, len(in.IDs))
+	}
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
+	if !yes {
+		if err := confirmBatchOnTerminal(ctx, c, a.Stderr, input, in); err != nil {
+			return err
+		}
+	}
+	results, err := c.DecideBatch(ctx, in)
+	if err != nil {
+		return apiError(err)
+	}
+	if r.json {
+		return r.printJSON(results)
+	}
+	var first error
+	refused := 0
+	for _, res := range results {
+		if res.Err != nil {
+			refused++
+			e := apiError(res.Err)
+			if first == nil {
+				first = e
+			}
+			fmt.Fprintf(r.out, "%s: not decided: %v\n", res.ID, e)
+			continue
+		}
+		fmt.Fprintln(r.out, outcome(res.Request))
+	}
+	if first != nil {
+		var ee *exitError
+		code := 1
+		if errors.As(first, &ee) {
+			code = ee.code
+		}
+		return &exitError{code, fmt.Errorf("%d of %d requests were not decided; the others were", refused, len(results))}
+	}
+	return nil
+}
+
+// confirmBatchOnTerminal shows each of in.IDs on w as `requests show`
+// does, in full, and asks once on input. A request no longer pending is
+// shown as such and left to the batch's result.
+func confirmBatchOnTerminal(ctx context.Context, c *client.Client, w io.Writer, input io.Reader, in client.BatchDecisionInput) error {
+	now := time.Now()
+	for i, id := range in.IDs {
+		fmt.Fprintf(w, "── %d of %d ──\n", i+1, len(in.IDs))
+		q, err := c.GetRequest(ctx, id)
+		if err != nil {
+			fmt.Fprintf(w, "%s: %v\n\n", id, apiError(err))
+			continue
+		}
+		printRequest(w, q, boardFor(ctx, c, q), now)
+		if q.State != airlock.StatePending {
+			fmt.Fprintf(w, "(already %s: it will not be decided again)\n", q.State)
+		}
+		fmt.Fprintln(w)
+	}
+	verb := "Approve"
+	if in.Status == airlock.StateDenied {
+		verb = "Deny"
+	}
+	fmt.Fprintf(w, "→ %s these %d requests, each as its own decision? [y/N]: ", verb, len(in.IDs))
+	line, err := bufio.NewReader(input).ReadString('\n')
+	if err != nil && line == "" {
+		return errNotConfirmed
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return nil
+	}
+	return errNotConfirmed
 }
 
 // errNotConfirmed is the reviewer's "no" to a decision's confirmation.

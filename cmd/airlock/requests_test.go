@@ -3,10 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"io"
 	"regexp"
 	"strings"
@@ -110,8 +109,8 @@ func TestCLIRequests(t *testing.T) {
 	}
 
 	show := s.cli(t, s.reviewer, "requests", "show", id).want(t, 0, "show").stdout
-	sum := sha256.Sum256([]byte(args))
-	for _, want := range []string{"The agent's claim (unverified):", "Instance:     laptop (" + s.instance + ")", "Agent:        cli agent", "SHA-256 " + hex.EncodeToString(sum[:]), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
+	digest, _ := approvaltoken.ArgsDigest([]byte(args))
+	for _, want := range []string{"The agent's claim (unverified):", "Instance:     laptop (" + s.instance + ")", "Agent:        cli agent", fmt.Sprintf("%d bytes; digest %s", len(args), digest), `"amount": 4900`, "⟨U+001B⟩[2J", "⟨U+202E⟩", "PENDING"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show lacks %q:\n%s", want, show)
 		}

@@ -216,8 +216,11 @@
       var old = document.getElementById('pending-list');
       if (!fresh || !old) return;
       var hadFocus = old.contains(document.activeElement);
+      // The ticked rows stay ticked across a refresh (Review selected).
+      var picked = Array.prototype.map.call(old.querySelectorAll('input.pick:checked'), function (c) { return c.value; });
       var node = document.adoptNode(fresh);
       old.replaceWith(node);
+      Array.prototype.forEach.call(node.querySelectorAll('input.pick'), function (c) { c.checked = picked.indexOf(c.value) >= 0; });
       var ids = Array.prototype.map.call(node.querySelectorAll('.rows .row'), function (r) { return r.dataset.id; });
       var n = Number(node.dataset.count || 0);
       setCount(n);
@@ -307,6 +310,91 @@
     });
   }
 
+  // Seeing all of it: which parts of the arguments have been on screen.
+  // The block is cut into slices; a slice is seen once any of it was in
+  // the viewport above the decide bar. A marker stripe covers the slices
+  // not yet seen, "Jump to the end" reaches the end in one action, and the
+  // fraction seen and the seconds the page has been open go with the
+  // decision as the reviewer's client's claim (docs/inbox.md).
+  var seeing = (function () {
+    var pre = document.getElementById('arguments');
+    var marker = document.getElementById('args-unseen');
+    var markerText = document.getElementById('args-unseen-text');
+    var markerJump = document.getElementById('args-unseen-jump');
+    var label = document.getElementById('args-seen');
+    if (!pre || !marker || page !== 'request') return null;
+    var opened = Date.now();
+    var slices = 200;
+    var seen = new Uint8Array(slices);
+    var count = 0;
+    function barTop() {
+      var bar = document.getElementById('decide-bar');
+      if (!bar || bar.hidden || bar.classList.contains('away')) return window.innerHeight;
+      var br = bar.getBoundingClientRect();
+      return br.height > 0 ? Math.min(window.innerHeight, Math.max(0, br.top)) : window.innerHeight;
+    }
+    function covered() {
+      var r = pre.getBoundingClientRect();
+      if (r.height <= 0) return;
+      var bottom = barTop();
+      var from = Math.max(0, -r.top), to = Math.min(r.height, bottom - r.top);
+      if (to <= from) return;
+      var a = Math.floor(from / r.height * slices), z = Math.min(slices - 1, Math.ceil(to / r.height * slices) - 1);
+      for (var i = a; i <= z; i++) if (!seen[i]) { seen[i] = 1; count++; }
+    }
+    function paint() {
+      var f = count / slices;
+      label.hidden = false;
+      if (f >= 1) {
+        marker.hidden = true;
+        label.textContent = 'Seen in full.';
+        label.className = 'args-seen done';
+        return;
+      }
+      var pct = Math.ceil((1 - f) * 100);
+      label.textContent = 'Not yet seen: ' + pct + ' %.';
+      label.className = 'args-seen';
+      // The marker sits where the unseen part begins: at the bottom of
+      // the screen (above the decide bar) while the arguments go on below
+      // it, and at their end when what is left was skipped above.
+      var endSeen = seen[slices - 1] === 1;
+      markerText.textContent = endSeen
+        ? 'Not yet on your screen: ' + pct + ' % of these arguments, above (skipped).'
+        : '▼ Not yet on your screen: ' + pct + ' % of these arguments, below.';
+      markerJump.hidden = endSeen;
+      marker.style.bottom = (window.innerHeight - barTop()) + 'px';
+      marker.hidden = false;
+    }
+    var pending = false;
+    function update() {
+      pending = false;
+      covered();
+      paint();
+    }
+    function later() {
+      if (!pending) { pending = true; window.requestAnimationFrame(update); }
+    }
+    window.addEventListener('scroll', later, { passive: true });
+    window.addEventListener('resize', later);
+    pre.addEventListener('scroll', later, { passive: true });
+    function jumpToEnd(e) {
+      e.preventDefault();
+      var end = document.getElementById('args-end');
+      // The end of the block lands mid-screen, above the decide bar.
+      end.scrollIntoView({ block: 'center' });
+      end.focus({ preventScroll: true });
+      update();
+    }
+    var jump = document.getElementById('args-jump');
+    if (jump) jump.addEventListener('click', jumpToEnd);
+    markerJump.addEventListener('click', jumpToEnd);
+    update();
+    return {
+      fraction: function () { covered(); return count / slices; },
+      seconds: function () { return Math.round((Date.now() - opened) / 1000); },
+    };
+  })();
+
   // Every decision is confirmed the same way, whether it comes from a
   // click, a tap or a key: the dialog restates the tool (or title), the
   // arguments with their size and digest, the answer, how long an approval
@@ -371,7 +459,25 @@
     copy.removeAttribute('aria-labelledby');
     var size = document.getElementById('args-size');
     var digest = document.getElementById('digest');
-    return [['Arguments', copy], ['Size, SHA-256', (size ? size.textContent : '') + ', ' + (digest ? digest.textContent : ''), 'confirm-digest']];
+    var d = digest ? digest.textContent : '';
+    var facts = [['Arguments', copy], ['Size, digest', (size ? size.textContent : '') + ', ' + (d.length > 19 ? d.slice(0, 19) + '…' : d), 'confirm-digest']];
+    if (seeing) {
+      var f = seeing.fraction();
+      facts.push(['Seen in full', f >= 1 ? 'yes' : 'no: ' + Math.floor(f * 100) + ' % of the arguments were on your screen', 'confirm-seen']);
+    }
+    return facts;
+  }
+  // review adds what this page saw of the arguments to a decision form:
+  // the reviewer's client's claim, recorded with the decision.
+  function review(form) {
+    if (!seeing || form.querySelector('input[name="review_seen_fraction"]')) return;
+    [['review_seen_fraction', seeing.fraction().toFixed(3)], ['review_seconds_open', String(seeing.seconds())]].forEach(function (kv) {
+      var i = document.createElement('input');
+      i.type = 'hidden';
+      i.name = kv[0];
+      i.value = kv[1];
+      form.appendChild(i);
+    });
   }
   function guard(form, kind) {
     if (!form) return;
@@ -405,6 +511,7 @@
       facts.push(['Note', note || 'none' + (noteField ? ' (you can write one in the form first)' : ''), 'confirm-note']);
       confirmThen(heading, facts, okLabel, okClass, function () {
         form.dataset.confirmed = '1';
+        review(form);
         // The server records only a confirmed form; without this field it
         // answers with its own confirmation page.
         var mark = document.createElement('input');
@@ -414,6 +521,45 @@
         form.appendChild(mark);
         if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
       });
+    });
+  }
+  // A batch is confirmed the same way: the dialog restates how many
+  // requests, each tool with its arguments' size and digest, the validity
+  // and the note. The table above it showed every call in full.
+  var batchForm = page === 'batch' && document.getElementById('batch-form');
+  if (batchForm) {
+    batchForm.addEventListener('submit', function (e) {
+      if (batchForm.dataset.confirmed === '1') return;
+      e.preventDefault();
+      var submitter = e.submitter || null;
+      var approve = !submitter || submitter.value === 'approve';
+      var ids = Array.prototype.map.call(batchForm.querySelectorAll('input[name="id"]'), function (i) { return i.value; });
+      var list = document.createElement('ul');
+      list.className = 'batch-confirm-list';
+      ids.forEach(function (id) {
+        var row = document.querySelector('.batch-row[data-id="' + CSS.escape(id) + '"]');
+        if (!row) return;
+        var li = document.createElement('li');
+        var tool = row.querySelector('.batch-call a');
+        var size = row.querySelector('.args-size');
+        var digest = row.querySelector('.digest');
+        li.textContent = (tool ? tool.textContent.trim() : id) + (size ? ' · ' + size.textContent : '') +
+          (digest ? ' · ' + digest.textContent.slice(0, 19) + '…' : '');
+        list.appendChild(li);
+      });
+      var facts = [['Requests, each its own decision', list, 'confirm-batch']];
+      if (approve) {
+        var sel = document.getElementById('batch-valid_for');
+        facts.push(['Each may start for', sel.options[sel.selectedIndex].textContent.trim(), 'confirm-validity']);
+      }
+      var note = document.getElementById('batch-note').value.trim();
+      facts.push(['Note', note || 'none (you can write one in the form first)', 'confirm-note']);
+      var n = ids.length;
+      confirmThen((approve ? 'Approve ' : 'Deny ') + n + (n === 1 ? ' request?' : ' requests?'), facts,
+        (approve ? 'Approve ' : 'Deny ') + n, approve ? 'primary approve' : 'danger deny', function () {
+          batchForm.dataset.confirmed = '1';
+          if (submitter) batchForm.requestSubmit(submitter); else batchForm.requestSubmit();
+        });
     });
   }
   if (art) {
@@ -579,7 +725,8 @@
     };
     editArea.addEventListener('input', validate);
     editForm.addEventListener('submit', function (e) {
-      if (validate()) { e.preventDefault(); editArea.focus(); }
+      if (validate()) { e.preventDefault(); editArea.focus(); return; }
+      review(editForm);
     });
   }
 })();

@@ -32,7 +32,7 @@ func (c *Core) Edit(ctx context.Context, p store.EditParams) (original, edited a
 		}
 		// The original ends denied, by the editor, with the note.
 		deny := Args{{"id", p.ID}, {"state", string(airlock.StateDenied)}, {"actor", p.Actor}, {"note", p.Note},
-			{"answer", ""}, {"validity", nil}}
+			{"answer", ""}, {"validity", nil}, {"review", p.Review.Encode()}}
 		orig, at, err := c.scanCAS(step{check: check}, tx.QueryRow(q.Decide, deny))
 		if noRows(err) {
 			cur, err := c.settle(tx, p.ID)
@@ -102,13 +102,13 @@ func (c *Core) Edit(ctx context.Context, p store.EditParams) (original, edited a
 		d := p.DecideParams
 		d.ID = n.ID
 		approve := Args{{"id", n.ID}, {"state", string(airlock.StateApproved)}, {"actor", p.Actor}, {"note", p.Note},
-			{"answer", ""}, {"validity", p.Validity}, {Now, at}}
+			{"answer", ""}, {"validity", p.Validity}, {Now, at}, {"review", p.Review.Encode()}}
 		st := step{check: d.Check, vote: func(tx Tx, r airlock.Request, at time.Time) (airlock.Request, error) {
 			if !r.NeedsQuorum() {
 				return r, nil
 			}
 			if _, err := tx.Exec(q.InsertVote, Args{{"id", r.ID}, {"principal", d.VotePrincipal()}, {"actor", d.Actor},
-				{"state", string(airlock.StateApproved)}, {"note", d.Note}, {Now, at}}); err != nil {
+				{"state", string(airlock.StateApproved)}, {"note", d.Note}, {Now, at}, {"review", d.Review.Encode()}}); err != nil {
 				return r, err
 			}
 			var err error

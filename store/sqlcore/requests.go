@@ -191,11 +191,11 @@ type requestScan struct {
 	instName, ownerName, deciderName                          sql.NullString
 	note, answer, detail, cmdDetail, reviewers, escalateTo    string
 	args, rctx, cmdInput, observed                            []byte // read once into their final bytes: arguments reach a mebibyte
-	previewType, previewContent                               string
+	previewType, previewContent, review                       string
 }
 
 // requestCols is how many RequestCols there are.
-const requestCols = 52
+const requestCols = 53
 
 func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 	r := &s.r
@@ -207,7 +207,7 @@ func (c *Core) requestDest(s *requestScan, extra ...any) []any {
 		&s.mode, &s.method, &s.cmdInput, &s.question,
 		&s.observed, &s.cmdStatus, &s.cmdDetail, c.d.NullTime(&s.cmdAppliedAt),
 		&s.reviewers, &r.Approvals, &s.escalateTo, c.d.Duration(&r.EscalateAfter), c.d.NullTime(&s.escalatedAt),
-		c.d.NullTime(&s.purgedAt), &r.ReplacedBy, &r.DerivedFrom, &s.previewType, &s.previewContent, &r.Reversibility,
+		c.d.NullTime(&s.purgedAt), &r.ReplacedBy, &r.DerivedFrom, &s.previewType, &s.previewContent, &r.Reversibility, &s.review,
 		&s.instName, &s.ownerName, &s.deciderName), extra...)
 }
 
@@ -225,6 +225,7 @@ func (s *requestScan) request() (airlock.Request, error) {
 	}
 	if s.decidedAt.Valid {
 		r.Decision = Decision(r.State, s.note, s.answer, s.decidedAt.Time, s.decidedBy.String, s.deciderName.String, s.expiresAt.Ptr())
+		r.Decision.Review = airlock.DecodeReviewClaim(s.review)
 	}
 	if s.claimedAt.Valid {
 		r.Execution = Execution(s.claimedAt.Time, s.claimedBy.String, s.execStatus.String, s.finishedAt.Ptr(), s.detail)
@@ -494,11 +495,13 @@ func (c *Core) scanVote(row Row, lead ...any) (airlock.Vote, error) {
 		v      airlock.Vote
 		name   sql.NullString
 		status string
+		review string
 	)
-	if err := row.Scan(append(lead, &v.Principal, &v.Actor, &name, &status, &v.Note, c.d.Time(&v.At))...); err != nil {
+	if err := row.Scan(append(lead, &v.Principal, &v.Actor, &name, &status, &v.Note, c.d.Time(&v.At), &review)...); err != nil {
 		return airlock.Vote{}, err
 	}
 	v.Status, v.Name = airlock.State(status), airlock.DeciderName(v.Actor, name.String)
+	v.Review = airlock.DecodeReviewClaim(review)
 	return v, nil
 }
 

@@ -179,7 +179,7 @@ func (c *Core) Decide(ctx context.Context, p store.DecideParams) (airlock.Reques
 			return r, nil
 		}
 		n, err := tx.Exec(q.InsertVote, Args{{"id", r.ID}, {"principal", p.VotePrincipal()}, {"actor", p.Actor},
-			{"state", string(p.Status)}, {"note", p.Note}, {Now, at}})
+			{"state", string(p.Status)}, {"note", p.Note}, {Now, at}, {"review", p.Review.Encode()}})
 		if err != nil {
 			return r, err
 		}
@@ -201,7 +201,7 @@ func (c *Core) Decide(ctx context.Context, p store.DecideParams) (airlock.Reques
 		}
 	}
 	return c.transition(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), q.Decide, Args{{"id", p.ID}, {"state", string(p.Status)},
-		{"actor", p.Actor}, {"note", p.Note}, {"answer", p.Answer}, {"validity", validity}}, st, airlock.Request.DecisionConflict)
+		{"actor", p.Actor}, {"note", p.Note}, {"answer", p.Answer}, {"validity", validity}, {"review", p.Review.Encode()}}, st, airlock.Request.DecisionConflict)
 }
 
 // decideOnce tries DecideOnce, the fast path of a decision that needs
@@ -210,7 +210,7 @@ func (c *Core) Decide(ctx context.Context, p store.DecideParams) (airlock.Reques
 // also says why a decision is refused.
 func (c *Core) decideOnce(ctx context.Context, p store.DecideParams, validity any) (r airlock.Request, ok bool, err error) {
 	args := Args{{"id", p.ID}, {"state", string(p.Status)}, {"actor", p.Actor}, {"note", p.Note}, {"validity", validity},
-		{"principal", p.Principal}, {"event", string(airlock.StateEvent(p.Status))}}
+		{"principal", p.Principal}, {"event", string(airlock.StateEvent(p.Status))}, {"review", p.Review.Encode()}}
 	args = append(args, traceArgs(ctx)...)
 	err = c.d.Write(ctx, func(tx Tx) error {
 		r, ok = airlock.Request{}, false

@@ -12,7 +12,7 @@ const requestCols = `seq, id, instance_id, owner_id, state, kind, tool, argument
 	proposal_mode, command_method, command_input, question,
 	command_observed, command_status, command_detail, command_applied_at,
 	reviewers, approvals, escalate_to, escalate_after, escalated_at,
-	purged_at, replaced_by, derived_from, preview_type, preview_content, reversibility,
+	purged_at, replaced_by, derived_from, preview_type, preview_content, reversibility, decision_review,
 	` + namesCols
 
 // namesCols are the names people read a request by, looked up with it
@@ -39,7 +39,8 @@ SET approved_votes = approved_votes + (@state = 'approved' AND approvals > 1),
 	decided_by = CASE WHEN ` + decidesSQL + ` THEN @actor END,
 	note = CASE WHEN ` + decidesSQL + ` THEN @note ELSE note END,
 	answer = CASE WHEN ` + decidesSQL + ` THEN @answer ELSE answer END,
-	expires_at = CASE WHEN ` + decidesSQL + ` THEN @now + @validity END
+	expires_at = CASE WHEN ` + decidesSQL + ` THEN @now + @validity END,
+	decision_review = CASE WHEN ` + decidesSQL + ` THEN @review ELSE decision_review END
 WHERE id = @id AND state = 'pending' AND deadline_at > @now`
 
 	// decidedSQL is what decideSQL returns.
@@ -130,7 +131,7 @@ RETURNING ` + requestCols + `, @now`
 // through, or else of the actor's profile.
 const voteCols = `v.principal, v.actor,
 	coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor), (SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)),
-	v.status, v.note, v.at`
+	v.status, v.note, v.at, v.review`
 
 // storedBytesSQL is airlock.Request.StoredBytes in SQL. octet_length
 // reads a value's length from its record's header, never the value, so a
@@ -204,7 +205,7 @@ ORDER BY seq DESC`,
 	ApprovePlain: decideSQL + ` AND command_method IS NULL` + decidedSQL,
 	Rebind:       `UPDATE requests SET replaced_by = @replaced_by WHERE id = @id AND state = 'denied' AND replaced_by = ''`,
 	Derive:       `UPDATE requests SET derived_from = @derived_from WHERE id = @id AND state = 'pending' AND derived_from = ''`,
-	InsertVote: `INSERT INTO votes (request_id, principal, actor, status, note, at) VALUES (@id, @principal, @actor, @state, @note, @now)
+	InsertVote: `INSERT INTO votes (request_id, principal, actor, status, note, at, review) VALUES (@id, @principal, @actor, @state, @note, @now, @review)
 ON CONFLICT (request_id, principal) DO NOTHING`,
 	CommandOf:    `SELECT owner_id, command_method, command_input FROM requests WHERE id = @id AND state = 'pending'`,
 	CommandToken: `SELECT ` + tokenCols + ` FROM tokens WHERE id = @id`,

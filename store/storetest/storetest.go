@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"T37_EditRebind", s.testEditRebind},
 		{"AdapterClaims", s.testClaims},
 		{"History", s.testHistory},
+		{"ReviewClaims", s.testReviewClaims},
 	})
 }
 

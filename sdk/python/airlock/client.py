@@ -340,7 +340,7 @@ class Client:
 
     def decide(self, request_id: str, status: str, *, note: Optional[str] = None, answer: Optional[str] = None,
                valid_for: Optional[str] = None, grant: Optional[JsonObject] = None,
-               arguments: Optional[JsonObject] = None) -> JsonObject:
+               arguments: Optional[JsonObject] = None, review: Optional[JsonObject] = None) -> JsonObject:
         """Records a reviewer's decision (approved or denied). Not retried: read the request to learn what holds.
 
         ``grant`` (approvals of tool calls only), e.g. ``{"uses": 10, "expires_in": "1h"}``,
@@ -348,11 +348,28 @@ class Client:
         ``arguments`` (approvals of tool calls only) approves changed
         arguments instead (an edit, docs/protocol.md): the request ends
         denied, and the answer's ``replacement`` is approved in its place.
+        ``review``, e.g. ``{"seen_fraction": 1, "seconds_open": 12}``, is what your client showed
+        the reviewer of the arguments, recorded with the decision as its claim (docs/protocol.md).
         """
         body = {k: v for k, v in {"status": status, "note": note, "answer": answer, "valid_for": valid_for,
-                                  "grant": grant, "arguments": arguments}.items() if v is not None}
+                                  "grant": grant, "arguments": arguments, "review": review}.items() if v is not None}
         return self._do("POST", f"/v1/approval-requests/{_q(request_id)}/decision", body=body,
                         check=lambda b: _request_is(b, request_id))
+
+    def decide_batch(self, ids: List[str], status: str, *, note: Optional[str] = None,
+                     valid_for: Optional[str] = None) -> List[JsonObject]:
+        """Decides several requests at once (docs/protocol.md, "Batch decisions"). Not retried.
+
+        Returns a result per id, in the order of ``ids``: ``{"id", "status": 200, "request"}``
+        for each decided (or voted on), ``{"id", "status", "problem"}`` for each refused, as it
+        would have been alone. Raises :class:`AirlockError` only for the batch as a whole (not a
+        reviewer, no ids or more than 100, an id twice).
+        """
+        body = {k: v for k, v in {"ids": list(ids), "status": status, "note": note,
+                                  "valid_for": valid_for}.items() if v is not None}
+        got = self._do("POST", "/v1/approval-requests/decisions", body=body,
+                       check=lambda b: _batch_answers(b, list(ids)))
+        return list(got["results"])
 
     def edit(self, request_id: str, arguments: JsonObject, note: Optional[str] = None,
              valid_for: Optional[str] = None) -> JsonObject:
@@ -997,3 +1014,14 @@ def _oldest_named(items: List[JsonObject], name: str) -> Optional[JsonObject]:
     if not found:
         return None
     return min(found, key=lambda i: (parse_time(i["created_at"]), i["id"]))
+
+
+def _batch_answers(b: JsonObject, ids: List[str]) -> Optional[str]:
+    """What is wrong with a batch decision's answer: it must hold a result per id, in order."""
+    results = b.get("results")
+    if not isinstance(results, list) or len(results) != len(ids):
+        return f"it does not hold a result for each of the {len(ids)} ids"
+    for i, (r, want) in enumerate(zip(results, ids)):
+        if not isinstance(r, dict) or r.get("id") != want:
+            return f"result {i} is not for {want}"
+    return None

@@ -29,7 +29,7 @@ OPERATIONS = {
     "listInstances": "list_instances", "createInstance": "register_instance", "getInstance": "get_instance",
     "deleteInstance": "delete_instance", "createApprovalRequest": "create_request",
     "listApprovalRequests": "list_requests", "getApprovalRequest": "get_request",
-    "cancelApprovalRequest": "cancel_request", "decideApprovalRequest": "decide", "claimExecution": "claim_execution",
+    "cancelApprovalRequest": "cancel_request", "decideApprovalRequest": "decide", "decideApprovalRequests": "decide_batch", "claimExecution": "claim_execution",
     "reportExecution": "report_execution", "streamEvents": "events", "getBoard": "board",
     "createColumn": "create_column", "createWorkItem": "create_work_item", "getWorkItem": "get_work_item",
     "updateWorkItem": "update_work_item", "listSessions": "list_sessions", "createToken": "create_token",
@@ -170,6 +170,22 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(AirlockError) as cm:
             srv.agent.cancel_request(a["id"])
         self.assertEqual((cm.exception.code, cm.exception.state), ("not_pending", "cancelled"))
+
+    def test_decide_batch(self) -> None:
+        inst = srv.agent.register_instance("py batch")
+        a, _ = srv.agent.create_request(inst["id"], "py-batch-1", "t", {"n": 1})
+        b, _ = srv.agent.create_request(inst["id"], "py-batch-2", "t", {"n": 2})
+        srv.reviewer.deny(b["id"], "no")
+        got = srv.reviewer.decide_batch([a["id"], b["id"]], "approved", note="both", valid_for="1m")
+        self.assertEqual([(r["id"], r["status"]) for r in got], [(a["id"], 200), (b["id"], 409)])
+        self.assertEqual(got[0]["request"]["state"], "approved")
+        self.assertEqual((got[1]["problem"]["code"], got[1]["problem"]["state"], "request" in got[1]), ("not_pending", "denied", False))
+        with self.assertRaises(AirlockError) as cm:
+            srv.reviewer.decide_batch([a["id"], a["id"]], "denied")
+        self.assertEqual((cm.exception.code, cm.exception.field), ("invalid_request", "ids"))
+        with self.assertRaises(AirlockError) as cm:
+            srv.agent.decide_batch([a["id"]], "denied")
+        self.assertEqual(cm.exception.code, "forbidden")
 
     def test_errors_carry_the_code(self) -> None:
         inst = srv.agent.register_instance("py errors")

@@ -1,6 +1,6 @@
 import { AirlockError, MalformedAnswerError, NetworkError } from './errors.js';
 import type {
-  ApprovalRequest, AuditEntry, ConsistencyProof, ExportAuditOptions, InclusionProof, RequestProof, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
+  ApprovalRequest, AuditEntry, BatchDecisionInput, BatchDecisionResult, BatchDecisionResults, ConsistencyProof, ExportAuditOptions, InclusionProof, RequestProof, Board, Code, Column, ConsumeInput, CreatedToken, CreatedWebhook, CreateGrantInput, CreateRequestInput, CreateTokenInput,
   CreatePushSubscriptionInput, CreateWebhookInput, DecisionInput, Delivery, DeliveryPage, EventData, Grant, Health, Instance, JsonObject,
   KeySet, ListDeliveriesOptions, ListRequestsOptions, PushSubscription, ReportStatus, RequestPage, Reviewer, ReviewerLinkInput, ReviewerStats, Session,
   SigningKey, State, Suggestion, Token, TokenUse, VAPIDPublicKey,
@@ -276,6 +276,19 @@ export class AirlockClient {
   /** Records a reviewer's decision. Not retried on network errors (a lost answer may have been a decision): read the request to learn what holds. */
   async decide(id: string, input: DecisionInput, o?: CallOptions): Promise<ApprovalRequest> {
     return this.do({ method: 'POST', path: `/v1/approval-requests/${enc(id)}/decision`, body: JSON.stringify(input), signal: o?.signal, check: (b) => requestIs(b, id) });
+  }
+
+  /**
+   * Decides several requests at once (docs/protocol.md, "Batch decisions"):
+   * a result per id, in the order of `ids`, each the request its decision
+   * left or the problem it would have been answered alone. Throws only for
+   * the batch as a whole (not a reviewer, no ids or more than 100, an id
+   * twice). Not retried, as `decide` is not.
+   */
+  async decideBatch(input: BatchDecisionInput, o?: CallOptions): Promise<BatchDecisionResult[]> {
+    const got = await this.do<BatchDecisionResults>({ method: 'POST', path: '/v1/approval-requests/decisions', body: JSON.stringify(input), signal: o?.signal,
+      check: (b) => batchAnswers(b, input.ids) });
+    return got.results;
   }
 
   /**
@@ -994,4 +1007,15 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** What is wrong with a batch decision's answer: it must hold a result per id, in order. */
+function batchAnswers(b: Record<string, unknown>, ids: string[]): string | undefined {
+  const results = b.results;
+  if (!Array.isArray(results) || results.length !== ids.length) return `it does not hold a result for each of the ${ids.length} ids`;
+  for (let i = 0; i < ids.length; i++) {
+    const r: unknown = results[i];
+    if (!isObject(r) || r.id !== ids[i]) return `result ${i} is not for ${ids[i]}`;
+  }
+  return undefined;
 }

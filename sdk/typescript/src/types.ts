@@ -60,8 +60,18 @@ export interface Decision {
   expires_at?: string;
   /** On a denial that is an edit ("approved with changes"): the request approved in this one's place. */
   replaced_by?: string;
+  /** The deciding reviewer's client's claim of what it showed them (docs/protocol.md). */
+  review?: ReviewClaim;
   /** For a request that needed several approvals, the votes that decided it. */
   votes?: Vote[];
+}
+
+/** What a reviewer's client says it showed them before a decision: recorded as its claim, never checked. */
+export interface ReviewClaim {
+  /** The fraction of the arguments that was on screen, 0 to 1. */
+  seen_fraction: number;
+  /** How long the request was open before the decision, in seconds. */
+  seconds_open: number;
 }
 
 /** One reviewer's vote on a request that needs several approvals (docs/teams.md). */
@@ -73,6 +83,8 @@ export interface Vote {
   status: 'approved' | 'denied';
   note?: string;
   at: string;
+  /** The voter's client's claim (ReviewClaim). */
+  review?: ReviewClaim;
 }
 
 export interface Execution {
@@ -185,6 +197,51 @@ export interface DecisionInput {
    * new one with these arguments is approved in its place.
    */
   arguments?: JsonObject;
+  /** What your client showed the reviewer of the arguments: recorded with the decision as its claim. */
+  review?: ReviewClaim;
+}
+
+/**
+ * One decision of several requests (docs/protocol.md, "Batch decisions"):
+ * 1 to 100 ids, none twice, each decided as `decide` decides it alone. A
+ * batch never edits, answers a question or makes a grant.
+ */
+export interface BatchDecisionInput {
+  ids: string[];
+  status: 'approved' | 'denied';
+  note?: string;
+  /** Approvals only: how long each call may start. */
+  valid_for?: string;
+}
+
+/** The answer to a batch decision: a result per id, in the order of `ids`. */
+export interface BatchDecisionResults {
+  results: BatchDecisionResult[];
+}
+
+/**
+ * What a batch decision did to one id: `status` 200 with the `request` its
+ * decision left, or the HTTP status and the `problem` it would have been
+ * answered alone.
+ */
+export interface BatchDecisionResult {
+  id: string;
+  status: number;
+  request?: ApprovalRequest;
+  problem?: Problem;
+}
+
+/** An RFC 9457 problem, as the server answers it. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  code: Code;
+  field?: string;
+  state?: State;
+  reason?: string;
+  consumed_at?: string;
 }
 
 /** The grant an approval makes: for the request's tool, on its instance (or for its agent). */

@@ -19,7 +19,7 @@ after(async () => { await srv?.stop(); });
 const operations = {
   listInstances: 'listInstances', createInstance: 'registerInstance', getInstance: 'getInstance',
   deleteInstance: 'deleteInstance', createApprovalRequest: 'createRequest', listApprovalRequests: 'listRequests',
-  getApprovalRequest: 'getRequest', cancelApprovalRequest: 'cancelRequest', decideApprovalRequest: 'decide',
+  getApprovalRequest: 'getRequest', cancelApprovalRequest: 'cancelRequest', decideApprovalRequest: 'decide', decideApprovalRequests: 'decideBatch',
   claimExecution: 'claimExecution', reportExecution: 'reportExecution', streamEvents: 'events',
   getBoard: 'board', createColumn: 'createColumn', createWorkItem: 'createWorkItem', getWorkItem: 'getWorkItem',
   updateWorkItem: 'updateWorkItem', listSessions: 'listSessions', createToken: 'createToken',
@@ -107,6 +107,19 @@ test('errors carry the stable code, status, field and state', async () => {
   await assert.rejects(srv.agent.createRequest(inst.id, 'k-err-2', { tool: 'bad tool name', arguments: {} }),
     (e) => e.code === 'invalid_request' && e.field === 'tool');
   await assert.rejects(srv.agent.getRequest('apr_nothing'), (e) => e.code === 'not_found');
+});
+
+test('batch decisions: a result per id, in order; refusals inside, a bad batch thrown', async () => {
+  const inst = await srv.agent.registerInstance('batch');
+  const { request: a } = await srv.agent.createRequest(inst.id, 'k-batch-1', { tool: 't', arguments: { n: 1 } });
+  const { request: b } = await srv.agent.createRequest(inst.id, 'k-batch-2', { tool: 't', arguments: { n: 2 } });
+  await srv.reviewer.deny(b.id, 'no');
+  const got = await srv.reviewer.decideBatch({ ids: [a.id, b.id], status: 'approved', note: 'both', valid_for: '1m' });
+  assert.deepEqual(got.map((r) => [r.id, r.status]), [[a.id, 200], [b.id, 409]]);
+  assert.equal(got[0].request.state, 'approved');
+  assert.deepEqual([got[1].problem.code, got[1].problem.state, got[1].request], ['not_pending', 'denied', undefined]);
+  await assert.rejects(srv.reviewer.decideBatch({ ids: [a.id, a.id], status: 'denied' }), (e) => isCode(e, 'invalid_request') && e.field === 'ids');
+  await assert.rejects(srv.agent.decideBatch({ ids: [a.id], status: 'denied' }), (e) => isCode(e, 'forbidden'));
 });
 
 test('long-poll: holds until the wait ends, and answers once decided', async () => {

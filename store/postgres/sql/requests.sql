@@ -12,7 +12,7 @@ r.seq, r.id, r.instance_id, r.owner_id, r.state, r.kind, r.tool, r.arguments, r.
 	r.proposal_mode, r.command_method, r.command_input, r.question,
 	r.command_observed, r.command_status, r.command_detail, r.command_applied_at,
 	r.reviewers, r.approvals, r.escalate_to, r.escalate_after, r.escalated_at,
-	r.purged_at, r.replaced_by, r.derived_from, r.preview_type, r.preview_content, r.reversibility,
+	r.purged_at, r.replaced_by, r.derived_from, r.preview_type, r.preview_content, r.reversibility, r.decision_review,
 	{{namesCols}}
 
 -- name: namesCols
@@ -68,7 +68,7 @@ RETURNING {{requestCols}}, tick.now, {{creatorPrincipal}}
 {{lockedTick}}
 , upd AS (UPDATE requests r
 SET state = @state, decided_at = tick.now, decided_by = @actor, note = @note, answer = '',
-	expires_at = tick.now + @validity::interval
+	expires_at = tick.now + @validity::interval, decision_review = @review
 FROM tick
 WHERE r.id = @id AND r.state = 'pending' AND r.deadline_at > tick.now AND coalesce(r.session_id, '') = ''
 	AND r.reviewers = '' AND r.approvals <= 1
@@ -94,7 +94,8 @@ approved_votes = r.approved_votes + CASE WHEN @state::text = 'approved' AND r.ap
 	decided_by = CASE WHEN {{decides}} THEN @actor::text END,
 	note = CASE WHEN {{decides}} THEN @note::text ELSE r.note END,
 	answer = CASE WHEN {{decides}} THEN @answer::text ELSE r.answer END,
-	expires_at = CASE WHEN {{decides}} THEN tick.now + @validity::interval END
+	expires_at = CASE WHEN {{decides}} THEN tick.now + @validity::interval END,
+	decision_review = CASE WHEN {{decides}} THEN @review::text ELSE r.decision_review END
 
 -- name: decides
 -- decides tells, in voteSet, whether a decision ends the request.
@@ -113,8 +114,8 @@ UPDATE requests SET derived_from = @derived_from WHERE id = @id AND state = 'pen
 -- InsertVote records a vote; a principal's second vote on a request
 -- inserts nothing. It runs after the decision's write, which holds the
 -- request's row lock, so one request's votes are inserted one at a time.
-INSERT INTO votes (request_id, principal, actor, status, note, at)
-VALUES (@id, @principal, @actor, @state, @note, @now)
+INSERT INTO votes (request_id, principal, actor, status, note, at, review)
+VALUES (@id, @principal, @actor, @state, @note, @now, @review)
 ON CONFLICT (request_id, principal) DO NOTHING
 
 -- name: Requests.Votes
@@ -129,7 +130,7 @@ SELECT v.request_id, {{voteCols}} FROM votes v WHERE v.request_id = ANY(@ids) OR
 -- voteCols are a vote's columns, with the name of the token it came
 -- through, or of the actor's profile.
 v.principal, v.actor, coalesce((SELECT t.name FROM tokens t WHERE t.id = v.actor),
-	(SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at
+	(SELECT p.name FROM reviewer_profiles p WHERE p.principal = v.actor)), v.status, v.note, v.at, v.review
 
 -- name: creatorPrincipal
 -- creatorPrincipal is the principal of the token that created r, NULL
