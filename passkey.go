@@ -16,6 +16,11 @@ type Passkey struct {
 	// bytes, WebAuthn's limit).
 	ID        []byte
 	Principal string
+	// TokenID is the token the reviewer was signed in with when they
+	// registered it: a sign-in with the passkey is a session of that
+	// token, which must still be live. "" for an OIDC reviewer, whose
+	// sign-in with it is a session of their reviewer profile.
+	TokenID string
 	// Name is what the reviewer calls it ("work laptop"); at most
 	// MaxPasskeyName characters.
 	Name string

@@ -10,11 +10,11 @@ import (
 )
 
 // PasskeySQL are the statements of store.Passkeys. A passkey is read as
-// its id, principal, name, public_key, sign_count, transports (joined by
+// its id, principal, token_id, name, public_key, sign_count, transports (joined by
 // commas), aaguid, backup_eligible, backup_state, created_at and
 // last_used_at.
 type PasskeySQL struct {
-	// Insert stores passkey @id (@principal, @name, @public_key,
+	// Insert stores passkey @id (@principal, @token_id, @name, @public_key,
 	// @sign_count, @transports, @aaguid, @backup_eligible,
 	// @backup_state) created at @now, unless one of that ID is stored or
 	// the principal has @max; it returns the passkey, or no row.
@@ -51,7 +51,7 @@ func (c *Core) scanPasskey(row Row) (airlock.Passkey, error) {
 		transports string
 		used       NullTime
 	)
-	err := row.Scan(&p.ID, &p.Principal, &p.Name, &p.PublicKey, &count, &transports, &p.AAGUID,
+	err := row.Scan(&p.ID, &p.Principal, &p.TokenID, &p.Name, &p.PublicKey, &count, &transports, &p.AAGUID,
 		&p.BackupEligible, &p.BackupState, c.d.Time(&p.CreatedAt), c.d.NullTime(&used))
 	if err != nil {
 		return airlock.Passkey{}, err
@@ -79,7 +79,7 @@ func (c *Core) AddPasskey(ctx context.Context, p airlock.Passkey) (airlock.Passk
 			aaguid = []byte{}
 		}
 		var err error
-		out, err = c.scanPasskey(tx.QueryRow(q.Insert, Args{{"id", p.ID}, {"principal", p.Principal}, {"name", p.Name},
+		out, err = c.scanPasskey(tx.QueryRow(q.Insert, Args{{"id", p.ID}, {"principal", p.Principal}, {"token_id", p.TokenID}, {"name", p.Name},
 			{"public_key", p.PublicKey}, {"sign_count", int64(p.SignCount)}, {"transports", strings.Join(p.Transports, ",")},
 			{"aaguid", aaguid}, {"backup_eligible", p.BackupEligible}, {"backup_state", p.BackupState},
 			{"max", airlock.MaxPasskeysPerPrincipal}}))

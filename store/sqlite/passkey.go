@@ -5,13 +5,13 @@ import "github.com/airlockhq/airlock/store/sqlcore"
 // Reviewers' passkeys and the ceremonies in progress (docs/phone.md,
 // "Passkeys"). SQLite's one writer orders every conditional write.
 
-const passkeyCols = `id, principal, name, public_key, sign_count, transports, aaguid,
+const passkeyCols = `id, principal, token_id, name, public_key, sign_count, transports, aaguid,
 	backup_eligible, backup_state, created_at, last_used_at`
 
 var passkeySQL = sqlcore.PasskeySQL{
-	Insert: `INSERT INTO passkeys (id, principal, name, public_key, sign_count, transports, aaguid,
+	Insert: `INSERT INTO passkeys (id, principal, token_id, name, public_key, sign_count, transports, aaguid,
 	backup_eligible, backup_state, created_at)
-SELECT @id, @principal, @name, @public_key, @sign_count, @transports, @aaguid, @backup_eligible, @backup_state, @now
+SELECT @id, @principal, @token_id, @name, @public_key, @sign_count, @transports, @aaguid, @backup_eligible, @backup_state, @now
 WHERE (SELECT count(*) FROM passkeys WHERE principal = @principal) < @max
 ON CONFLICT DO NOTHING
 RETURNING ` + passkeyCols,

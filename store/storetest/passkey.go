@@ -14,7 +14,7 @@ import (
 // passkey returns a passkey of principal with a distinct ID.
 func passkey(principal string, n int) airlock.Passkey {
 	return airlock.Passkey{
-		ID: fmt.Appendf(nil, "cred-%s-%d", principal, n), Principal: principal, Name: fmt.Sprintf("key %d", n),
+		ID: fmt.Appendf(nil, "cred-%s-%d", principal, n), Principal: principal, TokenID: "tok_" + principal, Name: fmt.Sprintf("key %d", n),
 		PublicKey: fmt.Appendf(nil, "cose-%d", n), SignCount: 7, Transports: []string{"internal", "hybrid"},
 		AAGUID: bytes.Repeat([]byte{byte(n)}, 16), BackupEligible: true,
 	}
@@ -40,7 +40,7 @@ func (s *suite) passkeyLifecycle(t *testing.T) {
 	a := passkey("ada", 1)
 	got, err := b.store.AddPasskey(b.ctx, a)
 	wantOK(t, err)
-	if !bytes.Equal(got.ID, a.ID) || got.Principal != "ada" || got.Name != "key 1" || !bytes.Equal(got.PublicKey, a.PublicKey) ||
+	if !bytes.Equal(got.ID, a.ID) || got.Principal != "ada" || got.TokenID != "tok_ada" || got.Name != "key 1" || !bytes.Equal(got.PublicKey, a.PublicKey) ||
 		got.SignCount != 7 || !slices.Equal(got.Transports, a.Transports) || !bytes.Equal(got.AAGUID, a.AAGUID) ||
 		!got.BackupEligible || got.BackupState || !got.CreatedAt.Equal(at) || got.LastUsedAt != nil {
 		t.Fatalf("AddPasskey = %s", show(got))

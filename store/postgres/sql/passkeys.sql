@@ -2,16 +2,16 @@
 -- "Passkeys"; sqlcore.PasskeySQL).
 
 -- name: passkeyCols
-pk.id, pk.principal, pk.name, pk.public_key, pk.sign_count, pk.transports, pk.aaguid,
+pk.id, pk.principal, pk.token_id, pk.name, pk.public_key, pk.sign_count, pk.transports, pk.aaguid,
 	pk.backup_eligible, pk.backup_state, pk.created_at, pk.last_used_at
 
 -- name: Passkeys.Insert
 -- A credential ID stored already inserts nothing (ON CONFLICT); the
 -- count may let two concurrent registrations past the limit by one.
 {{tick}}
-INSERT INTO passkeys AS pk (id, principal, name, public_key, sign_count, transports, aaguid,
+INSERT INTO passkeys AS pk (id, principal, token_id, name, public_key, sign_count, transports, aaguid,
 	backup_eligible, backup_state, created_at)
-SELECT @id::bytea, @principal::text, @name::text, @public_key::bytea, @sign_count::bigint, @transports::text,
+SELECT @id::bytea, @principal::text, @token_id::text, @name::text, @public_key::bytea, @sign_count::bigint, @transports::text,
 	@aaguid::bytea, @backup_eligible::boolean, @backup_state::boolean, tick.now
 FROM tick
 WHERE (SELECT count(*) FROM passkeys c WHERE c.principal = @principal::text) < @max::int

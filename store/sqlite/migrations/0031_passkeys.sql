@@ -1,7 +1,8 @@
 -- 0031: reviewers' passkeys and the WebAuthn ceremonies in progress
 -- (docs/phone.md, "Passkeys").
 --
--- A passkey is a WebAuthn credential of a reviewer principal: its ID (the
+-- A passkey is a WebAuthn credential of a reviewer principal (and of the
+-- token it was registered through, '' for an OIDC reviewer): its ID (the
 -- authenticator's), its COSE public key, the signature counter of its
 -- last use, the transports the browser reported (joined by commas), the
 -- authenticator's AAGUID (empty when none) and the backup flags of the
@@ -9,6 +10,7 @@
 CREATE TABLE passkeys (
     id              BLOB    PRIMARY KEY,
     principal       TEXT    NOT NULL,
+    token_id        TEXT    NOT NULL,
     name            TEXT    NOT NULL,
     public_key      BLOB    NOT NULL,
     sign_count      INTEGER NOT NULL,
