@@ -412,7 +412,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	ib := inbox.New(inbox.Config{
 		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: hosts, AuthGuard: s.guard,
 		SessionIdle: cfg.InboxSessionIdle, SessionMax: cfg.InboxSessionMax,
-		OIDC: cfg.OIDC, NoTokenSignIn: cfg.NoInboxTokenSignIn,
+		OIDC: cfg.OIDC, NoTokenSignIn: cfg.NoInboxTokenSignIn, PublicURL: cfg.PublicURL,
 		// Behind a TLS proxy the connection is plain HTTP, but the
 		// browser's is not: an https public URL says so.
 		SecureCookies: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://"),
