@@ -2,7 +2,9 @@ package inbox
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/passkey"
 )
 
 // virtualAuthenticator gives tb's browser context a platform
@@ -149,6 +152,33 @@ func TestBrowserPasskeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The real assertion checks out with package passkey's Verify, the
+	// check an auditor makes of a stored one, and fails once altered.
+	var sent struct {
+		Response struct{ AuthenticatorData, ClientDataJSON, Signature string }
+	}
+	if err := json.Unmarshal([]byte(form.Get("credential")), &sent); err != nil {
+		t.Fatal(err)
+	}
+	b64 := func(s string) []byte {
+		v, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	asserted := passkey.Assertion{CredentialID: p.ID, AuthenticatorData: b64(sent.Response.AuthenticatorData),
+		ClientDataJSON: b64(sent.Response.ClientDataJSON), Signature: b64(sent.Response.Signature)}
+	var cd struct{ Challenge string }
+	json.Unmarshal(asserted.ClientDataJSON, &cd)
+	if err := passkey.Verify(p.PublicKey, asserted, b64(cd.Challenge), "localhost"); err != nil {
+		t.Fatalf("passkey.Verify of Chromium's assertion: %v", err)
+	}
+	asserted.Signature[len(asserted.Signature)-1] ^= 1
+	if err := passkey.Verify(p.PublicKey, asserted, b64(cd.Challenge), "localhost"); !errors.Is(err, passkey.ErrSignature) {
+		t.Fatalf("passkey.Verify of an altered signature: %v", err)
+	}
+
 	req, _ := http.NewRequest("POST", base+"/signin/passkey/finish", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.AddCookie(&http.Cookie{Name: signinCookie, Value: form.Get("csrf")})
