@@ -134,3 +134,43 @@ func (c PasskeyCeremony) Validate(ttl time.Duration) error {
 	}
 	return nil
 }
+
+// PasskeyAssertion is a WebAuthn assertion as a passkey-signed decision
+// keeps it: the authenticator's bytes, as signed (package passkey
+// verifies them).
+type PasskeyAssertion struct {
+	CredentialID      []byte `json:"credential_id"`
+	AuthenticatorData []byte `json:"authenticator_data"`
+	ClientDataJSON    []byte `json:"client_data_json"`
+	Signature         []byte `json:"signature"`
+}
+
+// Validate checks the sizes a store keeps.
+func (a PasskeyAssertion) Validate() error {
+	switch {
+	case len(a.CredentialID) == 0 || len(a.CredentialID) > MaxPasskeyID:
+		return Invalid("passkey", "an assertion names a credential of 1 to %d bytes", MaxPasskeyID)
+	case len(a.AuthenticatorData) < 37 || len(a.AuthenticatorData) > 4096:
+		return Invalid("passkey", "an assertion's authenticator data is 37 to 4096 bytes")
+	case len(a.ClientDataJSON) == 0 || len(a.ClientDataJSON) > 4096:
+		return Invalid("passkey", "an assertion's client data is 1 to 4096 bytes")
+	case len(a.Signature) == 0 || len(a.Signature) > 1024:
+		return Invalid("passkey", "an assertion's signature is 1 to 1024 bytes")
+	}
+	return nil
+}
+
+// PasskeyDecision is a decision (or a quorum vote) signed with a passkey,
+// as kept beside the request: what was signed besides the request's own
+// ID and arguments (status, valid_for as submitted, note), and the
+// assertion over it.
+type PasskeyDecision struct {
+	RequestID string
+	Principal string
+	Actor     string
+	Status    State
+	ValidFor  string
+	Note      string
+	Assertion PasskeyAssertion
+	At        time.Time
+}

@@ -41,4 +41,8 @@ type Passkeys interface {
 	// challenge hash, so a challenge serves one answer at most;
 	// not_found when there is none or it is over.
 	TakePasskeyCeremony(ctx context.Context, challengeHash []byte) (airlock.PasskeyCeremony, error)
+
+	// PasskeyDecisions lists the decisions and votes of a request that
+	// were signed with a passkey (DecideParams.Passkey), by time.
+	PasskeyDecisions(ctx context.Context, requestID string) ([]airlock.PasskeyDecision, error)
 }

@@ -232,6 +232,11 @@ type DecideParams struct {
 	// Groups are the deciding caller's reviewer groups: a request routed
 	// to groups (Request.Reviewers) is decided only by a member of one.
 	Groups []string
+	// Passkey, when set, is the verified assertion the decision was
+	// signed with (docs/phone.md, "Passkeys"): the store keeps it, with
+	// ValidFor as submitted, in the decision's (or vote's) transaction.
+	Passkey  *airlock.PasskeyAssertion
+	ValidFor string
 }
 
 // VotePrincipal is who a decision votes as on a request that needs
@@ -247,6 +252,11 @@ func (p DecideParams) VotePrincipal() string {
 // looks at the request: a status other than approved or denied, or an
 // approval valid for less than 1µs.
 func (p DecideParams) Validate() error {
+	if p.Passkey != nil {
+		if err := p.Passkey.Validate(); err != nil {
+			return err
+		}
+	}
 	switch p.Status {
 	case airlock.StateApproved:
 		return airlock.CheckValidity(p.Validity)

@@ -42,6 +42,15 @@ type PasskeySQL struct {
 	// TakeCeremony deletes ceremony @challenge if live at @now, returning
 	// its challenge_hash, kind, principal, state and expires_at.
 	TakeCeremony string
+
+	// InsertDecision stores the signed decision of request @id by
+	// @principal (@actor, @state, @valid_for, @note, @credential_id,
+	// @authenticator_data, @client_data_json, @signature) at @now.
+	InsertDecision string
+	// Decisions selects the signed decisions of request @id, by time:
+	// request_id, principal, actor, state, valid_for, note,
+	// credential_id, authenticator_data, client_data_json, signature, at.
+	Decisions string
 }
 
 func (c *Core) scanPasskey(row Row) (airlock.Passkey, error) {
@@ -180,6 +189,30 @@ func (c *Core) TakePasskeyCeremony(ctx context.Context, challengeHash []byte) (a
 		return airlock.PasskeyCeremony{}, c.d.Translate(err, "passkey ceremony", "of this challenge")
 	}
 	return out, nil
+}
+
+// insertPasskeyDecision keeps p's assertion in the decision's transaction.
+func (c *Core) insertPasskeyDecision(tx Tx, p store.DecideParams, at time.Time) error {
+	a := p.Passkey
+	_, err := tx.Exec(c.q.Passkeys.InsertDecision, Args{{"id", p.ID}, {"principal", p.VotePrincipal()}, {"actor", p.Actor},
+		{"state", string(p.Status)}, {"valid_for", p.ValidFor}, {"note", p.Note}, {"credential_id", a.CredentialID},
+		{"authenticator_data", a.AuthenticatorData}, {"client_data_json", a.ClientDataJSON}, {"signature", a.Signature}, {Now, at}})
+	return err
+}
+
+// PasskeyDecisions lists the passkey-signed decisions of a request.
+func (c *Core) PasskeyDecisions(ctx context.Context, requestID string) ([]airlock.PasskeyDecision, error) {
+	out, err := all(ctx, c.d, func(row Row) (airlock.PasskeyDecision, error) {
+		var (
+			d     airlock.PasskeyDecision
+			state string
+		)
+		err := row.Scan(&d.RequestID, &d.Principal, &d.Actor, &state, &d.ValidFor, &d.Note, &d.Assertion.CredentialID,
+			&d.Assertion.AuthenticatorData, &d.Assertion.ClientDataJSON, &d.Assertion.Signature, c.d.Time(&d.At))
+		d.Status = airlock.State(state)
+		return d, err
+	}, c.q.Passkeys.Decisions, Args{{"id", requestID}})
+	return out, c.d.Translate(err, "passkey decisions", "of "+requestID)
 }
 
 var _ store.Passkeys = (*Core)(nil)

@@ -30,4 +30,10 @@ SELECT @challenge, @kind, @principal, @state, @now + @ttl
 WHERE (SELECT count(*) FROM passkey_ceremonies WHERE expires_at > @now) < @max`,
 	TakeCeremony: `DELETE FROM passkey_ceremonies WHERE challenge_hash = @challenge AND expires_at > @now
 RETURNING challenge_hash, kind, principal, state, expires_at`,
+
+	InsertDecision: `INSERT INTO passkey_decisions (request_id, principal, actor, state, valid_for, note, credential_id,
+	authenticator_data, client_data_json, signature, at)
+VALUES (@id, @principal, @actor, @state, @valid_for, @note, @credential_id, @authenticator_data, @client_data_json, @signature, @now)`,
+	Decisions: `SELECT request_id, principal, actor, state, valid_for, note, credential_id, authenticator_data,
+	client_data_json, signature, at FROM passkey_decisions WHERE request_id = @id ORDER BY at, principal`,
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/store"
 )
 
 // passkey returns a passkey of principal with a distinct ID.
@@ -31,6 +32,8 @@ func (s *suite) testPasskeys(t *testing.T) {
 		{"bad passkeys are refused", s.passkeyRefused},
 		{"a ceremony is taken once, while live", s.passkeyCeremonyOnce},
 		{"ceremonies in progress are bounded", s.passkeyCeremoniesBounded},
+		{"a signed decision keeps its assertion in its transaction", s.passkeyDecision},
+		{"signed quorum votes keep one assertion each", s.passkeyVotes},
 	})
 }
 
@@ -245,4 +248,74 @@ func (s *suite) passkeyCeremoniesBounded(t *testing.T) {
 	// Once they are over they are swept, and new ones fit.
 	b.clock.Advance(time.Minute)
 	wantOK(t, put(4))
+}
+
+// assertion is a stand-in assertion of n: the store keeps bytes, and
+// package passkey judges them.
+func assertion(n int) *airlock.PasskeyAssertion {
+	return &airlock.PasskeyAssertion{CredentialID: fmt.Appendf(nil, "cred-%d", n), AuthenticatorData: bytes.Repeat([]byte{byte(n)}, 37),
+		ClientDataJSON: fmt.Appendf(nil, `{"type":"webauthn.get","n":%d}`, n), Signature: fmt.Appendf(nil, "sig-%d", n)}
+}
+
+func (s *suite) passkeyDecision(t *testing.T) {
+	b := s.setup(t)
+	r := b.create(t)
+	at := b.clock.Now().Truncate(time.Microsecond)
+	p := store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Note: "signed", Validity: validity, ValidFor: "10m",
+		Actor: "tok_carol", Principal: "carol", Passkey: assertion(1)}
+	got, err := b.store.Decide(b.ctx, p)
+	wantOK(t, err)
+	if got.State != airlock.StateApproved {
+		t.Fatalf("a signed approval left the request %s", got.State)
+	}
+	ds, err := b.store.PasskeyDecisions(b.ctx, r.ID)
+	wantOK(t, err)
+	want := airlock.PasskeyDecision{RequestID: r.ID, Principal: "carol", Actor: "tok_carol", Status: airlock.StateApproved,
+		ValidFor: "10m", Note: "signed", Assertion: *assertion(1), At: at}
+	if len(ds) != 1 || show(ds[0]) != show(want) {
+		t.Fatalf("PasskeyDecisions = %s; want %s", show(ds), show(want))
+	}
+	// A decision that loses keeps nothing.
+	p.Passkey = assertion(2)
+	if _, err := b.store.Decide(b.ctx, p); airlock.ErrorCode(err) != airlock.CodeNotPending {
+		t.Fatalf("a second signed decision = %v; want not_pending", err)
+	}
+	// An unsigned decision keeps none; a bad assertion is refused.
+	other := b.create(t)
+	_, err = b.store.Decide(b.ctx, store.DecideParams{ID: other.ID, Status: airlock.StateDenied, Actor: "tok_carol", Principal: "carol"})
+	wantOK(t, err)
+	bad := b.create(t)
+	_, err = b.store.Decide(b.ctx, store.DecideParams{ID: bad.ID, Status: airlock.StateDenied, Actor: "tok_carol", Principal: "carol",
+		Passkey: &airlock.PasskeyAssertion{CredentialID: []byte("c")}})
+	if airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("a decision with a truncated assertion = %v; want invalid_request", err)
+	}
+	for _, id := range []string{r.ID, other.ID, bad.ID} {
+		ds, err := b.store.PasskeyDecisions(b.ctx, id)
+		wantOK(t, err)
+		if n := map[string]int{r.ID: 1}[id]; len(ds) != n {
+			t.Fatalf("request %s has %d signed decisions; want %d", id, len(ds), n)
+		}
+	}
+}
+
+func (s *suite) passkeyVotes(t *testing.T) {
+	b := s.setup(t)
+	r := b.create(t, quorum(2))
+	sign := func(principal string, n int) error {
+		_, err := b.store.Decide(b.ctx, store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Validity: validity, ValidFor: "10m",
+			Note: "vote of " + principal, Actor: "tok_" + principal, Principal: principal, Groups: []string{"payments"}, Passkey: assertion(n)})
+		return err
+	}
+	wantOK(t, sign("ada", 1))
+	// Her second vote is refused as a duplicate, and keeps nothing.
+	if err := sign("ada", 2); airlock.ErrorCode(err) != airlock.CodeInvalidRequest && airlock.ErrorCode(err) != airlock.CodeForbidden {
+		t.Fatalf("a second signed vote of one principal = %v; want it refused", err)
+	}
+	wantOK(t, sign("bob", 3))
+	ds, err := b.store.PasskeyDecisions(b.ctx, r.ID)
+	wantOK(t, err)
+	if len(ds) != 2 || ds[0].Principal != "ada" || string(ds[0].Assertion.Signature) != "sig-1" || ds[1].Principal != "bob" || string(ds[1].Assertion.Signature) != "sig-3" {
+		t.Fatalf("PasskeyDecisions = %s; want ada's first vote and bob's", show(ds))
+	}
 }

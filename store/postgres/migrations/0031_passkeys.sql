@@ -33,3 +33,21 @@ CREATE TABLE IF NOT EXISTS passkey_ceremonies (
     expires_at     timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS passkey_ceremonies_expires ON passkey_ceremonies (expires_at);
+
+-- Decisions and quorum votes signed with a passkey: the assertion, kept
+-- with what it signed besides the request's ID and arguments (the status,
+-- valid_for as submitted, the note), one per request and principal.
+CREATE TABLE IF NOT EXISTS passkey_decisions (
+    request_id         text        NOT NULL,
+    principal          text        NOT NULL,
+    actor              text        NOT NULL,
+    state              text        NOT NULL,
+    valid_for          text        NOT NULL,
+    note               text        NOT NULL,
+    credential_id      bytea       NOT NULL,
+    authenticator_data bytea       NOT NULL,
+    client_data_json   bytea       NOT NULL,
+    signature          bytea       NOT NULL,
+    at                 timestamptz NOT NULL,
+    PRIMARY KEY (request_id, principal)
+);

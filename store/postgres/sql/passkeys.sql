@@ -59,3 +59,13 @@ WHERE (SELECT count(*) FROM passkey_ceremonies c WHERE c.expires_at > tick.now) 
 DELETE FROM passkey_ceremonies c USING tick
 WHERE c.challenge_hash = @challenge AND c.expires_at > tick.now
 RETURNING c.challenge_hash, c.kind, c.principal, c.state, c.expires_at
+
+-- name: Passkeys.InsertDecision
+INSERT INTO passkey_decisions (request_id, principal, actor, state, valid_for, note, credential_id,
+	authenticator_data, client_data_json, signature, at)
+VALUES (@id, @principal, @actor, @state, @valid_for, @note, @credential_id::bytea, @authenticator_data::bytea,
+	@client_data_json::bytea, @signature::bytea, @now)
+
+-- name: Passkeys.Decisions
+SELECT request_id, principal, actor, state, valid_for, note, credential_id, authenticator_data,
+	client_data_json, signature, at FROM passkey_decisions WHERE request_id = @id ORDER BY at, principal

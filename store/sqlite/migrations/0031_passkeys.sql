@@ -33,3 +33,21 @@ CREATE TABLE passkey_ceremonies (
     expires_at     INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX passkey_ceremonies_expires ON passkey_ceremonies (expires_at);
+
+-- Decisions and quorum votes signed with a passkey: the assertion, kept
+-- with what it signed besides the request's ID and arguments (the status,
+-- valid_for as submitted, the note), one per request and principal.
+CREATE TABLE passkey_decisions (
+    request_id         TEXT    NOT NULL,
+    principal          TEXT    NOT NULL,
+    actor              TEXT    NOT NULL,
+    state              TEXT    NOT NULL,
+    valid_for          TEXT    NOT NULL,
+    note               TEXT    NOT NULL,
+    credential_id      BLOB    NOT NULL,
+    authenticator_data BLOB    NOT NULL,
+    client_data_json   BLOB    NOT NULL,
+    signature          BLOB    NOT NULL,
+    at                 INTEGER NOT NULL,
+    PRIMARY KEY (request_id, principal)
+) STRICT, WITHOUT ROWID;
