@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/passkey"
+	"github.com/airlockhq/airlock/policy"
+	"github.com/airlockhq/airlock/provider"
 )
 
 // virtualAuthenticator gives tb's browser context a platform
@@ -213,5 +216,95 @@ func TestBrowserPasskeys(t *testing.T) {
 	tb.waitFor(`document.getElementById("no-passkeys") !== null`)
 	if _, err := b.st.Passkey(context.Background(), p.ID); airlock.ErrorCode(err) != airlock.CodeNotFound {
 		t.Fatalf("the deleted passkey: %v", err)
+	}
+}
+
+// registerPasskey signs tb in with token on base and registers a passkey
+// named name; it returns the stored passkey.
+func (tb *tab) registerPasskey(base, token, principal, name string) airlock.Passkey {
+	tb.t.Helper()
+	tb.openAt(base, "/signin")
+	tb.do(chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.CSS(`#signin-form button[type="submit"]`)))
+	tb.waitFor(`document.body.dataset.page === "pending"`)
+	tb.openAt(base, "/passkeys")
+	tb.do(chromedp.SendKeys(chromedp.ID("passkey-name"), name), chromedp.Click(chromedp.ID("passkey-add")))
+	tb.waitFor(`document.querySelector("#passkeys tbody tr") !== null`)
+	ps, err := tb.b.st.ListPasskeys(context.Background(), principal)
+	if err != nil || len(ps) != 1 {
+		tb.t.Fatalf("%s's passkeys after registering: %d, %v", principal, len(ps), err)
+	}
+	return ps[0]
+}
+
+// TestBrowserPasskeyDecision: with --require-passkey-for naming a tool,
+// a decision without a passkey is refused (as the REST API, the CLI and
+// Slack make it), the inbox approves with the reviewer's passkey in
+// Chromium's virtual authenticator, the store keeps the assertion, which
+// verifies against the decision's challenge, and the same assertion is
+// refused for another request.
+func TestBrowserPasskeyDecision(t *testing.T) {
+	need, err := policy.CompileExpression(`request.tool == "send_money"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, func(o *options) { o.requirePasskey = need })
+	tb := b.tab(t)
+	tb.virtualAuthenticator()
+	base := b.localhost(t)
+	pk := tb.registerPasskey(base, b.reviewer, "carol", "phone")
+
+	inst := b.instance(t, "payments")
+	id := b.toolCall(t, inst, "send_money", map[string]any{"to": "acme", "cents": 1200}, "pay the invoice")
+	other := b.toolCall(t, inst, "send_money", map[string]any{"to": "acme", "cents": 1200}, "pay it again")
+	plain := b.toolCall(t, inst, "read_file", map[string]any{"path": "/etc/motd"}, "look")
+	carol := b.callers["Carol (reviewer)"]
+	ctx := context.Background()
+
+	// Without a passkey: refused, saying where to decide.
+	_, err = b.svc.Decide(ctx, carol, id, airlock.DecisionInput{Status: airlock.StateApproved})
+	if airlock.ErrorCode(err) != airlock.CodeForbidden || !strings.Contains(err.Error(), "passkey") || !strings.Contains(err.Error(), "/requests/"+id) {
+		t.Fatalf("a decision without a passkey = %v; want forbidden, naming the inbox's page", err)
+	}
+	// A request the condition does not name is decided as ever.
+	if _, err := b.svc.Decide(ctx, carol, plain, airlock.DecisionInput{Status: airlock.StateDenied}); err != nil {
+		t.Fatalf("a decision the condition does not name: %v", err)
+	}
+
+	// In the inbox: approve, and the passkey signs.
+	tb.openAt(base, "/requests/"+id)
+	if got := tb.text("#needs-passkey"); !strings.Contains(got, "signed with your passkey") {
+		t.Fatalf("the request page says %q", got)
+	}
+	tb.do(chromedp.SendKeys(chromedp.ID("approve-note"), "paid per invoice"), chromedp.Click(chromedp.CSS(`#approve-form button[type="submit"]`)))
+	tb.do(chromedp.Click(chromedp.ID("confirm-ok")))
+	tb.waitFor(`document.body.textContent.indexOf("Approved.") >= 0`)
+	r := b.get(t, id)
+	if r.State != airlock.StateApproved || r.Decision == nil || r.Decision.Note != "paid per invoice" {
+		t.Fatalf("the signed approval left %s", r.State)
+	}
+	ds, err := b.st.PasskeyDecisions(ctx, id)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("PasskeyDecisions = %d, %v; want one", len(ds), err)
+	}
+	d := ds[0]
+	if d.Principal != "carol" || d.Status != airlock.StateApproved || d.Note != "paid per invoice" || !bytes.Equal(d.Assertion.CredentialID, pk.ID) {
+		t.Fatalf("the kept signed decision: %+v", d)
+	}
+	challenge, err := provider.DecisionChallenge(r, airlock.DecisionInput{Status: d.Status, ValidFor: d.ValidFor, Note: d.Note})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := passkey.Verify(pk.PublicKey, d.Assertion, challenge, "localhost"); err != nil {
+		t.Fatalf("the kept assertion does not verify: %v", err)
+	}
+
+	// The same assertion offered for another request (same arguments,
+	// another ID) is refused, and decides nothing.
+	_, err = b.svc.Decide(ctx, carol, other, airlock.DecisionInput{Status: airlock.StateApproved, ValidFor: d.ValidFor, Note: d.Note, Passkey: &d.Assertion})
+	if airlock.ErrorCode(err) != airlock.CodeForbidden || !strings.Contains(err.Error(), "another challenge") {
+		t.Fatalf("an assertion made for another request = %v; want forbidden", err)
+	}
+	if got := b.get(t, other); got.State != airlock.StatePending {
+		t.Fatalf("the other request is %s", got.State)
 	}
 }

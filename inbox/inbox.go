@@ -218,6 +218,7 @@ func New(cfg Config) http.Handler {
 	h.mux.Handle("POST /passkeys/register/begin", post(h.passkeyRegisterBegin))
 	h.mux.Handle("POST /passkeys/register/finish", post(h.passkeyRegisterFinish))
 	h.mux.Handle("POST /passkeys/{id}/delete", post(h.passkeyDelete))
+	h.mux.Handle("POST /requests/{id}/passkey", post(h.passkeyDecisionOptions))
 	h.mux.Handle("POST /signin/passkey/begin", post(h.passkeySigninBegin))
 	h.mux.Handle("POST /signin/passkey/finish", post(h.passkeySigninFinish))
 	return h

@@ -15,6 +15,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/provider"
 )
 
 // Passkeys (docs/phone.md, "Passkeys"): a signed-in reviewer registers
@@ -66,7 +67,19 @@ func credential(p airlock.Passkey) webauthn.Credential {
 // (a browser refuses an IP address as an RP ID, so only "localhost"
 // works there). Anything else is refused: passkeys are bound to a name.
 func (h *handler) relyingParty(r *http.Request) (*webauthn.WebAuthn, error) {
-	var rpID, origin string
+	rpID, origin, err := h.rpOf(r)
+	if err != nil {
+		return nil, err
+	}
+	return webauthn.New(&webauthn.Config{RPID: rpID, RPDisplayName: "Airlock", RPOrigins: []string{origin},
+		Timeouts: webauthn.TimeoutsConfig{
+			Login:        webauthn.TimeoutConfig{Enforce: true, Timeout: passkeyCeremonyTTL, TimeoutUVD: passkeyCeremonyTTL},
+			Registration: webauthn.TimeoutConfig{Enforce: true, Timeout: passkeyCeremonyTTL, TimeoutUVD: passkeyCeremonyTTL},
+		}})
+}
+
+// rpOf is the relying party ID and the one origin of r (relyingParty).
+func (h *handler) rpOf(r *http.Request) (rpID, origin string, err error) {
 	if h.publicURL != nil {
 		rpID, origin = h.publicURL.Hostname(), h.publicURL.Scheme+"://"+h.publicURL.Host
 	} else {
@@ -76,7 +89,7 @@ func (h *handler) relyingParty(r *http.Request) (*webauthn.WebAuthn, error) {
 			name = hn
 		}
 		if !strings.EqualFold(name, "localhost") {
-			return nil, airlock.Errorf(airlock.CodeForbidden,
+			return "", "", airlock.Errorf(airlock.CodeForbidden,
 				"passkeys need the inbox's public address: start the server with --public-url (https://…), or open the inbox at http://localhost")
 		}
 		scheme := "http"
@@ -85,11 +98,7 @@ func (h *handler) relyingParty(r *http.Request) (*webauthn.WebAuthn, error) {
 		}
 		rpID, origin = "localhost", scheme+"://"+host
 	}
-	return webauthn.New(&webauthn.Config{RPID: rpID, RPDisplayName: "Airlock", RPOrigins: []string{origin},
-		Timeouts: webauthn.TimeoutsConfig{
-			Login:        webauthn.TimeoutConfig{Enforce: true, Timeout: passkeyCeremonyTTL, TimeoutUVD: passkeyCeremonyTTL},
-			Registration: webauthn.TimeoutConfig{Enforce: true, Timeout: passkeyCeremonyTTL, TimeoutUVD: passkeyCeremonyTTL},
-		}})
+	return rpID, origin, nil
 }
 
 // putCeremony keeps a ceremony's state by its challenge's hash.
@@ -411,4 +420,88 @@ func parsePublicURL(s string) *url.URL {
 		return nil
 	}
 	return u
+}
+
+// passkeyDecisionOptions answers the options of an assertion over the
+// decision a request page's form asks for (docs/phone.md, "Passkeys"):
+// its challenge is the decision's (provider.DecisionChallenge), so
+// nothing is kept between this and the decision, which carries the
+// assertion. Form fields: those of the decision form, with csrf.
+func (h *handler) passkeyDecisionOptions(w http.ResponseWriter, r *http.Request) {
+	v, ok := h.pushForm(w, r)
+	if !ok {
+		return
+	}
+	in := airlock.DecisionInput{Note: strings.ReplaceAll(r.PostForm.Get("note"), "\r\n", "\n")}
+	switch r.PostForm.Get("action") {
+	case "approve":
+		in.Status, in.ValidFor = airlock.StateApproved, r.PostForm.Get("valid_for")
+	case "deny":
+		in.Status = airlock.StateDenied
+	default:
+		h.pushError(w, airlock.Invalid("action", "a passkey signs an approval or a denial"))
+		return
+	}
+	wa, err := h.relyingParty(r)
+	if err != nil {
+		h.pushError(w, err)
+		return
+	}
+	req, err := h.svc.Request(r.Context(), v.caller, r.PathValue("id"), 0)
+	if err != nil {
+		h.pushError(w, err)
+		return
+	}
+	challenge, err := provider.DecisionChallenge(req, in)
+	if err != nil {
+		h.pushError(w, err)
+		return
+	}
+	user, err := h.passkeyUserOf(r, v)
+	if err != nil {
+		h.pushError(w, err)
+		return
+	}
+	if len(user.creds) == 0 {
+		h.pushError(w, airlock.Errorf(airlock.CodeForbidden, "this decision needs your passkey, and you have none: add one on the Passkeys page"))
+		return
+	}
+	opts, _, err := wa.BeginLogin(user, webauthn.WithChallenge(challenge), webauthn.WithUserVerification(protocol.VerificationRequired))
+	if err != nil {
+		h.pushError(w, err)
+		return
+	}
+	writePushJSON(w, http.StatusOK, opts)
+}
+
+// decisionAssertion reads a decision form's passkey field
+// (PublicKeyCredential.toJSON() of an assertion) and checks that it was
+// made on this inbox's origin; the provider checks the rest (the
+// challenge, the relying party, the user's verification, the signature
+// and the counter).
+func (h *handler) decisionAssertion(r *http.Request, raw string) (*airlock.PasskeyAssertion, error) {
+	var cred struct {
+		RawID    protocol.URLEncodedBase64 `json:"rawId"`
+		Response struct {
+			AuthenticatorData protocol.URLEncodedBase64 `json:"authenticatorData"`
+			ClientDataJSON    protocol.URLEncodedBase64 `json:"clientDataJSON"`
+			Signature         protocol.URLEncodedBase64 `json:"signature"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(raw), &cred); err != nil {
+		return nil, airlock.Invalid("passkey", "the passkey's answer could not be read")
+	}
+	_, origin, err := h.rpOf(r)
+	if err != nil {
+		return nil, err
+	}
+	var cd struct {
+		Origin string `json:"origin"`
+	}
+	if err := json.Unmarshal(cred.Response.ClientDataJSON, &cd); err != nil || cd.Origin != origin {
+		return nil, airlock.Errorf(airlock.CodeForbidden, "the passkey signed this decision on another site (%q), not this inbox", cd.Origin)
+	}
+	a := &airlock.PasskeyAssertion{CredentialID: cred.RawID, AuthenticatorData: cred.Response.AuthenticatorData,
+		ClientDataJSON: cred.Response.ClientDataJSON, Signature: cred.Response.Signature}
+	return a, a.Validate()
 }

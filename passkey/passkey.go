@@ -56,12 +56,7 @@ func Challenge(d Decision) ([]byte, error) {
 
 // Assertion is a WebAuthn assertion as stored with a decision and
 // exported with the audit log: the authenticator's bytes, as signed.
-type Assertion struct {
-	CredentialID      []byte `json:"credential_id"`
-	AuthenticatorData []byte `json:"authenticator_data"`
-	ClientDataJSON    []byte `json:"client_data_json"`
-	Signature         []byte `json:"signature"`
-}
+type Assertion = airlock.PasskeyAssertion
 
 // Errors of Verify.
 var (

@@ -20,6 +20,7 @@ import (
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/slackapp"
@@ -128,6 +129,11 @@ type Config struct {
 	// Go durations (2160h), ISO 8601 (P90D) or days (90d), at least 1h.
 	// Default 0: kept for ever.
 	RetainPayloads time.Duration
+	// RequirePasskeyFor names the requests whose decisions must be signed
+	// with the reviewer's passkey in the inbox: "all", or a CEL condition
+	// over the request as a policy rule's match (docs/phone.md,
+	// "Passkeys"). Default "": none.
+	RequirePasskeyFor string
 
 	// SigningKeyFile, when set, is an Ed25519 private key (PKCS #8 PEM)
 	// that signs every approval token instead of the keys kept in the
@@ -343,6 +349,9 @@ func (c Config) Validate() error {
 	if c.RetainPayloads != 0 && (c.RetainPayloads < provider.MinRetainPayloads || c.RetainPayloads > maxRetainPayloads) {
 		return fmt.Errorf("--retain-payloads must be between 1h and %dd, or 0 to keep payloads for ever", maxRetainDays)
 	}
+	if _, err := c.RequirePasskey(); err != nil {
+		return err
+	}
 	if (c.SlackBotToken == "") != (c.SlackChannel == "") {
 		return fmt.Errorf("--slack-bot-token and --slack-channel go together: the token posts, the channel says where")
 	}
@@ -525,6 +534,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 	durationVar(fs, &c.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often the audit log is checkpointed (a signed tree head) while it grows; the sequencer's lease lasts three of them")
+	fs.StringVar(&c.RequirePasskeyFor, "require-passkey-for", "", `decisions that must be signed with the reviewer's passkey in the inbox: "all", or a CEL condition over the request as a policy rule's match, such as 'request.reversibility == "irreversible"'; the CLI, Slack, mail and the API cannot make them. Default none`)
 	fs.Var(retentionValue{&c.RetainPayloads}, "retain-payloads", "purge a request's arguments, reasoning and context this long after its decision (90d, 2160h, P90D; at least 1h); the request keeps its state and the digests the audit log holds. Default 0: keep them for ever")
 }
 
@@ -629,4 +639,19 @@ func (v durationValue) Set(s string) error {
 	}
 	*v.d = d
 	return nil
+}
+
+// RequirePasskey compiles --require-passkey-for: nil for none.
+func (c *Config) RequirePasskey() (airlock.GrantExpression, error) {
+	switch strings.TrimSpace(c.RequirePasskeyFor) {
+	case "":
+		return nil, nil
+	case "all":
+		return provider.AllRequests, nil
+	}
+	e, err := policy.CompileExpression(c.RequirePasskeyFor)
+	if err != nil {
+		return nil, fmt.Errorf("--require-passkey-for: %w", err)
+	}
+	return e, nil
 }

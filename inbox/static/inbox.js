@@ -373,6 +373,26 @@
     var digest = document.getElementById('digest');
     return [['Arguments', copy], ['Size, SHA-256', (size ? size.textContent : '') + ', ' + (digest ? digest.textContent : ''), 'confirm-digest']];
   }
+  // signDecision signs the decision form asks for with the reviewer's
+  // passkey (docs/phone.md): the server gives the challenge of exactly
+  // this decision, and the form carries the assertion.
+  function signDecision(form) {
+    var fields = new URLSearchParams(new FormData(form));
+    fields.delete('confirmed');
+    return fetch(form.getAttribute('action').replace(/\/decide$/, '/passkey'), {
+      method: 'POST', credentials: 'same-origin', body: fields
+    }).then(answer).then(function (opts) {
+      return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(opts.publicKey) });
+    }).then(function (cred) {
+      var old = form.querySelector('input[name="passkey"]');
+      if (old) form.removeChild(old);
+      var field = document.createElement('input');
+      field.type = 'hidden';
+      field.name = 'passkey';
+      field.value = JSON.stringify(cred.toJSON());
+      form.appendChild(field);
+    });
+  }
   function guard(form, kind) {
     if (!form) return;
     form.addEventListener('submit', function (e) {
@@ -412,7 +432,15 @@
         mark.name = 'confirmed';
         mark.value = 'yes';
         form.appendChild(mark);
-        if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
+        var submit = function () { if (submitter) form.requestSubmit(submitter); else form.requestSubmit(); };
+        if (document.getElementById('decide').dataset.passkey !== '1') { submit(); return; }
+        signDecision(form).then(submit).catch(function (err) {
+          form.dataset.confirmed = '';
+          form.removeChild(mark);
+          var p = document.getElementById('decide-passkey-problem');
+          p.hidden = false;
+          p.textContent = 'Nothing was recorded: ' + err.message;
+        });
       });
     });
   }
