@@ -91,6 +91,8 @@ type options struct {
 	// checkpointEvery is the provider's CheckpointInterval; negative
 	// leaves the audit log's sequencer to the test (SequenceAudit).
 	checkpointEvery time.Duration
+	// requirePasskey is the provider's RequirePasskey.
+	requirePasskey airlock.GrantExpression
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -144,7 +146,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		Expressions:   new(policy.Expressions),
 		Metrics:       provider.NewMetrics(reg, nil),
 		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
-		CheckpointInterval: o.checkpointEvery,
+		CheckpointInterval: o.checkpointEvery, RequirePasskey: o.requirePasskey,
 	})
 	if err != nil {
 		t.Fatalf("provider: %v", err)
