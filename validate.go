@@ -317,6 +317,10 @@ type DecisionInput struct {
 	Note     string `json:"note"`
 	Answer   string `json:"answer"`
 	ValidFor string `json:"valid_for"`
+	// Passkey is the assertion a passkey-signed decision carries
+	// (docs/phone.md, "Passkeys"). Only the inbox sets it: no API body
+	// does, so a decision that needs one is refused on every other surface.
+	Passkey *PasskeyAssertion `json:"-"`
 	// Grant, with an approval, also makes a grant from the request
 	// approved (docs/policy.md, "Grants").
 	Grant *DecisionGrant `json:"grant,omitempty"`

@@ -80,6 +80,18 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request) {
 	in.Note = strings.ReplaceAll(in.Note, "\r\n", "\n")
 	in.Answer = strings.ReplaceAll(in.Answer, "\r\n", "\n")
 	in.Review = reviewClaim(r.PostForm.Get("review_seen_fraction"), r.PostForm.Get("review_seconds_open"))
+	if raw := r.PostForm.Get("passkey"); raw != "" && !in.Edits() {
+		a, err := h.decisionAssertion(r, raw)
+		if e, ok := errors.AsType[*airlock.Error](err); ok {
+			h.setFlash(w, r, v.sess, refusal(e))
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		} else if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		in.Passkey = a
+	}
 	if r.PostForm.Get(confirmedField) != "yes" {
 		h.confirm(w, r, v, id, in)
 		return

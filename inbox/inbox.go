@@ -54,7 +54,7 @@ const (
 // mounts the inbox on these, beside the REST API (/v1, /healthz, …) and
 // /mcp, so that every other path keeps the API's own answers.
 var Patterns = []string{"/{$}", "/signin", "/signin/", "/signout", "/requests/", "/batch", "/history", "/sessions", "/board", "/grants", "/grants/", "/fatigue", "/live", "/static/",
-	"/sw.js", "/manifest.webmanifest", "/push/"}
+	"/sw.js", "/manifest.webmanifest", "/push/", "/passkeys", "/passkeys/"}
 
 // Config configures the inbox. Zero fields take the documented defaults.
 type Config struct {
@@ -99,6 +99,11 @@ type Config struct {
 	// the REST API and /mcp. Default: one of the inbox's own, with
 	// ratelimit's defaults.
 	AuthGuard *ratelimit.Guard
+	// PublicURL is the inbox's address as browsers reach it
+	// (--public-url): its host is the passkeys' relying party ID and its
+	// origin the only one a passkey ceremony may come from. Without it,
+	// passkeys work only on http://localhost (docs/phone.md).
+	PublicURL string
 }
 
 // handler is the inbox.
@@ -114,6 +119,7 @@ type handler struct {
 	sessionIdle   time.Duration
 	sessionMax    time.Duration
 	oidc          *oidcSignin // nil without OIDC sign-in
+	publicURL     *url.URL    // nil without a public URL
 	noTokenSignIn bool
 	pages         map[string]*template.Template
 	static        http.Handler
@@ -166,6 +172,7 @@ func New(cfg Config) http.Handler {
 		panic("inbox: NoTokenSignIn without OIDC leaves no way to sign in")
 	}
 	h.noTokenSignIn = cfg.NoTokenSignIn
+	h.publicURL = parsePublicURL(cfg.PublicURL)
 	for _, host := range cfg.AllowedHosts {
 		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
 	}
@@ -208,6 +215,14 @@ func New(cfg Config) http.Handler {
 	h.mux.HandleFunc("GET /push/key", h.pushKey)
 	h.mux.Handle("POST /push/subscriptions", post(h.pushSubscribe))
 	h.mux.Handle("POST /push/subscriptions/{id}/delete", post(h.pushUnsubscribe))
+	// Passkeys (passkey.go).
+	h.mux.HandleFunc("GET /passkeys", h.passkeysPage)
+	h.mux.Handle("POST /passkeys/register/begin", post(h.passkeyRegisterBegin))
+	h.mux.Handle("POST /passkeys/register/finish", post(h.passkeyRegisterFinish))
+	h.mux.Handle("POST /passkeys/{id}/delete", post(h.passkeyDelete))
+	h.mux.Handle("POST /requests/{id}/passkey", post(h.passkeyDecisionOptions))
+	h.mux.Handle("POST /signin/passkey/begin", post(h.passkeySigninBegin))
+	h.mux.Handle("POST /signin/passkey/finish", post(h.passkeySigninFinish))
 	return h
 }
 

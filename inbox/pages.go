@@ -272,6 +272,9 @@ type requestBody struct {
 	row
 	Pending   bool
 	CanDecide bool
+	// NeedsPasskey: a decision must be signed with the reviewer's passkey
+	// (--require-passkey-for, docs/phone.md).
+	NeedsPasskey bool
 	// NotForYou is set for a reviewer outside the groups a pending
 	// request is for: the page is read-only and says why.
 	NotForYou    bool
@@ -366,6 +369,12 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		PurgedAt: req.PurgedAt,
 	}
 	b.CanDecide = b.Pending && h.svc.MayDecide(v.caller, req)
+	if b.CanDecide {
+		// A condition that cannot be judged asks for the passkey: the
+		// decision's own check refuses alike.
+		need, err := h.svc.PasskeyRequired(ctx, req)
+		b.NeedsPasskey = need || err != nil
+	}
 	b.NotForYou = b.Pending && v.caller.Role == airlock.RoleReviewer && !b.CanDecide
 	if req.NeedsQuorum() {
 		b.Quorum = req.QuorumProgress()

@@ -17,7 +17,7 @@ import (
 )
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"pending", "request", "history", "sessions", "board", "grants", "fatigue", "signin", "continue", "error", "confirm", "batch"}
+var pageNames = []string{"pending", "request", "history", "sessions", "board", "grants", "fatigue", "signin", "continue", "error", "confirm", "batch", "passkeys"}
 
 // funcs are the templates' helpers. None returns template.HTML: every
 // value from data is escaped by html/template.

@@ -106,6 +106,8 @@ type options struct {
 	noTokenSignIn bool
 	// retain is the provider's RetainPayloads.
 	retain time.Duration
+	// requirePasskey is the provider's RequirePasskey.
+	requirePasskey airlock.GrantExpression
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -138,7 +140,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.wrapStore != nil {
 		under = o.wrapStore(st)
 	}
-	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes, RetainPayloads: o.retain}
+	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes, RetainPayloads: o.retain, RequirePasskey: o.requirePasskey}
 	if o.policy != "" {
 		e, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", o.policy), logger)
 		if err != nil {

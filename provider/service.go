@@ -5,6 +5,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,6 +102,14 @@ type Config struct {
 	// once they are older (retention.go). At least MinRetainPayloads.
 	// Zero keeps them for ever.
 	RetainPayloads time.Duration
+	// RequirePasskey, when set, names the requests whose decisions must
+	// be signed with the deciding reviewer's passkey (--require-passkey-for,
+	// docs/phone.md): a decision of one without a verified assertion is
+	// refused. nil: none.
+	RequirePasskey airlock.GrantExpression
+	// PasskeyRPID is the passkeys' relying party ID, which an assertion's
+	// authenticator data names (default "localhost").
+	PasskeyRPID string
 }
 
 // Service is the provider. Its methods take the authenticated caller and
@@ -164,6 +173,9 @@ type Service struct {
 	audit auditSequencer
 	// retain is Config.RetainPayloads (retention.go).
 	retain time.Duration
+
+	requirePasskey airlock.GrantExpression
+	passkeyRPID    string
 }
 
 // New returns a Service for cfg.
@@ -233,7 +245,7 @@ func New(cfg Config) (*Service, error) {
 		push: pushState{checkURL: cfg.CheckPushURL, allowHTTP: cfg.PushAllowHTTP},
 		keys: signingKeys{fixed: cfg.SigningKey, delay: cfg.KeyActivationDelay}, issuer: cfg.Issuer,
 		audit:  auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_")},
-		retain: cfg.RetainPayloads,
+		retain: cfg.RetainPayloads, requirePasskey: cfg.RequirePasskey, passkeyRPID: cmp.Or(cfg.PasskeyRPID, "localhost"),
 	}, nil
 }
 
@@ -611,6 +623,9 @@ func (s *Service) Decide(ctx context.Context, c airlock.Caller, id string, in ai
 		return airlock.Request{}, verr
 	}
 	p.Validity = validity
+	if err := s.signedDecision(ctx, st, c, &p, in); err != nil {
+		return airlock.Request{}, err
+	}
 	r, err := s.transition(st.Decide(ctx, p))
 	if isConflict(err) {
 		// The request was not pending. A self-approval or a missing answer
@@ -641,6 +656,15 @@ func (s *Service) Edit(ctx context.Context, c airlock.Caller, id string, in airl
 		return airlock.Request{}, airlock.Request{}, err
 	}
 	st := s.storeFor(c)
+	if s.requirePasskey != nil {
+		r, err := st.GetRequest(ctx, id)
+		if err == nil {
+			if need, err := s.PasskeyRequired(ctx, r); err != nil || need {
+				return airlock.Request{}, airlock.Request{}, cmp.Or(err, forbidden(
+					"this request needs a decision signed with a passkey, and an edit cannot be signed yet: approve or deny it as it is, in the inbox"))
+			}
+		}
+	}
 	p := store.EditParams{DecideParams: store.DecideParams{
 		ID: id, Status: airlock.StateApproved, Note: in.Note,
 		Actor: c.ID, Principal: c.Principal, Groups: s.GroupsOf(c), Review: in.Review,

@@ -93,6 +93,8 @@ type options struct {
 	checkpointEvery time.Duration
 	// clock, when set, is the store's and the provider's clock.
 	clock airlock.Clock
+	// requirePasskey is the provider's RequirePasskey.
+	requirePasskey airlock.GrantExpression
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -154,7 +156,7 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 		Expressions:   new(policy.Expressions),
 		Metrics:       provider.NewMetrics(reg, nil),
 		MaxHeavyReads: o.heavyReads, MaxHeavyReadsPerToken: o.heavyPerToken, ListPageBytes: o.pageBytes,
-		CheckpointInterval: o.checkpointEvery, Clock: o.clock,
+		CheckpointInterval: o.checkpointEvery, Clock: o.clock, RequirePasskey: o.requirePasskey,
 	})
 	if err != nil {
 		t.Fatalf("provider: %v", err)

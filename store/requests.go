@@ -239,6 +239,11 @@ type DecideParams struct {
 	// Review is the reviewer's client's claim, stored with the decision
 	// (Decision.Review) or the vote (Vote.Review); nil for none.
 	Review *airlock.ReviewClaim
+	// Passkey, when set, is the verified assertion the decision was
+	// signed with (docs/phone.md, "Passkeys"): the store keeps it, with
+	// ValidFor as submitted, in the decision's (or vote's) transaction.
+	Passkey  *airlock.PasskeyAssertion
+	ValidFor string
 }
 
 // VotePrincipal is who a decision votes as on a request that needs
@@ -254,6 +259,11 @@ func (p DecideParams) VotePrincipal() string {
 // looks at the request: a status other than approved or denied, or an
 // approval valid for less than 1µs.
 func (p DecideParams) Validate() error {
+	if p.Passkey != nil {
+		if err := p.Passkey.Validate(); err != nil {
+			return err
+		}
+	}
 	switch p.Status {
 	case airlock.StateApproved:
 		return airlock.CheckValidity(p.Validity)

@@ -1,7 +1,7 @@
 // Package store is the storage contract: what the provider, the delivery
 // worker, the inbox and the Slack app ask of a database, split by concern
 // (Requests, Tokens, Sessions, Board, Notify, Grants, WebSessions,
-// Reviewers, SigningKeys, PushKeys, TokenUses, AuditLog, Retention, Tasks, History). Store is all of them; every driver (store/sqlite,
+// Reviewers, SigningKeys, PushKeys, TokenUses, AuditLog, Retention, Tasks, History, Passkeys). Store is all of them; every driver (store/sqlite,
 // store/postgres) implements all of it, and the conformance suite
 // (store/storetest) checks all of it on every driver. Consumers take the
 // part they use.
@@ -22,7 +22,8 @@ import (
 // sign-ins with the OIDC sign-ins in progress, the keys approval
 // tokens are signed with, the key pushes are signed with, the tokens'
 // single use, the verifiable audit log's tree, the purge of old
-// payloads, MCP tasks, and the history of decisions read back. Every state change is one
+// payloads, MCP tasks, the history of decisions read back, and
+// reviewers' passkeys with the ceremonies in progress. Every state change is one
 // conditional write decided by the store, never a read followed by a
 // write in Go; every change appends its audit event in the same
 // transaction.
@@ -53,6 +54,7 @@ type Store interface {
 	Retention
 	Tasks
 	History
+	Passkeys
 
 	// Extras returns the parts of the store that only some drivers have.
 	// A wrapper around a store passes them on by embedding it, or says

@@ -20,6 +20,7 @@ import (
 	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/mailapp"
 	"github.com/airlockhq/airlock/notify"
+	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
 	"github.com/airlockhq/airlock/rest"
 	"github.com/airlockhq/airlock/slackapp"
@@ -129,6 +130,11 @@ type Config struct {
 	// Go durations (2160h), ISO 8601 (P90D) or days (90d), at least 1h.
 	// Default 0: kept for ever.
 	RetainPayloads time.Duration
+	// RequirePasskeyFor names the requests whose decisions must be signed
+	// with the reviewer's passkey in the inbox: "all", or a CEL condition
+	// over the request as a policy rule's match (docs/phone.md,
+	// "Passkeys"). Default "": none.
+	RequirePasskeyFor string
 
 	// SigningKeyFile, when set, is an Ed25519 private key (PKCS #8 PEM)
 	// that signs every approval token instead of the keys kept in the
@@ -342,6 +348,9 @@ func (c Config) Validate() error {
 	if c.RetainPayloads != 0 && (c.RetainPayloads < provider.MinRetainPayloads || c.RetainPayloads > maxRetainPayloads) {
 		return fmt.Errorf("--retain-payloads must be between 1h and %dd, or 0 to keep payloads for ever", maxRetainDays)
 	}
+	if _, err := c.RequirePasskey(); err != nil {
+		return err
+	}
 	if (c.SlackBotToken == "") != (c.SlackChannel == "") {
 		return fmt.Errorf("--slack-bot-token and --slack-channel go together: the token posts, the channel says where")
 	}
@@ -507,7 +516,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	durationVar(fs, &c.WebhookTimeout, "webhook-timeout", d.WebhookTimeout, "bound on one webhook or push attempt, connection to answer; a slower receiver fails and is retried")
 	fs.StringVar(&c.SigningKeyFile, "signing-key-file", "", "Ed25519 private key (PKCS #8 PEM, as openssl genpkey -algorithm ed25519 writes it) that signs approval tokens instead of the keys the database keeps; give every replica the same file")
 	durationVar(fs, &c.KeyActivationDelay, "key-activation-delay", d.KeyActivationDelay, "how long after airlock keys rotate the new key starts signing; the old key signs until then. Replicas need more than 5s plus the skew of their clocks; 1ms switches at once, for one replica")
-	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages and MCP URL elicitations and the VAPID subject of pushes (default the address listened on; MCP clients then wait inside the call)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "the server's address as reviewers reach it, for the links in Slack messages and MCP URL elicitations the VAPID subject of pushes and the passkeys' relying party (default the address listened on; MCP clients then wait inside the call)")
 	fs.StringVar(&c.SlackBotToken, "slack-bot-token", "", "Slack bot token (xoxb-…): post each pending request to --slack-channel and update it to the outcome (docs/notifications.md)")
 	fs.StringVar(&c.SlackChannel, "slack-channel", "", "Slack channel ID (C…) requests are posted to; invite the app to it")
 	fs.StringVar(&c.SlackSigningSecret, "slack-signing-secret", "", "Slack app's signing secret: verifies POST /slack/interactions, where linked reviewers' Approve and Deny clicks arrive")
@@ -524,6 +533,7 @@ func bindServeFlags(fs *flag.FlagSet, c *Config) {
 	fs.Var(notBool{&c.NoInboxTokenSignIn}, "inbox-token-signin", "let reviewers sign in to the inbox with a token; false leaves OIDC the only way in (tokens still work for the API and CLI)")
 	fs.StringVar(&c.RemindBefore, "remind-before", "", "send one reminder of a request still pending this long (10m) or this share of its window (25%) before its deadline; none by default")
 	durationVar(fs, &c.CheckpointInterval, "checkpoint-interval", d.CheckpointInterval, "how often the audit log is checkpointed (a signed tree head) while it grows; the sequencer's lease lasts three of them")
+	fs.StringVar(&c.RequirePasskeyFor, "require-passkey-for", "", `decisions that must be signed with the reviewer's passkey in the inbox: "all", or a CEL condition over the request as a policy rule's match, such as 'request.reversibility == "irreversible"'; the CLI, Slack, mail and the API cannot make them. Default none`)
 	fs.Var(retentionValue{&c.RetainPayloads}, "retain-payloads", "purge a request's arguments, reasoning and context this long after its decision (90d, 2160h, P90D; at least 1h); the request keeps its state and the digests the audit log holds. Default 0: keep them for ever")
 }
 
@@ -628,4 +638,19 @@ func (v durationValue) Set(s string) error {
 	}
 	*v.d = d
 	return nil
+}
+
+// RequirePasskey compiles --require-passkey-for: nil for none.
+func (c *Config) RequirePasskey() (airlock.GrantExpression, error) {
+	switch strings.TrimSpace(c.RequirePasskeyFor) {
+	case "":
+		return nil, nil
+	case "all":
+		return provider.AllRequests, nil
+	}
+	e, err := policy.CompileExpression(c.RequirePasskeyFor)
+	if err != nil {
+		return nil, fmt.Errorf("--require-passkey-for: %w", err)
+	}
+	return e, nil
 }

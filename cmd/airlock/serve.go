@@ -105,6 +105,10 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 			return nil, usageErrorf("--policy %s: %v", cfg.Policy, err)
 		}
 	}
+	requirePasskey, err := cfg.RequirePasskey()
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
 	signingKey, err := readSigningKey(cfg.SigningKeyFile)
 	if err != nil {
 		return nil, err
@@ -125,7 +129,7 @@ func startServer(ctx context.Context, cfg Config, notices io.Writer) (*server.Se
 		RateLimit: cfg.RateLimit, AuthGuard: cfg.AuthGuard(), ShutdownGrace: cfg.ShutdownGrace,
 		Policy: pol, PolicyReload: policyReload(pol),
 		OutboundAllowPrivate: cfg.OutboundAllowPrivate, WebhookTimeout: cfg.WebhookTimeout, RemindBefore: cfg.Remind(),
-		CheckpointInterval: cfg.CheckpointInterval, RetainPayloads: cfg.RetainPayloads,
+		CheckpointInterval: cfg.CheckpointInterval, RetainPayloads: cfg.RetainPayloads, RequirePasskey: requirePasskey,
 		Slack: cfg.Slack(), SlackSigningSecret: cfg.SlackSigningSecret, Email: cfg.Email(),
 		Logger: log, Version: userAgentVersion(),
 	})

@@ -479,6 +479,26 @@
       form.appendChild(i);
     });
   }
+  // signDecision signs the decision form asks for with the reviewer's
+  // passkey (docs/phone.md): the server gives the challenge of exactly
+  // this decision, and the form carries the assertion.
+  function signDecision(form) {
+    var fields = new URLSearchParams(new FormData(form));
+    fields.delete('confirmed');
+    return fetch(form.getAttribute('action').replace(/\/decide$/, '/passkey'), {
+      method: 'POST', credentials: 'same-origin', body: fields
+    }).then(answer).then(function (opts) {
+      return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(opts.publicKey) });
+    }).then(function (cred) {
+      var old = form.querySelector('input[name="passkey"]');
+      if (old) form.removeChild(old);
+      var field = document.createElement('input');
+      field.type = 'hidden';
+      field.name = 'passkey';
+      field.value = JSON.stringify(cred.toJSON());
+      form.appendChild(field);
+    });
+  }
   function guard(form, kind) {
     if (!form) return;
     form.addEventListener('submit', function (e) {
@@ -519,7 +539,15 @@
         mark.name = 'confirmed';
         mark.value = 'yes';
         form.appendChild(mark);
-        if (submitter) form.requestSubmit(submitter); else form.requestSubmit();
+        var submit = function () { if (submitter) form.requestSubmit(submitter); else form.requestSubmit(); };
+        if (document.getElementById('decide').dataset.passkey !== '1') { submit(); return; }
+        signDecision(form).then(submit).catch(function (err) {
+          form.dataset.confirmed = '';
+          form.removeChild(mark);
+          var p = document.getElementById('decide-passkey-problem');
+          p.hidden = false;
+          p.textContent = 'Nothing was recorded: ' + err.message;
+        });
       });
     });
   }
@@ -727,6 +755,61 @@
     editForm.addEventListener('submit', function (e) {
       if (validate()) { e.preventDefault(); editArea.focus(); return; }
       review(editForm);
+    });
+  }
+  // Passkeys (docs/phone.md): register one on the Passkeys page, and sign
+  // in with one on the sign-in page. The server gives the options and
+  // checks the answer; the browser's own JSON forms of both are used as
+  // they are.
+  var pkProblem = document.getElementById('passkey-problem');
+  function pkSay(text) {
+    if (!pkProblem) return;
+    pkProblem.hidden = !text;
+    pkProblem.textContent = text;
+  }
+  function pkPost(url, fields) {
+    return fetch(url, { method: 'POST', credentials: 'same-origin', body: new URLSearchParams(fields) }).then(answer);
+  }
+  var pkSupported = window.PublicKeyCredential && PublicKeyCredential.parseCreationOptionsFromJSON;
+  var pkRegister = document.getElementById('passkey-register');
+  if (pkRegister && pkSupported) {
+    pkRegister.addEventListener('submit', function (e) {
+      e.preventDefault();
+      var button = document.getElementById('passkey-add');
+      button.disabled = true;
+      pkSay('');
+      pkPost('/passkeys/register/begin', { csrf: csrf() }).then(function (opts) {
+        return navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(opts.publicKey) });
+      }).then(function (cred) {
+        return pkPost('/passkeys/register/finish', {
+          csrf: csrf(), name: document.getElementById('passkey-name').value, credential: JSON.stringify(cred.toJSON())
+        });
+      }).then(function () {
+        location.reload();
+      }).catch(function (err) {
+        pkSay('No passkey was added: ' + err.message);
+        button.disabled = false;
+      });
+    });
+  }
+  var pkSignin = document.getElementById('signin-passkey');
+  if (pkSignin && pkSupported) {
+    document.getElementById('passkey-signin-p').hidden = false;
+    pkSignin.addEventListener('click', function () {
+      pkSignin.disabled = true;
+      pkSay('');
+      var fields = { csrf: pkSignin.dataset.csrf, next: pkSignin.dataset.next };
+      pkPost('/signin/passkey/begin', fields).then(function (opts) {
+        return navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(opts.publicKey) });
+      }).then(function (cred) {
+        fields.credential = JSON.stringify(cred.toJSON());
+        return pkPost('/signin/passkey/finish', fields);
+      }).then(function (done) {
+        location.assign(done.next || '/');
+      }).catch(function (err) {
+        pkSay('Not signed in: ' + err.message);
+        pkSignin.disabled = false;
+      });
     });
   }
 })();

@@ -64,6 +64,7 @@ type Statements struct {
 	Retention   RetentionSQL
 	Tasks       TaskSQL
 	History     HistorySQL
+	Passkeys    PasskeySQL
 }
 
 // all runs a read and scans each of its rows with scan, in the read's

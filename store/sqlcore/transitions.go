@@ -168,26 +168,23 @@ func (c *Core) Decide(ctx context.Context, p store.DecideParams) (airlock.Reques
 	if p.Status == airlock.StateApproved {
 		validity = p.Validity
 	}
-	if p.Answer == "" && q.DecideOnce != "" {
+	if p.Answer == "" && q.DecideOnce != "" && p.Passkey == nil {
 		r, ok, err := c.decideOnce(ctx, p, validity)
 		if err != nil || ok {
 			return r, c.d.Translate(err, "request", p.ID)
 		}
 	}
 	st := step{check: p.Check, vote: func(tx Tx, r airlock.Request, at time.Time) (airlock.Request, error) {
-		if !r.NeedsQuorum() {
-			return r, nil
+		// A passkey-signed decision keeps its assertion, after the vote
+		// (a principal's second vote is refused before it).
+		if p.Passkey == nil {
+			return c.vote(tx, p, r, at)
 		}
-		n, err := tx.Exec(q.InsertVote, Args{{"id", r.ID}, {"principal", p.VotePrincipal()}, {"actor", p.Actor},
-			{"state", string(p.Status)}, {"note", p.Note}, {Now, at}, {"review", p.Review.Encode()}})
+		r, err := c.vote(tx, p, r, at)
 		if err != nil {
 			return r, err
 		}
-		if n == 0 {
-			return r, r.DuplicateVote(p.VotePrincipal())
-		}
-		r.Votes, err = txAll(tx, func(row Row) (airlock.Vote, error) { return c.scanVote(row) }, q.Votes, Args{{"id", r.ID}})
-		return r, err
+		return r, c.insertPasskeyDecision(tx, p, at)
 	}}
 	if p.Status == airlock.StateApproved {
 		st.plain = q.ApprovePlain
@@ -202,6 +199,24 @@ func (c *Core) Decide(ctx context.Context, p store.DecideParams) (airlock.Reques
 	}
 	return c.transition(ctx, p.ID, p.Actor, airlock.StateEvent(p.Status), q.Decide, Args{{"id", p.ID}, {"state", string(p.Status)},
 		{"actor", p.Actor}, {"note", p.Note}, {"answer", p.Answer}, {"validity", validity}, {"review", p.Review.Encode()}}, st, airlock.Request.DecisionConflict)
+}
+
+// vote records p's vote on r when r takes votes.
+func (c *Core) vote(tx Tx, p store.DecideParams, r airlock.Request, at time.Time) (airlock.Request, error) {
+	q := &c.q.Requests
+	if !r.NeedsQuorum() {
+		return r, nil
+	}
+	n, err := tx.Exec(q.InsertVote, Args{{"id", r.ID}, {"principal", p.VotePrincipal()}, {"actor", p.Actor},
+		{"state", string(p.Status)}, {"note", p.Note}, {Now, at}, {"review", p.Review.Encode()}})
+	if err != nil {
+		return r, err
+	}
+	if n == 0 {
+		return r, r.DuplicateVote(p.VotePrincipal())
+	}
+	r.Votes, err = txAll(tx, func(row Row) (airlock.Vote, error) { return c.scanVote(row) }, q.Votes, Args{{"id", r.ID}})
+	return r, err
 }
 
 // decideOnce tries DecideOnce, the fast path of a decision that needs

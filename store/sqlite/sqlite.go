@@ -90,7 +90,7 @@ var _ store.Store = (*Store)(nil)
 var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL, Tokens: tokenSQL, Grants: grantSQL,
 	Board: boardSQL, Notify: endpointSQL, Reviewers: reviewerSQL, WebSessions: webSessionSQL,
 	SigningKeys: signingKeySQL, PushKeys: pushKeySQL, TokenUses: tokenUseSQL, Audit: auditSQL, Retention: retentionSQL, Tasks: taskSQL,
-	History: historySQL}
+	History: historySQL, Passkeys: passkeySQL}
 
 // Extras implements store.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.

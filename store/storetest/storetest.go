@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"OIDC", s.testOIDC},
 		{"SigningKeys", s.testSigningKeys},
 		{"PushKeys", s.testPushKeys},
+		{"Passkeys", s.testPasskeys},
 		{"TokenUses", s.testTokenUses},
 		{"AuditLog", s.testAuditLog},
 		{"Retention", s.testRetention},

@@ -151,6 +151,9 @@ type Config struct {
 	// context of requests decided that long ago (provider.Config's);
 	// zero keeps them for ever.
 	RetainPayloads time.Duration
+	// RequirePasskey names the requests whose decisions must be signed
+	// with a passkey (provider.Config's); nil: none.
+	RequirePasskey airlock.GrantExpression
 	// Slack, when its BotToken and Channel are set, posts each pending
 	// request to the channel and updates it to the outcome; with its
 	// SigningSecret, POST /slack/interactions takes the buttons' clicks
@@ -287,6 +290,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		KeyActivationDelay: cfg.KeyActivationDelay,
 		CheckpointInterval: cfg.CheckpointInterval,
 		RetainPayloads:     cfg.RetainPayloads,
+		RequirePasskey:     cfg.RequirePasskey,
+		PasskeyRPID:        publicHostname(cfg.PublicURL),
 	})
 	if err != nil {
 		return nil, err
@@ -413,7 +418,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	ib := inbox.New(inbox.Config{
 		Service: svc, Logger: log, Context: drainCtx, AllowedHosts: hosts, AuthGuard: s.guard,
 		SessionIdle: cfg.InboxSessionIdle, SessionMax: cfg.InboxSessionMax,
-		OIDC: cfg.OIDC, NoTokenSignIn: cfg.NoInboxTokenSignIn,
+		OIDC: cfg.OIDC, NoTokenSignIn: cfg.NoInboxTokenSignIn, PublicURL: cfg.PublicURL,
 		// Behind a TLS proxy the connection is plain HTTP, but the
 		// browser's is not: an https public URL says so.
 		SecureCookies: strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://"),
@@ -646,4 +651,14 @@ func pushSubject(publicURL string) string {
 		return publicURL
 	}
 	return "mailto:airlock@localhost"
+}
+
+// publicHostname is the host name of the public URL: the passkeys'
+// relying party ID ("" without one: provider's default, localhost).
+func publicHostname(public string) string {
+	u, err := url.Parse(public)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
