@@ -93,3 +93,32 @@ func TestHookCodexEdited(t *testing.T) {
 		t.Fatalf("the replacement was claimed: %v", after.Body["execution"])
 	}
 }
+
+// TestHookGeminiEdited (T37): Gemini CLI's BeforeTool answer is allow or
+// deny with a reason and cannot carry changed arguments, so a call a
+// reviewer approved with changes is denied even with --accept-edits,
+// naming the replacement, which stays unclaimed.
+func TestHookGeminiEdited(t *testing.T) {
+	t.Parallel()
+	h := startHookSrv(t)
+	in, session := payload(t, "gemini-beforetool-write-file.json")
+	in = replaceSession(in, session)
+	run := h.startHook(t, nil, in, "gemini", "--wait", "1m", "--accept-edits")
+	orig := h.pending(t, session)
+	newID := h.api.call("POST", "/v1/approval-requests/"+orig.Str("id")+"/decision", h.reviewer,
+		`{"status":"approved","arguments":{"path":"/home/user/project/file.txt","content":"Hello."}}`).want(t, 200, "edit").Str("replacement.id")
+	got := run.wait(t)
+	var out struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(got.stdout), &out); err != nil {
+		t.Fatalf("stdout %q: %v", got.stdout, err)
+	}
+	if out.Decision != "deny" || !strings.Contains(out.Reason, newID) || !strings.Contains(out.Reason, "cannot carry changed arguments") {
+		t.Fatalf("answer %s; want deny naming %s", got.stdout, newID)
+	}
+	if after := h.api.call("GET", "/v1/approval-requests/"+newID, h.reviewer, "").want(t, 200, "read"); after.Body["execution"] != nil {
+		t.Fatalf("the replacement was claimed: %v", after.Body["execution"])
+	}
+}
