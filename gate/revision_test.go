@@ -102,11 +102,14 @@ func TestGateRevisionFallback(t *testing.T) {
 
 	for _, stateless := range []bool{false, true} {
 		name := map[bool]string{false: "a stateful HTTP upstream", true: "a stateless HTTP upstream"}[stateless]
+		// A tool name of each subtest's own: they run at once against one
+		// server, and each approves the pending request of its tool.
+		tool := map[bool]string{false: "delete_file_stateful", true: "delete_file_stateless"}[stateless]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var heard atomic.Value
 			up := mcp.NewServer(&mcp.Implementation{Name: "http-upstream", Version: "1.0.0"}, nil)
-			mcp.AddTool(up, &mcp.Tool{Name: "delete_file", Description: "Delete a file."},
+			mcp.AddTool(up, &mcp.Tool{Name: tool, Description: "Delete a file."},
 				func(_ context.Context, req *mcp.CallToolRequest, in deleteArgs) (*mcp.CallToolResult, any, error) {
 					heard.Store(req.Session.InitializeParams().ProtocolVersion)
 					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Path}}}, nil, nil
@@ -119,13 +122,13 @@ func TestGateRevisionFallback(t *testing.T) {
 			}
 			done := make(chan *mcp.CallToolResult, 1)
 			go func() {
-				res, err := g.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "delete_file", Arguments: map[string]any{"path": "/tmp/x"}})
+				res, err := g.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"path": "/tmp/x"}})
 				if err != nil {
 					t.Error(err)
 				}
 				done <- res
 			}()
-			r := s.pending(t, "delete_file")
+			r := s.pending(t, tool)
 			if _, err := s.reviewer.Approve(t.Context(), r.ID, "ok"); err != nil {
 				t.Fatal(err)
 			}
