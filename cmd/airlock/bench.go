@@ -32,7 +32,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	httpBaseline := fs.Bool("http-baseline", false, "with the raw baseline, also run it over HTTP (its statements behind a minimal handler in a process of its own, driven by the same HTTP client) and report raw_http_to_raw (what HTTP costs), ratio_to_raw_http (what Airlock adds) and server_cpu_ratio_to_raw_http (the two servers' CPU per lifecycle)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	allowRemote := fs.Bool("allow-remote", false, "allow --url and --db targets that are not on this machine")
-	webhooks := fs.Int("webhooks", 0, "with lifecycle: add this many local webhook receivers, and report the lifecycle without, with one and with all of them, the delivery lag from commit at half the maximum, and a backlog drain")
+	webhooks := fs.Int("webhooks", 0, "with lifecycle: add this many local webhook receivers, and report the lifecycle without, with one and with all of them, the delivery lag from commit at half the maximum, and a backlog drain measured against bare signed POSTs")
 	backlog := fs.Int("backlog", 0, "with --webhooks: deliveries to queue to one endpoint for the drain (default 100000)")
 	serverPID := fs.Int("server-pid", 0, "with --url: the process ID of that server, on this machine; the run reads its CPU time (Linux /proc) and reports server_cpu_us_per_op apart from the clients' (a run without --url measures its own server so)")
 	policyFile := fs.String("policy", "", "a policy file the in-process servers load (docs/policy.md), to measure what its rules cost; run once with and once without it")

@@ -479,10 +479,12 @@ func TestWebhooks(t *testing.T) {
 	}
 	if d := x.Drain; d == nil || d.Deliveries != 300 || d.Attempts < 300 || d.PerS <= 0 {
 		t.Errorf("drain %+v, want 300 deliveries", d)
+	} else if b := d.Bare; b == nil || b.Deliveries != 300 || b.PerS <= 0 || b.CPUPerDeliveryUS <= 0 || d.CPURatio <= 0 {
+		t.Errorf("bare deliveries %+v, ratio %v: want 300 measured", b, d.CPURatio)
 	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, want := range []string{"one endpoint", "delivery lag from commit", "backlog drain: 300 deliveries"} {
+	for _, want := range []string{"one endpoint", "delivery lag from commit", "backlog drain: 300 deliveries", "bare signed POST + row update: 300"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -30,7 +30,7 @@ import (
 // run makes and removes its store, and talks to it over stdin and stdout,
 // one JSON line at a time:
 //
-//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go); closing stdin stops it
+//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go; a receiver's, receiver.go); closing stdin stops it
 //	child → run   a childHello once it listens (or why it could not), then one answer per command
 //
 // The child stops when its stdin ends, so it outlives no run: a run that
@@ -59,8 +59,9 @@ const (
 
 // Kinds of child.
 const (
-	childAirlock = "airlock" // `airlock serve`'s assembly (cmd/airlock/internal/server)
-	childRawHTTP = "rawhttp" // the raw baseline over HTTP (rawhttp.go)
+	childAirlock  = "airlock"  // `airlock serve`'s assembly (cmd/airlock/internal/server)
+	childRawHTTP  = "rawhttp"  // the raw baseline over HTTP (rawhttp.go)
+	childReceiver = "receiver" // a run's webhook receivers (receiver.go)
 )
 
 // storeSpec says where a run's store is: a SQLite file, or a schema of a
@@ -138,7 +139,10 @@ type childServer struct {
 	// audit switches the server's audit log sequencer (audit.go); nil
 	// where it has none.
 	audit func(ctx context.Context, on bool) error
-	stop  func()
+	// command answers the commands of a kind of child of its own
+	// (receiver.go); ok is false for a line it does not know.
+	command func(line string) (answer any, ok bool)
+	stop    func()
 }
 
 // serveChild reads the spec from in, starts its server, says so on out,
@@ -194,6 +198,12 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 			case "audit on", "audit off":
 				err = enc.Encode(auditCommand(ctx, l, srv.audit))
 			default:
+				if srv.command != nil {
+					if a, ok := srv.command(l); ok {
+						err = enc.Encode(a)
+						break
+					}
+				}
 				err = enc.Encode(map[string]string{"error": fmt.Sprintf("unknown command %q", l)})
 			}
 			if err != nil {
@@ -237,6 +247,8 @@ func startChildServer(ctx context.Context, spec childSpec, log *slog.Logger) (*c
 			audit:  func(ctx context.Context, on bool) error { return switchAudit(ctx, rep.svc, on) },
 			stop:   func() { stop(context.WithoutCancel(ctx)) },
 		}, nil
+	case childReceiver:
+		return startReceiverChild()
 	case childRawHTTP:
 		rs, err := openRawAt(ctx, spec.Store, spec.Connections)
 		if err != nil {

@@ -391,6 +391,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		if d := x.Drain; d != nil {
 			fmt.Fprintf(w, "  backlog drain: %d deliveries to one endpoint in %.2f s, %.0f deliveries/s (%d attempts received); process CPU %.0f µs per delivery\n",
 				d.Deliveries, d.ElapsedS, d.PerS, d.Attempts, d.CPUPerDeliveryUS)
+			if b := d.Bare; b != nil {
+				fmt.Fprintf(w, "  bare signed POST + row update: %d in %.0f/s; process CPU %.0f µs each; a delivery costs %.2f× that\n",
+					b.Deliveries, b.PerS, b.CPUPerDeliveryUS, d.CPURatio)
+			}
 		}
 	}
 	if x := r.Expiry; x != nil {

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,86 +74,27 @@ type DrainReport struct {
 	// some were sent twice.
 	Attempts int64 `json:"attempts"`
 	// CPUPerDeliveryUS is this process's CPU time during the drain per
-	// delivery, in microseconds: the engine's, SQLite's and the
-	// receiver's (not PostgreSQL's). On a shared machine it says what the
-	// drain would reach with a core of its own: 1e6 / it per core.
+	// delivery, in microseconds: the engine's and SQLite's (not
+	// PostgreSQL's, nor the receiver's, which runs in a process of its
+	// own). On a shared machine it says what the drain would reach with a
+	// core of its own: 1e6 / it per core.
 	CPUPerDeliveryUS float64 `json:"process_cpu_us_per_delivery,omitempty"`
+	// Bare is the floor a delivery's cost is held to: the same bodies,
+	// signed as a delivery is and POSTed to the same receiver by as many
+	// senders as the engine runs, each followed by one conditional row
+	// update of its own commit on a store of the same kind (the raw
+	// baseline's). CPURatio is CPUPerDeliveryUS over Bare's
+	// (docs/performance.md: at most 1.5).
+	Bare     *BareDeliveryReport `json:"bare,omitempty"`
+	CPURatio float64             `json:"cpu_ratio,omitempty"`
 }
 
-// receivers are the run's local webhook receivers: one HTTP server,
-// one path per endpoint. Each delivery's lag is recorded while recording
-// is on, for events committed from since.
-type receivers struct {
-	srv *http.Server
-	url string
-
-	got atomic.Int64
-
-	mu     sync.Mutex
-	record bool
-	since  time.Time
-	lags   samples
-}
-
-func startReceivers() (*receivers, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	rc := &receivers{url: "http://" + ln.Addr().String()}
-	rc.srv = &http.Server{Handler: http.HandlerFunc(rc.serve), ReadHeaderTimeout: 10 * time.Second}
-	go rc.srv.Serve(ln)
-	return rc, nil
-}
-
-func (rc *receivers) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	now := time.Now()
-	rc.got.Add(1)
-	w.WriteHeader(http.StatusNoContent)
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if !rc.record {
-		return
-	}
-	if at, ok := bodyTimestamp(body); ok && !at.Before(rc.since) {
-		rc.lags = append(rc.lags, now.Sub(at))
-	}
-}
-
-// bodyTimestamp reads a webhook body's "timestamp": its event's commit.
-func bodyTimestamp(body []byte) (time.Time, bool) {
-	const key = `"timestamp":"`
-	i := bytes.Index(body, []byte(key))
-	if i < 0 {
-		return time.Time{}, false
-	}
-	rest := body[i+len(key):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return time.Time{}, false
-	}
-	at, err := time.Parse(time.RFC3339Nano, string(rest[:j]))
-	return at, err == nil
-}
-
-func (rc *receivers) startRecording(since time.Time) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.record, rc.since, rc.lags = true, since, nil
-}
-
-func (rc *receivers) stopRecording() samples {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	rc.record = false
-	return rc.lags
-}
-
-func (rc *receivers) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rc.srv.Shutdown(ctx)
+// BareDeliveryReport is the bare signed POST and row update a delivery is
+// measured against.
+type BareDeliveryReport struct {
+	Deliveries       int     `json:"deliveries"`
+	PerS             float64 `json:"deliveries_per_s"`
+	CPUPerDeliveryUS float64 `json:"process_cpu_us_per_delivery,omitempty"`
 }
 
 // addEndpoints creates n webhook endpoints, subscribed to everything, on
@@ -177,7 +118,7 @@ func (t *target) addEndpoints(ctx context.Context, rc *receivers, n int) error {
 // lifecycle phase at rate (0: as fast as the clients go).
 func runWebhooks(ctx context.Context, cfg Config, t *target, rep *Report, load func(rate float64) (Result, error)) error {
 	wr := &WebhookReport{Endpoints: cfg.Webhooks}
-	rc, err := startReceivers()
+	rc, err := startReceivers(ctx, cfg.Progress)
 	if err != nil {
 		return err
 	}
@@ -216,16 +157,21 @@ func runWebhooks(ctx context.Context, cfg Config, t *target, rep *Report, load f
 	waitReceived(ctx, rc, func() bool { return backlogEmpty(ctx, t) }, settleBound)
 	rate := max(1, float64(int(fastest.OpsPerS/2)))
 	fmt.Fprintf(cfg.Progress, "webhooks: lifecycle paced at %g/s (half the fastest with %d endpoints), delivery lag from commit\n", rate, cfg.Webhooks)
-	before := rc.got.Load()
-	rc.startRecording(time.Now())
+	before := rc.received()
+	if err := rc.startRecording(time.Now()); err != nil {
+		return err
+	}
 	if wr.Lag, err = load(rate); err != nil {
 		return err
 	}
 	// Every successful lifecycle commits two events (created, approved),
 	// each delivered to every endpoint.
 	want := 2 * wr.Lag.Ops * int64(cfg.Webhooks)
-	waitReceived(ctx, rc, func() bool { return rc.got.Load()-before >= want }, settleBound)
-	lags := rc.stopRecording()
+	waitReceived(ctx, rc, func() bool { return rc.received()-before >= want }, settleBound)
+	lags, err := rc.stopRecording()
+	if err != nil {
+		return err
+	}
 	wr.Delivered = int64(len(lags))
 	wr.Undelivered = max(0, want-wr.Delivered)
 	wr.LagMS = lags.latency()
@@ -241,10 +187,11 @@ func runWebhooks(ctx context.Context, cfg Config, t *target, rep *Report, load f
 	return nil
 }
 
-// waitReceived waits until done or bound passes, looking every 10 ms.
-func waitReceived(ctx context.Context, _ *receivers, done func() bool, bound time.Duration) {
+// waitReceived waits until done or bound passes, looking every 10 ms,
+// or until rc cannot be asked.
+func waitReceived(ctx context.Context, rc *receivers, done func() bool, bound time.Duration) {
 	deadline := time.Now().Add(bound)
-	for !done() && time.Now().Before(deadline) && ctx.Err() == nil {
+	for !done() && rc.failed() == nil && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond) // polling what a server does on its own time
 	}
 }
@@ -268,7 +215,7 @@ func runDrain(ctx context.Context, cfg Config) (*DrainReport, error) {
 		return nil, err
 	}
 	defer closeStore()
-	rc, err := startReceivers()
+	rc, err := startReceivers(ctx, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -309,25 +256,125 @@ func runDrain(ctx context.Context, cfg Config) (*DrainReport, error) {
 	defer func() { stop(); <-done }()
 	deadline := start.Add(drainBound)
 	for {
-		if rc.got.Load() >= int64(cfg.Backlog) {
-			b, err := st.DeliveryBacklog(ctx)
-			if err == nil && b.Pending == 0 {
-				break
-			}
+		// The store first: asking the receivers costs this process a
+		// round trip of its own.
+		if b, err := st.DeliveryBacklog(ctx); err == nil && b.Pending == 0 && rc.received() >= int64(cfg.Backlog) {
+			break
+		}
+		if err := rc.failed(); err != nil {
+			return nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d of %d deliveries received after %s", rc.got.Load(), cfg.Backlog, drainBound)
+			return nil, fmt.Errorf("%d of %d deliveries received after %s", rc.received(), cfg.Backlog, drainBound)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		time.Sleep(5 * time.Millisecond) // polling the engine, which runs on its own
 	}
-	elapsed := time.Since(start)
+	cpu1, elapsed := cpuTime(), time.Since(start)
 	rep := &DrainReport{Deliveries: cfg.Backlog, ElapsedS: round(elapsed.Seconds(), 3),
-		PerS: round(float64(cfg.Backlog)/elapsed.Seconds(), 1), Attempts: rc.got.Load()}
-	if cpu1 := cpuTime(); cpu0 >= 0 && cpu1 >= cpu0 {
+		PerS: round(float64(cfg.Backlog)/elapsed.Seconds(), 1), Attempts: rc.received()}
+	if cpu0 >= 0 && cpu1 >= cpu0 {
 		rep.CPUPerDeliveryUS = round(float64((cpu1-cpu0).Microseconds())/float64(cfg.Backlog), 1)
+	}
+	stop()
+	<-done
+	n := min(cfg.Backlog, bareMax)
+	fmt.Fprintf(cfg.Progress, "webhooks: %d bare signed POSTs, each with a row update, to compare\n", n)
+	bare, err := runBareDeliveries(ctx, cfg, rc.url+"/hook/bare", ep.Secret, n, payload)
+	if err != nil {
+		return nil, fmt.Errorf("bare deliveries: %w", err)
+	}
+	rep.Bare = bare
+	if bare.CPUPerDeliveryUS > 0 && rep.CPUPerDeliveryUS > 0 {
+		rep.CPURatio = round(rep.CPUPerDeliveryUS/bare.CPUPerDeliveryUS, 2)
+	}
+	return rep, rc.failed()
+}
+
+// bareMax bounds the bare deliveries: enough for a steady CPU figure.
+const bareMax = 20_000
+
+// bareSenders is how many bare deliveries are in flight at once: as many
+// as the delivery engine sends at once (notify's worker).
+const bareSenders = 8
+
+// runBareDeliveries is the floor of a delivery's cost: n bodies, each
+// signed as notify signs a delivery, POSTed to url over kept-alive
+// connections by bareSenders senders, and each followed by a conditional
+// update of one row in a raw store of cfg.DB's kind, its own commit. The
+// rows are inserted first, unmeasured.
+func runBareDeliveries(ctx context.Context, cfg Config, url, secret string, n int, payload func(int) []byte) (*BareDeliveryReport, error) {
+	rs, err := openRaw(ctx, cfg, "bare")
+	if err != nil {
+		return nil, err
+	}
+	defer rs.close()
+	run := randomHex(4)
+	id := func(i int) string { return fmt.Sprintf("bare_%s_%d", run, i) }
+	bodies := make([][]byte, n)
+	for i := range n {
+		if err := rs.insert(ctx, id(i), id(i), rawArguments); err != nil {
+			return nil, err
+		}
+		bodies[i] = payload(i)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: bareSenders}, Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		failed  error
+	)
+	send := func(i int) error {
+		msgID := "msg_" + id(i)
+		ts := time.Now().Unix()
+		sig, err := notify.Sign(secret, msgID, ts, bodies[i])
+		if err != nil {
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(bodies[i]))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(notify.HeaderID, msgID)
+		req.Header.Set(notify.HeaderTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(notify.HeaderSignature, sig)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("POST %s: %s", url, resp.Status)
+		}
+		return rs.approve(ctx, id(i))
+	}
+	cpu0, start := cpuTime(), time.Now()
+	for range bareSenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := send(i); err != nil {
+					errOnce.Do(func() { failed = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cpu1, elapsed := cpuTime(), time.Since(start)
+	if failed != nil {
+		return nil, failed
+	}
+	rep := &BareDeliveryReport{Deliveries: n, PerS: round(float64(n)/elapsed.Seconds(), 1)}
+	if cpu0 >= 0 && cpu1 >= cpu0 {
+		rep.CPUPerDeliveryUS = round(float64((cpu1-cpu0).Microseconds())/float64(n), 1)
 	}
 	return rep, nil
 }
