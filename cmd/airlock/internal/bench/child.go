@@ -30,7 +30,7 @@ import (
 // run makes and removes its store, and talks to it over stdin and stdout,
 // one JSON line at a time:
 //
-//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go); closing stdin stops it
+//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go; "push on" and "push off", push.go); closing stdin stops it
 //	child → run   a childHello once it listens (or why it could not), then one answer per command
 //
 // The child stops when its stdin ends, so it outlives no run: a run that
@@ -138,7 +138,10 @@ type childServer struct {
 	// audit switches the server's audit log sequencer (audit.go); nil
 	// where it has none.
 	audit func(ctx context.Context, on bool) error
-	stop  func()
+	// push starts or stops the server's delivery engine (push.go); nil
+	// where it has none.
+	push func(on bool) error
+	stop func()
 }
 
 // serveChild reads the spec from in, starts its server, says so on out,
@@ -193,6 +196,8 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 				err = enc.Encode(tokensCommand(l, srv.tokens))
 			case "audit on", "audit off":
 				err = enc.Encode(auditCommand(ctx, l, srv.audit))
+			case "push on", "push off":
+				err = enc.Encode(pushCommand(l, srv.push))
 			default:
 				err = enc.Encode(map[string]string{"error": fmt.Sprintf("unknown command %q", l)})
 			}
@@ -235,6 +240,7 @@ func startChildServer(ctx context.Context, spec childSpec, log *slog.Logger) (*c
 			},
 			tokens: rep.svc.SetApprovalTokens,
 			audit:  func(ctx context.Context, on bool) error { return switchAudit(ctx, rep.svc, on) },
+			push:   rep.notifications,
 			stop:   func() { stop(context.WithoutCancel(ctx)) },
 		}, nil
 	case childRawHTTP:
