@@ -23,8 +23,8 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	replicas := fs.Int("replicas", 1, "in-process servers sharing the store (PostgreSQL only); clients take them in turn")
 	clients := fs.Int("clients", 0, "concurrent clients (default 8; grant: 1); for wait, the number of idle long-poll waiters (default 100)")
 	var duration time.Duration
-	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run")
-	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp, grant, claim: default 1000000; claim shares it out among its passes; consume: the tokens made before the clock starts, default 5000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
+	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run (push: half for its lifecycle passes, a quarter each for its creates at the maximum and at half of it)")
+	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp, grant, claim, audit, push: default 1000000; claim and audit share it out among their passes, push half among its lifecycle passes and half among its creates; consume: the tokens made before the clock starts, default 5000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
 	rate := fs.Float64("rate", 0, "pace lifecycle, create, mcp or grant at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
 	halfMax := fs.Bool("half-max", false, "lifecycle, create, mcp or grant: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
 	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")
