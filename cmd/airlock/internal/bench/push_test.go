@@ -70,3 +70,26 @@ func TestPush(t *testing.T) {
 		}
 	}
 }
+
+// TestPushRefusals: the push scenario needs the run's own servers, sets
+// its own pace, and needs room for its passes and create phases.
+func TestPushRefusals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Scenario: Push, URLs: []string{"http://127.0.0.1:1"}, Token: "x"}, "needs the run's own servers"},
+		{Config{Scenario: Push, Rate: 10}, "has its own pace"},
+		{Config{Scenario: Push, HalfMax: true}, "has its own pace"},
+		{Config{Scenario: Push, Count: 5}, "--count must be at least 12 for push"},
+		{Config{Scenario: Push, Duration: 100 * time.Millisecond}, "--duration must be at least 200ms for push"},
+	} {
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want an error containing %q", tc.cfg, err, tc.want)
+		}
+	}
+	if err := (Config{Scenario: Push}).Validate(); err != nil {
+		t.Errorf("the push scenario's defaults: %v", err)
+	}
+}
