@@ -569,9 +569,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // SetNotifications starts (on) or stops the delivery engine — the
-// fan-out of events to webhooks, push subscriptions, Slack and email, and
-// their attempts — while Run runs. Stopped, events wait in the log and go
-// out once it starts again. Only the benchmark stops it: its push
+// fan-out of events to webhooks, push subscriptions, Slack and email,
+// their attempts, and the reminders — while Run runs. Stopped, events
+// wait in the log and go out once it starts again. Only the benchmark stops it: its push
 // scenario measures the lifecycle with the engine running and without.
 func (s *Server) SetNotifications(on bool) error { return s.delivering.set(on) }
 
