@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/ratelimit"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -358,23 +361,55 @@ func (h *handler) passkeySigninBegin(w http.ResponseWriter, r *http.Request) {
 // passkey's use (its counter must advance, or be 0 for authenticators
 // that keep none), and signs its owner in: form fields csrf, next and
 // credential (PublicKeyCredential.toJSON()). It answers {"next": path}.
+//
+// Failed sign-ins are throttled by client address as the token sign-in's
+// are (the shared AuthGuard, docs/inbox.md): each answer that does not
+// verify is a failure of its address, and past the address's budget the
+// answer is 429 with Retry-After, checked before any lookup. A passkey
+// this server has accepted before is not held back.
 func (h *handler) passkeySigninFinish(w http.ResponseWriter, r *http.Request) {
 	if !h.passkeySigninForm(w, r) {
 		return
 	}
-	wa, err := h.relyingParty(r)
-	if err != nil {
-		h.pushError(w, err)
+	raw := r.PostForm.Get("credential")
+	parsed, perr := protocol.ParseCredentialRequestResponseBytes([]byte(raw))
+	// The guard keys what it remembers by the credential's ID: an answer
+	// too garbled to name one counts under what it sent.
+	key := "passkey:" + raw
+	if perr == nil {
+		key = "passkey:" + string(parsed.RawID)
+	}
+	attempt, wait, ok := h.guard.Admit(r, key)
+	if !ok {
+		secs := ratelimit.RetryAfter(wait)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writePushJSON(w, http.StatusTooManyRequests, map[string]string{"code": string(airlock.CodeRateLimited), "message": fmt.Sprintf(
+			"too many failed sign-ins from your address (%s); try again in %d seconds", attempt.Address(), secs)})
 		return
 	}
-	parsed, err := protocol.ParseCredentialRequestResponseBytes([]byte(r.PostForm.Get("credential")))
+	// fail answers err, and tells the guard whether the browser's answer
+	// was refused (a failed sign-in) or the server could not check it.
+	fail := func(err error) {
+		switch airlock.ErrorCode(err) {
+		case "", airlock.CodeInternal, airlock.CodeUnavailable:
+			attempt.Done(err)
+		default:
+			attempt.Done(airlock.Errorf(airlock.CodeUnauthorized, "passkey sign-in refused: %v", err))
+		}
+		h.pushError(w, err)
+	}
+	wa, err := h.relyingParty(r)
 	if err != nil {
-		h.pushError(w, refusedAnswer(err))
+		fail(err)
+		return
+	}
+	if perr != nil {
+		fail(refusedAnswer(perr))
 		return
 	}
 	_, s, err := h.takeCeremony(r, parsed.Response.CollectedClientData.Challenge, airlock.CeremonySignIn)
 	if err != nil {
-		h.pushError(w, err)
+		fail(err)
 		return
 	}
 	var stored airlock.Passkey
@@ -393,18 +428,19 @@ func (h *handler) passkeySigninFinish(w http.ResponseWriter, r *http.Request) {
 		err = airlock.Errorf(airlock.CodeUnauthorized, "this passkey is not registered with this inbox (it may have been deleted)")
 	}
 	if err != nil {
-		h.pushError(w, refusedAnswer(err))
+		fail(refusedAnswer(err))
 		return
 	}
 	if _, err := h.svc.UsePasskey(r.Context(), stored.ID, cred.Authenticator.SignCount); err != nil {
-		h.pushError(w, err)
+		fail(err)
 		return
 	}
 	id, _, err := h.svc.StartPasskeyWebSession(r.Context(), stored, h.sessionIdle, h.sessionMax)
 	if err != nil {
-		h.pushError(w, err)
+		fail(err)
 		return
 	}
+	attempt.Done(nil)
 	h.setCookie(w, r, signinCookie, "", -1)
 	h.setCookie(w, r, sessionCookie, id, int(h.sessionMax.Seconds()))
 	writePushJSON(w, http.StatusOK, map[string]string{"next": localPath(r.PostForm.Get("next"))})

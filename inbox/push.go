@@ -105,6 +105,8 @@ func (h *handler) pushError(w http.ResponseWriter, err error) {
 	switch code {
 	case airlock.CodeInvalidRequest:
 		status, msg = http.StatusBadRequest, err.Error()
+	case airlock.CodeUnauthorized:
+		status, msg = http.StatusUnauthorized, err.Error()
 	case airlock.CodeForbidden:
 		status, msg = http.StatusForbidden, err.Error()
 	case airlock.CodeNotFound:

@@ -16,15 +16,15 @@ import (
 // or --json) to stdout.
 func runBench(ctx context.Context, a *App, args []string) error {
 	fs := a.newFlagSet("bench")
-	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together), mcp (approval_request over /mcp), grant (a create a reviewer's grant approves → claim), claim (create → approve → claim, with approval tokens and without in interleaved passes: tokens_ratio) consume (a tool server's consume of a fresh approval token, held to its call) or audit (lifecycles with the audit log's sequencer on and off in interleaved passes: log_ratio)")
+	scenario := fs.String("scenario", bench.Lifecycle, "lifecycle (create → approve → read), create, wait (long-poll waiters), expiry (requests due together), mcp (approval_request over /mcp), grant (a create a reviewer's grant approves → claim), claim (create → approve → claim, with approval tokens and without in interleaved passes: tokens_ratio) consume (a tool server's consume of a fresh approval token, held to its call) audit (lifecycles with the audit log's sequencer on and off in interleaved passes: log_ratio) or push (lifecycles with the delivery engine on and off and no push subscription: push_ratio; then creates pushed to a local push service that decrypts them, at the maximum and at half of it: push lag)")
 	urls := fs.String("url", "", "drive running servers at these URLs (comma-separated replicas) instead of one started in-process")
 	token := fs.String("token", "", "an admin token of the --url server: the run mints an agent and a reviewer token with it and revokes them after")
 	db := fs.String("db", "", "store of the in-process server and of the raw baseline: a SQLite file path that does not exist yet (default a temporary file), or a postgres:// URL (the run uses a fresh schema and drops it)")
 	replicas := fs.Int("replicas", 1, "in-process servers sharing the store (PostgreSQL only); clients take them in turn")
 	clients := fs.Int("clients", 0, "concurrent clients (default 8; grant: 1); for wait, the number of idle long-poll waiters (default 100)")
 	var duration time.Duration
-	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run")
-	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp, grant, claim: default 1000000; claim shares it out among its passes; consume: the tokens made before the clock starts, default 5000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
+	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run (push: half for its lifecycle passes, a quarter each for its creates at the maximum and at half of it)")
+	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp, grant, claim, audit, push: default 1000000; claim and audit share it out among their passes, push half among its lifecycle passes and half among its creates; consume: the tokens made before the clock starts, default 5000); wait: decision rounds (default 200); expiry: requests due together (default 10000)")
 	rate := fs.Float64("rate", 0, "pace lifecycle, create, mcp or grant at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
 	halfMax := fs.Bool("half-max", false, "lifecycle, create, mcp or grant: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
 	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")

@@ -52,12 +52,17 @@ const (
 	// Audit is the lifecycle with the audit log's sequencer on and off in
 	// interleaved passes (audit.go).
 	Audit = "audit"
+	// Push is Web Push's two measures (push.go): the lifecycle with the
+	// delivery engine running and stopped, no subscription (push_ratio),
+	// then creates pushed to a push service on this machine, at the
+	// maximum and at half of it (push lag).
+	Push = "push"
 	// Raw is the raw baseline alone: a lifecycle's durable work in direct SQL.
 	Raw = "raw"
 )
 
 // Scenarios lists the scenarios, in the order help shows them.
-var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit}
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push}
 
 // Bounds of a run: no flag can make it unbounded.
 const (
@@ -197,7 +202,7 @@ type Config struct {
 // delivery backlog), and keep them in this process.
 func (c Config) serversApart() bool {
 	switch c.Scenario {
-	case Lifecycle, Create, MCP, Grant, Claim, Consume, Audit:
+	case Lifecycle, Create, MCP, Grant, Claim, Consume, Audit, Push:
 		return len(c.URLs) == 0 && c.Webhooks == 0
 	}
 	return false
@@ -252,7 +257,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
-	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Raw:
+	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -293,10 +298,10 @@ func (c Config) validate() error {
 	if c.Rate < 0 || c.Rate > 1e6 {
 		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
 	}
-	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit) {
+	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push) {
 		return fmt.Errorf("--rate paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
-	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit) {
+	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push) {
 		return fmt.Errorf("--half-max paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && c.Rate > 0 {
@@ -337,6 +342,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.validateAudit(); err != nil {
+		return err
+	}
+	if err := c.validatePush(); err != nil {
 		return err
 	}
 	if c.ServerPID != 0 {
@@ -499,6 +507,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		err = runClaim(ctx, cfg, tgt, rep)
 	case Audit:
 		err = runAudit(ctx, cfg, tgt, rep)
+	case Push:
+		err = runPush(ctx, cfg, tgt, rep)
 	case Wait:
 		err = runWait(ctx, cfg, tgt, rep)
 	case Expiry:

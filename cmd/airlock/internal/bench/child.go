@@ -30,7 +30,7 @@ import (
 // run makes and removes its store, and talks to it over stdin and stdout,
 // one JSON line at a time:
 //
-//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go; a receiver's, receiver.go); closing stdin stops it
+//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go; "push on" and "push off", push.go; a receiver's, receiver.go); closing stdin stops it
 //	child → run   a childHello once it listens (or why it could not), then one answer per command
 //
 // The child stops when its stdin ends, so it outlives no run: a run that
@@ -139,6 +139,9 @@ type childServer struct {
 	// audit switches the server's audit log sequencer (audit.go); nil
 	// where it has none.
 	audit func(ctx context.Context, on bool) error
+	// push starts or stops the server's delivery engine (push.go); nil
+	// where it has none.
+	push func(on bool) error
 	// command answers the commands of a kind of child of its own
 	// (receiver.go); ok is false for a line it does not know.
 	command func(line string) (answer any, ok bool)
@@ -197,6 +200,8 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 				err = enc.Encode(tokensCommand(l, srv.tokens))
 			case "audit on", "audit off":
 				err = enc.Encode(auditCommand(ctx, l, srv.audit))
+			case "push on", "push off":
+				err = enc.Encode(pushCommand(l, srv.push))
 			default:
 				if srv.command != nil {
 					if a, ok := srv.command(l); ok {
@@ -245,6 +250,7 @@ func startChildServer(ctx context.Context, spec childSpec, log *slog.Logger) (*c
 			},
 			tokens: rep.svc.SetApprovalTokens,
 			audit:  func(ctx context.Context, on bool) error { return switchAudit(ctx, rep.svc, on) },
+			push:   rep.notifications,
 			stop:   func() { stop(context.WithoutCancel(ctx)) },
 		}, nil
 	case childReceiver:

@@ -65,7 +65,10 @@ type Report struct {
 	// AuditCompare is what the audit scenario measured: the lifecycle with
 	// the audit log's sequencer on and off (audit.go).
 	AuditCompare *AuditReport `json:"audit_compare,omitempty"`
-	Machine      Machine      `json:"machine"`
+	// Push is what the push scenario measured: push_ratio and push lag
+	// (push.go). Result is its paced creates, Max its unpaced ones.
+	Push    *PushReport `json:"push,omitempty"`
+	Machine Machine     `json:"machine"`
 }
 
 // Bounds are the limits the run was given.
@@ -299,10 +302,17 @@ func (r *Report) WriteTable(w io.Writer) {
 			name = "airlock lifecycle, audit log on"
 		}
 		if r.Max != nil {
-			row("maximum, unpaced", *r.Max)
+			maxName := "maximum, unpaced"
 			name = fmt.Sprintf("at half: %.0f/s", r.Bounds.Rate)
+			if r.Push != nil {
+				maxName, name = "creates pushed, unpaced", fmt.Sprintf("creates pushed, at half: %.0f/s", r.Bounds.Rate)
+			}
+			row(maxName, *r.Max)
 		}
 		row(name, r.Result)
+		if r.Push != nil {
+			r.Push.writeRows(row)
+		}
 		if r.Claim != nil {
 			r.Claim.writeRows(row)
 		}
@@ -329,6 +339,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		if r.AuditCompare != nil {
 			r.AuditCompare.writeSummary(w)
+		}
+		if r.Push != nil {
+			r.Push.writeSummary(w)
 		}
 		if a := r.Audit; a != nil {
 			fmt.Fprintf(w, "\naudit log: %d leaves, commit → leaf p50 ≤ %s, p99 ≤ %s (target p99 ≤ 1 s at half the maximum load); %d checkpoints covered new leaves, the longest wait for one ≤ %s (target ≤ 2 × --checkpoint-interval)\n",

@@ -73,6 +73,8 @@ type target struct {
 type replica struct {
 	svc *provider.Service
 	url string
+	// notifications starts or stops the server's delivery engine (push.go).
+	notifications func(on bool) error
 	// pipe is a second listener whose connections are in-memory pipes,
 	// not file descriptors; the wait scenario dials it for more waiters
 	// than the process has descriptors.
@@ -363,7 +365,8 @@ func startServer(ctx context.Context, st store.Store, admin string, pol *policy.
 		Store: st, StoreName: "bench", Addr: "127.0.0.1:0", Listeners: []net.Listener{pipe}, AdminToken: admin,
 		MaxWait: inProcessMaxWait, RateLimit: 1e12, RateBurst: 1 << 30, ShutdownGrace: 5 * time.Second,
 		Policy: pol, Logger: log, Version: "bench",
-		// --webhooks's receivers are on this machine's loopback.
+		// --webhooks's receivers and the push scenario's push service
+		// are on this machine's loopback.
 		OutboundAllowPrivate: true,
 	})
 	if err != nil {
@@ -381,7 +384,7 @@ func startServer(ctx context.Context, st store.Store, admin string, pol *policy.
 		stopRun()
 		<-done
 	}
-	return &replica{svc: srv.Service(), url: "http://" + srv.Addr(), pipe: pipe}, stop, nil
+	return &replica{svc: srv.Service(), url: "http://" + srv.Addr(), pipe: pipe, notifications: srv.SetNotifications}, stop, nil
 }
 
 // close revokes the run's tokens on a remote server, and stops and removes
@@ -603,6 +606,7 @@ func (t *target) call(ctx context.Context, method, base, path, token, body strin
 type apiRequest struct {
 	ID         string    `json:"id"`
 	State      string    `json:"state"`
+	CreatedAt  time.Time `json:"created_at"`
 	DeadlineAt time.Time `json:"deadline_at"`
 	Decision   *struct {
 		DecidedBy string `json:"decided_by"`

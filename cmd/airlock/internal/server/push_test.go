@@ -3,20 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/ecdh"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -28,14 +19,16 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
+	"github.com/airlockhq/airlock/internal/pushrecv"
 	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // pushReceiver is a push service started in the test: it decrypts every
-// message with its subscription's private keys (RFC 8291, written here
-// with the standard library alone, sharing no code with the sender) and
-// checks the VAPID JWT's ES256 signature against the key it names
-// (RFC 8292).
+// message with its subscription's private keys (RFC 8291, with
+// internal/pushrecv: the standard library alone, sharing no code with
+// the sender) and checks the VAPID JWT's ES256 signature against the key
+// it names (RFC 8292). It misbehaves on purpose (hangs, 404, 410), which
+// pushrecv's receiver does not.
 type pushReceiver struct {
 	t      *testing.T
 	srv    *httptest.Server
@@ -129,7 +122,7 @@ func (p *pushReceiver) open(r *http.Request, body []byte) ([]byte, string, error
 	if ttl := r.Header.Get("TTL"); ttl == "" || ttl == "0" {
 		return nil, "", fmt.Errorf("TTL %q; want the seconds to the deadline", ttl)
 	}
-	k, err := checkVAPID(r.Header.Get("Authorization"), "http://"+r.Host)
+	k, err := pushrecv.CheckVAPID(r.Header.Get("Authorization"), "http://"+r.Host, time.Now())
 	if err != nil {
 		return nil, "", err
 	}
@@ -137,119 +130,8 @@ func (p *pushReceiver) open(r *http.Request, body []byte) ([]byte, string, error
 	if priv == nil {
 		return nil, "", errors.New("a push to no subscription")
 	}
-	plain, err := decryptPush(priv, auth, body)
+	plain, err := pushrecv.Decrypt(priv, auth, body)
 	return plain, k, err
-}
-
-// checkVAPID verifies "vapid t=<JWT>, k=<key>": an ES256 JWT over the
-// push service's origin, signed by k, expiring within a day.
-func checkVAPID(h, origin string) (string, error) {
-	rest, ok := strings.CutPrefix(h, "vapid ")
-	if !ok {
-		return "", fmt.Errorf("Authorization %q is not vapid", h)
-	}
-	var tok, key string
-	for part := range strings.SplitSeq(rest, ",") {
-		part = strings.TrimSpace(part)
-		if v, ok := strings.CutPrefix(part, "t="); ok {
-			tok = v
-		} else if v, ok := strings.CutPrefix(part, "k="); ok {
-			key = v
-		}
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(key)
-	if err != nil {
-		return "", fmt.Errorf("k: %v", err)
-	}
-	pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), raw)
-	if err != nil {
-		return "", fmt.Errorf("k is not a P-256 key: %v", err)
-	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return "", errors.New("t is not a JWS")
-	}
-	hdr, err1 := base64.RawURLEncoding.DecodeString(parts[0])
-	claims, err2 := base64.RawURLEncoding.DecodeString(parts[1])
-	sig, err3 := base64.RawURLEncoding.DecodeString(parts[2])
-	if err := errors.Join(err1, err2, err3); err != nil || len(sig) != 64 {
-		return "", fmt.Errorf("t is not base64url with a 64-byte signature: %v", err)
-	}
-	var head struct{ Alg string }
-	if err := json.Unmarshal(hdr, &head); err != nil || head.Alg != "ES256" {
-		return "", fmt.Errorf("JWT header %s; want alg ES256", hdr)
-	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if !ecdsa.Verify(pub, digest[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
-		return "", errors.New("the VAPID signature does not verify against k")
-	}
-	var c struct {
-		Aud string
-		Exp int64
-		Sub string
-	}
-	if err := json.Unmarshal(claims, &c); err != nil {
-		return "", err
-	}
-	now := time.Now().Unix()
-	if c.Aud != origin || c.Exp <= now || c.Exp > now+24*3600 || !strings.HasPrefix(c.Sub, "mailto:") && !strings.HasPrefix(c.Sub, "https:") {
-		return "", fmt.Errorf("VAPID claims %s; want aud %s, exp within a day, sub mailto: or https:", claims, origin)
-	}
-	return key, nil
-}
-
-// decryptPush opens an aes128gcm body (RFC 8188) encrypted for the
-// subscription (priv, auth) as RFC 8291 says.
-func decryptPush(priv *ecdh.PrivateKey, auth, body []byte) ([]byte, error) {
-	if len(body) < 21 {
-		return nil, errors.New("body shorter than its header")
-	}
-	salt, rs, idlen := body[:16], binary.BigEndian.Uint32(body[16:20]), int(body[20])
-	if idlen != 65 || len(body) < 21+idlen {
-		return nil, fmt.Errorf("keyid of %d bytes; want the sender's 65-byte key", idlen)
-	}
-	asPub, err := ecdh.P256().NewPublicKey(body[21 : 21+idlen])
-	if err != nil {
-		return nil, err
-	}
-	ct := body[21+idlen:]
-	if rs < 18 || uint32(len(ct)) > rs {
-		return nil, fmt.Errorf("record size %d with %d bytes: want one record", rs, len(ct))
-	}
-	secret, err := priv.ECDH(asPub)
-	if err != nil {
-		return nil, err
-	}
-	info := append(append([]byte("WebPush: info\x00"), priv.PublicKey().Bytes()...), asPub.Bytes()...)
-	ikm, err := hkdf.Key(sha256.New, secret, auth, string(info), 32)
-	if err != nil {
-		return nil, err
-	}
-	cek, err := hkdf.Key(sha256.New, ikm, salt, "Content-Encoding: aes128gcm\x00", 16)
-	if err != nil {
-		return nil, err
-	}
-	nonce, err := hkdf.Key(sha256.New, ikm, salt, "Content-Encoding: nonce\x00", 12)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(cek)
-	if err != nil {
-		return nil, err
-	}
-	gcm, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	plain, err := gcm.Open(nil, nonce, ct, nil)
-	if err != nil {
-		return nil, fmt.Errorf("decrypt: %v", err)
-	}
-	plain = bytes.TrimRight(plain, "\x00")
-	if len(plain) == 0 || plain[len(plain)-1] != 2 {
-		return nil, errors.New("the last record's padding delimiter is not 2")
-	}
-	return plain[:len(plain)-1], nil
 }
 
 // wait returns once ok holds of what arrived, failing at the deadline.

@@ -196,11 +196,14 @@ type Server struct {
 	svc   *provider.Service
 	// notify delivers webhooks and records reminders; webhooks is its
 	// webhook sender, closed after it stops.
-	notify    *notify.Engine
-	webhooks  *notify.WebhookSender
-	pusher    *notify.PushSender
-	listeners []net.Listener
-	http      *http.Server
+	notify   *notify.Engine
+	webhooks *notify.WebhookSender
+	pusher   *notify.PushSender
+	// delivering runs the delivery engine while Run does, and lets the
+	// benchmark stop and start it (SetNotifications).
+	delivering engineSwitch
+	listeners  []net.Listener
+	http       *http.Server
 	// guard throttles and logs failed authentications (Run flushes its log).
 	guard *ratelimit.Guard
 	// drain ends long-polls (answering with the state as it is) and event
@@ -525,11 +528,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.policy != nil {
 		background.Go(func() { s.policy.Watch(schedCtx, s.policyWatchEvery, s.policyReload) })
 	}
-	background.Go(func() {
-		s.notify.Run(schedCtx)
-		s.webhooks.Close()
-		s.pusher.Close()
-	})
+	s.delivering.open(schedCtx, s.notify.Run)
 	served := make(chan error, len(s.listeners))
 	for _, l := range s.listeners {
 		go func() { served <- s.http.Serve(l) }()
@@ -559,11 +558,81 @@ func (s *Server) Run(ctx context.Context) error {
 	s.cut()
 	stopScheduler()
 	background.Wait()
+	s.delivering.close()
+	s.webhooks.Close()
+	s.pusher.Close()
 	if err := s.store.Close(); err != nil && runErr == nil {
 		runErr = fmt.Errorf("close database: %w", err)
 	}
 	s.log.Info("stopped")
 	return runErr
+}
+
+// SetNotifications starts (on) or stops the delivery engine — the
+// fan-out of events to webhooks, push subscriptions, Slack and email,
+// their attempts, and the reminders — while Run runs. Stopped, events
+// wait in the log and go out once it starts again. Only the benchmark stops it: its push
+// scenario measures the lifecycle with the engine running and without.
+func (s *Server) SetNotifications(on bool) error { return s.delivering.set(on) }
+
+// engineSwitch runs a loop (the delivery engine's Run) under a context of
+// its own, so that it can be stopped and started again within the
+// server's life.
+type engineSwitch struct {
+	mu     sync.Mutex
+	parent context.Context // nil before open and after close
+	run    func(context.Context)
+	stop   context.CancelFunc // nil while stopped
+	done   chan struct{}
+}
+
+// open starts run under parent.
+func (e *engineSwitch) open(parent context.Context, run func(context.Context)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.parent, e.run = parent, run
+	e.startLocked()
+}
+
+func (e *engineSwitch) startLocked() {
+	ctx, stop := context.WithCancel(e.parent)
+	done := make(chan struct{})
+	e.stop, e.done = stop, done
+	go func() {
+		defer close(done)
+		e.run(ctx)
+	}()
+}
+
+func (e *engineSwitch) stopLocked() {
+	if e.stop != nil {
+		e.stop()
+		<-e.done
+		e.stop, e.done = nil, nil
+	}
+}
+
+// set starts or stops the loop, waiting for a stopped one to return.
+func (e *engineSwitch) set(on bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.parent == nil {
+		return errors.New("the delivery engine runs only while the server runs")
+	}
+	if !on {
+		e.stopLocked()
+	} else if e.stop == nil {
+		e.startLocked()
+	}
+	return nil
+}
+
+// close stops the loop for good.
+func (e *engineSwitch) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopLocked()
+	e.parent = nil
 }
 
 // track counts in-flight requests, so that shutdown can wait for cut
