@@ -46,8 +46,8 @@ func NewKey(private ed25519.PrivateKey) (Key, error) {
 // protectedHeader is the first part of every token the key signs: the
 // base64url protected header go-jose's signer writes, alg EdDSA, typ Type
 // and kid id. go-jose makes it, once per key, so the header is go-jose's
-// to the byte; the header covers nothing per token, so every signature
-// reuses it (TestSignIsGoJOSE holds the tokens to go-jose's own).
+// to the byte; it holds nothing that changes per token, so every
+// signature reuses it (TestSignIsGoJOSE holds the tokens to go-jose's own).
 func protectedHeader(id string, private ed25519.PrivateKey) (string, error) {
 	signer, err := newSigner(id, private)
 	if err != nil {
