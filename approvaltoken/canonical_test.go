@@ -1,11 +1,15 @@
 package approvaltoken
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"math"
 	"strconv"
 	"testing"
+
+	"github.com/gowebpki/jcs"
 )
 
 // The examples of RFC 8785 itself: section 3.2.2 (values), section 3.2.3
@@ -134,4 +138,59 @@ func TestArgsDigest(t *testing.T) {
 			t.Errorf("ArgsDigest(%q) = %s; want an error", bad, got)
 		}
 	}
+}
+
+// canonicalPlain answers only where its form is jcs's: for each document,
+// either it leaves the document to jcs or it writes what jcs writes.
+func TestCanonicalPlainIsJCS(t *testing.T) {
+	for _, doc := range []string{
+		`{"payment_id":"pay_12345","amount":4900,"currency":"GBP"}`,
+		`{"path":"/srv/db","force":true,"n":1}`,
+		` { "b" : [ 1 , -0 , 0 , -12 , null , false , { } , [ ] ] , "a" : { "z" : "" , "y" : "x y" } } `,
+		`{"a":1,"a":2}`, `{"b":1,"a":2,"b":3}`,
+		`{"aa":1,"a":2,"a_":3,"A":4,"":5}`,
+		`42`, `-0`, `"s"`, `true`, `null`, `[]`, `{}`,
+		`999999999999999`, `9999999999999999`, `1.5`, `1e3`, `1E3`, `0.1`, `-1.0`,
+		`{"s":"a\"b"}`, `{"s":"\u00e9"}`, `{"s":"é"}`, `{"é":1,"e":2}`, `{"s":"\/"}`,
+		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`,
+	} {
+		plainOut, ok := canonicalPlain([]byte(doc))
+		want, err := jcs.Transform([]byte(doc))
+		switch {
+		case ok && err != nil:
+			t.Errorf("%s: plain %s, but jcs refuses it: %v", doc, plainOut, err)
+		case ok && string(plainOut) != string(want):
+			t.Errorf("%s: plain %s, jcs %s", doc, plainOut, want)
+		}
+		got, gotErr := Canonical([]byte(doc))
+		if (gotErr == nil) != (err == nil) || string(got) != string(want) {
+			t.Errorf("%s: Canonical %s, %v; jcs %s, %v", doc, got, gotErr, want, err)
+		}
+	}
+	for _, doc := range []string{`{"payment_id":"pay_1","amount":4900}`, `{"b":1,"a":[2,{"d":3,"c":4}]}`, `[1,"x",true]`} {
+		if _, ok := canonicalPlain([]byte(doc)); !ok {
+			t.Errorf("%s left to jcs: plain arguments should take the one pass", doc)
+		}
+	}
+}
+
+// FuzzCanonicalPlain: on any valid JSON, canonicalPlain writes jcs's form
+// or leaves the document to jcs.
+func FuzzCanonicalPlain(f *testing.F) {
+	for _, doc := range []string{`{"b":[1,-0,{"y":"x","x":null}],"a":true}`, `{"a":1,"a":2}`, `[1.5,"\u00e9",-12]`, ` 7 `} {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if !json.Valid(doc) {
+			return
+		}
+		got, ok := canonicalPlain(doc)
+		if !ok {
+			return
+		}
+		want, err := jcs.Transform(doc)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%q: plain %q; jcs %q, %v", doc, got, want, err)
+		}
+	})
 }

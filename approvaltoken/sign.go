@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-jose/go-jose/v4"
 )
@@ -19,9 +20,11 @@ type Key struct {
 	// always has the same id on every replica.
 	ID      string
 	Private ed25519.PrivateKey
-	// signer is go-jose's signer of the key, made once by NewKey; Sign
-	// makes one for a Key built otherwise.
-	signer jose.Signer
+	// header is the token's first part, the base64url protected header,
+	// as go-jose's signer writes it for this key: made once by NewKey,
+	// so a signature costs the claims' JSON and one Ed25519 signature.
+	// Sign makes it for a Key built otherwise.
+	header string
 }
 
 // NewKey wraps an Ed25519 private key and computes its id.
@@ -33,11 +36,33 @@ func NewKey(private ed25519.PrivateKey) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	signer, err := newSigner(id, private)
+	header, err := protectedHeader(id, private)
 	if err != nil {
 		return Key{}, err
 	}
-	return Key{ID: id, Private: private, signer: signer}, nil
+	return Key{ID: id, Private: private, header: header}, nil
+}
+
+// protectedHeader is the first part of every token the key signs: the
+// base64url protected header go-jose's signer writes, alg EdDSA, typ Type
+// and kid id. go-jose makes it, once per key, so the header is go-jose's
+// to the byte; it holds nothing that changes per token, so every
+// signature reuses it (TestSignIsGoJOSE holds the tokens to go-jose's own).
+func protectedHeader(id string, private ed25519.PrivateKey) (string, error) {
+	signer, err := newSigner(id, private)
+	if err != nil {
+		return "", err
+	}
+	jws, err := signer.Sign([]byte("{}"))
+	if err != nil {
+		return "", fmt.Errorf("approval token header: %w", err)
+	}
+	compact, err := jws.CompactSerialize()
+	if err != nil {
+		return "", fmt.Errorf("approval token header: %w", err)
+	}
+	header, _, _ := strings.Cut(compact, ".")
+	return header, nil
 }
 
 // newSigner makes go-jose's signer of the key: header alg EdDSA, typ Type
@@ -82,14 +107,23 @@ func (k Key) GoString() string { return k.String() }
 
 // Sign returns the compact JWS of c signed with k: header alg EdDSA, typ
 // Type and kid k.ID.
+//
+// A compact JWS is header.payload.signature, each part base64url, the
+// signature over "header.payload" (RFC 7515, section 7.1). The header is
+// the key's, made by go-jose once; Ed25519 is deterministic, so the token
+// is the one go-jose's signer would make, without its per-call JSON of
+// the header.
 func Sign(k Key, c Claims) (string, error) {
 	if err := c.check(); err != nil {
 		return "", err
 	}
-	signer := k.signer
-	if signer == nil {
+	if len(k.Private) != ed25519.PrivateKeySize {
+		return "", fmt.Errorf("sign approval token: an Ed25519 private key has %d bytes, not %d", ed25519.PrivateKeySize, len(k.Private))
+	}
+	header := k.header
+	if header == "" {
 		var err error
-		if signer, err = newSigner(k.ID, k.Private); err != nil {
+		if header, err = protectedHeader(k.ID, k.Private); err != nil {
 			return "", err
 		}
 	}
@@ -97,11 +131,16 @@ func Sign(k Key, c Claims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("approval token claims: %w", err)
 	}
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		return "", fmt.Errorf("sign approval token: %w", err)
-	}
-	return jws.CompactSerialize()
+	enc := base64.RawURLEncoding
+	n := len(header) + 1 + enc.EncodedLen(len(payload))
+	buf := make([]byte, n, n+1+enc.EncodedLen(ed25519.SignatureSize))
+	copy(buf, header)
+	buf[len(header)] = '.'
+	enc.Encode(buf[len(header)+1:], payload)
+	sig := ed25519.Sign(k.Private, buf)
+	buf = append(buf, '.')
+	buf = enc.AppendEncode(buf, sig)
+	return string(buf), nil
 }
 
 // check refuses claims a verifier could not hold to anything.

@@ -66,7 +66,8 @@ func ArgsDigest(args []byte) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(canonical)
-	return digestPrefix + base64.RawURLEncoding.EncodeToString(sum[:]), nil
+	out := make([]byte, 0, len(digestPrefix)+base64.RawURLEncoding.EncodedLen(len(sum)))
+	return string(base64.RawURLEncoding.AppendEncode(append(out, digestPrefix...), sum[:])), nil
 }
 
 // Canonical returns the RFC 8785 (JCS) canonical form of the JSON value
@@ -74,6 +75,9 @@ func ArgsDigest(args []byte) (string, error) {
 func Canonical(data []byte) ([]byte, error) {
 	if !json.Valid(data) {
 		return nil, errors.New("arguments are not valid JSON")
+	}
+	if out, ok := canonicalPlain(data); ok {
+		return out, nil
 	}
 	out, err := jcs.Transform(data)
 	if err != nil {

@@ -476,7 +476,7 @@ func BenchmarkEd25519Sign(b *testing.B) {
 }
 
 // One Key signs from many goroutines at once (the server's claims do):
-// its go-jose signer is shared, and each token still verifies.
+// its header is shared, and each token still verifies.
 func TestSignConcurrently(t *testing.T) {
 	f := newFixture(t)
 	errs := make(chan error, 8)
@@ -500,4 +500,103 @@ func TestSignConcurrently(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// Sign writes the compact JWS itself, from a header go-jose made once per
+// key: its tokens must be go-jose's signer's to the byte (Ed25519 is
+// deterministic), for a key from NewKey and for one built otherwise, and
+// whatever the claims hold.
+func TestSignIsGoJOSE(t *testing.T) {
+	f := newFixture(t)
+	signer, err := newSigner(f.key.ID, f.key.Private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quorum := f.claims
+	quorum.Audience = "tools.example"
+	quorum.DecidedBy = []Decider{{Principal: "alice", Name: "Alice <a@example.com> & \u00e9"}, {Principal: "bob"}}
+	quorum.DecisionSource = SourcePolicy
+	for _, key := range []Key{f.key, {ID: f.key.ID, Private: f.key.Private}} {
+		for _, c := range []Claims{f.claims, quorum} {
+			got, err := Sign(key, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			payload, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jws, err := signer.Sign(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := jws.CompactSerialize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("Sign\n got %s\nwant %s (go-jose)", got, want)
+			}
+		}
+	}
+	if _, err := Sign(Key{ID: "k"}, f.claims); err == nil {
+		t.Error("a key without its private half signed")
+	}
+}
+
+// readHeader reads Airlock's own header without a JSON decoder
+// (plainHeader); every header it reads so must read the same through the
+// decoder, and every other spelling must take the decoder, which decides.
+func TestPlainHeaderIsTheDecoders(t *testing.T) {
+	f := newFixture(t)
+	first, rest, _ := strings.Cut(f.token, ".")
+	own, err := b64.DecodeString(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range []string{
+		string(own),
+		`{"alg":"EdDSA","kid":"","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a-b_C9","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a\"b","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"\u0041","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a","typ":"x","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a","crit":["b64"],"typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a\",\"crit\":[\"b64\"],\"x\":\"","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a b","typ":"airlock-approval+jwt"}`,
+		`{"typ":"airlock-approval+jwt","kid":"a","alg":"EdDSA"}`,
+		`{"alg":"HS256","kid":"a","typ":"airlock-approval+jwt"}`,
+		`{"alg":"EdDSA","kid":"a","typ":"JWT"}`,
+		`{"alg":"EdDSA","kid":"a","typ":"airlock-approval+jwt"} `,
+		`{"alg":"EdDSA","kid":"a","typ":"airlock-approval+jwt"`,
+		`{"alg":"EdDSA","kid":"","typ":"airlock-approval+jwt"}{"alg":"EdDSA","kid":"a","typ":"airlock-approval+jwt"}`,
+	} {
+		got, gotErr := readHeader(b64.EncodeToString([]byte(raw)) + "." + rest)
+		want, wantErr := decodeHeader([]byte(raw))
+		if got != want || Reason(gotErr) != Reason(wantErr) {
+			t.Errorf("header %s: read %+v, %v; the decoder %+v, %v", raw, got, gotErr, want, wantErr)
+		}
+		if _, plain := plainHeader([]byte(raw)); plain && wantErr != nil {
+			t.Errorf("header %s: read without the decoder, which refuses it: %v", raw, wantErr)
+		}
+	}
+	if _, plain := plainHeader(own); !plain {
+		t.Errorf("Airlock's own header %s takes the decoder", own)
+	}
+}
+
+// FuzzPlainHeader: whatever plainHeader reads, the decoder reads alike.
+func FuzzPlainHeader(f *testing.F) {
+	f.Add([]byte(`{"alg":"EdDSA","kid":"kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k","typ":"airlock-approval+jwt"}`))
+	f.Add([]byte(`{"alg":"EdDSA","kid":"a\"b","typ":"airlock-approval+jwt"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		kid, plain := plainHeader(raw)
+		if !plain {
+			return
+		}
+		h, err := decodeHeader(raw)
+		if err != nil || h != (header{Alg: "EdDSA", Kid: kid, Typ: Type}) {
+			t.Fatalf("header %q: plain kid %q; the decoder %+v, %v", raw, kid, h, err)
+		}
+	})
 }
