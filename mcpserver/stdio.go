@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -119,14 +120,31 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	if init != nil {
 		revision = init.ProtocolVersion
 	}
+	out := &syncWriter{w: cfg.Out}
+	up.out = out
+	var divert func(line []byte, id json.RawMessage, msg jsonrpc.Message) bool
+	var diverted sync.WaitGroup
+	defer diverted.Wait() // a task method's answer is written before RunStdio returns
+	if revision >= Revision2026 {
+		// The server speaks 2026-07-28: a client at that revision gets
+		// what it would get over HTTP (passthrough.go).
+		local.AddReceivingMiddleware(up.passThrough)
+		divert = func(line []byte, id json.RawMessage, msg jsonrpc.Message) bool {
+			req, ok := msg.(*jsonrpc.Request)
+			if !ok || !req.IsCall() || !taskMethods[req.Method] {
+				return false
+			}
+			diverted.Go(func() { up.relayTask(ctx, line, id, req) })
+			return true
+		}
+	}
 	cfg.Logger.Info("relaying MCP over stdio", "server", endpoint, "revision", revision, "tools", len(tools))
 
 	// The SDK ends a stdio session at the first line that is not a
 	// JSON-RPC message; a JSON-RPC server answers it with an error and
 	// goes on. The filter does that, and passes every good line on.
-	out := &syncWriter{w: cfg.Out}
 	pr, pw := io.Pipe()
-	go filterLines(cfg.In, pw, out, maxLineBytes)
+	go filterLines(cfg.In, pw, out, maxLineBytes, divert)
 	defer pr.Close() // unblocks the filter if the session ends first
 	err = local.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}})
 	switch {
@@ -146,6 +164,8 @@ type upstream struct {
 	http     *http.Client
 	log      *slog.Logger
 	version  string
+
+	out      *syncWriter // the client's side, for what passes through
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // nil after a lost connection
@@ -203,7 +223,13 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		u.log.Error("reconnect", "err", err)
 		return unreachable(err), nil
 	}
-	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	// The client's _meta (a traceparent) goes with the call; the SDK
+	// session names its own revision and capabilities.
+	meta := maps.Clone(req.Params.Meta)
+	for _, k := range []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, "progressToken"} {
+		delete(meta, k)
+	}
+	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: meta}
 	res, err := cs.CallTool(ctx, params)
 	if errors.Is(err, mcp.ErrSessionMissing) {
 		// The server does not know the session (it restarted, or the
@@ -263,9 +289,10 @@ const maxLineBytes = airlock.MaxBodyBytes + 64<<10
 
 // filterLines copies newline-delimited messages from in to pass, and
 // answers each line that is not one JSON-RPC message itself, on out, with
-// a JSON-RPC error (checkMessage), or -32600 for a line over max bytes. It
+// a JSON-RPC error (checkMessage), or -32600 for a line over max bytes. A
+// line divert takes (when not nil and it returns true) is not passed on. It
 // closes pass when in ends or fails.
-func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
+func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int, divert func(line []byte, id json.RawMessage, msg jsonrpc.Message) bool) {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := readLine(r, max)
@@ -273,8 +300,10 @@ func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
 		case tooLong:
 			out.rpcError(nil, -32600, fmt.Sprintf("message exceeds %d bytes", max))
 		case len(bytes.TrimSpace(line)) > 0:
-			if _, id, code, msg, ok := checkMessage(line); !ok {
+			if m, id, code, msg, ok := checkMessage(line); !ok {
 				out.rpcError(id, code, msg)
+			} else if divert != nil && divert(bytes.TrimSpace(line), callID(m), m) {
+				// answered by divert
 			} else if _, werr := pass.Write(append(bytes.TrimRight(line, "\r\n"), '\n')); werr != nil {
 				return // the session is over
 			}
