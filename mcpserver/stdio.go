@@ -165,7 +165,7 @@ type upstream struct {
 	log      *slog.Logger
 	version  string
 
-	out      *syncWriter // the client's side, for what passes through
+	out *syncWriter // the client's side, for what passes through
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // nil after a lost connection
