@@ -1,0 +1,124 @@
+package mcpserver
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestStdioPassThroughFailures: what `airlock mcp` answers a client at
+// 2026-07-28 when the server cannot: a tools/call the server answers 503
+// (its store cannot serve) or 429 is an isError result saying it may be
+// retried, with the server's reason; a tools/call or a tasks/get that
+// cannot reach the server is an unavailable result or error naming the
+// request's id; a tasks/get the server refuses (another agent's task) is
+// the server's own error. Each goes through a proxy in front of a real
+// server, which fails what the test tells it to.
+func TestStdioPassThroughFailures(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	target, err := url.Parse(strings.TrimSuffix(h.url, "/mcp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fail atomic.Value // "", "503", "429", "hangup"
+	fail.Store("")
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method := r.Header.Get("Mcp-Method")
+		if method != "tools/call" && !strings.HasPrefix(method, "tasks/") {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		switch fail.Load() {
+		case "503":
+			writeRPCError(w, http.StatusServiceUnavailable, json.RawMessage(`1`), -32000, "unavailable: the store cannot serve now", nil)
+		case "429":
+			writeRPCError(w, http.StatusTooManyRequests, json.RawMessage(`1`), -32000, "rate_limited: this token is over its request rate", nil)
+		case "hangup":
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			conn.Close()
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunStdio(context.Background(), StdioConfig{URL: srv.URL, Token: h.secrets[h.agent.ID], In: inR, Out: outW})
+		outW.Close()
+	}()
+	lines := make(chan map[string]any)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 4<<20)
+		for sc.Scan() {
+			var m map[string]any
+			json.Unmarshal(sc.Bytes(), &m)
+			lines <- m
+		}
+	}()
+	ask := func(line string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-lines:
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("no answer on stdout")
+		}
+		return nil
+	}
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"work_list","arguments":{},` + meta + `}}`
+	taskGet := `{"jsonrpc":"2.0","id":"g","method":"tasks/get","params":{"taskId":"tsk_notyours",` + meta + `}}`
+
+	if m := ask(call); m["id"] != float64(7) || m["result"].(map[string]any)["isError"] == true {
+		t.Fatalf("work_list through the proxy: %v", m)
+	}
+	if m := ask(taskGet); m["id"] != "g" || !strings.Contains(toJSON(m["error"]), "-32602") {
+		t.Errorf("tasks/get of a task not the caller's: %v, want the server's -32602", m)
+	}
+	for _, tc := range []struct{ fail, want string }{
+		{"503", "the store cannot serve now"},
+		{"429", "over its request rate"},
+		{"hangup", "could not be reached"},
+	} {
+		fail.Store(tc.fail)
+		m := ask(call)
+		res, _ := m["result"].(map[string]any)
+		if m["id"] != float64(7) || res["isError"] != true || !strings.Contains(toJSON(res), "unavailable: ") || !strings.Contains(toJSON(res), tc.want) {
+			t.Errorf("tools/call when the server answers %s: %v, want an unavailable isError result with %q", tc.fail, m, tc.want)
+		}
+	}
+	fail.Store("hangup")
+	if m := ask(taskGet); m["id"] != "g" || !strings.Contains(toJSON(m["error"]), "unavailable: the Airlock server could not be reached") {
+		t.Errorf("tasks/get when the server cannot be reached: %v, want an unavailable error with the id", m)
+	}
+	inW.Close()
+	for range lines {
+	}
+	if err := <-done; err != nil {
+		t.Errorf("RunStdio: %v", err)
+	}
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
