@@ -111,6 +111,11 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	}
 	if init != nil {
 		opts.Instructions = init.Instructions
+		if init.ProtocolVersion >= Revision2026 && init.Capabilities != nil {
+			// A 2026-07-28 client's calls pass through (passthrough.go),
+			// so it gets the server's extensions (Tasks): declare them.
+			opts.Capabilities.Extensions = maps.Clone(init.Capabilities.Extensions)
+		}
 	}
 	local := mcp.NewServer(impl, opts)
 	for _, t := range tools {

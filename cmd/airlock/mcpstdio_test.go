@@ -106,7 +106,7 @@ func (w *stdioWire) approvalRequest(id int, meta, key, extra string) string {
 
 // TestMCPStdioTasks: a client at 2026-07-28 that declares the Tasks
 // extension gets tasks through `airlock mcp` as over HTTP, in the server's
-// store: approval_status with a wait answers a task at once; tasks/get
+// store: server/discover declares the extension; approval_status with a wait answers a task at once; tasks/get
 // says working, then, after a reviewer's decision over REST, completed
 // with approval_status's result; tasks/cancel withdraws another request,
 // and its task is cancelled; tasks/get without the extension is -32021. A
@@ -117,6 +117,10 @@ func TestMCPStdioTasks(t *testing.T) {
 	s := startMCPServer(t)
 	w := s.wire(t)
 	meta := meta2026(withTasks)
+	if res := w.call(0, "server/discover", `{`+meta+`}`); get(res, "result.capabilities.extensions") == nil ||
+		get(res, "result.capabilities.extensions").(map[string]any)["io.modelcontextprotocol/tasks"] == nil {
+		t.Fatalf("server/discover through airlock mcp: %v, want the Tasks extension declared", res)
+	}
 	id := w.approvalRequest(1, meta, "stdio-task-1", "")
 
 	res := w.call(2, "tools/call", `{"name":"approval_status","arguments":{"approvalId":"`+id+`","waitSeconds":60},`+meta+`}`)
