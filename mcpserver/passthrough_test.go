@@ -53,37 +53,7 @@ func TestStdioPassThroughFailures(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- RunStdio(context.Background(), StdioConfig{URL: srv.URL, Token: h.secrets[h.agent.ID], In: inR, Out: outW})
-		outW.Close()
-	}()
-	lines := make(chan map[string]any)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(outR)
-		sc.Buffer(nil, 4<<20)
-		for sc.Scan() {
-			var m map[string]any
-			json.Unmarshal(sc.Bytes(), &m)
-			lines <- m
-		}
-	}()
-	ask := func(line string) map[string]any {
-		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case m := <-lines:
-			return m
-		case <-time.After(30 * time.Second):
-			t.Fatal("no answer on stdout")
-		}
-		return nil
-	}
+	ask, stop := stdioLines(t, srv.URL, h.secrets[h.agent.ID])
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"work_list","arguments":{},` + meta + `}}`
 	taskGet := `{"jsonrpc":"2.0","id":"g","method":"tasks/get","params":{"taskId":"tsk_notyours",` + meta + `}}`
@@ -110,11 +80,100 @@ func TestStdioPassThroughFailures(t *testing.T) {
 	if m := ask(taskGet); m["id"] != "g" || !strings.Contains(toJSON(m["error"]), "unavailable: the Airlock server could not be reached") {
 		t.Errorf("tasks/get when the server cannot be reached: %v, want an unavailable error with the id", m)
 	}
-	inW.Close()
-	for range lines {
+	stop()
+}
+
+// stdioLines runs the stdio bridge in process against url as token's
+// holder, and returns ask, which writes a line to its stdin and returns
+// the next line of its stdout decoded, and stop, which ends its stdin and
+// checks that it returned nil. Nothing is sent first: a client at
+// 2026-07-28 needs no initialize.
+func stdioLines(t *testing.T, url, token string) (ask func(line string) map[string]any, stop func()) {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunStdio(context.Background(), StdioConfig{URL: url, Token: token, In: inR, Out: outW})
+		outW.Close()
+	}()
+	lines := make(chan map[string]any)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 4<<20)
+		for sc.Scan() {
+			var m map[string]any
+			json.Unmarshal(sc.Bytes(), &m)
+			lines <- m
+		}
+	}()
+	ask = func(line string) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m, ok := <-lines:
+			if !ok {
+				t.Fatal("the stdio bridge ended")
+			}
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatal("no answer on stdout")
+		}
+		return nil
 	}
-	if err := <-done; err != nil {
-		t.Errorf("RunStdio: %v", err)
+	stop = func() {
+		inW.Close()
+		for range lines {
+		}
+		if err := <-done; err != nil {
+			t.Errorf("RunStdio: %v", err)
+		}
+	}
+	return ask, stop
+}
+
+// TestStdioTraceparent: the W3C trace context in a call's _meta reaches
+// the server through `airlock mcp`, at 2026-07-28 (passed through) and at
+// 2025-06-18 (the bridge's own client sends it on), and the request the
+// call creates keeps that trace on its request.created event.
+func TestStdioTraceparent(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	for _, tc := range []struct{ revision, traceID, init string }{
+		{Revision2026, "4bf92f3577b34da6a3ce929d0e0e4736", ""},
+		{"2025-06-18", "5bf92f3577b34da6a3ce929d0e0e4737", initializeBody},
+	} {
+		t.Run(tc.revision, func(t *testing.T) {
+			ask, stop := stdioLines(t, h.url, h.secrets[h.agent.ID])
+			defer stop()
+			meta := `"_meta":{"traceparent":"00-` + tc.traceID + `-00f067aa0ba902b7-01"}`
+			if tc.init != "" {
+				ask(tc.init)
+				// A notification has no answer: a ping's comes next.
+				if m := ask(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + `{"jsonrpc":"2.0","id":"p","method":"ping"}`); m["id"] != "p" {
+					t.Fatalf("ping: %v", m)
+				}
+			} else {
+				meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"traceparent":"00-` + tc.traceID + `-00f067aa0ba902b7-01"}`
+			}
+			m := ask(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"approval_request","arguments":{"kind":"agent_request","title":"traced","proposal":{"mode":"advisory"},"idempotencyKey":"trace-` + tc.revision + `"},` + meta + `}}`)
+			res, _ := m["result"].(map[string]any)
+			sc, _ := res["structuredContent"].(map[string]any)
+			id, _ := sc["approvalId"].(string)
+			if id == "" {
+				t.Fatalf("approval_request: %v", m)
+			}
+			e, err := h.store.CreatedEvent(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.TraceID != tc.traceID {
+				t.Errorf("request.created keeps trace %q, want the _meta's %s", e.TraceID, tc.traceID)
+			}
+		})
 	}
 }
 
