@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -148,6 +149,11 @@ func (u *upstream) relayTask(ctx context.Context, line []byte, id json.RawMessag
 // the response (notify gets each other message of the stream). The
 // message is at most maxLineBytes.
 func (u *upstream) post(ctx context.Context, method, name, version string, body []byte, notify func([]byte)) (int, []byte, error) {
+	if bound := u.passBound(method, name); bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -159,7 +165,7 @@ func (u *upstream) post(ctx context.Context, method, name, version string, body 
 	if name != "" {
 		req.Header.Set("Mcp-Name", name)
 	}
-	resp, err := u.http.Do(req)
+	resp, err := u.pass.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -203,6 +209,20 @@ func (u *upstream) post(ctx context.Context, method, name, version string, body 
 			return resp.StatusCode, nil, fmt.Errorf("the server's answer ended before its response: %w", err)
 		}
 	}
+}
+
+// passBound is how long a request passed through may take: the HTTP
+// client's timeout, or for approval_prompt, which waits for a person up to
+// PromptWait, that wait and a minute more, so a permission prompt relayed
+// over stdio is not cut short by the bridge. 0: no bound.
+func (u *upstream) passBound(method, name string) time.Duration {
+	if u.timeout <= 0 {
+		return 0
+	}
+	if method == "tools/call" && name == ToolApprovalPrompt {
+		return max(u.timeout, PromptWait+time.Minute)
+	}
+	return u.timeout
 }
 
 // isResponse reports whether msg is a JSON-RPC response: a result or an

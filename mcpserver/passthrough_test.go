@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock"
 )
 
 // TestStdioPassThroughFailures: what `airlock mcp` answers a client at
@@ -53,7 +55,7 @@ func TestStdioPassThroughFailures(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	ask, stop := stdioLines(t, srv.URL, h.secrets[h.agent.ID])
+	ask, stop := stdioLines(t, srv.URL, h.secrets[h.agent.ID], nil)
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"work_list","arguments":{},` + meta + `}}`
 	taskGet := `{"jsonrpc":"2.0","id":"g","method":"tasks/get","params":{"taskId":"tsk_notyours",` + meta + `}}`
@@ -84,17 +86,17 @@ func TestStdioPassThroughFailures(t *testing.T) {
 }
 
 // stdioLines runs the stdio bridge in process against url as token's
-// holder, and returns ask, which writes a line to its stdin and returns
-// the next line of its stdout decoded, and stop, which ends its stdin and
-// checks that it returned nil. Nothing is sent first: a client at
-// 2026-07-28 needs no initialize.
-func stdioLines(t *testing.T, url, token string) (ask func(line string) map[string]any, stop func()) {
+// holder (with hc, when not nil), and returns ask, which writes a line to
+// its stdin and returns the next line of its stdout decoded, and stop,
+// which ends its stdin and checks that it returned nil. Nothing is sent
+// first: a client at 2026-07-28 needs no initialize.
+func stdioLines(t *testing.T, url, token string, hc *http.Client) (ask func(line string) map[string]any, stop func()) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- RunStdio(context.Background(), StdioConfig{URL: url, Token: token, In: inR, Out: outW})
+		done <- RunStdio(context.Background(), StdioConfig{URL: url, Token: token, In: inR, Out: outW, HTTPClient: hc})
 		outW.Close()
 	}()
 	lines := make(chan map[string]any)
@@ -135,6 +137,35 @@ func stdioLines(t *testing.T, url, token string) (ask func(line string) map[stri
 	return ask, stop
 }
 
+// TestStdioPromptOutlivesTimeout: approval_prompt passed through at
+// 2026-07-28 waits for its person longer than the bridge's HTTP timeout
+// (here a second; two minutes by default, where the prompt waits up to ten):
+// it is bounded by its own wait instead, and answers allow once approved.
+func TestStdioPromptOutlivesTimeout(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	const timeout = time.Second
+	ask, stop := stdioLines(t, h.url, h.secrets[h.agent.ID], &http.Client{Timeout: timeout})
+	defer stop()
+	answer := make(chan map[string]any, 1)
+	start := time.Now()
+	go func() {
+		answer <- ask(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"approval_prompt","arguments":{"tool_name":"Bash","input":{"command":"make release"},"tool_use_id":"toolu_long"},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	}()
+	r := h.pendingPrompt(t, "Bash")
+	// What is tested is the wait outlasting the timeout: let it.
+	time.Sleep(timeout + timeout/2 - time.Since(start))
+	if _, err := h.decide(t, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+		t.Fatal(err)
+	}
+	m := <-answer
+	res, _ := m["result"].(map[string]any)
+	if !strings.Contains(toJSON(res), `\"behavior\":\"allow\"`) {
+		t.Fatalf("approval_prompt decided after %s, past the bridge's HTTP timeout of %s: %v, want allow", time.Since(start), timeout, m)
+	}
+}
+
 // TestStdioTraceparent: the W3C trace context in a call's _meta reaches
 // the server through `airlock mcp`, at 2026-07-28 (passed through) and at
 // 2025-06-18 (the bridge's own client sends it on), and the request the
@@ -147,7 +178,7 @@ func TestStdioTraceparent(t *testing.T) {
 		{"2025-06-18", "5bf92f3577b34da6a3ce929d0e0e4737", initializeBody},
 	} {
 		t.Run(tc.revision, func(t *testing.T) {
-			ask, stop := stdioLines(t, h.url, h.secrets[h.agent.ID])
+			ask, stop := stdioLines(t, h.url, h.secrets[h.agent.ID], nil)
 			defer stop()
 			meta := `"_meta":{"traceparent":"00-` + tc.traceID + `-00f067aa0ba902b7-01"}`
 			if tc.init != "" {

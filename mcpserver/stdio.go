@@ -37,7 +37,9 @@ type StdioConfig struct {
 	// discard.
 	Logger *slog.Logger
 	// HTTPClient talks to the server. Default: a client with a 2 minute
-	// timeout per request (approval_status waits at most a minute).
+	// timeout per request (approval_status waits at most a minute). A
+	// call passed through at 2026-07-28 is bounded by the same timeout,
+	// or, for approval_prompt, by its own wait and a minute more.
 	HTTPClient *http.Client
 	// Version is reported to the MCP client. Default "dev".
 	Version string
@@ -85,7 +87,11 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	client := *cfg.HTTPClient
 	client.Transport = mcpsdk.Bearer{Token: cfg.Token, Next: cfg.HTTPClient.Transport}
 
-	up := &upstream{endpoint: endpoint, http: &client, log: cfg.Logger, version: cfg.Version}
+	// Calls that pass through are bounded per call (passBound), not by
+	// the client's one timeout.
+	unbounded := client
+	unbounded.Timeout = 0
+	up := &upstream{endpoint: endpoint, http: &client, pass: &unbounded, timeout: client.Timeout, log: cfg.Logger, version: cfg.Version}
 	cs, err := up.session(ctx)
 	if err != nil {
 		return err
@@ -170,7 +176,9 @@ type upstream struct {
 	log      *slog.Logger
 	version  string
 
-	out *syncWriter // the client's side, for what passes through
+	out     *syncWriter   // the client's side, for what passes through
+	pass    *http.Client  // http without its timeout, for what passes through
+	timeout time.Duration // http's timeout; 0: none
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // nil after a lost connection
