@@ -149,7 +149,7 @@ func (u *upstream) relayTask(ctx context.Context, line []byte, id json.RawMessag
 // the response (notify gets each other message of the stream). The
 // message is at most maxLineBytes.
 func (u *upstream) post(ctx context.Context, method, name, version string, body []byte, notify func([]byte)) (int, []byte, error) {
-	if bound := u.passBound(method, name); bound > 0 {
+	if bound := u.callBound(method, name); bound > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, bound)
 		defer cancel()
@@ -165,7 +165,7 @@ func (u *upstream) post(ctx context.Context, method, name, version string, body 
 	if name != "" {
 		req.Header.Set("Mcp-Name", name)
 	}
-	resp, err := u.pass.Do(req)
+	resp, err := u.http.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -211,11 +211,11 @@ func (u *upstream) post(ctx context.Context, method, name, version string, body 
 	}
 }
 
-// passBound is how long a request passed through may take: the HTTP
+// callBound is how long a request to the server may take: the HTTP
 // client's timeout, or for approval_prompt, which waits for a person up to
 // PromptWait, that wait and a minute more, so a permission prompt relayed
 // over stdio is not cut short by the bridge. 0: no bound.
-func (u *upstream) passBound(method, name string) time.Duration {
+func (u *upstream) callBound(method, name string) time.Duration {
 	if u.timeout <= 0 {
 		return 0
 	}

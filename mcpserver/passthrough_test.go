@@ -137,32 +137,46 @@ func stdioLines(t *testing.T, url, token string, hc *http.Client) (ask func(line
 	return ask, stop
 }
 
-// TestStdioPromptOutlivesTimeout: approval_prompt passed through at
-// 2026-07-28 waits for its person longer than the bridge's HTTP timeout
-// (here a second; two minutes by default, where the prompt waits up to ten):
-// it is bounded by its own wait instead, and answers allow once approved.
+// TestStdioPromptOutlivesTimeout: approval_prompt through the bridge
+// waits for its person longer than the bridge's HTTP timeout (here a
+// second; two minutes by default, where the prompt waits up to ten),
+// passed through at 2026-07-28 and made by the bridge's own client at
+// 2025-06-18: it is bounded by its own wait instead, and answers allow once
+// approved.
 func TestStdioPromptOutlivesTimeout(t *testing.T) {
 	t.Parallel()
-	h := setupHTTP(t, nil)
-	const timeout = time.Second
-	ask, stop := stdioLines(t, h.url, h.secrets[h.agent.ID], &http.Client{Timeout: timeout})
-	defer stop()
-	answer := make(chan map[string]any, 1)
-	start := time.Now()
-	go func() {
-		answer <- ask(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"approval_prompt","arguments":{"tool_name":"Bash","input":{"command":"make release"},"tool_use_id":"toolu_long"},` +
-			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
-	}()
-	r := h.pendingPrompt(t, "Bash")
-	// What is tested is the wait outlasting the timeout: let it.
-	time.Sleep(timeout + timeout/2 - time.Since(start))
-	if _, err := h.decide(t, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
-		t.Fatal(err)
-	}
-	m := <-answer
-	res, _ := m["result"].(map[string]any)
-	if !strings.Contains(toJSON(res), `\"behavior\":\"allow\"`) {
-		t.Fatalf("approval_prompt decided after %s, past the bridge's HTTP timeout of %s: %v, want allow", time.Since(start), timeout, m)
+	for _, tc := range []struct{ revision, init, meta string }{
+		{Revision2026, "", `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`},
+		{"2025-06-18", initializeBody, ""},
+	} {
+		t.Run(tc.revision, func(t *testing.T) {
+			t.Parallel()
+			h := setupHTTP(t, nil)
+			const timeout = time.Second
+			ask, stop := stdioLines(t, h.url, h.secrets[h.agent.ID], &http.Client{Timeout: timeout})
+			defer stop()
+			if tc.init != "" {
+				ask(tc.init)
+				// A notification has no answer: a ping's comes next.
+				ask(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + `{"jsonrpc":"2.0","id":"p","method":"ping"}`)
+			}
+			answer := make(chan map[string]any, 1)
+			start := time.Now()
+			go func() {
+				answer <- ask(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"approval_prompt","arguments":{"tool_name":"Bash","input":{"command":"make release"},"tool_use_id":"toolu_long"}` + tc.meta + `}}`)
+			}()
+			r := h.pendingPrompt(t, "Bash")
+			// What is tested is the wait outlasting the timeout: let it.
+			time.Sleep(timeout + timeout/2 - time.Since(start))
+			if _, err := h.decide(t, r.ID, airlock.DecisionInput{Status: airlock.StateApproved}); err != nil {
+				t.Fatalf("decide after %s: %v", time.Since(start), err)
+			}
+			m := <-answer
+			res, _ := m["result"].(map[string]any)
+			if !strings.Contains(toJSON(res), `\"behavior\":\"allow\"`) {
+				t.Fatalf("approval_prompt decided after %s, past the bridge's HTTP timeout of %s: %v, want allow", time.Since(start), timeout, m)
+			}
+		})
 	}
 }
 

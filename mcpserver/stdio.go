@@ -37,9 +37,10 @@ type StdioConfig struct {
 	// discard.
 	Logger *slog.Logger
 	// HTTPClient talks to the server. Default: a client with a 2 minute
-	// timeout per request (approval_status waits at most a minute). A
-	// call passed through at 2026-07-28 is bounded by the same timeout,
-	// or, for approval_prompt, by its own wait and a minute more.
+	// timeout per request (approval_status waits at most a minute). Its
+	// Timeout bounds each request, but approval_prompt, which waits for
+	// a person up to PromptWait, is bounded by that wait and a minute
+	// more (callBound).
 	HTTPClient *http.Client
 	// Version is reported to the MCP client. Default "dev".
 	Version string
@@ -84,14 +85,13 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
 	}
+	// The client's one Timeout would cut a waiting approval_prompt
+	// short: each request is bounded by its context instead, a tool
+	// call's by callBound, any other's by the Timeout (bounded).
 	client := *cfg.HTTPClient
-	client.Transport = mcpsdk.Bearer{Token: cfg.Token, Next: cfg.HTTPClient.Transport}
-
-	// Calls that pass through are bounded per call (passBound), not by
-	// the client's one timeout.
-	unbounded := client
-	unbounded.Timeout = 0
-	up := &upstream{endpoint: endpoint, http: &client, pass: &unbounded, timeout: client.Timeout, log: cfg.Logger, version: cfg.Version}
+	client.Timeout = 0
+	client.Transport = bounded{timeout: cfg.HTTPClient.Timeout, next: mcpsdk.Bearer{Token: cfg.Token, Next: cfg.HTTPClient.Transport}}
+	up := &upstream{endpoint: endpoint, http: &client, timeout: cfg.HTTPClient.Timeout, log: cfg.Logger, version: cfg.Version}
 	cs, err := up.session(ctx)
 	if err != nil {
 		return err
@@ -177,8 +177,7 @@ type upstream struct {
 	version  string
 
 	out     *syncWriter   // the client's side, for what passes through
-	pass    *http.Client  // http without its timeout, for what passes through
-	timeout time.Duration // http's timeout; 0: none
+	timeout time.Duration // the bound of a request (callBound); 0: none
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // nil after a lost connection
@@ -243,6 +242,11 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		delete(meta, k)
 	}
 	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: meta}
+	if bound := u.callBound("tools/call", req.Params.Name); bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
 	res, err := cs.CallTool(ctx, params)
 	if errors.Is(err, mcp.ErrSessionMissing) {
 		// The server does not know the session (it restarted, or the
@@ -372,3 +376,37 @@ type bufferResponse struct{ b *bytes.Buffer }
 func (r *bufferResponse) Header() http.Header         { return http.Header{} }
 func (r *bufferResponse) WriteHeader(int)             {}
 func (r *bufferResponse) Write(p []byte) (int, error) { return r.b.Write(p) }
+
+// bounded bounds each HTTP request that has no deadline of its own by
+// timeout, from its start to the end of its body; a request whose context
+// has a deadline (a tool call's, callBound) keeps it.
+type bounded struct {
+	timeout time.Duration // 0: no bound
+	next    http.RoundTripper
+}
+
+func (b bounded) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, ok := r.Context().Deadline(); ok || b.timeout <= 0 {
+		return b.next.RoundTrip(r)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), b.timeout)
+	resp, err := b.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's bound once its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
