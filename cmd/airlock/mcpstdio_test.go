@@ -107,7 +107,8 @@ func (w *stdioWire) approvalRequest(id int, meta, key, extra string) string {
 // TestMCPStdioTasks: a client at 2026-07-28 that declares the Tasks
 // extension gets tasks through `airlock mcp` as over HTTP, in the server's
 // store: server/discover declares the extension; approval_status with a wait answers a task at once; tasks/get
-// says working, then, after a reviewer's decision over REST, completed
+// says working (tasks/update is acknowledged and changes nothing), then,
+// after a reviewer's decision over REST, completed
 // with approval_status's result; tasks/cancel withdraws another request,
 // and its task is cancelled; tasks/get without the extension is -32021. A
 // new `airlock mcp` process (the relay restarted) reads the first task
@@ -137,6 +138,12 @@ func TestMCPStdioTasks(t *testing.T) {
 	}
 	if res := taskGet(4, task, meta2026(`{}`)); get(res, "error.code") != float64(-32021) {
 		t.Errorf("tasks/get without the extension: %v, want -32021", res)
+	}
+	if res := w.call(40, "tasks/update", `{"taskId":"`+task+`","inputResponses":{},`+meta+`}`); get(res, "result.resultType") != "complete" {
+		t.Errorf("tasks/update: %v, want acknowledged", res)
+	}
+	if res := taskGet(41, task, meta); get(res, "result.status") != "working" {
+		t.Errorf("tasks/get after tasks/update: %v, want still working", res)
 	}
 	s.api.call("POST", "/v1/approval-requests/"+id+"/decision", s.reviewer, `{"status":"approved","note":"Thursday is fine"}`).want(t, 200, "approve")
 	res = taskGet(5, task, meta)
