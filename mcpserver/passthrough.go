@@ -75,8 +75,11 @@ func (u *upstream) passThrough(next mcp.MethodHandler) mcp.MethodHandler {
 		var notify func([]byte)
 		if _, ok := call.Params.Meta["progressToken"]; ok {
 			notify = func(msg []byte) {
-				if bytes.Contains(msg, []byte(`"notifications/progress"`)) {
-					u.out.Write(append(bytes.TrimSpace(msg), '\n'))
+				var n struct {
+					Method string `json:"method"`
+				}
+				if json.Unmarshal(msg, &n) == nil && n.Method == "notifications/progress" {
+					u.out.writeLine(msg)
 				}
 			}
 		}
@@ -140,7 +143,7 @@ func (u *upstream) relayTask(ctx context.Context, line []byte, id json.RawMessag
 		u.out.rpcError(id, -32000, "unavailable: the Airlock server could not be reached ("+err.Error()+"); the task is kept in its store: ask again")
 		return
 	}
-	u.out.Write(append(bytes.TrimSpace(msg), '\n'))
+	u.out.writeLine(msg)
 }
 
 // post sends one JSON-RPC request to the server at 2026-07-28 (version),
@@ -229,4 +232,15 @@ func (u *upstream) callBound(method, name string) time.Duration {
 // error, not a request or a notification.
 func isResponse(msg []byte) bool {
 	return hasKey(msg, "result", "error") && !hasKey(msg, "method")
+}
+
+// writeLine writes one JSON message as one line: compacted, since an SSE
+// event may spread it over several, and stdio is newline-delimited.
+func (s *syncWriter) writeLine(msg []byte) {
+	var b bytes.Buffer
+	if json.Compact(&b, msg) != nil {
+		return // not JSON: isResponse and the notify filter let none through
+	}
+	b.WriteByte('\n')
+	s.Write(b.Bytes())
 }
