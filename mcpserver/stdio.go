@@ -242,6 +242,7 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		delete(meta, k)
 	}
 	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: meta}
+	client := ctx // the MCP client's: ended when it cancels the call
 	if bound := u.callBound("tools/call", req.Params.Name); bound > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, bound)
@@ -263,10 +264,11 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err == nil {
 		return res, nil
 	}
-	if ctx.Err() != nil {
+	if client.Err() != nil {
 		// The MCP client cancelled the call or closed stdin; the SDK
-		// client has told the server (notifications/cancelled).
-		reason := cancelReason(ctx)
+		// client has told the server (notifications/cancelled). A call
+		// past its bound is not cancelled: it is unreachable, below.
+		reason := cancelReason(client)
 		u.log.Info("MCP tool call cancelled", "tool", req.Params.Name, "reason", reason)
 		return nil, cancelledError(reason)
 	}
