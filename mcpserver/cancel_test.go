@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -189,4 +190,54 @@ func assertCancelLogged(t *testing.T, log *logRecorder, approvalID string, reaso
 func awaitWaiters(t *testing.T, b *bundle, n int) {
 	t.Helper()
 	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d long-poll waits", n), func() bool { return b.svc.Waiters() == n })
+}
+
+// TestStdioCancelledCall2026: at 2026-07-28 a call passes through the
+// bridge as its own POST; the client's notifications/cancelled ends it,
+// answered -32800, and closes that POST, which the server logs as the
+// cancellation, at info.
+func TestStdioCancelledCall2026(t *testing.T) {
+	t.Parallel()
+	serverLog, bridgeLog := newLogRecorder(), newLogRecorder()
+	h := setupHTTP(t, func(c *Config) { c.Logger = serverLog.logger() })
+	id := str(h.connect(t, h.agent).ok(ToolApprovalRequest, requestArgs("cancel-2026", nil)), "approvalId")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunStdio(context.Background(), StdioConfig{URL: h.url, Token: h.secrets[h.agent.ID], In: inR, Out: outW, Logger: bridgeLog.logger()})
+		outW.Close()
+	}()
+	out := bufio.NewScanner(outR)
+	write := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"approval_status","arguments":{"approvalId":"` + id + `","waitSeconds":60},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	awaitWaiters(t, h.bundle, 1)
+	write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}`)
+	if !out.Scan() {
+		t.Fatal("the bridge ended")
+	}
+	if got, want := out.Text(), `{"jsonrpc":"2.0","id":5,"error":{"code":-32800,"message":"request cancelled: the client cancelled it"}}`; got != want {
+		t.Errorf("answered %s\nwant %s", got, want)
+	}
+	assertCancelLogged(t, serverLog, id, "the client closed the HTTP request that carried the call")
+	r := bridgeLog.await(t, "the bridge's cancellation", func(r logRecord) bool { return r.msg == "MCP tool call cancelled" })
+	if r.level != slog.LevelInfo || r.attrs["tool"] != ToolApprovalStatus || r.attrs["reason"] != "the client cancelled it" {
+		t.Errorf("the bridge logged %v %q %v", r.level, r.msg, r.attrs)
+	}
+	if errs := bridgeLog.at(slog.LevelWarn); len(errs) != 0 {
+		t.Errorf("the bridge logged %v", errs)
+	}
+	awaitWaiters(t, h.bundle, 0)
+	inW.Close()
+	for out.Scan() {
+	}
+	if err := <-done; err != nil {
+		t.Errorf("RunStdio: %v", err)
+	}
 }

@@ -114,14 +114,37 @@ func (s *Server) inputRequired(r airlock.Request) *mcp.CallToolResult {
 	if what == "" {
 		what = string(r.Kind)
 	}
+	deadline := r.DeadlineAt.UTC().Format(time.RFC3339)
+	msg := fmt.Sprintf("A person must approve or deny %s (approval request %s) in Airlock before the agent may go on: open the link to review it there. Nothing is approved yet; the request expires at %s.",
+		what, r.ID, deadline)
+	if r.Question != nil {
+		// The agent asked a reviewer; only a reviewer answers, in
+		// Airlock. The retry carries the answer back (the result's
+		// answer), not whatever the client's user typed.
+		asked := "free text"
+		if len(r.Question.Choices) > 0 {
+			asked = "one of " + quoteAll(r.Question.Choices)
+		}
+		msg = fmt.Sprintf("The agent asked a reviewer in Airlock: %s (approval request %s; answer: %s). A reviewer answers it there: open the link to answer or forward it. No answer yet; the question expires at %s.",
+			`"`+r.Title+`"`, r.ID, asked, deadline)
+	}
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{mrtrInput: &mcp.ElicitParams{
 			Mode:          "url",
 			URL:           strings.TrimSuffix(s.cfg.PublicURL, "/") + "/requests/" + r.ID,
 			ElicitationID: r.ID,
-			Message: fmt.Sprintf("A person must approve or deny %s (approval request %s) in Airlock before the agent may go on: open the link to review it there. Nothing is approved yet; the request expires at %s.",
-				what, r.ID, r.DeadlineAt.UTC().Format(time.RFC3339)),
+			Message:       msg,
 		}},
 		RequestState: r.ID,
 	}
+}
+
+// quoteAll quotes each of choices, comma-separated, in full: the person
+// reading the message needs every choice as it is.
+func quoteAll(choices []string) string {
+	q := make([]string, len(choices))
+	for i, c := range choices {
+		q[i] = `"` + c + `"` // at most 120 bytes each (question.choices)
+	}
+	return strings.Join(q, ", ")
 }

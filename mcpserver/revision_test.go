@@ -148,7 +148,9 @@ func TestRevisionsHTTP(t *testing.T) {
 
 // TestRevisionsStdio: the same over the stdio relay behind `airlock mcp`,
 // in process; the relay itself speaks the newest revision to the server.
-// (It relays results, not progress notifications.)
+// At 2026-07-28 a call passes through with its own _meta, so the server's
+// progress notifications reach the client; before, the relay's own SDK
+// client makes the call, and relays its result only.
 func TestRevisionsStdio(t *testing.T) {
 	t.Parallel()
 	for _, revision := range clientRevisions {
@@ -163,7 +165,8 @@ func TestRevisionsStdio(t *testing.T) {
 				done <- RunStdio(t.Context(), StdioConfig{URL: h.url, Token: h.secrets[h.agent.ID], In: inR, Out: outW, Logger: log.logger()})
 				outW.Close()
 			}()
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, nil).
+			var progress atomic.Int64
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "v0"}, clientOptions(&progress)).
 				Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, sessionOptions(revision))
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +177,11 @@ func TestRevisionsStdio(t *testing.T) {
 			log.await(t, "the relay's revision", func(r logRecord) bool {
 				return r.msg == "relaying MCP over stdio" && r.attrs["revision"] == Revision2026
 			})
-			driveEveryTool(t, h.bundle, newClient(t, cs), nil)
+			counted := &progress
+			if revision != Revision2026 {
+				counted = nil
+			}
+			driveEveryTool(t, h.bundle, newClient(t, cs), counted)
 			if err := cs.Close(); err != nil {
 				t.Errorf("close: %v", err)
 			}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,7 +37,10 @@ type StdioConfig struct {
 	// discard.
 	Logger *slog.Logger
 	// HTTPClient talks to the server. Default: a client with a 2 minute
-	// timeout per request (approval_status waits at most a minute).
+	// timeout per request (approval_status waits at most a minute). Its
+	// Timeout bounds each request, but approval_prompt, which waits for
+	// a person up to PromptWait, is bounded by that wait and a minute
+	// more (callBound).
 	HTTPClient *http.Client
 	// Version is reported to the MCP client. Default "dev".
 	Version string
@@ -81,10 +85,13 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Minute}
 	}
+	// The client's one Timeout would cut a waiting approval_prompt
+	// short: each request is bounded by its context instead, a tool
+	// call's by callBound, any other's by the Timeout (bounded).
 	client := *cfg.HTTPClient
-	client.Transport = mcpsdk.Bearer{Token: cfg.Token, Next: cfg.HTTPClient.Transport}
-
-	up := &upstream{endpoint: endpoint, http: &client, log: cfg.Logger, version: cfg.Version}
+	client.Timeout = 0
+	client.Transport = bounded{timeout: cfg.HTTPClient.Timeout, next: mcpsdk.Bearer{Token: cfg.Token, Next: cfg.HTTPClient.Transport}}
+	up := &upstream{endpoint: endpoint, http: &client, timeout: cfg.HTTPClient.Timeout, log: cfg.Logger, version: cfg.Version}
 	cs, err := up.session(ctx)
 	if err != nil {
 		return err
@@ -110,6 +117,11 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	}
 	if init != nil {
 		opts.Instructions = init.Instructions
+		if init.ProtocolVersion >= Revision2026 && init.Capabilities != nil {
+			// A 2026-07-28 client's calls pass through (passthrough.go),
+			// so it gets the server's extensions (Tasks): declare them.
+			opts.Capabilities.Extensions = maps.Clone(init.Capabilities.Extensions)
+		}
 	}
 	local := mcp.NewServer(impl, opts)
 	for _, t := range tools {
@@ -119,14 +131,31 @@ func RunStdio(ctx context.Context, cfg StdioConfig) error {
 	if init != nil {
 		revision = init.ProtocolVersion
 	}
+	out := &syncWriter{w: cfg.Out}
+	up.out = out
+	var divert func(line []byte, id json.RawMessage, msg jsonrpc.Message) bool
+	var diverted sync.WaitGroup
+	defer diverted.Wait() // a task method's answer is written before RunStdio returns
+	if revision >= Revision2026 {
+		// The server speaks 2026-07-28: a client at that revision gets
+		// what it would get over HTTP (passthrough.go).
+		local.AddReceivingMiddleware(up.passThrough)
+		divert = func(line []byte, id json.RawMessage, msg jsonrpc.Message) bool {
+			req, ok := msg.(*jsonrpc.Request)
+			if !ok || !req.IsCall() || !taskMethods[req.Method] {
+				return false
+			}
+			diverted.Go(func() { up.relayTask(ctx, line, id, req) })
+			return true
+		}
+	}
 	cfg.Logger.Info("relaying MCP over stdio", "server", endpoint, "revision", revision, "tools", len(tools))
 
 	// The SDK ends a stdio session at the first line that is not a
 	// JSON-RPC message; a JSON-RPC server answers it with an error and
 	// goes on. The filter does that, and passes every good line on.
-	out := &syncWriter{w: cfg.Out}
 	pr, pw := io.Pipe()
-	go filterLines(cfg.In, pw, out, maxLineBytes)
+	go filterLines(cfg.In, pw, out, maxLineBytes, divert)
 	defer pr.Close() // unblocks the filter if the session ends first
 	err = local.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: nopWriteCloser{out}})
 	switch {
@@ -146,6 +175,9 @@ type upstream struct {
 	http     *http.Client
 	log      *slog.Logger
 	version  string
+
+	out     *syncWriter   // the client's side, for what passes through
+	timeout time.Duration // the bound of a request (callBound); 0: none
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // nil after a lost connection
@@ -203,7 +235,19 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		u.log.Error("reconnect", "err", err)
 		return unreachable(err), nil
 	}
-	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	// The client's _meta (a traceparent) goes with the call; the SDK
+	// session names its own revision and capabilities.
+	meta := maps.Clone(req.Params.Meta)
+	for _, k := range []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, mcp.MetaKeyClientInfo, "progressToken"} {
+		delete(meta, k)
+	}
+	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: meta}
+	client := ctx // the MCP client's: ended when it cancels the call
+	if bound := u.callBound("tools/call", req.Params.Name); bound > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
 	res, err := cs.CallTool(ctx, params)
 	if errors.Is(err, mcp.ErrSessionMissing) {
 		// The server does not know the session (it restarted, or the
@@ -220,10 +264,11 @@ func (u *upstream) relay(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err == nil {
 		return res, nil
 	}
-	if ctx.Err() != nil {
+	if client.Err() != nil {
 		// The MCP client cancelled the call or closed stdin; the SDK
-		// client has told the server (notifications/cancelled).
-		reason := cancelReason(ctx)
+		// client has told the server (notifications/cancelled). A call
+		// past its bound is not cancelled: it is unreachable, below.
+		reason := cancelReason(client)
 		u.log.Info("MCP tool call cancelled", "tool", req.Params.Name, "reason", reason)
 		return nil, cancelledError(reason)
 	}
@@ -263,9 +308,10 @@ const maxLineBytes = airlock.MaxBodyBytes + 64<<10
 
 // filterLines copies newline-delimited messages from in to pass, and
 // answers each line that is not one JSON-RPC message itself, on out, with
-// a JSON-RPC error (checkMessage), or -32600 for a line over max bytes. It
+// a JSON-RPC error (checkMessage), or -32600 for a line over max bytes. A
+// line divert takes (when not nil and it returns true) is not passed on. It
 // closes pass when in ends or fails.
-func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
+func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int, divert func(line []byte, id json.RawMessage, msg jsonrpc.Message) bool) {
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		line, tooLong, err := readLine(r, max)
@@ -273,8 +319,10 @@ func filterLines(in io.Reader, pass *io.PipeWriter, out *syncWriter, max int) {
 		case tooLong:
 			out.rpcError(nil, -32600, fmt.Sprintf("message exceeds %d bytes", max))
 		case len(bytes.TrimSpace(line)) > 0:
-			if _, id, code, msg, ok := checkMessage(line); !ok {
+			if m, id, code, msg, ok := checkMessage(line); !ok {
 				out.rpcError(id, code, msg)
+			} else if divert != nil && divert(bytes.TrimSpace(line), callID(m), m) {
+				// answered by divert
 			} else if _, werr := pass.Write(append(bytes.TrimRight(line, "\r\n"), '\n')); werr != nil {
 				return // the session is over
 			}
@@ -330,3 +378,37 @@ type bufferResponse struct{ b *bytes.Buffer }
 func (r *bufferResponse) Header() http.Header         { return http.Header{} }
 func (r *bufferResponse) WriteHeader(int)             {}
 func (r *bufferResponse) Write(p []byte) (int, error) { return r.b.Write(p) }
+
+// bounded bounds each HTTP request that has no deadline of its own by
+// timeout, from its start to the end of its body; a request whose context
+// has a deadline (a tool call's, callBound) keeps it.
+type bounded struct {
+	timeout time.Duration // 0: no bound
+	next    http.RoundTripper
+}
+
+func (b bounded) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, ok := r.Context().Deadline(); ok || b.timeout <= 0 {
+		return b.next.RoundTrip(r)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), b.timeout)
+	resp, err := b.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's bound once its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}

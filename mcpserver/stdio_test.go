@@ -161,7 +161,7 @@ func TestFilterLines(t *testing.T) {
 	}, "\n")
 	pr, pw := io.Pipe()
 	var out strings.Builder
-	go filterLines(strings.NewReader(in), pw, &syncWriter{w: &out}, 150)
+	go filterLines(strings.NewReader(in), pw, &syncWriter{w: &out}, 150, nil)
 	passed, err := io.ReadAll(pr)
 	if err != nil {
 		t.Fatal(err)

@@ -17,18 +17,19 @@ import (
 )
 
 // mcpServer starts the real binary's `airlock serve` on a free port with a
-// known admin token, and mints an agent and a reviewer token.
+// known admin token and flags added, and mints an agent and a reviewer
+// token.
 type mcpServer struct {
 	*proc
 	api                    *api
 	admin, agent, reviewer string
 }
 
-func startMCPServer(t *testing.T) *mcpServer {
+func startMCPServer(t *testing.T, flags ...string) *mcpServer {
 	t.Helper()
 	dir := t.TempDir()
 	admin := "admin-secret-for-mcp-tests"
-	p := startProcess(t, dir, nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin)
+	p := startProcess(t, dir, nil, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"), "--admin-token", admin}, flags...)...)
 	a := newAPI(t, p.URL)
 	return &mcpServer{proc: p, api: a, admin: admin,
 		agent: a.mintToken(admin, "mcp agent", "agent"), reviewer: a.mintToken(admin, "mcp reviewer", "reviewer")}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/internal/mcpsdk"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -177,6 +179,110 @@ func TestMCPMRTR(t *testing.T) {
 		res := call(c, &mcp.CallToolParams{Name: "approval_status", Arguments: map[string]any{"approvalId": id, "waitSeconds": 1}})
 		if res.NeedsInput() || status(res) != "pending" {
 			t.Fatalf("approval_status without --public-url: %+v, want pending after the wait", res)
+		}
+	})
+}
+
+// TestMCPMRTRQuestion: a question's answer through MRTR, over HTTP in raw
+// JSON-RPC at 2026-07-28. The agent asked a reviewer (approval_request
+// with question); approval_status with a wait, from a client declaring
+// URL-mode elicitation, answers input_required at once: a URL elicitation
+// of the question's inbox page whose message says the question and what
+// kind of answer it takes. A retry before the reviewer answered waits its
+// wait and asks again; once answered, the retry carries the answer. A
+// reviewer who declines is the retry's denial with the note. A client that
+// declares form-mode elicitation only is not asked to answer itself (its
+// user is not the reviewer): its call waits, as before.
+func TestMCPMRTRQuestion(t *testing.T) {
+	const public = "https://airlock.example.test"
+	srv, a := serveNew(t, "--public-url", public)
+	agent := a.mintToken(testAdmin, "question agent", "agent")
+	reviewer := a.mintToken(testAdmin, "question reviewer", "reviewer")
+	hc := &http.Client{Timeout: time.Minute}
+	n := 0
+	// call posts one tools/call at 2026-07-28 and returns its result.
+	call := func(name, args, caps, retry string) map[string]any {
+		t.Helper()
+		n++
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s%s,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s}}}`,
+			n, name, args, retry, caps)
+		r, err := testkit.Call(t.Context(), hc, "POST", srv.url+"/mcp", agent, body,
+			"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name)
+		if err != nil || r.Status != http.StatusOK {
+			t.Fatalf("%s: %v %d %s", name, err, r.Status, r.Raw)
+		}
+		raw := r.Raw
+		if i := strings.LastIndex(raw, "data: "); i >= 0 { // an SSE stream: its last event is the response
+			raw, _, _ = strings.Cut(raw[i+len("data: "):], "\n")
+		}
+		var msg map[string]any
+		if err := json.Unmarshal([]byte(raw), &msg); err != nil || msg["result"] == nil {
+			t.Fatalf("%s: %s, want a result", name, r.Raw)
+		}
+		return msg["result"].(map[string]any)
+	}
+	const urlCaps, formCaps = `{"elicitation":{"url":{}}}`, `{"elicitation":{"form":{}}}`
+	accepted := func(id string) string {
+		return `,"requestState":"` + id + `","inputResponses":{"airlock_decision":{"action":"accept"}}`
+	}
+	ask := func(key, question string) string {
+		t.Helper()
+		res := call("approval_request", `{"kind":"agent_request","title":"When should the 2.4 release go out?","proposal":{"mode":"advisory"},"question":`+question+`,"idempotencyKey":"`+key+`"}`, urlCaps, "")
+		id, _ := get(res, "structuredContent.approvalId").(string)
+		if id == "" {
+			t.Fatalf("approval_request: %v", res)
+		}
+		return id
+	}
+	wait := func(id string) string { return `{"approvalId":"` + id + `","waitSeconds":1}` }
+
+	t.Run("answered", func(t *testing.T) {
+		id := ask("q-free", `{}`)
+		res := call("approval_status", wait(id), urlCaps, "")
+		msg, _ := get(res, "inputRequests.airlock_decision.params.message").(string)
+		if res["resultType"] != "input_required" || res["requestState"] != id ||
+			get(res, "inputRequests.airlock_decision.params.mode") != "url" ||
+			get(res, "inputRequests.airlock_decision.params.url") != public+"/requests/"+id ||
+			!strings.Contains(msg, `"When should the 2.4 release go out?"`) || !strings.Contains(msg, "answer: free text") {
+			t.Fatalf("approval_status on an open question: %v, want input_required with the question's page and the question", res)
+		}
+		start := time.Now()
+		if res := call("approval_status", wait(id), urlCaps, accepted(id)); res["resultType"] != "input_required" {
+			t.Fatalf("the retry before an answer: %v, want input_required again", res)
+		}
+		if took := time.Since(start); took < 900*time.Millisecond {
+			t.Fatalf("the retry before an answer came after %s, want after its wait of 1s", took)
+		}
+		a.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"approved","answer":"Thursday morning"}`).want(t, 200, "answer")
+		res = call("approval_status", wait(id), urlCaps, accepted(id))
+		if res["resultType"] != "complete" || get(res, "structuredContent.answer") != "Thursday morning" ||
+			get(res, "structuredContent.decision.answer") != "Thursday morning" {
+			t.Fatalf("the retry once answered: %v, want the answer", res)
+		}
+	})
+	t.Run("choices", func(t *testing.T) {
+		id := ask("q-choices", `{"choices":["Tuesday","Thursday"]}`)
+		res := call("approval_status", wait(id), urlCaps, "")
+		if msg, _ := get(res, "inputRequests.airlock_decision.params.message").(string); !strings.Contains(msg, `answer: one of "Tuesday", "Thursday"`) {
+			t.Fatalf("the elicitation of a question with choices: %v, want the choices", res)
+		}
+	})
+	t.Run("declined", func(t *testing.T) {
+		id := ask("q-declined", `{}`)
+		if res := call("approval_status", wait(id), urlCaps, ""); res["resultType"] != "input_required" {
+			t.Fatalf("approval_status on an open question: %v", res)
+		}
+		a.call("POST", "/v1/approval-requests/"+id+"/decision", reviewer, `{"status":"denied","note":"ask the release manager"}`).want(t, 200, "decline")
+		res := call("approval_status", wait(id), urlCaps, accepted(id))
+		if get(res, "structuredContent.status") != "denied" || get(res, "structuredContent.decision.note") != "ask the release manager" || get(res, "structuredContent.answer") != nil {
+			t.Fatalf("the retry once declined: %v, want the denial with its note and no answer", res)
+		}
+	})
+	t.Run("form mode only waits", func(t *testing.T) {
+		id := ask("q-form", `{}`)
+		res := call("approval_status", wait(id), formCaps, "")
+		if res["resultType"] == "input_required" || get(res, "structuredContent.status") != "pending" {
+			t.Fatalf("approval_status from a form-mode client: %v, want pending after the wait", res)
 		}
 	})
 }
