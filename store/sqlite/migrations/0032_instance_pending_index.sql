@@ -1,4 +1,4 @@
--- 0031: the instance index holds pending requests only (docs/performance.md,
+-- 0032: the instance index holds pending requests only (docs/performance.md,
 -- "What a lifecycle asks of PostgreSQL"). Every read by instance asks for
 -- its pending requests (the pending count, deleting an instance), so a
 -- decision takes the request out of the index instead of moving it.

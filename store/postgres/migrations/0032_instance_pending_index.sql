@@ -1,4 +1,4 @@
--- 0031: the instance index holds pending requests only (docs/performance.md,
+-- 0032: the instance index holds pending requests only (docs/performance.md,
 -- "What a lifecycle asks of PostgreSQL").
 --
 -- A decision changes a request's state, which indexes hold, so it is never a
