@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/passkey"
 	"github.com/airlockhq/airlock/store"
 )
@@ -38,11 +39,16 @@ func (s *Service) PasskeyRequired(ctx context.Context, r airlock.Request) (bool,
 // DecisionChallenge is the challenge a passkey signs for decision in of
 // request r.
 func DecisionChallenge(r airlock.Request, in airlock.DecisionInput) ([]byte, error) {
-	args := r.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("null")
+	return passkey.Challenge(passkey.Decision{RequestID: r.ID, Arguments: decisionArgs(r), Status: in.Status, ValidFor: in.ValidFor, Note: in.Note})
+}
+
+// decisionArgs are the arguments a passkey signs the digest of: a
+// request without arguments signs the digest of null.
+func decisionArgs(r airlock.Request) json.RawMessage {
+	if len(r.Arguments) == 0 {
+		return json.RawMessage("null")
 	}
-	return passkey.Challenge(passkey.Decision{RequestID: r.ID, Arguments: args, Status: in.Status, ValidFor: in.ValidFor, Note: in.Note})
+	return r.Arguments
 }
 
 // PasskeyRPID is the passkeys' relying party ID.
@@ -98,6 +104,11 @@ func (s *Service) signedDecision(ctx context.Context, st store.Store, c airlock.
 	if _, err := s.system.UsePasskey(ctx, a.CredentialID, binary.BigEndian.Uint32(a.AuthenticatorData[33:37])); err != nil {
 		return err
 	}
+	digest, err := approvaltoken.ArgsDigest(decisionArgs(r))
+	if err != nil {
+		return err
+	}
 	p.Passkey, p.ValidFor = &a, in.ValidFor
+	p.PasskeyPublicKey, p.PasskeyArgsDigest, p.PasskeyRPID = pk.PublicKey, digest, s.passkeyRPID
 	return nil
 }
