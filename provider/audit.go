@@ -72,7 +72,7 @@ func (s *Service) AuditVerifierKey(ctx context.Context, c airlock.Caller) (strin
 // is a heavy read (HeavyRead): its slot is held until the caller calls
 // release, once the page is written; on an error there is nothing to
 // release.
-func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int64, limit int) (leaves []store.AuditLeaf, release func(), err error) {
+func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int64, limit int) (entries []auditlog.Entry, release func(), err error) {
 	if err := auditorOnly(c); err != nil {
 		return nil, nil, err
 	}
@@ -88,12 +88,16 @@ func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int6
 	if err != nil {
 		return nil, nil, err
 	}
-	leaves, err = s.storeFor(c).AuditLeaves(ctx, start, limit)
+	st := s.storeFor(c)
+	leaves, err := st.AuditLeaves(ctx, start, limit)
+	if err == nil {
+		entries, err = s.withPasskeys(ctx, st, leaves)
+	}
 	if err != nil {
 		release()
 		return nil, nil, err
 	}
-	return leaves, release, nil
+	return entries, release, nil
 }
 
 // AuditProof is an inclusion or a consistency proof: the hashes an

@@ -83,8 +83,8 @@ func (h *handler) auditEntries(w http.ResponseWriter, r *http.Request, c airlock
 	defer release()
 	var b bytes.Buffer
 	buf := b.AvailableBuffer()
-	for _, l := range leaves {
-		buf = auditlog.AppendEntry(buf, auditlog.Entry{Index: l.Index, Leaf: l.Leaf})
+	for _, e := range leaves {
+		buf = auditlog.AppendEntry(buf, e)
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
