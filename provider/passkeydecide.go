@@ -112,3 +112,39 @@ func (s *Service) signedDecision(ctx context.Context, st store.Store, c airlock.
 	p.PasskeyPublicKey, p.PasskeyArgsDigest, p.PasskeyRPID = pk.PublicKey, digest, s.passkeyRPID
 	return nil
 }
+
+// PasskeySignature is a decision or a quorum vote signed with a passkey,
+// as a request's history shows it.
+type PasskeySignature struct {
+	Principal    string
+	Actor        string
+	CredentialID []byte
+	// Name is the passkey's name; "" when it was deleted since.
+	Name string
+}
+
+// PasskeySignatures lists the decisions and votes of r that were signed
+// with a passkey, for a caller who has read r. A pending request without
+// votes has none, and costs no read.
+func (s *Service) PasskeySignatures(ctx context.Context, r airlock.Request) ([]PasskeySignature, error) {
+	if r.Decision == nil && len(r.Votes) == 0 {
+		return nil, nil
+	}
+	ds, err := s.system.PasskeyDecisions(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PasskeySignature, 0, len(ds))
+	for _, d := range ds {
+		sig := PasskeySignature{Principal: d.Principal, Actor: d.Actor, CredentialID: d.Assertion.CredentialID}
+		pk, err := s.system.Passkey(ctx, d.Assertion.CredentialID)
+		switch {
+		case err == nil:
+			sig.Name = pk.Name
+		case airlock.ErrorCode(err) != airlock.CodeNotFound:
+			return nil, err
+		}
+		out = append(out, sig)
+	}
+	return out, nil
+}
