@@ -325,8 +325,8 @@ type requestBody struct {
 	Validities  []option
 	// Grants are the "approve and allow the same for …" choices, for a
 	// tool call a grant may cover; empty otherwise.
-	Grants     []option
-	Warnings   []string
+	Grants   []option
+	Warnings []string
 	Decision *airlock.Decision
 	// DecPasskey names the passkey the decision was signed with, ""
 	// for none.
