@@ -91,7 +91,11 @@ func TestVerifyPasskey(t *testing.T) {
 			func() PasskeyRecord { r := approval; r.Signed.ArgsDigest = ""; return r }(), ""},
 		{"beside a denial", leaf(airlock.EventRequestDenied, airlock.StateDenied, args), approval, "status"},
 		{"a denial beside a vote", leaf(airlock.EventRequestVoted, airlock.StatePending, args), signedRecord(t, signed(airlock.StateDenied, args)), "approving vote"},
-		{"beside another request's leaf", func() Leaf { l := leaf(airlock.EventRequestApproved, airlock.StateApproved, args); l.RequestID = "apr_2"; return l }(), approval, "signed request"},
+		{"beside another request's leaf", func() Leaf {
+			l := leaf(airlock.EventRequestApproved, airlock.StateApproved, args)
+			l.RequestID = "apr_2"
+			return l
+		}(), approval, "signed request"},
 		{"beside other arguments", leaf(airlock.EventRequestApproved, airlock.StateApproved, null), approval, "arguments digest"},
 		{"a record kept without its digest, beside other arguments", leaf(airlock.EventRequestApproved, airlock.StateApproved, null),
 			func() PasskeyRecord { r := approval; r.Signed.ArgsDigest = ""; return r }(), "challenge"},
