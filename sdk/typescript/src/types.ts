@@ -385,6 +385,8 @@ export interface AuditEntry {
   index: number;
   /** The leaf: the event's RFC 8785 JSON, as served, so that it hashes as the tree does. */
   leaf: string;
+  /** For a decision or vote signed with a passkey, its record (docs/audit.md, "Passkey-signed decisions"); not part of the leaf. */
+  passkey?: JsonObject;
 }
 
 /** A proof that the leaf at `index` is in the tree of `tree_size` leaves: standard base64 hashes in tlog.CheckRecord's order. */
