@@ -207,6 +207,11 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 		t.Errorf("the entries are not the export's lines:\n%s\n%s", entries, export)
 	}
 
+	// The request's proof carries it beside the decision's leaf.
+	if proof := get("/v1/approval-requests/" + id + "/proof"); strings.Count(proof, `"passkey":{"credential_id":"`+airlock.PasskeyIDString(soft.id)+`"`) != 1 {
+		t.Errorf("the request's proof does not carry the decision's passkey record:\n%s", proof)
+	}
+
 	// Tampering with a record fails at its index.
 	at := signed[0]
 	other := newSoftPasskey(t, "other")

@@ -182,10 +182,12 @@ type RequestProof struct {
 	Later []int64
 }
 
-// ProvedEntry is a leaf with its inclusion proof.
+// ProvedEntry is a leaf with its inclusion proof, and the passkey record
+// of a decision or vote signed with one.
 type ProvedEntry struct {
 	store.AuditLeaf
-	Proof []auditlog.Hash
+	Proof   []auditlog.Hash
+	Passkey *auditlog.PasskeyRecord
 }
 
 // AuditRequestProof returns the proof of request id's events against the
@@ -207,9 +209,13 @@ func (s *Service) AuditRequestProof(ctx context.Context, c airlock.Caller, id st
 	if err != nil {
 		return RequestProof{}, err
 	}
+	entries, err := s.withPasskeys(ctx, a, leaves)
+	if err != nil {
+		return RequestProof{}, err
+	}
 	out := RequestProof{RequestID: id, Checkpoint: cp, Entries: []ProvedEntry{}, Later: []int64{}}
 	r := store.HashReader(ctx, a)
-	for _, l := range leaves {
+	for i, l := range leaves {
 		if l.Index >= cp.Size {
 			out.Later = append(out.Later, l.Index)
 			continue
@@ -218,7 +224,7 @@ func (s *Service) AuditRequestProof(ctx context.Context, c airlock.Caller, id st
 		if err != nil {
 			return RequestProof{}, fmt.Errorf("audit log: %w", err)
 		}
-		out.Entries = append(out.Entries, ProvedEntry{AuditLeaf: l, Proof: p})
+		out.Entries = append(out.Entries, ProvedEntry{AuditLeaf: l, Proof: p, Passkey: entries[i].Passkey})
 	}
 	return out, nil
 }

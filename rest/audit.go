@@ -158,6 +158,11 @@ func (h *handler) requestProof(w http.ResponseWriter, r *http.Request, c airlock
 			eo.raw("leaf", e.Leaf)
 			eo.key("proof")
 			writeHashes(b, e.Proof)
+			if e.Passkey != nil {
+				// A record's members are strings, which always marshal.
+				rec, _ := e.Passkey.MarshalJSON()
+				eo.raw("passkey", rec)
+			}
 			eo.end()
 		}
 		b.WriteByte(']')

@@ -409,7 +409,7 @@ export interface RequestProof {
   tree_size: number;
   /** The signed note the proofs are against. */
   checkpoint: string;
-  entries: { index: number; leaf: JsonObject; proof: string[] }[];
+  entries: { index: number; leaf: JsonObject; proof: string[]; passkey?: JsonObject }[];
   /** Indexes of the request's events after the checkpoint, which the next covers. */
   later: number[];
 }
