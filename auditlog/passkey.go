@@ -27,9 +27,9 @@ type PasskeyRecord struct {
 	Signed    passkey.Signed
 }
 
-// ErrPasskeyKeyUnknown: a record without the credential's public key,
-// whose signature nobody can check. VerifyEntries passes it; the verdict
-// counts it apart.
+// ErrPasskeyKeyUnknown is VerifyPasskey's answer for a record without the
+// credential's public key, whose signature nobody can check.
+// VerifyEntries passes it; the verdict counts it apart.
 var ErrPasskeyKeyUnknown = errors.New("the passkey's public key is unknown: the decision was kept before keys were kept with decisions, and the passkey was deleted since")
 
 // wirePasskey is a record's JSON: bytes in unpadded base64url, as
