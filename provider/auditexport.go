@@ -147,6 +147,7 @@ var decisionTypes = [][]byte{
 func (s *Service) withPasskeys(ctx context.Context, st store.Store, page []store.AuditLeaf) ([]auditlog.Entry, error) {
 	out := make([]auditlog.Entry, len(page))
 	var ids []string
+	seen := map[string]bool{}
 	decided := map[int]auditlog.Leaf{}
 	for i, l := range page {
 		out[i] = auditlog.Entry{Index: l.Index, Leaf: l.Leaf}
@@ -158,7 +159,8 @@ func (s *Service) withPasskeys(ctx context.Context, st store.Store, page []store
 			return nil, fmt.Errorf("audit log: leaf %d: %w", l.Index, err)
 		}
 		decided[i] = leaf
-		if !slices.Contains(ids, leaf.RequestID) {
+		if !seen[leaf.RequestID] {
+			seen[leaf.RequestID] = true
 			ids = append(ids, leaf.RequestID)
 		}
 	}
