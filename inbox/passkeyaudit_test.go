@@ -22,6 +22,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
+	"github.com/airlockhq/airlock/client"
 	"github.com/airlockhq/airlock/provider"
 )
 
@@ -201,10 +202,27 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 	if len(signed) != 2 {
 		t.Fatalf("passkey records beside entries %v; want the approval's and the denial's", signed)
 	}
-	// GET /v1/audit/entries, which `audit verify --url` reads, carries
-	// them too.
+	// GET /v1/audit/entries, which `audit verify --url` reads through
+	// the Go client, carries them too, and verifies so.
 	if entries := get("/v1/audit/entries?limit=10000"); entries != export {
 		t.Errorf("the entries are not the export's lines:\n%s\n%s", entries, export)
+	}
+	c, err := client.New(b.srv.URL, b.admin, client.WithHTTPClient(b.srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := c.AuditEntries(ctx, 0, int(cp.Size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := 0
+	for _, e := range served {
+		if e.Passkey != nil {
+			records++
+		}
+	}
+	if err := auditlog.VerifyEntries(auditlog.Entries(served), cp, nil); err != nil || records != 2 {
+		t.Errorf("the client's entries: %d records, %v; want 2, verified", records, err)
 	}
 
 	// The request's proof carries it beside the decision's leaf.
