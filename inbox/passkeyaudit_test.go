@@ -73,6 +73,14 @@ func (p *softPasskey) assert(t *testing.T, challenge []byte, rpID, origin string
 	return &airlock.PasskeyAssertion{CredentialID: p.id, AuthenticatorData: authData, ClientDataJSON: cd, Signature: sig}
 }
 
+// passkeyQuorumPolicy sends refunds to Carol and Dan, both of whom must
+// approve.
+const passkeyQuorumPolicy = `groups:
+  payments: [carol, dan]
+rules:
+  - {name: refunds, match: 'request.tool == "issue_refund"', action: ask, reviewers: payments, approvals: 2}
+`
+
 // TestPasskeyDecisionAudited: a decision signed with a passkey (a
 // software authenticator's, checked by the provider as the inbox's form
 // is) is marked in the request page's outcome, by the passkey's name and,
@@ -85,13 +93,20 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *options) {
 		o.requirePasskey = provider.AllRequests
-		o.checkpointInterval = time.Millisecond
+		o.checkpointInterval = 50 * time.Millisecond
+		o.policy = passkeyQuorumPolicy
 	})
 	ctx := context.Background()
 	carol := b.callers["Carol (reviewer)"]
 	soft := newSoftPasskey(t, "carol-phone-credential")
 	if _, err := b.st.AddPasskey(ctx, airlock.Passkey{ID: soft.id, Principal: "carol", TokenID: carol.Token.ID, Name: "work phone",
 		PublicKey: soft.cose}); err != nil {
+		t.Fatal(err)
+	}
+	dan := b.callers["Dan (reviewer)"]
+	softDan := newSoftPasskey(t, "dan-laptop-credential")
+	if _, err := b.st.AddPasskey(ctx, airlock.Passkey{ID: softDan.id, Principal: "dan", TokenID: dan.Token.ID, Name: "dan's laptop",
+		PublicKey: softDan.cose}); err != nil {
 		t.Fatal(err)
 	}
 	inst := b.instance(t, "payments")
@@ -123,10 +138,36 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 		t.Fatalf("a signed denial: %v", err)
 	}
 
-	// The history: the outcome names the passkey.
+	// A refund needs Carol's and Dan's approvals: two signed votes, the
+	// second of which decides.
+	refund := b.toolCall(t, inst, "issue_refund", map[string]any{"order": 7}, "refund order 7")
+	for _, v := range []struct {
+		who  airlock.Caller
+		soft *softPasskey
+	}{{carol, soft}, {dan, softDan}} {
+		in := airlock.DecisionInput{Status: airlock.StateApproved, ValidFor: "10m", Note: "refund checked"}
+		challenge, err := provider.DecisionChallenge(b.get(t, refund), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Passkey = v.soft.assert(t, challenge, b.svc.PasskeyRPID(), "http://localhost")
+		if _, err := b.svc.Decide(ctx, v.who, refund, in); err != nil {
+			t.Fatalf("a signed vote: %v", err)
+		}
+	}
+	if got := b.get(t, refund); got.State != airlock.StateApproved || len(got.Votes) != 2 {
+		t.Fatalf("the refund after two signed votes: %s, %d votes", got.State, len(got.Votes))
+	}
+
+	// The history: the outcome names the passkey, and so does each vote.
 	page, _ := b.signedInClient(t, b.reviewer)
-	if r := page.do(t, "GET", "/requests/"+id, nil, nil); r.status != 200 || !strings.Contains(r.body, "signed with a passkey (work phone)") {
+	if r := page.do(t, "GET", "/requests/"+id, nil, nil); r.status != 200 || !strings.Contains(r.body, `<span id="decision-passkey">signed with a passkey (work phone)</span>`) {
 		t.Fatalf("the request page (%d) does not say the decision was signed with the passkey:\n%s", r.status, r.body)
+	}
+	if r := page.do(t, "GET", "/requests/"+refund, nil, nil); r.status != 200 ||
+		!strings.Contains(r.body, `<span class="vote-passkey">signed with a passkey (work phone)</span>`) ||
+		!strings.Contains(r.body, `<span class="vote-passkey">signed with a passkey (dan&#39;s laptop)</span>`) {
+		t.Fatalf("the refund's page (%d) does not say each vote was signed with a passkey:\n%s", r.status, r.body)
 	}
 
 	// The audit log: a checkpoint of every event.
@@ -150,19 +191,25 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		events, err := b.st.ListEvents(ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if r := rest.do(t, "GET", "/v1/audit/checkpoint", nil, admin); r.status == http.StatusOK {
 			if cp, err = auditlog.OpenCheckpoint([]byte(r.body), key); err != nil {
 				t.Fatal(err)
 			}
-			if cp.Size == size && size > 0 {
+			// Every event has its leaf, and the checkpoint covers them.
+			if cp.Size == size && size == int64(len(events)) {
 				break
 			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no checkpoint of the whole tree within 30 s (checkpoint %d)", cp.Size)
 		}
-		// The sequencer signs one a checkpoint interval (1 ms) after the last.
-		time.Sleep(5 * time.Millisecond)
+		// The sequencer signs one a checkpoint interval (50 ms) after the
+		// last.
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	export := get("/v1/audit/export?format=jsonl")
@@ -188,19 +235,26 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 			continue
 		}
 		signed = append(signed, int(e.Index))
-		if !bytes.Equal(e.Passkey.PublicKey, soft.cose) || !bytes.Equal(e.Passkey.Assertion.CredentialID, soft.id) || e.Passkey.RPID != "localhost" {
-			t.Errorf("entry %d's passkey record: %+v", e.Index, e.Passkey)
-		}
 		l, err := auditlog.ParseLeaf(e.Leaf)
 		if err != nil {
 			t.Fatal(err)
+		}
+		who := soft
+		if l.Actor == dan.Token.ID {
+			who = softDan
+		}
+		if !bytes.Equal(e.Passkey.PublicKey, who.cose) || !bytes.Equal(e.Passkey.Assertion.CredentialID, who.id) || e.Passkey.RPID != "localhost" {
+			t.Errorf("entry %d's passkey record: %+v", e.Index, e.Passkey)
+		}
+		if l.RequestID == refund && l.Type != map[bool]airlock.EventType{true: airlock.EventRequestApproved, false: airlock.EventRequestVoted}[who == softDan] {
+			t.Errorf("a refund vote's record is beside a %s leaf by %s", l.Type, l.Actor)
 		}
 		if l.RequestID == id && (l.Type != airlock.EventRequestApproved || e.Passkey.Signed.Note != "invoice 42 checked" || e.Passkey.Signed.ValidFor != "10m") {
 			t.Errorf("the approval's record is beside a %s leaf, signing %+v", l.Type, e.Passkey.Signed)
 		}
 	}
-	if len(signed) != 2 {
-		t.Fatalf("passkey records beside entries %v; want the approval's and the denial's", signed)
+	if len(signed) != 4 {
+		t.Fatalf("passkey records beside entries %v; want the approval's, the denial's and the refund's two votes'", signed)
 	}
 	// GET /v1/audit/entries, which `audit verify --url` reads through
 	// the Go client, carries them too, and verifies so.
@@ -221,8 +275,8 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 			records++
 		}
 	}
-	if err := auditlog.VerifyEntries(auditlog.Entries(served), cp, nil); err != nil || records != 2 {
-		t.Errorf("the client's entries: %d records, %v; want 2, verified", records, err)
+	if err := auditlog.VerifyEntries(auditlog.Entries(served), cp, nil); err != nil || records != 4 {
+		t.Errorf("the client's entries: %d records, %v; want 4, verified", records, err)
 	}
 
 	// The request's proof carries it beside the decision's leaf.
@@ -268,11 +322,12 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 	// CSV and OCSF say which decisions were signed.
 	csv := get("/v1/audit/export?format=csv")
 	credID := airlock.PasskeyIDString(soft.id)
-	if !strings.HasSuffix(strings.SplitN(csv, "\n", 2)[0], ",passkey_credential_id") || strings.Count(csv, ","+credID+"\n") != 2 {
-		t.Errorf("the CSV export does not name the passkey of the two decisions:\n%s", csv)
+	if !strings.HasSuffix(strings.SplitN(csv, "\n", 2)[0], ",passkey_credential_id") || strings.Count(csv, ","+credID+"\n") != 3 ||
+		strings.Count(csv, ","+airlock.PasskeyIDString(softDan.id)+"\n") != 1 {
+		t.Errorf("the CSV export does not name the passkey of the four decisions and votes:\n%s", csv)
 	}
-	if ocsf := get("/v1/audit/export?format=ocsf"); strings.Count(ocsf, `"passkey":{"credential_id":"`+credID+`"`) != 2 {
-		t.Errorf("the OCSF export does not carry the two records:\n%s", ocsf)
+	if ocsf := get("/v1/audit/export?format=ocsf"); strings.Count(ocsf, `"passkey":{"credential_id":"`+credID+`"`) != 3 {
+		t.Errorf("the OCSF export does not carry Carol's three records:\n%s", ocsf)
 	}
 
 	// Deleted, the passkey is named by its credential ID, and the
