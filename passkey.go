@@ -171,6 +171,18 @@ type PasskeyDecision struct {
 	Status    State
 	ValidFor  string
 	Note      string
-	Assertion PasskeyAssertion
-	At        time.Time
+	// ArgsDigest is the request's arguments digest the assertion signed
+	// (approvaltoken.ArgsDigest); "" for a decision kept before it was
+	// (then the audit log's leaf supplies it, and the signature says
+	// whether that is what was signed).
+	ArgsDigest string
+	Assertion  PasskeyAssertion
+	// PublicKey is the credential's COSE public key the assertion was
+	// checked with; nil for a decision kept before keys were kept with
+	// it whose passkey was deleted since.
+	PublicKey []byte
+	// RPID is the relying party ID the assertion was made for; "" for a
+	// decision kept before it was.
+	RPID string
+	At   time.Time
 }

@@ -58,5 +58,7 @@
 // one entry per line: {"index":N,"leaf":{...}}, where the leaf is the
 // leaf's JSON object. A reader canonicalises it (RFC 8785) before hashing, so
 // an entry reformatted in transit still verifies, and a changed value does
-// not.
+// not. The entry of a decision or vote signed with a passkey has a third
+// member, "passkey" (PasskeyRecord), which is not part of the leaf and which
+// VerifyEntries checks against it (VerifyPasskey).
 package auditlog

@@ -20,6 +20,10 @@ import (
 type Entry struct {
 	Index int64
 	Leaf  []byte
+	// Passkey, when set, is the passkey-signed decision or vote this
+	// leaf records (the "passkey" member beside "leaf"); it is not part
+	// of the leaf, and VerifyEntries checks it against the leaf.
+	Passkey *PasskeyRecord
 	// parsed: ParseLeaf accepted Leaf already (EntryReader's fast path),
 	// so VerifyEntries need not parse it again.
 	parsed bool
@@ -27,7 +31,9 @@ type Entry struct {
 
 // MaxLineBytes bounds a JSON line of entries. A leaf holds identifiers,
 // digests and a time, never a payload, so a line is a few hundred bytes;
-// a longer one is refused before it is parsed.
+// one with a passkey record, whose bytes and note are bounded (about
+// 40 KiB at most), a few kilobytes. A longer one is refused before it is
+// parsed.
 const MaxLineBytes = 64 << 10
 
 // AppendEntry appends e as one JSON line, {"index":N,"leaf":{...}} and a
@@ -37,6 +43,12 @@ func AppendEntry(dst []byte, e Entry) []byte {
 	dst = strconv.AppendInt(dst, e.Index, 10)
 	dst = append(dst, `,"leaf":`...)
 	dst = append(dst, e.Leaf...)
+	if e.Passkey != nil {
+		// A record's members are strings, which always marshal.
+		rec, _ := e.Passkey.MarshalJSON()
+		dst = append(dst, `,"passkey":`...)
+		dst = append(dst, rec...)
+	}
 	return append(dst, "}\n"...)
 }
 
@@ -56,8 +68,9 @@ func NewEntryReader(r io.Reader) *EntryReader {
 
 // entryLine is one line's members.
 type entryLine struct {
-	Index *int64          `json:"index"`
-	Leaf  json.RawMessage `json:"leaf"`
+	Index   *int64          `json:"index"`
+	Leaf    json.RawMessage `json:"leaf"`
+	Passkey json.RawMessage `json:"passkey"`
 }
 
 // Next returns the next entry, io.EOF after the last, or an error naming the
@@ -107,7 +120,13 @@ func (r *EntryReader) next() (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("line %d: leaf: %w", r.line, err)
 	}
-	return Entry{Index: *l.Index, Leaf: leaf}, nil
+	e := Entry{Index: *l.Index, Leaf: leaf}
+	if len(l.Passkey) > 0 && string(l.Passkey) != "null" {
+		if e.Passkey, err = parsePasskey(l.Passkey); err != nil {
+			return Entry{}, fmt.Errorf("line %d: %w", r.line, err)
+		}
+	}
+	return e, nil
 }
 
 // appendedEntry reads a line exactly as AppendEntry writes it, with a leaf in

@@ -1,6 +1,7 @@
 package auditlog
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 )
@@ -36,6 +37,10 @@ const (
 	// the tree the entries and the newer checkpoint agree on: the log was
 	// rewritten or cut short between the two.
 	ReasonConsistency Reason = "consistency"
+	// ReasonPasskey: the passkey record beside the leaf at this index
+	// does not sign that leaf's decision, or its signature does not
+	// verify (VerifyPasskey).
+	ReasonPasskey Reason = "passkey"
 )
 
 // VerifyError is a log that does not match its checkpoint: the first index
@@ -76,7 +81,9 @@ func TreeProver(r HashReader) Prover {
 
 // VerifyEntries checks that entries are exactly the leaves of the tree cp
 // commits to: indexes 0, 1, 2, … without a gap, each leaf well formed
-// (ParseLeaf), as many as cp.Size, and their root cp.Root. cp must come from
+// (ParseLeaf), as many as cp.Size, and their root cp.Root; and that each
+// passkey record beside a leaf signs that leaf's decision (VerifyPasskey;
+// one whose public key is unknown passes, and the caller counts it). cp must come from
 // OpenCheckpoint, which checked its signature. It returns nil or a
 // *VerifyError naming the first index that does not match and why.
 //
@@ -149,9 +156,15 @@ func verifyEntries(entries iter.Seq2[Entry, error], cp Checkpoint, prover Prover
 		case next >= cp.Size:
 			found = &VerifyError{next, ReasonExtra, fmt.Errorf("the checkpoint covers %d entries; this one is beyond them", cp.Size)}
 		}
-		if found == nil && !e.parsed {
-			if _, perr := ParseLeaf(e.Leaf); perr != nil {
+		if found == nil && (!e.parsed || e.Passkey != nil) {
+			l, perr := ParseLeaf(e.Leaf)
+			switch {
+			case perr != nil:
 				found = &VerifyError{next, ReasonMalformed, perr}
+			case e.Passkey != nil:
+				if err := VerifyPasskey(l, *e.Passkey); err != nil && !errors.Is(err, ErrPasskeyKeyUnknown) {
+					found = &VerifyError{next, ReasonPasskey, err}
+				}
 			}
 		}
 		if found != nil {

@@ -10,11 +10,13 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/auditlog"
 	"github.com/airlockhq/airlock/passkey"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/provider"
@@ -296,6 +298,31 @@ func TestBrowserPasskeyDecision(t *testing.T) {
 	}
 	if err := passkey.Verify(pk.PublicKey, d.Assertion, challenge, "localhost"); err != nil {
 		t.Fatalf("the kept assertion does not verify: %v", err)
+	}
+	// Kept with its key, digest and relying party, Chromium's assertion
+	// verifies as the audit log's record beside the approval's leaf.
+	leaf, err := auditlog.NewLeaf(airlock.Event{Type: airlock.EventRequestApproved, UID: "u", At: time.Now().Truncate(time.Microsecond),
+		Actor: d.Actor, RequestID: id, State: airlock.StateApproved}, func() *auditlog.Payloads {
+		p, err := auditlog.RequestPayloads(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := auditlog.ParseLeaf(leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := auditlog.PasskeyRecord{Assertion: d.Assertion, PublicKey: d.PublicKey, RPID: d.RPID, Signed: passkey.Signed{RequestID: id,
+		ArgsDigest: d.ArgsDigest, Status: d.Status, ValidFor: d.ValidFor, Note: d.Note}}
+	if !bytes.Equal(d.PublicKey, pk.PublicKey) || d.RPID != "localhost" || d.ArgsDigest != l.Payloads.Arguments {
+		t.Fatalf("kept with the decision: key %x, relying party %q, digest %q; want %x, localhost, %q", d.PublicKey, d.RPID, d.ArgsDigest, pk.PublicKey, l.Payloads.Arguments)
+	}
+	if err := auditlog.VerifyPasskey(l, rec); err != nil {
+		t.Fatalf("Chromium's assertion as the audit log's record: %v", err)
 	}
 
 	// The same assertion offered for another request (same arguments,

@@ -265,6 +265,22 @@ type voteRow struct {
 	Note   []display.Segment
 	At     time.Time
 	Review *airlock.ReviewClaim // the voter's client's claim
+	// Passkey names the passkey the vote was signed with, empty for
+	// none.
+	Passkey []display.Segment
+}
+
+// passkeyLabel is how a history names the passkey a decision was signed
+// with: its name while it exists, else the start of its credential ID.
+func passkeyLabel(p provider.PasskeySignature) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	id := airlock.PasskeyIDString(p.CredentialID)
+	if len(id) > 12 {
+		id = id[:12] + "…"
+	}
+	return id
 }
 
 // requestBody is the request page's data.
@@ -309,9 +325,12 @@ type requestBody struct {
 	Validities  []option
 	// Grants are the "approve and allow the same for …" choices, for a
 	// tool call a grant may cover; empty otherwise.
-	Grants     []option
-	Warnings   []string
-	Decision   *airlock.Decision
+	Grants   []option
+	Warnings []string
+	Decision *airlock.Decision
+	// DecPasskey names the passkey the decision was signed with, ""
+	// for none.
+	DecPasskey []display.Segment
 	DecNote    []display.Segment
 	DecAnswer  []display.Segment
 	ValidUntil string
@@ -380,6 +399,21 @@ func (h *handler) requestBody(ctx context.Context, v *view, req airlock.Request)
 		b.Quorum = req.QuorumProgress()
 		for _, vt := range req.Votes {
 			b.Votes = append(b.Votes, voteRow{Name: display.Line(vt.Name), Status: vt.Status, Note: display.Text(vt.Note), At: vt.At, Review: vt.Review})
+		}
+	}
+	signed, err := h.svc.PasskeySignatures(ctx, req)
+	if err != nil {
+		// The page still shows the request; the history lacks the marks.
+		h.log.Warn("inbox: passkey signatures", "request", req.ID, "err", err)
+	}
+	for _, p := range signed {
+		for i, vt := range req.Votes {
+			if i < len(b.Votes) && vt.Principal == p.Principal {
+				b.Votes[i].Passkey = display.Line(passkeyLabel(p))
+			}
+		}
+		if d := req.Decision; d != nil && d.DecidedBy == p.Actor {
+			b.DecPasskey = display.Line(passkeyLabel(p))
 		}
 	}
 	if req.Proposal != nil {

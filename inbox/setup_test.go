@@ -108,6 +108,8 @@ type options struct {
 	retain time.Duration
 	// requirePasskey is the provider's RequirePasskey.
 	requirePasskey airlock.GrantExpression
+	// checkpointInterval is the provider's CheckpointInterval.
+	checkpointInterval time.Duration
 }
 
 func setup(t testing.TB, opts ...func(*options)) *bundle {
@@ -140,7 +142,8 @@ func setup(t testing.TB, opts ...func(*options)) *bundle {
 	if o.wrapStore != nil {
 		under = o.wrapStore(st)
 	}
-	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes, RetainPayloads: o.retain, RequirePasskey: o.requirePasskey}
+	cfg := provider.Config{Store: under, Limits: limits, Logger: logger, StaleAfter: o.staleAfter, ListPageBytes: o.pageBytes, RetainPayloads: o.retain, RequirePasskey: o.requirePasskey,
+		CheckpointInterval: o.checkpointInterval}
 	if o.policy != "" {
 		e, err := policy.NewEngine(testkit.TempFile(t, "policy.yaml", o.policy), logger)
 		if err != nil {

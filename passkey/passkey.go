@@ -41,8 +41,25 @@ func Challenge(d Decision) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	obj, err := json.Marshal(map[string]string{"request_id": d.RequestID, "args_digest": digest,
-		"status": string(d.Status), "valid_for": d.ValidFor, "note": d.Note})
+	return SignedChallenge(Signed{RequestID: d.RequestID, ArgsDigest: digest, Status: d.Status, ValidFor: d.ValidFor, Note: d.Note})
+}
+
+// Signed are the fields a passkey-signed decision's challenge is made of,
+// with the arguments as their digest: what the audit log's export carries
+// beside the decision's leaf, from which anyone recomputes the challenge.
+type Signed struct {
+	RequestID  string
+	ArgsDigest string
+	Status     airlock.State
+	ValidFor   string
+	Note       string
+}
+
+// SignedChallenge is Challenge of the fields s, the arguments given by
+// their digest.
+func SignedChallenge(s Signed) ([]byte, error) {
+	obj, err := json.Marshal(map[string]string{"request_id": s.RequestID, "args_digest": s.ArgsDigest,
+		"status": string(s.Status), "valid_for": s.ValidFor, "note": s.Note})
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func (s *Service) AuditVerifierKey(ctx context.Context, c airlock.Caller) (strin
 // is a heavy read (HeavyRead): its slot is held until the caller calls
 // release, once the page is written; on an error there is nothing to
 // release.
-func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int64, limit int) (leaves []store.AuditLeaf, release func(), err error) {
+func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int64, limit int) (entries []auditlog.Entry, release func(), err error) {
 	if err := auditorOnly(c); err != nil {
 		return nil, nil, err
 	}
@@ -88,12 +88,16 @@ func (s *Service) AuditEntries(ctx context.Context, c airlock.Caller, start int6
 	if err != nil {
 		return nil, nil, err
 	}
-	leaves, err = s.storeFor(c).AuditLeaves(ctx, start, limit)
+	st := s.storeFor(c)
+	leaves, err := st.AuditLeaves(ctx, start, limit)
+	if err == nil {
+		entries, err = s.withPasskeys(ctx, st, leaves)
+	}
 	if err != nil {
 		release()
 		return nil, nil, err
 	}
-	return leaves, release, nil
+	return entries, release, nil
 }
 
 // AuditProof is an inclusion or a consistency proof: the hashes an
@@ -178,10 +182,12 @@ type RequestProof struct {
 	Later []int64
 }
 
-// ProvedEntry is a leaf with its inclusion proof.
+// ProvedEntry is a leaf with its inclusion proof, and the passkey record
+// of a decision or vote signed with one.
 type ProvedEntry struct {
 	store.AuditLeaf
-	Proof []auditlog.Hash
+	Proof   []auditlog.Hash
+	Passkey *auditlog.PasskeyRecord
 }
 
 // AuditRequestProof returns the proof of request id's events against the
@@ -203,9 +209,13 @@ func (s *Service) AuditRequestProof(ctx context.Context, c airlock.Caller, id st
 	if err != nil {
 		return RequestProof{}, err
 	}
+	entries, err := s.withPasskeys(ctx, a, leaves)
+	if err != nil {
+		return RequestProof{}, err
+	}
 	out := RequestProof{RequestID: id, Checkpoint: cp, Entries: []ProvedEntry{}, Later: []int64{}}
 	r := store.HashReader(ctx, a)
-	for _, l := range leaves {
+	for i, l := range leaves {
 		if l.Index >= cp.Size {
 			out.Later = append(out.Later, l.Index)
 			continue
@@ -214,7 +224,7 @@ func (s *Service) AuditRequestProof(ctx context.Context, c airlock.Caller, id st
 		if err != nil {
 			return RequestProof{}, fmt.Errorf("audit log: %w", err)
 		}
-		out.Entries = append(out.Entries, ProvedEntry{AuditLeaf: l, Proof: p})
+		out.Entries = append(out.Entries, ProvedEntry{AuditLeaf: l, Proof: p, Passkey: entries[i].Passkey})
 	}
 	return out, nil
 }

@@ -2,17 +2,22 @@ package provider
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
+	"github.com/airlockhq/airlock/passkey"
+	"github.com/airlockhq/airlock/store"
 )
 
 // The audit log's export (docs/audit.md, "Export"): the tree's entries
@@ -110,14 +115,81 @@ func (s *Service) ExportAudit(ctx context.Context, c airlock.Caller, p AuditExpo
 		if len(page) == 0 {
 			return fmt.Errorf("audit export: no leaf at index %d of a tree of %d", next, size)
 		}
-		for _, l := range page {
-			if err := w.entry(auditlog.Entry{Index: l.Index, Leaf: l.Leaf}); err != nil {
+		entries, err := s.withPasskeys(ctx, a, page)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := w.entry(e); err != nil {
 				return err
 			}
 		}
 		next = page[len(page)-1].Index + 1
 	}
 	return w.flush()
+}
+
+// decisionTypes are how the leaves of decisions and votes spell their
+// type: leaves are canonical, so such a leaf holds exactly these bytes,
+// and a page's other leaves are never parsed for passkey records.
+var decisionTypes = [][]byte{
+	[]byte(`"type":"` + string(airlock.EventRequestApproved) + `"`),
+	[]byte(`"type":"` + string(airlock.EventRequestDenied) + `"`),
+	[]byte(`"type":"` + string(airlock.EventRequestVoted) + `"`),
+}
+
+// withPasskeys returns page's entries, each leaf of a decision or a vote
+// that was signed with a passkey carrying its record (docs/audit.md,
+// "Passkey-signed decisions"): one store read for the page's decided
+// requests, so an export still holds a page at a time. A decision's
+// record is the one of its request by its actor: a principal decides or
+// votes once.
+func (s *Service) withPasskeys(ctx context.Context, st store.Store, page []store.AuditLeaf) ([]auditlog.Entry, error) {
+	out := make([]auditlog.Entry, len(page))
+	var ids []string
+	seen := map[string]bool{}
+	decided := map[int]auditlog.Leaf{}
+	for i, l := range page {
+		out[i] = auditlog.Entry{Index: l.Index, Leaf: l.Leaf}
+		if !slices.ContainsFunc(decisionTypes, func(t []byte) bool { return bytes.Contains(l.Leaf, t) }) {
+			continue
+		}
+		leaf, err := auditlog.ParseLeaf(l.Leaf)
+		if err != nil {
+			// A leaf that is not one is served as it is stored, for a
+			// verifier to name; it has no record to carry.
+			continue
+		}
+		decided[i] = leaf
+		if !seen[leaf.RequestID] {
+			seen[leaf.RequestID] = true
+			ids = append(ids, leaf.RequestID)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	ds, err := st.PasskeyDecisionsOf(ctx, ids)
+	if err != nil || len(ds) == 0 {
+		return out, err
+	}
+	type key struct{ request, actor string }
+	byActor := make(map[key]airlock.PasskeyDecision, len(ds))
+	for _, d := range ds {
+		byActor[key{d.RequestID, d.Actor}] = d
+	}
+	for i, leaf := range decided {
+		d, ok := byActor[key{leaf.RequestID, leaf.Actor}]
+		if !ok {
+			continue
+		}
+		// A decision kept before relying parties were kept with
+		// decisions was made for this server's.
+		rp := cmp.Or(d.RPID, s.passkeyRPID)
+		out[i].Passkey = &auditlog.PasskeyRecord{Assertion: d.Assertion, PublicKey: d.PublicKey, RPID: rp,
+			Signed: passkey.Signed{RequestID: d.RequestID, ArgsDigest: d.ArgsDigest, Status: d.Status, ValidFor: d.ValidFor, Note: d.Note}}
+	}
+	return out, nil
 }
 
 // exportLeaf is a leaf's members as an export reads them (auditlog's
@@ -157,9 +229,10 @@ func newExportWriter(p AuditExportParams, w *bufio.Writer) *exportWriter {
 }
 
 // csvColumns are the CSV export's columns: the index, then the leaf's
-// members.
+// members, then the credential ID (unpadded base64url) of the passkey that
+// signed the decision or vote, empty for the rest.
 var csvColumns = []string{"index", "time", "type", "actor", "request_id", "instance_id", "token_id", "state", "subject",
-	"policy_hash", "uid", "event_id", "tool_digest", "arguments_digest", "reasoning_digest", "context_digest"}
+	"policy_hash", "uid", "event_id", "tool_digest", "arguments_digest", "reasoning_digest", "context_digest", "passkey_credential_id"}
 
 func (e *exportWriter) header() error {
 	if e.csv != nil {
@@ -187,9 +260,12 @@ func (e *exportWriter) entry(en auditlog.Entry) error {
 	switch e.p.Format {
 	case ExportCSV:
 		row := []string{strconv.FormatInt(en.Index, 10), l.Time, l.Type, l.Actor, l.RequestID, l.InstanceID, l.TokenID, l.State,
-			l.Subject, l.PolicyHash, l.UID, "", l.ToolDigest, l.ArgumentsDigest, l.ReasoningDigest, l.ContextDigest}
+			l.Subject, l.PolicyHash, l.UID, "", l.ToolDigest, l.ArgumentsDigest, l.ReasoningDigest, l.ContextDigest, ""}
 		if l.EventID != 0 {
 			row[11] = strconv.FormatInt(l.EventID, 10)
+		}
+		if en.Passkey != nil {
+			row[16] = airlock.PasskeyIDString(en.Passkey.Assertion.CredentialID)
 		}
 		for i := range row {
 			row[i] = DefuseCell(row[i])
@@ -302,6 +378,9 @@ type ocsfEvent struct {
 	} `json:"metadata"`
 	Unmapped struct {
 		Leaf json.RawMessage `json:"leaf"`
+		// Passkey is the record of a decision or vote signed with a
+		// passkey, as the JSON lines carry it.
+		Passkey *auditlog.PasskeyRecord `json:"passkey,omitempty"`
 	} `json:"unmapped"`
 }
 
@@ -312,7 +391,8 @@ type ocsfResource struct {
 
 // ocsfLine is one event as an OCSF API Activity object and a newline.
 // The caller's address is not in the log, so src_endpoint is absent; the
-// whole leaf is in unmapped.leaf, so nothing of the event is lost.
+// whole leaf is in unmapped.leaf, so nothing of the event is lost, and a
+// passkey-signed decision's record in unmapped.passkey.
 func ocsfLine(en auditlog.Entry, l exportLeaf, at time.Time) ([]byte, error) {
 	id, name := ocsfActivity(l.Type)
 	o := ocsfEvent{
@@ -337,7 +417,7 @@ func ocsfLine(en auditlog.Entry, l exportLeaf, at time.Time) ([]byte, error) {
 	if m.UID == "" {
 		m.UID = strconv.FormatInt(l.EventID, 10)
 	}
-	o.Unmapped.Leaf = en.Leaf
+	o.Unmapped.Leaf, o.Unmapped.Passkey = en.Leaf, en.Passkey
 	line, err := json.Marshal(&o)
 	if err != nil {
 		return nil, fmt.Errorf("audit export: leaf %d: %w", en.Index, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/passkey"
 	"github.com/airlockhq/airlock/store"
 )
@@ -38,11 +39,16 @@ func (s *Service) PasskeyRequired(ctx context.Context, r airlock.Request) (bool,
 // DecisionChallenge is the challenge a passkey signs for decision in of
 // request r.
 func DecisionChallenge(r airlock.Request, in airlock.DecisionInput) ([]byte, error) {
-	args := r.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("null")
+	return passkey.Challenge(passkey.Decision{RequestID: r.ID, Arguments: decisionArgs(r), Status: in.Status, ValidFor: in.ValidFor, Note: in.Note})
+}
+
+// decisionArgs are the arguments a passkey signs the digest of: a
+// request without arguments signs the digest of null.
+func decisionArgs(r airlock.Request) json.RawMessage {
+	if len(r.Arguments) == 0 {
+		return json.RawMessage("null")
 	}
-	return passkey.Challenge(passkey.Decision{RequestID: r.ID, Arguments: args, Status: in.Status, ValidFor: in.ValidFor, Note: in.Note})
+	return r.Arguments
 }
 
 // PasskeyRPID is the passkeys' relying party ID.
@@ -98,6 +104,47 @@ func (s *Service) signedDecision(ctx context.Context, st store.Store, c airlock.
 	if _, err := s.system.UsePasskey(ctx, a.CredentialID, binary.BigEndian.Uint32(a.AuthenticatorData[33:37])); err != nil {
 		return err
 	}
+	digest, err := approvaltoken.ArgsDigest(decisionArgs(r))
+	if err != nil {
+		return err
+	}
 	p.Passkey, p.ValidFor = &a, in.ValidFor
+	p.PasskeyPublicKey, p.PasskeyArgsDigest, p.PasskeyRPID = pk.PublicKey, digest, s.passkeyRPID
 	return nil
+}
+
+// PasskeySignature is a decision or a quorum vote signed with a passkey,
+// as a request's history shows it.
+type PasskeySignature struct {
+	Principal    string
+	Actor        string
+	CredentialID []byte
+	// Name is the passkey's name; "" when it was deleted since.
+	Name string
+}
+
+// PasskeySignatures lists the decisions and votes of r that were signed
+// with a passkey, for a caller who has read r. A pending request without
+// votes has none, and costs no read.
+func (s *Service) PasskeySignatures(ctx context.Context, r airlock.Request) ([]PasskeySignature, error) {
+	if r.Decision == nil && len(r.Votes) == 0 {
+		return nil, nil
+	}
+	ds, err := s.system.PasskeyDecisions(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PasskeySignature, 0, len(ds))
+	for _, d := range ds {
+		sig := PasskeySignature{Principal: d.Principal, Actor: d.Actor, CredentialID: d.Assertion.CredentialID}
+		pk, err := s.system.Passkey(ctx, d.Assertion.CredentialID)
+		switch {
+		case err == nil:
+			sig.Name = pk.Name
+		case airlock.ErrorCode(err) != airlock.CodeNotFound:
+			return nil, err
+		}
+		out = append(out, sig)
+	}
+	return out, nil
 }

@@ -83,8 +83,8 @@ func (h *handler) auditEntries(w http.ResponseWriter, r *http.Request, c airlock
 	defer release()
 	var b bytes.Buffer
 	buf := b.AvailableBuffer()
-	for _, l := range leaves {
-		buf = auditlog.AppendEntry(buf, auditlog.Entry{Index: l.Index, Leaf: l.Leaf})
+	for _, e := range leaves {
+		buf = auditlog.AppendEntry(buf, e)
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
@@ -158,6 +158,11 @@ func (h *handler) requestProof(w http.ResponseWriter, r *http.Request, c airlock
 			eo.raw("leaf", e.Leaf)
 			eo.key("proof")
 			writeHashes(b, e.Proof)
+			if e.Passkey != nil {
+				// A record's members are strings, which always marshal.
+				rec, _ := e.Passkey.MarshalJSON()
+				eo.raw("passkey", rec)
+			}
 			eo.end()
 		}
 		b.WriteByte(']')

@@ -45,4 +45,12 @@ type Passkeys interface {
 	// PasskeyDecisions lists the decisions and votes of a request that
 	// were signed with a passkey (DecideParams.Passkey), by time.
 	PasskeyDecisions(ctx context.Context, requestID string) ([]airlock.PasskeyDecision, error)
+	// PasskeyDecisionsOf lists the passkey-signed decisions and votes of
+	// up to MaxPasskeyDecisionsOf requests (the requests of a page of the
+	// audit log), by request ID and time; invalid_request for more.
+	PasskeyDecisionsOf(ctx context.Context, requestIDs []string) ([]airlock.PasskeyDecision, error)
 }
+
+// MaxPasskeyDecisionsOf bounds the requests of one PasskeyDecisionsOf: a
+// page of the audit log's entries (at most 10,000) names no more.
+const MaxPasskeyDecisionsOf = 10_000

@@ -244,6 +244,14 @@ type DecideParams struct {
 	// ValidFor as submitted, in the decision's (or vote's) transaction.
 	Passkey  *airlock.PasskeyAssertion
 	ValidFor string
+	// PasskeyPublicKey, PasskeyArgsDigest and PasskeyRPID are what
+	// Passkey was checked with: the credential's COSE public key, the
+	// arguments digest it signed and the relying party ID. The store
+	// keeps them with it, so the assertion verifies after the passkey is
+	// deleted.
+	PasskeyPublicKey  []byte
+	PasskeyArgsDigest string
+	PasskeyRPID       string
 }
 
 // VotePrincipal is who a decision votes as on a request that needs

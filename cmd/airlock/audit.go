@@ -38,6 +38,13 @@ type auditVerdict struct {
 	// (their request.purged leaves): their leaves verify by the digests
 	// they hold, and the bytes are gone from the server.
 	PurgedRequests int64 `json:"purged_requests"`
+	// PasskeyDecisions is how many decisions and votes signed with a
+	// passkey verified: each signs its leaf's request, status and
+	// arguments, with the credential's key. PasskeyKeysUnknown is how
+	// many more could not be checked, the server no longer having their
+	// public key.
+	PasskeyDecisions   int64 `json:"passkey_decisions"`
+	PasskeyKeysUnknown int64 `json:"passkey_keys_unknown"`
 	// Index and Reason say where and why the log does not match.
 	Index  *int64 `json:"index,omitempty"`
 	Reason string `json:"reason,omitempty"`
@@ -63,7 +70,8 @@ it asks the server for the proofs that name the first entry that does not match 
 proofs are checked against the signed checkpoint, so the server need not be trusted).
 
 Exit codes: 0 the log verifies, 1 it does not (the first index that does not match, and
-why: order, malformed, leaf_hash, root, extra, missing, signature, consistency) or an
+why: order, malformed, leaf_hash, root, extra, missing, signature, consistency,
+passkey) or an
 error, 2 usage.
 `)
 	if err := a.parseFlags(fs, args); err != nil {
@@ -113,7 +121,7 @@ error, 2 usage.
 	}
 	cp, err := auditlog.OpenCheckpoint(note, key)
 	if err != nil {
-		return auditVerdictOut(a, r, auditlog.Checkpoint{}, nil, 0, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the checkpoint: %w", err)})
+		return auditVerdictOut(a, r, auditlog.Checkpoint{}, nil, auditCounts{}, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the checkpoint: %w", err)})
 	}
 	var previous *auditlog.Checkpoint
 	if *previousFile != "" {
@@ -123,7 +131,7 @@ error, 2 usage.
 		}
 		p, err := auditlog.OpenCheckpoint(data, key)
 		if err != nil {
-			return auditVerdictOut(a, r, cp, nil, 0, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the previous checkpoint: %w", err)})
+			return auditVerdictOut(a, r, cp, nil, auditCounts{}, &auditlog.VerifyError{Index: -1, Reason: auditlog.ReasonSignature, Err: fmt.Errorf("the previous checkpoint: %w", err)})
 		}
 		previous = &p
 	}
@@ -145,8 +153,9 @@ error, 2 usage.
 	}
 	// Count the requests retention purged as the entries stream by: their
 	// leaves verify by the digests they hold, and the verdict says so.
-	var purged int64
-	entries = countPurged(entries, &purged)
+	// Count the passkey records too: VerifyEntries checks each.
+	var n auditCounts
+	entries = countEntries(entries, &n)
 	var prover auditlog.Prover
 	if c != nil {
 		prover = func(from, to int64) (auditlog.ConsistencyProof, error) {
@@ -163,20 +172,34 @@ error, 2 usage.
 			return fmt.Errorf("the log verifies, but --keep: %w", werr)
 		}
 	}
-	return auditVerdictOut(a, r, cp, previous, purged, err)
+	return auditVerdictOut(a, r, cp, previous, n, err)
 }
 
 // purgedType is how a request.purged leaf spells its type: leaves are
 // canonical, so a leaf of that type holds exactly these bytes.
 var purgedType = []byte(`"type":"` + string(airlock.EventRequestPurged) + `"`)
 
-// countPurged passes entries through, counting in n the request.purged
-// leaves among them.
-func countPurged(entries iter.Seq2[auditlog.Entry, error], n *int64) iter.Seq2[auditlog.Entry, error] {
+// auditCounts are what the verdict counts of the entries.
+type auditCounts struct {
+	purged      int64 // request.purged leaves
+	passkeys    int64 // passkey records with a public key
+	keysUnknown int64 // passkey records without one
+}
+
+// countEntries passes entries through, counting in n the request.purged
+// leaves and the passkey records among them.
+func countEntries(entries iter.Seq2[auditlog.Entry, error], n *auditCounts) iter.Seq2[auditlog.Entry, error] {
 	return func(yield func(auditlog.Entry, error) bool) {
 		for e, err := range entries {
 			if err == nil && bytes.Contains(e.Leaf, purgedType) {
-				*n++
+				n.purged++
+			}
+			if err == nil && e.Passkey != nil {
+				if len(e.Passkey.PublicKey) == 0 {
+					n.keysUnknown++
+				} else {
+					n.passkeys++
+				}
 			}
 			if !yield(e, err) {
 				return
@@ -211,12 +234,15 @@ func serverEntries(ctx context.Context, c *client.Client, size int64) iter.Seq2[
 
 // auditVerdictOut prints the verdict of err and returns what makes the
 // exit code: nil when the log verifies, else an error already printed.
-func auditVerdictOut(a *App, r *remote, cp auditlog.Checkpoint, previous *auditlog.Checkpoint, purged int64, err error) error {
+func auditVerdictOut(a *App, r *remote, cp auditlog.Checkpoint, previous *auditlog.Checkpoint, n auditCounts, err error) error {
 	var ve *auditlog.VerifyError
 	if err != nil && !errors.As(err, &ve) {
 		return err // not a verdict: the server or a file could not be read
 	}
-	v := auditVerdict{Verified: err == nil, Origin: cp.Origin, Size: cp.Size, PurgedRequests: purged}
+	v := auditVerdict{Verified: err == nil, Origin: cp.Origin, Size: cp.Size, PurgedRequests: n.purged}
+	if err == nil {
+		v.PasskeyDecisions, v.PasskeyKeysUnknown = n.passkeys, n.keysUnknown
+	}
 	if cp.Origin != "" {
 		v.Root = cp.Root.String()
 	}
@@ -239,8 +265,14 @@ func auditVerdictOut(a *App, r *remote, cp auditlog.Checkpoint, previous *auditl
 			fmt.Fprintf(r.out, ", and the checkpoint of %d entries kept earlier is of its first %d", previous.Size, previous.Size)
 		}
 		fmt.Fprintln(r.out, ".")
-		if purged > 0 {
-			fmt.Fprintf(r.out, "%d requests' arguments, reasoning and context were purged by retention: their leaves verify by the digests they hold.\n", purged)
+		if n.purged > 0 {
+			fmt.Fprintf(r.out, "%d requests' arguments, reasoning and context were purged by retention: their leaves verify by the digests they hold.\n", n.purged)
+		}
+		if n.passkeys > 0 {
+			fmt.Fprintf(r.out, "%d decisions and votes signed with a passkey: each signature verifies, over its leaf's request, status and arguments.\n", n.passkeys)
+		}
+		if n.keysUnknown > 0 {
+			fmt.Fprintf(r.out, "%d more signed with a passkey could not be checked: the server no longer has their passkey's public key.\n", n.keysUnknown)
 		}
 	}
 	if err == nil {

@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,9 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
+	"github.com/go-webauthn/webauthn/protocol/webauthncose"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/airlockhq/airlock/passkey"
 )
 
 // auditFiles is a log written to files as an auditor keeps it: the entries
@@ -366,5 +375,115 @@ func postgresTamperer(t *testing.T, url string) tamperer {
 			return b
 		},
 		setLeaf: `UPDATE audit_leaves SET leaf = $1 WHERE idx = $2`,
+	}
+}
+
+// TestAuditVerifyPasskeys: offline, `audit verify` checks the passkey
+// record beside a decision's leaf and counts it; one whose public key the
+// server no longer had is counted apart; a record whose note was changed
+// fails with exit 1, naming its index and the reason passkey.
+func TestAuditVerifyPasskeys(t *testing.T) {
+	t.Parallel()
+	const origin = "airlock.test/audit"
+	skey, vkey, err := auditlog.GenerateKey(origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := auditlog.DigestJSON([]byte(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := k.PublicKey.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
+		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
+		Curve:         1, XCoord: pub[1:33], YCoord: pub[33:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(id string, status airlock.State) *auditlog.PasskeyRecord {
+		s := passkey.Signed{RequestID: id, ArgsDigest: args, Status: status, Note: "checked"}
+		challenge, err := passkey.SignedChallenge(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rp := sha256.Sum256([]byte("localhost"))
+		authData := append(append(rp[:], 0x05), 0, 0, 0, 1)
+		cd := fmt.Appendf(nil, `{"type":"webauthn.get","challenge":%q,"origin":"http://localhost"}`, base64.RawURLEncoding.EncodeToString(challenge))
+		h := sha256.Sum256(cd)
+		d := sha256.Sum256(append(bytes.Clone(authData), h[:]...))
+		sig, err := ecdsa.SignASN1(rand.Reader, k, d[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &auditlog.PasskeyRecord{Assertion: passkey.Assertion{CredentialID: []byte("cred"), AuthenticatorData: authData, ClientDataJSON: cd,
+			Signature: sig}, PublicKey: cose, RPID: "localhost", Signed: s}
+	}
+	tree := &auditlog.MemoryTree{}
+	var lines []string
+	for i, e := range []struct {
+		typ   airlock.EventType
+		id    string
+		state airlock.State
+	}{{airlock.EventRequestCreated, "apr_1", airlock.StatePending}, {airlock.EventRequestApproved, "apr_1", airlock.StateApproved},
+		{airlock.EventRequestCreated, "apr_2", airlock.StatePending}, {airlock.EventRequestDenied, "apr_2", airlock.StateDenied}} {
+		leaf, err := auditlog.NewLeaf(airlock.Event{Type: e.typ, UID: fmt.Sprint("u", i), At: time.Unix(int64(i+1), 0), Actor: "tok_carol",
+			RequestID: e.id, State: e.state}, &auditlog.Payloads{Tool: auditlog.DigestString("t"), Arguments: args, Reasoning: auditlog.DigestString("")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tree.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+		en := auditlog.Entry{Index: int64(i), Leaf: leaf}
+		switch i {
+		case 1:
+			en.Passkey = record(e.id, e.state)
+		case 3:
+			en.Passkey = record(e.id, e.state)
+			en.Passkey.PublicKey = nil // the passkey deleted before keys were kept
+		}
+		lines = append(lines, string(auditlog.AppendEntry(nil, en)))
+	}
+	root, err := tree.Root(tree.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	note, err := auditlog.SignCheckpoint(skey, auditlog.Checkpoint{Origin: origin, Size: tree.Size(), Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cpFile, keyFile := write("checkpoint", string(note)), write("key", vkey)
+	entries := write("entries.jsonl", strings.Join(lines, ""))
+	out := runCLI("audit", "verify", "--entries", entries, "--checkpoint", cpFile, "--key", keyFile).want(t, 0, "a log with a signed decision").stdout
+	if !strings.Contains(out, "1 decisions and votes signed with a passkey: each signature verifies") ||
+		!strings.Contains(out, "1 more signed with a passkey could not be checked") {
+		t.Errorf("verified:\n%s", out)
+	}
+	var v auditVerdict
+	r := runCLI("audit", "verify", "--json", "--entries", entries, "--checkpoint", cpFile, "--key", keyFile).want(t, 0, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.PasskeyDecisions != 1 || v.PasskeyKeysUnknown != 1 {
+		t.Errorf("--json verdict %s (%v), want 1 passkey decision and 1 key unknown", r.stdout, err)
+	}
+	lines[1] = strings.Replace(lines[1], `"note":"checked"`, `"note":"checked twice"`, 1)
+	r = runCLI("audit", "verify", "--json", "--entries", write("tampered.jsonl", strings.Join(lines, "")), "--checkpoint", cpFile, "--key", keyFile).
+		want(t, 1, "a record's note changed")
+	v = auditVerdict{}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Verified || v.Reason != "passkey" || v.Index == nil || *v.Index != 1 {
+		t.Errorf("a record's note changed: verdict %s (%v), want passkey at index 1", r.stdout, err)
 	}
 }

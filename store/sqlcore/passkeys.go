@@ -45,12 +45,17 @@ type PasskeySQL struct {
 
 	// InsertDecision stores the signed decision of request @id by
 	// @principal (@actor, @state, @valid_for, @note, @credential_id,
-	// @authenticator_data, @client_data_json, @signature) at @now.
+	// @authenticator_data, @client_data_json, @signature, @public_key,
+	// @args_digest, @rp_id) at @now.
 	InsertDecision string
 	// Decisions selects the signed decisions of request @id, by time:
 	// request_id, principal, actor, state, valid_for, note,
-	// credential_id, authenticator_data, client_data_json, signature, at.
+	// credential_id, authenticator_data, client_data_json, signature,
+	// public_key, args_digest, rp_id, at.
 	Decisions string
+	// DecisionsOf is Decisions for the requests @ids, by request ID and
+	// time.
+	DecisionsOf string
 }
 
 func (c *Core) scanPasskey(row Row) (airlock.Passkey, error) {
@@ -191,28 +196,54 @@ func (c *Core) TakePasskeyCeremony(ctx context.Context, challengeHash []byte) (a
 	return out, nil
 }
 
-// insertPasskeyDecision keeps p's assertion in the decision's transaction.
+// insertPasskeyDecision keeps p's assertion in the decision's transaction,
+// with the key, the arguments digest and the relying party it was checked
+// with, so anyone can check it later without the passkey.
 func (c *Core) insertPasskeyDecision(tx Tx, p store.DecideParams, at time.Time) error {
 	a := p.Passkey
+	key := p.PasskeyPublicKey
+	if key == nil {
+		key = []byte{}
+	}
 	_, err := tx.Exec(c.q.Passkeys.InsertDecision, Args{{"id", p.ID}, {"principal", p.VotePrincipal()}, {"actor", p.Actor},
 		{"state", string(p.Status)}, {"valid_for", p.ValidFor}, {"note", p.Note}, {"credential_id", a.CredentialID},
-		{"authenticator_data", a.AuthenticatorData}, {"client_data_json", a.ClientDataJSON}, {"signature", a.Signature}, {Now, at}})
+		{"authenticator_data", a.AuthenticatorData}, {"client_data_json", a.ClientDataJSON}, {"signature", a.Signature},
+		{"public_key", key}, {"args_digest", p.PasskeyArgsDigest}, {"rp_id", p.PasskeyRPID}, {Now, at}})
 	return err
+}
+
+func (c *Core) scanPasskeyDecision(row Row) (airlock.PasskeyDecision, error) {
+	var (
+		d     airlock.PasskeyDecision
+		state string
+	)
+	err := row.Scan(&d.RequestID, &d.Principal, &d.Actor, &state, &d.ValidFor, &d.Note, &d.Assertion.CredentialID,
+		&d.Assertion.AuthenticatorData, &d.Assertion.ClientDataJSON, &d.Assertion.Signature, &d.PublicKey, &d.ArgsDigest,
+		&d.RPID, c.d.Time(&d.At))
+	d.Status = airlock.State(state)
+	if len(d.PublicKey) == 0 {
+		d.PublicKey = nil
+	}
+	return d, err
 }
 
 // PasskeyDecisions lists the passkey-signed decisions of a request.
 func (c *Core) PasskeyDecisions(ctx context.Context, requestID string) ([]airlock.PasskeyDecision, error) {
-	out, err := all(ctx, c.d, func(row Row) (airlock.PasskeyDecision, error) {
-		var (
-			d     airlock.PasskeyDecision
-			state string
-		)
-		err := row.Scan(&d.RequestID, &d.Principal, &d.Actor, &state, &d.ValidFor, &d.Note, &d.Assertion.CredentialID,
-			&d.Assertion.AuthenticatorData, &d.Assertion.ClientDataJSON, &d.Assertion.Signature, c.d.Time(&d.At))
-		d.Status = airlock.State(state)
-		return d, err
-	}, c.q.Passkeys.Decisions, Args{{"id", requestID}})
+	out, err := all(ctx, c.d, c.scanPasskeyDecision, c.q.Passkeys.Decisions, Args{{"id", requestID}})
 	return out, c.d.Translate(err, "passkey decisions", "of "+requestID)
+}
+
+// PasskeyDecisionsOf lists the passkey-signed decisions of several
+// requests: one query for a page of the audit log.
+func (c *Core) PasskeyDecisionsOf(ctx context.Context, requestIDs []string) ([]airlock.PasskeyDecision, error) {
+	if len(requestIDs) == 0 {
+		return nil, nil
+	}
+	if len(requestIDs) > store.MaxPasskeyDecisionsOf {
+		return nil, airlock.Invalid("request_ids", "at most %d requests at once, not %d", store.MaxPasskeyDecisionsOf, len(requestIDs))
+	}
+	out, err := all(ctx, c.d, c.scanPasskeyDecision, c.q.Passkeys.DecisionsOf, Args{{"ids", requestIDs}})
+	return out, c.d.Translate(err, "passkey decisions", "of a page of requests")
 }
 
 var _ store.Passkeys = (*Core)(nil)

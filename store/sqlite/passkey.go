@@ -8,6 +8,9 @@ import "github.com/airlockhq/airlock/store/sqlcore"
 const passkeyCols = `id, principal, token_id, name, public_key, sign_count, transports, aaguid,
 	backup_eligible, backup_state, created_at, last_used_at`
 
+const passkeyDecisionCols = `request_id, principal, actor, state, valid_for, note, credential_id, authenticator_data,
+	client_data_json, signature, public_key, args_digest, rp_id, at`
+
 var passkeySQL = sqlcore.PasskeySQL{
 	Insert: `INSERT INTO passkeys (id, principal, token_id, name, public_key, sign_count, transports, aaguid,
 	backup_eligible, backup_state, created_at)
@@ -32,8 +35,10 @@ WHERE (SELECT count(*) FROM passkey_ceremonies WHERE expires_at > @now) < @max`,
 RETURNING challenge_hash, kind, principal, state, expires_at`,
 
 	InsertDecision: `INSERT INTO passkey_decisions (request_id, principal, actor, state, valid_for, note, credential_id,
-	authenticator_data, client_data_json, signature, at)
-VALUES (@id, @principal, @actor, @state, @valid_for, @note, @credential_id, @authenticator_data, @client_data_json, @signature, @now)`,
-	Decisions: `SELECT request_id, principal, actor, state, valid_for, note, credential_id, authenticator_data,
-	client_data_json, signature, at FROM passkey_decisions WHERE request_id = @id ORDER BY at, principal`,
+	authenticator_data, client_data_json, signature, public_key, args_digest, rp_id, at)
+VALUES (@id, @principal, @actor, @state, @valid_for, @note, @credential_id, @authenticator_data, @client_data_json, @signature,
+	@public_key, @args_digest, @rp_id, @now)`,
+	Decisions: `SELECT ` + passkeyDecisionCols + ` FROM passkey_decisions WHERE request_id = @id ORDER BY at, principal`,
+	DecisionsOf: `SELECT ` + passkeyDecisionCols + ` FROM passkey_decisions
+WHERE request_id IN (SELECT value FROM json_each(@ids)) ORDER BY request_id, at, principal`,
 }

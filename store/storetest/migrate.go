@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
@@ -49,4 +50,44 @@ var SlackReminders = Migration{
 			}
 		}
 	},
+}
+
+// PasskeyDecisionKeys is the migration (0031) that gives the passkey-signed
+// decisions kept before it their passkey's public key, where the passkey
+// still exists; the rest keep none, and no arguments digest or relying
+// party. Its driver test drops the migration's columns after Before, so
+// that the migration runs on rows without them.
+func PasskeyDecisionKeys() Migration {
+	var kept, gone string
+	var key []byte
+	return Migration{
+		Before: func(t *testing.T, st store.Store) {
+			b := &bundle{ctx: t.Context(), store: st}
+			b.inst = b.instance(t, ownerA)
+			for i, principal := range []string{"carol", "dan"} {
+				pk, err := st.AddPasskey(b.ctx, passkey(principal, i))
+				wantOK(t, err)
+				r := b.create(t)
+				_, err = st.Decide(b.ctx, store.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_" + principal, Principal: principal,
+					Passkey: &airlock.PasskeyAssertion{CredentialID: pk.ID, AuthenticatorData: bytes.Repeat([]byte{1}, 37),
+						ClientDataJSON: []byte(`{}`), Signature: []byte("sig")}})
+				wantOK(t, err)
+				if i == 0 {
+					kept, key = r.ID, pk.PublicKey
+				} else {
+					gone = r.ID
+					wantOK(t, st.DeletePasskey(b.ctx, principal, pk.ID, principal))
+				}
+			}
+		},
+		After: func(t *testing.T, st store.Store) {
+			for id, want := range map[string][]byte{kept: key, gone: nil} {
+				ds, err := st.PasskeyDecisions(t.Context(), id)
+				wantOK(t, err)
+				if len(ds) != 1 || !bytes.Equal(ds[0].PublicKey, want) || ds[0].ArgsDigest != "" || ds[0].RPID != "" {
+					t.Errorf("after the migration, %s's signed decision is %s; want the key %q", id, show(ds), want)
+				}
+			}
+		},
+	}
 }

@@ -34,6 +34,8 @@ func (s *suite) testPasskeys(t *testing.T) {
 		{"ceremonies in progress are bounded", s.passkeyCeremoniesBounded},
 		{"a signed decision keeps its assertion in its transaction", s.passkeyDecision},
 		{"signed quorum votes keep one assertion each", s.passkeyVotes},
+		{"a signed decision keeps its key after the passkey is deleted", s.passkeyDecisionKeepsKey},
+		{"signed decisions of a page of requests", s.passkeyDecisionsOf},
 	})
 }
 
@@ -262,7 +264,8 @@ func (s *suite) passkeyDecision(t *testing.T) {
 	r := b.create(t)
 	at := b.clock.Now().Truncate(time.Microsecond)
 	p := store.DecideParams{ID: r.ID, Status: airlock.StateApproved, Note: "signed", Validity: validity, ValidFor: "10m",
-		Actor: "tok_carol", Principal: "carol", Passkey: assertion(1)}
+		Actor: "tok_carol", Principal: "carol", Passkey: assertion(1), PasskeyPublicKey: []byte("cose-1"),
+		PasskeyArgsDigest: "sha256:args-1", PasskeyRPID: "airlock.example.com"}
 	got, err := b.store.Decide(b.ctx, p)
 	wantOK(t, err)
 	if got.State != airlock.StateApproved {
@@ -271,7 +274,8 @@ func (s *suite) passkeyDecision(t *testing.T) {
 	ds, err := b.store.PasskeyDecisions(b.ctx, r.ID)
 	wantOK(t, err)
 	want := airlock.PasskeyDecision{RequestID: r.ID, Principal: "carol", Actor: "tok_carol", Status: airlock.StateApproved,
-		ValidFor: "10m", Note: "signed", Assertion: *assertion(1), At: at}
+		ValidFor: "10m", Note: "signed", Assertion: *assertion(1), PublicKey: []byte("cose-1"), ArgsDigest: "sha256:args-1",
+		RPID: "airlock.example.com", At: at}
 	if len(ds) != 1 || show(ds[0]) != show(want) {
 		t.Fatalf("PasskeyDecisions = %s; want %s", show(ds), show(want))
 	}
@@ -317,5 +321,59 @@ func (s *suite) passkeyVotes(t *testing.T) {
 	wantOK(t, err)
 	if len(ds) != 2 || ds[0].Principal != "ada" || string(ds[0].Assertion.Signature) != "sig-1" || ds[1].Principal != "bob" || string(ds[1].Assertion.Signature) != "sig-3" {
 		t.Fatalf("PasskeyDecisions = %s; want ada's first vote and bob's", show(ds))
+	}
+}
+
+func (s *suite) passkeyDecisionKeepsKey(t *testing.T) {
+	b := s.setup(t)
+	pk, err := b.store.AddPasskey(b.ctx, passkey("carol", 1))
+	wantOK(t, err)
+	r := b.create(t)
+	a := &airlock.PasskeyAssertion{CredentialID: pk.ID, AuthenticatorData: bytes.Repeat([]byte{1}, 37),
+		ClientDataJSON: []byte(`{"type":"webauthn.get"}`), Signature: []byte("sig")}
+	_, err = b.store.Decide(b.ctx, store.DecideParams{ID: r.ID, Status: airlock.StateDenied, Actor: "tok_carol", Principal: "carol",
+		Passkey: a, PasskeyPublicKey: pk.PublicKey, PasskeyArgsDigest: "sha256:d", PasskeyRPID: "localhost"})
+	wantOK(t, err)
+	wantOK(t, b.store.DeletePasskey(b.ctx, "carol", pk.ID, "carol"))
+	ds, err := b.store.PasskeyDecisions(b.ctx, r.ID)
+	wantOK(t, err)
+	if len(ds) != 1 || !bytes.Equal(ds[0].PublicKey, pk.PublicKey) || ds[0].ArgsDigest != "sha256:d" || ds[0].RPID != "localhost" {
+		t.Fatalf("after the passkey is deleted, PasskeyDecisions = %s; want its key %q kept", show(ds), pk.PublicKey)
+	}
+}
+
+func (s *suite) passkeyDecisionsOf(t *testing.T) {
+	b := s.setup(t)
+	one, two, unsigned := b.create(t), b.create(t, quorum(2)), b.create(t)
+	decide := func(id, principal string, status airlock.State, n int) {
+		t.Helper()
+		_, err := b.store.Decide(b.ctx, store.DecideParams{ID: id, Status: status, Validity: validity, Actor: "tok_" + principal,
+			Principal: principal, Groups: []string{"payments"}, Passkey: assertion(n), PasskeyPublicKey: fmt.Appendf(nil, "key-%d", n)})
+		wantOK(t, err)
+	}
+	decide(one.ID, "carol", airlock.StateDenied, 1)
+	decide(two.ID, "ada", airlock.StateApproved, 2)
+	b.clock.Advance(time.Second)
+	decide(two.ID, "bob", airlock.StateApproved, 3)
+	_, err := b.store.Decide(b.ctx, store.DecideParams{ID: unsigned.ID, Status: airlock.StateDenied, Actor: "tok_carol", Principal: "carol"})
+	wantOK(t, err)
+	ds, err := b.store.PasskeyDecisionsOf(b.ctx, []string{two.ID, unsigned.ID, one.ID, "apr_unknown"})
+	wantOK(t, err)
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.RequestID+"/"+d.Principal+"/"+string(d.PublicKey))
+	}
+	want := []string{two.ID + "/ada/key-2", two.ID + "/bob/key-3", one.ID + "/carol/key-1"}
+	if one.ID < two.ID {
+		want = []string{one.ID + "/carol/key-1", two.ID + "/ada/key-2", two.ID + "/bob/key-3"}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("PasskeyDecisionsOf = %q; want %q", got, want)
+	}
+	if ds, err := b.store.PasskeyDecisionsOf(b.ctx, nil); err != nil || len(ds) != 0 {
+		t.Fatalf("PasskeyDecisionsOf(none) = %v, %v; want nothing", ds, err)
+	}
+	if _, err := b.store.PasskeyDecisionsOf(b.ctx, make([]string, store.MaxPasskeyDecisionsOf+1)); airlock.ErrorCode(err) != airlock.CodeInvalidRequest {
+		t.Fatalf("PasskeyDecisionsOf of %d requests = %v; want invalid_request", store.MaxPasskeyDecisionsOf+1, err)
 	}
 }

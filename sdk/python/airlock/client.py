@@ -959,7 +959,18 @@ def _audit_lines(text: str) -> List[JsonObject]:
         head, sep, rest = line.partition(',"leaf":')
         if not head.startswith('{"index":') or not sep or not rest.endswith("}") or not head[len('{"index":'):].isdigit():
             raise MalformedAnswerError("GET", "/v1/audit/entries", 200, f"a line is not an entry: {line[:200]}")
-        out.append({"index": int(head[len('{"index":'):]), "leaf": rest[:-1]})
+        # A passkey-signed decision's record follows its leaf; a leaf has no
+        # such member and escapes every quote in its strings, so the first
+        # '},"passkey":' ends the leaf.
+        leaf, pk, record = rest.partition('},"passkey":')
+        if not pk:
+            out.append({"index": int(head[len('{"index":'):]), "leaf": rest[:-1]})
+            continue
+        try:
+            passkey = json.loads(record[:-1])
+        except ValueError:
+            raise MalformedAnswerError("GET", "/v1/audit/entries", 200, f"a line's passkey record is not JSON: {line[:200]}") from None
+        out.append({"index": int(head[len('{"index":'):]), "leaf": leaf + "}", "passkey": passkey})
     return out
 
 

@@ -826,7 +826,21 @@ function auditLines(text: string): AuditEntry[] {
     if (!line.startsWith('{"index":') || at < 0 || !line.endsWith('}') || !Number.isSafeInteger(index)) {
       throw new MalformedAnswerError('GET', '/v1/audit/entries', 200, `a line is not an entry: ${clip(line)}`);
     }
-    out.push({ index, leaf: line.slice(at + ',"leaf":'.length, -1) });
+    // A passkey-signed decision's record follows its leaf; a leaf has no
+    // such member and escapes every quote in its strings, so the first
+    // '},"passkey":' ends the leaf.
+    const pk = line.indexOf('},"passkey":', at);
+    if (pk < 0) {
+      out.push({ index, leaf: line.slice(at + ',"leaf":'.length, -1) });
+      continue;
+    }
+    let passkey: JsonObject;
+    try {
+      passkey = JSON.parse(line.slice(pk + '},"passkey":'.length, -1)) as JsonObject;
+    } catch {
+      throw new MalformedAnswerError('GET', '/v1/audit/entries', 200, `a line's passkey record is not JSON: ${clip(line)}`);
+    }
+    out.push({ index, leaf: line.slice(at + ',"leaf":'.length, pk + 1), passkey });
   }
   return out;
 }

@@ -385,6 +385,8 @@ export interface AuditEntry {
   index: number;
   /** The leaf: the event's RFC 8785 JSON, as served, so that it hashes as the tree does. */
   leaf: string;
+  /** For a decision or vote signed with a passkey, its record (docs/audit.md, "Passkey-signed decisions"); not part of the leaf. */
+  passkey?: JsonObject;
 }
 
 /** A proof that the leaf at `index` is in the tree of `tree_size` leaves: standard base64 hashes in tlog.CheckRecord's order. */
@@ -407,7 +409,7 @@ export interface RequestProof {
   tree_size: number;
   /** The signed note the proofs are against. */
   checkpoint: string;
-  entries: { index: number; leaf: JsonObject; proof: string[] }[];
+  entries: { index: number; leaf: JsonObject; proof: string[]; passkey?: JsonObject }[];
   /** Indexes of the request's events after the checkpoint, which the next covers. */
   later: number[];
 }

@@ -62,10 +62,16 @@ RETURNING c.challenge_hash, c.kind, c.principal, c.state, c.expires_at
 
 -- name: Passkeys.InsertDecision
 INSERT INTO passkey_decisions (request_id, principal, actor, state, valid_for, note, credential_id,
-	authenticator_data, client_data_json, signature, at)
+	authenticator_data, client_data_json, signature, public_key, args_digest, rp_id, at)
 VALUES (@id, @principal, @actor, @state, @valid_for, @note, @credential_id::bytea, @authenticator_data::bytea,
-	@client_data_json::bytea, @signature::bytea, @now)
+	@client_data_json::bytea, @signature::bytea, @public_key::bytea, @args_digest, @rp_id, @now)
 
 -- name: Passkeys.Decisions
-SELECT request_id, principal, actor, state, valid_for, note, credential_id, authenticator_data,
-	client_data_json, signature, at FROM passkey_decisions WHERE request_id = @id ORDER BY at, principal
+SELECT {{passkeyDecisionCols}} FROM passkey_decisions WHERE request_id = @id ORDER BY at, principal
+
+-- name: Passkeys.DecisionsOf
+SELECT {{passkeyDecisionCols}} FROM passkey_decisions WHERE request_id = ANY(@ids) ORDER BY request_id, at, principal
+
+-- name: passkeyDecisionCols
+request_id, principal, actor, state, valid_for, note, credential_id, authenticator_data,
+	client_data_json, signature, public_key, args_digest, rp_id, at
