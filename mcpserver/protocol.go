@@ -86,6 +86,8 @@ var errMessageDepth = fmt.Errorf("json: exceeded maximum nesting depth of %d", m
 // buffer for each of its two decodes, whatever the message's size: on
 // every POST to /mcp that was about a fifth of the server's allocation.
 func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	// The SDK's decoder reads the value alone, without the space after it.
+	data = bytes.TrimRight(data, " \t\r\n")
 	if nested(data) > maxMessageDepth {
 		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", errMessageDepth)
 	}
