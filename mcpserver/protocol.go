@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 )
 
 // JSON-RPC protocol errors, answered alike over HTTP and stdio (docs/mcp.md
@@ -48,7 +49,7 @@ func checkMessage(data []byte) (msg jsonrpc.Message, id json.RawMessage, code in
 	if trimmed[0] == '[' {
 		return nil, nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported (MCP 2025-06-18 removed them): send one message at a time", false
 	}
-	msg, err := jsonrpc.DecodeMessage(trimmed)
+	msg, err := decodeMessage(trimmed)
 	if err != nil {
 		return nil, requestID(trimmed), jsonrpc.CodeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message (" + err.Error() + ")", false
 	}
@@ -59,6 +60,99 @@ func checkMessage(data []byte) (msg jsonrpc.Message, id json.RawMessage, code in
 		return nil, requestID(trimmed), jsonrpc.CodeInvalidRequest, `invalid request: a message with an id must have a "method" (a request), or a "result" or an "error" (a response)`, false
 	}
 	return msg, nil, 0, "", true
+}
+
+// wireMessage is a JSON-RPC message as the SDK reads one (v1.8.0,
+// jsonrpc2.wireDecode).
+type wireMessage struct {
+	VersionTag string          `json:"jsonrpc"`
+	ID         any             `json:"id,omitempty"`
+	Method     json.RawMessage `json:"method"`
+	Params     json.RawMessage `json:"params,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *jsonrpc.Error  `json:"error,omitempty"`
+}
+
+// maxMessageDepth is the nesting the SDK reads (v1.8.0, internal/json).
+const maxMessageDepth = 1000
+
+// errMessageDepth is the SDK's error for deeper nesting.
+var errMessageDepth = fmt.Errorf("json: exceeded maximum nesting depth of %d", maxMessageDepth)
+
+// decodeMessage is jsonrpc.DecodeMessage (v1.8.0) for one valid JSON
+// value: the same decoder (segmentio/encoding, member names matched
+// exactly), the same nesting limit, the same messages and errors, but for
+// the name of the Go type an error names (FuzzDecodeMessage compares them). The SDK's own allocates a 32 KiB read
+// buffer for each of its two decodes, whatever the message's size: on
+// every POST to /mcp that was about a fifth of the server's allocation.
+func decodeMessage(data []byte) (jsonrpc.Message, error) {
+	// The SDK's decoder reads the value alone, without the space after it.
+	data = bytes.TrimRight(data, " \t\r\n")
+	if nested(data) > maxMessageDepth {
+		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", errMessageDepth)
+	}
+	var msg wireMessage
+	if _, err := segjson.Parse(data, &msg, segjson.DontMatchCaseInsensitiveStructFields); err != nil {
+		return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+	}
+	if msg.VersionTag != "2.0" {
+		return nil, fmt.Errorf("invalid message version tag %q; expected %q", msg.VersionTag, "2.0")
+	}
+	id, err := jsonrpc.MakeID(msg.ID)
+	if err != nil {
+		return nil, err
+	}
+	if len(msg.Method) > 0 {
+		var method string
+		if _, err := segjson.Parse(msg.Method, &method, segjson.DontMatchCaseInsensitiveStructFields); err != nil {
+			return nil, fmt.Errorf("unmarshaling jsonrpc message: %w", err)
+		}
+		return &jsonrpc.Request{Method: method, ID: id, Params: msg.Params}, nil
+	}
+	if !id.IsValid() {
+		return nil, errInvalidRequest
+	}
+	resp := &jsonrpc.Response{ID: id, Result: msg.Result}
+	if msg.Error != nil {
+		resp.Error = msg.Error
+	}
+	return resp, nil
+}
+
+// errInvalidRequest is the SDK's error for a message with neither a
+// method nor an id (jsonrpc2.ErrInvalidRequest).
+var errInvalidRequest = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request"}
+
+// nested returns how deeply data's objects and arrays nest, counted as the
+// SDK counts them: brackets outside strings.
+func nested(data []byte) int {
+	var depth, deepest int
+	inString, escaped := false, false
+	for _, b := range data {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return deepest
 }
 
 // hasKey reports whether the JSON object obj has any of keys, spelt

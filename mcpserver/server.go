@@ -132,11 +132,37 @@ func New(cfg Config) *Server {
 		if t.def.Name == ToolApprovalStatus {
 			h = s.mrtr(h, false)
 		}
-		s.mcp.AddTool(t.def, h)
+		s.mcp.AddTool(sdkTool(t.def), h)
 	}
-	s.mcp.AddTool(s.approvalPromptTool(), s.mrtr(s.approvalPrompt, true))
+	s.mcp.AddTool(sdkTool(s.approvalPromptTool()), s.mrtr(s.approvalPrompt, true))
 	s.mcp.AddReceivingMiddleware(refuseUndeclared, s.taskMiddleware)
 	return s
+}
+
+// sdkTool returns def with its schemas as the JSON text they stand for.
+// At 2026-07-28 the SDK (v1.8.0, validateParamHeaders) encodes a tool's
+// input schema again on every tools/call, looking for x-mcp-header
+// annotations; as JSON text that costs a copy, where a *jsonschema.Schema
+// is encoded anew by reflection each time. tools/list shows the same text
+// either way. The tools validate their arguments against resolved
+// schemas of their own, never the SDK's.
+func sdkTool(def *mcp.Tool) *mcp.Tool {
+	t := *def
+	t.InputSchema = schemaText(def.InputSchema)
+	if def.OutputSchema != nil {
+		t.OutputSchema = schemaText(def.OutputSchema)
+	}
+	return &t
+}
+
+// schemaText encodes a schema once, or panics: the schemas are Airlock's
+// own constants.
+func schemaText(s any) json.RawMessage {
+	text, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: encode schema: %v", err))
+	}
+	return text
 }
 
 // undeclared are the methods of the features Airlock does not declare
