@@ -47,7 +47,7 @@ const DefaultPurgeBatch = 200
 const MaxPurgeBatch = 10_000
 
 // MaxPurgeBytes ends a purge early once the payloads it read reach it:
-// payloads reach a mebibyte each, and one write digests them all.
+// payloads reach a mebibyte each, and one purge digests them all before its write.
 const MaxPurgeBytes = 8 << 20
 
 // Validate checks p and fills in its default limit.

@@ -44,16 +44,26 @@ func (c *Core) PurgePayloads(ctx context.Context, p store.PurgeParams) ([]string
 		return nil, err
 	}
 	q := &c.q.Retention
+	// Read and digest before the write, not in it: digesting up to
+	// store.MaxPurgeBytes takes long enough (seconds on a loaded machine)
+	// that inside the write it would hold SQLite's writer, or a
+	// PostgreSQL connection idle in its transaction under the purge's
+	// lock. The digests stay true: payloads never change after creation,
+	// and Purge repeats the purge-due condition on the row it updates, so
+	// a row purged meanwhile (by a purger on another replica) is skipped.
+	due, err := c.purgeDue(ctx, p)
+	if err != nil {
+		return nil, c.d.Translate(err, "requests", "purge payloads")
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
 	var ids []string
 	err = c.d.Write(ctx, func(tx Tx) error {
 		ids = nil
-		// Purgers on replicas take turns: each purges what the one
-		// before left, rather than digesting the same rows for nothing.
+		// Purgers on replicas take turns: the second finds what the
+		// first purged no longer purge-due, and skips it.
 		if err := tx.Lock("payload_retention"); err != nil {
-			return err
-		}
-		due, err := c.purgeDue(tx, p)
-		if err != nil {
 			return err
 		}
 		for _, d := range due {
@@ -90,8 +100,8 @@ type purgeDueRow struct {
 
 // purgeDue reads the purge-due requests of a purge and digests their
 // payloads, ending early once it read store.MaxPurgeBytes.
-func (c *Core) purgeDue(tx Tx, p store.PurgeParams) ([]purgeDueRow, error) {
-	rows, err := tx.Query(c.q.Retention.Due, Args{{"age", p.Age}, {"limit", p.Limit}})
+func (c *Core) purgeDue(ctx context.Context, p store.PurgeParams) ([]purgeDueRow, error) {
+	rows, err := c.d.Query(ctx, c.q.Retention.Due, Args{{"age", p.Age}, {"limit", p.Limit}})
 	if err != nil {
 		return nil, err
 	}
