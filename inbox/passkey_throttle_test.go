@@ -1,15 +1,9 @@
 package inbox
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -17,62 +11,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
-
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/logtest"
 	"github.com/airlockhq/airlock/internal/ratelimit"
 )
 
-// softPasskey is a software authenticator: a P-256 key, its COSE form,
-// and the credential ID it answers with.
-type softPasskey struct {
-	id   []byte
-	key  *ecdsa.PrivateKey
-	cose []byte
-}
-
-func newSoftPasskey(t *testing.T) softPasskey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := k.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         1, XCoord: pub[1:33], YCoord: pub[33:]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := make([]byte, 16)
-	rand.Read(id)
-	return softPasskey{id: id, key: k, cose: cose}
-}
-
 // answer is PublicKeyCredential.toJSON() of an assertion over challenge
 // (base64url, as the begin options carry it) for principal, made on
 // origin for the relying party localhost, user present and verified.
-func (p softPasskey) answer(t *testing.T, challenge, origin, principal string) string {
+func (p *softPasskey) answer(t *testing.T, challenge, origin, principal string) string {
 	t.Helper()
-	rp := sha256.Sum256([]byte("localhost"))
-	authData := append(append(rp[:], 0x05), 0, 0, 0, 0) // UP|UV, no counter
-	cd := fmt.Appendf(nil, `{"type":"webauthn.get","challenge":%q,"origin":%q,"crossOrigin":false}`, challenge, origin)
-	h := sha256.Sum256(cd)
-	signed := sha256.Sum256(append(bytes.Clone(authData), h[:]...))
-	sig, err := ecdsa.SignASN1(rand.Reader, p.key, signed[:])
+	raw, err := base64.RawURLEncoding.DecodeString(challenge)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := p.assert(t, raw, "localhost", origin)
 	b64 := base64.RawURLEncoding.EncodeToString
 	out, _ := json.Marshal(map[string]any{
 		"id": b64(p.id), "rawId": b64(p.id), "type": "public-key", "clientExtensionResults": map[string]any{},
-		"response": map[string]string{"authenticatorData": b64(authData), "clientDataJSON": b64(cd), "signature": b64(sig),
-			"userHandle": b64(userHandle(principal))},
+		"response": map[string]string{"authenticatorData": b64(a.AuthenticatorData), "clientDataJSON": b64(a.ClientDataJSON),
+			"signature": b64(a.Signature), "userHandle": b64(userHandle(principal))},
 	})
 	return string(out)
 }
@@ -93,7 +51,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 		Logger:         logs.Logger(), Now: func() time.Time { return time.Unix(1000, 0) }, // no refill
 	})
 	b := setup(t, func(o *options) { o.guard = guard })
-	carol := newSoftPasskey(t)
+	carol := newSoftPasskey(t, "carol-soft-credential")
 	if _, err := b.svc.RegisterPasskey(context.Background(), b.callers["Carol (reviewer)"],
 		airlock.Passkey{ID: carol.id, PublicKey: carol.cose, Name: "soft"}); err != nil {
 		t.Fatal(err)
@@ -123,7 +81,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 		return res.StatusCode, res.Header, out
 	}
 	// signin begins a ceremony and answers it with p's assertion.
-	signin := func(p softPasskey, addr string) (int, http.Header, map[string]string) {
+	signin := func(p *softPasskey, addr string) (int, http.Header, map[string]string) {
 		t.Helper()
 		req, err := http.NewRequest("POST", b.srv.URL+"/signin/passkey/begin", strings.NewReader(url.Values{"csrf": {"pre-session"}}.Encode()))
 		if err != nil {
@@ -148,7 +106,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 	}
 	const attacker, bystander = "203.0.113.7", "198.51.100.2"
 	for i := range 19 {
-		if status, _, out := signin(newSoftPasskey(t), attacker); status != http.StatusUnauthorized {
+		if status, _, out := signin(newSoftPasskey(t, airlock.NewID("cred_")), attacker); status != http.StatusUnauthorized {
 			t.Fatalf("unknown passkey %d: %d %v, want 401", i+1, status, out)
 		}
 	}
@@ -157,7 +115,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 	}
 	statuses := map[int]int{}
 	for range 10 {
-		status, h, out := signin(newSoftPasskey(t), attacker)
+		status, h, out := signin(newSoftPasskey(t, airlock.NewID("cred_")), attacker)
 		statuses[status]++
 		if status == http.StatusTooManyRequests && (h.Get("Retry-After") != "3" || out["code"] != "rate_limited" ||
 			!strings.Contains(out["message"], "too many failed sign-ins from your address ("+attacker+"); try again in 3 seconds")) {
@@ -170,7 +128,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 	if status, _, out := signin(carol, attacker); status != http.StatusOK {
 		t.Fatalf("Carol's passkey, accepted before, from the throttled address: %d %v", status, out)
 	}
-	if status, _, out := signin(newSoftPasskey(t), bystander); status != http.StatusUnauthorized {
+	if status, _, out := signin(newSoftPasskey(t, airlock.NewID("cred_")), bystander); status != http.StatusUnauthorized {
 		t.Fatalf("an unknown passkey from another address: %d %v, want 401, not throttled", status, out)
 	}
 	if got := logs.Containing("address=" + attacker); len(got) != 1 {
