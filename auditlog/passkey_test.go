@@ -2,19 +2,13 @@ package auditlog
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
+	"github.com/airlockhq/airlock/internal/testkit"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/passkey"
@@ -24,35 +18,15 @@ import (
 // for relying party "airlock.example.com".
 func signedRecord(t *testing.T, s passkey.Signed) PasskeyRecord {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := k.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         1, XCoord: pub[1:33], YCoord: pub[33:]})
-	if err != nil {
-		t.Fatal(err)
-	}
 	challenge, err := passkey.SignedChallenge(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := sha256.Sum256([]byte("airlock.example.com"))
-	authData := append(append(rp[:], 0x05), 0, 0, 0, 1)
-	cd := fmt.Appendf(nil, `{"type":"webauthn.get","challenge":%q,"origin":"https://airlock.example.com"}`, base64.RawURLEncoding.EncodeToString(challenge))
-	h := sha256.Sum256(cd)
-	digest := sha256.Sum256(append(bytes.Clone(authData), h[:]...))
-	sig, err := ecdsa.SignASN1(rand.Reader, k, digest[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return PasskeyRecord{Assertion: passkey.Assertion{CredentialID: []byte("cred"), AuthenticatorData: authData, ClientDataJSON: cd, Signature: sig},
-		PublicKey: cose, RPID: "airlock.example.com", Signed: s}
+	soft := testkit.NewSoftPasskey(t, "cred")
+	a := soft.Sign(t, "webauthn.get", challenge, "airlock.example.com", "https://airlock.example.com",
+		testkit.FlagUserPresent|testkit.FlagUserVerified)
+	return PasskeyRecord{Assertion: passkey.Assertion{CredentialID: soft.ID, AuthenticatorData: a.AuthenticatorData,
+		ClientDataJSON: a.ClientDataJSON, Signature: a.Signature}, PublicKey: soft.COSE, RPID: "airlock.example.com", Signed: s}
 }
 
 // TestVerifyPasskey: a record verifies beside the leaf of the decision it

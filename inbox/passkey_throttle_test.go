@@ -19,7 +19,7 @@ import (
 // answer is PublicKeyCredential.toJSON() of an assertion over challenge
 // (base64url, as the begin options carry it) for principal, made on
 // origin for the relying party localhost, user present and verified.
-func (p *softPasskey) answer(t *testing.T, challenge, origin, principal string) string {
+func (p softPasskey) answer(t *testing.T, challenge, origin, principal string) string {
 	t.Helper()
 	raw, err := base64.RawURLEncoding.DecodeString(challenge)
 	if err != nil {
@@ -28,7 +28,7 @@ func (p *softPasskey) answer(t *testing.T, challenge, origin, principal string) 
 	a := p.assert(t, raw, "localhost", origin)
 	b64 := base64.RawURLEncoding.EncodeToString
 	out, _ := json.Marshal(map[string]any{
-		"id": b64(p.id), "rawId": b64(p.id), "type": "public-key", "clientExtensionResults": map[string]any{},
+		"id": b64(p.ID), "rawId": b64(p.ID), "type": "public-key", "clientExtensionResults": map[string]any{},
 		"response": map[string]string{"authenticatorData": b64(a.AuthenticatorData), "clientDataJSON": b64(a.ClientDataJSON),
 			"signature": b64(a.Signature), "userHandle": b64(userHandle(principal))},
 	})
@@ -53,7 +53,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 	b := setup(t, func(o *options) { o.guard = guard })
 	carol := newSoftPasskey(t, "carol-soft-credential")
 	if _, err := b.svc.RegisterPasskey(context.Background(), b.callers["Carol (reviewer)"],
-		airlock.Passkey{ID: carol.id, PublicKey: carol.cose, Name: "soft"}); err != nil {
+		airlock.Passkey{ID: carol.ID, PublicKey: carol.COSE, Name: "soft"}); err != nil {
 		t.Fatal(err)
 	}
 	// The relying party is localhost (no --public-url): the requests name
@@ -81,7 +81,7 @@ func TestPasskeySigninThrottled(t *testing.T) {
 		return res.StatusCode, res.Header, out
 	}
 	// signin begins a ceremony and answers it with p's assertion.
-	signin := func(p *softPasskey, addr string) (int, http.Header, map[string]string) {
+	signin := func(p softPasskey, addr string) (int, http.Header, map[string]string) {
 		t.Helper()
 		req, err := http.NewRequest("POST", b.srv.URL+"/signin/passkey/begin", strings.NewReader(url.Values{"csrf": {"pre-session"}}.Encode()))
 		if err != nil {

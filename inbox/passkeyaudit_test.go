@@ -3,22 +3,15 @@ package inbox
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
+	"github.com/airlockhq/airlock/internal/testkit"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
@@ -26,51 +19,21 @@ import (
 	"github.com/airlockhq/airlock/provider"
 )
 
-// softPasskey is a software authenticator: a P-256 key, its COSE form,
-// and the signature counter it advances at each assertion.
-type softPasskey struct {
-	id    []byte
-	key   *ecdsa.PrivateKey
-	cose  []byte
-	count uint32
-}
+// softPasskey is a software authenticator (testkit.SoftPasskey) whose
+// assertions come as the inbox's form sends them.
+type softPasskey struct{ *testkit.SoftPasskey }
 
-func newSoftPasskey(t *testing.T, id string) *softPasskey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := k.PublicKey.Bytes() // 0x04 ‖ X ‖ Y
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         1, XCoord: pub[1:33], YCoord: pub[33:]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &softPasskey{id: []byte(id), key: k, cose: cose}
+func newSoftPasskey(t *testing.T, id string) softPasskey {
+	return softPasskey{testkit.NewSoftPasskey(t, id)}
 }
 
 // assert signs challenge for relying party rpID as a platform
 // authenticator does: the user present and verified, the counter
 // advanced.
-func (p *softPasskey) assert(t *testing.T, challenge []byte, rpID, origin string) *airlock.PasskeyAssertion {
+func (p softPasskey) assert(t *testing.T, challenge []byte, rpID, origin string) *airlock.PasskeyAssertion {
 	t.Helper()
-	p.count++
-	rp := sha256.Sum256([]byte(rpID))
-	authData := binary.BigEndian.AppendUint32(append(rp[:], 0x05), p.count)
-	cd := fmt.Appendf(nil, `{"type":"webauthn.get","challenge":%q,"origin":%q,"crossOrigin":false}`,
-		base64.RawURLEncoding.EncodeToString(challenge), origin)
-	h := sha256.Sum256(cd)
-	signed := sha256.Sum256(append(bytes.Clone(authData), h[:]...))
-	sig, err := ecdsa.SignASN1(rand.Reader, p.key, signed[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &airlock.PasskeyAssertion{CredentialID: p.id, AuthenticatorData: authData, ClientDataJSON: cd, Signature: sig}
+	a := p.Sign(t, "webauthn.get", challenge, rpID, origin, testkit.FlagUserPresent|testkit.FlagUserVerified)
+	return &airlock.PasskeyAssertion{CredentialID: p.ID, AuthenticatorData: a.AuthenticatorData, ClientDataJSON: a.ClientDataJSON, Signature: a.Signature}
 }
 
 // passkeyQuorumPolicy sends refunds to Carol and Dan, both of whom must
@@ -99,14 +62,14 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 	ctx := context.Background()
 	carol := b.callers["Carol (reviewer)"]
 	soft := newSoftPasskey(t, "carol-phone-credential")
-	if _, err := b.st.AddPasskey(ctx, airlock.Passkey{ID: soft.id, Principal: "carol", TokenID: carol.Token.ID, Name: "work phone",
-		PublicKey: soft.cose}); err != nil {
+	if _, err := b.st.AddPasskey(ctx, airlock.Passkey{ID: soft.ID, Principal: "carol", TokenID: carol.Token.ID, Name: "work phone",
+		PublicKey: soft.COSE}); err != nil {
 		t.Fatal(err)
 	}
 	dan := b.callers["Dan (reviewer)"]
 	softDan := newSoftPasskey(t, "dan-laptop-credential")
-	if _, err := b.st.AddPasskey(ctx, airlock.Passkey{ID: softDan.id, Principal: "dan", TokenID: dan.Token.ID, Name: "dan's laptop",
-		PublicKey: softDan.cose}); err != nil {
+	if _, err := b.st.AddPasskey(ctx, airlock.Passkey{ID: softDan.ID, Principal: "dan", TokenID: dan.Token.ID, Name: "dan's laptop",
+		PublicKey: softDan.COSE}); err != nil {
 		t.Fatal(err)
 	}
 	inst := b.instance(t, "payments")
@@ -143,7 +106,7 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 	refund := b.toolCall(t, inst, "issue_refund", map[string]any{"order": 7}, "refund order 7")
 	for _, v := range []struct {
 		who  airlock.Caller
-		soft *softPasskey
+		soft softPasskey
 	}{{carol, soft}, {dan, softDan}} {
 		in := airlock.DecisionInput{Status: airlock.StateApproved, ValidFor: "10m", Note: "refund checked"}
 		challenge, err := provider.DecisionChallenge(b.get(t, refund), in)
@@ -243,7 +206,7 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 		if l.Actor == dan.Token.ID {
 			who = softDan
 		}
-		if !bytes.Equal(e.Passkey.PublicKey, who.cose) || !bytes.Equal(e.Passkey.Assertion.CredentialID, who.id) || e.Passkey.RPID != "localhost" {
+		if !bytes.Equal(e.Passkey.PublicKey, who.COSE) || !bytes.Equal(e.Passkey.Assertion.CredentialID, who.ID) || e.Passkey.RPID != "localhost" {
 			t.Errorf("entry %d's passkey record: %+v", e.Index, e.Passkey)
 		}
 		if l.RequestID == refund && l.Type != map[bool]airlock.EventType{true: airlock.EventRequestApproved, false: airlock.EventRequestVoted}[who == softDan] {
@@ -280,7 +243,7 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 	}
 
 	// The request's proof carries it beside the decision's leaf.
-	if proof := get("/v1/approval-requests/" + id + "/proof"); strings.Count(proof, `"passkey":{"credential_id":"`+airlock.PasskeyIDString(soft.id)+`"`) != 1 {
+	if proof := get("/v1/approval-requests/" + id + "/proof"); strings.Count(proof, `"passkey":{"credential_id":"`+airlock.PasskeyIDString(soft.ID)+`"`) != 1 {
 		t.Errorf("the request's proof does not carry the decision's passkey record:\n%s", proof)
 	}
 
@@ -295,7 +258,7 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 		},
 		"note":       func(rec map[string]any) { rec["signed"].(map[string]any)["note"] = "invoice 43 checked" },
 		"status":     func(rec map[string]any) { rec["signed"].(map[string]any)["status"] = "denied" },
-		"public key": func(rec map[string]any) { rec["public_key"] = base64.RawURLEncoding.EncodeToString(other.cose) },
+		"public key": func(rec map[string]any) { rec["public_key"] = base64.RawURLEncoding.EncodeToString(other.COSE) },
 		"request":    func(rec map[string]any) { rec["signed"].(map[string]any)["request_id"] = plain },
 		"arguments": func(rec map[string]any) {
 			rec["signed"].(map[string]any)["args_digest"] = "sha256:JRyRwBy0GHWbgssVY2qYVVxro57meVg_A7-1Xz7Vnw8"
@@ -321,9 +284,9 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 
 	// CSV and OCSF say which decisions were signed.
 	csv := get("/v1/audit/export?format=csv")
-	credID := airlock.PasskeyIDString(soft.id)
+	credID := airlock.PasskeyIDString(soft.ID)
 	if !strings.HasSuffix(strings.SplitN(csv, "\n", 2)[0], ",passkey_credential_id") || strings.Count(csv, ","+credID+"\n") != 3 ||
-		strings.Count(csv, ","+airlock.PasskeyIDString(softDan.id)+"\n") != 1 {
+		strings.Count(csv, ","+airlock.PasskeyIDString(softDan.ID)+"\n") != 1 {
 		t.Errorf("the CSV export does not name the passkey of the four decisions and votes:\n%s", csv)
 	}
 	if ocsf := get("/v1/audit/export?format=ocsf"); strings.Count(ocsf, `"passkey":{"credential_id":"`+credID+`"`) != 3 {
@@ -332,7 +295,7 @@ func TestPasskeyDecisionAudited(t *testing.T) {
 
 	// Deleted, the passkey is named by its credential ID, and the
 	// export still verifies with the key kept with the decision.
-	if err := b.st.DeletePasskey(ctx, "carol", soft.id, "carol"); err != nil {
+	if err := b.st.DeletePasskey(ctx, "carol", soft.ID, "carol"); err != nil {
 		t.Fatal(err)
 	}
 	if r := page.do(t, "GET", "/requests/"+id, nil, nil); !strings.Contains(r.body, "signed with a passkey ("+credID[:12]+"…)") {

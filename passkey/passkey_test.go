@@ -2,19 +2,13 @@ package passkey
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"testing"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
-
 	"github.com/airlockhq/airlock"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestChallenge holds Challenge to the canonical JSON written out by
@@ -54,45 +48,23 @@ func TestChallenge(t *testing.T) {
 	}
 }
 
-// authenticator is a software passkey: a P-256 key and its COSE form.
+// authenticator is a software passkey (testkit.SoftPasskey) whose
+// assertions come as this package's Assertion.
 type authenticator struct {
-	key  *ecdsa.PrivateKey
+	soft *testkit.SoftPasskey
 	cose []byte
 }
 
 func newAuthenticator(t *testing.T) authenticator {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := k.PublicKey.Bytes() // uncompressed: 0x04 ‖ X ‖ Y
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         1, XCoord: pub[1:33], YCoord: pub[33:]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return authenticator{key: k, cose: cose}
+	soft := testkit.NewSoftPasskey(t, "cred")
+	return authenticator{soft: soft, cose: soft.COSE}
 }
 
 // assert signs challenge for rpID with flags, as an authenticator does.
 func (a authenticator) assert(t *testing.T, challenge []byte, rpID, typ string, flags byte) Assertion {
 	t.Helper()
-	rp := sha256.Sum256([]byte(rpID))
-	authData := append(append(rp[:], flags), 0, 0, 0, 9)
-	cd := fmt.Appendf(nil, `{"type":%q,"challenge":%q,"origin":"https://airlock.example.com","crossOrigin":false}`,
-		typ, base64.RawURLEncoding.EncodeToString(challenge))
-	h := sha256.Sum256(cd)
-	signed := sha256.Sum256(append(bytes.Clone(authData), h[:]...))
-	sig, err := ecdsa.SignASN1(rand.Reader, a.key, signed[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Assertion{CredentialID: []byte("cred"), AuthenticatorData: authData, ClientDataJSON: cd, Signature: sig}
+	s := a.soft.Sign(t, typ, challenge, rpID, "https://airlock.example.com", flags)
+	return Assertion{CredentialID: a.soft.ID, AuthenticatorData: s.AuthenticatorData, ClientDataJSON: s.ClientDataJSON, Signature: s.Signature}
 }
 
 // TestVerify: an assertion over the decision's challenge verifies with

@@ -3,12 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -17,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
-	"github.com/go-webauthn/webauthn/protocol/webauthncose"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/auditlog"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/passkey"
 )
 
@@ -393,37 +387,16 @@ func TestAuditVerifyPasskeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := k.PublicKey.Bytes()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := webauthncbor.Marshal(webauthncose.EC2PublicKeyData{
-		PublicKeyData: webauthncose.PublicKeyData{KeyType: int64(webauthncose.EllipticKey), Algorithm: int64(webauthncose.AlgES256)},
-		Curve:         1, XCoord: pub[1:33], YCoord: pub[33:]})
-	if err != nil {
-		t.Fatal(err)
-	}
+	soft := testkit.NewSoftPasskey(t, "cred")
 	record := func(id string, status airlock.State) *auditlog.PasskeyRecord {
 		s := passkey.Signed{RequestID: id, ArgsDigest: args, Status: status, Note: "checked"}
 		challenge, err := passkey.SignedChallenge(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rp := sha256.Sum256([]byte("localhost"))
-		authData := append(append(rp[:], 0x05), 0, 0, 0, 1)
-		cd := fmt.Appendf(nil, `{"type":"webauthn.get","challenge":%q,"origin":"http://localhost"}`, base64.RawURLEncoding.EncodeToString(challenge))
-		h := sha256.Sum256(cd)
-		d := sha256.Sum256(append(bytes.Clone(authData), h[:]...))
-		sig, err := ecdsa.SignASN1(rand.Reader, k, d[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &auditlog.PasskeyRecord{Assertion: passkey.Assertion{CredentialID: []byte("cred"), AuthenticatorData: authData, ClientDataJSON: cd,
-			Signature: sig}, PublicKey: cose, RPID: "localhost", Signed: s}
+		sig := soft.Sign(t, "webauthn.get", challenge, "localhost", "http://localhost", testkit.FlagUserPresent|testkit.FlagUserVerified)
+		return &auditlog.PasskeyRecord{Assertion: passkey.Assertion{CredentialID: soft.ID, AuthenticatorData: sig.AuthenticatorData,
+			ClientDataJSON: sig.ClientDataJSON, Signature: sig.Signature}, PublicKey: soft.COSE, RPID: "localhost", Signed: s}
 	}
 	tree := &auditlog.MemoryTree{}
 	var lines []string
