@@ -196,8 +196,8 @@ func (s *Store) writeLoop() {
 		s.queue = s.queue[:rest]
 		s.qmu.Unlock()
 
-		ran := s.runBatch(batch, results[:n])
-		s.noteWrites(results[:ran])
+		ran, changed := s.runBatch(batch, results[:n])
+		s.noteWrites(results[:ran], changed)
 		if ran < n {
 			// Over its time: the rest go back to the front of the queue,
 			// not run, and form the next batch.
@@ -222,8 +222,10 @@ func (s *Store) writeLoop() {
 // past its time bound (maxBatchHold) before the rest started, or its first
 // operation failed (they are not run, and have no result). The first
 // operation runs without a savepoint, exactly as in a transaction of its
-// own; each later one within a savepoint of its own.
-func (s *Store) runBatch(batch []*op, results []result) (taken int) {
+// own; each later one within a savepoint of its own. changed reports
+// whether the committed transaction changed a row; it is asked of SQLite
+// only while writes are failing (noteWrites), and true otherwise.
+func (s *Store) runBatch(batch []*op, results []result) (taken int, changed bool) {
 	ctx := context.Background()
 	failAll := func(err error) int {
 		for i := range results {
@@ -236,9 +238,19 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 	begin := time.Now()
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return failAll(err)
+		return failAll(err), false
 	}
 	t := &txn{Tx: tx, p: s.write, ctx: ctx, s: s}
+	// A commit that changed no row writes nothing, and so succeeds on a
+	// full disk: while writes are failing, only a batch that changed rows
+	// may say that the store writes again.
+	changesBefore := int64(-1)
+	if s.writesFailing.Load() {
+		if err := t.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&changesBefore); err != nil {
+			changesBefore = -1
+		}
+	}
+	changed = true
 	multi := len(batch) > 1
 	ran := 0
 	for taken < len(batch) {
@@ -258,7 +270,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		if !alone {
 			if _, err := t.ExecContext(ctx, `SAVEPOINT op`); err != nil {
 				tx.Rollback()
-				return failAll(fmt.Errorf("group commit: savepoint: %w", err))
+				return failAll(fmt.Errorf("group commit: savepoint: %w", err)), false
 			}
 		}
 		results[i] = s.run(t, o)
@@ -266,7 +278,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		switch {
 		case alone && results[i].failed():
 			tx.Rollback()
-			return taken
+			return taken, false
 		case alone:
 		case results[i].failed():
 			// Undo this operation alone. If SQLite already rolled the whole
@@ -280,13 +292,13 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 				if cause == nil {
 					cause = errors.New("it panicked")
 				}
-				return failAll(fmt.Errorf("group commit: an operation's error ended the shared transaction: %w (then %w)", cause, err))
+				return failAll(fmt.Errorf("group commit: an operation's error ended the shared transaction: %w (then %w)", cause, err)), false
 			}
 			fallthrough
 		default:
 			if _, err := t.ExecContext(ctx, `RELEASE op`); err != nil {
 				tx.Rollback()
-				return failAll(fmt.Errorf("group commit: release savepoint: %w", err))
+				return failAll(fmt.Errorf("group commit: release savepoint: %w", err)), false
 			}
 		}
 	}
@@ -295,7 +307,13 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		if err := s.beforeCommit(taken); err != nil {
 			tx.Rollback()
 			failAll(fmt.Errorf("commit: %w", err))
-			return taken
+			return taken, false
+		}
+	}
+	if changesBefore >= 0 {
+		var after int64
+		if err := t.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&after); err == nil && after == changesBefore {
+			changed = false
 		}
 	}
 	committing := time.Now()
@@ -304,7 +322,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		// it so that the next batch can begin.
 		s.write.DB.ExecContext(ctx, `ROLLBACK`)
 		failAll(fmt.Errorf("commit: %w", err))
-		return taken
+		return taken, false
 	}
 	s.stats.ops.Add(int64(ran))
 	s.stats.commits.Add(1)
@@ -316,7 +334,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int) {
 		end := time.Now()
 		s.observe(Batch{Ops: ran, Began: begin, Held: end.Sub(begin), Commit: end.Sub(committing)})
 	}
-	return taken
+	return taken, changed
 }
 
 // run runs one operation with the store's now, read now that the write

@@ -42,10 +42,11 @@ func unavailable(err error) string {
 
 // noteWrites remembers, for Ping, whether the store's writes are failing
 // because it cannot write: set when a write of the batch failed so, cleared
-// when the writes of a batch committed without such a failure. A batch
-// whose operations were all refused (a conflict) wrote nothing and says
-// nothing.
-func (s *Store) noteWrites(results []result) {
+// when the writes of a batch committed without such a failure and changed
+// a row. A batch whose operations were all refused (a conflict), or that
+// changed nothing (a sweep that found nothing due), wrote nothing and
+// says nothing.
+func (s *Store) noteWrites(results []result, changed bool) {
 	failed, wrote := false, false
 	for _, r := range results {
 		switch {
@@ -58,7 +59,7 @@ func (s *Store) noteWrites(results []result) {
 	switch {
 	case failed:
 		s.writesFailing.Store(true)
-	case wrote && s.writesFailing.Load():
+	case wrote && changed && s.writesFailing.Load():
 		s.writesFailing.Store(false)
 	}
 }

@@ -125,6 +125,22 @@ func TestRecoveredByAWrite(t *testing.T) {
 	}
 }
 
+// TestNotRecoveredByAWriteOfNothing checks that a write that commits
+// having changed no row (a sweep with nothing to delete) leaves the store
+// marked as failing: such a commit writes nothing to the disk, and
+// succeeds on a full one.
+func TestNotRecoveredByAWriteOfNothing(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	s.writesFailing.Store(true)
+	if n, err := s.SweepTasks(t.Context(), time.Hour, 10); err != nil || n != 0 {
+		t.Fatalf("SweepTasks = %d, %v; want nothing swept", n, err)
+	}
+	if !s.writesFailing.Load() {
+		t.Fatal("a commit that changed nothing cleared the failure")
+	}
+}
+
 // TestUnavailableCodes checks which SQLite failures mean that the store
 // cannot serve now: another process holding the file past the busy
 // timeout, a read-only connection's write and a closed store; a violated
