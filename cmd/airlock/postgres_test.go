@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/jackc/pgx/v5"
 )
@@ -198,13 +199,54 @@ func TestServeOnPostgresKeywordString(t *testing.T) {
 	}
 }
 
+// ownDatabase creates a database of the test's own beside the one base
+// names, dropped when the test ends, and returns its URL: a bench run there
+// is alone, whatever other tests' runs make and drop in theirs meanwhile.
+func ownDatabase(t *testing.T, base string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := "airlock_test_" + strings.ToLower(airlock.NewID(""))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil || cfg.Database == "" {
+		t.Fatalf("the test database's URL %s: %v", testkit.Redact(base), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
 // TestBenchOnPostgresDropsItsSchemas runs a short lifecycle bench and its raw
 // baselines (direct and over HTTP) on PostgreSQL, with the pool's parameters in the URL as an
 // operator may write it, and checks that the run drops the schemas it made.
 // (pgx.Connect passed pool_min_conns to the server as a setting: the raw
 // baseline could not connect and the run's schema was left behind.)
 func TestBenchOnPostgresDropsItsSchemas(t *testing.T) {
-	base := testkit.PostgresURL(t)
+	base := ownDatabase(t, testkit.PostgresURL(t))
 	benchSchemas := func() map[string]bool {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
