@@ -25,12 +25,16 @@ SELECT coalesce(max(id), 0) FROM events
 
 -- name: Audit.Unsequenced
 -- The anti-join on audit_leaves' unique event_id index finds events that
--- have no leaf, whatever order their IDs committed in.
+-- have no leaf, whatever order their IDs committed in. The subquery's own
+-- bound on event_id says nothing new, but lets the planner read only the
+-- leaves above @after: without it, it read every leaf of the tree each
+-- time (a merge or hash anti-join over all of audit_leaves), which at
+-- half a million leaves passed the statement timeout and stopped the log.
 SELECT e.id, e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash, e.uid,
 	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context,
 	r.purged_at IS NOT NULL, coalesce(r.arguments_digest, ''), coalesce(r.reasoning_digest, ''), coalesce(r.context_digest, '')
 FROM events e LEFT JOIN requests r ON e.request_id <> '' AND r.id = e.request_id
-WHERE e.id > @after::bigint AND NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id)
+WHERE e.id > @after::bigint AND NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id AND l.event_id > @after::bigint)
 ORDER BY e.id LIMIT @limit::int
 
 -- name: Audit.Grow
