@@ -69,7 +69,7 @@ type ScaleReport struct {
 	SeedS      float64 `json:"seed_s"`
 	SeededPerS float64 `json:"seeded_per_s"`
 	// FirstPage is GET /v1/approval-requests?state=pending&limit=PageSize
-	// by a reviewer; InstanceRead GET /v1/instances/{id} by its agent,
+	// by reviewers, one a client; InstanceRead GET /v1/instances/{id} by its agent,
 	// with its pending count checked.
 	PageSize     int       `json:"page_size"`
 	FirstPage    ScaleRead `json:"first_page"`
@@ -125,6 +125,21 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		return err
 	}
 
+	// Each client is a reviewer of its own: one token may have only two
+	// list reads in progress (provider.Config.MaxHeavyReadsPerToken), and
+	// an inbox is one person's.
+	reviewers := make([]string, cfg.Clients)
+	for i := range reviewers {
+		var tok struct {
+			Secret string `json:"secret"`
+		}
+		body := fmt.Sprintf(`{"name":"airlock bench reviewer %d","role":"reviewer"}`, i)
+		if err := t.call(setup, "POST", t.urls[0], "/v1/tokens", t.admin, body, &tok); err != nil {
+			return fmt.Errorf("mint reviewer %d: %w", i, err)
+		}
+		reviewers[i] = tok.Secret
+	}
+
 	half := cfg.Duration / 2
 	fmt.Fprintf(cfg.Progress, "scale: the reviewer's first page of %d, %d clients over %d replicas, %s\n", inboxPageSize, cfg.Clients, len(t.urls), half)
 	x.FirstPage = measureReads(ctx, cfg, half, func(ctx context.Context, i int, _ *rand.Rand) error {
@@ -133,7 +148,7 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 				State string `json:"state"`
 			} `json:"items"`
 		}
-		if err := t.call(ctx, "GET", t.base(i), "/v1/approval-requests?state=pending&limit="+strconv.Itoa(inboxPageSize), t.reviewer, "", &page); err != nil {
+		if err := t.call(ctx, "GET", t.base(i), "/v1/approval-requests?state=pending&limit="+strconv.Itoa(inboxPageSize), reviewers[i], "", &page); err != nil {
 			return err
 		}
 		if len(page.Items) != min(inboxPageSize, n) {
