@@ -49,6 +49,10 @@ const (
 	// scaleWindow is the seeded requests' window: far beyond any run, so
 	// that none expires while it measures.
 	scaleWindow = 24 * time.Hour
+	// scaleDueShare: after the reads, Count/scaleDueShare more requests
+	// are seeded due together, and their expiry measured over the
+	// backlog.
+	scaleDueShare = 10
 	// scaleSeedRate is the least seeding rate the setup bound allows for.
 	scaleSeedRate = 200
 )
@@ -78,6 +82,28 @@ type ScaleReport struct {
 	// behind the two reads, and Indexes the indexes each plan reads.
 	Plans   map[string]string   `json:"plans"`
 	Indexes map[string][]string `json:"indexes"`
+	// Expiry is the expiry of requests due together over the backlog.
+	Expiry *ScaleExpiry `json:"expiry,omitempty"`
+}
+
+// ScaleExpiry is what the scale scenario's expiry measured: Due requests,
+// seeded after the reads with one common deadline, over Backlog pending
+// requests due a day later.
+type ScaleExpiry struct {
+	Due     int `json:"due"`
+	Backlog int `json:"backlog"`
+	// LastExpiredAfterDeadlineMS is from the deadline until the last
+	// sweep's commit; ExpiredPerS is Due over that time.
+	LastExpiredAfterDeadlineMS float64 `json:"last_expired_after_deadline_ms"`
+	ExpiredPerS                float64 `json:"expired_per_s"`
+	// Sweeps are the replicas' ExpireDue calls that expired something:
+	// how many, the most rows one expired, how long the calls took, and
+	// how many took over 60 ms (docs/performance.md, "Expiry of a large
+	// backlog").
+	Sweeps         int     `json:"sweeps"`
+	MaxSweepRows   int     `json:"max_sweep_rows"`
+	SweepMS        Latency `json:"sweep_ms"`
+	SweepsOver60MS int     `json:"sweeps_over_60ms"`
 }
 
 // ScaleRead is one kind of read, measured.
@@ -176,6 +202,62 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		return nil
 	})
 	rep.Result = Result{Ops: x.FirstPage.Reads + x.InstanceRead.Reads, Errors: x.FirstPage.Errors + x.InstanceRead.Errors}
+	return expireOverBacklog(ctx, cfg, t, x)
+}
+
+// expireOverBacklog seeds a tenth as many requests again, due together,
+// on instances of their own, over the standing backlog, and measures
+// their expiry: the rate, and the sweeps each replica ran.
+func expireOverBacklog(ctx context.Context, cfg Config, t *target, x *ScaleReport) error {
+	n, k := cfg.Count, max(cfg.Count/scaleDueShare, 1)
+	setup, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(k)*time.Second/scaleSeedRate)
+	defer cancel()
+	// The deadline leaves seeding twice the time the backlog's rate took.
+	perReq := time.Duration(float64(time.Second) / max(x.SeededPerS, 1))
+	deadline := time.Now().Add(max(3*time.Second, 2*time.Duration(k)*perReq+5*time.Second))
+	fmt.Fprintf(cfg.Progress, "scale: seeding %d more requests due together at %s, over the backlog of %d\n", k, deadline.Format("15:04:05.000"), n)
+	if _, err := seed(setup, cfg, t, n, n+k, func(i int) (time.Duration, error) {
+		left := time.Until(deadline)
+		if left < minLeft {
+			return 0, fmt.Errorf("seeding the %d due requests is slower than planned: %d seeded with %s left before their deadline; lower --count", k, i-n, left.Round(time.Millisecond))
+		}
+		return left, nil
+	}); err != nil {
+		return err
+	}
+	e := &ScaleExpiry{Due: k, Backlog: n}
+	x.Expiry = e
+	rowsBefore := t.sweeps.rows.Load()
+	select {
+	case <-time.After(time.Until(deadline)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	limit := deadline.Add(max(cfg.Duration, 30*time.Second))
+	for t.sweeps.rows.Load()-rowsBefore < int64(k) {
+		if time.Now().After(limit) {
+			return fmt.Errorf("%d of %d due requests still pending %s after their deadline", int64(k)-(t.sweeps.rows.Load()-rowsBefore), k, limit.Sub(deadline))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.sweeps.settle(10 * time.Second)
+	last := deadline
+	var took samples
+	for _, sw := range t.sweeps.since(deadline.Add(-time.Second)) {
+		took = append(took, sw.took)
+		if sw.took > sweepCallBound {
+			e.SweepsOver60MS++
+		}
+		e.MaxSweepRows = max(e.MaxSweepRows, sw.rows)
+		if sw.end.After(last) {
+			last = sw.end
+		}
+	}
+	e.Sweeps, e.SweepMS = len(took), took.latency()
+	e.LastExpiredAfterDeadlineMS = ms(last.Sub(deadline))
+	if d := last.Sub(deadline); d > 0 {
+		e.ExpiredPerS = round(float64(k)/d.Seconds(), 0)
+	}
 	return nil
 }
 
@@ -185,20 +267,35 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 // onwards.
 func seedPending(ctx context.Context, cfg Config, t *target, x *ScaleReport) ([]string, error) {
 	n := cfg.Count
+	x.Seeding = fmt.Sprintf("store contract: CreateRequest from %d concurrent writers", scaleWriters)
+	x.Instances = (n + scalePerInstance - 1) / scalePerInstance
+	fmt.Fprintf(cfg.Progress, "scale: seeding %d pending requests over %d instances (%s)\n", n, x.Instances, x.Seeding)
+	start := time.Now()
+	ids, err := seed(ctx, cfg, t, 0, n, func(int) (time.Duration, error) { return scaleWindow, nil })
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	x.SeedS = round(took.Seconds(), 1)
+	x.SeededPerS = round(float64(n)/took.Seconds(), 0)
+	return ids, nil
+}
+
+// seed creates requests [from, to), request i on instance
+// i/scalePerInstance (which seed creates), with window(i) its window,
+// and returns the instances' IDs in order.
+func seed(ctx context.Context, cfg Config, t *target, from, to int, window func(i int) (time.Duration, error)) ([]string, error) {
 	st, err := postgres.Open(ctx, t.spec.Postgres, postgres.WithSchema(t.spec.Schema), postgres.WithMaxConns(scaleWriters))
 	if err != nil {
 		return nil, fmt.Errorf("open the run's store to seed it: %w", err)
 	}
 	defer st.Close()
-	x.Seeding = fmt.Sprintf("store contract: CreateRequest from %d concurrent writers", scaleWriters)
-	x.Instances = (n + scalePerInstance - 1) / scalePerInstance
-	fmt.Fprintf(cfg.Progress, "scale: seeding %d pending requests over %d instances (%s)\n", n, x.Instances, x.Seeding)
-	start := time.Now()
-	ids := make([]string, x.Instances)
+	first := from / scalePerInstance
+	ids := make([]string, (to-1)/scalePerInstance+1-first)
 	for k := range ids {
-		in, err := st.CreateInstance(ctx, airlock.Instance{OwnerID: t.agentID, Name: fmt.Sprintf("bench scale %d", k)}, t.agentID)
+		in, err := st.CreateInstance(ctx, airlock.Instance{OwnerID: t.agentID, Name: fmt.Sprintf("bench scale %d", first+k)}, t.agentID)
 		if err != nil {
-			return nil, fmt.Errorf("seed instance %d: %w", k, err)
+			return nil, fmt.Errorf("seed instance %d: %w", first+k, err)
 		}
 		ids[k] = in.ID
 	}
@@ -209,16 +306,22 @@ func seedPending(ctx context.Context, cfg Config, t *target, x *ScaleReport) ([]
 		errOnce  sync.Once
 		wg       sync.WaitGroup
 	)
+	next.Store(int64(from))
+	start := time.Now()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	for range scaleWriters {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= n || wctx.Err() != nil {
+				if i >= to || wctx.Err() != nil {
 					return
 				}
-				if err := seedOne(wctx, st, t.agentID, ids[i/scalePerInstance], i); err != nil {
+				w, err := window(i)
+				if err == nil {
+					err = seedOne(wctx, st, t.agentID, ids[i/scalePerInstance-first], i, w)
+				}
+				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("seed request %d: %w", i, err); stop() })
 					return
 				}
@@ -233,20 +336,18 @@ func seedPending(ctx context.Context, cfg Config, t *target, x *ScaleReport) ([]
 		return nil, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("seeding %d requests outlasted its bound (%d seeded; at least %d/s is allowed for): %w", n, done.Load(), scaleSeedRate, err)
+		return nil, fmt.Errorf("seeding %d requests outlasted its bound (%d seeded; at least %d/s is allowed for): %w", to-from, done.Load(), scaleSeedRate, err)
 	}
-	took := time.Since(start)
-	x.SeedS = round(took.Seconds(), 1)
-	x.SeededPerS = round(float64(n)/took.Seconds(), 0)
 	return ids, nil
 }
 
-// seedOne creates request i on instance, as the API's create would.
-func seedOne(ctx context.Context, st store.Store, agent, instance string, i int) error {
+// seedOne creates request i on instance, as the API's create would,
+// with window its decision window.
+func seedOne(ctx context.Context, st store.Store, agent, instance string, i int, window time.Duration) error {
 	in := airlock.CreateRequestInput{
 		Tool:           "payments.refund",
 		Arguments:      json.RawMessage(fmt.Sprintf(`{"payment_id":"pay_%d","amount":4900,"currency":"GBP"}`, i)),
-		Timeout:        scaleWindow.String(),
+		Timeout:        fmt.Sprintf("%dus", window.Microseconds()),
 		AgentReasoning: "The customer was charged twice.",
 		Context:        json.RawMessage(`{"bench":true}`),
 	}
@@ -260,7 +361,7 @@ func seedOne(ctx context.Context, st store.Store, agent, instance string, i int)
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
 	}
-	_, created, err := st.CreateRequest(ctx, store.NewRequestParams{Request: r, Window: scaleWindow, Actor: agent})
+	_, created, err := st.CreateRequest(ctx, store.NewRequestParams{Request: r, Window: window, Actor: agent})
 	if err == nil && !created {
 		err = fmt.Errorf("idempotency key %s was already used", key)
 	}

@@ -12,7 +12,8 @@ import (
 // TestScale runs the scale scenario tiny on PostgreSQL, over two
 // replicas: 2,000 pending requests over two instances, then the first
 // page and the instance reads, whose answers the scenario checks against
-// what it seeded (a wrong page or pending count is an error).
+// what it seeded (a wrong page or pending count is an error); then 200
+// more due together, whose expiry the replicas' sweeps must finish.
 func TestScale(t *testing.T) {
 	t.Parallel()
 	db := testkit.PostgresURL(t)
@@ -23,6 +24,9 @@ func TestScale(t *testing.T) {
 	}
 	if x.Pending != 2000 || x.Instances != 2 || x.PerInstance != scalePerInstance || x.PageSize != inboxPageSize || x.SeededPerS <= 0 || !strings.Contains(x.Seeding, "CreateRequest") {
 		t.Errorf("scale report %+v", x)
+	}
+	if e := x.Expiry; e == nil || e.Due != 200 || e.Backlog != 2000 || e.ExpiredPerS <= 0 || e.Sweeps == 0 || e.MaxSweepRows == 0 || e.SweepMS.Max <= 0 {
+		t.Errorf("expiry over the backlog %+v", e)
 	}
 	if rep.Replicas != 2 || rep.Store != "postgres" {
 		t.Errorf("ran on %d replicas of %s, want 2 of postgres", rep.Replicas, rep.Store)
@@ -45,7 +49,7 @@ func TestScale(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	for _, want := range []string{"first page of 200", "instance + pending count", "pending_count reads"} {
+	for _, want := range []string{"first page of 200", "instance + pending count", "pending_count reads", "200 more due together"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
