@@ -450,8 +450,8 @@ func (x *ScaleReport) write(w io.Writer) {
 		fmt.Fprintf(w, "  %s reads %s\n", name, strings.Join(x.Indexes[name], ", "))
 	}
 	if e := x.Expiry; e != nil {
-		fmt.Fprintf(w, "%d more due together over the backlog of %d: the last expired %.1f ms after the deadline, %.0f expired/s; %d sweeps of up to %d rows, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d over 60 ms\n",
-			e.Due, e.Backlog, e.LastExpiredAfterDeadlineMS, e.ExpiredPerS, e.Sweeps, e.MaxSweepRows, e.SweepMS.P50, e.SweepMS.P99, e.SweepMS.Max, e.SweepsOver60MS)
+		fmt.Fprintf(w, "%d more due together over the backlog of %d: the last expired %.1f ms after the deadline, %.0f expired/s; %d sweeps of up to %d rows, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d over 60 ms; %d still pending when the run stopped waiting\n",
+			e.Due, e.Backlog, e.LastExpiredAfterDeadlineMS, e.ExpiredPerS, e.Sweeps, e.MaxSweepRows, e.SweepMS.P50, e.SweepMS.P99, e.SweepMS.Max, e.SweepsOver60MS, e.StillPending)
 	}
 	writeErrors(w, x.FirstPage.ErrorKind)
 	writeErrors(w, x.InstanceRead.ErrorKind)

@@ -92,8 +92,11 @@ type ScaleReport struct {
 type ScaleExpiry struct {
 	Due     int `json:"due"`
 	Backlog int `json:"backlog"`
+	// StillPending are those of Due not expired a minute (or --duration,
+	// if longer) after the deadline, when the run stopped waiting.
+	StillPending int `json:"still_pending"`
 	// LastExpiredAfterDeadlineMS is from the deadline until the last
-	// sweep's commit; ExpiredPerS is Due over that time.
+	// sweep's commit; ExpiredPerS is those expired over that time.
 	LastExpiredAfterDeadlineMS float64 `json:"last_expired_after_deadline_ms"`
 	ExpiredPerS                float64 `json:"expired_per_s"`
 	// Sweeps are the replicas' ExpireDue calls that expired something:
@@ -202,6 +205,10 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		return nil
 	})
 	rep.Result = Result{Ops: x.FirstPage.Reads + x.InstanceRead.Reads, Errors: x.FirstPage.Errors + x.InstanceRead.Errors}
+	// Said now, so that a later failure does not lose them.
+	fmt.Fprintf(cfg.Progress, "scale: first page p50 %.2f ms, p99 %.2f ms (%d reads, %d errors); instance p50 %.2f ms, p99 %.2f ms (%d reads, %d errors); plans read %v\n",
+		x.FirstPage.LatencyMS.P50, x.FirstPage.LatencyMS.P99, x.FirstPage.Reads, x.FirstPage.Errors,
+		x.InstanceRead.LatencyMS.P50, x.InstanceRead.LatencyMS.P99, x.InstanceRead.Reads, x.InstanceRead.Errors, x.Indexes)
 	return expireOverBacklog(ctx, cfg, t, x)
 }
 
@@ -233,14 +240,14 @@ func expireOverBacklog(ctx context.Context, cfg Config, t *target, x *ScaleRepor
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	limit := deadline.Add(max(cfg.Duration, 30*time.Second))
-	for t.sweeps.rows.Load()-rowsBefore < int64(k) {
-		if time.Now().After(limit) {
-			return fmt.Errorf("%d of %d due requests still pending %s after their deadline", int64(k)-(t.sweeps.rows.Load()-rowsBefore), k, limit.Sub(deadline))
-		}
+	// Past limit, the report says how many were left: an expiry too slow
+	// for the limit is a measurement, and the reads' figures stand.
+	limit := deadline.Add(max(cfg.Duration, time.Minute))
+	for t.sweeps.rows.Load()-rowsBefore < int64(k) && time.Now().Before(limit) {
 		time.Sleep(time.Millisecond)
 	}
 	t.sweeps.settle(10 * time.Second)
+	e.StillPending = max(0, int(int64(k)-(t.sweeps.rows.Load()-rowsBefore)))
 	last := deadline
 	var took samples
 	for _, sw := range t.sweeps.since(deadline.Add(-time.Second)) {
@@ -256,7 +263,7 @@ func expireOverBacklog(ctx context.Context, cfg Config, t *target, x *ScaleRepor
 	e.Sweeps, e.SweepMS = len(took), took.latency()
 	e.LastExpiredAfterDeadlineMS = ms(last.Sub(deadline))
 	if d := last.Sub(deadline); d > 0 {
-		e.ExpiredPerS = round(float64(k)/d.Seconds(), 0)
+		e.ExpiredPerS = round(float64(k-e.StillPending)/d.Seconds(), 0)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestScale(t *testing.T) {
 	if x.Pending != 2000 || x.Instances != 2 || x.PerInstance != scalePerInstance || x.PageSize != inboxPageSize || x.SeededPerS <= 0 || !strings.Contains(x.Seeding, "CreateRequest") {
 		t.Errorf("scale report %+v", x)
 	}
-	if e := x.Expiry; e == nil || e.Due != 200 || e.Backlog != 2000 || e.ExpiredPerS <= 0 || e.Sweeps == 0 || e.MaxSweepRows == 0 || e.SweepMS.Max <= 0 {
+	if e := x.Expiry; e == nil || e.Due != 200 || e.Backlog != 2000 || e.StillPending != 0 || e.ExpiredPerS <= 0 || e.Sweeps == 0 || e.MaxSweepRows == 0 || e.SweepMS.Max <= 0 {
 		t.Errorf("expiry over the backlog %+v", e)
 	}
 	if rep.Replicas != 2 || rep.Store != "postgres" {
