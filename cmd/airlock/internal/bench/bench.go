@@ -57,12 +57,16 @@ const (
 	// then creates pushed to a push service on this machine, at the
 	// maximum and at half of it (push lag).
 	Push = "push"
+	// Scale is a large backlog of pending requests on PostgreSQL, seeded
+	// through the store, and the reads a reviewer and an agent make while
+	// it stands (scale.go).
+	Scale = "scale"
 	// Raw is the raw baseline alone: a lifecycle's durable work in direct SQL.
 	Raw = "raw"
 )
 
 // Scenarios lists the scenarios, in the order help shows them.
-var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push}
+var Scenarios = []string{Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push, Scale}
 
 // Bounds of a run: no flag can make it unbounded.
 const (
@@ -72,7 +76,7 @@ const (
 	MaxOps = 10_000_000
 	// MaxWaiters bounds the wait scenario's waiters.
 	MaxWaiters = 50_000
-	// MaxPending bounds the expiry scenario's pending requests.
+	// MaxPending bounds the expiry and scale scenarios' pending requests.
 	MaxPending = 1_000_000
 	// MaxClients bounds concurrent clients.
 	MaxClients = 4096
@@ -235,6 +239,8 @@ func (c Config) withDefaults() Config {
 			c.Count = DefaultRounds
 		case Expiry:
 			c.Count = DefaultPending
+		case Scale:
+			c.Count = DefaultScalePending
 		case Consume:
 			c.Count = DefaultConsumes
 		default:
@@ -257,7 +263,7 @@ func (c Config) Validate() error { return c.withDefaults().validate() }
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
-	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push, Raw:
+	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push, Scale, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
@@ -266,7 +272,7 @@ func (c Config) validate() error {
 	}
 	maxCount := MaxOps
 	switch c.Scenario {
-	case Expiry:
+	case Expiry, Scale:
 		maxCount = MaxPending
 	case Consume:
 		maxCount = MaxConsumes
@@ -298,10 +304,10 @@ func (c Config) validate() error {
 	if c.Rate < 0 || c.Rate > 1e6 {
 		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
 	}
-	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push) {
+	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push || c.Scenario == Scale) {
 		return fmt.Errorf("--rate paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
-	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push) {
+	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push || c.Scenario == Scale) {
 		return fmt.Errorf("--half-max paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && c.Rate > 0 {
@@ -345,6 +351,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.validatePush(); err != nil {
+		return err
+	}
+	if err := c.validateScale(); err != nil {
 		return err
 	}
 	if c.ServerPID != 0 {
@@ -513,6 +522,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		err = runWait(ctx, cfg, tgt, rep)
 	case Expiry:
 		err = runExpiry(ctx, cfg, tgt, rep)
+	case Scale:
+		err = runScale(ctx, cfg, tgt, rep)
 	}
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ type Report struct {
 	Commits *Commits      `json:"commits,omitempty"`
 	Wait    *WaitReport   `json:"wait,omitempty"`
 	Expiry  *ExpiryReport `json:"expiry,omitempty"`
+	// Scale is what the scale scenario measured (scale.go).
+	Scale *ScaleReport `json:"scale,omitempty"`
 	// Webhooks is what Config.Webhooks measured.
 	Webhooks *WebhookReport `json:"webhooks,omitempty"`
 	// Grant is what the grant scenario's grants counted.
@@ -280,7 +282,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s, load %.2f → %.2f\n\n",
 		r.Machine.CPUs, r.Machine.GOMAXPROCS, r.Machine.GOOS, r.Machine.GOARCH, r.Machine.GoVersion, r.Machine.LoadBefore, r.Machine.LoadAfter)
 
-	if r.Scenario != Wait && r.Scenario != Expiry {
+	if r.Scenario != Wait && r.Scenario != Expiry && r.Scenario != Scale {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\tops\tops/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tCPU µs/op\tserver µs/op\t")
 		row := func(name string, res Result) {
@@ -410,6 +412,9 @@ func (r *Report) WriteTable(w io.Writer) {
 			}
 		}
 	}
+	if r.Scale != nil {
+		r.Scale.write(w)
+	}
 	if x := r.Expiry; x != nil {
 		fmt.Fprintf(w, "%d pending requests due together (deadlines within %.1f ms):\n", x.Pending, x.DeadlineSpreadMS)
 		fmt.Fprintf(w, "  last expired %.1f ms after the last deadline; %.0f expired/s\n", x.LastExpiredAfterDeadlineMS, x.ExpiredPerS)
@@ -426,6 +431,30 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "  (%s)\n", x.Source)
 		writeErrors(w, r.ErrorKinds)
 	}
+}
+
+func (x *ScaleReport) write(w io.Writer) {
+	fmt.Fprintf(w, "%d pending requests over %d instances (at most %d each), seeded in %.1f s, %.0f/s (%s)\n",
+		x.Pending, x.Instances, x.PerInstance, x.SeedS, x.SeededPerS, x.Seeding)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\treads\treads/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
+	for _, r := range []struct {
+		name string
+		ScaleRead
+	}{{fmt.Sprintf("first page of %d", x.PageSize), x.FirstPage}, {"instance + pending count", x.InstanceRead}} {
+		l := r.LatencyMS
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.name, r.Reads, r.PerS, l.P50, l.P90, l.P99, l.Max, r.Errors)
+	}
+	tw.Flush()
+	for _, name := range []string{"first_page", "pending_count"} {
+		fmt.Fprintf(w, "  %s reads %s\n", name, strings.Join(x.Indexes[name], ", "))
+	}
+	if e := x.Expiry; e != nil {
+		fmt.Fprintf(w, "%d more due together over the backlog of %d: the last expired %.1f ms after the deadline, %.0f expired/s; %d sweeps of up to %d rows, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d over 60 ms; %d still pending when the run stopped waiting\n",
+			e.Due, e.Backlog, e.LastExpiredAfterDeadlineMS, e.ExpiredPerS, e.Sweeps, e.MaxSweepRows, e.SweepMS.P50, e.SweepMS.P99, e.SweepMS.Max, e.SweepsOver60MS, e.StillPending)
+	}
+	writeErrors(w, x.FirstPage.ErrorKind)
+	writeErrors(w, x.InstanceRead.ErrorKind)
 }
 
 func writeErrors(w io.Writer, kinds map[string]int64) {

@@ -43,6 +43,11 @@ type target struct {
 	hc    *http.Client
 
 	admin, agent, reviewer string // token secrets
+	// agentID is the agent token's ID, the owner the scale scenario
+	// seeds requests for.
+	agentID string
+	// spec is the in-process servers' store.
+	spec storeSpec
 	// verifier is a verifier token's secret, minted for the consume
 	// scenario only.
 	verifier string
@@ -192,7 +197,7 @@ func openTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 		}
 		switch role {
 		case "agent":
-			t.agent = tok.Secret
+			t.agent, t.agentID = tok.Secret, tok.ID
 		case "reviewer":
 			t.reviewer = tok.Secret
 		default:
@@ -212,6 +217,7 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	t.spec = spec
 	t.admin = "bench-admin-" + randomHex(16)
 	for i := range cfg.Replicas {
 		// The first replica sets the run's admin token; the others find
