@@ -27,7 +27,7 @@ func TestPasskeyDecisionsGainKeys(t *testing.T) {
 	}
 	defer db.Close()
 	for _, q := range []string{`ALTER TABLE passkey_decisions DROP COLUMN public_key`, `ALTER TABLE passkey_decisions DROP COLUMN args_digest`,
-		`ALTER TABLE passkey_decisions DROP COLUMN rp_id`, `DELETE FROM schema_migrations WHERE version >= 31`} {
+		`ALTER TABLE passkey_decisions DROP COLUMN rp_id`, `DELETE FROM schema_migrations WHERE version = 31`} {
 		if _, err := db.ExecContext(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}

@@ -3,4 +3,4 @@
 -- its pending requests (the pending count, deleting an instance), so a
 -- decision takes the request out of the index instead of moving it.
 DROP INDEX IF EXISTS requests_instance;
-CREATE INDEX requests_instance_pending ON requests (instance_id) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS requests_instance_pending ON requests (instance_id) WHERE state = 'pending';
