@@ -156,28 +156,11 @@ const (
 )
 
 // auditTimingSince reads the histograms once the sequencer has caught up
-// (the leaf count stood still for auditQuiet) and returns the timing since
-// before.
+// and returns the timing since before.
 func (t *target) auditTimingSince(ctx context.Context, before auditReading) (*AuditTiming, error) {
-	deadline := time.Now().Add(auditSettle)
-	last, err := t.readAudit(ctx)
+	last, err := t.auditCaughtUp(ctx)
 	if err != nil {
 		return nil, err
-	}
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(auditQuiet):
-		}
-		now, err := t.readAudit(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if now.lag.count == last.lag.count {
-			break
-		}
-		last = now
 	}
 	lag, cp := last.lag.since(before.lag), last.checkpoint.since(before.checkpoint)
 	return &AuditTiming{
@@ -185,6 +168,33 @@ func (t *target) auditTimingSince(ctx context.Context, before auditReading) (*Au
 		LagP50MS: finite(1000 * lag.quantile(0.50)), LagP99MS: finite(1000 * lag.quantile(0.99)),
 		Checkpoints: cp.count, CheckpointMaxS: finite(cp.quantile(1)),
 	}, nil
+}
+
+// auditCaughtUp waits, at most auditSettle, until the sequencer has caught
+// up (the leaf count stood still for auditQuiet), and returns the reading
+// then.
+func (t *target) auditCaughtUp(ctx context.Context) (auditReading, error) {
+	deadline := time.Now().Add(auditSettle)
+	last, err := t.readAudit(ctx)
+	if err != nil {
+		return auditReading{}, err
+	}
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return auditReading{}, ctx.Err()
+		case <-time.After(auditQuiet):
+		}
+		now, err := t.readAudit(ctx)
+		if err != nil {
+			return auditReading{}, err
+		}
+		if now.lag.count == last.lag.count {
+			return now, nil
+		}
+		last = now
+	}
+	return last, nil
 }
 
 // finite rounds x, and reports a value beyond the histogram's last finite
