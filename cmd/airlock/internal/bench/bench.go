@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -183,6 +184,12 @@ type Config struct {
 	// and index entries written, WAL — beside the raw baseline's
 	// (Report.StoreCost; explain.go).
 	ExplainStore bool
+	// CPUProfile, when set, is where each Airlock server the run starts in
+	// a process of its own writes its CPU profile (runtime/pprof), from
+	// its start to its stop, setup included: the first replica's to this
+	// path, replica i's (from 1) to the path with ".i" before its
+	// extension. The file must not exist yet.
+	CPUProfile string
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
 
@@ -260,12 +267,24 @@ func (c Config) withDefaults() Config {
 // anything; its errors name the flag to fix. Run checks the same.
 func (c Config) Validate() error { return c.withDefaults().validate() }
 
+// profileOf is replica i's CPU profile file under CPUProfile, or "".
+func (c Config) profileOf(i int) string {
+	if c.CPUProfile == "" || i == 0 {
+		return c.CPUProfile
+	}
+	ext := filepath.Ext(c.CPUProfile)
+	return fmt.Sprintf("%s.%d%s", strings.TrimSuffix(c.CPUProfile, ext), i, ext)
+}
+
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
 	case Lifecycle, Create, Wait, Expiry, MCP, Grant, Claim, Consume, Audit, Push, Scale, Raw:
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
+	}
+	if c.CPUProfile != "" && !c.serversApart() {
+		return fmt.Errorf("--cpuprofile profiles the servers a run starts in processes of their own: lifecycle, create, mcp, grant, claim, consume, audit or push, without --url or --webhooks")
 	}
 	if c.Duration < 0 || c.Duration > MaxDuration {
 		return fmt.Errorf("--duration must be between 1ms and %s, not %s: every run is bounded", MaxDuration, c.Duration)

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,6 +83,9 @@ type childSpec struct {
 	Policy string `json:"policy,omitempty"`
 	// Connections is the raw baseline's pool on PostgreSQL.
 	Connections int `json:"connections,omitempty"`
+	// CPUProfile, when set, is a file the child writes its CPU profile
+	// to, from its start to its stop (Config.CPUProfile).
+	CPUProfile string `json:"cpu_profile,omitempty"`
 }
 
 // childHello is a child's first line: where it listens, or why it could
@@ -161,6 +165,14 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 	if err := json.Unmarshal(line, &spec); err != nil {
 		return fmt.Errorf("read the run's spec: %w", err)
 	}
+	if spec.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(spec.CPUProfile)
+		if err != nil {
+			enc.Encode(childHello{Error: err.Error()})
+			return err
+		}
+		defer stopProfile()
+	}
 	srv, err := startChildServer(ctx, spec, log)
 	if err != nil {
 		enc.Encode(childHello{Error: err.Error()})
@@ -216,6 +228,24 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 			}
 		}
 	}
+}
+
+// startCPUProfile profiles this process's CPU into a new file at path,
+// until the function it returns is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w (the run writes a new file; remove it or name another)", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // startChildServer starts the server spec asks for.
@@ -301,6 +331,11 @@ func startChild(ctx context.Context, spec childSpec, progress io.Writer) (_ *chi
 	}
 	if spec.Policy != "" {
 		if spec.Policy, err = filepath.Abs(spec.Policy); err != nil {
+			return nil, err
+		}
+	}
+	if spec.CPUProfile != "" {
+		if spec.CPUProfile, err = filepath.Abs(spec.CPUProfile); err != nil {
 			return nil, err
 		}
 	}

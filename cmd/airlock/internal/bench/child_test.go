@@ -265,3 +265,59 @@ func TestChildStartFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestChildCPUProfile checks that an Airlock server process started with a
+// CPU profile writes one when it stops, and that a run does not overwrite a
+// file already there.
+func TestChildCPUProfile(t *testing.T) {
+	needProc(t)
+	t.Parallel()
+	dir := t.TempDir()
+	profile := filepath.Join(dir, "cpu.pprof")
+	spec := childSpec{Kind: childAirlock, Store: storeSpec{SQLite: filepath.Join(dir, "a.db")}, CPUProfile: profile}
+	c, err := startChild(t.Context(), spec, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stop(t.Context())
+	b, err := os.ReadFile(profile)
+	if err != nil {
+		t.Fatalf("no profile after the server stopped: %v", err)
+	}
+	// A Go CPU profile is a gzipped protocol buffer.
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("the profile is not gzipped: %d bytes starting %q", len(b), b[:min(len(b), 8)])
+	}
+
+	spec.Store.SQLite = filepath.Join(dir, "b.db")
+	if c, err := startChild(t.Context(), spec, io.Discard); err == nil {
+		c.stop(t.Context())
+		t.Fatal("a second server wrote over the first one's profile")
+	} else if !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Fatalf("%v, want an error naming --cpuprofile", err)
+	}
+	if after, err := os.ReadFile(profile); err != nil || !bytes.Equal(after, b) {
+		t.Fatalf("the first profile changed (%v)", err)
+	}
+}
+
+func TestCPUProfileFiles(t *testing.T) {
+	for _, tt := range []struct {
+		path    string
+		replica int
+		want    string
+	}{
+		{"", 2, ""},
+		{"cpu.pprof", 0, "cpu.pprof"},
+		{"cpu.pprof", 2, "cpu.2.pprof"},
+		{"/tmp/cpu", 1, "/tmp/cpu.1"},
+	} {
+		if got := (Config{CPUProfile: tt.path}).profileOf(tt.replica); got != tt.want {
+			t.Errorf("profileOf(%q, %d) = %q, want %q", tt.path, tt.replica, got, tt.want)
+		}
+	}
+	cfg := Config{Scenario: Lifecycle, CPUProfile: "cpu.pprof", URLs: []string{"http://127.0.0.1:1"}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Errorf("--cpuprofile with --url: %v, want a refusal naming --cpuprofile", err)
+	}
+}

@@ -227,7 +227,7 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 			admin = t.admin
 		}
 		if cfg.serversApart() {
-			c, err := startChild(ctx, childSpec{Kind: childAirlock, Store: spec, Admin: admin, Policy: cfg.Policy}, cfg.Progress)
+			c, err := startChild(ctx, childSpec{Kind: childAirlock, Store: spec, Admin: admin, Policy: cfg.Policy, CPUProfile: cfg.profileOf(i)}, cfg.Progress)
 			if err != nil {
 				return err
 			}
