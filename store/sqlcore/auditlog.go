@@ -191,19 +191,20 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 	var (
 		out   []store.UnsequencedEvent
 		bytes int
+		// One set of destinations for every row, so that a page of
+		// 1,000 does not allocate each anew (Scan sets each one).
+		e                  airlock.Event
+		typ, state         string
+		hasRequest         bool
+		tool, reasoning    string
+		arguments, ctxText *string
+		purged             bool
+		kept               auditlog.Payloads
+		dst                = []any{&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
+			&hasRequest, &tool, &arguments, &reasoning, &ctxText, &purged, &kept.Arguments, &kept.Reasoning, &kept.Context}
 	)
 	for rows.Next() {
-		var (
-			e                  airlock.Event
-			typ, state         string
-			hasRequest         bool
-			tool, reasoning    string
-			arguments, ctxText *string
-			purged             bool
-			kept               auditlog.Payloads
-		)
-		if err := rows.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
-			&hasRequest, &tool, &arguments, &reasoning, &ctxText, &purged, &kept.Arguments, &kept.Reasoning, &kept.Context); err != nil {
+		if err := rows.Scan(dst...); err != nil {
 			return nil, false, err
 		}
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
@@ -218,8 +219,9 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 			}
 			u.Request = r
 			if purged {
-				kept.Tool = auditlog.DigestString(tool)
-				u.Purged = &kept
+				p := kept
+				p.Tool = auditlog.DigestString(tool)
+				u.Purged = &p
 			}
 			bytes += len(tool) + len(reasoning) + len(r.Arguments) + len(r.Context)
 		}
