@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/approvaltoken"
@@ -157,6 +159,9 @@ func (l Leaf) Marshal() ([]byte, error) {
 	if p := l.Payloads; p != nil {
 		w.ToolDigest, w.ArgumentsDigest, w.ReasoningDigest, w.ContextDigest = p.Tool, p.Arguments, p.Reasoning, p.Context
 	}
+	if data, ok := w.appendPlain(make([]byte, 0, 512)); ok {
+		return data, nil
+	}
 	data, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("leaf: %w", err)
@@ -166,6 +171,93 @@ func (l Leaf) Marshal() ([]byte, error) {
 	}
 	return approvaltoken.Canonical(data)
 }
+
+// appendPlain appends w's JSON to dst as json.Marshal writes it, when that
+// is already canonical (canonicalAlready): no string needs an escape in
+// either form and the event ID is exact. It reports false, having written
+// part of it, otherwise. The sequencer writes every leaf, and
+// json.Marshal's reflection was most of the cost of one
+// (docs/performance.md); TestMarshalFastPath and the testdata vectors
+// hold the two to the same bytes.
+func (w *wireLeaf) appendPlain(dst []byte) ([]byte, bool) {
+	if w.EventID > maxExactInteger {
+		return dst, false
+	}
+	ok := true
+	// str appends a member; checked is for the members check has held to
+	// digests and Marshal formats (the time), which need no escape.
+	str := func(name, v string, always, checked bool) {
+		if v == "" && !always {
+			return
+		}
+		if !checked && !plainString(v) {
+			ok = false
+			return
+		}
+		dst = append(dst, ',', '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':', '"')
+		dst = append(dst, v...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, '{')
+	start := len(dst)
+	str("actor", w.Actor, true, false)
+	str("arguments_digest", w.ArgumentsDigest, false, true)
+	str("context_digest", w.ContextDigest, false, true)
+	if w.EventID != 0 {
+		dst = append(dst, `,"event_id":`...)
+		dst = strconv.AppendInt(dst, w.EventID, 10)
+	}
+	str("instance_id", w.InstanceID, false, false)
+	str("policy_hash", w.PolicyHash, false, false)
+	str("reasoning_digest", w.ReasoningDigest, false, true)
+	str("request_id", w.RequestID, false, false)
+	str("state", w.State, false, false)
+	str("subject", w.Subject, false, false)
+	str("time", w.Time, true, true)
+	str("token_id", w.TokenID, false, false)
+	str("tool_digest", w.ToolDigest, false, true)
+	str("type", w.Type, true, false)
+	str("uid", w.UID, false, false)
+	dst = append(dst, `,"v":`...)
+	dst = strconv.AppendInt(dst, int64(w.V), 10)
+	dst = append(dst, '}')
+	// Members are written with a leading comma; the first one's goes.
+	dst = append(dst[:start], dst[start+1:]...)
+	return dst, ok
+}
+
+// plainString reports whether json.Marshal writes s as itself between
+// quotes, and RFC 8785 does too: valid UTF-8 with no control character,
+// quote, backslash, U+2028 or U+2029, and none of the <, > and & that
+// json.Marshal escapes.
+func plainString(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !plainASCII[c] {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+// plainASCII are the ASCII bytes plainString lets through.
+var plainASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = !strings.ContainsRune(`"\<>&`, rune(c))
+	}
+	return t
+}()
 
 // maxExactInteger is the largest integer RFC 8785 writes as itself: its
 // numbers are IEEE 754 doubles.
@@ -230,11 +322,19 @@ func checkDigest(d string) error {
 	if len(d) != digestLen || !strings.HasPrefix(d, digestPrefix) {
 		return fmt.Errorf("%q is not sha256: and 43 base64url characters", d)
 	}
-	if _, err := base64.RawURLEncoding.Strict().DecodeString(d[len(digestPrefix):]); err != nil {
+	// Decoded on the stack: the sequencer checks several digests a leaf.
+	var src [digestLen - len(digestPrefix)]byte
+	var sum [sha256.Size]byte
+	copy(src[:], d[len(digestPrefix):])
+	if _, err := strictBase64URL.Decode(sum[:], src[:]); err != nil {
 		return fmt.Errorf("%q is not sha256: and 43 base64url characters", d)
 	}
 	return nil
 }
+
+// strictBase64URL is the encoding of a digest's hash, refusing any other
+// spelling of its bytes.
+var strictBase64URL = base64.RawURLEncoding.Strict()
 
 // ParseLeaf reads a leaf from its canonical bytes, as a verifier does. It
 // refuses bytes that are not the canonical form of a leaf of LeafVersion:

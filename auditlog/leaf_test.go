@@ -232,3 +232,51 @@ func TestMarshalFastPath(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendPlainIsJSONMarshal holds Marshal's hand-written encoder to
+// json.Marshal's bytes wherever it takes them, and to refusing wherever
+// those bytes are not canonical.
+func TestAppendPlainIsJSONMarshal(t *testing.T) {
+	t.Parallel()
+	d := "sha256:" + strings.Repeat("A", 43)
+	full := wireLeaf{Actor: "user:ada", ArgumentsDigest: d, ContextDigest: d, EventID: 42, InstanceID: "ins_1",
+		PolicyHash: "sha256:p", ReasoningDigest: d, RequestID: "req_1", State: "approved", Subject: "sub",
+		Time: "2026-12-06T20:00:00.000001Z", TokenID: "tok_1", ToolDigest: d, Type: "request.decided", V: LeafVersion}
+	withUID := full
+	withUID.EventID, withUID.UID = 0, "0123456789abcdef"
+	sparse := wireLeaf{Actor: "", Time: full.Time, Type: "instance.created", EventID: 1, V: LeafVersion}
+	for _, tc := range []struct {
+		name  string
+		w     wireLeaf
+		plain bool
+	}{
+		{"every member", full, true},
+		{"a uid, no event ID", withUID, true},
+		{"the members that are always there", sparse, true},
+		{"non-ASCII", wireLeaf{Actor: "user:zoë 🙂", Time: full.Time, Type: "t", EventID: 3, V: 1}, true},
+		{"an HTML character", wireLeaf{Actor: "a&b", Time: full.Time, Type: "t", EventID: 3, V: 1}, false},
+		{"a quote", wireLeaf{Actor: "a", Subject: `"`, Time: full.Time, Type: "t", EventID: 3, V: 1}, false},
+		{"a backslash", wireLeaf{Actor: "a", TokenID: `\`, Time: full.Time, Type: "t", EventID: 3, V: 1}, false},
+		{"a control character", wireLeaf{Actor: "a\n", Time: full.Time, Type: "t", EventID: 3, V: 1}, false},
+		{"a line separator", wireLeaf{Actor: "a\u2029", Time: full.Time, Type: "t", EventID: 3, V: 1}, false},
+		{"invalid UTF-8", wireLeaf{Actor: "a\xff", Time: full.Time, Type: "t", EventID: 3, V: 1}, false},
+		{"an event ID beyond 2^53", wireLeaf{Actor: "a", Time: full.Time, Type: "t", EventID: 1<<53 + 1, V: 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.w.appendPlain(nil)
+			if ok != tc.plain {
+				t.Fatalf("appendPlain ok = %v, want %v", ok, tc.plain)
+			}
+			want, err := json.Marshal(tc.w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if canonicalAlready(want, tc.w.EventID) != tc.plain {
+				t.Fatalf("json.Marshal's bytes canonical = %v, want %v: %s", !tc.plain, tc.plain, want)
+			}
+			if ok && string(got) != string(want) {
+				t.Errorf("appendPlain = %s\njson.Marshal = %s", got, want)
+			}
+		})
+	}
+}

@@ -42,14 +42,17 @@ type AuditSQL struct {
 	// whether it is live at @now.
 	Holder string
 	// InsertLeaf stores leaf @idx of event @event_id (@leaf, @leaf_hash)
-	// unless the event has a leaf; it changes no row then.
+	// unless the event has a leaf; it changes no row then. Its VALUES row
+	// names its parameters in that order and nothing else: AppendLeaves
+	// repeats the row to store many leaves in one statement (manyRows).
 	InsertLeaf string `sql:"optional"`
 	// InsertLeaves, optional, is InsertLeaf for many at once, each
 	// argument a list (@idxs, @event_ids, @leaves, @leaf_hashes), and
 	// changes as many rows as it stores.
 	InsertLeaves string `sql:"optional"`
 	// InsertHash stores interior node hash @hash at @idx. A leaf's own
-	// hash (level 0) is not stored here: it is the leaf's leaf_hash.
+	// hash (level 0) is not stored here: it is the leaf's leaf_hash. Its
+	// VALUES row is (@idx, @hash), repeated as InsertLeaf's is.
 	InsertHash string `sql:"optional"`
 	// InsertHashes, optional, is InsertHash for many at once (@idxs,
 	// @hashes, each a list).
@@ -188,19 +191,20 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 	var (
 		out   []store.UnsequencedEvent
 		bytes int
+		// One set of destinations for every row, so that a page of
+		// 1,000 does not allocate each anew (Scan sets each one).
+		e                  airlock.Event
+		typ, state         string
+		hasRequest         bool
+		tool, reasoning    string
+		arguments, ctxText *string
+		purged             bool
+		kept               auditlog.Payloads
+		dst                = []any{&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
+			&hasRequest, &tool, &arguments, &reasoning, &ctxText, &purged, &kept.Arguments, &kept.Reasoning, &kept.Context}
 	)
 	for rows.Next() {
-		var (
-			e                  airlock.Event
-			typ, state         string
-			hasRequest         bool
-			tool, reasoning    string
-			arguments, ctxText *string
-			purged             bool
-			kept               auditlog.Payloads
-		)
-		if err := rows.Scan(&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
-			&hasRequest, &tool, &arguments, &reasoning, &ctxText, &purged, &kept.Arguments, &kept.Reasoning, &kept.Context); err != nil {
+		if err := rows.Scan(dst...); err != nil {
 			return nil, false, err
 		}
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
@@ -215,8 +219,9 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 			}
 			u.Request = r
 			if purged {
-				kept.Tool = auditlog.DigestString(tool)
-				u.Purged = &kept
+				p := kept
+				p.Tool = auditlog.DigestString(tool)
+				u.Purged = &p
 			}
 			bytes += len(tool) + len(reasoning) + len(r.Arguments) + len(r.Context)
 		}
@@ -255,12 +260,11 @@ func (c *Core) AppendLeaves(ctx context.Context, p store.AppendLeavesParams) err
 				return err
 			}
 		} else {
-			for i := range idxs {
-				one, err := tx.Exec(q.InsertLeaf, Args{{"idx", idxs[i]}, {"event_id", events[i]}, {"leaf", leaves[i]}, {"leaf_hash", leafHashes[i]}})
-				if err != nil {
-					return err
-				}
-				inserted += one
+			inserted, err = manyRows(tx, q.InsertLeaf, n, func(i int, vals []any) {
+				vals[0], vals[1], vals[2], vals[3] = idxs[i], events[i], leaves[i], leafHashes[i]
+			})
+			if err != nil {
+				return err
 			}
 		}
 		if inserted != int64(n) {
@@ -290,12 +294,10 @@ func (c *Core) AppendLeaves(ctx context.Context, p store.AppendLeavesParams) err
 			_, err := tx.Exec(q.InsertHashes, Args{{"idxs", hidxs}, {"hashes", hashes}})
 			return err
 		}
-		for i := range hidxs {
-			if _, err := tx.Exec(q.InsertHash, Args{{"idx", hidxs[i]}, {"hash", hashes[i]}}); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err = manyRows(tx, q.InsertHash, len(hidxs), func(i int, vals []any) {
+			vals[0], vals[1] = hidxs[i], hashes[i]
+		})
+		return err
 	})
 	if errors.Is(err, store.ErrAppendRefused) {
 		return err

@@ -165,7 +165,17 @@ func (s *Store) bind(query string, args sqlcore.Args, t *txn) (string, []any, er
 	values := make([]any, len(p.names))
 	used := 0
 	for i, name := range p.names {
-		v, ok := args.Lookup(name)
+		// Arguments given in the order the text names them (a
+		// multi-row INSERT's hundreds) are found without a search.
+		var (
+			v  any
+			ok bool
+		)
+		if i < len(args) && args[i].Name == name {
+			v, ok = args[i].Value, true
+		} else {
+			v, ok = args.Lookup(name)
+		}
 		switch {
 		case ok:
 			used++
