@@ -113,7 +113,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c, tokenInfoRequest: ctx}}, nil
+		return tokenInfo(ctx, c), nil
 	}
 	if cfg.Context != nil {
 		// The SDK keeps sessions until they time out; end them with the
@@ -246,6 +246,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && taskMethods[req.Method] {
 			h.serveTask(w, r, c, id, req.Method, req.Params)
+			return
+		}
+		if call, ok := h.s.directToolCall(r, msg); ok {
+			h.serveDirect(w, r, c, call)
 			return
 		}
 		h.serveSDK(h.sdkStateless, w, r, msg)
