@@ -191,12 +191,22 @@ func stringMembers(raw json.RawMessage, keys ...string) bool {
 // serveDirect answers call for caller c as the SDK's stateless handler
 // would (see directCall).
 func (h *httpHandler) serveDirect(w http.ResponseWriter, r *http.Request, c airlock.Caller, call directCall) {
-	ctx := r.Context()
+	// As in the SDK's session, the call is not ended by its request's
+	// context itself: the tool handler binds it to the request
+	// (boundToRequest), which says why it ended.
 	req := &mcp.CallToolRequest{Params: call.params, Extra: &mcp.RequestExtra{
-		TokenInfo: tokenInfo(ctx, c),
+		TokenInfo: tokenInfo(r.Context(), c),
 		Header:    r.Header,
 	}}
-	res, err := h.s.direct(ctx, "tools/call", req)
+	res, err := h.s.direct(context.WithoutCancel(r.Context()), "tools/call", req)
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Connection", "keep-alive")
+	if r.Context().Err() != nil {
+		// The client is gone, or the server is shutting down: the SDK
+		// stops waiting for the answer and sends none.
+		return
+	}
 	resp := &jsonrpc.Response{ID: call.id}
 	if err == nil {
 		resp.Result, err = h.s.completeResult(res)
@@ -209,9 +219,6 @@ func (h *httpHandler) serveDirect(w http.ResponseWriter, r *http.Request, c airl
 		h.log.Error("encode MCP tool call result", "err", err)
 		data, _ = jsonrpc.EncodeMessage(&jsonrpc.Response{ID: call.id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}})
 	}
-	w.Header().Set("Cache-Control", "no-cache, no-transform")
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Connection", "keep-alive")
 	if status := errorStatus(resp.Error); status != 0 {
 		// SEP-2575: protocol errors with a status of their own are one
 		// JSON body, not an event (the SDK's extractErrorStatus).

@@ -13,6 +13,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/airlockhq/airlock/internal/mcpsdk"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // diffPair is two fresh servers alike but for how a tools/call at
@@ -347,4 +350,39 @@ func FuzzToolCall2026(f *testing.F) {
 		}
 		p.compare(t, "fuzz", req(p.sdk), req(p.direct))
 	})
+}
+
+// TestSDKClientCallIsDirect: the tools/call the Go SDK client sends at
+// 2026-07-28 is one Airlock answers itself, with the answer the client
+// reads, so the benchmark and the SDK's clients take the direct path.
+func TestSDKClientCallIsDirect(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	srv := New(Config{Service: b.svc, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Context: ctx})
+	hs := httptest.NewServer(srv.HTTPHandler())
+	t.Cleanup(hs.Close)
+	rec := &recordCall{}
+	hc := &http.Client{Transport: mcpsdk.Bearer{Token: b.secrets[b.agent.ID], Next: rec}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: ToolApprovalRequest, Arguments: requestArgs("direct", nil)})
+	if err != nil || res.IsError || res.StructuredContent == nil {
+		t.Fatalf("approval_request: %v %+v", err, res)
+	}
+	header, body := rec.last()
+	r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+	r.Header = header
+	msg, _, _, _, ok := checkMessage(body)
+	if !ok {
+		t.Fatalf("recorded %s", body)
+	}
+	if _, direct := srv.directToolCall(r, msg); !direct {
+		t.Errorf("the SDK client's call goes to the SDK:\n%v\n%s", header, body)
+	}
 }
