@@ -60,8 +60,10 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 //   - refuses an MCP-Protocol-Version it does not speak (400);
 //   - serves an Mcp-Session-Id only to the token that created it; to any
 //     other token the session does not exist (404);
-//   - hands a request made at 2026-07-28 (stateless: see stateless) to the
-//     SDK's stateless handler, and every other to its stateful one;
+//   - answers a tools/call at 2026-07-28 in the SDK clients' shape itself
+//     (directCall), and the Tasks methods (serveTask); hands any other
+//     request made at 2026-07-28 (stateless: see stateless) to the SDK's
+//     stateless handler, and every other to its stateful one;
 //   - refuses bodies over cfg.MaxBodyBytes (413), and bodies that are not
 //     one JSON-RPC message (400, with the JSON-RPC error: checkMessage);
 //
