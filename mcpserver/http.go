@@ -60,8 +60,10 @@ func Handler(cfg Config) http.Handler { return New(cfg).HTTPHandler() }
 //   - refuses an MCP-Protocol-Version it does not speak (400);
 //   - serves an Mcp-Session-Id only to the token that created it; to any
 //     other token the session does not exist (404);
-//   - hands a request made at 2026-07-28 (stateless: see stateless) to the
-//     SDK's stateless handler, and every other to its stateful one;
+//   - answers a tools/call at 2026-07-28 in the SDK clients' shape itself
+//     (directCall), and the Tasks methods (serveTask); hands any other
+//     request made at 2026-07-28 (stateless: see stateless) to the SDK's
+//     stateless handler, and every other to its stateful one;
 //   - refuses bodies over cfg.MaxBodyBytes (413), and bodies that are not
 //     one JSON-RPC message (400, with the JSON-RPC error: checkMessage);
 //
@@ -113,7 +115,7 @@ func (s *Server) HTTPHandler() http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.ID, Scopes: c.Scopes, Extra: map[string]any{tokenInfoCaller: c, tokenInfoRequest: ctx}}, nil
+		return tokenInfo(ctx, c), nil
 	}
 	if cfg.Context != nil {
 		// The SDK keeps sessions until they time out; end them with the
@@ -246,6 +248,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && taskMethods[req.Method] {
 			h.serveTask(w, r, c, id, req.Method, req.Params)
+			return
+		}
+		if call, ok := h.s.directToolCall(r, msg); ok {
+			h.serveDirect(w, r, c, call)
 			return
 		}
 		h.serveSDK(h.sdkStateless, w, r, msg)

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +102,16 @@ type Server struct {
 	mcp    *mcp.Server
 	sdkLog *slog.Logger // the SDK's: warnings and errors only
 	cfg    Config
+	impl   *mcp.Implementation
+
+	// handlers are the tools' handlers by name, as the SDK has them.
+	handlers map[string]mcp.ToolHandler
+	// direct is the SDK's receiving middleware and tool dispatch for the
+	// tools/call Airlock serves itself at 2026-07-28 (directCall).
+	direct mcp.MethodHandler
+	// sdkOnly sends every call to the SDK: the differential tests'
+	// reference.
+	sdkOnly bool
 }
 
 // New returns a Server for cfg. It panics when cfg.Service is nil, a
@@ -117,7 +128,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{svc: cfg.Service, log: cfg.Logger, cfg: cfg}
 	s.sdkLog = mcpsdk.Logger(cfg.Logger.Handler())
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "Airlock", Version: cfg.Version}, &mcp.ServerOptions{
+	s.impl = &mcp.Implementation{Name: ServerName, Title: "Airlock", Version: cfg.Version}
+	s.mcp = mcp.NewServer(s.impl, &mcp.ServerOptions{
 		Instructions:              instructions,
 		Logger:                    s.sdkLog,
 		SupportedProtocolVersions: ProtocolVersions,
@@ -126,17 +138,47 @@ func New(cfg Config) *Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{},
 			Extensions: map[string]any{TasksExtension: map[string]any{}}},
 	})
-	s.mcp.AddReceivingMiddleware(traceCalls)
+	s.handlers = map[string]mcp.ToolHandler{}
+	add := func(def *mcp.Tool, h mcp.ToolHandler) {
+		s.mcp.AddTool(sdkTool(def), h)
+		s.handlers[def.Name] = h
+	}
 	for _, t := range s.tools() {
 		h := s.handler(t)
 		if t.def.Name == ToolApprovalStatus {
 			h = s.mrtr(h, false)
 		}
-		s.mcp.AddTool(sdkTool(t.def), h)
+		add(t.def, h)
 	}
-	s.mcp.AddTool(sdkTool(s.approvalPromptTool()), s.mrtr(s.approvalPrompt, true))
-	s.mcp.AddReceivingMiddleware(refuseUndeclared, s.taskMiddleware)
+	add(s.approvalPromptTool(), s.mrtr(s.approvalPrompt, true))
+	// The first runs first: m1(m2(m3(handler))), for the SDK and for
+	// the calls Airlock serves itself alike.
+	middleware := []mcp.Middleware{refuseUndeclared, s.taskMiddleware, traceCalls}
+	s.mcp.AddReceivingMiddleware(middleware...)
+	s.direct = s.callTool
+	for _, m := range slices.Backward(middleware) {
+		s.direct = m(s.direct)
+	}
 	return s
+}
+
+// callTool is the SDK's tools/call dispatch (v1.8.0, Server.callTool) for
+// a tool directToolCall found: the handler, and a result with both
+// content and input requests refused as the SDK refuses it.
+func (s *Server) callTool(ctx context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+	call := req.(*mcp.CallToolRequest)
+	res, err := s.handlers[call.Params.Name](ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	if res != nil && res.InputRequests != nil && (len(res.Content) > 0 || res.StructuredContent != nil) {
+		s.sdkLog.Warn("handler returned both content and inputRequests")
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "server bug: result has both content and inputRequests"}
+	}
+	if res == nil {
+		return nil, nil
+	}
+	return res, nil
 }
 
 // sdkTool returns def with its schemas as the JSON text they stand for.
