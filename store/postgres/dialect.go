@@ -48,6 +48,24 @@ func (d dialect) Settle(ctx context.Context, last int64) (int64, bool, error) {
 	return upto, true, err
 }
 
+// SettleLately implements sqlcore.Dialect with the gate: when a settling
+// began within settleLately, it returns the mark that settling (or a
+// later one) raised, without waiting; else it waits for one begun now.
+func (d dialect) SettleLately(ctx context.Context, last int64) (int64, error) {
+	g := d.s.gate
+	if settled := g.settled.Load(); last <= settled {
+		return last, nil
+	}
+	lately := settleLately
+	if d.s.hooks.settleLately > 0 {
+		lately = d.s.hooks.settleLately
+	}
+	if began := g.began.Load(); began != 0 && time.Since(time.Unix(0, began)) < lately {
+		return g.settled.Load(), nil
+	}
+	return d.s.settledUpTo(ctx)
+}
+
 // Violates implements sqlcore.Dialect.
 func (dialect) Violates(err error, constraint string) bool {
 	pe, ok := errors.AsType[*pgconn.PgError](err)

@@ -54,6 +54,12 @@ func WithListenPollForTest(d time.Duration) Option {
 	return func(c *config) { c.hooks.listenPoll = d }
 }
 
+// WithSettleLatelyForTest makes the sequencer take a settling's mark for
+// d after it began, instead of for settleLately.
+func WithSettleLatelyForTest(d time.Duration) Option {
+	return func(c *config) { c.hooks.settleLately = d }
+}
+
 // EventsLockForTest returns the two keys of the schema's events lock, as
 // pg_locks shows them (classid, objid).
 func (s *Store) EventsLockForTest() (classid, objid int64) {

@@ -397,3 +397,68 @@ func TestChangeFeedAnnouncesTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestSequencerSettlesLately: the audit log's sequencer does not settle
+// event IDs again while a recent settling's mark stands (SettleLately), so
+// it does not pause writers each round, and it loses nothing by it. Writer
+// A draws an event ID and stops before COMMIT; B commits a later one. The
+// sequencer's read, within the mark's time, neither waits for A (a
+// settling would, and give up with an error) nor moves Next past A's
+// event; once A commits, the next read from that Next finds it.
+func TestSequencerSettlesLately(t *testing.T) {
+	t.Parallel()
+	schema := testkit.SchemaName(t, "t_")
+	h := newHolder(t, schema)
+	a, b := open(t, schema, h.option()), open(t, schema, postgres.WithSettleLatelyForTest(time.Hour))
+	in := instance(t, b, "tok_a")
+	first, err := b.UnsequencedEvents(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Events) == 0 || first.Next != first.Events[len(first.Events)-1].Event.ID {
+		t.Fatalf("the first read = %d events, Next %d; want the instance's events, Next at the last (it settles)", len(first.Events), first.Next)
+	}
+
+	var held airlock.Request
+	aDone := h.hold(t, func() (airlock.Request, error) {
+		r, _, err := a.CreateRequest(context.Background(), params(in))
+		held = r
+		return r, err
+	})
+	defer h.release()
+	later, _, err := b.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := b.UnsequencedEvents(t.Context(), first.Next, 100)
+	if err != nil {
+		t.Fatalf("the sequencer's read while A waits to commit: %v; it settled again instead of taking the recent mark", err)
+	}
+	if got := requestsOf(page); !slices.Equal(got, []string{later.ID}) {
+		t.Fatalf("with A's event not committed, the read found the events of %v; want B's alone, %s", got, later.ID)
+	}
+	if page.Next != first.Next {
+		t.Fatalf("Next = %d with A's event drawn and not committed; want it to stay at the settled %d", page.Next, first.Next)
+	}
+
+	h.release()
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	page, err = b.UnsequencedEvents(t.Context(), page.Next, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := requestsOf(page); !slices.Contains(got, held.ID) || !slices.Contains(got, later.ID) {
+		t.Fatalf("once A committed, the read found the events of %v; want A's %s (and B's, still without a leaf)", got, held.ID)
+	}
+}
+
+// requestsOf returns the requests of a page's events, in its order.
+func requestsOf(p store.Unsequenced) []string {
+	var ids []string
+	for _, u := range p.Events {
+		ids = append(ids, u.Event.RequestID)
+	}
+	return ids
+}
