@@ -16,10 +16,10 @@ import (
 // --explain-store counts what a lifecycle asks of PostgreSQL, beside what
 // the raw baseline's lifecycle asks (docs/performance.md): transactions,
 // rows and index entries written, WAL, and — when the database has
-// pg_stat_statements — statements. It reads PostgreSQL's cumulative
-// statistics before a phase and after its connections have closed (a
-// backend reports its counters when it exits), and divides by the
-// phase's lifecycles. Rows and index entries are counted in the phase's
+// pg_stat_statements — statements, their execution time and their WAL. It
+// reads PostgreSQL's cumulative statistics before a phase and after its
+// connections have closed (a backend reports its counters when it exits),
+// and divides by the phase's lifecycles. Rows and index entries are counted in the phase's
 // own schema; transactions and statements are the database's, WAL the
 // cluster's, so anything else running there at the same time counts too.
 
