@@ -49,18 +49,20 @@ func (d dialect) Settle(ctx context.Context, last int64) (int64, bool, error) {
 }
 
 // SettleLately implements sqlcore.Dialect with the gate: when a settling
-// began within settleLately, it returns the mark that settling (or a
-// later one) raised, without waiting; else it waits for one begun now.
+// began within settleLately and its mark is fewer than settleLatelyEvents
+// behind last, it returns that mark (or a later one's), without waiting;
+// else it waits for a settling begun now.
 func (d dialect) SettleLately(ctx context.Context, last int64) (int64, error) {
 	g := d.s.gate
 	if settled := g.settled.Load(); last <= settled {
 		return last, nil
 	}
-	lately := settleLately
+	lately, span := settleLately, int64(settleLatelyEvents)
 	if d.s.hooks.settleLately > 0 {
-		lately = d.s.hooks.settleLately
+		lately, span = d.s.hooks.settleLately, d.s.hooks.settleEvents
 	}
-	if began := g.began.Load(); began != 0 && time.Since(time.Unix(0, began)) < lately {
+	if began := g.began.Load(); began != 0 && time.Since(time.Unix(0, began)) < lately &&
+		last-g.settled.Load() < span {
 		return g.settled.Load(), nil
 	}
 	return d.s.settledUpTo(ctx)

@@ -46,6 +46,12 @@ import (
 // settleLately, which have leaves; the anti-join skips them.
 const settleLately = 500 * time.Millisecond
 
+// settleLatelyEvents bounds what the sequencer reads again: past this many
+// event IDs above the mark it settles, however recent the mark. Under a
+// burst (a sweep expiring thousands a second) it then settles each round,
+// as it did before, rather than re-read thousands of events each round.
+const settleLatelyEvents = 1000
+
 // settleLockTimeout bounds how long a settling waits for the events lock.
 // Writers hold it for milliseconds; new writers queue behind a waiting
 // settling, so a longer wait would stall them for as long.

@@ -55,9 +55,10 @@ func WithListenPollForTest(d time.Duration) Option {
 }
 
 // WithSettleLatelyForTest makes the sequencer take a settling's mark for
-// d after it began, instead of for settleLately.
-func WithSettleLatelyForTest(d time.Duration) Option {
-	return func(c *config) { c.hooks.settleLately = d }
+// d after it began and while fewer than events IDs behind, instead of for
+// settleLately and settleLatelyEvents.
+func WithSettleLatelyForTest(d time.Duration, events int64) Option {
+	return func(c *config) { c.hooks.settleLately, c.hooks.settleEvents = d, events }
 }
 
 // EventsLockForTest returns the two keys of the schema's events lock, as

@@ -97,6 +97,7 @@ type testHooks struct {
 	batchNotify  bool          // always through the notifier
 	listenPoll   time.Duration // 0: listenPoll
 	settleLately time.Duration // 0: settleLately
+	settleEvents int64         // 0: settleLatelyEvents
 	tracer       pgx.QueryTracer
 }
 
