@@ -48,6 +48,26 @@ func (d dialect) Settle(ctx context.Context, last int64) (int64, bool, error) {
 	return upto, true, err
 }
 
+// SettleLately implements sqlcore.Dialect with the gate: when a settling
+// began within settleLately and its mark is fewer than settleLatelyEvents
+// behind last, it returns that mark (or a later one's), without waiting;
+// else it waits for a settling begun now.
+func (d dialect) SettleLately(ctx context.Context, last int64) (int64, error) {
+	g := d.s.gate
+	if settled := g.settled.Load(); last <= settled {
+		return last, nil
+	}
+	lately, span := settleLately, int64(settleLatelyEvents)
+	if d.s.hooks.settleLately > 0 {
+		lately, span = d.s.hooks.settleLately, d.s.hooks.settleEvents
+	}
+	if began := g.began.Load(); began != 0 && time.Since(time.Unix(0, began)) < lately &&
+		last-g.settled.Load() < span {
+		return g.settled.Load(), nil
+	}
+	return d.s.settledUpTo(ctx)
+}
+
 // Violates implements sqlcore.Dialect.
 func (dialect) Violates(err error, constraint string) bool {
 	pe, ok := errors.AsType[*pgconn.PgError](err)

@@ -37,6 +37,21 @@ import (
 // so a writer frozen between its append and its COMMIT stalls event
 // readers for that long at most, never other writers.
 
+// settleLately is how long after a settling began the audit log's
+// sequencer takes its mark rather than settling again (SettleLately).
+// Each settling stalls every writer for a moment: at the sequencer's pace
+// under load (a round every 50 ms) its settlings made a tenth of a
+// lifecycle's time in PostgreSQL (docs/performance.md, "What a lifecycle
+// asks of PostgreSQL"). Its rounds then read again the events of the last
+// settleLately, which have leaves; the anti-join skips them.
+const settleLately = 500 * time.Millisecond
+
+// settleLatelyEvents bounds what the sequencer reads again: past this many
+// event IDs above the mark it settles, however recent the mark. Under a
+// burst (a sweep expiring thousands a second) it then settles each round,
+// as it did before, rather than re-read thousands of events each round.
+const settleLatelyEvents = 1000
+
 // settleLockTimeout bounds how long a settling waits for the events lock.
 // Writers hold it for milliseconds; new writers queue behind a waiting
 // settling, so a longer wait would stall them for as long.
@@ -55,6 +70,8 @@ const settleSQL = `SET LOCAL lock_timeout = %d; SELECT pg_advisory_xact_lock(%d,
 type gate struct {
 	// settled is the largest event ID known to be settled.
 	settled atomic.Int64
+	// began is when the latest settling began (UnixNano; 0: none yet).
+	began atomic.Int64
 	// lead is held (a one-slot channel) by the caller running a settling.
 	lead chan struct{}
 
@@ -111,6 +128,7 @@ func (s *Store) settledUpTo(ctx context.Context) (int64, error) {
 		if mine {
 			// Others wait on this run too: it must not end with this
 			// caller's context.
+			g.began.Store(time.Now().UnixNano())
 			c.upto, c.err = s.runSettle(context.WithoutCancel(ctx))
 			if c.err == nil {
 				g.raise(c.upto)

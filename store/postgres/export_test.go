@@ -54,6 +54,13 @@ func WithListenPollForTest(d time.Duration) Option {
 	return func(c *config) { c.hooks.listenPoll = d }
 }
 
+// WithSettleLatelyForTest makes the sequencer take a settling's mark for
+// d after it began and while fewer than events IDs behind, instead of for
+// settleLately and settleLatelyEvents.
+func WithSettleLatelyForTest(d time.Duration, events int64) Option {
+	return func(c *config) { c.hooks.settleLately, c.hooks.settleEvents = d, events }
+}
+
 // EventsLockForTest returns the two keys of the schema's events lock, as
 // pg_locks shows them (classid, objid).
 func (s *Store) EventsLockForTest() (classid, objid int64) {

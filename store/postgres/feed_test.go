@@ -397,3 +397,133 @@ func TestChangeFeedAnnouncesTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestSequencerSettlesLately: the audit log's sequencer does not settle
+// event IDs again while a recent settling's mark stands (SettleLately), so
+// it does not pause writers each round, and it loses nothing by it. Writer
+// A draws an event ID and stops before COMMIT; B commits a later one. The
+// sequencer's read, within the mark's time, neither waits for A (a
+// settling would, and give up with an error) nor moves Next past A's
+// event; once A commits, the next read from that Next finds it.
+func TestSequencerSettlesLately(t *testing.T) {
+	t.Parallel()
+	schema := testkit.SchemaName(t, "t_")
+	h := newHolder(t, schema)
+	a, b := open(t, schema, h.option()), open(t, schema, postgres.WithSettleLatelyForTest(time.Hour, 1000))
+	in := instance(t, b, "tok_a")
+	first, err := b.UnsequencedEvents(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Events) == 0 || first.Next != first.Events[len(first.Events)-1].Event.ID {
+		t.Fatalf("the first read = %d events, Next %d; want the instance's events, Next at the last (it settles)", len(first.Events), first.Next)
+	}
+
+	var held airlock.Request
+	aDone := h.hold(t, func() (airlock.Request, error) {
+		r, _, err := a.CreateRequest(context.Background(), params(in))
+		held = r
+		return r, err
+	})
+	defer h.release()
+	later, _, err := b.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := b.UnsequencedEvents(t.Context(), first.Next, 100)
+	if err != nil {
+		t.Fatalf("the sequencer's read while A waits to commit: %v; it settled again instead of taking the recent mark", err)
+	}
+	if got := requestsOf(page); !slices.Equal(got, []string{later.ID}) {
+		t.Fatalf("with A's event not committed, the read found the events of %v; want B's alone, %s", got, later.ID)
+	}
+	if page.Next != first.Next {
+		t.Fatalf("Next = %d with A's event drawn and not committed; want it to stay at the settled %d", page.Next, first.Next)
+	}
+
+	h.release()
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	page, err = b.UnsequencedEvents(t.Context(), page.Next, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := requestsOf(page); !slices.Contains(got, held.ID) || !slices.Contains(got, later.ID) {
+		t.Fatalf("once A committed, the read found the events of %v; want A's %s (and B's, still without a leaf)", got, held.ID)
+	}
+}
+
+// TestSequencerSettlesFarBehind: however recent the last settling, the
+// sequencer settles again once its mark is that many IDs behind the
+// largest (settleLatelyEvents), so that a burst of events is not read
+// again round after round. With the bound at 2, A's held event and B's
+// committed one are two past the mark: the read waits for A's commit, and
+// then moves Next past both.
+func TestSequencerSettlesFarBehind(t *testing.T) {
+	t.Parallel()
+	schema := testkit.SchemaName(t, "t_")
+	h := newHolder(t, schema)
+	a, b := open(t, schema, h.option()), open(t, schema, postgres.WithSettleLatelyForTest(time.Hour, 2))
+	in := instance(t, b, "tok_a")
+	first, err := b.UnsequencedEvents(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held airlock.Request
+	aDone := h.hold(t, func() (airlock.Request, error) {
+		r, _, err := a.CreateRequest(context.Background(), params(in))
+		held = r
+		return r, err
+	})
+	defer h.release()
+	later, _, err := b.CreateRequest(t.Context(), params(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		page store.Unsequenced
+		err  error
+	}
+	read := make(chan result, 1)
+	go func() {
+		for {
+			// A settling gives up after a while; the sequencer reads again.
+			p, err := b.UnsequencedEvents(t.Context(), first.Next, 100)
+			if err == nil || t.Context().Err() != nil {
+				read <- result{p, err}
+				return
+			}
+		}
+	}()
+	testkit.Eventually(t, 10*time.Second, "the read to settle, waiting for A's commit", func() bool {
+		select {
+		case r := <-read:
+			h.release()
+			t.Fatalf("with the mark two IDs behind, the read returned %v, Next %d, %v without settling", requestsOf(r.page), r.page.Next, r.err)
+		default:
+		}
+		return lockWaiters(t, b) > 0
+	})
+	h.release()
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	r := <-read
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	last := r.page.Events[len(r.page.Events)-1].Event.ID
+	if got := requestsOf(r.page); !slices.Contains(got, held.ID) || !slices.Contains(got, later.ID) || r.page.Next != last {
+		t.Fatalf("the settled read found the events of %v, Next %d; want A's %s and B's %s, Next at the last, %d", got, r.page.Next, held.ID, later.ID, last)
+	}
+}
+
+// requestsOf returns the requests of a page's events, in its order.
+func requestsOf(p store.Unsequenced) []string {
+	var ids []string
+	for _, u := range p.Events {
+		ids = append(ids, u.Event.RequestID)
+	}
+	return ids
+}

@@ -87,7 +87,8 @@ type shared struct {
 // testHooks let tests stop a write just before its COMMIT, drop the
 // notifications of committed changes as a replica that died right after
 // committing would, send them all through the notifier, change how often
-// Listen reads the audit log, and see every query and batch sent.
+// Listen reads the audit log, change how long the sequencer takes a
+// settling's mark, and see every query and batch sent.
 type testHooks struct {
 	// beforeCommit returns a statement for a write's commit pipeline, sent
 	// after its events and before its COMMIT, or "" for none.
@@ -95,6 +96,8 @@ type testHooks struct {
 	dropNotify   func() bool
 	batchNotify  bool          // always through the notifier
 	listenPoll   time.Duration // 0: listenPoll
+	settleLately time.Duration // 0: settleLately
+	settleEvents int64         // 0: settleLatelyEvents
 	tracer       pgx.QueryTracer
 }
 

@@ -142,8 +142,9 @@ func (c *Core) AcquireSequencer(ctx context.Context, holder string, ttl time.Dur
 
 // UnsequencedEvents reads the events without a leaf above after. How far
 // the next call may start (Next) is settled before the read: the largest
-// event ID, settled (Dialect.Settle) so that every event up to it is
-// committed, and so seen by the read, or never will be.
+// event ID, or a smaller one a recent settling left (Dialect.SettleLately),
+// so that every event up to it is committed, and so seen by the read, or
+// never will be.
 func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (store.Unsequenced, error) {
 	if limit <= 0 || limit > maxAuditPage {
 		limit = maxAuditPage
@@ -155,7 +156,7 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 	}
 	settled := last
 	if last > after {
-		upto, _, err := c.d.Settle(ctx, last)
+		upto, err := c.d.SettleLately(ctx, last)
 		if err != nil {
 			return store.Unsequenced{}, c.d.Translate(err, "events", "unsequenced")
 		}

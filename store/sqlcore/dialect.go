@@ -42,6 +42,13 @@ type Dialect interface {
 	// so every visible one is settled; PostgreSQL's concurrent writers
 	// draw IDs before they commit.
 	Settle(ctx context.Context, last int64) (upto int64, again bool, err error)
+	// SettleLately is Settle for a caller that reads the events again
+	// soon whatever it is told (the audit log's sequencer): it returns an
+	// ID up to which every event is settled, at most last, and waits for
+	// a settling only when none began lately. A settling pauses
+	// PostgreSQL's writers; the caller reads the few events above the
+	// older mark again instead.
+	SettleLately(ctx context.Context, last int64) (upto int64, err error)
 	Values
 }
 

@@ -46,6 +46,9 @@ func (dialect) Violates(error, string) bool { return false }
 // the order it draws them, so every visible one is settled.
 func (dialect) Settle(_ context.Context, last int64) (int64, bool, error) { return last, false, nil }
 
+// SettleLately implements sqlcore.Dialect as Settle does.
+func (dialect) SettleLately(_ context.Context, last int64) (int64, error) { return last, nil }
+
 // dialect is the store as sqlcore.Core sees it: the one writer (inTx) and
 // the read pool, times kept as int64 microseconds, and translate.
 type dialect struct{ s *Store }

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -581,6 +583,15 @@ func TestExplainStore(t *testing.T) {
 	if a.RowsInserted <= 1 || a.IndexEntries <= a.RowsInserted {
 		t.Errorf("Airlock writes %.2f rows and %.2f index entries a lifecycle; its events and the request alone are more", a.RowsInserted, a.IndexEntries)
 	}
+	// With pg_stat_statements, the statements' time and WAL are counted,
+	// and listed by time.
+	if a.Statements > 0 {
+		if a.ExecMicros <= 0 || a.StatementWALRecords <= 0 || len(a.TopStatements) == 0 ||
+			!slices.IsSortedFunc(a.TopStatements, func(x, y StatementCost) int { return cmp.Compare(y.ExecMicros, x.ExecMicros) }) {
+			t.Errorf("Airlock's statements %.2f a lifecycle, %.1f µs, %.2f WAL records, top %+v; want their time and WAL, listed by time",
+				a.Statements, a.ExecMicros, a.StatementWALRecords, a.TopStatements)
+		}
+	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
 	for _, want := range []string{"What one lifecycle asks of PostgreSQL", "index entries, at most", "requests"} {
@@ -603,5 +614,24 @@ func TestConsume(t *testing.T) {
 	rep.WriteTable(&table)
 	if !strings.Contains(table.String(), "airlock consume") {
 		t.Errorf("table lacks the consume line:\n%s", table.String())
+	}
+}
+
+// TestStatementShare: the statements are told apart by their text, as
+// pg_stat_statements keeps it.
+func TestStatementShare(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ query, want string }{
+		{"SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", "notify"},
+		{"INSERT INTO audit_leaves (idx, event_id, leaf, leaf_hash) SELECT * FROM unnest($1::bigint[])", "sequencer"},
+		{"SELECT pg_advisory_xact_lock($1, $2)", "settle"},
+		{"SET LOCAL lock_timeout = 500", "settle"},
+		{"SELECT coalesce(max(id), $1) FROM events", "settle"},
+		{"WITH gate AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared($1, $2)) INSERT INTO events", ""},
+		{"SELECT airlock_check_token($1, $2, $3, $4, $5)", ""},
+	} {
+		if got := statementShare(tc.query); got != tc.want {
+			t.Errorf("statementShare(%q) = %q; want %q", tc.query, got, tc.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -15,10 +16,10 @@ import (
 // --explain-store counts what a lifecycle asks of PostgreSQL, beside what
 // the raw baseline's lifecycle asks (docs/performance.md): transactions,
 // rows and index entries written, WAL, and — when the database has
-// pg_stat_statements — statements. It reads PostgreSQL's cumulative
-// statistics before a phase and after its connections have closed (a
-// backend reports its counters when it exits), and divides by the
-// phase's lifecycles. Rows and index entries are counted in the phase's
+// pg_stat_statements — statements, their execution time and their WAL. It
+// reads PostgreSQL's cumulative statistics before a phase and after its
+// connections have closed (a backend reports its counters when it exits),
+// and divides by the phase's lifecycles. Rows and index entries are counted in the phase's
 // own schema; transactions and statements are the database's, WAL the
 // cluster's, so anything else running there at the same time counts too.
 
@@ -50,10 +51,28 @@ type StoreCost struct {
 	WALFullPages float64 `json:"wal_full_pages"`
 	// Statements is from pg_stat_statements (0 when it is not there).
 	Statements float64 `json:"statements,omitempty"`
+	// ExecMicros is the time PostgreSQL spent executing the statements
+	// (pg_stat_statements' total_exec_time): not parsing, planning, commit
+	// or the wire, so less than its CPU. NotifyMicros and SequencerMicros
+	// are the shares of the change notifications (pg_notify; the queue is
+	// written at their commit, which is not counted) and of the audit log's
+	// sequencer (statements on the audit_ tables, the leases among them).
+	ExecMicros      float64 `json:"exec_us,omitempty"`
+	NotifyMicros    float64 `json:"notify_exec_us,omitempty"`
+	SequencerMicros float64 `json:"sequencer_exec_us,omitempty"`
+	// SettleMicros is the share of the settlings of event IDs (the events
+	// lock taken exclusively, store/postgres/event.go), by the sequencer
+	// and the change feed's catch-up.
+	SettleMicros float64 `json:"settle_exec_us,omitempty"`
+	// StatementWALRecords and StatementWALBytes are the WAL the statements
+	// wrote (pg_stat_statements): this database's alone, so a busy cluster
+	// does not count, but without the commit records.
+	StatementWALRecords float64 `json:"statement_wal_records,omitempty"`
+	StatementWALBytes   float64 `json:"statement_wal_bytes,omitempty"`
 	// Tables is the same per table that was written, by name.
 	Tables []TableCost `json:"tables"`
-	// TopStatements are the most frequent statements, with their calls per
-	// lifecycle, when pg_stat_statements is there.
+	// TopStatements are the statements PostgreSQL spent most time on, with
+	// their calls and time per lifecycle, when pg_stat_statements is there.
 	TopStatements []StatementCost `json:"top_statements,omitempty"`
 }
 
@@ -67,10 +86,12 @@ type TableCost struct {
 	Deleted  float64 `json:"deleted"`
 }
 
-// StatementCost is one statement's calls per lifecycle.
+// StatementCost is one statement's calls and execution time per
+// lifecycle.
 type StatementCost struct {
-	Query string  `json:"query"`
-	Calls float64 `json:"calls"`
+	Query      string  `json:"query"`
+	Calls      float64 `json:"calls"`
+	ExecMicros float64 `json:"exec_us"`
 }
 
 // explainer takes the snapshots of one run: start before a phase, finish
@@ -106,8 +127,10 @@ type tableCounters struct {
 }
 
 type statementCounter struct {
-	query string
-	calls int64
+	query                string
+	calls                int64
+	execMs               float64
+	walRecords, walBytes int64
 }
 
 // start snapshots the database before a phase.
@@ -227,12 +250,12 @@ FROM pg_stat_user_tables t WHERE t.schemaname = $1`, schema)
 	}
 	// pg_stat_statements is optional: without it (or its extension in
 	// this database) the read fails, and the report says so.
-	rows, _ := conn.Query(ctx, `SELECT queryid, query, calls FROM pg_stat_statements
+	rows, _ := conn.Query(ctx, `SELECT queryid, query, calls, total_exec_time, wal_records, wal_bytes::bigint FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 	c.statements = map[int64]statementCounter{}
 	var id int64
 	var sc statementCounter
-	_, err = pgx.ForEachRow(rows, []any{&id, &sc.query, &sc.calls}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &sc.query, &sc.calls, &sc.execMs, &sc.walRecords, &sc.walBytes}, func() error {
 		c.statements[id] = sc
 		return nil
 	})
@@ -289,12 +312,25 @@ func diff(before, after pgCounters) *StoreCost {
 			if n <= 0 {
 				continue
 			}
+			b := before.statements[id]
+			us := (s.execMs - b.execMs) * 1000
 			c.Statements += float64(n)
-			c.TopStatements = append(c.TopStatements, StatementCost{Query: oneLine(s.query), Calls: float64(n)})
+			c.ExecMicros += us
+			c.StatementWALRecords += float64(s.walRecords - b.walRecords)
+			c.StatementWALBytes += float64(s.walBytes - b.walBytes)
+			switch statementShare(s.query) {
+			case "notify":
+				c.NotifyMicros += us
+			case "sequencer":
+				c.SequencerMicros += us
+			case "settle":
+				c.SettleMicros += us
+			}
+			c.TopStatements = append(c.TopStatements, StatementCost{Query: oneLine(s.query), Calls: float64(n), ExecMicros: us})
 		}
 		slices.SortFunc(c.TopStatements, func(a, b StatementCost) int {
-			if a.Calls != b.Calls {
-				return int(b.Calls - a.Calls)
+			if a.ExecMicros != b.ExecMicros {
+				return cmp.Compare(b.ExecMicros, a.ExecMicros)
 			}
 			return strings.Compare(a.Query, b.Query)
 		})
@@ -305,6 +341,25 @@ func diff(before, after pgCounters) *StoreCost {
 	return c
 }
 
+// statementShare tells whose a statement is: "notify" for the change
+// notifications, "sequencer" for the audit log's sequencer, "settle" for
+// the settlings of event IDs, "" for the rest. It goes by the statement's
+// text, which is all pg_stat_statements keeps: a settling is the
+// exclusive events lock and the largest event ID (which the sequencer
+// also reads, once a round, unlocked).
+func statementShare(q string) string {
+	switch {
+	case strings.Contains(q, "pg_notify"):
+		return "notify"
+	case strings.Contains(q, "audit_"):
+		return "sequencer"
+	case strings.HasPrefix(q, "SELECT pg_advisory_xact_lock("), strings.HasPrefix(q, "SET LOCAL lock_timeout"),
+		strings.HasPrefix(q, "SELECT coalesce(max(id), $1) FROM events"):
+		return "settle"
+	}
+	return ""
+}
+
 // scale turns totals into per-lifecycle figures.
 func (c *StoreCost) scale(ops int64) {
 	if ops <= 0 || c.Lifecycles != 0 {
@@ -313,7 +368,9 @@ func (c *StoreCost) scale(ops int64) {
 	c.Lifecycles = ops
 	n := float64(ops)
 	for _, f := range []*float64{&c.Transactions, &c.RowsInserted, &c.RowsUpdated, &c.HOTUpdates, &c.RowsDeleted,
-		&c.IndexEntries, &c.WALRecords, &c.WALBytes, &c.WALFullPages, &c.Statements} {
+		&c.IndexEntries, &c.WALRecords, &c.WALBytes, &c.WALFullPages, &c.Statements,
+		&c.ExecMicros, &c.NotifyMicros, &c.SequencerMicros, &c.SettleMicros,
+		&c.StatementWALRecords, &c.StatementWALBytes} {
 		*f = round(*f/n, 2)
 	}
 	for i := range c.Tables {
@@ -321,7 +378,8 @@ func (c *StoreCost) scale(ops int64) {
 		t.Inserted, t.Updated, t.HOT, t.Deleted = round(t.Inserted/n, 2), round(t.Updated/n, 2), round(t.HOT/n, 2), round(t.Deleted/n, 2)
 	}
 	for i := range c.TopStatements {
-		c.TopStatements[i].Calls = round(c.TopStatements[i].Calls/n, 2)
+		st := &c.TopStatements[i]
+		st.Calls, st.ExecMicros = round(st.Calls/n, 2), round(st.ExecMicros/n, 1)
 	}
 }
 
@@ -346,13 +404,19 @@ func writeStoreCosts(w io.Writer, s *StoreCosts) {
 	if raw == nil {
 		raw = &StoreCost{}
 	}
-	fmt.Fprintf(w, "  %-24s %10s %10s\n", "", "airlock", "raw")
+	fmt.Fprintf(w, "  %-28s %10s %10s\n", "", "airlock", "raw")
 	for _, row := range []struct {
 		name string
 		a, r float64
 	}{
 		{"lifecycles measured", float64(s.Airlock.Lifecycles), float64(raw.Lifecycles)},
 		{"statements", s.Airlock.Statements, raw.Statements},
+		{"  their execution, µs", s.Airlock.ExecMicros, raw.ExecMicros},
+		{"    notifications, µs", s.Airlock.NotifyMicros, raw.NotifyMicros},
+		{"    sequencer, µs", s.Airlock.SequencerMicros, raw.SequencerMicros},
+		{"    settling event IDs, µs", s.Airlock.SettleMicros, raw.SettleMicros},
+		{"  their WAL records", s.Airlock.StatementWALRecords, raw.StatementWALRecords},
+		{"  their WAL bytes", s.Airlock.StatementWALBytes, raw.StatementWALBytes},
 		{"transactions", s.Airlock.Transactions, raw.Transactions},
 		{"rows inserted", s.Airlock.RowsInserted, raw.RowsInserted},
 		{"rows updated", s.Airlock.RowsUpdated, raw.RowsUpdated},
@@ -363,7 +427,7 @@ func writeStoreCosts(w io.Writer, s *StoreCosts) {
 		{"WAL bytes", s.Airlock.WALBytes, raw.WALBytes},
 		{"WAL full-page images", s.Airlock.WALFullPages, raw.WALFullPages},
 	} {
-		fmt.Fprintf(w, "  %-24s %10.2f %10.2f\n", row.name, row.a, row.r)
+		fmt.Fprintf(w, "  %-28s %10.2f %10.2f\n", row.name, row.a, row.r)
 	}
 	fmt.Fprintf(w, "  Airlock's tables (per lifecycle: inserted, updated, heap-only, deleted; indexes):\n")
 	for _, t := range s.Airlock.Tables {
@@ -373,9 +437,9 @@ func writeStoreCosts(w io.Writer, s *StoreCosts) {
 		fmt.Fprintf(w, "    %-28s %6.2f %6.2f %6.2f %6.2f  %d\n", t.Table, t.Inserted, t.Updated, t.HOT, t.Deleted, t.Indexes)
 	}
 	if len(s.Airlock.TopStatements) > 0 {
-		fmt.Fprintf(w, "  Airlock's most frequent statements (calls per lifecycle):\n")
+		fmt.Fprintf(w, "  Airlock's statements by execution time (per lifecycle: calls, µs):\n")
 		for _, st := range s.Airlock.TopStatements {
-			fmt.Fprintf(w, "    %6.2f  %s\n", st.Calls, st.Query)
+			fmt.Fprintf(w, "    %6.2f %8.1f  %s\n", st.Calls, st.ExecMicros, st.Query)
 		}
 	}
 	if s.Note != "" {
