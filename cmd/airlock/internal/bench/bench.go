@@ -75,7 +75,7 @@ const (
 	// raw runs.
 	MaxOps = 10_000_000
 	// MaxWaiters bounds the wait scenario's waiters.
-	MaxWaiters = 50_000
+	MaxWaiters = 100_000
 	// MaxPending bounds the expiry and scale scenarios' pending requests.
 	MaxPending = 1_000_000
 	// MaxClients bounds concurrent clients.

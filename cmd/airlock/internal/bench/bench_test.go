@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,6 +306,53 @@ func TestWait(t *testing.T) {
 	}
 	if x.Transport != "tcp" {
 		t.Errorf("20 waiters went over %s, want tcp", x.Transport)
+	}
+}
+
+// TestWaitReplicas runs the wait scenario over three replicas on
+// PostgreSQL: the waiters take the replicas in turn, and the one change on
+// the first answers those waiting on the other two as well. Not parallel,
+// as TestWait.
+func TestWaitReplicas(t *testing.T) {
+	db := testkit.PostgresURL(t)
+	rep := run(t, Config{Scenario: Wait, DB: db, Replicas: 3, Clients: 30, Count: 3, Duration: 20 * time.Second})
+	x := rep.Wait
+	if x == nil {
+		t.Fatal("no wait report")
+	}
+	if x.Waiters != 30 || x.Answered != 30 || rep.Errors != 0 {
+		t.Errorf("%d waiters, %d answered by the broadcast, errors %v; want 30, 30, none", x.Waiters, x.Answered, rep.ErrorKinds)
+	}
+	if !slices.Equal(x.PerServer, []int{10, 10, 10}) {
+		t.Errorf("waiters per server %v, want 10 on each of 3", x.PerServer)
+	}
+	if w := x.WokenMS; !(0 < w.P50 && w.P50 <= w.P99 && w.P99 <= w.Max && w.Max <= x.BroadcastMS+0.001) {
+		t.Errorf("each waiter woken %+v, the last %v ms after the change", w, x.BroadcastMS)
+	}
+	if x.FDLimit < 2*30+512 || x.Transport != "tcp" {
+		t.Errorf("%d waiters over %s with %d open files allowed", x.Waiters, x.Transport, x.FDLimit)
+	}
+}
+
+// TestDialFromSpreadsSources checks that waiters past waitersPerSource
+// connect from the next loopback address: the ephemeral ports of one
+// source address run out near 28,000 connections to one server.
+func TestDialFromSpreadsSources(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for i, want := range map[int]string{0: "127.0.0.1", waitersPerSource - 1: "127.0.0.1", waitersPerSource: "127.0.0.2", 3 * waitersPerSource: "127.0.0.4"} {
+		c, err := dialFrom(t.Context(), i, ln.Addr().String())
+		if err != nil {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+		if got := c.LocalAddr().(*net.TCPAddr).IP.String(); got != want {
+			t.Errorf("waiter %d connected from %s, want %s", i, got, want)
+		}
+		c.Close()
 	}
 }
 

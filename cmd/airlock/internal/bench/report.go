@@ -153,6 +153,13 @@ type WaitReport struct {
 	// pipe when the process has too few file descriptors for two per
 	// waiter (an in-process server holds both ends).
 	Transport string `json:"transport"`
+	// FDLimit is the run's limit on open files, raised to two per waiter
+	// (and some) where the process may: an in-process server holds both
+	// ends of every connection.
+	FDLimit int `json:"fd_limit"`
+	// PerServer are the long-polls each in-process server held once all
+	// waited.
+	PerServer []int `json:"per_server,omitempty"`
 	// ServerBytesPerWaiter is the server's Go memory (live heap and
 	// goroutine stacks, after a GC) per waiting long-poll: the growth with
 	// every waiter in place, less what the same clients cost against a
@@ -161,7 +168,11 @@ type WaitReport struct {
 	ServerBytesPerWaiter float64 `json:"server_bytes_per_waiter"`
 	// GrossBytesPerWaiter is the growth before subtracting the clients.
 	GrossBytesPerWaiter float64 `json:"gross_bytes_per_waiter"`
-	MemorySource        string  `json:"memory_source"`
+	// GrossRSSPerWaiter is the process's resident memory (servers and
+	// clients, Go and not) grown per waiter, in process only; the kernel's
+	// socket buffers are not in it.
+	GrossRSSPerWaiter float64 `json:"gross_rss_per_waiter,omitempty"`
+	MemorySource      string  `json:"memory_source"`
 	// IdleCPUPercent is the process's CPU (percent of one core) while
 	// every waiter waits.
 	IdleCPUPercent float64 `json:"idle_cpu_percent"`
@@ -171,7 +182,10 @@ type WaitReport struct {
 	// last waiter has its answer; BroadcastCallMS is that call's own time.
 	BroadcastMS     float64 `json:"broadcast_ms"`
 	BroadcastCallMS float64 `json:"broadcast_call_ms"`
-	Answered        int     `json:"answered"`
+	// WokenMS is, for each waiter answered, from the start of that call
+	// until it had its answer.
+	WokenMS  Latency `json:"woken_ms"`
+	Answered int     `json:"answered"`
 	// Rounds of one decision and one waiter: DecisionMS is the decision
 	// call (its commit included), WaiterMS from the decision call's start
 	// until the waiter has its answer, WaiterAfterDecisionMS from the
@@ -377,7 +391,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "  server memory per waiter  %.0f bytes (%.1f KiB; gross with clients %.1f KiB; %s)\n",
 			x.ServerBytesPerWaiter, x.ServerBytesPerWaiter/1024, x.GrossBytesPerWaiter/1024, x.MemorySource)
 		fmt.Fprintf(w, "  CPU while idle            %.2f%% of one core over %.1fs\n", x.IdleCPUPercent, x.IdleWindowS)
-		fmt.Fprintf(w, "  one broadcast answers all %d in %.1f ms (the broadcast call itself %.1f ms)\n", x.Answered, x.BroadcastMS, x.BroadcastCallMS)
+		if x.GrossRSSPerWaiter != 0 {
+			fmt.Fprintf(w, "  process RSS per waiter    %.1f KiB (servers and clients; limit on open files %d)\n", x.GrossRSSPerWaiter/1024, x.FDLimit)
+		}
+		fmt.Fprintf(w, "  one broadcast answers all %d in %.1f ms (the broadcast call itself %.1f ms; each waiter p50 %.1f ms, p99 %.1f ms)\n", x.Answered, x.BroadcastMS, x.BroadcastCallMS, x.WokenMS.P50, x.WokenMS.P99)
 		fmt.Fprintf(w, "decision → waiter, %d rounds (ms):\n", x.Rounds)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\tp50\tp90\tp99\tmax\t")

@@ -9,7 +9,8 @@ import (
 )
 
 // runWait is the wait scenario. First, cfg.Clients long-polls wait, each
-// on its own pending request: it measures the server's memory per waiter
+// on its own pending request, taking the replicas in turn: it measures the
+// servers' memory per waiter
 // and its CPU while they idle, then answers them all with one change
 // (deleting the instance that holds their requests cancels them in one
 // transaction) and times how long until the last one has heard. Then, for
@@ -21,7 +22,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	x := &WaitReport{Waiters: n, Transport: w.transport}
+	x := &WaitReport{Waiters: n, Transport: w.transport, FDLimit: raiseFDLimit(0)}
 	rep.Wait = x
 	base := t.urls[0]
 	setup, cancel := context.WithTimeout(ctx, setupBudget(n))
@@ -45,15 +46,15 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 			return err
 		}
 	}
-	var before int64
+	var before, rssBefore int64
 	var beforeMetrics map[string]float64
 	if inProcess {
-		before = liveBytes()
+		before, rssBefore = liveBytes(), rssBytes()
 	} else if beforeMetrics, err = t.metrics(setup, base); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(cfg.Progress, "wait: starting %d long-polls (%s)\n", n, w.transport)
+	fmt.Fprintf(cfg.Progress, "wait: starting %d long-polls (%s) across %d servers\n", n, w.transport, len(w.hosts))
 	maxWait := inProcessMaxWait
 	if !inProcess {
 		maxWait = 60 * time.Second // the server's default bound; it may answer sooner
@@ -61,7 +62,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	answers := make([]answer, n)
 	var wg, written sync.WaitGroup
 	for i, r := range reqs {
-		conn, err := w.dial(setup)
+		conn, err := w.dial(setup, i)
 		if err != nil {
 			wg.Wait()
 			return fmt.Errorf("connect waiter %d: %w", i, err)
@@ -70,7 +71,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		wg.Go(func() {
 			var once sync.Once
 			done := func() { once.Do(written.Done) }
-			answers[i] = w.poll(conn, r.ID, maxWait, done)
+			answers[i] = w.poll(conn, i, r.ID, maxWait, done)
 			done()
 		})
 	}
@@ -78,12 +79,18 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	if err := t.awaitWaiters(setup, n); err != nil {
 		return err
 	}
+	for _, srv := range t.servers {
+		x.PerServer = append(x.PerServer, srv.svc.Waiters())
+	}
 
 	if inProcess {
 		after := liveBytes()
 		x.GrossBytesPerWaiter = round(float64(after-before)/float64(n), 0)
 		x.ServerBytesPerWaiter = round(float64(after-before-clientBytes)/float64(n), 0)
 		x.MemorySource = "in-process: live heap and goroutine stacks after GC (until the stacks stop shrinking), less the clients' own cost"
+		if rssBefore > 0 {
+			x.GrossRSSPerWaiter = round(float64(rssBytes()-rssBefore)/float64(n), 0)
+		}
 	} else if m, err := t.metrics(setup, base); err == nil {
 		grow := (m["go_memstats_heap_alloc_bytes"] + m["go_memstats_stack_inuse_bytes"]) -
 			(beforeMetrics["go_memstats_heap_alloc_bytes"] + beforeMetrics["go_memstats_stack_inuse_bytes"])
@@ -129,6 +136,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	}
 	kinds := map[string]int64{}
 	var last time.Time
+	var woke samples
 	for _, a := range answers {
 		switch {
 		case a.err != nil:
@@ -137,6 +145,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 			kinds["waiter answered "+a.state]++
 		default:
 			x.Answered++
+			woke = append(woke, a.at.Sub(start))
 			if a.at.After(last) {
 				last = a.at
 			}
@@ -144,6 +153,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	}
 	if x.Answered > 0 {
 		x.BroadcastMS = ms(last.Sub(start))
+		x.WokenMS = woke.latency()
 	}
 
 	if err := decisionRounds(ctx, cfg, t, x, kinds); err != nil {
