@@ -458,6 +458,8 @@ func TestRefusals(t *testing.T) {
 		{"scale on SQLite", Config{Scenario: Scale}, "postgres://"},
 		{"scale of a remote server", Config{Scenario: Scale, URLs: []string{"http://127.0.0.1:1"}, Token: "x", DB: "postgres://postgres@127.0.0.1:5432/test"}, "--url"},
 		{"paced scale", Config{Scenario: Scale, Rate: 10, DB: "postgres://postgres@127.0.0.1:5432/test"}, "--rate"},
+		{"too many groups", Config{Scenario: Scale, Groups: MaxGroups + 1, DB: "postgres://postgres@127.0.0.1:5432/test"}, "--groups"},
+		{"groups without scale", Config{Scenario: Lifecycle, Groups: 5}, "--groups"},
 		{"too many waiters", Config{Scenario: Wait, Clients: MaxWaiters + 1}, "--clients"},
 		{"unknown scenario", Config{Scenario: "soak"}, "--scenario"},
 		{"negative rate", Config{Rate: -1}, "--rate"},

@@ -455,10 +455,17 @@ func (x *ScaleReport) write(w io.Writer) {
 		x.Pending, x.Instances, x.PerInstance, x.SeedS, x.SeededPerS, x.Seeding)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\treads\treads/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
-	for _, r := range []struct {
+	rows := []struct {
 		name string
 		ScaleRead
-	}{{fmt.Sprintf("first page of %d", x.PageSize), x.FirstPage}, {"instance + pending count", x.InstanceRead}} {
+	}{{fmt.Sprintf("first page of %d", x.PageSize), x.FirstPage}, {"instance + pending count", x.InstanceRead}}
+	if g := x.Routing; g != nil {
+		rows = append(rows, struct {
+			name string
+			ScaleRead
+		}{fmt.Sprintf("create routed to 1 of %d groups", g.Groups), g.Create})
+	}
+	for _, r := range rows {
 		l := r.LatencyMS
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.name, r.Reads, r.PerS, l.P50, l.P90, l.P99, l.Max, r.Errors)
 	}
@@ -466,12 +473,19 @@ func (x *ScaleReport) write(w io.Writer) {
 	for _, name := range []string{"first_page", "pending_count"} {
 		fmt.Fprintf(w, "  %s reads %s\n", name, strings.Join(x.Indexes[name], ", "))
 	}
+	if g := x.Routing; g != nil {
+		fmt.Fprintf(w, "routing: %d reviewers in %d groups (seeded in %.1f s), one rule a group; a reviewer in no group refused: %t; a member decided: %t\n",
+			g.Reviewers, g.Groups, g.SeedS, g.OutsiderRefused, g.MemberDecided)
+	}
 	if e := x.Expiry; e != nil {
 		fmt.Fprintf(w, "%d more due together over the backlog of %d: the last expired %.1f ms after the deadline, %.0f expired/s; %d sweeps of up to %d rows, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d over 60 ms; %d still pending when the run stopped waiting\n",
 			e.Due, e.Backlog, e.LastExpiredAfterDeadlineMS, e.ExpiredPerS, e.Sweeps, e.MaxSweepRows, e.SweepMS.P50, e.SweepMS.P99, e.SweepMS.Max, e.SweepsOver60MS, e.StillPending)
 	}
 	writeErrors(w, x.FirstPage.ErrorKind)
 	writeErrors(w, x.InstanceRead.ErrorKind)
+	if g := x.Routing; g != nil {
+		writeErrors(w, g.Create.ErrorKind)
+	}
 }
 
 func writeErrors(w io.Writer, kinds map[string]int64) {
