@@ -46,6 +46,15 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	}
 	setup, cancelSetup := context.WithTimeout(ctx, time.Minute+time.Duration(n)*waitSetupPerWaiter)
 	defer cancelSetup()
+	// A replica lets a token it has not accepted before through a few at
+	// a time from one address (the authentication guard's budget), and
+	// every waiter comes from this one: each replica sees the agent's
+	// token once before the waiters come.
+	for _, u := range t.urls {
+		if err := t.call(setup, "GET", u, "/v1/instances/"+inst, t.agent, "", nil); err != nil {
+			return fmt.Errorf("read the waiters' instance on %s: %w", u, err)
+		}
+	}
 
 	var clientBytes int64
 	inProcess := len(t.servers) > 0
