@@ -177,13 +177,17 @@ type WaitReport struct {
 	// every waiter waits.
 	IdleCPUPercent float64 `json:"idle_cpu_percent"`
 	IdleWindowS    float64 `json:"idle_window_s"`
-	// BroadcastMS is from the start of the one change that answers every
+	// BroadcastMS is from the start of the first change that answers every
 	// waiter (deleting the instance holding their requests) until the
-	// last waiter has its answer; BroadcastCallMS is that call's own time.
+	// last waiter has its answer; BroadcastCallMS is the calls' own time.
 	BroadcastMS     float64 `json:"broadcast_ms"`
 	BroadcastCallMS float64 `json:"broadcast_call_ms"`
-	// WokenMS is, for each waiter answered, from the start of that call
-	// until it had its answer.
+	// Changes are the calls that answer every waiter: one a
+	// waitPerInstance waiters, each deleting the instance that holds their
+	// requests, made one after another from the first's start.
+	Changes int `json:"changes"`
+	// WokenMS is, for each waiter answered, from the start of the first
+	// change until it had its answer.
 	WokenMS  Latency `json:"woken_ms"`
 	Answered int     `json:"answered"`
 	// Rounds of one decision and one waiter: DecisionMS is the decision
@@ -394,7 +398,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		if x.GrossRSSPerWaiter != 0 {
 			fmt.Fprintf(w, "  process RSS per waiter    %.1f KiB (servers and clients; limit on open files %d)\n", x.GrossRSSPerWaiter/1024, x.FDLimit)
 		}
-		fmt.Fprintf(w, "  one broadcast answers all %d in %.1f ms (the broadcast call itself %.1f ms; each waiter p50 %.1f ms, p99 %.1f ms)\n", x.Answered, x.BroadcastMS, x.BroadcastCallMS, x.WokenMS.P50, x.WokenMS.P99)
+		fmt.Fprintf(w, "  %d changes answer all %d in %.1f ms (the calls themselves %.1f ms; each waiter p50 %.1f ms, p99 %.1f ms)\n", x.Changes, x.Answered, x.BroadcastMS, x.BroadcastCallMS, x.WokenMS.P50, x.WokenMS.P99)
 		fmt.Fprintf(w, "decision → waiter, %d rounds (ms):\n", x.Rounds)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\tp50\tp90\tp99\tmax\t")

@@ -13,12 +13,16 @@ import (
 // each of its two steps.
 const waitSetupPerWaiter = 20 * time.Millisecond
 
+// waitPerInstance is the most waiters' requests one instance holds, and
+// so one change cancels.
+const waitPerInstance = 10_000
+
 // runWait is the wait scenario. First, cfg.Clients long-polls wait, each
 // on its own pending request, taking the replicas in turn: it measures the
-// servers' memory per waiter
-// and its CPU while they idle, then answers them all with one change
-// (deleting the instance that holds their requests cancels them in one
-// transaction) and times how long until the last one has heard. Then, for
+// servers' memory per waiter and its CPU while they idle, then answers
+// them all with one change a waitPerInstance of them (deleting the
+// instance that holds their requests cancels them in one transaction)
+// and times how long until the last one has heard. Then, for
 // cfg.Count rounds, one waiter waits on one request, a reviewer decides
 // it, and it measures how long after the decision the waiter hears.
 func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
@@ -36,14 +40,23 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	create, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(n)*waitSetupPerWaiter)
 	defer cancel()
 	fmt.Fprintf(cfg.Progress, "wait: creating %d pending requests for the waiters\n", n)
-	inst, err := t.newInstance(create, base, "bench waiters")
-	if err != nil {
-		return err
+	// At most waitPerInstance requests an instance: deleting an instance
+	// cancels its requests in one statement, and 100,000 in one ran into
+	// PostgreSQL's statement timeout (10 s) on two loaded cores.
+	var insts []string
+	var reqs []apiRequest
+	for from := 0; from < n; from += waitPerInstance {
+		inst, err := t.newInstance(create, base, fmt.Sprintf("bench waiters %d", len(insts)))
+		if err != nil {
+			return err
+		}
+		part, err := t.createMany(create, inst, min(waitPerInstance, n-from), 16, func(i int) (string, error) { return requestBody(int64(from+i), "1h"), nil })
+		if err != nil {
+			return fmt.Errorf("create the waiters' requests: %w", err)
+		}
+		insts, reqs = append(insts, inst), append(reqs, part...)
 	}
-	reqs, err := t.createMany(create, inst, n, 16, func(i int) (string, error) { return requestBody(int64(i), "1h"), nil })
-	if err != nil {
-		return fmt.Errorf("create the waiters' requests: %w", err)
-	}
+	inst := insts[0]
 	setup, cancelSetup := context.WithTimeout(ctx, time.Minute+time.Duration(n)*waitSetupPerWaiter)
 	defer cancelSetup()
 	// A replica lets a token it has not accepted before through a few at
@@ -149,10 +162,13 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		x.IdleCPUPercent = round(100*(m1["process_cpu_seconds_total"]-m0["process_cpu_seconds_total"])/window.Seconds(), 3)
 	}
 
-	fmt.Fprintf(cfg.Progress, "wait: one change answers all %d waiters\n", n)
+	fmt.Fprintf(cfg.Progress, "wait: %d changes (deleting an instance each) answer all %d waiters\n", len(insts), n)
+	x.Changes = len(insts)
 	start := time.Now()
-	if err := t.call(setup, "DELETE", base, "/v1/instances/"+inst, t.agent, "", nil); err != nil {
-		return fmt.Errorf("delete the waiters' instance: %w", err)
+	for i, in := range insts {
+		if err := t.call(setup, "DELETE", t.base(i), "/v1/instances/"+in, t.agent, "", nil); err != nil {
+			return fmt.Errorf("delete the waiters' instance: %w", err)
+		}
 	}
 	x.BroadcastCallMS = ms(time.Since(start))
 	heard := make(chan struct{})
