@@ -24,8 +24,10 @@ const idleRecheck = time.Minute
 // machine (docs/performance.md, "Expiry of a large backlog"); WAL
 // checkpoints run beside the writer (sqlite/checkpoint.go), so a sweep
 // pays for one only when the log outgrows the writer's backstop.
-// PostgreSQL allows 60 ms, but sweeps sized to 25–30 ms there were faster
-// in one bench run, slower in another, and reached 60–97 ms.
+// A store may size its own (store.Extras.SweepTarget): PostgreSQL's
+// sweeps hold only their own rows' locks, and pay a fixed cost each that
+// a 10 ms target left at minSweep rows under load (docs/performance.md,
+// "Scale").
 const (
 	sweepTarget = 10 * time.Millisecond
 	// minSweep and maxSweep bound a sweep's rows (the first sweep takes
@@ -220,6 +222,9 @@ type sweeper struct {
 	// size is the rows of the next sweep (0: Config.ExpiryBatch); only the
 	// pass holding the turn uses it.
 	size int
+	// target is how long a sweep should take: the store's
+	// (store.Extras.SweepTarget), or sweepTarget.
+	target time.Duration
 }
 
 // ExpireDue expires every pending request whose deadline has come, in
@@ -251,7 +256,7 @@ func (s *Service) ExpireDue(ctx context.Context) (int, error) {
 			// sweep ran has expired.
 			return total, nil
 		}
-		s.sweep.size = nextSweep(size, took)
+		s.sweep.size = nextSweep(size, took, s.sweep.target)
 	}
 }
 
@@ -268,14 +273,14 @@ func (s *Service) announceExpired(rs []airlock.Request) {
 }
 
 // nextSweep sizes the sweep after a full one of n rows that took took: in
-// proportion to sweepTarget / took (a sweep's fixed cost, its commit, is
+// proportion to target / took (a sweep's fixed cost, its commit, is
 // then counted in), at most doubling or halving at a time so that one
 // slow sweep on a busy machine does not swing it, within minSweep and
 // maxSweep.
-func nextSweep(n int, took time.Duration) int {
+func nextSweep(n int, took, target time.Duration) int {
 	next := 2 * n
 	if took > 0 {
-		next = int(float64(n) * float64(sweepTarget) / float64(took))
+		next = int(float64(n) * float64(target) / float64(took))
 	}
 	next = min(max(next, n/2), 2*n)
 	return min(max(next, minSweep), maxSweep)

@@ -197,3 +197,56 @@ func TestSchedulerBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestNextSweep: a sweep is sized in proportion to its store's target
+// over the last one's time, at most doubling or halving. Under load a
+// sweep's fixed cost (round trips, the commit) alone can pass SQLite's
+// 10 ms: there it stays at the fewest rows, as it should while it holds
+// the one writer; PostgreSQL's 25 ms lets the same sweep grow.
+func TestNextSweep(t *testing.T) {
+	t.Parallel()
+	const pg = 25 * time.Millisecond
+	for _, c := range []struct {
+		name   string
+		n      int
+		took   time.Duration
+		target time.Duration
+		want   int
+	}{
+		{"SQLite: 16 rows in 20 ms stay 16", 16, 20 * time.Millisecond, sweepTarget, minSweep},
+		{"PostgreSQL: 16 rows in 20 ms grow to 20", 16, 20 * time.Millisecond, pg, 20},
+		{"PostgreSQL: 100 rows in 20 ms grow to 125", 100, 20 * time.Millisecond, pg, 125},
+		{"PostgreSQL: 1,000 rows in 100 ms halve", 1000, 100 * time.Millisecond, pg, 500},
+		{"a fast sweep at most doubles", 100, time.Millisecond, pg, 200},
+		{"never past maxSweep", maxSweep, time.Millisecond, pg, maxSweep},
+	} {
+		if got := nextSweep(c.n, c.took, c.target); got != c.want {
+			t.Errorf("%s: nextSweep(%d, %s, %s) = %d", c.name, c.n, c.took, c.target, got)
+		}
+	}
+}
+
+// sweepTargetStore is a store that sizes its own sweeps.
+type sweepTargetStore struct {
+	store.Store
+	target time.Duration
+}
+
+func (s sweepTargetStore) Extras() store.Extras {
+	e := s.Store.Extras()
+	e.SweepTarget = s.target
+	return e
+}
+
+// TestSweepTargetFromStore: the service sizes its sweeps to the store's
+// target when it has one (PostgreSQL), to sweepTarget otherwise.
+func TestSweepTargetFromStore(t *testing.T) {
+	t.Parallel()
+	if got := setup(t, options{}).svc.sweep.target; got != sweepTarget {
+		t.Errorf("SQLite: sweep target %s, want %s", got, sweepTarget)
+	}
+	wrap := func(st store.Store) store.Store { return sweepTargetStore{st, 25 * time.Millisecond} }
+	if got := setup(t, options{wrap: wrap}).svc.sweep.target; got != 25*time.Millisecond {
+		t.Errorf("a store with its own target: sweep target %s, want 25ms", got)
+	}
+}

@@ -13,6 +13,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/airlockhq/airlock"
 )
@@ -85,6 +86,14 @@ type Extras struct {
 	// Feed announces every committed change, made by any process sharing
 	// the store (PostgreSQL), so that waiters on every replica wake.
 	Feed ChangeFeed
+	// SweepTarget is how long one expiry sweep (ExpireDue) should take;
+	// zero leaves the provider's default, sized for SQLite, whose sweep
+	// holds the one writer every other write waits for. PostgreSQL's
+	// sweep holds only its own due rows' locks, which SKIP LOCKED lets
+	// other replicas' sweeps pass, and pays a fixed cost per transaction
+	// (round trips, the commit) that a target of SQLite's size would leave
+	// it sweeping the fewest rows at a time.
+	SweepTarget time.Duration
 }
 
 // TokenStamper tells without a query whether any token was revoked or

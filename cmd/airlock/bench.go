@@ -36,6 +36,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	backlog := fs.Int("backlog", 0, "with --webhooks: deliveries to queue to one endpoint for the drain (default 100000)")
 	serverPID := fs.Int("server-pid", 0, "with --url: the process ID of that server, on this machine; the run reads its CPU time (Linux /proc) and reports server_cpu_us_per_op apart from the clients' (a run without --url measures its own server so)")
 	policyFile := fs.String("policy", "", "a policy file the in-process servers load (docs/policy.md), to measure what its rules cost; run once with and once without it")
+	groups := fs.Int("groups", 0, "with scale: also seed this many reviewer groups of 20 reviewers each, routed to by a policy rule each, and time creates routed to them (at most 1000)")
 	explain := fs.Bool("explain-store", false, "with lifecycle on --db postgres://…: count what a lifecycle asks of PostgreSQL (transactions, statements, their execution time and WAL with pg_stat_statements, rows and index entries written, WAL) beside the raw baseline's")
 	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile (go tool pprof) of each server the run starts in a process of its own to this new file, from its start to its stop, setup included; replica i's to the name with .i before its extension")
 	if err := a.parseFlags(fs, args); err != nil {
@@ -44,7 +45,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	cfg := bench.Config{
 		Scenario: *scenario, Token: *token, DB: *db, Replicas: *replicas, Clients: *clients,
 		Duration: duration, Count: *count, Rate: *rate, HalfMax: *halfMax, Baseline: *baseline, HTTPBaseline: *httpBaseline, AllowRemote: *allowRemote, Policy: *policyFile, Progress: a.Stderr,
-		Webhooks: *webhooks, Backlog: *backlog, ServerPID: *serverPID, ExplainStore: *explain, CPUProfile: *cpuProfile,
+		Webhooks: *webhooks, Backlog: *backlog, ServerPID: *serverPID, ExplainStore: *explain, CPUProfile: *cpuProfile, Groups: *groups,
 	}
 	if *raw {
 		cfg.Scenario = bench.Raw

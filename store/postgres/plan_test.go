@@ -105,3 +105,45 @@ FROM generate_series(1, 20000) g`, in.ID); err != nil {
 		}
 	}
 }
+
+// TestFirstPagePlan checks that the reviewer's first page (the newest
+// pending requests, Requests.List's candidates) reads only its own
+// entries of requests_pending_seq (migration 0033) when newer decided
+// requests lie above an older pending backlog: 20,000 pending, then
+// 20,000 approved, analyzed. Without it the planner scanned the primary
+// key backward and filtered out every decided row first.
+func TestFirstPagePlan(t *testing.T) {
+	t.Parallel()
+	s, schema := openFresh(t)
+	in := instance(t, s, "tok_a")
+	conn := conn(t, schema)
+	for _, q := range []string{
+		`INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, timeout, agent_reasoning, created_at, deadline_at, fingerprint)
+SELECT 'apr_p' || g, $1, 'tok_a', 'pending', 'tool_call', 't', '1d', '', now(), now() + interval '1 day', 'f'
+FROM generate_series(1, 20000) g`,
+		`INSERT INTO requests (id, instance_id, owner_id, state, kind, tool, timeout, agent_reasoning, created_at, deadline_at,
+	decided_at, decided_by, expires_at, fingerprint)
+SELECT 'apr_d' || g, $1, 'tok_a', 'approved', 'tool_call', 't', '1h', '', now() - interval '2 hours', now() - interval '1 hour',
+	now() - interval '90 minutes', 'tok_r', now() - interval '85 minutes', 'f'
+FROM generate_series(1, 20000) g`,
+	} {
+		if _, err := conn.Exec(t.Context(), q, in.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.Exec(t.Context(), `ANALYZE requests`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(t.Context(), `EXPLAIN (ANALYZE, COSTS OFF) SELECT r.seq FROM requests r WHERE r.state = 'pending' ORDER BY r.seq DESC LIMIT 201`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "Backward using requests_pending_seq") || strings.Contains(plan, "Rows Removed by Filter") || strings.Contains(plan, "Sort") {
+		t.Errorf("first page plan\n%s\nwant a backward scan of requests_pending_seq, no filter, no sort", plan)
+	}
+}

@@ -107,8 +107,13 @@ var _ store.Store = (*Store)(nil)
 // replicas, so it has a change feed (Listen) and checks tokens within a
 // call's first round trip (CheckToken); it has no token stamp.
 func (s *Store) Extras() store.Extras {
-	return store.Extras{Feed: s, TokenCheck: s}
+	return store.Extras{Feed: s, TokenCheck: s, SweepTarget: SweepTarget}
 }
+
+// SweepTarget is how long an expiry sweep on PostgreSQL should take
+// (store.Extras): half the bound of 50 ms on how long a sweep may hold its
+// rows' locks (docs/performance.md, "Scale").
+const SweepTarget = 25 * time.Millisecond
 
 // Defaults of the options.
 const (

@@ -76,7 +76,7 @@ const (
 	// raw runs.
 	MaxOps = 10_000_000
 	// MaxWaiters bounds the wait scenario's waiters.
-	MaxWaiters = 50_000
+	MaxWaiters = 100_000
 	// MaxPending bounds the expiry and scale scenarios' pending requests.
 	MaxPending = 1_000_000
 	// MaxClients bounds concurrent clients.
@@ -164,6 +164,11 @@ type Config struct {
 	// Policy, when set, is a policy file (docs/policy.md) the in-process
 	// servers load, to measure what its rules cost each create.
 	Policy string
+	// Groups, with the scale scenario, adds its routing phase: that many
+	// reviewer groups of scaleGroupSize reviewers each in a policy file
+	// the replicas load, one rule routing a tool to each, and creates
+	// routed to them timed (routing.go; at most MaxGroups).
+	Groups int
 	// Webhooks, with the lifecycle scenario, adds that many local webhook
 	// receivers (one endpoint each, subscribed to everything) and reports
 	// the lifecycle without, with one and with all of them, the delivery
@@ -515,6 +520,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	if cfg.ExplainStore {
 		cfg.explain = newExplainer(cfg.DB)
+	}
+	if cfg.Groups > 0 {
+		path, remove, err := writeGroupsPolicy(cfg.Groups)
+		if err != nil {
+			return nil, fmt.Errorf("write the groups' policy file: %w", err)
+		}
+		defer remove()
+		cfg.Policy = path
 	}
 	tgt, err := openTarget(ctx, cfg)
 	if err != nil {

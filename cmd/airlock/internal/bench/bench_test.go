@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -309,6 +310,56 @@ func TestWait(t *testing.T) {
 	}
 }
 
+// TestWaitReplicas runs the wait scenario over three replicas on
+// PostgreSQL: the waiters take the replicas in turn, and the one change on
+// the first answers those waiting on the other two as well. 30 a replica
+// come at once from one address with a token the second and third have
+// not seen, more than the authentication guard lets through at a time
+// unless the run shows each replica the token first. Not parallel, as
+// TestWait.
+func TestWaitReplicas(t *testing.T) {
+	db := testkit.PostgresURL(t)
+	rep := run(t, Config{Scenario: Wait, DB: db, Replicas: 3, Clients: 90, Count: 3, Duration: 20 * time.Second})
+	x := rep.Wait
+	if x == nil {
+		t.Fatal("no wait report")
+	}
+	if x.Waiters != 90 || x.Answered != 90 || rep.Errors != 0 {
+		t.Errorf("%d waiters, %d answered by the broadcast, errors %v; want 90, 90, none", x.Waiters, x.Answered, rep.ErrorKinds)
+	}
+	if !slices.Equal(x.PerServer, []int{30, 30, 30}) {
+		t.Errorf("waiters per server %v, want 30 on each of 3", x.PerServer)
+	}
+	if w := x.WokenMS; !(0 < w.P50 && w.P50 <= w.P99 && w.P99 <= w.Max && w.Max <= x.BroadcastMS+0.001) {
+		t.Errorf("each waiter woken %+v, the last %v ms after the change", w, x.BroadcastMS)
+	}
+	if x.FDLimit < 2*90+512 || x.Transport != "tcp" {
+		t.Errorf("%d waiters over %s with %d open files allowed", x.Waiters, x.Transport, x.FDLimit)
+	}
+}
+
+// TestDialFromSpreadsSources checks that waiters past waitersPerSource
+// connect from the next loopback address: the ephemeral ports of one
+// source address run out near 28,000 connections to one server.
+func TestDialFromSpreadsSources(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for i, want := range map[int]string{0: "127.0.0.1", waitersPerSource - 1: "127.0.0.1", waitersPerSource: "127.0.0.2", 3 * waitersPerSource: "127.0.0.4"} {
+		c, err := dialFrom(t.Context(), i, ln.Addr().String())
+		if err != nil {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+		if got := c.LocalAddr().(*net.TCPAddr).IP.String(); got != want {
+			t.Errorf("waiter %d connected from %s, want %s", i, got, want)
+		}
+		c.Close()
+	}
+}
+
 // TestExpiry runs the expiry scenario with a few hundred requests.
 func TestExpiry(t *testing.T) {
 	t.Parallel()
@@ -411,6 +462,8 @@ func TestRefusals(t *testing.T) {
 		{"scale on SQLite", Config{Scenario: Scale}, "postgres://"},
 		{"scale of a remote server", Config{Scenario: Scale, URLs: []string{"http://127.0.0.1:1"}, Token: "x", DB: "postgres://postgres@127.0.0.1:5432/test"}, "--url"},
 		{"paced scale", Config{Scenario: Scale, Rate: 10, DB: "postgres://postgres@127.0.0.1:5432/test"}, "--rate"},
+		{"too many groups", Config{Scenario: Scale, Groups: MaxGroups + 1, DB: "postgres://postgres@127.0.0.1:5432/test"}, "--groups"},
+		{"groups without scale", Config{Scenario: Lifecycle, Groups: 5}, "--groups"},
 		{"too many waiters", Config{Scenario: Wait, Clients: MaxWaiters + 1}, "--clients"},
 		{"unknown scenario", Config{Scenario: "soak"}, "--scenario"},
 		{"negative rate", Config{Rate: -1}, "--rate"},

@@ -55,3 +55,22 @@ func parseProcStat(b []byte) (time.Duration, error) {
 	}
 	return time.Duration(ticks) * (time.Second / userHZ), nil
 }
+
+// rssBytes returns this process's resident memory (VmRSS), or 0 where
+// /proc/self/status cannot tell.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}

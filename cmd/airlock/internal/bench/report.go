@@ -153,6 +153,13 @@ type WaitReport struct {
 	// pipe when the process has too few file descriptors for two per
 	// waiter (an in-process server holds both ends).
 	Transport string `json:"transport"`
+	// FDLimit is the run's limit on open files, raised to two per waiter
+	// (and some) where the process may: an in-process server holds both
+	// ends of every connection.
+	FDLimit int `json:"fd_limit"`
+	// PerServer are the long-polls each in-process server held once all
+	// waited.
+	PerServer []int `json:"per_server,omitempty"`
 	// ServerBytesPerWaiter is the server's Go memory (live heap and
 	// goroutine stacks, after a GC) per waiting long-poll: the growth with
 	// every waiter in place, less what the same clients cost against a
@@ -161,17 +168,28 @@ type WaitReport struct {
 	ServerBytesPerWaiter float64 `json:"server_bytes_per_waiter"`
 	// GrossBytesPerWaiter is the growth before subtracting the clients.
 	GrossBytesPerWaiter float64 `json:"gross_bytes_per_waiter"`
-	MemorySource        string  `json:"memory_source"`
+	// GrossRSSPerWaiter is the process's resident memory (servers and
+	// clients, Go and not) grown per waiter, in process only; the kernel's
+	// socket buffers are not in it.
+	GrossRSSPerWaiter float64 `json:"gross_rss_per_waiter,omitempty"`
+	MemorySource      string  `json:"memory_source"`
 	// IdleCPUPercent is the process's CPU (percent of one core) while
 	// every waiter waits.
 	IdleCPUPercent float64 `json:"idle_cpu_percent"`
 	IdleWindowS    float64 `json:"idle_window_s"`
-	// BroadcastMS is from the start of the one change that answers every
+	// BroadcastMS is from the start of the first change that answers every
 	// waiter (deleting the instance holding their requests) until the
-	// last waiter has its answer; BroadcastCallMS is that call's own time.
+	// last waiter has its answer; BroadcastCallMS is the calls' own time.
 	BroadcastMS     float64 `json:"broadcast_ms"`
 	BroadcastCallMS float64 `json:"broadcast_call_ms"`
-	Answered        int     `json:"answered"`
+	// Changes are the calls that answer every waiter: one a
+	// waitPerInstance waiters, each deleting the instance that holds their
+	// requests, made one after another from the first's start.
+	Changes int `json:"changes"`
+	// WokenMS is, for each waiter answered, from the start of the first
+	// change until it had its answer.
+	WokenMS  Latency `json:"woken_ms"`
+	Answered int     `json:"answered"`
 	// Rounds of one decision and one waiter: DecisionMS is the decision
 	// call (its commit included), WaiterMS from the decision call's start
 	// until the waiter has its answer, WaiterAfterDecisionMS from the
@@ -377,7 +395,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "  server memory per waiter  %.0f bytes (%.1f KiB; gross with clients %.1f KiB; %s)\n",
 			x.ServerBytesPerWaiter, x.ServerBytesPerWaiter/1024, x.GrossBytesPerWaiter/1024, x.MemorySource)
 		fmt.Fprintf(w, "  CPU while idle            %.2f%% of one core over %.1fs\n", x.IdleCPUPercent, x.IdleWindowS)
-		fmt.Fprintf(w, "  one broadcast answers all %d in %.1f ms (the broadcast call itself %.1f ms)\n", x.Answered, x.BroadcastMS, x.BroadcastCallMS)
+		if x.GrossRSSPerWaiter != 0 {
+			fmt.Fprintf(w, "  process RSS per waiter    %.1f KiB (servers and clients; limit on open files %d)\n", x.GrossRSSPerWaiter/1024, x.FDLimit)
+		}
+		fmt.Fprintf(w, "  %d changes answer all %d in %.1f ms (the calls themselves %.1f ms; each waiter p50 %.1f ms, p99 %.1f ms)\n", x.Changes, x.Answered, x.BroadcastMS, x.BroadcastCallMS, x.WokenMS.P50, x.WokenMS.P99)
 		fmt.Fprintf(w, "decision → waiter, %d rounds (ms):\n", x.Rounds)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "\tp50\tp90\tp99\tmax\t")
@@ -438,10 +459,17 @@ func (x *ScaleReport) write(w io.Writer) {
 		x.Pending, x.Instances, x.PerInstance, x.SeedS, x.SeededPerS, x.Seeding)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\treads\treads/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\t")
-	for _, r := range []struct {
+	rows := []struct {
 		name string
 		ScaleRead
-	}{{fmt.Sprintf("first page of %d", x.PageSize), x.FirstPage}, {"instance + pending count", x.InstanceRead}} {
+	}{{fmt.Sprintf("first page of %d", x.PageSize), x.FirstPage}, {"instance + pending count", x.InstanceRead}}
+	if g := x.Routing; g != nil {
+		rows = append(rows, struct {
+			name string
+			ScaleRead
+		}{fmt.Sprintf("create routed to 1 of %d groups", g.Groups), g.Create})
+	}
+	for _, r := range rows {
 		l := r.LatencyMS
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", r.name, r.Reads, r.PerS, l.P50, l.P90, l.P99, l.Max, r.Errors)
 	}
@@ -449,12 +477,19 @@ func (x *ScaleReport) write(w io.Writer) {
 	for _, name := range []string{"first_page", "pending_count"} {
 		fmt.Fprintf(w, "  %s reads %s\n", name, strings.Join(x.Indexes[name], ", "))
 	}
+	if g := x.Routing; g != nil {
+		fmt.Fprintf(w, "routing: %d reviewers in %d groups (seeded in %.1f s), one rule a group; a reviewer in no group refused: %t; a member decided: %t\n",
+			g.Reviewers, g.Groups, g.SeedS, g.OutsiderRefused, g.MemberDecided)
+	}
 	if e := x.Expiry; e != nil {
 		fmt.Fprintf(w, "%d more due together over the backlog of %d: the last expired %.1f ms after the deadline, %.0f expired/s; %d sweeps of up to %d rows, p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d over 60 ms; %d still pending when the run stopped waiting\n",
 			e.Due, e.Backlog, e.LastExpiredAfterDeadlineMS, e.ExpiredPerS, e.Sweeps, e.MaxSweepRows, e.SweepMS.P50, e.SweepMS.P99, e.SweepMS.Max, e.SweepsOver60MS, e.StillPending)
 	}
 	writeErrors(w, x.FirstPage.ErrorKind)
 	writeErrors(w, x.InstanceRead.ErrorKind)
+	if g := x.Routing; g != nil {
+		writeErrors(w, g.Create.ErrorKind)
+	}
 }
 
 func writeErrors(w io.Writer, kinds map[string]int64) {

@@ -82,6 +82,8 @@ type ScaleReport struct {
 	// behind the two reads, and Indexes the indexes each plan reads.
 	Plans   map[string]string   `json:"plans"`
 	Indexes map[string][]string `json:"indexes"`
+	// Routing is the routing phase's, with --groups.
+	Routing *ScaleRouting `json:"routing,omitempty"`
 	// Expiry is the expiry of requests due together over the backlog.
 	Expiry *ScaleExpiry `json:"expiry,omitempty"`
 }
@@ -125,6 +127,9 @@ var errWrongRead = errors.New("wrong answer")
 // PostgreSQL, the only store several replicas share.
 func (c Config) validateScale() error {
 	if c.Scenario != Scale {
+		if c.Groups != 0 {
+			return fmt.Errorf("--groups goes with --scenario scale, not %s", c.Scenario)
+		}
 		return nil
 	}
 	switch {
@@ -134,6 +139,8 @@ func (c Config) validateScale() error {
 		return errors.New("--scenario scale seeds its requests through the store of its own servers; leave out --url")
 	case c.Policy != "":
 		return errors.New("--scenario scale seeds its requests through the store, where no policy runs; leave out --policy")
+	case c.Groups < 0 || c.Groups > MaxGroups:
+		return fmt.Errorf("--groups must be between 1 and %d (a policy file's groups), not %d", MaxGroups, c.Groups)
 	}
 	return nil
 }
@@ -209,6 +216,14 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	fmt.Fprintf(cfg.Progress, "scale: first page p50 %.2f ms, p99 %.2f ms (%d reads, %d errors); instance p50 %.2f ms, p99 %.2f ms (%d reads, %d errors); plans read %v\n",
 		x.FirstPage.LatencyMS.P50, x.FirstPage.LatencyMS.P99, x.FirstPage.Reads, x.FirstPage.Errors,
 		x.InstanceRead.LatencyMS.P50, x.InstanceRead.LatencyMS.P99, x.InstanceRead.Reads, x.InstanceRead.Errors, x.Indexes)
+	if cfg.Groups > 0 {
+		if err := measureRouting(ctx, cfg, t, x); err != nil {
+			return err
+		}
+		rc := x.Routing.Create
+		rep.Result.Ops += rc.Reads
+		rep.Result.Errors += rc.Errors
+	}
 	return expireOverBacklog(ctx, cfg, t, x)
 }
 

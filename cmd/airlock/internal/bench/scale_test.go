@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/policy"
 )
 
 // TestScale runs the scale scenario tiny on PostgreSQL, over two
@@ -53,5 +55,52 @@ func TestScale(t *testing.T) {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
+	}
+}
+
+// TestScaleRouting runs the scale scenario's routing phase tiny: 3 groups
+// of 20 reviewers, whose creates must each answer pending and routed to
+// the one group its tool's rule names (anything else is an error), and
+// whose routing must hold for a decision: refused to a reviewer in no
+// group, taken from a member.
+func TestScaleRouting(t *testing.T) {
+	t.Parallel()
+	db := testkit.PostgresURL(t)
+	rep := run(t, Config{Scenario: Scale, DB: db, Replicas: 2, Clients: 2, Count: 300, Groups: 3, Duration: 2 * time.Second})
+	g := rep.Scale.Routing
+	if g == nil {
+		t.Fatal("no routing report")
+	}
+	if g.Groups != 3 || g.Reviewers != 3*scaleGroupSize || g.Rules != 3 {
+		t.Errorf("routing over %d reviewers in %d groups, %d rules; want 60, 3, 3", g.Reviewers, g.Groups, g.Rules)
+	}
+	if c := g.Create; c.Reads == 0 || c.Errors != 0 || c.LatencyMS.P99 < c.LatencyMS.P50 || c.LatencyMS.P50 <= 0 {
+		t.Errorf("routed creates %+v", c)
+	}
+	if !g.OutsiderRefused || !g.MemberDecided {
+		t.Errorf("outsider refused %t, member decided %t; want both", g.OutsiderRefused, g.MemberDecided)
+	}
+	if rep.Errors != 0 || rep.Ops != rep.Scale.FirstPage.Reads+rep.Scale.InstanceRead.Reads+g.Create.Reads {
+		t.Errorf("result %+v", rep.Result)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if want := "create routed to 1 of 3 groups"; !strings.Contains(table.String(), want) {
+		t.Errorf("the table lacks %q:\n%s", want, table.String())
+	}
+}
+
+// TestGroupsPolicyLoads checks that the routing phase's policy file at
+// its largest loads: the policy's limits (1,000 groups and rules, 1 MiB)
+// would refuse a run that passed them.
+func TestGroupsPolicyLoads(t *testing.T) {
+	t.Parallel()
+	path, remove, err := writeGroupsPolicy(MaxGroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	if _, err := policy.NewEngine(path, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("%d groups: %v", MaxGroups, err)
 	}
 }

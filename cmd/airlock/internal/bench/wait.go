@@ -3,16 +3,26 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 )
 
+// waitSetupPerWaiter bounds the wait scenario's setup, per waiter, for
+// each of its two steps.
+const waitSetupPerWaiter = 20 * time.Millisecond
+
+// waitPerInstance is the most waiters' requests one instance holds, and
+// so one change cancels.
+const waitPerInstance = 10_000
+
 // runWait is the wait scenario. First, cfg.Clients long-polls wait, each
-// on its own pending request: it measures the server's memory per waiter
-// and its CPU while they idle, then answers them all with one change
-// (deleting the instance that holds their requests cancels them in one
-// transaction) and times how long until the last one has heard. Then, for
+// on its own pending request, taking the replicas in turn: it measures the
+// servers' memory per waiter and its CPU while they idle, then answers
+// them all with one change a waitPerInstance of them (deleting the
+// instance that holds their requests cancels them in one transaction)
+// and times how long until the last one has heard. Then, for
 // cfg.Count rounds, one waiter waits on one request, a reviewer decides
 // it, and it measures how long after the decision the waiter hears.
 func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
@@ -21,20 +31,42 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	x := &WaitReport{Waiters: n, Transport: w.transport}
+	x := &WaitReport{Waiters: n, Transport: w.transport, FDLimit: raiseFDLimit(0)}
 	rep.Wait = x
 	base := t.urls[0]
-	setup, cancel := context.WithTimeout(ctx, setupBudget(n))
+	// Creating the requests and starting the long-polls are bounded
+	// apart, each at waitSetupPerWaiter a waiter: on two loaded cores,
+	// 100,000 creates over HTTP took 11 minutes.
+	create, cancel := context.WithTimeout(ctx, time.Minute+time.Duration(n)*waitSetupPerWaiter)
 	defer cancel()
-
 	fmt.Fprintf(cfg.Progress, "wait: creating %d pending requests for the waiters\n", n)
-	inst, err := t.newInstance(setup, base, "bench waiters")
-	if err != nil {
-		return err
+	// At most waitPerInstance requests an instance: deleting an instance
+	// cancels its requests in one statement, and 100,000 in one ran into
+	// PostgreSQL's statement timeout (10 s) on two loaded cores.
+	var insts []string
+	var reqs []apiRequest
+	for from := 0; from < n; from += waitPerInstance {
+		inst, err := t.newInstance(create, base, fmt.Sprintf("bench waiters %d", len(insts)))
+		if err != nil {
+			return err
+		}
+		part, err := t.createMany(create, inst, min(waitPerInstance, n-from), 16, func(i int) (string, error) { return requestBody(int64(from+i), "1h"), nil })
+		if err != nil {
+			return fmt.Errorf("create the waiters' requests: %w", err)
+		}
+		insts, reqs = append(insts, inst), append(reqs, part...)
 	}
-	reqs, err := t.createMany(setup, inst, n, 16, func(i int) (string, error) { return requestBody(int64(i), "1h"), nil })
-	if err != nil {
-		return fmt.Errorf("create the waiters' requests: %w", err)
+	inst := insts[0]
+	setup, cancelSetup := context.WithTimeout(ctx, time.Minute+time.Duration(n)*waitSetupPerWaiter)
+	defer cancelSetup()
+	// A replica lets a token it has not accepted before through a few at
+	// a time from one address (the authentication guard's budget), and
+	// every waiter comes from this one: each replica sees the agent's
+	// token once before the waiters come.
+	for _, u := range t.urls {
+		if err := t.call(setup, "GET", u, "/v1/instances/"+inst, t.agent, "", nil); err != nil {
+			return fmt.Errorf("read the waiters' instance on %s: %w", u, err)
+		}
 	}
 
 	var clientBytes int64
@@ -45,38 +77,51 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 			return err
 		}
 	}
-	var before int64
+	var before, rssBefore int64
 	var beforeMetrics map[string]float64
 	if inProcess {
-		before = liveBytes()
+		before, rssBefore = liveBytes(), rssBytes()
 	} else if beforeMetrics, err = t.metrics(setup, base); err != nil {
 		return err
 	}
 
-	fmt.Fprintf(cfg.Progress, "wait: starting %d long-polls (%s)\n", n, w.transport)
+	fmt.Fprintf(cfg.Progress, "wait: starting %d long-polls (%s) across %d servers\n", n, w.transport, len(w.hosts))
 	maxWait := inProcessMaxWait
 	if !inProcess {
 		maxWait = 60 * time.Second // the server's default bound; it may answer sooner
 	}
 	answers := make([]answer, n)
+	conns := make([]net.Conn, 0, n)
 	var wg, written sync.WaitGroup
 	for i, r := range reqs {
-		conn, err := w.dial(setup)
+		conn, err := w.dial(setup, i)
 		if err != nil {
+			// The waiters started wait up to maxWait: end them.
+			for _, c := range conns {
+				c.Close()
+			}
 			wg.Wait()
 			return fmt.Errorf("connect waiter %d: %w", i, err)
 		}
+		conns = append(conns, conn)
 		written.Add(1)
 		wg.Go(func() {
 			var once sync.Once
 			done := func() { once.Do(written.Done) }
-			answers[i] = w.poll(conn, r.ID, maxWait, done)
+			answers[i] = w.poll(conn, i, r.ID, maxWait, done)
 			done()
 		})
 	}
 	written.Wait()
 	if err := t.awaitWaiters(setup, n); err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
 		return err
+	}
+	for _, srv := range t.servers {
+		x.PerServer = append(x.PerServer, srv.svc.Waiters())
 	}
 
 	if inProcess {
@@ -84,6 +129,9 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		x.GrossBytesPerWaiter = round(float64(after-before)/float64(n), 0)
 		x.ServerBytesPerWaiter = round(float64(after-before-clientBytes)/float64(n), 0)
 		x.MemorySource = "in-process: live heap and goroutine stacks after GC (until the stacks stop shrinking), less the clients' own cost"
+		if rssBefore > 0 {
+			x.GrossRSSPerWaiter = round(float64(rssBytes()-rssBefore)/float64(n), 0)
+		}
 	} else if m, err := t.metrics(setup, base); err == nil {
 		grow := (m["go_memstats_heap_alloc_bytes"] + m["go_memstats_stack_inuse_bytes"]) -
 			(beforeMetrics["go_memstats_heap_alloc_bytes"] + beforeMetrics["go_memstats_stack_inuse_bytes"])
@@ -114,10 +162,13 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		x.IdleCPUPercent = round(100*(m1["process_cpu_seconds_total"]-m0["process_cpu_seconds_total"])/window.Seconds(), 3)
 	}
 
-	fmt.Fprintf(cfg.Progress, "wait: one change answers all %d waiters\n", n)
+	fmt.Fprintf(cfg.Progress, "wait: %d changes (deleting an instance each) answer all %d waiters\n", len(insts), n)
+	x.Changes = len(insts)
 	start := time.Now()
-	if err := t.call(setup, "DELETE", base, "/v1/instances/"+inst, t.agent, "", nil); err != nil {
-		return fmt.Errorf("delete the waiters' instance: %w", err)
+	for i, in := range insts {
+		if err := t.call(setup, "DELETE", t.base(i), "/v1/instances/"+in, t.agent, "", nil); err != nil {
+			return fmt.Errorf("delete the waiters' instance: %w", err)
+		}
 	}
 	x.BroadcastCallMS = ms(time.Since(start))
 	heard := make(chan struct{})
@@ -129,6 +180,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	}
 	kinds := map[string]int64{}
 	var last time.Time
+	var woke samples
 	for _, a := range answers {
 		switch {
 		case a.err != nil:
@@ -137,6 +189,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 			kinds["waiter answered "+a.state]++
 		default:
 			x.Answered++
+			woke = append(woke, a.at.Sub(start))
 			if a.at.After(last) {
 				last = a.at
 			}
@@ -144,6 +197,7 @@ func runWait(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	}
 	if x.Answered > 0 {
 		x.BroadcastMS = ms(last.Sub(start))
+		x.WokenMS = woke.latency()
 	}
 
 	if err := decisionRounds(ctx, cfg, t, x, kinds); err != nil {

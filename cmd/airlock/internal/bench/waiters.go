@@ -28,41 +28,72 @@ type answer struct {
 // process, the client's own memory is small and can be measured apart
 // from the server's.
 type rawWaiters struct {
-	host, token string
-	// dial connects to the server: TCP, or an in-memory pipe.
-	dial func(ctx context.Context) (net.Conn, error)
+	token string
+	// hosts are the servers' host:port, waiter i long-polling hosts[i mod
+	// len(hosts)], as clients take the replicas in turn.
+	hosts []string
+	// dial connects waiter i to its server: TCP, or an in-memory pipe.
+	dial func(ctx context.Context, i int) (net.Conn, error)
 	// transport is what dial uses, for the report.
 	transport string
 }
 
-// newRawWaiters returns waiters for n long-polls of t's first server. An
-// in-process server holds both ends of every TCP connection, so past the
-// process's file descriptors it is reached through in-memory pipes.
+// waitersPerSource is how many waiters share one loopback source address.
+// A TCP connection on 127.0.0.1 needs an ephemeral port of its own for
+// each (source address, server) pair, and Linux has about 28,000 of them
+// (net.ipv4.ip_local_port_range): past that, waiters take their source
+// addresses in turn from 127.0.0.1, 127.0.0.2, …, all of them loopback.
+const waitersPerSource = 20_000
+
+// newRawWaiters returns waiters for n long-polls of t's servers, taken in
+// turn. An in-process server holds both ends of every TCP connection, so
+// the run raises its file descriptor limit to two per waiter where it may
+// (raiseFDLimit), and past what it may, reaches the servers through
+// in-memory pipes.
 func newRawWaiters(t *target, n int) (*rawWaiters, error) {
-	u, err := url.Parse(t.urls[0])
-	if err != nil {
-		return nil, err
+	w := &rawWaiters{token: t.agent, transport: "tcp"}
+	for _, s := range t.urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		w.hosts = append(w.hosts, u.Host)
 	}
-	w := &rawWaiters{host: u.Host, token: t.agent, transport: "tcp"}
-	var d net.Dialer
-	w.dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", u.Host) }
-	limit := fdLimit()
+	w.dial = func(ctx context.Context, i int) (net.Conn, error) { return dialFrom(ctx, i, w.hosts[i%len(w.hosts)]) }
+	need := n + 512
+	if len(t.servers) > 0 {
+		need = 2*n + 512
+	}
+	limit := raiseFDLimit(need)
 	switch {
-	case len(t.servers) > 0 && limit > 0 && 2*n+512 > limit:
+	case len(t.servers) > 0 && limit > 0 && need > limit:
 		w.transport = "in-memory pipe"
-		w.dial = t.servers[0].pipe.dial
-	case len(t.servers) == 0 && limit > 0 && n+512 > limit:
-		return nil, fmt.Errorf("%d waiters need %d file descriptors and this process may open %d: raise `ulimit -n` or lower --clients", n, n+512, limit)
+		w.dial = func(ctx context.Context, i int) (net.Conn, error) {
+			return t.servers[i%len(t.servers)].pipe.dial(ctx)
+		}
+	case len(t.servers) == 0 && limit > 0 && need > limit:
+		return nil, fmt.Errorf("%d waiters need %d file descriptors and this process may open %d: raise `ulimit -n` or lower --clients", n, need, limit)
 	}
 	return w, nil
 }
 
-// poll long-polls request id for up to wait on conn, and returns the
-// state in the answer. ready is called once the request is written.
-func (w *rawWaiters) poll(conn net.Conn, id string, wait time.Duration, ready func()) answer {
+// dialFrom connects connection i to addr over TCP, from loopback source
+// address 127.0.0.(1 + i/waitersPerSource) when addr is on 127.0.0.1.
+func dialFrom(ctx context.Context, i int, addr string) (net.Conn, error) {
+	var d net.Dialer
+	if host, _, err := net.SplitHostPort(addr); err == nil && host == "127.0.0.1" {
+		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i/waitersPerSource))}
+	}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// poll long-polls request id for up to wait on conn, waiter i's, and
+// returns the state in the answer. ready is called once the request is
+// written.
+func (w *rawWaiters) poll(conn net.Conn, i int, id string, wait time.Duration, ready func()) answer {
 	defer conn.Close()
 	req := fmt.Sprintf("GET /v1/approval-requests/%s?wait=%dms HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n",
-		id, wait.Milliseconds(), w.host, w.token)
+		id, wait.Milliseconds(), w.hosts[i%len(w.hosts)], w.token)
 	if _, err := io.WriteString(conn, req); err != nil {
 		ready()
 		return answer{err: err}
@@ -148,7 +179,7 @@ func heldCost(ctx context.Context, w *rawWaiters, n int, clients bool) (int64, e
 	var (
 		held    []net.Conn
 		mu      sync.Mutex
-		dial    func(ctx context.Context) (net.Conn, error)
+		dial    func(ctx context.Context, i int) (net.Conn, error)
 		cleanup func()
 	)
 	if w.transport == "tcp" {
@@ -169,11 +200,10 @@ func heldCost(ctx context.Context, w *rawWaiters, n int, clients bool) (int64, e
 				mu.Unlock()
 			}
 		}()
-		var d net.Dialer
-		dial = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", ln.Addr().String()) }
+		dial = func(ctx context.Context, i int) (net.Conn, error) { return dialFrom(ctx, i, ln.Addr().String()) }
 		cleanup = func() { ln.Close(); <-accepted }
 	} else {
-		dial = func(context.Context) (net.Conn, error) {
+		dial = func(context.Context, int) (net.Conn, error) {
 			c, s := net.Pipe()
 			mu.Lock()
 			held = append(held, s)
@@ -186,8 +216,8 @@ func heldCost(ctx context.Context, w *rawWaiters, n int, clients bool) (int64, e
 	before := liveBytes()
 	var wg, ready sync.WaitGroup
 	var failed error
-	for range n {
-		conn, err := dial(ctx)
+	for i := range n {
+		conn, err := dial(ctx, i)
 		if err != nil {
 			failed = err
 			break
