@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/airlockhq/airlock"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -261,7 +262,7 @@ func (s *Server) completeResult(res mcp.Result) (json.RawMessage, error) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
 	}
 	if r, ok := res.(*mcp.CallToolResult); ok {
-		out := completeCallToolResult // resultType is the SDK's to set: copied
+		out := completeCallToolResult() // resultType is the SDK's to set: copied
 		out.Meta, out.Content, out.StructuredContent, out.IsError = r.Meta, r.Content, r.StructuredContent, r.IsError
 		out.InputRequests, out.RequestState = r.InputRequests, r.RequestState
 		if out.Content == nil && out.InputRequests == nil {
@@ -286,16 +287,18 @@ func (s *Server) completeResult(res mcp.Result) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// completeCallToolResult is an empty CallToolResult whose unexported
-// resultType is "complete", the one way to set it outside the SDK.
-var completeCallToolResult = func() mcp.CallToolResult {
+// completeCallToolResult returns an empty CallToolResult whose unexported
+// resultType is "complete", the one way to set it outside the SDK. It is
+// decoded at the first direct call, not at init: the SDK's decoder
+// allocates 32 KiB, which every command's start would pay.
+var completeCallToolResult = sync.OnceValue(func() mcp.CallToolResult {
 	var r mcp.CallToolResult
 	if err := r.UnmarshalJSON([]byte(`{"content":[],"resultType":"complete"}`)); err != nil {
 		panic("mcpserver: " + err.Error())
 	}
 	r.Content = nil
 	return r
-}()
+})
 
 // tokenInfo is the TokenInfo of a request authenticated as c: how the
 // SDK hands the tool handlers their caller (callerOf) and the request
