@@ -176,40 +176,23 @@ func seedReviewers(ctx context.Context, t *target, groups int) (string, error) {
 	defer st.Close()
 	n := groups * scaleGroupSize
 	member := airlock.NewTokenSecret()
-	var (
-		next     atomic.Int64
-		firstErr error
-		errOnce  sync.Once
-		wg       sync.WaitGroup
-	)
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	for range scaleWriters {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || wctx.Err() != nil {
-					return
-				}
-				secret := member
-				if i > 0 {
-					secret = airlock.NewTokenSecret()
-				}
-				k, j := i/scaleGroupSize, i%scaleGroupSize
-				err := st.CreateToken(wctx, airlock.Token{
-					ID: airlock.NewID(airlock.PrefixToken), Name: "bench " + groupPrincipal(k, j), Role: airlock.RoleReviewer,
-					Principal: groupPrincipal(k, j), Hash: airlock.HashSecret(secret), CreatedAt: time.Now(), CreatedBy: "system:bench",
-				})
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("seed reviewer %s: %w", groupPrincipal(k, j), err); stop() })
-					return
-				}
-			}
+	err = seedEach(ctx, 0, n, func(ctx context.Context, i int) error {
+		secret := member
+		if i > 0 {
+			secret = airlock.NewTokenSecret()
+		}
+		k, j := i/scaleGroupSize, i%scaleGroupSize
+		err := st.CreateToken(ctx, airlock.Token{
+			ID: airlock.NewID(airlock.PrefixToken), Name: "bench " + groupPrincipal(k, j), Role: airlock.RoleReviewer,
+			Principal: groupPrincipal(k, j), Hash: airlock.HashSecret(secret), CreatedAt: time.Now(), CreatedBy: "system:bench",
 		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return "", firstErr
+		if err != nil {
+			return fmt.Errorf("seed reviewer %s: %w", groupPrincipal(k, j), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
 	return member, ctx.Err()
 }

@@ -321,15 +321,40 @@ func seed(ctx context.Context, cfg Config, t *target, from, to int, window func(
 		}
 		ids[k] = in.ID
 	}
+	var done atomic.Int64
+	start := time.Now()
+	err = seedEach(ctx, from, to, func(ctx context.Context, i int) error {
+		w, err := window(i)
+		if err == nil {
+			err = seedOne(ctx, st, t.agentID, ids[i/scalePerInstance-first], i, w)
+		}
+		if err != nil {
+			return fmt.Errorf("seed request %d: %w", i, err)
+		}
+		if d := done.Add(1); d%100_000 == 0 {
+			fmt.Fprintf(cfg.Progress, "scale: %d seeded, %.0f/s\n", d, float64(d)/time.Since(start).Seconds())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("seeding %d requests outlasted its bound (%d seeded; at least %d/s is allowed for): %w", to-from, done.Load(), scaleSeedRate, err)
+	}
+	return ids, nil
+}
+
+// seedEach runs each for every i in [from, to) on scaleWriters concurrent
+// writers; the first error stops them all and is returned.
+func seedEach(ctx context.Context, from, to int, each func(ctx context.Context, i int) error) error {
 	var (
 		next     atomic.Int64
-		done     atomic.Int64
 		firstErr error
 		errOnce  sync.Once
 		wg       sync.WaitGroup
 	)
 	next.Store(int64(from))
-	start := time.Now()
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	for range scaleWriters {
@@ -339,28 +364,15 @@ func seed(ctx context.Context, cfg Config, t *target, from, to int, window func(
 				if i >= to || wctx.Err() != nil {
 					return
 				}
-				w, err := window(i)
-				if err == nil {
-					err = seedOne(wctx, st, t.agentID, ids[i/scalePerInstance-first], i, w)
-				}
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("seed request %d: %w", i, err); stop() })
+				if err := each(wctx, i); err != nil {
+					errOnce.Do(func() { firstErr = err; stop() })
 					return
-				}
-				if d := done.Add(1); d%100_000 == 0 {
-					fmt.Fprintf(cfg.Progress, "scale: %d seeded, %.0f/s\n", d, float64(d)/time.Since(start).Seconds())
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("seeding %d requests outlasted its bound (%d seeded; at least %d/s is allowed for): %w", to-from, done.Load(), scaleSeedRate, err)
-	}
-	return ids, nil
+	return firstErr
 }
 
 // seedOne creates request i on instance, as the API's create would,
