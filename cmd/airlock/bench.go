@@ -38,7 +38,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	policyFile := fs.String("policy", "", "a policy file the in-process servers load (docs/policy.md), to measure what its rules cost; run once with and once without it")
 	groups := fs.Int("groups", 0, "with scale: also seed this many reviewer groups of 20 reviewers each, routed to by a policy rule each, and time creates routed to them (at most 1000)")
 	explain := fs.Bool("explain-store", false, "with lifecycle on --db postgres://…: count what a lifecycle asks of PostgreSQL (transactions, statements, their execution time and WAL with pg_stat_statements, rows and index entries written, WAL) beside the raw baseline's")
-	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile (go tool pprof) of each server the run starts in a process of its own to this new file, from its start to its stop, setup included; replica i's to the name with .i before its extension")
+	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile (go tool pprof) of each server the run starts in a process of its own to this new file, from its start to its stop, setup included; replica i's to the name with .i before its extension; expiry and scale, whose servers run in the bench's process, profile that process over their measured phases (scale's expiry to the name with .expiry before its extension)")
 	if err := a.parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -193,7 +194,9 @@ type Config struct {
 	// a process of its own writes its CPU profile (runtime/pprof), from
 	// its start to its stop, setup included: the first replica's to this
 	// path, replica i's (from 1) to the path with ".i" before its
-	// extension. The file must not exist yet.
+	// extension. The file must not exist yet. Expiry and scale run their
+	// servers in the bench's own process: they profile that process over
+	// their measured phases instead (phaseProfile).
 	CPUProfile string
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
@@ -222,6 +225,33 @@ func (c Config) serversApart() bool {
 		return len(c.URLs) == 0 && c.Webhooks == 0
 	}
 	return false
+}
+
+// phasesProfiled says whether --cpuprofile profiles the bench's own
+// process over the run's measured phases (phaseProfile): the scenarios
+// whose servers run in-process.
+func (c Config) phasesProfiled() bool {
+	return (c.Scenario == Expiry || c.Scenario == Scale) && len(c.URLs) == 0
+}
+
+// phaseProfile starts profiling this process's CPU, servers and clients
+// alike, into CPUProfile with suffix before its extension ("" for the
+// path itself), when the run profiles its phases; stop ends it. Profiling
+// only the measured phase leaves out the seeding, which would dwarf it.
+func (c Config) phaseProfile(suffix string) (stop func(), err error) {
+	if c.CPUProfile == "" || !c.phasesProfiled() {
+		return func() {}, nil
+	}
+	path := c.CPUProfile
+	if suffix != "" {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "." + suffix + ext
+	}
+	stop, err = startCPUProfile(path)
+	if err != nil {
+		return nil, err
+	}
+	return sync.OnceFunc(stop), nil
 }
 
 // withDefaults fills in the zero fields.
@@ -288,8 +318,8 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("--scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios, ", "))
 	}
-	if c.CPUProfile != "" && !c.serversApart() {
-		return fmt.Errorf("--cpuprofile profiles the servers a run starts in processes of their own: lifecycle, create, mcp, grant, claim, consume, audit or push, without --url or --webhooks")
+	if c.CPUProfile != "" && !c.serversApart() && !c.phasesProfiled() {
+		return fmt.Errorf("--cpuprofile profiles the servers a run starts: lifecycle, create, mcp, grant, claim, consume, audit or push (each server in a process of its own), expiry or scale (the bench's own process over the measured phases), without --url or --webhooks")
 	}
 	if c.Duration < 0 || c.Duration > MaxDuration {
 		return fmt.Errorf("--duration must be between 1ms and %s, not %s: every run is bounded", MaxDuration, c.Duration)

@@ -321,3 +321,48 @@ func TestCPUProfileFiles(t *testing.T) {
 		t.Errorf("--cpuprofile with --url: %v, want a refusal naming --cpuprofile", err)
 	}
 }
+
+// TestPhaseProfile: expiry and scale, whose servers run in the bench's
+// process, profile that process over a phase, to the path or to the path
+// with the phase's name before its extension; other scenarios do not, and
+// a profile over a URL is refused.
+func TestPhaseProfile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Scenario: Expiry, CPUProfile: filepath.Join(dir, "cpu.pprof")}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("expiry with --cpuprofile: %v", err)
+	}
+	for _, suffix := range []string{"", "expiry"} {
+		stop, err := cfg.phaseProfile(suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		stop() // a second stop does nothing
+	}
+	for _, name := range []string{"cpu.pprof", "cpu.expiry.pprof"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a gzipped protocol buffer
+			t.Errorf("%s is not a Go CPU profile: %d bytes starting %q", name, len(b), b[:min(len(b), 8)])
+		}
+	}
+	if _, err := cfg.phaseProfile(""); err == nil {
+		t.Error("a phase profile over an existing file: no error, want a refusal")
+	}
+	lifecycle := Config{Scenario: Lifecycle, CPUProfile: filepath.Join(dir, "lifecycle.pprof")}
+	stop, err := lifecycle.phaseProfile("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if _, err := os.Stat(lifecycle.CPUProfile); !os.IsNotExist(err) {
+		t.Errorf("lifecycle wrote a phase profile (%v): its servers profile themselves", err)
+	}
+	remote := Config{Scenario: Expiry, CPUProfile: "cpu.pprof", URLs: []string{"http://127.0.0.1:1"}}
+	if err := remote.Validate(); err == nil || !strings.Contains(err.Error(), "--cpuprofile") {
+		t.Errorf("expiry --cpuprofile with --url: %v, want a refusal naming --cpuprofile", err)
+	}
+}

@@ -156,6 +156,11 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		return ctx.Err()
 	}
 	limit := last.Add(cfg.Duration)
+	stopProfile, err := cfg.phaseProfile("")
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	var allExpired time.Time
 	for {
 		left := int64(n) - (t.sweeps.rows.Load() - rowsBefore)
@@ -168,6 +173,7 @@ func runExpiry(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		}
 		if left <= 0 {
 			allExpired = time.Now()
+			stopProfile()
 			break
 		}
 		if time.Now().After(limit) {

@@ -177,6 +177,10 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	}
 
 	half := cfg.Duration / 2
+	stopProfile, err := cfg.phaseProfile("")
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(cfg.Progress, "scale: the reviewer's first page of %d, %d clients over %d replicas, %s\n", inboxPageSize, cfg.Clients, len(t.urls), half)
 	x.FirstPage = measureReads(ctx, cfg, half, func(ctx context.Context, i int, _ *rand.Rand) error {
 		var page struct {
@@ -211,6 +215,7 @@ func runScale(ctx context.Context, cfg Config, t *target, rep *Report) error {
 		}
 		return nil
 	})
+	stopProfile()
 	rep.Result = Result{Ops: x.FirstPage.Reads + x.InstanceRead.Reads, Errors: x.FirstPage.Errors + x.InstanceRead.Errors}
 	// Said now, so that a later failure does not lose them.
 	fmt.Fprintf(cfg.Progress, "scale: first page p50 %.2f ms, p99 %.2f ms (%d reads, %d errors); instance p50 %.2f ms, p99 %.2f ms (%d reads, %d errors); plans read %v\n",
@@ -255,12 +260,17 @@ func expireOverBacklog(ctx context.Context, cfg Config, t *target, x *ScaleRepor
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	stopProfile, err := cfg.phaseProfile("expiry")
+	if err != nil {
+		return err
+	}
 	// Past limit, the report says how many were left: an expiry too slow
 	// for the limit is a measurement, and the reads' figures stand.
 	limit := deadline.Add(max(cfg.Duration, time.Minute))
 	for t.sweeps.rows.Load()-rowsBefore < int64(k) && time.Now().Before(limit) {
 		time.Sleep(time.Millisecond)
 	}
+	stopProfile()
 	t.sweeps.settle(10 * time.Second)
 	e.StillPending = max(0, int(int64(k)-(t.sweeps.rows.Load()-rowsBefore)))
 	last := deadline
