@@ -270,3 +270,22 @@ func BenchmarkNextDeadline(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListFirstPage measures the reviewer's first page: 200 pending
+// requests, newest first, every column of each (ListRequests).
+func BenchmarkListFirstPage(b *testing.B) {
+	ctx := context.Background()
+	s := benchStore(b)
+	for range 300 {
+		if _, err := benchCreate(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rs, more, err := s.ListRequests(ctx, store.RequestFilter{State: airlock.StatePending, Limit: 200})
+		if err != nil || len(rs) != 200 || !more {
+			b.Fatalf("ListRequests = %d requests (more %v), %v; want 200 and more", len(rs), more, err)
+		}
+	}
+}
