@@ -98,7 +98,12 @@ type Requests interface {
 	// that find their requests overdue expire those alone, rather than
 	// waiting for a sweep of the whole backlog.
 	ExpireRequests(ctx context.Context, ids []string) ([]airlock.Request, error)
-	// NextDeadline returns the earliest deadline of a pending request.
+	// NextDeadline returns when the expiry scheduler should look again:
+	// the earliest deadline of a pending request, or, when more than
+	// NextDeadlineExact pending deadlines share that deadline's second,
+	// the start of that second. Finding the earliest of a second's
+	// deadlines reads all of them: with 100,000 due in one second, 40 ms
+	// on PostgreSQL for every read.
 	NextDeadline(ctx context.Context) (t time.Time, ok bool, err error)
 	// CountPending returns how many requests are pending, across every
 	// process sharing the store, for the pending gauge.
@@ -362,6 +367,12 @@ func PageSize(limit int) int {
 	}
 	return min(limit, MaxListLimit)
 }
+
+// NextDeadlineExact is how many pending deadlines may share the earliest
+// deadline's second for NextDeadline to find the earliest of them; past
+// it, NextDeadline returns the start of the second, and the scheduler
+// looks again from then, every sweep target, until they fall due.
+const NextDeadlineExact = 1000
 
 // DefaultExpireBatch is how many due requests ExpireDue expires when its
 // limit is not positive.

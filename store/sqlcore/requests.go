@@ -142,8 +142,10 @@ type RequestSQL struct {
 	// due at @now to their escalation groups, once, and returns each
 	// one's id, instance_id and the instant.
 	Escalate string
-	// NextDeadline selects the earliest deadline of a pending request
-	// (NULL when none is).
+	// NextDeadline selects the earliest deadline of a pending request, or
+	// the start of its second when more than @exact pending deadlines
+	// share that second, reading @probe (@exact + 1) of them at most (NULL
+	// when none is pending; store.Requests.NextDeadline).
 	NextDeadline string
 	// CountPending selects how many requests are pending.
 	CountPending string
@@ -663,7 +665,7 @@ func (c *Core) scanSummary(row Row) (airlock.RequestSummary, error) {
 // NextDeadline returns the earliest deadline of a pending request.
 func (c *Core) NextDeadline(ctx context.Context) (time.Time, bool, error) {
 	var next NullTime
-	err := c.d.QueryRow(ctx, c.q.Requests.NextDeadline, nil).Scan(c.d.NullTime(&next))
+	err := c.d.QueryRow(ctx, c.q.Requests.NextDeadline, Args{{"probe", store.NextDeadlineExact + 1}, {"exact", store.NextDeadlineExact}}).Scan(c.d.NullTime(&next))
 	if err != nil || !next.Valid {
 		return time.Time{}, false, c.d.Translate(err, "requests", "next deadline")
 	}

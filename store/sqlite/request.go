@@ -155,11 +155,18 @@ const expiredCols = `seq, id, instance_id, owner_id, session_id, state, deadline
 
 // nextDeadlineSQL finds the earliest second with a pending deadline (the
 // first entry of requests_pending_by_second), then the earliest deadline
-// among that second's entries: it reads one second's entries, where a
-// plain MIN(deadline_at) would read every pending request's.
-const nextDeadlineSQL = `SELECT min(deadline_at) FROM requests
-WHERE state = 'pending' AND deadline_at / 1000000 = (
-	SELECT deadline_at / 1000000 FROM requests WHERE state = 'pending' ORDER BY deadline_at / 1000000 LIMIT 1)`
+// among that second's entries, where a plain MIN(deadline_at) would read
+// every pending request's. It reads @probe of them at most: past @exact
+// it answers the second's start instead (store.NextDeadlineExact).
+const nextDeadlineSQL = `WITH first AS MATERIALIZED (
+	SELECT deadline_at / 1000000 AS second FROM requests WHERE state = 'pending' ORDER BY deadline_at / 1000000 LIMIT 1
+), due AS MATERIALIZED (
+	SELECT r.deadline_at FROM requests r, first
+	WHERE r.state = 'pending' AND r.deadline_at / 1000000 = first.second
+	LIMIT @probe
+)
+SELECT CASE WHEN (SELECT count(*) FROM due) > @exact THEN (SELECT second * 1000000 FROM first)
+	ELSE (SELECT min(deadline_at) FROM due) END`
 
 var requestSQL = sqlcore.RequestSQL{
 	Create: `INSERT INTO requests (

@@ -18,6 +18,7 @@ func (s *suite) testExpiry(t *testing.T) {
 		{"within a second, in creation order", s.expireCreationOrder},
 		{"limit", s.expireLimit},
 		{"no limit takes the default batch", s.expireDefaultBatch},
+		{"a crowded second's start", s.nextDeadlineCrowded},
 		{"a refused decision expires an overdue request", s.refusedDecisionExpires},
 		{"ExpireRequests expires the due among them, once", s.expireRequests},
 	})
@@ -265,4 +266,37 @@ func (s *suite) expireRequests(t *testing.T) {
 func expiredFields(r airlock.Request) airlock.Request {
 	return airlock.Request{Seq: r.Seq, ID: r.ID, InstanceID: r.InstanceID, OwnerID: r.OwnerID, SessionID: r.SessionID,
 		State: r.State, DeadlineAt: r.DeadlineAt, Decision: r.Decision}
+}
+
+// nextDeadlineCrowded: NextDeadline finds the earliest deadline among up
+// to store.NextDeadlineExact sharing its second, and answers the start of
+// the second past that, rather than read every one of them.
+func (s *suite) nextDeadlineCrowded(t *testing.T) {
+	b := s.setup(t)
+	if _, ok, err := b.store.NextDeadline(b.ctx); err != nil || ok {
+		t.Fatalf("NextDeadline before any request = ok %v, %v; want none", ok, err)
+	}
+	second := b.clock.Now().Truncate(time.Second).Add(17 * time.Minute)
+	dueAt := func(at time.Time) func(*store.NewRequestParams) {
+		return func(p *store.NewRequestParams) { p.Window = at.Sub(b.clock.Now()) }
+	}
+	b.create(t, dueAt(second.Add(1500*time.Millisecond))) // the next second's: never the answer
+	var earliest time.Time
+	for i := range store.NextDeadlineExact {
+		// Deadlines from 900 ms into the second down to 400, the earliest
+		// created last.
+		at := second.Add(900*time.Millisecond - time.Duration(i)*500*time.Microsecond)
+		earliest = b.create(t, dueAt(at)).DeadlineAt
+	}
+	next, ok, err := b.store.NextDeadline(b.ctx)
+	wantOK(t, err)
+	if !ok || !next.Equal(earliest) {
+		t.Fatalf("NextDeadline with %d deadlines in its second = %v (ok %v), want the earliest, %v", store.NextDeadlineExact, next, ok, earliest)
+	}
+	b.create(t, dueAt(second.Add(950*time.Millisecond)))
+	next, ok, err = b.store.NextDeadline(b.ctx)
+	wantOK(t, err)
+	if !ok || !next.Equal(second) {
+		t.Fatalf("NextDeadline with %d deadlines in its second = %v (ok %v), want the second's start, %v", store.NextDeadlineExact+1, next, ok, second)
+	}
 }

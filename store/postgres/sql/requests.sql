@@ -211,10 +211,17 @@ date_trunc('second', d.deadline_at AT TIME ZONE 'UTC')
 -- name: Requests.NextDeadline
 -- NextDeadline finds the earliest second with a pending deadline (the
 -- first entry of requests_pending_by_second), then the earliest deadline
--- among that second's entries.
-SELECT min(d.deadline_at) FROM requests d
-WHERE d.state = 'pending' AND {{deadlineSecond}} = (
-	SELECT {{deadlineSecond}} FROM requests d WHERE d.state = 'pending' ORDER BY 1 LIMIT 1)
+-- among that second's entries, reading @probe of them at most: past
+-- @exact it answers the second's start instead (store.NextDeadlineExact).
+WITH first AS MATERIALIZED (
+	SELECT {{deadlineSecond}} AS second FROM requests d WHERE d.state = 'pending' ORDER BY 1 LIMIT 1
+), due AS MATERIALIZED (
+	SELECT d.deadline_at FROM requests d, first
+	WHERE d.state = 'pending' AND {{deadlineSecond}} = first.second
+	LIMIT @probe
+)
+SELECT CASE WHEN (SELECT count(*) FROM due) > @exact THEN (SELECT second AT TIME ZONE 'UTC' FROM first)
+	ELSE (SELECT min(deadline_at) FROM due) END
 
 -- name: expiredCols
 -- expiredCols is what an expiry returns of each request it expired, in
