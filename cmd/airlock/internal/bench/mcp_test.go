@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -197,5 +198,28 @@ func TestMCPHalfMax(t *testing.T) {
 	rep.WriteTable(&table)
 	if out := table.String(); !strings.Contains(out, "both runs are at 2026-07-28") || strings.Contains(out, "revision_ratio: ") {
 		t.Errorf("table of an mcp run with --half-max:\n%s", out)
+	}
+}
+
+// TestMCPRemote drives a server at --url: the revision is the clients',
+// so the passes are compared there too, and --server-pid gives the
+// server's CPU per call at each.
+func TestMCPRemote(t *testing.T) {
+	t.Parallel()
+	srv, err := openTarget(t.Context(), Config{Clients: 2, Progress: &bytes.Buffer{}}.withDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close(context.Background())
+	cfg := Config{Scenario: MCP, Clients: 2, Duration: 20 * time.Second, Count: 12, URLs: []string{srv.urls[0]}, Token: srv.admin}
+	if procCPUAvailable() {
+		cfg.ServerPID = srv.children[0].pid
+	}
+	m := run(t, cfg).MCP
+	if m == nil || !m.Compared || len(m.Passes) != len(mcpOrder) || m.At2025 == nil || m.RevisionRatio <= 0 {
+		t.Fatalf("mcp report over --url %+v, want both revisions compared", m)
+	}
+	if procCPUAvailable() && m.RevisionCPURatio <= 0 {
+		t.Errorf("over --url with --server-pid: no revision_cpu_ratio (server CPU %.1f and %.1f µs per call)", m.At2026.ServerCPUPerOpUS, m.At2025.ServerCPUPerOpUS)
 	}
 }
