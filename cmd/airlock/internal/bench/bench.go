@@ -38,7 +38,9 @@ const (
 	Wait = "wait"
 	// Expiry is many pending requests reaching their deadline at once.
 	Expiry = "expiry"
-	// MCP is approval_request tool calls through the /mcp endpoint.
+	// MCP is approval_request tool calls through the /mcp endpoint, with
+	// clients at MCP revisions 2026-07-28 and 2025-11-25 in interleaved
+	// passes (mcp.go).
 	MCP = "mcp"
 	// Grant is a create a reviewer's grant approves at once, then the
 	// execution claim, per client in a loop (docs/policy.md, "Grants").
@@ -209,6 +211,10 @@ type Config struct {
 	// or fewer uses than the run needs, so that creates go unapproved.
 	grantTool string
 	grantUses int
+	// mcpPin, set by tests only, is the revision the mcp scenario's
+	// clients are pinned to for a pass meant to be at revision, so that a
+	// pass can speak the wrong one.
+	mcpPin func(revision string) string
 	// onChild, set by tests only, hears the process ID of every server
 	// the run starts in a child process.
 	onChild func(pid int)
@@ -404,6 +410,9 @@ func (c Config) validate() error {
 	if err := c.validateAudit(); err != nil {
 		return err
 	}
+	if err := c.validateMCP(); err != nil {
+		return err
+	}
 	if err := c.validatePush(); err != nil {
 		return err
 	}
@@ -572,7 +581,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Target, rep.Store, rep.Replicas = tgt.describe(), tgt.store, len(tgt.urls)
 
 	switch cfg.Scenario {
-	case Lifecycle, Create, MCP, Grant, Consume:
+	case MCP:
+		if cfg.HalfMax {
+			err = runLoadScenario(ctx, cfg, tgt, rep)
+		} else {
+			err = runMCP(ctx, cfg, tgt, rep)
+		}
+	case Lifecycle, Create, Grant, Consume:
 		err = runLoadScenario(ctx, cfg, tgt, rep)
 	case Claim:
 		err = runClaim(ctx, cfg, tgt, rep)

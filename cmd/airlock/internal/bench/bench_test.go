@@ -469,6 +469,7 @@ func TestRefusals(t *testing.T) {
 		{"negative rate", Config{Rate: -1}, "--rate"},
 		{"paced waiters", Config{Scenario: Wait, Rate: 10}, "--rate"},
 		{"half-max expiry", Config{Scenario: Expiry, HalfMax: true}, "--half-max"},
+		{"mcp with fewer calls than passes", Config{Scenario: MCP, Count: 3}, "--count must be at least 4 for mcp"},
 		{"half-max and a rate", Config{Scenario: Create, HalfMax: true, Rate: 10}, "--half-max"},
 		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
 		{"existing SQLite file", Config{DB: existing}, "already exists"},

@@ -6,13 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/airlockhq/airlock/internal/mcpsdk"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // clientOp is one client's operation; the load loop calls it until the
@@ -187,6 +183,8 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	// afterSetup is the audit log's reading once a consume run's setup was
 	// sequenced; the run's audit timing starts there.
 	var afterSetup *auditReading
+	// mcpLog reads the MCP revision of the mcp scenario's calls.
+	var mcpLog *revisionLog
 	switch cfg.Scenario {
 	case Lifecycle, Create:
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
@@ -225,34 +223,11 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 			return consumeOp(t, i, pool), nil, nil
 		}
 	case MCP:
+		// Only with --half-max (runMCP runs the scenario otherwise): its
+		// runs are at 2026-07-28, every call checked for it.
+		mcpLog = newRevisionLog(mcpRevision(true), t.hc.Transport)
 		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
-			ph := phase
-			hc := &http.Client{Transport: mcpsdk.Bearer{Token: t.agent, Next: t.hc.Transport}}
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "airlock-bench", Version: "v1"}, nil).
-				Connect(ctx, &mcp.StreamableClientTransport{Endpoint: t.base(i) + "/mcp", HTTPClient: hc}, nil)
-			if err != nil {
-				return nil, nil, fmt.Errorf("connect to %s/mcp: %w", t.base(i), err)
-			}
-			return func(ctx context.Context, n int64) error {
-				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "approval_request", Arguments: map[string]any{
-					"kind": "agent_request", "title": fmt.Sprintf("bench %d", n),
-					"proposal":       map[string]any{"mode": "advisory"},
-					"idempotencyKey": fmt.Sprintf("bench-%s-%d-%d", run, ph, n), "expiresInMinutes": 60,
-				}})
-				if err != nil {
-					return err
-				}
-				if res.IsError {
-					var msg []string
-					for _, c := range res.Content {
-						if tc, ok := c.(*mcp.TextContent); ok {
-							msg = append(msg, tc.Text)
-						}
-					}
-					return fmt.Errorf("approval_request refused: %s", strings.Join(msg, " "))
-				}
-				return nil
-			}, func() { cs.Close() }, nil
+			return mcpClient(ctx, cfg, t, i, mcpRevision(true), mcpLog, run, phase)
 		}
 	}
 	rate := cfg.Rate
@@ -290,6 +265,12 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	}
 	if auditErr != nil {
 		fmt.Fprintf(cfg.Progress, "no audit log timing: %v\n", auditErr)
+	}
+	if mcpLog != nil {
+		if _, err := mcpLog.check(); err != nil {
+			return err
+		}
+		rep.MCP = &MCPReport{At2026: res, Note: "with --half-max both runs are at 2026-07-28: no revision_ratio (leave out --half-max for it)"}
 	}
 	if cfg.Scenario == Grant {
 		if rep.Grant, err = grantReport(ctx, t, grants[phase]); err != nil {

@@ -67,6 +67,10 @@ type Report struct {
 	// AuditCompare is what the audit scenario measured: the lifecycle with
 	// the audit log's sequencer on and off (audit.go).
 	AuditCompare *AuditReport `json:"audit_compare,omitempty"`
+	// MCP is what the mcp scenario measured: its calls at MCP revisions
+	// 2026-07-28 and 2025-11-25, revision_ratio and revision_cpu_ratio
+	// (mcp.go). Result is its 2026-07-28 part.
+	MCP *MCPReport `json:"mcp,omitempty"`
 	// Push is what the push scenario measured: push_ratio and push lag
 	// (push.go). Result is its paced creates, Max its unpaced ones.
 	Push    *PushReport `json:"push,omitempty"`
@@ -321,6 +325,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		if r.AuditCompare != nil {
 			name = "airlock lifecycle, audit log on"
 		}
+		if r.MCP != nil && r.MCP.Compared {
+			name = "airlock mcp, at " + mcpRevision(true)
+		}
 		if r.Max != nil {
 			maxName := "maximum, unpaced"
 			name = fmt.Sprintf("at half: %.0f/s", r.Bounds.Rate)
@@ -338,6 +345,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		if r.AuditCompare != nil {
 			r.AuditCompare.writeRows(row)
+		}
+		if r.MCP != nil {
+			r.MCP.writeRows(row)
 		}
 		if r.Raw != nil {
 			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
@@ -359,6 +369,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 		if r.AuditCompare != nil {
 			r.AuditCompare.writeSummary(w)
+		}
+		if r.MCP != nil {
+			r.MCP.writeSummary(w)
 		}
 		if r.Push != nil {
 			r.Push.writeSummary(w)
