@@ -439,10 +439,14 @@ func auditSequencersRace(t *testing.T, stores []store.Store, writes int) {
 		// A sequencer takes the lease, appends a few batches, and then
 		// lets it go (lets it expire) until another has appended, so the
 		// lease changes hands while events are written; a sequencer that
-		// appends after its lease expired is refused.
+		// appends after its lease expired is refused. Each keeps its
+		// tree's edge (sequencer.Edge) across lease changes on purpose,
+		// which the provider does not: a stale edge must be refused by
+		// the store's compare-and-set, and is then forgotten.
 		wg.Go(func() {
 			holder := fmt.Sprintf("seq_%d", i)
 			var after int64
+			var edge sequencer.Edge
 			rounds := 0
 			for !stopped() {
 				if rounds >= 3 {
@@ -457,7 +461,7 @@ func auditSequencersRace(t *testing.T, stores []store.Store, writes int) {
 				if !got {
 					continue
 				}
-				next, n, err := sequencer.Step(b.ctx, st, holder, after, 50)
+				batch, err := edge.Step(b.ctx, st, holder, after, 50)
 				switch {
 				case sequencer.Refused(err):
 					continue
@@ -465,7 +469,8 @@ func auditSequencersRace(t *testing.T, stores []store.Store, writes int) {
 					t.Errorf("Step(%s): %v", holder, err)
 					return
 				}
-				after = next
+				after = batch.Next
+				n := len(batch.At)
 				if n > 0 {
 					tr.appended(i)
 					rounds++
