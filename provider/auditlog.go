@@ -56,7 +56,7 @@ type auditSequencer struct {
 	// was made: while it is within an interval, no round reads the latest
 	// checkpoint to learn that none is due.
 	checkpointed time.Time
-	key   *store.AuditKey
+	key          *store.AuditKey
 	// uncovered is when this replica appended the first leaf that no
 	// checkpoint covers yet (zero when every leaf is covered), for the
 	// checkpoint delay metric.
