@@ -23,6 +23,7 @@ func (s *suite) testAuditLog(t *testing.T) {
 		{"the first audit key stays the one", s.auditKeyFirstWins},
 		{"one sequencer holds the lease at a time, another takes it once it expires", s.auditLease},
 		{"unsequenced events are those without a leaf, with their request's payloads", s.auditUnsequenced},
+		{"a page below the largest event, which has a leaf, settles up to it", s.auditUnsequencedBelowLast},
 		{"an append from a wrong size, by a non-holder or of a sequenced event is refused", s.auditAppendRefused},
 		{"the stored tree is the tree of its leaves, and its checkpoint verifies them", s.auditTree},
 		{"a request's leaves are its events' leaves, in index order", s.auditRequestLeaves},
@@ -155,6 +156,33 @@ func (s *suite) auditUnsequenced(t *testing.T) {
 	wantOK(t, err)
 	if len(page.Events) != 1 || page.Events[0].Event.Type != airlock.EventRequestApproved || page.Events[0].Request == nil {
 		t.Fatalf("after an approval, unsequenced = %v; want its request.approved with the request", unsequencedIDs(page))
+	}
+}
+
+// auditUnsequencedBelowLast: with the largest event in the tree and an
+// earlier one not, a page holds the earlier one and settles up to the
+// largest (SQLite reads that from the page's own statement, with no read
+// of the largest event ID of its own: sqlcore.AuditSQL.LastEvent).
+func (s *suite) auditUnsequencedBelowLast(t *testing.T) {
+	b := s.setup(t)
+	b.create(t)
+	evs := b.events(t) // instance.created, request.created
+	first, last := evs[0].ID, evs[len(evs)-1].ID
+	sequence(t, b, first, 100)
+	page, err := b.store.UnsequencedEvents(b.ctx, 0, 100)
+	wantOK(t, err)
+	if got := unsequencedIDs(page); !slices.Equal(got, []int64{first}) || page.Next != last {
+		t.Fatalf("UnsequencedEvents = %v, next %d; want [%d], next %d", got, page.Next, first, last)
+	}
+	one, err := b.store.UnsequencedEvents(b.ctx, 0, 1)
+	wantOK(t, err)
+	if got := unsequencedIDs(one); !slices.Equal(got, []int64{first}) || one.Next != first {
+		t.Fatalf("a page of 1 = %v, next %d; want [%d], next %d", got, one.Next, first, first)
+	}
+	above, err := b.store.UnsequencedEvents(b.ctx, first, 100)
+	wantOK(t, err)
+	if len(above.Events) != 0 || above.Next != last {
+		t.Fatalf("above the first, UnsequencedEvents = %v, next %d; want none, next %d", unsequencedIDs(above), above.Next, last)
 	}
 }
 
