@@ -72,18 +72,32 @@ func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64
 type Edge struct {
 	known bool
 	size  int64
-	// hashes are stored hashes of the tree at size, by stored index: its
-	// right edge, or part of it (what the store had not been asked for is
-	// read on demand).
+	// hashes are the tree's right edge at size, by stored index; nil
+	// until a step with events to append reads them.
 	hashes map[int64]auditlog.Hash
 }
 
-// Forget drops the edge: the next step reads the size, and the hashes it
-// needs, from the store.
+// Forget drops the edge: the next step reads the size, and the right
+// edge once it has events to append, from the store.
 func (e *Edge) Forget() { *e = Edge{} }
 
-// Size returns the tree's size the edge holds, and whether it holds one.
-func (e *Edge) Size() (int64, bool) { return e.size, e.known }
+// readHashes reads the right edge at the edge's size from the store, in
+// one statement.
+func (e *Edge) readHashes(ctx context.Context, s store.AuditLog) error {
+	hashes := map[int64]auditlog.Hash{}
+	if e.size > 0 {
+		indexes := auditlog.RightEdge(e.size)
+		read, err := s.ReadAuditHashes(ctx, indexes)
+		if err != nil {
+			return err
+		}
+		for i, x := range indexes {
+			hashes[x] = read[i]
+		}
+	}
+	e.hashes = hashes
+	return nil
+}
 
 // Step is StepBatch from the edge: it appends after the size the edge
 // holds, reading the size from the store only when the edge holds none,
@@ -102,7 +116,7 @@ func (e *Edge) step(ctx context.Context, s store.AuditLog, holder string, after 
 		if err != nil {
 			return Batch{}, err
 		}
-		*e = Edge{known: true, size: size, hashes: map[int64]auditlog.Hash{}}
+		*e = Edge{known: true, size: size}
 	}
 	size := e.size
 	page, err := s.UnsequencedEvents(ctx, after, limit)
@@ -123,6 +137,12 @@ func (e *Edge) step(ctx context.Context, s store.AuditLog, holder string, after 
 		leaves[i] = store.NewAuditLeaf{EventID: u.Event.ID, Leaf: leaf}
 		at[i] = u.Event.At
 	}
+	if e.hashes == nil {
+		// Read once the step has events to append, not every step.
+		if err := e.readHashes(ctx, s); err != nil {
+			return Batch{}, err
+		}
+	}
 	r := &batchReader{base: store.HashReader(ctx, s), start: auditlog.StoredHashIndex(size), cache: e.hashes}
 	for i, l := range leaves {
 		hs, err := auditlog.StoredHashes(size+int64(i), l.Leaf, r)
@@ -136,7 +156,7 @@ func (e *Edge) step(ctx context.Context, s store.AuditLog, holder string, after 
 		return Batch{}, err
 	}
 	// The appended tree's right edge: the batch's new nodes, and the
-	// older roots it left alone, as far as they were known.
+	// older roots it left alone.
 	grown := size + int64(len(leaves))
 	edge := make(map[int64]auditlog.Hash, 8)
 	for _, x := range auditlog.RightEdge(grown) {

@@ -24,6 +24,7 @@ func (s *suite) testAuditLog(t *testing.T) {
 		{"one sequencer holds the lease at a time, another takes it once it expires", s.auditLease},
 		{"unsequenced events are those without a leaf, with their request's payloads", s.auditUnsequenced},
 		{"a page below the largest event, which has a leaf, settles up to it", s.auditUnsequencedBelowLast},
+		{"a sequencer's kept edge gone stale is refused, forgotten and read again", s.auditStaleEdge},
 		{"an append from a wrong size, by a non-holder or of a sequenced event is refused", s.auditAppendRefused},
 		{"the stored tree is the tree of its leaves, and its checkpoint verifies them", s.auditTree},
 		{"a request's leaves are its events' leaves, in index order", s.auditRequestLeaves},
@@ -183,6 +184,43 @@ func (s *suite) auditUnsequencedBelowLast(t *testing.T) {
 	wantOK(t, err)
 	if len(above.Events) != 0 || above.Next != last {
 		t.Fatalf("above the first, UnsequencedEvents = %v, next %d; want none, next %d", unsequencedIDs(above), above.Next, last)
+	}
+}
+
+// auditStaleEdge: a sequencer that keeps the tree's edge (sequencer.Edge)
+// while another appends is refused by the append's compare-and-set, not
+// let to append from the size it remembers; its next step reads the tree
+// again and appends, and the stored tree is the tree of its leaves.
+func (s *suite) auditStaleEdge(t *testing.T) {
+	b := s.setup(t)
+	b.create(t)
+	holder := sequence(t, b, 0, 1) // the lease, and a tree of one leaf
+	var edge sequencer.Edge
+	first, err := edge.Step(b.ctx, b.store, holder, 0, 100)
+	wantOK(t, err)
+	b.create(t)
+	if _, _, err := sequencer.Step(b.ctx, b.store, holder, first.Next, 100); err != nil {
+		t.Fatalf("the other sequencer's Step: %v", err)
+	}
+	b.create(t)
+	if _, err := edge.Step(b.ctx, b.store, holder, first.Next, 100); !sequencer.Refused(err) {
+		t.Fatalf("a step from a stale edge = %v; want refused", err)
+	}
+	again, err := edge.Step(b.ctx, b.store, holder, first.Next, 100)
+	if err != nil || len(again.At) == 0 {
+		t.Fatalf("the step after the refusal appended %d, %v; want the new events", len(again.At), err)
+	}
+	evs := b.events(t)
+	tree := memoryTree(t, b.store)
+	if tree.Size() != int64(len(evs)) {
+		t.Fatalf("%d leaves for %d events", tree.Size(), len(evs))
+	}
+	want, err := tree.Root(tree.Size())
+	wantOK(t, err)
+	root, err := auditlog.TreeHash(tree.Size(), store.HashReader(b.ctx, b.store))
+	wantOK(t, err)
+	if root != want {
+		t.Fatalf("the stored tree's root %s is not the root of its %d leaves %s", root, tree.Size(), want)
 	}
 }
 
