@@ -40,6 +40,22 @@ func LeafOfStoredHash(idx int64) (leaf int64, ok bool) {
 	return n, level == 0
 }
 
+// RightEdge returns the stored indexes of the tree's right edge at size:
+// the root of each complete subtree the first size leaves make, one per
+// bit set in size, largest first. They are every stored hash that
+// appending to that tree reads (StoredHashes) and all that its root needs
+// (TreeHash), so a sequencer that keeps them between appends need read no
+// hash of the tree.
+func RightEdge(size int64) []int64 {
+	var out []int64
+	for level := 62; level >= 0; level-- {
+		if size>>level&1 == 1 {
+			out = append(out, tlog.StoredHashIndex(level, size>>level-1))
+		}
+	}
+	return out
+}
+
 // StoredHashes returns the hashes to store when leaf is appended at index:
 // its leaf hash and the interior nodes it completes. r must hold the hashes of
 // every earlier leaf. The store writes them, in the same transaction that

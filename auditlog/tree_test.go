@@ -289,3 +289,54 @@ func TestVerifyConsistencyRefuses(t *testing.T) {
 		}
 	}
 }
+
+// recordingReader serves a MemoryTree's hashes and records which it read.
+type recordingReader struct {
+	tree *MemoryTree
+	read map[int64]bool
+}
+
+func (r *recordingReader) ReadHashes(indexes []int64) ([]Hash, error) {
+	for _, x := range indexes {
+		r.read[x] = true
+	}
+	return r.tree.ReadHashes(indexes)
+}
+
+// TestRightEdge: the right edge at each size is what the root of that tree
+// reads, and every hash that appending the next leaf reads is on it, so a
+// sequencer keeping the edge reads no hash of the tree.
+func TestRightEdge(t *testing.T) {
+	tree := &MemoryTree{}
+	for size := int64(0); size <= 300; size++ {
+		edge := map[int64]bool{}
+		for _, x := range RightEdge(size) {
+			edge[x] = true
+		}
+		r := &recordingReader{tree: tree, read: map[int64]bool{}}
+		if _, err := TreeHash(size, r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.read) != len(edge) {
+			t.Fatalf("size %d: the root reads %v; the right edge is %v", size, r.read, edge)
+		}
+		for x := range r.read {
+			if !edge[x] {
+				t.Fatalf("size %d: the root reads %d, not on the right edge %v", size, x, edge)
+			}
+		}
+		leaf := fmt.Appendf(nil, "leaf %d", size)
+		r.read = map[int64]bool{}
+		if _, err := StoredHashes(size, leaf, r); err != nil {
+			t.Fatal(err)
+		}
+		for x := range r.read {
+			if !edge[x] {
+				t.Fatalf("appending leaf %d reads %d, not on the right edge %v", size, x, edge)
+			}
+		}
+		if err := tree.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -47,7 +47,16 @@ type auditSequencer struct {
 	// after is how far every event is known to have a leaf
 	// (store.Unsequenced.Next).
 	after int64
-	key   *store.AuditKey
+	// edge is the tree's size and right edge as this replica's last
+	// append left them, so that a round reads neither; it is forgotten
+	// whenever the lease was lost, retaken or may have lapsed, since
+	// another replica may have appended meanwhile (sequencer.Edge).
+	edge sequencer.Edge
+	// checkpointed is when the latest checkpoint this replica knows of
+	// was made: while it is within an interval, no round reads the latest
+	// checkpoint to learn that none is due.
+	checkpointed time.Time
+	key          *store.AuditKey
 	// uncovered is when this replica appended the first leaf that no
 	// checkpoint covers yet (zero when every leaf is covered), for the
 	// checkpoint delay metric.
@@ -101,12 +110,21 @@ func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 	}
 	now := s.clock.Now()
 	if !q.held || now.Sub(q.acquired) >= q.every/2 {
+		// Not renewed within its three intervals, the lease may have
+		// lapsed and been another replica's meanwhile.
+		lapsed := q.held && now.Sub(q.acquired) >= 3*q.every
 		got, err := s.system.AcquireSequencer(ctx, q.holder, 3*q.every)
 		if err != nil {
+			q.edge.Forget()
 			return 0, fmt.Errorf("audit log: take the sequencer lease: %w", err)
 		}
 		if got && !q.held {
 			s.log.Info("audit log: this replica sequences", "holder", q.holder)
+		}
+		if !got || !q.held || lapsed {
+			// A lease lost, taken or retaken: whatever this replica
+			// remembers of the tree may be stale.
+			q.edge.Forget()
 		}
 		q.held, q.acquired = got, now
 	}
@@ -115,7 +133,7 @@ func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		b, err := sequencer.StepBatch(ctx, s.system, q.holder, q.after, sequencer.DefaultBatch)
+		b, err := q.edge.Step(ctx, s.system, q.holder, q.after, sequencer.DefaultBatch)
 		if sequencer.Refused(err) {
 			// Another replica sequences now, or did: take the lease
 			// again before appending.
@@ -156,13 +174,20 @@ func (s *Service) SequenceAudit(ctx context.Context) (int, error) {
 // event: an event of it would be a leaf, and the tree would grow for ever.
 func (s *Service) checkpointIfDue(ctx context.Context, now time.Time) error {
 	q := &s.audit
+	if !q.checkpointed.IsZero() && now.Sub(q.checkpointed) < q.every {
+		// Checkpoints only get newer: the latest is at least this recent.
+		return nil
+	}
 	latest, err := s.system.LatestCheckpoint(ctx)
 	switch {
 	case airlock.ErrorCode(err) == airlock.CodeNotFound:
 	case err != nil:
 		return fmt.Errorf("audit log: latest checkpoint: %w", err)
-	case now.Sub(latest.CreatedAt) < q.every:
-		return nil
+	default:
+		q.checkpointed = latest.CreatedAt
+		if now.Sub(latest.CreatedAt) < q.every {
+			return nil
+		}
 	}
 	if q.key == nil {
 		k, err := s.loadAuditKey(ctx)
@@ -171,9 +196,12 @@ func (s *Service) checkpointIfDue(ctx context.Context, now time.Time) error {
 		}
 		q.key = &k
 	}
-	_, made, err := sequencer.Checkpoint(ctx, s.system, *q.key, s.checkpointDeliveries(ctx, now))
+	cp, made, err := sequencer.Checkpoint(ctx, s.system, *q.key, s.checkpointDeliveries(ctx, now))
 	if err != nil {
 		return fmt.Errorf("audit log: checkpoint: %w", err)
+	}
+	if made {
+		q.checkpointed = cp.CreatedAt
 	}
 	if made && s.deliveryQueued != nil {
 		s.deliveryQueued()

@@ -49,12 +49,76 @@ type Batch struct {
 }
 
 // StepBatch is Step, returning the appended events' times beside the next
-// after.
+// after. It reads the tree's size and right edge from the store; a
+// sequencer that steps again and again keeps them in an Edge instead.
 func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64, limit int) (Batch, error) {
-	size, err := s.TreeSize(ctx)
-	if err != nil {
-		return Batch{}, err
+	return new(Edge).Step(ctx, s, holder, after, limit)
+}
+
+// Edge is what a sequencer keeps of the tree between its steps while it
+// holds the lease: the tree's size as its last append left it, and the
+// hashes of the tree's right edge at that size (auditlog.RightEdge), which
+// are all the next append reads. A step with a known edge reads neither,
+// so a round's fixed cost is the read of the new events and the one write
+// transaction (docs/performance.md, "The audit log").
+//
+// Memory is trusted only while nothing else can have appended: the caller
+// forgets the edge whenever its lease was lost, retaken or may have lapsed,
+// and a step forgets it on any error. Should the size still be stale, the
+// store's compare-and-set on the size refuses the append
+// (store.ErrAppendRefused) and nothing is written: a stored hash never
+// changes once its leaf is appended, so an edge of the right size is the
+// store's.
+type Edge struct {
+	known bool
+	size  int64
+	// hashes are the tree's right edge at size, by stored index; nil
+	// until a step with events to append reads them.
+	hashes map[int64]auditlog.Hash
+}
+
+// Forget drops the edge: the next step reads the size, and the right
+// edge once it has events to append, from the store.
+func (e *Edge) Forget() { *e = Edge{} }
+
+// readHashes reads the right edge at the edge's size from the store, in
+// one statement.
+func (e *Edge) readHashes(ctx context.Context, s store.AuditLog) error {
+	hashes := map[int64]auditlog.Hash{}
+	if e.size > 0 {
+		indexes := auditlog.RightEdge(e.size)
+		read, err := s.ReadAuditHashes(ctx, indexes)
+		if err != nil {
+			return err
+		}
+		for i, x := range indexes {
+			hashes[x] = read[i]
+		}
 	}
+	e.hashes = hashes
+	return nil
+}
+
+// Step is StepBatch from the edge: it appends after the size the edge
+// holds, reading the size from the store only when the edge holds none,
+// and keeps the right edge of the tree it leaves.
+func (e *Edge) Step(ctx context.Context, s store.AuditLog, holder string, after int64, limit int) (Batch, error) {
+	b, err := e.step(ctx, s, holder, after, limit)
+	if err != nil {
+		e.Forget()
+	}
+	return b, err
+}
+
+func (e *Edge) step(ctx context.Context, s store.AuditLog, holder string, after int64, limit int) (Batch, error) {
+	if !e.known {
+		size, err := s.TreeSize(ctx)
+		if err != nil {
+			return Batch{}, err
+		}
+		*e = Edge{known: true, size: size}
+	}
+	size := e.size
 	page, err := s.UnsequencedEvents(ctx, after, limit)
 	if err != nil {
 		return Batch{}, err
@@ -73,7 +137,13 @@ func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64
 		leaves[i] = store.NewAuditLeaf{EventID: u.Event.ID, Leaf: leaf}
 		at[i] = u.Event.At
 	}
-	r := &batchReader{base: store.HashReader(ctx, s), start: auditlog.StoredHashIndex(size), cache: map[int64]auditlog.Hash{}}
+	if e.hashes == nil {
+		// Read once the step has events to append, not every step.
+		if err := e.readHashes(ctx, s); err != nil {
+			return Batch{}, err
+		}
+	}
+	r := &batchReader{base: store.HashReader(ctx, s), start: auditlog.StoredHashIndex(size), cache: e.hashes}
 	for i, l := range leaves {
 		hs, err := auditlog.StoredHashes(size+int64(i), l.Leaf, r)
 		if err != nil {
@@ -85,6 +155,16 @@ func StepBatch(ctx context.Context, s store.AuditLog, holder string, after int64
 	if err != nil {
 		return Batch{}, err
 	}
+	// The appended tree's right edge: the batch's new nodes, and the
+	// older roots it left alone.
+	grown := size + int64(len(leaves))
+	edge := make(map[int64]auditlog.Hash, 8)
+	for _, x := range auditlog.RightEdge(grown) {
+		if h, ok := r.cached(x); ok {
+			edge[x] = h
+		}
+	}
+	e.size, e.hashes = grown, edge
 	return Batch{Next: page.Next, At: at}, nil
 }
 
@@ -128,12 +208,25 @@ func leafOf(u store.UnsequencedEvent, digested map[string]*auditlog.Payloads) ([
 // batchReader reads the stored hashes of the tree as it will be once a
 // batch is appended: the store's below start, and the batch's from start
 // on. The store's are cached, since each leaf of a batch reads the same
-// few hashes at the tree's right edge.
+// few hashes at the tree's right edge; the cache starts as the Edge's.
 type batchReader struct {
 	base  auditlog.HashReader
 	start int64
 	batch []auditlog.Hash
 	cache map[int64]auditlog.Hash
+}
+
+// cached returns the hash at stored index x if the batch made it or the
+// store's was read or given.
+func (r *batchReader) cached(x int64) (auditlog.Hash, bool) {
+	if x >= r.start {
+		if x-r.start < int64(len(r.batch)) {
+			return r.batch[x-r.start], true
+		}
+		return auditlog.Hash{}, false
+	}
+	h, ok := r.cache[x]
+	return h, ok
 }
 
 // ReadHashes implements auditlog.HashReader.

@@ -23,14 +23,21 @@ type AuditSQL struct {
 	// @ttl if @holder holds it or it expired at or before @now, and
 	// yields a row (the holder) when it did.
 	Acquire string
-	// LastEvent selects the largest event ID, or 0.
-	LastEvent string
+	// LastEvent selects the largest event ID, or 0. Optional: a store
+	// whose one statement sees every event below the largest it sees
+	// (SQLite: one writer at a time, event IDs committed in order) leaves
+	// it empty, and its Unsequenced settles the page itself (below).
+	LastEvent string `sql:"optional"`
 	// Unsequenced selects up to @limit events with id > @after that have
 	// no leaf, in id order: the event's columns as Requests.Events has
 	// them, then whether it has a request row, and the request's tool,
 	// arguments, agent_reasoning and context, whether its payloads were
 	// purged, and the digests the purge kept (arguments_digest,
-	// reasoning_digest, context_digest).
+	// reasoning_digest, context_digest). Without LastEvent, it also
+	// selects the largest event if it is above @after though it has a
+	// leaf, and a last column says whether the row's event has one: the
+	// page's last row is then how far it settled, with no statement of
+	// its own.
 	Unsequenced string
 	// Grow is the compare-and-set of an append: the tree's size becomes
 	// @to if it is @from and @holder holds the lease audit_sequencer at
@@ -150,6 +157,15 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 		limit = maxAuditPage
 	}
 	q := &c.q.Audit
+	if q.LastEvent == "" {
+		// The page settles itself: every event up to its last row is in
+		// it, has a leaf, or will never commit.
+		evs, _, lastRow, err := c.readUnsequenced(ctx, after, limit)
+		if err != nil {
+			return store.Unsequenced{}, c.d.Translate(err, "events", "unsequenced")
+		}
+		return store.Unsequenced{Events: evs, Next: max(lastRow, after)}, nil
+	}
 	var last int64
 	if err := c.d.QueryRow(ctx, q.LastEvent, nil).Scan(&last); err != nil {
 		return store.Unsequenced{}, c.d.Translate(err, "events", "unsequenced")
@@ -162,7 +178,7 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 		}
 		settled = upto
 	}
-	evs, full, err := c.readUnsequenced(ctx, after, limit)
+	evs, full, _, err := c.readUnsequenced(ctx, after, limit)
 	if err != nil {
 		return store.Unsequenced{}, c.d.Translate(err, "events", "unsequenced")
 	}
@@ -181,16 +197,17 @@ func (c *Core) UnsequencedEvents(ctx context.Context, after int64, limit int) (s
 const maxUnsequencedBytes = 16 << 20
 
 // readUnsequenced reads up to limit events without a leaf above after, and
-// reports whether the page is full: limit events, or ended early by
-// maxUnsequencedBytes.
-func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]store.UnsequencedEvent, bool, error) {
+// reports whether the page is full (limit rows, or ended early by
+// maxUnsequencedBytes) and the ID of its last row, which without LastEvent
+// may be the largest event's though it has a leaf.
+func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) (out []store.UnsequencedEvent, full bool, lastRow int64, err error) {
 	rows, err := c.d.Query(ctx, c.q.Audit.Unsequenced, Args{{"after", after}, {"limit", limit}})
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	defer rows.Close()
 	var (
-		out   []store.UnsequencedEvent
+		n     int
 		bytes int
 		// One set of destinations for every row, so that a page of
 		// 1,000 does not allocate each anew (Scan sets each one).
@@ -203,10 +220,19 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 		kept               auditlog.Payloads
 		dst                = []any{&e.ID, &typ, c.d.Time(&e.At), &e.Actor, &e.RequestID, &e.InstanceID, &e.TokenID, &state, &e.Subject, &e.PolicyHash, &e.UID,
 			&hasRequest, &tool, &arguments, &reasoning, &ctxText, &purged, &kept.Arguments, &kept.Reasoning, &kept.Context}
+		sequenced bool
 	)
+	if c.q.Audit.LastEvent == "" {
+		dst = append(dst, &sequenced)
+	}
 	for rows.Next() {
 		if err := rows.Scan(dst...); err != nil {
-			return nil, false, err
+			return nil, false, 0, err
+		}
+		n++
+		lastRow = e.ID
+		if sequenced {
+			continue
 		}
 		e.Type, e.State = airlock.EventType(typ), airlock.State(state)
 		u := store.UnsequencedEvent{Event: e}
@@ -228,10 +254,10 @@ func (c *Core) readUnsequenced(ctx context.Context, after int64, limit int) ([]s
 		}
 		out = append(out, u)
 		if bytes >= maxUnsequencedBytes {
-			return out, true, nil
+			return out, true, lastRow, nil
 		}
 	}
-	return out, len(out) == limit, rows.Err()
+	return out, n == limit, lastRow, rows.Err()
 }
 
 // AppendLeaves grows the tree by a compare-and-set on its size, then

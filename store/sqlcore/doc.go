@@ -76,6 +76,11 @@
 //	    with:    Extras/TokenStamp (Extras.TokenStamp)
 //	  group commit: concurrent writes share one transaction and its fsync
 //	    with:    Races/approve,_deny_and_cancel_race, and every write
+//	  no AuditSQL.LastEvent: the sequencer's page of unsequenced events holds
+//	    the largest event too, and settles up to it in its own statement
+//	    with:    AuditLog/a_page_below_the_largest_event,_which_has_a_leaf,_…,
+//	             AuditLog/unsequenced_events_are_those_without_a_leaf,_…
+//	    without: the same cases on PostgreSQL
 //
 // A created request is built from what was written (insertedRequest)
 // rather than read back from RETURNING, on both engines now.

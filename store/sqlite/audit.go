@@ -14,12 +14,17 @@ ON CONFLICT (id) DO NOTHING`,
 	Acquire: `UPDATE leases SET holder = @holder, expires_at = @now + @ttl
 WHERE name = 'audit_sequencer' AND (holder = @holder OR expires_at <= @now)
 RETURNING holder`,
-	LastEvent: `SELECT coalesce(max(id), 0) FROM events`,
+	// No LastEvent: one statement reads in one snapshot, and the one
+	// writer commits event IDs in order, so the page with the largest
+	// event in it settles itself (sqlcore.AuditSQL.Unsequenced). The
+	// largest event's ID is read once a statement; only its row probes
+	// the leaves a second time.
 	Unsequenced: `SELECT e.id, e.type, e.at, e.actor, e.request_id, e.instance_id, e.token_id, e.state, e.subject, e.policy_hash, e.uid,
 	r.id IS NOT NULL, coalesce(r.tool, ''), r.arguments, coalesce(r.agent_reasoning, ''), r.context,
-	r.purged_at IS NOT NULL, coalesce(r.arguments_digest, ''), coalesce(r.reasoning_digest, ''), coalesce(r.context_digest, '')
+	r.purged_at IS NOT NULL, coalesce(r.arguments_digest, ''), coalesce(r.reasoning_digest, ''), coalesce(r.context_digest, ''),
+	CASE WHEN e.id = (SELECT max(id) FROM events) THEN EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id) ELSE false END
 FROM events e LEFT JOIN requests r ON e.request_id <> '' AND r.id = e.request_id
-WHERE e.id > @after AND NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id)
+WHERE e.id > @after AND (NOT EXISTS (SELECT 1 FROM audit_leaves l WHERE l.event_id = e.id) OR e.id = (SELECT max(id) FROM events))
 ORDER BY e.id LIMIT @limit`,
 	Grow: `UPDATE audit_tree SET size = @to
 WHERE id = 1 AND size = @from

@@ -23,6 +23,8 @@ func (s *suite) testAuditLog(t *testing.T) {
 		{"the first audit key stays the one", s.auditKeyFirstWins},
 		{"one sequencer holds the lease at a time, another takes it once it expires", s.auditLease},
 		{"unsequenced events are those without a leaf, with their request's payloads", s.auditUnsequenced},
+		{"a page below the largest event, which has a leaf, settles up to it", s.auditUnsequencedBelowLast},
+		{"a sequencer's kept edge gone stale is refused, forgotten and read again", s.auditStaleEdge},
 		{"an append from a wrong size, by a non-holder or of a sequenced event is refused", s.auditAppendRefused},
 		{"the stored tree is the tree of its leaves, and its checkpoint verifies them", s.auditTree},
 		{"a request's leaves are its events' leaves, in index order", s.auditRequestLeaves},
@@ -155,6 +157,70 @@ func (s *suite) auditUnsequenced(t *testing.T) {
 	wantOK(t, err)
 	if len(page.Events) != 1 || page.Events[0].Event.Type != airlock.EventRequestApproved || page.Events[0].Request == nil {
 		t.Fatalf("after an approval, unsequenced = %v; want its request.approved with the request", unsequencedIDs(page))
+	}
+}
+
+// auditUnsequencedBelowLast: with the largest event in the tree and an
+// earlier one not, a page holds the earlier one and settles up to the
+// largest (SQLite reads that from the page's own statement, with no read
+// of the largest event ID of its own: sqlcore.AuditSQL.LastEvent).
+func (s *suite) auditUnsequencedBelowLast(t *testing.T) {
+	b := s.setup(t)
+	b.create(t)
+	evs := b.events(t) // instance.created, request.created
+	first, last := evs[0].ID, evs[len(evs)-1].ID
+	sequence(t, b, first, 100)
+	page, err := b.store.UnsequencedEvents(b.ctx, 0, 100)
+	wantOK(t, err)
+	if got := unsequencedIDs(page); !slices.Equal(got, []int64{first}) || page.Next != last {
+		t.Fatalf("UnsequencedEvents = %v, next %d; want [%d], next %d", got, page.Next, first, last)
+	}
+	one, err := b.store.UnsequencedEvents(b.ctx, 0, 1)
+	wantOK(t, err)
+	if got := unsequencedIDs(one); !slices.Equal(got, []int64{first}) || one.Next != first {
+		t.Fatalf("a page of 1 = %v, next %d; want [%d], next %d", got, one.Next, first, first)
+	}
+	above, err := b.store.UnsequencedEvents(b.ctx, first, 100)
+	wantOK(t, err)
+	if len(above.Events) != 0 || above.Next != last {
+		t.Fatalf("above the first, UnsequencedEvents = %v, next %d; want none, next %d", unsequencedIDs(above), above.Next, last)
+	}
+}
+
+// auditStaleEdge: a sequencer that keeps the tree's edge (sequencer.Edge)
+// while another appends is refused by the append's compare-and-set, not
+// let to append from the size it remembers; its next step reads the tree
+// again and appends, and the stored tree is the tree of its leaves.
+func (s *suite) auditStaleEdge(t *testing.T) {
+	b := s.setup(t)
+	b.create(t)
+	holder := sequence(t, b, 0, 1) // the lease, and a tree of one leaf
+	var edge sequencer.Edge
+	first, err := edge.Step(b.ctx, b.store, holder, 0, 100)
+	wantOK(t, err)
+	b.create(t)
+	if _, _, err := sequencer.Step(b.ctx, b.store, holder, first.Next, 100); err != nil {
+		t.Fatalf("the other sequencer's Step: %v", err)
+	}
+	b.create(t)
+	if _, err := edge.Step(b.ctx, b.store, holder, first.Next, 100); !sequencer.Refused(err) {
+		t.Fatalf("a step from a stale edge = %v; want refused", err)
+	}
+	again, err := edge.Step(b.ctx, b.store, holder, first.Next, 100)
+	if err != nil || len(again.At) == 0 {
+		t.Fatalf("the step after the refusal appended %d, %v; want the new events", len(again.At), err)
+	}
+	evs := b.events(t)
+	tree := memoryTree(t, b.store)
+	if tree.Size() != int64(len(evs)) {
+		t.Fatalf("%d leaves for %d events", tree.Size(), len(evs))
+	}
+	want, err := tree.Root(tree.Size())
+	wantOK(t, err)
+	root, err := auditlog.TreeHash(tree.Size(), store.HashReader(b.ctx, b.store))
+	wantOK(t, err)
+	if root != want {
+		t.Fatalf("the stored tree's root %s is not the root of its %d leaves %s", root, tree.Size(), want)
 	}
 }
 
@@ -439,10 +505,14 @@ func auditSequencersRace(t *testing.T, stores []store.Store, writes int) {
 		// A sequencer takes the lease, appends a few batches, and then
 		// lets it go (lets it expire) until another has appended, so the
 		// lease changes hands while events are written; a sequencer that
-		// appends after its lease expired is refused.
+		// appends after its lease expired is refused. Each keeps its
+		// tree's edge (sequencer.Edge) across lease changes on purpose,
+		// which the provider does not: a stale edge must be refused by
+		// the store's compare-and-set, and is then forgotten.
 		wg.Go(func() {
 			holder := fmt.Sprintf("seq_%d", i)
 			var after int64
+			var edge sequencer.Edge
 			rounds := 0
 			for !stopped() {
 				if rounds >= 3 {
@@ -457,7 +527,7 @@ func auditSequencersRace(t *testing.T, stores []store.Store, writes int) {
 				if !got {
 					continue
 				}
-				next, n, err := sequencer.Step(b.ctx, st, holder, after, 50)
+				batch, err := edge.Step(b.ctx, st, holder, after, 50)
 				switch {
 				case sequencer.Refused(err):
 					continue
@@ -465,7 +535,8 @@ func auditSequencersRace(t *testing.T, stores []store.Store, writes int) {
 					t.Errorf("Step(%s): %v", holder, err)
 					return
 				}
-				after = next
+				after = batch.Next
+				n := len(batch.At)
 				if n > 0 {
 					tr.appended(i)
 					rounds++
