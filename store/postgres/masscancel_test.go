@@ -109,7 +109,7 @@ func BenchmarkDeleteInstance(b *testing.B) {
 // and how many statements the other replica's store ran meanwhile (its
 // waiters' reads: one per waiter woken).
 func BenchmarkMassCancelWaiters(b *testing.B) {
-	const n, idle = 10_000, 10_000
+	const n, idle = 10_000, 30_000
 	schema := testkit.SchemaName(b, "t_")
 	var stmtsA, stmtsB atomic.Int64
 	var ta, tb trips
