@@ -110,3 +110,41 @@ func TestAuditMetrics(t *testing.T) {
 		t.Fatalf("checkpoint delay: %d samples summing to %gs, want a second of 9s", n, sum)
 	}
 }
+
+// TestCancelledMetric checks airlock_requests_total{state="cancelled"}
+// after an instance delete: one count per request it cancelled, as one
+// Add rather than one Inc each.
+func TestCancelledMetric(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	reg := prometheus.NewRegistry()
+	svc, err := New(Config{Store: b.store, Clock: b.clock, Metrics: NewMetrics(reg, nil),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		b.create(t, "10m")
+	}
+	if n, err := svc.DeleteInstance(t.Context(), b.agent, b.inst.ID); err != nil || n != 3 {
+		t.Fatalf("DeleteInstance = %d, %v; want 3 cancelled", n, err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "airlock_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "cancelled" {
+				if got := m.GetCounter().GetValue(); got != 3 {
+					t.Fatalf(`airlock_requests_total{state="cancelled"} = %g, want 3`, got)
+				}
+				return
+			}
+		}
+	}
+	t.Fatal(`no airlock_requests_total{state="cancelled"} in the registry`)
+}

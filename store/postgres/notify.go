@@ -17,14 +17,23 @@ import (
 // tokens revoked or replaced (so that every replica's long-polls of such a
 // token re-check it at once), comma-separated.
 // PostgreSQL refuses payloads of 8000 bytes or more, so a large change is
-// split into several notifications; a change too large to be worth
-// splitting (a sweep or an instance delete of thousands) is announced with
-// one empty payload, which listeners read as "re-read everything". A batch
-// that changed no request (only board or token events) is announced with
+// split into several notifications, about 270 IDs each. Only a change of
+// more than maxNotifications of them is announced with one empty payload,
+// which listeners read as "re-read everything". A batch that changed no
+// request (only board or token events) is announced with
 // eventsOnlyPayload, which wakes event streams and nothing else.
+//
+// "Re-read everything" wakes every long-poll on every replica, each of
+// which then reads its request: with 100,000 idle waiters, deleting an
+// instance of 10,000 requests cost 100,000 reads rather than 10,000, and
+// each delete took 11.7 s under load (docs/performance.md, "Scale"). A
+// notification costs the database one 8 KB page of its notification
+// queue, so splitting is far cheaper up to hundreds of them: 512 carry
+// about 139,000 IDs (4 MB), an instance of 100,000 requests with room to
+// spare.
 const (
 	maxPayload        = 7900
-	maxNotifications  = 8
+	maxNotifications  = 512
 	eventsOnlyPayload = "."
 )
 

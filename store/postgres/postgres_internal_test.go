@@ -33,6 +33,10 @@ func TestPayloads(t *testing.T) {
 		{"one", many(1), 1, false},
 		{"one payload's worth", many(maxPayload / 29), 1, false},
 		{"a few payloads", many(1000), 4, false},
+		// An instance delete of 10,000 or 100,000: listed, not "re-read
+		// all", which would wake every waiter (docs/performance.md, "Scale").
+		{"an instance of 10,000", many(10_000), 37, false},
+		{"an instance of 100,000", many(100_000), 368, false},
 		{"too many to list", many(maxNotifications*maxPayload/29 + 1), 1, true},
 	} {
 		got := payloads(tc.ids)
