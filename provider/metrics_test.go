@@ -16,32 +16,28 @@ import (
 func TestExpiryLagMetric(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
+	svc, reg := measuredService(t, b)
+	r := b.create(t, "1m")
+	b.clock.Set(r.DeadlineAt.Add(3 * time.Second))
+	if n, err := svc.ExpireDue(t.Context()); err != nil || n != 1 {
+		t.Fatalf("ExpireDue = %d, %v; want 1 expired", n, err)
+	}
+	if n, sum := histogramOf(t, reg, "airlock_expiry_lag_seconds"); n != 1 || math.Abs(sum-3) > 1e-6 {
+		t.Fatalf("expiry lag: %d samples summing to %gs, want 1 of 3s", n, sum)
+	}
+}
+
+// measuredService is a service over b's store whose metrics go to a
+// registry of its own, returned beside it.
+func measuredService(t *testing.T, b *bundle) (*Service, *prometheus.Registry) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	svc, err := New(Config{Store: b.store, Clock: b.clock, Metrics: NewMetrics(reg, nil),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := b.create(t, "1m")
-	b.clock.Set(r.DeadlineAt.Add(3 * time.Second))
-	if n, err := svc.ExpireDue(t.Context()); err != nil || n != 1 {
-		t.Fatalf("ExpireDue = %d, %v; want 1 expired", n, err)
-	}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "airlock_expiry_lag_seconds" {
-			continue
-		}
-		h := f.GetMetric()[0].GetHistogram()
-		if h.GetSampleCount() != 1 || math.Abs(h.GetSampleSum()-3) > 1e-6 {
-			t.Fatalf("expiry lag: %d samples summing to %gs, want 1 of 3s", h.GetSampleCount(), h.GetSampleSum())
-		}
-		return
-	}
-	t.Fatal("no airlock_expiry_lag_seconds in the registry")
+	return svc, reg
 }
 
 // histogramOf returns the named histogram's sample count and sum in reg.
@@ -68,12 +64,7 @@ func histogramOf(t *testing.T, reg *prometheus.Registry, name string) (uint64, f
 func TestAuditMetrics(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	reg := prometheus.NewRegistry()
-	svc, err := New(Config{Store: b.store, Clock: b.clock, Metrics: NewMetrics(reg, nil),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, reg := measuredService(t, b)
 	b.create(t, "10m")
 	events := len(allEvents(t, b))
 	b.clock.Advance(250 * time.Millisecond)
@@ -117,12 +108,7 @@ func TestAuditMetrics(t *testing.T) {
 func TestCancelledMetric(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
-	reg := prometheus.NewRegistry()
-	svc, err := New(Config{Store: b.store, Clock: b.clock, Metrics: NewMetrics(reg, nil),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, reg := measuredService(t, b)
 	for range 3 {
 		b.create(t, "10m")
 	}
