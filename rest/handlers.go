@@ -76,15 +76,14 @@ var byPointer = map[string]func(*handler, http.ResponseWriter, *http.Request, *a
 //
 //go:noinline
 func (h *handler) call(w http.ResponseWriter, r *http.Request, c *airlock.Caller, endpoint func(*handler, http.ResponseWriter, *http.Request, *airlock.Caller), limited airlock.Role) {
-	if h.refused(w, r, c, limited) {
-		return
-	}
 	var cw *checkedWriter
 	if c.Check != nil {
 		cw = &checkedWriter{ResponseWriter: w, h: h, r: r, c: c}
 		w = cw
 	}
-	endpoint(h, w, r, c)
+	if !h.refused(w, r, c, limited) {
+		endpoint(h, w, r, c)
+	}
 	if cw != nil {
 		cw.check() // an endpoint that wrote nothing still answers 401 for a revoked token
 	}
