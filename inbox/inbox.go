@@ -309,24 +309,47 @@ func BrowserNotFound(inbox, api http.Handler) http.Handler {
 	if !ok {
 		panic("inbox: BrowserNotFound needs the handler New returned")
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !browserPage(r) {
-			api.ServeHTTP(w, r)
-			return
-		}
-		nf := &notFoundWriter{ResponseWriter: w}
-		api.ServeHTTP(nf, r)
-		if nf.notFound {
-			for _, k := range []string{"Content-Type", "Content-Length", "Content-Encoding"} {
-				w.Header().Del(k)
-			}
-			securityHeaders(w.Header())
-			h.errorPage(w, r, http.StatusNotFound, "Not found", "There is no page at this address.")
-		}
-	})
+	return &browserNotFound{inbox: h, api: api}
 }
 
-// browserPage reports whether r is a browser asking for a page.
+// browserNotFound is BrowserNotFound's handler. An API long-poll parks
+// under its frame: a type with its own ServeHTTP, not an
+// http.HandlerFunc, which would add a frame, and the browser's case in a
+// function of its own, so that the parked stack can shrink
+// (docs/performance.md).
+type browserNotFound struct {
+	inbox *handler
+	api   http.Handler
+}
+
+func (b *browserNotFound) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if browserPage(r) {
+		b.inbox.browserNotFound(b.api, w, r)
+		return
+	}
+	b.api.ServeHTTP(w, r)
+}
+
+// browserNotFound serves a browser's r with api, answering the inbox's
+// "Not found" page in place of api's 404.
+//
+//go:noinline
+func (h *handler) browserNotFound(api http.Handler, w http.ResponseWriter, r *http.Request) {
+	nf := &notFoundWriter{ResponseWriter: w}
+	api.ServeHTTP(nf, r)
+	if nf.notFound {
+		for _, k := range []string{"Content-Type", "Content-Length", "Content-Encoding"} {
+			w.Header().Del(k)
+		}
+		securityHeaders(w.Header())
+		h.errorPage(w, r, http.StatusNotFound, "Not found", "There is no page at this address.")
+	}
+}
+
+// browserPage reports whether r is a browser asking for a page. Never
+// inlined, for BrowserNotFound's frame.
+//
+//go:noinline
 func browserPage(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false

@@ -34,32 +34,77 @@ import (
 // server's token) the consume of approval tokens, an auditor the audit
 // log's endpoints. Every other is 403 here, whatever the endpoint's own
 // checks would let a role that is none of agent, reviewer and admin read.
-func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller), limited airlock.Role) http.Handler {
-	call := func(h *handler, w http.ResponseWriter, r *http.Request, c airlock.Caller) {
-		if c.Role.Limited() && c.Role != limited {
-			h.problem(w, r, limitedRefusal(c.Role))
-			return
-		}
-		if err := checkQuery(r.URL.RawQuery); err != nil {
-			h.problem(w, r, err)
-			return
-		}
+func (h *handler) authenticated(endpoint func(*handler, http.ResponseWriter, *http.Request, *airlock.Caller), limited airlock.Role) http.Handler {
+	// A long-poll parks under these frames (awaitRequest): they are kept
+	// small, the work done in functions that return before the endpoint
+	// runs, so that its stack can shrink (TestIdleWaiterMemory).
+	return &authenticatedRoute{h: h, endpoint: endpoint, limited: limited}
+}
+
+// authenticatedRoute is an endpoint behind authentication. A type with
+// its own ServeHTTP, not an http.HandlerFunc, which would add a frame.
+type authenticatedRoute struct {
+	h        *handler
+	endpoint func(*handler, http.ResponseWriter, *http.Request, *airlock.Caller)
+	limited  airlock.Role
+}
+
+func (a *authenticatedRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c := a.h.admit(w, r); c != nil { // else admit answered, and counted the attempt
+		a.h.call(w, r, c, a.endpoint, a.limited)
+		a.h.refusedLater(w, r)
+	}
+}
+
+// byValue adapts an endpoint that takes its caller by value to
+// authenticated, which passes a pointer.
+func byValue(endpoint func(*handler, http.ResponseWriter, *http.Request, airlock.Caller)) func(*handler, http.ResponseWriter, *http.Request, *airlock.Caller) {
+	return func(h *handler, w http.ResponseWriter, r *http.Request, c *airlock.Caller) { endpoint(h, w, r, *c) }
+}
+
+// byPointer are the endpoints New registers in place of the routes
+// table's, taking the caller by pointer: a long-poll's stack holds no
+// copy of it (192 bytes) while it parks.
+var byPointer = map[string]func(*handler, http.ResponseWriter, *http.Request, *airlock.Caller){
+	"GET /v1/approval-requests/{id}": (*handler).awaitRequest,
+}
+
+// call runs endpoint for caller c, which admit authenticated, unless
+// refused answered the call; a caller whose token check is deferred
+// answers through a checkedWriter. Never inlined, to keep the frame a
+// long-poll parks under small.
+//
+//go:noinline
+func (h *handler) call(w http.ResponseWriter, r *http.Request, c *airlock.Caller, endpoint func(*handler, http.ResponseWriter, *http.Request, *airlock.Caller), limited airlock.Role) {
+	var cw *checkedWriter
+	if c.Check != nil {
+		cw = &checkedWriter{ResponseWriter: w, h: h, r: r, c: c}
+		w = cw
+	}
+	if !h.refused(w, r, c, limited) {
 		endpoint(h, w, r, c)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := h.admit(w, r)
-		switch {
-		case c == nil:
-			return // admit answered, and counted the attempt
-		case c.Check == nil:
-			call(h, w, r, *c)
-		default:
-			cw := &checkedWriter{ResponseWriter: w, h: h, r: r, c: c}
-			call(h, cw, r, *c)
-			cw.check() // an endpoint that wrote nothing still answers 401 for a revoked token
-		}
-		h.refusedLater(w, r)
-	})
+	if cw != nil {
+		cw.check() // an endpoint that wrote nothing still answers 401 for a revoked token
+	}
+}
+
+// refused answers a call that c may not make here: a limited role's token
+// at an endpoint not for it, or a query string url.Values would misread.
+//
+//go:noinline
+func (h *handler) refused(w http.ResponseWriter, r *http.Request, c *airlock.Caller, limited airlock.Role) bool {
+	var err error
+	if c.Role.Limited() && c.Role != limited {
+		err = limitedRefusal(c.Role)
+	} else {
+		err = checkQuery(r.URL.RawQuery)
+	}
+	if err != nil {
+		h.problem(w, r, err)
+		return true
+	}
+	return false
 }
 
 // limitedRefusal is the 403 of a limited role's token at an endpoint
@@ -366,6 +411,12 @@ func (h *handler) createRequest(w http.ResponseWriter, r *http.Request, c airloc
 // (the parsing and the answer are done in functions that have returned or
 // not yet begun), so the goroutine's stack shrinks while it waits.
 func (h *handler) getRequest(w http.ResponseWriter, r *http.Request, c airlock.Caller) {
+	h.awaitRequest(w, r, &c)
+}
+
+// awaitRequest is getRequest with the caller by pointer, as New registers
+// it (byPointer).
+func (h *handler) awaitRequest(w http.ResponseWriter, r *http.Request, c *airlock.Caller) {
 	wait, err := waitParam(r, h.svc.MaxWait())
 	if err != nil {
 		h.problem(w, r, err)
@@ -377,7 +428,7 @@ func (h *handler) getRequest(w http.ResponseWriter, r *http.Request, c airlock.C
 		// the client polls again elsewhere.
 		stop = h.shutdown.Done()
 	}
-	req, err := h.svc.Await(r.Context(), &c, r.PathValue("id"), wait, stop)
+	req, err := h.svc.Await(r.Context(), c, r.PathValue("id"), wait, stop)
 	if err != nil {
 		h.problem(w, r, err)
 		return

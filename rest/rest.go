@@ -141,7 +141,11 @@ func New(cfg Config) http.Handler {
 		case rt.call == nil:
 			h.mux.Handle(rt.pattern, metricsHandler)
 		case rt.auth:
-			h.mux.Handle(rt.pattern, h.authenticated(rt.call, forLimited[rt.pattern]))
+			call := byPointer[rt.pattern]
+			if call == nil {
+				call = byValue(rt.call)
+			}
+			h.mux.Handle(rt.pattern, h.authenticated(call, forLimited[rt.pattern]))
 		default:
 			call := rt.call
 			h.mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) { call(h, w, r, airlock.Caller{}) })
@@ -152,25 +156,39 @@ func New(cfg Config) http.Handler {
 
 // ServeHTTP routes a request, answering unknown routes and wrong methods
 // with problems instead of ServeMux's plain text, and records metrics.
+//
+// A long-poll parks under this frame: the route's lookup is done in
+// route, which has returned by then, so the frame stays small enough for
+// the parked goroutine's stack to shrink (docs/performance.md).
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
-	w = sw
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	_, pattern := h.mux.Handler(r)
-	label := pattern
-	defer func() {
-		if label == "" {
-			label = "unmatched"
-		}
-		h.metrics.observe(label, sw.status(), time.Since(start))
-	}()
+	sw, pattern := h.route(w, r)
+	defer h.observe(sw, pattern, start)
 	defer h.recoverPanic(sw, r)
 	if pattern == "" {
-		h.unmatched(w, r)
+		h.unmatched(sw, r)
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(sw, r)
+}
+
+// route wraps w to record the status, sets the header every answer has,
+// and returns the pattern of r's route ("" when none matches).
+//
+//go:noinline
+func (h *handler) route(w http.ResponseWriter, r *http.Request) (*statusWriter, string) {
+	sw := &statusWriter{ResponseWriter: w}
+	sw.Header().Set("X-Content-Type-Options", "nosniff")
+	_, pattern := h.mux.Handler(r)
+	return sw, pattern
+}
+
+// observe records a call's metrics once it is answered.
+func (h *handler) observe(sw *statusWriter, pattern string, start time.Time) {
+	if pattern == "" {
+		pattern = "unmatched"
+	}
+	h.metrics.observe(pattern, sw.status(), time.Since(start))
 }
 
 // checkQuery refuses a query string that url.Values would read silently
@@ -205,16 +223,34 @@ func checkQuery(raw string) error {
 // principal, "oidc:https://…#…", fits in one path segment; the mux
 // matches segments escaped and hands a wildcard its unescaped value.
 func RefuseUncleanPaths(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.EscapedPath()
-		if clean := cleanPath(p); clean != p && r.Method != http.MethodConnect {
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			writeProblemStatus(w, http.StatusNotFound, titles[airlock.CodeNotFound], airlock.CodeNotFound,
-				&airlock.Error{Message: "no such endpoint " + p + ": paths are not cleaned; use " + clean})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return uncleanRefuser{next}
+}
+
+// uncleanRefuser is RefuseUncleanPaths's handler. A long-poll parks under
+// its frame: a type with its own ServeHTTP, not an http.HandlerFunc, which
+// would add a frame, and the check done in a function that has returned
+// by then, so that the parked stack can shrink (docs/performance.md).
+type uncleanRefuser struct{ next http.Handler }
+
+func (u uncleanRefuser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !refusedUnclean(w, r) {
+		u.next.ServeHTTP(w, r)
+	}
+}
+
+// refusedUnclean answers r with a 404 problem when its path is not clean.
+//
+//go:noinline
+func refusedUnclean(w http.ResponseWriter, r *http.Request) bool {
+	p := r.URL.EscapedPath()
+	clean := cleanPath(p)
+	if clean == p || r.Method == http.MethodConnect {
+		return false
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeProblemStatus(w, http.StatusNotFound, titles[airlock.CodeNotFound], airlock.CodeNotFound,
+		&airlock.Error{Message: "no such endpoint " + p + ": paths are not cleaned; use " + clean})
+	return true
 }
 
 // cleanPath is the path http.ServeMux would redirect p to: path.Clean,

@@ -30,62 +30,85 @@ const RequestIDHeader = "X-Request-Id"
 // and the inbox's sign-in links hold more. Nothing of the request's
 // headers, query or body is logged.
 func HTTP(log *slog.Logger, next http.Handler) http.Handler {
-	tracer := Tracer
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		id := r.Header.Get(RequestIDHeader)
-		if !saneRequestID(id) {
-			id = newRequestID()
+	return &traced{log: log, next: next, tracer: Tracer}
+}
+
+// traced is HTTP's handler. A long-poll parks under its frame, so the
+// frame is kept small enough for the parked goroutine's stack to shrink
+// (docs/performance.md): a type with its own ServeHTTP, not an
+// http.HandlerFunc, which would add a frame; what a request starts with is
+// done in begin, which has returned by then; and what its end needs is in
+// the status writer, which every request has anyway.
+type traced struct {
+	log    *slog.Logger
+	next   http.Handler
+	tracer func() trace.Tracer
+}
+
+func (t *traced) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := t.begin(w, r)
+	defer t.end(sw)
+	t.next.ServeHTTP(sw, sw.r)
+}
+
+// begin gives r its request ID, echoed on w, and its span and the
+// context that carries it when tracing is on or the caller sent a trace;
+// it returns w wrapped to record the status, holding r with that context.
+//
+//go:noinline
+func (t *traced) begin(w http.ResponseWriter, r *http.Request) *statusWriter {
+	sw := &statusWriter{ResponseWriter: w, start: time.Now(), span: noop.Span{}}
+	sw.id = r.Header.Get(RequestIDHeader)
+	if !saneRequestID(sw.id) {
+		sw.id = newRequestID()
+	}
+	w.Header().Set(RequestIDHeader, sw.id)
+	if on.Load() || r.Header.Get("traceparent") != "" {
+		// Off and without a caller's trace there is nothing to
+		// trace or keep: no span, no copy of the request.
+		ctx := Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, sw.span = t.tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		r = r.WithContext(ctx)
+	}
+	sw.r = r
+	return sw
+}
+
+// end ends the request's span and logs its line. A panic that reaches
+// here (http.ErrAbortHandler) still ends the span and logs the line.
+func (t *traced) end(sw *statusWriter) {
+	r, span, id := sw.r, sw.span, sw.id
+	ctx := r.Context()
+	route := routeOf(r.Pattern)
+	status := sw.code
+	if status == 0 {
+		status = http.StatusOK
+		if v := recover(); v != nil {
+			status = 499 // the handler gave up on the client (nginx's 499)
+			defer panic(v)
 		}
-		w.Header().Set(RequestIDHeader, id)
-		var (
-			ctx             = r.Context()
-			span trace.Span = noop.Span{}
-		)
-		if on.Load() || r.Header.Get("traceparent") != "" {
-			// Off and without a caller's trace there is nothing to
-			// trace or keep: no span, no copy of the request.
-			ctx = Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
-			ctx, span = tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
-			r = r.WithContext(ctx)
+	}
+	d := time.Since(sw.start)
+	if span.IsRecording() {
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
+			attribute.Int("http.response.status_code", status), attribute.String("airlock.request_id", id))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
 		}
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() {
-			// A panic that reaches here (http.ErrAbortHandler) still
-			// ends the span and logs the line.
-			route := routeOf(r.Pattern)
-			status := sw.code
-			if status == 0 {
-				status = http.StatusOK
-				if v := recover(); v != nil {
-					status = 499 // the handler gave up on the client (nginx's 499)
-					defer panic(v)
-				}
-			}
-			d := time.Since(start)
-			if span.IsRecording() {
-				span.SetName(r.Method + " " + route)
-				span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
-					attribute.Int("http.response.status_code", status), attribute.String("airlock.request_id", id))
-				if status >= 500 {
-					span.SetStatus(codes.Error, http.StatusText(status))
-				}
-			}
-			span.End()
-			if !log.Enabled(ctx, slog.LevelInfo) {
-				return
-			}
-			attrs := []slog.Attr{
-				slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
-				slog.Duration("duration", d), slog.String("request_id", id),
-			}
-			if sc := span.SpanContext(); sc.HasTraceID() {
-				attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
-			}
-			log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
-		}()
-		next.ServeHTTP(sw, r)
-	})
+	}
+	span.End()
+	if !t.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
+		slog.Duration("duration", d), slog.String("request_id", id),
+	}
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
+	t.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }
 
 // routeOf is the path part of a mux pattern ("POST /v1/approval-requests/{id}"
@@ -139,6 +162,12 @@ func newRequestID() string {
 type statusWriter struct {
 	http.ResponseWriter
 	code int
+	// What the request's end needs (traced.end): r is the request as
+	// the handler below got it, with the span's context.
+	r     *http.Request
+	start time.Time
+	span  trace.Span
+	id    string
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -638,11 +638,21 @@ func (e *engineSwitch) close() {
 // track counts in-flight requests, so that shutdown can wait for cut
 // requests to return before closing the store under them.
 func (s *Server) track(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.inflight.Add(1)
-		defer s.inflight.Done()
-		h.ServeHTTP(w, r)
-	})
+	return &tracked{s: s, next: h}
+}
+
+// tracked is track's handler: a type with its own ServeHTTP, not an
+// http.HandlerFunc, which would add a frame to the stack a long-poll parks
+// on (docs/performance.md).
+type tracked struct {
+	s    *Server
+	next http.Handler
+}
+
+func (t *tracked) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t.s.inflight.Add(1)
+	defer t.s.inflight.Done()
+	t.next.ServeHTTP(w, r)
 }
 
 // releaseAfterHeavyReads hands the memory that heavy reads used back to
