@@ -145,15 +145,17 @@ func TestExpiryPlans(t *testing.T) {
 	t.Parallel()
 	s := openInternal(t)
 	args := []any{sql.Named("event", "request.expired"), sql.Named("now", 1), sql.Named("actor", "expiry"),
-		sql.Named("limit", 100), sql.Named("ids", `["apr_1"]`), sql.Named("trace_id", ""), sql.Named("span_id", "")}
+		sql.Named("limit", 100), sql.Named("ids", `["apr_1"]`), sql.Named("trace_id", ""), sql.Named("span_id", ""),
+		sql.Named("exact", 1000), sql.Named("probe", 1001)}
 	for _, tc := range []struct {
 		name, query, want string
 	}{
 		{"sweep events", expiredEventsSQL, "SEARCH requests USING INDEX requests_pending_by_second (<expr><?)"},
 		{"sweep", expireDueSQL, "SEARCH requests USING COVERING INDEX requests_pending_by_second (<expr><?)"},
-		// One second's entries, found by the first entry of the index.
-		{"next deadline", nextDeadlineSQL, "SEARCH requests USING COVERING INDEX requests_pending_by_second (<expr>=?) | " +
-			"SCALAR SUBQUERY 1 | SCAN requests USING COVERING INDEX requests_pending_by_second"},
+		// The first entry of the index, then (up to 1,001 of) its
+		// second's entries.
+		{"next deadline", nextDeadlineSQL, "MATERIALIZE first | SCAN requests USING COVERING INDEX requests_pending_by_second | " +
+			"SCAN first | SEARCH r USING COVERING INDEX requests_pending_by_second (<expr>=?)"},
 		{"events by ID", expiredByIDEventsSQL, "SEARCH r USING INDEX sqlite_autoindex_requests_1 (id=?)"},
 		{"expiry by ID", expireByIDSQL, "SEARCH r USING INDEX sqlite_autoindex_requests_1 (id=?)"},
 	} {
