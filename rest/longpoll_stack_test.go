@@ -8,8 +8,9 @@ package rest
 import (
 	"fmt"
 	"net"
-	"runtime"
 	"testing"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // TestIdleLongPollStacks checks what an idle long-poll costs in goroutine
@@ -43,17 +44,7 @@ func TestIdleLongPollStacks(t *testing.T) {
 			}
 		}
 		waitFor(t, "every long-poll to wait", func() bool { return b.svc.Waiters() == waiters+len(conns) })
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		for range 8 { // a cycle halves a stack, one step at a time
-			before := m.StackInuse
-			runtime.GC()
-			runtime.ReadMemStats(&m)
-			if m.StackInuse >= before {
-				break
-			}
-		}
+		m := testkit.SettledMemStats()
 		return m.StackInuse
 	}
 	// Two batches, and the difference between them: what the runtime keeps

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -93,17 +92,7 @@ func TestIdleWaiterMemory(t *testing.T) {
 			}
 		}
 		testkit.Eventually(t, time.Minute, "every long-poll to wait", func() bool { return svc.Waiters() == waiters+len(conns) })
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		for range 8 { // a cycle halves a stack, one step at a time
-			before := m.StackInuse
-			runtime.GC()
-			runtime.ReadMemStats(&m)
-			if m.StackInuse >= before {
-				break
-			}
-		}
+		m := testkit.SettledMemStats()
 		return m.HeapAlloc, m.StackInuse
 	}
 	// Two batches, and the difference between them: what the process
