@@ -138,7 +138,11 @@ type proxy struct {
 	clientReady chan struct{} // closed once the client is initialized
 	readyOnce   sync.Once
 	upReady     chan *mcp.ClientSession // the upstream session, once initialized
-	upFailed    chan error              // the upstream could not be initialized
+	// upFailed carries why the upstream could not be initialized, sent
+	// once the client has been answered with an error (failUpstream), so
+	// that the gate exits after its client has heard why.
+	upFailed  chan error
+	upFailure error // set by failUpstream; guarded by mu
 	// upInit serializes the upstream's initialization for a client at
 	// 2026-07-28, whose first request (server/discover or any other)
 	// starts it.
@@ -253,6 +257,7 @@ func (p *proxy) run(ctx context.Context) error {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)
 	}
 	p.down = newPeer(ctx, conn, "the MCP client", p.idPrefix, p.taskMethods(), p.fromClient)
+	p.down.onAnswered = p.answered
 	ss, err := p.srv.Connect(ctx, connected{p.down}, nil)
 	if err != nil {
 		return fmt.Errorf("gate: serve the MCP client: %w", err)
@@ -263,6 +268,11 @@ func (p *proxy) run(ctx context.Context) error {
 	for {
 		select {
 		case <-downDone:
+			select {
+			case err := <-p.upFailed: // answered, then the client left
+				return err
+			default:
+			}
 			p.log.Info("the MCP client closed the session")
 			return nil
 		case <-ctx.Done():

@@ -126,10 +126,7 @@ func (p *proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.
 		}
 	}
 	if err != nil {
-		select {
-		case p.upFailed <- err:
-		default:
-		}
+		p.failUpstream(err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	ir.Capabilities, ir.Instructions, ir.ServerInfo = offered(up)
@@ -226,10 +223,7 @@ func (p *proxy) startStateless(req mcp.Request) error {
 		}
 	}
 	if err != nil {
-		select {
-		case p.upFailed <- err:
-		default:
-		}
+		p.failUpstream(err)
 		p.upErr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 		return p.upErr
 	}
@@ -294,6 +288,35 @@ func (p *proxy) initUpstream(client *mcp.InitializeParams, version string) (*mcp
 	p.mu.Unlock()
 	p.upReady <- cs
 	return cs, nil
+}
+
+// failUpstream records why the upstream could not be initialized. The gate
+// exits on it once the client's request has its error answer (answered):
+// closing the session before that would leave the client with only EOF.
+func (p *proxy) failUpstream(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.upFailure == nil {
+		p.upFailure = err
+	}
+}
+
+// answered is told of every answer written to the client. The first error
+// answer written after failUpstream lets the gate exit.
+func (p *proxy) answered(r *jsonrpc.Response) {
+	if r.Error == nil {
+		return
+	}
+	p.mu.Lock()
+	err := p.upFailure
+	p.mu.Unlock()
+	if err == nil {
+		return
+	}
+	select {
+	case p.upFailed <- err:
+	default:
+	}
 }
 
 // upstream returns the upstream session, or nil before it is initialized.

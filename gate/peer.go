@@ -39,6 +39,9 @@ type peer struct {
 	name     string // who is at the other end, for errors
 	serve    map[string]servedMethod
 	onNotify func(*jsonrpc.Request) bool
+	// onAnswered, when set, is told of each answer written to the peer
+	// (after the write, whether or not it succeeded).
+	onAnswered func(*jsonrpc.Response)
 
 	ctx    context.Context // served requests run under it; ends with the connection
 	cancel context.CancelFunc
@@ -80,6 +83,15 @@ func (c *peer) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 	}
+}
+
+// Write sends msg, then tells onAnswered of an answer.
+func (c *peer) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if r, ok := msg.(*jsonrpc.Response); ok && c.onAnswered != nil {
+		c.onAnswered(r)
+	}
+	return err
 }
 
 // intercept handles msg if it is the gate's, reporting whether it did.
