@@ -647,3 +647,58 @@ func TestVerifyOtherSpellings(t *testing.T) {
 		}
 	}
 }
+
+// verifyThroughGoJOSE is Verify as it was before the direct check: every
+// token parsed and checked by go-jose. FuzzVerifyIsGoJOSEs holds Verify to
+// its answer.
+func verifyThroughGoJOSE(ks *KeySet, token string, want Expect) (Claims, error) {
+	h, err := readHeader(token)
+	if err != nil {
+		return Claims{}, err
+	}
+	pub, ok := ks.keys[h.Kid]
+	if !ok {
+		return Claims{}, ErrUnknownKey
+	}
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	payload, err := jws.Verify(pub)
+	if err != nil {
+		return Claims{}, ErrSignature
+	}
+	var c Claims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return Claims{}, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	}
+	if err := want.checkToken(c); err != nil {
+		return c, err
+	}
+	return c, want.checkCall(c)
+}
+
+// FuzzVerifyIsGoJOSEs: whatever the token, Verify refuses it for the same
+// reason as go-jose's parse and check would, and accepts it with the same
+// claims.
+func FuzzVerifyIsGoJOSEs(f *testing.F) {
+	fx := newFixture(f)
+	for _, v := range vectors(f, fx) {
+		f.Add(v.Token)
+	}
+	parts := strings.Split(fx.token, ".")
+	f.Add(parts[0] + "." + parts[1][:5] + "\n" + parts[1][5:] + "." + parts[2])
+	f.Add(parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-1] + "B")
+	f.Add(parts[0] + ".." + parts[2])
+	want := fx.expect()
+	f.Fuzz(func(t *testing.T, token string) {
+		got, err := fx.set.Verify(token, want)
+		ref, refErr := verifyThroughGoJOSE(fx.set, token, want)
+		if Reason(err) != Reason(refErr) {
+			t.Fatalf("Verify(%q): %v (reason %q); through go-jose %v (reason %q)", token, err, Reason(err), refErr, Reason(refErr))
+		}
+		if err == nil && fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", ref) {
+			t.Fatalf("Verify(%q) read %+v; through go-jose %+v", token, got, ref)
+		}
+	})
+}
