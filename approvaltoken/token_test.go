@@ -600,3 +600,105 @@ func FuzzPlainHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyCanonicalAllocs: a token as Airlock's signers write it is
+// checked without go-jose's parse (98 allocations a verification with it,
+// 13 without).
+func TestVerifyCanonicalAllocs(t *testing.T) {
+	f := newFixture(t)
+	want := f.expect()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := f.set.Verify(f.token, want); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 20 {
+		t.Errorf("Verify allocates %.0f times, want at most 20: the token went through go-jose's parse", allocs)
+	}
+}
+
+// TestVerifyOtherSpellings: a token whose parts are not in canonical
+// base64url (a line break the decoder skips, bits set past the last byte)
+// is checked by go-jose as before, which reads it as the token it spells:
+// accepted when that token's signature holds, refused when it does not.
+func TestVerifyOtherSpellings(t *testing.T) {
+	f := newFixture(t)
+	parts := strings.Split(f.token, ".")
+	last := parts[2][len(parts[2])-1]
+	// The signature's last character carries 2 bits and 4 unused ones.
+	loose := strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", last) | 1
+	sigLoose := parts[2][:len(parts[2])-1] + string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[loose])
+	for _, tt := range []struct {
+		name, token string
+		reason      error
+	}{
+		{"a line break in the header", parts[0][:4] + "\n" + parts[0][4:] + "." + parts[1] + "." + parts[2], nil},
+		{"a line break in the claims", parts[0] + "." + parts[1][:4] + "\n" + parts[1][4:] + "." + parts[2], nil},
+		{"bits set past the signature's last byte", parts[0] + "." + parts[1] + "." + sigLoose, nil},
+		{"a line break in the claims and a signature byte changed", parts[0] + "." + parts[1][:4] + "\n" + parts[1][4:] + "." + flipFirst(parts[2]), ErrSignature},
+		{"a character outside base64url in the claims", parts[0] + "." + parts[1][:4] + "*" + parts[1][4:] + "." + parts[2], ErrMalformed},
+	} {
+		if sigLoose == parts[2] {
+			t.Fatal("the loose signature is the token's own")
+		}
+		_, err := f.set.Verify(tt.token, f.expect())
+		if got, want := Reason(err), Reason(tt.reason); got != want {
+			t.Errorf("%s: %v (reason %q), want reason %q", tt.name, err, got, want)
+		}
+	}
+}
+
+// verifyThroughGoJOSE is Verify as it was before the direct check: every
+// token parsed and checked by go-jose. FuzzVerifyIsGoJOSEs holds Verify to
+// its answer.
+func verifyThroughGoJOSE(ks *KeySet, token string, want Expect) (Claims, error) {
+	h, err := readHeader(token)
+	if err != nil {
+		return Claims{}, err
+	}
+	pub, ok := ks.keys[h.Kid]
+	if !ok {
+		return Claims{}, ErrUnknownKey
+	}
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	payload, err := jws.Verify(pub)
+	if err != nil {
+		return Claims{}, ErrSignature
+	}
+	var c Claims
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return Claims{}, fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	}
+	if err := want.checkToken(c); err != nil {
+		return c, err
+	}
+	return c, want.checkCall(c)
+}
+
+// FuzzVerifyIsGoJOSEs: whatever the token, Verify refuses it for the same
+// reason as go-jose's parse and check would, and accepts it with the same
+// claims.
+func FuzzVerifyIsGoJOSEs(f *testing.F) {
+	fx := newFixture(f)
+	for _, v := range vectors(f, fx) {
+		f.Add(v.Token)
+	}
+	parts := strings.Split(fx.token, ".")
+	f.Add(parts[0] + "." + parts[1][:5] + "\n" + parts[1][5:] + "." + parts[2])
+	f.Add(parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-1] + "B")
+	f.Add(parts[0] + ".." + parts[2])
+	want := fx.expect()
+	f.Fuzz(func(t *testing.T, token string) {
+		got, err := fx.set.Verify(token, want)
+		ref, refErr := verifyThroughGoJOSE(fx.set, token, want)
+		if Reason(err) != Reason(refErr) {
+			t.Fatalf("Verify(%q): %v (reason %q); through go-jose %v (reason %q)", token, err, Reason(err), refErr, Reason(refErr))
+		}
+		if err == nil && fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", ref) {
+			t.Fatalf("Verify(%q) read %+v; through go-jose %+v", token, got, ref)
+		}
+	})
+}

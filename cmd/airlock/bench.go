@@ -25,8 +25,8 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	var duration time.Duration
 	durationVar(fs, &duration, "duration", bench.DefaultDuration, "bound on the measured time of the run (push: half for its lifecycle passes, a quarter each for its creates at the maximum and at half of it)")
 	count := fs.Int("count", 0, "bound on operations (lifecycle, create, mcp, grant, claim, audit, push: default 1000000; claim and audit share it out among their passes, push half among its lifecycle passes and half among its creates; consume: the tokens made before the clock starts, default 5000); wait: decision rounds (default 200); expiry: requests due together (default 10000); scale: pending requests seeded (default 100000, at most 1000000)")
-	rate := fs.Float64("rate", 0, "pace lifecycle, create, mcp or grant at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
-	halfMax := fs.Bool("half-max", false, "lifecycle, create, mcp or grant: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
+	rate := fs.Float64("rate", 0, "pace lifecycle, create, mcp, grant or consume at this many operations per second in all (0: as fast as the clients go), e.g. half the maximum to read latency at that load")
+	halfMax := fs.Bool("half-max", false, "lifecycle, create, mcp, grant or consume: run as fast as the clients go to find the maximum, then paced at half of it (the latency target's load), and report both")
 	raw := fs.Bool("raw", false, "run only the raw baseline: a lifecycle's durable work in direct SQL on --db's kind of store")
 	baseline := fs.Bool("baseline", true, "with lifecycle, also run the raw baseline in the same process and report ratio_to_raw")
 	httpBaseline := fs.Bool("http-baseline", false, "with the raw baseline, also run it over HTTP (its statements behind a minimal handler in a process of its own, driven by the same HTTP client) and report raw_http_to_raw (what HTTP costs), ratio_to_raw_http (what Airlock adds) and server_cpu_ratio_to_raw_http (the two servers' CPU per lifecycle)")
@@ -38,7 +38,7 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	policyFile := fs.String("policy", "", "a policy file the in-process servers load (docs/policy.md), to measure what its rules cost; run once with and once without it")
 	groups := fs.Int("groups", 0, "with scale: also seed this many reviewer groups of 20 reviewers each, routed to by a policy rule each, and time creates routed to them (at most 1000)")
 	explain := fs.Bool("explain-store", false, "with lifecycle on --db postgres://…: count what a lifecycle asks of PostgreSQL (transactions, statements, their execution time and WAL with pg_stat_statements, rows and index entries written, WAL) beside the raw baseline's")
-	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile (go tool pprof) of each server the run starts in a process of its own to this new file, from its start to its stop, setup included; replica i's to the name with .i before its extension; expiry and scale, whose servers run in the bench's process, profile that process over their measured phases (scale's expiry to the name with .expiry before its extension)")
+	cpuProfile := fs.String("cpuprofile", "", "write the CPU profile (go tool pprof) of each server the run starts in a process of its own to this new file, from its start to its stop, setup included; replica i's to the name with .i before its extension; consume profiles its server over the measured consumes only (with --half-max, the maximum's to the name with .max before its extension); expiry and scale, whose servers run in the bench's process, profile that process over their measured phases (scale's expiry to the name with .expiry before its extension)")
 	if err := a.parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -142,12 +142,12 @@ type Config struct {
 	// DefaultRounds); expiry creates Count pending requests (default
 	// DefaultPending).
 	Count int
-	// Rate, when positive, paces lifecycle, create, mcp and grant
+	// Rate, when positive, paces lifecycle, create, mcp, grant and consume
 	// operations at Rate per second in all (open loop), to measure latency
 	// at a given load — at half the maximum throughput, say — instead of
 	// at the maximum. Latency then runs from when each operation was due.
 	Rate float64
-	// HalfMax runs lifecycle, create, mcp or grant twice: as fast as the
+	// HalfMax runs lifecycle, create, mcp, grant or consume twice: as fast as the
 	// clients go, to find the maximum, then paced at half of that maximum
 	// (the load of the latency target), so that both come from one run on
 	// one machine in one state. The report's Result is the paced run; Max is
@@ -196,9 +196,11 @@ type Config struct {
 	// a process of its own writes its CPU profile (runtime/pprof), from
 	// its start to its stop, setup included: the first replica's to this
 	// path, replica i's (from 1) to the path with ".i" before its
-	// extension. The file must not exist yet. Expiry and scale run their
-	// servers in the bench's own process: they profile that process over
-	// their measured phases instead (phaseProfile).
+	// extension. The file must not exist yet. Consume profiles its
+	// servers over the measured consumes only (windowProfiled), its
+	// setup would dwarf them. Expiry and scale run their servers in the
+	// bench's own process: they profile that process over their measured
+	// phases instead (phaseProfile).
 	CPUProfile string
 	// Progress, when set, receives a line per phase.
 	Progress io.Writer
@@ -240,6 +242,14 @@ func (c Config) phasesProfiled() bool {
 	return (c.Scenario == Expiry || c.Scenario == Scale) && len(c.URLs) == 0
 }
 
+// windowProfiled says whether --cpuprofile profiles the run's server
+// processes over the measured window only, not from their start: the
+// consume scenario, whose setup (a create, a grant's decision and a claim
+// per token) costs its servers several times what its measured consumes do.
+func (c Config) windowProfiled() bool {
+	return c.Scenario == Consume && c.serversApart()
+}
+
 // phaseProfile starts profiling this process's CPU, servers and clients
 // alike, into CPUProfile with suffix before its extension ("" for the
 // path itself), when the run profiles its phases; stop ends it. Profiling
@@ -248,12 +258,7 @@ func (c Config) phaseProfile(suffix string) (stop func(), err error) {
 	if c.CPUProfile == "" || !c.phasesProfiled() {
 		return func() {}, nil
 	}
-	path := c.CPUProfile
-	if suffix != "" {
-		ext := filepath.Ext(path)
-		path = strings.TrimSuffix(path, ext) + "." + suffix + ext
-	}
-	stop, err = startCPUProfile(path)
+	stop, err = startCPUProfile(withSuffix(c.CPUProfile, suffix))
 	if err != nil {
 		return nil, err
 	}
@@ -317,6 +322,25 @@ func (c Config) profileOf(i int) string {
 	return fmt.Sprintf("%s.%d%s", strings.TrimSuffix(c.CPUProfile, ext), i, ext)
 }
 
+// childProfile is the CPU profile replica i's process writes from its
+// start to its stop, or "" where the run profiles windows instead.
+func (c Config) childProfile(i int) string {
+	if c.windowProfiled() {
+		return ""
+	}
+	return c.profileOf(i)
+}
+
+// withSuffix is path with suffix before its extension, or path itself
+// for "".
+func withSuffix(path, suffix string) string {
+	if path == "" || suffix == "" {
+		return path
+	}
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "." + suffix + ext
+}
+
 // validate checks a configuration that went through withDefaults.
 func (c Config) validate() error {
 	switch c.Scenario {
@@ -365,10 +389,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--rate must be between 0 (as fast as the clients go) and 1000000 operations per second, not %g", c.Rate)
 	}
 	if c.Rate > 0 && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push || c.Scenario == Scale) {
-		return fmt.Errorf("--rate paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
+		return fmt.Errorf("--rate paces lifecycle, create, mcp, grant and consume; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push || c.Scenario == Scale) {
-		return fmt.Errorf("--half-max paces lifecycle, create, mcp and grant; %s has its own pace", c.Scenario)
+		return fmt.Errorf("--half-max paces lifecycle, create, mcp, grant and consume; %s has its own pace", c.Scenario)
 	}
 	if c.HalfMax && c.Rate > 0 {
 		return fmt.Errorf("--half-max sets the rate itself (half the maximum it measures first); drop --rate %g", c.Rate)

@@ -31,7 +31,7 @@ import (
 // run makes and removes its store, and talks to it over stdin and stdout,
 // one JSON line at a time:
 //
-//	run → child   the childSpec, then commands ("stats"; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go; "push on" and "push off", push.go; a receiver's, receiver.go); closing stdin stops it
+//	run → child   the childSpec, then commands ("stats"; "profile start PATH" and "profile stop", windowProfile; "tokens on" and "tokens off", claim.go; "audit on" and "audit off", audit.go; "push on" and "push off", push.go; a receiver's, receiver.go); closing stdin stops it
 //	child → run   a childHello once it listens (or why it could not), then one answer per command
 //
 // The child stops when its stdin ends, so it outlives no run: a run that
@@ -173,6 +173,14 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 		}
 		defer stopProfile()
 	}
+	// A profile the run starts and stops over a measured window
+	// ("profile start PATH", "profile stop"); one at a time.
+	var stopWindow func()
+	defer func() {
+		if stopWindow != nil {
+			stopWindow()
+		}
+	}()
 	srv, err := startChildServer(ctx, spec, log)
 	if err != nil {
 		enc.Encode(childHello{Error: err.Error()})
@@ -208,6 +216,14 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 			switch l {
 			case "stats":
 				err = enc.Encode(srv.stats())
+			case "profile stop":
+				if stopWindow == nil {
+					err = enc.Encode(childProfile{Error: "no profile is running"})
+					break
+				}
+				stopWindow()
+				stopWindow = nil
+				err = enc.Encode(childProfile{})
 			case "tokens on", "tokens off":
 				err = enc.Encode(tokensCommand(l, srv.tokens))
 			case "audit on", "audit off":
@@ -215,6 +231,19 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 			case "push on", "push off":
 				err = enc.Encode(pushCommand(l, srv.push))
 			default:
+				if path, ok := strings.CutPrefix(l, "profile start "); ok {
+					var a childProfile
+					switch {
+					case spec.CPUProfile != "" || stopWindow != nil:
+						a.Error = "a profile is running already"
+					default:
+						if stopWindow, err = startCPUProfile(path); err != nil {
+							a.Error = err.Error()
+						}
+					}
+					err = enc.Encode(a)
+					break
+				}
 				if srv.command != nil {
 					if a, ok := srv.command(l); ok {
 						err = enc.Encode(a)
@@ -228,6 +257,11 @@ func serveChild(ctx context.Context, in io.Reader, out io.Writer, log *slog.Logg
 			}
 		}
 	}
+}
+
+// childProfile answers "profile start PATH" and "profile stop".
+type childProfile struct {
+	Error string `json:"error,omitempty"`
 }
 
 // startCPUProfile profiles this process's CPU into a new file at path,
@@ -441,6 +475,18 @@ func (c *child) cpu() (time.Duration, error) {
 		return 0, fmt.Errorf("read the CPU time of the benchmark's server process %d: %w", c.pid, err)
 	}
 	return d, nil
+}
+
+// profile sends an Airlock child "profile start PATH" or "profile stop".
+func (c *child) profile(command string) error {
+	var a childProfile
+	if err := c.switchChild(command, &a); err != nil {
+		return err
+	}
+	if a.Error != "" {
+		return fmt.Errorf("the benchmark's server process %d, %q: %s", c.pid, command, a.Error)
+	}
+	return nil
 }
 
 // stats asks an Airlock child for its SQLite write counters.

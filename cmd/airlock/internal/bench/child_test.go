@@ -366,3 +366,57 @@ func TestPhaseProfile(t *testing.T) {
 		t.Errorf("expiry --cpuprofile with --url: %v, want a refusal naming --cpuprofile", err)
 	}
 }
+
+// TestWindowProfile: the consume scenario's server profiles its measured
+// consumes only: no profile file exists yet when its tokens are made (a
+// profile from the server's start would), and each window writes its own
+// (--half-max's maximum to the name with .max).
+func TestWindowProfile(t *testing.T) {
+	t.Parallel()
+	needProc(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "consume.pprof")
+	maxPath := filepath.Join(dir, "consume.max.pprof")
+	var progress bytes.Buffer
+	var w *watchWriter
+	w = &watchWriter{w: &progress, on: "tokens made", check: func() {
+		// The maximum's tokens come first, then the paced run's.
+		next := []string{maxPath, path}[min(w.seen, 2)-1]
+		if _, err := os.Stat(next); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists (%v) when its window's tokens are made: the profile covers the setup", filepath.Base(next), err)
+		}
+	}}
+	cfg := Config{Scenario: Consume, Clients: 2, Duration: 20 * time.Second, Count: 16, HalfMax: true, CPUProfile: path, Progress: w}
+	if _, err := Run(t.Context(), cfg); err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if w.seen != 2 {
+		t.Errorf("saw %d lines of tokens made, want 2 (the maximum's and the paced run's)", w.seen)
+	}
+	for _, p := range []string{path, maxPath} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a gzipped protocol buffer
+			t.Errorf("%s is not a Go CPU profile: %d bytes starting %q", filepath.Base(p), len(b), b[:min(len(b), 8)])
+		}
+	}
+}
+
+// watchWriter calls check each time a write contains on, before passing
+// it on.
+type watchWriter struct {
+	w     io.Writer
+	on    string
+	check func()
+	seen  int
+}
+
+func (w *watchWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.on)) {
+		w.seen++
+		w.check()
+	}
+	return w.w.Write(p)
+}

@@ -172,7 +172,7 @@ func hint(err error) string {
 	return ""
 }
 
-// runLoadScenario runs lifecycle, create, mcp or grant.
+// runLoadScenario runs lifecycle, create, mcp, grant or consume.
 func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) error {
 	// run names this scenario's keys; phase, the runLoad call (--half-max
 	// makes two), so that no key is used twice.
@@ -180,6 +180,27 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	// grants are the grant scenario's grants, by phase.
 	grants := map[int][]string{}
 	var prepare func(ctx context.Context, i int) (clientOp, func(), error)
+	// setup, when set, runs before each runLoad, outside its window.
+	var setup func(ctx context.Context) error
+	// measure is one runLoad of phase, its servers profiled over its
+	// window when the run profiles windows (the paced run's to the
+	// --cpuprofile file, --half-max's maximum to the file with .max).
+	measure := func(rate float64, suffix string) (Result, error) {
+		if setup != nil {
+			if err := setup(ctx); err != nil {
+				return Result{}, err
+			}
+		}
+		stopProfile, err := t.windowProfile(cfg, suffix)
+		if err != nil {
+			return Result{}, err
+		}
+		res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, t.serverCPU(), prepare)
+		if perr := stopProfile(); err == nil {
+			err = perr
+		}
+		return res, err
+	}
 	// afterSetup is the audit log's reading once a consume run's setup was
 	// sequenced; the run's audit timing starts there.
 	var afterSetup *auditReading
@@ -206,20 +227,23 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 		}
 	case Consume:
 		var pool *tokenPool
-		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
-			if i == 0 { // each runLoad (phase) consumes tokens of its own
-				var err error
-				if pool, err = makeTokens(ctx, cfg, t, run, phase); err != nil {
-					return nil, nil, err
-				}
-				// The tokens' creates, decisions and claims are events the
-				// sequencer appends after their commits: let it catch up, so
-				// that the consumes are measured alone and the run's audit
-				// timing counts their leaves only.
-				if r, err := t.auditCaughtUp(ctx); err == nil {
-					afterSetup = &r
-				}
+		// Each runLoad (phase) consumes tokens of its own, made before it
+		// starts, so that a window's profile leaves them out.
+		setup = func(ctx context.Context) error {
+			var err error
+			if pool, err = makeTokens(ctx, cfg, t, run, phase); err != nil {
+				return err
 			}
+			// The tokens' creates, decisions and claims are events the
+			// sequencer appends after their commits: let it catch up, so
+			// that the consumes are measured alone and the run's audit
+			// timing counts their leaves only.
+			if r, err := t.auditCaughtUp(ctx); err == nil {
+				afterSetup = &r
+			}
+			return nil
+		}
+		prepare = func(ctx context.Context, i int) (clientOp, func(), error) {
 			return consumeOp(t, i, pool), nil, nil
 		}
 	case MCP:
@@ -234,7 +258,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	if cfg.HalfMax {
 		fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, as fast as they go for up to %s or %d operations, to find the maximum\n",
 			cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count)
-		maxRes, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, t.serverCPU(), prepare)
+		maxRes, err := measure(0, "max")
 		if err != nil {
 			return err
 		}
@@ -252,7 +276,7 @@ func runLoadScenario(ctx context.Context, cfg Config, t *target, rep *Report) er
 	}
 	fmt.Fprintf(cfg.Progress, "%s: %d clients against %s, up to %s or %d operations%s\n", cfg.Scenario, cfg.Clients, t.describe(), cfg.Duration, cfg.Count, paced)
 	before, auditErr := t.readAudit(ctx)
-	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, rate, t.serverCPU(), prepare)
+	res, err := measure(rate, "")
 	if err != nil {
 		return err
 	}

@@ -143,6 +143,41 @@ func (t *target) serverCPU() cpuReader {
 	return nil
 }
 
+// windowProfile starts the CPU profile of each server process over a
+// measured window, when the run profiles its windows (windowProfiled),
+// to the replica's file with suffix before its extension ("" for the
+// file itself); stop ends them. Started just before the window's clock,
+// it leaves out the setup before it.
+func (t *target) windowProfile(cfg Config, suffix string) (stop func() error, err error) {
+	if cfg.CPUProfile == "" || !cfg.windowProfiled() {
+		return func() error { return nil }, nil
+	}
+	var started []*child
+	stop = func() error {
+		var first error
+		for _, c := range started {
+			if err := c.profile("profile stop"); err != nil && first == nil {
+				first = err
+			}
+		}
+		started = nil
+		return first
+	}
+	for i, c := range t.children {
+		path, err := filepath.Abs(withSuffix(cfg.profileOf(i), suffix))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		if err := c.profile("profile start " + path); err != nil {
+			stop()
+			return nil, err
+		}
+		started = append(started, c)
+	}
+	return stop, nil
+}
+
 // childrenCPU reads the CPU time of children, summed.
 func childrenCPU(children ...*child) cpuReader {
 	return func() (time.Duration, error) {
@@ -227,7 +262,7 @@ func (t *target) startServers(ctx context.Context, cfg Config) error {
 			admin = t.admin
 		}
 		if cfg.serversApart() {
-			c, err := startChild(ctx, childSpec{Kind: childAirlock, Store: spec, Admin: admin, Policy: cfg.Policy, CPUProfile: cfg.profileOf(i)}, cfg.Progress)
+			c, err := startChild(ctx, childSpec{Kind: childAirlock, Store: spec, Admin: admin, Policy: cfg.Policy, CPUProfile: cfg.childProfile(i)}, cfg.Progress)
 			if err != nil {
 				return err
 			}
