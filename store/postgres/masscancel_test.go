@@ -209,3 +209,64 @@ func (c *counting) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx.Tr
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestWokenWaitersReadTogether: one change that wakes many long-polls
+// costs a few round trips, not one a waiter (provider/readbatch.go): the
+// woken waiters' reads are combined, one statement for each token, with
+// that token's check. The waiters of a token revoked behind the
+// provider's back (no wake-up of their own, its check remembered), woken
+// in the same batch, answer unauthorized; the others get their requests.
+func TestWokenWaitersReadTogether(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	var c trips
+	var stmts atomic.Int64
+	s := open(t, testkit.SchemaName(t, "t_"), postgres.WithTracerForTest(&counting{&c, &stmts}))
+	p, err := provider.New(provider.Config{Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	admin := callers.Admin(t, p, "admin secret for the woken waiters test")
+	agent, _ := callers.Mint(t, p, admin, airlock.NewTokenInput{Name: "agent", Role: airlock.RoleAgent, Principal: "agent"})
+	rev, _ := callers.Mint(t, p, admin, airlock.NewTokenInput{Name: "reviewer", Role: airlock.RoleReviewer, Principal: "rev"})
+	in, err := p.RegisterInstance(ctx, agent, airlock.InstanceInput{Name: "doomed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := seed(t, s, in, n)
+	type answer struct {
+		r   airlock.Request
+		err error
+	}
+	agents, revs := make([]answer, n), make([]answer, n)
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Go(func() { agents[i].r, agents[i].err = p.Request(ctx, agent, r.ID, time.Hour) })
+		wg.Go(func() { revs[i].r, revs[i].err = p.Request(ctx, rev, r.ID, time.Hour) })
+	}
+	testkit.Eventually(t, 20*time.Second, "every waiter to subscribe", func() bool { return p.Waiters() == 2*n })
+	if _, err := s.RevokeToken(ctx, rev.ID, admin.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.since()
+	if _, err := p.DeleteInstance(ctx, agent, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	q, b := c.since()
+	for i, r := range reqs {
+		if a := agents[i]; a.err != nil || a.r.ID != r.ID || a.r.State != airlock.StateCancelled {
+			t.Fatalf("agent's waiter on %s: %s %s, %v; want its request, cancelled", r.ID, a.r.ID, a.r.State, a.err)
+		}
+		if a := revs[i]; airlock.ErrorCode(a.err) != airlock.CodeUnauthorized || a.r.ID != "" {
+			t.Fatalf("revoked reviewer's waiter on %s: %q %s, %v; want unauthorized, no request", r.ID, a.r.ID, a.r.State, a.err)
+		}
+	}
+	// The delete's own round trips, and the reads of the waiters that
+	// had not read since subscribing, are among them.
+	t.Logf("%d waiters woken by one delete: %d round trips", 2*n, q+b)
+	if q+b > n/4 {
+		t.Fatalf("%d waiters woken by one delete: %d round trips; want at most %d", 2*n, q+b, n/4)
+	}
+}
