@@ -65,7 +65,7 @@ func (b *bundle) pendingRequests(t *testing.T, n int) []string {
 // waiter still gets its own request.
 func TestWokenWaitersReadTogether(t *testing.T) {
 	t.Parallel()
-	const n = 300
+	const n = 200
 	var counted *readCounting
 	b := setup(t, options{wrap: func(s store.Store) store.Store { counted = &readCounting{Store: s}; return counted }})
 	ids := b.pendingRequests(t, n)
