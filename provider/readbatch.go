@@ -13,8 +13,8 @@ import (
 // readBatch combines the reads of long-polls woken at once. Deleting an
 // instance cancels its 10,000 requests and wakes their 10,000 waiters
 // together; each reading its request on its own made 10,000 reads, each a
-// round trip, on every replica at once (docs/performance.md, "A mass
-// cancel"). It works as a group commit does, with no timer: a waiter
+// round trip, on every replica at once (docs/performance.md, "Woken
+// waiters read together"). It works as a group commit does, with no timer: a waiter
 // queues its read; the first to find no batch running starts one; the
 // batch reads everything queued, at most store.MaxGetRequests IDs a
 // statement, answers those waiters, and takes what queued meanwhile,
@@ -150,8 +150,8 @@ func (s *Service) readPart(ctx context.Context, part []*batchedRead) {
 		err = s.remembered.checker.CheckToken(ctx, check)
 	}
 	found := make(map[string]int, len(rs))
-	for i, r := range rs {
-		found[r.ID] = i
+	for i := range rs {
+		found[rs[i].ID] = i
 	}
 	for _, b := range part {
 		if check != nil {
