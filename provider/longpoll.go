@@ -88,20 +88,26 @@ func (s *Service) sleepFor(deadline, end time.Time) time.Duration {
 // look reads request id for a waiter. It returns the request once the
 // waiter is done with it (when it is terminal, or done is set), and else
 // only its deadline, so the waiter holds nothing else while it waits.
-// With recheck it first checks that c's token is still live (recheck). It
-// is never inlined: its frame, the read's and the driver's are off the
-// stack before the waiter parks.
+// With recheck it first checks that c's token is still live (recheck),
+// and reads with the waiters woken at once (readWoken). It is never
+// inlined: its frame, the read's and the driver's are off the stack
+// before the waiter parks.
 //
 //go:noinline
 func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done, recheck bool) (*airlock.Request, time.Time, error) {
-	reader := *c
+	var r airlock.Request
+	var err error
 	if recheck {
-		var err error
+		var reader airlock.Caller
 		if reader, err = s.recheck(ctx, c); err != nil {
 			return nil, time.Time{}, err
 		}
+		// A waiter's read after it subscribed, most often after a
+		// wake-up that woke many others: read in a batch (readbatch.go).
+		r, err = s.readWoken(ctx, reader, id)
+	} else {
+		r, err = s.read(ctx, *c, id)
 	}
-	r, err := s.read(ctx, reader, id)
 	if recheck && s.remembered != nil && airlock.ErrorCode(err) == airlock.CodeUnauthorized {
 		s.remembered.forget(c.Hash) // the store refused the token: do not take it from memory again
 	}

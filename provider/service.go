@@ -135,8 +135,10 @@ type Service struct {
 	// heavy bounds the heavy reads in progress (HeavyRead).
 	heavy *heavyReads
 
-	hub  *hub
-	kick chan struct{}
+	hub *hub
+	// reads combines the reads of the long-polls the hub wakes at once.
+	reads readBatch
+	kick  chan struct{}
 	// tokens caches live tokens when the store has a token stamp; nil
 	// otherwise.
 	tokens *tokenCache

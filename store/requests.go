@@ -33,6 +33,12 @@ type Requests interface {
 	// store returns carries the names people read it by (InstanceName,
 	// OwnerName, Decision.DecidedByName), looked up in the same query.
 	GetRequest(ctx context.Context, id string) (airlock.Request, error)
+	// GetRequests reads the requests ids, as GetRequest reads each, in as
+	// few statements as it can (at most MaxGetRequests IDs a statement):
+	// the long-polls one change wakes read at once (provider/readbatch.go).
+	// It returns those that exist, in no particular order, each once; a
+	// missing ID is left out, not an error.
+	GetRequests(ctx context.Context, ids []string) ([]airlock.Request, error)
 	// ListRequests lists requests matching f, newest first: up to f.Limit
 	// of them, fewer when f.MaxBytes ends the list early. more reports
 	// whether requests after the last one listed match f too.
@@ -373,6 +379,10 @@ func PageSize(limit int) int {
 // it, NextDeadline returns the start of the second, and the scheduler
 // looks again from then, every sweep target, until they fall due.
 const NextDeadlineExact = 1000
+
+// MaxGetRequests is how many IDs one statement of GetRequests reads: a
+// bound on the statement's parameters and on the rows it holds at once.
+const MaxGetRequests = 1000
 
 // DefaultExpireBatch is how many due requests ExpireDue expires when its
 // limit is not positive.

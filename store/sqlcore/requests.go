@@ -44,6 +44,8 @@ type RequestSQL struct {
 	UseGrant string
 	// Get selects request @id.
 	Get string
+	// GetMany selects the requests @ids (a list of IDs) that exist.
+	GetMany string
 	// Votes selects the votes of request @id in the order they were cast:
 	// principal, actor, the name of the actor's token or profile (NULL
 	// when unknown), status, note, at.
@@ -479,6 +481,24 @@ func (c *Core) GetRequest(ctx context.Context, id string) (airlock.Request, erro
 		r.Votes, err = c.readVotes(ctx, nil, id)
 	}
 	return r, c.d.Translate(err, "request", id)
+}
+
+// GetRequests reads the requests ids that exist, with their votes, in
+// statements of at most store.MaxGetRequests IDs each.
+func (c *Core) GetRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	out := make([]airlock.Request, 0, len(ids))
+	for part := range slices.Chunk(ids, store.MaxGetRequests) {
+		rs, err := all(ctx, c.d, func(row Row) (airlock.Request, error) { return c.scanRequest(row) }, c.q.Requests.GetMany, Args{{"ids", part}})
+		if err != nil {
+			return nil, c.d.Translate(err, "requests", part[0])
+		}
+		out = append(out, rs...)
+	}
+	if err := c.fillVotes(ctx, out); err != nil {
+		return nil, c.d.Translate(err, "votes", "requests")
+	}
+	return out, nil
 }
 
 // RequestByKey reads the request an owner created with an idempotency key.

@@ -190,6 +190,7 @@ RETURNING seq, @now, ` + namesCols,
 WHERE id = @instance AND owner_id = @owner AND deleted_at IS NULL)`,
 	UseGrant: useGrantSQL,
 	Get:      selectRequestSQL,
+	GetMany:  `SELECT ` + requestCols + ` FROM requests WHERE id IN (SELECT value FROM json_each(@ids))`,
 	Votes:    `SELECT ` + voteCols + ` FROM votes v WHERE v.request_id = @id ORDER BY v.seq`,
 	VotesOf:  `SELECT v.request_id, ` + voteCols + ` FROM votes v WHERE v.request_id IN (SELECT value FROM json_each(@ids)) ORDER BY v.seq`,
 	List: `WITH page AS (

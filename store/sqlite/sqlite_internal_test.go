@@ -165,3 +165,15 @@ func TestExpiryPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestGetManyPlan checks that GetRequests looks each ID up by the
+// primary key, never scanning the requests: its statement reads up to
+// 1,000 IDs whatever the table holds.
+func TestGetManyPlan(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	plan := queryPlan(t, s, requestSQL.GetMany, sql.Named("ids", `["apr_1","apr_2"]`))
+	if want := "SEARCH requests USING INDEX sqlite_autoindex_requests_1 (id=?)"; !strings.Contains(plan, want) || strings.Contains(plan, "SCAN requests") {
+		t.Errorf("plan %q, want %s and no scan of the requests", plan, want)
+	}
+}

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Data", s.testData},
 		{"Instances", s.testInstances},
 		{"List", s.testList},
+		{"GetRequests", s.testGetRequests},
 		{"Execution", s.testExecution},
 		{"Expiry", s.testExpiry},
 		{"Events", s.testEvents},

@@ -247,6 +247,9 @@ RETURNING {{requestCols}}, tick.now
 -- name: Requests.Get
 SELECT {{requestCols}} FROM requests r WHERE r.id = @id
 
+-- name: Requests.GetMany
+SELECT {{requestCols}} FROM requests r WHERE r.id = ANY(@ids)
+
 -- name: Requests.Create
 -- Create inserts a request for a live instance of its owner, or yields to
 -- an existing row with the same owner and key. It locks the instance row
