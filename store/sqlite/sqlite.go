@@ -45,7 +45,8 @@ type Store struct {
 	// its error fails the commit.
 	beforeCommit func(ops int) error
 
-	// enqueued, set by tests only, runs after an operation is queued.
+	// enqueued, set by tests only, runs after an operation is queued, or
+	// before a lone one runs in its caller's goroutine (runHere).
 	enqueued func()
 	// batchHold is maxBatchHold; tests that need a batch kept whole under
 	// the race detector's slowness raise it.
