@@ -98,7 +98,9 @@ type writeStats struct {
 // returns an error is rolled back to its savepoint alone, so each commits
 // exactly what it would have committed on its own; a failed commit fails
 // them all. A lone writer's operation runs at once, in its own transaction:
-// the writer never waits for company.
+// the writer never waits for company. When nobody else writes or waits, the
+// caller runs it itself, in its own goroutine (runHere), and the writer's
+// goroutine takes what queues meanwhile.
 func (s *Store) inTx(ctx context.Context, fn func(tx *txn, now time.Time) error) error {
 	return s.submit(ctx, &op{ctx: ctx, fn: fn}).err
 }
@@ -108,12 +110,24 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 	if err := ctx.Err(); err != nil {
 		return result{err: err}
 	}
-	o.done = make(chan result, 1)
 	s.qmu.Lock()
 	if s.closed {
 		s.qmu.Unlock()
 		return result{err: errClosed}
 	}
+	if !s.writerBusy && len(s.queue) == 0 {
+		// Nobody writes and nobody waits: run it here, as the writer would
+		// alone, rather than hand it to the writer's goroutine and wait to
+		// be woken with its result (two goroutine switches on the path of
+		// every write a lone client makes).
+		s.writerBusy = true
+		s.qmu.Unlock()
+		if s.enqueued != nil {
+			s.enqueued()
+		}
+		return s.runHere(o)
+	}
+	o.done = make(chan result, 1)
 	s.queue = append(s.queue, o)
 	s.qmu.Unlock()
 	if s.enqueued != nil {
@@ -140,6 +154,59 @@ func (s *Store) submit(ctx context.Context, o *op) result {
 	return r
 }
 
+// runHere runs o as a batch of its own in the caller's goroutine, which
+// holds the writer's role (writerBusy), then gives the role back and wakes
+// the writer for the operations queued meanwhile.
+func (s *Store) runHere(o *op) result {
+	var results [1]result
+	func() {
+		defer s.releaseWriter()
+		ran, changed := s.runBatch([]*op{o}, results[:])
+		s.noteWrites(results[:ran], changed)
+		s.write.prepareWanted(context.Background())
+		if s.logEmptied.Swap(false) {
+			// The writer emptied the log and stopped watching for idle
+			// spells: tell it the log holds frames again.
+			s.wakeWriter()
+		}
+	}()
+	if results[0].panicked != nil {
+		panic(results[0].panicked)
+	}
+	return results[0]
+}
+
+// holdWriter takes the writer's role if nobody holds it.
+func (s *Store) holdWriter() bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.writerBusy {
+		return false
+	}
+	s.writerBusy = true
+	return true
+}
+
+// releaseWriter gives the writer's role back, and wakes the writer if
+// operations queued while it was held, or the store is closing.
+func (s *Store) releaseWriter() {
+	s.qmu.Lock()
+	s.writerBusy = false
+	wake := len(s.queue) > 0 || s.closed
+	s.qmu.Unlock()
+	if wake {
+		s.wakeWriter()
+	}
+}
+
+// wakeWriter tells the writer to look at the queue again.
+func (s *Store) wakeWriter() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // the writer is already due to look at the queue
+	}
+}
+
 // withdraw removes o from the queue if the writer has not taken it.
 func (s *Store) withdraw(o *op) bool {
 	s.qmu.Lock()
@@ -153,11 +220,13 @@ func (s *Store) withdraw(o *op) bool {
 	return false
 }
 
-// writeLoop is the store's one writer. It takes the operations waiting (at
-// most maxBatch), runs them as one batch, answers them, and after the
-// batch prepares the statements it met for the first time. Once no write
-// has come for emptyLogAfter it empties the log (emptyLog). Once the store
-// is closing it runs what is still queued, then returns.
+// writeLoop is the store's one writer, apart from lone writes their
+// callers run (runHere); it holds the writer's role while it works. It
+// takes the operations waiting (at most maxBatch), runs them as one batch,
+// answers them, and after the batch prepares the statements it met for the
+// first time. Once no write has come for emptyLogAfter it empties the log
+// (emptyLog). Once the store is closing it runs what is still queued, then
+// returns.
 func (s *Store) writeLoop() {
 	defer close(s.writerDone)
 	batch := make([]*op, 0, maxBatch)
@@ -169,8 +238,8 @@ func (s *Store) writeLoop() {
 	logged := true
 	for {
 		s.qmu.Lock()
-		for len(s.queue) == 0 {
-			if s.closed {
+		for len(s.queue) == 0 || s.writerBusy {
+			if s.closed && len(s.queue) == 0 && !s.writerBusy {
 				s.qmu.Unlock()
 				return
 			}
@@ -179,16 +248,31 @@ func (s *Store) writeLoop() {
 				select {
 				case <-s.wake:
 				case <-idle.C:
-					// Not emptied (a reader on an older snapshot): try
-					// again after another idle spell.
-					logged = !s.emptyLog()
+					// A lone caller's write (runHere) does not reset the
+					// timer: the last commit says how idle the store is.
+					if wait := s.emptyLogAfter - time.Since(time.Unix(0, s.lastCommit.Load())); wait > 0 {
+						idle.Reset(wait)
+						break
+					}
+					if s.holdWriter() {
+						// Not emptied (a reader on an older snapshot): try
+						// again after another idle spell.
+						logged = !s.emptyLog()
+						s.logEmptied.Store(!logged)
+						s.releaseWriter()
+					}
 					idle.Reset(s.emptyLogAfter)
 				}
 			} else {
 				<-s.wake
+				if !s.logEmptied.Load() {
+					logged = true // a lone caller wrote (runHere)
+					idle.Reset(s.emptyLogAfter)
+				}
 			}
 			s.qmu.Lock()
 		}
+		s.writerBusy = true
 		n := min(len(s.queue), maxBatch)
 		batch = append(batch, s.queue[:n]...)
 		rest := copy(s.queue, s.queue[n:])
@@ -212,8 +296,12 @@ func (s *Store) writeLoop() {
 		clear(batch)
 		batch = batch[:0]
 		s.write.prepareWanted(context.Background())
+		s.logEmptied.Store(false)
 		logged = true
 		idle.Reset(s.emptyLogAfter)
+		s.qmu.Lock()
+		s.writerBusy = false // the loop looks at the queue next
+		s.qmu.Unlock()
 	}
 }
 
@@ -324,6 +412,7 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int, changed bool
 		failAll(fmt.Errorf("commit: %w", err))
 		return taken, false
 	}
+	s.lastCommit.Store(time.Now().UnixNano())
 	s.stats.ops.Add(int64(ran))
 	s.stats.commits.Add(1)
 	s.ckpt.notify()

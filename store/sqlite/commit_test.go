@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -363,6 +364,73 @@ func TestGroupCommitLoneWriter(t *testing.T) {
 	for _, x := range seen {
 		if x.Ops != 1 || x.Held <= 0 || x.Began.Before(start) || x.Held > time.Since(start) {
 			t.Errorf("observed transaction %+v, want 1 op held for a while after %s", x, start)
+		}
+	}
+}
+
+// TestLoneWriteRunsInCaller checks that a write made while nobody else
+// writes or waits runs in its caller's goroutine, not handed to the
+// writer's goroutine and back (two goroutine switches on every write of a
+// lone client), and commits as it would there: alone, in a transaction of
+// its own. A lone write that panics re-raises in its caller, commits
+// nothing, and leaves the writer free for the next one.
+func TestLoneWriteRunsInCaller(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	// inCaller reports whether this test's function is on the stack of
+	// the goroutine running the operation.
+	inCaller := func() bool {
+		pcs := make([]uintptr, 64)
+		frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+		for {
+			f, more := frames.Next()
+			if strings.HasSuffix(f.Function, ".TestLoneWriteRunsInCaller") {
+				return true
+			}
+			if !more {
+				return false
+			}
+		}
+	}
+	before := s.WriteStats()
+	var here bool
+	if err := s.inTx(t.Context(), func(tx *txn, now time.Time) error {
+		here = inCaller()
+		return insertInstance(tx, now, "ins_lone")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !here {
+		t.Error("a lone write ran in another goroutine, want its caller's")
+	}
+	if st := s.WriteStats(); st.Ops-before.Ops != 1 || st.Commits-before.Commits != 1 {
+		t.Errorf("a lone write: %+v (from %+v), want 1 op in 1 commit", st, before)
+	}
+
+	func() {
+		defer func() {
+			if p := recover(); p != "kaboom" {
+				t.Errorf("a lone write that panics: caller recovered %v, want kaboom", p)
+			}
+		}()
+		s.inTx(t.Context(), func(tx *txn, now time.Time) error {
+			if err := insertInstance(tx, now, "ins_panicked"); err != nil {
+				return err
+			}
+			panic("kaboom")
+		})
+	}()
+	// Were the writer's role still held, this write would queue for a
+	// writer that never comes, and time out.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.inTx(ctx, func(tx *txn, now time.Time) error { return insertInstance(tx, now, "ins_after") }); err != nil {
+		t.Fatalf("the write after a panic: %v", err)
+	}
+	for id, want := range map[string]bool{"ins_lone": true, "ins_panicked": false, "ins_after": true} {
+		_, err := s.GetInstance(t.Context(), id)
+		if got := err == nil; got != want {
+			t.Errorf("instance %s stored = %t (%v), want %t", id, got, err, want)
 		}
 	}
 }

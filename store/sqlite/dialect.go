@@ -27,13 +27,22 @@ func (d dialect) Query(ctx context.Context, query string, args sqlcore.Args) (sq
 	return sqlRows{rows}, nil
 }
 
-// QueryRow implements sqlcore.Dialect with the read pool.
+// QueryRow implements sqlcore.Dialect with the read pool. A caller that
+// has given up gets its context's error; one that gives up while the
+// statement runs does not interrupt it. A statement that reads one row
+// ends within about as long as noticing would take, and watching a
+// context that can end costs two goroutines a statement (one in
+// database/sql, one in modernc.org/sqlite), started and woken on the path
+// of every read: the one read of a lifecycle (create, approve, read).
 func (d dialect) QueryRow(ctx context.Context, query string, args sqlcore.Args) sqlcore.Row {
+	if err := ctx.Err(); err != nil {
+		return errRow{err}
+	}
 	q, values, err := d.s.bind(query, args, nil)
 	if err != nil {
 		return errRow{err}
 	}
-	return d.s.read.QueryRowContext(ctx, q, values...)
+	return d.s.read.QueryRowContext(context.WithoutCancel(ctx), q, values...)
 }
 
 // Translate implements sqlcore.Dialect.

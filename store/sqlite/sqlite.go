@@ -45,7 +45,8 @@ type Store struct {
 	// its error fails the commit.
 	beforeCommit func(ops int) error
 
-	// enqueued, set by tests only, runs after an operation is queued.
+	// enqueued, set by tests only, runs after an operation is queued, or
+	// before a lone one runs in its caller's goroutine (runHere).
 	enqueued func()
 	// batchHold is maxBatchHold; tests that need a batch kept whole under
 	// the race detector's slowness raise it.
@@ -64,6 +65,15 @@ type Store struct {
 	qmu    sync.Mutex
 	queue  []*op
 	closed bool
+	// writerBusy is whether the writer's role is held: by writeLoop while
+	// it runs a batch or empties the log, or by a caller running its write
+	// itself because nobody else wrote or waited (runHere).
+	writerBusy bool
+	// lastCommit is when the last write transaction committed (Unix
+	// nanoseconds): the writer empties the log once it is emptyLogAfter
+	// old. logEmptied is whether the log was emptied with no commit since.
+	lastCommit atomic.Int64
+	logEmptied atomic.Bool
 	// wake tells the writer the queue or closed changed (capacity 1, so a
 	// wake-up is never lost and never blocks).
 	wake       chan struct{}

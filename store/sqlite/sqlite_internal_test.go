@@ -1,10 +1,15 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/airlockhq/airlock"
 )
 
 // openInternal opens a store on a new file, closed when t ends.
@@ -175,5 +180,43 @@ func TestGetManyPlan(t *testing.T) {
 	plan := queryPlan(t, s, requestSQL.GetMany, sql.Named("ids", `["apr_1","apr_2"]`))
 	if want := "SEARCH requests USING INDEX sqlite_autoindex_requests_1 (id=?)"; !strings.Contains(plan, want) || strings.Contains(plan, "SCAN requests") {
 		t.Errorf("plan %q, want %s and no scan of the requests", plan, want)
+	}
+}
+
+// watchedCtx is a context that counts how often its Done is asked for:
+// whoever asks means to watch it for its end.
+type watchedCtx struct {
+	context.Context
+	watched atomic.Int32
+}
+
+func (c *watchedCtx) Done() <-chan struct{} {
+	c.watched.Add(1)
+	return c.Context.Done()
+}
+
+// TestPointReadDoesNotWatchContext checks that a read of one row does not
+// watch its caller's context while it runs: database/sql and
+// modernc.org/sqlite would each start a goroutine a statement to do so,
+// on the path of every such read, for a statement that ends about as soon.
+// A caller that has already given up still gets its context's error.
+func TestPointReadDoesNotWatchContext(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	in, err := s.CreateInstance(t.Context(), airlock.Instance{OwnerID: "tok_a", Name: "read"}, "tok_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &watchedCtx{Context: t.Context()}
+	if _, err := s.GetInstance(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := ctx.watched.Load(); n != 0 {
+		t.Errorf("a read of one row asked for its context's Done %d times, want 0", n)
+	}
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.GetInstance(gone, in.ID); !errors.Is(err, context.Canceled) {
+		t.Errorf("a read for a caller that gave up = %v, want context.Canceled", err)
 	}
 }
