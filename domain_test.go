@@ -269,6 +269,33 @@ func TestNewClockID(t *testing.T) {
 	}
 }
 
+// Request IDs made within a second share their leading characters (the
+// clock's milliseconds, airlock.NewClockID), so that requests made
+// together, which mostly fall due together, keep their index entries on
+// neighbouring pages (docs/performance.md, "Expiry's sweeps").
+func TestNewRequestID(t *testing.T) {
+	t.Parallel()
+	// 7 base32 characters are the clock's top 35 bits of 48: windows of
+	// 8,192 ms. This second lies within one.
+	at := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	if at.UnixMilli()%8192 > 8192-1000 {
+		t.Fatalf("the test's second %s crosses a window of 8,192 ms: choose another", at)
+	}
+	first := airlock.NewRequestID(at)
+	n := len(airlock.PrefixRequest) + 7
+	seen := map[string]bool{}
+	for i := range 1000 {
+		id := airlock.NewRequestID(at.Add(time.Duration(i) * time.Millisecond))
+		if !strings.HasPrefix(id, airlock.PrefixRequest) || !idPattern.MatchString(id) {
+			t.Fatalf("NewRequestID = %q, want %s followed by 24 base32 characters", id, airlock.PrefixRequest)
+		}
+		if id[:n] != first[:n] || seen[id] {
+			t.Fatalf("request ID %q, made %d ms after %q: want it new, and the first %d characters shared", id, i, first, n)
+		}
+		seen[id] = true
+	}
+}
+
 // IDs are opaque, prefixed and unique.
 func TestNewID(t *testing.T) {
 	t.Parallel()

@@ -40,7 +40,7 @@ func (s *Service) CreateMCPRequest(ctx context.Context, c airlock.Caller, in MCP
 		return airlock.Request{}, false, err
 	}
 	r := airlock.Request{
-		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instanceID, OwnerID: c.ID, Kind: in.Kind,
+		ID: airlock.NewRequestID(s.clock.Now()), InstanceID: instanceID, OwnerID: c.ID, Kind: in.Kind,
 		Timeout: in.Timeout(), Title: in.Title, Description: in.Description,
 		TargetType: in.TargetType, TargetID: in.TargetID, SessionID: in.SessionID,
 		Proposal: &airlock.Proposal{Mode: in.Proposal.Mode}, Question: in.Question,

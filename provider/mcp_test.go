@@ -52,6 +52,10 @@ func (b *boardBundle) propose(t *testing.T, column string) airlock.Request {
 	if err != nil || !created {
 		t.Fatalf("propose work_move: created=%v err=%v", created, err)
 	}
+	// Its ID starts with the clock's millisecond (airlock.NewRequestID).
+	if n := len(airlock.PrefixRequest) + 9; r.ID[:n] != airlock.NewRequestID(b.clock.Now())[:n] {
+		t.Fatalf("propose work_move: ID %s, want one made at the clock's %s", r.ID, b.clock.Now())
+	}
 	return r
 }
 

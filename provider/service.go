@@ -369,7 +369,7 @@ func (s *Service) CreateRequest(ctx context.Context, c airlock.Caller, instanceI
 		return airlock.Request{}, false, err
 	}
 	r := airlock.Request{
-		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instanceID, OwnerID: c.ID,
+		ID: airlock.NewRequestID(s.clock.Now()), InstanceID: instanceID, OwnerID: c.ID,
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
 		Preview: in.Preview, Reversibility: in.Reversibility,

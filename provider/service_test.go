@@ -192,6 +192,10 @@ func TestWindow(t *testing.T) {
 		if !r.CreatedAt.Equal(b.clock.Now()) {
 			t.Errorf("%s: created_at %s, want the clock's %s", tc.name, r.CreatedAt, b.clock.Now())
 		}
+		// Its ID starts with the clock's millisecond (airlock.NewRequestID).
+		if n := len(airlock.PrefixRequest) + 9; r.ID[:n] != airlock.NewRequestID(b.clock.Now())[:n] {
+			t.Errorf("%s: ID %s, want one made at the clock's %s", tc.name, r.ID, b.clock.Now())
+		}
 		if r.Timeout != tc.timeout {
 			t.Errorf("%s: timeout stored as %q, want it as asked, %q", tc.name, r.Timeout, tc.timeout)
 		}

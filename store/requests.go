@@ -178,7 +178,7 @@ var ErrGrantMayCover = errors.New("airlock: a live grant may cover this request:
 // Validate, before they write.
 func (p NewRequestParams) WithDefaults() NewRequestParams {
 	if p.Request.ID == "" {
-		p.Request.ID = airlock.NewID(airlock.PrefixRequest)
+		p.Request.ID = airlock.NewRequestID(time.Now())
 	}
 	if p.Request.Kind == "" {
 		p.Request.Kind = airlock.KindToolCall
@@ -318,7 +318,7 @@ type EditParams struct {
 // WithDefaults returns p with a fresh "apr_" NewID when it has none.
 func (p EditParams) WithDefaults() EditParams {
 	if p.NewID == "" {
-		p.NewID = airlock.NewID(airlock.PrefixRequest)
+		p.NewID = airlock.NewRequestID(time.Now())
 	}
 	p.Status = airlock.StateApproved
 	return p

@@ -401,7 +401,7 @@ func seedOne(ctx context.Context, st store.Store, agent, instance string, i int,
 	}
 	key := fmt.Sprintf("scale-%d", i)
 	r := airlock.Request{
-		ID: airlock.NewID(airlock.PrefixRequest), InstanceID: instance, OwnerID: agent,
+		ID: airlock.NewRequestID(time.Now()), InstanceID: instance, OwnerID: agent,
 		Kind: airlock.KindToolCall, Tool: in.Tool, Arguments: in.Arguments, Timeout: in.Timeout,
 		AgentReasoning: in.AgentReasoning, Context: in.Context, IdempotencyKey: key, Fingerprint: fp,
 	}
