@@ -129,6 +129,22 @@ func TestConsumeApprovalToken(t *testing.T) {
 	}
 }
 
+// TestConsumeReachesEventStream: a consume's event reaches an open event
+// stream at once, not at the stream's next heartbeat (15 s here), as every
+// other change's does.
+func TestConsumeReachesEventStream(t *testing.T) {
+	t.Parallel()
+	// No scheduler: its token-stamp watch wakes every stream now and then.
+	b := setup(t, func(o *options) { o.noScheduler = true })
+	id, token := b.claimWith(t, "issue_refund", `{"amount":4900}`)
+	s := b.openStream(t, b.reviewer, "", nil)
+	s.until(t, airlock.EventExecutionClaimed, id) // the stream has read everything before the consume
+	want(t, b.consume(t, token, "issue_refund", `{"amount":4900}`, ""), http.StatusOK, "")
+	if e, _ := s.until(t, airlock.EventExecutionTokenConsumed, id); e.typ != string(airlock.EventExecutionTokenConsumed) {
+		t.Fatalf("got %s, want execution.token_consumed", e.typ)
+	}
+}
+
 // TestConsumeInput: tool and arguments go together; a token is required.
 func TestConsumeInput(t *testing.T) {
 	t.Parallel()
