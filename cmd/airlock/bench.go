@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/cmd/airlock/internal/bench"
+	"github.com/airlockhq/airlock/internal/heapfloor"
 )
 
 // runBench is `airlock bench`: a load generator in the spirit of pgbench.
@@ -58,6 +59,9 @@ func runBench(ctx context.Context, a *App, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return &usageError{msg: err.Error()}
 	}
+	// The load generator's collections would add to the latencies it
+	// measures; its in-process servers and baselines are tuned as serve is.
+	defer heapfloor.Start(heapfloor.DefaultFloor)()
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err

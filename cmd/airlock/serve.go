@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/cmd/airlock/internal/server"
+	"github.com/airlockhq/airlock/internal/heapfloor"
 	"github.com/airlockhq/airlock/internal/telemetry"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store"
@@ -52,6 +53,9 @@ func runServe(ctx context.Context, a *App, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A server's heap is small: without a floor it is collected every
+	// few megabytes (internal/heapfloor). GOGC, when set, wins.
+	defer heapfloor.Start(heapfloor.DefaultFloor)()
 	return srv.Run(ctx)
 }
 

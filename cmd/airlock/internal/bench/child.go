@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/airlockhq/airlock/internal/telemetry"
 	"io"
 	"log/slog"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/heapfloor"
+	"github.com/airlockhq/airlock/internal/telemetry"
 	"github.com/airlockhq/airlock/policy"
 	"github.com/airlockhq/airlock/store/sqlite"
 )
@@ -126,6 +127,7 @@ func ChildMain() int {
 		return 1
 	}
 	defer stopTracing(context.WithoutCancel(ctx))
+	defer heapfloor.Start(heapfloor.DefaultFloor)() // as serve's
 	if err := serveChild(ctx, os.Stdin, os.Stdout, log); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock bench's server process: %v\n", err)
 		return 1
