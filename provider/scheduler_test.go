@@ -252,6 +252,32 @@ func TestSweepTargetFromStore(t *testing.T) {
 	}
 }
 
+// sequencerGapStore is a store that sets its own sequencer gap.
+type sequencerGapStore struct {
+	store.Store
+	gap time.Duration
+}
+
+func (s sequencerGapStore) Extras() store.Extras {
+	e := s.Store.Extras()
+	e.SequencerGap = s.gap
+	return e
+}
+
+// TestSequencerGapFromStore: the audit log's sequencer waits the store's
+// gap between rounds when it has one (PostgreSQL), sequencerMinGap
+// otherwise.
+func TestSequencerGapFromStore(t *testing.T) {
+	t.Parallel()
+	if got := setup(t, options{}).svc.audit.gap; got != sequencerMinGap {
+		t.Errorf("SQLite: sequencer gap %s, want %s", got, sequencerMinGap)
+	}
+	wrap := func(st store.Store) store.Store { return sequencerGapStore{st, 50 * time.Millisecond} }
+	if got := setup(t, options{wrap: wrap}).svc.audit.gap; got != 50*time.Millisecond {
+		t.Errorf("a store with its own gap: sequencer gap %s, want 50ms", got)
+	}
+}
+
 // contendedStore stands for a replica whose sweeps other replicas'
 // sweeps leave short: each ExpireDue takes at most take of the rows
 // asked for (PostgreSQL's SKIP LOCKED). It counts NextDeadline reads.

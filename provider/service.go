@@ -246,7 +246,8 @@ func New(cfg Config) (*Service, error) {
 		checkWebhookURL: cfg.CheckWebhookURL, deliveryQueued: cfg.DeliveryQueued,
 		push: pushState{checkURL: cfg.CheckPushURL, allowHTTP: cfg.PushAllowHTTP},
 		keys: signingKeys{fixed: cfg.SigningKey, delay: cfg.KeyActivationDelay}, issuer: cfg.Issuer,
-		audit:  auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_")},
+		audit: auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_"),
+			gap: cmp.Or(extras.SequencerGap, sequencerMinGap)},
 		retain: cfg.RetainPayloads, requirePasskey: cfg.RequirePasskey, passkeyRPID: cmp.Or(cfg.PasskeyRPID, "localhost"),
 	}, nil
 }

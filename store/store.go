@@ -94,6 +94,14 @@ type Extras struct {
 	// (round trips, the commit) that a target of SQLite's size would leave
 	// it sweeping the fewest rows at a time.
 	SweepTarget time.Duration
+	// SequencerGap is the least time between two rounds of the audit
+	// log's sequencer that changes woke; zero leaves the provider's
+	// default, sized for SQLite, where a round's append holds the one
+	// writer and its reads take a core from the requests: short rounds
+	// keep what waits behind them short. On PostgreSQL an append holds no
+	// other write, and each round costs the database its round trips
+	// whatever it appends.
+	SequencerGap time.Duration
 }
 
 // TokenStamper tells without a query whether any token was revoked or

@@ -107,8 +107,15 @@ var _ store.Store = (*Store)(nil)
 // replicas, so it has a change feed (Listen) and checks tokens within a
 // call's first round trip (CheckToken); it has no token stamp.
 func (s *Store) Extras() store.Extras {
-	return store.Extras{Feed: s, TokenCheck: s, SweepTarget: SweepTarget}
+	return store.Extras{Feed: s, TokenCheck: s, SweepTarget: SweepTarget, SequencerGap: SequencerGap}
 }
+
+// SequencerGap is the least time between two rounds of the audit log's
+// sequencer on PostgreSQL (store.Extras): a round costs the database its
+// round trips, so under load it takes 50 ms of events at a time. At 20 ms,
+// as on SQLite, lifecycles at 8 clients ran at 672 and 737/s against 767
+// and 783/s (interleaved, 7 December).
+const SequencerGap = 50 * time.Millisecond
 
 // SweepTarget is how long an expiry sweep on PostgreSQL should take
 // (store.Extras): under half the bound of 50 ms on how long a sweep may
