@@ -23,7 +23,7 @@ func TestNewLogsStoreExtras(t *testing.T) {
 	if _, err := New(Config{Store: store, Logger: rec.Logger()}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"store extras token_stamp=true token_check=false change_feed=false"}
+	want := []string{"store extras token_stamp=true token_check=false change_feed=false event_watch=true"}
 	if got := rec.Take(); !slices.Equal(got, want) {
 		t.Errorf("New logged %q, want %q", got, want)
 	}

@@ -236,8 +236,9 @@ func New(cfg Config) (*Service, error) {
 	// which of the store's optional parts this server runs with; it is
 	// not news to someone starting the server.
 	cfg.Logger.Debug("store extras",
-		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil)
-	return &Service{
+		"token_stamp", extras.TokenStamp != nil, "token_check", extras.TokenCheck != nil, "change_feed", extras.Feed != nil,
+		"event_watch", extras.Events != nil)
+	s := &Service{
 		system: cfg.Store, clock: cfg.Clock, limits: cfg.Limits, policy: cfg.Policy, groups: cfg.Groups, expressions: cfg.Expressions,
 		log: cfg.Logger, metrics: cfg.Metrics, maxWait: cfg.MaxWait, batch: cfg.ExpiryBatch, stale: cfg.StaleAfter, escalateEvery: cfg.EscalateEvery,
 		hub: newHub(), kick: make(chan struct{}, 1), sweep: sweeper{turn: make(chan struct{}, 1), target: cmp.Or(extras.SweepTarget, sweepTarget)},
@@ -249,7 +250,13 @@ func New(cfg Config) (*Service, error) {
 		audit: auditSequencer{every: cfg.CheckpointInterval, run: sequence, holder: airlock.NewID("seq_"),
 			gap: cmp.Or(extras.SequencerGap, sequencerMinGap)},
 		retain: cfg.RetainPayloads, requirePasskey: cfg.RequirePasskey, passkeyRPID: cmp.Or(cfg.PasskeyRPID, "localhost"),
-	}, nil
+	}
+	if extras.Events != nil {
+		// Every event reaches the event streams and the sequencer at once,
+		// whichever call appended it (a grant, a token, an instance).
+		extras.Events.WatchEvents(func() { s.hub.publish() })
+	}
+	return s, nil
 }
 
 // Limits returns the provider's window and validity limits.

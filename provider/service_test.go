@@ -746,3 +746,32 @@ func TestClaim(t *testing.T) {
 		t.Fatalf("a lapsed approval stays approved and unclaimed: %s %+v", got.State, got.Execution)
 	}
 }
+
+// TestEveryEventWakesStreams: on SQLite, a write whose call publishes
+// nothing itself (an instance registered, a grant made) still wakes the
+// event streams and the audit log's sequencer (store.Extras.Events), before
+// the call returns.
+func TestEveryEventWakesStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	ctx := t.Context()
+	changes := b.svc.Changes()
+	inst, err := b.svc.RegisterInstance(ctx, b.agent, airlock.InstanceInput{Name: "woken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changes:
+	default:
+		t.Fatal("registering an instance (event instance.created) woke no event stream")
+	}
+	changes = b.svc.Changes()
+	if _, err := b.svc.CreateGrant(ctx, b.reviewer, airlock.GrantInput{Tool: "ls", Match: "true", InstanceID: inst.ID, ExpiresIn: "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changes:
+	default:
+		t.Fatal("a grant (event grant.created) woke no event stream")
+	}
+}

@@ -79,6 +79,11 @@ type Extras struct {
 	// TokenStamp tells, without a query, whether any token changed
 	// (SQLite): the provider then keeps live tokens between calls.
 	TokenStamp TokenStamper
+	// Events tells the one process of a store without a change feed
+	// (SQLite) when its writes appended events, whichever call made them:
+	// the provider then wakes its event streams and the audit log's
+	// sequencer. A store with a feed announces them there.
+	Events EventWatcher
 	// TokenCheck checks a token the provider took from memory within a
 	// call's first round trip (PostgreSQL): the provider then remembers
 	// the tokens it has looked up.
@@ -102,6 +107,15 @@ type Extras struct {
 	// other write, and each round costs the database its round trips
 	// whatever it appends.
 	SequencerGap time.Duration
+}
+
+// EventWatcher is the part of a store without a change feed (SQLite) that
+// tells its process when committed writes appended events.
+type EventWatcher interface {
+	// WatchEvents calls appended after each commit that appended events,
+	// before the calls whose writes it committed return. appended must
+	// not block: it runs on the store's write path.
+	WatchEvents(appended func())
 }
 
 // TokenStamper tells without a query whether any token was revoked or

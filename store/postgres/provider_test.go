@@ -31,7 +31,7 @@ func TestRememberedTokenRevokedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rec.Containing("store extras"), []string{"store extras token_stamp=false token_check=true change_feed=true"}; !slices.Equal(got, want) {
+	if got, want := rec.Containing("store extras"), []string{"store extras token_stamp=false token_check=true change_feed=true event_watch=false"}; !slices.Equal(got, want) {
 		t.Errorf("the provider logged %q, want %q", got, want)
 	}
 	store := open(t, schema)

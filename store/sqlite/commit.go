@@ -413,6 +413,9 @@ func (s *Store) runBatch(batch []*op, results []result) (taken int, changed bool
 		return taken, false
 	}
 	s.lastCommit.Store(time.Now().UnixNano())
+	if t.appended {
+		s.eventsAppended()
+	}
 	s.stats.ops.Add(int64(ran))
 	s.stats.commits.Add(1)
 	s.ckpt.notify()

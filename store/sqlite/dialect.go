@@ -133,8 +133,13 @@ func (t *txn) RequestEvent(e airlock.Event, r airlock.Request) error {
 	return appendRequestEvent(t.ctx, t, e.At, e, r)
 }
 
-// Instructions implements sqlcore.Tx.
+// Instructions implements sqlcore.Tx. It follows the events a sweep
+// appended by a statement of its own (RequestSQL.ExpireDueEvents), one for
+// each of rs: they are appended events too (Store.WatchEvents).
 func (t *txn) Instructions(at time.Time, rs []airlock.Request) error {
+	if len(rs) > 0 {
+		t.appended = true
+	}
 	return recordInstructions(t.ctx, t, at, rs)
 }
 

@@ -40,6 +40,7 @@ func appendRequestEvent(ctx context.Context, tx *txn, now time.Time, e airlock.E
 }
 
 func insertEvent(ctx context.Context, tx *txn, now time.Time, e airlock.Event) error {
+	tx.appended = true
 	traceID, spanID := sqlcore.TraceOf(ctx, e)
 	_, err := tx.ExecContext(ctx, `INSERT INTO events (type, at, actor, request_id, instance_id, token_id, state, subject, policy_hash, uid, trace_id, span_id)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, lower(hex(randomblob(16))), ?, ?)`, e.Type, micros(now), e.Actor, e.RequestID, e.InstanceID, e.TokenID, e.State, e.Subject, e.PolicyHash, traceID, spanID)
@@ -55,6 +56,7 @@ func appendStateEvents(ctx context.Context, tx *txn, now time.Time, actor string
 	if len(rs) == 0 {
 		return nil
 	}
+	tx.appended = true
 	rows := make([][4]string, len(rs))
 	for i, r := range rs {
 		rows[i] = [4]string{string(airlock.StateEvent(r.State)), r.ID, r.InstanceID, string(r.State)}

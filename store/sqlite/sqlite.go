@@ -32,6 +32,11 @@ type Store struct {
 	// package's dialect (dialect.go) and statements.
 	sqlcore.Core
 
+	// eventWatchers are called after each commit that appended events
+	// (WatchEvents); watchMu orders their registrations.
+	eventWatchers atomic.Pointer[[]func()]
+	watchMu       sync.Mutex
+
 	// write has exactly one connection: writers queue for it in Go, so
 	// SQLite's lock is only ever contended by other processes.
 	write *pool
@@ -105,7 +110,29 @@ var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL
 // Extras implements store.Store: a SQLite store has a token stamp
 // (tokenstamp.go), and no change feed, since one process serves its file.
 func (s *Store) Extras() store.Extras {
-	return store.Extras{TokenStamp: s}
+	return store.Extras{TokenStamp: s, Events: s}
+}
+
+// WatchEvents implements store.EventWatcher: appended runs after each
+// commit that appended events, with every earlier watcher's.
+func (s *Store) WatchEvents(appended func()) {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	var ws []func()
+	if old := s.eventWatchers.Load(); old != nil {
+		ws = append(ws, *old...)
+	}
+	ws = append(ws, appended)
+	s.eventWatchers.Store(&ws)
+}
+
+// eventsAppended tells the watchers that a commit appended events.
+func (s *Store) eventsAppended() {
+	if ws := s.eventWatchers.Load(); ws != nil {
+		for _, w := range *ws {
+			w()
+		}
+	}
 }
 
 // Option configures Open.

@@ -59,9 +59,55 @@ func TestReplicas(t *testing.T) {
 func TestExtras(t *testing.T) {
 	t.Parallel()
 	s := open(t, filepath.Join(t.TempDir(), "airlock.db"))
-	if x := s.Extras(); x.TokenStamp == nil || x.TokenCheck != nil || x.Feed != nil {
-		t.Errorf("Extras = %+v, want the token stamp alone", x)
+	if x := s.Extras(); x.TokenStamp == nil || x.Events == nil || x.TokenCheck != nil || x.Feed != nil {
+		t.Errorf("Extras = %+v, want the token stamp and the event watcher alone", x)
 	}
+}
+
+// TestWatchEvents: every watcher hears of each commit that appended
+// events, whichever write appended them (an instance's, a create's, a
+// sweep's, which appends its events by a statement of its own), and of no
+// other.
+func TestWatchEvents(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewFakeClock(time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC))
+	s := open(t, filepath.Join(t.TempDir(), "airlock.db"), sqlite.WithClock(clock))
+	ctx := t.Context()
+	var first, second int
+	s.WatchEvents(func() { first++ }) // the writes below run one at a time
+	s.WatchEvents(func() { second++ })
+	heard := func(what string, want int) {
+		t.Helper()
+		if first != want || second != want {
+			t.Fatalf("after %s: the watchers heard %d and %d commits with events, want %d", what, first, second, want)
+		}
+	}
+	if _, err := s.AcquireSequencer(ctx, "seq_a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	heard("a lease, which appends no event", 0)
+	in, err := s.CreateInstance(ctx, airlock.Instance{ID: airlock.NewID(airlock.PrefixInstance), OwnerID: "tok_a", Name: "x"}, "tok_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard("an instance", 1)
+	if _, _, err := s.CreateRequest(ctx, store.NewRequestParams{
+		Request: airlock.Request{InstanceID: in.ID, OwnerID: "tok_a", Kind: airlock.KindToolCall, Tool: "t",
+			Arguments: json.RawMessage(`{}`), Timeout: "1m", IdempotencyKey: "k", Fingerprint: "fp_k"},
+		Window: time.Minute, Actor: "tok_a",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	heard("a create", 2)
+	if rs, err := s.ExpireDue(ctx, 100); err != nil || len(rs) != 0 {
+		t.Fatalf("nothing due: expired %d, %v", len(rs), err)
+	}
+	heard("a sweep that expired none", 2)
+	clock.Advance(2 * time.Minute)
+	if rs, err := s.ExpireDue(ctx, 100); err != nil || len(rs) != 1 {
+		t.Fatalf("one due: expired %d, %v", len(rs), err)
+	}
+	heard("a sweep", 3)
 }
 
 // open opens a store that is closed when t ends.

@@ -171,6 +171,9 @@ type txn struct {
 	nowArg any
 	// tokenChanged is whether the current operation changed a token.
 	tokenChanged bool
+	// appended is whether an operation of the transaction appended an
+	// event (Store.WatchEvents).
+	appended bool
 }
 
 // begin starts the transaction's next operation, at now.

@@ -35,7 +35,7 @@ func TestTimeSweepsKeepsExtras(t *testing.T) {
 	if _, err := provider.New(provider.Config{Store: timeSweeps(st, &sweepLog{}), Logger: rec.Logger()}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.Containing("store extras"); len(got) != 1 || got[0] != "store extras token_stamp=true token_check=false change_feed=false" {
+	if got := rec.Containing("store extras"); len(got) != 1 || got[0] != "store extras token_stamp=true token_check=false change_feed=false event_watch=true" {
 		t.Errorf("the provider over the wrapped SQLite store logged %q, want its token stamp and nothing else", got)
 	}
 
