@@ -227,15 +227,15 @@ func TestNextSweep(t *testing.T) {
 	}
 }
 
-// sweepTargetStore is a store that sizes its own sweeps.
-type sweepTargetStore struct {
+// extrasStore is a store whose optional parts (Extras) a test sets.
+type extrasStore struct {
 	store.Store
-	target time.Duration
+	set func(*store.Extras)
 }
 
-func (s sweepTargetStore) Extras() store.Extras {
+func (s extrasStore) Extras() store.Extras {
 	e := s.Store.Extras()
-	e.SweepTarget = s.target
+	s.set(&e)
 	return e
 }
 
@@ -246,22 +246,12 @@ func TestSweepTargetFromStore(t *testing.T) {
 	if got := setup(t, options{}).svc.sweep.target; got != sweepTarget {
 		t.Errorf("SQLite: sweep target %s, want %s", got, sweepTarget)
 	}
-	wrap := func(st store.Store) store.Store { return sweepTargetStore{st, 25 * time.Millisecond} }
+	wrap := func(st store.Store) store.Store {
+		return extrasStore{st, func(e *store.Extras) { e.SweepTarget = 25 * time.Millisecond }}
+	}
 	if got := setup(t, options{wrap: wrap}).svc.sweep.target; got != 25*time.Millisecond {
 		t.Errorf("a store with its own target: sweep target %s, want 25ms", got)
 	}
-}
-
-// sequencerGapStore is a store that sets its own sequencer gap.
-type sequencerGapStore struct {
-	store.Store
-	gap time.Duration
-}
-
-func (s sequencerGapStore) Extras() store.Extras {
-	e := s.Store.Extras()
-	e.SequencerGap = s.gap
-	return e
 }
 
 // TestSequencerGapFromStore: the audit log's sequencer waits the store's
@@ -272,7 +262,9 @@ func TestSequencerGapFromStore(t *testing.T) {
 	if got := setup(t, options{}).svc.audit.gap; got != sequencerMinGap {
 		t.Errorf("SQLite: sequencer gap %s, want %s", got, sequencerMinGap)
 	}
-	wrap := func(st store.Store) store.Store { return sequencerGapStore{st, 50 * time.Millisecond} }
+	wrap := func(st store.Store) store.Store {
+		return extrasStore{st, func(e *store.Extras) { e.SequencerGap = 50 * time.Millisecond }}
+	}
 	if got := setup(t, options{wrap: wrap}).svc.audit.gap; got != 50*time.Millisecond {
 		t.Errorf("a store with its own gap: sequencer gap %s, want 50ms", got)
 	}
