@@ -392,11 +392,7 @@ func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in
 		return store.TokenUse{}, &airlock.Error{Code: airlock.CodeInvalidToken, Field: "token", Reason: approvaltoken.Reason(err),
 			Message: "the approval token does not verify: " + err.Error()}
 	}
-	use, err := st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
-	if err == nil {
-		// Its event: event streams show it, and the audit log's sequencer
-		// appends its leaf, now rather than at their next wake.
-		s.hub.publish(claims.Subject)
-	}
-	return use, err
+	// Its event wakes the event streams and the audit log's sequencer as it
+	// commits (store.Extras.Events on SQLite, the change feed on PostgreSQL).
+	return st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
 }
