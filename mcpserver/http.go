@@ -82,7 +82,7 @@ func (s *Server) HTTPHandler() http.Handler {
 	}
 	h := &httpHandler{
 		s: s, log: s.log, maxBody: cfg.MaxBodyBytes, shutdown: cfg.Context,
-		limiter: cfg.Limiter, guard: cfg.AuthGuard, owners: map[string]string{},
+		limiter: cfg.Limiter, guard: cfg.AuthGuard, owners: map[string]sessionOwner{},
 	}
 	for _, host := range cfg.AllowedHosts {
 		h.allowed = append(h.allowed, strings.ToLower(strings.TrimSpace(host)))
@@ -143,9 +143,21 @@ type httpHandler struct {
 	guard        *ratelimit.Guard
 
 	mu sync.Mutex
-	// owners maps each MCP transport session ID to the ID of the token
-	// that created it.
-	owners map[string]string
+	// owners maps each MCP transport session ID to the token that
+	// created it.
+	owners map[string]sessionOwner
+	// bound counts binds; an owner's bound is the count at its bind.
+	bound uint64
+	// listed, set by tests only, runs in bind once it has listed the
+	// live sessions, before it forgets the others.
+	listed func()
+}
+
+// sessionOwner is the token that created an MCP transport session, and
+// when in the order of binds it was bound.
+type sessionOwner struct {
+	tokenID string
+	bound   uint64
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -406,25 +418,38 @@ func (h *httpHandler) owns(sid, tokenID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	owner, ok := h.owners[sid]
-	return ok && owner == tokenID
+	return ok && owner.tokenID == tokenID
 }
 
 // bind records that tokenID created session sid, and forgets sessions the
 // SDK has closed (by timeout or DELETE), so the map stays as small as the
 // set of live sessions.
+//
+// It forgets only sessions bound before it listed the live ones. A
+// session is live in the SDK before its first response names it, and so
+// before its bind; but one bound while this bind was listing may be
+// missing from the list, and forgetting it would refuse its next request
+// as "session not found".
 func (h *httpHandler) bind(sid, tokenID string) {
+	h.mu.Lock()
+	listing := h.bound
+	h.mu.Unlock()
 	live := map[string]bool{}
 	for ss := range h.s.mcp.Sessions() {
 		live[ss.ID()] = true
 	}
+	if h.listed != nil {
+		h.listed()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id := range h.owners {
-		if !live[id] {
+	for id, o := range h.owners {
+		if o.bound <= listing && !live[id] {
 			delete(h.owners, id)
 		}
 	}
-	h.owners[sid] = tokenID
+	h.bound++
+	h.owners[sid] = sessionOwner{tokenID: tokenID, bound: h.bound}
 }
 
 // refuse answers with an HTTP status and a JSON-RPC error body (id null),

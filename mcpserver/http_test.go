@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 // real HTTP server on loopback.
 type httpBundle struct {
 	*bundle
-	url string // the /mcp endpoint
+	url     string // the /mcp endpoint
+	handler *httpHandler
 }
 
 func setupHTTP(t *testing.T, edit func(*Config)) *httpBundle {
@@ -34,12 +36,13 @@ func setupHTTP(t *testing.T, edit func(*Config)) *httpBundle {
 	if edit != nil {
 		edit(&cfg)
 	}
+	handler := New(cfg).HTTPHandler().(*httpHandler)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", Handler(cfg))
+	mux.Handle("/mcp", handler)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	t.Cleanup(cancel) // first: ends the MCP sessions
-	return &httpBundle{bundle: b, url: srv.URL + "/mcp"}
+	return &httpBundle{bundle: b, url: srv.URL + "/mcp", handler: handler}
 }
 
 // sdkClient connects the Go SDK client over HTTP with a token's secret.
@@ -143,6 +146,35 @@ func TestHTTP(t *testing.T) {
 	}
 	if _, err := cl.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: ToolWorkList, Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("a call with a revoked token: %v", err)
+	}
+}
+
+// A session created while another session's bind lists the live ones
+// stays bound to its token: its next request is served, not refused as
+// "session not found" (which a client reads as its session gone).
+func TestHTTPSessionBoundDuringAnothersBind(t *testing.T) {
+	t.Parallel()
+	h := setupHTTP(t, nil)
+	var (
+		first atomic.Bool
+		sid   string
+	)
+	h.handler.listed = func() {
+		// The first bind's list is taken: create a second session before
+		// that bind forgets the sessions missing from it. (The second
+		// session's own bind runs this too.)
+		if first.CompareAndSwap(false, true) {
+			sid = h.session(t, h.agent)
+		}
+	}
+	h.session(t, h.agent)
+	if sid == "" {
+		t.Fatal("the hook did not run: no session was bound")
+	}
+	resp, body := h.do(t, raw{body: `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, secret: h.secrets[h.agent.ID],
+		header: map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-06-18"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, ToolApprovalRequest) {
+		t.Fatalf("tools/list on the session bound during another's bind: %d %s", resp.StatusCode, body)
 	}
 }
 
