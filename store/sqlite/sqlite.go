@@ -108,7 +108,8 @@ var statements = sqlcore.Statements{Requests: requestSQL, Instances: instanceSQL
 	History: historySQL, Passkeys: passkeySQL}
 
 // Extras implements store.Store: a SQLite store has a token stamp
-// (tokenstamp.go), and no change feed, since one process serves its file.
+// (tokenstamp.go) and tells its watchers of events as they commit
+// (WatchEvents); it has no change feed, since one process serves its file.
 func (s *Store) Extras() store.Extras {
 	return store.Extras{TokenStamp: s, Events: s}
 }
