@@ -13,6 +13,7 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +94,7 @@ func TestConformanceSuite(t *testing.T) {
 	// The suite makes a few hundred requests in seconds with one token: a
 	// rate limit above that, so that it measures the protocol.
 	serve := testkit.Serve(t, bin, "", nil, "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "airlock.db"),
-		"--admin-token", admin, "--rate-limit", "100000")
+		"--admin-token", admin, "--rate-limit", "100000", "--log-level", "debug", "--log-format", "text")
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	r, err := testkit.Call(t.Context(), &http.Client{Transport: tr}, http.MethodPost, serve.URL+"/v1/tokens", admin, `{"name":"conformance","role":"agent"}`)
@@ -107,12 +109,23 @@ func TestConformanceSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := r.Str("secret")
-	front := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(p *httputil.ProxyRequest) {
+	proxy := &httputil.ReverseProxy{Rewrite: func(p *httputil.ProxyRequest) {
 		p.SetURL(target)
 		p.Out.Host = p.In.Host
 		p.Out.Header.Set("Authorization", "Bearer "+agent)
-	}, ErrorLog: log.New(io.Discard, "", 0)})
+	}, ErrorLog: log.New(io.Discard, "", 0)}
+	// A failure the suite's checks cannot explain (a flake) is read from
+	// what went over the wire and the server's log: both are logged when
+	// the test fails.
+	var wire exchanges
+	front := httptest.NewServer(wire.record(proxy))
 	t.Cleanup(front.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the exchanges, oldest first:\n%s", wire.String())
+			t.Logf("the server's log:\n%s", serve.Out)
+		}
+	})
 
 	runs := make([][]string, 0, len(revisions)+len(extensions))
 	for _, v := range revisions {
@@ -174,6 +187,74 @@ func TestConformanceSuite(t *testing.T) {
 		t.Fatal("the suite passed no check")
 	}
 }
+
+// exchanges records HTTP exchanges through a handler: each request's
+// start, method, MCP session, protocol revision and body, and the
+// response's status, content type, duration and body, each body cut at
+// maxRecorded bytes.
+type exchanges struct {
+	mu  sync.Mutex
+	log strings.Builder
+}
+
+// maxRecorded bounds each recorded body.
+const maxRecorded = 600
+
+func (x *exchanges) record(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		fmt.Fprintf(&x.log, "%s %s session=%q revision=%q %q -> %d %q in %s: %q\n", start.Format("15:04:05.000"), r.Method,
+			r.Header.Get("Mcp-Session-Id"), r.Header.Get("Mcp-Protocol-Version"), cut(body), rec.status,
+			rec.Header().Get("Content-Type"), time.Since(start).Round(time.Microsecond), cut(rec.body.Bytes()))
+	})
+}
+
+func (x *exchanges) String() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.log.String()
+}
+
+func cut(b []byte) []byte { return b[:min(len(b), maxRecorded)] }
+
+// recorder keeps a response's status and the start of its body, and
+// flushes as the writer under it does (the suite's SSE streams).
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (w *recorder) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if room := maxRecorded - w.body.Len(); room > 0 {
+		w.body.Write(b[:min(len(b), room)])
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recorder) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // reason says why a failed check does not apply, or "" when it does.
 func reason(msg string) string {
