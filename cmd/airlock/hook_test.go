@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // The hook is tested as the agents run it: the real binary as a process,
@@ -369,6 +371,12 @@ func TestHookServerRestartsMidWait(t *testing.T) {
 	in, session := payload(t, "claude-code-pretooluse-bash.json")
 	run := h.startHook(t, nil, in, "claude-code", "--wait", "1m")
 	id := h.pending(t, session).Str("id")
+	// The request exists once the server has committed it, which can be
+	// before the hook has its answer: a kill then tests the hook's create,
+	// which gives up quickly by design. Kill once the hook is waiting.
+	testkit.Eventually(t, 30*time.Second, "the hook's long-poll to reach the server", func() bool {
+		return strings.Contains(h.api.call("GET", "/metrics", "", "").Raw, "\nairlock_long_polls_waiting 1\n")
+	})
 	h.srv.Kill()
 	args := []string{"serve", "--addr", h.srv.Addr, "--db", filepath.Join(h.dir, "airlock.db"), "--admin-token", testAdmin, "--log-level", "error"}
 	h.srv = startProcess(t, h.dir, nil, args...)
