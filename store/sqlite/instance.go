@@ -3,8 +3,9 @@ package sqlite
 import "github.com/airlockhq/airlock/store/sqlcore"
 
 // instanceCols selects an instance with its count of pending requests,
-// which triggers keep (migration 0003).
-const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at, i.pending,
+// counted from the entries of requests_instance_pending (migration 0034).
+const instanceCols = `i.id, i.owner_id, i.name, i.metadata, i.created_at,
+	(SELECT count(*) FROM requests r WHERE r.instance_id = i.id AND r.state = 'pending'),
 	i.kind, i.last_seen_at, i.deleted_at, i.token_audience`
 
 // instructionCols is the column list every instruction query returns.

@@ -1,9 +1,9 @@
 package sqlite_test
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,11 +14,12 @@ import (
 	"github.com/airlockhq/airlock/store/storetest"
 )
 
-// TestPendingCount checks that migration 0003 computes an instance's
-// pending count, which triggers keep (the suite follows it through every
-// way a request enters or leaves pending: Instances/"pending count"), for
-// a database made before it, and that deleting the instance then leaves
-// none.
+// TestPendingCount checks an instance's pending count since migration
+// 0034, which counts it when read instead of keeping it by triggers (the
+// suite follows it through every way a request enters or leaves pending:
+// Instances/"pending count"): on a database that kept it by triggers,
+// the count is the same after the migration, the triggers and the column
+// are gone, and deleting the instance leaves none pending.
 func TestPendingCount(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -72,7 +73,8 @@ func TestPendingCount(t *testing.T) {
 	}
 	want(4, "requests in every state")
 
-	// A database from before migration 0003: no column, no triggers.
+	// A database from before migration 0034: the column and triggers of
+	// 0003 again, and 0034 forgotten.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,32 +82,35 @@ func TestPendingCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		`DROP TRIGGER requests_pending_created`, `DROP TRIGGER requests_pending_ended`,
-		`ALTER TABLE instances DROP COLUMN pending`, `DELETE FROM schema_migrations WHERE version = 3`,
-	} {
-		if _, err := db.ExecContext(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	defer db.Close()
+	m0003, err := os.ReadFile("migrations/0003_pending_count.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{string(m0003), `DELETE FROM schema_migrations WHERE version = 34`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%.40s…: %v", q, err)
 		}
 	}
-	db.Close()
 	s = open(t, path, sqlite.WithClock(clock))
-	want(4, "migration 0003 on an older database")
+	want(4, "migration 0034 on an older database")
+	var leftovers, n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE name IN ('requests_pending_created', 'requests_pending_ended')`).Scan(&leftovers); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('instances') WHERE name = 'pending'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if leftovers+n != 0 {
+		t.Fatalf("after migration 0034: %d pending-count triggers and %d pending columns, want none", leftovers, n)
+	}
 	if _, err := s.DeleteInstance(ctx, in.ID, "tok_a"); err != nil {
 		t.Fatal(err)
 	}
-	var n int
-	if err := func() error {
-		db, err := sql.Open("sqlite", path)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.QueryRowContext(ctx, `SELECT pending FROM instances WHERE id = ?`, in.ID).Scan(&n)
-	}(); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM requests WHERE instance_id = ? AND state = 'pending'`, in.ID).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
-		t.Fatalf("after deleting the instance: pending %d, want 0", n)
+		t.Fatalf("after deleting the instance: %d pending, want 0", n)
 	}
 }

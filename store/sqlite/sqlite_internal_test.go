@@ -183,6 +183,27 @@ func TestGetManyPlan(t *testing.T) {
 	}
 }
 
+// TestPendingCountPlans checks that the pending counts (migration 0034)
+// read only index entries of pending requests: an instance's, those of
+// its own in requests_instance_pending; the gauge's, every entry of a
+// partial index of pending requests. Any other plan would read decided
+// requests of the history too.
+func TestPendingCountPlans(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	for _, tc := range []struct {
+		name, query, want string
+	}{
+		{"instance", instanceSQL.Instance, "SEARCH r USING COVERING INDEX requests_instance_pending (instance_id=?)"},
+		{"gauge", requestSQL.CountPending, "SCAN requests USING COVERING INDEX requests_pending_by_second"},
+	} {
+		plan := queryPlan(t, s, tc.query, sql.Named("id", "ins_1"))
+		if !strings.Contains(plan, tc.want) {
+			t.Errorf("%s: plan %q, want %s", tc.name, plan, tc.want)
+		}
+	}
+}
+
 // watchedCtx is a context that counts how often its Done is asked for:
 // whoever asks means to watch it for its end.
 type watchedCtx struct {

@@ -289,3 +289,32 @@ func BenchmarkListFirstPage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPendingCounts measures the reads that count pending requests
+// (migration 0034) over a backlog of 100,000 in instances of 1,000: an
+// instance's count (GetInstance), which reads its 1,000 entries of
+// requests_instance_pending, and the pending gauge's (CountPending),
+// which reads every pending request's entry of an index of pending
+// requests.
+func BenchmarkPendingCounts(b *testing.B) {
+	const backlog, perInstance = 100_000, 1_000
+	ctx := context.Background()
+	s := benchStore(b)
+	fillDue(b, s, backlog, perInstance)
+	b.Run("instance", func(b *testing.B) {
+		for b.Loop() {
+			in, err := s.GetInstance(ctx, "ins_7")
+			if err != nil || in.PendingCount != perInstance {
+				b.Fatalf("GetInstance: pending %d (%v), want %d", in.PendingCount, err, perInstance)
+			}
+		}
+	})
+	b.Run("gauge", func(b *testing.B) {
+		for b.Loop() {
+			n, err := s.CountPending(ctx)
+			if err != nil || n != backlog {
+				b.Fatalf("CountPending = %d (%v), want %d", n, err, backlog)
+			}
+		}
+	})
+}

@@ -2,8 +2,8 @@
 -- (sqlcore.InstanceSQL).
 
 -- name: instanceCols
--- instanceCols selects an instance with its count of pending requests
--- (served by the (instance_id, state) index).
+-- instanceCols selects an instance with its count of pending requests,
+-- counted from the entries of requests_instance_pending (migration 0032).
 i.id, i.owner_id, i.name, i.metadata, i.created_at,
 	(SELECT count(*) FROM requests r WHERE r.instance_id = i.id AND r.state = 'pending'),
 	i.kind, i.last_seen_at, i.deleted_at, i.token_audience
