@@ -776,7 +776,12 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 	}
 	st := s.storeFor(c)
 	linkToCreation(ctx, st, id)
-	r, err := st.ClaimExecution(ctx, id, c.ID)
+	var early earlySigning
+	var prepare func(airlock.Request)
+	if !s.unsigned.Load() {
+		prepare = func(r airlock.Request) { early.start(ctx, s, r) }
+	}
+	r, err := st.ClaimExecution(ctx, id, c.ID, prepare)
 	if err != nil {
 		return r, err
 	}
@@ -791,10 +796,10 @@ func (s *Service) Claim(ctx context.Context, c airlock.Caller, id string) (airlo
 		s.log.Warn("the store's answer to a claim is not a claimed execution; no approval token", "request", id, "err", err)
 		return r, nil
 	}
-	if s.unsigned.Load() {
+	if prepare == nil {
 		return r, nil
 	}
-	token, err := s.signClaim(ctx, r)
+	token, err := early.token(ctx, s, r)
 	if err != nil {
 		// The execution is claimed and cannot be claimed again; without
 		// its proof a tool server that checks refuses the call, which

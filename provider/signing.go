@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock"
@@ -395,4 +397,48 @@ func (s *Service) ConsumeApprovalToken(ctx context.Context, c airlock.Caller, in
 	// Its event wakes the event streams and the audit log's sequencer as it
 	// commits (store.Extras.Events on SQLite, the change feed on PostgreSQL).
 	return st.ConsumeApprovalToken(ctx, claims.Subject, claims.ID, c.ID)
+}
+
+// earlySigning signs a claim's approval token while the claim commits.
+// The store hands the claimed request over once the claim's write has won
+// (store.Requests.ClaimExecution's prepare), and the signature is made
+// then, on a goroutine of its own, while the commit syncs: a claim's
+// answer waits for the slower of the two, not for both in turn. Signed
+// after the answer came back, a token delays each client's next write by
+// the signature, and fewer writes then share a commit
+// (docs/performance.md, "What an approval token costs").
+type earlySigning struct {
+	// latest is the last signing started: a retried transaction hands
+	// the claim over again.
+	latest atomic.Pointer[signing]
+}
+
+// signing is one token being signed for claimed.
+type signing struct {
+	claimed airlock.Request
+	done    chan struct{}
+	token   string
+	err     error
+}
+
+// start begins signing r's token. It returns at once: it may be called on
+// the store's writer.
+func (e *earlySigning) start(ctx context.Context, s *Service, r airlock.Request) {
+	sg := &signing{claimed: r, done: make(chan struct{})}
+	e.latest.Store(sg)
+	go func() {
+		defer close(sg.done)
+		sg.token, sg.err = s.signClaim(ctx, r)
+	}()
+}
+
+// token returns the token of claimed, the request the claim returned:
+// the one signed early when it was signed for exactly that request, else
+// one signed now.
+func (e *earlySigning) token(ctx context.Context, s *Service, claimed airlock.Request) (string, error) {
+	if sg := e.latest.Load(); sg != nil && reflect.DeepEqual(sg.claimed, claimed) {
+		<-sg.done
+		return sg.token, sg.err
+	}
+	return s.signClaim(ctx, claimed)
 }

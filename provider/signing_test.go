@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/approvaltoken"
+	"github.com/airlockhq/airlock/store"
 )
 
 func TestSigningKeys(t *testing.T) {
@@ -273,5 +275,51 @@ func TestSetApprovalTokens(t *testing.T) {
 	on := claim()
 	if _, err := b.keySet(t).Verify(on.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch}); err != nil {
 		t.Fatalf("with tokens back on the claim's token %q does not verify: %v", on.Execution.ApprovalToken, err)
+	}
+}
+
+// staleClaims is a store whose claims hand prepare a request the claim
+// does not return, as a transaction that is retried hands over each
+// attempt's: claimed five seconds earlier. With last, the claim then
+// hands over the request it returns, as the last attempt does.
+type staleClaims struct {
+	store.Store
+	last bool
+}
+
+func (s staleClaims) ClaimExecution(ctx context.Context, id, actor string, prepare func(airlock.Request)) (airlock.Request, error) {
+	return s.Store.ClaimExecution(ctx, id, actor, func(r airlock.Request) {
+		stale := r
+		x := *r.Execution
+		x.ClaimedAt = x.ClaimedAt.Add(-5 * time.Second)
+		stale.Execution = &x
+		prepare(stale)
+		if s.last {
+			prepare(r)
+		}
+	})
+}
+
+// TestEarlyTokenIsTheClaimsOwn: a claim's token is signed while the claim
+// commits, from the request the store hands over, and used only when that
+// is the request the claim returns: after a stale one alone, the token is
+// signed again; after a stale one and then the claim's, it is the latter's.
+// Either way its iat is the returned claim's.
+func TestEarlyTokenIsTheClaimsOwn(t *testing.T) {
+	for _, last := range []bool{false, true} {
+		b := setup(t, options{wrap: func(s store.Store) store.Store { return staleClaims{Store: s, last: last} }})
+		r := b.create(t, "10m")
+		b.approve(t, r.ID)
+		claimed, err := b.svc.Claim(t.Context(), b.agent, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.keySet(t).Verify(claimed.Execution.ApprovalToken, approvaltoken.Expect{Tool: "issue_refund", Args: call("").Arguments, Now: epoch})
+		if err != nil {
+			t.Fatalf("last %v: the claim's token does not verify: %v", last, err)
+		}
+		if c.IssuedAt != claimed.Execution.ClaimedAt.Unix() || c.Subject != r.ID {
+			t.Fatalf("last %v: token iat %d for %s, want the claim's %d for %s", last, c.IssuedAt, c.Subject, claimed.Execution.ClaimedAt.Unix(), r.ID)
+		}
 	}
 }

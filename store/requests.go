@@ -117,7 +117,15 @@ type Requests interface {
 	// ClaimExecution claims the one execution attempt of an approved request
 	// before its expires_at. Otherwise not_approved, approval_expired or
 	// already_executed; not_found.
-	ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error)
+	//
+	// prepare, when not nil, is handed the claimed request as soon as the
+	// claim's write has won, before its commit is durable, so that the
+	// caller can make its answer (the approval token) while the commit
+	// syncs. It may run on the store's writer, so it must return at once,
+	// and it runs again if the transaction is retried. What it was handed
+	// is claimed only if ClaimExecution then returns that request, with no
+	// error.
+	ClaimExecution(ctx context.Context, id, actor string, prepare func(airlock.Request)) (airlock.Request, error)
 	// ReportExecution records the outcome of a claimed execution. Reporting
 	// the same outcome again returns the request unchanged; a different one
 	// is already_executed; without a claim, not_approved or invalid_request.

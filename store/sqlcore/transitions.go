@@ -357,10 +357,18 @@ func (c *Core) Cancel(ctx context.Context, id, actor string) (airlock.Request, e
 		Args{{"id", id}, {"actor", actor}}, step{}, airlock.OwnerOnly(actor, airlock.Request.DecisionConflict))
 }
 
-// ClaimExecution claims the one execution attempt with one compare-and-set.
-func (c *Core) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
+// ClaimExecution claims the one execution attempt with one compare-and-set,
+// and hands the claimed request to prepare before the commit.
+func (c *Core) ClaimExecution(ctx context.Context, id, actor string, prepare func(airlock.Request)) (airlock.Request, error) {
+	var st step
+	if prepare != nil {
+		st.then = func(_ Tx, r airlock.Request, _ time.Time) (airlock.Request, error) {
+			prepare(r)
+			return r, nil
+		}
+	}
 	return c.transition(ctx, id, actor, airlock.EventExecutionClaimed, c.q.Requests.Claim,
-		Args{{"id", id}, {"actor", actor}}, step{}, airlock.OwnerOnly(actor, airlock.Request.ClaimConflict))
+		Args{{"id", id}, {"actor", actor}}, st, airlock.OwnerOnly(actor, airlock.Request.ClaimConflict))
 }
 
 // ReportExecution records a claimed execution's outcome with one

@@ -14,6 +14,7 @@ func (s *suite) testExecution(t *testing.T) {
 	runAll(t, []test{
 		{"only the owning agent cancels, claims or reports", s.ownerOnly},
 		{"claim then report", s.claimThenReport},
+		{"a claim hands the claimed request over before it returns", s.claimPrepare},
 		{"report an unknown outcome after a crash", s.reportUnknown},
 		{"report without a claim", s.reportUnclaimed},
 		{"invalid reports", s.reportInvalid},
@@ -28,7 +29,7 @@ func (s *suite) ownerOnly(t *testing.T) {
 	sameRequest(t, "a pending request another agent tried to cancel", b.get(t, pending.ID), pending)
 
 	approved := b.into(t, airlock.StateApproved)
-	_, err = b.store.ClaimExecution(b.ctx, approved.ID, ownerB)
+	_, err = b.store.ClaimExecution(b.ctx, approved.ID, ownerB, nil)
 	wantErr(t, err, airlock.CodeNotFound, "")
 	sameRequest(t, "an approved request another agent tried to claim", b.get(t, approved.ID), approved)
 
@@ -75,6 +76,38 @@ func (s *suite) claimThenReport(t *testing.T) {
 	_, err = b.claim(r.ID)
 	wantErr(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved)
 	sameRequest(t, "after refused reports", b.get(t, r.ID), reported)
+}
+
+// claimPrepare checks ClaimExecution's prepare: handed the claimed
+// request, the very one the claim then returns (the provider signs its
+// approval token from it while the commit syncs, and uses that token only
+// for an equal request), and nothing for a claim that is refused.
+func (s *suite) claimPrepare(t *testing.T) {
+	b := s.setup(t)
+	var handed []airlock.Request
+	prepare := func(r airlock.Request) { handed = append(handed, r) }
+	r := b.into(t, airlock.StateApproved)
+	got, err := b.store.ClaimExecution(b.ctx, r.ID, ownerA, prepare)
+	wantOK(t, err)
+	if len(handed) == 0 {
+		t.Fatal("a claim that won handed nothing to prepare")
+	}
+	sameRequest(t, "the request prepare was handed last", handed[len(handed)-1], got)
+	if got.Execution == nil || got.Execution.Status != airlock.ExecClaimed {
+		t.Fatalf("claim returned execution %s, want claimed", show(got.Execution))
+	}
+
+	handed = nil
+	_, err = b.store.ClaimExecution(b.ctx, r.ID, ownerA, prepare)
+	wantErr(t, err, airlock.CodeAlreadyExecuted, airlock.StateApproved)
+	pending := b.into(t, airlock.StatePending)
+	_, err = b.store.ClaimExecution(b.ctx, pending.ID, ownerA, prepare)
+	wantErr(t, err, airlock.CodeNotApproved, airlock.StatePending)
+	_, err = b.store.ClaimExecution(b.ctx, r.ID, ownerB, prepare)
+	wantErr(t, err, airlock.CodeNotFound, "")
+	if len(handed) != 0 {
+		t.Fatalf("refused claims handed %d requests to prepare, want none", len(handed))
+	}
 }
 
 func (s *suite) reportUnknown(t *testing.T) {

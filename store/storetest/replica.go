@@ -252,7 +252,7 @@ func (s *replicaSuite) claimsThroughBoth(t *testing.T) {
 		st, order := r.on(c), shuffled(rs)
 		wg.Go(func() {
 			for _, req := range order {
-				_, err := st.ClaimExecution(r.ctx, req.ID, ownerA)
+				_, err := st.ClaimExecution(r.ctx, req.ID, ownerA, nil)
 				mu.Lock()
 				switch e, _ := errors.AsType[*airlock.Error](err); {
 				case err == nil:

@@ -238,7 +238,7 @@ func (b *bundle) cancel(id string) (airlock.Request, error) {
 }
 
 func (b *bundle) claim(id string) (airlock.Request, error) {
-	return b.store.ClaimExecution(b.ctx, id, ownerA)
+	return b.store.ClaimExecution(b.ctx, id, ownerA, nil)
 }
 
 // moveTo brings pending request r to state by the ordinary route: a

@@ -364,12 +364,12 @@ type Store struct {
 }
 
 // ClaimExecution answers a claim without making it.
-func (s Store) ClaimExecution(ctx context.Context, id, actor string) (airlock.Request, error) {
+func (s Store) ClaimExecution(ctx context.Context, id, actor string, prepare func(airlock.Request)) (airlock.Request, error) {
 	if s.Claims != nil {
 		s.Claims.Add(1)
 	}
 	if s.Fault == Honest {
-		return s.Store.ClaimExecution(ctx, id, actor)
+		return s.Store.ClaimExecution(ctx, id, actor, prepare)
 	}
 	r, err := s.Store.GetRequest(ctx, id)
 	if err != nil {
