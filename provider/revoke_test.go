@@ -3,11 +3,13 @@ package provider
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock"
 	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/store"
 )
 
 // TestAwaitOfRevokedToken checks that a long-poll (Service.Request with a
@@ -56,5 +58,46 @@ func TestAwaitOfRevokedToken(t *testing.T) {
 				t.Fatal("the long-poll of a token revoked a second ago has not answered")
 			}
 		})
+	}
+}
+
+// revokingRead revokes a token and decides a request, through the
+// service, just before the first batched read (a parked waiter's): the
+// interleaving where both land between a waiter's token check and its
+// read.
+type revokingRead struct {
+	store.Store
+	once   sync.Once
+	before func()
+}
+
+func (s *revokingRead) GetRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
+	s.once.Do(s.before)
+	return s.Store.GetRequests(ctx, ids)
+}
+
+// TestAwaitRevokedBeforeItsRead: a waiter whose token is revoked, and
+// whose request is then decided, after its token was checked and before
+// its read answers unauthorized, not with the decision it read.
+func TestAwaitRevokedBeforeItsRead(t *testing.T) {
+	t.Parallel()
+	hook := &revokingRead{}
+	b := setup(t, options{wrap: func(s store.Store) store.Store { hook.Store = s; return hook }})
+	r := b.create(t, "1h")
+	var hookErr error
+	hook.before = func() {
+		ctx := context.Background()
+		if _, err := b.svc.RevokeToken(ctx, b.admin, b.agent.ID); err != nil {
+			hookErr = err
+			return
+		}
+		_, hookErr = b.svc.Decide(ctx, b.reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
+	}
+	got, err := b.svc.Request(t.Context(), b.agent, r.ID, time.Minute)
+	if hookErr != nil {
+		t.Fatalf("revoking and deciding inside the read: %v", hookErr)
+	}
+	if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+		t.Fatalf("the revoked token's long-poll answered %s, %v; want unauthorized", got.State, err)
 	}
 }
