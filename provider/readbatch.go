@@ -35,6 +35,9 @@ type batchedRead struct {
 	// check is the waiter's token check, which the batch's read makes;
 	// nil when the waiter's token was checked already (recheck).
 	check *airlock.TokenCheck
+	// answering is set when the waiter answers with what it reads,
+	// terminal or not (look's done).
+	answering bool
 	// done is closed once r or err is set; only then may the waiter
 	// read them.
 	done chan struct{}
@@ -66,8 +69,8 @@ func (q *readBatch) take() []*batchedRead {
 // combined with those of the waiters woken with it (readBatch). c is the
 // caller recheck returned; the checks read makes of the request, whether
 // c may see it and whether it is overdue, are made here, for c.
-func (s *Service) readWoken(ctx context.Context, c airlock.Caller, id string) (airlock.Request, error) {
-	b := &batchedRead{id: id, done: make(chan struct{})}
+func (s *Service) readWoken(ctx context.Context, c airlock.Caller, id string, answering bool) (airlock.Request, error) {
+	b := &batchedRead{id: id, answering: answering, done: make(chan struct{})}
 	if c.Check != nil && s.remembered != nil { // as storeFor
 		b.check = c.Check
 	}
@@ -134,6 +137,13 @@ func tokenGroups(q []*batchedRead) [][]*batchedRead {
 // token check (or none), in one statement, and answers each waiter. The
 // check is a new one, made with the statement, as each waiter's own read
 // would have made its own; its outcome is recorded in each waiter's check.
+//
+// The check is sent ahead of the read, so a revocation and then a
+// decision may both land between them. When a waiter will answer with
+// what was read (a terminal request, or its wait is over), the token is
+// checked once more after the read, one round trip for the whole part,
+// and that check's outcome is the one recorded: no waiter answers a
+// revoked token with what it read after the revocation.
 func (s *Service) readPart(ctx context.Context, part []*batchedRead) {
 	st := s.system
 	var check *airlock.TokenCheck
@@ -147,6 +157,10 @@ func (s *Service) readPart(ctx context.Context, part []*batchedRead) {
 	}
 	rs, err := st.GetRequests(ctx, ids)
 	if err == nil && check != nil && check.Pending() {
+		err = s.remembered.checker.CheckToken(ctx, check)
+	}
+	if err == nil && check != nil && answers(part, rs) {
+		check = airlock.NewTokenCheck(part[0].check.Token())
 		err = s.remembered.checker.CheckToken(ctx, check)
 	}
 	found := make(map[string]int, len(rs))
@@ -173,4 +187,11 @@ func (s *Service) readPart(ctx context.Context, part []*batchedRead) {
 		}
 		close(b.done)
 	}
+}
+
+// answers reports whether a waiter of part answers with what the read
+// returned: its wait is over, or its request is terminal.
+func answers(part []*batchedRead, rs []airlock.Request) bool {
+	return slices.ContainsFunc(part, func(b *batchedRead) bool { return b.answering }) ||
+		slices.ContainsFunc(rs, func(r airlock.Request) bool { return r.State.Terminal() })
 }

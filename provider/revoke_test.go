@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -61,14 +62,25 @@ func TestAwaitOfRevokedToken(t *testing.T) {
 	}
 }
 
-// revokingRead revokes a token and decides a request, through the
-// service, just before the first batched read (a parked waiter's): the
-// interleaving where both land between a waiter's token check and its
-// read.
+// revokingRead runs before, once, just before the first batched read (a
+// parked waiter's): there the test revokes a token and decides a request,
+// the interleaving where both land between a waiter's token check and its
+// read. With checks set, it is a store that checks tokens itself, as
+// PostgreSQL does (store.TokenChecker): a read through a view of Checking
+// makes the token check first, then runs before, then reads.
 type revokingRead struct {
 	store.Store
+	checks bool
 	once   sync.Once
 	before func()
+}
+
+func (s *revokingRead) Extras() store.Extras {
+	x := s.Store.Extras()
+	if s.checks {
+		x.TokenCheck = s
+	}
+	return x
 }
 
 func (s *revokingRead) GetRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
@@ -76,28 +88,65 @@ func (s *revokingRead) GetRequests(ctx context.Context, ids []string) ([]airlock
 	return s.Store.GetRequests(ctx, ids)
 }
 
+func (s *revokingRead) Checking(c *airlock.TokenCheck) store.Store { return checkedView{s, c} }
+
+func (s *revokingRead) CheckToken(ctx context.Context, c *airlock.TokenCheck) error {
+	if !c.Pending() {
+		return nil
+	}
+	t, err := s.Store.TokenByHash(ctx, c.Token().Hash)
+	switch {
+	case airlock.ErrorCode(err) == airlock.CodeNotFound || err == nil && t.RevokedAt != nil:
+		return c.Fail()
+	case err != nil:
+		return err
+	}
+	c.Pass()
+	return nil
+}
+
+// checkedView is revokingRead's view for a check: its batched reads make
+// the check first. Its other calls leave the check to FinishTokenCheck.
+type checkedView struct {
+	*revokingRead
+	check *airlock.TokenCheck
+}
+
+func (v checkedView) GetRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
+	if err := v.CheckToken(ctx, v.check); err != nil {
+		return nil, err
+	}
+	return v.revokingRead.GetRequests(ctx, ids)
+}
+
 // TestAwaitRevokedBeforeItsRead: a waiter whose token is revoked, and
 // whose request is then decided, after its token was checked and before
-// its read answers unauthorized, not with the decision it read.
+// its read answers unauthorized, not with the decision it read: on
+// SQLite, and on a store that checks tokens itself.
 func TestAwaitRevokedBeforeItsRead(t *testing.T) {
 	t.Parallel()
-	hook := &revokingRead{}
-	b := setup(t, options{wrap: func(s store.Store) store.Store { hook.Store = s; return hook }})
-	r := b.create(t, "1h")
-	var hookErr error
-	hook.before = func() {
-		ctx := context.Background()
-		if _, err := b.svc.RevokeToken(ctx, b.admin, b.agent.ID); err != nil {
-			hookErr = err
-			return
-		}
-		_, hookErr = b.svc.Decide(ctx, b.reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
-	}
-	got, err := b.svc.Request(t.Context(), b.agent, r.ID, time.Minute)
-	if hookErr != nil {
-		t.Fatalf("revoking and deciding inside the read: %v", hookErr)
-	}
-	if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
-		t.Fatalf("the revoked token's long-poll answered %s, %v; want unauthorized", got.State, err)
+	for _, checks := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the store checks tokens: %v", checks), func(t *testing.T) {
+			t.Parallel()
+			hook := &revokingRead{checks: checks}
+			b := setup(t, options{wrap: func(s store.Store) store.Store { hook.Store = s; return hook }})
+			r := b.create(t, "1h")
+			var hookErr error
+			hook.before = func() {
+				ctx := context.Background()
+				if _, err := b.svc.RevokeToken(ctx, b.admin, b.agent.ID); err != nil {
+					hookErr = err
+					return
+				}
+				_, hookErr = b.svc.Decide(ctx, b.reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
+			}
+			got, err := b.svc.Request(t.Context(), b.agent, r.ID, time.Minute)
+			if hookErr != nil {
+				t.Fatalf("revoking and deciding before the read: %v", hookErr)
+			}
+			if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+				t.Fatalf("the revoked token's long-poll answered %s, %v; want unauthorized", got.State, err)
+			}
+		})
 	}
 }
