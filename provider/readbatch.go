@@ -88,7 +88,11 @@ func (s *Service) readWoken(ctx context.Context, c airlock.Caller, id string, an
 	if !airlock.CanReadRequest(c, b.r) {
 		return airlock.Request{}, airlock.NotFound("approval request", id)
 	}
-	return s.expireIfDue(ctx, s.storeFor(c), b.r)
+	// An overdue request is expired here, after the batch's token check:
+	// its re-read makes a check of its own, after the expiry, as readPart
+	// checks again after a read a waiter answers with.
+	fresh := airlock.Caller{Token: c.Token, Check: airlock.NewTokenCheck(c.Token)}
+	return s.expireIfDue(ctx, s.storeFor(fresh), b.r)
 }
 
 // readQueued runs the batch: it reads what is queued until nothing is.

@@ -105,11 +105,18 @@ func (s *revokingRead) CheckToken(ctx context.Context, c *airlock.TokenCheck) er
 	return nil
 }
 
-// checkedView is revokingRead's view for a check: its batched reads make
-// the check first. Its other calls leave the check to FinishTokenCheck.
+// checkedView is revokingRead's view for a check: its reads make the
+// check first. Its other calls leave the check to FinishTokenCheck.
 type checkedView struct {
 	*revokingRead
 	check *airlock.TokenCheck
+}
+
+func (v checkedView) GetRequest(ctx context.Context, id string) (airlock.Request, error) {
+	if err := v.CheckToken(ctx, v.check); err != nil {
+		return airlock.Request{}, err
+	}
+	return v.revokingRead.GetRequest(ctx, id)
 }
 
 func (v checkedView) GetRequests(ctx context.Context, ids []string) ([]airlock.Request, error) {
@@ -119,34 +126,41 @@ func (v checkedView) GetRequests(ctx context.Context, ids []string) ([]airlock.R
 	return v.revokingRead.GetRequests(ctx, ids)
 }
 
-// TestAwaitRevokedBeforeItsRead: a waiter whose token is revoked, and
-// whose request is then decided, after its token was checked and before
-// its read answers unauthorized, not with the decision it read: on
-// SQLite, and on a store that checks tokens itself.
+// TestAwaitRevokedBeforeItsRead: a waiter whose token is revoked after its
+// token was checked and before its read, and whose request is then
+// decided, or found overdue and expired by the waiter itself, answers
+// unauthorized, not with what it read: on SQLite, and on a store that
+// checks tokens itself.
 func TestAwaitRevokedBeforeItsRead(t *testing.T) {
 	t.Parallel()
 	for _, checks := range []bool{false, true} {
-		t.Run(fmt.Sprintf("the store checks tokens: %v", checks), func(t *testing.T) {
-			t.Parallel()
-			hook := &revokingRead{checks: checks}
-			b := setup(t, options{wrap: func(s store.Store) store.Store { hook.Store = s; return hook }})
-			r := b.create(t, "1h")
-			var hookErr error
-			hook.before = func() {
-				ctx := context.Background()
-				if _, err := b.svc.RevokeToken(ctx, b.admin, b.agent.ID); err != nil {
-					hookErr = err
-					return
+		for _, then := range []string{"decided", "overdue"} {
+			t.Run(fmt.Sprintf("the store checks tokens: %v, %s", checks, then), func(t *testing.T) {
+				t.Parallel()
+				hook := &revokingRead{checks: checks}
+				b := setup(t, options{wrap: func(s store.Store) store.Store { hook.Store = s; return hook }})
+				r := b.create(t, "1h")
+				var hookErr error
+				hook.before = func() {
+					ctx := context.Background()
+					if _, err := b.svc.RevokeToken(ctx, b.admin, b.agent.ID); err != nil {
+						hookErr = err
+						return
+					}
+					if then == "overdue" {
+						b.clock.Advance(2 * time.Hour)
+						return
+					}
+					_, hookErr = b.svc.Decide(ctx, b.reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
 				}
-				_, hookErr = b.svc.Decide(ctx, b.reviewer, r.ID, airlock.DecisionInput{Status: airlock.StateApproved})
-			}
-			got, err := b.svc.Request(t.Context(), b.agent, r.ID, time.Minute)
-			if hookErr != nil {
-				t.Fatalf("revoking and deciding before the read: %v", hookErr)
-			}
-			if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
-				t.Fatalf("the revoked token's long-poll answered %s, %v; want unauthorized", got.State, err)
-			}
-		})
+				got, err := b.svc.Request(t.Context(), b.agent, r.ID, time.Minute)
+				if hookErr != nil {
+					t.Fatalf("revoking before the read: %v", hookErr)
+				}
+				if airlock.ErrorCode(err) != airlock.CodeUnauthorized {
+					t.Fatalf("the revoked token's long-poll answered %s, %v; want unauthorized", got.State, err)
+				}
+			})
+		}
 	}
 }
