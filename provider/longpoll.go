@@ -88,9 +88,8 @@ func (s *Service) sleepFor(deadline, end time.Time) time.Duration {
 // look reads request id for a waiter. It returns the request once the
 // waiter is done with it (when it is terminal, or done is set), and else
 // only its deadline, so the waiter holds nothing else while it waits.
-// With recheck it first checks that c's token is still live (recheck),
-// reads with the waiters woken at once (readWoken), and checks the token
-// again before it answers (confirmLive). It is never
+// With recheck it reads with the waiters woken at once (readWoken) and
+// checks that c's token is still live (recheck says how). It is never
 // inlined: its frame, the read's and the driver's are off the stack
 // before the waiter parks.
 //
@@ -99,13 +98,14 @@ func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done, 
 	var r airlock.Request
 	var err error
 	if recheck {
-		var reader airlock.Caller
-		if reader, err = s.recheck(ctx, c); err != nil {
-			return nil, time.Time{}, err
-		}
 		// A waiter's read after it subscribed, most often after a
 		// wake-up that woke many others: read in a batch (readbatch.go).
-		r, err = s.readWoken(ctx, reader, id, done)
+		r, err = s.readWoken(ctx, s.recheck(c), id, done)
+		if s.remembered == nil {
+			if _, refused := s.AuthenticateHash(ctx, c.Hash); refused != nil {
+				err = refused
+			}
+		}
 	} else {
 		r, err = s.read(ctx, *c, id)
 	}
@@ -118,30 +118,22 @@ func (s *Service) look(ctx context.Context, c *airlock.Caller, id string, done, 
 	if !done && !r.State.Terminal() {
 		return nil, r.DeadlineAt, nil
 	}
-	if recheck && s.remembered == nil {
-		// The token was looked up before the read: a revocation and then
-		// a decision may both have landed in between. Look once more
-		// before answering with what was read. (A store that checks
-		// tokens itself checks again after the read: readPart.)
-		if _, err := s.AuthenticateHash(ctx, c.Hash); err != nil {
-			return nil, time.Time{}, err
-		}
-	}
 	p := new(airlock.Request)
 	*p = r
 	return p, time.Time{}, nil
 }
 
-// recheck checks that c's token is still live, for a read about to be
-// made as the returned caller. A store that checks tokens itself
-// (PostgreSQL) makes the check, a new one, with the read's first
-// statement, in the same round trip, and fails the read with
-// TokenRefused; otherwise the token is looked up again, which on SQLite
-// costs a stat of the token stamp while no token changes (tokencache.go).
-func (s *Service) recheck(ctx context.Context, c *airlock.Caller) (airlock.Caller, error) {
+// recheck returns the caller a waiter's read is made as, so that c's
+// token is checked again. A store that checks tokens itself (PostgreSQL)
+// makes the check, a new one, with the read's first statement, and once
+// more after a read a waiter answers with (readPart). Otherwise look
+// looks the token up after the read, which on SQLite costs a stat of the
+// token stamp while no token changes (tokencache.go). Checked after the
+// read, a revocation that came before what the read saw (a decision made
+// after it) is always seen.
+func (s *Service) recheck(c *airlock.Caller) airlock.Caller {
 	if s.remembered != nil {
-		return airlock.Caller{Token: c.Token, Check: airlock.NewTokenCheck(c.Token)}, nil
+		return airlock.Caller{Token: c.Token, Check: airlock.NewTokenCheck(c.Token)}
 	}
-	_, err := s.AuthenticateHash(ctx, c.Hash)
-	return *c, err
+	return *c
 }

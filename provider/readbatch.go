@@ -88,6 +88,9 @@ func (s *Service) readWoken(ctx context.Context, c airlock.Caller, id string, an
 	if !airlock.CanReadRequest(c, b.r) {
 		return airlock.Request{}, airlock.NotFound("approval request", id)
 	}
+	if !s.due(b.r) {
+		return b.r, nil
+	}
 	// An overdue request is expired here, after the batch's token check:
 	// its re-read makes a check of its own, after the expiry, as readPart
 	// checks again after a read a waiter answers with.

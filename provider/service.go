@@ -470,13 +470,18 @@ func (s *Service) read(ctx context.Context, c airlock.Caller, id string) (airloc
 // with the readers who ask at once (expireOverdue); it reads r again from
 // st.
 func (s *Service) expireIfDue(ctx context.Context, st store.Store, r airlock.Request) (airlock.Request, error) {
-	if r.State != airlock.StatePending || s.clock.Now().Before(r.DeadlineAt) {
+	if !s.due(r) {
 		return r, nil
 	}
 	if err := s.expireOverdue(ctx, r.ID); err != nil {
 		return r, err
 	}
 	return st.GetRequest(ctx, r.ID)
+}
+
+// due reports whether r is pending and its deadline has come.
+func (s *Service) due(r airlock.Request) bool {
+	return r.State == airlock.StatePending && !s.clock.Now().Before(r.DeadlineAt)
 }
 
 // ListQuery selects requests to list.
