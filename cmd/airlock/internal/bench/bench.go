@@ -160,7 +160,10 @@ type Config struct {
 	// HTTPBaseline, with Baseline or the raw scenario, also runs the raw
 	// baseline over HTTP (its statements behind a minimal handler, driven
 	// by the same HTTP client as the lifecycle) and reports raw_http,
-	// raw_http_to_raw and (after a lifecycle) ratio_to_raw_http.
+	// raw_http_to_raw and (after a lifecycle) ratio_to_raw_http. After
+	// consume, it runs the consume's baseline instead: a minimal handler
+	// that verifies each approval token and records its use
+	// (runRawHTTPConsume), and reports raw_http and ratio_to_raw_http.
 	HTTPBaseline bool
 	// AllowRemote permits targets (servers, databases) beyond this machine.
 	AllowRemote bool
@@ -393,6 +396,12 @@ func (c Config) validate() error {
 	}
 	if c.HalfMax && (c.Scenario == Wait || c.Scenario == Expiry || c.Scenario == Raw || c.Scenario == Claim || c.Scenario == Audit || c.Scenario == Push || c.Scenario == Scale) {
 		return fmt.Errorf("--half-max paces lifecycle, create, mcp, grant and consume; %s has its own pace", c.Scenario)
+	}
+	if c.HTTPBaseline && c.Scenario != Lifecycle && c.Scenario != Raw && c.Scenario != Consume {
+		return fmt.Errorf("--http-baseline runs a raw server beside lifecycle, raw and consume; %s has none", c.Scenario)
+	}
+	if c.HTTPBaseline && c.Scenario == Consume && (c.HalfMax || c.Rate > 0) {
+		return errors.New("--http-baseline compares consumes as fast as the clients go; drop --half-max and --rate")
 	}
 	if c.HalfMax && c.Rate > 0 {
 		return fmt.Errorf("--half-max sets the rate itself (half the maximum it measures first); drop --rate %g", c.Rate)
@@ -652,6 +661,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.Scenario == Consume && cfg.HTTPBaseline {
+		fmt.Fprintf(cfg.Progress, "raw consume over HTTP: a consume's work behind a minimal HTTP handler, %s\n", cfg.Duration)
+		rh, err := runRawHTTPConsume(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("raw consume over HTTP: %w", err)
+		}
+		rep.setRawHTTP(rh)
+	}
 	if cfg.explain != nil {
 		rep.StoreCost = cfg.explain.report()
 	}
@@ -670,17 +687,26 @@ func runHTTPBaseline(ctx context.Context, cfg Config, rep *Report, raw *RawRepor
 	if err != nil {
 		return fmt.Errorf("raw baseline over HTTP: %w", err)
 	}
-	rep.RawHTTP = rh
 	if raw.OpsPerS > 0 {
 		rep.RawHTTPToRaw = round(rh.OpsPerS/raw.OpsPerS, 3)
 	}
-	if cfg.Scenario != Raw && rh.OpsPerS > 0 {
-		rep.RatioToRawHTTP = round(rep.OpsPerS/rh.OpsPerS, 3)
-	}
-	if cfg.Scenario != Raw && rep.ServerCPUPerOpUS > 0 && rh.ServerCPUPerOpUS > 0 {
-		rep.ServerCPURatioToRawHTTP = round(rep.ServerCPUPerOpUS/rh.ServerCPUPerOpUS, 3)
-	}
+	rep.setRawHTTP(rh)
 	return nil
+}
+
+// setRawHTTP reports rh, the raw baseline over HTTP, and, after a run of
+// Airlock's, the ratios of the two.
+func (r *Report) setRawHTTP(rh *RawReport) {
+	r.RawHTTP = rh
+	if r.Scenario == Raw {
+		return
+	}
+	if rh.OpsPerS > 0 {
+		r.RatioToRawHTTP = round(r.OpsPerS/rh.OpsPerS, 3)
+	}
+	if r.ServerCPUPerOpUS > 0 && rh.ServerCPUPerOpUS > 0 {
+		r.ServerCPURatioToRawHTTP = round(r.ServerCPUPerOpUS/rh.ServerCPUPerOpUS, 3)
+	}
 }
 
 // machine describes where the run happened, load included: on a shared

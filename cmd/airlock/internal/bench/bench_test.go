@@ -471,6 +471,8 @@ func TestRefusals(t *testing.T) {
 		{"half-max expiry", Config{Scenario: Expiry, HalfMax: true}, "--half-max"},
 		{"mcp with fewer calls than passes", Config{Scenario: MCP, Count: 3}, "--count must be at least 4 for mcp"},
 		{"half-max and a rate", Config{Scenario: Create, HalfMax: true, Rate: 10}, "--half-max"},
+		{"HTTP baseline of claims", Config{Scenario: Claim, HTTPBaseline: true}, "--http-baseline"},
+		{"HTTP baseline of paced consumes", Config{Scenario: Consume, HTTPBaseline: true, HalfMax: true}, "--http-baseline"},
 		{"replicas on SQLite", Config{Replicas: 3}, "PostgreSQL"},
 		{"existing SQLite file", Config{DB: existing}, "already exists"},
 		{"webhooks with creates", Config{Scenario: Create, Webhooks: 1}, "--webhooks"},
@@ -655,19 +657,36 @@ func TestExplainStore(t *testing.T) {
 	}
 }
 
-// TestConsume runs the consume scenario briefly: every op a consume of a
-// token no one consumed before, each answered with its use.
+// TestConsume runs the consume scenario briefly, with its baseline over
+// HTTP: every op a consume of a token no one consumed before, each
+// answered with its use, by Airlock and then by the minimal server.
 func TestConsume(t *testing.T) {
 	t.Parallel()
-	rep := run(t, Config{Scenario: Consume, Clients: 4, Duration: 20 * time.Second, Count: 24})
+	rep := run(t, Config{Scenario: Consume, Clients: 4, Duration: 20 * time.Second, Count: 24, HTTPBaseline: true})
 	checkResult(t, "consume", rep.Result, 24)
 	if rep.Ops != 24 || rep.Errors != 0 {
 		t.Errorf("%d consumes, %d errors %v; want 24 and none", rep.Ops, rep.Errors, rep.ErrorKinds)
 	}
+	rh := rep.RawHTTP
+	if rh == nil {
+		t.Fatal("no raw consume over HTTP in a consume report with HTTPBaseline")
+	}
+	checkResult(t, "raw consume over HTTP", rh.Result, 24)
+	if rh.Ops != 24 || rh.Transport != "http" || rh.Clients != 4 {
+		t.Errorf("raw consume over HTTP: %d ops over %q by %d clients; want 24 over http by 4", rh.Ops, rh.Transport, rh.Clients)
+	}
+	if want := round(rep.OpsPerS/rh.OpsPerS, 3); rep.RatioToRawHTTP != want || rep.RawHTTPToRaw != 0 {
+		t.Errorf("ratio_to_raw_http %v (want %v), raw_http_to_raw %v (want none: consume has no direct baseline)", rep.RatioToRawHTTP, want, rep.RawHTTPToRaw)
+	}
 	var table bytes.Buffer
 	rep.WriteTable(&table)
-	if !strings.Contains(table.String(), "airlock consume") {
-		t.Errorf("table lacks the consume line:\n%s", table.String())
+	for _, want := range []string{"airlock consume", "raw consume over HTTP (1 conn, 4 clients)", "airlock ÷ raw over HTTP"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if strings.Contains(table.String(), "raw over HTTP ÷ raw") {
+		t.Errorf("table shows a ratio to a direct baseline consume does not run:\n%s", table.String())
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/internal/heapfloor"
 	"github.com/airlockhq/airlock/internal/telemetry"
 	"github.com/airlockhq/airlock/policy"
@@ -84,6 +85,10 @@ type childSpec struct {
 	Policy string `json:"policy,omitempty"`
 	// Connections is the raw baseline's pool on PostgreSQL.
 	Connections int `json:"connections,omitempty"`
+	// TokenKeys, for the raw baseline, is the key set (a JWKS document)
+	// its consume verifies approval tokens with; without it, the raw
+	// server has no consume.
+	TokenKeys json.RawMessage `json:"token_keys,omitempty"`
 	// CPUProfile, when set, is a file the child writes its CPU profile
 	// to, from its start to its stop (Config.CPUProfile).
 	CPUProfile string `json:"cpu_profile,omitempty"`
@@ -322,11 +327,18 @@ func startChildServer(ctx context.Context, spec childSpec, log *slog.Logger) (*c
 	case childReceiver:
 		return startReceiverChild()
 	case childRawHTTP:
+		var keys *approvaltoken.KeySet
+		if len(spec.TokenKeys) > 0 {
+			var err error
+			if keys, err = approvaltoken.ParseKeySet(spec.TokenKeys); err != nil {
+				return nil, fmt.Errorf("the raw consume's key set: %w", err)
+			}
+		}
 		rs, err := openRawAt(ctx, spec.Store, spec.Connections)
 		if err != nil {
 			return nil, err
 		}
-		base, stop, err := serveRaw(rs)
+		base, stop, err := serveRaw(rs, keys)
 		if err != nil {
 			rs.close()
 			return nil, err

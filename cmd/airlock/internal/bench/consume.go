@@ -8,6 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/airlockhq/airlock/approvaltoken"
 )
 
 // The consume scenario (docs/tokens.md, "Single use"): a tool server's
@@ -131,4 +135,79 @@ func consumeOp(t *target, i int, pool *tokenPool) clientOp {
 		}
 		return nil
 	}
+}
+
+// runRawHTTPConsume runs the consume's baseline over HTTP (with
+// --http-baseline): the least tool server doing a consume's work. Its
+// handler verifies each approval token with the same library and checks
+// as Airlock's consume (signature, kid, alg, exp, the tool, the digest of
+// the arguments), records the use in one conditional insert committed
+// alone, and answers. Its tokens are signed in this process, before the
+// clock starts, with a key of the run's, and carry the claims a claim's
+// token carries; Airlock's consumes ran just before, with as many
+// clients, so the two are compared in one run.
+func runRawHTTPConsume(ctx context.Context, cfg Config) (*RawReport, error) {
+	key, err := approvaltoken.Generate()
+	if err != nil {
+		return nil, err
+	}
+	keys, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{key.Public()}})
+	if err != nil {
+		return nil, err
+	}
+	pool, err := signRawTokens(key, cfg.Count, randomHex(4))
+	if err != nil {
+		return nil, err
+	}
+	rh, err := startRawHTTP(ctx, cfg, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rh.close()
+	fmt.Fprintf(cfg.Progress, "raw consume over HTTP: %s behind a minimal handler at %s (process %d), %d clients, up to %s or %d consumes\n", rh.srv.hello.Describe, rh.base, rh.srv.pid, cfg.Clients, cfg.Duration, cfg.Count)
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, rh.cpu, func(context.Context, int) (clientOp, func(), error) {
+		return func(ctx context.Context, n int64) error {
+			tok, ok := pool.take()
+			if !ok {
+				return errPoolEmpty
+			}
+			body, err := json.Marshal(rawConsume{Token: tok, Tool: grantTool, Arguments: json.RawMessage(grantArgs)})
+			if err != nil {
+				return err
+			}
+			var use rawUse
+			if err := rh.api.call(ctx, "POST", rh.base, "/raw/consume", rawHTTPToken, string(body), &use); err != nil {
+				return err
+			}
+			if use.RequestID == "" || use.ConsumedAt.IsZero() {
+				return fmt.Errorf("a raw consume answered no use")
+			}
+			return nil
+		}, nil, nil
+	})
+	return rh.report(res, err)
+}
+
+// signRawTokens signs n approval tokens for the scenario's call with key,
+// each for a request of its own, with the claims of a token a grant's
+// approval gives (docs/tokens.md).
+func signRawTokens(key approvaltoken.Key, n int, run string) (*tokenPool, error) {
+	digest, err := approvaltoken.ArgsDigest([]byte(grantArgs))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().Unix()
+	pool := &tokenPool{tokens: make([]string, n)}
+	for i := range n {
+		c := approvaltoken.Claims{
+			Issuer: "http://127.0.0.1:8080", Subject: fmt.Sprintf("req_raw%s%019d", run, i), ID: randomHex(16),
+			IssuedAt: now, Expiry: now + 3600, Tool: grantTool, ArgsDigest: digest,
+			InstanceID: "inst_raw" + run, DecisionSource: approvaltoken.SourceGrant,
+			DecidedBy: []approvaltoken.Decider{{Principal: "grt_raw" + run, Name: "bench grant"}},
+		}
+		if pool.tokens[i], err = approvaltoken.Sign(key, c); err != nil {
+			return nil, err
+		}
+	}
+	return pool, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -46,6 +47,20 @@ const rawPostgresSchema = `CREATE TABLE raw_requests (
 	UNIQUE (owner_id, idempotency_key)
 )`
 
+// The raw consume baseline's table: one row per request whose token was
+// used, as Airlock's approval_token_uses.
+const rawSQLiteTokenUses = `CREATE TABLE IF NOT EXISTS raw_token_uses (
+	request_id  TEXT PRIMARY KEY,
+	jti         TEXT NOT NULL,
+	consumed_at INTEGER NOT NULL
+) STRICT`
+
+const rawPostgresTokenUses = `CREATE TABLE raw_token_uses (
+	request_id  text PRIMARY KEY,
+	jti         text NOT NULL,
+	consumed_at timestamptz NOT NULL
+)`
+
 const rawArguments = `{"payment_id":"pay_1","amount":4900,"currency":"GBP"}`
 
 // rawStore is the raw baseline's durable work on one kind of store: its
@@ -62,8 +77,14 @@ type rawStore struct {
 	insert   func(ctx context.Context, id, key, arguments string) error
 	approve  func(ctx context.Context, id string) error
 	read     func(ctx context.Context, id string) (rawRow, error)
-	close    func()
+	// consume records the one use of a request's token, its own commit:
+	// errRawUsed when the request's token was used before.
+	consume func(ctx context.Context, requestID, jti string) error
+	close   func()
 }
+
+// errRawUsed is a raw consume of a request whose token was used before.
+var errRawUsed = errors.New("already used")
 
 // rawRow is a raw_requests row as read back. Times are what the store
 // keeps: microseconds since the epoch on SQLite, timestamps on PostgreSQL.
@@ -184,8 +205,10 @@ func openRawSQLiteAt(ctx context.Context, path string) (_ *rawStore, err error) 
 	conn.SetMaxOpenConns(1)
 	conn.SetMaxIdleConns(1)
 	conn.SetConnMaxLifetime(0)
-	if _, err := conn.ExecContext(ctx, rawSQLiteSchema); err != nil {
-		return nil, fmt.Errorf("raw SQLite %s: %w", path, err)
+	for _, schema := range []string{rawSQLiteSchema, rawSQLiteTokenUses} {
+		if _, err := conn.ExecContext(ctx, schema); err != nil {
+			return nil, fmt.Errorf("raw SQLite %s: %w", path, err)
+		}
 	}
 	ins, err := conn.PrepareContext(ctx, `INSERT INTO raw_requests (id, owner_id, idempotency_key, state, tool, arguments, created_at, deadline_at)
 VALUES (?, 'tok_raw', ?, 'pending', 'payments.refund', ?, ?, ?)`)
@@ -198,6 +221,11 @@ WHERE id = ?2 AND state = 'pending' AND deadline_at > ?1`)
 		return nil, err
 	}
 	sel, err := conn.PrepareContext(ctx, `SELECT `+rawCols+` FROM raw_requests WHERE id = ?`)
+	if err != nil {
+		return nil, err
+	}
+	use, err := conn.PrepareContext(ctx, `INSERT INTO raw_token_uses (request_id, jti, consumed_at) VALUES (?, ?, ?)
+ON CONFLICT (request_id) DO NOTHING`)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +247,14 @@ WHERE id = ?2 AND state = 'pending' AND deadline_at > ?1`)
 		},
 		read: func(ctx context.Context, id string) (rawRow, error) {
 			return scanRaw(sel.QueryRowContext(ctx, id))
+		},
+		consume: func(ctx context.Context, requestID, jti string) error {
+			r, err := use.ExecContext(ctx, requestID, jti, time.Now().UnixMicro())
+			if err != nil {
+				return err
+			}
+			n, err := r.RowsAffected()
+			return firstUse(n, err)
 		},
 		close: func() { conn.Close() },
 	}, nil
@@ -242,6 +278,15 @@ func scanRaw(row interface{ Scan(...any) error }) (rawRow, error) {
 func updated(n int64, err error) error {
 	if err == nil && n != 1 {
 		err = fmt.Errorf("conditional update changed %d rows, want 1", n)
+	}
+	return err
+}
+
+// firstUse tells a consume's insert that recorded the use (one row) from
+// one that found it recorded (none).
+func firstUse(n int64, err error) error {
+	if err == nil && n == 0 {
+		err = errRawUsed
 	}
 	return err
 }
@@ -297,9 +342,11 @@ func openRawPostgresIn(ctx context.Context, db, schema string, connections int) 
 	if err != nil {
 		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
 	}
-	if _, err := pool.Exec(ctx, rawPostgresSchema); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("raw PostgreSQL: %w", err)
+	for _, schema := range []string{rawPostgresSchema, rawPostgresTokenUses} {
+		if _, err := pool.Exec(ctx, schema); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("raw PostgreSQL: %w", err)
+		}
 	}
 	return &rawStore{
 		kind: "postgres", connections: connections, clients: connections,
@@ -317,6 +364,11 @@ WHERE id = $1 AND state = 'pending' AND deadline_at > clock_timestamp()`, id)
 		},
 		read: func(ctx context.Context, id string) (rawRow, error) {
 			return scanRaw(pool.QueryRow(ctx, `SELECT `+rawCols+` FROM raw_requests WHERE id = $1`, id))
+		},
+		consume: func(ctx context.Context, requestID, jti string) error {
+			tag, err := pool.Exec(ctx, `INSERT INTO raw_token_uses (request_id, jti, consumed_at) VALUES ($1, $2, clock_timestamp())
+ON CONFLICT (request_id) DO NOTHING`, requestID, jti)
+			return firstUse(tag.RowsAffected(), err)
 		},
 		close: func() { pool.Close() },
 	}, nil

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/airlockhq/airlock/approvaltoken"
 )
 
 // The raw baseline over HTTP is the raw baseline's three statements
@@ -30,10 +33,14 @@ const rawHTTPMaxBody = 64 << 10
 //	POST /raw/{id}           insert (body: a create request; Idempotency-Key header), 201
 //	POST /raw/{id}/decision  the conditional update (body: {"status":"approved"}), 200
 //	GET  /raw/{id}           the row, 200
+//	POST /raw/consume        with keys: a tool server's consume of an approval
+//	                         token (body: {"token", "tool", "arguments"}), 200
 //
 // It answers {"id", "state"} to writes and the whole row to a read; a bad
-// token is 401, a bad body 400, a failed statement 500.
-func rawHandler(rs *rawStore) http.Handler {
+// token is 401, a bad body 400, a failed statement 500. A consume answers
+// {"request_id", "consumed_at"}, 401 for an approval token that does not
+// verify and 409 for one used before.
+func rawHandler(rs *rawStore, keys *approvaltoken.KeySet) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /raw/{id}", func(w http.ResponseWriter, r *http.Request) {
 		var in struct {
@@ -83,7 +90,42 @@ func rawHandler(rs *rawStore) http.Handler {
 		}
 		writeRawJSON(w, http.StatusOK, row)
 	})
+	if keys != nil {
+		mux.HandleFunc("POST /raw/consume", func(w http.ResponseWriter, r *http.Request) {
+			var in rawConsume
+			if !readRawBody(w, r, &in) {
+				return
+			}
+			claims, err := keys.Verify(in.Token, approvaltoken.Expect{Tool: in.Tool, Args: in.Arguments})
+			if err != nil {
+				http.Error(w, "the approval token does not verify: "+err.Error(), http.StatusUnauthorized)
+				return
+			}
+			err = rs.consume(r.Context(), claims.Subject, claims.ID)
+			switch {
+			case errors.Is(err, errRawUsed):
+				http.Error(w, "the approval token of "+claims.Subject+" was used before", http.StatusConflict)
+			case err != nil:
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			default:
+				writeRawJSON(w, http.StatusOK, rawUse{RequestID: claims.Subject, ConsumedAt: time.Now()})
+			}
+		})
+	}
 	return mux
+}
+
+// rawConsume is a raw consume's body, as Airlock's consume takes it.
+type rawConsume struct {
+	Token     string          `json:"token"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// rawUse is a raw consume's answer.
+type rawUse struct {
+	RequestID  string    `json:"request_id"`
+	ConsumedAt time.Time `json:"consumed_at"`
 }
 
 // rawAuthorized checks the bearer token, and answers 401 when it is not
@@ -120,13 +162,13 @@ func writeRawJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// serveRaw serves rawHandler(rs) on a loopback port; stop closes it.
-func serveRaw(rs *rawStore) (base string, stop func(), err error) {
+// serveRaw serves rawHandler(rs, keys) on a loopback port; stop closes it.
+func serveRaw(rs *rawStore, keys *approvaltoken.KeySet) (base string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: rawHandler(rs), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: rawHandler(rs, keys), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -140,46 +182,14 @@ func serveRaw(rs *rawStore) (base string, stop func(), err error) {
 // server runs in a child process, as Airlock's does, so that the two
 // servers' CPU per lifecycle can be compared apart from their clients'.
 func runRawHTTP(ctx context.Context, cfg Config) (*RawReport, error) {
-	spec := childSpec{Kind: childRawHTTP, Connections: cfg.Clients}
-	if isPostgres(cfg.DB) {
-		schema, drop, err := createRawSchema(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		defer drop()
-		spec.Store = storeSpec{Postgres: cfg.DB, Schema: schema}
-	} else {
-		path, remove, err := rawSQLitePath(cfg, "rawhttp")
-		if err != nil {
-			return nil, err
-		}
-		defer remove()
-		spec.Store = storeSpec{SQLite: path}
-	}
-	srv, err := startChild(ctx, spec, cfg.Progress)
+	rh, err := startRawHTTP(ctx, cfg, nil)
 	if err != nil {
-		return nil, fmt.Errorf("raw over HTTP: %w", err)
+		return nil, err
 	}
-	if cfg.onChild != nil {
-		cfg.onChild(srv.pid)
-	}
-	defer srv.stop(context.WithoutCancel(ctx))
-	base, kind := srv.hello.URL, "sqlite"
-	if spec.Store.Postgres != "" {
-		kind = "postgres"
-	}
-	var server cpuReader
-	if procCPUAvailable() {
-		server = childrenCPU(srv)
-	}
-	// As many clients as Airlock's lifecycle had: over HTTP they overlap
-	// their calls' HTTP work even where the store has one connection.
-	clients := cfg.Clients
-	api := &target{hc: newHTTPClient(clients)} // only its HTTP client, for target.call
-	defer api.hc.CloseIdleConnections()
-	run := randomHex(4)
-	fmt.Fprintf(cfg.Progress, "raw over HTTP: %s behind a minimal handler at %s (process %d), %d clients, up to %s or %d lifecycles\n", srv.hello.Describe, base, srv.pid, clients, cfg.Duration, cfg.Count)
-	res, err := runLoad(ctx, clients, cfg.Duration, cfg.Count, 0, server, func(context.Context, int) (clientOp, func(), error) {
+	defer rh.close()
+	base, api, run := rh.base, rh.api, randomHex(4)
+	fmt.Fprintf(cfg.Progress, "raw over HTTP: %s behind a minimal handler at %s (process %d), %d clients, up to %s or %d lifecycles\n", rh.srv.hello.Describe, base, rh.srv.pid, cfg.Clients, cfg.Duration, cfg.Count)
+	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, rh.cpu, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
 			id := fmt.Sprintf("rawhttp_%s_%d", run, n)
 			var r rawRow
@@ -198,8 +208,80 @@ func runRawHTTP(ctx context.Context, cfg Config) (*RawReport, error) {
 			return nil
 		}, nil, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("raw over HTTP, %s: %w", kind, err)
+	return rh.report(res, err)
+}
+
+// rawHTTP is a raw baseline's server over HTTP, in a child process, and
+// the HTTP client that drives it.
+type rawHTTP struct {
+	srv   *child
+	base  string
+	store string // sqlite or postgres
+	cpu   cpuReader
+	api   *target // only its HTTP client, for target.call
+	// clients is how many clients drive it: as many as Airlock's run had.
+	clients int
+	clean   []func()
+}
+
+// startRawHTTP starts the raw baseline's server over HTTP on a fresh store
+// of the kind cfg.DB names, with a consume that verifies approval tokens
+// with keys (a JWKS document) when keys is set.
+func startRawHTTP(ctx context.Context, cfg Config, keys json.RawMessage) (_ *rawHTTP, err error) {
+	rh := &rawHTTP{store: "sqlite", clients: cfg.Clients}
+	defer func() {
+		if err != nil {
+			rh.close()
+		}
+	}()
+	spec := childSpec{Kind: childRawHTTP, Connections: cfg.Clients, TokenKeys: keys}
+	if isPostgres(cfg.DB) {
+		schema, drop, err := createRawSchema(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		rh.clean = append(rh.clean, drop)
+		spec.Store, rh.store = storeSpec{Postgres: cfg.DB, Schema: schema}, "postgres"
+	} else {
+		path, remove, err := rawSQLitePath(cfg, "rawhttp")
+		if err != nil {
+			return nil, err
+		}
+		rh.clean = append(rh.clean, remove)
+		spec.Store = storeSpec{SQLite: path}
 	}
-	return &RawReport{Store: kind, Transport: "http", Connections: srv.hello.Connections, Clients: clients, Result: res}, nil
+	rh.srv, err = startChild(ctx, spec, cfg.Progress)
+	if err != nil {
+		return nil, fmt.Errorf("raw over HTTP: %w", err)
+	}
+	rh.clean = append(rh.clean, func() { rh.srv.stop(context.WithoutCancel(ctx)) })
+	if cfg.onChild != nil {
+		cfg.onChild(rh.srv.pid)
+	}
+	rh.base = rh.srv.hello.URL
+	if procCPUAvailable() {
+		rh.cpu = childrenCPU(rh.srv)
+	}
+	// As many clients as Airlock's run had: over HTTP they overlap their
+	// calls' HTTP work even where the store has one connection.
+	rh.api = &target{hc: newHTTPClient(cfg.Clients)}
+	rh.clean = append(rh.clean, rh.api.hc.CloseIdleConnections)
+	return rh, nil
+}
+
+// close stops the server and removes its store, in the reverse order of
+// their making.
+func (rh *rawHTTP) close() {
+	for i := len(rh.clean) - 1; i >= 0; i-- {
+		rh.clean[i]()
+	}
+	rh.clean = nil
+}
+
+// report is the RawReport of a load run against rh, or the run's error.
+func (rh *rawHTTP) report(res Result, err error) (*RawReport, error) {
+	if err != nil {
+		return nil, fmt.Errorf("raw over HTTP, %s: %w", rh.store, err)
+	}
+	return &RawReport{Store: rh.store, Transport: "http", Connections: rh.srv.hello.Connections, Clients: rh.clients, Result: res}, nil
 }

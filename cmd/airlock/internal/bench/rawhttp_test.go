@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlockhq/airlock/approvaltoken"
 	"github.com/airlockhq/airlock/internal/testkit"
 )
 
@@ -21,7 +22,7 @@ func TestRawHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.close()
-	base, stop, err := serveRaw(rs)
+	base, stop, err := serveRaw(rs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,5 +100,84 @@ func TestRawHandler(t *testing.T) {
 	}
 	if string(row.Arguments) != string(in.Arguments) {
 		t.Errorf("arguments read back as %s, want the %s sent", row.Arguments, in.Arguments)
+	}
+}
+
+// TestRawConsumeHandler drives the consume's baseline by hand: it holds a
+// token to what Airlock's consume holds it to (its signature and key, the
+// tool, the arguments up to their canonical form) and records one use a
+// request; a refusal records nothing.
+func TestRawConsumeHandler(t *testing.T) {
+	t.Parallel()
+	rs, err := openRaw(t.Context(), Config{Progress: io.Discard}, "rawconsume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.close()
+	key, err := approvaltoken.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := approvaltoken.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, stop, err := serveRaw(rs, approvaltoken.NewKeySet(key.Public()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	consume := func(token, tool, args, bearer string) (int, string) {
+		t.Helper()
+		body, err := json.Marshal(rawConsume{Token: token, Tool: tool, Arguments: json.RawMessage(args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := testkit.Call(t.Context(), hc, "POST", base+"/raw/consume", bearer, string(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status, r.Raw
+	}
+	pool, err := signRawTokens(key, 3, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := signRawTokens(other, 1, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := pool.take()
+	second, _ := pool.take()
+	tampered := []byte(second)
+	tampered[len(tampered)/2] ^= 1
+	for _, c := range []struct {
+		name, token, tool, args, bearer string
+		want                            int
+	}{
+		{"no bearer token", second, grantTool, grantArgs, "", http.StatusUnauthorized},
+		{"another key's token", forged.tokens[0], grantTool, grantArgs, rawHTTPToken, http.StatusUnauthorized},
+		{"an altered token", string(tampered), grantTool, grantArgs, rawHTTPToken, http.StatusUnauthorized},
+		{"another tool", second, "payments.send", grantArgs, rawHTTPToken, http.StatusUnauthorized},
+		{"other arguments", second, grantTool, `{"payment_id":"pay_bench","amount":4901,"currency":"GBP"}`, rawHTTPToken, http.StatusUnauthorized},
+	} {
+		if code, b := consume(c.token, c.tool, c.args, c.bearer); code != c.want {
+			t.Errorf("%s: %d %s, want %d", c.name, code, b, c.want)
+		}
+	}
+	// The arguments reordered and spelled otherwise are the same call.
+	code, b := consume(first, grantTool, `{"currency":"GBP","amount":4.9e3,"payment_id":"pay_bench"}`, rawHTTPToken)
+	var use rawUse
+	if err := json.Unmarshal([]byte(b), &use); code != http.StatusOK || err != nil || !strings.HasPrefix(use.RequestID, "req_raw") || use.ConsumedAt.IsZero() {
+		t.Fatalf("first consume: %d %s, want 200 with its use", code, b)
+	}
+	if code, b := consume(first, grantTool, grantArgs, rawHTTPToken); code != http.StatusConflict {
+		t.Errorf("the same token again: %d %s, want 409", code, b)
+	}
+	// The refused calls recorded nothing: second is still unused.
+	if code, b := consume(second, grantTool, grantArgs, rawHTTPToken); code != http.StatusOK {
+		t.Errorf("a token only refused before: %d %s, want 200", code, b)
 	}
 }

@@ -353,7 +353,11 @@ func (r *Report) WriteTable(w io.Writer) {
 			row(fmt.Sprintf("raw (%d conn)", r.Raw.Connections), r.Raw.Result)
 		}
 		if r.RawHTTP != nil {
-			row(fmt.Sprintf("raw over HTTP (%d conn, %d clients)", r.RawHTTP.Connections, r.RawHTTP.Clients), r.RawHTTP.Result)
+			name := "raw over HTTP"
+			if r.Scenario == Consume {
+				name = "raw consume over HTTP"
+			}
+			row(fmt.Sprintf("%s (%d conn, %d clients)", name, r.RawHTTP.Connections, r.RawHTTP.Clients), r.RawHTTP.Result)
 		}
 		tw.Flush()
 		writeErrors(w, r.ErrorKinds)
@@ -384,11 +388,14 @@ func (r *Report) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "\nratio to raw: %.2f (airlock %s ops/s ÷ direct SQL on %s)\n", r.RatioToRaw, r.Scenario, r.Raw.Store)
 		}
 		if r.RawHTTP != nil {
-			fmt.Fprintf(w, "raw over HTTP ÷ raw: %.2f (what HTTP itself costs)", r.RawHTTPToRaw)
-			if r.Scenario != Raw {
-				fmt.Fprintf(w, "; airlock ÷ raw over HTTP: %.2f (what Airlock adds)", r.RatioToRawHTTP)
+			var ratios []string
+			if r.RawHTTPToRaw > 0 {
+				ratios = append(ratios, fmt.Sprintf("raw over HTTP ÷ raw: %.2f (what HTTP itself costs)", r.RawHTTPToRaw))
 			}
-			fmt.Fprintln(w)
+			if r.Scenario != Raw {
+				ratios = append(ratios, fmt.Sprintf("airlock ÷ raw over HTTP: %.2f (what Airlock adds)", r.RatioToRawHTTP))
+			}
+			fmt.Fprintln(w, strings.Join(ratios, "; "))
 			if r.ServerCPURatioToRawHTTP > 0 {
 				fmt.Fprintf(w, "server CPU per op, airlock ÷ raw over HTTP: %.2f (%.0f µs ÷ %.0f µs)\n", r.ServerCPURatioToRawHTTP, r.ServerCPUPerOpUS, r.RawHTTP.ServerCPUPerOpUS)
 			}
