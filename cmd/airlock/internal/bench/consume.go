@@ -115,26 +115,43 @@ func makeToken(ctx context.Context, t *target, base, inst, key string, n int64) 
 func consumeOp(t *target, i int, pool *tokenPool) clientOp {
 	base := t.base(i)
 	return func(ctx context.Context, n int64) error {
-		tok, ok := pool.take()
-		if !ok {
-			return errPoolEmpty
-		}
-		body, err := json.Marshal(map[string]any{"token": tok, "tool": grantTool, "arguments": json.RawMessage(grantArgs)})
-		if err != nil {
-			return err
-		}
-		var use struct {
-			RequestID  string    `json:"request_id"`
-			ConsumedAt time.Time `json:"consumed_at"`
-		}
-		if err := t.call(ctx, "POST", base, "/v1/approval-tokens/consume", t.verifier, string(body), &use); err != nil {
-			return err
-		}
-		if use.RequestID == "" || use.ConsumedAt.IsZero() {
-			return fmt.Errorf("a consume answered no use")
-		}
-		return nil
+		return consumeNext(ctx, t, base, "/v1/approval-tokens/consume", t.verifier, pool)
 	}
+}
+
+// consumeNext consumes the pool's next token for the scenario's call at
+// base+path as bearer (Airlock's consume, or the raw baseline's, which
+// take the same body), and checks that the answer carries the use.
+func consumeNext(ctx context.Context, t *target, base, path, bearer string, pool *tokenPool) error {
+	tok, ok := pool.take()
+	if !ok {
+		return errPoolEmpty
+	}
+	body, err := json.Marshal(consumeBody{Token: tok, Tool: grantTool, Arguments: json.RawMessage(grantArgs)})
+	if err != nil {
+		return err
+	}
+	var use tokenUse
+	if err := t.call(ctx, "POST", base, path, bearer, string(body), &use); err != nil {
+		return err
+	}
+	if use.RequestID == "" || use.ConsumedAt.IsZero() {
+		return fmt.Errorf("a consume answered no use")
+	}
+	return nil
+}
+
+// consumeBody is a consume's body: the token and the call it is held to.
+type consumeBody struct {
+	Token     string          `json:"token"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// tokenUse is what a consume answers: the use it recorded.
+type tokenUse struct {
+	RequestID  string    `json:"request_id"`
+	ConsumedAt time.Time `json:"consumed_at"`
 }
 
 // runRawHTTPConsume runs the consume's baseline over HTTP (with
@@ -167,22 +184,7 @@ func runRawHTTPConsume(ctx context.Context, cfg Config) (*RawReport, error) {
 	fmt.Fprintf(cfg.Progress, "raw consume over HTTP: %s behind a minimal handler at %s (process %d), %d clients, up to %s or %d consumes\n", rh.srv.hello.Describe, rh.base, rh.srv.pid, cfg.Clients, cfg.Duration, cfg.Count)
 	res, err := runLoad(ctx, cfg.Clients, cfg.Duration, cfg.Count, 0, rh.cpu, func(context.Context, int) (clientOp, func(), error) {
 		return func(ctx context.Context, n int64) error {
-			tok, ok := pool.take()
-			if !ok {
-				return errPoolEmpty
-			}
-			body, err := json.Marshal(rawConsume{Token: tok, Tool: grantTool, Arguments: json.RawMessage(grantArgs)})
-			if err != nil {
-				return err
-			}
-			var use rawUse
-			if err := rh.api.call(ctx, "POST", rh.base, "/raw/consume", rawHTTPToken, string(body), &use); err != nil {
-				return err
-			}
-			if use.RequestID == "" || use.ConsumedAt.IsZero() {
-				return fmt.Errorf("a raw consume answered no use")
-			}
-			return nil
+			return consumeNext(ctx, rh.api, rh.base, "/raw/consume", rawHTTPToken, pool)
 		}, nil, nil
 	})
 	return rh.report(res, err)

@@ -92,7 +92,7 @@ func rawHandler(rs *rawStore, keys *approvaltoken.KeySet) http.Handler {
 	})
 	if keys != nil {
 		mux.HandleFunc("POST /raw/consume", func(w http.ResponseWriter, r *http.Request) {
-			var in rawConsume
+			var in consumeBody
 			if !readRawBody(w, r, &in) {
 				return
 			}
@@ -108,24 +108,11 @@ func rawHandler(rs *rawStore, keys *approvaltoken.KeySet) http.Handler {
 			case err != nil:
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 			default:
-				writeRawJSON(w, http.StatusOK, rawUse{RequestID: claims.Subject, ConsumedAt: time.Now()})
+				writeRawJSON(w, http.StatusOK, tokenUse{RequestID: claims.Subject, ConsumedAt: time.Now()})
 			}
 		})
 	}
 	return mux
-}
-
-// rawConsume is a raw consume's body, as Airlock's consume takes it.
-type rawConsume struct {
-	Token     string          `json:"token"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-// rawUse is a raw consume's answer.
-type rawUse struct {
-	RequestID  string    `json:"request_id"`
-	ConsumedAt time.Time `json:"consumed_at"`
 }
 
 // rawAuthorized checks the bearer token, and answers 401 when it is not

@@ -131,7 +131,7 @@ func TestRawConsumeHandler(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	consume := func(token, tool, args, bearer string) (int, string) {
 		t.Helper()
-		body, err := json.Marshal(rawConsume{Token: token, Tool: tool, Arguments: json.RawMessage(args)})
+		body, err := json.Marshal(consumeBody{Token: token, Tool: tool, Arguments: json.RawMessage(args)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestRawConsumeHandler(t *testing.T) {
 	}
 	// The arguments reordered and spelled otherwise are the same call.
 	code, b := consume(first, grantTool, `{"currency":"GBP","amount":4.9e3,"payment_id":"pay_bench"}`, rawHTTPToken)
-	var use rawUse
+	var use tokenUse
 	if err := json.Unmarshal([]byte(b), &use); code != http.StatusOK || err != nil || !strings.HasPrefix(use.RequestID, "req_raw") || use.ConsumedAt.IsZero() {
 		t.Fatalf("first consume: %d %s, want 200 with its use", code, b)
 	}
